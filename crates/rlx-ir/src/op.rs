@@ -1,0 +1,613 @@
+//! The operation vocabulary and its attribute enums.
+//!
+//! Every node of a [`crate::Graph`] carries one [`Op`]. The variants that user
+//! code matches on (API.md §10) keep their exact field names; the rest are
+//! primitives the compiler and the autodiff transforms emit.
+
+use crate::{DType, Graph, ScaleLayout, ScaledFormat};
+
+/// Unary element-wise functions (29 variants, order is part of the API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Activation {
+    /// Exact GELU: `x · Φ(x)` with the error function.
+    Gelu,
+    /// Tanh-form GELU: `0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))`.
+    GeluApprox,
+    /// `x · sigmoid(x)`.
+    Silu,
+    Relu,
+    Sigmoid,
+    Tanh,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Neg,
+    Abs,
+    Sin,
+    Cos,
+    Tan,
+    Atan,
+    Recip,
+    /// Round half to even.
+    Round,
+    Floor,
+    Ceil,
+    Sign,
+    /// `ln(1 + eˣ)`.
+    Softplus,
+    /// ELU with α = 1.
+    Elu,
+    Erf,
+    /// `x · relu6(x + 3) / 6`.
+    HardSwish,
+    /// `relu6(x + 3) / 6`.
+    HardSigmoid,
+    /// `x · tanh(softplus(x))`.
+    Mish,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `ln(sigmoid(x))`.
+    LogSigmoid,
+}
+
+impl Activation {
+    /// Every activation, in declaration order.
+    pub const ALL: [Activation; 29] = [
+        Activation::Gelu,
+        Activation::GeluApprox,
+        Activation::Silu,
+        Activation::Relu,
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::Exp,
+        Activation::Log,
+        Activation::Sqrt,
+        Activation::Rsqrt,
+        Activation::Neg,
+        Activation::Abs,
+        Activation::Sin,
+        Activation::Cos,
+        Activation::Tan,
+        Activation::Atan,
+        Activation::Recip,
+        Activation::Round,
+        Activation::Floor,
+        Activation::Ceil,
+        Activation::Sign,
+        Activation::Softplus,
+        Activation::Elu,
+        Activation::Erf,
+        Activation::HardSwish,
+        Activation::HardSigmoid,
+        Activation::Mish,
+        Activation::Softsign,
+        Activation::LogSigmoid,
+    ];
+
+    /// Whether the reference crate's region fuser accepted this activation
+    /// (kept for API compatibility; our compiler fuses every activation).
+    pub const fn region_fusable(self) -> bool {
+        !matches!(
+            self,
+            Activation::Floor
+                | Activation::Ceil
+                | Activation::Sign
+                | Activation::Softplus
+                | Activation::Elu
+                | Activation::Erf
+                | Activation::HardSwish
+                | Activation::HardSigmoid
+                | Activation::Mish
+                | Activation::Softsign
+                | Activation::LogSigmoid
+        )
+    }
+
+    /// Snake-case name (`"gelu_approx"`), as the Tensor method is called.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Activation::Gelu => "gelu",
+            Activation::GeluApprox => "gelu_approx",
+            Activation::Silu => "silu",
+            Activation::Relu => "relu",
+            Activation::Sigmoid => "sigmoid",
+            Activation::Tanh => "tanh",
+            Activation::Exp => "exp",
+            Activation::Log => "log",
+            Activation::Sqrt => "sqrt",
+            Activation::Rsqrt => "rsqrt",
+            Activation::Neg => "neg",
+            Activation::Abs => "abs",
+            Activation::Sin => "sin",
+            Activation::Cos => "cos",
+            Activation::Tan => "tan",
+            Activation::Atan => "atan",
+            Activation::Recip => "recip",
+            Activation::Round => "round",
+            Activation::Floor => "floor",
+            Activation::Ceil => "ceil",
+            Activation::Sign => "sign",
+            Activation::Softplus => "softplus",
+            Activation::Elu => "elu",
+            Activation::Erf => "erf",
+            Activation::HardSwish => "hard_swish",
+            Activation::HardSigmoid => "hard_sigmoid",
+            Activation::Mish => "mish",
+            Activation::Softsign => "softsign",
+            Activation::LogSigmoid => "log_sigmoid",
+        }
+    }
+
+    /// True for the activations that are defined on integer inputs without
+    /// leaving the integers (`neg`, `abs`, `relu`, `sign`, and the identity-on-ints roundings).
+    pub const fn integer_closed(self) -> bool {
+        matches!(
+            self,
+            Activation::Neg
+                | Activation::Abs
+                | Activation::Relu
+                | Activation::Sign
+                | Activation::Round
+                | Activation::Floor
+                | Activation::Ceil
+        )
+    }
+}
+
+/// Element-wise binary operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Pow,
+    /// C `fmod`: the result has the sign of the dividend.
+    Mod,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    Atan2,
+}
+
+impl BinaryOp {
+    /// Snake-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Max => "maximum",
+            BinaryOp::Min => "minimum",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Mod => "rem",
+            BinaryOp::BitAnd => "bitand",
+            BinaryOp::BitOr => "bitor",
+            BinaryOp::BitXor => "bitxor",
+            BinaryOp::Shl => "shl",
+            BinaryOp::Shr => "shr",
+            BinaryOp::Atan2 => "atan2",
+        }
+    }
+
+    /// Bitwise/shift ops: defined on integers and `Bool` (and/or/xor) only.
+    pub const fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr
+        )
+    }
+}
+
+/// Element-wise comparisons; the result dtype is `Bool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    /// Snake-case name (`"lt"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "eq",
+            CmpOp::Ne => "ne",
+            CmpOp::Lt => "lt",
+            CmpOp::Le => "le",
+            CmpOp::Gt => "gt",
+            CmpOp::Ge => "ge",
+        }
+    }
+}
+
+/// Reduction kinds (also the window kind of [`Op::Pool`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Prod,
+}
+
+impl ReduceOp {
+    /// Snake-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Mean => "mean",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::Prod => "prod",
+        }
+    }
+}
+
+/// What kind of attention mask the kernel applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MaskKind {
+    /// Every query attends every key.
+    None,
+    /// Query `qi` attends keys `ki ≤ qi`.
+    Causal,
+    /// Query `qi` attends keys `ki ∈ [qi − w, qi]`.
+    SlidingWindow(usize),
+    /// A `[batch, key_len]` tensor (4th input): `≥ 0.5` attends, `< 0.5` is ignored.
+    Custom,
+    /// An additive `[B, H, Sq, Sk]` score bias (4th input).
+    Bias,
+}
+
+/// Pairing of rotated dimensions in [`Op::Rope`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RopeStyle {
+    /// Rotate-half: dimension `i` pairs with `i + n_rot/2`.
+    #[default]
+    NeoX,
+    /// Interleaved: dimension `2i` pairs with `2i + 1`.
+    GptJ,
+}
+
+/// Scaling convention of [`Op::Fft`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FftNorm {
+    /// Forward unscaled, inverse unscaled (so `ifft(fft(x)) = N·x`).
+    #[default]
+    Backward,
+    /// Both directions scaled by `1/√N`.
+    Ortho,
+    /// Forward scaled by `1/N`, inverse unscaled.
+    Forward,
+}
+
+/// Algorithm hint for [`Op::Fft`]; every choice computes the same transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FftAlgo {
+    /// The backend's own choice.
+    #[default]
+    Native,
+    /// A direct O(N²) DFT (a reference; handy for tiny N).
+    Dft,
+}
+
+/// How a [`Op::SynthMatMul`] synthesises its weight matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SynthKind {
+    /// Weight rows are concatenations of codebook entries chosen by u8 indices.
+    Codebook { entry_dim: u32, num_entries: u32 },
+}
+
+/// One operation of the IR. See the crate docs for input conventions.
+///
+/// Input order per variant (shapes use `…` for leading batch axes):
+/// - `Binary`, `Compare`: `[lhs, rhs]`, NumPy broadcasting.
+/// - `Where`: `[mask, on_true, on_false]`.
+/// - `MatMul`: `[a: …×M×K, b: …×K×N]`, batch axes broadcast.
+/// - `FusedMatMulBiasAct`: `[x: …×K, w: K×N, bias: N]` → `act(x·w + bias)`.
+/// - `DenseSolve`: `[a: …×n×n, b: …×n or …×n×k]` → `x` with `a·x = b`.
+/// - `LayerNorm`/`RmsNorm`: `[x, gamma, beta]`.
+/// - `Attention`: `[q, k, v]` (+ `mask` for `Custom`, `bias` for `Bias`).
+/// - `Rope`: `[x, cos, sin]`.
+/// - `Gather`: `[table, indices]`; `ScatterAdd`: `[base, indices, updates]`.
+/// - `Conv`: `[x, w]` or `[x, w, bias]`; `ConvGradInput`: `[x, w, grad_out]`;
+///   `ConvGradWeight`: `[x, w, grad_out]` (the shape-reference inputs are read for shape only).
+/// - `Pool`: `[x]`; `PoolGrad`: `[x, grad_out]`.
+/// - `SoftmaxCrossEntropy`: `[logits N×C, targets N×C]`;
+///   `SoftmaxCrossEntropyWithLogits`: `[logits N×C, labels N]`.
+/// - `SynthMatMul`: `[x, indices, codebook]`; `SplineActivation`: `[x, coeff C×num_basis]`.
+/// - `ScaledQuantScale`: `[x]`; `ScaledQuantize`: `[x, scales]`;
+///   `ScaledMatMul`: `[lq, rq, ls, rs]` (+ `bias` when `has_bias`).
+/// - `Scan`: `[init, bcasts…, xs…]`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// A named runtime input.
+    Input {
+        name: String,
+    },
+    /// A named trainable parameter.
+    Param {
+        name: String,
+    },
+    /// Literal data, little-endian, in the node's dtype (shape on the node).
+    Constant {
+        data: Vec<u8>,
+    },
+    Activation(Activation),
+    /// Element type conversion (float → int truncates toward zero; NaN → 0; saturating).
+    Cast {
+        to: DType,
+    },
+    /// Identity whose gradient is zero.
+    StopGradient,
+    Binary(BinaryOp),
+    Compare(CmpOp),
+    Where,
+    MatMul,
+    DenseSolve,
+    LayerNorm {
+        axis: i32,
+        eps: f32,
+    },
+    RmsNorm {
+        axis: i32,
+        eps: f32,
+    },
+    Attention {
+        num_heads: usize,
+        head_dim: usize,
+        v_head_dim: Option<usize>,
+        mask_kind: MaskKind,
+        score_scale: Option<f32>,
+        attn_logit_softcap: Option<f32>,
+    },
+    Rope {
+        head_dim: usize,
+        n_rot: usize,
+        style: RopeStyle,
+    },
+    /// Row-major reshape; `-1` is inferred (at most one).
+    Reshape {
+        new_shape: Vec<i64>,
+    },
+    Transpose {
+        perm: Vec<usize>,
+    },
+    Narrow {
+        axis: usize,
+        start: usize,
+        len: usize,
+    },
+    Concat {
+        axis: usize,
+    },
+    /// Broadcast to `target_shape` (a `-1` keeps the input's dim).
+    Expand {
+        target_shape: Vec<i64>,
+    },
+    Gather {
+        axis: usize,
+    },
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+        keep_dim: bool,
+    },
+    SynthMatMul {
+        kind: SynthKind,
+    },
+    SplineActivation {
+        num_basis: u32,
+        grid_min: f32,
+        grid_max: f32,
+    },
+    ScaledMatMul {
+        lhs_format: ScaledFormat,
+        rhs_format: ScaledFormat,
+        scale_layout: ScaleLayout,
+        has_bias: bool,
+    },
+    ScaledQuantize {
+        format: ScaledFormat,
+        scale_layout: ScaleLayout,
+    },
+    ScaledQuantScale {
+        format: ScaledFormat,
+        scale_layout: ScaleLayout,
+    },
+    Cumsum {
+        axis: i32,
+        exclusive: bool,
+    },
+    /// Index of the first maximum along `axis`, encoded in the input's dtype.
+    ArgMax {
+        axis: usize,
+        keep_dim: bool,
+    },
+    ArgMin {
+        axis: usize,
+        keep_dim: bool,
+    },
+    Softmax {
+        axis: i32,
+    },
+    Conv {
+        kernel_size: Vec<usize>,
+        stride: Vec<usize>,
+        padding: Vec<usize>,
+        dilation: Vec<usize>,
+        groups: usize,
+    },
+    Pool {
+        kind: ReduceOp,
+        kernel_size: Vec<usize>,
+        stride: Vec<usize>,
+        padding: Vec<usize>,
+    },
+    SoftmaxCrossEntropy,
+    SoftmaxCrossEntropyWithLogits,
+    FusedMatMulBiasAct {
+        activation: Option<Activation>,
+    },
+    Scan {
+        body: Box<Graph>,
+        length: u32,
+        save_trajectory: bool,
+        num_bcast: u32,
+        num_xs: u32,
+        num_checkpoints: u32,
+    },
+    /// FFT along the last axis. Real dtypes use the block layout `[…, 2N]`
+    /// (N real parts, then N imaginary parts); complex dtypes are `[…, N]`.
+    Fft {
+        inverse: bool,
+        norm: FftNorm,
+        algo: FftAlgo,
+    },
+
+    // ---- primitives emitted by the compiler and the transforms ----
+    /// `log(softmax(x))` along `axis`, computed stably.
+    LogSoftmax {
+        axis: i32,
+    },
+    /// `base` with `updates` added at `indices` along `axis` (the adjoint of `Gather`).
+    ScatterAdd {
+        axis: usize,
+    },
+    /// Pad `axis` with `before`/`after` copies of `value` (the adjoint of `Narrow`).
+    Pad {
+        axis: usize,
+        before: usize,
+        after: usize,
+        value: f64,
+    },
+    /// Gradient of [`Op::Pool`] with respect to its input.
+    PoolGrad {
+        kind: ReduceOp,
+        kernel_size: Vec<usize>,
+        stride: Vec<usize>,
+        padding: Vec<usize>,
+    },
+    /// Gradient of [`Op::Conv`] with respect to `x`.
+    ConvGradInput {
+        kernel_size: Vec<usize>,
+        stride: Vec<usize>,
+        padding: Vec<usize>,
+        dilation: Vec<usize>,
+        groups: usize,
+    },
+    /// Gradient of [`Op::Conv`] with respect to `w`.
+    ConvGradWeight {
+        kernel_size: Vec<usize>,
+        stride: Vec<usize>,
+        padding: Vec<usize>,
+        dilation: Vec<usize>,
+        groups: usize,
+    },
+    /// Round every element to the grid of an emulated float format
+    /// (see [`crate::FloatFormat`]); gradient passes straight through.
+    RoundToFormat {
+        exp_bits: u32,
+        man_bits: u32,
+        max_normal: f32,
+    },
+}
+
+impl Op {
+    /// Short name for messages and listings (`"matmul"`, `"reduce_sum"`).
+    pub fn name(&self) -> String {
+        match self {
+            Op::Input { .. } => "input".into(),
+            Op::Param { .. } => "param".into(),
+            Op::Constant { .. } => "constant".into(),
+            Op::Activation(a) => a.name().into(),
+            Op::Cast { .. } => "cast".into(),
+            Op::StopGradient => "stop_gradient".into(),
+            Op::Binary(b) => b.name().into(),
+            Op::Compare(c) => c.name().into(),
+            Op::Where => "where".into(),
+            Op::MatMul => "matmul".into(),
+            Op::DenseSolve => "solve".into(),
+            Op::LayerNorm { .. } => "layer_norm".into(),
+            Op::RmsNorm { .. } => "rms_norm".into(),
+            Op::Attention { .. } => "attention".into(),
+            Op::Rope { .. } => "rope".into(),
+            Op::Reshape { .. } => "reshape".into(),
+            Op::Transpose { .. } => "transpose".into(),
+            Op::Narrow { .. } => "narrow".into(),
+            Op::Concat { .. } => "concat".into(),
+            Op::Expand { .. } => "broadcast_to".into(),
+            Op::Gather { .. } => "gather".into(),
+            Op::Reduce { op, .. } => format!("reduce_{}", op.name()),
+            Op::SynthMatMul { .. } => "synth_matmul".into(),
+            Op::SplineActivation { .. } => "spline_activation".into(),
+            Op::ScaledMatMul { .. } => "scaled_matmul".into(),
+            Op::ScaledQuantize { .. } => "scaled_quantize".into(),
+            Op::ScaledQuantScale { .. } => "scaled_quant_scale".into(),
+            Op::Cumsum { .. } => "cumsum".into(),
+            Op::ArgMax { .. } => "argmax".into(),
+            Op::ArgMin { .. } => "argmin".into(),
+            Op::Softmax { .. } => "softmax".into(),
+            Op::Conv { .. } => "conv2d".into(),
+            Op::Pool { kind, .. } => format!("{}_pool2d", kind.name()),
+            Op::SoftmaxCrossEntropy => "cross_entropy".into(),
+            Op::SoftmaxCrossEntropyWithLogits => "softmax_cross_entropy_with_logits".into(),
+            Op::FusedMatMulBiasAct { .. } => "linear".into(),
+            Op::Scan { .. } => "scan".into(),
+            Op::Fft { inverse: false, .. } => "fft".into(),
+            Op::Fft { inverse: true, .. } => "ifft".into(),
+            Op::LogSoftmax { .. } => "log_softmax".into(),
+            Op::ScatterAdd { .. } => "scatter_add".into(),
+            Op::Pad { .. } => "pad".into(),
+            Op::PoolGrad { .. } => "pool2d_grad".into(),
+            Op::ConvGradInput { .. } => "conv2d_grad_input".into(),
+            Op::ConvGradWeight { .. } => "conv2d_grad_weight".into(),
+            Op::RoundToFormat { .. } => "round_to_format".into(),
+        }
+    }
+
+    /// Leaf ops: no inputs, value supplied from outside or baked in.
+    pub fn is_leaf(&self) -> bool {
+        matches!(
+            self,
+            Op::Input { .. } | Op::Param { .. } | Op::Constant { .. }
+        )
+    }
+
+    /// Pure per-element ops (output element `i` depends only on input elements at `i`
+    /// after broadcasting).
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Op::Activation(_)
+                | Op::Cast { .. }
+                | Op::StopGradient
+                | Op::Binary(_)
+                | Op::Compare(_)
+                | Op::Where
+                | Op::RoundToFormat { .. }
+        )
+    }
+
+    /// Pure data-movement ops (each output element is one input element or a fill value).
+    pub fn is_movement(&self) -> bool {
+        matches!(
+            self,
+            Op::Reshape { .. }
+                | Op::Transpose { .. }
+                | Op::Narrow { .. }
+                | Op::Concat { .. }
+                | Op::Expand { .. }
+                | Op::Pad { .. }
+        )
+    }
+}

@@ -1,0 +1,379 @@
+//! Dimensions and shapes, static and dynamic.
+
+use crate::DType;
+use std::collections::HashMap;
+use std::fmt;
+
+/// One dimension: a concrete size, or a symbol bound at run time.
+///
+/// Every `Dim::Dynamic(s)` with the same `s` in one graph is the same size.
+///
+/// ```
+/// use rlx_ir::Dim;
+/// assert_eq!(Dim::from(3).to_string(), "3");
+/// assert_eq!(Dim::Dynamic(0).to_string(), "?0");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dim {
+    Static(usize),
+    Dynamic(u32),
+}
+
+impl Dim {
+    /// The static size; panics on a dynamic dim.
+    #[track_caller]
+    pub fn unwrap_static(self) -> usize {
+        match self {
+            Dim::Static(n) => n,
+            Dim::Dynamic(s) => {
+                panic!("Dim::unwrap_static: dimension is dynamic (?{s}); bind it to a size first")
+            }
+        }
+    }
+
+    /// The static size, or `None` for a dynamic dim.
+    pub fn as_static(self) -> Option<usize> {
+        match self {
+            Dim::Static(n) => Some(n),
+            Dim::Dynamic(_) => None,
+        }
+    }
+
+    /// True for `Dim::Static`.
+    pub fn is_static(self) -> bool {
+        matches!(self, Dim::Static(_))
+    }
+
+    /// The size under `binding` (static dims are returned as is).
+    pub fn resolve(self, binding: &DimBinding) -> Option<usize> {
+        match self {
+            Dim::Static(n) => Some(n),
+            Dim::Dynamic(s) => binding.get(s),
+        }
+    }
+}
+
+impl From<usize> for Dim {
+    fn from(n: usize) -> Self {
+        Dim::Static(n)
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Static(n) => write!(f, "{n}"),
+            Dim::Dynamic(s) => write!(f, "?{s}"),
+        }
+    }
+}
+
+/// Concrete sizes for dynamic dimension symbols.
+///
+/// ```
+/// use rlx_ir::{DimBinding, Dim, DType, Shape};
+/// let mut b = DimBinding::new();
+/// b.set(0, 8);
+/// let s = Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(4)], DType::F32);
+/// assert_eq!(s.bind(&b).dims(), &[Dim::Static(8), Dim::Static(4)]);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DimBinding {
+    sizes: HashMap<u32, usize>,
+}
+
+impl DimBinding {
+    /// An empty binding.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bind symbol `sym` to `size` (overwrites).
+    pub fn set(&mut self, sym: u32, size: usize) {
+        self.sizes.insert(sym, size);
+    }
+
+    /// The size bound to `sym`.
+    pub fn get(&self, sym: u32) -> Option<usize> {
+        self.sizes.get(&sym).copied()
+    }
+
+    /// True when no symbol is bound.
+    pub fn is_empty(&self) -> bool {
+        self.sizes.is_empty()
+    }
+
+    /// `(symbol, size)` pairs sorted by symbol (a stable order for hashing).
+    pub fn sorted(&self) -> Vec<(u32, usize)> {
+        let mut v: Vec<_> = self.sizes.iter().map(|(k, v)| (*k, *v)).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+impl FromIterator<(u32, usize)> for DimBinding {
+    fn from_iter<I: IntoIterator<Item = (u32, usize)>>(iter: I) -> Self {
+        DimBinding {
+            sizes: iter.into_iter().collect(),
+        }
+    }
+}
+
+/// A tensor type: ordered dimensions plus element type.
+///
+/// ```
+/// use rlx_ir::{DType, Shape};
+/// let s = Shape::new(&[2, 3], DType::F32);
+/// assert_eq!(s.num_elements(), Some(6));
+/// assert_eq!(s.size_bytes(), Some(24));
+/// assert_eq!(s.to_string(), "[2, 3] f32");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shape {
+    dims: Vec<Dim>,
+    dtype: DType,
+}
+
+impl Shape {
+    /// A static shape.
+    pub fn new(dims: &[usize], dtype: DType) -> Shape {
+        Shape {
+            dims: dims.iter().map(|&d| Dim::Static(d)).collect(),
+            dtype,
+        }
+    }
+
+    /// A shape from (possibly dynamic) dims.
+    pub fn from_dims(dims: &[Dim], dtype: DType) -> Shape {
+        Shape {
+            dims: dims.to_vec(),
+            dtype,
+        }
+    }
+
+    /// Rank-0 shape.
+    pub fn scalar(dtype: DType) -> Shape {
+        Shape {
+            dims: Vec::new(),
+            dtype,
+        }
+    }
+
+    /// Number of axes.
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The dims.
+    pub fn dims(&self) -> &[Dim] {
+        &self.dims
+    }
+
+    /// Dim `i`; panics when out of range.
+    #[track_caller]
+    pub fn dim(&self, i: usize) -> Dim {
+        match self.dims.get(i) {
+            Some(d) => *d,
+            None => panic!(
+                "Shape::dim: axis {i} out of range for rank-{} shape {self}",
+                self.rank()
+            ),
+        }
+    }
+
+    /// Static sizes, or `None` if any dim is dynamic.
+    pub fn static_dims(&self) -> Option<Vec<usize>> {
+        self.dims.iter().map(|d| d.as_static()).collect()
+    }
+
+    /// Element count, or `None` if any dim is dynamic.
+    pub fn num_elements(&self) -> Option<usize> {
+        self.dims
+            .iter()
+            .try_fold(1usize, |acc, d| d.as_static().map(|n| acc * n))
+    }
+
+    /// Byte size, or `None` if any dim is dynamic.
+    pub fn size_bytes(&self) -> Option<usize> {
+        self.num_elements().map(|n| n * self.dtype.size_bytes())
+    }
+
+    /// True when every dim is static.
+    pub fn is_static(&self) -> bool {
+        self.dims.iter().all(|d| d.is_static())
+    }
+
+    /// Copy with dim `axis` replaced.
+    #[track_caller]
+    pub fn with_dim(&self, axis: usize, dim: Dim) -> Shape {
+        assert!(
+            axis < self.rank(),
+            "Shape::with_dim: axis {axis} out of range for {self}"
+        );
+        let mut s = self.clone();
+        s.dims[axis] = dim;
+        s
+    }
+
+    /// Copy with another dtype.
+    pub fn with_dtype(&self, dtype: DType) -> Shape {
+        Shape {
+            dims: self.dims.clone(),
+            dtype,
+        }
+    }
+
+    /// Copy with other dims and the same dtype.
+    pub fn with_dims(&self, dims: Vec<Dim>) -> Shape {
+        Shape {
+            dims,
+            dtype: self.dtype,
+        }
+    }
+
+    /// NumPy broadcasting of the dims; the dtype is `self`'s.
+    ///
+    /// A size-1 dim stretches; equal dims (static or the same symbol) match;
+    /// anything else is an error naming both shapes.
+    pub fn broadcast_with(&self, other: &Shape) -> Result<Shape, String> {
+        let rank = self.rank().max(other.rank());
+        let mut dims = Vec::with_capacity(rank);
+        for i in 0..rank {
+            let a = axis_from_right(&self.dims, rank, i);
+            let b = axis_from_right(&other.dims, rank, i);
+            let d = match (a, b) {
+                (x, y) if x == y => x,
+                (Dim::Static(1), y) => y,
+                (x, Dim::Static(1)) => x,
+                _ => {
+                    return Err(format!(
+                        "cannot broadcast {self} with {other}: axis {i} has {a} vs {b} (sizes must match or one must be 1)"
+                    ));
+                }
+            };
+            dims.push(d);
+        }
+        Ok(Shape {
+            dims,
+            dtype: self.dtype,
+        })
+    }
+
+    /// The dynamic symbols used, in first-seen order, without repeats.
+    pub fn dynamic_symbols(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        for d in &self.dims {
+            if let Dim::Dynamic(s) = d {
+                if !out.contains(s) {
+                    out.push(*s);
+                }
+            }
+        }
+        out
+    }
+
+    /// Replace every bound dynamic dim by its size (unbound ones stay dynamic).
+    pub fn bind(&self, binding: &DimBinding) -> Shape {
+        Shape {
+            dims: self
+                .dims
+                .iter()
+                .map(|d| match d.resolve(binding) {
+                    Some(n) => Dim::Static(n),
+                    None => *d,
+                })
+                .collect(),
+            dtype: self.dtype,
+        }
+    }
+
+    /// Concrete sizes under `binding`, or `None` if a symbol is unbound.
+    pub fn concrete(&self, binding: &DimBinding) -> Option<Vec<usize>> {
+        self.dims.iter().map(|d| d.resolve(binding)).collect()
+    }
+}
+
+/// Dim of `dims` aligned to a broadcast of rank `rank`, counting axis `i` from the left
+/// of the broadcast result (missing leading axes are 1).
+fn axis_from_right(dims: &[Dim], rank: usize, i: usize) -> Dim {
+    let offset = rank - dims.len();
+    if i < offset {
+        Dim::Static(1)
+    } else {
+        dims[i - offset]
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, d) in self.dims.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        write!(f, "] {}", self.dtype)
+    }
+}
+
+impl From<&Shape> for Shape {
+    fn from(s: &Shape) -> Shape {
+        s.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_stretches_size_one_and_prepends_axes() {
+        let a = Shape::new(&[4, 1, 3], DType::F32);
+        let b = Shape::new(&[5, 1], DType::F32);
+        assert_eq!(
+            a.broadcast_with(&b).unwrap(),
+            Shape::new(&[4, 5, 3], DType::F32)
+        );
+        let s = Shape::scalar(DType::F32);
+        assert_eq!(a.broadcast_with(&s).unwrap(), a);
+    }
+
+    #[test]
+    fn broadcast_keeps_dynamic_dims_and_rejects_mismatch() {
+        let a = Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(3)], DType::F32);
+        let b = Shape::new(&[1, 3], DType::F32);
+        assert_eq!(a.broadcast_with(&b).unwrap(), a);
+        let c = Shape::new(&[2, 4], DType::F32);
+        let err = a.broadcast_with(&c).unwrap_err();
+        assert!(
+            err.contains("[?0, 3] f32") && err.contains("[2, 4] f32"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn counts_and_binding() {
+        let s = Shape::from_dims(
+            &[Dim::Dynamic(1), Dim::Static(2), Dim::Dynamic(1)],
+            DType::F16,
+        );
+        assert_eq!(s.num_elements(), None);
+        assert_eq!(s.dynamic_symbols(), vec![1]);
+        let b: DimBinding = [(1, 5)].into_iter().collect();
+        assert_eq!(s.concrete(&b), Some(vec![5, 2, 5]));
+        assert_eq!(s.bind(&b).size_bytes(), Some(100));
+        assert_eq!(Shape::scalar(DType::F32).num_elements(), Some(1));
+    }
+
+    #[test]
+    #[should_panic(expected = "dynamic")]
+    fn unwrap_static_panics_on_dynamic() {
+        Dim::Dynamic(3).unwrap_static();
+    }
+}
