@@ -23,6 +23,7 @@ mod error;
 mod float_format;
 mod graph;
 mod infer;
+pub mod interp;
 pub mod op;
 mod scaled;
 mod shape;
