@@ -218,6 +218,56 @@ impl TensorData {
     }
 }
 
+/// A borrowed tensor: dtype, dims and little-endian bytes owned elsewhere.
+///
+/// Backends receive their arguments as views so large host buffers are never copied
+/// just to be passed in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TensorView<'a> {
+    pub dtype: DType,
+    pub dims: &'a [usize],
+    pub bytes: &'a [u8],
+}
+
+impl<'a> TensorView<'a> {
+    /// Wrap borrowed bytes, checking their length.
+    pub fn new(dtype: DType, dims: &'a [usize], bytes: &'a [u8]) -> IrResult<TensorView<'a>> {
+        let n: usize = dims.iter().product();
+        if n * dtype.size_bytes() != bytes.len() {
+            return Err(IrError::new(
+                "tensor_view",
+                format!("{} bytes do not fit {dims:?} {dtype} ({} bytes needed)", bytes.len(), n * dtype.size_bytes()),
+            ));
+        }
+        Ok(TensorView { dtype, dims, bytes })
+    }
+
+    /// Element count.
+    pub fn numel(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// An owned copy.
+    pub fn to_owned(&self) -> TensorData {
+        TensorData {
+            dtype: self.dtype,
+            dims: self.dims.to_vec(),
+            bytes: self.bytes.to_vec(),
+        }
+    }
+}
+
+impl TensorData {
+    /// Borrow as a [`TensorView`].
+    pub fn view(&self) -> TensorView<'_> {
+        TensorView {
+            dtype: self.dtype,
+            dims: &self.dims,
+            bytes: &self.bytes,
+        }
+    }
+}
+
 #[track_caller]
 fn check_len(dims: &[usize], len: usize) {
     let n: usize = dims.iter().product();

@@ -29,7 +29,7 @@ mod scaled;
 mod shape;
 mod verify;
 
-pub use data::TensorData;
+pub use data::{TensorData, TensorView};
 pub use dtype::DType;
 pub use error::{IrError, IrResult};
 pub use float_format::FloatFormat;
