@@ -1,0 +1,151 @@
+//! The `Backend` trait every execution backend implements, and the registry.
+
+use crate::{Device, RuntimeError, RuntimeResult};
+use rlx_ir::{Graph, NodeId, Op, TensorData, TensorView};
+use std::sync::{Arc, RwLock};
+
+/// A compiled graph, ready to run on its device.
+///
+/// Arguments are positional, in the order of [`arg_order`]: every `Op::Input` and
+/// `Op::Param` node of the compiled graph, in node order. Results come back in the
+/// order of the graph's outputs.
+pub trait Executable: Send + Sync {
+    /// Run once. Dynamic dims are bound from the argument dims.
+    fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>>;
+
+    /// A human-readable account of what the compiler did (kernels, fusion, memory plan).
+    fn explain(&self) -> String;
+}
+
+/// An execution backend: compiles graphs for the devices it serves.
+pub trait Backend: Send + Sync {
+    /// Short name (`"cpu"`, `"wgpu"`).
+    fn name(&self) -> &'static str;
+
+    /// Devices this backend can serve (when available).
+    fn devices(&self) -> &[Device];
+
+    /// Whether `device` can be used right now on this host (a live probe where relevant).
+    fn is_available(&self, device: Device) -> bool;
+
+    /// Whether `device` is real hardware worth preferring over the CPU (a software
+    /// emulation such as a CPU Vulkan driver answers `false`).
+    fn is_hardware(&self, device: Device) -> bool {
+        let _ = device;
+        true
+    }
+
+    /// Whether this backend can run every op of `graph`.
+    fn supports(&self, graph: &Graph) -> bool {
+        let _ = graph;
+        true
+    }
+
+    /// Compile `graph` (already verified) for `device`.
+    fn compile(&self, device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>>;
+}
+
+/// The leaf nodes that receive arguments, in argument order.
+pub fn arg_order(graph: &Graph) -> Vec<NodeId> {
+    graph
+        .nodes()
+        .iter()
+        .filter(|n| matches!(n.op, Op::Input { .. } | Op::Param { .. }))
+        .map(|n| n.id)
+        .collect()
+}
+
+static REGISTRY: RwLock<Vec<Arc<dyn Backend>>> = RwLock::new(Vec::new());
+
+/// Register a backend (a backend with the same name is replaced).
+pub fn register_backend(backend: Arc<dyn Backend>) {
+    let mut reg = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
+    reg.retain(|b| b.name() != backend.name());
+    reg.push(backend);
+}
+
+/// Every registered backend.
+pub fn registered_backends() -> Vec<Arc<dyn Backend>> {
+    REGISTRY.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// The registered backend serving `device`, if it is available.
+pub fn backend_for(device: Device) -> Option<Arc<dyn Backend>> {
+    registered_backends()
+        .into_iter()
+        .find(|b| b.devices().contains(&device) && b.is_available(device))
+}
+
+/// True when a registered backend can run on `device` on this host.
+pub fn is_available(device: Device) -> bool {
+    backend_for(device).is_some()
+}
+
+/// Every available device, in [`Device::all`] order.
+pub fn available_devices() -> Vec<Device> {
+    Device::all()
+        .iter()
+        .copied()
+        .filter(|&d| is_available(d))
+        .collect()
+}
+
+/// The highest-priority available hardware device (CPU when nothing else is).
+pub fn fastest_device() -> Device {
+    for &d in Device::priority_order() {
+        if let Some(b) = backend_for(d) {
+            if d == Device::Cpu || b.is_hardware(d) {
+                return d;
+            }
+        }
+    }
+    Device::Cpu
+}
+
+/// The device to run `graph` on: `RLX_FORCE_DEVICE` when set (and available), else the
+/// highest-priority available hardware device whose backend supports every op of the graph.
+/// Graphs with fewer than 2¹⁶ elements of work stay on the CPU, where launch latency
+/// dominates.
+pub fn fastest_device_for(graph: &Graph) -> Device {
+    if let Ok(name) = std::env::var("RLX_FORCE_DEVICE") {
+        if let Ok(d) = name.parse::<Device>() {
+            if is_available(d) {
+                return d;
+            }
+        }
+    }
+    let work: usize = graph
+        .nodes()
+        .iter()
+        .filter_map(|n| n.shape.num_elements())
+        .sum();
+    if work < 1 << 16 {
+        return Device::Cpu;
+    }
+    for &d in Device::priority_order() {
+        if let Some(b) = backend_for(d) {
+            if (d == Device::Cpu || b.is_hardware(d)) && b.supports(graph) {
+                return d;
+            }
+        }
+    }
+    Device::Cpu
+}
+
+/// Compile `graph` for `device` through the registered backend.
+pub fn compile(device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+    let backend = backend_for(device).ok_or_else(|| unavailable(device))?;
+    graph
+        .verify()
+        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
+    backend.compile(device, graph)
+}
+
+/// The error for a device nobody can serve.
+pub fn unavailable(device: Device) -> RuntimeError {
+    let avail: Vec<&str> = available_devices().iter().map(|d| d.name()).collect();
+    RuntimeError::new(format!(
+        "device {device} is not available in this build or on this host (available: {}); enable its cargo feature (e.g. `eval-gpu`, `eval-cuda`) or pick one of the available devices",
+        avail.join(", ")
+    ))
+}

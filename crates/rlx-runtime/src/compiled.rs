@@ -1,0 +1,176 @@
+//! `CompiledGraph`: an executable plus its argument roster and bound parameters.
+
+use crate::backend::{Executable, arg_order, compile};
+use crate::{Device, RuntimeError, RuntimeResult};
+use rlx_ir::{Graph, Op, Shape, TensorData, TensorView};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One argument slot of a compiled graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArgSlot {
+    /// The input or param name.
+    pub name: String,
+    /// Declared type (may have dynamic dims).
+    pub shape: Shape,
+    /// `Op::Param` (bindable once with [`CompiledGraph::set_param`]) vs `Op::Input`.
+    pub is_param: bool,
+}
+
+/// A graph compiled for one device, with its parameter bindings.
+#[derive(Clone)]
+pub struct CompiledGraph {
+    exec: Arc<dyn Executable>,
+    device: Device,
+    name: String,
+    slots: Vec<ArgSlot>,
+    outputs: Vec<Shape>,
+    params: HashMap<String, TensorData>,
+}
+
+impl std::fmt::Debug for CompiledGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field("name", &self.name)
+            .field("device", &self.device)
+            .field("slots", &self.slots)
+            .field("outputs", &self.outputs)
+            .finish()
+    }
+}
+
+impl CompiledGraph {
+    /// Verify and compile `graph` for `device`.
+    pub fn new(device: Device, graph: &Graph) -> RuntimeResult<CompiledGraph> {
+        let exec = compile(device, graph)?;
+        let slots = arg_order(graph)
+            .into_iter()
+            .map(|id| {
+                let n = graph.node(id);
+                let (name, is_param) = match &n.op {
+                    Op::Input { name } => (name.clone(), false),
+                    Op::Param { name } => (name.clone(), true),
+                    _ => unreachable!(),
+                };
+                ArgSlot {
+                    name,
+                    shape: n.shape.clone(),
+                    is_param,
+                }
+            })
+            .collect();
+        Ok(CompiledGraph {
+            exec,
+            device,
+            name: graph.name.clone(),
+            slots,
+            outputs: graph
+                .outputs
+                .iter()
+                .map(|&o| graph.shape(o).clone())
+                .collect(),
+            params: HashMap::new(),
+        })
+    }
+
+    /// The device it runs on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Argument slots in argument order.
+    pub fn slots(&self) -> &[ArgSlot] {
+        &self.slots
+    }
+
+    /// Declared result types.
+    pub fn output_shapes(&self) -> &[Shape] {
+        &self.outputs
+    }
+
+    /// Bind a parameter (kept across runs). Errors name the param and list the declared ones.
+    pub fn set_param(&mut self, name: &str, data: TensorData) -> RuntimeResult<()> {
+        let Some(slot) = self.slots.iter().find(|s| s.is_param && s.name == name) else {
+            let declared: Vec<&str> = self
+                .slots
+                .iter()
+                .filter(|s| s.is_param)
+                .map(|s| s.name.as_str())
+                .collect();
+            return Err(RuntimeError::new(format!(
+                "graph `{}` declares no param `{name}` (declared params: {declared:?})",
+                self.name
+            )));
+        };
+        check_arg(slot, &data.view(), &self.name)?;
+        self.params.insert(name.to_string(), data);
+        Ok(())
+    }
+
+    /// Whether param `name` has been bound.
+    pub fn is_param_bound(&self, name: &str) -> bool {
+        self.params.contains_key(name)
+    }
+
+    /// Run with `inputs` by name (params may be given here too, overriding bound ones).
+    pub fn run(&self, inputs: &[(&str, TensorView<'_>)]) -> RuntimeResult<Vec<TensorData>> {
+        for (n, _) in inputs {
+            if !self.slots.iter().any(|s| s.name == *n) {
+                let names: Vec<&str> = self.slots.iter().map(|s| s.name.as_str()).collect();
+                return Err(RuntimeError::new(format!(
+                    "graph `{}` has no input or param named `{n}` (it has: {names:?})",
+                    self.name
+                )));
+            }
+        }
+        let mut args = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            let view = match inputs.iter().find(|(n, _)| *n == slot.name) {
+                Some((_, v)) => *v,
+                None => match self.params.get(&slot.name) {
+                    Some(d) => d.view(),
+                    None => {
+                        return Err(RuntimeError::new(format!(
+                            "graph `{}`: no data for {} `{}` of type {}; pass it in the inputs{}",
+                            self.name,
+                            if slot.is_param { "param" } else { "input" },
+                            slot.name,
+                            slot.shape,
+                            if slot.is_param {
+                                " or bind it first"
+                            } else {
+                                ""
+                            }
+                        )));
+                    }
+                },
+            };
+            check_arg(slot, &view, &self.name)?;
+            args.push(view);
+        }
+        self.exec.run(&args)
+    }
+
+    /// What the compiler did for this graph.
+    pub fn explain(&self) -> String {
+        self.exec.explain()
+    }
+}
+
+fn check_arg(slot: &ArgSlot, v: &TensorView<'_>, graph: &str) -> RuntimeResult<()> {
+    let ok_rank = v.dims.len() == slot.shape.rank();
+    let ok_dims = ok_rank
+        && slot
+            .shape
+            .dims()
+            .iter()
+            .zip(v.dims)
+            .all(|(d, &n)| d.as_static().is_none_or(|s| s == n));
+    if !ok_dims || v.dtype != slot.shape.dtype() {
+        return Err(RuntimeError::new(format!(
+            "graph `{graph}`: `{}` is declared {} but got {:?} {}; pass data of the declared type",
+            slot.name, slot.shape, v.dims, v.dtype
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,30 @@
+//! # rlx-runtime
+//!
+//! Devices ([`Device`]), the [`Backend`] trait that execution backends implement,
+//! the backend registry and detection ([`is_available`], [`available_devices`],
+//! [`fastest_device`], [`fastest_device_for`]), compiled graphs ([`CompiledGraph`]),
+//! graph preparation for compilation ([`prepare`]), and the per-thread compile
+//! cache ([`cache_stats`], [`clear_cache`]).
+//!
+//! The runtime never names a backend crate: `rlx-tensor` registers the backends its
+//! Cargo features enable with [`register_backend`].
+
+mod backend;
+mod cache;
+mod compiled;
+mod device;
+mod error;
+mod prepare;
+
+pub use backend::{
+    Backend, Executable, arg_order, available_devices, backend_for, compile, fastest_device,
+    fastest_device_for, is_available, register_backend, registered_backends, unavailable,
+};
+pub use cache::{
+    CACHE_CAPACITY, CachedGraph, cache_contains, cache_get_or_compile, cache_len, cache_stats,
+    clear_cache,
+};
+pub use compiled::{ArgSlot, CompiledGraph};
+pub use device::Device;
+pub use error::{RuntimeError, RuntimeResult};
+pub use prepare::{LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, graph_key, prepare};

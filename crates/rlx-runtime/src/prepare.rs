@@ -1,0 +1,201 @@
+//! Turning a (shared, possibly large) graph into the exact program to compile:
+//! the live cone of the requested outputs, with already-computed nodes and large
+//! constants lifted into arguments, plus a structural cache key.
+
+use crate::Device;
+use rlx_ir::{Graph, NodeId, Op};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+/// Constants with more elements than this are passed as arguments instead of being
+/// baked into the program, so new data of the same shape never recompiles.
+pub const LIFT_THRESHOLD_ELEMENTS: usize = 64;
+
+/// Where a lifted argument's data comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifted {
+    /// The payload of this `Op::Constant` node of the source graph.
+    Constant(NodeId),
+    /// The already-computed value of this node of the source graph.
+    Realized(NodeId),
+}
+
+/// The program to compile for some outputs of a source graph.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The extracted graph (dense ids; lifted nodes are `Op::Input`s named `__argN`).
+    pub graph: Graph,
+    /// Structural key: device, graph name, ops (small constants by value), shapes, outputs.
+    pub key: u64,
+    /// Lifted arguments, `(input name in `graph`, source)`.
+    pub lifted: Vec<(String, Lifted)>,
+}
+
+/// Extract the cone of `outputs` from `src`.
+///
+/// `is_realized(n)` says whether node `n` already has a value; such nodes (other than
+/// the requested outputs themselves) become arguments instead of being recomputed.
+pub fn prepare(
+    src: &Graph,
+    outputs: &[NodeId],
+    is_realized: &dyn Fn(NodeId) -> bool,
+    device: Device,
+) -> Prepared {
+    let out_set: Vec<NodeId> = outputs.to_vec();
+    // live cone, cut at realized interior nodes
+    let mut live = vec![false; src.len()];
+    let mut cut = vec![false; src.len()];
+    let mut stack: Vec<NodeId> = outputs.to_vec();
+    while let Some(n) = stack.pop() {
+        if live[n.index()] {
+            continue;
+        }
+        live[n.index()] = true;
+        if !out_set.contains(&n) && is_realized(n) {
+            cut[n.index()] = true;
+            continue;
+        }
+        stack.extend(src.node(n).inputs.iter().copied());
+    }
+    let mut g = Graph::new(src.name.clone());
+    let mut map: HashMap<NodeId, NodeId> = HashMap::new();
+    let mut lifted = Vec::new();
+    for node in src.nodes() {
+        if !live[node.id.index()] {
+            continue;
+        }
+        let big_const = matches!(&node.op, Op::Constant { .. })
+            && node
+                .shape
+                .num_elements()
+                .is_some_and(|n| n > LIFT_THRESHOLD_ELEMENTS);
+        let new_id = if cut[node.id.index()] || big_const {
+            let name = format!("__arg{}", lifted.len());
+            lifted.push((
+                name.clone(),
+                if cut[node.id.index()] {
+                    Lifted::Realized(node.id)
+                } else {
+                    Lifted::Constant(node.id)
+                },
+            ));
+            g.input(name, node.shape.clone())
+        } else {
+            let inputs = node.inputs.iter().map(|i| map[i]).collect();
+            let id = g.append_node(
+                node.op.clone(),
+                inputs,
+                node.shape.clone(),
+                node.name.clone(),
+            );
+            if let Some(o) = node.origin {
+                g.set_origin(id, o);
+            }
+            id
+        };
+        map.insert(node.id, new_id);
+    }
+    g.set_outputs(outputs.iter().map(|o| map[o]).collect());
+    let key = graph_key(&g, device);
+    Prepared {
+        graph: g,
+        key,
+        lifted,
+    }
+}
+
+/// The structural key of `graph` on `device` (outputs included).
+pub fn graph_key(graph: &Graph, device: Device) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    device.hash(&mut h);
+    hash_graph(graph, &mut h);
+    h.finish()
+}
+
+fn hash_graph(graph: &Graph, h: &mut impl Hasher) {
+    graph.name.hash(h);
+    let mut buf = String::new();
+    for n in graph.nodes() {
+        n.id.hash(h);
+        match &n.op {
+            Op::Constant { data } => {
+                0u8.hash(h);
+                data.hash(h);
+            }
+            Op::Scan {
+                body,
+                length,
+                save_trajectory,
+                num_bcast,
+                num_xs,
+                num_checkpoints,
+            } => {
+                1u8.hash(h);
+                hash_graph(body, h);
+                (length, save_trajectory, num_bcast, num_xs, num_checkpoints).hash(h);
+            }
+            op => {
+                use std::fmt::Write;
+                buf.clear();
+                let _ = write!(buf, "{op:?}");
+                buf.hash(h);
+            }
+        }
+        n.inputs.hash(h);
+        n.shape.hash(h);
+    }
+    graph.outputs.hash(h);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlx_ir::{Activation, BinaryOp, DType, Shape, TensorData};
+
+    fn constant(g: &mut Graph, vals: &[f32]) -> NodeId {
+        let d = TensorData::from_f32(&[vals.len()], vals);
+        g.add_node(Op::Constant { data: d.bytes }, vec![], d.shape())
+    }
+
+    #[test]
+    fn dead_nodes_do_not_change_the_key() {
+        let mut g = Graph::new("g");
+        let a = g.input("a", Shape::new(&[3], DType::F32));
+        let r = g.add_op(Op::Activation(Activation::Relu), vec![a]).unwrap();
+        let k1 = prepare(&g, &[r], &|_| false, Device::Cpu).key;
+        g.add_op(Op::Activation(Activation::Exp), vec![a]).unwrap();
+        let k2 = prepare(&g, &[r], &|_| false, Device::Cpu).key;
+        assert_eq!(k1, k2);
+        assert_ne!(k1, prepare(&g, &[r], &|_| false, Device::Cuda).key);
+    }
+
+    #[test]
+    fn large_constants_are_lifted_and_small_ones_are_keyed_by_value() {
+        let mk = |v: f32, n: usize| {
+            let mut g = Graph::new("g");
+            let c = constant(&mut g, &vec![v; n]);
+            let r = g.add_op(Op::Activation(Activation::Relu), vec![c]).unwrap();
+            prepare(&g, &[r], &|_| false, Device::Cpu)
+        };
+        assert_eq!(mk(1.0, 100).key, mk(2.0, 100).key);
+        assert_eq!(
+            mk(1.0, 100).lifted,
+            vec![("__arg0".to_string(), Lifted::Constant(NodeId(0)))]
+        );
+        assert_ne!(mk(1.0, 3).key, mk(2.0, 3).key);
+        assert!(mk(1.0, 3).lifted.is_empty());
+    }
+
+    #[test]
+    fn realized_interior_nodes_are_cut_but_outputs_are_not() {
+        let mut g = Graph::new("g");
+        let a = g.input("a", Shape::new(&[3], DType::F32));
+        let r = g.add_op(Op::Activation(Activation::Relu), vec![a]).unwrap();
+        let s = g.add_op(Op::Binary(BinaryOp::Add), vec![r, r]).unwrap();
+        let p = prepare(&g, &[s], &|n| n == r, Device::Cpu);
+        assert_eq!(p.graph.len(), 2);
+        assert_eq!(p.lifted, vec![("__arg0".to_string(), Lifted::Realized(r))]);
+        let q = prepare(&g, &[r], &|n| n == r, Device::Cpu);
+        assert_eq!(q.graph.len(), 2, "the output itself is never cut");
+    }
+}

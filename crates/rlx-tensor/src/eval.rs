@@ -1,0 +1,374 @@
+//! Reading results: compile (through the per-thread cache) and run.
+
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+use rlx_ir::{DType, Graph, NodeId, Op, TensorData, TensorView};
+use rlx_runtime::{CompiledGraph, Lifted, Prepared};
+use std::fmt;
+use std::rc::Rc;
+use std::sync::Once;
+
+pub use rlx_runtime::{Device, cache_stats, clear_cache};
+
+static REGISTER: Once = Once::new();
+
+/// Register the backends this build's features enable (idempotent, cheap after the first call).
+pub(crate) fn ensure_backends() {
+    REGISTER.call_once(|| {
+        rlx_runtime::register_backend(std::sync::Arc::new(rlx_cpu::CpuBackend));
+    });
+}
+
+/// Whether `device` can run graphs in this build and on this host.
+pub fn is_available(device: Device) -> bool {
+    ensure_backends();
+    rlx_runtime::is_available(device)
+}
+
+/// Every available device, CPU first.
+pub fn available_devices() -> Vec<Device> {
+    ensure_backends();
+    rlx_runtime::available_devices()
+}
+
+/// The highest-priority available device.
+pub fn fastest_device() -> Device {
+    ensure_backends();
+    rlx_runtime::fastest_device()
+}
+
+/// The device `graph` runs on by default (`RLX_FORCE_DEVICE` overrides).
+pub fn fastest_device_for(graph: &Graph) -> Device {
+    ensure_backends();
+    rlx_runtime::fastest_device_for(graph)
+}
+
+/// Compile `prepared` for `device` through the per-thread cache.
+pub(crate) fn cached(prepared: &Prepared, device: Device) -> Result<rlx_runtime::CachedGraph> {
+    ensure_backends();
+    if !rlx_runtime::is_available(device) {
+        return Err(rlx_runtime::unavailable(device).to_string().into_error());
+    }
+    rlx_runtime::cache_get_or_compile(prepared.key, || CompiledGraph::new(device, &prepared.graph))
+        .map_err(|e| Error::new(e.to_string()))
+}
+
+trait IntoError {
+    fn into_error(self) -> Error;
+}
+impl IntoError for String {
+    fn into_error(self) -> Error {
+        Error::new(self)
+    }
+}
+
+impl Tensor {
+    /// Compute this tensor on `device` (or read it back when already computed).
+    fn materialize(&self, device: Device) -> Result<Rc<TensorData>> {
+        if let Some(d) = self.raw_constant() {
+            return Ok(Rc::new(d));
+        }
+        let prepared = {
+            let st = self.cell.state();
+            rlx_runtime::prepare(
+                &st.graph,
+                &[self.id],
+                &|n| st.realized.contains_key(&n),
+                device,
+            )
+        };
+        let compiled = cached(&prepared, device)?;
+        if let Some(v) = self.cell.state().realized.get(&self.id) {
+            return Ok(v.clone());
+        }
+        let outputs = {
+            let st = self.cell.state();
+            let args = LiftedArgs::new(&prepared, &st.graph, &st.realized);
+            let named = args.named(&prepared);
+            compiled.borrow().run(&named).map_err(|e| {
+                let has_inputs =
+                    prepared.graph.input_names().iter().any(|n| !prepared.lifted.iter().any(|(l, _)| l == n));
+                if has_inputs || !prepared.graph.param_names().is_empty() {
+                    Error::new(format!(
+                        "cannot read a tensor that depends on graph inputs or params without their data ({e}); build a Func (Func::from_graph) and call run with the inputs"
+                    ))
+                } else {
+                    Error::new(e.to_string())
+                }
+            })?
+        };
+        let value = Rc::new(outputs.into_iter().next().expect("one output"));
+        self.cell
+            .state_mut()
+            .realized
+            .insert(self.id, value.clone());
+        Ok(value)
+    }
+
+    /// The payload when this node is a plain constant (no compile, no cache).
+    fn raw_constant(&self) -> Option<TensorData> {
+        let st = self.cell.state();
+        let node = st.graph.node(self.id);
+        match &node.op {
+            Op::Constant { data } => {
+                let dims = node.shape.static_dims()?;
+                TensorData::new(node.shape.dtype(), &dims, data.clone()).ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// The computed value with its dtype and dims (compiles through the cache).
+    pub fn try_to_data(&self) -> Result<TensorData> {
+        let device = fastest_device_for(&self.cell.state().graph);
+        self.try_to_data_on(device)
+    }
+
+    /// [`Tensor::try_to_data`] on an explicit device.
+    pub fn try_to_data_on(&self, device: Device) -> Result<TensorData> {
+        Ok((*self.materialize(device)?).clone())
+    }
+
+    /// The computed value with its dtype and dims. Panics on failure.
+    #[track_caller]
+    pub fn to_data(&self) -> TensorData {
+        self.try_to_data().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Compute and read back as f32 on the fastest device for this graph.
+    ///
+    /// ```
+    /// use rlx_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0, 2.0, 3.0], [3]);
+    /// let b = Tensor::ones([3]);
+    /// assert_eq!((&a + &b).relu().to_vec(), vec![2.0, 3.0, 4.0]);
+    /// ```
+    #[track_caller]
+    pub fn to_vec(&self) -> Vec<f32> {
+        self.try_to_vec().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Tensor::to_vec`] returning an error instead of panicking.
+    pub fn try_to_vec(&self) -> Result<Vec<f32>> {
+        let device = fastest_device_for(&self.cell.state().graph);
+        self.try_to_vec_on(device)
+    }
+
+    /// Compute on `device` and read back as f32.
+    #[track_caller]
+    pub fn to_vec_on(&self, device: Device) -> Vec<f32> {
+        self.try_to_vec_on(device).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Tensor::to_vec_on`] returning an error.
+    pub fn try_to_vec_on(&self, device: Device) -> Result<Vec<f32>> {
+        Ok(self.materialize(device)?.to_f32_vec())
+    }
+
+    /// Compute now (same as [`Tensor::to_vec`]); later expressions reuse the value.
+    #[track_caller]
+    pub fn realize(&self) -> Vec<f32> {
+        self.to_vec()
+    }
+
+    /// Compute now on `device`.
+    #[track_caller]
+    pub fn realize_on(&self, device: Device) -> Vec<f32> {
+        self.to_vec_on(device)
+    }
+
+    /// The single element. Panics unless the tensor has exactly one element.
+    #[track_caller]
+    pub fn item(&self) -> f32 {
+        self.try_item().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Tensor::item`] returning an error.
+    pub fn try_item(&self) -> Result<f32> {
+        let v = self.try_to_vec()?;
+        if v.len() != 1 {
+            return Err(Error::new(format!(
+                "item: the tensor has {} elements ({}); item() needs exactly one — reduce it first (e.g. .sum_all())",
+                v.len(),
+                self.shape()
+            )));
+        }
+        Ok(v[0])
+    }
+
+    /// Read back as f64 (any real dtype converts).
+    #[track_caller]
+    pub fn to_vec_f64(&self) -> Vec<f64> {
+        self.to_data().to_f64_vec()
+    }
+
+    /// Read back as i64: integer dtypes exactly, float-encoded indices (argmax) truncated.
+    #[track_caller]
+    pub fn to_vec_i64(&self) -> Vec<i64> {
+        self.to_data().to_i64_vec()
+    }
+
+    /// Read back as i32.
+    #[track_caller]
+    pub fn to_vec_i32(&self) -> Vec<i32> {
+        self.to_data()
+            .to_i64_vec()
+            .into_iter()
+            .map(|v| v as i32)
+            .collect()
+    }
+
+    /// Read back as bool (non-zero is true).
+    #[track_caller]
+    pub fn to_vec_bool(&self) -> Vec<bool> {
+        self.to_data().to_bool_vec()
+    }
+
+    /// A printable rendering: `Tensor[2, 2] F32` then nested brackets of values.
+    #[track_caller]
+    pub fn show(&self) -> String {
+        let data = self.to_data();
+        let mut out = format!("Tensor{:?} {:?}\n", data.dims, data.dtype);
+        let vals: Vec<String> = match data.dtype {
+            DType::Bool => data.to_bool_vec().iter().map(|b| b.to_string()).collect(),
+            d if d.is_int() => data.to_i64_vec().iter().map(|v| v.to_string()).collect(),
+            DType::F64 | DType::C128 => data.to_f64_vec().iter().map(|v| v.to_string()).collect(),
+            _ => data
+                .to_f64_vec()
+                .iter()
+                .map(|&v| (v as f32).to_string())
+                .collect(),
+        };
+        let dims = if data.dtype.is_complex() {
+            let mut d = data.dims.clone();
+            d.push(2);
+            d
+        } else {
+            data.dims.clone()
+        };
+        nest(&mut out, &vals, &dims);
+        out
+    }
+
+    /// Pick a device explicitly: `t.on(Device::Cpu).to_vec()`.
+    pub fn on(&self, device: Device) -> Materialize<'_> {
+        Materialize {
+            tensor: self,
+            device,
+        }
+    }
+
+    /// What the compiler does for this tensor on its default device.
+    pub fn explain(&self) -> String {
+        let device = fastest_device_for(&self.cell.state().graph);
+        let prepared = {
+            let st = self.cell.state();
+            rlx_runtime::prepare(
+                &st.graph,
+                &[self.id],
+                &|n| st.realized.contains_key(&n),
+                device,
+            )
+        };
+        match cached(&prepared, device) {
+            Ok(c) => c.borrow().explain(),
+            Err(e) => format!("cannot compile: {e}"),
+        }
+    }
+}
+
+/// The data of the lifted arguments of a prepared graph, borrowed from the source graph
+/// (constant payloads) and the realized values.
+pub(crate) struct LiftedArgs<'a> {
+    parts: Vec<(DType, Vec<usize>, &'a [u8])>,
+}
+
+impl<'a> LiftedArgs<'a> {
+    pub(crate) fn new(
+        prepared: &Prepared,
+        graph: &'a Graph,
+        realized: &'a std::collections::HashMap<NodeId, Rc<TensorData>>,
+    ) -> LiftedArgs<'a> {
+        let parts = prepared
+            .lifted
+            .iter()
+            .map(|(_, src)| match src {
+                Lifted::Constant(id) => {
+                    let node = graph.node(*id);
+                    let Op::Constant { data } = &node.op else {
+                        unreachable!("lifted constants are constants")
+                    };
+                    let dims = node
+                        .shape
+                        .static_dims()
+                        .expect("constants have static shapes");
+                    (node.shape.dtype(), dims, data.as_slice())
+                }
+                Lifted::Realized(id) => {
+                    let d = &realized[id];
+                    (d.dtype, d.dims.clone(), d.bytes.as_slice())
+                }
+            })
+            .collect();
+        LiftedArgs { parts }
+    }
+
+    /// `(name, view)` pairs for `CompiledGraph::run`.
+    pub(crate) fn named<'s>(&'s self, prepared: &'s Prepared) -> Vec<(&'s str, TensorView<'s>)> {
+        prepared
+            .lifted
+            .iter()
+            .zip(&self.parts)
+            .map(|((name, _), (dtype, dims, bytes))| {
+                (
+                    name.as_str(),
+                    TensorView {
+                        dtype: *dtype,
+                        dims,
+                        bytes,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+fn nest(out: &mut String, vals: &[String], dims: &[usize]) {
+    if dims.is_empty() {
+        out.push_str(vals.first().map(String::as_str).unwrap_or(""));
+        return;
+    }
+    let inner: usize = dims[1..].iter().product();
+    out.push('[');
+    for i in 0..dims[0] {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        nest(out, &vals[i * inner..(i + 1) * inner], &dims[1..]);
+    }
+    out.push(']');
+}
+
+/// Fluent device selector returned by [`Tensor::on`].
+#[derive(Debug)]
+pub struct Materialize<'a> {
+    tensor: &'a Tensor,
+    device: Device,
+}
+
+impl Materialize<'_> {
+    /// Compute on the chosen device and read back as f32.
+    #[track_caller]
+    pub fn to_vec(self) -> Vec<f32> {
+        self.tensor.to_vec_on(self.device)
+    }
+}
+
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.try_to_data() {
+            Ok(_) => f.write_str(&self.show()),
+            Err(e) => write!(f, "Tensor{} (not computable: {e})", self.shape()),
+        }
+    }
+}

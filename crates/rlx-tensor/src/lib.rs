@@ -1,0 +1,35 @@
+//! # rlx-tensor
+//!
+//! Symbolic tensors for Rust with NumPy/JAX ergonomics. Every op records a node in a
+//! graph; reading a result compiles the whole expression and runs it on the fastest
+//! available backend.
+//!
+//! ```
+//! use rlx_tensor::Tensor;
+//! # #[cfg(feature = "eval")] {
+//! let a = Tensor::from_vec(vec![1.0, 2.0, 3.0], [3]);
+//! let b = Tensor::ones([3]);
+//! let c = (&a + &b).relu();        // graphs auto-merge, nothing runs yet
+//! assert_eq!(c.to_vec(), vec![2.0, 3.0, 4.0]);
+//! # }
+//! ```
+#![allow(private_bounds, private_interfaces)]
+
+mod error;
+#[cfg(feature = "eval")]
+mod eval;
+mod rng;
+mod scope;
+mod tensor;
+
+pub use error::{Error, Result};
+pub use rlx_ir::op::{Activation, MaskKind};
+pub use rlx_ir::{DType, Dim, Graph, NodeId, ScaleLayout, ScaledFormat, Shape};
+pub use scope::{GraphScope, graph, graph_with};
+pub use tensor::Tensor;
+
+#[cfg(feature = "eval")]
+pub use eval::{
+    Device, Materialize, available_devices, cache_stats, clear_cache, fastest_device,
+    fastest_device_for, is_available,
+};

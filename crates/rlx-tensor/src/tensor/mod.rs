@@ -1,0 +1,297 @@
+//! The symbolic [`Tensor`] handle: a shared graph plus a node id.
+//!
+//! Every op appends a node to the receiver's graph. Operands from other graphs
+//! are *adopted*: their dependency cone is copied into the receiver's graph once
+//! (memoized by source graph and node), so combining tensors freely is cheap and
+//! a foreign node is never duplicated.
+
+mod constructors;
+mod scalar;
+
+pub(crate) use scalar::BinaryRhs;
+
+use crate::{Error, Result};
+use rlx_ir::{DType, Graph, NodeId, NodeOrigin, Op, Shape, TensorData};
+use std::cell::{Ref, RefCell, RefMut};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT_GRAPH_UID: AtomicU64 = AtomicU64::new(1);
+
+/// The mutable state behind a shared graph handle.
+#[derive(Debug)]
+pub(crate) struct GraphState {
+    pub(crate) graph: Graph,
+    /// (source graph uid, source node) → node in this graph.
+    adopted: HashMap<(u64, NodeId), NodeId>,
+    /// Values already computed for nodes of this graph; evaluation reads these
+    /// instead of recomputing their history.
+    pub(crate) realized: HashMap<NodeId, Rc<TensorData>>,
+}
+
+/// A graph shared by every tensor built on it.
+#[derive(Debug)]
+pub(crate) struct GraphCell {
+    pub(crate) uid: u64,
+    state: RefCell<GraphState>,
+}
+
+impl GraphCell {
+    pub(crate) fn new(graph: Graph) -> Rc<GraphCell> {
+        Rc::new(GraphCell {
+            uid: NEXT_GRAPH_UID.fetch_add(1, Ordering::Relaxed),
+            state: RefCell::new(GraphState {
+                graph,
+                adopted: HashMap::new(),
+                realized: HashMap::new(),
+            }),
+        })
+    }
+
+    pub(crate) fn state(&self) -> Ref<'_, GraphState> {
+        self.state.borrow()
+    }
+
+    pub(crate) fn state_mut(&self) -> RefMut<'_, GraphState> {
+        self.state.borrow_mut()
+    }
+}
+
+/// A symbolic tensor: a node in a traced graph.
+///
+/// Cloning is a reference-count bump. Nothing is computed until a result is read
+/// (with the `eval` feature: `to_vec`, `item`, `realize`, …); then the whole
+/// expression is compiled and run.
+///
+/// ```
+/// use rlx_tensor::Tensor;
+/// let a = Tensor::from_vec(vec![1.0, 2.0, 3.0], [3]);
+/// let b = Tensor::ones([3]);
+/// let c = (&a + &b).relu();      // graphs merge; nothing runs yet
+/// assert_eq!(c.dims(), vec![3]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Tensor {
+    pub(crate) cell: Rc<GraphCell>,
+    pub(crate) id: NodeId,
+}
+
+impl From<Tensor> for NodeId {
+    fn from(t: Tensor) -> NodeId {
+        t.id
+    }
+}
+
+impl From<&Tensor> for NodeId {
+    fn from(t: &Tensor) -> NodeId {
+        t.id
+    }
+}
+
+impl Tensor {
+    /// Wrap node `id` of a shared graph.
+    pub(crate) fn from_parts(cell: Rc<GraphCell>, id: NodeId) -> Tensor {
+        Tensor { cell, id }
+    }
+
+    /// A tensor holding one constant in a fresh graph named `"rlx"`.
+    pub(crate) fn new_constant(shape: Shape, data: Vec<u8>) -> Tensor {
+        let mut g = Graph::new("rlx");
+        let id = g.add_node(Op::Constant { data }, vec![], shape);
+        Tensor::from_parts(GraphCell::new(g), id)
+    }
+
+    /// The node id in its graph.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// Result type (dims + dtype).
+    pub fn shape(&self) -> Shape {
+        self.cell.state().graph.shape(self.id).clone()
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.cell.state().graph.shape(self.id).dtype()
+    }
+
+    /// Number of axes.
+    pub fn rank(&self) -> usize {
+        self.cell.state().graph.shape(self.id).rank()
+    }
+
+    /// Static sizes. Panics on a dynamic axis (see [`Tensor::shape`]).
+    #[track_caller]
+    pub fn dims(&self) -> Vec<usize> {
+        let s = self.shape();
+        match s.static_dims() {
+            Some(d) => d,
+            None => {
+                panic!("Tensor::dims: {s} has a dynamic axis; use .shape() to inspect dynamic dims")
+            }
+        }
+    }
+
+    /// Element count. Panics on a dynamic axis.
+    #[track_caller]
+    pub fn numel(&self) -> usize {
+        self.dims().iter().product()
+    }
+
+    /// True when every axis is static.
+    pub fn is_static_shape(&self) -> bool {
+        self.cell.state().graph.shape(self.id).is_static()
+    }
+
+    /// True when both tensors live in the same graph.
+    pub fn shares_graph(&self, other: &Tensor) -> bool {
+        Rc::ptr_eq(&self.cell, &other.cell)
+    }
+
+    /// Bytes of constant payload held by the backing graph (views add nothing).
+    pub fn storage_bytes(&self) -> usize {
+        self.cell
+            .state()
+            .graph
+            .nodes()
+            .iter()
+            .map(|n| match &n.op {
+                Op::Constant { data } => data.len(),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// A copy of the backing graph with this tensor as its only output.
+    pub fn to_graph(&self) -> Graph {
+        let mut g = self.cell.state().graph.clone();
+        g.set_outputs(vec![self.id]);
+        g
+    }
+
+    /// The id of `other`'s node inside this tensor's graph, copying its history in
+    /// (once) when it lives elsewhere.
+    pub(crate) fn adopt(&self, other: &Tensor) -> Result<NodeId> {
+        if Rc::ptr_eq(&self.cell, &other.cell) {
+            return Ok(other.id);
+        }
+        let src = other.cell.state();
+        let mut dst = self.cell.state_mut();
+        adopt_into(&mut dst, other.cell.uid, &src, other.id)
+    }
+
+    /// Append `op` applied to `inputs` (adopted into this tensor's graph).
+    #[track_caller]
+    pub(crate) fn try_apply(&self, op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
+        let origin = NodeOrigin::caller();
+        let mut ids = Vec::with_capacity(inputs.len());
+        for t in inputs {
+            ids.push(self.adopt(t)?);
+        }
+        let mut st = self.cell.state_mut();
+        let id = st
+            .graph
+            .add_op(op, ids)
+            .map_err(|e| Error::new(format!("{e} (at {origin})")))?;
+        st.graph.set_origin(id, origin);
+        drop(st);
+        Ok(Tensor::from_parts(self.cell.clone(), id))
+    }
+
+    /// [`Tensor::try_apply`] that panics with the error's message.
+    #[track_caller]
+    pub(crate) fn apply(&self, op: Op, inputs: &[&Tensor]) -> Tensor {
+        match self.try_apply(op, inputs) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A rank-0 constant of `dtype` in this tensor's graph.
+    pub(crate) fn scalar_const(&self, value: f64, dtype: DType) -> Tensor {
+        let data = TensorData::from_f64_as(dtype, &[], &[value]).bytes;
+        self.constant_in_graph(Shape::scalar(dtype), data)
+    }
+
+    /// A constant node with the given payload in this tensor's graph.
+    pub(crate) fn constant_in_graph(&self, shape: Shape, data: Vec<u8>) -> Tensor {
+        let id = self
+            .cell
+            .state_mut()
+            .graph
+            .add_node(Op::Constant { data }, vec![], shape);
+        Tensor::from_parts(self.cell.clone(), id)
+    }
+}
+
+/// Copy the dependency cone of `root` from `src` into `dst` (memoized), returning its new id.
+fn adopt_into(
+    dst: &mut GraphState,
+    src_uid: u64,
+    src: &GraphState,
+    root: NodeId,
+) -> Result<NodeId> {
+    if let Some(&id) = dst.adopted.get(&(src_uid, root)) {
+        return Ok(id);
+    }
+    // Iterative post-order walk: copy operands before users.
+    let mut stack = vec![(root, false)];
+    while let Some((n, expanded)) = stack.pop() {
+        if dst.adopted.contains_key(&(src_uid, n)) {
+            continue;
+        }
+        let node = src.graph.node(n);
+        if !expanded {
+            stack.push((n, true));
+            for &i in node.inputs.iter().rev() {
+                if !dst.adopted.contains_key(&(src_uid, i)) {
+                    stack.push((i, false));
+                }
+            }
+            continue;
+        }
+        let inputs: Vec<NodeId> = node
+            .inputs
+            .iter()
+            .map(|i| dst.adopted[&(src_uid, *i)])
+            .collect();
+        let new_id = match &node.op {
+            Op::Input { name } | Op::Param { name } => {
+                let existing = match &node.op {
+                    Op::Input { .. } => dst.graph.input_id(name),
+                    _ => dst.graph.param_id(name),
+                };
+                match existing {
+                    Some(e) if dst.graph.shape(e) == &node.shape => e,
+                    Some(e) => {
+                        return Err(Error::new(format!(
+                            "cannot combine tensors from graphs that both declare {} `{name}` with different types ({} vs {}); rename one",
+                            node.op.name(),
+                            dst.graph.shape(e),
+                            node.shape
+                        )));
+                    }
+                    None => dst.graph.append_node(
+                        node.op.clone(),
+                        vec![],
+                        node.shape.clone(),
+                        node.name.clone(),
+                    ),
+                }
+            }
+            op => dst
+                .graph
+                .append_node(op.clone(), inputs, node.shape.clone(), node.name.clone()),
+        };
+        if let Some(o) = node.origin {
+            dst.graph.set_origin(new_id, o);
+        }
+        if let Some(v) = src.realized.get(&n) {
+            dst.realized.insert(new_id, v.clone());
+        }
+        dst.adopted.insert((src_uid, n), new_id);
+    }
+    Ok(dst.adopted[&(src_uid, root)])
+}
