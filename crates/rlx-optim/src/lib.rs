@@ -1,0 +1,300 @@
+//! Optimizers and learning-rate schedules for rlx training steps.
+//!
+//! `Func::train_step` (in `rlx_tensor`, feature `optim`) computes the loss and the
+//! gradients of the trained parameters, packs one [`OptItem`] per parameter and hands
+//! them to an `&mut dyn` [`Optimizer`]: first [`Optimizer::step_batch`], then
+//! [`Optimizer::end_iteration`] once per training step. The `_at` variants call
+//! [`Optimizer::set_lr`] with [`LrSchedule::lr_at`] before that.
+//!
+//! This crate is plain Rust on host `f32` slices; it depends on nothing else in rlx.
+//!
+//! | optimizer | update (per element, `g` = gradient, `p` = parameter) |
+//! |-----------|--------------------------------------------------------|
+//! | [`Sgd`]   | `d = g + wd·p`; `v = μv + d`; `p −= lr·(nesterov ? d + μv : v)` |
+//! | [`Adam`]  | L2-coupled decay `g += wd·p`, bias-corrected moments |
+//! | [`AdamW`] | decoupled decay `p −= lr·(m̂/(√v̂+eps) + wd·p)` |
+//! | [`Lion`]  | `p −= lr·(sign(β1·m + (1−β1)·g) + wd·p)` |
+//! | [`Muon`]  | Newton–Schulz-orthogonalized momentum for 2-D params |
+//!
+//! Optimizer state is keyed by parameter name and created lazily (zero-filled) the first
+//! time a name is stepped. Every optimizer in this crate exports and restores all of its
+//! state through [`Optimizer::state_dict`] / [`Optimizer::load_state_dict`], so a run that
+//! is saved, reloaded into a fresh optimizer and continued is bit-identical to an
+//! uninterrupted one.
+//!
+//! ```
+//! use rlx_optim::{Adam, LrSchedule, Optimizer};
+//!
+//! // Minimize f(w) = ½‖w − target‖² with Adam and a warmup schedule.
+//! let target = [3.0f32, -2.0];
+//! let mut w = vec![0.0f32; 2];
+//! let mut opt = Adam::new(0.1);
+//! let schedule = LrSchedule::Warmup { base: 0.1, warmup: 10 };
+//! for step in 0..500 {
+//!     opt.set_lr(schedule.lr_at(step));
+//!     let grad: Vec<f32> = w.iter().zip(&target).map(|(w, t)| w - t).collect();
+//!     opt.step("w", &[2], &mut w, &grad);
+//!     opt.end_iteration();
+//! }
+//! assert!((w[0] - 3.0).abs() < 1e-2 && (w[1] + 2.0).abs() < 1e-2);
+//! ```
+
+mod adam;
+mod adamw;
+mod lion;
+mod muon;
+mod schedule;
+mod sgd;
+mod state;
+
+pub use adam::Adam;
+pub use adamw::AdamW;
+pub use lion::Lion;
+pub use muon::Muon;
+pub use schedule::LrSchedule;
+pub use sgd::Sgd;
+
+/// One parameter update request: the parameter's name, its static shape, its values
+/// (updated in place) and its gradient (same element count).
+///
+/// `Func::train_step` builds one item per trained parameter and passes the whole list to
+/// [`Optimizer::step_batch`].
+///
+/// ```
+/// use rlx_optim::{OptItem, Optimizer, Sgd};
+///
+/// let (mut w, mut b) = (vec![1.0f32, 2.0], vec![0.5f32]);
+/// let (gw, gb) = ([1.0f32, -1.0], [2.0f32]);
+/// let mut items = vec![
+///     OptItem { name: "w", shape: &[2], param: &mut w, grad: &gw },
+///     OptItem { name: "b", shape: &[1], param: &mut b, grad: &gb },
+/// ];
+/// let opt: &mut dyn Optimizer = &mut Sgd::new(0.5);
+/// opt.step_batch(&mut items);
+/// opt.end_iteration();
+/// assert_eq!(w, [0.5, 2.5]);
+/// assert_eq!(b, [-0.5]);
+/// ```
+#[derive(Debug)]
+pub struct OptItem<'a> {
+    /// Parameter name; optimizer state is keyed by it.
+    pub name: &'a str,
+    /// Static shape of the parameter (row-major). Only [`Muon`] looks at it.
+    pub shape: &'a [usize],
+    /// Parameter values, updated in place.
+    pub param: &'a mut [f32],
+    /// Gradient of the loss with respect to `param`; must have the same length.
+    pub grad: &'a [f32],
+}
+
+/// A snapshot of an optimizer's state: its iteration counter and every state buffer.
+///
+/// Buffers are named `"<kind>/<param name>"`; the kinds are
+///
+/// | optimizer | buffers |
+/// |-----------|---------|
+/// | [`Sgd`]   | `v/<param>` — momentum (velocity); none when `momentum == 0` |
+/// | [`Adam`], [`AdamW`] | `m/<param>` — first moment, `v/<param>` — second moment |
+/// | [`Lion`]  | `m/<param>` — momentum |
+/// | [`Muon`]  | `m/<param>` — momentum |
+///
+/// Buffers are listed grouped by parameter, parameters in ascending name order, so the
+/// snapshot of a given state is always the same value. `step` counts completed
+/// [`Optimizer::end_iteration`] calls (Adam and AdamW use it for bias correction).
+/// The prefix is split off at the first `/`, so parameter names may contain `/`.
+///
+/// ```
+/// use rlx_optim::{Adam, Optimizer};
+///
+/// let mut opt = Adam::new(0.01);
+/// let mut w = vec![1.0f32, 2.0];
+/// opt.step("w", &[2], &mut w, &[0.5, 0.5]);
+/// opt.end_iteration();
+/// let state = opt.state_dict().unwrap();
+/// assert_eq!(state.step, 1);
+/// let names: Vec<&str> = state.buffers.iter().map(|(n, _)| n.as_str()).collect();
+/// assert_eq!(names, ["m/w", "v/w"]);
+///
+/// let mut resumed = Adam::new(0.01);
+/// assert!(resumed.load_state_dict(&state));
+/// assert_eq!(resumed.state_dict().unwrap(), state);
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OptimizerState {
+    /// Number of completed iterations (`end_iteration` calls).
+    pub step: u64,
+    /// `(buffer name, values)` pairs, named `"<kind>/<param name>"`.
+    pub buffers: Vec<(String, Vec<f32>)>,
+}
+
+impl OptimizerState {
+    /// The values of the buffer called `name` (for example `"m/w"`), if present.
+    ///
+    /// ```
+    /// use rlx_optim::OptimizerState;
+    ///
+    /// let s = OptimizerState { step: 2, buffers: vec![("v/w".into(), vec![1.0, 2.0])] };
+    /// assert_eq!(s.buffer("v/w"), Some(&[1.0f32, 2.0][..]));
+    /// assert_eq!(s.buffer("m/w"), None);
+    /// ```
+    pub fn buffer(&self, name: &str) -> Option<&[f32]> {
+        self.buffers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// A parameter-update rule used by `Func::train_step`.
+///
+/// Object safe: training code takes `&mut dyn Optimizer`, so `&mut Sgd`, `&mut Adam`, …
+/// (and user types) coerce. Only [`step`](Optimizer::step) is required.
+///
+/// Per training step the caller makes one [`step_batch`](Optimizer::step_batch) call
+/// (or one [`step`](Optimizer::step) per parameter) followed by one
+/// [`end_iteration`](Optimizer::end_iteration); iteration-level state such as Adam's
+/// bias-correction counter advances only in `end_iteration`, so all parameters of one
+/// step see the same counter.
+///
+/// ```
+/// use rlx_optim::Optimizer;
+///
+/// /// Plain gradient descent, the smallest possible optimizer.
+/// struct Descent(f32);
+/// impl Optimizer for Descent {
+///     fn step(&mut self, _name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
+///         for (p, g) in param.iter_mut().zip(grad) {
+///             *p -= self.0 * g;
+///         }
+///     }
+///     fn set_lr(&mut self, lr: f32) {
+///         self.0 = lr;
+///     }
+/// }
+///
+/// let opt: &mut dyn Optimizer = &mut Descent(0.1);
+/// let mut p = [1.0f32];
+/// opt.step("p", &[1], &mut p, &[2.0]);
+/// assert!((p[0] - 0.8).abs() < 1e-7);
+/// assert!(opt.state_dict().is_none());
+/// ```
+pub trait Optimizer {
+    /// Update `param` in place from `grad` (same length). `shape` is the parameter's
+    /// static shape; `name` keys the optimizer's per-parameter state.
+    fn step(&mut self, name: &str, shape: &[usize], param: &mut [f32], grad: &[f32]);
+
+    /// Update every item; the default steps each item in order.
+    fn step_batch(&mut self, items: &mut [OptItem<'_>]) {
+        for item in items.iter_mut() {
+            self.step(item.name, item.shape, item.param, item.grad);
+        }
+    }
+
+    /// Mark the end of one training iteration (advances step counters). Default: no-op.
+    fn end_iteration(&mut self) {}
+
+    /// Set the learning rate (schedules call this before each step). Default: no-op;
+    /// every optimizer in this crate overrides it.
+    fn set_lr(&mut self, lr: f32) {
+        let _ = lr;
+    }
+
+    /// Per-parameter learning-rate multiplier. Default: 1.0 for every parameter.
+    fn lr_scale(&self, name: &str) -> f32 {
+        let _ = name;
+        1.0
+    }
+
+    /// Snapshot of the full optimizer state, or `None` if the optimizer cannot export it.
+    fn state_dict(&self) -> Option<OptimizerState> {
+        None
+    }
+
+    /// Replace the optimizer's state with `state`. Returns `false` (and leaves the
+    /// optimizer unchanged) when `state` does not fit this optimizer or loading is not
+    /// supported.
+    fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
+        let _ = state;
+        false
+    }
+}
+
+/// Panics unless `grad` and `param` have the same element count.
+#[track_caller]
+pub(crate) fn check_grad_len(optimizer: &str, name: &str, param_len: usize, grad_len: usize) {
+    assert!(
+        param_len == grad_len,
+        "{optimizer}::step: grad for param `{name}` has {grad_len} values but the param has \
+         {param_len}; pass the gradient of this exact param (same element count)"
+    );
+}
+
+/// Widens an `f32` hyperparameter to the `f64` closest to its shortest decimal form, so
+/// `0.999f32` becomes `0.999` rather than `0.9990000128746033`. The f64 math paths use
+/// this so that a hyperparameter written as a decimal literal means that decimal.
+pub(crate) fn widen(x: f32) -> f64 {
+    // `Display` for f32 prints the shortest string that round-trips to the same f32.
+    x.to_string().parse::<f64>().unwrap_or(x as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widen_recovers_decimal_literals_and_keeps_specials() {
+        assert_eq!(widen(0.999), 0.999f64);
+        assert_eq!(widen(1e-8), 1e-8f64);
+        assert_eq!(widen(0.9), 0.9f64);
+        assert_eq!(widen(3.0), 3.0f64);
+        assert_eq!(widen(-0.25), -0.25f64);
+        assert_eq!(widen(f32::INFINITY), f64::INFINITY);
+        assert!(widen(f32::NAN).is_nan());
+        // Widening never moves a value off its f32: narrowing back gives the same bits.
+        for x in [1e-3f32, 3e-4, 0.95, 1.0 / 3.0, 7.654321e-12, f32::MAX] {
+            assert_eq!(widen(x) as f32, x);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "grad for param `w` has 3 values but the param has 4")]
+    fn grad_length_mismatch_names_param_and_both_lengths() {
+        check_grad_len("Sgd", "w", 4, 3);
+    }
+
+    #[test]
+    fn default_trait_methods_step_in_order_and_report_no_state() {
+        struct Recorder(Vec<String>);
+        impl Optimizer for Recorder {
+            fn step(&mut self, name: &str, shape: &[usize], param: &mut [f32], grad: &[f32]) {
+                self.0.push(format!("{name}{shape:?}"));
+                param[0] += grad[0];
+            }
+        }
+        let mut r = Recorder(Vec::new());
+        let (mut a, mut b) = ([1.0f32], [2.0f32]);
+        let mut items = [
+            OptItem {
+                name: "a",
+                shape: &[1],
+                param: &mut a,
+                grad: &[10.0],
+            },
+            OptItem {
+                name: "b",
+                shape: &[1, 1],
+                param: &mut b,
+                grad: &[20.0],
+            },
+        ];
+        let dynopt: &mut dyn Optimizer = &mut r;
+        dynopt.step_batch(&mut items);
+        dynopt.end_iteration();
+        dynopt.set_lr(5.0);
+        assert_eq!(dynopt.lr_scale("a"), 1.0);
+        assert!(dynopt.state_dict().is_none());
+        assert!(!dynopt.load_state_dict(&OptimizerState::default()));
+        assert_eq!((a, b), ([11.0], [22.0]));
+        assert_eq!(r.0, ["a[1]", "b[1, 1]"]);
+    }
+}

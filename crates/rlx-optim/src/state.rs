@@ -1,0 +1,158 @@
+//! Per-parameter state storage shared by the optimizers, and its conversion to and from
+//! [`OptimizerState`].
+
+use std::collections::HashMap;
+
+use crate::OptimizerState;
+
+/// `K` state buffers per parameter name (Adam: m and v; the others: one momentum
+/// buffer), created zero-filled on first use.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Slots<const K: usize> {
+    map: HashMap<String, [Vec<f32>; K]>,
+}
+
+impl<const K: usize> Slots<K> {
+    pub(crate) fn new() -> Self {
+        Slots {
+            map: HashMap::new(),
+        }
+    }
+
+    /// The buffers of `name`, zero-initialized with `len` values on first use.
+    ///
+    /// Panics if `name` already has state of a different length: silently resetting
+    /// would hide a name clash between two differently sized params.
+    #[track_caller]
+    pub(crate) fn get_or_zero(
+        &mut self,
+        optimizer: &str,
+        name: &str,
+        len: usize,
+    ) -> &mut [Vec<f32>; K] {
+        if !self.map.contains_key(name) {
+            self.map
+                .insert(name.to_string(), std::array::from_fn(|_| vec![0.0; len]));
+        }
+        let slots = self.map.get_mut(name).expect("inserted above");
+        let have = slots.first().map_or(len, Vec::len);
+        assert!(
+            have == len,
+            "{optimizer}::step: param `{name}` has {len} values but the optimizer holds state \
+             of {have} values for that name; give differently sized params distinct names or \
+             use a fresh optimizer"
+        );
+        slots
+    }
+
+    /// Snapshot as `"<prefix>/<name>"` buffers, grouped by param in ascending name order.
+    pub(crate) fn export(&self, step: u64, prefixes: [&str; K]) -> OptimizerState {
+        let mut names: Vec<&String> = self.map.keys().collect();
+        names.sort();
+        let mut buffers = Vec::with_capacity(names.len() * K);
+        for name in names {
+            for (prefix, buf) in prefixes.iter().zip(&self.map[name]) {
+                buffers.push((format!("{prefix}/{name}"), buf.clone()));
+            }
+        }
+        OptimizerState { step, buffers }
+    }
+
+    /// Rebuild slots from a snapshot. `None` when a buffer name has no known prefix, a
+    /// buffer appears twice, or a param lacks one of its `K` buffers or has buffers of
+    /// different lengths.
+    pub(crate) fn import(state: &OptimizerState, prefixes: [&str; K]) -> Option<Self> {
+        let mut partial: HashMap<String, [Option<Vec<f32>>; K]> = HashMap::new();
+        for (full, values) in &state.buffers {
+            let (prefix, name) = full.split_once('/')?;
+            let kind = prefixes.iter().position(|p| *p == prefix)?;
+            let entry = partial
+                .entry(name.to_string())
+                .or_insert_with(|| std::array::from_fn(|_| None));
+            if entry[kind].is_some() {
+                return None;
+            }
+            entry[kind] = Some(values.clone());
+        }
+        let mut map = HashMap::with_capacity(partial.len());
+        for (name, bufs) in partial {
+            if bufs.iter().any(Option::is_none) {
+                return None;
+            }
+            let bufs: [Vec<f32>; K] = bufs.map(|b| b.expect("checked above"));
+            if bufs.iter().any(|b| b.len() != bufs[0].len()) {
+                return None;
+            }
+            map.insert(name, bufs);
+        }
+        Some(Slots { map })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(buffers: &[(&str, &[f32])]) -> OptimizerState {
+        OptimizerState {
+            step: 7,
+            buffers: buffers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_vec()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn export_groups_by_param_in_name_order() {
+        let mut s = Slots::<2>::new();
+        s.get_or_zero("T", "z", 1)[0][0] = 1.0;
+        s.get_or_zero("T", "a/b", 2)[1][1] = 2.0;
+        let out = s.export(3, ["m", "v"]);
+        assert_eq!(
+            out,
+            state(&[
+                ("m/a/b", &[0.0, 0.0]),
+                ("v/a/b", &[0.0, 2.0]),
+                ("m/z", &[1.0]),
+                ("v/z", &[0.0]),
+            ])
+            .with_step(3)
+        );
+        let back = Slots::<2>::import(&out, ["m", "v"]).unwrap();
+        assert_eq!(back.export(3, ["m", "v"]), out);
+    }
+
+    #[test]
+    fn import_rejects_unknown_prefix_duplicates_missing_and_ragged_buffers() {
+        let p = ["m", "v"];
+        assert!(Slots::<2>::import(&state(&[("m/w", &[1.0]), ("v/w", &[2.0])]), p).is_some());
+        assert!(Slots::<2>::import(&state(&[("x/w", &[1.0]), ("v/w", &[2.0])]), p).is_none());
+        assert!(Slots::<2>::import(&state(&[("mw", &[1.0])]), p).is_none());
+        assert!(Slots::<2>::import(&state(&[("m/w", &[1.0])]), p).is_none());
+        assert!(
+            Slots::<2>::import(
+                &state(&[("m/w", &[1.0]), ("m/w", &[1.0]), ("v/w", &[1.0])]),
+                p
+            )
+            .is_none()
+        );
+        assert!(Slots::<2>::import(&state(&[("m/w", &[1.0]), ("v/w", &[1.0, 2.0])]), p).is_none());
+        assert!(Slots::<2>::import(&state(&[]), p).is_some());
+    }
+
+    #[test]
+    #[should_panic(expected = "param `w` has 3 values but the optimizer holds state of 2 values")]
+    fn reusing_a_name_with_a_new_length_panics() {
+        let mut s = Slots::<1>::new();
+        s.get_or_zero("Lion", "w", 2);
+        s.get_or_zero("Lion", "w", 3);
+    }
+
+    impl OptimizerState {
+        fn with_step(mut self, step: u64) -> Self {
+            self.step = step;
+            self
+        }
+    }
+}
