@@ -18,11 +18,21 @@
 mod error;
 #[cfg(feature = "eval")]
 mod eval;
+#[cfg(feature = "eval")]
+mod exec;
+mod func;
+#[cfg(feature = "eval")]
+mod model;
 mod rng;
 mod scope;
 mod tensor;
 
 pub use error::{Error, Result};
+pub use func::Func;
+#[cfg(feature = "eval")]
+pub use func::Jitted;
+#[cfg(feature = "eval")]
+pub use model::Model;
 pub use rlx_ir::op::{Activation, MaskKind};
 pub use rlx_ir::{DType, Dim, Graph, NodeId, ScaleLayout, ScaledFormat, Shape};
 pub use scope::{GraphScope, graph, graph_with};

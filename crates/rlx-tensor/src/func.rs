@@ -1,0 +1,348 @@
+//! [`Func`]: a traced function of named inputs and params — the unit that the
+//! transforms (`grad`, `vmap`, `jvp`, `hvp`) act on and that runs compiled.
+
+use crate::rng::SplitMix64;
+use crate::scope::GraphScope;
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+use rlx_ir::{Dim, Graph};
+#[cfg(feature = "eval")]
+use std::sync::{Arc, OnceLock};
+
+/// A function of named inputs and parameters, traced into a graph.
+///
+/// ```
+/// use rlx_tensor::{shape, Func};
+/// let f = Func::new("affine", |s| {
+///     let x = s.input("x", shape![?, 2]);
+///     let w = s.param("w", shape![2, 1]);
+///     x.matmul(&w)
+/// })
+/// .with_param("w", vec![1.0, 10.0]);
+/// # #[cfg(feature = "eval")] {
+/// assert_eq!(f.run(&[("x", &[1.0, 2.0, 3.0, 4.0])]), vec![vec![21.0, 43.0]]);
+/// assert_eq!(f.run(&[("x", &[5.0, 6.0])]), vec![vec![65.0]]); // any batch size, one compile
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Func {
+    graph: Graph,
+    params: Vec<(String, Vec<f32>)>,
+    #[cfg(feature = "eval")]
+    prepared: Arc<OnceLock<crate::exec::PreparedGraph>>,
+}
+
+impl Func {
+    /// Trace a single-output function.
+    pub fn new(name: impl Into<String>, build: impl FnOnce(&mut GraphScope) -> Tensor) -> Func {
+        Func::from_graph(crate::scope::graph(name, build))
+    }
+
+    /// Trace a multi-output function (outputs in the returned order).
+    pub fn multi(
+        name: impl Into<String>,
+        build: impl FnOnce(&mut GraphScope) -> Vec<Tensor>,
+    ) -> Func {
+        let mut s = GraphScope::new(name);
+        let outs = build(&mut s);
+        let ids: Vec<_> = outs.iter().map(|t| s.own(t)).collect();
+        s.set_outputs(ids);
+        Func::from_graph(s.finish())
+    }
+
+    /// Wrap an existing graph; its outputs are the function's outputs.
+    pub fn from_graph(graph: Graph) -> Func {
+        Func {
+            graph,
+            params: Vec::new(),
+            #[cfg(feature = "eval")]
+            prepared: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Bind a parameter's data (rebinding overwrites). Panics when the graph declares no
+    /// such param or the length does not match its static shape.
+    #[track_caller]
+    pub fn with_param(self, name: impl Into<String>, data: impl Into<Vec<f32>>) -> Func {
+        self.try_with_param(name, data)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Func::with_param`] returning an error.
+    pub fn try_with_param(
+        mut self,
+        name: impl Into<String>,
+        data: impl Into<Vec<f32>>,
+    ) -> Result<Func> {
+        let (name, data) = (name.into(), data.into());
+        let Some(id) = self.graph.param_id(&name) else {
+            return Err(Error::new(format!(
+                "Func `{}`: no param named `{name}` (declared params: {:?})",
+                self.graph.name,
+                self.param_names()
+            )));
+        };
+        let shape = self.graph.shape(id);
+        if let Some(n) = shape.num_elements() {
+            if n != data.len() {
+                return Err(Error::new(format!(
+                    "Func `{}`: param `{name}` is declared {shape} ({n} values) but got {} values",
+                    self.graph.name,
+                    data.len()
+                )));
+            }
+        }
+        match self.params.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = data,
+            None => self.params.push((name, data)),
+        }
+        Ok(self)
+    }
+
+    /// The traced graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Number of outputs.
+    pub fn output_count(&self) -> usize {
+        self.graph.outputs.len()
+    }
+
+    /// The data bound to param `name`.
+    pub fn param_binding(&self, name: &str) -> Option<&[f32]> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, d)| d.as_slice())
+    }
+
+    /// Every bound `(name, data)` pair, in binding order.
+    pub fn param_bindings(&self) -> &[(String, Vec<f32>)] {
+        &self.params
+    }
+
+    /// Every `Op::Param` name, in node order.
+    pub fn param_names(&self) -> Vec<String> {
+        self.graph
+            .param_names()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    }
+
+    /// Every `Op::Input` name, in node order.
+    pub fn input_names(&self) -> Vec<String> {
+        self.graph
+            .input_names()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    }
+
+    /// Static dims of param `name` (a dynamic axis reads as 0).
+    pub fn param_shape_of(&self, name: &str) -> Option<Vec<usize>> {
+        let id = self.graph.param_id(name)?;
+        Some(
+            self.graph
+                .shape(id)
+                .dims()
+                .iter()
+                .map(|d| match d {
+                    Dim::Static(n) => *n,
+                    Dim::Dynamic(_) => 0,
+                })
+                .collect(),
+        )
+    }
+
+    /// Bind every param from `init(name, dims)`, called once per param in `param_names` order.
+    #[track_caller]
+    pub fn init_params(self, mut init: impl FnMut(&str, &[usize]) -> Vec<f32>) -> Func {
+        let mut f = self;
+        for name in f.param_names() {
+            let dims = f.param_shape_of(&name).expect("declared");
+            let data = init(&name, &dims);
+            f = f.with_param(name, data);
+        }
+        f
+    }
+
+    /// Bind every param to N(0, stddev²) draws from one deterministic stream
+    /// (SplitMix64, 53-bit uniforms, Box–Muller), params in `param_names` order.
+    pub fn init_randn(self, seed: u64, stddev: f32) -> Func {
+        let mut rng = SplitMix64::new(seed);
+        self.init_params(|_, dims| {
+            let n: usize = dims.iter().map(|&d| d.max(1)).product();
+            (0..n)
+                .map(|_| (rng.normal_f64() * stddev as f64) as f32)
+                .collect()
+        })
+    }
+
+    /// A Func over `graph` keeping these bound params (used by the transforms).
+    pub(crate) fn with_graph(&self, graph: Graph) -> Func {
+        let mut f = Func::from_graph(graph);
+        f.params = self
+            .params
+            .iter()
+            .filter(|(n, _)| f.graph.param_id(n).is_some())
+            .cloned()
+            .collect();
+        f
+    }
+}
+
+#[cfg(feature = "eval")]
+mod run {
+    use super::*;
+    use crate::eval::Device;
+    use crate::exec::{PreparedGraph, run_f32, run_typed};
+    use rlx_ir::TensorData;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    impl Func {
+        pub(crate) fn prepared(&self) -> &PreparedGraph {
+            self.prepared
+                .get_or_init(|| PreparedGraph::new(&self.graph))
+        }
+
+        fn what(&self) -> String {
+            format!("Func `{}`", self.graph.name)
+        }
+
+        /// Run on the fastest device for this graph; one `Vec` per output.
+        /// Panics on an unknown input name, a wrong element count, or a missing input.
+        #[track_caller]
+        pub fn run(&self, inputs: &[(&str, &[f32])]) -> Vec<Vec<f32>> {
+            self.try_run(inputs).unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        /// [`Func::run`] returning an error.
+        pub fn try_run(&self, inputs: &[(&str, &[f32])]) -> Result<Vec<Vec<f32>>> {
+            self.try_run_on(crate::eval::fastest_device_for(&self.graph), inputs)
+        }
+
+        /// Run on `device`.
+        #[track_caller]
+        pub fn run_on(&self, device: Device, inputs: &[(&str, &[f32])]) -> Vec<Vec<f32>> {
+            self.try_run_on(device, inputs)
+                .unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        /// [`Func::run_on`] returning an error.
+        pub fn try_run_on(
+            &self,
+            device: Device,
+            inputs: &[(&str, &[f32])],
+        ) -> Result<Vec<Vec<f32>>> {
+            let p = self.prepared();
+            let compiled = p.compiled(device)?;
+            let out = run_f32(&self.what(), &compiled.borrow(), p, &self.params, inputs)?;
+            Ok(out.into_iter().map(|d| d.to_f32_vec()).collect())
+        }
+
+        /// Run with typed data (explicit dims and dtypes), returning typed outputs.
+        pub fn run_data(&self, inputs: &[(&str, TensorData)]) -> Result<Vec<TensorData>> {
+            let device = crate::eval::fastest_device_for(&self.graph);
+            let p = self.prepared();
+            let compiled = p.compiled(device)?;
+            run_typed(&self.what(), &compiled.borrow(), p, &self.params, inputs)
+        }
+
+        /// Compile once for the fastest device; the returned handle runs without cache lookups.
+        #[track_caller]
+        pub fn jit(&self) -> Jitted {
+            self.jit_on(crate::eval::fastest_device_for(&self.graph))
+        }
+
+        /// Compile once for `device`.
+        #[track_caller]
+        pub fn jit_on(&self, device: Device) -> Jitted {
+            self.try_jit_on(device).unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        /// [`Func::jit_on`] returning an error.
+        pub fn try_jit_on(&self, device: Device) -> Result<Jitted> {
+            let p = self.prepared();
+            let compiled = p.compiled(device)?;
+            Ok(Jitted {
+                compiled,
+                prepared: self.prepared.clone(),
+                params: Rc::new(self.params.clone()),
+                name: self.graph.name.clone(),
+            })
+        }
+
+        /// What the compiler does for this function on its default device.
+        pub fn explain(&self) -> String {
+            let device = crate::eval::fastest_device_for(&self.graph);
+            match self.prepared().compiled(device) {
+                Ok(c) => c.borrow().explain(),
+                Err(e) => format!("cannot compile: {e}"),
+            }
+        }
+    }
+
+    /// A compiled [`Func`]: runs without cache lookups. Clones share the compiled artifact.
+    #[derive(Clone)]
+    pub struct Jitted {
+        compiled: Rc<RefCell<rlx_runtime::CompiledGraph>>,
+        prepared: Arc<OnceLock<PreparedGraph>>,
+        params: Rc<Vec<(String, Vec<f32>)>>,
+        name: String,
+    }
+
+    impl std::fmt::Debug for Jitted {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(
+                f,
+                "Jitted({:?} on {})",
+                self.name,
+                self.compiled.borrow().device()
+            )
+        }
+    }
+
+    impl Jitted {
+        /// Run; one `Vec` per output. Panics on bad input (see [`Jitted::try_run`]).
+        #[track_caller]
+        pub fn run(&self, inputs: &[(&str, &[f32])]) -> Vec<Vec<f32>> {
+            self.try_run(inputs).unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        /// [`Jitted::run`] returning an error.
+        pub fn try_run(&self, inputs: &[(&str, &[f32])]) -> Result<Vec<Vec<f32>>> {
+            let p = self.prepared.get().expect("prepared before jit");
+            let out = run_f32(
+                &format!("Jitted `{}`", self.name),
+                &self.compiled.borrow(),
+                p,
+                &self.params,
+                inputs,
+            )?;
+            Ok(out.into_iter().map(|d| d.to_f32_vec()).collect())
+        }
+
+        /// The device it runs on.
+        pub fn device(&self) -> Device {
+            self.compiled.borrow().device()
+        }
+
+        /// What the compiler did.
+        pub fn explain(&self) -> String {
+            self.compiled.borrow().explain()
+        }
+    }
+}
+
+#[cfg(feature = "eval")]
+pub use run::Jitted;
+
+// Func crosses threads (users move it into spawned workers).
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Func>();
+    assert_send_sync::<Graph>();
+};
