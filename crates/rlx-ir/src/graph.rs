@@ -187,7 +187,8 @@ impl Graph {
         self.append_node(Op::Param { name: name.clone() }, vec![], shape, Some(name))
     }
 
-    /// Ids of the nodes that read `id`, in order (one entry per use).
+    /// Ids of the nodes that read `id`, in node order; a node that reads `id` in
+    /// several operand slots is listed once (see [`Graph::use_count`] for slots).
     pub fn users(&self, id: NodeId) -> Vec<NodeId> {
         self.nodes
             .iter()

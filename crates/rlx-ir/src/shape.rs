@@ -268,10 +268,10 @@ impl Shape {
     pub fn dynamic_symbols(&self) -> Vec<u32> {
         let mut out = Vec::new();
         for d in &self.dims {
-            if let Dim::Dynamic(s) = d {
-                if !out.contains(s) {
-                    out.push(*s);
-                }
+            if let Dim::Dynamic(s) = d
+                && !out.contains(s)
+            {
+                out.push(*s);
             }
         }
         out

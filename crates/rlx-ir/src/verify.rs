@@ -1,12 +1,17 @@
 //! The graph verifier: every malformed graph becomes a clear error.
 
 use crate::{Graph, IrError, IrResult, Op, Shape, infer_shape};
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 impl Graph {
-    /// Check the whole graph: operands precede their users, every op's result type is
-    /// what shape inference says, constant payloads match their shapes, input and param
-    /// names are unique, and every output exists.
+    /// Check the whole graph:
+    /// - node ids are dense insertion indices and operands precede their users;
+    /// - leaves (`Input`, `Param`, `Constant`) have no operands;
+    /// - every op's claimed result type is what [`crate::infer_shape`] gives;
+    /// - constants have a static shape and a payload of exactly its byte size;
+    /// - input and param names are unique (across both kinds, since both are
+    ///   bound by name);
+    /// - scan bodies verify, and every output id is a node.
     ///
     /// ```
     /// use rlx_ir::{DType, Graph, Op, Shape};
@@ -18,77 +23,75 @@ impl Graph {
     /// assert!(g.verify().unwrap_err().to_string().contains("stop_gradient"));
     /// ```
     pub fn verify(&self) -> IrResult<()> {
-        let mut inputs_seen = HashSet::new();
-        let mut params_seen = HashSet::new();
+        // name → ("input" | "param") of the first leaf that took it
+        let mut names: HashMap<&str, &str> = HashMap::new();
         for (idx, n) in self.nodes().iter().enumerate() {
             if n.id.index() != idx {
                 return Err(IrError::new(
                     "verify",
-                    format!("node at position {idx} has id {}", n.id),
+                    format!(
+                        "the node at position {idx} of graph `{}` has id {}; ids must be dense insertion indices (build nodes with Graph::add_node)",
+                        self.name, n.id
+                    ),
                 ));
             }
             for &i in &n.inputs {
                 if i.index() >= idx {
                     return Err(IrError::new(
                         n.op.name(),
-                        format!("operand {i} does not precede its user {} (graphs are topologically ordered)", n.id),
+                        format!(
+                            "operand {i} does not precede its user {} in graph `{}`; nodes must be added after their operands (topological order)",
+                            n.id, self.name
+                        ),
                     )
                     .at(n.id));
                 }
             }
+            if n.op.is_leaf() && !n.inputs.is_empty() {
+                return Err(IrError::new(
+                    n.op.name(),
+                    format!(
+                        "a leaf node takes no operands, but {} lists {:?}",
+                        n.id, n.inputs
+                    ),
+                )
+                .at(n.id));
+            }
             match &n.op {
-                Op::Input { name } => {
-                    if !inputs_seen.insert(name.clone()) {
-                        return Err(IrError::new(
-                            "input",
-                            format!("two inputs are named `{name}`; names must be unique"),
-                        )
-                        .at(n.id));
-                    }
-                }
-                Op::Param { name } => {
-                    if !params_seen.insert(name.clone()) {
-                        return Err(IrError::new(
-                            "param",
-                            format!("two params are named `{name}`; names must be unique"),
-                        )
-                        .at(n.id));
-                    }
-                }
-                Op::Constant { data } => {
-                    if let Some(bytes) = n.shape.size_bytes() {
-                        if bytes != data.len() {
-                            return Err(IrError::new(
-                                "constant",
-                                format!(
-                                    "payload has {} bytes but {} needs {bytes}",
-                                    data.len(),
-                                    n.shape
-                                ),
-                            )
-                            .at(n.id));
-                        }
+                Op::Input { name } | Op::Param { name } => {
+                    let kind = if matches!(n.op, Op::Input { .. }) {
+                        "input"
                     } else {
+                        "param"
+                    };
+                    if let Some(prev) = names.insert(name.as_str(), kind) {
                         return Err(IrError::new(
-                            "constant",
-                            format!("constants must have a static shape, got {}", n.shape),
+                            kind,
+                            format!(
+                                "the name `{name}` is used by an earlier {prev} too; input and param names must be unique because data is bound by name"
+                            ),
                         )
                         .at(n.id));
                     }
                 }
+                Op::Constant { data } => check_constant(data, &n.shape).map_err(|e| e.at(n.id))?,
                 op => {
                     if let Op::Scan { body, .. } = op {
-                        body.verify()
-                            .map_err(|e| IrError::new("scan", format!("body: {e}")).at(n.id))?;
+                        body.verify().map_err(|e| {
+                            IrError::new("scan", format!("body `{}`: {e}", body.name)).at(n.id)
+                        })?;
                     }
                     let shapes: Vec<&Shape> = n.inputs.iter().map(|&i| self.shape(i)).collect();
                     let inferred = infer_shape(op, &shapes).map_err(|e| e.at(n.id))?;
                     if inferred != n.shape {
+                        let given: Vec<String> = shapes.iter().map(|s| s.to_string()).collect();
                         return Err(IrError::new(
                             op.name(),
                             format!(
-                                "node claims result type {} but its operands give {inferred}",
-                                n.shape
+                                "node {} claims result type {} but its operands [{}] give {inferred}; build it with Graph::add_op to infer the type",
+                                n.id,
+                                n.shape,
+                                given.join("; ")
                             ),
                         )
                         .at(n.id));
@@ -100,10 +103,35 @@ impl Graph {
             if o.index() >= self.len() {
                 return Err(IrError::new(
                     "verify",
-                    format!("output {o} is not a node ({} nodes)", self.len()),
+                    format!(
+                        "output {o} is not a node of graph `{}` ({} nodes); set_outputs must name ids from this graph",
+                        self.name,
+                        self.len()
+                    ),
                 ));
             }
         }
         Ok(())
     }
+}
+
+fn check_constant(data: &[u8], shape: &Shape) -> IrResult<()> {
+    let Some(bytes) = shape.size_bytes() else {
+        return Err(IrError::new(
+            "constant",
+            format!("constants must have a static shape, got {shape}; give every dim a size"),
+        ));
+    };
+    if bytes != data.len() {
+        return Err(IrError::new(
+            "constant",
+            format!(
+                "the payload has {} bytes but {shape} needs {bytes} ({} elements × {} bytes); fix the data or the shape",
+                data.len(),
+                shape.num_elements().unwrap_or(0),
+                shape.dtype().size_bytes()
+            ),
+        ));
+    }
+    Ok(())
 }
