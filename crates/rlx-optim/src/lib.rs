@@ -39,6 +39,8 @@
 //! assert!((w[0] - 3.0).abs() < 1e-2 && (w[1] + 2.0).abs() < 1e-2);
 //! ```
 
+#![warn(missing_docs)]
+
 mod adam;
 mod adamw;
 mod lion;
