@@ -1,7 +1,507 @@
-//! Oracle semantics of the conv ops.
+//! Oracle semantics of convolution and pooling (spatial rank 1, 2 or 3) and their
+//! gradients.
+//!
+//! Layout is `[N, C, spatial…]`, weights `[C_out, C_in/groups, kernel…]`, row-major.
+//! Output position `o` on a spatial axis reads input position `o·stride − pad + k·dil`
+//! for kernel tap `k`; positions outside the input are zero padding (conv), ignored
+//! (max pool) or counted as zeros (mean pool: the divisor is the full window).
+//!
+//! Conv and its two gradients all walk the *same* list of (x, w, y) index triples
+//! ([`for_each_tap`]), so the gradients are the exact adjoints of the forward op by
+//! construction; likewise pool and pool-grad share [`for_each_window`].
 
-use crate::{IrError, IrResult, Op, Shape, TensorData};
+use crate::{IrError, IrResult, Op, ReduceOp, Shape, TensorData};
 
-pub(super) fn eval(op: &Op, _inputs: &[&TensorData], _out: &Shape) -> IrResult<TensorData> {
-    Err(IrError::new(op.name(), "not implemented in the oracle yet"))
+pub(super) fn eval(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<TensorData> {
+    let dims = out
+        .static_dims()
+        .ok_or_else(|| err(op, format!("result type {out} is not concrete")))?;
+    let vals = match op {
+        Op::Conv {
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+        } => {
+            if inputs.len() != 2 && inputs.len() != 3 {
+                return Err(err(
+                    op,
+                    format!(
+                        "takes [x, w] or [x, w, bias], got {} operands",
+                        inputs.len()
+                    ),
+                ));
+            }
+            let p = ConvParams {
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                groups: *groups,
+            };
+            let g = conv_geometry(op, &inputs[0].dims, &inputs[1].dims, &p)?;
+            conv_forward(op, &g, inputs)?
+        }
+        Op::ConvGradInput {
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+        }
+        | Op::ConvGradWeight {
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+        } => {
+            arity(op, inputs, 3)?;
+            let p = ConvParams {
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                groups: *groups,
+            };
+            let g = conv_geometry(op, &inputs[0].dims, &inputs[1].dims, &p)?;
+            let gy = inputs[2];
+            if gy.dims != g.out_dims() {
+                return Err(err(
+                    op,
+                    format!(
+                        "grad_out has dims {:?} but the convolution produces {:?}",
+                        gy.dims,
+                        g.out_dims()
+                    ),
+                ));
+            }
+            let gy = gy.to_f64_vec();
+            if matches!(op, Op::ConvGradInput { .. }) {
+                // dL/dx[xi] = Σ over taps reading xi of grad_out[yi]·w[wi]; x is read for its dims only.
+                let w = inputs[1].to_f64_vec();
+                let mut dx = vec![0.0; inputs[0].numel()];
+                for_each_tap(&g, |xi, wi, yi| dx[xi] += gy[yi] * w[wi]);
+                dx
+            } else {
+                // dL/dw[wi] = Σ over taps using wi of grad_out[yi]·x[xi].
+                let x = inputs[0].to_f64_vec();
+                let mut dw = vec![0.0; inputs[1].numel()];
+                for_each_tap(&g, |xi, wi, yi| dw[wi] += gy[yi] * x[xi]);
+                dw
+            }
+        }
+        Op::Pool {
+            kind,
+            kernel_size,
+            stride,
+            padding,
+        } => {
+            arity(op, inputs, 1)?;
+            let g = pool_geometry(op, &inputs[0].dims, kernel_size, stride, padding)?;
+            pool_forward(op, &g, *kind, inputs[0])?
+        }
+        Op::PoolGrad {
+            kind,
+            kernel_size,
+            stride,
+            padding,
+        } => {
+            arity(op, inputs, 2)?;
+            let g = pool_geometry(op, &inputs[0].dims, kernel_size, stride, padding)?;
+            if inputs[1].dims != g.out_dims() {
+                return Err(err(
+                    op,
+                    format!(
+                        "grad_out has dims {:?} but the pool produces {:?}",
+                        inputs[1].dims,
+                        g.out_dims()
+                    ),
+                ));
+            }
+            pool_backward(op, &g, *kind, inputs[0], inputs[1])?
+        }
+        other => {
+            return Err(err(
+                other,
+                "is not a conv/pool op; the interpreter routed it to the wrong module".to_string(),
+            ));
+        }
+    };
+    if vals.len() != dims.iter().product::<usize>() {
+        return Err(err(
+            op,
+            format!(
+                "computed {} values but the result type is {out}; the operand dims disagree with the inferred type",
+                vals.len()
+            ),
+        ));
+    }
+    Ok(TensorData::from_f64_as(out.dtype(), &dims, &vals))
+}
+
+fn err(op: &Op, message: String) -> IrError {
+    IrError::new(op.name(), message)
+}
+
+fn arity(op: &Op, inputs: &[&TensorData], n: usize) -> IrResult<()> {
+    if inputs.len() != n {
+        return Err(err(op, format!("takes {n} operands, got {}", inputs.len())));
+    }
+    Ok(())
+}
+
+/// Every index of a row-major box of `dims`, in row-major order.
+fn box_indices(dims: &[usize]) -> Vec<Vec<usize>> {
+    let mut all = vec![vec![]];
+    for &n in dims {
+        all = all
+            .into_iter()
+            .flat_map(|prefix| {
+                (0..n).map(move |i| {
+                    let mut p = prefix.clone();
+                    p.push(i);
+                    p
+                })
+            })
+            .collect();
+    }
+    all
+}
+
+/// Row-major flat offset of `idx` within `dims`.
+fn flat(dims: &[usize], idx: &[usize]) -> usize {
+    dims.iter().zip(idx).fold(0, |acc, (&n, &i)| acc * n + i)
+}
+
+/// Input position read by output position `o` at kernel tap `k` on every spatial axis,
+/// or `None` when it falls in the padding.
+fn input_pos(
+    o: &[usize],
+    k: &[usize],
+    stride: &[usize],
+    pad: &[usize],
+    dil: &[usize],
+    size: &[usize],
+) -> Option<Vec<usize>> {
+    (0..o.len())
+        .map(|a| {
+            let p = (o[a] * stride[a] + k[a] * dil[a]) as isize - pad[a] as isize;
+            (p >= 0 && (p as usize) < size[a]).then_some(p as usize)
+        })
+        .collect()
+}
+
+/// Output size of one spatial axis, or `None` when the dilated window does not fit.
+fn out_size(n: usize, k: usize, s: usize, p: usize, d: usize) -> Option<usize> {
+    let span = d * (k.max(1) - 1) + 1;
+    (n + 2 * p >= span && s > 0 && k > 0).then(|| (n + 2 * p - span) / s + 1)
+}
+
+struct ConvParams<'a> {
+    kernel_size: &'a [usize],
+    stride: &'a [usize],
+    padding: &'a [usize],
+    dilation: &'a [usize],
+    groups: usize,
+}
+
+/// Concrete sizes of one convolution.
+struct ConvGeom {
+    n: usize,
+    c_in: usize,
+    c_out: usize,
+    groups: usize,
+    in_sp: Vec<usize>,
+    k: Vec<usize>,
+    out_sp: Vec<usize>,
+    stride: Vec<usize>,
+    pad: Vec<usize>,
+    dil: Vec<usize>,
+}
+
+impl ConvGeom {
+    fn out_dims(&self) -> Vec<usize> {
+        let mut d = vec![self.n, self.c_out];
+        d.extend_from_slice(&self.out_sp);
+        d
+    }
+}
+
+fn conv_geometry(op: &Op, x: &[usize], w: &[usize], p: &ConvParams<'_>) -> IrResult<ConvGeom> {
+    let sr = p.kernel_size.len();
+    let fits = (1..=3).contains(&sr)
+        && p.stride.len() == sr
+        && p.padding.len() == sr
+        && p.dilation.len() == sr
+        && x.len() == sr + 2
+        && w.len() == sr + 2
+        && w[2..] == *p.kernel_size
+        && p.groups > 0
+        && !p.stride.contains(&0)
+        && !p.dilation.contains(&0)
+        && x[1].is_multiple_of(p.groups)
+        && w[0].is_multiple_of(p.groups)
+        && w[1] * p.groups == x[1];
+    if !fits {
+        return Err(err(
+            op,
+            format!(
+                "x {x:?} must be [N, C, spatial…] (1 to 3 spatial axes) and w {w:?} [C_out, C/groups, kernel…] with kernel_size {:?}, one stride/padding/dilation entry per spatial axis (got {:?}/{:?}/{:?}, stride and dilation ≥ 1) and C, C_out divisible by groups {}",
+                p.kernel_size, p.stride, p.padding, p.dilation, p.groups
+            ),
+        ));
+    }
+    let mut out_sp = Vec::with_capacity(sr);
+    for a in 0..sr {
+        let o = out_size(
+            x[2 + a],
+            p.kernel_size[a],
+            p.stride[a],
+            p.padding[a],
+            p.dilation[a],
+        )
+        .ok_or_else(|| {
+            err(
+                op,
+                format!(
+                    "spatial axis {a} of x {x:?} (padding {}) is smaller than the dilated kernel",
+                    p.padding[a]
+                ),
+            )
+        })?;
+        out_sp.push(o);
+    }
+    Ok(ConvGeom {
+        n: x[0],
+        c_in: x[1],
+        c_out: w[0],
+        groups: p.groups,
+        in_sp: x[2..].to_vec(),
+        k: p.kernel_size.to_vec(),
+        out_sp,
+        stride: p.stride.to_vec(),
+        pad: p.padding.to_vec(),
+        dil: p.dilation.to_vec(),
+    })
+}
+
+/// Call `f(xi, wi, yi)` for every product term `x[xi]·w[wi]` of output `y[yi]`:
+/// `y[n, co, o] = Σ_{ci, k} x[n, group(co)·C_in/g + ci, o·s − p + k·d] · w[co, ci, k]`,
+/// skipping taps that read zero padding.
+fn for_each_tap(g: &ConvGeom, mut f: impl FnMut(usize, usize, usize)) {
+    let cin_g = g.c_in / g.groups;
+    let cout_g = g.c_out / g.groups;
+    let x_dims: Vec<usize> = [g.n, g.c_in].iter().chain(&g.in_sp).copied().collect();
+    let w_dims: Vec<usize> = [g.c_out, cin_g].iter().chain(&g.k).copied().collect();
+    let y_dims = g.out_dims();
+    let outs = box_indices(&g.out_sp);
+    let taps = box_indices(&g.k);
+    for n in 0..g.n {
+        for co in 0..g.c_out {
+            let first_c = (co / cout_g) * cin_g;
+            for o in &outs {
+                let yi = flat(&y_dims, &[&[n, co][..], o].concat());
+                for ci in 0..cin_g {
+                    for k in &taps {
+                        let Some(pos) = input_pos(o, k, &g.stride, &g.pad, &g.dil, &g.in_sp) else {
+                            continue;
+                        };
+                        let xi = flat(&x_dims, &[&[n, first_c + ci][..], &pos].concat());
+                        let wi = flat(&w_dims, &[&[co, ci][..], k].concat());
+                        f(xi, wi, yi);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn conv_forward(op: &Op, g: &ConvGeom, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
+    let x = inputs[0].to_f64_vec();
+    let w = inputs[1].to_f64_vec();
+    let spatial: usize = g.out_sp.iter().product();
+    let mut y = vec![0.0; g.n * g.c_out * spatial];
+    if let Some(bias) = inputs.get(2) {
+        if bias.dims != [g.c_out] {
+            return Err(err(
+                op,
+                format!("bias must be [C_out] = [{}], got {:?}", g.c_out, bias.dims),
+            ));
+        }
+        let b = bias.to_f64_vec();
+        for (i, v) in y.iter_mut().enumerate() {
+            *v = b[(i / spatial) % g.c_out];
+        }
+    }
+    for_each_tap(g, |xi, wi, yi| y[yi] += x[xi] * w[wi]);
+    Ok(y)
+}
+
+/// Concrete sizes of one pooling.
+struct PoolGeom {
+    n: usize,
+    c: usize,
+    in_sp: Vec<usize>,
+    k: Vec<usize>,
+    out_sp: Vec<usize>,
+    stride: Vec<usize>,
+    pad: Vec<usize>,
+}
+
+impl PoolGeom {
+    fn out_dims(&self) -> Vec<usize> {
+        let mut d = vec![self.n, self.c];
+        d.extend_from_slice(&self.out_sp);
+        d
+    }
+
+    fn window_size(&self) -> usize {
+        self.k.iter().product()
+    }
+}
+
+fn pool_geometry(
+    op: &Op,
+    x: &[usize],
+    kernel_size: &[usize],
+    stride: &[usize],
+    padding: &[usize],
+) -> IrResult<PoolGeom> {
+    let sr = kernel_size.len();
+    if !(1..=3).contains(&sr) || stride.len() != sr || padding.len() != sr || x.len() != sr + 2 {
+        return Err(err(
+            op,
+            format!(
+                "x {x:?} must be [N, C, spatial…] with one kernel_size/stride/padding entry per spatial axis (got {kernel_size:?}/{stride:?}/{padding:?}, 1 to 3 axes)"
+            ),
+        ));
+    }
+    let mut out_sp = Vec::with_capacity(sr);
+    for a in 0..sr {
+        let o = out_size(x[2 + a], kernel_size[a], stride[a], padding[a], 1)
+            .filter(|_| padding[a] * 2 <= kernel_size[a])
+            .ok_or_else(|| {
+                err(
+                    op,
+                    format!(
+                        "spatial axis {a} of x {x:?} with kernel {}, stride {}, padding {} gives no valid window (need kernel, stride ≥ 1, padding ≤ kernel/2, size + 2·padding ≥ kernel)",
+                        kernel_size[a], stride[a], padding[a]
+                    ),
+                )
+            })?;
+        out_sp.push(o);
+    }
+    Ok(PoolGeom {
+        n: x[0],
+        c: x[1],
+        in_sp: x[2..].to_vec(),
+        k: kernel_size.to_vec(),
+        out_sp,
+        stride: stride.to_vec(),
+        pad: padding.to_vec(),
+    })
+}
+
+/// Call `f(yi, window)` for every output `y[yi]`, where `window` lists the flat input
+/// indices inside the window in row-major window order, padded positions left out.
+fn for_each_window(g: &PoolGeom, mut f: impl FnMut(usize, &[usize])) {
+    let x_dims: Vec<usize> = [g.n, g.c].iter().chain(&g.in_sp).copied().collect();
+    let y_dims = g.out_dims();
+    let outs = box_indices(&g.out_sp);
+    let taps = box_indices(&g.k);
+    let ones = vec![1; g.k.len()];
+    let mut window = Vec::with_capacity(taps.len());
+    for n in 0..g.n {
+        for c in 0..g.c {
+            for o in &outs {
+                window.clear();
+                for k in &taps {
+                    if let Some(pos) = input_pos(o, k, &g.stride, &g.pad, &ones, &g.in_sp) {
+                        window.push(flat(&x_dims, &[&[n, c][..], &pos].concat()));
+                    }
+                }
+                f(flat(&y_dims, &[&[n, c][..], o].concat()), &window);
+            }
+        }
+    }
+}
+
+/// Position of the window's maximum: the first maximal entry in window order;
+/// a `NaN` counts as larger than every number (so max pooling propagates `NaN`).
+fn argmax(x: &[f64], window: &[usize]) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for &i in window {
+        let better = match best {
+            None => true,
+            Some(b) => !x[b].is_nan() && (x[i].is_nan() || x[i] > x[b]),
+        };
+        if better {
+            best = Some(i);
+        }
+    }
+    best
+}
+
+fn unsupported_kind(op: &Op, kind: ReduceOp) -> IrError {
+    err(
+        op,
+        format!("pool kind {kind:?} is not supported; use Max, Mean or Sum"),
+    )
+}
+
+fn pool_forward(op: &Op, g: &PoolGeom, kind: ReduceOp, x: &TensorData) -> IrResult<Vec<f64>> {
+    let xv = x.to_f64_vec();
+    let size = g.window_size() as f64;
+    let mut y = vec![0.0; g.out_dims().iter().product()];
+    match kind {
+        ReduceOp::Max => for_each_window(g, |yi, w| {
+            // Every window touches the input (padding ≤ kernel/2), so `None` cannot occur.
+            y[yi] = argmax(&xv, w).map_or(f64::NEG_INFINITY, |i| xv[i]);
+        }),
+        ReduceOp::Mean => for_each_window(g, |yi, w| {
+            y[yi] = w.iter().map(|&i| xv[i]).sum::<f64>() / size;
+        }),
+        ReduceOp::Sum => for_each_window(g, |yi, w| {
+            y[yi] = w.iter().map(|&i| xv[i]).sum::<f64>();
+        }),
+        other => return Err(unsupported_kind(op, other)),
+    }
+    Ok(y)
+}
+
+/// dL/dx of a pool: Max routes each window's gradient to its [`argmax`], Mean spreads
+/// `g / window_size` (padding included in the size), Sum spreads `g`; overlapping
+/// windows accumulate.
+fn pool_backward(
+    op: &Op,
+    g: &PoolGeom,
+    kind: ReduceOp,
+    x: &TensorData,
+    grad_out: &TensorData,
+) -> IrResult<Vec<f64>> {
+    let xv = x.to_f64_vec();
+    let gy = grad_out.to_f64_vec();
+    let size = g.window_size() as f64;
+    let mut dx = vec![0.0; xv.len()];
+    match kind {
+        ReduceOp::Max => for_each_window(g, |yi, w| {
+            if let Some(i) = argmax(&xv, w) {
+                dx[i] += gy[yi];
+            }
+        }),
+        ReduceOp::Mean => for_each_window(g, |yi, w| {
+            for &i in w {
+                dx[i] += gy[yi] / size;
+            }
+        }),
+        ReduceOp::Sum => for_each_window(g, |yi, w| {
+            for &i in w {
+                dx[i] += gy[yi];
+            }
+        }),
+        other => return Err(unsupported_kind(op, other)),
+    }
+    Ok(dx)
 }
