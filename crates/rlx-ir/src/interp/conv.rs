@@ -1,5 +1,5 @@
-//! Oracle semantics of convolution and pooling (spatial rank 1, 2 or 3) and their
-//! gradients.
+//! Oracle semantics of convolution and pooling and their gradients, for any number of
+//! spatial axes (1, 2 and 3 are the common cases).
 //!
 //! Layout is `[N, C, spatial…]`, weights `[C_out, C_in/groups, kernel…]`, row-major.
 //! Output position `o` on a spatial axis reads input position `o·stride − pad + k·dil`
@@ -231,7 +231,7 @@ impl ConvGeom {
 
 fn conv_geometry(op: &Op, x: &[usize], w: &[usize], p: &ConvParams<'_>) -> IrResult<ConvGeom> {
     let sr = p.kernel_size.len();
-    let fits = (1..=3).contains(&sr)
+    let fits = sr >= 1
         && p.stride.len() == sr
         && p.padding.len() == sr
         && p.dilation.len() == sr
@@ -248,7 +248,7 @@ fn conv_geometry(op: &Op, x: &[usize], w: &[usize], p: &ConvParams<'_>) -> IrRes
         return Err(err(
             op,
             format!(
-                "x {x:?} must be [N, C, spatial…] (1 to 3 spatial axes) and w {w:?} [C_out, C/groups, kernel…] with kernel_size {:?}, one stride/padding/dilation entry per spatial axis (got {:?}/{:?}/{:?}, stride and dilation ≥ 1) and C, C_out divisible by groups {}",
+                "x {x:?} must be [N, C, spatial…] (at least one spatial axis) and w {w:?} [C_out, C/groups, kernel…] with kernel_size {:?}, one stride/padding/dilation entry per spatial axis (got {:?}/{:?}/{:?}, stride and dilation ≥ 1) and C, C_out divisible by groups {}",
                 p.kernel_size, p.stride, p.padding, p.dilation, p.groups
             ),
         ));
@@ -370,11 +370,11 @@ fn pool_geometry(
     padding: &[usize],
 ) -> IrResult<PoolGeom> {
     let sr = kernel_size.len();
-    if !(1..=3).contains(&sr) || stride.len() != sr || padding.len() != sr || x.len() != sr + 2 {
+    if sr == 0 || stride.len() != sr || padding.len() != sr || x.len() != sr + 2 {
         return Err(err(
             op,
             format!(
-                "x {x:?} must be [N, C, spatial…] with one kernel_size/stride/padding entry per spatial axis (got {kernel_size:?}/{stride:?}/{padding:?}, 1 to 3 axes)"
+                "x {x:?} must be [N, C, spatial…] with one kernel_size/stride/padding entry per spatial axis (got {kernel_size:?}/{stride:?}/{padding:?}, at least one spatial axis)"
             ),
         ));
     }

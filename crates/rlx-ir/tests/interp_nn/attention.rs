@@ -234,6 +234,30 @@ fn custom_mask_drops_keys_below_one_half_and_a_fully_masked_batch_outputs_zeros(
 }
 
 #[test]
+fn custom_mask_may_be_bool() {
+    let mut c = Case::new(2, 2, 3, 1, 2);
+    c.mask = MaskKind::Custom;
+    let (q, k, v, _) = data(&c, 43);
+    let keep = [true, false, true, false, false, true];
+    let numeric: Vec<f64> = keep.iter().map(|&b| b as u8 as f64).collect();
+    let args = |m: TensorData| {
+        [
+            t64(&[2, 2, 1, 2], &q),
+            t64(&[2, 3, 1, 2], &k),
+            t64(&[2, 3, 1, 2], &v),
+            m,
+        ]
+    };
+    let from_bool = eval64(c.op(), &args(TensorData::from_bool(&[2, 3], &keep)));
+    assert_close(
+        &from_bool,
+        &reference(&c, &q, &k, &v, &numeric),
+        1e-13,
+        "bool mask",
+    );
+}
+
+#[test]
 fn custom_mask_with_one_surviving_key_outputs_that_keys_value_row() {
     let mut c = Case::new(1, 2, 3, 1, 2);
     c.mask = MaskKind::Custom;
@@ -255,6 +279,34 @@ fn bias_is_added_to_scores_with_broadcast_over_size_one_axes() {
         c.mask = MaskKind::Bias;
         c.bias_dims = bias_dims;
         check(&c, 50, &format!("bias {bias_dims:?}"));
+    }
+}
+
+#[test]
+fn lower_rank_bias_is_right_aligned_like_numpy() {
+    // A [Sq, Sk], [Sk] or rank-0 bias means the same as [1, 1, Sq, Sk], [1, 1, 1, Sk], [1, 1, 1, 1].
+    for (full, short) in [
+        ([1, 1, 3, 4], vec![3, 4]),
+        ([1, 1, 1, 4], vec![4]),
+        ([1, 1, 1, 1], vec![]),
+    ] {
+        let mut c = Case::new(2, 3, 4, 2, 3);
+        c.mask = MaskKind::Bias;
+        c.bias_dims = full;
+        let (q, k, v, bias) = data(&c, 55);
+        let want = reference(&c, &q, &k, &v, &bias);
+        let args = [
+            t64(&[2, 3, 2, 3], &q),
+            t64(&[2, 4, 2, 3], &k),
+            t64(&[2, 4, 2, 3], &v),
+            t64(&short, &bias),
+        ];
+        assert_close(
+            &eval64(c.op(), &args),
+            &want,
+            1e-13,
+            &format!("bias {short:?}"),
+        );
     }
 }
 

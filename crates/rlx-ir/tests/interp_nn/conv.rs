@@ -238,6 +238,31 @@ fn conv1d_and_conv3d_match_direct_summation() {
     );
 }
 
+#[test]
+fn conv_with_four_spatial_axes_reduces_to_conv3d_on_a_unit_axis() {
+    // Shape inference accepts any spatial rank, so the oracle defines all of them.
+    let c3 = conv(&[2, 2, 2], &[1, 2, 1], &[1, 0, 1], &[1, 1, 2], 1);
+    let c4 = conv(
+        &[1, 2, 2, 2],
+        &[1, 1, 2, 1],
+        &[0, 1, 0, 1],
+        &[1, 1, 1, 2],
+        1,
+    );
+    let x = rand(2 * 3 * 4 * 3, 130);
+    let w = rand(3 * 2 * 8, 131);
+    let y3 = eval64(
+        c3.op(),
+        &[t64(&[1, 2, 3, 4, 3], &x), t64(&[3, 2, 2, 2, 2], &w)],
+    );
+    let y4 = eval(
+        c4.op(),
+        &[t64(&[1, 2, 1, 3, 4, 3], &x), t64(&[3, 2, 1, 2, 2, 2], &w)],
+    );
+    assert_eq!(y4.dims[2], 1);
+    assert_eq!(y4.to_f64_vec(), y3);
+}
+
 fn grad_problems() -> Vec<(Vec<usize>, Vec<usize>, Conv)> {
     vec![
         (

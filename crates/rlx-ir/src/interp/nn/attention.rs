@@ -4,7 +4,8 @@
 //! position `qi`:
 //! 1. `s[ki] = scale · Σ_d q[b,qi,h,d]·k[b,ki,kh,d]` (`scale` defaults to `1/√head_dim`);
 //! 2. with a softcap `c`: `s = c·tanh(s/c)`;
-//! 3. with `MaskKind::Bias`: `s += bias[b,h,qi,ki]` (size-1 bias axes broadcast);
+//! 3. with `MaskKind::Bias`: `s += bias[b,h,qi,ki]` (NumPy broadcasting: a bias of lower
+//!    rank is right-aligned to `[B, H, Sq, Sk]`, and its size-1 axes repeat);
 //! 4. the mask decides which keys are allowed: `Causal` `ki ≤ qi`, `SlidingWindow(w)`
 //!    `qi − w ≤ ki ≤ qi`, `Custom` `mask[b, ki] ≥ 0.5`;
 //! 5. `p` = softmax of `s` over the allowed keys (max-shifted, as [`super::softmax_row`]);
@@ -155,15 +156,23 @@ pub(super) fn eval(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
     Ok(out)
 }
 
-/// Row-major strides of a rank-4 bias broadcast to `full`, 0 on its size-1 axes.
-fn bias_strides(op: &Op, dims: &[usize], full: [usize; 4]) -> IrResult<[usize; 4]> {
-    let ok = dims.len() == 4 && dims.iter().zip(&full).all(|(&a, &f)| a == f || a == 1);
+/// Row-major strides of a bias broadcast to `full`, 0 on its size-1 (or missing leading) axes.
+fn bias_strides(op: &Op, given: &[usize], full: [usize; 4]) -> IrResult<[usize; 4]> {
+    let ok = given.len() <= 4
+        && given
+            .iter()
+            .rev()
+            .zip(full.iter().rev())
+            .all(|(&a, &f)| a == f || a == 1);
     if !ok {
         return Err(err(
             op,
-            format!("bias must broadcast to [B, H, Sq, Sk] = {full:?}, got {dims:?}"),
+            format!("bias must broadcast to [B, H, Sq, Sk] = {full:?}, got {given:?}"),
         ));
     }
+    // Right-align: missing leading axes behave as size 1.
+    let mut dims = [1; 4];
+    dims[4 - given.len()..].copy_from_slice(given);
     let mut strides = [0; 4];
     let mut acc = 1;
     for i in (0..4).rev() {
