@@ -105,6 +105,12 @@ impl Tensor {
         Ok(value)
     }
 
+    /// Whether this tensor's value has been computed and stored (later expressions that
+    /// use it read the stored value instead of recomputing its history).
+    pub fn is_realized(&self) -> bool {
+        self.cell.state().realized.contains_key(&self.id)
+    }
+
     /// The payload when this node is a plain constant (no compile, no cache).
     fn raw_constant(&self) -> Option<TensorData> {
         let st = self.cell.state();

@@ -21,6 +21,8 @@ mod eval;
 #[cfg(feature = "eval")]
 mod exec;
 mod func;
+#[cfg(feature = "ndarray")]
+mod ndarray_interop;
 #[cfg(feature = "eval")]
 mod model;
 mod rng;
