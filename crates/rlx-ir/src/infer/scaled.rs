@@ -70,7 +70,7 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
                 ));
             }
             for (what, q, s) in [("lhs", lq, ls), ("rhs", rq, rs)] {
-                let expected = scale_shape(name, &q.with_dtype(DType::F32), *scale_layout)?;
+                let expected = scale_shape(name, q, *scale_layout)?;
                 if s != &expected {
                     return Err(err(
                         name,

@@ -127,7 +127,7 @@ fn check_body(
                     err(
                         name,
                         format!(
-                            "the body `{b}` has the input `{n}`, but a scan body may only read `carry`, bcast_0..bcast_{} and x_0..x_{} (this scan has {} bcast(s) and {} xs)",
+                            "the body `{b}` has the input `{n}`, but a scan body may only read `carry`, `bcast_i` and `x_i` (this scan has {} bcast(s) and {} xs, so i < {} and i < {}); rename the input or raise num_bcast/num_xs",
                             bcasts.len(),
                             xs.len(),
                             bcasts.len(),
