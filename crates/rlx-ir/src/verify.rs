@@ -51,8 +51,9 @@ impl Graph {
                 return Err(IrError::new(
                     n.op.name(),
                     format!(
-                        "a leaf node takes no operands, but {} lists {:?}",
-                        n.id, n.inputs
+                        "a leaf node takes no operands, but {} lists [{}]; build leaves with Graph::input, Graph::param or Graph::add_node(op, vec![], shape)",
+                        n.id,
+                        n.inputs.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
                     ),
                 )
                 .at(n.id));
