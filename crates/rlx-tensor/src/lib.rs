@@ -15,6 +15,7 @@
 //! ```
 #![allow(private_bounds, private_interfaces)]
 
+mod concat;
 mod error;
 #[cfg(feature = "eval")]
 mod eval;
@@ -25,10 +26,13 @@ mod func;
 mod ndarray_interop;
 #[cfg(feature = "eval")]
 mod model;
+mod macros;
 mod rng;
 mod scope;
+mod slice;
 mod tensor;
 
+pub use concat::{cat, stack, try_cat, try_stack};
 pub use error::{Error, Result};
 pub use func::Func;
 #[cfg(feature = "eval")]
@@ -38,6 +42,7 @@ pub use model::Model;
 pub use rlx_ir::op::{Activation, MaskKind};
 pub use rlx_ir::{DType, Dim, Graph, NodeId, ScaleLayout, ScaledFormat, Shape};
 pub use scope::{GraphScope, graph, graph_with};
+pub use slice::{SliceAxis, SliceSpec, ax, ix, rg, tail};
 pub use tensor::Tensor;
 
 #[cfg(feature = "eval")]

@@ -6,7 +6,9 @@
 //! a foreign node is never duplicated.
 
 mod constructors;
+mod nn;
 mod scalar;
+mod shape_ops;
 
 pub(crate) use scalar::BinaryRhs;
 
