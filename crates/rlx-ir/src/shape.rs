@@ -372,6 +372,31 @@ mod tests {
     }
 
     #[test]
+    fn display_and_copies_keep_dims_and_dtype_apart() {
+        assert_eq!(Shape::scalar(DType::Bool).to_string(), "[] bool");
+        let s = Shape::from_dims(&[Dim::Static(2), Dim::Dynamic(0)], DType::F32);
+        assert_eq!(s.to_string(), "[2, ?0] f32");
+        assert_eq!(s.static_dims(), None);
+        assert!(!s.is_static());
+        assert_eq!(s.with_dtype(DType::I8).to_string(), "[2, ?0] i8");
+        assert_eq!(
+            s.with_dim(1, Dim::Static(5)).static_dims(),
+            Some(vec![2, 5])
+        );
+        assert_eq!(s.with_dims(vec![]).to_string(), "[] f32");
+        let b: DimBinding = [(0, 3)].into_iter().collect();
+        assert_eq!(s.concrete(&b), Some(vec![2, 3]));
+        assert_eq!(s.concrete(&DimBinding::new()), None);
+        assert_eq!(s.bind(&DimBinding::new()), s);
+    }
+
+    #[test]
+    #[should_panic(expected = "axis 2 out of range for rank-2 shape [2, 3] f32")]
+    fn dim_out_of_range_names_the_shape() {
+        Shape::new(&[2, 3], DType::F32).dim(2);
+    }
+
+    #[test]
     #[should_panic(expected = "dynamic")]
     fn unwrap_static_panics_on_dynamic() {
         Dim::Dynamic(3).unwrap_static();
