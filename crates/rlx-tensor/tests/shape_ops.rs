@@ -368,6 +368,11 @@ fn chunk_gives_the_first_len_mod_n_chunks_one_extra() {
     assert_eq!(c[2].to_vec(), f(&[6, 7, 14, 15]));
     let even = x.chunk(1, 4);
     assert!(even.iter().all(|t| t.dims() == vec![2, 2]));
+    // More chunks than elements: the trailing chunks are empty.
+    let sparse = iota(&[2]).chunk(0, 3);
+    assert_eq!(sparse[1].to_vec(), vec![1.0]);
+    assert_eq!(sparse[2].dims(), vec![0]);
+    assert!(sparse[2].to_vec().is_empty());
     let err = x.try_chunk(1, 0).unwrap_err().to_string();
     assert!(err.contains("0 chunks"), "{err}");
 }
