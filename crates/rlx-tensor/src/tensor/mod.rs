@@ -6,7 +6,10 @@
 //! a foreign node is never duplicated.
 
 mod constructors;
+mod elementwise;
 mod nn;
+mod ops;
+mod reduce;
 mod scalar;
 mod shape_ops;
 
