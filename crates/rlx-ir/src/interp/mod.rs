@@ -8,6 +8,7 @@
 mod conv;
 mod elementwise;
 mod fft;
+mod index;
 mod linalg;
 mod movement;
 mod nn;
