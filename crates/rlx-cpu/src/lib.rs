@@ -6,6 +6,9 @@
 //! interpreter ([`rlx_ir::interp`]), op by op. The compiled path (fusion, memory
 //! planning, tiled SIMD kernels) replaces the executor behind the same trait.
 
+pub mod gemm;
+pub mod math;
+
 use rlx_ir::{Graph, Op, TensorData, TensorView, interp};
 use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult, arg_order};
 use std::sync::Arc;
