@@ -2,6 +2,8 @@
 //! ops, checked against hand-computed values and independent naive `f64`
 //! references written here (not in the crate).
 
+#[path = "interp_core/dtypes.rs"]
+mod dtypes;
 #[path = "interp_core/elementwise.rs"]
 mod elementwise;
 #[path = "interp_core/linalg.rs"]

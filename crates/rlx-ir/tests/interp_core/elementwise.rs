@@ -740,3 +740,13 @@ fn dynamic_batch_runs_with_two_batch_sizes() {
     assert_same(&out[0].to_f64_vec(), &want);
     assert_eq!(out[1].dims, [5]);
 }
+
+#[test]
+fn float_pow_follows_c_pow_special_cases() {
+    let x = f64s(&[6], &[f64::NAN, 1.0, -8.0, 0.0, -2.0, 4.0]);
+    let y = f64s(&[6], &[0.0, f64::NAN, 1.0 / 3.0, -1.0, 3.0, 0.5]);
+    let got = bin(BinaryOp::Pow, x, y).to_f64_vec();
+    // pow(NaN, 0) = 1 and pow(1, NaN) = 1; a negative base with a
+    // non-integer exponent is NaN; pow(0, −1) = +∞.
+    assert_same(&got, &[1.0, 1.0, f64::NAN, f64::INFINITY, -8.0, 2.0]);
+}
