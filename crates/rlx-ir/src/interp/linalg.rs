@@ -76,8 +76,8 @@ fn batched_matmul<T: Copy>(
 }
 
 /// `act(a · b + bias)`; plain `MatMul` has no bias and no activation. The
-/// bias (`[N]` or rank 0) is converted to the result dtype first and added in
-/// f64 (wrapping i64 for integers) before the single rounding on store.
+/// bias (`[N]`, one value per output column) is added in f64 (wrapping i64
+/// for integers) before the activation and the single rounding on store.
 fn matmul_bias_act(
     a: &TensorData,
     b: &TensorData,
@@ -88,8 +88,6 @@ fn matmul_bias_act(
 ) -> IrResult<TensorData> {
     let dt = out.dtype();
     let n = dims[dims.len() - 1];
-    // Bias value for output column j.
-    let bias_at = |len: usize, j: usize| if len == 1 { 0 } else { j };
     if dt.is_float() {
         let mut v = batched_matmul(
             &a.to_f64_vec(),
@@ -103,7 +101,7 @@ fn matmul_bias_act(
         if let Some(bias) = bias {
             let bv = cast(bias, dt).to_f64_vec();
             for (i, e) in v.iter_mut().enumerate() {
-                *e += bv[bias_at(bv.len(), i % n)];
+                *e += bv[i % n];
             }
         }
         if let Some(act) = act {
@@ -123,7 +121,7 @@ fn matmul_bias_act(
         if let Some(bias) = bias {
             let bv = cast(bias, dt).to_i64_vec();
             for (i, e) in v.iter_mut().enumerate() {
-                *e = e.wrapping_add(bv[bias_at(bv.len(), i % n)]);
+                *e = e.wrapping_add(bv[i % n]);
             }
         }
         if let Some(act) = act {
