@@ -16,6 +16,8 @@
 #![allow(private_bounds, private_interfaces)]
 
 mod concat;
+#[cfg(feature = "dsl")]
+mod dsl;
 mod error;
 #[cfg(feature = "eval")]
 mod eval;
@@ -33,6 +35,9 @@ mod slice;
 mod tensor;
 
 pub use concat::{cat, stack, try_cat, try_stack};
+#[cfg(feature = "dsl")]
+#[doc(hidden)]
+pub use dsl::{__rlx_build, __rlx_expr, __rlx_support};
 pub use error::{Error, Result};
 pub use func::Func;
 #[cfg(feature = "eval")]
