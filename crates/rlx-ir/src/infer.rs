@@ -66,7 +66,8 @@ pub fn infer_shape(op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
         | Op::Concat { .. }
         | Op::Expand { .. }
         | Op::Gather { .. }
-        | Op::ScatterAdd { .. } => movement::infer(name, op, inputs),
+        | Op::ScatterAdd { .. }
+        | Op::BroadcastLike => movement::infer(name, op, inputs),
         Op::Reduce { .. } | Op::ArgMax { .. } | Op::ArgMin { .. } | Op::Cumsum { .. } => {
             reduce::infer(name, op, inputs)
         }

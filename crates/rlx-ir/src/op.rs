@@ -513,6 +513,11 @@ pub enum Op {
         dilation: Vec<usize>,
         groups: usize,
     },
+    /// `x` broadcast (NumPy rules: right-aligned, size-1 axes stretch) to the dims of
+    /// `like`, whose values are never read: inputs `[x, like]`, result `like`'s dims with
+    /// `x`'s dtype. Unlike [`Op::Expand`] the target can have dynamic dims, so the
+    /// adjoint of a reduction survives a dynamic batch axis.
+    BroadcastLike,
     /// Round every element to the grid of an emulated float format
     /// (see [`crate::FloatFormat`]); gradient passes straight through.
     RoundToFormat {
@@ -572,6 +577,7 @@ impl Op {
             Op::ConvGradInput { .. } => "conv2d_grad_input".into(),
             Op::ConvGradWeight { .. } => "conv2d_grad_weight".into(),
             Op::RoundToFormat { .. } => "round_to_format".into(),
+            Op::BroadcastLike => "broadcast_like".into(),
         }
     }
 

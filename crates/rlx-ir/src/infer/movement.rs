@@ -1,4 +1,4 @@
-//! Data movement: reshape, transpose, narrow, pad, concat, expand, gather, scatter.
+//! Data movement: reshape, transpose, narrow, pad, concat, expand, broadcast-like, gather, scatter.
 
 use super::{arity, check_axis, err, require_same_dtype};
 use crate::{DType, Dim, IrResult, Op, Shape};
@@ -89,6 +89,23 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
             }
             require_same_dtype(name, ("base", base), ("updates", upd))?;
             Ok(base.clone())
+        }
+        Op::BroadcastLike => {
+            arity(name, inputs, 2, "x, like")?;
+            let (x, like) = (inputs[0], inputs[1]);
+            let offset = like.rank().checked_sub(x.rank());
+            let fits = offset.is_some_and(|off| {
+                (0..x.rank()).all(|i| x.dim(i) == like.dim(off + i) || x.dim(i) == Dim::Static(1))
+            });
+            if !fits {
+                return Err(err(
+                    name,
+                    format!(
+                        "cannot broadcast {x} to the dims of {like}: right-aligned, every axis of x must equal like's or be 1 (and x cannot have more axes)"
+                    ),
+                ));
+            }
+            Ok(like.with_dtype(x.dtype()))
         }
         _ => unreachable!("movement::infer called with {}", op.name()),
     }

@@ -138,6 +138,16 @@ pub fn eval_op(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<TensorD
         | Op::ScaledMatMul { .. }
         | Op::RoundToFormat { .. } => scaled::eval(op, inputs, out),
         Op::Scan { .. } => eval_scan(op, inputs, out),
+        // `x` broadcast to the (now concrete) result dims: exactly `Expand` to them.
+        Op::BroadcastLike => {
+            let target_shape = out
+                .static_dims()
+                .expect("the dispatcher passes a concrete result type")
+                .into_iter()
+                .map(|d| d as i64)
+                .collect();
+            movement::eval(&Op::Expand { target_shape }, &inputs[..1], out)
+        }
     }
 }
 

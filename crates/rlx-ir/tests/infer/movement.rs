@@ -261,3 +261,54 @@ fn scatter_add_takes_updates_shaped_like_the_gather() {
     );
     bad(&sc(0), &[&base, &idx], &["takes 3 input(s)"]);
 }
+
+#[test]
+fn broadcast_like_takes_the_dynamic_dims_of_like_and_the_dtype_of_x() {
+    let like = dy(&[d(0), s(3), s(4)], DType::Bool);
+    let got = ok(&Op::BroadcastLike, &[&f32s(&[1, 4]), &like]);
+    assert_eq!(got, dy(&[d(0), s(3), s(4)], DType::F32));
+    // a rank-0 x fills like's shape
+    let got = ok(&Op::BroadcastLike, &[&sh(&[], DType::F64), &like]);
+    assert_eq!(got, dy(&[d(0), s(3), s(4)], DType::F64));
+    // an axis that matches by symbol is kept
+    let x = dy(&[d(0), s(1), s(4)], DType::F32);
+    assert_eq!(
+        ok(&Op::BroadcastLike, &[&x, &like]),
+        like.with_dtype(DType::F32)
+    );
+}
+
+#[test]
+fn broadcast_like_rejects_x_with_more_axes_or_a_mismatched_axis() {
+    bad(
+        &Op::BroadcastLike,
+        &[&f32s(&[2, 3, 4]), &f32s(&[3, 4])],
+        &["[2, 3, 4] f32", "[3, 4] f32"],
+    );
+    let like = dy(&[d(0), s(4)], DType::F32);
+    bad(
+        &Op::BroadcastLike,
+        &[&dy(&[d(1), s(4)], DType::F32), &like],
+        &["[?1, 4] f32", "[?0, 4] f32"],
+    );
+}
+
+#[test]
+fn broadcast_like_evaluates_like_expand_to_the_bound_dims() {
+    use rlx_ir::{Graph, Shape, TensorData, interp};
+    let mut g = Graph::new("bl");
+    let x = g.input("x", f32s(&[1, 3]));
+    let like = g.input("like", Shape::from_dims(&[d(0), s(3)], DType::F32));
+    let y = g.add_op(Op::BroadcastLike, vec![x, like]).unwrap();
+    g.set_outputs(vec![y]);
+    let out = interp::run(
+        &g,
+        &[
+            ("x", TensorData::from_f32(&[1, 3], &[1.0, 2.0, 3.0])),
+            ("like", TensorData::from_f32(&[2, 3], &[9.0; 6])),
+        ],
+    )
+    .unwrap();
+    assert_eq!(out[0].dims, vec![2, 3]);
+    assert_eq!(out[0].to_f32_vec(), vec![1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+}

@@ -54,10 +54,11 @@ fn variant(op: &Op) -> &'static str {
         Op::ConvGradInput { .. } => "ConvGradInput",
         Op::ConvGradWeight { .. } => "ConvGradWeight",
         Op::RoundToFormat { .. } => "RoundToFormat",
+        Op::BroadcastLike => "BroadcastLike",
     }
 }
 
-const VARIANT_COUNT: usize = 45;
+const VARIANT_COUNT: usize = 46;
 const LEAVES: [&str; 3] = ["Input", "Param", "Constant"];
 
 fn conv(k: usize, stride: usize, pad: usize) -> Op {
@@ -247,6 +248,11 @@ fn good_cases() -> Vec<(Op, Vec<Shape>, Shape)> {
                 target_shape: vec![2, 3, 4],
             },
             vec![f32s(&[3, 1])],
+            f32s(&[2, 3, 4]),
+        ),
+        (
+            Op::BroadcastLike,
+            vec![f32s(&[3, 1]), sh(&[2, 3, 4], DType::Bool)],
             f32s(&[2, 3, 4]),
         ),
         (
@@ -530,6 +536,11 @@ fn bad_cases() -> Vec<(Op, Vec<Shape>, Vec<&'static str>)> {
             },
             vec![f32s(&[3, 2])],
             vec!["[3, 2] f32", "neither 4 nor 1"],
+        ),
+        (
+            Op::BroadcastLike,
+            vec![f32s(&[3, 2]), f32s(&[3, 4])],
+            vec!["[3, 2] f32", "[3, 4] f32", "equal like's or be 1"],
         ),
         (
             Op::Gather { axis: 0 },
