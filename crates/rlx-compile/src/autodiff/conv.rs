@@ -1,0 +1,215 @@
+//! VJP rules of the windowed ops (convolution, pooling, and their gradient ops, so
+//! that second derivatives work) and of the FFT.
+
+use super::builder::Bw;
+use rlx_ir::{Dim, FftNorm, IrError, IrResult, Node, NodeId, Op, ReduceOp};
+
+pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+    match &node.op {
+        Op::Conv {
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+        } => {
+            let (x, w) = (node.inputs[0], node.inputs[1]);
+            let geo = (kernel_size, stride, padding, dilation, *groups);
+            if bw.wants(node, 0) {
+                let gx = bw.op(grad_input(geo), vec![x, w, g])?;
+                bw.give(x, gx)?;
+            }
+            if bw.wants(node, 1) {
+                let gw = bw.op(grad_weight(geo), vec![x, w, g])?;
+                bw.give(w, gw)?;
+            }
+            if node.inputs.len() == 3 && bw.wants(node, 2) {
+                // bias [C_out] is added along axis 1 of [N, C_out, spatial…].
+                let r = bw.shape(g).rank();
+                let axes = std::iter::once(0).chain(2..r).collect();
+                let gb = bw.sum(g, axes, false)?;
+                bw.give(node.inputs[2], gb)?;
+            }
+            Ok(())
+        }
+        // dx = conv_grad_input(x, w, gy) is bilinear in (w, gy):
+        // <u, dx> = <gy, conv(u, w)>, so ∂/∂gy = conv(u, w), ∂/∂w = conv_grad_weight(u, w, gy).
+        Op::ConvGradInput {
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+        } => {
+            let (w, gy) = (node.inputs[1], node.inputs[2]);
+            let geo = (kernel_size, stride, padding, dilation, *groups);
+            if bw.wants(node, 2) {
+                let ggy = bw.op(conv(geo), vec![g, w])?;
+                bw.give(gy, ggy)?;
+            }
+            if bw.wants(node, 1) {
+                let gw = bw.op(grad_weight(geo), vec![g, w, gy])?;
+                bw.give(w, gw)?;
+            }
+            Ok(())
+        }
+        // dw = conv_grad_weight(x, w, gy): <u, dw> = <gy, conv(x, u)>, so
+        // ∂/∂gy = conv(x, u), ∂/∂x = conv_grad_input(x, u, gy).
+        Op::ConvGradWeight {
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+        } => {
+            let (x, gy) = (node.inputs[0], node.inputs[2]);
+            let geo = (kernel_size, stride, padding, dilation, *groups);
+            if bw.wants(node, 2) {
+                let ggy = bw.op(conv(geo), vec![x, g])?;
+                bw.give(gy, ggy)?;
+            }
+            if bw.wants(node, 0) {
+                let gx = bw.op(grad_input(geo), vec![x, g, gy])?;
+                bw.give(x, gx)?;
+            }
+            Ok(())
+        }
+        Op::Pool {
+            kind,
+            kernel_size,
+            stride,
+            padding,
+        } => {
+            let x = node.inputs[0];
+            if bw.wants(node, 0) {
+                let gx = bw.op(
+                    Op::PoolGrad {
+                        kind: *kind,
+                        kernel_size: kernel_size.clone(),
+                        stride: stride.clone(),
+                        padding: padding.clone(),
+                    },
+                    vec![x, g],
+                )?;
+                bw.give(x, gx)?;
+            }
+            Ok(())
+        }
+        // Mean/sum pool_grad spreads gy over each window: its adjoint gathers each
+        // window back, which is the same pool of u. (Max: blocked in `flow`.)
+        Op::PoolGrad {
+            kind,
+            kernel_size,
+            stride,
+            padding,
+        } => {
+            if matches!(kind, ReduceOp::Mean | ReduceOp::Sum) && bw.wants(node, 1) {
+                let ggy = bw.op(
+                    Op::Pool {
+                        kind: *kind,
+                        kernel_size: kernel_size.clone(),
+                        stride: stride.clone(),
+                        padding: padding.clone(),
+                    },
+                    vec![g],
+                )?;
+                bw.give(node.inputs[1], ggy)?;
+            }
+            Ok(())
+        }
+        Op::Fft {
+            inverse,
+            norm,
+            algo,
+        } => {
+            let x = node.inputs[0];
+            if bw.wants(node, 0) {
+                let gx = fft_adjoint(bw, x, g, *inverse, *norm, *algo)?;
+                bw.give(x, gx)?;
+            }
+            Ok(())
+        }
+        other => unreachable!("conv::vjp got {}", other.name()),
+    }
+}
+
+type Geo<'a> = (
+    &'a Vec<usize>,
+    &'a Vec<usize>,
+    &'a Vec<usize>,
+    &'a Vec<usize>,
+    usize,
+);
+
+fn conv(geo: Geo) -> Op {
+    Op::Conv {
+        kernel_size: geo.0.clone(),
+        stride: geo.1.clone(),
+        padding: geo.2.clone(),
+        dilation: geo.3.clone(),
+        groups: geo.4,
+    }
+}
+
+fn grad_input(geo: Geo) -> Op {
+    Op::ConvGradInput {
+        kernel_size: geo.0.clone(),
+        stride: geo.1.clone(),
+        padding: geo.2.clone(),
+        dilation: geo.3.clone(),
+        groups: geo.4,
+    }
+}
+
+fn grad_weight(geo: Geo) -> Op {
+    Op::ConvGradWeight {
+        kernel_size: geo.0.clone(),
+        stride: geo.1.clone(),
+        padding: geo.2.clone(),
+        dilation: geo.3.clone(),
+        groups: geo.4,
+    }
+}
+
+/// The FFT is linear with matrix `s·F` (forward, `F_jk = e^{−2πi jk/N}`) or `s·F̄`
+/// (inverse); under the real inner product its adjoint is `s·F̄` resp. `s·F`: the
+/// transform in the other direction with the same scale `s`, also in the real block
+/// layout `[re…, im…]` (whose dot product is that real inner product).
+fn fft_adjoint(
+    bw: &mut Bw,
+    x: NodeId,
+    g: NodeId,
+    inverse: bool,
+    norm: FftNorm,
+    algo: rlx_ir::FftAlgo,
+) -> IrResult<NodeId> {
+    let flip = |norm| Op::Fft {
+        inverse: !inverse,
+        norm,
+        algo,
+    };
+    match (norm, inverse) {
+        // Same scale both ways: the flipped transform is the adjoint as is.
+        (FftNorm::Backward, _) | (FftNorm::Ortho, _) => bw.op(flip(norm), vec![g]),
+        // Forward norm, inverse direction: unscaled.
+        (FftNorm::Forward, true) => bw.op(flip(FftNorm::Backward), vec![g]),
+        // Forward norm, forward direction: scaled by 1/N.
+        (FftNorm::Forward, false) => {
+            let s = bw.shape(x);
+            let last = s.dim(s.rank() - 1);
+            let n = match last {
+                Dim::Static(m) => m / 2,
+                Dim::Dynamic(_) => {
+                    return Err(IrError::new(
+                        "fft",
+                        format!(
+                            "the adjoint of a forward-normalized fft needs a static transform length, but x is {s}"
+                        ),
+                    ));
+                }
+            };
+            let t = bw.op(flip(FftNorm::Backward), vec![g])?;
+            bw.scale(t, 1.0 / n as f64)
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! VJP rules of the element-wise ops: the 29 activations, casts, binary arithmetic,
+//! `where`, and the straight-through / blocking ops.
+
+use super::builder::Bw;
+use rlx_ir::{Activation, BinaryOp, CmpOp, IrResult, Node, NodeId, Op, TensorData};
+use std::f64::consts::PI;
+
+pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+    let x = node.inputs[0];
+    match &node.op {
+        Op::Activation(a) => {
+            if bw.wants(node, 0) {
+                let d = activation_grad(bw, *a, Some(x), node.id, g)?;
+                bw.give(x, d)?;
+            }
+            Ok(())
+        }
+        // Float ↔ float (and real ↔ complex) casts are linear: cast the cotangent back
+        // (`give` does). Straight-through rounding passes the cotangent unchanged.
+        Op::Cast { .. } | Op::RoundToFormat { .. } => {
+            if bw.wants(node, 0) {
+                bw.give(x, g)?;
+            }
+            Ok(())
+        }
+        Op::StopGradient | Op::Compare(_) => Ok(()),
+        Op::Binary(b) => binary(bw, node, *b, g),
+        Op::Where => {
+            let mask = node.inputs[0];
+            if bw.wants(node, 1) {
+                let gt = bw.keep_where(mask, g)?;
+                bw.give(node.inputs[1], gt)?;
+            }
+            if bw.wants(node, 2) {
+                let gf = bw.zero_where(mask, g)?;
+                bw.give(node.inputs[2], gf)?;
+            }
+            Ok(())
+        }
+        other => unreachable!("elementwise::vjp got {}", other.name()),
+    }
+}
+
+/// Whether the derivative of `a` needs its input (otherwise the output suffices).
+pub(super) fn needs_input(a: Activation) -> bool {
+    !matches!(
+        a,
+        Activation::Relu
+            | Activation::Sigmoid
+            | Activation::Tanh
+            | Activation::Exp
+            | Activation::Sqrt
+            | Activation::Rsqrt
+            | Activation::Neg
+            | Activation::Tan
+            | Activation::Recip
+            | Activation::Round
+            | Activation::Elu
+    )
+}
+
+/// `g · a′(x)`, with `y = a(x)` available; `x` may be `None` when
+/// [`needs_input`] is false. Piecewise activations use the derivative of the
+/// branch that holds at `x` (at a kink: relu, elu → the left branch; hard_swish,
+/// hard_sigmoid → the middle branch on the closed interval [−3, 3]).
+pub(super) fn activation_grad(
+    bw: &mut Bw,
+    a: Activation,
+    x: Option<NodeId>,
+    y: NodeId,
+    g: NodeId,
+) -> IrResult<NodeId> {
+    let x = || x.expect("activation_grad: this activation needs its input");
+    use Activation as A;
+    let d = match a {
+        A::Gelu => {
+            // Φ(x) + x·φ(x), Φ(x) = (1 + erf(x/√2))/2, φ(x) = e^{−x²/2}/√(2π).
+            let x = x();
+            let u = bw.scale(x, std::f64::consts::FRAC_1_SQRT_2)?;
+            let e = bw.act(A::Erf, u)?;
+            let e1 = bw.add_scalar(e, 1.0)?;
+            let cdf = bw.scale(e1, 0.5)?;
+            let xx = bw.mul(x, x)?;
+            let h = bw.scale(xx, -0.5)?;
+            let ex = bw.act(A::Exp, h)?;
+            let pdf = bw.scale(ex, 1.0 / (2.0 * PI).sqrt())?;
+            let xp = bw.mul(x, pdf)?;
+            bw.add(cdf, xp)?
+        }
+        A::GeluApprox => {
+            // y = ½x(1 + tanh u), u = c(x + k x³):
+            // y′ = ½(1 + t) + ½x(1 − t²)·c(1 + 3k x²).
+            let x = x();
+            let (c, k) = ((2.0 / PI).sqrt(), 0.044715);
+            let xx = bw.mul(x, x)?;
+            let kxx = bw.scale(xx, k)?;
+            let inner = bw.add_scalar(kxx, 1.0)?;
+            let xin = bw.mul(x, inner)?;
+            let u = bw.scale(xin, c)?;
+            let t = bw.act(A::Tanh, u)?;
+            let t1 = bw.add_scalar(t, 1.0)?;
+            let left = bw.scale(t1, 0.5)?;
+            let tt = bw.mul(t, t)?;
+            let sech2 = bw.rsub_scalar(1.0, tt)?;
+            let kxx3 = bw.scale(xx, 3.0 * k)?;
+            let du0 = bw.add_scalar(kxx3, 1.0)?;
+            let du = bw.scale(du0, 0.5 * c)?;
+            let xs = bw.mul(x, sech2)?;
+            let right = bw.mul(xs, du)?;
+            bw.add(left, right)?
+        }
+        A::Silu => {
+            // s + y(1 − s) with s = σ(x), y = x·s.
+            let s = bw.act(A::Sigmoid, x())?;
+            let ys = bw.mul(y, s)?;
+            let y1 = bw.sub(y, ys)?;
+            bw.add(s, y1)?
+        }
+        // y > 0 exactly where x > 0.
+        A::Relu => {
+            let m = bw.cmp_scalar(CmpOp::Gt, y, 0.0)?;
+            return bw.keep_where(m, g);
+        }
+        A::Sigmoid => {
+            let one_minus = bw.rsub_scalar(1.0, y)?;
+            bw.mul(y, one_minus)?
+        }
+        A::Tanh => {
+            let yy = bw.mul(y, y)?;
+            bw.rsub_scalar(1.0, yy)?
+        }
+        A::Exp => y,
+        A::Log => return bw.div(g, x()),
+        A::Sqrt => {
+            let q = bw.div(g, y)?;
+            return bw.scale(q, 0.5);
+        }
+        A::Rsqrt => {
+            let yy = bw.mul(y, y)?;
+            let yyy = bw.mul(yy, y)?;
+            bw.scale(yyy, -0.5)?
+        }
+        A::Neg => return bw.neg(g),
+        A::Abs => bw.act(A::Sign, x())?,
+        A::Sin => bw.act(A::Cos, x())?,
+        A::Cos => {
+            let s = bw.act(A::Sin, x())?;
+            bw.neg(s)?
+        }
+        A::Tan => {
+            let yy = bw.mul(y, y)?;
+            bw.add_scalar(yy, 1.0)?
+        }
+        A::Atan => {
+            let x = x();
+            let xx = bw.mul(x, x)?;
+            let den = bw.add_scalar(xx, 1.0)?;
+            return bw.div(g, den);
+        }
+        A::Recip => {
+            let yy = bw.mul(y, y)?;
+            bw.neg(yy)?
+        }
+        // Straight-through (API: round has an identity gradient).
+        A::Round => return Ok(g),
+        A::Floor | A::Ceil | A::Sign => {
+            unreachable!("flow::blocked stops gradients at {}", a.name())
+        }
+        A::Softplus => bw.act(A::Sigmoid, x())?,
+        A::Elu => {
+            // x > 0: 1; else eˣ = y + 1 (y > 0 exactly where x > 0).
+            let m = bw.cmp_scalar(CmpOp::Gt, y, 0.0)?;
+            let y1 = bw.add_scalar(y, 1.0)?;
+            let gy = bw.mul(g, y1)?;
+            return bw.select(m, g, gy);
+        }
+        A::Erf => {
+            let x = x();
+            let xx = bw.mul(x, x)?;
+            let n = bw.neg(xx)?;
+            let e = bw.act(A::Exp, n)?;
+            bw.scale(e, 2.0 / PI.sqrt())?
+        }
+        A::HardSwish => {
+            // 0 below −3, 1 above 3, (2x + 3)/6 = x/3 + 1/2 between.
+            let x = x();
+            let lin = bw.scale(x, 1.0 / 3.0)?;
+            let mid = bw.add_scalar(lin, 0.5)?;
+            let hi = bw.cmp_scalar(CmpOp::Gt, x, 3.0)?;
+            let one = bw.scalar_like(1.0, x);
+            let upper = bw.select(hi, one, mid)?;
+            let lo = bw.cmp_scalar(CmpOp::Lt, x, -3.0)?;
+            bw.zero_where(lo, upper)?
+        }
+        A::HardSigmoid => {
+            // 1/6 on [−3, 3], 0 outside.
+            let x = x();
+            let lo = bw.cmp_scalar(CmpOp::Lt, x, -3.0)?;
+            let hi = bw.cmp_scalar(CmpOp::Gt, x, 3.0)?;
+            let sixth = bw.scale(g, 1.0 / 6.0)?;
+            let inner = bw.zero_where(hi, sixth)?;
+            return bw.zero_where(lo, inner);
+        }
+        A::Mish => {
+            // tanh(sp) + x·(1 − tanh²(sp))·σ(x), sp = softplus(x).
+            let x = x();
+            let sp = bw.act(A::Softplus, x)?;
+            let t = bw.act(A::Tanh, sp)?;
+            let tt = bw.mul(t, t)?;
+            let sech2 = bw.rsub_scalar(1.0, tt)?;
+            let s = bw.act(A::Sigmoid, x)?;
+            let xs = bw.mul(x, sech2)?;
+            let r = bw.mul(xs, s)?;
+            bw.add(t, r)?
+        }
+        A::Softsign => {
+            let ax = bw.act(A::Abs, x())?;
+            let den = bw.add_scalar(ax, 1.0)?;
+            let den2 = bw.mul(den, den)?;
+            return bw.div(g, den2);
+        }
+        // d/dx ln σ(x) = 1 − σ(x) = σ(−x).
+        A::LogSigmoid => {
+            let n = bw.neg(x())?;
+            bw.act(A::Sigmoid, n)?
+        }
+    };
+    bw.mul(g, d)
+}
+
+/// The value of a rank-0 constant node, if `id` is one.
+fn scalar_constant(bw: &Bw, id: NodeId) -> Option<f64> {
+    let n = bw.g.node(id);
+    match &n.op {
+        Op::Constant { data } if n.shape.rank() == 0 => {
+            TensorData::new(n.shape.dtype(), &[], data.clone())
+                .ok()
+                .and_then(|d| d.to_f64_vec().first().copied())
+        }
+        _ => None,
+    }
+}
+
+fn binary(bw: &mut Bw, node: &Node, b: BinaryOp, g: NodeId) -> IrResult<()> {
+    let (l, r, y) = (node.inputs[0], node.inputs[1], node.id);
+    let (wl, wr) = (bw.wants(node, 0), bw.wants(node, 1));
+    if !wl && !wr {
+        return Ok(());
+    }
+    // The oracle converts the rhs to the result (lhs) dtype before computing.
+    let dt = bw.dtype(y);
+    let rv = bw.cast(r, dt)?;
+    let (gl, gr) = match b {
+        BinaryOp::Add => (Some(g), Some(g)),
+        BinaryOp::Sub => (Some(g), if wr { Some(bw.neg(g)?) } else { None }),
+        BinaryOp::Mul => (
+            if wl { Some(bw.mul(g, rv)?) } else { None },
+            if wr { Some(bw.mul(g, l)?) } else { None },
+        ),
+        BinaryOp::Div => {
+            // ∂/∂l = 1/r; ∂/∂r = −l/r² = −y/r, so gr = −(g/r)·y reuses g/r.
+            let q = bw.div(g, rv)?;
+            let gr = if wr {
+                let qy = bw.mul(q, y)?;
+                Some(bw.neg(qy)?)
+            } else {
+                None
+            };
+            (Some(q), gr)
+        }
+        BinaryOp::Max | BinaryOp::Min => {
+            // The winner takes the gradient; exact ties split it evenly.
+            let wins = if b == BinaryOp::Max {
+                CmpOp::Gt
+            } else {
+                CmpOp::Lt
+            };
+            let l_wins = bw.cmp(wins, l, rv)?;
+            let r_wins = bw.cmp(wins, rv, l)?;
+            let half = bw.scale(g, 0.5)?;
+            let side = |bw: &mut Bw, other_wins: NodeId, me_wins: NodeId| -> IrResult<NodeId> {
+                let tie_or_lose = bw.zero_where(other_wins, half)?;
+                bw.select(me_wins, g, tie_or_lose)
+            };
+            (
+                if wl {
+                    Some(side(bw, r_wins, l_wins)?)
+                } else {
+                    None
+                },
+                if wr {
+                    Some(side(bw, l_wins, r_wins)?)
+                } else {
+                    None
+                },
+            )
+        }
+        BinaryOp::Pow => {
+            let gl = if wl {
+                // r·l^(r−1); a constant exponent folds r − 1 at build time.
+                let rm1 = match scalar_constant(bw, r) {
+                    Some(e) => bw.scalar(e - 1.0, dt),
+                    None => bw.add_scalar(rv, -1.0)?,
+                };
+                let p = bw.bin(BinaryOp::Pow, l, rm1)?;
+                let rp = bw.mul(rv, p)?;
+                Some(bw.mul(g, rp)?)
+            } else {
+                None
+            };
+            let gr = if wr {
+                // y·ln l, taken as 0 at l = 0 (where 0^r is flat in r for r > 0).
+                let ln = bw.act(Activation::Log, l)?;
+                let yl = bw.mul(y, ln)?;
+                let gyl = bw.mul(g, yl)?;
+                let z = bw.cmp_scalar(CmpOp::Eq, l, 0.0)?;
+                Some(bw.zero_where(z, gyl)?)
+            } else {
+                None
+            };
+            (gl, gr)
+        }
+        BinaryOp::Mod => {
+            // fmod(l, r) = l − trunc(l/r)·r: ∂/∂l = 1, ∂/∂r = −trunc(l/r) = −(l − y)/r.
+            let gr = if wr {
+                let ly = bw.sub(l, y)?;
+                let t = bw.div(ly, rv)?;
+                let gt = bw.mul(g, t)?;
+                Some(bw.neg(gt)?)
+            } else {
+                None
+            };
+            (Some(g), gr)
+        }
+        BinaryOp::Atan2 => {
+            // atan2(l, r): ∂/∂l = r/(l² + r²), ∂/∂r = −l/(l² + r²).
+            let ll = bw.mul(l, l)?;
+            let rr = bw.mul(rv, rv)?;
+            let den = bw.add(ll, rr)?;
+            let q = bw.div(g, den)?;
+            let gl = if wl { Some(bw.mul(q, rv)?) } else { None };
+            let gr = if wr {
+                let ql = bw.mul(q, l)?;
+                Some(bw.neg(ql)?)
+            } else {
+                None
+            };
+            (gl, gr)
+        }
+        // Bitwise ops only take integers, which carry no gradient.
+        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr => {
+            (None, None)
+        }
+    };
+    if let (true, Some(gl)) = (wl, gl) {
+        bw.give(l, gl)?;
+    }
+    if let (true, Some(gr)) = (wr, gr) {
+        bw.give(r, gr)?;
+    }
+    Ok(())
+}
