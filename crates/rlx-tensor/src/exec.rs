@@ -110,7 +110,10 @@ pub(crate) fn run_f32(
         }
     }
     for slot in compiled.slots() {
-        if slot.name.starts_with("__arg") || owned.iter().any(|(n, _)| *n == slot.name) {
+        if slot.name.starts_with("__arg")
+            || owned.iter().any(|(n, _)| *n == slot.name)
+            || (slot.is_param && compiled.is_param_bound(&slot.name))
+        {
             continue;
         }
         let given = inputs.iter().any(|(n, _)| *n == slot.name)
@@ -121,8 +124,13 @@ pub(crate) fn run_f32(
                 slot.name, slot.shape
             ))
         } else if slot.is_param {
+            let how = if what.starts_with("Model") {
+                "set"
+            } else {
+                "with_param"
+            };
             Error::new(format!(
-                "{what}: param `{}` ({}) is not bound; bind it with .with_param(\"{}\", data) or pass it in the inputs",
+                "{what}: param `{}` ({}) is not bound; bind it with .{how}(\"{}\", data) or pass it in the inputs",
                 slot.name, slot.shape, slot.name
             ))
         } else {

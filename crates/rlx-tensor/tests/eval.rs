@@ -78,7 +78,7 @@ fn a_realized_tensor_is_not_recomputed_by_later_expressions() {
     assert!(!c.is_realized());
     c.to_vec();
     assert!(c.is_realized());
-    let d = &c * 2.0;
+    let d: Tensor = &c * 2.0;
     assert!(
         !d.explain().contains("relu"),
         "relu must not be recompiled:\n{}",
