@@ -1,0 +1,164 @@
+//! JVP rules of the windowed ops (convolution, pooling and their gradients) and FFT.
+//!
+//! Convolutions are bilinear, so their tangents are convolutions of tangents. Max
+//! pooling routes each window's tangent from its maximum: it is differentiated
+//! through a decomposition that gathers the windows explicitly.
+
+use super::Fwd;
+use super::emit::Em;
+use rlx_ir::{CmpOp, Dim, IrResult, Node, NodeId, Op, ReduceOp, TensorData};
+
+pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+    match &node.op {
+        Op::Conv { .. } => {
+            let (x, w) = (node.inputs[0], node.inputs[1]);
+            let (tx, tw, tb) = (f.t(node, 0), f.t(node, 1), f.t(node, 2));
+            let e = &mut f.e;
+            let mut terms = Vec::new();
+            if let Some(tx) = tx {
+                terms.push(e.op(node.op.clone(), vec![tx, w])?);
+            }
+            if let Some(tw) = tw {
+                terms.push(e.op(node.op.clone(), vec![x, tw])?);
+            }
+            if let Some(tb) = tb {
+                // [C_out] → [C_out, 1, …] → the output's dims.
+                let mut col = tb;
+                for _ in 2..e.rank(node.id) {
+                    let r = e.rank(col);
+                    col = e.unsqueeze(col, r)?;
+                }
+                terms.push(e.broadcast_like(col, node.id)?);
+            }
+            e.sum_terms(terms)
+        }
+        // conv_grad_input(x, w, g) reads x only for its shape and is bilinear in (w, g);
+        // conv_grad_weight(x, w, g) reads w only for its shape and is bilinear in (x, g).
+        Op::ConvGradInput { .. } | Op::ConvGradWeight { .. } => {
+            let ins = &node.inputs;
+            let lin = if matches!(node.op, Op::ConvGradInput { .. }) {
+                [1, 2]
+            } else {
+                [0, 2]
+            };
+            let mut terms = Vec::new();
+            for slot in lin {
+                if let Some(t) = f.t(node, slot) {
+                    let mut args = ins.clone();
+                    args[slot] = t;
+                    terms.push(f.e.op(node.op.clone(), args)?);
+                }
+            }
+            f.e.sum_terms(terms)
+        }
+        Op::Pool {
+            kind,
+            kernel_size,
+            stride,
+            padding,
+        } => {
+            let Some(t) = f.t(node, 0) else {
+                return Ok(None);
+            };
+            if *kind != ReduceOp::Max {
+                // Sum and mean pooling are linear.
+                return Ok(Some(f.e.op(node.op.clone(), vec![t])?));
+            }
+            let x = node.inputs[0];
+            let (k, s, p) = (kernel_size.clone(), stride.clone(), padding.clone());
+            f.through(|e| max_pool_decomposed(e, x, &k, &s, &p))
+        }
+        // Linear in grad_out; the routing (max) or the shape (mean, sum) come from x.
+        Op::PoolGrad { .. } => {
+            let Some(t) = f.t(node, 1) else {
+                return Ok(None);
+            };
+            Ok(Some(f.e.op(node.op.clone(), vec![node.inputs[0], t])?))
+        }
+        Op::Fft { .. } => {
+            let Some(t) = f.t(node, 0) else {
+                return Ok(None);
+            };
+            Ok(Some(f.e.op(node.op.clone(), vec![t])?))
+        }
+        other => unreachable!("conv::rule got {}", other.name()),
+    }
+}
+
+/// Max pooling as primitives: pad with −∞, flatten the spatial axes, gather every
+/// window (`[N, C, P, K]` for P outputs of K taps), and keep the first maximal tap of
+/// each window (the oracle's tie rule) through a one-hot of `argmax`.
+pub(crate) fn max_pool_decomposed(
+    e: &mut Em,
+    x: NodeId,
+    kernel: &[usize],
+    stride: &[usize],
+    padding: &[usize],
+) -> IrResult<NodeId> {
+    let sr = kernel.len();
+    let mut xp = x;
+    for a in 0..sr {
+        if padding[a] > 0 {
+            xp = e.op(
+                Op::Pad {
+                    axis: 2 + a,
+                    before: padding[a],
+                    after: padding[a],
+                    value: f64::NEG_INFINITY,
+                },
+                vec![xp],
+            )?;
+        }
+    }
+    let dims = e.dims(xp);
+    let sizes: Vec<usize> = dims[2..]
+        .iter()
+        .map(|d| d.as_static().expect("pool spatial dims are static"))
+        .collect();
+    let out: Vec<usize> = (0..sr)
+        .map(|a| (sizes[a] - kernel[a]) / stride[a] + 1)
+        .collect();
+    let flat_in: usize = sizes.iter().product();
+    let flat = e.reshape_to(xp, &[dims[0], dims[1], Dim::Static(flat_in)])?;
+    let (n_out, n_taps): (usize, usize) = (out.iter().product(), kernel.iter().product());
+    let mut idx = Vec::with_capacity(n_out * n_taps);
+    for o in 0..n_out {
+        let oi = unravel(o, &out);
+        for k in 0..n_taps {
+            let ki = unravel(k, kernel);
+            let pos: Vec<usize> = (0..sr).map(|a| oi[a] * stride[a] + ki[a]).collect();
+            idx.push(ravel(&pos, &sizes) as i64);
+        }
+    }
+    let idx = e.constant(TensorData::from_i64(&[n_out, n_taps], &idx));
+    let windows = e.op(Op::Gather { axis: 2 }, vec![flat, idx])?;
+    let dt = e.dtype(x);
+    let best = e.op(
+        Op::ArgMax {
+            axis: 3,
+            keep_dim: true,
+        },
+        vec![windows],
+    )?;
+    let taps: Vec<f64> = (0..n_taps).map(|k| k as f64).collect();
+    let taps = e.constant(TensorData::from_f64_as(dt, &[n_taps], &taps));
+    let hot = e.cmp(CmpOp::Eq, taps, best)?;
+    let picked = e.keep_where(hot, windows)?;
+    let y = e.sum(picked, vec![3], false)?;
+    let mut target = vec![dims[0], dims[1]];
+    target.extend(out.iter().map(|&n| Dim::Static(n)));
+    e.reshape_to(y, &target)
+}
+
+fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; dims.len()];
+    for a in (0..dims.len()).rev() {
+        idx[a] = flat % dims[a];
+        flat /= dims[a];
+    }
+    idx
+}
+
+fn ravel(idx: &[usize], dims: &[usize]) -> usize {
+    idx.iter().zip(dims).fold(0, |acc, (&i, &d)| acc * d + i)
+}

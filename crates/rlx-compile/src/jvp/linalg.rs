@@ -1,0 +1,192 @@
+//! JVP rules of the contractions: matmul, the fused linear layer, dense solve,
+//! codebook matmul and the (straight-through) scaled matmul.
+
+use super::Fwd;
+use super::elementwise::activation_tangent;
+use super::emit::Em;
+use rlx_ir::{DType, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat, TensorData};
+
+pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+    match &node.op {
+        Op::MatMul => {
+            let (a, b) = (node.inputs[0], node.inputs[1]);
+            let mut terms = Vec::new();
+            if let Some(ta) = f.t(node, 0) {
+                terms.push(f.e.matmul(ta, b)?);
+            }
+            if let Some(tb) = f.t(node, 1) {
+                terms.push(f.e.matmul(a, tb)?);
+            }
+            f.e.sum_terms(terms)
+        }
+        Op::FusedMatMulBiasAct { activation } => {
+            let (x, w, bias) = (node.inputs[0], node.inputs[1], node.inputs[2]);
+            let lin = Op::FusedMatMulBiasAct { activation: None };
+            let mut terms = Vec::new();
+            if f.t(node, 0).is_some() || f.t(node, 1).is_some() {
+                let zero_bias = f.e.zeros_like(bias)?;
+                if let Some(tx) = f.t(node, 0) {
+                    terms.push(f.e.op(lin.clone(), vec![tx, w, zero_bias])?);
+                }
+                if let Some(tw) = f.t(node, 1) {
+                    terms.push(f.e.op(lin.clone(), vec![x, tw, zero_bias])?);
+                }
+            }
+            if let Some(tb) = f.t(node, 2) {
+                terms.push(f.e.broadcast_like(tb, node.id)?);
+            }
+            let Some(tz) = f.e.sum_terms(terms)? else {
+                return Ok(None);
+            };
+            match activation {
+                None => Ok(Some(tz)),
+                Some(a) => {
+                    // The pre-activation is not a graph value: recompute it.
+                    let z = f.e.op(lin, vec![x, w, bias])?;
+                    activation_tangent(&mut f.e, *a, z, node.id, tz)
+                }
+            }
+        }
+        Op::DenseSolve => solve(f, node),
+        Op::SynthMatMul { .. } => {
+            let (x, idx, cb) = (node.inputs[0], node.inputs[1], node.inputs[2]);
+            let mut terms = Vec::new();
+            if let Some(tx) = f.t(node, 0) {
+                terms.push(f.e.op(node.op.clone(), vec![tx, idx, cb])?);
+            }
+            if let Some(tc) = f.t(node, 2) {
+                terms.push(f.e.op(node.op.clone(), vec![x, idx, tc])?);
+            }
+            f.e.sum_terms(terms)
+        }
+        Op::ScaledMatMul {
+            lhs_format,
+            rhs_format,
+            scale_layout,
+            has_bias,
+        } => scaled(
+            f,
+            node,
+            [*lhs_format, *rhs_format],
+            *scale_layout,
+            *has_bias,
+        ),
+        // Codes (u8) and scales: constants under the straight-through estimator.
+        Op::ScaledQuantize { .. } | Op::ScaledQuantScale { .. } => Ok(None),
+        other => unreachable!("linalg::rule got {}", other.name()),
+    }
+}
+
+/// `x = A⁻¹b` → `tx = A⁻¹(tb − tA·x)`.
+fn solve(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+    let (a, x) = (node.inputs[0], node.id);
+    let (ta, tb) = (f.t(node, 0), f.t(node, 1));
+    let e = &mut f.e;
+    let vector = e.rank(node.inputs[1]) + 1 == e.rank(a);
+    let ta_x = match ta {
+        None => None,
+        Some(ta) if vector => {
+            let col = e.unsqueeze(x, e.rank(x))?;
+            let prod = e.matmul(ta, col)?;
+            let r = e.rank(prod);
+            Some(e.squeeze(prod, r - 1)?)
+        }
+        Some(ta) => Some(e.matmul(ta, x)?),
+    };
+    let rhs = match (tb, ta_x) {
+        (Some(tb), Some(p)) => e.sub(tb, p)?,
+        (Some(tb), None) => tb,
+        (None, Some(p)) => e.neg(p)?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(e.op(Op::DenseSolve, vec![a, rhs])?))
+}
+
+/// Straight-through `scaled_matmul(lq, rq, ls, rs[, bias])` = `deq(lq)·deq(rq)ᵀ + bias`:
+/// when `lq = scaled_quantize(x, ls)` the tangent of `x` flows as if the quantizer
+/// were the identity (and likewise for the rhs); the scales are constants.
+fn scaled(
+    f: &mut Fwd,
+    node: &Node,
+    formats: [ScaledFormat; 2],
+    layout: ScaleLayout,
+    has_bias: bool,
+) -> IrResult<Option<NodeId>> {
+    let (lq, rq, ls, rs) = (
+        node.inputs[0],
+        node.inputs[1],
+        node.inputs[2],
+        node.inputs[3],
+    );
+    let ste = |f: &Fwd, codes: NodeId| -> Option<NodeId> {
+        let n = f.e.g.node(codes);
+        match n.op {
+            Op::ScaledQuantize { .. } => f.tangent(n.inputs[0]),
+            _ => None,
+        }
+    };
+    let (tl, tr) = (ste(f, lq), ste(f, rq));
+    let mut terms = Vec::new();
+    if let Some(tl) = tl {
+        let r = dequantize(&mut f.e, rq, rs, formats[1], layout)?;
+        let tl = f.e.cast(tl, DType::F32)?;
+        let rt = f.e.t(r)?;
+        terms.push(f.e.matmul(tl, rt)?);
+    }
+    if let Some(tr) = tr {
+        let l = dequantize(&mut f.e, lq, ls, formats[0], layout)?;
+        let tr = f.e.cast(tr, DType::F32)?;
+        let trt = f.e.t(tr)?;
+        terms.push(f.e.matmul(l, trt)?);
+    }
+    if has_bias && let Some(tb) = f.t(node, 4) {
+        terms.push(f.e.broadcast_like(tb, node.id)?);
+    }
+    f.e.sum_terms(terms)
+}
+
+/// `decode(codes)·scale` as f32 graph values: lookups into the 256 decoded code
+/// values and, for block layouts, the 256 decoded scale codes, expanded over each block.
+pub(crate) fn dequantize(
+    e: &mut Em,
+    codes: NodeId,
+    scales: NodeId,
+    format: ScaledFormat,
+    layout: ScaleLayout,
+) -> IrResult<NodeId> {
+    let table: Vec<f64> = (0..=255u8).map(|c| format.decode(c) as f64).collect();
+    let table = e.constant(TensorData::from_f64_as(DType::F32, &[256], &table));
+    let vals = e.op(Op::Gather { axis: 0 }, vec![table, codes])?;
+    let scale = match layout.block() {
+        None => e.cast(scales, DType::F32)?,
+        Some(block) => {
+            let decoded: Vec<f64> = (0..=255u8)
+                .map(|c| match layout {
+                    ScaleLayout::Nvfp4 { .. } => ScaledFormat::F8E4M3.decode(c) as f64,
+                    _ if c == 255 => f64::NAN,
+                    _ => (c as f64 - 127.0).exp2(),
+                })
+                .collect();
+            let st = e.constant(TensorData::from_f64_as(DType::F32, &[256], &decoded));
+            let per_block = e.op(Op::Gather { axis: 0 }, vec![st, scales])?;
+            // [r, k/b] → [r, k/b, 1] → [r, k/b, b] → [r, k].
+            let r = e.rank(per_block);
+            let col = e.unsqueeze(per_block, r)?;
+            let mut target: Vec<i64> = e
+                .dims(per_block)
+                .iter()
+                .map(|d| d.as_static().map_or(-1, |n| n as i64))
+                .collect();
+            target.push(block as i64);
+            let wide = e.op(
+                Op::Expand {
+                    target_shape: target,
+                },
+                vec![col],
+            )?;
+            let cd = e.dims(codes);
+            e.reshape_to(wide, &cd)?
+        }
+    };
+    e.mul(vals, scale)
+}
