@@ -61,7 +61,9 @@ fn peek_binop(input: ParseStream) -> Option<(BinOp, Span, usize)> {
     let joint = p1.spacing() == Spacing::Joint;
     let followed_by = |c: char| joint && next == Some(c);
     let op = match p1.as_char() {
-        '*' if followed_by('*') => return Some((BinOp::Pow, p1.span(), 2)),
+        // `* *` with any spacing: the DSL has no dereference, and token streams built
+        // by other macros do not always mark the first `*` as joint.
+        '*' if next == Some('*') => return Some((BinOp::Pow, p1.span(), 2)),
         '*' if followed_by('=') => return None,
         '*' => BinOp::Mul,
         '=' if followed_by('=') => return Some((BinOp::Eq, p1.span(), 2)),
@@ -220,7 +222,10 @@ fn bracket_contents(input: ParseStream) -> Result<(TokenStream, Span)> {
     let ts: TokenStream = content.parse()?;
     let span = bracket.span.join();
     if ts.is_empty() {
-        return Err(Error::new(span, "empty index: write `name[0]` or `name[i]`"));
+        return Err(Error::new(
+            span,
+            "empty index: write `name[0]` or `name[i]`",
+        ));
     }
     Ok((ts, span))
 }

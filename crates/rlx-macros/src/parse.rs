@@ -124,7 +124,10 @@ fn parse_decl(input: ParseStream, kind: DeclKind) -> Result<Stmt> {
     let ir_name = if input.peek(Token![@]) {
         input.parse::<Token![@]>()?;
         Some(input.parse::<LitStr>().map_err(|e| {
-            Error::new(e.span(), "expected the IR name as a string: `@ \"layers.{i}.weight\"`")
+            Error::new(
+                e.span(),
+                "expected the IR name as a string: `@ \"layers.{i}.weight\"`",
+            )
         })?)
     } else {
         None
@@ -190,7 +193,10 @@ fn parse_const(input: ParseStream) -> Result<Stmt> {
     let dtype = if input.peek(Token![:]) {
         input.parse::<Token![:]>()?;
         Some(input.parse::<Ident>().map_err(|e| {
-            Error::new(e.span(), "expected a dtype name such as `F32`, `I64` or `BF16`")
+            Error::new(
+                e.span(),
+                "expected a dtype name such as `F32`, `I64` or `BF16`",
+            )
         })?)
     } else {
         None
@@ -430,11 +436,7 @@ fn parse_repeat(input: ParseStream) -> Result<Stmt> {
         match (lit_u64(start), lit_u64(end)) {
             (Some(s), Some(e)) => {
                 let end = if inclusive { e.saturating_add(1) } else { e };
-                RepeatKind::UnrolledRange {
-                    var,
-                    start: s,
-                    end,
-                }
+                RepeatKind::UnrolledRange { var, start: s, end }
             }
             _ => RepeatKind::RuntimeRange {
                 var,
@@ -486,9 +488,9 @@ fn parse_scan(input: ParseStream) -> Result<Stmt> {
     let init = parse_expr(input)?;
     input.parse::<Token![for]>()?;
     let length = match input.parse::<LitInt>() {
-        Ok(l) => l.base10_parse::<u32>().map_err(|_| {
-            Error::new(l.span(), "a scan length must fit in u32")
-        })?,
+        Ok(l) => l
+            .base10_parse::<u32>()
+            .map_err(|_| Error::new(l.span(), "a scan length must fit in u32"))?,
         Err(e) => {
             return Err(Error::new(
                 e.span(),

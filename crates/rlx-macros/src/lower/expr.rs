@@ -88,7 +88,9 @@ impl Lowerer<'_> {
             None => k,
         };
         match self.env.lookup(&target) {
-            Some(Binding::Tensor { ident, shape }) => Ok(Val::binding(at(&ident, id.span()), shape)),
+            Some(Binding::Tensor { ident, shape }) => {
+                Ok(Val::binding(at(&ident, id.span()), shape))
+            }
             Some(Binding::Family { elems }) => Err(Error::new(
                 id.span(),
                 format!(
@@ -116,7 +118,10 @@ impl Lowerer<'_> {
                 }
                 let shape = shape::matmul(&l.shape, &r.shape, span)?;
                 let (recv, rhs) = (l.recv(), r.by_ref());
-                Ok(Val::tensor(quote_spanned!(span=> #recv.matmul(#rhs)), shape))
+                Ok(Val::tensor(
+                    quote_spanned!(span=> #recv.matmul(#rhs)),
+                    shape,
+                ))
             }
             Eq | Ne | Lt | Le | Gt | Ge => {
                 let (method, swapped) = match op {
@@ -170,15 +175,15 @@ impl Lowerer<'_> {
                     }
                     (false, false) => {
                         let (x, y) = (a.operand(), b.operand());
-                        Val::tensor(quote!(#x #sym #y), shape)
+                        Val::infix(quote!(#x #sym #y), shape)
                     }
                     (false, true) => {
                         let (x, y) = (a.operand(), &b.code);
-                        Val::tensor(quote!(#x #sym #y), shape)
+                        Val::infix(quote!(#x #sym #y), shape)
                     }
                     (true, false) => {
                         let (x, y) = (&a.code, b.by_ref());
-                        Val::tensor(quote!(#x #sym #y), shape)
+                        Val::infix(quote!(#x #sym #y), shape)
                     }
                 })
             }
@@ -241,7 +246,12 @@ impl Lowerer<'_> {
         Ok(v)
     }
 
-    fn builtin(&mut self, name: &Ident, args: &[CallArg], out: &mut Vec<TokenStream>) -> Result<Val> {
+    fn builtin(
+        &mut self,
+        name: &Ident,
+        args: &[CallArg],
+        out: &mut Vec<TokenStream>,
+    ) -> Result<Val> {
         if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
             return Err(Error::new(
                 named.span(),
@@ -257,7 +267,10 @@ impl Lowerer<'_> {
             } else {
                 Err(Error::new(
                     name.span(),
-                    format!("`{f}` takes exactly {k} arguments, but {} were given", args.len()),
+                    format!(
+                        "`{f}` takes exactly {k} arguments, but {} were given",
+                        args.len()
+                    ),
                 ))
             }
         };
@@ -351,7 +364,12 @@ impl Lowerer<'_> {
                     && inner_args.iter().all(|a| a.name.is_none())
                 {
                     let act = format_ident!("{act}");
-                    return self.linear(&inner, &inner_args, Some(quote!(#krate::Activation::#act)), out);
+                    return self.linear(
+                        &inner,
+                        &inner_args,
+                        Some(quote!(#krate::Activation::#act)),
+                        out,
+                    );
                 }
                 let x = self.tensor_arg(name, &args[0], out)?;
                 let recv = x.recv();
@@ -400,7 +418,12 @@ impl Lowerer<'_> {
 
     /// Inline a user fn: bind its parameters, lower its body with renamed locals, and
     /// yield its last `let`.
-    fn inline(&mut self, name: &Ident, args: &[CallArg], out: &mut Vec<TokenStream>) -> Result<Val> {
+    fn inline(
+        &mut self,
+        name: &Ident,
+        args: &[CallArg],
+        out: &mut Vec<TokenStream>,
+    ) -> Result<Val> {
         let fname = key(name);
         let Some(f) = self.fns.get(&fname).copied() else {
             return Err(unknown_binding(name));
@@ -424,7 +447,7 @@ impl Lowerer<'_> {
             } else {
                 let n = self.next();
                 let tmp = Ident::new(&format!("__rlx_{}_{n}", key(param)), param.span());
-                let value = v.owned();
+                let value = v.value();
                 out.push(quote!(let #tmp = #value;));
                 self.define_tensor(&tmp, v.shape);
                 Subst::Binding(tmp)
@@ -459,7 +482,9 @@ impl Lowerer<'_> {
             }
             _ => Err(Error::new(
                 name.span(),
-                format!("fn `{fname}`'s result is not in scope after the call (was its last `let` inside a runtime `repeat`?)"),
+                format!(
+                    "fn `{fname}`'s result is not in scope after the call (was its last `let` inside a runtime `repeat`?)"
+                ),
             )),
         }
     }
@@ -475,6 +500,7 @@ impl Lowerer<'_> {
                 code: quote!(#base[#index] #(.#fields)* #inner),
                 scalar: false,
                 place: true,
+                postfix: false,
                 ident: None,
                 shape: None,
             });
@@ -500,7 +526,9 @@ impl Lowerer<'_> {
                 if let Some((_, span)) = &ix.inner {
                     return Err(Error::new(
                         *span,
-                        format!("a family element `{base}[…]` is one tensor; it cannot be indexed again"),
+                        format!(
+                            "a family element `{base}[…]` is one tensor; it cannot be indexed again"
+                        ),
                     ));
                 }
                 let i = self.const_index(&ix.index, ix.index_span)?;
@@ -514,7 +542,9 @@ impl Lowerer<'_> {
                     ));
                 };
                 match self.env.lookup(&key(elem)) {
-                    Some(Binding::Tensor { ident, shape }) => Ok(Val::binding(at(&ident, base.span()), shape)),
+                    Some(Binding::Tensor { ident, shape }) => {
+                        Ok(Val::binding(at(&ident, base.span()), shape))
+                    }
                     _ => Err(unknown_binding(elem)),
                 }
             }
@@ -529,11 +559,9 @@ impl Lowerer<'_> {
                 };
                 let ident = at(&ident, base.span());
                 let place = quote!(#ident[#index] #(.#fields)* #inner);
-                let mut fresh = || {
-                    let n = self.counter + 1;
-                    Ident::new(&format!("__rlx_bcast_{n}"), Span::mixed_site())
-                };
-                let captured = self.env.capture_place(&k, &place, &mut fresh);
+                let n = self.counter + 1;
+                let fresh = || Ident::new(&format!("__rlx_bcast_{n}"), Span::mixed_site());
+                let captured = self.env.capture_place(&k, &place, fresh);
                 if captured.is_some() {
                     self.counter += 1;
                 }
@@ -543,6 +571,7 @@ impl Lowerer<'_> {
                         code: place,
                         scalar: false,
                         place: true,
+                        postfix: false,
                         ident: None,
                         shape: None,
                     },
@@ -561,10 +590,12 @@ impl Lowerer<'_> {
             )
         };
         match trees.as_slice() {
-            [TokenTree::Literal(l)] => syn::parse2::<syn::LitInt>(TokenTree::Literal(l.clone()).into())
-                .ok()
-                .and_then(|l| l.base10_parse::<u64>().ok())
-                .ok_or_else(non_const),
+            [TokenTree::Literal(l)] => {
+                syn::parse2::<syn::LitInt>(TokenTree::Literal(l.clone()).into())
+                    .ok()
+                    .and_then(|l| l.base10_parse::<u64>().ok())
+                    .ok_or_else(non_const)
+            }
             [TokenTree::Ident(id)] => match self.env.subst(&key(id)) {
                 Some(Subst::Index(i)) => Ok(*i),
                 _ => Err(non_const()),
@@ -629,7 +660,9 @@ fn order_args<'a>(name: &Ident, params: &[Ident], args: &'a [CallArg]) -> Result
     if named != args.len() {
         return Err(Error::new(
             name.span(),
-            format!("mixed positional and named arguments in call to fn `{fname}` — name all of them or none"),
+            format!(
+                "mixed positional and named arguments in call to fn `{fname}` — name all of them or none"
+            ),
         ));
     }
     let mut slots: Vec<Option<&CallArg>> = vec![None; params.len()];
@@ -646,7 +679,10 @@ fn order_args<'a>(name: &Ident, params: &[Ident], args: &'a [CallArg]) -> Result
             ));
         };
         if slots[pos].is_some() {
-            return Err(Error::new(n.span(), format!("argument `{n}` is given twice")));
+            return Err(Error::new(
+                n.span(),
+                format!("argument `{n}` is given twice"),
+            ));
         }
         slots[pos] = Some(a);
     }
@@ -686,13 +722,17 @@ pub(super) fn unknown_binding(id: &Ident) -> Error {
 fn not_collection(base: &Ident) -> Error {
     Error::new(
         base.span(),
-        format!("`{base}` is a tensor, not a collection — only `bind {base}[];` collections and families can be indexed"),
+        format!(
+            "`{base}` is a tensor, not a collection — only `bind {base}[];` collections and families can be indexed"
+        ),
     )
 }
 
 pub(super) fn field_on_non_collection(f: &Ident) -> Error {
     Error::new(
         f.span(),
-        format!("field access on a non-collection: `.{f}` is only allowed after an element of a `bind` collection, like `layers[0].{f}`"),
+        format!(
+            "field access on a non-collection: `.{f}` is only allowed after an element of a `bind` collection, like `layers[0].{f}`"
+        ),
     )
 }

@@ -45,6 +45,8 @@ pub struct Val {
     code: TokenStream,
     scalar: bool,
     place: bool,
+    /// `code` is a method-call expression (a receiver without parentheses).
+    postfix: bool,
     /// The binding when the value is exactly one binding.
     ident: Option<Ident>,
     shape: Option<shape::Dims>,
@@ -56,18 +58,29 @@ impl Val {
             code: quote!((#code)),
             scalar: true,
             place: false,
+            postfix: false,
             ident: None,
             shape: None,
         }
     }
 
+    /// A call or method-call expression producing a tensor.
     fn tensor(code: TokenStream, shape: Option<shape::Dims>) -> Val {
         Val {
             code,
             scalar: false,
             place: false,
+            postfix: true,
             ident: None,
             shape,
+        }
+    }
+
+    /// An operator expression producing a tensor (parenthesised when a receiver).
+    fn infix(code: TokenStream, shape: Option<shape::Dims>) -> Val {
+        Val {
+            postfix: false,
+            ..Val::tensor(code, shape)
         }
     }
 
@@ -76,18 +89,19 @@ impl Val {
             code: quote!(#ident),
             scalar: false,
             place: true,
+            postfix: false,
             ident: Some(ident),
             shape,
         }
     }
 
-    /// An owned `Tensor` (places are cloned: a refcount bump).
-    fn owned(&self) -> TokenStream {
+    /// An owned `Tensor` in statement position (`let y = <value>;`).
+    fn value(&self) -> TokenStream {
         let c = &self.code;
         if self.place {
             quote!(#c.clone())
         } else {
-            quote!((#c))
+            c.clone()
         }
     }
 
@@ -104,7 +118,11 @@ impl Val {
     /// A method receiver.
     fn recv(&self) -> TokenStream {
         let c = &self.code;
-        if self.place { c.clone() } else { quote!((#c)) }
+        if self.place || self.postfix {
+            c.clone()
+        } else {
+            quote!((#c))
+        }
     }
 
     /// An operator operand: `&place` or the owned value.
@@ -112,7 +130,7 @@ impl Val {
         if self.place {
             self.by_ref()
         } else {
-            self.code.clone()
+            self.recv()
         }
     }
 }
@@ -171,7 +189,7 @@ pub fn expr_macro(krate: TokenStream, e: &Expr) -> Result<TokenStream> {
             "`rlx_expr!` needs a tensor expression; this one is a pure scalar",
         ));
     }
-    let value = v.owned();
+    let value = v.value();
     let tmp = Ident::new("__rlx_value", Span::mixed_site());
     Ok(quote! {{
         #(#out)*
@@ -320,7 +338,7 @@ impl<'p> Lowerer<'p> {
                     ));
                 }
                 let target = self.let_target(name);
-                let value = v.owned();
+                let value = v.value();
                 out.push(quote!(let #target = #value;));
                 self.define_tensor(&target, v.shape);
                 self.last_output = Some(target);
@@ -335,7 +353,7 @@ impl<'p> Lowerer<'p> {
                     ));
                 }
                 let tmp = self.temp("tuple");
-                let value = v.owned();
+                let value = v.value();
                 out.push(quote!(let #tmp = #value;));
                 for (i, name) in names.iter().enumerate() {
                     let target = self.let_target(name);
@@ -359,7 +377,9 @@ impl<'p> Lowerer<'p> {
                     let Some(Binding::Tensor { ident, .. }) = self.env.lookup(&b) else {
                         return Err(Error::new(
                             name.span(),
-                            format!("unknown tap binding `{name}` — `tap` names a tensor bound earlier"),
+                            format!(
+                                "unknown tap binding `{name}` — `tap` names a tensor bound earlier"
+                            ),
                         ));
                     };
                     let tmp = self.temp("tap");
@@ -480,7 +500,10 @@ impl<'p> Lowerer<'p> {
                 }
                 for i in *start..*end {
                     self.env.subst.push(SubstFrame::new(false));
-                    self.env.subst.last_mut().map(|f| f.map.insert(key(var), Subst::Index(i)));
+                    self.env
+                        .subst
+                        .last_mut()
+                        .map(|f| f.map.insert(key(var), Subst::Index(i)));
                     for s in &r.body {
                         self.stmt(s, inner, out)?;
                     }
@@ -532,7 +555,11 @@ impl<'p> Lowerer<'p> {
         if var.is_some() {
             self.env.subst.pop();
         }
-        let frame = self.env.frames.pop().unwrap_or_else(|| Frame::new(FrameKind::Top));
+        let frame = self
+            .env
+            .frames
+            .pop()
+            .unwrap_or_else(|| Frame::new(FrameKind::Top));
         let carried = frame.carried;
         let mut shapes = Vec::new();
         for (name, _, _) in &carried {
@@ -569,7 +596,10 @@ impl<'p> Lowerer<'p> {
         if init.scalar {
             return Err(Error::new(
                 sc.init.span(),
-                format!("the initial carry of scan `{}` must be a tensor, not a scalar", sc.carry),
+                format!(
+                    "the initial carry of scan `{}` must be a tensor, not a scalar",
+                    sc.carry
+                ),
             ));
         }
         let Some(Stmt::Let { name: last, .. }) = sc.body.last() else {
@@ -596,7 +626,11 @@ impl<'p> Lowerer<'p> {
             Some((_, Binding::Tensor { ident, .. })) => ident.clone(),
             _ => last.clone(),
         };
-        let frame = self.env.frames.pop().unwrap_or_else(|| Frame::new(FrameKind::Top));
+        let frame = self
+            .env
+            .frames
+            .pop()
+            .unwrap_or_else(|| Frame::new(FrameKind::Top));
         self.last_output = saved_last;
         let (krate, scope) = (&self.krate, &self.scope);
         let carry = &sc.carry;
@@ -719,10 +753,16 @@ fn check_allowed(s: &Stmt, ctx: Ctx) -> Result<()> {
         if let Stmt::Fn(f) = s {
             return Err(Error::new(
                 f.name.span(),
-                format!("nested fn `{}` — a fn can only be defined at the top level", f.name),
+                format!(
+                    "nested fn `{}` — a fn can only be defined at the top level",
+                    f.name
+                ),
             ));
         }
-        if !matches!(s, Stmt::Let { .. } | Stmt::LetTuple { .. } | Stmt::Repeat(_)) {
+        if !matches!(
+            s,
+            Stmt::Let { .. } | Stmt::LetTuple { .. } | Stmt::Repeat(_)
+        ) {
             return err(
                 s.head_span(),
                 "only `let`, `let (…)` and `repeat` are allowed in a `fn` body",

@@ -131,11 +131,9 @@ impl Lowerer<'_> {
             Some(Binding::Collection { ident }) => {
                 self.collection_index(&idx_tokens, idx_span)?;
                 let renamed = self.rename(tokens.clone());
-                let mut fresh = || {
-                    let n = self.counter + 1;
-                    Ident::new(&format!("__rlx_bcast_{n}"), Span::mixed_site())
-                };
-                let captured = self.env.capture_place(&key(&ident), &renamed, &mut fresh);
+                let n = self.counter + 1;
+                let fresh = || Ident::new(&format!("__rlx_bcast_{n}"), Span::mixed_site());
+                let captured = self.env.capture_place(&key(&ident), &renamed, fresh);
                 Ok(Some(match captured {
                     Some(inner) => {
                         self.counter += 1;
@@ -153,7 +151,10 @@ impl Lowerer<'_> {
                 let Some(elem) = usize::try_from(i).ok().and_then(|i| elems.get(i)).cloned() else {
                     return Err(Error::new(
                         idx_span,
-                        format!("family `{root}` has {} element(s); index {i} is out of range", elems.len()),
+                        format!(
+                            "family `{root}` has {} element(s); index {i} is out of range",
+                            elems.len()
+                        ),
                     ));
                 };
                 match self.env.lookup(&key(&elem)) {
@@ -225,8 +226,10 @@ fn field_on_chain(expr: &syn::Expr) -> Error {
 /// keywords (`true`, `self`) and capitalised names (`None`, constants, unit variants).
 fn passes_verbatim(id: &Ident) -> bool {
     let s = id.to_string();
-    matches!(s.as_str(), "true" | "false" | "self" | "Self" | "crate" | "super")
-        || s.starts_with(|c: char| c.is_ascii_uppercase())
+    matches!(
+        s.as_str(),
+        "true" | "false" | "self" | "Self" | "crate" | "super"
+    ) || s.starts_with(|c: char| c.is_ascii_uppercase())
 }
 
 /// True for an identifier in position `i` that is a path segment after `::`, a member
@@ -243,7 +246,8 @@ fn is_path_or_member(trees: &[TokenTree], i: usize) -> bool {
     let next2 = punct(i + 2);
     let after_dot = matches!(prev, Some(('.', _)));
     let after_colons = matches!((prev2, prev), (Some((':', Spacing::Joint)), Some((':', _))));
-    let before_colons = matches!(next, Some((':', Spacing::Joint))) && matches!(next2, Some((':', _)));
+    let before_colons =
+        matches!(next, Some((':', Spacing::Joint))) && matches!(next2, Some((':', _)));
     let before_bang = matches!(next, Some(('!', _)));
     let field_label = matches!(next, Some((':', Spacing::Alone))) && !after_colons;
     after_dot || after_colons || before_colons || before_bang || field_label
