@@ -9,6 +9,7 @@ mod constructors;
 mod elementwise;
 mod nn;
 mod ops;
+mod quant;
 mod reduce;
 mod scalar;
 mod shape_ops;
