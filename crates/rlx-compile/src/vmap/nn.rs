@@ -1,0 +1,132 @@
+//! Batching rules of the neural-network ops.
+
+use super::{BVal, Batcher, unroll, via_decomposition};
+use rlx_ir::{Dim, IrResult, MaskKind, Node, Op, Shape};
+
+pub(super) fn rule(
+    bt: &mut Batcher,
+    node: &Node,
+    ins: &[BVal],
+    shapes: &[Shape],
+) -> IrResult<BVal> {
+    match &node.op {
+        Op::Softmax { axis } => {
+            let op = Op::Softmax { axis: shift(*axis) };
+            Ok(BVal::batched(bt.e.op(op, vec![ins[0].id])?))
+        }
+        Op::LogSoftmax { axis } => {
+            let op = Op::LogSoftmax { axis: shift(*axis) };
+            Ok(BVal::batched(bt.e.op(op, vec![ins[0].id])?))
+        }
+        Op::LayerNorm { eps, .. } | Op::RmsNorm { eps, .. } => {
+            let rms = matches!(node.op, Op::RmsNorm { .. });
+            let eps = *eps;
+            // The normalized axis is the last one (shape inference insists).
+            let make = move |axis| {
+                if rms {
+                    Op::RmsNorm { axis, eps }
+                } else {
+                    Op::LayerNorm { axis, eps }
+                }
+            };
+            if !ins[1].batched && !ins[2].batched {
+                let x = bt.batch(ins[0])?;
+                return Ok(BVal::batched(
+                    bt.e.op(make(-1), vec![x, ins[1].id, ins[2].id])?,
+                ));
+            }
+            // Batched γ/β: normalize with unit γ and zero β, then scale and shift.
+            via_decomposition(bt, ins, shapes, |e, a| {
+                let one = e.scalar_like(1.0, a[0]);
+                let zero = e.scalar_like(0.0, a[0]);
+                let n = e.op(make(-1), vec![a[0], one, zero])?;
+                let g = e.cast(a[1], e.dtype(a[0]))?;
+                let b = e.cast(a[2], e.dtype(a[0]))?;
+                let y = e.mul(n, g)?;
+                e.add(y, b)
+            })
+        }
+        Op::SoftmaxCrossEntropy | Op::SoftmaxCrossEntropyWithLogits => {
+            // Row-wise over the last axis; the operands' leading dims must match.
+            let l = bt.batch(ins[0])?;
+            let t = bt.batch(ins[1])?;
+            Ok(BVal::batched(bt.e.op(node.op.clone(), vec![l, t])?))
+        }
+        Op::SplineActivation { .. } if !ins[1].batched => Ok(BVal::batched(
+            bt.e.op(node.op.clone(), vec![ins[0].id, ins[1].id])?,
+        )),
+        Op::SplineActivation { .. } => unroll(bt, &node.op, ins),
+        Op::Rope { .. } => {
+            // Fold the batch into x's batch axis; the tables are per position.
+            if !ins[1].batched && !ins[2].batched {
+                let x = bt.batch(ins[0])?;
+                if let Some(xf) = bt.fold(x)? {
+                    let y = bt.e.op(node.op.clone(), vec![xf, ins[1].id, ins[2].id])?;
+                    return Ok(BVal::batched(bt.unfold(y)?));
+                }
+            }
+            unroll(bt, &node.op, ins)
+        }
+        Op::Attention { mask_kind, .. } => attention(bt, node, ins, *mask_kind),
+        other => unreachable!("vmap nn::rule got {}", other.name()),
+    }
+}
+
+/// A non-negative axis moves one to the right; a negative one counts from the end.
+fn shift(axis: i32) -> i32 {
+    if axis >= 0 { axis + 1 } else { axis }
+}
+
+/// Fold the batch into attention's own batch axis: `[B, b, S, …] → [B·b, S, …]` for
+/// q, k, v, the custom mask (`[B, b, Sk]`) and a bias that varies per example.
+fn attention(bt: &mut Batcher, node: &Node, ins: &[BVal], kind: MaskKind) -> IrResult<BVal> {
+    let mut args = Vec::with_capacity(ins.len());
+    for &v in &ins[..3] {
+        let x = bt.batch(v)?;
+        match bt.fold(x)? {
+            Some(f) => args.push(f),
+            None => return unroll(bt, &node.op, ins),
+        }
+    }
+    let b = bt.e.dims(args[0])[0].as_static().expect("folded") / bt.size;
+    match kind {
+        MaskKind::Custom => {
+            let m = bt.batch(ins[3])?;
+            match bt.fold(m)? {
+                Some(f) => args.push(f),
+                None => return unroll(bt, &node.op, ins),
+            }
+        }
+        MaskKind::Bias => {
+            let v = ins[3];
+            let dims = bt.ex_dims(v);
+            let shared = !v.batched && (dims.len() < 4 || dims[0] == Dim::Static(1));
+            if shared {
+                // Broadcasts over the folded batch axis as it is.
+                args.push(v.id);
+            } else {
+                // [B, (b|1), h, sq, sk] with every per-example axis present.
+                let mut x = bt.batch(v)?;
+                for _ in dims.len()..4 {
+                    x = bt.e.unsqueeze(x, 1)?;
+                }
+                if bt.e.dims(x)[1] != Dim::Static(b) {
+                    let target = vec![-1, b as i64, -1, -1, -1];
+                    x = bt.e.op(
+                        Op::Expand {
+                            target_shape: target,
+                        },
+                        vec![x],
+                    )?;
+                }
+                match bt.fold(x)? {
+                    Some(f) => args.push(f),
+                    None => return unroll(bt, &node.op, ins),
+                }
+            }
+        }
+        _ => {}
+    }
+    let y = bt.e.op(node.op.clone(), args)?;
+    Ok(BVal::batched(bt.unfold(y)?))
+}
