@@ -69,8 +69,12 @@ impl Frame {
 pub enum Subst {
     /// A renamed local, a parameter bound to a caller binding or a temp.
     Binding(Ident),
-    /// A scalar parameter: its f64 code.
-    Scalar(TokenStream),
+    /// A scalar parameter: its f64 code, and the literal as written (`0.25`, `-1`)
+    /// for raw Rust positions, where an untyped literal can take the parameter type.
+    Scalar {
+        code: TokenStream,
+        literal: Option<TokenStream>,
+    },
     /// An unrolled repeat index.
     Index(u64),
     /// A runtime loop index variable.

@@ -75,7 +75,7 @@ impl Lowerer<'_> {
         }
         let k = key(id);
         let target = match self.env.subst(&k).cloned() {
-            Some(Subst::Scalar(code)) => return Ok(Val::scalar(code)),
+            Some(Subst::Scalar { code, .. }) => return Ok(Val::scalar(code)),
             Some(Subst::Index(i)) => {
                 let lit = Literal::u64_unsuffixed(i);
                 return Ok(Val::scalar(quote!(#lit as f64)));
@@ -441,7 +441,17 @@ impl Lowerer<'_> {
         for (param, arg) in f.params.iter().zip(ordered) {
             let v = self.arg(arg, out)?;
             let s = if v.scalar {
-                Subst::Scalar(v.code)
+                let literal = match parse_expr_tokens(arg.tokens.clone()) {
+                    Ok(Expr::Lit(_)) => Some(arg.tokens.clone()),
+                    Ok(Expr::Neg { expr, .. }) if matches!(*expr, Expr::Lit(_)) => {
+                        Some(arg.tokens.clone())
+                    }
+                    _ => None,
+                };
+                Subst::Scalar {
+                    code: v.code,
+                    literal,
+                }
             } else if let Some(id) = v.ident {
                 Subst::Binding(id)
             } else {

@@ -55,7 +55,12 @@ impl Lowerer<'_> {
         let k = key(id);
         let target = match self.env.subst(&k).cloned() {
             Some(Subst::Binding(b)) => key(&b),
-            Some(Subst::Scalar(code)) => return Ok(quote!((#code))),
+            Some(Subst::Scalar { code, literal }) => {
+                return Ok(match literal {
+                    Some(l) => quote!((#l)),
+                    None => quote!((#code)),
+                });
+            }
             Some(Subst::Index(i)) => {
                 let mut lit = Literal::u64_unsuffixed(i);
                 lit.set_span(id.span());
@@ -193,8 +198,9 @@ impl Lowerer<'_> {
     fn subst_ident(&self, id: &Ident) -> Vec<TokenTree> {
         match self.env.subst(&key(id)) {
             Some(Subst::Binding(b)) => vec![TokenTree::Ident(at(b, id.span()))],
-            Some(Subst::Scalar(code)) => {
-                let mut g = Group::new(Delimiter::Parenthesis, code.clone());
+            Some(Subst::Scalar { code, literal }) => {
+                let inner = literal.as_ref().unwrap_or(code).clone();
+                let mut g = Group::new(Delimiter::Parenthesis, inner);
                 g.set_span(id.span());
                 vec![TokenTree::Group(g)]
             }
