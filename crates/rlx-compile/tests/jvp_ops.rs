@@ -4,11 +4,14 @@
 
 #[path = "jvp_ops/cases.rs"]
 mod cases;
+#[path = "jvp_ops/table.rs"]
+mod table;
 
-use cases::{Case, Check, NON_LEAF, Rng, all, data, values, variant};
+use cases::{Case, Check, NON_LEAF, Rng, data, values, variant};
 use rlx_compile::jvp::{jvp_graph, tangent_name};
 use rlx_ir::{Graph, NodeId, TensorData, interp};
 use std::collections::BTreeSet;
+use table::all;
 
 fn seed_of(name: &str) -> u64 {
     name.bytes()

@@ -4,11 +4,14 @@
 
 #[path = "jvp_ops/cases.rs"]
 mod cases;
+#[path = "jvp_ops/table.rs"]
+mod table;
 
-use cases::{Case, NON_LEAF, Rng, all, data, values, variant};
+use cases::{Case, NON_LEAF, Rng, data, values, variant};
 use rlx_compile::vmap::vmap;
 use rlx_ir::{Graph, NodeId, TensorData, interp};
 use std::collections::BTreeSet;
+use table::all;
 
 const B: usize = 3;
 
