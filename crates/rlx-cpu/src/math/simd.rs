@@ -1,0 +1,139 @@
+//! Building blocks shared by the lane kernels, and the slice drivers that turn a lane
+//! kernel into a vectorized loop.
+//!
+//! A *lane kernel* is a branch-free scalar function (`if` only between values already
+//! computed, which LLVM turns into a blend). The drivers call it from a plain loop inside a
+//! `#[target_feature(enable = "avx2,fma")]` function, where LLVM vectorizes the loop eight
+//! lanes wide; the same kernel compiled without those features is the portable path.
+//!
+//! The const parameter `F` says whether a fused multiply-add instruction exists. With
+//! `F = true` the kernels use `mul_add` (one rounding); with `F = false` they use `a*b + c`
+//! (two roundings) and error-free splitting, because a software `fma` would be far slower.
+//! Each path is deterministic; the two paths may differ in the last bit.
+
+/// `a·b + c`: fused when the target has FMA (`F`), unfused otherwise.
+#[inline(always)]
+pub(crate) fn mad<const F: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if F { a.mul_add(b, c) } else { a * b + c }
+}
+
+/// `a·b + c` in `f64`, with the same contract as [`mad`].
+#[inline(always)]
+pub(crate) fn mad64<const F: bool>(a: f64, b: f64, c: f64) -> f64 {
+    if F { a.mul_add(b, c) } else { a * b + c }
+}
+
+/// `(p, e)` with `p = fl(a·b)` and `p + e = a·b` exactly (for |a|, |b| < 2¹⁰⁰).
+#[inline(always)]
+pub(crate) fn two_prod<const F: bool>(a: f32, b: f32) -> (f32, f32) {
+    let p = a * b;
+    if F {
+        (p, a.mul_add(b, -p))
+    } else {
+        // Veltkamp splitting into 12-bit halves: every partial product is exact.
+        let (ah, al) = split(a);
+        let (bh, bl) = split(b);
+        (p, ((ah * bh - p) + ah * bl + al * bh) + al * bl)
+    }
+}
+
+#[inline(always)]
+fn split(a: f32) -> (f32, f32) {
+    let c = 4097.0 * a;
+    let h = c - (c - a);
+    (h, a - h)
+}
+
+/// `(s, e)` with `s = fl(a + b)` and `s + e = a + b` exactly (Knuth's two-sum, any order).
+#[inline(always)]
+pub(crate) fn two_sum(a: f32, b: f32) -> (f32, f32) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// `if c { a } else { b }`, written as a function so every use site reads as a blend.
+#[inline(always)]
+pub(crate) fn sel(c: bool, a: f32, b: f32) -> f32 {
+    if c { a } else { b }
+}
+
+/// `min(max(x, lo), hi)` that keeps NaN (compares are false for NaN).
+#[inline(always)]
+pub(crate) fn clamp(x: f32, lo: f32, hi: f32) -> f32 {
+    let x = if x < lo { lo } else { x };
+    if x > hi { hi } else { x }
+}
+
+/// A per-element kernel the drivers can vectorize.
+pub(crate) trait Lane {
+    /// The value at `x`; `F` says whether FMA is available.
+    fn f<const F: bool>(x: f32) -> f32;
+    /// Whether some inputs are left to [`Lane::slow`] (huge trigonometric arguments).
+    const SLOW: bool = false;
+    /// Whether `x` is outside the vector kernel's domain.
+    #[inline(always)]
+    fn needs_slow(_x: f32) -> bool {
+        false
+    }
+    /// The scalar fallback for inputs where [`Lane::needs_slow`] holds.
+    #[inline(always)]
+    fn slow(x: f32) -> f32 {
+        x
+    }
+}
+
+#[inline(always)]
+fn map_body<L: Lane, const F: bool>(x: &[f32], out: &mut [f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = L::f::<F>(v);
+    }
+    if L::SLOW {
+        for (o, &v) in out.iter_mut().zip(x) {
+            if L::needs_slow(v) {
+                *o = L::slow(v);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn inplace_body<L: Lane, const F: bool>(x: &mut [f32]) {
+    if L::SLOW {
+        // The fallback needs the original input: keep a copy of one L1-sized block.
+        let mut buf = [0f32; 512];
+        for chunk in x.chunks_mut(512) {
+            let b = &mut buf[..chunk.len()];
+            b.copy_from_slice(chunk);
+            map_body::<L, F>(b, chunk);
+        }
+    } else {
+        for v in x.iter_mut() {
+            *v = L::f::<F>(*v);
+        }
+    }
+}
+
+/// Portable path: `out[i] = L(x[i])`.
+pub(crate) fn map_portable<L: Lane>(x: &[f32], out: &mut [f32]) {
+    map_body::<L, false>(x, out)
+}
+
+/// Portable path, in place.
+pub(crate) fn inplace_portable<L: Lane>(x: &mut [f32]) {
+    inplace_body::<L, false>(x)
+}
+
+/// AVX2+FMA path: `out[i] = L(x[i])`. Callers must have checked the CPU features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn map_avx2<L: Lane>(x: &[f32], out: &mut [f32]) {
+    map_body::<L, true>(x, out)
+}
+
+/// AVX2+FMA path, in place. Callers must have checked the CPU features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn inplace_avx2<L: Lane>(x: &mut [f32]) {
+    inplace_body::<L, true>(x)
+}
