@@ -1,0 +1,260 @@
+//! `decompose`: high-level ops → primitives, unless the backend implements the op
+//! whole (it says so in [`crate::CompileOptions::keep_whole`]).
+//!
+//! - `linear` (`FusedMatMulBiasAct`) always becomes `matmul + bias (+ activation)`:
+//!   fusion puts the bias and activation back into the contraction's epilogue.
+//! - `softmax`/`log_softmax` become max-shifted reductions (always, when the axis is
+//!   not the last one: kept row ops work on the last axis).
+//! - `layer_norm`/`rms_norm` become mean/variance reductions and elementwise math.
+//! - `cross_entropy` (dense targets) becomes `logsumexp − Σ t·l`.
+//!
+//! Everything else stays as it is (the backend runs it as an opaque kernel).
+
+use crate::rebuild::Rebuild;
+use rlx_ir::{Activation, BinaryOp, Graph, IrResult, NodeId, Op, ReduceOp, TensorData, norm_axis};
+
+/// Lower the ops of `g` that the backend does not keep whole.
+pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
+    let keeps = |op: &Op| keep_whole.iter().any(|k| *k == op.name());
+    let mut rb = Rebuild::new(g);
+    for node in g.nodes() {
+        let ins: Vec<NodeId> = node.inputs.iter().map(|&i| rb.map(i)).collect();
+        let rank = node.shape.rank();
+        let out = match &node.op {
+            Op::FusedMatMulBiasAct { activation } => {
+                Some(linear(&mut rb.g, ins.clone(), *activation)?)
+            }
+            Op::Softmax { axis } | Op::LogSoftmax { axis } => {
+                let ax = norm_axis(&node.op.name(), *axis as i64, rank)?;
+                if keeps(&node.op) && ax + 1 == rank {
+                    None
+                } else {
+                    let log = matches!(node.op, Op::LogSoftmax { .. });
+                    Some(softmax(&mut rb.g, ins[0], ax, log)?)
+                }
+            }
+            Op::LayerNorm { eps, .. } if !keeps(&node.op) => {
+                Some(norm(&mut rb.g, &ins, rank - 1, *eps, false)?)
+            }
+            Op::RmsNorm { eps, .. } if !keeps(&node.op) => {
+                Some(norm(&mut rb.g, &ins, rank - 1, *eps, true)?)
+            }
+            Op::SoftmaxCrossEntropy if !keeps(&node.op) => {
+                Some(cross_entropy(&mut rb.g, ins[0], ins[1])?)
+            }
+            _ => None,
+        };
+        let id = match out {
+            Some(id) => {
+                if node.name.is_some() {
+                    rb.g.node_mut(id).name = node.name.clone();
+                }
+                id
+            }
+            None => {
+                let id =
+                    rb.g.append_node(node.op.clone(), ins, node.shape.clone(), node.name.clone());
+                if let Some(o) = node.origin {
+                    rb.g.set_origin(id, o);
+                }
+                id
+            }
+        };
+        rb.set(node.id, id);
+    }
+    Ok(rb.finish())
+}
+
+fn bin(g: &mut Graph, b: BinaryOp, x: NodeId, y: NodeId) -> IrResult<NodeId> {
+    g.add_op(Op::Binary(b), vec![x, y])
+}
+
+fn act(g: &mut Graph, a: Activation, x: NodeId) -> IrResult<NodeId> {
+    g.add_op(Op::Activation(a), vec![x])
+}
+
+fn reduce(g: &mut Graph, op: ReduceOp, x: NodeId, axis: usize, keep_dim: bool) -> IrResult<NodeId> {
+    g.add_op(
+        Op::Reduce {
+            op,
+            axes: vec![axis],
+            keep_dim,
+        },
+        vec![x],
+    )
+}
+
+/// A scalar constant of `like`'s dtype.
+fn scalar_like(g: &mut Graph, like: NodeId, v: f64) -> NodeId {
+    let d = TensorData::from_f64_as(g.shape(like).dtype(), &[], &[v]);
+    {
+        let s = d.shape();
+        g.add_node(Op::Constant { data: d.bytes }, vec![], s)
+    }
+}
+
+/// `act(x·w + bias)`; a vector `x` is viewed as one row.
+fn linear(g: &mut Graph, ins: Vec<NodeId>, activation: Option<Activation>) -> IrResult<NodeId> {
+    let (x, w, bias) = (ins[0], ins[1], ins[2]);
+    let vector = g.shape(x).rank() == 1;
+    let x2 = if vector {
+        g.add_op(
+            Op::Reshape {
+                new_shape: vec![1, -1],
+            },
+            vec![x],
+        )?
+    } else {
+        x
+    };
+    let mut y = g.add_op(Op::MatMul, vec![x2, w])?;
+    if vector {
+        y = g.add_op(
+            Op::Reshape {
+                new_shape: vec![-1],
+            },
+            vec![y],
+        )?;
+    }
+    y = bin(g, BinaryOp::Add, y, bias)?;
+    if let Some(a) = activation {
+        y = act(g, a, y)?;
+    }
+    Ok(y)
+}
+
+/// `e/Σe` or `d − ln Σe` with `d = x − max x`, `e = exp d` along `axis`.
+fn softmax(g: &mut Graph, x: NodeId, axis: usize, log: bool) -> IrResult<NodeId> {
+    let m = reduce(g, ReduceOp::Max, x, axis, true)?;
+    let d = bin(g, BinaryOp::Sub, x, m)?;
+    let e = act(g, Activation::Exp, d)?;
+    let s = reduce(g, ReduceOp::Sum, e, axis, true)?;
+    if log {
+        let l = act(g, Activation::Log, s)?;
+        bin(g, BinaryOp::Sub, d, l)
+    } else {
+        bin(g, BinaryOp::Div, e, s)
+    }
+}
+
+/// Layer norm `(x − μ)·rsqrt(σ² + eps)·γ + β` or RMS norm `x·rsqrt(mean x² + eps)·γ + β`.
+fn norm(g: &mut Graph, ins: &[NodeId], axis: usize, eps: f32, rms: bool) -> IrResult<NodeId> {
+    let (x, gamma, beta) = (ins[0], ins[1], ins[2]);
+    let centered = if rms {
+        x
+    } else {
+        let mean = reduce(g, ReduceOp::Mean, x, axis, true)?;
+        bin(g, BinaryOp::Sub, x, mean)?
+    };
+    let sq = bin(g, BinaryOp::Mul, centered, centered)?;
+    let var = reduce(g, ReduceOp::Mean, sq, axis, true)?;
+    let e = scalar_like(g, x, eps as f64);
+    let ve = bin(g, BinaryOp::Add, var, e)?;
+    let r = act(g, Activation::Rsqrt, ve)?;
+    let n = bin(g, BinaryOp::Mul, centered, r)?;
+    let scaled = bin(g, BinaryOp::Mul, n, gamma)?;
+    bin(g, BinaryOp::Add, scaled, beta)
+}
+
+/// `logsumexp(l) − Σ t·l` over the last axis.
+fn cross_entropy(g: &mut Graph, l: NodeId, t: NodeId) -> IrResult<NodeId> {
+    let ax = g.shape(l).rank() - 1;
+    let mk = reduce(g, ReduceOp::Max, l, ax, true)?;
+    let d = bin(g, BinaryOp::Sub, l, mk)?;
+    let e = act(g, Activation::Exp, d)?;
+    let s = reduce(g, ReduceOp::Sum, e, ax, false)?;
+    let ls = act(g, Activation::Log, s)?;
+    let m = reduce(g, ReduceOp::Max, l, ax, false)?;
+    let lse = bin(g, BinaryOp::Add, ls, m)?;
+    let tl = bin(g, BinaryOp::Mul, t, l)?;
+    let dot = reduce(g, ReduceOp::Sum, tl, ax, false)?;
+    bin(g, BinaryOp::Sub, lse, dot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlx_ir::{DType, Shape, interp};
+
+    fn close(a: &[f64], b: &[f64], tol: f64) {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{a:?} vs {b:?}");
+        }
+    }
+
+    fn check(op: Op, shapes: &[&[usize]], keep: &[&str]) {
+        let mut g = Graph::new("d");
+        let mut ins = vec![];
+        let mut data = vec![];
+        for (i, s) in shapes.iter().enumerate() {
+            let name = format!("x{i}");
+            ins.push(g.input(name.clone(), Shape::new(s, DType::F64)));
+            let n: usize = s.iter().product();
+            let v: Vec<f64> = (0..n)
+                .map(|k| ((k * 7 + i * 3) % 11) as f64 / 5.0 - 1.0)
+                .collect();
+            data.push((name, TensorData::from_f64(s, &v)));
+        }
+        let y = g.add_op(op, ins).unwrap();
+        g.set_outputs(vec![y]);
+        let keep: Vec<String> = keep.iter().map(|s| s.to_string()).collect();
+        let d = decompose(&g, &keep).unwrap();
+        let named: Vec<(&str, TensorData)> =
+            data.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+        let want = interp::run(&g, &named).unwrap()[0].to_f64_vec();
+        let got = interp::run(&d, &named).unwrap()[0].to_f64_vec();
+        close(&got, &want, 1e-12);
+    }
+
+    #[test]
+    fn decompositions_compute_what_the_oracle_op_computes() {
+        check(Op::Softmax { axis: 0 }, &[&[3, 4]], &[]);
+        check(Op::LogSoftmax { axis: -1 }, &[&[3, 4]], &[]);
+        check(
+            Op::LayerNorm {
+                axis: -1,
+                eps: 1e-5,
+            },
+            &[&[3, 4], &[4], &[4]],
+            &[],
+        );
+        check(
+            Op::RmsNorm {
+                axis: -1,
+                eps: 1e-5,
+            },
+            &[&[2, 5], &[5], &[5]],
+            &[],
+        );
+        check(Op::SoftmaxCrossEntropy, &[&[3, 4], &[3, 4]], &[]);
+        check(
+            Op::FusedMatMulBiasAct {
+                activation: Some(Activation::Tanh),
+            },
+            &[&[2, 3], &[3, 4], &[4]],
+            &[],
+        );
+        check(
+            Op::FusedMatMulBiasAct { activation: None },
+            &[&[2, 2, 3], &[3, 4], &[4]],
+            &[],
+        );
+    }
+
+    #[test]
+    fn kept_ops_stay_whole_on_the_last_axis_only() {
+        let mut g = Graph::new("d");
+        let x = g.input("x", Shape::new(&[2, 3], DType::F32));
+        let a = g.add_op(Op::Softmax { axis: -1 }, vec![x]).unwrap();
+        let b = g.add_op(Op::Softmax { axis: 0 }, vec![a]).unwrap();
+        g.set_outputs(vec![b]);
+        let d = decompose(&g, &["softmax".to_string()]).unwrap();
+        let kept = d
+            .nodes()
+            .iter()
+            .filter(|n| matches!(n.op, Op::Softmax { .. }))
+            .count();
+        assert_eq!(kept, 1, "{d}");
+    }
+}

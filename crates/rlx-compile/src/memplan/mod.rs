@@ -1,0 +1,117 @@
+//! `memplan`: liveness intervals of the arena temporaries, in-place reuse, and
+//! offsets in one arena (per binding of the dynamic dims).
+//!
+//! A temporary lives from the first kernel that writes it to the last that reads it.
+//! Buffers whose intervals do not overlap may share bytes. An elementwise kernel that
+//! reads a temporary for the last time with the identity view (same dims, same element
+//! width, no steps) writes its own temporary in place over it: each tile reads every
+//! input before storing, and tiles are disjoint.
+
+use crate::program::{BufId, BufKind, KernelKind, Liveness, Program};
+
+/// Offsets are multiples of this many bytes (a cache line).
+pub const ALIGN: usize = 64;
+
+/// Compute the liveness of `p`'s temporaries and its in-place decisions.
+pub fn liveness(p: &Program) -> Liveness {
+    let nb = p.buffers.len();
+    let mut iv: Vec<Option<(usize, usize)>> = vec![None; nb];
+    for (k, kernel) in p.kernels.iter().enumerate() {
+        for b in kernel.writes() {
+            if p.buffers[b].kind == BufKind::Temp {
+                let e = iv[b].get_or_insert((k, k));
+                e.0 = e.0.min(k);
+            }
+        }
+        for b in kernel.reads() {
+            if let Some(e) = iv[b].as_mut() {
+                e.1 = e.1.max(k);
+            }
+        }
+    }
+    let mut in_place = Vec::new();
+    let mut reused = vec![false; nb];
+    for (k, kernel) in p.kernels.iter().enumerate() {
+        if !matches!(kernel.kind, KernelKind::Elementwise { .. }) || kernel.stores.len() != 1 {
+            continue;
+        }
+        let out = kernel.stores[0].buf;
+        if p.buffers[out].kind != BufKind::Temp {
+            continue;
+        }
+        let cand = kernel.loads.iter().find(|l| {
+            let b = l.buf;
+            p.buffers[b].kind == BufKind::Temp
+                && !reused[b]
+                && iv[b].is_some_and(|(_, last)| last == k)
+                && l.steps.is_empty()
+                && p.buffers[b].shape.dims() == p.buffers[out].shape.dims()
+                && p.buffers[b].shape.dtype().size_bytes() == p.buffers[out].shape.dtype().size_bytes()
+                // only this one load of that buffer in the kernel
+                && kernel.loads.iter().filter(|m| m.buf == b).count() == 1
+        });
+        if let Some(l) = cand {
+            reused[l.buf] = true;
+            in_place.push((out, l.buf));
+        }
+    }
+    Liveness {
+        intervals: iv,
+        in_place,
+    }
+}
+
+/// Arena offsets of the temporaries given their byte sizes (`sizes[b]`; ignored for
+/// non-temporaries), and the arena size. Greedy: the largest buffers are placed
+/// first, each at the lowest aligned offset free for its whole lifetime.
+pub fn plan_offsets(p: &Program, sizes: &[usize]) -> (Vec<usize>, usize) {
+    let lv = &p.liveness;
+    let nb = p.buffers.len();
+    // In-place chains share one slot: map each buffer to its representative.
+    let mut rep: Vec<BufId> = (0..nb).collect();
+    for &(out, over) in &lv.in_place {
+        rep[out] = rep[over];
+    }
+    // Slot interval and size = union over its members.
+    let mut slot_iv: Vec<Option<(usize, usize)>> = vec![None; nb];
+    let mut slot_size = vec![0usize; nb];
+    for b in 0..nb {
+        if let Some((s, e)) = lv.intervals.get(b).copied().flatten() {
+            let r = rep[b];
+            let v = slot_iv[r].get_or_insert((s, e));
+            v.0 = v.0.min(s);
+            v.1 = v.1.max(e);
+            slot_size[r] = slot_size[r].max(sizes[b]);
+        }
+    }
+    let mut order: Vec<BufId> = (0..nb).filter(|&b| slot_iv[b].is_some()).collect();
+    order.sort_by(|&a, &b| slot_size[b].cmp(&slot_size[a]).then(a.cmp(&b)));
+    let mut placed: Vec<(usize, usize, (usize, usize))> = Vec::new();
+    let mut slot_off = vec![0usize; nb];
+    let mut arena = 0;
+    for b in order {
+        let (s, e) = slot_iv[b].unwrap();
+        let size = slot_size[b].div_ceil(ALIGN) * ALIGN;
+        let mut conflicts: Vec<(usize, usize)> = placed
+            .iter()
+            .filter(|(_, _, (s2, e2))| s <= *e2 && *s2 <= e)
+            .map(|(o, sz, _)| (*o, *sz))
+            .collect();
+        conflicts.sort_unstable();
+        let mut off = 0;
+        for (o, sz) in conflicts {
+            if off + size <= o {
+                break;
+            }
+            off = off.max(o + sz);
+        }
+        placed.push((off, size, (s, e)));
+        slot_off[b] = off;
+        arena = arena.max(off + size);
+    }
+    let offsets = (0..nb).map(|b| slot_off[rep[b]]).collect();
+    (offsets, arena)
+}
+
+#[cfg(test)]
+mod tests;

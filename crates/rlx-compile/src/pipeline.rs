@@ -1,0 +1,61 @@
+//! The compiler pipeline: simplify → decompose → simplify → fuse → schedule → memplan.
+
+use crate::program::Program;
+use crate::{decompose, fuse, memplan, schedule, simplify};
+use rlx_ir::{Graph, IrError, Op};
+
+/// What the backend tells the compiler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileOptions {
+    /// Names (as `Op::name`) of high-level ops the backend implements whole, so
+    /// `decompose` leaves them (e.g. `"softmax"`, `"layer_norm"`, `"attention"`).
+    pub keep_whole: Vec<String>,
+    /// Fuse elementwise chains into their consumers (off: one kernel per node, useful
+    /// for debugging a backend).
+    pub fuse: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            keep_whole: Vec::new(),
+            fuse: true,
+        }
+    }
+}
+
+/// Compile `graph` into a backend-neutral [`Program`].
+///
+/// The program's arguments are the graph's `Input`/`Param` nodes in node order (the
+/// order of `rlx_runtime::arg_order`), whether or not the outputs use them.
+///
+/// ```
+/// use rlx_compile::{compile, CompileOptions};
+/// use rlx_ir::{Activation, BinaryOp, DType, Graph, Op, Shape};
+/// let mut g = Graph::new("w1");
+/// let a = g.input("a", Shape::new(&[1024], DType::F32));
+/// let b = g.input("b", Shape::new(&[1024], DType::F32));
+/// let s = g.add_op(Op::Binary(BinaryOp::Add), vec![a, b]).unwrap();
+/// let r = g.add_op(Op::Activation(Activation::Relu), vec![s]).unwrap();
+/// let e = g.add_op(Op::Activation(Activation::Exp), vec![r]).unwrap();
+/// g.set_outputs(vec![e]);
+/// let p = compile(&g, &CompileOptions::default()).unwrap();
+/// assert_eq!(p.kernels.len(), 1, "one fused kernel, no intermediate buffers");
+/// ```
+pub fn compile(graph: &Graph, opts: &CompileOptions) -> Result<Program, IrError> {
+    let args = graph
+        .nodes()
+        .iter()
+        .filter_map(|n| match &n.op {
+            Op::Input { name } | Op::Param { name } => Some((name.clone(), n.shape.clone())),
+            _ => None,
+        })
+        .collect::<Vec<_>>();
+    let g = simplify::simplify(graph);
+    let g = decompose::decompose(&g, &opts.keep_whole)?;
+    let g = simplify::simplify(&g);
+    let mut p = fuse::fuse(&g, &args, &opts.keep_whole, opts.fuse)?;
+    schedule::schedule(&mut p);
+    p.liveness = memplan::liveness(&p);
+    Ok(p)
+}
