@@ -33,6 +33,8 @@ mod rng;
 mod scope;
 mod slice;
 mod tensor;
+#[cfg(feature = "autodiff")]
+mod transforms;
 
 pub use concat::{cat, stack, try_cat, try_stack};
 #[cfg(feature = "dsl")]
