@@ -29,6 +29,7 @@ mod ndarray_interop;
 #[cfg(feature = "eval")]
 mod model;
 mod macros;
+pub mod lowp;
 mod rng;
 mod scope;
 mod slice;
