@@ -43,9 +43,6 @@ pub(crate) fn blocked(g: &Graph, node: &Node, i: usize) -> Option<String> {
             "the labels of softmax_cross_entropy_with_logits are not differentiable (they are class indices)"
                 .into(),
         ),
-        Op::Rope { .. } if i > 0 => Some(
-            "rope's cos/sin tables are treated as constants (no gradient flows into them)".into(),
-        ),
         Op::Attention {
             mask_kind: MaskKind::Custom,
             ..

@@ -21,7 +21,8 @@
 //!   `scaled_matmul(quantize(x), quantize(w))` is the float gradient of
 //!   `x · dequantize(w)ᵀ` (the quantizer is treated as the identity, the scales as constants).
 //! - `scan` is differentiated by unrolling its steps into the backward graph.
-//! - Rope's cos/sin tables and attention's custom mask get no gradient.
+//! - Attention's custom mask only selects keys and gets no gradient (rope's cos/sin
+//!   tables and attention's additive bias do get theirs).
 //! - Dynamic dims survive: reductions broadcast back with [`Op::BroadcastLike`].
 //!   A reshape in the backward pass can follow only one dynamic axis.
 //!

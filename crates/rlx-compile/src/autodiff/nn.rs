@@ -2,7 +2,10 @@
 //! cross-entropy losses, rotary embeddings and the RBF spline activation.
 
 use super::builder::Bw;
-use rlx_ir::{Activation, CmpOp, DType, Dim, IrResult, Node, NodeId, Op, TensorData, norm_axis};
+use rlx_ir::{
+    Activation, CmpOp, DType, Dim, IrError, IrResult, Node, NodeId, Op, RopeStyle, TensorData,
+    norm_axis,
+};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
     let x = node.inputs[0];
@@ -73,9 +76,9 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
             n_rot,
             style,
         } => {
+            let (cos, sin) = (node.inputs[1], node.inputs[2]);
             // Each pair is rotated by R(θ); the adjoint is R(−θ): the same rope with −sin.
             if bw.wants(node, 0) {
-                let (cos, sin) = (node.inputs[1], node.inputs[2]);
                 let nsin = bw.neg(sin)?;
                 let gx = bw.op(
                     Op::Rope {
@@ -86,6 +89,9 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
                     vec![g, cos, nsin],
                 )?;
                 bw.give(x, gx)?;
+            }
+            if bw.wants(node, 1) || bw.wants(node, 2) {
+                rope_tables(bw, node, *head_dim, *n_rot, *style, g)?;
             }
             Ok(())
         }
@@ -210,4 +216,124 @@ fn spline(
         bw.give(coeff, ge)?;
     }
     Ok(())
+}
+
+/// Gradients of rope's cos/sin tables. With the rotated pair `(a, b)` of x and the
+/// pair `(ga, gb)` of the cotangent: `∂/∂cos = ga·a + gb·b`, `∂/∂sin = gb·a − ga·b`,
+/// summed over batch and heads into `[S, n_rot/2]`, then zero-padded to the table's
+/// layout (rows × row width, or the flat `S·n_rot/2` prefix of a rank-1 table).
+fn rope_tables(
+    bw: &mut Bw,
+    node: &Node,
+    head_dim: usize,
+    n_rot: usize,
+    style: RopeStyle,
+    g: NodeId,
+) -> IrResult<()> {
+    let (x, cos, sin) = (node.inputs[0], node.inputs[1], node.inputs[2]);
+    let xd = bw.dims(x);
+    let half = n_rot / 2;
+    let four = |bw: &mut Bw, t: NodeId| -> IrResult<NodeId> {
+        if xd.len() == 4 {
+            return Ok(t);
+        }
+        let heads = xd[2].as_static().map(|h| h / head_dim).ok_or_else(|| {
+            IrError::new(
+                "rope",
+                format!(
+                    "the gradient of the cos/sin tables needs a static hidden size, but x is {}",
+                    bw.shape(x)
+                ),
+            )
+        })?;
+        bw.reshape_to(
+            t,
+            &[xd[0], xd[1], Dim::Static(heads), Dim::Static(head_dim)],
+        )
+    };
+    let (x4, g4) = (four(bw, x)?, four(bw, g)?);
+    // The two members of every rotated pair, as [B, S, H, half].
+    let pair = |bw: &mut Bw, t: NodeId, second: bool| -> IrResult<NodeId> {
+        match style {
+            RopeStyle::NeoX => bw.op(
+                Op::Narrow {
+                    axis: 3,
+                    start: if second { half } else { 0 },
+                    len: half,
+                },
+                vec![t],
+            ),
+            RopeStyle::GptJ => {
+                let idx: Vec<i64> = (0..half as i64).map(|i| 2 * i + second as i64).collect();
+                let idx = bw.constant(TensorData::from_i64_as(DType::I64, &[half], &idx));
+                bw.op(Op::Gather { axis: 3 }, vec![t, idx])
+            }
+        }
+    };
+    let (a, b) = (pair(bw, x4, false)?, pair(bw, x4, true)?);
+    let (ga, gb) = (pair(bw, g4, false)?, pair(bw, g4, true)?);
+    if bw.wants(node, 1) {
+        let p = bw.mul(ga, a)?;
+        let q = bw.mul(gb, b)?;
+        let s = bw.add(p, q)?;
+        let per_pos = bw.sum(s, vec![0, 2], false)?;
+        let gc = into_table(bw, per_pos, cos, half)?;
+        bw.give(cos, gc)?;
+    }
+    if bw.wants(node, 2) {
+        let p = bw.mul(gb, a)?;
+        let q = bw.mul(ga, b)?;
+        let s = bw.sub(p, q)?;
+        let per_pos = bw.sum(s, vec![0, 2], false)?;
+        let gs = into_table(bw, per_pos, sin, half)?;
+        bw.give(sin, gs)?;
+    }
+    Ok(())
+}
+
+/// Lay a `[S, half]` gradient out like `table` (zeros where the rope reads nothing).
+fn into_table(bw: &mut Bw, t: NodeId, table: NodeId, half: usize) -> IrResult<NodeId> {
+    let td = bw.dims(table);
+    let sd = bw.dims(t);
+    let pad = |bw: &mut Bw, t: NodeId, axis: usize, have: Dim, want: Dim| -> IrResult<NodeId> {
+        if have == want {
+            return Ok(t);
+        }
+        match (have, want) {
+            (Dim::Static(h), Dim::Static(w)) if w >= h => bw.op(
+                Op::Pad {
+                    axis,
+                    before: 0,
+                    after: w - h,
+                    value: 0.0,
+                },
+                vec![t],
+            ),
+            _ => Err(IrError::new(
+                "rope",
+                format!(
+                    "the gradient of the table {} needs static sizes to lay out a [{}, {half}] gradient",
+                    bw.shape(table),
+                    sd[0]
+                ),
+            )),
+        }
+    };
+    if td.len() == 2 {
+        let cols = pad(bw, t, 1, Dim::Static(half), td[1])?;
+        pad(bw, cols, 0, sd[0], td[0])
+    } else {
+        let Some(s) = sd[0].as_static() else {
+            return Err(IrError::new(
+                "rope",
+                format!(
+                    "the gradient of the rank-1 table {} needs a static sequence length, got {}",
+                    bw.shape(table),
+                    sd[0]
+                ),
+            ));
+        };
+        let flat = bw.reshape_to(t, &[Dim::Static(s * half)])?;
+        pad(bw, flat, 0, Dim::Static(s * half), td[0])
+    }
 }

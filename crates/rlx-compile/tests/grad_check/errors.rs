@@ -40,7 +40,8 @@ fn a_gradient_blocked_by_argmax_names_argmax_and_the_input() {
 
 #[test]
 fn every_blocking_op_is_named_with_its_reason() {
-    let cases: Vec<(Box<dyn Fn(&mut Graph, NodeId) -> NodeId>, &str)> = vec![
+    type Build = Box<dyn Fn(&mut Graph, NodeId) -> NodeId>;
+    let cases: Vec<(Build, &str)> = vec![
         (
             Box::new(|g, x| op(g, Op::StopGradient, vec![x])),
             "stop_gradient blocks gradients by design",

@@ -90,9 +90,8 @@ fn one_block_transformer_with_causal_attention_and_rope() {
             ("cos", cos),
             ("sin", sin),
         ],
-        // rope's tables are constants (no gradient); everything else is checked
         &[
-            "x", "g1", "b1", "wq", "wk", "wv", "wo", "g2", "w_up", "w_down",
+            "x", "g1", "b1", "wq", "wk", "wv", "wo", "g2", "w_up", "w_down", "cos", "sin",
         ],
         |g, x| {
             let rope = |g: &mut rlx_ir::Graph, t| {

@@ -87,58 +87,49 @@ fn label_cross_entropy_differentiates_the_logits() {
 }
 
 #[test]
-fn rope_backward_is_the_inverse_rotation_for_both_styles_and_layouts() {
+fn rope_differentiates_x_and_both_tables_for_both_styles_and_layouts() {
     let (s, hd) = (3, 4);
+    let rope = |style, n_rot| Op::Rope {
+        head_dim: hd,
+        n_rot,
+        style,
+    };
     for style in [RopeStyle::NeoX, RopeStyle::GptJ] {
         for n_rot in [4, 2] {
             let half = n_rot / 2;
-            let cos = rand(&[s, half], 1);
-            let sin = rand(&[s, half], 2);
             // rank-3 [B, S, H·D] and rank-4 [B, S, H, D]
             for xd in [&[2, s, 2 * hd][..], &[1, s, 2, hd][..]] {
-                check_wrt(
+                check(
                     &format!("rope {style:?} n_rot {n_rot} x{xd:?}"),
                     vec![
                         ("x", rand(xd, 3)),
-                        ("cos", cos.clone()),
-                        ("sin", sin.clone()),
+                        ("cos", rand(&[s, half], 1)),
+                        ("sin", rand(&[s, half], 2)),
                     ],
-                    &["x"],
-                    |g, x| {
-                        op(
-                            g,
-                            Op::Rope {
-                                head_dim: hd,
-                                n_rot,
-                                style,
-                            },
-                            vec![x[0], x[1], x[2]],
-                        )
-                    },
+                    |g, x| op(g, rope(style, n_rot), vec![x[0], x[1], x[2]]),
                 );
             }
         }
     }
-    // a rank-1 table [S·n_rot/2]
-    check_wrt(
+    // a rank-1 table [S·n_rot/2] with spare entries, and a rank-2 table with spare
+    // rows and columns: the entries rope never reads get zero gradient
+    check(
         "rope rank-1 table",
         vec![
             ("x", rand(&[1, s, hd], 4)),
-            ("cos", rand(&[s * 2], 5)),
-            ("sin", rand(&[s * 2], 6)),
+            ("cos", rand(&[s * 2 + 3], 5)),
+            ("sin", rand(&[s * 2 + 3], 6)),
         ],
-        &["x"],
-        |g, x| {
-            op(
-                g,
-                Op::Rope {
-                    head_dim: hd,
-                    n_rot: hd,
-                    style: RopeStyle::NeoX,
-                },
-                vec![x[0], x[1], x[2]],
-            )
-        },
+        |g, x| op(g, rope(RopeStyle::NeoX, hd), vec![x[0], x[1], x[2]]),
+    );
+    check(
+        "rope wide rank-2 table",
+        vec![
+            ("x", rand(&[2, s, 2, hd], 7)),
+            ("cos", rand(&[s + 2, 3], 8)),
+            ("sin", rand(&[s + 2, 3], 9)),
+        ],
+        |g, x| op(g, rope(RopeStyle::GptJ, hd), vec![x[0], x[1], x[2]]),
     );
 }
 
