@@ -1,0 +1,9 @@
+use rlx_tensor::rlx;
+
+fn main() {
+    let _g = rlx! {
+        input x: [2, 2];
+        param w: [2, 2];
+        let y = matmul(a: x, b: w);
+    };
+}

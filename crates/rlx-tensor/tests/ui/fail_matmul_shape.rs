@@ -1,0 +1,9 @@
+use rlx_tensor::rlx;
+
+fn main() {
+    let _g = rlx! {
+        input x: [2, 4];
+        param w: [8, 3];
+        let y = x @ w;
+    };
+}

@@ -1,0 +1,8 @@
+use rlx_tensor::rlx;
+
+fn main() {
+    let _g = rlx! {
+        input x: [4];
+        let y = x + layers[0].b;
+    };
+}
