@@ -1,7 +1,17 @@
 //! Dense matrix multiplication `C = α·A·B + β·C` over strided views.
 //!
-//! Views carry a row and a column stride in elements (either may be negative or zero-free
-//! permuted), so transposes and reversed axes cost nothing.
+//! Views carry a row and a column stride in elements, either of which may be negative, so
+//! transposed, reversed or sliced operands cost nothing. The kernel is `faer`'s matmul
+//! (cache-blocked, packed, with AVX2/AVX-512 micro-kernels chosen at run time), chosen
+//! after measuring it against `gemm`, `matrixmultiply` and OpenBLAS on this project's
+//! machines (numbers in `crates/rlx-bench/README.md`).
+//!
+//! Semantics follow BLAS: `β = 0` overwrites `C` without reading it (NaN in `C` does not
+//! propagate); `k = 0` or `α = 0` gives `C = β·C`. Results are deterministic for a given
+//! shape, layout and thread count.
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, Par};
 
 /// A read-only strided matrix view: element `(i, j)` is
 /// `data[offset + i·row_stride + j·col_stride]`.
@@ -21,7 +31,8 @@ pub struct MatRef<'a, T> {
     pub offset: usize,
 }
 
-/// A mutable strided matrix view; the layout rules are those of [`MatRef`].
+/// A mutable strided matrix view; the layout rules are those of [`MatRef`]. Distinct
+/// elements must not share storage (no zero or overlapping strides).
 #[derive(Debug)]
 pub struct MatMut<'a, T> {
     /// The storage the view writes to.
@@ -38,33 +49,164 @@ pub struct MatMut<'a, T> {
     pub offset: usize,
 }
 
-fn at(offset: usize, rs: isize, cs: isize, i: usize, j: usize) -> usize {
-    (offset as isize + i as isize * rs + j as isize * cs) as usize
+impl<'a, T> MatRef<'a, T> {
+    /// A row-major `rows × cols` view of `data` (row stride `cols`, column stride 1).
+    pub fn row_major(data: &'a [T], rows: usize, cols: usize) -> Self {
+        MatRef {
+            data,
+            rows,
+            cols,
+            row_stride: cols as isize,
+            col_stride: 1,
+            offset: 0,
+        }
+    }
+
+    /// The transposed view (swaps the dimensions and the strides; no copy).
+    pub fn t(self) -> Self {
+        MatRef {
+            rows: self.cols,
+            cols: self.rows,
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+            ..self
+        }
+    }
 }
 
-macro_rules! naive {
+impl<'a, T> MatMut<'a, T> {
+    /// A row-major `rows × cols` view of `data` (row stride `cols`, column stride 1).
+    pub fn row_major(data: &'a mut [T], rows: usize, cols: usize) -> Self {
+        MatMut {
+            data,
+            rows,
+            cols,
+            row_stride: cols as isize,
+            col_stride: 1,
+            offset: 0,
+        }
+    }
+}
+
+/// `[lowest, highest]` storage index a view touches, or `None` if it is empty.
+fn extent(rows: usize, cols: usize, rs: isize, cs: isize, offset: usize) -> Option<(i128, i128)> {
+    if rows == 0 || cols == 0 {
+        return None;
+    }
+    let r = (rows as i128 - 1) * rs as i128;
+    let c = (cols as i128 - 1) * cs as i128;
+    let o = offset as i128;
+    Some((o + r.min(0) + c.min(0), o + r.max(0) + c.max(0)))
+}
+
+fn check_in_bounds(
+    op: &str,
+    which: &str,
+    dims: (usize, usize),
+    strides: (isize, isize),
+    offset: usize,
+    len: usize,
+) {
+    if let Some((lo, hi)) = extent(dims.0, dims.1, strides.0, strides.1, offset) {
+        assert!(
+            lo >= 0 && hi < len as i128,
+            "{op}: view {which} ({}x{}, strides ({}, {}), offset {offset}) reaches storage indices \
+             {lo}..={hi} but its slice has {len} elements; fix the offset/strides or pass a larger slice",
+            dims.0,
+            dims.1,
+            strides.0,
+            strides.1
+        );
+    }
+}
+
+/// Whether distinct elements of a `rows × cols` view with these strides have distinct indices.
+fn no_self_overlap(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
+    // Only axes longer than 1 matter; sort the remaining ones by stride magnitude.
+    let mut dims: Vec<(usize, usize)> = [(rows, rs.unsigned_abs()), (cols, cs.unsigned_abs())]
+        .into_iter()
+        .filter(|&(n, _)| n > 1)
+        .collect();
+    dims.sort_by_key(|&(_, s)| s);
+    match dims[..] {
+        [] => true,
+        [(_, s)] => s >= 1,
+        [(n0, s0), (_, s1)] => s0 >= 1 && s1 as u128 >= n0 as u128 * s0 as u128,
+        _ => unreachable!("a matrix has two axes"),
+    }
+}
+
+macro_rules! gemm_fn {
     ($name:ident, $t:ty) => {
-        /// `C = alpha·A·B + beta·C` with `A` m×k, `B` k×n, `C` m×n, at most `threads` worker threads.
-        pub fn $name(alpha: $t, a: MatRef<'_, $t>, b: MatRef<'_, $t>, beta: $t, c: MatMut<'_, $t>, threads: usize) {
-            let _ = threads;
+        /// `C = alpha·A·B + beta·C` with `A` m×k, `B` k×n, `C` m×n (any strides, so
+        /// transposes are free), on at most `threads` worker threads of the current rayon
+        /// pool (`1` = serial on the calling thread).
+        ///
+        /// Panics (naming the shapes or the view) if the shapes do not chain, a view reaches
+        /// outside its slice, or `C`'s strides make two elements share storage.
+        pub fn $name(alpha: $t, a: MatRef<'_, $t>, b: MatRef<'_, $t>, beta: $t, mut c: MatMut<'_, $t>, threads: usize) {
+            let op = stringify!($name);
             assert!(
                 a.cols == b.rows && a.rows == c.rows && b.cols == c.cols,
-                concat!(stringify!($name), ": shapes do not chain: A is {}x{}, B is {}x{}, C is {}x{}; need A m×k, B k×n, C m×n"),
+                "{op}: shapes do not chain: A is {}x{}, B is {}x{}, C is {}x{}; need A m×k, B k×n, C m×n",
                 a.rows, a.cols, b.rows, b.cols, c.rows, c.cols
             );
-            for i in 0..c.rows {
-                for j in 0..c.cols {
-                    let mut s: $t = 0.0;
-                    for p in 0..a.cols {
-                        s += a.data[at(a.offset, a.row_stride, a.col_stride, i, p)]
-                            * b.data[at(b.offset, b.row_stride, b.col_stride, p, j)];
-                    }
-                    let ci = at(c.offset, c.row_stride, c.col_stride, i, j);
-                    c.data[ci] = if beta == 0.0 { alpha * s } else { alpha * s + beta * c.data[ci] };
+            check_in_bounds(op, "A", (a.rows, a.cols), (a.row_stride, a.col_stride), a.offset, a.data.len());
+            check_in_bounds(op, "B", (b.rows, b.cols), (b.row_stride, b.col_stride), b.offset, b.data.len());
+            check_in_bounds(op, "C", (c.rows, c.cols), (c.row_stride, c.col_stride), c.offset, c.data.len());
+            assert!(
+                no_self_overlap(c.rows, c.cols, c.row_stride, c.col_stride),
+                "{op}: output view C ({}x{}, strides ({}, {})) maps distinct elements to the same storage; \
+                 give C non-overlapping strides (e.g. row-major: ({}, 1))",
+                c.rows, c.cols, c.row_stride, c.col_stride, c.cols
+            );
+            let (m, n, k) = (c.rows, c.cols, a.cols);
+            if m == 0 || n == 0 {
+                return;
+            }
+            if k == 0 || alpha == 0.0 || beta != 1.0 && beta != 0.0 {
+                scale(&mut c, beta);
+                if k == 0 || alpha == 0.0 {
+                    return;
                 }
             }
+            // SAFETY: the extent checks above keep every index of the three views inside
+            // their slices, C's elements are pairwise distinct, and A/B cannot alias C
+            // (shared vs. exclusive borrows).
+            let cm = unsafe {
+                faer::MatMut::from_raw_parts_mut(
+                    c.data.as_mut_ptr().offset(c.offset as isize),
+                    m, n, c.row_stride, c.col_stride,
+                )
+            };
+            let am = unsafe {
+                faer::MatRef::from_raw_parts(a.data.as_ptr().offset(a.offset as isize), m, k, a.row_stride, a.col_stride)
+            };
+            let bm = unsafe {
+                faer::MatRef::from_raw_parts(b.data.as_ptr().offset(b.offset as isize), k, n, b.row_stride, b.col_stride)
+            };
+            let accum = if beta == 0.0 { Accum::Replace } else { Accum::Add };
+            let par = if threads <= 1 { Par::Seq } else { Par::rayon(threads) };
+            matmul(cm, accum, am, bm, alpha, par);
         }
     };
 }
-naive!(sgemm, f32);
-naive!(dgemm, f64);
+
+/// `C = beta·C`; `beta = 0` writes zeros without reading `C`.
+fn scale<T: Copy + PartialEq + std::ops::Mul<Output = T> + Default>(
+    c: &mut MatMut<'_, T>,
+    beta: T,
+) {
+    let zero = T::default();
+    for i in 0..c.rows {
+        for j in 0..c.cols {
+            let idx = (c.offset as isize + i as isize * c.row_stride + j as isize * c.col_stride)
+                as usize;
+            let v = &mut c.data[idx];
+            *v = if beta == zero { zero } else { *v * beta };
+        }
+    }
+}
+
+gemm_fn!(sgemm, f32);
+gemm_fn!(dgemm, f64);

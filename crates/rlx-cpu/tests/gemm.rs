@@ -1,0 +1,419 @@
+//! `sgemm`/`dgemm` against a naive triple loop accumulated in `f64`, over odd sizes and
+//! every kind of layout a view can express (row/column major, padded, transposed, reversed
+//! axes, offsets), the BLAS alpha/beta rules, empty dimensions, determinism, and misuse.
+
+use rlx_cpu::gemm::{MatMut, MatRef, dgemm, sgemm};
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    }
+}
+
+/// How a view lays out its matrix inside a storage slice.
+#[derive(Debug, Clone, Copy)]
+enum Layout {
+    RowMajor,
+    ColMajor,
+    /// Row-major with 3 extra elements per row and an offset of 5.
+    Padded,
+    /// Rows stored last-to-first (negative row stride).
+    RowsReversed,
+    /// Column-major with both axes reversed (negative strides).
+    BothReversed,
+}
+const LAYOUTS: [Layout; 5] = [
+    Layout::RowMajor,
+    Layout::ColMajor,
+    Layout::Padded,
+    Layout::RowsReversed,
+    Layout::BothReversed,
+];
+
+/// (storage length, row stride, col stride, offset) for an r×c matrix.
+fn layout(l: Layout, r: usize, c: usize) -> (usize, isize, isize, usize) {
+    let (ri, ci) = (r as isize, c as isize);
+    match l {
+        Layout::RowMajor => (r * c, ci, 1, 0),
+        Layout::ColMajor => (r * c, 1, ri, 0),
+        Layout::Padded => (5 + r * (c + 3), ci + 3, 1, 5),
+        Layout::RowsReversed => (r * c, -ci, 1, (r.max(1) - 1) * c),
+        Layout::BothReversed => (r * c, -1, -ri, (r * c).max(1) - 1),
+    }
+}
+
+/// A matrix with its values (row-major, for the reference) and its strided storage.
+struct Mat<T> {
+    vals: Vec<f64>,
+    store: Vec<T>,
+    r: usize,
+    c: usize,
+    rs: isize,
+    cs: isize,
+    off: usize,
+}
+
+fn make<T: Num>(rng: &mut Lcg, r: usize, c: usize, l: Layout, conv: fn(f64) -> T) -> Mat<T> {
+    let (len, rs, cs, off) = layout(l, r, c);
+    // Slots the view does not use hold a marker that would show up if read.
+    let mut store = vec![conv(1.0e6); len.max(1)];
+    let mut vals = vec![0.0; r * c];
+    for i in 0..r {
+        for j in 0..c {
+            let v = conv(rng.next());
+            let idx = (off as isize + i as isize * rs + j as isize * cs) as usize;
+            store[idx] = v;
+            vals[i * c + j] = v.to_f64();
+        }
+    }
+    Mat {
+        vals,
+        store,
+        r,
+        c,
+        rs,
+        cs,
+        off,
+    }
+}
+
+/// The element types under test, converted to and from `f64` exactly (f32 → f64) or by rounding.
+trait Num: Copy + Default {
+    fn to_f64(self) -> f64;
+}
+impl Num for f32 {
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+impl Num for f64 {
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+impl<T> Mat<T> {
+    fn view(&self) -> MatRef<'_, T> {
+        MatRef {
+            data: &self.store,
+            rows: self.r,
+            cols: self.c,
+            row_stride: self.rs,
+            col_stride: self.cs,
+            offset: self.off,
+        }
+    }
+    fn view_mut(&mut self) -> MatMut<'_, T> {
+        MatMut {
+            data: &mut self.store,
+            rows: self.r,
+            cols: self.c,
+            row_stride: self.rs,
+            col_stride: self.cs,
+            offset: self.off,
+        }
+    }
+    fn get(&self, i: usize, j: usize) -> &T {
+        &self.store[(self.off as isize + i as isize * self.rs + j as isize * self.cs) as usize]
+    }
+}
+
+/// Checks C against alpha·A·B + beta·C0 with the forward error bound of a k-term dot
+/// product: |err| ≤ (k + 2)·u·(|alpha|·Σ|a||b| + |beta·c0|), u the unit roundoff.
+fn check<T: Num>(
+    what: &str,
+    alpha: f64,
+    a: &Mat<T>,
+    b: &Mat<T>,
+    beta: f64,
+    c0: &[f64],
+    c: &Mat<T>,
+    u: f64,
+) {
+    let (m, k, n) = (a.r, a.c, b.c);
+    for i in 0..m {
+        for j in 0..n {
+            let (mut s, mut mag) = (0.0, 0.0);
+            for p in 0..k {
+                s += a.vals[i * k + p] * b.vals[p * n + j];
+                mag += (a.vals[i * k + p] * b.vals[p * n + j]).abs();
+            }
+            let want = alpha * s
+                + if beta == 0.0 {
+                    0.0
+                } else {
+                    beta * c0[i * n + j]
+                };
+            let bound =
+                (k as f64 + 2.0) * u * (alpha.abs() * mag + (beta * c0[i * n + j]).abs()) + 1e-300;
+            let got = c.get(i, j).to_f64();
+            assert!(
+                (got - want).abs() <= bound,
+                "{what}: C[{i},{j}] = {got}, want {want} (bound {bound:e}); m={m} k={k} n={n}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sgemm_matches_naive_on_odd_sizes_in_every_layout() {
+    let mut rng = Lcg(1);
+    let sizes = [
+        (1, 1, 1),
+        (3, 5, 7),
+        (17, 1, 9),
+        (33, 65, 31),
+        (67, 129, 45),
+        (130, 70, 257),
+    ];
+    for &(m, k, n) in &sizes {
+        for (li, &la) in LAYOUTS.iter().enumerate() {
+            let lb = LAYOUTS[(li + 1) % 5];
+            let lc = LAYOUTS[(li + 3) % 5];
+            let a = make(&mut rng, m, k, la, |v| v as f32);
+            let b = make(&mut rng, k, n, lb, |v| v as f32);
+            let mut c = make(&mut rng, m, n, lc, |v| v as f32);
+            let c0 = c.vals.clone();
+            for threads in [1, 2] {
+                let mut cc = Mat {
+                    store: c.store.clone(),
+                    vals: c0.clone(),
+                    ..c
+                };
+                sgemm(0.75, a.view(), b.view(), -0.5, cc.view_mut(), threads);
+                let what = format!("sgemm {la:?}·{lb:?}→{lc:?} threads {threads}");
+                check(&what, 0.75, &a, &b, -0.5, &c0, &cc, 2f64.powi(-24));
+            }
+            sgemm(1.0, a.view(), b.view(), 0.0, c.view_mut(), 1);
+            check("sgemm beta=0", 1.0, &a, &b, 0.0, &c0, &c, 2f64.powi(-24));
+        }
+    }
+}
+
+#[test]
+fn dgemm_matches_naive_on_odd_sizes_in_every_layout() {
+    let mut rng = Lcg(2);
+    for &(m, k, n) in &[(2, 3, 4), (31, 17, 65), (70, 130, 33)] {
+        for (li, &la) in LAYOUTS.iter().enumerate() {
+            let a = make(&mut rng, m, k, la, |v| v);
+            let b = make(&mut rng, k, n, LAYOUTS[(li + 2) % 5], |v| v);
+            let mut c = make(&mut rng, m, n, LAYOUTS[(li + 4) % 5], |v| v);
+            let c0 = c.vals.clone();
+            dgemm(-1.25, a.view(), b.view(), 2.0, c.view_mut(), 2);
+            check("dgemm", -1.25, &a, &b, 2.0, &c0, &c, 2f64.powi(-53));
+        }
+    }
+}
+
+#[test]
+fn transposed_views_multiply_without_copies() {
+    // Aᵀ·Bᵀ from row-major storage of A (k×m) and B (n×k) through MatRef::t.
+    let mut rng = Lcg(3);
+    let (m, k, n) = (9, 13, 11);
+    let at: Vec<f32> = (0..k * m).map(|_| rng.next() as f32).collect();
+    let bt: Vec<f32> = (0..n * k).map(|_| rng.next() as f32).collect();
+    let mut c = vec![0f32; m * n];
+    sgemm(
+        1.0,
+        MatRef::row_major(&at, k, m).t(),
+        MatRef::row_major(&bt, n, k).t(),
+        0.0,
+        MatMut::row_major(&mut c, m, n),
+        1,
+    );
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k)
+                .map(|p| at[p * m + i] as f64 * bt[j * k + p] as f64)
+                .sum();
+            assert!(
+                (c[i * n + j] as f64 - want).abs() < 1e-5,
+                "C[{i},{j}] = {}, want {want}",
+                c[i * n + j]
+            );
+        }
+    }
+}
+
+#[test]
+fn beta_zero_ignores_nan_in_c_and_beta_one_accumulates() {
+    let a = [1.0f32, 2.0, 3.0, 4.0]; // [[1,2],[3,4]]
+    let b = [5.0f32, 6.0, 7.0, 8.0]; // [[5,6],[7,8]] → A·B = [[19,22],[43,50]]
+    let mut c = [f32::NAN; 4];
+    sgemm(
+        1.0,
+        MatRef::row_major(&a, 2, 2),
+        MatRef::row_major(&b, 2, 2),
+        0.0,
+        MatMut::row_major(&mut c, 2, 2),
+        1,
+    );
+    assert_eq!(c, [19.0, 22.0, 43.0, 50.0]);
+    sgemm(
+        2.0,
+        MatRef::row_major(&a, 2, 2),
+        MatRef::row_major(&b, 2, 2),
+        1.0,
+        MatMut::row_major(&mut c, 2, 2),
+        1,
+    );
+    assert_eq!(c, [57.0, 66.0, 129.0, 150.0]);
+}
+
+#[test]
+fn empty_inner_dimension_scales_c_by_beta_and_empty_outputs_are_no_ops() {
+    let mut c = [1.0f32, -2.0, 3.0, f32::NAN];
+    let e: [f32; 0] = [];
+    sgemm(
+        1.0,
+        MatRef::row_major(&e, 2, 0),
+        MatRef::row_major(&e, 0, 2),
+        3.0,
+        MatMut::row_major(&mut c[..], 2, 2),
+        1,
+    );
+    assert_eq!(&c[..3], &[3.0, -6.0, 9.0]);
+    assert!(c[3].is_nan());
+    sgemm(
+        1.0,
+        MatRef::row_major(&e, 2, 0),
+        MatRef::row_major(&e, 0, 2),
+        0.0,
+        MatMut::row_major(&mut c[..], 2, 2),
+        1,
+    );
+    assert_eq!(c, [0.0; 4]);
+    let a = [1.0f64; 6];
+    let mut none: [f64; 0] = [];
+    dgemm(
+        1.0,
+        MatRef::row_major(&a, 0, 6),
+        MatRef::row_major(&a, 6, 1),
+        0.0,
+        MatMut::row_major(&mut none, 0, 1),
+        2,
+    );
+    dgemm(
+        1.0,
+        MatRef::row_major(&a, 1, 6),
+        MatRef::row_major(&e.map(|v: f32| v as f64), 6, 0),
+        0.0,
+        MatMut::row_major(&mut none, 1, 0),
+        2,
+    );
+}
+
+#[test]
+fn alpha_zero_does_not_read_a_or_b_values() {
+    let a = [f32::NAN; 4];
+    let mut c = [1.0f32, 2.0, 3.0, 4.0];
+    sgemm(
+        0.0,
+        MatRef::row_major(&a, 2, 2),
+        MatRef::row_major(&a, 2, 2),
+        0.5,
+        MatMut::row_major(&mut c, 2, 2),
+        1,
+    );
+    assert_eq!(c, [0.5, 1.0, 1.5, 2.0]);
+}
+
+#[test]
+fn results_are_bit_identical_run_to_run() {
+    let mut rng = Lcg(4);
+    let (m, k, n) = (300, 257, 301);
+    let a: Vec<f32> = (0..m * k).map(|_| rng.next() as f32).collect();
+    let b: Vec<f32> = (0..k * n).map(|_| rng.next() as f32).collect();
+    for threads in [1, 2] {
+        let run = || {
+            let mut c = vec![0f32; m * n];
+            sgemm(
+                1.0,
+                MatRef::row_major(&a, m, k),
+                MatRef::row_major(&b, k, n),
+                0.0,
+                MatMut::row_major(&mut c, m, n),
+                threads,
+            );
+            c
+        };
+        let first = run();
+        for _ in 0..3 {
+            assert!(
+                first
+                    .iter()
+                    .zip(run())
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "threads {threads}: results differ between runs"
+            );
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "shapes do not chain: A is 2x3, B is 2x2")]
+fn mismatched_inner_dimensions_panic_with_the_shapes() {
+    let v = [0f32; 6];
+    let mut c = [0f32; 4];
+    sgemm(
+        1.0,
+        MatRef::row_major(&v, 2, 3),
+        MatRef::row_major(&v[..4], 2, 2),
+        0.0,
+        MatMut::row_major(&mut c, 2, 2),
+        1,
+    );
+}
+
+#[test]
+#[should_panic(
+    expected = "view B (3x2, strides (2, 1), offset 1) reaches storage indices 1..=6 but its slice has 5 elements"
+)]
+fn views_reaching_past_their_slice_panic() {
+    let v = [0f32; 6];
+    let mut c = [0f32; 4];
+    let b = MatRef {
+        data: &v[..5],
+        rows: 3,
+        cols: 2,
+        row_stride: 2,
+        col_stride: 1,
+        offset: 1,
+    };
+    sgemm(
+        1.0,
+        MatRef::row_major(&v, 2, 3),
+        b,
+        0.0,
+        MatMut::row_major(&mut c, 2, 2),
+        1,
+    );
+}
+
+#[test]
+#[should_panic(expected = "maps distinct elements to the same storage")]
+fn an_output_with_overlapping_strides_panics() {
+    let v = [0f32; 4];
+    let mut c = [0f32; 4];
+    let cm = MatMut {
+        data: &mut c,
+        rows: 2,
+        cols: 2,
+        row_stride: 1,
+        col_stride: 1,
+        offset: 0,
+    };
+    sgemm(
+        1.0,
+        MatRef::row_major(&v, 2, 2),
+        MatRef::row_major(&v, 2, 2),
+        0.0,
+        cm,
+        1,
+    );
+}
