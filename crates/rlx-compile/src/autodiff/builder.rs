@@ -279,7 +279,7 @@ impl<'g> Bw<'g> {
             )
         };
         if target.iter().filter(|d| !d.is_static()).count() > 1 {
-            return Err(fail());
+            return self.restride_ones(x, target).unwrap_or_else(|| Err(fail()));
         }
         let new_shape = target
             .iter()
@@ -295,6 +295,57 @@ impl<'g> Bw<'g> {
             return Err(fail());
         }
         Ok(id)
+    }
+
+    /// A reshape that only drops and inserts size-1 axes, built without `Reshape` (which
+    /// can follow one dynamic axis only): a sum over the dropped size-1 axes, then new
+    /// leading size-1 axes (`Expand`) moved into place (`Transpose`). `None` when the
+    /// reshape moves real axes.
+    fn restride_ones(&mut self, x: NodeId, target: &[Dim]) -> Option<IrResult<NodeId>> {
+        let from = self.dims(x);
+        let real = |d: &[Dim]| -> Vec<Dim> {
+            d.iter().copied().filter(|d| *d != Dim::Static(1)).collect()
+        };
+        if real(&from) != real(target) {
+            return None;
+        }
+        let build = |bw: &mut Bw| -> IrResult<NodeId> {
+            let ones: Vec<usize> = (0..from.len())
+                .filter(|&i| from[i] == Dim::Static(1))
+                .collect();
+            let squeezed = bw.sum(x, ones, false)?;
+            let inserted: Vec<usize> = (0..target.len())
+                .filter(|&i| target[i] == Dim::Static(1))
+                .collect();
+            if inserted.is_empty() {
+                return Ok(squeezed);
+            }
+            let k = inserted.len();
+            let mut expand = vec![1i64; k];
+            expand.extend(std::iter::repeat_n(-1, target.len() - k));
+            let lead = bw.op(
+                Op::Expand {
+                    target_shape: expand,
+                },
+                vec![squeezed],
+            )?;
+            // Output axis i reads the next new axis (0..k) where the target has a 1,
+            // else the next real axis (k..).
+            let (mut next_one, mut next_real) = (0, k);
+            let perm = (0..target.len())
+                .map(|i| {
+                    let src = if target[i] == Dim::Static(1) {
+                        &mut next_one
+                    } else {
+                        &mut next_real
+                    };
+                    *src += 1;
+                    *src - 1
+                })
+                .collect();
+            bw.transpose(lead, perm)
+        };
+        Some(build(self))
     }
 
     /// Insert a size-1 axis at `axis` (`axis == rank` appends one).

@@ -249,7 +249,10 @@ fn binary(bw: &mut Bw, node: &Node, b: BinaryOp, g: NodeId) -> IrResult<()> {
     }
     // The oracle converts the rhs to the result (lhs) dtype before computing.
     let dt = bw.dtype(y);
-    let rv = bw.cast(r, dt)?;
+    let uses_rhs = !matches!(b, BinaryOp::Add | BinaryOp::Sub)
+        && !(b == BinaryOp::Mod && !wr)
+        && !(b == BinaryOp::Mul && !wl);
+    let rv = if uses_rhs { bw.cast(r, dt)? } else { r };
     let (gl, gr) = match b {
         BinaryOp::Add => (Some(g), Some(g)),
         BinaryOp::Sub => (Some(g), if wr { Some(bw.neg(g)?) } else { None }),

@@ -241,6 +241,59 @@ fn gradients_of_a_dynamic_batch_run_at_every_batch_size() {
 }
 
 #[test]
+fn reductions_over_two_dynamic_axes_keep_their_gradients() {
+    // x [?0, ?1, 3]: mean over the last axis and max over ?1 without keep_dim (the
+    // cotangent regains its size-1 axes without a reshape), then a softmax along ?1.
+    let build = |g: &mut Graph, xs: Shape| -> NodeId {
+        let x = g.input("x", xs);
+        let m = op(
+            g,
+            Op::Reduce {
+                op: ReduceOp::Mean,
+                axes: vec![2],
+                keep_dim: false,
+            },
+            vec![x],
+        );
+        let t = op(g, Op::Activation(Activation::Tanh), vec![m]);
+        let s = op(g, Op::Softmax { axis: 1 }, vec![t]);
+        let p = op(g, Op::Binary(BinaryOp::Mul), vec![s, t]);
+        let mx = op(
+            g,
+            Op::Reduce {
+                op: ReduceOp::Max,
+                axes: vec![1],
+                keep_dim: false,
+            },
+            vec![p],
+        );
+        g.set_outputs(vec![mx]);
+        x
+    };
+    let mut dg = Graph::new("dyn2");
+    let x = build(
+        &mut dg,
+        Shape::from_dims(
+            &[Dim::Dynamic(0), Dim::Dynamic(1), Dim::Static(3)],
+            DType::F64,
+        ),
+    );
+    let grad = grad_graph(&dg, &[x]).unwrap();
+    for (b, s) in [(2, 3), (3, 1)] {
+        let ins = [("x", rand(&[b, s, 3], 5))];
+        let got = run(&grad, &ins).remove(0).to_f64_vec();
+        let mut sg = Graph::new("static2");
+        let sx = build(&mut sg, f64s(&[b, s, 3]));
+        let want = run(&grad_graph(&sg, &[sx]).unwrap(), &ins)
+            .remove(0)
+            .to_f64_vec();
+        for (p, q) in got.iter().zip(&want) {
+            assert!((p - q).abs() < 1e-12, "[{b}, {s}, 3]: {p} vs {q}");
+        }
+    }
+}
+
+#[test]
 fn attention_gradients_with_dynamic_batch_and_sequence() {
     let att = |mask_kind| Op::Attention {
         num_heads: 2,
