@@ -31,12 +31,17 @@ pub enum Isa {
     Portable,
     /// x86-64 with AVX2 and FMA: 8 lanes, fused multiply-add.
     Avx2Fma,
+    /// x86-64 with AVX-512 (F, DQ, BW, VL): 16 lanes. Runs the same operations as
+    /// [`Isa::Avx2Fma`], so it gives the same bits.
+    Avx512,
 }
 
 impl Isa {
     /// The fastest path this CPU supports (checked once per call; the check is cached by std).
     pub fn detect() -> Isa {
-        if Isa::Avx2Fma.is_available() {
+        if Isa::Avx512.is_available() {
+            Isa::Avx512
+        } else if Isa::Avx2Fma.is_available() {
             Isa::Avx2Fma
         } else {
             Isa::Portable
@@ -49,8 +54,16 @@ impl Isa {
             Isa::Portable => true,
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2Fma => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2Fma.is_available()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512dq")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+            }
             #[cfg(not(target_arch = "x86_64"))]
-            Isa::Avx2Fma => false,
+            Isa::Avx2Fma | Isa::Avx512 => false,
         }
     }
 }
@@ -74,6 +87,9 @@ fn run_map<L: Lane>(isa: Isa, x: &[f32], out: &mut [f32]) {
         // SAFETY: `check_isa` / `Isa::detect` established that the CPU has AVX2 and FMA.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Fma => unsafe { simd::map_avx2::<L>(x, out) },
+        // SAFETY: as above, for the AVX-512 features.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { simd::map_avx512::<L>(x, out) },
         _ => simd::map_portable::<L>(x, out),
     }
 }
@@ -83,6 +99,9 @@ fn run_inplace<L: Lane>(isa: Isa, x: &mut [f32]) {
         // SAFETY: as in `run_map`.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Fma => unsafe { simd::inplace_avx2::<L>(x) },
+        // SAFETY: as above, for the AVX-512 features.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { simd::inplace_avx512::<L>(x) },
         _ => simd::inplace_portable::<L>(x),
     }
 }

@@ -137,3 +137,18 @@ pub(crate) fn map_avx2<L: Lane>(x: &[f32], out: &mut [f32]) {
 pub(crate) fn inplace_avx2<L: Lane>(x: &mut [f32]) {
     inplace_body::<L, true>(x)
 }
+
+/// AVX-512 path (16 lanes; the same operations as the AVX2+FMA path, so the same bits).
+/// Callers must have checked the CPU features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")]
+pub(crate) fn map_avx512<L: Lane>(x: &[f32], out: &mut [f32]) {
+    map_body::<L, true>(x, out)
+}
+
+/// AVX-512 path, in place. Callers must have checked the CPU features.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")]
+pub(crate) fn inplace_avx512<L: Lane>(x: &mut [f32]) {
+    inplace_body::<L, true>(x)
+}
