@@ -24,6 +24,12 @@ pub(crate) fn blocked(g: &Graph, node: &Node, i: usize) -> Option<String> {
                 a.name()
             ),
         ),
+        Op::FusedMatMulBiasAct {
+            activation: Some(a @ (Activation::Floor | Activation::Ceil | Activation::Sign)),
+        } => Some(format!(
+            "linear with activation {} is not differentiable (the activation is piecewise constant)",
+            a.name()
+        )),
         Op::StopGradient => Some("stop_gradient blocks gradients by design".into()),
         Op::ArgMax { .. } | Op::ArgMin { .. } => Some(format!(
             "{name} is not differentiable (its output is an index)"

@@ -23,8 +23,11 @@
 //! - `scan` is differentiated by unrolling its steps into the backward graph.
 //! - Attention's custom mask only selects keys and gets no gradient (rope's cos/sin
 //!   tables and attention's additive bias do get theirs).
-//! - Dynamic dims survive: reductions broadcast back with [`Op::BroadcastLike`].
-//!   A reshape in the backward pass can follow only one dynamic axis.
+//! - Dynamic dims survive: reductions broadcast back with [`Op::BroadcastLike`], and
+//!   size-1 axes are dropped/inserted without a reshape. A real reshape in the
+//!   backward pass (of a `Reshape` forward op, or attention's `[B, S, H·D]` head
+//!   split) can follow only one dynamic axis.
+//! - Complex values carry no gradient: differentiate the real block layout of `fft`.
 //!
 //! ```
 //! use rlx_compile::autodiff::grad_graph;

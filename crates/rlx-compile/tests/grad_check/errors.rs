@@ -43,6 +43,15 @@ fn every_blocking_op_is_named_with_its_reason() {
     type Build = Box<dyn Fn(&mut Graph, NodeId) -> NodeId>;
     let cases: Vec<(Build, &str)> = vec![
         (
+            Box::new(|g, x| {
+                let w = crate::constant(g, vals(&[3, 2], &[1.0; 6]));
+                let b = crate::constant(g, vals(&[2], &[0.0; 2]));
+                let act = Some(Activation::Sign);
+                op(g, Op::FusedMatMulBiasAct { activation: act }, vec![x, w, b])
+            }),
+            "linear with activation sign is not differentiable",
+        ),
+        (
             Box::new(|g, x| op(g, Op::StopGradient, vec![x])),
             "stop_gradient blocks gradients by design",
         ),
