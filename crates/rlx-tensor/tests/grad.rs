@@ -257,3 +257,36 @@ fn the_first_output_is_the_loss_of_a_multi_output_func() {
     let out = f.grad(&["x"]).run(&[("x", &[1.0, 3.0])]);
     assert_eq!(out, vec![vec![2.0, 6.0]]);
 }
+
+#[test]
+fn a_mean_over_a_dynamic_batch_differentiates_like_the_static_function() {
+    let build = |batch: Option<usize>| {
+        Func::new("ce", move |s| {
+            let x = match batch {
+                Some(b) => s.input("x", shape![b, 3]),
+                None => s.input("x", shape![?, 3]),
+            };
+            let t = match batch {
+                Some(b) => s.input("t", shape![b, 2]),
+                None => s.input("t", shape![?, 2]),
+            };
+            let w = s.param("w", shape![3, 2]);
+            let logits = x.matmul(&w).softmax(-1);
+            let centered = &x - &x.mean([0], true);
+            let spread = (&centered * &centered).mean_all();
+            &logits.cross_entropy(&t).mean_all() + &spread
+        })
+        .with_param("w", vec![0.2, -0.1, 0.4, 0.3, -0.5, 0.1])
+    };
+    let dynamic = build(None).value_and_grad(&["w", "x"]);
+    for b in [2usize, 4] {
+        let x: Vec<f32> = (0..b * 3).map(|i| (i as f32 * 0.37).sin()).collect();
+        let t: Vec<f32> = (0..b * 2).map(|i| (i % 2) as f32).collect();
+        let ins = [("x", &x[..]), ("t", &t[..])];
+        let got = dynamic.run(&ins);
+        let want = build(Some(b)).value_and_grad(&["w", "x"]).run(&ins);
+        for (g, w) in got.iter().zip(&want) {
+            close(g, w, 1e-6);
+        }
+    }
+}
