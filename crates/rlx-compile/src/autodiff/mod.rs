@@ -127,9 +127,18 @@ pub fn append_vjp(
                 .origin
                 .map(|o| format!(" (built at {o})"))
                 .unwrap_or_default();
+            // Nested failures (scan bodies) already say where they happened.
+            if e.message.starts_with("differentiating ") {
+                return e;
+            }
+            let inner = if e.op == "grad" {
+                e.message.clone()
+            } else {
+                format!("{}: {}", e.op, e.message)
+            };
             IrError::new(
                 "grad",
-                format!("differentiating {} node {id}{at}: {e}", node.op.name()),
+                format!("differentiating {} node {id}{at}: {inner}", node.op.name()),
             )
         })?;
     }

@@ -495,3 +495,36 @@ fn gradient_with_respect_to_an_intermediate_node() {
     assert!((out[1].to_f64_vec()[1] - 2.0 * e * e).abs() < 1e-12);
     check_wrt("noop", vec![("x", rand(&[1], 1))], &["x"], |_, x| x[0]);
 }
+
+#[test]
+fn a_backward_pass_that_cannot_be_built_names_the_node_and_the_fix() {
+    // [?0, ?1, 4] reshaped to [?0, ?1, 2, 2] cannot be: build the gradient of a
+    // reshape whose inverse needs two dynamic axes through attention's head split.
+    let s = Shape::from_dims(
+        &[Dim::Dynamic(0), Dim::Dynamic(1), Dim::Static(4)],
+        DType::F64,
+    );
+    let mut g = Graph::new("att3");
+    let q = g.input("q", s.clone());
+    let k = g.input("k", s.clone());
+    let v = g.input("v", s);
+    let y = op(
+        &mut g,
+        Op::Attention {
+            num_heads: 2,
+            head_dim: 2,
+            v_head_dim: None,
+            mask_kind: MaskKind::None,
+            score_scale: None,
+            attn_logit_softcap: None,
+        },
+        vec![q, k, v],
+    );
+    g.set_outputs(vec![y]);
+    let e = grad_graph(&g, &[q]).unwrap_err().to_string();
+    assert!(
+        e.starts_with("grad: differentiating attention node %3: the backward pass needs to reshape [?0, ?1, 4] f64"),
+        "{e}"
+    );
+    assert!(e.contains("only one dynamic axis"), "{e}");
+}
