@@ -572,3 +572,42 @@ fn rlx_expr_indexes_rust_collections_and_negates() {
     assert_eq!(count(&g, "mul"), 1);
     assert_eq!(count(&g, "add"), 1);
 }
+
+#[test]
+fn fns_and_runtime_repeats_nest_both_ways() {
+    let build = |n: usize| {
+        rlx! {
+            fn deepen(h, w) { let h = h @ w; repeat n { let h = tanh(h @ w); } }
+            input x: [2, 2];
+            param w: [2, 2];
+            repeat n { let x = deepen(x, w) + x; }
+        }
+    };
+    // n outer iterations, each with 1 + n matmuls.
+    assert_eq!(count(&build(0), "matmul"), 0);
+    assert_eq!(count(&build(2), "matmul"), 2 * 3);
+    assert_eq!(count(&build(2), "tanh"), 2 * 2);
+    assert_eq!(count(&build(3), "add"), 3);
+}
+
+#[test]
+fn scan_bodies_capture_through_inlined_fns() {
+    let g = rlx! {
+        fn cell(h) { let o = tanh(h @ w) * s; }
+        input x: [1, 3];
+        param w: [3, 3];
+        param s: [3];
+        scan h = x for 2 { let h = cell(h); }
+    };
+    let out = g.node(g.outputs[0]);
+    let Op::Scan {
+        body, num_bcast, ..
+    } = &out.op
+    else {
+        panic!("{g}");
+    };
+    assert_eq!(*num_bcast, 2);
+    assert_eq!(out.inputs[1], g.param_id("w").unwrap());
+    assert_eq!(out.inputs[2], g.param_id("s").unwrap());
+    assert_eq!(count(body, "tanh"), 1);
+}
