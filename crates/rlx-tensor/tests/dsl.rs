@@ -445,6 +445,7 @@ fn bind_collections_of_tensors_slices_and_structs() {
         attn: Attn,
         scales: Vec<Tensor>,
     }
+    #[allow(clippy::useless_vec)] // a `Vec` of structs is the case under test
     let layers = vec![Layer {
         attn: Attn {
             g: Tensor::ones([2]),
@@ -563,7 +564,7 @@ fn rlx_expr_builds_in_the_variables_graph() {
 
 #[test]
 fn rlx_expr_indexes_rust_collections_and_negates() {
-    let ws = vec![Tensor::ones([2]), Tensor::full([2], 2.0)];
+    let ws = [Tensor::ones([2]), Tensor::full([2], 2.0)];
     let x = Tensor::from_vec(vec![1.0, -1.0], [2]);
     let i = 1;
     let y = rlx_expr!(-(x * ws[i]) + ws[0]);
