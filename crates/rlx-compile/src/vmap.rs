@@ -182,25 +182,18 @@ pub fn vmap(graph: &Graph, batched: &[NodeId], batch_size: usize) -> IrResult<Gr
     let mut dst = Graph::new(graph.name.clone());
     let mut bt = Batcher::new(&mut dst, batch_size);
     let vals = walk(&mut bt, graph, |bt, node| {
-        let id = if batched.contains(&node.id) {
+        let batch = batched.contains(&node.id);
+        let shape = if batch {
             let mut dims = vec![Dim::Static(batch_size)];
             dims.extend_from_slice(node.shape.dims());
-            let shape = node.shape.with_dims(dims);
-            return Ok(BVal::batched(bt.e.g.append_node(
-                node.op.clone(),
-                vec![],
-                shape,
-                node.name.clone(),
-            )));
+            node.shape.with_dims(dims)
         } else {
-            bt.e.g.append_node(
-                node.op.clone(),
-                vec![],
-                node.shape.clone(),
-                node.name.clone(),
-            )
+            node.shape.clone()
         };
-        Ok(BVal::plain(id))
+        let id =
+            bt.e.g
+                .append_node(node.op.clone(), vec![], shape, node.name.clone());
+        Ok(BVal { id, batched: batch })
     })?;
     let mut outs = Vec::with_capacity(graph.outputs.len());
     for o in &graph.outputs {
@@ -212,15 +205,21 @@ pub fn vmap(graph: &Graph, batched: &[NodeId], batch_size: usize) -> IrResult<Gr
 
 /// Batch every node of `src` into the batcher's graph in topological order; `leaf`
 /// supplies the value of each leaf node. Returns the value of every node of `src`.
+///
+/// Only the nodes the outputs depend on are batched (plus every leaf, so inputs and
+/// params keep their names); a dead node gets a placeholder that nothing reads.
 pub(crate) fn walk(
     bt: &mut Batcher,
     src: &Graph,
     mut leaf: impl FnMut(&mut Batcher, &Node) -> IrResult<BVal>,
 ) -> IrResult<Vec<BVal>> {
+    let live = live_nodes(src);
     let mut vals: Vec<BVal> = Vec::with_capacity(src.len());
     for node in src.nodes() {
         let v = if node.op.is_leaf() {
             leaf(bt, node)?
+        } else if !live[node.id.index()] {
+            BVal::plain(NodeId(u32::MAX))
         } else {
             let ins: Vec<BVal> = node.inputs.iter().map(|i| vals[i.index()]).collect();
             if ins.iter().all(|v| !v.batched) {
@@ -254,6 +253,22 @@ pub(crate) fn walk(
         vals.push(v);
     }
     Ok(vals)
+}
+
+/// Which nodes of `g` its outputs depend on.
+fn live_nodes(g: &Graph) -> Vec<bool> {
+    let mut live = vec![false; g.len()];
+    for o in &g.outputs {
+        live[o.index()] = true;
+    }
+    for n in g.nodes().iter().rev() {
+        if live[n.id.index()] {
+            for i in &n.inputs {
+                live[i.index()] = true;
+            }
+        }
+    }
+    live
 }
 
 /// Dispatch to the batching rule of `node`'s op family. `ins` are the batched
@@ -345,6 +360,7 @@ pub(crate) fn via_decomposition(
         .map(|(i, s)| sub.input(format!("arg{i}"), s.clone()))
         .collect();
     let out = build(&mut Em::new(&mut sub, "vmap"), &ids)?;
+    sub.set_outputs(vec![out]);
     let vals = walk(bt, &sub, |bt, node| match &node.op {
         Op::Input { .. } => Ok(ins[node.id.index()]),
         op => Ok(BVal::plain(bt.e.g.append_node(
