@@ -249,9 +249,14 @@ fn binary(bw: &mut Bw, node: &Node, b: BinaryOp, g: NodeId) -> IrResult<()> {
     }
     // The oracle converts the rhs to the result (lhs) dtype before computing.
     let dt = bw.dtype(y);
-    let uses_rhs = !matches!(b, BinaryOp::Add | BinaryOp::Sub)
-        && !(b == BinaryOp::Mod && !wr)
-        && !(b == BinaryOp::Mul && !wl);
+    // Add/Sub never read the rhs; Mul reads it only for the lhs gradient, Mod only
+    // for the rhs gradient.
+    let uses_rhs = match b {
+        BinaryOp::Add | BinaryOp::Sub => false,
+        BinaryOp::Mul => wl,
+        BinaryOp::Mod => wr,
+        _ => true,
+    };
     let rv = if uses_rhs { bw.cast(r, dt)? } else { r };
     let (gl, gr) = match b {
         BinaryOp::Add => (Some(g), Some(g)),
