@@ -198,6 +198,76 @@ fn check_vmap_grad(c: &Case) -> Result<bool, String> {
     Ok(true)
 }
 
+/// Reverse mode through the batched graph: `grad(Σ_b loss_b)` with respect to the
+/// batched inputs is the per-example gradient.
+fn check_grad_of_vmap(c: &Case) -> Result<bool, String> {
+    let mut rng = Rng::new(c.name.len() as u64 * 71 + 3);
+    let Some((g, diff)) = with_loss(c, &mut rng) else {
+        return Ok(false);
+    };
+    let vg = match value_and_grad_graph(&g, &diff) {
+        Ok(vg) => vg,
+        Err(e) if e.to_string().contains("no gradient reaches") => return Ok(false),
+        Err(e) => return Err(format!("value_and_grad_graph: {e}")),
+    };
+    const B: usize = 2;
+    let bg = vmap(&g, &diff, B).map_err(|e| format!("vmap: {e}"))?;
+    let names: Vec<&str> = diff.iter().map(|d| c.inputs[d.index()].name).collect();
+    let ids: Vec<NodeId> = names.iter().map(|n| bg.input_id(n).unwrap()).collect();
+    let gb =
+        value_and_grad_graph(&bg, &ids).map_err(|e| format!("grad of the vmapped graph: {e}"))?;
+    let per: Vec<Vec<Vec<f64>>> = c
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let n = if diff.iter().any(|d| d.index() == i) {
+                B
+            } else {
+                1
+            };
+            (0..n).map(|_| values(s, &mut rng)).collect()
+        })
+        .collect();
+    let feed: Vec<(String, TensorData)> = c
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let d = if per[i].len() == B {
+                data(s, &[B], &per[i].concat())
+            } else {
+                data(s, &[], &per[i][0])
+            };
+            (s.name.to_string(), d)
+        })
+        .collect();
+    let got = run(&gb, &feed)?;
+    for k in 0..diff.len() {
+        let mut want = Vec::new();
+        for b in 0..B {
+            let ex: Vec<(String, TensorData)> = c
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    (
+                        s.name.to_string(),
+                        data(s, &[], &per[i][b.min(per[i].len() - 1)]),
+                    )
+                })
+                .collect();
+            want.extend(run(&vg, &ex)?[1 + k].clone());
+        }
+        for (i, (a, b)) in got[1 + k].iter().zip(&want).enumerate() {
+            if !((a - b).abs() <= 1e-9 * (1.0 + b.abs())) {
+                return Err(format!("gradient {k} element {i}: {a} vs loop {b}"));
+            }
+        }
+    }
+    Ok(true)
+}
+
 fn sweep(check: fn(&Case) -> Result<bool, String>) -> (usize, Vec<String>) {
     let mut checked = 0;
     let mut failures = Vec::new();
@@ -227,6 +297,19 @@ fn hessian_vector_products_match_finite_differences_of_the_gradient_for_every_op
         "only {checked} cases were second-order checked"
     );
     eprintln!("{checked} hvp checks");
+}
+
+#[test]
+fn gradient_of_vmap_equals_a_loop_of_gradients_for_every_op() {
+    let (checked, failures) = sweep(check_grad_of_vmap);
+    assert!(
+        failures.is_empty(),
+        "{} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(checked >= 80, "only {checked} cases were checked");
+    eprintln!("{checked} grad(vmap) checks");
 }
 
 #[test]
