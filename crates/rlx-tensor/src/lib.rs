@@ -36,6 +36,8 @@ mod slice;
 mod tensor;
 #[cfg(feature = "autodiff")]
 mod transforms;
+#[cfg(feature = "autodiff")]
+mod transforms_fwd;
 
 pub use concat::{cat, stack, try_cat, try_stack};
 #[cfg(feature = "dsl")]
