@@ -1,0 +1,424 @@
+//! `rlx-bench`: runs the peer workloads W1–W10 (`shared/bench/README.md`) in one process on
+//! rlx (public `rlx_tensor` API) and on `ndarray`, plus a STREAM-triad and an FMA-peak
+//! probe, and prints median times, rates, rlx-vs-ndarray speedups and fractions of the
+//! machine's bounds. See `crates/rlx-bench/README.md`.
+//!
+//! ```text
+//! cargo run --release -p rlx-bench [--features transforms,train] -- [--workloads W1,W4] [--repeats 7] [--warmup 2] [--json] [--no-ndarray] [--no-probes]
+//! ```
+
+mod inputs;
+mod nd;
+mod probes;
+mod report;
+mod rlx;
+mod timing;
+
+use inputs::{
+    ATT, LN, MLP, MM_SIZES, N_EW, Normal, SM, W5_BATCH, W6_BATCH, W10, mlp_flops_per_row, rel_err,
+};
+use ndarray::{Array1, Array2};
+use report::{Bounds, Row};
+use std::collections::BTreeSet;
+use timing::{Plan, median, time};
+
+struct Args {
+    workloads: BTreeSet<String>,
+    plan: Plan,
+    json: bool,
+    ndarray: bool,
+    probes: bool,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        workloads: (1..=10).map(|i| format!("W{i}")).collect(),
+        plan: Plan {
+            warmup: 2,
+            repeats: 7,
+        },
+        json: false,
+        ndarray: true,
+        probes: true,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .unwrap_or_else(|| panic!("rlx-bench: {name} needs a value"))
+        };
+        match arg.as_str() {
+            "--workloads" => {
+                a.workloads = value("--workloads")
+                    .split(',')
+                    .map(|s| s.trim().to_uppercase())
+                    .collect()
+            }
+            "--repeats" => {
+                a.plan.repeats = value("--repeats").parse().expect("--repeats takes a count")
+            }
+            "--warmup" => {
+                a.plan.warmup = value("--warmup").parse().expect("--warmup takes a count")
+            }
+            "--json" => a.json = true,
+            "--no-ndarray" => a.ndarray = false,
+            "--no-probes" => a.probes = false,
+            "-h" | "--help" => {
+                println!(
+                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes]"
+                );
+                std::process::exit(0);
+            }
+            other => panic!("rlx-bench: unknown argument `{other}`; see --help"),
+        }
+    }
+    a
+}
+
+fn main() {
+    let args = parse_args();
+    let threads = rayon::current_num_threads();
+    report::print_env(threads);
+    let mut bounds = Bounds::default();
+    let mut rows: Vec<Row> = Vec::new();
+    let plan = args.plan;
+    if args.probes {
+        for th in [1, threads] {
+            let (t, gbps) = probes::triad(plan, th);
+            rows.push(
+                Row::new("triad", &format!("probe_{th}t"), t)
+                    .gbps(gbps)
+                    .note("a = b + s·c, 64 MiB arrays, 3 arrays counted"),
+            );
+            let (t, gflops, isa) = probes::fma_peak(plan, th);
+            rows.push(
+                Row::new("fma_peak", &format!("probe_{th}t"), t)
+                    .gflops(gflops)
+                    .note(&format!("16 chains, {isa}")),
+            );
+            if th == threads {
+                bounds.triad_gbps = Some(gbps);
+                bounds.fma_gflops = Some(gflops);
+            }
+        }
+    }
+    let w = |id: &str| args.workloads.contains(id);
+
+    if w("W1") {
+        let mut r = Normal::new(1);
+        let (a, b, c) = (r.vec(N_EW, 1.0), r.vec(N_EW, 1.0), r.vec(N_EW, 1.0));
+        let bytes = (4 * N_EW * 4) as f64;
+        let (aa, ba, ca) = (
+            Array1::from_vec(a.clone()),
+            Array1::from_vec(b.clone()),
+            Array1::from_vec(c.clone()),
+        );
+        let reference = nd::w1_eager(&aa, &ba, &ca).to_vec();
+        if args.ndarray {
+            rows.push(
+                Row::new(
+                    "W1_elementwise_chain",
+                    "ndarray",
+                    time(plan, || nd::w1_eager(&aa, &ba, &ca)),
+                )
+                .bytes(bytes),
+            );
+            let mut out = Array1::zeros(N_EW);
+            let t = time(plan, || nd::w1_zip(&aa, &ba, &ca, &mut out));
+            rows.push(
+                Row::new("W1_elementwise_chain", "ndarray_zip", t)
+                    .bytes(bytes)
+                    .note("hand-fused Zip, output preallocated"),
+            );
+        }
+        let f = rlx::w1(N_EW);
+        let run = || f.run(&[("a", &a), ("b", &b), ("c", &c)]);
+        let check = rel_err(&run()[0], &reference);
+        rows.push(
+            Row::new("W1_elementwise_chain", "rlx", time(plan, run))
+                .bytes(bytes)
+                .check(check),
+        );
+    }
+    if w("W2") {
+        let x = nd::w2_input();
+        let xa = Array2::from_shape_vec(SM, x.clone()).expect("W2 shape");
+        let reference = nd::w2(&xa).into_raw_vec_and_offset().0;
+        let bytes = (2 * SM.0 * SM.1 * 4) as f64;
+        if args.ndarray {
+            rows.push(
+                Row::new(
+                    "W2_softmax_4096x4096",
+                    "ndarray",
+                    time(plan, || nd::w2(&xa)),
+                )
+                .bytes(bytes),
+            );
+        }
+        let f = rlx::w2();
+        let run = || f.run(&[("x", &x)]);
+        let check = rel_err(&run()[0], &reference);
+        rows.push(
+            Row::new("W2_softmax_4096x4096", "rlx", time(plan, run))
+                .bytes(bytes)
+                .check(check),
+        );
+    }
+    if w("W3") {
+        let (x, g, b) = nd::w3_inputs();
+        let (xa, ga, ba) = (
+            Array2::from_shape_vec(LN, x.clone()).expect("W3 shape"),
+            Array1::from_vec(g.clone()),
+            Array1::from_vec(b.clone()),
+        );
+        let reference = nd::w3(&xa, &ga, &ba).into_raw_vec_and_offset().0;
+        let bytes = (2 * LN.0 * LN.1 * 4) as f64;
+        if args.ndarray {
+            rows.push(
+                Row::new(
+                    "W3_layernorm_8192x1024",
+                    "ndarray",
+                    time(plan, || nd::w3(&xa, &ga, &ba)),
+                )
+                .bytes(bytes),
+            );
+        }
+        let f = rlx::w3();
+        let run = || f.run(&[("x", &x), ("g", &g), ("b", &b)]);
+        let check = rel_err(&run()[0], &reference);
+        rows.push(
+            Row::new("W3_layernorm_8192x1024", "rlx", time(plan, run))
+                .bytes(bytes)
+                .check(check),
+        );
+    }
+    if w("W4") {
+        for n in MM_SIZES {
+            let id = format!("W4_matmul_{n}");
+            let mut r = Normal::new(4 + n as u64);
+            let (a, b) = (r.vec(n * n, 1.0), r.vec(n * n, 1.0));
+            let (aa, ba) = (
+                Array2::from_shape_vec((n, n), a.clone()).expect("A"),
+                Array2::from_shape_vec((n, n), b.clone()).expect("B"),
+            );
+            let reference = aa.dot(&ba).into_raw_vec_and_offset().0;
+            let flops = 2.0 * (n as f64).powi(3);
+            if args.ndarray {
+                rows.push(
+                    Row::new(&id, "ndarray", time(plan, || aa.dot(&ba)))
+                        .flops(flops)
+                        .note("matrixmultiply, 1 thread"),
+                );
+            }
+            for th in [1, threads] {
+                let mut c = vec![0f32; n * n];
+                let t = time(plan, || {
+                    use rlx_cpu::gemm::{MatMut, MatRef, sgemm};
+                    sgemm(
+                        1.0,
+                        MatRef::row_major(&a, n, n),
+                        MatRef::row_major(&b, n, n),
+                        0.0,
+                        MatMut::row_major(&mut c, n, n),
+                        th,
+                    );
+                });
+                let check = rel_err(&c, &reference);
+                rows.push(
+                    Row::new(&id, &format!("rlx_cpu::sgemm_{th}t"), t)
+                        .flops(flops)
+                        .check(check)
+                        .note("the GEMM kernel alone"),
+                );
+            }
+            let f = rlx::w4(n);
+            let run = || f.run(&[("a", &a), ("b", &b)]);
+            let check = rel_err(&run()[0], &reference);
+            rows.push(
+                Row::new(&id, "rlx", time(plan, run))
+                    .flops(flops)
+                    .check(check),
+            );
+        }
+    }
+    let ps = inputs::mlp_params(5);
+    let ((x5, _), (x6, y6)) = nd::mlp_batches();
+    if w("W5") || w("W9") {
+        let mlp = nd::Mlp::new(&ps);
+        let xa = Array2::from_shape_vec((W5_BATCH, MLP[0]), x5.clone()).expect("W5 x");
+        let reference = mlp.forward(&xa).into_raw_vec_and_offset().0;
+        let flops = (mlp_flops_per_row() * W5_BATCH) as f64;
+        if w("W5") {
+            if args.ndarray {
+                rows.push(
+                    Row::new(
+                        "W5_mlp_forward_b1024",
+                        "ndarray",
+                        time(plan, || mlp.forward(&xa)),
+                    )
+                    .flops(flops),
+                );
+            }
+            let f = rlx::w5(&ps);
+            let run = || f.run(&[("x", &x5)]);
+            let check = rel_err(&run()[0], &reference);
+            rows.push(
+                Row::new("W5_mlp_forward_b1024", "rlx", time(plan, run))
+                    .flops(flops)
+                    .check(check),
+            );
+        }
+        if w("W9") {
+            let mut times = Vec::new();
+            let mut check = 0.0f64;
+            for _ in 0..plan.repeats.clamp(1, 5) {
+                let t0 = std::time::Instant::now();
+                let out = rlx::w9_once(&ps, &x5);
+                times.push(t0.elapsed().as_secs_f64());
+                check = check.max(rel_err(&out, &reference));
+            }
+            rows.push(
+                Row::new("W9_compile_latency", "rlx", median(times))
+                    .check(check)
+                    .note("fresh W5 Func → Model::on (no cache) → first result"),
+            );
+        }
+    }
+    if w("W6") {
+        let y_idx: Vec<usize> = y6.iter().map(|&v| v as usize).collect();
+        let xa = Array2::from_shape_vec((W6_BATCH, MLP[0]), x6.clone()).expect("W6 x");
+        let flops = (3 * mlp_flops_per_row() * W6_BATCH) as f64;
+        if args.ndarray {
+            let mut mlp = nd::Mlp::new(&ps);
+            let mut opt = nd::AdamW::new(&mlp);
+            let first = nd::w6_step(&mut mlp, &mut opt, &xa, &y_idx);
+            let t = time(plan, || nd::w6_step(&mut mlp, &mut opt, &xa, &y_idx));
+            rows.push(
+                Row::new("W6_mlp_train_step_b256", "ndarray", t)
+                    .flops(flops)
+                    .steps()
+                    .note(&format!("backward written by hand; first loss {first:.4}")),
+            );
+        }
+        w6_rlx(&mut rows, plan, &ps, &x6, &y6, flops);
+    }
+    if w("W7") {
+        let (b, h, sq, d) = ATT;
+        let [q, k, v] = nd::w7_inputs();
+        let reference = nd::w7(&q, &k, &v);
+        let flops = (4 * b * h * sq * sq * d) as f64;
+        if args.ndarray {
+            rows.push(
+                Row::new(
+                    "W7_causal_attention",
+                    "ndarray",
+                    time(plan, || nd::w7(&q, &k, &v)),
+                )
+                .flops(flops),
+            );
+        }
+        let (qs, ks, vs) = (
+            rlx::swap_heads_seq(&q, b, h, sq, d, true),
+            rlx::swap_heads_seq(&k, b, h, sq, d, true),
+            rlx::swap_heads_seq(&v, b, h, sq, d, true),
+        );
+        let f = rlx::w7();
+        let run = || f.run(&[("q", &qs), ("k", &ks), ("v", &vs)]);
+        let out = rlx::swap_heads_seq(&run()[0], b, h, sq, d, false);
+        let check = rel_err(&out, &reference);
+        rows.push(
+            Row::new("W7_causal_attention", "rlx", time(plan, run))
+                .flops(flops)
+                .check(check)
+                .note("[B,S,H,D] layout"),
+        );
+    }
+    if w("W8") {
+        let (a, b) = ([1.0f32, -2.0, 3.0], [0.5f32, 0.5, -4.0]);
+        if args.ndarray {
+            let (aa, ba) = (Array1::from_vec(a.to_vec()), Array1::from_vec(b.to_vec()));
+            rows.push(Row::new(
+                "W8_dispatch_3elem",
+                "ndarray",
+                time(plan, || (&aa + &ba).mapv_into(|v| v.max(0.0))),
+            ));
+        }
+        let f = rlx::w8();
+        let run = || f.run(&[("a", &a), ("b", &b)]);
+        let check = rel_err(&run()[0], &[1.5, 0.0, 0.0]);
+        rows.push(
+            Row::new("W8_dispatch_3elem", "rlx", time(plan, run))
+                .check(check)
+                .note("Jitted::run"),
+        );
+    }
+    if w("W10") {
+        let x = nd::w10_input();
+        let xa = Array2::from_shape_vec(W10, x.clone()).expect("W10 x");
+        let reference = nd::w10(&xa).into_raw_vec_and_offset().0;
+        let bytes = (2 * W10.0 * W10.1 * 4) as f64;
+        if args.ndarray {
+            rows.push(
+                Row::new(
+                    "W10_vmap_grad",
+                    "ndarray_hand_derived",
+                    time(plan, || nd::w10(&xa)),
+                )
+                .bytes(bytes),
+            );
+        }
+        w10_rlx(&mut rows, plan, &x, &reference, bytes);
+    }
+    report::print_table(&rows, &bounds);
+    if args.json {
+        for r in &rows {
+            println!("{}", r.json());
+        }
+    }
+}
+
+#[cfg(feature = "train")]
+fn w6_rlx(rows: &mut Vec<Row>, plan: Plan, ps: &[Vec<f32>], x: &[f32], y: &[f32], flops: f64) {
+    let mut f = rlx::w6_func(ps, W6_BATCH);
+    let mut opt = rlx_tensor::AdamW::new(1e-3);
+    let (nf, first) = rlx::w6_step(&f, &mut opt, x, y);
+    f = nf;
+    let t = time(plan, || {
+        let (nf, loss) = rlx::w6_step(&f, &mut opt, x, y);
+        f = nf;
+        loss
+    });
+    rows.push(
+        Row::new("W6_mlp_train_step_b256", "rlx", t)
+            .flops(flops)
+            .steps()
+            .note(&format!(
+                "Func::train_step_all + AdamW; first loss {first:.4}"
+            )),
+    );
+}
+
+#[cfg(not(feature = "train"))]
+fn w6_rlx(_: &mut Vec<Row>, _: Plan, _: &[Vec<f32>], _: &[f32], _: &[f32], _: f64) {
+    println!("note: W6 on rlx skipped: build with `--features train` (Func::train_step_all)");
+}
+
+#[cfg(feature = "transforms")]
+fn w10_rlx(rows: &mut Vec<Row>, plan: Plan, x: &[f32], reference: &[f32], bytes: f64) {
+    let f = rlx::w10();
+    let run = || f.run(&[("x", x)]);
+    let check = rel_err(&run()[0], reference);
+    rows.push(
+        Row::new("W10_vmap_grad", "rlx", time(plan, run))
+            .bytes(bytes)
+            .check(check)
+            .note("jit(vmap(grad(f)))"),
+    );
+}
+
+#[cfg(not(feature = "transforms"))]
+fn w10_rlx(_: &mut Vec<Row>, _: Plan, _: &[f32], _: &[f32], _: f64) {
+    println!(
+        "note: W10 on rlx skipped: build with `--features transforms` (Func::grad, Func::vmap)"
+    );
+}

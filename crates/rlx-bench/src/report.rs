@@ -1,0 +1,228 @@
+//! Result rows, the printed table and JSON lines (same keys as `shared/bench/peers.py`).
+
+use crate::timing::Timing;
+
+/// One measurement of one system on one workload.
+pub struct Row {
+    workload: String,
+    system: String,
+    t: Timing,
+    bytes: Option<f64>,
+    flops: Option<f64>,
+    gbps: Option<f64>,
+    gflops: Option<f64>,
+    steps: bool,
+    check: Option<f64>,
+    note: String,
+}
+
+impl Row {
+    /// A row with only a timing.
+    pub fn new(workload: &str, system: &str, t: Timing) -> Row {
+        Row {
+            workload: workload.into(),
+            system: system.into(),
+            t,
+            bytes: None,
+            flops: None,
+            gbps: None,
+            gflops: None,
+            steps: false,
+            check: None,
+            note: String::new(),
+        }
+    }
+    /// Nominal bytes moved per call (rate in GB/s).
+    pub fn bytes(mut self, b: f64) -> Row {
+        self.bytes = Some(b);
+        self
+    }
+    /// Nominal flops per call (rate in GFLOP/s).
+    pub fn flops(mut self, f: f64) -> Row {
+        self.flops = Some(f);
+        self
+    }
+    /// A rate measured directly in GB/s (probes).
+    pub fn gbps(mut self, g: f64) -> Row {
+        self.gbps = Some(g);
+        self
+    }
+    /// A rate measured directly in GFLOP/s (probes).
+    pub fn gflops(mut self, g: f64) -> Row {
+        self.gflops = Some(g);
+        self
+    }
+    /// Also report steps per second.
+    pub fn steps(mut self) -> Row {
+        self.steps = true;
+        self
+    }
+    /// Largest relative difference from the reference result.
+    pub fn check(mut self, c: f64) -> Row {
+        self.check = Some(c);
+        self
+    }
+    /// Free-text note.
+    pub fn note(mut self, n: &str) -> Row {
+        self.note = n.into();
+        self
+    }
+    fn rate_gbps(&self) -> Option<f64> {
+        self.gbps.or(self.bytes.map(|b| b / self.t.median_s / 1e9))
+    }
+    fn rate_gflops(&self) -> Option<f64> {
+        self.gflops
+            .or(self.flops.map(|f| f / self.t.median_s / 1e9))
+    }
+    fn rate(&self) -> String {
+        if let Some(g) = self.rate_gbps() {
+            format!("{g:8.2} GB/s")
+        } else if let Some(g) = self.rate_gflops() {
+            format!("{g:8.1} GFLOP/s")
+        } else {
+            String::new()
+        }
+    }
+
+    /// One JSON object in the format of `peers.py` records.
+    pub fn json(&self) -> String {
+        let mut s = format!(
+            "{{\"peer\": \"{}\", \"workload\": \"{}\", \"median_s\": {:e}, \"min_s\": {:e}, \"max_s\": {:e}, \"repeats\": {}, \"inner\": {}",
+            self.system,
+            self.workload,
+            self.t.median_s,
+            self.t.min_s,
+            self.t.max_s,
+            self.t.repeats,
+            self.t.inner
+        );
+        if let Some(g) = self.rate_gbps() {
+            s += &format!(", \"gbps\": {g:.4}");
+        }
+        if let Some(g) = self.rate_gflops() {
+            s += &format!(", \"gflops\": {g:.4}");
+        }
+        if self.steps {
+            s += &format!(", \"steps_per_s\": {:.4}", 1.0 / self.t.median_s);
+        }
+        if let Some(c) = self.check {
+            s += &format!(", \"check\": {c:e}");
+        }
+        if !self.note.is_empty() {
+            s += &format!(", \"note\": \"{}\"", self.note.replace('"', "'"));
+        }
+        s + "}"
+    }
+}
+
+/// The machine bounds measured by the probes (all threads).
+#[derive(Default)]
+pub struct Bounds {
+    /// STREAM triad GB/s.
+    pub triad_gbps: Option<f64>,
+    /// FMA peak GFLOP/s.
+    pub fma_gflops: Option<f64>,
+}
+
+fn fmt_time(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:8.3} s ")
+    } else if s >= 1e-3 {
+        format!("{:8.3} ms", s * 1e3)
+    } else {
+        format!("{:8.3} µs", s * 1e6)
+    }
+}
+
+/// Prints the machine and load the run starts under.
+pub fn print_env(threads: usize) {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "rlx-bench: {cpu}, {threads} threads (rayon), load average {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
+/// The result table: per workload, every system's median and rate; for rlx rows the speedup
+/// over the `ndarray` row (time ratio, > 1 = rlx faster) and the fraction of the machine
+/// bound (W1: triad bandwidth, target ≥ 0.85; W4: FMA peak).
+pub fn print_table(rows: &[Row], bounds: &Bounds) {
+    println!();
+    println!(
+        "{:<24} {:<22} {:>11} {:>16} {:>9} {:>9} {:>9}  note",
+        "workload", "system", "median", "rate", "vs nd", "vs bound", "check"
+    );
+    let mut last = "";
+    for r in rows {
+        if r.workload != last && !last.is_empty() {
+            println!();
+        }
+        last = &r.workload;
+        let nd = rows
+            .iter()
+            .find(|o| o.workload == r.workload && o.system == "ndarray");
+        let vs_nd = match nd {
+            Some(nd) if !r.system.starts_with("ndarray") => {
+                format!("{:8.2}x", nd.t.median_s / r.t.median_s)
+            }
+            _ => String::new(),
+        };
+        let vs_bound = if r.workload.starts_with("W1") {
+            bounds
+                .triad_gbps
+                .zip(r.rate_gbps())
+                .map(|(b, g)| format!("{:8.2}T", g / b))
+        } else if r.workload.starts_with("W4") {
+            bounds
+                .fma_gflops
+                .zip(r.rate_gflops())
+                .map(|(b, g)| format!("{:8.2}P", g / b))
+        } else {
+            None
+        }
+        .unwrap_or_default();
+        let check = r.check.map(|c| format!("{c:9.1e}")).unwrap_or_default();
+        let steps = if r.steps {
+            format!(" ({:.1} steps/s)", 1.0 / r.t.median_s)
+        } else {
+            String::new()
+        };
+        let once = if r.t.repeats == 1 && r.t.inner == 1 && r.workload != "W9_compile_latency" {
+            " [timed once: slow]"
+        } else {
+            ""
+        };
+        println!(
+            "{:<24} {:<22} {:>11} {:>16} {:>9} {:>9} {:>9}  {}{steps}{once}",
+            r.workload,
+            r.system,
+            fmt_time(r.t.median_s),
+            r.rate(),
+            vs_nd,
+            vs_bound,
+            check,
+            r.note
+        );
+    }
+    println!();
+    println!(
+        "vs nd: ndarray time ÷ this time (> 1: faster than ndarray). vs bound: T = fraction of the"
+    );
+    println!(
+        "all-thread STREAM triad bandwidth (W1 target ≥ 0.85), P = fraction of the all-thread FMA peak."
+    );
+    println!(
+        "check: largest |x − ref| / max(1, |ref|) against the ndarray result (W8: hand value)."
+    );
+}

@@ -1,0 +1,179 @@
+//! The workloads on rlx, through the public `rlx_tensor` API only: each is a traced
+//! [`Func`] compiled once ([`Func::jit`]) and then called, the way a user would run it.
+
+use crate::inputs::{ATT, LN, LN_EPS, MLP, SM, W5_BATCH};
+use rlx_tensor::{DType, Device, Func, GraphScope, Jitted, MaskKind, Model, Shape, Tensor};
+
+fn f32s(dims: &[usize]) -> Shape {
+    Shape::new(dims, DType::F32)
+}
+
+/// W1: `exp(relu((a + b)·c − 0.5))` over `n` elements.
+pub fn w1(n: usize) -> Jitted {
+    Func::new("w1", |s| {
+        let a = s.input("a", f32s(&[n]));
+        let b = s.input("b", f32s(&[n]));
+        let c = s.input("c", f32s(&[n]));
+        (&(&(&a + &b) * &c) - 0.5f32).relu().exp()
+    })
+    .jit()
+}
+
+/// W2: softmax over the last axis.
+pub fn w2() -> Jitted {
+    Func::new("w2", |s| s.input("x", f32s(&[SM.0, SM.1])).softmax(-1)).jit()
+}
+
+/// W3: layer norm over the last axis (gamma, beta as inputs).
+pub fn w3() -> Jitted {
+    Func::new("w3", |s| {
+        let x = s.input("x", f32s(&[LN.0, LN.1]));
+        let g = s.input("g", f32s(&[LN.1]));
+        let b = s.input("b", f32s(&[LN.1]));
+        x.layer_norm(&g, &b, LN_EPS)
+    })
+    .jit()
+}
+
+/// W4: `a @ b`, both `n × n`.
+pub fn w4(n: usize) -> Jitted {
+    Func::new("w4", |s| {
+        let a = s.input("a", f32s(&[n, n]));
+        let b = s.input("b", f32s(&[n, n]));
+        a.matmul(&b)
+    })
+    .jit()
+}
+
+/// The MLP body shared by W5, W6 and W9: params `w1, b1, w2, b2, w3, b3`.
+fn mlp_logits(s: &mut GraphScope, x: &Tensor) -> Tensor {
+    let mut h = x.clone();
+    for (i, d) in MLP.windows(2).enumerate() {
+        let w = s.param(format!("w{}", i + 1), f32s(&[d[0], d[1]]));
+        let b = s.param(format!("b{}", i + 1), f32s(&[d[1]]));
+        h = &h.matmul(&w) + &b;
+        if i + 2 < MLP.len() {
+            h = h.gelu_approx();
+        }
+    }
+    h
+}
+
+fn bind_mlp(mut f: Func, ps: &[Vec<f32>]) -> Func {
+    for (i, p) in ps.iter().enumerate() {
+        let name = if i % 2 == 0 {
+            format!("w{}", i / 2 + 1)
+        } else {
+            format!("b{}", i / 2 + 1)
+        };
+        f = f.with_param(name, p.clone());
+    }
+    f
+}
+
+/// W5 as a [`Func`] with bound params (input `x: [batch, 784]`).
+pub fn w5_func(ps: &[Vec<f32>], batch: usize) -> Func {
+    let f = Func::new("w5", |s| {
+        let x = s.input("x", f32s(&[batch, MLP[0]]));
+        mlp_logits(s, &x)
+    });
+    bind_mlp(f, ps)
+}
+
+/// W5: MLP forward, compiled.
+pub fn w5(ps: &[Vec<f32>]) -> Jitted {
+    w5_func(ps, W5_BATCH).jit()
+}
+
+/// W9: a fresh W5 function, compiled (bypassing the compile cache) and run once; returns
+/// the output so the caller can check it.
+pub fn w9_once(ps: &[Vec<f32>], x: &[f32]) -> Vec<f32> {
+    let f = w5_func(ps, W5_BATCH);
+    let mut m = Model::on(f.graph().clone(), Device::Cpu);
+    for (i, p) in ps.iter().enumerate() {
+        let name = if i % 2 == 0 {
+            format!("w{}", i / 2 + 1)
+        } else {
+            format!("b{}", i / 2 + 1)
+        };
+        m.set(&name, p);
+    }
+    m.run(&[("x", x)]).swap_remove(0)
+}
+
+/// W6: the training function (mean softmax cross-entropy of the MLP) with bound params.
+#[cfg(feature = "train")]
+pub fn w6_func(ps: &[Vec<f32>], batch: usize) -> Func {
+    let f = Func::new("w6", |s| {
+        let x = s.input("x", f32s(&[batch, MLP[0]]));
+        let y = s.input("y", f32s(&[batch]));
+        mlp_logits(s, &x)
+            .softmax_cross_entropy_with_logits(&y)
+            .mean_all()
+    });
+    bind_mlp(f, ps)
+}
+
+/// W6: one `train_step_all` with AdamW(1e-3, 0.9, 0.999, 1e-8, wd 0.01); returns the new
+/// function and the loss.
+#[cfg(feature = "train")]
+pub fn w6_step(f: &Func, opt: &mut rlx_tensor::AdamW, x: &[f32], y: &[f32]) -> (Func, f32) {
+    let (nf, loss) = f.train_step_all(opt, &[("x", x), ("y", y)]);
+    (nf, loss[0])
+}
+
+/// W7: causal attention, q/k/v laid out `[B, S, H, D]` (rlx's attention layout).
+pub fn w7() -> Jitted {
+    let (b, h, sq, d) = ATT;
+    Func::new("w7", |s| {
+        let q = s.input("q", f32s(&[b, sq, h, d]));
+        let k = s.input("k", f32s(&[b, sq, h, d]));
+        let v = s.input("v", f32s(&[b, sq, h, d]));
+        q.attention(&k, &v, h, d, MaskKind::Causal)
+    })
+    .jit()
+}
+
+/// `[B, H, S, D]` ⇄ `[B, S, H, D]` (host-side, outside the timed region).
+pub fn swap_heads_seq(
+    x: &[f32],
+    b: usize,
+    h: usize,
+    sq: usize,
+    d: usize,
+    to_bshd: bool,
+) -> Vec<f32> {
+    let mut out = vec![0f32; x.len()];
+    for bi in 0..b {
+        for hi in 0..h {
+            for si in 0..sq {
+                let bhsd = ((bi * h + hi) * sq + si) * d;
+                let bshd = ((bi * sq + si) * h + hi) * d;
+                let (src, dst) = if to_bshd { (bhsd, bshd) } else { (bshd, bhsd) };
+                out[dst..dst + d].copy_from_slice(&x[src..src + d]);
+            }
+        }
+    }
+    out
+}
+
+/// W8: `relu(a + b)` on 3 elements.
+pub fn w8() -> Jitted {
+    Func::new("w8", |s| {
+        let a = s.input("a", f32s(&[3]));
+        let b = s.input("b", f32s(&[3]));
+        (&a + &b).relu()
+    })
+    .jit()
+}
+
+/// W10: `vmap(grad(f))` with `f(x) = Σ x·x·sin x`, compiled.
+#[cfg(feature = "transforms")]
+pub fn w10() -> Jitted {
+    use crate::inputs::W10;
+    let f = Func::new("w10", |s| {
+        let x = s.input("x", f32s(&[W10.1]));
+        (&(&x * &x) * &x.sin()).sum_all()
+    });
+    f.grad(&["x"]).vmap(&["x"], W10.0).jit()
+}
