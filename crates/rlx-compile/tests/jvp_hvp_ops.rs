@@ -9,7 +9,7 @@ mod cases;
 #[path = "jvp_ops/table.rs"]
 mod table;
 
-use cases::{Case, Check, Rng, data, values};
+use cases::{Case, Check, Rng, data, values, within};
 use rlx_compile::autodiff::value_and_grad_graph;
 use rlx_compile::jvp::{jvp_graph, tangent_name};
 use rlx_compile::vmap::vmap;
@@ -123,7 +123,7 @@ fn check_hvp(c: &Case) -> Result<bool, String> {
             .collect();
         let got = &out[2 + k + j];
         for (i, (a, b)) in got.iter().zip(&fd).enumerate() {
-            if !((a - b).abs() <= 1e-5 * (1.0 + b.abs())) {
+            if !within(*a, *b, 1e-5) {
                 return Err(format!(
                     "H·v block {j} element {i}: {a} vs finite differences {b}\n  hvp: {got:?}\n  fd:  {fd:?}"
                 ));
@@ -190,7 +190,7 @@ fn check_vmap_grad(c: &Case) -> Result<bool, String> {
             want.extend(run(&vg, &ex)?[o].clone());
         }
         for (i, (a, b)) in got_o.iter().zip(&want).enumerate() {
-            if !((a - b).abs() <= 1e-9 * (1.0 + b.abs())) {
+            if !within(*a, *b, 1e-9) {
                 return Err(format!("output {o} element {i}: vmap {a} vs loop {b}"));
             }
         }
@@ -260,7 +260,7 @@ fn check_grad_of_vmap(c: &Case) -> Result<bool, String> {
             want.extend(run(&vg, &ex)?[1 + k].clone());
         }
         for (i, (a, b)) in got[1 + k].iter().zip(&want).enumerate() {
-            if !((a - b).abs() <= 1e-9 * (1.0 + b.abs())) {
+            if !within(*a, *b, 1e-9) {
                 return Err(format!("gradient {k} element {i}: {a} vs loop {b}"));
             }
         }

@@ -7,7 +7,7 @@ mod cases;
 #[path = "jvp_ops/table.rs"]
 mod table;
 
-use cases::{Case, Check, NON_LEAF, Rng, data, values, variant};
+use cases::{Case, Check, NON_LEAF, Rng, data, values, variant, within};
 use rlx_compile::jvp::{jvp_graph, tangent_name};
 use rlx_ir::{Graph, NodeId, TensorData, interp};
 use std::collections::BTreeSet;
@@ -95,7 +95,7 @@ fn check(c: &Case) -> Result<(), String> {
         ));
     }
     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-        if !((a - b).abs() <= c.tol * (1.0 + b.abs())) {
+        if !within(*a, *b, c.tol) {
             return Err(format!(
                 "element {i}: jvp {a} vs expected {b}\n  jvp:      {got:?}\n  expected: {want:?}"
             ));

@@ -97,13 +97,13 @@ pub(crate) fn max_pool_decomposed(
 ) -> IrResult<NodeId> {
     let sr = kernel.len();
     let mut xp = x;
-    for a in 0..sr {
-        if padding[a] > 0 {
+    for (a, &p) in padding.iter().enumerate() {
+        if p > 0 {
             xp = e.op(
                 Op::Pad {
                     axis: 2 + a,
-                    before: padding[a],
-                    after: padding[a],
+                    before: p,
+                    after: p,
                     value: f64::NEG_INFINITY,
                 },
                 vec![xp],

@@ -33,6 +33,9 @@ pub struct In {
     pub diff: bool,
 }
 
+/// A host reference: the expected tangent from the inputs and the tangents.
+pub type Reference = Box<dyn Fn(&[TensorData], &[TensorData]) -> Vec<f64>>;
+
 /// What the JVP of a case is checked against.
 pub enum Check {
     /// Central finite differences of the function.
@@ -42,7 +45,7 @@ pub enum Check {
     /// The tangent is zero.
     Zero,
     /// Computed on the host from the inputs and the tangents.
-    Custom(Box<dyn Fn(&[TensorData], &[TensorData]) -> Vec<f64>>),
+    Custom(Reference),
 }
 
 type Build = Box<dyn Fn(&mut Graph, &[NodeId]) -> IrResult<NodeId>>;
@@ -219,4 +222,9 @@ pub fn data(spec: &In, batch: &[usize], vals: &[f64]) -> TensorData {
     let mut dims = batch.to_vec();
     dims.extend_from_slice(&spec.dims);
     TensorData::from_f64_as(spec.dtype, &dims, vals)
+}
+
+/// `a` equals `b` up to `tol` relative to `1 + |b|` (false for NaN).
+pub fn within(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol * (1.0 + b.abs())
 }
