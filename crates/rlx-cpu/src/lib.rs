@@ -1,17 +1,39 @@
 //! # rlx-cpu — the CPU backend
 //!
-//! Implements [`rlx_runtime::Backend`] for [`Device::Cpu`].
+//! Implements [`rlx_runtime::Backend`] for [`Device::Cpu`]. Graphs are compiled by
+//! [`rlx_compile::compile`] into a [`rlx_compile::Program`] (fused kernels over one
+//! memory-planned arena) and executed here:
+//! - elementwise kernels run tile by tile (intermediates in an L1-resident per-thread
+//!   scratch, never in memory), with vectorizable loops per op and the vectorized
+//!   transcendental functions of [`math`];
+//! - reductions fold their fused prologue tile by tile and apply their epilogue;
+//! - softmax, log-softmax, layer norm and RMS norm run as row kernels (kept whole);
+//! - matmuls go through [`gemm`] with operands read in place through their views and
+//!   the epilogue (bias, activation, residual) applied over the product;
+//! - every other op runs the oracle ([`rlx_ir::interp::eval_op`]) on its operands.
 //!
-//! Status: this backend currently executes the verified graph through the oracle
-//! interpreter ([`rlx_ir::interp`]), op by op. The compiled path (fusion, memory
-//! planning, tiled SIMD kernels) replaces the executor behind the same trait.
+//! Work is split into fixed-size chunks spread over the cores with rayon, so results
+//! are bit-identical from run to run.
 
+mod exec;
 pub mod gemm;
 pub mod math;
 
-use rlx_ir::{Graph, Op, TensorData, TensorView, interp};
-use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult, arg_order};
+use rlx_compile::{CompileOptions, compile};
+use rlx_ir::Graph;
+use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult};
 use std::sync::Arc;
+
+/// High-level ops the CPU executes whole (the compiler does not decompose them).
+pub const KEPT_WHOLE: [&str; 4] = ["softmax", "log_softmax", "layer_norm", "rms_norm"];
+
+/// The compile options the CPU backend uses.
+pub fn compile_options() -> CompileOptions {
+    CompileOptions {
+        keep_whole: KEPT_WHOLE.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
 
 /// The CPU backend.
 #[derive(Debug, Default, Clone, Copy)]
@@ -36,53 +58,17 @@ impl Backend for CpuBackend {
                 "the CPU backend cannot compile for {device}"
             )));
         }
-        let names = arg_order(graph)
-            .into_iter()
-            .map(|id| match &graph.node(id).op {
-                Op::Input { name } | Op::Param { name } => name.clone(),
-                _ => unreachable!(),
-            })
-            .collect();
-        Ok(Arc::new(InterpExecutable {
-            graph: graph.clone(),
-            names,
-        }))
+        let program = compile(graph, &compile_options())?;
+        Ok(Arc::new(exec::CpuExecutable::new(program)?))
     }
 }
 
-/// A graph executed op by op by the oracle interpreter.
-struct InterpExecutable {
-    graph: Graph,
-    names: Vec<String>,
-}
-
-impl Executable for InterpExecutable {
-    fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
-        if args.len() != self.names.len() {
-            return Err(RuntimeError::new(format!(
-                "graph `{}` takes {} arguments ({:?}), got {}",
-                self.graph.name,
-                self.names.len(),
-                self.names,
-                args.len()
-            )));
-        }
-        let owned: Vec<TensorData> = args.iter().map(|a| a.to_owned()).collect();
-        let named: Vec<(&str, &TensorData)> = self
-            .names
-            .iter()
-            .map(|s| s.as_str())
-            .zip(owned.iter())
-            .collect();
-        Ok(interp::run_refs(&self.graph, &named)?)
-    }
-
-    fn explain(&self) -> String {
-        format!(
-            "CPU (oracle interpreter): graph `{}`, {} nodes executed one by one, no fusion, every intermediate materialized\n{}",
-            self.graph.name,
-            self.graph.len(),
-            self.graph
-        )
-    }
+/// Compile `graph` with `opts` for the CPU (for tests and tools that want other
+/// options than the backend's defaults).
+pub fn compile_with(graph: &Graph, opts: &CompileOptions) -> RuntimeResult<Arc<dyn Executable>> {
+    graph
+        .verify()
+        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
+    let program = compile(graph, opts)?;
+    Ok(Arc::new(exec::CpuExecutable::new(program)?))
 }

@@ -1,0 +1,135 @@
+//! Binding a program to concrete dims: buffer sizes, arena offsets, and every
+//! kernel's loads, tile programs and iteration spaces. Done once for static
+//! programs and once per distinct binding of the dynamic dims (then cached).
+
+use super::contract::ContractPlan;
+use super::ew::EwPlan;
+use super::loads::LoadPlan;
+use super::opaque::OpaquePlan;
+use super::reduce::ReducePlan;
+use super::row::RowPlan;
+use rlx_compile::program::{
+    KernelKind, Load, Program, Strided, concrete, view::gather_map,
+};
+use rlx_compile::{memplan, program::bind_load};
+use rlx_ir::{DimBinding, IrError, IrResult};
+
+/// One kernel, bound.
+pub(crate) enum BKernel {
+    Ew(EwPlan),
+    Reduce(ReducePlan),
+    Row(RowPlan),
+    Contract(ContractPlan),
+    Opaque(OpaquePlan),
+}
+
+/// A program bound to concrete dims.
+pub(crate) struct Bound {
+    pub(crate) buf_dims: Vec<Vec<usize>>,
+    pub(crate) buf_bytes: Vec<usize>,
+    pub(crate) offsets: Vec<usize>,
+    pub(crate) arena: usize,
+    pub(crate) kernels: Vec<BKernel>,
+}
+
+/// Strided form of `l` over `dims` (the space the load is evaluated in).
+pub(crate) fn strided_of(p: &Program, l: &Load, buf_dims: &[usize], b: &DimBinding) -> Option<Strided> {
+    let _ = p;
+    bind_load(buf_dims, &l.steps, b)
+}
+
+/// A plan for load `l` evaluated over exactly `dims` (uncollapsed).
+pub(crate) fn plan_load(p: &Program, bound_dims: &[Vec<usize>], l: &Load, dims: &[usize], b: &DimBinding) -> IrResult<LoadPlan> {
+    let bd = &bound_dims[l.buf];
+    let dt = p.buffers[l.buf].shape.dtype();
+    match strided_of(p, l, bd, b) {
+        Some(s) => {
+            if s.dims != dims {
+                return Err(IrError::new(
+                    "cpu",
+                    format!("internal: load of buffer {} has dims {:?}, expected {dims:?}", l.buf, s.dims),
+                ));
+            }
+            Ok(LoadPlan::strided(l.buf, dt, &s.dims, s.strides, s.offset))
+        }
+        None => {
+            let t = gather_map(bd, &l.steps, b).ok_or_else(|| IrError::new("cpu", "unbound dynamic dim in a view"))?;
+            Ok(LoadPlan::table(l.buf, dt, dims.len(), t))
+        }
+    }
+}
+
+/// Bind `p` under `binding`.
+pub(crate) fn bind(p: &Program, binding: &DimBinding) -> IrResult<Bound> {
+    let mut buf_dims = Vec::with_capacity(p.buffers.len());
+    let mut buf_bytes = Vec::with_capacity(p.buffers.len());
+    for (i, b) in p.buffers.iter().enumerate() {
+        let d = concrete(b.shape.dims(), binding).ok_or_else(|| {
+            IrError::new(
+                "cpu",
+                format!("buffer {i} of type {} has a dynamic dim that no argument binds", b.shape),
+            )
+        })?;
+        buf_bytes.push(d.iter().product::<usize>() * b.shape.dtype().size_bytes());
+        buf_dims.push(d);
+    }
+    let (offsets, arena) = memplan::plan_offsets(p, &buf_bytes);
+    let mut kernels = Vec::with_capacity(p.kernels.len());
+    for k in &p.kernels {
+        let bk = match &k.kind {
+            KernelKind::Elementwise { space, expr } => {
+                let dims = concrete(space, binding).expect("bound");
+                BKernel::Ew(EwPlan::new(p, &buf_dims, k, expr, &dims, binding)?)
+            }
+            KernelKind::Reduce { .. } => BKernel::Reduce(ReducePlan::new(p, &buf_dims, k, binding)?),
+            KernelKind::Row { .. } => BKernel::Row(RowPlan::new(p, &buf_dims, k, binding)?),
+            KernelKind::Contraction { .. } => BKernel::Contract(ContractPlan::new(p, &buf_dims, k, binding)?),
+            KernelKind::Opaque { .. } | KernelKind::Attention { .. } => {
+                BKernel::Opaque(OpaquePlan::new(p, &buf_dims, k, binding)?)
+            }
+        };
+        kernels.push(bk);
+    }
+    Ok(Bound {
+        buf_dims,
+        buf_bytes,
+        offsets,
+        arena,
+        kernels,
+    })
+}
+
+/// The binding of the dynamic dims from the argument dims; errors name the argument.
+pub(crate) fn binding_from_args(p: &Program, dims: &[&[usize]]) -> IrResult<DimBinding> {
+    let mut b = DimBinding::new();
+    for ((name, shape), d) in p.args.iter().zip(dims) {
+        if shape.rank() != d.len() {
+            return Err(IrError::new(
+                "cpu",
+                format!("argument `{name}` is declared {shape} but got dims {d:?}"),
+            ));
+        }
+        for (dim, &n) in shape.dims().iter().zip(d.iter()) {
+            match dim {
+                rlx_ir::Dim::Static(s) if *s != n => {
+                    return Err(IrError::new(
+                        "cpu",
+                        format!("argument `{name}` is declared {shape} but got dims {d:?}"),
+                    ));
+                }
+                rlx_ir::Dim::Dynamic(s) => match b.get(*s) {
+                    Some(prev) if prev != n => {
+                        return Err(IrError::new(
+                            "cpu",
+                            format!("dynamic dim ?{s} is {prev} elsewhere but `{name}` gives it {n} (dims {d:?})"),
+                        ));
+                    }
+                    _ => b.set(*s, n),
+                },
+                _ => {}
+            }
+        }
+    }
+    Ok(b)
+}
+

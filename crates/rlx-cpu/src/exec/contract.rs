@@ -1,0 +1,287 @@
+//! Contractions: batched matmul through the strided GEMM (`sgemm`/`dgemm`, operands
+//! read in place through their views, transposes free), written straight into the
+//! output buffer, then the fused epilogue (bias, activation, residual) applied in
+//! place over the result in parallel tiles.
+
+use super::bind::plan_load;
+use super::ew::{CHUNK, EwPlan};
+use super::loads::LoadPlan;
+use super::par::{Bases, SendPtr, chunks, par_for, unravel_into};
+use super::value::{Sv, Ty, cast_bits, read_bits};
+use crate::gemm::{MatMut, MatRef, dgemm, sgemm};
+use rlx_compile::program::{Kernel, KernelKind, Program};
+use rlx_ir::{DType, DimBinding, IrResult};
+
+/// A bound contraction.
+pub(crate) struct ContractPlan {
+    a: LoadPlan,
+    b: LoadPlan,
+    a_len: usize,
+    b_len: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    batch: Vec<usize>,
+    a_bstr: Vec<isize>,
+    b_bstr: Vec<isize>,
+    dtype: DType,
+    out_buf: usize,
+    out_dt: DType,
+    epilogue: EwPlan,
+    trivial: bool,
+}
+
+/// Per output batch axis, the operand's stride (0 where it broadcasts).
+fn batch_strides(p: &LoadPlan, dims: &[usize], batch: &[usize]) -> Vec<isize> {
+    let r = dims.len();
+    let nb = r - 2;
+    let off = batch.len() - nb;
+    // Table operands are gathered into dense row-major copies: use dense strides.
+    let dense = super::loads::LoadPlan::strided(0, p.dtype, dims, rlx_compile::program::Strided::dense(dims).strides, 0);
+    let strides = if p.table.is_some() { &dense.strides } else { &p.strides };
+    (0..batch.len())
+        .map(|i| {
+            if i < off || dims[i - off] == 1 {
+                0
+            } else {
+                strides[i - off]
+            }
+        })
+        .collect()
+}
+
+impl ContractPlan {
+    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], kern: &Kernel, bnd: &DimBinding) -> IrResult<ContractPlan> {
+        let KernelKind::Contraction {
+            a,
+            b,
+            out_space,
+            dtype,
+            epilogue,
+        } = &kern.kind
+        else {
+            unreachable!()
+        };
+        let out = rlx_compile::program::concrete(out_space, bnd).expect("bound");
+        let la = &kern.loads[*a];
+        let lb = &kern.loads[*b];
+        let ad = rlx_compile::program::bind_load(&bd[la.buf], &la.steps, bnd).map(|s| s.dims);
+        let bdims = rlx_compile::program::bind_load(&bd[lb.buf], &lb.steps, bnd).map(|s| s.dims);
+        // Operand dims: from the view when expressible, else from the buffer through the chain.
+        let a_dims = ad.unwrap_or_else(|| super::opaque::view_dims(&bd[la.buf], &la.steps, bnd));
+        let b_dims = bdims.unwrap_or_else(|| super::opaque::view_dims(&bd[lb.buf], &lb.steps, bnd));
+        let ap = plan_load(p, bd, la, &a_dims, bnd)?;
+        let bp = plan_load(p, bd, lb, &b_dims, bnd)?;
+        let r = out.len();
+        let (m, n) = (out[r - 2], out[r - 1]);
+        let k = a_dims[a_dims.len() - 1];
+        let batch = out[..r - 2].to_vec();
+        let st = kern.stores[0];
+        let ep = EwPlan::with(p, bd, kern, epilogue, (st.value, st.buf), &out, bnd)?;
+        let out_dt = p.buffers[st.buf].shape.dtype();
+        Ok(ContractPlan {
+            a_bstr: batch_strides(&ap, &a_dims, &batch),
+            b_bstr: batch_strides(&bp, &b_dims, &batch),
+            a_len: bd[la.buf].iter().product(),
+            b_len: bd[lb.buf].iter().product(),
+            a: ap,
+            b: bp,
+            m,
+            n,
+            k,
+            batch,
+            dtype: *dtype,
+            out_buf: st.buf,
+            out_dt,
+            trivial: epilogue.nodes.len() == 1 && out_dt == *dtype,
+            epilogue: ep,
+        })
+    }
+
+    pub(crate) fn run(&self, bases: &[*mut u8]) -> Result<(), String> {
+        let nb: usize = self.batch.iter().product();
+        let (m, n) = (self.m, self.n);
+        let total = nb * m * n;
+        if total == 0 {
+            return Ok(());
+        }
+        let native32 = self.dtype == DType::F32 && self.a.dtype == DType::F32 && self.b.dtype == DType::F32;
+        let native64 = self.dtype == DType::F64 && self.a.dtype == DType::F64 && self.b.dtype == DType::F64;
+        let direct = (native32 && self.out_dt == DType::F32) || (native64 && self.out_dt == DType::F64);
+        let w = if Ty::of(self.dtype) == Some(Ty::F32) { 4 } else { 8 };
+        let mut scratch: Vec<u64> = Vec::new();
+        let c_ptr: *mut u8 = if direct {
+            bases[self.out_buf]
+        } else {
+            scratch = vec![0u64; (total * w).div_ceil(8)];
+            scratch.as_mut_ptr() as *mut u8
+        };
+        if (native32 || native64) && self.a.table.is_none() && self.b.table.is_none() {
+            self.gemm(bases, c_ptr, native32);
+        } else {
+            self.generic(bases, c_ptr, w);
+        }
+        if self.trivial && direct {
+            return Ok(());
+        }
+        // Epilogue over the product, in place when the product lives in the output.
+        let cp = SendPtr(c_ptr);
+        let bs = Bases(bases);
+        par_for(chunks(total, CHUNK), |ch| {
+            let (bs, cp) = (bs, cp);
+            let (c0, c1) = (ch * CHUNK, ((ch + 1) * CHUNK).min(total));
+            let core = |flat: usize, _n: usize| Sv::Vec(unsafe { cp.0.add(flat * w) as *const u8 });
+            self.epilogue.run_range(bs.0, c0, c1, Some(&core))
+        })?;
+        drop(scratch);
+        Ok(())
+    }
+
+    /// Operand offsets of batch `bi`.
+    fn offsets(&self, bi: usize, idx: &mut [usize]) -> (usize, usize) {
+        unravel_into(bi, &self.batch, idx);
+        let mut ao = self.a.offset as isize;
+        let mut bo = self.b.offset as isize;
+        for (j, &i) in idx.iter().enumerate() {
+            ao += i as isize * self.a_bstr[j];
+            bo += i as isize * self.b_bstr[j];
+        }
+        (ao as usize, bo as usize)
+    }
+
+    fn gemm(&self, bases: &[*mut u8], c_ptr: *mut u8, f32s: bool) {
+        let nb: usize = self.batch.iter().product();
+        let (m, n, k) = (self.m, self.n, self.k);
+        let ra = self.a.strides.len();
+        let rb = self.b.strides.len();
+        let (ars, acs) = (self.a.strides[ra - 2], self.a.strides[ra - 1]);
+        let (brs, bcs) = (self.b.strides[rb - 2], self.b.strides[rb - 1]);
+        let threads = rayon::current_num_threads();
+        let work = m * n * k;
+        // Many small products: one thread each; few large ones: every thread on each.
+        let per_batch_threads = if nb >= threads && work < (1 << 21) { 1 } else { threads };
+        let (pa, pb, pc) = (SendPtr(bases[self.a.buf]), SendPtr(bases[self.b.buf]), SendPtr(c_ptr));
+        let one = |bi: usize, th: usize| {
+            let (pa, pb, pc) = (pa, pb, pc);
+            let mut idx = vec![0usize; self.batch.len()];
+            let (ao, bo) = self.offsets(bi, &mut idx);
+            unsafe {
+                if f32s {
+                    let a = MatRef { data: std::slice::from_raw_parts(pa.0 as *const f32, self.a_len), rows: m, cols: k, row_stride: ars, col_stride: acs, offset: ao };
+                    let b = MatRef { data: std::slice::from_raw_parts(pb.0 as *const f32, self.b_len), rows: k, cols: n, row_stride: brs, col_stride: bcs, offset: bo };
+                    let c = MatMut { data: std::slice::from_raw_parts_mut((pc.0 as *mut f32).add(bi * m * n), m * n), rows: m, cols: n, row_stride: n as isize, col_stride: 1, offset: 0 };
+                    sgemm(1.0, a, b, 0.0, c, th);
+                } else {
+                    let a = MatRef { data: std::slice::from_raw_parts(pa.0 as *const f64, self.a_len), rows: m, cols: k, row_stride: ars, col_stride: acs, offset: ao };
+                    let b = MatRef { data: std::slice::from_raw_parts(pb.0 as *const f64, self.b_len), rows: k, cols: n, row_stride: brs, col_stride: bcs, offset: bo };
+                    let c = MatMut { data: std::slice::from_raw_parts_mut((pc.0 as *mut f64).add(bi * m * n), m * n), rows: m, cols: n, row_stride: n as isize, col_stride: 1, offset: 0 };
+                    dgemm(1.0, a, b, 0.0, c, th);
+                }
+            }
+        };
+        if per_batch_threads == 1 && nb > 1 {
+            let _ = par_for(nb, |bi| {
+                one(bi, 1);
+                Ok(())
+            });
+        } else {
+            for bi in 0..nb {
+                one(bi, if k == 0 || m * n * k < (1 << 15) { 1 } else { per_batch_threads });
+            }
+        }
+    }
+
+    /// Any dtype / view: exact-type accumulation (f64 for floats, wrapping i64 for
+    /// integers), written as the product's dtype (compute bits, `w` bytes each).
+    fn generic(&self, bases: &[*mut u8], c_ptr: *mut u8, w: usize) {
+        let nb: usize = self.batch.iter().product();
+        let (m, n, k) = (self.m, self.n, self.k);
+        let at = |p: &LoadPlan, base: usize, i: usize, j: usize| -> usize {
+            match &p.table {
+                Some(t) => {
+                    // Tables index the operand's own flat order; batch base is a flat index too.
+                    let _ = t;
+                    unreachable!()
+                }
+                None => {
+                    let r = p.strides.len();
+                    (base as isize + i as isize * p.strides[r - 2] + j as isize * p.strides[r - 1]) as usize
+                }
+            }
+        };
+        let int = Ty::of(self.dtype) == Some(Ty::I64);
+        // Table (non-strided) operands are gathered into dense copies first.
+        let dense = |p: &LoadPlan, len: usize| -> Option<(Vec<u64>, LoadPlan)> {
+            let t = p.table.as_ref()?;
+            let mut v = vec![0u64; t.len()];
+            for (o, &off) in v.iter_mut().zip(t.iter()) {
+                *o = unsafe { read_bits(p.dtype, bases[p.buf], off) };
+            }
+            let _ = len;
+            Some((v, p.clone()))
+        };
+        let a_dense = dense(&self.a, self.a_len);
+        let b_dense = dense(&self.b, self.b_len);
+        let read = |p: &LoadPlan, d: &Option<(Vec<u64>, LoadPlan)>, off: usize| -> u64 {
+            match d {
+                Some((v, _)) => v[off],
+                None => unsafe { read_bits(p.dtype, bases[p.buf], off) },
+            }
+        };
+        let as_f64 = |dt: DType, bits: u64| -> f64 {
+            match Ty::of(dt).unwrap() {
+                Ty::F32 => f32::from_bits(bits as u32) as f64,
+                Ty::F64 => f64::from_bits(bits),
+                Ty::I64 => bits as i64 as f64,
+            }
+        };
+        let mut idx = vec![0usize; self.batch.len()];
+        for bi in 0..nb {
+            // Dense copies (offset 0) use their own row-major layout.
+            let (ao, bo) = self.offsets(bi, &mut idx);
+            for i in 0..m {
+                for j in 0..n {
+                    let bits = if int {
+                        let mut acc = 0i64;
+                        for t in 0..k {
+                            let x = read(&self.a, &a_dense, a_off(&self.a, &a_dense, ao, i, t, k, &at)) as i64;
+                            let y = read(&self.b, &b_dense, a_off(&self.b, &b_dense, bo, t, j, n, &at)) as i64;
+                            acc = acc.wrapping_add(x.wrapping_mul(y));
+                        }
+                        cast_bits(DType::I64, self.dtype, acc as u64)
+                    } else {
+                        let mut acc = 0f64;
+                        for t in 0..k {
+                            let x = as_f64(self.a.dtype, read(&self.a, &a_dense, a_off(&self.a, &a_dense, ao, i, t, k, &at)));
+                            let y = as_f64(self.b.dtype, read(&self.b, &b_dense, a_off(&self.b, &b_dense, bo, t, j, n, &at)));
+                            acc += x * y;
+                        }
+                        cast_bits(DType::F64, self.dtype, acc.to_bits())
+                    };
+                    let o = bi * m * n + i * n + j;
+                    unsafe {
+                        if w == 4 {
+                            *(c_ptr as *mut u32).add(o) = bits as u32;
+                        } else {
+                            *(c_ptr as *mut u64).add(o) = bits;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Offset of element (i, j) of an operand: dense copies are row-major with `cols`.
+fn a_off(
+    p: &LoadPlan,
+    dense: &Option<(Vec<u64>, LoadPlan)>,
+    base: usize,
+    i: usize,
+    j: usize,
+    cols: usize,
+    at: &dyn Fn(&LoadPlan, usize, usize, usize) -> usize,
+) -> usize {
+    if dense.is_some() { base + i * cols + j } else { at(p, base, i, j) }
+}
+

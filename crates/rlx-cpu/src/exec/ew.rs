@@ -1,0 +1,252 @@
+//! Elementwise kernels: the expression evaluated tile by tile over the iteration
+//! space (row segments when rows are long, flat runs across rows otherwise), with
+//! chunks of tiles spread over the cores.
+
+use super::bind::plan_load;
+use super::loads::{LoadPlan, TilePos, collapse};
+use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
+use super::value::{Sv, Ty, read_bits, write_bits};
+use super::vm::{TILE, TileEnv, TileProg, run_tile};
+use rlx_compile::program::{EOp, Expr, Kernel, Program};
+use rlx_ir::{DType, DimBinding, IrError, IrResult};
+
+/// Elements per parallel chunk.
+pub(crate) const CHUNK: usize = 1 << 16;
+
+/// A bound elementwise kernel.
+pub(crate) struct EwPlan {
+    prog: TileProg,
+    loads: Vec<LoadPlan>,
+    dims: Vec<usize>,
+    numel: usize,
+    row_mode: bool,
+    store_slot: u32,
+    store_buf: usize,
+    store_dt: DType,
+    /// A pure copy (one load stored as is): moved as bytes, for every dtype.
+    copy: bool,
+}
+
+/// Whether a run of `dt` elements can be copied as is from compute type `ty`.
+pub(crate) fn native(dt: DType, ty: Ty) -> bool {
+    matches!((dt, ty), (DType::F32, Ty::F32) | (DType::F64, Ty::F64) | (DType::I64, Ty::I64))
+}
+
+/// Store tile value `v` (compute type `ty`) as elements `flat..flat + n` of the dense
+/// `dt` buffer at `dst`.
+///
+/// # Safety
+/// `dst` must hold `flat + n` elements; a vector `v` must hold `n` elements.
+pub(crate) unsafe fn store(v: Sv, ty: Ty, dt: DType, dst: *mut u8, flat: usize, n: usize) {
+    unsafe {
+        match v {
+            Sv::Scal(b) => {
+                if dt == DType::F32 {
+                    let o = std::slice::from_raw_parts_mut((dst as *mut f32).add(flat), n);
+                    o.fill(f32::from_bits(b as u32));
+                } else {
+                    for i in 0..n {
+                        write_bits(dt, dst, flat + i, b);
+                    }
+                }
+            }
+            Sv::Vec(p) => {
+                let w = dt.size_bytes();
+                if native(dt, ty) {
+                    let d = dst.add(flat * w);
+                    if d as *const u8 != p {
+                        std::ptr::copy(p, d, n * w);
+                    }
+                } else if ty == Ty::F32 {
+                    for i in 0..n {
+                        write_bits(dt, dst, flat + i, *(p as *const u32).add(i) as u64);
+                    }
+                } else {
+                    for i in 0..n {
+                        write_bits(dt, dst, flat + i, *(p as *const u64).add(i));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl EwPlan {
+    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], k: &Kernel, expr: &Expr, dims: &[usize], b: &DimBinding) -> IrResult<EwPlan> {
+        let st = k.stores[0];
+        Self::with(p, bd, k, expr, (st.value, st.buf), dims, b)
+    }
+
+    /// A plan for `expr` over `dims` storing node `store.0` into buffer `store.1`
+    /// (also used for the epilogues of core kernels).
+    pub(crate) fn with(
+        p: &Program,
+        bd: &[Vec<usize>],
+        k: &Kernel,
+        expr: &Expr,
+        store: (u32, usize),
+        dims: &[usize],
+        b: &DimBinding,
+    ) -> IrResult<EwPlan> {
+        let mut loads = plan_used(p, bd, k, expr, dims, b)?;
+        let st = rlx_compile::program::Store {
+            value: store.0,
+            buf: store.1,
+        };
+        let store_dt = p.buffers[st.buf].shape.dtype();
+        let copy = expr.nodes.len() == 1
+            && matches!(expr.nodes[0].op, EOp::Load(_))
+            && expr.nodes[0].dtype == store_dt;
+        let prog = if copy {
+            TileProg::default()
+        } else {
+            TileProg::build(expr).ok_or_else(|| IrError::new("cpu", "an elementwise kernel computes on complex values"))?
+        };
+        let numel = dims.iter().product();
+        let (cdims, _) = collapse(dims, &vec![0; dims.len()], &mut loads);
+        let row_mode = cdims.last().is_some_and(|&d| d >= 256);
+        Ok(EwPlan {
+            prog,
+            loads,
+            dims: cdims,
+            numel,
+            row_mode,
+            store_slot: st.value,
+            store_buf: st.buf,
+            store_dt,
+            copy,
+        })
+    }
+
+    pub(crate) fn run(&self, bases: &[*mut u8]) -> Result<(), String> {
+        if self.numel == 0 {
+            return Ok(());
+        }
+        if self.copy {
+            return self.run_copy(bases);
+        }
+        let nchunks = chunks(self.numel, CHUNK);
+        let bs = Bases(bases);
+        par_for(nchunks, |c| {
+            let bs = bs;
+            let (c0, c1) = (c * CHUNK, ((c + 1) * CHUNK).min(self.numel));
+            self.run_range(bs.0, c0, c1, None)
+        })
+    }
+
+    /// Evaluate flat elements `c0..c1`, optionally with a core value per tile.
+    pub(crate) fn run_range(&self, bases: &[*mut u8], c0: usize, c1: usize, core: Option<&dyn Fn(usize, usize) -> Sv>) -> Result<(), String> {
+        let r = self.dims.len();
+        let last = r.saturating_sub(1);
+        let mut idx = vec![0usize; r];
+        let ty = Ty::of(self.store_dt).expect("real store");
+        with_scratch(|s| {
+            let mut flat = c0;
+            while flat < c1 {
+                unravel_into(flat, &self.dims, &mut idx);
+                let mut len = (c1 - flat).min(TILE);
+                let in_row = if r <= 1 {
+                    true
+                } else if self.row_mode {
+                    len = len.min(self.dims[last] - idx[last]);
+                    true
+                } else {
+                    idx[last] + len <= self.dims[last]
+                };
+                let t = TilePos {
+                    flat,
+                    idx: &idx,
+                    dims: &self.dims,
+                    len,
+                    in_row,
+                };
+                let env = TileEnv {
+                    loads: &self.loads,
+                    bases,
+                    core: core.map(|f| f(flat, len)),
+                };
+                unsafe {
+                    run_tile(&self.prog, &env, &t, s)?;
+                    let v = s.slots[self.store_slot as usize];
+                    store(v, ty, self.store_dt, bases[self.store_buf], flat, len);
+                }
+                flat += len;
+            }
+            Ok(())
+        })
+    }
+
+    fn run_copy(&self, bases: &[*mut u8]) -> Result<(), String> {
+        let p = &self.loads[0];
+        let w = self.store_dt.size_bytes();
+        let src = bases[p.buf] as *const u8;
+        let dst = bases[self.store_buf];
+        if p.flat_dense && p.table.is_none() {
+            unsafe { std::ptr::copy(src.add(p.offset * w), dst, self.numel * w) };
+            return Ok(());
+        }
+        let nchunks = chunks(self.numel, CHUNK);
+        let (s, d) = (super::par::SendPtr(src as *mut u8), super::par::SendPtr(dst));
+        par_for(nchunks, |c| {
+            let (s, d) = (s, d);
+            let (c0, c1) = (c * CHUNK, ((c + 1) * CHUNK).min(self.numel));
+            let mut idx = vec![0usize; self.dims.len()];
+            for f in c0..c1 {
+                let off = match &p.table {
+                    Some(t) => t[f],
+                    None => {
+                        unravel_into(f, &self.dims, &mut idx);
+                        let o: isize = idx.iter().zip(&p.strides).map(|(&i, &st)| i as isize * st).sum();
+                        (p.offset as isize + o) as usize
+                    }
+                };
+                unsafe { std::ptr::copy_nonoverlapping(s.0.add(off * w), d.0.add(f * w), w) };
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Plans for the loads `expr` uses, over `dims`; the kernel's other loads (used by
+/// another of its expressions) get inert placeholders.
+pub(crate) fn plan_used(p: &Program, bd: &[Vec<usize>], k: &Kernel, expr: &Expr, dims: &[usize], b: &DimBinding) -> IrResult<Vec<LoadPlan>> {
+    let mut used = vec![false; k.loads.len()];
+    for n in &expr.nodes {
+        if let EOp::Load(l) = n.op {
+            used[l] = true;
+        }
+    }
+    k.loads
+        .iter()
+        .zip(used)
+        .map(|(l, u)| {
+            if u {
+                plan_load(p, bd, l, dims, b)
+            } else {
+                Ok(LoadPlan::strided(l.buf, p.buffers[l.buf].shape.dtype(), dims, vec![0; dims.len()], 0))
+            }
+        })
+        .collect()
+}
+
+/// Read element `i` of a tile value as compute bits.
+///
+/// # Safety
+/// A vector value must hold more than `i` elements of `ty`.
+#[inline(always)]
+pub(crate) unsafe fn elem(v: Sv, ty: Ty, i: usize) -> u64 {
+    unsafe {
+        match v {
+            Sv::Scal(b) => b,
+            Sv::Vec(p) => match ty {
+                Ty::F32 => *(p as *const u32).add(i) as u64,
+                _ => *(p as *const u64).add(i),
+            },
+        }
+    }
+}
+
+#[allow(dead_code)]
+pub(crate) unsafe fn read(dt: DType, p: *const u8, i: usize) -> u64 {
+    unsafe { read_bits(dt, p, i) }
+}

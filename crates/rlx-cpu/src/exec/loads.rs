@@ -1,0 +1,250 @@
+//! Loads bound to an iteration space: strides per dim, or an offset table for views
+//! that strides cannot express; and fetching one tile of a load.
+
+use super::value::{Sv, Ty, read_bits};
+use rlx_ir::DType;
+use std::sync::Arc;
+
+/// A load bound to an iteration space of concrete dims.
+#[derive(Debug, Clone)]
+pub(crate) struct LoadPlan {
+    /// Buffer read.
+    pub(crate) buf: usize,
+    /// Its dtype.
+    pub(crate) dtype: DType,
+    /// Element offset of index 0.
+    pub(crate) offset: usize,
+    /// Element stride per iteration dim.
+    pub(crate) strides: Vec<isize>,
+    /// Offsets per flat iteration index, when strides cannot express the view.
+    pub(crate) table: Option<Arc<Vec<usize>>>,
+    /// Stride 1 over the whole space (flat index = element offset − `offset`).
+    pub(crate) flat_dense: bool,
+    /// Every stride is 0: one element for the whole space.
+    pub(crate) uniform: bool,
+}
+
+impl LoadPlan {
+    /// A strided plan over `dims` (already collapsed by the caller if it wishes).
+    pub(crate) fn strided(buf: usize, dtype: DType, dims: &[usize], strides: Vec<isize>, offset: usize) -> LoadPlan {
+        let mut acc = 1isize;
+        let mut dense = true;
+        for i in (0..dims.len()).rev() {
+            if dims[i] != 1 && strides[i] != acc {
+                dense = false;
+            }
+            acc *= dims[i] as isize;
+        }
+        let uniform = strides.iter().zip(dims).all(|(&s, &d)| s == 0 || d == 1);
+        LoadPlan {
+            buf,
+            dtype,
+            offset,
+            strides,
+            table: None,
+            flat_dense: dense,
+            uniform,
+        }
+    }
+
+    /// A plan reading offsets from `table` (indexed by flat iteration index).
+    pub(crate) fn table(buf: usize, dtype: DType, rank: usize, table: Vec<usize>) -> LoadPlan {
+        LoadPlan {
+            buf,
+            dtype,
+            offset: 0,
+            strides: vec![0; rank],
+            table: Some(Arc::new(table)),
+            flat_dense: false,
+            uniform: false,
+        }
+    }
+}
+
+/// Where a tile lies in its iteration space.
+pub(crate) struct TilePos<'a> {
+    /// Flat row-major index of the first element.
+    pub(crate) flat: usize,
+    /// Multi-index of the first element.
+    pub(crate) idx: &'a [usize],
+    /// The space's dims.
+    pub(crate) dims: &'a [usize],
+    /// Elements in the tile.
+    pub(crate) len: usize,
+    /// The tile lies within one innermost row.
+    pub(crate) in_row: bool,
+}
+
+/// Whether buffer elements of `dt` are compute elements of `ty` as they are (so a
+/// contiguous run can be read in place).
+fn native(dt: DType, ty: Ty) -> bool {
+    matches!((dt, ty), (DType::F32, Ty::F32) | (DType::F64, Ty::F64) | (DType::I64, Ty::I64))
+}
+
+/// Fill `reg` (compute elements of `ty`, 8-byte slots reinterpreted) with `n`
+/// elements of `dt` at the element offsets produced by `off`.
+///
+/// # Safety
+/// Every offset must be in bounds of the buffer at `base`; `reg` must hold `n` elements.
+#[inline(always)]
+unsafe fn gather(dt: DType, ty: Ty, base: *const u8, reg: *mut u8, n: usize, mut off: impl FnMut(usize) -> usize) {
+    unsafe {
+        match ty {
+            Ty::F32 => {
+                let r = reg as *mut u32;
+                if dt == DType::F32 {
+                    let b = base as *const u32;
+                    for i in 0..n {
+                        *r.add(i) = *b.add(off(i));
+                    }
+                } else {
+                    for i in 0..n {
+                        *r.add(i) = read_bits(dt, base, off(i)) as u32;
+                    }
+                }
+            }
+            Ty::F64 | Ty::I64 => {
+                let r = reg as *mut u64;
+                for i in 0..n {
+                    *r.add(i) = read_bits(dt, base, off(i));
+                }
+            }
+        }
+    }
+}
+
+/// The tile of load `p` at `t` as a value of compute type `ty`, read in place when
+/// possible, else gathered/converted into `reg`.
+///
+/// # Safety
+/// `base` must be the load's buffer, which must cover every element the plan reads;
+/// `reg` must hold `t.len` elements of `ty`.
+pub(crate) unsafe fn fetch(p: &LoadPlan, base: *const u8, t: &TilePos<'_>, ty: Ty, reg: *mut u8) -> Sv {
+    let n = t.len;
+    let dt = p.dtype;
+    unsafe {
+        if let Some(tab) = &p.table {
+            gather(dt, ty, base, reg, n, |i| tab[t.flat + i]);
+            return Sv::Vec(reg);
+        }
+        if p.uniform {
+            return Sv::Scal(read_bits(dt, base, p.offset));
+        }
+        let contiguous = |off: usize| -> Sv {
+            if native(dt, ty) {
+                Sv::Vec(base.add(off * dt.size_bytes()))
+            } else {
+                gather(dt, ty, base, reg, n, |i| off + i);
+                Sv::Vec(reg)
+            }
+        };
+        if t.in_row || t.dims.len() <= 1 {
+            let mut off = p.offset as isize;
+            for (i, s) in t.idx.iter().zip(&p.strides) {
+                off += *i as isize * s;
+            }
+            let s = p.strides.last().copied().unwrap_or(0);
+            if s == 0 {
+                return Sv::Scal(read_bits(dt, base, off as usize));
+            }
+            if s == 1 {
+                return contiguous(off as usize);
+            }
+            gather(dt, ty, base, reg, n, |i| (off + i as isize * s) as usize);
+            return Sv::Vec(reg);
+        }
+        if p.flat_dense {
+            return contiguous(p.offset + t.flat);
+        }
+        // General: walk the multi-index (odometer) across rows.
+        let r = t.dims.len();
+        let mut idx: Vec<usize> = t.idx.to_vec();
+        let mut off = p.offset as isize;
+        for (i, s) in idx.iter().zip(&p.strides) {
+            off += *i as isize * s;
+        }
+        let dims = t.dims;
+        let strides = &p.strides;
+        gather(dt, ty, base, reg, n, |_| {
+            let cur = off as usize;
+            let mut d = r;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                off += strides[d];
+                if idx[d] < dims[d] {
+                    break;
+                }
+                off -= strides[d] * dims[d] as isize;
+                idx[d] = 0;
+            }
+            cur
+        });
+        Sv::Vec(reg)
+    }
+}
+
+/// Merge adjacent dims of an iteration space that belong to the same group where
+/// every plan's strides allow it (`s[i] = s[i+1]·d[i+1]`), and drop size-1 dims.
+/// Returns the new dims and their groups. Table plans allow every merge: merging
+/// leaves the flat order unchanged.
+pub(crate) fn collapse(dims: &[usize], groups: &[u8], plans: &mut [LoadPlan]) -> (Vec<usize>, Vec<u8>) {
+    let keep: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] != 1).collect();
+    let mut nd: Vec<usize> = keep.iter().map(|&i| dims[i]).collect();
+    let mut ng: Vec<u8> = keep.iter().map(|&i| groups[i]).collect();
+    let mut ns: Vec<Vec<isize>> = plans.iter().map(|p| keep.iter().map(|&i| p.strides[i]).collect()).collect();
+    let mut i = 0;
+    while i + 1 < nd.len() {
+        let ok = ng[i] == ng[i + 1]
+            && plans
+                .iter()
+                .zip(&ns)
+                .all(|(p, s)| p.table.is_some() || s[i] == s[i + 1] * nd[i + 1] as isize);
+        if ok {
+            nd[i] *= nd[i + 1];
+            nd.remove(i + 1);
+            ng.remove(i + 1);
+            for s in ns.iter_mut() {
+                let inner = s.remove(i + 1);
+                s[i] = inner;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    for (p, s) in plans.iter_mut().zip(ns) {
+        let rank = nd.len();
+        *p = match p.table.take() {
+            Some(t) => LoadPlan {
+                table: Some(t),
+                strides: vec![0; rank],
+                ..p.clone()
+            },
+            None => LoadPlan::strided(p.buf, p.dtype, &nd, s, p.offset),
+        };
+    }
+    (nd, ng)
+}
+
+/// Reorder the dims of a plan over `dims` by `perm` (new dim `j` is old dim `perm[j]`).
+pub(crate) fn permute(p: &LoadPlan, dims: &[usize], perm: &[usize]) -> LoadPlan {
+    let pdims: Vec<usize> = perm.iter().map(|&a| dims[a]).collect();
+    match &p.table {
+        None => LoadPlan::strided(p.buf, p.dtype, &pdims, perm.iter().map(|&a| p.strides[a]).collect(), p.offset),
+        Some(t) => {
+            let n: usize = dims.iter().product();
+            let mut out = Vec::with_capacity(n);
+            let mut pidx = vec![0usize; dims.len()];
+            let mut idx = vec![0usize; dims.len()];
+            for f in 0..n {
+                super::par::unravel_into(f, &pdims, &mut pidx);
+                for (j, &a) in perm.iter().enumerate() {
+                    idx[a] = pidx[j];
+                }
+                let orig = idx.iter().zip(dims).fold(0, |acc, (&i, &d)| acc * d + i);
+                out.push(t[orig]);
+            }
+            LoadPlan::table(p.buf, p.dtype, dims.len(), out)
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The compiled executor: runs a [`Program`] kernel by kernel over one pooled arena,
+//! reading arguments in place and writing each output once.
+
+mod bind;
+mod contract;
+mod ew;
+mod loads;
+mod opaque;
+mod ops;
+mod par;
+mod reduce;
+mod row;
+mod value;
+mod vm;
+
+use bind::{BKernel, Bound, bind, binding_from_args};
+use rlx_compile::program::{BufKind, Program};
+use rlx_ir::{TensorData, TensorView};
+use rlx_runtime::{Executable, RuntimeError, RuntimeResult};
+use std::sync::{Arc, Mutex};
+
+/// One cache line: the unit of arena and constant storage (so every buffer is aligned
+/// for every dtype and for vector loads).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// Zeroed, 64-byte-aligned storage of at least `bytes` bytes.
+fn lines(bytes: usize) -> Vec<Line> {
+    vec![Line([0; 64]); bytes.div_ceil(64)]
+}
+
+/// Bound plans cached per binding of the dynamic dims.
+type BindCache = Mutex<Vec<(Vec<(u32, usize)>, Arc<Bound>)>>;
+
+/// A program compiled for the CPU.
+pub(crate) struct CpuExecutable {
+    program: Program,
+    /// The plan for static programs (bound once at compile time).
+    fixed: Option<Arc<Bound>>,
+    cache: BindCache,
+    /// Arenas handed back after runs (reused: no allocation per call).
+    pool: Mutex<Vec<Vec<Line>>>,
+    /// Aligned copies of the baked constants, per buffer.
+    consts: Vec<Option<Vec<Line>>>,
+}
+
+impl CpuExecutable {
+    pub(crate) fn new(program: Program) -> RuntimeResult<CpuExecutable> {
+        let consts = program
+            .buffers
+            .iter()
+            .map(|b| match &b.kind {
+                BufKind::Const(bytes) => {
+                    let mut l = lines(bytes.len());
+                    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), l.as_mut_ptr() as *mut u8, bytes.len()) };
+                    Some(l)
+                }
+                _ => None,
+            })
+            .collect();
+        let fixed = if program.is_dynamic() {
+            None
+        } else {
+            Some(Arc::new(bind(&program, &rlx_ir::DimBinding::new())?))
+        };
+        Ok(CpuExecutable {
+            program,
+            fixed,
+            cache: Mutex::new(Vec::new()),
+            pool: Mutex::new(Vec::new()),
+            consts,
+        })
+    }
+
+    fn bound_for(&self, args: &[TensorView<'_>]) -> RuntimeResult<Arc<Bound>> {
+        if let Some(b) = &self.fixed {
+            return Ok(b.clone());
+        }
+        let dims: Vec<&[usize]> = args.iter().map(|a| a.dims).collect();
+        let binding = binding_from_args(&self.program, &dims)?;
+        let key = binding.sorted();
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, b)) = c.iter().find(|(k, _)| *k == key) {
+            return Ok(b.clone());
+        }
+        let b = Arc::new(bind(&self.program, &binding)?);
+        if c.len() >= 64 {
+            c.remove(0);
+        }
+        c.push((key, b.clone()));
+        Ok(b)
+    }
+
+    /// The planned arena for static programs.
+    pub(crate) fn arena_bytes(&self) -> Option<usize> {
+        self.fixed.as_ref().map(|b| b.arena)
+    }
+}
+
+impl Executable for CpuExecutable {
+    fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+        let p = &self.program;
+        if args.len() != p.args.len() {
+            let names: Vec<&str> = p.args.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(RuntimeError::new(format!(
+                "graph `{}` takes {} arguments ({names:?}), got {}",
+                p.name,
+                p.args.len(),
+                args.len()
+            )));
+        }
+        let bound = self.bound_for(args)?;
+        if self.fixed.is_some() {
+            for (a, (name, shape)) in args.iter().zip(&p.args) {
+                if a.dtype != shape.dtype() || shape.static_dims().as_deref() != Some(a.dims) {
+                    return Err(RuntimeError::new(format!(
+                        "graph `{}`: argument `{name}` is declared {shape} but got {:?} {}",
+                        p.name, a.dims, a.dtype
+                    )));
+                }
+            }
+        }
+        let mut arena = {
+            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            pool.pop().unwrap_or_default()
+        };
+        if arena.len() * 64 < bound.arena {
+            arena = lines(bound.arena);
+        }
+        // Arguments whose bytes are not aligned for their dtype are copied once.
+        let mut realigned: Vec<Vec<Line>> = Vec::new();
+        let mut outputs: Vec<Option<Vec<u8>>> = vec![None; p.buffers.len()];
+        let mut bases: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
+        for (i, b) in p.buffers.iter().enumerate() {
+            let ptr = match &b.kind {
+                BufKind::Arg(a) => {
+                    let bytes = args[*a].bytes;
+                    let align = b.shape.dtype().size_bytes().min(8);
+                    if (bytes.as_ptr() as usize) % align != 0 {
+                        let mut l = lines(bytes.len());
+                        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), l.as_mut_ptr() as *mut u8, bytes.len()) };
+                        let ptr = l.as_mut_ptr() as *mut u8;
+                        realigned.push(l);
+                        ptr
+                    } else {
+                        bytes.as_ptr() as *mut u8
+                    }
+                }
+                BufKind::Const(_) => self.consts[i].as_ref().unwrap().as_ptr() as *mut u8,
+                BufKind::Temp => unsafe { (arena.as_mut_ptr() as *mut u8).add(bound.offsets[i]) },
+                BufKind::Output(_) => {
+                    let n = bound.buf_bytes[i];
+                    let mut v: Vec<u8> = Vec::with_capacity(n.max(8));
+                    // Every kernel writes every element of its outputs before they are read.
+                    unsafe { v.set_len(n) };
+                    let ptr = v.as_mut_ptr();
+                    outputs[i] = Some(v);
+                    ptr
+                }
+            };
+            bases.push(ptr);
+        }
+        let mut result = Ok(());
+        for (k, bk) in bound.kernels.iter().enumerate() {
+            let r = match bk {
+                BKernel::Ew(e) => e.run(&bases),
+                BKernel::Reduce(r) => r.run(&bases),
+                BKernel::Row(r) => r.run(&bases),
+                BKernel::Contract(c) => c.run(&bases),
+                BKernel::Opaque(o) => o.run(&bases),
+            };
+            if let Err(e) = r {
+                let kernel = &p.kernels[k];
+                result = Err(RuntimeError::new(format!(
+                    "graph `{}`, kernel {k} ({} of [{}]): {e}",
+                    p.name,
+                    kernel.label(),
+                    kernel.fused_names.join(", ")
+                )));
+                break;
+            }
+        }
+        drop(realigned);
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(arena);
+        result?;
+        let mut out = Vec::with_capacity(p.outputs.len());
+        for (j, &b) in p.outputs.iter().enumerate() {
+            let first = p.outputs.iter().position(|&x| x == b) == Some(j);
+            let bytes = if first && p.outputs[j + 1..].iter().all(|&x| x != b) {
+                outputs[b].take().expect("output written")
+            } else if first {
+                outputs[b].clone().expect("output written")
+            } else {
+                outputs[b].clone().unwrap_or_else(|| out.iter().find_map(|(bb, d): &(usize, TensorData)| (*bb == b).then(|| d.bytes.clone())).unwrap())
+            };
+            let buf = &p.buffers[b];
+            out.push((
+                b,
+                TensorData {
+                    dtype: buf.shape.dtype(),
+                    dims: bound.buf_dims[b].clone(),
+                    bytes,
+                },
+            ));
+        }
+        Ok(out.into_iter().map(|(_, d)| d).collect())
+    }
+
+    fn explain(&self) -> String {
+        rlx_compile::explain(&self.program, "cpu", self.arena_bytes())
+    }
+}

@@ -1,0 +1,96 @@
+//! Opaque kernels: ops without a specialized CPU kernel run through the oracle's
+//! `eval_op` on materialized operands (correct, slow), writing the result once.
+
+use super::bind::plan_load;
+use super::loads::LoadPlan;
+use super::par::unravel_into;
+use rlx_compile::program::{Kernel, KernelKind, Program, ViewStep};
+use rlx_ir::{DType, DimBinding, IrResult, Op, Shape, TensorData, interp};
+
+/// A bound opaque kernel.
+pub(crate) struct OpaquePlan {
+    op: Op,
+    inputs: Vec<(LoadPlan, Vec<usize>)>,
+    out: Shape,
+    out_buf: usize,
+}
+
+/// Dims of a load's view.
+pub(crate) fn view_dims(buf: &[usize], steps: &[ViewStep], b: &DimBinding) -> Vec<usize> {
+    let mut d = buf.to_vec();
+    for s in steps {
+        d = match s {
+            ViewStep::Reshape(x) | ViewStep::Expand(x) => x.iter().map(|v| v.resolve(b).unwrap()).collect(),
+            ViewStep::Transpose(p) => p.iter().map(|&i| d[i]).collect(),
+            ViewStep::Narrow { axis, len, .. } => {
+                let mut n = d.clone();
+                n[*axis] = *len;
+                n
+            }
+        };
+    }
+    d
+}
+
+impl OpaquePlan {
+    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], k: &Kernel, b: &DimBinding) -> IrResult<OpaquePlan> {
+        let (op, ins, out) = match &k.kind {
+            KernelKind::Opaque { op, inputs, out } => (op.clone(), inputs.clone(), out.clone()),
+            KernelKind::Attention { op, inputs, out_space, dtype, .. } => {
+                (op.clone(), inputs.clone(), Shape::from_dims(out_space, *dtype))
+            }
+            _ => unreachable!(),
+        };
+        let inputs = ins
+            .iter()
+            .map(|&i| {
+                let l = &k.loads[i];
+                let dims = view_dims(&bd[l.buf], &l.steps, b);
+                Ok((plan_load(p, bd, l, &dims, b)?, dims))
+            })
+            .collect::<IrResult<Vec<_>>>()?;
+        Ok(OpaquePlan {
+            op,
+            inputs,
+            out: out.bind(b),
+            out_buf: k.stores[0].buf,
+        })
+    }
+
+    pub(crate) fn run(&self, bases: &[*mut u8]) -> Result<(), String> {
+        let datas: Vec<TensorData> = self.inputs.iter().map(|(p, dims)| gather(p, dims, bases)).collect();
+        let refs: Vec<&TensorData> = datas.iter().collect();
+        let r = interp::eval_op(&self.op, &refs, &self.out).map_err(|e| e.to_string())?;
+        let want = self.out.size_bytes().unwrap_or(0);
+        if r.bytes.len() != want {
+            return Err(format!("{} produced {} bytes, expected {want} for {}", self.op.name(), r.bytes.len(), self.out));
+        }
+        unsafe { std::ptr::copy_nonoverlapping(r.bytes.as_ptr(), bases[self.out_buf], want) };
+        Ok(())
+    }
+}
+
+/// The elements a load reads, as owned dense data.
+pub(crate) fn gather(p: &LoadPlan, dims: &[usize], bases: &[*mut u8]) -> TensorData {
+    let dt: DType = p.dtype;
+    let w = dt.size_bytes();
+    let n: usize = dims.iter().product();
+    let src = bases[p.buf] as *const u8;
+    let mut bytes = vec![0u8; n * w];
+    if p.table.is_none() && p.flat_dense {
+        unsafe { std::ptr::copy_nonoverlapping(src.add(p.offset * w), bytes.as_mut_ptr(), n * w) };
+    } else {
+        let mut idx = vec![0usize; dims.len()];
+        for f in 0..n {
+            let off = match &p.table {
+                Some(t) => t[f],
+                None => {
+                    unravel_into(f, dims, &mut idx);
+                    (p.offset as isize + idx.iter().zip(&p.strides).map(|(&i, &s)| i as isize * s).sum::<isize>()) as usize
+                }
+            };
+            unsafe { std::ptr::copy_nonoverlapping(src.add(off * w), bytes.as_mut_ptr().add(f * w), w) };
+        }
+    }
+    TensorData { dtype: dt, dims: dims.to_vec(), bytes }
+}

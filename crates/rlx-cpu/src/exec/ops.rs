@@ -1,0 +1,575 @@
+//! Tile operations: one tight loop per op and operand shape (vector/scalar), in the
+//! three compute types. Results round (f16/bf16) or wrap (narrow integers) to the
+//! node's dtype, as the oracle stores every node.
+
+use super::value::{Elem, Sv, Ty, cast_bits, round_f32, sl, slm, wrap_int};
+use crate::math;
+use rlx_ir::{Activation, BinaryOp, CmpOp, DType, FloatFormat};
+
+/// `f` applied elementwise to one operand.
+#[inline(always)]
+unsafe fn map1<T: Elem, U: Elem>(x: Sv, out: *mut u8, n: usize, f: impl Fn(T) -> U) -> Sv {
+    match x {
+        Sv::Scal(a) => Sv::Scal(f(T::from_bits(a)).to_bits()),
+        Sv::Vec(p) => {
+            let (xs, o) = unsafe { (sl::<T>(p, n), slm::<U>(out, n)) };
+            for (o, &x) in o.iter_mut().zip(xs) {
+                *o = f(x);
+            }
+            Sv::Vec(out)
+        }
+    }
+}
+
+/// `f` applied elementwise to two operands (either may be a scalar).
+#[inline(always)]
+unsafe fn map2<T: Elem, U: Elem>(x: Sv, y: Sv, out: *mut u8, n: usize, f: impl Fn(T, T) -> U) -> Sv {
+    unsafe {
+        match (x, y) {
+            (Sv::Scal(a), Sv::Scal(b)) => Sv::Scal(f(T::from_bits(a), T::from_bits(b)).to_bits()),
+            (Sv::Vec(p), Sv::Scal(b)) => {
+                let (xs, o, b) = (sl::<T>(p, n), slm::<U>(out, n), T::from_bits(b));
+                for (o, &x) in o.iter_mut().zip(xs) {
+                    *o = f(x, b);
+                }
+                Sv::Vec(out)
+            }
+            (Sv::Scal(a), Sv::Vec(q)) => {
+                let (ys, o, a) = (sl::<T>(q, n), slm::<U>(out, n), T::from_bits(a));
+                for (o, &y) in o.iter_mut().zip(ys) {
+                    *o = f(a, y);
+                }
+                Sv::Vec(out)
+            }
+            (Sv::Vec(p), Sv::Vec(q)) => {
+                let (xs, ys, o) = (sl::<T>(p, n), sl::<T>(q, n), slm::<U>(out, n));
+                for ((o, &x), &y) in o.iter_mut().zip(xs).zip(ys) {
+                    *o = f(x, y);
+                }
+                Sv::Vec(out)
+            }
+        }
+    }
+}
+
+/// Element `i` of a value (scalar or vector).
+#[inline(always)]
+unsafe fn at<T: Elem>(v: Sv, i: usize) -> T {
+    match v {
+        Sv::Scal(b) => T::from_bits(b),
+        Sv::Vec(p) => unsafe { *(p as *const T).add(i) },
+    }
+}
+
+/// Round (f16/bf16) or wrap (narrow ints) a fresh result to its dtype, in place.
+unsafe fn post(ty: Ty, dt: DType, v: Sv, n: usize) -> Sv {
+    unsafe {
+        match (ty, v) {
+            (Ty::F32, _) if matches!(dt, DType::F16 | DType::BF16) => match v {
+                Sv::Scal(b) => Sv::Scal(round_f32(dt, f32::from_bits(b as u32)).to_bits() as u64),
+                Sv::Vec(p) => {
+                    for x in slm::<f32>(p as *mut u8, n) {
+                        *x = round_f32(dt, *x);
+                    }
+                    v
+                }
+            },
+            (Ty::I64, _) if !matches!(dt, DType::I64) => match v {
+                Sv::Scal(b) => Sv::Scal(wrap_int(dt, b as i64) as u64),
+                Sv::Vec(p) => {
+                    for x in slm::<i64>(p as *mut u8, n) {
+                        *x = wrap_int(dt, *x);
+                    }
+                    v
+                }
+            },
+            _ => v,
+        }
+    }
+}
+
+/// IEEE 754-2019 `maximum`: NaN propagates, +0 > −0.
+#[inline(always)]
+fn fmax<T: num_like::Float>(x: T, y: T) -> T {
+    if x.nan() || y.nan() {
+        x.add(y)
+    } else if x.eq(y) {
+        x.and_bits(y)
+    } else if x.gt(y) {
+        x
+    } else {
+        y
+    }
+}
+
+/// IEEE 754-2019 `minimum`: NaN propagates, −0 < +0.
+#[inline(always)]
+fn fmin<T: num_like::Float>(x: T, y: T) -> T {
+    if x.nan() || y.nan() {
+        x.add(y)
+    } else if x.eq(y) {
+        x.or_bits(y)
+    } else if x.lt(y) {
+        x
+    } else {
+        y
+    }
+}
+
+mod num_like {
+    pub(crate) trait Float: Copy {
+        fn nan(self) -> bool;
+        fn add(self, o: Self) -> Self;
+        fn eq(self, o: Self) -> bool;
+        fn gt(self, o: Self) -> bool;
+        fn lt(self, o: Self) -> bool;
+        fn and_bits(self, o: Self) -> Self;
+        fn or_bits(self, o: Self) -> Self;
+    }
+    macro_rules! imp {
+        ($t:ty) => {
+            impl Float for $t {
+                #[inline(always)]
+                fn nan(self) -> bool {
+                    self.is_nan()
+                }
+                #[inline(always)]
+                fn add(self, o: Self) -> Self {
+                    self + o
+                }
+                #[inline(always)]
+                fn eq(self, o: Self) -> bool {
+                    self == o
+                }
+                #[inline(always)]
+                fn gt(self, o: Self) -> bool {
+                    self > o
+                }
+                #[inline(always)]
+                fn lt(self, o: Self) -> bool {
+                    self < o
+                }
+                #[inline(always)]
+                fn and_bits(self, o: Self) -> Self {
+                    <$t>::from_bits(self.to_bits() & o.to_bits())
+                }
+                #[inline(always)]
+                fn or_bits(self, o: Self) -> Self {
+                    <$t>::from_bits(self.to_bits() | o.to_bits())
+                }
+            }
+        };
+    }
+    imp!(f32);
+    imp!(f64);
+}
+
+/// An activation.
+///
+/// # Safety
+/// Vector operands and `out` hold `n` elements of the compute type.
+pub(crate) unsafe fn unary(a: Activation, ty: Ty, dt: DType, x: Sv, out: *mut u8, n: usize) -> Result<Sv, String> {
+    unsafe {
+        let v = match ty {
+            Ty::F32 => match x {
+                Sv::Scal(b) => {
+                    let mut o = [0f32];
+                    math::unary_f32(a, &[f32::from_bits(b as u32)], &mut o);
+                    Sv::Scal(o[0].to_bits() as u64)
+                }
+                Sv::Vec(p) => {
+                    math::unary_f32(a, sl::<f32>(p, n), slm::<f32>(out, n));
+                    Sv::Vec(out)
+                }
+            },
+            Ty::F64 => map1::<f64, f64>(x, out, n, |v| act_f64(a, v)),
+            Ty::I64 => {
+                if !a.integer_closed() {
+                    return Err(format!("{} is not defined on integer values; cast to a float type first", a.name()));
+                }
+                map1::<i64, i64>(x, out, n, |v| match a {
+                    Activation::Neg => v.wrapping_neg(),
+                    Activation::Abs => v.wrapping_abs(),
+                    Activation::Relu => v.max(0),
+                    Activation::Sign => v.signum(),
+                    _ => v,
+                })
+            }
+        };
+        Ok(post(ty, dt, v, n))
+    }
+}
+
+/// A binary op (operands already in the result dtype).
+///
+/// # Safety
+/// As [`unary`].
+pub(crate) unsafe fn binary(b: BinaryOp, ty: Ty, dt: DType, x: Sv, y: Sv, out: *mut u8, n: usize) -> Result<Sv, String> {
+    use BinaryOp::*;
+    unsafe {
+        let v = match ty {
+            Ty::F32 => match b {
+                Add => map2::<f32, f32>(x, y, out, n, |a, b| a + b),
+                Sub => map2::<f32, f32>(x, y, out, n, |a, b| a - b),
+                Mul => map2::<f32, f32>(x, y, out, n, |a, b| a * b),
+                Div => map2::<f32, f32>(x, y, out, n, |a, b| a / b),
+                Max => map2::<f32, f32>(x, y, out, n, fmax),
+                Min => map2::<f32, f32>(x, y, out, n, fmin),
+                Mod => map2::<f32, f32>(x, y, out, n, |a, b| a % b),
+                Pow => map2::<f32, f32>(x, y, out, n, |a, b| (a as f64).powf(b as f64) as f32),
+                Atan2 => map2::<f32, f32>(x, y, out, n, |a, b| (a as f64).atan2(b as f64) as f32),
+                _ => return Err(format!("{} needs integer (or bool) operands", b.name())),
+            },
+            Ty::F64 => match b {
+                Add => map2::<f64, f64>(x, y, out, n, |a, b| a + b),
+                Sub => map2::<f64, f64>(x, y, out, n, |a, b| a - b),
+                Mul => map2::<f64, f64>(x, y, out, n, |a, b| a * b),
+                Div => map2::<f64, f64>(x, y, out, n, |a, b| a / b),
+                Max => map2::<f64, f64>(x, y, out, n, fmax),
+                Min => map2::<f64, f64>(x, y, out, n, fmin),
+                Mod => map2::<f64, f64>(x, y, out, n, |a, b| a % b),
+                Pow => map2::<f64, f64>(x, y, out, n, f64::powf),
+                Atan2 => map2::<f64, f64>(x, y, out, n, f64::atan2),
+                _ => return Err(format!("{} needs integer (or bool) operands", b.name())),
+            },
+            Ty::I64 => {
+                let width = (dt.size_bytes() * 8) as i64;
+                match b {
+                    Add => map2::<i64, i64>(x, y, out, n, i64::wrapping_add),
+                    Sub => map2::<i64, i64>(x, y, out, n, i64::wrapping_sub),
+                    Mul => map2::<i64, i64>(x, y, out, n, i64::wrapping_mul),
+                    Max if dt == DType::Bool => map2::<i64, i64>(x, y, out, n, |a, b| a | b),
+                    Min if dt == DType::Bool => map2::<i64, i64>(x, y, out, n, |a, b| a & b),
+                    Max => map2::<i64, i64>(x, y, out, n, i64::max),
+                    Min => map2::<i64, i64>(x, y, out, n, i64::min),
+                    BitAnd => map2::<i64, i64>(x, y, out, n, |a, b| a & b),
+                    BitOr => map2::<i64, i64>(x, y, out, n, |a, b| a | b),
+                    BitXor => map2::<i64, i64>(x, y, out, n, |a, b| a ^ b),
+                    Div | Mod | Shl | Shr | Pow => {
+                        for i in 0..n.max(1) {
+                            let (p, q) = (at::<i64>(x, i), at::<i64>(y, i));
+                            if matches!(b, Div | Mod) && q == 0 {
+                                return Err(format!(
+                                    "integer division by zero ({p} {} 0); mask the zero divisors or cast to a float type",
+                                    if b == Div { "/" } else { "%" }
+                                ));
+                            }
+                            if matches!(b, Shl | Shr) && q < 0 {
+                                return Err(format!("negative shift amount {q}; shift amounts must be ≥ 0"));
+                            }
+                        }
+                        map2::<i64, i64>(x, y, out, n, |a, q| match b {
+                            Div => a.wrapping_div(q),
+                            Mod => a.wrapping_rem(q),
+                            Shl => {
+                                if q >= width {
+                                    0
+                                } else {
+                                    a << q
+                                }
+                            }
+                            Shr => {
+                                if q >= width {
+                                    if a < 0 { -1 } else { 0 }
+                                } else {
+                                    a >> q
+                                }
+                            }
+                            _ => int_pow(a, q),
+                        })
+                    }
+                    Atan2 => return Err("atan2 needs float operands; cast first".into()),
+                }
+            }
+        };
+        Ok(post(ty, dt, v, n))
+    }
+}
+
+/// `x^y` with wrap-around; negative exponents give the integer part of the result.
+fn int_pow(x: i64, y: i64) -> i64 {
+    if y < 0 {
+        return match x {
+            1 => 1,
+            -1 => {
+                if y % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
+            }
+            _ => 0,
+        };
+    }
+    let (mut base, mut e, mut acc) = (x, y as u64, 1i64);
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = acc.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        e >>= 1;
+    }
+    acc
+}
+
+/// A value of compute type `from_ty` converted exactly to compute type `to` (only the
+/// widenings a comparison needs: I64/F32 → F64).
+unsafe fn widen(v: Sv, from: DType, to: Ty, reg: *mut u8, n: usize) -> Sv {
+    let fty = Ty::of(from).unwrap();
+    if fty == to {
+        return v;
+    }
+    unsafe {
+        match (fty, to) {
+            (Ty::F32, Ty::F64) => map1::<f32, f64>(v, reg, n, |x| x as f64),
+            (Ty::I64, Ty::F64) => map1::<i64, f64>(v, reg, n, |x| x as f64),
+            _ => unreachable!("comparisons only widen to f64"),
+        }
+    }
+}
+
+fn cmp<T: PartialOrd>(c: CmpOp, x: T, y: T) -> i64 {
+    (match c {
+        CmpOp::Eq => x == y,
+        CmpOp::Ne => x != y,
+        CmpOp::Lt => x < y,
+        CmpOp::Le => x <= y,
+        CmpOp::Gt => x > y,
+        CmpOp::Ge => x >= y,
+    }) as i64
+}
+
+/// A comparison of the exact values; bool (0/1 in I64) result.
+///
+/// # Safety
+/// As [`unary`]; `out` must hold `2n` 8-byte elements (the second half is scratch for
+/// widening the left operand).
+pub(crate) unsafe fn compare(c: CmpOp, ty: Ty, x: (Sv, DType), y: (Sv, DType), out: *mut u8, n: usize) -> Sv {
+    unsafe {
+        // Widen into the output register's second half / a stack buffer as needed.
+        let mut tmp_x = vec![0u64; if matches!(x.0, Sv::Vec(_)) && Ty::of(x.1) != Some(ty) { n } else { 0 }];
+        let mut tmp_y = vec![0u64; if matches!(y.0, Sv::Vec(_)) && Ty::of(y.1) != Some(ty) { n } else { 0 }];
+        let a = widen(x.0, x.1, ty, tmp_x.as_mut_ptr() as *mut u8, n);
+        let b = widen(y.0, y.1, ty, tmp_y.as_mut_ptr() as *mut u8, n);
+        match ty {
+            Ty::F32 => map2::<f32, i64>(a, b, out, n, |p, q| cmp(c, p, q)),
+            Ty::F64 => map2::<f64, i64>(a, b, out, n, |p, q| cmp(c, p, q)),
+            Ty::I64 => map2::<i64, i64>(a, b, out, n, |p, q| cmp(c, p, q)),
+        }
+    }
+}
+
+/// `mask ? t : f` (mask is bool 0/1).
+///
+/// # Safety
+/// As [`unary`].
+pub(crate) unsafe fn select(ty: Ty, m: Sv, t: Sv, f: Sv, out: *mut u8, n: usize) -> Sv {
+    unsafe {
+        if let Sv::Scal(mb) = m {
+            return if mb != 0 { t } else { f };
+        }
+        match ty {
+            Ty::F32 => {
+                let o = slm::<f32>(out, n);
+                for (i, o) in o.iter_mut().enumerate() {
+                    *o = if at::<i64>(m, i) != 0 { at::<f32>(t, i) } else { at::<f32>(f, i) };
+                }
+            }
+            Ty::F64 | Ty::I64 => {
+                let o = slm::<u64>(out, n);
+                for (i, o) in o.iter_mut().enumerate() {
+                    *o = if at::<i64>(m, i) != 0 { at::<u64>(t, i) } else { at::<u64>(f, i) };
+                }
+            }
+        }
+        Sv::Vec(out)
+    }
+}
+
+impl Elem for u64 {
+    #[inline(always)]
+    fn to_bits(self) -> u64 {
+        self
+    }
+    #[inline(always)]
+    fn from_bits(b: u64) -> Self {
+        b
+    }
+}
+
+/// Dtype conversion.
+///
+/// # Safety
+/// As [`unary`].
+pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize) -> Sv {
+    let (fty, tty) = (Ty::of(from).unwrap(), Ty::of(to).unwrap());
+    unsafe {
+        match (fty, tty, x) {
+            (Ty::F32, Ty::F32, _) if to == DType::F32 => x,
+            (Ty::F32, Ty::F64, _) => map1::<f32, f64>(x, out, n, |v| v as f64),
+            (Ty::F64, Ty::F32, _) if to == DType::F32 => map1::<f64, f32>(x, out, n, |v| v as f32),
+            (Ty::I64, Ty::F32, _) if to == DType::F32 => map1::<i64, f32>(x, out, n, |v| v as f32),
+            (Ty::I64, Ty::F64, _) => map1::<i64, f64>(x, out, n, |v| v as f64),
+            (Ty::F32, Ty::I64, _) => map1::<f32, i64>(x, out, n, |v| super::value::float_to_int(to, v as f64)),
+            (_, _, Sv::Scal(b)) => Sv::Scal(cast_bits(from, to, b)),
+            (_, _, Sv::Vec(p)) => {
+                let w = match fty {
+                    Ty::F32 => 4,
+                    _ => 8,
+                };
+                let ow = match tty {
+                    Ty::F32 => 4,
+                    _ => 8,
+                };
+                for i in 0..n {
+                    let bits = if w == 4 { *(p as *const u32).add(i) as u64 } else { *(p as *const u64).add(i) };
+                    let r = cast_bits(from, to, bits);
+                    if ow == 4 {
+                        *(out as *mut u32).add(i) = r as u32;
+                    } else {
+                        *(out as *mut u64).add(i) = r;
+                    }
+                }
+                Sv::Vec(out)
+            }
+        }
+    }
+}
+
+/// Round to an emulated float format, then to the node's dtype.
+///
+/// # Safety
+/// As [`unary`].
+pub(crate) unsafe fn round_format(f: &FloatFormat, ty: Ty, dt: DType, x: Sv, out: *mut u8, n: usize) -> Sv {
+    unsafe {
+        let v = match ty {
+            Ty::F32 if dt == DType::F32 => map1::<f32, f32>(x, out, n, |v| f.round(v)),
+            Ty::F32 => map1::<f32, f32>(x, out, n, |v| f.round_f64(v as f64) as f32),
+            _ => map1::<f64, f64>(x, out, n, |v| f.round_f64(v)),
+        };
+        // f16/bf16: the f64 result rounds once to the dtype.
+        if ty == Ty::F32 && dt != DType::F32 {
+            let r = match x {
+                Sv::Scal(b) => Sv::Scal(
+                    super::value::cast_bits(DType::F64, dt, f.round_f64(f32::from_bits(b as u32) as f64).to_bits()),
+                ),
+                Sv::Vec(p) => {
+                    let xs = sl::<f32>(p, n);
+                    let o = slm::<f32>(out, n);
+                    for (o, &v) in o.iter_mut().zip(xs) {
+                        *o = f32::from_bits(super::value::cast_bits(DType::F64, dt, f.round_f64(v as f64).to_bits()) as u32);
+                    }
+                    Sv::Vec(out)
+                }
+            };
+            return r;
+        }
+        v
+    }
+}
+
+/// The activations in f64 (the oracle's formulas).
+pub(crate) fn act_f64(a: Activation, x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    let sigmoid = |x: f64| {
+        if x >= 0.0 {
+            1.0 / (1.0 + (-x).exp())
+        } else {
+            let e = x.exp();
+            e / (1.0 + e)
+        }
+    };
+    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
+    let hard_sigmoid = |x: f64| (x + 3.0).clamp(0.0, 6.0) / 6.0;
+    let neg_inf = x == f64::NEG_INFINITY;
+    match a {
+        Activation::Gelu => {
+            if neg_inf {
+                -0.0
+            } else {
+                x * 0.5 * libm::erfc(-x / std::f64::consts::SQRT_2)
+            }
+        }
+        Activation::GeluApprox => {
+            if neg_inf {
+                -0.0
+            } else {
+                let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+                x * sigmoid(2.0 * u)
+            }
+        }
+        Activation::Silu => {
+            if neg_inf {
+                -0.0
+            } else {
+                x * sigmoid(x)
+            }
+        }
+        Activation::Relu => {
+            if x > 0.0 {
+                x
+            } else {
+                0.0
+            }
+        }
+        Activation::Sigmoid => sigmoid(x),
+        Activation::Tanh => x.tanh(),
+        Activation::Exp => x.exp(),
+        Activation::Log => x.ln(),
+        Activation::Sqrt => x.sqrt(),
+        Activation::Rsqrt => 1.0 / x.sqrt(),
+        Activation::Neg => -x,
+        Activation::Abs => x.abs(),
+        Activation::Sin => x.sin(),
+        Activation::Cos => x.cos(),
+        Activation::Tan => x.tan(),
+        Activation::Atan => x.atan(),
+        Activation::Recip => 1.0 / x,
+        Activation::Round => x.round_ties_even(),
+        Activation::Floor => x.floor(),
+        Activation::Ceil => x.ceil(),
+        Activation::Sign => {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        }
+        Activation::Softplus => softplus(x),
+        Activation::Elu => {
+            if x > 0.0 {
+                x
+            } else {
+                x.exp_m1()
+            }
+        }
+        Activation::Erf => libm::erf(x),
+        Activation::HardSwish => {
+            if neg_inf {
+                -0.0
+            } else {
+                x * hard_sigmoid(x)
+            }
+        }
+        Activation::HardSigmoid => hard_sigmoid(x),
+        Activation::Mish => {
+            if neg_inf {
+                -0.0
+            } else {
+                x * softplus(x).tanh()
+            }
+        }
+        Activation::Softsign => {
+            if x.is_infinite() {
+                x.signum()
+            } else {
+                x / (1.0 + x.abs())
+            }
+        }
+        Activation::LogSigmoid => x.min(0.0) - (-x.abs()).exp().ln_1p(),
+    }
+}

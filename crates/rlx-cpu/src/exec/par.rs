@@ -1,0 +1,51 @@
+//! Work splitting: fixed, size-determined chunks (so results never depend on the
+//! thread count or timing) spread over the rayon pool, and per-thread tile scratch.
+
+use super::vm::Scratch;
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
+}
+
+/// Run `f` with this thread's tile scratch.
+pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| f(&mut s.borrow_mut()))
+}
+
+/// Run `f(i)` for every chunk `i < n`, in parallel when there is more than one; the
+/// first error (by chunk order among the failing ones seen) is returned.
+pub(crate) fn par_for(n: usize, f: impl Fn(usize) -> Result<(), String> + Sync + Send) -> Result<(), String> {
+    if n <= 1 {
+        return if n == 1 { f(0) } else { Ok(()) };
+    }
+    (0..n).into_par_iter().try_for_each(f)
+}
+
+/// Number of chunks of about `per` units for `total` units (at least 1).
+pub(crate) fn chunks(total: usize, per: usize) -> usize {
+    total.div_ceil(per.max(1)).max(1)
+}
+
+/// A raw pointer that may cross threads: kernels write disjoint parts of a buffer.
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr(pub(crate) *mut u8);
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+/// Buffer base pointers shared by the chunks of a kernel.
+#[derive(Clone, Copy)]
+pub(crate) struct Bases<'a>(pub(crate) &'a [*mut u8]);
+unsafe impl Send for Bases<'_> {}
+unsafe impl Sync for Bases<'_> {}
+
+/// Multi-index of flat offset `flat` in `dims` into `idx`.
+pub(crate) fn unravel_into(mut flat: usize, dims: &[usize], idx: &mut [usize]) {
+    for i in (0..dims.len()).rev() {
+        if dims[i] > 0 {
+            idx[i] = flat % dims[i];
+            flat /= dims[i];
+        }
+    }
+}

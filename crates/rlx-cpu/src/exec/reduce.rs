@@ -1,0 +1,384 @@
+//! Reduction kernels: the prologue evaluated tile by tile over the reduced tensor in a
+//! permuted order (kept axes, reduced axes, trailing kept axes), folded into
+//! accumulators (f64 for floats, wrapping i64 or exact i128 for integers), then the
+//! epilogue over the result. Partial sums combine in a fixed order, so results are
+//! bit-identical from run to run whatever the thread count.
+
+use super::ew::{EwPlan, elem, plan_used};
+use super::loads::{LoadPlan, TilePos, collapse, permute};
+use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
+use super::value::{Sv, Ty, cast_bits, wrap_int};
+use super::vm::{TILE, TileEnv, TileProg, run_tile};
+use rlx_compile::program::{Kernel, KernelKind, Program};
+use rlx_ir::{DType, DimBinding, IrError, IrResult, ReduceOp};
+
+/// An accumulator.
+#[derive(Debug, Clone, Copy)]
+enum Acc {
+    F(f64),
+    I(i64),
+    W(i128),
+}
+
+/// A bound reduction.
+pub(crate) struct ReducePlan {
+    op: ReduceOp,
+    prologue: TileProg,
+    input: u32,
+    in_ty: Ty,
+    loads: Vec<LoadPlan>,
+    /// Collapsed permuted space.
+    dims: Vec<usize>,
+    /// Kept-outer count, reduced count, kept-inner count.
+    o: usize,
+    l: usize,
+    inner: usize,
+    out_dt: DType,
+    out_ty: Ty,
+    epilogue: EwPlan,
+}
+
+fn init(op: ReduceOp, ty: Ty) -> Acc {
+    match (op, ty) {
+        (ReduceOp::Prod, Ty::I64) => Acc::I(1),
+        (ReduceOp::Mean, Ty::I64) => Acc::W(0),
+        (_, Ty::I64) => Acc::I(0),
+        (ReduceOp::Prod, _) => Acc::F(1.0),
+        _ => Acc::F(0.0),
+    }
+}
+
+/// Fold one element (compute bits of `ty`) into `a`; `first` for max/min seeding.
+#[inline(always)]
+fn fold1(op: ReduceOp, ty: Ty, a: &mut Acc, bits: u64, first: bool) {
+    let fv = || match ty {
+        Ty::F32 => f32::from_bits(bits as u32) as f64,
+        _ => f64::from_bits(bits),
+    };
+    match a {
+        Acc::F(acc) => {
+            let v = fv();
+            match op {
+                ReduceOp::Sum | ReduceOp::Mean => *acc += v,
+                ReduceOp::Prod => *acc *= v,
+                ReduceOp::Max | ReduceOp::Min => {
+                    let max = op == ReduceOp::Max;
+                    if first || (!acc.is_nan() && (v.is_nan() || (max && v > *acc) || (!max && v < *acc))) {
+                        *acc = v;
+                    }
+                }
+            }
+        }
+        Acc::I(acc) => {
+            let v = bits as i64;
+            match op {
+                ReduceOp::Sum => *acc = acc.wrapping_add(v),
+                ReduceOp::Prod => *acc = acc.wrapping_mul(v),
+                ReduceOp::Max => *acc = if first { v } else { (*acc).max(v) },
+                ReduceOp::Min => *acc = if first { v } else { (*acc).min(v) },
+                ReduceOp::Mean => unreachable!(),
+            }
+        }
+        Acc::W(acc) => *acc += bits as i64 as i128,
+    }
+}
+
+/// Combine partial `b` (of a later block) into `a`.
+fn combine(op: ReduceOp, a: &mut Acc, b: Acc) {
+    match (a, b) {
+        (Acc::F(x), Acc::F(y)) => match op {
+            ReduceOp::Sum | ReduceOp::Mean => *x += y,
+            ReduceOp::Prod => *x *= y,
+            ReduceOp::Max | ReduceOp::Min => {
+                let max = op == ReduceOp::Max;
+                if !x.is_nan() && (y.is_nan() || (max && y > *x) || (!max && y < *x)) {
+                    *x = y;
+                }
+            }
+        },
+        (Acc::I(x), Acc::I(y)) => match op {
+            ReduceOp::Sum => *x = x.wrapping_add(y),
+            ReduceOp::Prod => *x = x.wrapping_mul(y),
+            ReduceOp::Max => *x = (*x).max(y),
+            _ => *x = (*x).min(y),
+        },
+        (Acc::W(x), Acc::W(y)) => *x += y,
+        _ => unreachable!("partials of one reduction share a kind"),
+    }
+}
+
+/// Fold a whole tile value; sums use eight f32 lanes per tile (vectorizable) then f64.
+fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut first: bool) {
+    if let (Sv::Vec(p), Ty::F32, ReduceOp::Sum | ReduceOp::Mean, Acc::F(acc)) = (v, ty, op, &mut *a) {
+        let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
+        let mut lanes = [0f32; 8];
+        let mut it = xs.chunks_exact(8);
+        for c in &mut it {
+            for k in 0..8 {
+                lanes[k] += c[k];
+            }
+        }
+        let mut s: f64 = lanes.iter().map(|&x| x as f64).sum();
+        for &x in it.remainder() {
+            s += x as f64;
+        }
+        *acc += s;
+        return;
+    }
+    for i in 0..n {
+        fold1(op, ty, a, unsafe { elem(v, ty, i) }, first);
+        first = false;
+    }
+}
+
+/// The final value (compute bits of the result dtype) of an accumulator over `l` elements.
+fn finish(op: ReduceOp, a: Acc, l: usize, dt: DType) -> u64 {
+    match a {
+        Acc::F(v) => {
+            let v = if op == ReduceOp::Mean { v / l as f64 } else { v };
+            cast_bits(DType::F64, dt, v.to_bits())
+        }
+        Acc::I(v) => wrap_int(dt, v) as u64,
+        Acc::W(v) => wrap_int(dt, (v / l as i128) as i64) as u64,
+    }
+}
+
+impl ReducePlan {
+    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], k: &Kernel, b: &DimBinding) -> IrResult<ReducePlan> {
+        let KernelKind::Reduce {
+            op,
+            in_space,
+            axes,
+            prologue,
+            input,
+            out_space,
+            dtype,
+            epilogue,
+            ..
+        } = &k.kind
+        else {
+            unreachable!()
+        };
+        let in_dims = rlx_compile::program::concrete(in_space, b).expect("bound");
+        let out_dims = rlx_compile::program::concrete(out_space, b).expect("bound");
+        let rank = in_dims.len();
+        let last_reduced = axes.contains(&(rank - 1));
+        // Trailing kept axes stay innermost when the last axis is kept.
+        let mut inner_start = rank;
+        if !last_reduced {
+            while inner_start > 0 && !axes.contains(&(inner_start - 1)) {
+                inner_start -= 1;
+            }
+        }
+        let mut perm = Vec::with_capacity(rank);
+        let mut groups = Vec::with_capacity(rank);
+        for a in 0..inner_start {
+            if !axes.contains(&a) {
+                perm.push(a);
+                groups.push(0u8);
+            }
+        }
+        for &a in axes {
+            perm.push(a);
+            groups.push(1);
+        }
+        for a in inner_start..rank {
+            perm.push(a);
+            groups.push(2);
+        }
+        let plans = plan_used(p, bd, k, prologue, &in_dims, b)?;
+        let mut loads: Vec<LoadPlan> = plans.iter().map(|pl| permute(pl, &in_dims, &perm)).collect();
+        let pdims: Vec<usize> = perm.iter().map(|&a| in_dims[a]).collect();
+        let prod = |g: u8| pdims.iter().zip(&groups).filter(|(_, x)| **x == g).map(|(d, _)| *d).product::<usize>();
+        let (o, l, inner) = (prod(0), prod(1), prod(2));
+        let (dims, _) = collapse(&pdims, &groups, &mut loads);
+        let in_dt = prologue.nodes[*input as usize].dtype;
+        let in_ty = Ty::of(in_dt).ok_or_else(|| IrError::new("cpu", "complex reduction"))?;
+        let st = k.stores[0];
+        let epilogue = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &out_dims, b)?;
+        Ok(ReducePlan {
+            op: *op,
+            prologue: TileProg::build(prologue).ok_or_else(|| IrError::new("cpu", "complex prologue"))?,
+            input: *input,
+            in_ty,
+            loads,
+            dims,
+            o,
+            l,
+            inner,
+            out_dt: *dtype,
+            out_ty: Ty::of(*dtype).expect("real"),
+            epilogue,
+        })
+    }
+
+    /// Fold flat prologue elements `f0..f0 + l·stride` (`stride` apart when `inner > 1`
+    /// is handled by the caller) of one output into `a`.
+    fn fold_run(&self, bases: &[*mut u8], s: &mut super::vm::Scratch, f0: usize, len: usize, a: &mut Acc, first: &mut bool) -> Result<(), String> {
+        let r = self.dims.len();
+        let mut idx = vec![0usize; r];
+        let mut flat = f0;
+        let end = f0 + len;
+        while flat < end {
+            unravel_into(flat, &self.dims, &mut idx);
+            let mut n = (end - flat).min(TILE);
+            let in_row = if r == 0 {
+                true
+            } else {
+                let last = r - 1;
+                if self.dims[last] >= 64 {
+                    n = n.min(self.dims[last] - idx[last]);
+                    true
+                } else {
+                    idx[last] + n <= self.dims[last]
+                }
+            };
+            let t = TilePos {
+                flat,
+                idx: &idx,
+                dims: &self.dims,
+                len: n,
+                in_row,
+            };
+            let env = TileEnv {
+                loads: &self.loads,
+                bases,
+                core: None,
+            };
+            unsafe { run_tile(&self.prologue, &env, &t, s)? };
+            let v = s.slots[self.input as usize];
+            fold_tile(self.op, self.in_ty, a, v, n, *first);
+            *first = false;
+            flat += n;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn run(&self, bases: &[*mut u8]) -> Result<(), String> {
+        let nout = self.o * self.inner;
+        if nout == 0 {
+            return Ok(());
+        }
+        if self.l == 0 && matches!(self.op, ReduceOp::Max | ReduceOp::Min) {
+            return Err(format!("reduce_{} of an empty axis: max/min have no identity element; slice or pad the input so every group is non-empty", self.op.name()));
+        }
+        if self.l == 0 && self.op == ReduceOp::Mean && self.in_ty == Ty::I64 {
+            return Err("reduce_mean of an empty axis: an integer mean of nothing has no value".into());
+        }
+        let bs = Bases(bases);
+        let w = if self.out_ty == Ty::F32 { 4 } else { 8 };
+        if self.inner == 1 {
+            // One accumulator per output row; long rows of few outputs split into blocks.
+            if self.o < 4 && self.l >= 4 * super::ew::CHUNK {
+                return self.run_split(bases);
+            }
+            let per = (super::ew::CHUNK / self.l.max(1)).max(1);
+            par_for(chunks(self.o, per), |c| {
+                let bs = bs;
+                let (o0, o1) = (c * per, ((c + 1) * per).min(self.o));
+                let mut out = vec![0u64; o1 - o0];
+                with_scratch(|s| -> Result<(), String> {
+                    for o in o0..o1 {
+                        let mut a = init(self.op, self.in_ty);
+                        let mut first = true;
+                        self.fold_run(bs.0, s, o * self.l, self.l, &mut a, &mut first)?;
+                        let bits = finish(self.op, a, self.l, self.out_dt);
+                        unsafe { put(out.as_mut_ptr() as *mut u8, w, o - o0, bits) };
+                    }
+                    Ok(())
+                })?;
+                let base = out.as_ptr() as *const u8;
+                let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - o0) * w) });
+                self.epilogue.run_range(bs.0, o0, o1, Some(&core))
+            })
+        } else {
+            // Vector accumulators over chunks of the trailing kept axes.
+            let per_i = TILE;
+            let ni = chunks(self.inner, per_i);
+            par_for(self.o * ni, |c| {
+                let bs = bs;
+                let (o, ic) = (c / ni, c % ni);
+                let (i0, i1) = (ic * per_i, ((ic + 1) * per_i).min(self.inner));
+                let n = i1 - i0;
+                let mut accs = vec![init(self.op, self.in_ty); n];
+                with_scratch(|s| -> Result<(), String> {
+                    let r = self.dims.len();
+                    let mut idx = vec![0usize; r];
+                    for rr in 0..self.l {
+                        let flat = (o * self.l + rr) * self.inner + i0;
+                        unravel_into(flat, &self.dims, &mut idx);
+                        let in_row = r <= 1 || idx[r - 1] + n <= self.dims[r - 1];
+                        let t = TilePos {
+                            flat,
+                            idx: &idx,
+                            dims: &self.dims,
+                            len: n,
+                            in_row,
+                        };
+                        let env = TileEnv {
+                            loads: &self.loads,
+                            bases: bs.0,
+                            core: None,
+                        };
+                        unsafe { run_tile(&self.prologue, &env, &t, s)? };
+                        let v = s.slots[self.input as usize];
+                        for (i, a) in accs.iter_mut().enumerate() {
+                            fold1(self.op, self.in_ty, a, unsafe { elem(v, self.in_ty, i) }, rr == 0);
+                        }
+                    }
+                    Ok(())
+                })?;
+                let mut out = vec![0u64; n];
+                for (i, a) in accs.into_iter().enumerate() {
+                    unsafe { put(out.as_mut_ptr() as *mut u8, w, i, finish(self.op, a, self.l, self.out_dt)) };
+                }
+                let f0 = o * self.inner + i0;
+                let base = out.as_ptr() as *const u8;
+                let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - f0) * w) });
+                self.epilogue.run_range(bs.0, f0, f0 + n, Some(&core))
+            })
+        }
+    }
+
+    /// Few outputs over long rows: fixed-size blocks reduced in parallel, partials
+    /// combined in block order.
+    fn run_split(&self, bases: &[*mut u8]) -> Result<(), String> {
+        let blk = super::ew::CHUNK;
+        let nb = chunks(self.l, blk);
+        let bs = Bases(bases);
+        let parts: Vec<std::sync::Mutex<Option<Acc>>> = (0..self.o * nb).map(|_| std::sync::Mutex::new(None)).collect();
+        par_for(self.o * nb, |c| {
+            let bs = bs;
+            let (o, k) = (c / nb, c % nb);
+            let (l0, l1) = (k * blk, ((k + 1) * blk).min(self.l));
+            let mut a = init(self.op, self.in_ty);
+            let mut first = true;
+            with_scratch(|s| self.fold_run(bs.0, s, o * self.l + l0, l1 - l0, &mut a, &mut first))?;
+            *parts[c].lock().unwrap() = Some(a);
+            Ok(())
+        })?;
+        let w = if self.out_ty == Ty::F32 { 4 } else { 8 };
+        let mut out = vec![0u64; self.o];
+        for o in 0..self.o {
+            let mut a = parts[o * nb].lock().unwrap().take().unwrap();
+            for k in 1..nb {
+                combine(self.op, &mut a, parts[o * nb + k].lock().unwrap().take().unwrap());
+            }
+            unsafe { put(out.as_mut_ptr() as *mut u8, w, o, finish(self.op, a, self.l, self.out_dt)) };
+        }
+        let base = out.as_ptr() as *const u8;
+        let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add(flat * w) });
+        self.epilogue.run_range(bases, 0, self.o, Some(&core))
+    }
+}
+
+/// Write compute bits as element `i` of a `w`-byte-element buffer.
+unsafe fn put(p: *mut u8, w: usize, i: usize, bits: u64) {
+    unsafe {
+        if w == 4 {
+            *(p as *mut u32).add(i) = bits as u32;
+        } else {
+            *(p as *mut u64).add(i) = bits;
+        }
+    }
+}

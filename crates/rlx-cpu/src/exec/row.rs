@@ -1,0 +1,313 @@
+//! Row kernels (softmax, log-softmax, layer norm, RMS norm over the last axis): per
+//! row, the prologue fills an L1-resident row buffer, the statistics take one or two
+//! passes over it, the result is written once (straight into the output when there
+//! is no epilogue). Rows are spread over the cores.
+
+use super::ew::{EwPlan, elem, plan_used};
+use super::loads::{LoadPlan, TilePos, collapse};
+use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
+use super::value::{Sv, Ty, read_bits};
+use super::vm::{TILE, TileEnv, TileProg, run_tile};
+use crate::math;
+use rlx_compile::program::{Kernel, KernelKind, Program, RowOp};
+use rlx_ir::{Activation, DType, DimBinding, IrError, IrResult};
+
+/// A bound row kernel.
+pub(crate) struct RowPlan {
+    op: RowOp,
+    prologue: TileProg,
+    input: u32,
+    in_ty: Ty,
+    loads: Vec<LoadPlan>,
+    dims: Vec<usize>,
+    rows: usize,
+    c: usize,
+    params: Option<(LoadPlan, LoadPlan)>,
+    out_dt: DType,
+    epilogue: EwPlan,
+    /// The epilogue only stores the result into an f32 buffer: write rows in place.
+    direct: Option<usize>,
+}
+
+impl RowPlan {
+    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], k: &Kernel, b: &DimBinding) -> IrResult<RowPlan> {
+        let KernelKind::Row {
+            op,
+            space,
+            prologue,
+            input,
+            params,
+            dtype,
+            epilogue,
+        } = &k.kind
+        else {
+            unreachable!()
+        };
+        let dims = rlx_compile::program::concrete(space, b).expect("bound");
+        let c = *dims.last().unwrap_or(&1);
+        let rows = if c == 0 { 0 } else { dims.iter().product::<usize>() / c };
+        let mut loads = plan_used(p, bd, k, prologue, &dims, b)?;
+        let mut groups = vec![0u8; dims.len()];
+        if let Some(g) = groups.last_mut() {
+            *g = 1;
+        }
+        // A size-1 row axis would be dropped by collapsing: keep the dims as they are.
+        let cdims = if c == 1 { dims.clone() } else { collapse(&dims, &groups, &mut loads).0 };
+        let params = match params {
+            Some((g, bb)) => Some((
+                super::bind::plan_load(p, bd, &k.loads[*g], &[c], b)?,
+                super::bind::plan_load(p, bd, &k.loads[*bb], &[c], b)?,
+            )),
+            None => None,
+        };
+        let st = k.stores[0];
+        let ep = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &dims, b)?;
+        let trivial = epilogue.nodes.len() == 1 && p.buffers[st.buf].shape.dtype() == DType::F32 && *dtype == DType::F32;
+        let in_dt = prologue.nodes[*input as usize].dtype;
+        Ok(RowPlan {
+            op: *op,
+            prologue: TileProg::build(prologue).ok_or_else(|| IrError::new("cpu", "complex row input"))?,
+            input: *input,
+            in_ty: Ty::of(in_dt).expect("float"),
+            loads,
+            dims: cdims,
+            rows,
+            c,
+            params,
+            out_dt: *dtype,
+            epilogue: ep,
+            direct: trivial.then_some(st.buf),
+        })
+    }
+
+    /// Fill `x` (f64 or f32 per `in_ty`, as f64) with row `r` of the prologue.
+    fn load_row(&self, bases: &[*mut u8], s: &mut super::vm::Scratch, r: usize, x32: &mut [f32], x64: &mut [f64]) -> Result<(), String> {
+        let rank = self.dims.len();
+        let mut idx = vec![0usize; rank];
+        let mut j = 0;
+        while j < self.c {
+            let flat = r * self.c + j;
+            unravel_into(flat, &self.dims, &mut idx);
+            let n = (self.c - j).min(TILE);
+            let t = TilePos {
+                flat,
+                idx: &idx,
+                dims: &self.dims,
+                len: n,
+                in_row: true,
+            };
+            let env = TileEnv {
+                loads: &self.loads,
+                bases,
+                core: None,
+            };
+            unsafe { run_tile(&self.prologue, &env, &t, s)? };
+            let v = s.slots[self.input as usize];
+            match (self.in_ty, v) {
+                (Ty::F32, Sv::Vec(p)) => {
+                    x32[j..j + n].copy_from_slice(unsafe { std::slice::from_raw_parts(p as *const f32, n) })
+                }
+                (Ty::F32, Sv::Scal(b)) => x32[j..j + n].fill(f32::from_bits(b as u32)),
+                _ => {
+                    for i in 0..n {
+                        x64[j + i] = f64::from_bits(unsafe { elem(v, Ty::F64, i) });
+                    }
+                }
+            }
+            j += n;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn run(&self, bases: &[*mut u8]) -> Result<(), String> {
+        if self.rows == 0 || self.c == 0 {
+            return Ok(());
+        }
+        let (gamma, beta) = match &self.params {
+            Some((g, b)) => (Some(param(g, bases, self.c)), Some(param(b, bases, self.c))),
+            None => (None, None),
+        };
+        let per = (super::ew::CHUNK / self.c).max(1);
+        let bs = Bases(bases);
+        let f32_path = self.in_ty == Ty::F32;
+        par_for(chunks(self.rows, per), |ch| {
+            let bs = bs;
+            let (r0, r1) = (ch * per, ((ch + 1) * per).min(self.rows));
+            let mut x32 = vec![0f32; if f32_path { self.c } else { 0 }];
+            let mut x64 = vec![0f64; if f32_path { 0 } else { self.c }];
+            let mut y32 = vec![0f32; if f32_path && self.direct.is_none() { self.c } else { 0 }];
+            let mut y64 = vec![0f64; if f32_path { 0 } else { self.c }];
+            for r in r0..r1 {
+                with_scratch(|s| self.load_row(bs.0, s, r, &mut x32, &mut x64))?;
+                let (core_ptr, w): (*const u8, usize) = if f32_path {
+                    let y: &mut [f32] = match self.direct {
+                        Some(buf) => unsafe { std::slice::from_raw_parts_mut((bs.0[buf] as *mut f32).add(r * self.c), self.c) },
+                        None => &mut y32,
+                    };
+                    row_f32(self.op, &x32, y, gamma.as_deref(), beta.as_deref());
+                    if self.direct.is_some() {
+                        continue;
+                    }
+                    if matches!(self.out_dt, DType::F16 | DType::BF16) {
+                        for v in y32.iter_mut() {
+                            *v = super::value::round_f32(self.out_dt, *v);
+                        }
+                    }
+                    (y32.as_ptr() as *const u8, 4)
+                } else {
+                    row_f64(self.op, &x64, &mut y64, gamma.as_deref(), beta.as_deref());
+                    (y64.as_ptr() as *const u8, 8)
+                };
+                let f0 = r * self.c;
+                let core = |flat: usize, _n: usize| Sv::Vec(unsafe { core_ptr.add((flat - f0) * w) });
+                self.epilogue.run_range(bs.0, f0, f0 + self.c, Some(&core))?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A `[C]` parameter as f64 values.
+fn param(p: &LoadPlan, bases: &[*mut u8], c: usize) -> Vec<f64> {
+    (0..c)
+        .map(|j| {
+            let off = match &p.table {
+                Some(t) => t[j],
+                None => (p.offset as isize + j as isize * p.strides.first().copied().unwrap_or(0)) as usize,
+            };
+            let bits = unsafe { read_bits(p.dtype, bases[p.buf], off) };
+            match Ty::of(p.dtype).unwrap() {
+                Ty::F32 => f32::from_bits(bits as u32) as f64,
+                Ty::F64 => f64::from_bits(bits),
+                Ty::I64 => bits as i64 as f64,
+            }
+        })
+        .collect()
+}
+
+/// Maximum with NaN propagation (NaN if any element is NaN; −∞ for an empty row).
+fn nan_max32(x: &[f32]) -> f32 {
+    let mut m = [f32::NEG_INFINITY; 8];
+    let mut nan = false;
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for k in 0..8 {
+            m[k] = if c[k] > m[k] { c[k] } else { m[k] };
+            nan |= c[k] != c[k];
+        }
+    }
+    let mut r = m.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for &v in it.remainder() {
+        nan |= v.is_nan();
+        if v > r {
+            r = v;
+        }
+    }
+    if nan { f32::NAN } else { r }
+}
+
+/// Σ x in f64 via eight f32 lanes per 1024-element block.
+fn sum32(x: &[f32]) -> f64 {
+    let mut total = 0f64;
+    for blk in x.chunks(1024) {
+        let mut lanes = [0f32; 8];
+        let mut it = blk.chunks_exact(8);
+        for c in &mut it {
+            for k in 0..8 {
+                lanes[k] += c[k];
+            }
+        }
+        total += lanes.iter().map(|&v| v as f64).sum::<f64>();
+        total += it.remainder().iter().map(|&v| v as f64).sum::<f64>();
+    }
+    total
+}
+
+fn row_f32(op: RowOp, x: &[f32], y: &mut [f32], gamma: Option<&[f64]>, beta: Option<&[f64]>) {
+    let n = x.len();
+    match op {
+        RowOp::Softmax => {
+            let m = nan_max32(x);
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = v - m;
+            }
+            math::unary_f32_inplace(Activation::Exp, y);
+            let s = sum32(y) as f32;
+            for o in y.iter_mut() {
+                *o /= s;
+            }
+        }
+        RowOp::LogSoftmax => {
+            let m = nan_max32(x);
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = v - m;
+            }
+            let mut tmp = [0f32; 1024];
+            let mut s = 0f64;
+            for c in y.chunks(1024) {
+                let t = &mut tmp[..c.len()];
+                math::unary_f32(Activation::Exp, c, t);
+                s += sum32(t);
+            }
+            let lse = s.ln() as f32;
+            for o in y.iter_mut() {
+                *o -= lse;
+            }
+        }
+        RowOp::LayerNorm { eps } | RowOp::RmsNorm { eps } => {
+            let rms = matches!(op, RowOp::RmsNorm { .. });
+            let mean = if rms { 0.0 } else { (sum32(x) / n as f64) as f32 };
+            let mut sq = 0f64;
+            for c in x.chunks(1024) {
+                let mut lanes = [0f32; 8];
+                let mut it = c.chunks_exact(8);
+                for ch in &mut it {
+                    for k in 0..8 {
+                        let d = ch[k] - mean;
+                        lanes[k] += d * d;
+                    }
+                }
+                sq += lanes.iter().map(|&v| v as f64).sum::<f64>();
+                sq += it.remainder().iter().map(|&v| ((v - mean) * (v - mean)) as f64).sum::<f64>();
+            }
+            let d = ((sq / n as f64) + eps as f64).sqrt();
+            let inv = (1.0 / d) as f32;
+            let (g, b) = (gamma.unwrap(), beta.unwrap());
+            let g32: Vec<f32> = g.iter().map(|&v| v as f32).collect();
+            let b32: Vec<f32> = b.iter().map(|&v| v as f32).collect();
+            for j in 0..n {
+                y[j] = (x[j] - mean) * inv * g32[j] + b32[j];
+            }
+        }
+    }
+}
+
+fn row_f64(op: RowOp, x: &[f64], y: &mut [f64], gamma: Option<&[f64]>, beta: Option<&[f64]>) {
+    let n = x.len() as f64;
+    let m = x.iter().fold(f64::NEG_INFINITY, |m, &v| if m.is_nan() || v.is_nan() { f64::NAN } else { m.max(v) });
+    match op {
+        RowOp::Softmax => {
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = (v - m).exp();
+            }
+            let s: f64 = y.iter().sum();
+            y.iter_mut().for_each(|o| *o /= s);
+        }
+        RowOp::LogSoftmax => {
+            let lse = x.iter().map(|&v| (v - m).exp()).sum::<f64>().ln();
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = v - m - lse;
+            }
+        }
+        RowOp::LayerNorm { eps } | RowOp::RmsNorm { eps } => {
+            let rms = matches!(op, RowOp::RmsNorm { .. });
+            let mean = if rms { 0.0 } else { x.iter().sum::<f64>() / n };
+            let var = x.iter().map(|&a| (a - mean) * (a - mean)).sum::<f64>() / n;
+            let d = (var + eps as f64).sqrt();
+            let (g, b) = (gamma.unwrap(), beta.unwrap());
+            for (j, (o, &a)) in y.iter_mut().zip(x).enumerate() {
+                *o = (a - mean) / d * g[j] + b[j];
+            }
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Tile values and element conversions shared by the tile interpreter.
+//!
+//! Every expression value is evaluated in one of three compute types: `F32`
+//! (f32/f16/bf16 data), `F64` and `I64` (every integer type and bool). A tile value is
+//! either a vector of `n` elements (in a register or read in place from a buffer) or
+//! one scalar broadcast over the tile.
+
+use half::{bf16, f16};
+use rlx_ir::DType;
+
+/// Compute type of a tile value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ty {
+    F32,
+    F64,
+    I64,
+}
+
+impl Ty {
+    /// The compute type of values of `dt` (`None` for complex).
+    pub(crate) fn of(dt: DType) -> Option<Ty> {
+        Some(match rlx_compile::program::compute_class(dt)? {
+            DType::F32 => Ty::F32,
+            DType::F64 => Ty::F64,
+            _ => Ty::I64,
+        })
+    }
+}
+
+/// A tile value: a vector at a pointer (f32/f64/i64 elements by its type) or a
+/// scalar's bits (`f32::to_bits`, `f64::to_bits`, `i64 as u64`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sv {
+    Vec(*const u8),
+    Scal(u64),
+}
+
+/// Conversion between a compute element and its scalar bits.
+pub(crate) trait Elem: Copy + Default + Send + Sync + 'static {
+    fn to_bits(self) -> u64;
+    fn from_bits(b: u64) -> Self;
+}
+
+impl Elem for f32 {
+    #[inline(always)]
+    fn to_bits(self) -> u64 {
+        f32::to_bits(self) as u64
+    }
+    #[inline(always)]
+    fn from_bits(b: u64) -> Self {
+        f32::from_bits(b as u32)
+    }
+}
+
+impl Elem for f64 {
+    #[inline(always)]
+    fn to_bits(self) -> u64 {
+        f64::to_bits(self)
+    }
+    #[inline(always)]
+    fn from_bits(b: u64) -> Self {
+        f64::from_bits(b)
+    }
+}
+
+impl Elem for i64 {
+    #[inline(always)]
+    fn to_bits(self) -> u64 {
+        self as u64
+    }
+    #[inline(always)]
+    fn from_bits(b: u64) -> Self {
+        b as i64
+    }
+}
+
+/// `n` elements at `p` as a slice.
+///
+/// # Safety
+/// `p` must point to `n` initialized, aligned elements of `T` that are not written
+/// while the slice lives.
+#[inline(always)]
+pub(crate) unsafe fn sl<'a, T>(p: *const u8, n: usize) -> &'a [T] {
+    unsafe { std::slice::from_raw_parts(p as *const T, n) }
+}
+
+/// `n` elements at `p` as a mutable slice.
+///
+/// # Safety
+/// `p` must point to `n` aligned elements of `T` that nothing else reads or writes
+/// while the slice lives.
+#[inline(always)]
+pub(crate) unsafe fn slm<'a, T>(p: *mut u8, n: usize) -> &'a mut [T] {
+    unsafe { std::slice::from_raw_parts_mut(p as *mut T, n) }
+}
+
+/// Wrap an `i64` to the range of the integer dtype `dt` (bool: 0/1 from non-zero).
+#[inline(always)]
+pub(crate) fn wrap_int(dt: DType, v: i64) -> i64 {
+    match dt {
+        DType::I8 => v as i8 as i64,
+        DType::U8 => v as u8 as i64,
+        DType::I16 => v as i16 as i64,
+        DType::I32 => v as i32 as i64,
+        DType::U32 => v as u32 as i64,
+        DType::Bool => (v != 0) as i64,
+        _ => v,
+    }
+}
+
+/// Round an f32 compute value to the precision of `dt` (f16/bf16; identity for f32).
+#[inline(always)]
+pub(crate) fn round_f32(dt: DType, v: f32) -> f32 {
+    match dt {
+        DType::F16 => f16::from_f32(v).to_f32(),
+        DType::BF16 => bf16::from_f32(v).to_f32(),
+        _ => v,
+    }
+}
+
+/// Read element `i` of a `dt` buffer at `p` as compute bits of `Ty::of(dt)`.
+///
+/// # Safety
+/// `p` must hold at least `i + 1` elements of `dt`.
+#[inline(always)]
+pub(crate) unsafe fn read_bits(dt: DType, p: *const u8, i: usize) -> u64 {
+    unsafe {
+        match dt {
+            DType::F32 => *(p as *const u32).add(i) as u64,
+            DType::F16 => f16::from_bits(*(p as *const u16).add(i)).to_f32().to_bits() as u64,
+            DType::BF16 => bf16::from_bits(*(p as *const u16).add(i)).to_f32().to_bits() as u64,
+            DType::F64 | DType::I64 => *(p as *const u64).add(i),
+            DType::I8 => *(p as *const i8).add(i) as i64 as u64,
+            DType::U8 | DType::Bool => *p.add(i) as u64,
+            DType::I16 => *(p as *const i16).add(i) as i64 as u64,
+            DType::I32 => *(p as *const i32).add(i) as i64 as u64,
+            DType::U32 => *(p as *const u32).add(i) as u64,
+            DType::C64 | DType::C128 => unreachable!("complex values are not evaluated by tiles"),
+        }
+    }
+}
+
+/// Write compute bits `v` (of `Ty::of(dt)`) as element `i` of a `dt` buffer at `p`,
+/// rounding (f16/bf16) or wrapping (integers) as the dtype requires.
+///
+/// # Safety
+/// `p` must hold at least `i + 1` elements of `dt`.
+#[inline(always)]
+pub(crate) unsafe fn write_bits(dt: DType, p: *mut u8, i: usize, v: u64) {
+    unsafe {
+        match dt {
+            DType::F32 => *(p as *mut u32).add(i) = v as u32,
+            DType::F16 => *(p as *mut u16).add(i) = f16::from_f32(f32::from_bits(v as u32)).to_bits(),
+            DType::BF16 => *(p as *mut u16).add(i) = bf16::from_f32(f32::from_bits(v as u32)).to_bits(),
+            DType::F64 | DType::I64 => *(p as *mut u64).add(i) = v,
+            DType::I8 | DType::U8 => *p.add(i) = v as u8,
+            DType::Bool => *p.add(i) = (v != 0) as u8,
+            DType::I16 => *(p as *mut u16).add(i) = v as u16,
+            DType::I32 | DType::U32 => *(p as *mut u32).add(i) = v as u32,
+            DType::C64 | DType::C128 => unreachable!("complex values are not evaluated by tiles"),
+        }
+    }
+}
+
+/// The f64 that rounds (once, in the target's own rounding) to the value nearest to
+/// the integer `v` in float dtype `to`: integers beyond 2⁵³ are first rounded to the
+/// target's precision in integer arithmetic, so no double rounding happens.
+pub(crate) fn int_to_float_f64(v: i64, to: DType) -> f64 {
+    let precision = match to {
+        DType::F32 => 24,
+        DType::BF16 => 8,
+        DType::F16 => 11,
+        _ => 53,
+    };
+    let mag = v.unsigned_abs();
+    let bits = 64 - mag.leading_zeros();
+    if bits <= 53 || bits <= precision {
+        return v as f64;
+    }
+    let shift = bits - precision;
+    let mut q = mag >> shift;
+    let rem = mag & ((1u64 << shift) - 1);
+    let half = 1u64 << (shift - 1);
+    if rem > half || (rem == half && q % 2 == 1) {
+        q += 1;
+    }
+    let r = q as f64 * 2f64.powi(shift as i32);
+    if v < 0 { -r } else { r }
+}
+
+/// Convert compute bits of dtype `from` to compute bits of dtype `to` (oracle `Cast`).
+#[inline]
+pub(crate) fn cast_bits(from: DType, to: DType, v: u64) -> u64 {
+    let fty = Ty::of(from).expect("real");
+    let tty = Ty::of(to).expect("real");
+    match (fty, tty) {
+        (Ty::F32, Ty::F32) => round_f32(to, f32::from_bits(v as u32)).to_bits() as u64,
+        (Ty::F32, Ty::F64) => (f32::from_bits(v as u32) as f64).to_bits(),
+        (Ty::F64, Ty::F32) => {
+            let x = f64::from_bits(v);
+            let r = match to {
+                DType::F16 => f16::from_f64(x).to_f32(),
+                DType::BF16 => bf16::from_f64(x).to_f32(),
+                _ => x as f32,
+            };
+            r.to_bits() as u64
+        }
+        (Ty::F64, Ty::F64) => v,
+        (Ty::F32 | Ty::F64, Ty::I64) => {
+            let x = if fty == Ty::F32 {
+                f32::from_bits(v as u32) as f64
+            } else {
+                f64::from_bits(v)
+            };
+            float_to_int(to, x) as u64
+        }
+        (Ty::I64, Ty::F32) => {
+            let i = v as i64;
+            let r = match to {
+                DType::F32 => i as f32,
+                DType::F16 => f16::from_f64(int_to_float_f64(i, to)).to_f32(),
+                _ => bf16::from_f64(int_to_float_f64(i, to)).to_f32(),
+            };
+            r.to_bits() as u64
+        }
+        (Ty::I64, Ty::F64) => ((v as i64) as f64).to_bits(),
+        (Ty::I64, Ty::I64) => wrap_int(to, v as i64) as u64,
+    }
+}
+
+/// Float → integer dtype: truncation toward zero, saturating, NaN → 0; bool is `x != 0`.
+#[inline(always)]
+pub(crate) fn float_to_int(to: DType, x: f64) -> i64 {
+    match to {
+        DType::I8 => x as i8 as i64,
+        DType::U8 => x as u8 as i64,
+        DType::I16 => x as i16 as i64,
+        DType::I32 => x as i32 as i64,
+        DType::U32 => x as u32 as i64,
+        DType::Bool => (x != 0.0) as i64,
+        _ => x as i64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn casts_follow_the_oracle_rules() {
+        let f = |x: f32| x.to_bits() as u64;
+        assert_eq!(cast_bits(DType::F32, DType::I8, f(-300.7)) as i64, -128);
+        assert_eq!(cast_bits(DType::F32, DType::I32, f(f32::NAN)) as i64, 0);
+        assert_eq!(cast_bits(DType::F32, DType::Bool, f(f32::NAN)) as i64, 1);
+        assert_eq!(cast_bits(DType::I64, DType::U8, 257), 1);
+        let big: i64 = (1 << 60) + (1 << 36) + 1;
+        assert_eq!(f32::from_bits(cast_bits(DType::I64, DType::F32, big as u64) as u32), big as f32);
+        let h = f32::from_bits(cast_bits(DType::F32, DType::F16, f(1.0 + 1.0 / 4096.0)) as u32);
+        assert_eq!(h, 1.0);
+    }
+
+    #[test]
+    fn reads_and_writes_round_trip_every_real_dtype() {
+        for dt in DType::ALL {
+            if dt.is_complex() {
+                continue;
+            }
+            let mut buf = vec![0u64; 2];
+            let p = buf.as_mut_ptr() as *mut u8;
+            let v = match Ty::of(dt).unwrap() {
+                Ty::F32 => 3.0f32.to_bits() as u64,
+                Ty::F64 => 3.0f64.to_bits(),
+                Ty::I64 => if dt == DType::Bool { 1 } else { 3 },
+            };
+            unsafe {
+                write_bits(dt, p, 1, v);
+                assert_eq!(read_bits(dt, p, 1), v, "{dt}");
+            }
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The tile interpreter: an expression compiled to instructions that each process a
+//! whole tile with one tight loop (vectorizable; transcendental functions go through
+//! the vectorized `math` kernels). Intermediates live in a few registers of
+//! [`TILE`] elements — a per-thread scratch that stays in L1.
+
+use super::loads::{LoadPlan, TilePos, fetch};
+use super::ops;
+use super::value::{Sv, Ty};
+use rlx_compile::program::{EOp, Expr, Scalar};
+use rlx_ir::{DType, FloatFormat};
+
+/// Elements per tile.
+pub(crate) const TILE: usize = 1024;
+
+/// What one instruction does.
+#[derive(Debug, Clone)]
+pub(crate) enum IOp {
+    Load(usize),
+    Const(u64),
+    Core,
+    Unary(rlx_ir::Activation),
+    Binary(rlx_ir::BinaryOp),
+    /// Compare in the given compute type (operands converted to it first).
+    Compare(rlx_ir::CmpOp, Ty),
+    Where,
+    Cast(DType),
+    Round(FloatFormat),
+}
+
+/// One instruction: `dst = op(args)` with result dtype `dtype`.
+#[derive(Debug, Clone)]
+pub(crate) struct Instr {
+    pub(crate) op: IOp,
+    pub(crate) args: [u32; 3],
+    pub(crate) dtype: DType,
+    pub(crate) ty: Ty,
+    /// Register for a vector result.
+    pub(crate) reg: u32,
+}
+
+/// A compiled expression.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TileProg {
+    pub(crate) instrs: Vec<Instr>,
+    pub(crate) nregs: usize,
+}
+
+/// Scalar bits of a literal in compute type `ty`.
+fn const_bits(s: Scalar, dt: DType, ty: Ty) -> u64 {
+    match (s, ty) {
+        (Scalar::F(v), Ty::F32) => super::value::round_f32(dt, v as f32).to_bits() as u64,
+        (Scalar::F(v), Ty::F64) => v.to_bits(),
+        (Scalar::F(v), Ty::I64) => v as i64 as u64,
+        (Scalar::I(v), Ty::F32) => (v as f32).to_bits() as u64,
+        (Scalar::I(v), Ty::F64) => (v as f64).to_bits(),
+        (Scalar::I(v), Ty::I64) => v as u64,
+    }
+}
+
+/// The compute type a comparison of `a` and `b` runs in (exact for both operands).
+pub(crate) fn compare_ty(a: DType, b: DType) -> Ty {
+    let (ta, tb) = (Ty::of(a).unwrap(), Ty::of(b).unwrap());
+    match (ta, tb) {
+        (Ty::I64, Ty::I64) => Ty::I64,
+        (Ty::F32, Ty::F32) => Ty::F32,
+        _ => Ty::F64,
+    }
+}
+
+impl TileProg {
+    /// Compile `e`. Returns `None` if a node has no tile implementation (complex data).
+    pub(crate) fn build(e: &Expr) -> Option<TileProg> {
+        let n = e.nodes.len();
+        let mut last_use = vec![0usize; n];
+        for (i, node) in e.nodes.iter().enumerate() {
+            for &a in &node.args {
+                last_use[a as usize] = i;
+            }
+        }
+        let mut free: Vec<u32> = Vec::new();
+        let mut nregs = 0u32;
+        let mut instrs = Vec::with_capacity(n);
+        for (i, node) in e.nodes.iter().enumerate() {
+            let ty = Ty::of(node.dtype)?;
+            for a in &node.args {
+                Ty::of(e.nodes[*a as usize].dtype)?;
+            }
+            let op = match &node.op {
+                EOp::Load(l) => IOp::Load(*l),
+                EOp::Const(s) => IOp::Const(const_bits(*s, node.dtype, ty)),
+                EOp::Core => IOp::Core,
+                EOp::Unary(a) => IOp::Unary(*a),
+                EOp::Binary(b) => IOp::Binary(*b),
+                EOp::Compare(c) => IOp::Compare(
+                    *c,
+                    compare_ty(e.nodes[node.args[0] as usize].dtype, e.nodes[node.args[1] as usize].dtype),
+                ),
+                EOp::Where => IOp::Where,
+                EOp::Cast => IOp::Cast(e.nodes[node.args[0] as usize].dtype),
+                EOp::RoundToFormat {
+                    exp_bits,
+                    man_bits,
+                    max_normal,
+                } => IOp::Round(FloatFormat::ieee(*exp_bits, *man_bits, *max_normal)),
+            };
+            // The result register is taken before the operands' registers are freed,
+            // so no instruction writes over a register it reads.
+            let reg = free.pop().unwrap_or_else(|| {
+                nregs += 1;
+                nregs - 1
+            });
+            let mut args = [0u32; 3];
+            for (k, &a) in node.args.iter().enumerate() {
+                args[k] = a;
+            }
+            instrs.push(Instr {
+                op,
+                args,
+                dtype: node.dtype,
+                ty,
+                reg,
+            });
+            let mut dead: Vec<u32> = node
+                .args
+                .iter()
+                .filter(|&&a| last_use[a as usize] == i)
+                .map(|&a| instrs[a as usize].reg)
+                .collect();
+            dead.sort_unstable();
+            dead.dedup();
+            free.extend(dead);
+            if last_use[i] == 0 && i + 1 < n {
+                // Unused except as a stored value: keep its register (stores read it).
+            }
+        }
+        // Values read by stores must survive to the end: conservatively, nothing is
+        // freed after its last *instruction* use if it is stored — callers store the
+        // last node or nodes whose registers were never reused after their last use.
+        Some(TileProg {
+            instrs,
+            nregs: nregs as usize,
+        })
+    }
+}
+
+/// Per-thread scratch: registers and slot values.
+pub(crate) struct Scratch {
+    regs: Vec<u64>,
+    pub(crate) slots: Vec<Sv>,
+}
+
+impl Scratch {
+    pub(crate) fn new() -> Scratch {
+        Scratch {
+            regs: Vec::new(),
+            slots: Vec::new(),
+        }
+    }
+
+    fn ensure(&mut self, nregs: usize, nslots: usize) {
+        if self.regs.len() < nregs * TILE {
+            self.regs.resize(nregs * TILE, 0);
+        }
+        if self.slots.len() < nslots {
+            self.slots.resize(nslots, Sv::Scal(0));
+        }
+    }
+
+    pub(crate) fn reg(&mut self, r: u32) -> *mut u8 {
+        unsafe { self.regs.as_mut_ptr().add(r as usize * TILE) as *mut u8 }
+    }
+}
+
+/// Everything a tile evaluation reads.
+pub(crate) struct TileEnv<'a> {
+    pub(crate) loads: &'a [LoadPlan],
+    pub(crate) bases: &'a [*mut u8],
+    pub(crate) core: Option<Sv>,
+}
+
+/// Evaluate `prog` on tile `t` into `s.slots`. Errors (integer division by zero,
+/// negative shifts) are messages naming the op.
+///
+/// # Safety
+/// Every load plan must be in bounds of its buffer for this tile, and `t.len ≤ TILE`.
+pub(crate) unsafe fn run_tile(prog: &TileProg, env: &TileEnv<'_>, t: &TilePos<'_>, s: &mut Scratch) -> Result<(), String> {
+    s.ensure(prog.nregs, prog.instrs.len());
+    let n = t.len;
+    for (i, ins) in prog.instrs.iter().enumerate() {
+        let reg = s.reg(ins.reg);
+        let a = |k: usize| s.slots[ins.args[k] as usize];
+        let v = match &ins.op {
+            IOp::Load(l) => {
+                let p = &env.loads[*l];
+                unsafe { fetch(p, env.bases[p.buf], t, ins.ty, reg) }
+            }
+            IOp::Const(b) => Sv::Scal(*b),
+            IOp::Core => env.core.expect("core value supplied to epilogues"),
+            IOp::Unary(act) => unsafe { ops::unary(*act, ins.ty, ins.dtype, a(0), reg, n)? },
+            IOp::Binary(b) => unsafe { ops::binary(*b, ins.ty, ins.dtype, a(0), a(1), reg, n)? },
+            IOp::Compare(c, cty) => {
+                let (da, db) = (prog.instrs[ins.args[0] as usize].dtype, prog.instrs[ins.args[1] as usize].dtype);
+                unsafe { ops::compare(*c, *cty, (a(0), da), (a(1), db), reg, n) }
+            }
+            IOp::Where => unsafe { ops::select(ins.ty, a(0), a(1), a(2), reg, n) },
+            IOp::Cast(from) => unsafe { ops::cast(*from, ins.dtype, a(0), reg, n) },
+            IOp::Round(f) => unsafe { ops::round_format(f, ins.ty, ins.dtype, a(0), reg, n) },
+        };
+        s.slots[i] = v;
+    }
+    Ok(())
+}

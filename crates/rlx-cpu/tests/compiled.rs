@@ -1,0 +1,158 @@
+//! Hand-written checks of the compiled CPU executor against the oracle and against
+//! hand-computed values (the random differential suite is in `differential*.rs`).
+
+use rlx_cpu::CpuBackend;
+use rlx_ir::{Activation, BinaryOp, DType, Graph, NodeId, Op, ReduceOp, Shape, TensorData, interp};
+use rlx_runtime::{Backend, Device, arg_order};
+
+fn run(g: &Graph, args: &[TensorData]) -> Vec<TensorData> {
+    let exe = CpuBackend.compile(Device::Cpu, g).unwrap();
+    let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+    exe.run(&views).unwrap()
+}
+
+fn oracle(g: &Graph, args: &[TensorData]) -> Vec<TensorData> {
+    let names: Vec<String> = arg_order(g)
+        .into_iter()
+        .map(|id| match &g.node(id).op {
+            Op::Input { name } | Op::Param { name } => name.clone(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let named: Vec<(&str, &TensorData)> = names.iter().map(|s| s.as_str()).zip(args).collect();
+    interp::run_refs(g, &named).unwrap()
+}
+
+fn close(a: &TensorData, b: &TensorData, tol: f64) {
+    assert_eq!(a.dims, b.dims);
+    assert_eq!(a.dtype, b.dtype);
+    for (i, (x, y)) in a.to_f64_vec().iter().zip(b.to_f64_vec()).enumerate() {
+        let ok = (x.is_nan() && y.is_nan()) || x == &y || (x - y).abs() <= tol * (1.0 + y.abs());
+        assert!(ok, "element {i}: {x} vs {y}");
+    }
+}
+
+fn seq(n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|i| ((i * 37 % 101) as f32 / 50.0 - 1.0) * scale).collect()
+}
+
+fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
+    g.add_op(o, ins).unwrap()
+}
+
+#[test]
+fn w1_elementwise_chain_matches_the_oracle() {
+    let n = 5000;
+    let mut g = Graph::new("w1");
+    let a = g.input("a", Shape::new(&[n], DType::F32));
+    let b = g.input("b", Shape::new(&[n], DType::F32));
+    let c = g.input("c", Shape::new(&[n], DType::F32));
+    let s = op(&mut g, Op::Binary(BinaryOp::Add), vec![a, b]);
+    let m = op(&mut g, Op::Binary(BinaryOp::Mul), vec![s, c]);
+    let half = TensorData::from_f32(&[], &[0.5]);
+    let h = g.add_node(Op::Constant { data: half.bytes.clone() }, vec![], half.shape());
+    let d = op(&mut g, Op::Binary(BinaryOp::Sub), vec![m, h]);
+    let r = op(&mut g, Op::Activation(Activation::Relu), vec![d]);
+    let e = op(&mut g, Op::Activation(Activation::Exp), vec![r]);
+    g.set_outputs(vec![e]);
+    let args = vec![
+        TensorData::from_f32(&[n], &seq(n, 1.0)),
+        TensorData::from_f32(&[n], &seq(n, 0.5)),
+        TensorData::from_f32(&[n], &seq(n, 2.0)),
+    ];
+    close(&run(&g, &args)[0], &oracle(&g, &args)[0], 1e-6);
+}
+
+#[test]
+fn reductions_over_any_axes_match_the_oracle() {
+    for axes in [vec![0], vec![1], vec![2], vec![0, 2], vec![0, 1, 2], vec![1, 2]] {
+        for keep in [false, true] {
+            for rop in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod] {
+                let mut g = Graph::new("r");
+                let x = g.input("x", Shape::new(&[3, 70, 5], DType::F32));
+                let e = op(&mut g, Op::Activation(Activation::Tanh), vec![x]);
+                let r = op(&mut g, Op::Reduce { op: rop, axes: axes.clone(), keep_dim: keep }, vec![e]);
+                let y = op(&mut g, Op::Activation(Activation::Neg), vec![r]);
+                g.set_outputs(vec![y]);
+                let args = vec![TensorData::from_f32(&[3, 70, 5], &seq(1050, 1.0))];
+                close(&run(&g, &args)[0], &oracle(&g, &args)[0], 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_with_bias_and_activation_matches_the_oracle() {
+    let mut g = Graph::new("mm");
+    let x = g.input("x", Shape::new(&[2, 7, 5], DType::F32));
+    let w = g.input("w", Shape::new(&[5, 6], DType::F32));
+    let b = g.input("b", Shape::new(&[6], DType::F32));
+    let y = op(&mut g, Op::FusedMatMulBiasAct { activation: Some(Activation::GeluApprox) }, vec![x, w, b]);
+    let t = op(&mut g, Op::Transpose { perm: vec![0, 2, 1] }, vec![x]);
+    let z = op(&mut g, Op::MatMul, vec![t, x]);
+    g.set_outputs(vec![y, z]);
+    let args = vec![
+        TensorData::from_f32(&[2, 7, 5], &seq(70, 1.0)),
+        TensorData::from_f32(&[5, 6], &seq(30, 0.7)),
+        TensorData::from_f32(&[6], &seq(6, 0.3)),
+    ];
+    let (got, want) = (run(&g, &args), oracle(&g, &args));
+    close(&got[0], &want[0], 1e-5);
+    close(&got[1], &want[1], 1e-5);
+}
+
+#[test]
+fn row_ops_match_the_oracle() {
+    let mut g = Graph::new("rows");
+    let x = g.input("x", Shape::new(&[5, 300], DType::F32));
+    let gm = g.input("g", Shape::new(&[300], DType::F32));
+    let bt = g.input("b", Shape::new(&[300], DType::F32));
+    let s = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
+    let l = op(&mut g, Op::LogSoftmax { axis: 1 }, vec![x]);
+    let n = op(&mut g, Op::LayerNorm { axis: -1, eps: 1e-5 }, vec![x, gm, bt]);
+    let r = op(&mut g, Op::RmsNorm { axis: -1, eps: 1e-5 }, vec![x, gm, bt]);
+    let s0 = op(&mut g, Op::Softmax { axis: 0 }, vec![x]);
+    g.set_outputs(vec![s, l, n, r, s0]);
+    let args = vec![
+        TensorData::from_f32(&[5, 300], &seq(1500, 3.0)),
+        TensorData::from_f32(&[300], &seq(300, 1.0)),
+        TensorData::from_f32(&[300], &seq(300, 0.5)),
+    ];
+    let (got, want) = (run(&g, &args), oracle(&g, &args));
+    for (a, b) in got.iter().zip(&want) {
+        close(a, b, 1e-5);
+    }
+}
+
+#[test]
+fn opaque_ops_and_integer_errors_behave_like_the_oracle() {
+    let mut g = Graph::new("cum");
+    let x = g.input("x", Shape::new(&[4, 3], DType::I32));
+    let y = g.input("y", Shape::new(&[4, 3], DType::I32));
+    let c = op(&mut g, Op::Cumsum { axis: 0, exclusive: false }, vec![x]);
+    let d = op(&mut g, Op::Binary(BinaryOp::Div), vec![c, y]);
+    g.set_outputs(vec![d]);
+    let xs = TensorData::from_i64_as(DType::I32, &[4, 3], &(0..12).collect::<Vec<_>>());
+    let ys = TensorData::from_i64_as(DType::I32, &[4, 3], &(1..13).collect::<Vec<_>>());
+    let args = vec![xs.clone(), ys];
+    assert_eq!(run(&g, &args)[0], oracle(&g, &args)[0]);
+    let zero = TensorData::from_i64_as(DType::I32, &[4, 3], &[0; 12]);
+    let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+    let err = exe.run(&[xs.view(), zero.view()]).unwrap_err().to_string();
+    assert!(err.contains("division by zero"), "{err}");
+}
+
+#[test]
+fn explain_lists_kernels_fused_ops_and_the_memory_plan() {
+    let mut g = Graph::new("ex");
+    let x = g.input("x", Shape::new(&[64, 64], DType::F32));
+    let e = op(&mut g, Op::Activation(Activation::Exp), vec![x]);
+    let s = op(&mut g, Op::Reduce { op: ReduceOp::Sum, axes: vec![1], keep_dim: true }, vec![e]);
+    let d = op(&mut g, Op::Binary(BinaryOp::Div), vec![e, s]);
+    g.set_outputs(vec![d]);
+    let text = CpuBackend.compile(Device::Cpu, &g).unwrap().explain();
+    assert!(text.contains("kernel 0"), "{text}");
+    assert!(text.contains("reduce_sum"), "{text}");
+    assert!(text.contains("peak arena"), "{text}");
+    assert!(text.contains("cpu"), "{text}");
+}
