@@ -178,6 +178,38 @@ fn hvp_matches_finite_differences_of_the_gradient() {
 }
 
 #[test]
+fn hvp_and_jvp_keep_a_dynamic_batch_dynamic() {
+    // f(x) = Σ_rows softplus(x·w)², x: [?, 3]
+    let f = Func::new("dyn", |s| {
+        let x = s.input("x", shape![?, 3]);
+        let w = s.param("w", shape![3, 2]);
+        let h = x.matmul(&w).softplus();
+        (&h * &h).sum_all()
+    })
+    .with_param("w", seq(6, 0.5, 0.2));
+    let h = f.hvp(&["x"]).jit();
+    let g = f.grad(&["x"]);
+    for rows in [1usize, 4] {
+        let x = seq(rows * 3, 1.0, rows as f32);
+        let v = seq(rows * 3, 1.0, 5.0);
+        let out = h.run(&[("x", &x), ("tangent_x", &v)]);
+        assert_eq!(out[3].len(), rows * 3);
+        let eps = 1e-2f32;
+        let at = |e: f32| {
+            let xe: Vec<f32> = x.iter().zip(&v).map(|(a, b)| a + e * b).collect();
+            g.run(&[("x", &xe)])[0].clone()
+        };
+        let (hi, lo) = (at(eps), at(-eps));
+        let fd: Vec<f32> = hi
+            .iter()
+            .zip(&lo)
+            .map(|(a, b)| (a - b) / (2.0 * eps))
+            .collect();
+        close(&out[3], &fd, 2e-3);
+    }
+}
+
+#[test]
 fn jvp_of_grad_is_hvp_and_grad_of_grad_is_hvp_with_ones() {
     let n = 5;
     let f = w10(n);
