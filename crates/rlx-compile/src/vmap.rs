@@ -18,11 +18,12 @@
 //!   (indices offset by `b·n`);
 //! - attention and rope fold the batch into the op's own batch axis, convolutions
 //!   and pooling fold it into the channels (grouped convolution with `B·groups`
-//!   groups), fused layers and norms with batched weights are split into primitives;
+//!   groups); fused layers, norms and splines with batched weights, and per-tensor
+//!   quantization scales, are split into primitives that batch by their own rules;
 //! - `scan` batches its body (the carry becomes batched when the body makes it so);
-//! - where nothing better applies (batched codebooks, per-tensor quantization,
-//!   scaled matmul, rope tables, or folds that a reshape with several dynamic axes
-//!   cannot express) the op is *unrolled*: applied to each example (`narrow` +
+//! - where nothing better applies (batched codebook indices or codebooks, per-tensor
+//!   quantization codes, scaled matmul, batched rope tables, or folds that a reshape
+//!   with several dynamic axes cannot express) the op is *unrolled*: applied to each example (`narrow` +
 //!   drop axis), the results concatenated along a new batch axis. Correct, but the
 //!   graph grows with the batch size.
 

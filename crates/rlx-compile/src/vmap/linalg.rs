@@ -1,7 +1,7 @@
 //! Batching rules of the contractions.
 
 use super::{BVal, Batcher, unroll, via_decomposition};
-use rlx_ir::{IrResult, Node, Op, ScaleLayout, Shape};
+use rlx_ir::{Activation, CmpOp, DType, Dim, IrResult, Node, Op, ReduceOp, ScaleLayout, Shape};
 
 pub(super) fn rule(
     bt: &mut Batcher,
@@ -59,11 +59,29 @@ pub(super) fn rule(
             }
             Ok(BVal::batched(bt.e.op(node.op.clone(), args)?))
         }
-        // Per-tensor scales, 2-D-only scaled matmul, batched codebooks: per example.
-        Op::SynthMatMul { .. }
-        | Op::ScaledQuantScale { .. }
-        | Op::ScaledQuantize { .. }
-        | Op::ScaledMatMul { .. } => unroll(bt, &node.op, ins),
+        Op::ScaledQuantScale { format, .. } => {
+            // Per-tensor: s = absmax(finite x)/max_finite in f64, stored as f32, and 1
+            // where that is 0 — a reduction over each example's axes.
+            let max = format.max_finite() as f64;
+            via_decomposition(bt, ins, shapes, |e, a| {
+                let x = e.cast(a[0], DType::F64)?;
+                let ax = e.act(Activation::Abs, x)?;
+                let finite = e.cmp_scalar(CmpOp::Lt, ax, f64::INFINITY)?;
+                let ax = e.keep_where(finite, ax)?;
+                let r = e.rank(ax);
+                let m = e.reduce(ReduceOp::Max, ax, (0..r).collect(), false)?;
+                let s = e.scale(m, 1.0 / max)?;
+                let s = e.cast(s, DType::F32)?;
+                let zero = e.cmp_scalar(CmpOp::Eq, s, 0.0)?;
+                let one = e.scalar(1.0, DType::F32);
+                let s = e.select(zero, one, s)?;
+                e.reshape_to(s, &[Dim::Static(1)])
+            })
+        }
+        // Per-tensor quantization, 2-D-only scaled matmul, batched codebooks: per example.
+        Op::SynthMatMul { .. } | Op::ScaledQuantize { .. } | Op::ScaledMatMul { .. } => {
+            unroll(bt, &node.op, ins)
+        }
         other => unreachable!("vmap linalg::rule got {}", other.name()),
     }
 }

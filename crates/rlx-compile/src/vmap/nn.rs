@@ -1,7 +1,7 @@
 //! Batching rules of the neural-network ops.
 
 use super::{BVal, Batcher, unroll, via_decomposition};
-use rlx_ir::{Dim, IrResult, MaskKind, Node, Op, Shape};
+use rlx_ir::{Activation, Dim, IrResult, MaskKind, Node, Op, Shape, TensorData};
 
 pub(super) fn rule(
     bt: &mut Batcher,
@@ -55,7 +55,33 @@ pub(super) fn rule(
         Op::SplineActivation { .. } if !ins[1].batched => Ok(BVal::batched(
             bt.e.op(node.op.clone(), vec![ins[0].id, ins[1].id])?,
         )),
-        Op::SplineActivation { .. } => unroll(bt, &node.op, ins),
+        Op::SplineActivation {
+            num_basis,
+            grid_min,
+            grid_max,
+        } => {
+            // Batched coefficients: Σ_b coeff[c, b]·exp(−((x − g_b)/h)²) from primitives.
+            let nb = *num_basis as usize;
+            let (lo, hi) = (*grid_min as f64, *grid_max as f64);
+            via_decomposition(bt, ins, shapes, |e, a| {
+                let (x, coeff) = (a[0], a[1]);
+                let dt = e.dtype(x);
+                let h = (hi - lo) / (nb - 1) as f64;
+                let grid: Vec<f64> = (0..nb).map(|b| lo + b as f64 * h).collect();
+                let grid = e.constant(TensorData::from_f64_as(dt, &[nb], &grid));
+                let r = e.rank(x);
+                let xu = e.unsqueeze(x, r)?;
+                let diff = e.sub(xu, grid)?;
+                let hs = e.scalar(h, dt);
+                let z = e.div(diff, hs)?;
+                let z2 = e.square(z)?;
+                let nz2 = e.neg(z2)?;
+                let basis = e.act(Activation::Exp, nz2)?;
+                let c = e.cast(coeff, dt)?;
+                let w = e.mul(basis, c)?;
+                e.sum(w, vec![r], false)
+            })
+        }
         Op::Rope { .. } => {
             // Fold the batch into x's batch axis; the tables are per position.
             if !ins[1].batched && !ins[2].batched {
