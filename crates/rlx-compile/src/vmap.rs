@@ -23,9 +23,9 @@
 //! - `scan` batches its body (the carry becomes batched when the body makes it so);
 //! - where nothing better applies (batched codebook indices or codebooks, per-tensor
 //!   quantization codes, scaled matmul, batched rope tables, or folds that a reshape
-//!   with several dynamic axes cannot express) the op is *unrolled*: applied to each example (`narrow` +
-//!   drop axis), the results concatenated along a new batch axis. Correct, but the
-//!   graph grows with the batch size.
+//!   with several dynamic axes cannot express) the op is *unrolled*: applied to
+//!   each example (`narrow` + drop axis), the results concatenated along a new batch
+//!   axis. Correct, but the graph grows with the batch size.
 
 mod conv;
 mod elementwise;
