@@ -32,7 +32,7 @@ proptest! {
 #[ignore]
 fn replay_seed() {
     let seed: u64 = std::env::var("RLX_SEED").expect("set RLX_SEED").parse().unwrap();
-    let large = std::env::var("RLX_LARGE").is_ok();
+    let large = std::env::var("RLX_LARGE").is_ok_and(|v| v == "1");
     let mut rng = Rng::new(if large { seed ^ 0x9e37_79b9_7f4a_7c15 } else { seed });
     let (g, args) = build_random_graph(&mut rng, large);
     eprintln!("{g}");

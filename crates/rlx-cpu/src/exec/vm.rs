@@ -71,10 +71,22 @@ impl TileProg {
     /// Compile `e`. Returns `None` if a node has no tile implementation (complex data).
     pub(crate) fn build(e: &Expr) -> Option<TileProg> {
         let n = e.nodes.len();
-        let mut last_use = vec![0usize; n];
+        // Values nobody reads (the stored ones) live to the end.
+        let mut last_use = vec![usize::MAX; n];
         for (i, node) in e.nodes.iter().enumerate() {
             for &a in &node.args {
-                last_use[a as usize] = i;
+                let l = &mut last_use[a as usize];
+                *l = if *l == usize::MAX { i } else { (*l).max(i) };
+            }
+        }
+        // Casts and selects may return an operand's tile as their own: such an
+        // operand's register must live as long as the result does.
+        for i in (0..n).rev() {
+            if matches!(e.nodes[i].op, EOp::Cast | EOp::Where) {
+                for &a in &e.nodes[i].args {
+                    let a = a as usize;
+                    last_use[a] = last_use[a].max(last_use[i]);
+                }
             }
         }
         let mut free: Vec<u32> = Vec::new();
@@ -129,13 +141,7 @@ impl TileProg {
             dead.sort_unstable();
             dead.dedup();
             free.extend(dead);
-            if last_use[i] == 0 && i + 1 < n {
-                // Unused except as a stored value: keep its register (stores read it).
-            }
         }
-        // Values read by stores must survive to the end: conservatively, nothing is
-        // freed after its last *instruction* use if it is stored — callers store the
-        // last node or nodes whose registers were never reused after their last use.
         Some(TileProg {
             instrs,
             nregs: nregs as usize,
