@@ -180,9 +180,84 @@ fn attention_with_a_dynamic_sequence_folds_the_batch() {
     }
 }
 
+fn count(g: &Graph, name: &str) -> usize {
+    g.nodes().iter().filter(|n| n.op.name() == name).count()
+}
+
+#[test]
+fn attention_and_rope_with_a_dynamic_batch_fold_the_batch_into_the_heads() {
+    // Grouped-query (4 query heads, 2 kv heads), causal, rank-4 layout, dynamic b.
+    let mut g = Graph::new("gqa");
+    let q = g.input("q", dyn_shape(&[d(0), s(3), s(4), s(2)]));
+    let k = g.input("k", dyn_shape(&[d(0), s(3), s(2), s(2)]));
+    let v = g.input("v", dyn_shape(&[d(0), s(3), s(2), s(2)]));
+    let cos = g.input("cos", dyn_shape(&[s(3), s(1)]));
+    let sin = g.input("sin", dyn_shape(&[s(3), s(1)]));
+    let rope = Op::Rope {
+        head_dim: 2,
+        n_rot: 2,
+        style: rlx_ir::RopeStyle::NeoX,
+    };
+    let qr = op(&mut g, rope.clone(), &[q, cos, sin]);
+    let kr = op(&mut g, rope, &[k, cos, sin]);
+    let o = op(
+        &mut g,
+        Op::Attention {
+            num_heads: 4,
+            head_dim: 2,
+            v_head_dim: None,
+            mask_kind: MaskKind::Causal,
+            score_scale: None,
+            attn_logit_softcap: None,
+        },
+        &[qr, kr, v],
+    );
+    g.set_outputs(vec![o]);
+    let ids = [g.input_id("q").unwrap(), g.input_id("v").unwrap()];
+    let vg = vmap(&g, &ids, B).unwrap();
+    assert_eq!(count(&vg, "attention"), 1, "not unrolled:\n{vg}");
+    assert_eq!(count(&vg, "rope"), 2, "not unrolled:\n{vg}");
+    for b in [1, 2] {
+        check(
+            &g,
+            &[
+                ("q", vec![b, 3, 4, 2], true),
+                ("k", vec![b, 3, 2, 2], false),
+                ("v", vec![b, 3, 2, 2], true),
+                ("cos", vec![3, 1], false),
+                ("sin", vec![3, 1], false),
+            ],
+        );
+    }
+    // Rank-3 layout with a sliding window.
+    let mut g = Graph::new("window");
+    let dims = [d(0), s(4), s(4)];
+    let q = g.input("q", dyn_shape(&dims));
+    let k = g.input("k", dyn_shape(&dims));
+    let o = op(
+        &mut g,
+        Op::Attention {
+            num_heads: 2,
+            head_dim: 2,
+            v_head_dim: None,
+            mask_kind: MaskKind::SlidingWindow(1),
+            score_scale: Some(0.5),
+            attn_logit_softcap: None,
+        },
+        &[q, k, k],
+    );
+    g.set_outputs(vec![o]);
+    check(
+        &g,
+        &[("q", vec![3, 4, 4], true), ("k", vec![3, 4, 4], false)],
+    );
+}
+
 #[test]
 fn attention_with_dynamic_batch_and_sequence_is_unrolled() {
     let g = attn_graph(&[d(1), d(0), s(4)]);
+    let ids: Vec<NodeId> = (0..3).map(|i| NodeId(i as u32)).collect();
+    assert_eq!(count(&vmap(&g, &ids, B).unwrap(), "attention"), B);
     let dims = vec![2, 3, 4];
     check(
         &g,

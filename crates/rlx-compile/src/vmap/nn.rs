@@ -1,7 +1,7 @@
 //! Batching rules of the neural-network ops.
 
 use super::{BVal, Batcher, unroll, via_decomposition};
-use rlx_ir::{Activation, Dim, IrResult, MaskKind, Node, Op, Shape, TensorData};
+use rlx_ir::{Activation, Dim, IrResult, MaskKind, Node, NodeId, Op, Shape, TensorData};
 
 pub(super) fn rule(
     bt: &mut Batcher,
@@ -90,6 +90,12 @@ pub(super) fn rule(
                     let y = bt.e.op(node.op.clone(), vec![xf, ins[1].id, ins[2].id])?;
                     return Ok(BVal::batched(bt.unfold(y)?));
                 }
+                // A dynamic batch axis: the rotation is the same for every head, so the
+                // batch can join the heads instead.
+                if let Some(xf) = fold_heads(bt, x)? {
+                    let y = bt.e.op(node.op.clone(), vec![xf, ins[1].id, ins[2].id])?;
+                    return Ok(BVal::batched(unfold_heads(bt, y)?));
+                }
             }
             unroll(bt, &node.op, ins)
         }
@@ -111,7 +117,7 @@ fn attention(bt: &mut Batcher, node: &Node, ins: &[BVal], kind: MaskKind) -> IrR
         let x = bt.batch(v)?;
         match bt.fold(x)? {
             Some(f) => args.push(f),
-            None => return unroll(bt, &node.op, ins),
+            None => return attention_over_heads(bt, node, ins),
         }
     }
     let b = bt.e.dims(args[0])[0].as_static().expect("folded") / bt.size;
@@ -155,4 +161,70 @@ fn attention(bt: &mut Batcher, node: &Node, ins: &[BVal], kind: MaskKind) -> IrR
     }
     let y = bt.e.op(node.op.clone(), args)?;
     Ok(BVal::batched(bt.unfold(y)?))
+}
+
+/// Attention whose own batch axis is dynamic: fold the vmap batch into the heads,
+/// `[B, b, S, H, D] → [b, S, B·H, D]` (or `[B, b, S, H·D] → [b, S, B·H·D]`) with
+/// `B·num_heads` heads. Grouped-query pairing survives (query head `β·H + i` reads kv
+/// head `β·Hk + i/(H/Hk)`), and position masks do not look at heads. Key masks and
+/// biases are per batch row, not per head: those cases are unrolled.
+fn attention_over_heads(bt: &mut Batcher, node: &Node, ins: &[BVal]) -> IrResult<BVal> {
+    let Op::Attention {
+        num_heads,
+        head_dim,
+        v_head_dim,
+        mask_kind,
+        score_scale,
+        attn_logit_softcap,
+    } = node.op.clone()
+    else {
+        unreachable!("attention_over_heads got {}", node.op.name())
+    };
+    if matches!(mask_kind, MaskKind::Custom | MaskKind::Bias) {
+        return unroll(bt, &node.op, ins);
+    }
+    let mut args = Vec::with_capacity(3);
+    for &v in &ins[..3] {
+        let x = bt.batch(v)?;
+        match fold_heads(bt, x)? {
+            Some(f) => args.push(f),
+            None => return unroll(bt, &node.op, ins),
+        }
+    }
+    let op = Op::Attention {
+        num_heads: num_heads * bt.size,
+        head_dim,
+        v_head_dim,
+        mask_kind,
+        score_scale,
+        attn_logit_softcap,
+    };
+    let y = bt.e.op(op, args)?;
+    Ok(BVal::batched(unfold_heads(bt, y)?))
+}
+
+/// `[B, b, S, r, …] → [b, S, B·r, …]` (the batch joins axis `r`, the heads or the
+/// hidden axis); `None` when `r` is dynamic or a reshape cannot express it.
+fn fold_heads(bt: &mut Batcher, x: NodeId) -> IrResult<Option<NodeId>> {
+    let t = bt.e.move_axis(x, 0, 2)?;
+    let dims = bt.e.dims(t);
+    let Some(r) = dims[3].as_static() else {
+        return Ok(None);
+    };
+    let mut target = vec![dims[0], dims[1], Dim::Static(bt.size * r)];
+    target.extend_from_slice(&dims[4..]);
+    if !bt.e.can_reshape(t, &target) {
+        return Ok(None);
+    }
+    Ok(Some(bt.e.reshape_to(t, &target)?))
+}
+
+/// Undo [`fold_heads`]: `[b, S, B·r, …] → [B, b, S, r, …]`.
+fn unfold_heads(bt: &mut Batcher, y: NodeId) -> IrResult<NodeId> {
+    let dims = bt.e.dims(y);
+    let r = dims[2].as_static().expect("folded axes are static") / bt.size;
+    let mut target = vec![dims[0], dims[1], Dim::Static(bt.size), Dim::Static(r)];
+    target.extend_from_slice(&dims[3..]);
+    let t = bt.e.reshape_to(y, &target)?;
+    bt.e.move_axis(t, 2, 0)
 }
