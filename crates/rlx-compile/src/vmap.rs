@@ -17,10 +17,10 @@
 //! - gathers/scatters whose indices are batched fold the batch into the indexed axis
 //!   (indices offset by `b·n`);
 //! - attention and rope fold the batch into the op's own batch axis (into the heads
-//!   when that axis is dynamic), convolutions
-//!   and pooling fold it into the channels (grouped convolution with `B·groups`
-//!   groups); fused layers, norms and splines with batched weights, and per-tensor
-//!   quantization scales, are split into primitives that batch by their own rules;
+//!   when that axis is dynamic); convolutions and pooling fold it into the channels
+//!   (grouped convolution with `B·groups` groups); fused layers, norms and splines
+//!   with batched weights, and per-tensor quantization scales, are split into
+//!   primitives that batch by their own rules;
 //! - `scan` batches its body (the carry becomes batched when the body makes it so);
 //! - where nothing better applies (batched codebook indices or codebooks, per-tensor
 //!   quantization codes, scaled matmul, batched rope tables, or folds that a reshape
