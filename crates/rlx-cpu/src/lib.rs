@@ -7,7 +7,8 @@
 //!   scratch, never in memory), with vectorizable loops per op and the vectorized
 //!   transcendental functions of [`math`];
 //! - reductions fold their fused prologue tile by tile and apply their epilogue;
-//! - softmax, log-softmax, layer norm and RMS norm run as row kernels (kept whole);
+//! - softmax, log-softmax, layer norm and RMS norm run as row kernels, attention as a
+//!   fused online-softmax kernel (all kept whole);
 //! - matmuls go through [`gemm`] with operands read in place through their views and
 //!   the epilogue (bias, activation, residual) applied over the product;
 //! - every other op runs the oracle ([`rlx_ir::interp::eval_op`]) on its operands.
@@ -25,7 +26,13 @@ use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult};
 use std::sync::Arc;
 
 /// High-level ops the CPU executes whole (the compiler does not decompose them).
-pub const KEPT_WHOLE: [&str; 4] = ["softmax", "log_softmax", "layer_norm", "rms_norm"];
+pub const KEPT_WHOLE: [&str; 5] = [
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "rms_norm",
+    "attention",
+];
 
 /// The compile options the CPU backend uses.
 pub fn compile_options() -> CompileOptions {

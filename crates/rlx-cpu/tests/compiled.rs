@@ -33,7 +33,9 @@ fn close(a: &TensorData, b: &TensorData, tol: f64) {
 }
 
 fn seq(n: usize, scale: f32) -> Vec<f32> {
-    (0..n).map(|i| ((i * 37 % 101) as f32 / 50.0 - 1.0) * scale).collect()
+    (0..n)
+        .map(|i| ((i * 37 % 101) as f32 / 50.0 - 1.0) * scale)
+        .collect()
 }
 
 fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
@@ -50,7 +52,13 @@ fn w1_elementwise_chain_matches_the_oracle() {
     let s = op(&mut g, Op::Binary(BinaryOp::Add), vec![a, b]);
     let m = op(&mut g, Op::Binary(BinaryOp::Mul), vec![s, c]);
     let half = TensorData::from_f32(&[], &[0.5]);
-    let h = g.add_node(Op::Constant { data: half.bytes.clone() }, vec![], half.shape());
+    let h = g.add_node(
+        Op::Constant {
+            data: half.bytes.clone(),
+        },
+        vec![],
+        half.shape(),
+    );
     let d = op(&mut g, Op::Binary(BinaryOp::Sub), vec![m, h]);
     let r = op(&mut g, Op::Activation(Activation::Relu), vec![d]);
     let e = op(&mut g, Op::Activation(Activation::Exp), vec![r]);
@@ -65,13 +73,34 @@ fn w1_elementwise_chain_matches_the_oracle() {
 
 #[test]
 fn reductions_over_any_axes_match_the_oracle() {
-    for axes in [vec![0], vec![1], vec![2], vec![0, 2], vec![0, 1, 2], vec![1, 2]] {
+    for axes in [
+        vec![0],
+        vec![1],
+        vec![2],
+        vec![0, 2],
+        vec![0, 1, 2],
+        vec![1, 2],
+    ] {
         for keep in [false, true] {
-            for rop in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod] {
+            for rop in [
+                ReduceOp::Sum,
+                ReduceOp::Mean,
+                ReduceOp::Max,
+                ReduceOp::Min,
+                ReduceOp::Prod,
+            ] {
                 let mut g = Graph::new("r");
                 let x = g.input("x", Shape::new(&[3, 70, 5], DType::F32));
                 let e = op(&mut g, Op::Activation(Activation::Tanh), vec![x]);
-                let r = op(&mut g, Op::Reduce { op: rop, axes: axes.clone(), keep_dim: keep }, vec![e]);
+                let r = op(
+                    &mut g,
+                    Op::Reduce {
+                        op: rop,
+                        axes: axes.clone(),
+                        keep_dim: keep,
+                    },
+                    vec![e],
+                );
                 let y = op(&mut g, Op::Activation(Activation::Neg), vec![r]);
                 g.set_outputs(vec![y]);
                 let args = vec![TensorData::from_f32(&[3, 70, 5], &seq(1050, 1.0))];
@@ -87,8 +116,20 @@ fn matmul_with_bias_and_activation_matches_the_oracle() {
     let x = g.input("x", Shape::new(&[2, 7, 5], DType::F32));
     let w = g.input("w", Shape::new(&[5, 6], DType::F32));
     let b = g.input("b", Shape::new(&[6], DType::F32));
-    let y = op(&mut g, Op::FusedMatMulBiasAct { activation: Some(Activation::GeluApprox) }, vec![x, w, b]);
-    let t = op(&mut g, Op::Transpose { perm: vec![0, 2, 1] }, vec![x]);
+    let y = op(
+        &mut g,
+        Op::FusedMatMulBiasAct {
+            activation: Some(Activation::GeluApprox),
+        },
+        vec![x, w, b],
+    );
+    let t = op(
+        &mut g,
+        Op::Transpose {
+            perm: vec![0, 2, 1],
+        },
+        vec![x],
+    );
     let z = op(&mut g, Op::MatMul, vec![t, x]);
     g.set_outputs(vec![y, z]);
     let args = vec![
@@ -109,8 +150,22 @@ fn row_ops_match_the_oracle() {
     let bt = g.input("b", Shape::new(&[300], DType::F32));
     let s = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
     let l = op(&mut g, Op::LogSoftmax { axis: 1 }, vec![x]);
-    let n = op(&mut g, Op::LayerNorm { axis: -1, eps: 1e-5 }, vec![x, gm, bt]);
-    let r = op(&mut g, Op::RmsNorm { axis: -1, eps: 1e-5 }, vec![x, gm, bt]);
+    let n = op(
+        &mut g,
+        Op::LayerNorm {
+            axis: -1,
+            eps: 1e-5,
+        },
+        vec![x, gm, bt],
+    );
+    let r = op(
+        &mut g,
+        Op::RmsNorm {
+            axis: -1,
+            eps: 1e-5,
+        },
+        vec![x, gm, bt],
+    );
     let s0 = op(&mut g, Op::Softmax { axis: 0 }, vec![x]);
     g.set_outputs(vec![s, l, n, r, s0]);
     let args = vec![
@@ -129,7 +184,14 @@ fn opaque_ops_and_integer_errors_behave_like_the_oracle() {
     let mut g = Graph::new("cum");
     let x = g.input("x", Shape::new(&[4, 3], DType::I32));
     let y = g.input("y", Shape::new(&[4, 3], DType::I32));
-    let c = op(&mut g, Op::Cumsum { axis: 0, exclusive: false }, vec![x]);
+    let c = op(
+        &mut g,
+        Op::Cumsum {
+            axis: 0,
+            exclusive: false,
+        },
+        vec![x],
+    );
     let d = op(&mut g, Op::Binary(BinaryOp::Div), vec![c, y]);
     g.set_outputs(vec![d]);
     let xs = TensorData::from_i64_as(DType::I32, &[4, 3], &(0..12).collect::<Vec<_>>());
@@ -147,7 +209,15 @@ fn explain_lists_kernels_fused_ops_and_the_memory_plan() {
     let mut g = Graph::new("ex");
     let x = g.input("x", Shape::new(&[64, 64], DType::F32));
     let e = op(&mut g, Op::Activation(Activation::Exp), vec![x]);
-    let s = op(&mut g, Op::Reduce { op: ReduceOp::Sum, axes: vec![1], keep_dim: true }, vec![e]);
+    let s = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![1],
+            keep_dim: true,
+        },
+        vec![e],
+    );
     let d = op(&mut g, Op::Binary(BinaryOp::Div), vec![e, s]);
     g.set_outputs(vec![d]);
     let text = CpuBackend.compile(Device::Cpu, &g).unwrap().explain();

@@ -31,11 +31,29 @@ proptest! {
 #[test]
 #[ignore]
 fn replay_seed() {
-    let seed: u64 = std::env::var("RLX_SEED").expect("set RLX_SEED").parse().unwrap();
+    let seed: u64 = std::env::var("RLX_SEED")
+        .expect("set RLX_SEED")
+        .parse()
+        .unwrap();
     let large = std::env::var("RLX_LARGE").is_ok_and(|v| v == "1");
-    let mut rng = Rng::new(if large { seed ^ 0x9e37_79b9_7f4a_7c15 } else { seed });
+    let mut rng = Rng::new(if large {
+        seed ^ 0x9e37_79b9_7f4a_7c15
+    } else {
+        seed
+    });
     let (g, args) = build_random_graph(&mut rng, large);
     eprintln!("{g}");
     common::print_both(&g, &args);
     check_against_oracle(&g, &args);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fused_attention_matches_the_oracle(seed in any::<u64>()) {
+        let mut rng = Rng::new(seed);
+        let (g, args) = common::build_attention_graph(&mut rng);
+        check_against_oracle(&g, &args);
+    }
 }

@@ -8,9 +8,7 @@ use super::loads::LoadPlan;
 use super::opaque::OpaquePlan;
 use super::reduce::ReducePlan;
 use super::row::RowPlan;
-use rlx_compile::program::{
-    KernelKind, Load, Program, Strided, concrete, view::gather_map,
-};
+use rlx_compile::program::{KernelKind, Load, Program, Strided, concrete, view::gather_map};
 use rlx_compile::{memplan, program::bind_load};
 use rlx_ir::{DimBinding, IrError, IrResult};
 
@@ -21,6 +19,7 @@ pub(crate) enum BKernel {
     Row(RowPlan),
     Contract(ContractPlan),
     Opaque(OpaquePlan),
+    Attn(super::attention::AttnPlan),
 }
 
 /// A program bound to concrete dims.
@@ -33,13 +32,24 @@ pub(crate) struct Bound {
 }
 
 /// Strided form of `l` over `dims` (the space the load is evaluated in).
-pub(crate) fn strided_of(p: &Program, l: &Load, buf_dims: &[usize], b: &DimBinding) -> Option<Strided> {
+pub(crate) fn strided_of(
+    p: &Program,
+    l: &Load,
+    buf_dims: &[usize],
+    b: &DimBinding,
+) -> Option<Strided> {
     let _ = p;
     bind_load(buf_dims, &l.steps, b)
 }
 
 /// A plan for load `l` evaluated over exactly `dims` (uncollapsed).
-pub(crate) fn plan_load(p: &Program, bound_dims: &[Vec<usize>], l: &Load, dims: &[usize], b: &DimBinding) -> IrResult<LoadPlan> {
+pub(crate) fn plan_load(
+    p: &Program,
+    bound_dims: &[Vec<usize>],
+    l: &Load,
+    dims: &[usize],
+    b: &DimBinding,
+) -> IrResult<LoadPlan> {
     let bd = &bound_dims[l.buf];
     let dt = p.buffers[l.buf].shape.dtype();
     match strided_of(p, l, bd, b) {
@@ -47,13 +57,17 @@ pub(crate) fn plan_load(p: &Program, bound_dims: &[Vec<usize>], l: &Load, dims: 
             if s.dims != dims {
                 return Err(IrError::new(
                     "cpu",
-                    format!("internal: load of buffer {} has dims {:?}, expected {dims:?}", l.buf, s.dims),
+                    format!(
+                        "internal: load of buffer {} has dims {:?}, expected {dims:?}",
+                        l.buf, s.dims
+                    ),
                 ));
             }
             Ok(LoadPlan::strided(l.buf, dt, &s.dims, s.strides, s.offset))
         }
         None => {
-            let t = gather_map(bd, &l.steps, b).ok_or_else(|| IrError::new("cpu", "unbound dynamic dim in a view"))?;
+            let t = gather_map(bd, &l.steps, b)
+                .ok_or_else(|| IrError::new("cpu", "unbound dynamic dim in a view"))?;
             Ok(LoadPlan::table(l.buf, dt, dims.len(), t))
         }
     }
@@ -67,7 +81,10 @@ pub(crate) fn bind(p: &Program, binding: &DimBinding) -> IrResult<Bound> {
         let d = concrete(b.shape.dims(), binding).ok_or_else(|| {
             IrError::new(
                 "cpu",
-                format!("buffer {i} of type {} has a dynamic dim that no argument binds", b.shape),
+                format!(
+                    "buffer {i} of type {} has a dynamic dim that no argument binds",
+                    b.shape
+                ),
             )
         })?;
         buf_bytes.push(d.iter().product::<usize>() * b.shape.dtype().size_bytes());
@@ -81,10 +98,20 @@ pub(crate) fn bind(p: &Program, binding: &DimBinding) -> IrResult<Bound> {
                 let dims = concrete(space, binding).expect("bound");
                 BKernel::Ew(EwPlan::new(p, &buf_dims, k, expr, &dims, binding)?)
             }
-            KernelKind::Reduce { .. } => BKernel::Reduce(ReducePlan::new(p, &buf_dims, k, binding)?),
+            KernelKind::Reduce { .. } => {
+                BKernel::Reduce(ReducePlan::new(p, &buf_dims, k, binding)?)
+            }
             KernelKind::Row { .. } => BKernel::Row(RowPlan::new(p, &buf_dims, k, binding)?),
-            KernelKind::Contraction { .. } => BKernel::Contract(ContractPlan::new(p, &buf_dims, k, binding)?),
-            KernelKind::Opaque { .. } | KernelKind::Attention { .. } => {
+            KernelKind::Contraction { .. } => {
+                BKernel::Contract(ContractPlan::new(p, &buf_dims, k, binding)?)
+            }
+            KernelKind::Attention { .. } => {
+                match super::attention::AttnPlan::new(p, &buf_dims, k, binding)? {
+                    Some(a) => BKernel::Attn(a),
+                    None => BKernel::Opaque(OpaquePlan::new(p, &buf_dims, k, binding)?),
+                }
+            }
+            KernelKind::Opaque { .. } => {
                 BKernel::Opaque(OpaquePlan::new(p, &buf_dims, k, binding)?)
             }
         };
@@ -121,7 +148,9 @@ pub(crate) fn binding_from_args(p: &Program, dims: &[&[usize]]) -> IrResult<DimB
                     Some(prev) if prev != n => {
                         return Err(IrError::new(
                             "cpu",
-                            format!("dynamic dim ?{s} is {prev} elsewhere but `{name}` gives it {n} (dims {d:?})"),
+                            format!(
+                                "dynamic dim ?{s} is {prev} elsewhere but `{name}` gives it {n} (dims {d:?})"
+                            ),
                         ));
                     }
                     _ => b.set(*s, n),
@@ -132,4 +161,3 @@ pub(crate) fn binding_from_args(p: &Program, dims: &[&[usize]]) -> IrResult<DimB
     }
     Ok(b)
 }
-

@@ -37,8 +37,18 @@ fn batch_strides(p: &LoadPlan, dims: &[usize], batch: &[usize]) -> Vec<isize> {
     let nb = r - 2;
     let off = batch.len() - nb;
     // Table operands are gathered into dense row-major copies: use dense strides.
-    let dense = super::loads::LoadPlan::strided(0, p.dtype, dims, rlx_compile::program::Strided::dense(dims).strides, 0);
-    let strides = if p.table.is_some() { &dense.strides } else { &p.strides };
+    let dense = super::loads::LoadPlan::strided(
+        0,
+        p.dtype,
+        dims,
+        rlx_compile::program::Strided::dense(dims).strides,
+        0,
+    );
+    let strides = if p.table.is_some() {
+        &dense.strides
+    } else {
+        &p.strides
+    };
     (0..batch.len())
         .map(|i| {
             if i < off || dims[i - off] == 1 {
@@ -51,7 +61,12 @@ fn batch_strides(p: &LoadPlan, dims: &[usize], batch: &[usize]) -> Vec<isize> {
 }
 
 impl ContractPlan {
-    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], kern: &Kernel, bnd: &DimBinding) -> IrResult<ContractPlan> {
+    pub(crate) fn new(
+        p: &Program,
+        bd: &[Vec<usize>],
+        kern: &Kernel,
+        bnd: &DimBinding,
+    ) -> IrResult<ContractPlan> {
         let KernelKind::Contraction {
             a,
             b,
@@ -105,10 +120,17 @@ impl ContractPlan {
         if total == 0 {
             return Ok(());
         }
-        let native32 = self.dtype == DType::F32 && self.a.dtype == DType::F32 && self.b.dtype == DType::F32;
-        let native64 = self.dtype == DType::F64 && self.a.dtype == DType::F64 && self.b.dtype == DType::F64;
-        let direct = (native32 && self.out_dt == DType::F32) || (native64 && self.out_dt == DType::F64);
-        let w = if Ty::of(self.dtype) == Some(Ty::F32) { 4 } else { 8 };
+        let native32 =
+            self.dtype == DType::F32 && self.a.dtype == DType::F32 && self.b.dtype == DType::F32;
+        let native64 =
+            self.dtype == DType::F64 && self.a.dtype == DType::F64 && self.b.dtype == DType::F64;
+        let direct =
+            (native32 && self.out_dt == DType::F32) || (native64 && self.out_dt == DType::F64);
+        let w = if Ty::of(self.dtype) == Some(Ty::F32) {
+            4
+        } else {
+            8
+        };
         let mut scratch: Vec<u64> = Vec::new();
         let c_ptr: *mut u8 = if direct {
             bases[self.out_buf]
@@ -159,22 +181,78 @@ impl ContractPlan {
         let threads = rayon::current_num_threads();
         let work = m * n * k;
         // Many small products: one thread each; few large ones: every thread on each.
-        let per_batch_threads = if nb >= threads && work < (1 << 21) { 1 } else { threads };
-        let (pa, pb, pc) = (SendPtr(bases[self.a.buf]), SendPtr(bases[self.b.buf]), SendPtr(c_ptr));
+        let per_batch_threads = if nb >= threads && work < (1 << 21) {
+            1
+        } else {
+            threads
+        };
+        let (pa, pb, pc) = (
+            SendPtr(bases[self.a.buf]),
+            SendPtr(bases[self.b.buf]),
+            SendPtr(c_ptr),
+        );
         let one = |bi: usize, th: usize| {
             let (pa, pb, pc) = (pa, pb, pc);
             let mut idx = vec![0usize; self.batch.len()];
             let (ao, bo) = self.offsets(bi, &mut idx);
             unsafe {
                 if f32s {
-                    let a = MatRef { data: std::slice::from_raw_parts(pa.0 as *const f32, self.a_len), rows: m, cols: k, row_stride: ars, col_stride: acs, offset: ao };
-                    let b = MatRef { data: std::slice::from_raw_parts(pb.0 as *const f32, self.b_len), rows: k, cols: n, row_stride: brs, col_stride: bcs, offset: bo };
-                    let c = MatMut { data: std::slice::from_raw_parts_mut((pc.0 as *mut f32).add(bi * m * n), m * n), rows: m, cols: n, row_stride: n as isize, col_stride: 1, offset: 0 };
+                    let a = MatRef {
+                        data: std::slice::from_raw_parts(pa.0 as *const f32, self.a_len),
+                        rows: m,
+                        cols: k,
+                        row_stride: ars,
+                        col_stride: acs,
+                        offset: ao,
+                    };
+                    let b = MatRef {
+                        data: std::slice::from_raw_parts(pb.0 as *const f32, self.b_len),
+                        rows: k,
+                        cols: n,
+                        row_stride: brs,
+                        col_stride: bcs,
+                        offset: bo,
+                    };
+                    let c = MatMut {
+                        data: std::slice::from_raw_parts_mut(
+                            (pc.0 as *mut f32).add(bi * m * n),
+                            m * n,
+                        ),
+                        rows: m,
+                        cols: n,
+                        row_stride: n as isize,
+                        col_stride: 1,
+                        offset: 0,
+                    };
                     sgemm(1.0, a, b, 0.0, c, th);
                 } else {
-                    let a = MatRef { data: std::slice::from_raw_parts(pa.0 as *const f64, self.a_len), rows: m, cols: k, row_stride: ars, col_stride: acs, offset: ao };
-                    let b = MatRef { data: std::slice::from_raw_parts(pb.0 as *const f64, self.b_len), rows: k, cols: n, row_stride: brs, col_stride: bcs, offset: bo };
-                    let c = MatMut { data: std::slice::from_raw_parts_mut((pc.0 as *mut f64).add(bi * m * n), m * n), rows: m, cols: n, row_stride: n as isize, col_stride: 1, offset: 0 };
+                    let a = MatRef {
+                        data: std::slice::from_raw_parts(pa.0 as *const f64, self.a_len),
+                        rows: m,
+                        cols: k,
+                        row_stride: ars,
+                        col_stride: acs,
+                        offset: ao,
+                    };
+                    let b = MatRef {
+                        data: std::slice::from_raw_parts(pb.0 as *const f64, self.b_len),
+                        rows: k,
+                        cols: n,
+                        row_stride: brs,
+                        col_stride: bcs,
+                        offset: bo,
+                    };
+                    let c = MatMut {
+                        data: std::slice::from_raw_parts_mut(
+                            (pc.0 as *mut f64).add(bi * m * n),
+                            m * n,
+                        ),
+                        rows: m,
+                        cols: n,
+                        row_stride: n as isize,
+                        col_stride: 1,
+                        offset: 0,
+                    };
                     dgemm(1.0, a, b, 0.0, c, th);
                 }
             }
@@ -186,7 +264,14 @@ impl ContractPlan {
             });
         } else {
             for bi in 0..nb {
-                one(bi, if k == 0 || m * n * k < (1 << 15) { 1 } else { per_batch_threads });
+                one(
+                    bi,
+                    if k == 0 || m * n * k < (1 << 15) {
+                        1
+                    } else {
+                        per_batch_threads
+                    },
+                );
             }
         }
     }
@@ -205,7 +290,8 @@ impl ContractPlan {
                 }
                 None => {
                     let r = p.strides.len();
-                    (base as isize + i as isize * p.strides[r - 2] + j as isize * p.strides[r - 1]) as usize
+                    (base as isize + i as isize * p.strides[r - 2] + j as isize * p.strides[r - 1])
+                        as usize
                 }
             }
         };
@@ -244,16 +330,38 @@ impl ContractPlan {
                     let bits = if int {
                         let mut acc = 0i64;
                         for t in 0..k {
-                            let x = read(&self.a, &a_dense, a_off(&self.a, &a_dense, ao, i, t, k, &at)) as i64;
-                            let y = read(&self.b, &b_dense, a_off(&self.b, &b_dense, bo, t, j, n, &at)) as i64;
+                            let x = read(
+                                &self.a,
+                                &a_dense,
+                                a_off(&self.a, &a_dense, ao, i, t, k, &at),
+                            ) as i64;
+                            let y = read(
+                                &self.b,
+                                &b_dense,
+                                a_off(&self.b, &b_dense, bo, t, j, n, &at),
+                            ) as i64;
                             acc = acc.wrapping_add(x.wrapping_mul(y));
                         }
                         cast_bits(DType::I64, self.dtype, acc as u64)
                     } else {
                         let mut acc = 0f64;
                         for t in 0..k {
-                            let x = as_f64(self.a.dtype, read(&self.a, &a_dense, a_off(&self.a, &a_dense, ao, i, t, k, &at)));
-                            let y = as_f64(self.b.dtype, read(&self.b, &b_dense, a_off(&self.b, &b_dense, bo, t, j, n, &at)));
+                            let x = as_f64(
+                                self.a.dtype,
+                                read(
+                                    &self.a,
+                                    &a_dense,
+                                    a_off(&self.a, &a_dense, ao, i, t, k, &at),
+                                ),
+                            );
+                            let y = as_f64(
+                                self.b.dtype,
+                                read(
+                                    &self.b,
+                                    &b_dense,
+                                    a_off(&self.b, &b_dense, bo, t, j, n, &at),
+                                ),
+                            );
                             acc += x * y;
                         }
                         cast_bits(DType::F64, self.dtype, acc.to_bits())
@@ -282,6 +390,9 @@ fn a_off(
     cols: usize,
     at: &dyn Fn(&LoadPlan, usize, usize, usize) -> usize,
 ) -> usize {
-    if dense.is_some() { base + i * cols + j } else { at(p, base, i, j) }
+    if dense.is_some() {
+        base + i * cols + j
+    } else {
+        at(p, base, i, j)
+    }
 }
-

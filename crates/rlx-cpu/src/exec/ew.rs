@@ -29,7 +29,10 @@ pub(crate) struct EwPlan {
 
 /// Whether a run of `dt` elements can be copied as is from compute type `ty`.
 pub(crate) fn native(dt: DType, ty: Ty) -> bool {
-    matches!((dt, ty), (DType::F32, Ty::F32) | (DType::F64, Ty::F64) | (DType::I64, Ty::I64))
+    matches!(
+        (dt, ty),
+        (DType::F32, Ty::F32) | (DType::F64, Ty::F64) | (DType::I64, Ty::I64)
+    )
 }
 
 /// Store tile value `v` (compute type `ty`) as elements `flat..flat + n` of the dense
@@ -72,7 +75,14 @@ pub(crate) unsafe fn store(v: Sv, ty: Ty, dt: DType, dst: *mut u8, flat: usize, 
 }
 
 impl EwPlan {
-    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], k: &Kernel, expr: &Expr, dims: &[usize], b: &DimBinding) -> IrResult<EwPlan> {
+    pub(crate) fn new(
+        p: &Program,
+        bd: &[Vec<usize>],
+        k: &Kernel,
+        expr: &Expr,
+        dims: &[usize],
+        b: &DimBinding,
+    ) -> IrResult<EwPlan> {
         let st = k.stores[0];
         Self::with(p, bd, k, expr, (st.value, st.buf), dims, b)
     }
@@ -100,7 +110,9 @@ impl EwPlan {
         let prog = if copy {
             TileProg::default()
         } else {
-            TileProg::build(expr).ok_or_else(|| IrError::new("cpu", "an elementwise kernel computes on complex values"))?
+            TileProg::build(expr).ok_or_else(|| {
+                IrError::new("cpu", "an elementwise kernel computes on complex values")
+            })?
         };
         let numel = dims.iter().product();
         let (cdims, _) = collapse(dims, &vec![0; dims.len()], &mut loads);
@@ -135,7 +147,13 @@ impl EwPlan {
     }
 
     /// Evaluate flat elements `c0..c1`, optionally with a core value per tile.
-    pub(crate) fn run_range(&self, bases: &[*mut u8], c0: usize, c1: usize, core: Option<&dyn Fn(usize, usize) -> Sv>) -> Result<(), String> {
+    pub(crate) fn run_range(
+        &self,
+        bases: &[*mut u8],
+        c0: usize,
+        c1: usize,
+        core: Option<&dyn Fn(usize, usize) -> Sv>,
+    ) -> Result<(), String> {
         let r = self.dims.len();
         let last = r.saturating_sub(1);
         let mut idx = vec![0usize; r];
@@ -186,7 +204,10 @@ impl EwPlan {
             return Ok(());
         }
         let nchunks = chunks(self.numel, CHUNK);
-        let (s, d) = (super::par::SendPtr(src as *mut u8), super::par::SendPtr(dst));
+        let (s, d) = (
+            super::par::SendPtr(src as *mut u8),
+            super::par::SendPtr(dst),
+        );
         par_for(nchunks, |c| {
             let (s, d) = (s, d);
             let (c0, c1) = (c * CHUNK, ((c + 1) * CHUNK).min(self.numel));
@@ -196,7 +217,11 @@ impl EwPlan {
                     Some(t) => t[f],
                     None => {
                         unravel_into(f, &self.dims, &mut idx);
-                        let o: isize = idx.iter().zip(&p.strides).map(|(&i, &st)| i as isize * st).sum();
+                        let o: isize = idx
+                            .iter()
+                            .zip(&p.strides)
+                            .map(|(&i, &st)| i as isize * st)
+                            .sum();
                         (p.offset as isize + o) as usize
                     }
                 };
@@ -209,7 +234,14 @@ impl EwPlan {
 
 /// Plans for the loads `expr` uses, over `dims`; the kernel's other loads (used by
 /// another of its expressions) get inert placeholders.
-pub(crate) fn plan_used(p: &Program, bd: &[Vec<usize>], k: &Kernel, expr: &Expr, dims: &[usize], b: &DimBinding) -> IrResult<Vec<LoadPlan>> {
+pub(crate) fn plan_used(
+    p: &Program,
+    bd: &[Vec<usize>],
+    k: &Kernel,
+    expr: &Expr,
+    dims: &[usize],
+    b: &DimBinding,
+) -> IrResult<Vec<LoadPlan>> {
     let mut used = vec![false; k.loads.len()];
     for n in &expr.nodes {
         if let EOp::Load(l) = n.op {
@@ -223,7 +255,13 @@ pub(crate) fn plan_used(p: &Program, bd: &[Vec<usize>], k: &Kernel, expr: &Expr,
             if u {
                 plan_load(p, bd, l, dims, b)
             } else {
-                Ok(LoadPlan::strided(l.buf, p.buffers[l.buf].shape.dtype(), dims, vec![0; dims.len()], 0))
+                Ok(LoadPlan::strided(
+                    l.buf,
+                    p.buffers[l.buf].shape.dtype(),
+                    dims,
+                    vec![0; dims.len()],
+                    0,
+                ))
             }
         })
         .collect()

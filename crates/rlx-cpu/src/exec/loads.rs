@@ -26,7 +26,13 @@ pub(crate) struct LoadPlan {
 
 impl LoadPlan {
     /// A strided plan over `dims` (already collapsed by the caller if it wishes).
-    pub(crate) fn strided(buf: usize, dtype: DType, dims: &[usize], strides: Vec<isize>, offset: usize) -> LoadPlan {
+    pub(crate) fn strided(
+        buf: usize,
+        dtype: DType,
+        dims: &[usize],
+        strides: Vec<isize>,
+        offset: usize,
+    ) -> LoadPlan {
         let mut acc = 1isize;
         let mut dense = true;
         for i in (0..dims.len()).rev() {
@@ -78,7 +84,10 @@ pub(crate) struct TilePos<'a> {
 /// Whether buffer elements of `dt` are compute elements of `ty` as they are (so a
 /// contiguous run can be read in place).
 fn native(dt: DType, ty: Ty) -> bool {
-    matches!((dt, ty), (DType::F32, Ty::F32) | (DType::F64, Ty::F64) | (DType::I64, Ty::I64))
+    matches!(
+        (dt, ty),
+        (DType::F32, Ty::F32) | (DType::F64, Ty::F64) | (DType::I64, Ty::I64)
+    )
 }
 
 /// Fill `reg` (compute elements of `ty`, 8-byte slots reinterpreted) with `n`
@@ -87,7 +96,14 @@ fn native(dt: DType, ty: Ty) -> bool {
 /// # Safety
 /// Every offset must be in bounds of the buffer at `base`; `reg` must hold `n` elements.
 #[inline(always)]
-unsafe fn gather(dt: DType, ty: Ty, base: *const u8, reg: *mut u8, n: usize, mut off: impl FnMut(usize) -> usize) {
+unsafe fn gather(
+    dt: DType,
+    ty: Ty,
+    base: *const u8,
+    reg: *mut u8,
+    n: usize,
+    mut off: impl FnMut(usize) -> usize,
+) {
     unsafe {
         match ty {
             Ty::F32 => {
@@ -119,7 +135,13 @@ unsafe fn gather(dt: DType, ty: Ty, base: *const u8, reg: *mut u8, n: usize, mut
 /// # Safety
 /// `base` must be the load's buffer, which must cover every element the plan reads;
 /// `reg` must hold `t.len` elements of `ty`.
-pub(crate) unsafe fn fetch(p: &LoadPlan, base: *const u8, t: &TilePos<'_>, ty: Ty, reg: *mut u8) -> Sv {
+pub(crate) unsafe fn fetch(
+    p: &LoadPlan,
+    base: *const u8,
+    t: &TilePos<'_>,
+    ty: Ty,
+    reg: *mut u8,
+) -> Sv {
     let n = t.len;
     let dt = p.dtype;
     unsafe {
@@ -188,11 +210,18 @@ pub(crate) unsafe fn fetch(p: &LoadPlan, base: *const u8, t: &TilePos<'_>, ty: T
 /// every plan's strides allow it (`s[i] = s[i+1]·d[i+1]`), and drop size-1 dims.
 /// Returns the new dims and their groups. Table plans allow every merge: merging
 /// leaves the flat order unchanged.
-pub(crate) fn collapse(dims: &[usize], groups: &[u8], plans: &mut [LoadPlan]) -> (Vec<usize>, Vec<u8>) {
+pub(crate) fn collapse(
+    dims: &[usize],
+    groups: &[u8],
+    plans: &mut [LoadPlan],
+) -> (Vec<usize>, Vec<u8>) {
     let keep: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] != 1).collect();
     let mut nd: Vec<usize> = keep.iter().map(|&i| dims[i]).collect();
     let mut ng: Vec<u8> = keep.iter().map(|&i| groups[i]).collect();
-    let mut ns: Vec<Vec<isize>> = plans.iter().map(|p| keep.iter().map(|&i| p.strides[i]).collect()).collect();
+    let mut ns: Vec<Vec<isize>> = plans
+        .iter()
+        .map(|p| keep.iter().map(|&i| p.strides[i]).collect())
+        .collect();
     let mut i = 0;
     while i + 1 < nd.len() {
         let ok = ng[i] == ng[i + 1]
@@ -230,7 +259,13 @@ pub(crate) fn collapse(dims: &[usize], groups: &[u8], plans: &mut [LoadPlan]) ->
 pub(crate) fn permute(p: &LoadPlan, dims: &[usize], perm: &[usize]) -> LoadPlan {
     let pdims: Vec<usize> = perm.iter().map(|&a| dims[a]).collect();
     match &p.table {
-        None => LoadPlan::strided(p.buf, p.dtype, &pdims, perm.iter().map(|&a| p.strides[a]).collect(), p.offset),
+        None => LoadPlan::strided(
+            p.buf,
+            p.dtype,
+            &pdims,
+            perm.iter().map(|&a| p.strides[a]).collect(),
+            p.offset,
+        ),
         Some(t) => {
             let n: usize = dims.iter().product();
             let mut out = Vec::with_capacity(n);

@@ -1,6 +1,7 @@
 //! The compiled executor: runs a [`Program`] kernel by kernel over one pooled arena,
 //! reading arguments in place and writing each output once.
 
+mod attention;
 mod bind;
 mod contract;
 mod ew;
@@ -53,7 +54,13 @@ impl CpuExecutable {
             .map(|b| match &b.kind {
                 BufKind::Const(bytes) => {
                     let mut l = lines(bytes.len());
-                    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), l.as_mut_ptr() as *mut u8, bytes.len()) };
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            bytes.as_ptr(),
+                            l.as_mut_ptr() as *mut u8,
+                            bytes.len(),
+                        )
+                    };
                     Some(l)
                 }
                 _ => None,
@@ -139,7 +146,13 @@ impl Executable for CpuExecutable {
                     let align = b.shape.dtype().size_bytes().min(8);
                     if (bytes.as_ptr() as usize) % align != 0 {
                         let mut l = lines(bytes.len());
-                        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), l.as_mut_ptr() as *mut u8, bytes.len()) };
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                bytes.as_ptr(),
+                                l.as_mut_ptr() as *mut u8,
+                                bytes.len(),
+                            )
+                        };
                         let ptr = l.as_mut_ptr() as *mut u8;
                         realigned.push(l);
                         ptr
@@ -169,6 +182,7 @@ impl Executable for CpuExecutable {
                 BKernel::Row(r) => r.run(&bases),
                 BKernel::Contract(c) => c.run(&bases),
                 BKernel::Opaque(o) => o.run(&bases),
+                BKernel::Attn(a) => a.run(&bases),
             };
             if let Err(e) = r {
                 let kernel = &p.kernels[k];
@@ -182,7 +196,10 @@ impl Executable for CpuExecutable {
             }
         }
         drop(realigned);
-        self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(arena);
+        self.pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(arena);
         result?;
         let mut out = Vec::with_capacity(p.outputs.len());
         for (j, &b) in p.outputs.iter().enumerate() {
@@ -192,7 +209,13 @@ impl Executable for CpuExecutable {
             } else if first {
                 outputs[b].clone().expect("output written")
             } else {
-                outputs[b].clone().unwrap_or_else(|| out.iter().find_map(|(bb, d): &(usize, TensorData)| (*bb == b).then(|| d.bytes.clone())).unwrap())
+                outputs[b].clone().unwrap_or_else(|| {
+                    out.iter()
+                        .find_map(|(bb, d): &(usize, TensorData)| {
+                            (*bb == b).then(|| d.bytes.clone())
+                        })
+                        .unwrap()
+                })
             };
             let buf = &p.buffers[b];
             out.push((

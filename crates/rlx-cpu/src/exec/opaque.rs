@@ -20,7 +20,9 @@ pub(crate) fn view_dims(buf: &[usize], steps: &[ViewStep], b: &DimBinding) -> Ve
     let mut d = buf.to_vec();
     for s in steps {
         d = match s {
-            ViewStep::Reshape(x) | ViewStep::Expand(x) => x.iter().map(|v| v.resolve(b).unwrap()).collect(),
+            ViewStep::Reshape(x) | ViewStep::Expand(x) => {
+                x.iter().map(|v| v.resolve(b).unwrap()).collect()
+            }
             ViewStep::Transpose(p) => p.iter().map(|&i| d[i]).collect(),
             ViewStep::Narrow { axis, len, .. } => {
                 let mut n = d.clone();
@@ -33,12 +35,25 @@ pub(crate) fn view_dims(buf: &[usize], steps: &[ViewStep], b: &DimBinding) -> Ve
 }
 
 impl OpaquePlan {
-    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], k: &Kernel, b: &DimBinding) -> IrResult<OpaquePlan> {
+    pub(crate) fn new(
+        p: &Program,
+        bd: &[Vec<usize>],
+        k: &Kernel,
+        b: &DimBinding,
+    ) -> IrResult<OpaquePlan> {
         let (op, ins, out) = match &k.kind {
             KernelKind::Opaque { op, inputs, out } => (op.clone(), inputs.clone(), out.clone()),
-            KernelKind::Attention { op, inputs, out_space, dtype, .. } => {
-                (op.clone(), inputs.clone(), Shape::from_dims(out_space, *dtype))
-            }
+            KernelKind::Attention {
+                op,
+                inputs,
+                out_space,
+                dtype,
+                ..
+            } => (
+                op.clone(),
+                inputs.clone(),
+                Shape::from_dims(out_space, *dtype),
+            ),
             _ => unreachable!(),
         };
         let inputs = ins
@@ -58,12 +73,21 @@ impl OpaquePlan {
     }
 
     pub(crate) fn run(&self, bases: &[*mut u8]) -> Result<(), String> {
-        let datas: Vec<TensorData> = self.inputs.iter().map(|(p, dims)| gather(p, dims, bases)).collect();
+        let datas: Vec<TensorData> = self
+            .inputs
+            .iter()
+            .map(|(p, dims)| gather(p, dims, bases))
+            .collect();
         let refs: Vec<&TensorData> = datas.iter().collect();
         let r = interp::eval_op(&self.op, &refs, &self.out).map_err(|e| e.to_string())?;
         let want = self.out.size_bytes().unwrap_or(0);
         if r.bytes.len() != want {
-            return Err(format!("{} produced {} bytes, expected {want} for {}", self.op.name(), r.bytes.len(), self.out));
+            return Err(format!(
+                "{} produced {} bytes, expected {want} for {}",
+                self.op.name(),
+                r.bytes.len(),
+                self.out
+            ));
         }
         unsafe { std::ptr::copy_nonoverlapping(r.bytes.as_ptr(), bases[self.out_buf], want) };
         Ok(())
@@ -86,11 +110,22 @@ pub(crate) fn gather(p: &LoadPlan, dims: &[usize], bases: &[*mut u8]) -> TensorD
                 Some(t) => t[f],
                 None => {
                     unravel_into(f, dims, &mut idx);
-                    (p.offset as isize + idx.iter().zip(&p.strides).map(|(&i, &s)| i as isize * s).sum::<isize>()) as usize
+                    (p.offset as isize
+                        + idx
+                            .iter()
+                            .zip(&p.strides)
+                            .map(|(&i, &s)| i as isize * s)
+                            .sum::<isize>()) as usize
                 }
             };
-            unsafe { std::ptr::copy_nonoverlapping(src.add(off * w), bytes.as_mut_ptr().add(f * w), w) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.add(off * w), bytes.as_mut_ptr().add(f * w), w)
+            };
         }
     }
-    TensorData { dtype: dt, dims: dims.to_vec(), bytes }
+    TensorData {
+        dtype: dt,
+        dims: dims.to_vec(),
+        bytes,
+    }
 }

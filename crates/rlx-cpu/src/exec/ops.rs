@@ -23,7 +23,13 @@ unsafe fn map1<T: Elem, U: Elem>(x: Sv, out: *mut u8, n: usize, f: impl Fn(T) ->
 
 /// `f` applied elementwise to two operands (either may be a scalar).
 #[inline(always)]
-unsafe fn map2<T: Elem, U: Elem>(x: Sv, y: Sv, out: *mut u8, n: usize, f: impl Fn(T, T) -> U) -> Sv {
+unsafe fn map2<T: Elem, U: Elem>(
+    x: Sv,
+    y: Sv,
+    out: *mut u8,
+    n: usize,
+    f: impl Fn(T, T) -> U,
+) -> Sv {
     unsafe {
         match (x, y) {
             (Sv::Scal(a), Sv::Scal(b)) => Sv::Scal(f(T::from_bits(a), T::from_bits(b)).to_bits()),
@@ -168,7 +174,14 @@ mod num_like {
 ///
 /// # Safety
 /// Vector operands and `out` hold `n` elements of the compute type.
-pub(crate) unsafe fn unary(a: Activation, ty: Ty, dt: DType, x: Sv, out: *mut u8, n: usize) -> Result<Sv, String> {
+pub(crate) unsafe fn unary(
+    a: Activation,
+    ty: Ty,
+    dt: DType,
+    x: Sv,
+    out: *mut u8,
+    n: usize,
+) -> Result<Sv, String> {
     unsafe {
         let v = match ty {
             Ty::F32 => match x {
@@ -185,7 +198,10 @@ pub(crate) unsafe fn unary(a: Activation, ty: Ty, dt: DType, x: Sv, out: *mut u8
             Ty::F64 => map1::<f64, f64>(x, out, n, |v| act_f64(a, v)),
             Ty::I64 => {
                 if !a.integer_closed() {
-                    return Err(format!("{} is not defined on integer values; cast to a float type first", a.name()));
+                    return Err(format!(
+                        "{} is not defined on integer values; cast to a float type first",
+                        a.name()
+                    ));
                 }
                 map1::<i64, i64>(x, out, n, |v| match a {
                     Activation::Neg => v.wrapping_neg(),
@@ -204,7 +220,15 @@ pub(crate) unsafe fn unary(a: Activation, ty: Ty, dt: DType, x: Sv, out: *mut u8
 ///
 /// # Safety
 /// As [`unary`].
-pub(crate) unsafe fn binary(b: BinaryOp, ty: Ty, dt: DType, x: Sv, y: Sv, out: *mut u8, n: usize) -> Result<Sv, String> {
+pub(crate) unsafe fn binary(
+    b: BinaryOp,
+    ty: Ty,
+    dt: DType,
+    x: Sv,
+    y: Sv,
+    out: *mut u8,
+    n: usize,
+) -> Result<Sv, String> {
     use BinaryOp::*;
     unsafe {
         let v = match ty {
@@ -255,7 +279,9 @@ pub(crate) unsafe fn binary(b: BinaryOp, ty: Ty, dt: DType, x: Sv, y: Sv, out: *
                                 ));
                             }
                             if matches!(b, Shl | Shr) && q < 0 {
-                                return Err(format!("negative shift amount {q}; shift amounts must be ≥ 0"));
+                                return Err(format!(
+                                    "negative shift amount {q}; shift amounts must be ≥ 0"
+                                ));
                             }
                         }
                         map2::<i64, i64>(x, y, out, n, |a, q| match b {
@@ -344,11 +370,32 @@ fn cmp<T: PartialOrd>(c: CmpOp, x: T, y: T) -> i64 {
 /// # Safety
 /// As [`unary`]; `out` must hold `2n` 8-byte elements (the second half is scratch for
 /// widening the left operand).
-pub(crate) unsafe fn compare(c: CmpOp, ty: Ty, x: (Sv, DType), y: (Sv, DType), out: *mut u8, n: usize) -> Sv {
+pub(crate) unsafe fn compare(
+    c: CmpOp,
+    ty: Ty,
+    x: (Sv, DType),
+    y: (Sv, DType),
+    out: *mut u8,
+    n: usize,
+) -> Sv {
     unsafe {
         // Widen into the output register's second half / a stack buffer as needed.
-        let mut tmp_x = vec![0u64; if matches!(x.0, Sv::Vec(_)) && Ty::of(x.1) != Some(ty) { n } else { 0 }];
-        let mut tmp_y = vec![0u64; if matches!(y.0, Sv::Vec(_)) && Ty::of(y.1) != Some(ty) { n } else { 0 }];
+        let mut tmp_x = vec![
+            0u64;
+            if matches!(x.0, Sv::Vec(_)) && Ty::of(x.1) != Some(ty) {
+                n
+            } else {
+                0
+            }
+        ];
+        let mut tmp_y = vec![
+            0u64;
+            if matches!(y.0, Sv::Vec(_)) && Ty::of(y.1) != Some(ty) {
+                n
+            } else {
+                0
+            }
+        ];
         let a = widen(x.0, x.1, ty, tmp_x.as_mut_ptr() as *mut u8, n);
         let b = widen(y.0, y.1, ty, tmp_y.as_mut_ptr() as *mut u8, n);
         match ty {
@@ -372,13 +419,21 @@ pub(crate) unsafe fn select(ty: Ty, m: Sv, t: Sv, f: Sv, out: *mut u8, n: usize)
             Ty::F32 => {
                 let o = slm::<f32>(out, n);
                 for (i, o) in o.iter_mut().enumerate() {
-                    *o = if at::<i64>(m, i) != 0 { at::<f32>(t, i) } else { at::<f32>(f, i) };
+                    *o = if at::<i64>(m, i) != 0 {
+                        at::<f32>(t, i)
+                    } else {
+                        at::<f32>(f, i)
+                    };
                 }
             }
             Ty::F64 | Ty::I64 => {
                 let o = slm::<u64>(out, n);
                 for (i, o) in o.iter_mut().enumerate() {
-                    *o = if at::<i64>(m, i) != 0 { at::<u64>(t, i) } else { at::<u64>(f, i) };
+                    *o = if at::<i64>(m, i) != 0 {
+                        at::<u64>(t, i)
+                    } else {
+                        at::<u64>(f, i)
+                    };
                 }
             }
         }
@@ -410,7 +465,9 @@ pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize)
             (Ty::F64, Ty::F32, _) if to == DType::F32 => map1::<f64, f32>(x, out, n, |v| v as f32),
             (Ty::I64, Ty::F32, _) if to == DType::F32 => map1::<i64, f32>(x, out, n, |v| v as f32),
             (Ty::I64, Ty::F64, _) => map1::<i64, f64>(x, out, n, |v| v as f64),
-            (Ty::F32, Ty::I64, _) => map1::<f32, i64>(x, out, n, |v| super::value::float_to_int(to, v as f64)),
+            (Ty::F32, Ty::I64, _) => {
+                map1::<f32, i64>(x, out, n, |v| super::value::float_to_int(to, v as f64))
+            }
             (_, _, Sv::Scal(b)) => Sv::Scal(cast_bits(from, to, b)),
             (_, _, Sv::Vec(p)) => {
                 let w = match fty {
@@ -422,7 +479,11 @@ pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize)
                     _ => 8,
                 };
                 for i in 0..n {
-                    let bits = if w == 4 { *(p as *const u32).add(i) as u64 } else { *(p as *const u64).add(i) };
+                    let bits = if w == 4 {
+                        *(p as *const u32).add(i) as u64
+                    } else {
+                        *(p as *const u64).add(i)
+                    };
                     let r = cast_bits(from, to, bits);
                     if ow == 4 {
                         *(out as *mut u32).add(i) = r as u32;
@@ -440,7 +501,14 @@ pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize)
 ///
 /// # Safety
 /// As [`unary`].
-pub(crate) unsafe fn round_format(f: &FloatFormat, ty: Ty, dt: DType, x: Sv, out: *mut u8, n: usize) -> Sv {
+pub(crate) unsafe fn round_format(
+    f: &FloatFormat,
+    ty: Ty,
+    dt: DType,
+    x: Sv,
+    out: *mut u8,
+    n: usize,
+) -> Sv {
     unsafe {
         let v = match ty {
             Ty::F32 if dt == DType::F32 => map1::<f32, f32>(x, out, n, |v| f.round(v)),
@@ -450,14 +518,20 @@ pub(crate) unsafe fn round_format(f: &FloatFormat, ty: Ty, dt: DType, x: Sv, out
         // f16/bf16: the f64 result rounds once to the dtype.
         if ty == Ty::F32 && dt != DType::F32 {
             let r = match x {
-                Sv::Scal(b) => Sv::Scal(
-                    super::value::cast_bits(DType::F64, dt, f.round_f64(f32::from_bits(b as u32) as f64).to_bits()),
-                ),
+                Sv::Scal(b) => Sv::Scal(super::value::cast_bits(
+                    DType::F64,
+                    dt,
+                    f.round_f64(f32::from_bits(b as u32) as f64).to_bits(),
+                )),
                 Sv::Vec(p) => {
                     let xs = sl::<f32>(p, n);
                     let o = slm::<f32>(out, n);
                     for (o, &v) in o.iter_mut().zip(xs) {
-                        *o = f32::from_bits(super::value::cast_bits(DType::F64, dt, f.round_f64(v as f64).to_bits()) as u32);
+                        *o = f32::from_bits(super::value::cast_bits(
+                            DType::F64,
+                            dt,
+                            f.round_f64(v as f64).to_bits(),
+                        ) as u32);
                     }
                     Sv::Vec(out)
                 }

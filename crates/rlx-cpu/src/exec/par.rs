@@ -16,7 +16,10 @@ pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 
 /// Run `f(i)` for every chunk `i < n`, in parallel when there is more than one; the
 /// first error (by chunk order among the failing ones seen) is returned.
-pub(crate) fn par_for(n: usize, f: impl Fn(usize) -> Result<(), String> + Sync + Send) -> Result<(), String> {
+pub(crate) fn par_for(
+    n: usize,
+    f: impl Fn(usize) -> Result<(), String> + Sync + Send,
+) -> Result<(), String> {
     if n <= 1 {
         return if n == 1 { f(0) } else { Ok(()) };
     }

@@ -63,7 +63,10 @@ fn fold1(op: ReduceOp, ty: Ty, a: &mut Acc, bits: u64, first: bool) {
                 ReduceOp::Prod => *acc *= v,
                 ReduceOp::Max | ReduceOp::Min => {
                     let max = op == ReduceOp::Max;
-                    if first || (!acc.is_nan() && (v.is_nan() || (max && v > *acc) || (!max && v < *acc))) {
+                    if first
+                        || (!acc.is_nan()
+                            && (v.is_nan() || (max && v > *acc) || (!max && v < *acc)))
+                    {
                         *acc = v;
                     }
                 }
@@ -109,7 +112,8 @@ fn combine(op: ReduceOp, a: &mut Acc, b: Acc) {
 
 /// Fold a whole tile value; sums use eight f32 lanes per tile (vectorizable) then f64.
 fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut first: bool) {
-    if let (Sv::Vec(p), Ty::F32, ReduceOp::Sum | ReduceOp::Mean, Acc::F(acc)) = (v, ty, op, &mut *a) {
+    if let (Sv::Vec(p), Ty::F32, ReduceOp::Sum | ReduceOp::Mean, Acc::F(acc)) = (v, ty, op, &mut *a)
+    {
         let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
         let mut lanes = [0f32; 8];
         let mut it = xs.chunks_exact(8);
@@ -135,7 +139,11 @@ fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut first: bool
 fn finish(op: ReduceOp, a: Acc, l: usize, dt: DType) -> u64 {
     match a {
         Acc::F(v) => {
-            let v = if op == ReduceOp::Mean { v / l as f64 } else { v };
+            let v = if op == ReduceOp::Mean {
+                v / l as f64
+            } else {
+                v
+            };
             cast_bits(DType::F64, dt, v.to_bits())
         }
         Acc::I(v) => wrap_int(dt, v) as u64,
@@ -144,7 +152,12 @@ fn finish(op: ReduceOp, a: Acc, l: usize, dt: DType) -> u64 {
 }
 
 impl ReducePlan {
-    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], k: &Kernel, b: &DimBinding) -> IrResult<ReducePlan> {
+    pub(crate) fn new(
+        p: &Program,
+        bd: &[Vec<usize>],
+        k: &Kernel,
+        b: &DimBinding,
+    ) -> IrResult<ReducePlan> {
         let KernelKind::Reduce {
             op,
             in_space,
@@ -187,9 +200,19 @@ impl ReducePlan {
             groups.push(2);
         }
         let plans = plan_used(p, bd, k, prologue, &in_dims, b)?;
-        let mut loads: Vec<LoadPlan> = plans.iter().map(|pl| permute(pl, &in_dims, &perm)).collect();
+        let mut loads: Vec<LoadPlan> = plans
+            .iter()
+            .map(|pl| permute(pl, &in_dims, &perm))
+            .collect();
         let pdims: Vec<usize> = perm.iter().map(|&a| in_dims[a]).collect();
-        let prod = |g: u8| pdims.iter().zip(&groups).filter(|(_, x)| **x == g).map(|(d, _)| *d).product::<usize>();
+        let prod = |g: u8| {
+            pdims
+                .iter()
+                .zip(&groups)
+                .filter(|(_, x)| **x == g)
+                .map(|(d, _)| *d)
+                .product::<usize>()
+        };
         let (o, l, inner) = (prod(0), prod(1), prod(2));
         let (dims, _) = collapse(&pdims, &groups, &mut loads);
         let in_dt = prologue.nodes[*input as usize].dtype;
@@ -198,7 +221,8 @@ impl ReducePlan {
         let epilogue = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &out_dims, b)?;
         Ok(ReducePlan {
             op: *op,
-            prologue: TileProg::build(prologue).ok_or_else(|| IrError::new("cpu", "complex prologue"))?,
+            prologue: TileProg::build(prologue)
+                .ok_or_else(|| IrError::new("cpu", "complex prologue"))?,
             input: *input,
             in_ty,
             loads,
@@ -214,7 +238,15 @@ impl ReducePlan {
 
     /// Fold flat prologue elements `f0..f0 + l·stride` (`stride` apart when `inner > 1`
     /// is handled by the caller) of one output into `a`.
-    fn fold_run(&self, bases: &[*mut u8], s: &mut super::vm::Scratch, f0: usize, len: usize, a: &mut Acc, first: &mut bool) -> Result<(), String> {
+    fn fold_run(
+        &self,
+        bases: &[*mut u8],
+        s: &mut super::vm::Scratch,
+        f0: usize,
+        len: usize,
+        a: &mut Acc,
+        first: &mut bool,
+    ) -> Result<(), String> {
         let r = self.dims.len();
         let mut idx = vec![0usize; r];
         let mut flat = f0;
@@ -260,10 +292,15 @@ impl ReducePlan {
             return Ok(());
         }
         if self.l == 0 && matches!(self.op, ReduceOp::Max | ReduceOp::Min) {
-            return Err(format!("reduce_{} of an empty axis: max/min have no identity element; slice or pad the input so every group is non-empty", self.op.name()));
+            return Err(format!(
+                "reduce_{} of an empty axis: max/min have no identity element; slice or pad the input so every group is non-empty",
+                self.op.name()
+            ));
         }
         if self.l == 0 && self.op == ReduceOp::Mean && self.in_ty == Ty::I64 {
-            return Err("reduce_mean of an empty axis: an integer mean of nothing has no value".into());
+            return Err(
+                "reduce_mean of an empty axis: an integer mean of nothing has no value".into(),
+            );
         }
         let bs = Bases(bases);
         let w = if self.out_ty == Ty::F32 { 4 } else { 8 };
@@ -323,14 +360,27 @@ impl ReducePlan {
                         unsafe { run_tile(&self.prologue, &env, &t, s)? };
                         let v = s.slots[self.input as usize];
                         for (i, a) in accs.iter_mut().enumerate() {
-                            fold1(self.op, self.in_ty, a, unsafe { elem(v, self.in_ty, i) }, rr == 0);
+                            fold1(
+                                self.op,
+                                self.in_ty,
+                                a,
+                                unsafe { elem(v, self.in_ty, i) },
+                                rr == 0,
+                            );
                         }
                     }
                     Ok(())
                 })?;
                 let mut out = vec![0u64; n];
                 for (i, a) in accs.into_iter().enumerate() {
-                    unsafe { put(out.as_mut_ptr() as *mut u8, w, i, finish(self.op, a, self.l, self.out_dt)) };
+                    unsafe {
+                        put(
+                            out.as_mut_ptr() as *mut u8,
+                            w,
+                            i,
+                            finish(self.op, a, self.l, self.out_dt),
+                        )
+                    };
                 }
                 let f0 = o * self.inner + i0;
                 let base = out.as_ptr() as *const u8;
@@ -346,7 +396,9 @@ impl ReducePlan {
         let blk = super::ew::CHUNK;
         let nb = chunks(self.l, blk);
         let bs = Bases(bases);
-        let parts: Vec<std::sync::Mutex<Option<Acc>>> = (0..self.o * nb).map(|_| std::sync::Mutex::new(None)).collect();
+        let parts: Vec<std::sync::Mutex<Option<Acc>>> = (0..self.o * nb)
+            .map(|_| std::sync::Mutex::new(None))
+            .collect();
         par_for(self.o * nb, |c| {
             let bs = bs;
             let (o, k) = (c / nb, c % nb);
@@ -362,9 +414,20 @@ impl ReducePlan {
         for o in 0..self.o {
             let mut a = parts[o * nb].lock().unwrap().take().unwrap();
             for k in 1..nb {
-                combine(self.op, &mut a, parts[o * nb + k].lock().unwrap().take().unwrap());
+                combine(
+                    self.op,
+                    &mut a,
+                    parts[o * nb + k].lock().unwrap().take().unwrap(),
+                );
             }
-            unsafe { put(out.as_mut_ptr() as *mut u8, w, o, finish(self.op, a, self.l, self.out_dt)) };
+            unsafe {
+                put(
+                    out.as_mut_ptr() as *mut u8,
+                    w,
+                    o,
+                    finish(self.op, a, self.l, self.out_dt),
+                )
+            };
         }
         let base = out.as_ptr() as *const u8;
         let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add(flat * w) });

@@ -30,7 +30,12 @@ pub(crate) struct RowPlan {
 }
 
 impl RowPlan {
-    pub(crate) fn new(p: &Program, bd: &[Vec<usize>], k: &Kernel, b: &DimBinding) -> IrResult<RowPlan> {
+    pub(crate) fn new(
+        p: &Program,
+        bd: &[Vec<usize>],
+        k: &Kernel,
+        b: &DimBinding,
+    ) -> IrResult<RowPlan> {
         let KernelKind::Row {
             op,
             space,
@@ -45,14 +50,22 @@ impl RowPlan {
         };
         let dims = rlx_compile::program::concrete(space, b).expect("bound");
         let c = *dims.last().unwrap_or(&1);
-        let rows = if c == 0 { 0 } else { dims.iter().product::<usize>() / c };
+        let rows = if c == 0 {
+            0
+        } else {
+            dims.iter().product::<usize>() / c
+        };
         let mut loads = plan_used(p, bd, k, prologue, &dims, b)?;
         let mut groups = vec![0u8; dims.len()];
         if let Some(g) = groups.last_mut() {
             *g = 1;
         }
         // A size-1 row axis would be dropped by collapsing: keep the dims as they are.
-        let cdims = if c == 1 { dims.clone() } else { collapse(&dims, &groups, &mut loads).0 };
+        let cdims = if c == 1 {
+            dims.clone()
+        } else {
+            collapse(&dims, &groups, &mut loads).0
+        };
         let params = match params {
             Some((g, bb)) => Some((
                 super::bind::plan_load(p, bd, &k.loads[*g], &[c], b)?,
@@ -62,11 +75,14 @@ impl RowPlan {
         };
         let st = k.stores[0];
         let ep = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &dims, b)?;
-        let trivial = epilogue.nodes.len() == 1 && p.buffers[st.buf].shape.dtype() == DType::F32 && *dtype == DType::F32;
+        let trivial = epilogue.nodes.len() == 1
+            && p.buffers[st.buf].shape.dtype() == DType::F32
+            && *dtype == DType::F32;
         let in_dt = prologue.nodes[*input as usize].dtype;
         Ok(RowPlan {
             op: *op,
-            prologue: TileProg::build(prologue).ok_or_else(|| IrError::new("cpu", "complex row input"))?,
+            prologue: TileProg::build(prologue)
+                .ok_or_else(|| IrError::new("cpu", "complex row input"))?,
             input: *input,
             in_ty: Ty::of(in_dt).expect("float"),
             loads,
@@ -81,7 +97,14 @@ impl RowPlan {
     }
 
     /// Fill `x` (f64 or f32 per `in_ty`, as f64) with row `r` of the prologue.
-    fn load_row(&self, bases: &[*mut u8], s: &mut super::vm::Scratch, r: usize, x32: &mut [f32], x64: &mut [f64]) -> Result<(), String> {
+    fn load_row(
+        &self,
+        bases: &[*mut u8],
+        s: &mut super::vm::Scratch,
+        r: usize,
+        x32: &mut [f32],
+        x64: &mut [f64],
+    ) -> Result<(), String> {
         let rank = self.dims.len();
         let mut idx = vec![0usize; rank];
         let mut j = 0;
@@ -104,9 +127,8 @@ impl RowPlan {
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];
             match (self.in_ty, v) {
-                (Ty::F32, Sv::Vec(p)) => {
-                    x32[j..j + n].copy_from_slice(unsafe { std::slice::from_raw_parts(p as *const f32, n) })
-                }
+                (Ty::F32, Sv::Vec(p)) => x32[j..j + n]
+                    .copy_from_slice(unsafe { std::slice::from_raw_parts(p as *const f32, n) }),
                 (Ty::F32, Sv::Scal(b)) => x32[j..j + n].fill(f32::from_bits(b as u32)),
                 _ => {
                     for i in 0..n {
@@ -127,6 +149,11 @@ impl RowPlan {
             Some((g, b)) => (Some(param(g, bases, self.c)), Some(param(b, bases, self.c))),
             None => (None, None),
         };
+        let to32 = |v: &Option<Vec<f64>>| {
+            v.as_ref()
+                .map(|v| v.iter().map(|&x| x as f32).collect::<Vec<f32>>())
+        };
+        let (g32, b32) = (to32(&gamma), to32(&beta));
         let per = (super::ew::CHUNK / self.c).max(1);
         let bs = Bases(bases);
         let f32_path = self.in_ty == Ty::F32;
@@ -135,16 +162,28 @@ impl RowPlan {
             let (r0, r1) = (ch * per, ((ch + 1) * per).min(self.rows));
             let mut x32 = vec![0f32; if f32_path { self.c } else { 0 }];
             let mut x64 = vec![0f64; if f32_path { 0 } else { self.c }];
-            let mut y32 = vec![0f32; if f32_path && self.direct.is_none() { self.c } else { 0 }];
+            let mut y32 = vec![
+                0f32;
+                if f32_path && self.direct.is_none() {
+                    self.c
+                } else {
+                    0
+                }
+            ];
             let mut y64 = vec![0f64; if f32_path { 0 } else { self.c }];
             for r in r0..r1 {
                 with_scratch(|s| self.load_row(bs.0, s, r, &mut x32, &mut x64))?;
                 let (core_ptr, w): (*const u8, usize) = if f32_path {
                     let y: &mut [f32] = match self.direct {
-                        Some(buf) => unsafe { std::slice::from_raw_parts_mut((bs.0[buf] as *mut f32).add(r * self.c), self.c) },
+                        Some(buf) => unsafe {
+                            std::slice::from_raw_parts_mut(
+                                (bs.0[buf] as *mut f32).add(r * self.c),
+                                self.c,
+                            )
+                        },
                         None => &mut y32,
                     };
-                    row_f32(self.op, &x32, y, gamma.as_deref(), beta.as_deref());
+                    row_f32(self.op, &x32, y, g32.as_deref(), b32.as_deref());
                     if self.direct.is_some() {
                         continue;
                     }
@@ -159,8 +198,10 @@ impl RowPlan {
                     (y64.as_ptr() as *const u8, 8)
                 };
                 let f0 = r * self.c;
-                let core = |flat: usize, _n: usize| Sv::Vec(unsafe { core_ptr.add((flat - f0) * w) });
-                self.epilogue.run_range(bs.0, f0, f0 + self.c, Some(&core))?;
+                let core =
+                    |flat: usize, _n: usize| Sv::Vec(unsafe { core_ptr.add((flat - f0) * w) });
+                self.epilogue
+                    .run_range(bs.0, f0, f0 + self.c, Some(&core))?;
             }
             Ok(())
         })
@@ -173,7 +214,10 @@ fn param(p: &LoadPlan, bases: &[*mut u8], c: usize) -> Vec<f64> {
         .map(|j| {
             let off = match &p.table {
                 Some(t) => t[j],
-                None => (p.offset as isize + j as isize * p.strides.first().copied().unwrap_or(0)) as usize,
+                None => {
+                    (p.offset as isize + j as isize * p.strides.first().copied().unwrap_or(0))
+                        as usize
+                }
             };
             let bits = unsafe { read_bits(p.dtype, bases[p.buf], off) };
             match Ty::of(p.dtype).unwrap() {
@@ -223,7 +267,7 @@ fn sum32(x: &[f32]) -> f64 {
     total
 }
 
-fn row_f32(op: RowOp, x: &[f32], y: &mut [f32], gamma: Option<&[f64]>, beta: Option<&[f64]>) {
+fn row_f32(op: RowOp, x: &[f32], y: &mut [f32], gamma: Option<&[f32]>, beta: Option<&[f32]>) {
     let n = x.len();
     match op {
         RowOp::Softmax => {
@@ -256,7 +300,11 @@ fn row_f32(op: RowOp, x: &[f32], y: &mut [f32], gamma: Option<&[f64]>, beta: Opt
         }
         RowOp::LayerNorm { eps } | RowOp::RmsNorm { eps } => {
             let rms = matches!(op, RowOp::RmsNorm { .. });
-            let mean = if rms { 0.0 } else { (sum32(x) / n as f64) as f32 };
+            let mean = if rms {
+                0.0
+            } else {
+                (sum32(x) / n as f64) as f32
+            };
             let mut sq = 0f64;
             for c in x.chunks(1024) {
                 let mut lanes = [0f32; 8];
@@ -268,15 +316,17 @@ fn row_f32(op: RowOp, x: &[f32], y: &mut [f32], gamma: Option<&[f64]>, beta: Opt
                     }
                 }
                 sq += lanes.iter().map(|&v| v as f64).sum::<f64>();
-                sq += it.remainder().iter().map(|&v| ((v - mean) * (v - mean)) as f64).sum::<f64>();
+                sq += it
+                    .remainder()
+                    .iter()
+                    .map(|&v| ((v - mean) * (v - mean)) as f64)
+                    .sum::<f64>();
             }
             let d = ((sq / n as f64) + eps as f64).sqrt();
             let inv = (1.0 / d) as f32;
             let (g, b) = (gamma.unwrap(), beta.unwrap());
-            let g32: Vec<f32> = g.iter().map(|&v| v as f32).collect();
-            let b32: Vec<f32> = b.iter().map(|&v| v as f32).collect();
             for j in 0..n {
-                y[j] = (x[j] - mean) * inv * g32[j] + b32[j];
+                y[j] = (x[j] - mean) * inv * g[j] + b[j];
             }
         }
     }
@@ -284,7 +334,13 @@ fn row_f32(op: RowOp, x: &[f32], y: &mut [f32], gamma: Option<&[f64]>, beta: Opt
 
 fn row_f64(op: RowOp, x: &[f64], y: &mut [f64], gamma: Option<&[f64]>, beta: Option<&[f64]>) {
     let n = x.len() as f64;
-    let m = x.iter().fold(f64::NEG_INFINITY, |m, &v| if m.is_nan() || v.is_nan() { f64::NAN } else { m.max(v) });
+    let m = x.iter().fold(f64::NEG_INFINITY, |m, &v| {
+        if m.is_nan() || v.is_nan() {
+            f64::NAN
+        } else {
+            m.max(v)
+        }
+    });
     match op {
         RowOp::Softmax => {
             for (o, &v) in y.iter_mut().zip(x) {

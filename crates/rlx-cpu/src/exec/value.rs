@@ -128,7 +128,9 @@ pub(crate) unsafe fn read_bits(dt: DType, p: *const u8, i: usize) -> u64 {
         match dt {
             DType::F32 => *(p as *const u32).add(i) as u64,
             DType::F16 => f16::from_bits(*(p as *const u16).add(i)).to_f32().to_bits() as u64,
-            DType::BF16 => bf16::from_bits(*(p as *const u16).add(i)).to_f32().to_bits() as u64,
+            DType::BF16 => bf16::from_bits(*(p as *const u16).add(i))
+                .to_f32()
+                .to_bits() as u64,
             DType::F64 | DType::I64 => *(p as *const u64).add(i),
             DType::I8 => *(p as *const i8).add(i) as i64 as u64,
             DType::U8 | DType::Bool => *p.add(i) as u64,
@@ -150,8 +152,12 @@ pub(crate) unsafe fn write_bits(dt: DType, p: *mut u8, i: usize, v: u64) {
     unsafe {
         match dt {
             DType::F32 => *(p as *mut u32).add(i) = v as u32,
-            DType::F16 => *(p as *mut u16).add(i) = f16::from_f32(f32::from_bits(v as u32)).to_bits(),
-            DType::BF16 => *(p as *mut u16).add(i) = bf16::from_f32(f32::from_bits(v as u32)).to_bits(),
+            DType::F16 => {
+                *(p as *mut u16).add(i) = f16::from_f32(f32::from_bits(v as u32)).to_bits()
+            }
+            DType::BF16 => {
+                *(p as *mut u16).add(i) = bf16::from_f32(f32::from_bits(v as u32)).to_bits()
+            }
             DType::F64 | DType::I64 => *(p as *mut u64).add(i) = v,
             DType::I8 | DType::U8 => *p.add(i) = v as u8,
             DType::Bool => *p.add(i) = (v != 0) as u8,
@@ -254,7 +260,10 @@ mod tests {
         assert_eq!(cast_bits(DType::F32, DType::Bool, f(f32::NAN)) as i64, 1);
         assert_eq!(cast_bits(DType::I64, DType::U8, 257), 1);
         let big: i64 = (1 << 60) + (1 << 36) + 1;
-        assert_eq!(f32::from_bits(cast_bits(DType::I64, DType::F32, big as u64) as u32), big as f32);
+        assert_eq!(
+            f32::from_bits(cast_bits(DType::I64, DType::F32, big as u64) as u32),
+            big as f32
+        );
         let h = f32::from_bits(cast_bits(DType::F32, DType::F16, f(1.0 + 1.0 / 4096.0)) as u32);
         assert_eq!(h, 1.0);
     }
@@ -270,7 +279,13 @@ mod tests {
             let v = match Ty::of(dt).unwrap() {
                 Ty::F32 => 3.0f32.to_bits() as u64,
                 Ty::F64 => 3.0f64.to_bits(),
-                Ty::I64 => if dt == DType::Bool { 1 } else { 3 },
+                Ty::I64 => {
+                    if dt == DType::Bool {
+                        1
+                    } else {
+                        3
+                    }
+                }
             };
             unsafe {
                 write_bits(dt, p, 1, v);

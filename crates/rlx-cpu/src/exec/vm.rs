@@ -105,7 +105,10 @@ impl TileProg {
                 EOp::Binary(b) => IOp::Binary(*b),
                 EOp::Compare(c) => IOp::Compare(
                     *c,
-                    compare_ty(e.nodes[node.args[0] as usize].dtype, e.nodes[node.args[1] as usize].dtype),
+                    compare_ty(
+                        e.nodes[node.args[0] as usize].dtype,
+                        e.nodes[node.args[1] as usize].dtype,
+                    ),
                 ),
                 EOp::Where => IOp::Where,
                 EOp::Cast => IOp::Cast(e.nodes[node.args[0] as usize].dtype),
@@ -189,7 +192,12 @@ pub(crate) struct TileEnv<'a> {
 ///
 /// # Safety
 /// Every load plan must be in bounds of its buffer for this tile, and `t.len ≤ TILE`.
-pub(crate) unsafe fn run_tile(prog: &TileProg, env: &TileEnv<'_>, t: &TilePos<'_>, s: &mut Scratch) -> Result<(), String> {
+pub(crate) unsafe fn run_tile(
+    prog: &TileProg,
+    env: &TileEnv<'_>,
+    t: &TilePos<'_>,
+    s: &mut Scratch,
+) -> Result<(), String> {
     s.ensure(prog.nregs, prog.instrs.len());
     let n = t.len;
     for (i, ins) in prog.instrs.iter().enumerate() {
@@ -205,7 +213,10 @@ pub(crate) unsafe fn run_tile(prog: &TileProg, env: &TileEnv<'_>, t: &TilePos<'_
             IOp::Unary(act) => unsafe { ops::unary(*act, ins.ty, ins.dtype, a(0), reg, n)? },
             IOp::Binary(b) => unsafe { ops::binary(*b, ins.ty, ins.dtype, a(0), a(1), reg, n)? },
             IOp::Compare(c, cty) => {
-                let (da, db) = (prog.instrs[ins.args[0] as usize].dtype, prog.instrs[ins.args[1] as usize].dtype);
+                let (da, db) = (
+                    prog.instrs[ins.args[0] as usize].dtype,
+                    prog.instrs[ins.args[1] as usize].dtype,
+                );
                 unsafe { ops::compare(*c, *cty, (a(0), da), (a(1), db), reg, n) }
             }
             IOp::Where => unsafe { ops::select(ins.ty, a(0), a(1), a(2), reg, n) },

@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 use rlx_cpu::CpuBackend;
-use rlx_ir::{Activation, BinaryOp, CmpOp, DType, Graph, NodeId, Op, ReduceOp, Shape, TensorData, interp};
+use rlx_ir::{
+    Activation, BinaryOp, CmpOp, DType, Graph, NodeId, Op, ReduceOp, Shape, TensorData, interp,
+};
 use rlx_runtime::{Backend, Device, arg_order};
 
 /// xorshift64*: a tiny deterministic generator.
@@ -69,7 +71,11 @@ impl Builder<'_> {
     fn pick(&mut self) -> NodeId {
         // Prefer recent values so chains get long.
         let n = self.vals.len();
-        let k = if self.rng.chance(0.6) { n - 1 - self.rng.below(n.min(3)) } else { self.rng.below(n) };
+        let k = if self.rng.chance(0.6) {
+            n - 1 - self.rng.below(n.min(3))
+        } else {
+            self.rng.below(n)
+        };
         self.vals[k]
     }
 
@@ -85,7 +91,10 @@ impl Builder<'_> {
 
     /// A shape that broadcasts against `dims`: some axes set to 1, maybe fewer axes.
     fn broadcastable(&mut self, dims: &[usize]) -> Vec<usize> {
-        let mut d: Vec<usize> = dims.iter().map(|&x| if self.rng.chance(0.3) { 1 } else { x }).collect();
+        let mut d: Vec<usize> = dims
+            .iter()
+            .map(|&x| if self.rng.chance(0.3) { 1 } else { x })
+            .collect();
         if !d.is_empty() && self.rng.chance(0.3) {
             d.remove(0);
         }
@@ -103,7 +112,12 @@ impl Builder<'_> {
                 self.add(Op::Activation(a), vec![x]);
             }
             0 | 1 => {
-                let a = [Activation::Neg, Activation::Abs, Activation::Relu, Activation::Sign][self.rng.below(4)];
+                let a = [
+                    Activation::Neg,
+                    Activation::Abs,
+                    Activation::Relu,
+                    Activation::Sign,
+                ][self.rng.below(4)];
                 self.add(Op::Activation(a), vec![x]);
             }
             2..=4 => {
@@ -111,15 +125,41 @@ impl Builder<'_> {
                     self.pick()
                 } else {
                     let bd = self.broadcastable(&dims);
-                    let ydt = if self.rng.chance(0.85) { dt } else { [DType::F32, DType::I32, DType::F64][self.rng.below(3)] };
+                    let ydt = if self.rng.chance(0.85) {
+                        dt
+                    } else {
+                        [DType::F32, DType::I32, DType::F64][self.rng.below(3)]
+                    };
                     self.input(Shape::new(&bd, ydt))
                 };
                 let ops: &[BinaryOp] = if float {
-                    &[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Max, BinaryOp::Min, BinaryOp::Pow, BinaryOp::Mod, BinaryOp::Atan2]
+                    &[
+                        BinaryOp::Add,
+                        BinaryOp::Sub,
+                        BinaryOp::Mul,
+                        BinaryOp::Div,
+                        BinaryOp::Max,
+                        BinaryOp::Min,
+                        BinaryOp::Pow,
+                        BinaryOp::Mod,
+                        BinaryOp::Atan2,
+                    ]
                 } else if dt == DType::Bool {
-                    &[BinaryOp::BitAnd, BinaryOp::BitOr, BinaryOp::BitXor, BinaryOp::Max]
+                    &[
+                        BinaryOp::BitAnd,
+                        BinaryOp::BitOr,
+                        BinaryOp::BitXor,
+                        BinaryOp::Max,
+                    ]
                 } else {
-                    &[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Max, BinaryOp::Min, BinaryOp::BitXor]
+                    &[
+                        BinaryOp::Add,
+                        BinaryOp::Sub,
+                        BinaryOp::Mul,
+                        BinaryOp::Max,
+                        BinaryOp::Min,
+                        BinaryOp::BitXor,
+                    ]
                 };
                 let b = ops[self.rng.below(ops.len())];
                 let (l, r) = if self.rng.chance(0.5) { (x, y) } else { (y, x) };
@@ -128,7 +168,14 @@ impl Builder<'_> {
             5 => {
                 let bd = self.broadcastable(&dims);
                 let y = self.input(Shape::new(&bd, if float { dt } else { DType::F32 }));
-                let c = [CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq, CmpOp::Ne][self.rng.below(6)];
+                let c = [
+                    CmpOp::Lt,
+                    CmpOp::Le,
+                    CmpOp::Gt,
+                    CmpOp::Ge,
+                    CmpOp::Eq,
+                    CmpOp::Ne,
+                ][self.rng.below(6)];
                 if let Some(m) = self.add(Op::Compare(c), vec![x, y]) {
                     let od = self.broadcastable(&dims);
                     let other = self.input(Shape::new(&od, dt));
@@ -169,17 +216,29 @@ impl Builder<'_> {
                 } else {
                     target.insert(0, 2);
                 }
-                self.add(Op::Expand { target_shape: target }, vec![x]);
+                self.add(
+                    Op::Expand {
+                        target_shape: target,
+                    },
+                    vec![x],
+                );
             }
             10 | 11 if !dims.is_empty() => {
-                let mut axes: Vec<usize> = (0..dims.len()).filter(|_| self.rng.chance(0.5)).collect();
+                let mut axes: Vec<usize> =
+                    (0..dims.len()).filter(|_| self.rng.chance(0.5)).collect();
                 if axes.is_empty() {
                     axes.push(self.rng.below(dims.len()));
                 }
                 let ops: &[ReduceOp] = if dt == DType::Bool {
                     &[ReduceOp::Max, ReduceOp::Min]
                 } else {
-                    &[ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod]
+                    &[
+                        ReduceOp::Sum,
+                        ReduceOp::Mean,
+                        ReduceOp::Max,
+                        ReduceOp::Min,
+                        ReduceOp::Prod,
+                    ]
                 };
                 let op = ops[self.rng.below(ops.len())];
                 let keep_dim = self.rng.chance(0.5);
@@ -191,7 +250,11 @@ impl Builder<'_> {
                 let w = self.input(Shape::new(&[k, n], dt));
                 if self.rng.chance(0.5) && float {
                     let b = self.input(Shape::new(&[n], dt));
-                    let act = if self.rng.chance(0.5) { Some(Activation::Tanh) } else { None };
+                    let act = if self.rng.chance(0.5) {
+                        Some(Activation::Tanh)
+                    } else {
+                        None
+                    };
                     self.add(Op::FusedMatMulBiasAct { activation: act }, vec![x, w, b]);
                 } else {
                     self.add(Op::MatMul, vec![x, w]);
@@ -209,9 +272,15 @@ impl Builder<'_> {
                         let gm = self.input(Shape::new(&[c], dt));
                         let bt = self.input(Shape::new(&[c], dt));
                         let op = if self.rng.chance(0.5) {
-                            Op::LayerNorm { axis: -1, eps: 1e-5 }
+                            Op::LayerNorm {
+                                axis: -1,
+                                eps: 1e-5,
+                            }
                         } else {
-                            Op::RmsNorm { axis: -1, eps: 1e-5 }
+                            Op::RmsNorm {
+                                axis: -1,
+                                eps: 1e-5,
+                            }
                         };
                         self.add(op, vec![x, gm, bt])
                     }
@@ -219,16 +288,32 @@ impl Builder<'_> {
                 };
             }
             14 => {
-                let to = [DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32, DType::I8, DType::U8, DType::Bool][self.rng.below(8)];
+                let to = [
+                    DType::F32,
+                    DType::F16,
+                    DType::BF16,
+                    DType::F64,
+                    DType::I32,
+                    DType::I8,
+                    DType::U8,
+                    DType::Bool,
+                ][self.rng.below(8)];
                 self.add(Op::Cast { to }, vec![x]);
             }
             15 if !dims.is_empty() && dt != DType::Bool => {
                 let axis = self.rng.below(dims.len());
                 let exclusive = self.rng.chance(0.5);
-                self.add(Op::Cumsum { axis: axis as i32, exclusive }, vec![x]);
+                self.add(
+                    Op::Cumsum {
+                        axis: axis as i32,
+                        exclusive,
+                    },
+                    vec![x],
+                );
             }
             _ => {
-                let v = TensorData::from_f64_as(dt, &[], &[[0.5, 2.0, -1.0, 3.0][self.rng.below(4)]]);
+                let v =
+                    TensorData::from_f64_as(dt, &[], &[[0.5, 2.0, -1.0, 3.0][self.rng.below(4)]]);
                 let s = v.shape();
                 let c = self.g.add_node(Op::Constant { data: v.bytes }, vec![], s);
                 let b = [BinaryOp::Mul, BinaryOp::Add, BinaryOp::Sub][self.rng.below(3)];
@@ -259,7 +344,16 @@ pub fn build_random_graph(rng: &mut Rng, large: bool) -> (Graph, Vec<TensorData>
             }
         })
         .collect();
-    let dt = [DType::F32, DType::F32, DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64][b.rng.below(8)];
+    let dt = [
+        DType::F32,
+        DType::F32,
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+    ][b.rng.below(8)];
     let x = b.input(Shape::new(&dims, dt));
     b.vals.push(x);
     let steps = 2 + b.rng.below(if large { 5 } else { 9 });
@@ -298,13 +392,20 @@ pub fn check_against_oracle(g: &Graph, args: &[TensorData]) {
         .collect();
     let named: Vec<(&str, &TensorData)> = names.iter().map(|s| s.as_str()).zip(args).collect();
     let want = interp::run_refs(g, &named);
-    let exe = CpuBackend.compile(Device::Cpu, g).unwrap_or_else(|e| panic!("compile failed: {e}\n{g}"));
+    let exe = CpuBackend
+        .compile(Device::Cpu, g)
+        .unwrap_or_else(|e| panic!("compile failed: {e}\n{g}"));
     let views: Vec<_> = args.iter().map(|a| a.view()).collect();
     let got = exe.run(&views);
     let (want, got) = match (want, got) {
         (Ok(w), Ok(g2)) => (w, g2),
         (Err(_), Err(_)) => return,
-        (w, g2) => panic!("oracle {:?} but compiled {:?}\n{g}\n{}", w.map(|_| "ok"), g2.map(|_| "ok"), exe.explain()),
+        (w, g2) => panic!(
+            "oracle {:?} but compiled {:?}\n{g}\n{}",
+            w.map(|_| "ok"),
+            g2.map(|_| "ok"),
+            exe.explain()
+        ),
     };
     // The least precise float dtype computed anywhere bounds the error of every output.
     let graph_tol = g
@@ -320,21 +421,36 @@ pub fn check_against_oracle(g: &Graph, args: &[TensorData]) {
             // Integers and bools derived from float math may flip where a float lands
             // on a boundary: require all but a few elements to agree exactly.
             let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
-            let bad = x.iter().zip(&y).filter(|(p, q)| p != q && !(p.is_nan() && q.is_nan())).count();
-            assert!(bad * 20 <= x.len().max(1), "output {k}: {bad} of {} elements differ\n{g}", x.len());
+            let bad = x
+                .iter()
+                .zip(&y)
+                .filter(|(p, q)| p != q && !(p.is_nan() && q.is_nan()))
+                .count();
+            assert!(
+                bad * 20 <= x.len().max(1),
+                "output {k}: {bad} of {} elements differ\n{g}",
+                x.len()
+            );
             continue;
         }
         let tol = tolerance(b.dtype).max(graph_tol);
         let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
         // Values are compared relative to the output's scale (reductions of
         // cancelling terms have absolute, not relative, error).
-        let scale = y.iter().filter(|v| v.is_finite()).fold(1.0f64, |m, v| m.max(v.abs()));
+        let scale = y
+            .iter()
+            .filter(|v| v.is_finite())
+            .fold(1.0f64, |m, v| m.max(v.abs()));
         for (i, (p, q)) in x.iter().zip(&y).enumerate() {
             let ok = p == q
                 || (p.is_nan() && q.is_nan())
                 || (p - q).abs() <= tol * (q.abs() + scale)
                 || (tol > 0.0 && (p - q).abs() <= tol * 1e-3);
-            assert!(ok, "output {k} element {i}: compiled {p} vs oracle {q} (tol {tol})\n{g}\n{}", exe.explain());
+            assert!(
+                ok,
+                "output {k} element {i}: compiled {p} vs oracle {q} (tol {tol})\n{g}\n{}",
+                exe.explain()
+            );
         }
     }
 }
@@ -368,4 +484,78 @@ pub fn print_both(g: &Graph, args: &[TensorData]) {
         }
         Err(e) => eprintln!("compiled error: {e}"),
     }
+}
+
+/// A random attention graph: layouts `[B, S, H, D]`/`[B, S, H·D]`, grouped-query heads,
+/// every mask kind, optional scale and softcap, sometimes a transposed (strided) q.
+pub fn build_attention_graph(rng: &mut Rng) -> (Graph, Vec<TensorData>) {
+    use rlx_ir::MaskKind;
+    let mut g = Graph::new("attention");
+    let mut args = Vec::new();
+    let (b, sq, sk) = (1 + rng.below(2), 1 + rng.below(70), 1 + rng.below(70));
+    let hk = 1 + rng.below(2);
+    let h = hk * (1 + rng.below(2));
+    let d = [1, 3, 8, 16][rng.below(4)];
+    let dv = if rng.chance(0.3) { 5 } else { d };
+    let four = rng.chance(0.5);
+    let mut input = |g: &mut Graph, rng: &mut Rng, name: &str, dims: &[usize]| {
+        let s = Shape::new(dims, DType::F32);
+        args.push(random_data(rng, &s));
+        g.input(name, s)
+    };
+    let shape = |s: usize, hh: usize, dd: usize| {
+        if four {
+            vec![b, s, hh, dd]
+        } else {
+            vec![b, s, hh * dd]
+        }
+    };
+    let q = if four && rng.chance(0.3) {
+        // q given as [B, H, S, D] and transposed: a strided view.
+        let t = input(&mut g, rng, "q", &[b, h, sq, d]);
+        g.add_op(
+            Op::Transpose {
+                perm: vec![0, 2, 1, 3],
+            },
+            vec![t],
+        )
+        .unwrap()
+    } else {
+        input(&mut g, rng, "q", &shape(sq, h, d))
+    };
+    let k = input(&mut g, rng, "k", &shape(sk, hk, d));
+    let v = input(&mut g, rng, "v", &shape(sk, hk, dv));
+    let window = rng.below(9);
+    let mask = [
+        MaskKind::None,
+        MaskKind::Causal,
+        MaskKind::SlidingWindow(window),
+        MaskKind::Custom,
+        MaskKind::Bias,
+    ][rng.below(5)];
+    let mut ins = vec![q, k, v];
+    match mask {
+        MaskKind::Custom => ins.push(input(&mut g, rng, "mask", &[b, sk])),
+        MaskKind::Bias => {
+            let from = rng.below(2);
+            ins.push(input(&mut g, rng, "bias", &[h, sq, sk][from..]))
+        }
+        _ => {}
+    }
+    let op = Op::Attention {
+        num_heads: h,
+        head_dim: d,
+        v_head_dim: (dv != d).then_some(dv),
+        mask_kind: mask,
+        score_scale: rng.chance(0.3).then_some(0.7),
+        attn_logit_softcap: rng.chance(0.3).then_some(5.0),
+    };
+    let a = g.add_op(op, ins).unwrap();
+    let out = if rng.chance(0.5) {
+        g.add_op(Op::Activation(Activation::Tanh), vec![a]).unwrap()
+    } else {
+        a
+    };
+    g.set_outputs(vec![out]);
+    (g, args)
 }
