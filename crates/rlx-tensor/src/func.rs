@@ -7,7 +7,8 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 use rlx_ir::{Dim, Graph};
 #[cfg(feature = "eval")]
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 
 /// A function of named inputs and parameters, traced into a graph.
 ///
@@ -30,6 +31,8 @@ pub struct Func {
     params: Vec<(String, Vec<f32>)>,
     #[cfg(feature = "eval")]
     prepared: Arc<OnceLock<crate::exec::PreparedGraph>>,
+    /// Functions derived from this graph by transforms (memoized, shared by clones).
+    derived: Arc<Mutex<Vec<(String, Func)>>>,
 }
 
 impl Func {
@@ -57,6 +60,7 @@ impl Func {
             params: Vec::new(),
             #[cfg(feature = "eval")]
             prepared: Arc::new(OnceLock::new()),
+            derived: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -180,6 +184,28 @@ impl Func {
         })
     }
 
+    /// The function derived from this one under `key` (built once by `make`, then shared
+    /// by every clone of this Func). Derived functions carry no params of their own.
+    #[allow(dead_code)]
+    pub(crate) fn derived(&self, key: &str, make: impl FnOnce() -> Result<Func>) -> Result<Func> {
+        if let Some((_, f)) = self
+            .derived
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(k, _)| k == key)
+        {
+            return Ok(f.clone());
+        }
+        let mut f = make()?;
+        f.params.clear();
+        self.derived
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((key.to_string(), f.clone()));
+        Ok(f)
+    }
+
     /// A Func over `graph` keeping these bound params (used by the transforms).
     pub(crate) fn with_graph(&self, graph: Graph) -> Func {
         let mut f = Func::from_graph(graph);
@@ -240,6 +266,20 @@ mod run {
             let p = self.prepared();
             let compiled = p.compiled(device)?;
             let out = run_f32(&self.what(), &compiled.borrow(), p, &self.params, inputs)?;
+            Ok(out.into_iter().map(|d| d.to_f32_vec()).collect())
+        }
+
+        /// Run on `device` with an explicit param list instead of the bound params.
+        #[allow(dead_code)]
+        pub(crate) fn try_run_with_params_on(
+            &self,
+            device: Device,
+            params: &[(String, Vec<f32>)],
+            inputs: &[(&str, &[f32])],
+        ) -> Result<Vec<Vec<f32>>> {
+            let p = self.prepared();
+            let compiled = p.compiled(device)?;
+            let out = run_f32(&self.what(), &compiled.borrow(), p, params, inputs)?;
             Ok(out.into_iter().map(|d| d.to_f32_vec()).collect())
         }
 

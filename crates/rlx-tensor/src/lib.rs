@@ -15,6 +15,8 @@
 //! ```
 #![allow(private_bounds, private_interfaces)]
 
+#[cfg(feature = "optim")]
+mod checkpoint;
 mod concat;
 #[cfg(feature = "dsl")]
 mod dsl;
@@ -24,16 +26,18 @@ mod eval;
 #[cfg(feature = "eval")]
 mod exec;
 mod func;
-#[cfg(feature = "ndarray")]
-mod ndarray_interop;
+pub mod lowp;
+mod macros;
 #[cfg(feature = "eval")]
 mod model;
-mod macros;
-pub mod lowp;
+#[cfg(feature = "ndarray")]
+mod ndarray_interop;
 mod rng;
 mod scope;
 mod slice;
 mod tensor;
+#[cfg(feature = "optim")]
+mod train;
 #[cfg(feature = "autodiff")]
 mod transforms;
 #[cfg(feature = "autodiff")]
@@ -51,9 +55,13 @@ pub use func::Jitted;
 pub use model::Model;
 pub use rlx_ir::op::{Activation, MaskKind};
 pub use rlx_ir::{DType, Dim, Graph, NodeId, ScaleLayout, ScaledFormat, Shape};
+#[cfg(feature = "optim")]
+pub use rlx_optim::{Adam, AdamW, Lion, Muon, OptItem, Optimizer, Sgd};
 pub use scope::{GraphScope, graph, graph_with};
 pub use slice::{SliceAxis, SliceSpec, ax, ix, rg, tail};
-pub use tensor::Tensor;
+pub use tensor::{Scalar, Tensor};
+#[cfg(feature = "optim")]
+pub use train::LrSchedule;
 
 #[cfg(feature = "eval")]
 pub use eval::{

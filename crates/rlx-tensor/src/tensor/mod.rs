@@ -14,6 +14,7 @@ mod reduce;
 mod scalar;
 mod shape_ops;
 
+pub use ops::Scalar;
 pub(crate) use scalar::BinaryRhs;
 
 use crate::{Error, Result};

@@ -11,7 +11,40 @@ use rlx_ir::Op;
 use rlx_ir::op::{Activation, BinaryOp};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
-/// The 10 impls of one operator with a tensor on the left, plus the 3 scalar-on-left impls.
+/// A host scalar usable as an operand of `+ - * /` next to a tensor: `f64`, `f32`, `i32`.
+///
+/// The operators take any `S: Scalar` (one generic impl rather than one impl per
+/// type), so an unsuffixed literal needs no annotation: `(&x * 2.0).relu()` compiles
+/// (the literal falls back to `f64`), as does `&x + 1`.
+pub trait Scalar: Copy + sealed::Sealed {
+    #[doc(hidden)]
+    fn into_rhs(self) -> BinaryRhs<'static>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f64 {}
+    impl Sealed for f32 {}
+    impl Sealed for i32 {}
+}
+
+impl Scalar for f64 {
+    fn into_rhs(self) -> BinaryRhs<'static> {
+        BinaryRhs::Float(self)
+    }
+}
+impl Scalar for f32 {
+    fn into_rhs(self) -> BinaryRhs<'static> {
+        BinaryRhs::Float(self as f64)
+    }
+}
+impl Scalar for i32 {
+    fn into_rhs(self) -> BinaryRhs<'static> {
+        BinaryRhs::Int(self as i64)
+    }
+}
+
+/// The impls of one operator with a tensor on the left, plus the 3 scalar-on-left impls.
 macro_rules! binary_operator {
     ($trait:ident, $method:ident, $op:expr) => {
         binary_operator!(@lhs $trait, $method, $op, &Tensor);
@@ -35,25 +68,11 @@ macro_rules! binary_operator {
                 self.binary($op, BinaryRhs::Tensor(&rhs))
             }
         }
-        impl $trait<f64> for $lhs {
+        impl<S: Scalar> $trait<S> for $lhs {
             type Output = Tensor;
             #[track_caller]
-            fn $method(self, rhs: f64) -> Tensor {
-                self.binary($op, BinaryRhs::Float(rhs))
-            }
-        }
-        impl $trait<f32> for $lhs {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: f32) -> Tensor {
-                self.binary($op, BinaryRhs::Float(rhs as f64))
-            }
-        }
-        impl $trait<i32> for $lhs {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: i32) -> Tensor {
-                self.binary($op, BinaryRhs::Int(rhs as i64))
+            fn $method(self, rhs: S) -> Tensor {
+                self.binary($op, rhs.into_rhs())
             }
         }
     };

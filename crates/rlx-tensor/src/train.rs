@@ -1,0 +1,315 @@
+//! One-call training steps on [`Func`] (feature `optim`).
+//!
+//! Every variant runs the value-and-gradient function of the loss (outputs[0]) with
+//! respect to the chosen params, hands `(name, shape, param, grad)` items to the
+//! optimizer, and returns a copy of the `Func` with the updated params plus the loss.
+//! The value-and-gradient graph is derived once per `Func` lineage and compiled once.
+
+use crate::eval::Device;
+use crate::func::Func;
+use crate::{Error, Result};
+use rlx_optim::{OptItem, Optimizer};
+
+pub use rlx_optim::LrSchedule;
+
+impl Func {
+    /// The memoized value-and-grad function for `wrt` (no params bound: they come from `self`).
+    fn value_and_grad_for(&self, wrt: &[&str]) -> Result<Func> {
+        let key = format!("value_and_grad:{}", wrt.join("\u{1f}"));
+        self.derived(&key, || self.try_value_and_grad(wrt))
+    }
+
+    /// One optimizer step on params `wrt`; returns the updated `Func` and the loss (outputs[0]).
+    ///
+    /// ```
+    /// use rlx_tensor::{shape, Func, Sgd};
+    /// // minimise (w - 3)²
+    /// let f = Func::new("quad", |s| {
+    ///     let w = s.param("w", shape![1]);
+    ///     let d = &w - 3.0;
+    ///     (&d * &d).sum_all()
+    /// })
+    /// .with_param("w", vec![0.0]);
+    /// let mut opt = Sgd::new(0.25);
+    /// let (f, loss0) = f.train_step(&mut opt, &["w"], &[]);
+    /// assert_eq!(loss0, vec![9.0]);
+    /// assert_eq!(f.param_binding("w"), Some(&[1.5f32][..]));
+    /// ```
+    #[track_caller]
+    pub fn train_step(
+        &self,
+        opt: &mut dyn Optimizer,
+        wrt: &[&str],
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        self.try_train_step_impl(None, opt, None, 0, 0.0, None, wrt, inputs)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Func::train_step`] returning an error.
+    pub fn try_train_step(
+        &self,
+        opt: &mut dyn Optimizer,
+        wrt: &[&str],
+        inputs: &[(&str, &[f32])],
+    ) -> Result<(Func, Vec<f32>)> {
+        self.try_train_step_impl(None, opt, None, 0, 0.0, None, wrt, inputs)
+    }
+
+    /// [`Func::train_step`] with the learning rate of `schedule` at `step`.
+    #[track_caller]
+    pub fn train_step_at(
+        &self,
+        opt: &mut dyn Optimizer,
+        schedule: &LrSchedule,
+        step: usize,
+        wrt: &[&str],
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        self.try_train_step_impl(None, opt, Some(schedule), step, 0.0, None, wrt, inputs)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Func::train_step`] on an explicit device.
+    #[track_caller]
+    pub fn train_step_on(
+        &self,
+        device: Device,
+        opt: &mut dyn Optimizer,
+        wrt: &[&str],
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        self.try_train_step_impl(Some(device), opt, None, 0, 0.0, None, wrt, inputs)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Scheduled step on an explicit device.
+    #[track_caller]
+    pub fn train_step_at_on(
+        &self,
+        device: Device,
+        opt: &mut dyn Optimizer,
+        schedule: &LrSchedule,
+        step: usize,
+        wrt: &[&str],
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        self.try_train_step_impl(
+            Some(device),
+            opt,
+            Some(schedule),
+            step,
+            0.0,
+            None,
+            wrt,
+            inputs,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Step on every param (`param_names()` order).
+    #[track_caller]
+    pub fn train_step_all(
+        &self,
+        opt: &mut dyn Optimizer,
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        let names = self.param_names();
+        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.train_step(opt, &wrt, inputs)
+    }
+
+    /// Scheduled step on every param.
+    #[track_caller]
+    pub fn train_step_all_at(
+        &self,
+        opt: &mut dyn Optimizer,
+        schedule: &LrSchedule,
+        step: usize,
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        let names = self.param_names();
+        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.train_step_at(opt, schedule, step, &wrt, inputs)
+    }
+
+    /// Step on every param on an explicit device.
+    #[track_caller]
+    pub fn train_step_all_on(
+        &self,
+        device: Device,
+        opt: &mut dyn Optimizer,
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        let names = self.param_names();
+        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.train_step_on(device, opt, &wrt, inputs)
+    }
+
+    /// Scheduled step on every param on an explicit device.
+    #[track_caller]
+    pub fn train_step_all_at_on(
+        &self,
+        device: Device,
+        opt: &mut dyn Optimizer,
+        schedule: &LrSchedule,
+        step: usize,
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        let names = self.param_names();
+        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.train_step_at_on(device, opt, schedule, step, &wrt, inputs)
+    }
+
+    /// Scheduled step on every param with global L2 gradient clipping: when the norm of
+    /// all gradients (f64 accumulation) is finite and above `max_grad_norm`, every
+    /// gradient is scaled by `max_grad_norm / norm`. `max_grad_norm ≤ 0` disables clipping.
+    #[track_caller]
+    pub fn train_step_all_at_on_clipped(
+        &self,
+        device: Device,
+        opt: &mut dyn Optimizer,
+        schedule: &LrSchedule,
+        step: usize,
+        max_grad_norm: f32,
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        let names = self.param_names();
+        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.try_train_step_impl(
+            Some(device),
+            opt,
+            Some(schedule),
+            step,
+            max_grad_norm,
+            None,
+            &wrt,
+            inputs,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Quantization-aware step: forward and gradient are computed at `quant`-ized copies
+    /// of the params, the update is applied to the f32 masters (straight-through).
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn train_step_all_at_on_qat(
+        &self,
+        device: Device,
+        opt: &mut dyn Optimizer,
+        schedule: &LrSchedule,
+        step: usize,
+        max_grad_norm: f32,
+        quant: impl Fn(&mut [f32]),
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        let q = move |_: &str, _: &[usize], data: &mut [f32]| quant(data);
+        self.train_step_all_at_on_qat_with(device, opt, schedule, step, max_grad_norm, q, inputs)
+    }
+
+    /// [`Func::train_step_all_at_on_qat`] with a quantizer that sees each param's name and shape.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn train_step_all_at_on_qat_with(
+        &self,
+        device: Device,
+        opt: &mut dyn Optimizer,
+        schedule: &LrSchedule,
+        step: usize,
+        max_grad_norm: f32,
+        quant: impl Fn(&str, &[usize], &mut [f32]),
+        inputs: &[(&str, &[f32])],
+    ) -> (Func, Vec<f32>) {
+        let names = self.param_names();
+        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.try_train_step_impl(
+            Some(device),
+            opt,
+            Some(schedule),
+            step,
+            max_grad_norm,
+            Some(&quant),
+            &wrt,
+            inputs,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn try_train_step_impl(
+        &self,
+        device: Option<Device>,
+        opt: &mut dyn Optimizer,
+        schedule: Option<&LrSchedule>,
+        step: usize,
+        max_grad_norm: f32,
+        quant: Option<&dyn Fn(&str, &[usize], &mut [f32])>,
+        wrt: &[&str],
+        inputs: &[(&str, &[f32])],
+    ) -> Result<(Func, Vec<f32>)> {
+        if let Some(s) = schedule {
+            opt.set_lr(s.lr_at(step));
+        }
+        let mut masters: Vec<Vec<f32>> = Vec::with_capacity(wrt.len());
+        let mut shapes: Vec<Vec<usize>> = Vec::with_capacity(wrt.len());
+        for name in wrt {
+            let data = self.param_binding(name).ok_or_else(|| {
+                Error::new(format!(
+                    "train_step: param `{name}` is not bound; bind it with .with_param(\"{name}\", data), .init_params(..) or .init_randn(..) (declared params: {:?})",
+                    self.param_names()
+                ))
+            })?;
+            masters.push(data.to_vec());
+            shapes.push(self.param_shape_of(name).unwrap_or_default());
+        }
+        let vg = self.value_and_grad_for(wrt)?;
+        // forward/backward at (possibly quantized) params
+        let mut run_params = self.param_bindings().to_vec();
+        if let Some(q) = quant {
+            for (name, data) in run_params.iter_mut() {
+                if let Some(i) = wrt.iter().position(|w| w == name) {
+                    q(name, &shapes[i], data);
+                }
+            }
+        }
+        let device = device.unwrap_or_else(|| crate::eval::fastest_device_for(vg.graph()));
+        let mut outs = vg.try_run_with_params_on(device, &run_params, inputs)?;
+        let loss = outs.remove(0);
+        let mut grads = outs;
+        if max_grad_norm > 0.0 {
+            let norm = grads
+                .iter()
+                .flat_map(|g| g.iter())
+                .map(|&v| (v as f64) * (v as f64))
+                .sum::<f64>()
+                .sqrt();
+            if norm.is_finite() && norm > max_grad_norm as f64 {
+                let scale = (max_grad_norm as f64 / norm) as f32;
+                grads
+                    .iter_mut()
+                    .flat_map(|g| g.iter_mut())
+                    .for_each(|v| *v *= scale);
+            }
+        }
+        {
+            let mut items: Vec<OptItem<'_>> = masters
+                .iter_mut()
+                .zip(&grads)
+                .zip(wrt.iter().zip(&shapes))
+                .map(|((param, grad), (name, shape))| OptItem {
+                    name,
+                    shape,
+                    param,
+                    grad,
+                })
+                .collect();
+            opt.step_batch(&mut items);
+        }
+        opt.end_iteration();
+        let mut next = self.clone();
+        for (name, data) in wrt.iter().zip(masters) {
+            next = next.try_with_param(*name, data)?;
+        }
+        Ok((next, loss))
+    }
+}
