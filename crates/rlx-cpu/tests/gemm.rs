@@ -127,10 +127,9 @@ impl<T> Mat<T> {
 /// product: |err| ≤ (k + 2)·u·(|alpha|·Σ|a||b| + |beta·c0|), u the unit roundoff.
 fn check<T: Num>(
     what: &str,
-    alpha: f64,
+    (alpha, beta): (f64, f64),
     a: &Mat<T>,
     b: &Mat<T>,
-    beta: f64,
     c0: &[f64],
     c: &Mat<T>,
     u: f64,
@@ -187,10 +186,10 @@ fn sgemm_matches_naive_on_odd_sizes_in_every_layout() {
                 };
                 sgemm(0.75, a.view(), b.view(), -0.5, cc.view_mut(), threads);
                 let what = format!("sgemm {la:?}·{lb:?}→{lc:?} threads {threads}");
-                check(&what, 0.75, &a, &b, -0.5, &c0, &cc, 2f64.powi(-24));
+                check(&what, (0.75, -0.5), &a, &b, &c0, &cc, 2f64.powi(-24));
             }
             sgemm(1.0, a.view(), b.view(), 0.0, c.view_mut(), 1);
-            check("sgemm beta=0", 1.0, &a, &b, 0.0, &c0, &c, 2f64.powi(-24));
+            check("sgemm beta=0", (1.0, 0.0), &a, &b, &c0, &c, 2f64.powi(-24));
         }
     }
 }
@@ -205,7 +204,7 @@ fn dgemm_matches_naive_on_odd_sizes_in_every_layout() {
             let mut c = make(&mut rng, m, n, LAYOUTS[(li + 4) % 5], |v| v);
             let c0 = c.vals.clone();
             dgemm(-1.25, a.view(), b.view(), 2.0, c.view_mut(), 2);
-            check("dgemm", -1.25, &a, &b, 2.0, &c0, &c, 2f64.powi(-53));
+            check("dgemm", (-1.25, 2.0), &a, &b, &c0, &c, 2f64.powi(-53));
         }
     }
 }

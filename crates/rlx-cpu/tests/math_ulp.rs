@@ -56,8 +56,8 @@ fn specials() -> Vec<f32> {
         44.0,
         0.75,
         -0.75,
-        0.707_106_8,
-        -0.707_106_8,
+        std::f32::consts::FRAC_1_SQRT_2,
+        -std::f32::consts::FRAC_1_SQRT_2,
         0.414_213_57,
         2.414_213_5,
         1.0e6,
@@ -215,7 +215,7 @@ fn every_activation_is_within_its_ulp_bound_on_every_path() {
             if isa != Isa::Avx512 {
                 worst += &format!(" x={:e} ({isa:?});", s.at);
             }
-            if !(s.max <= tolerance(act)) {
+            if s.max.is_nan() || s.max > tolerance(act) {
                 failures.push(format!(
                     "{}: {:.3} ulp > {} on {isa:?} at x = {:e} (bits {:#010x}): got {:e}, want {:e}",
                     act.name(),
@@ -344,7 +344,8 @@ fn results_do_not_depend_on_slice_length_offset_or_in_place() {
 #[test]
 fn named_functions_equal_unary_f32_of_their_activation() {
     let x: Vec<f32> = (0..517).map(|i| i as f32 * 0.05 - 13.0).collect();
-    let named: [(fn(&[f32], &mut [f32]), Activation); 10] = [
+    type Kernel = fn(&[f32], &mut [f32]);
+    let named: [(Kernel, Activation); 10] = [
         (math::exp_f32, Activation::Exp),
         (math::log_f32, Activation::Log),
         (math::tanh_f32, Activation::Tanh),

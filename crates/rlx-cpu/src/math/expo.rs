@@ -8,7 +8,7 @@
 
 use super::simd::{clamp, mad, sel};
 
-const LOG2E: f32 = 1.442_695;
+const LOG2E: f32 = std::f32::consts::LOG2_E;
 /// ln 2 split: `LN2_HI` has 9 significant bits, so `n·LN2_HI` is exact for |n| < 2¹⁵.
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;

@@ -67,7 +67,7 @@ pub(crate) fn mish<const F: bool>(x: f32) -> f32 {
 
 // erf z = z·E(z²) on |z| < ERF_SMALL (minimax in z², relative error 1.4·10⁻⁹).
 const ERF_SMALL: f32 = 0.75;
-const E0_HI: f32 = 1.128_379_2;
+const E0_HI: f32 = std::f32::consts::FRAC_2_SQRT_PI;
 const E0_LO: f32 = -5.863_538e-8;
 const E1: f32 = -0.376_126_2;
 const E2: f32 = 0.112_833_77;

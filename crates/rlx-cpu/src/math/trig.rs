@@ -12,7 +12,7 @@ use super::simd::{mad, mad64, sel};
 /// Largest |x| the vector sin/cos/tan path handles (|n| stays below 2²⁰).
 pub(crate) const TRIG_MAX: f32 = 1.0e6;
 
-const TWO_OVER_PI: f64 = 0.636_619_772_367_581_4;
+const TWO_OVER_PI: f64 = std::f64::consts::FRAC_2_PI;
 const PIO2_1: f64 = 1.570_796_326_734_125_6;
 const PIO2_2: f64 = 6.077_100_506_303_966e-11;
 const PIO2_3: f64 = 2.022_266_248_795_950_6e-21;
@@ -89,8 +89,10 @@ pub(crate) fn tan<const F: bool>(x: f32) -> f32 {
     sel(x == 0.0, x, (sel64(odd, -c, s) / sel64(odd, s, c)) as f32)
 }
 
-/// Whether the vector sin/cos/tan path leaves `x` to the scalar fallback.
+/// Whether the vector sin/cos/tan path leaves `x` to the scalar fallback (also ±∞ and NaN,
+/// hence the negated comparison).
 #[inline(always)]
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
 pub(crate) fn trig_needs_slow(x: f32) -> bool {
     !(x.abs() <= TRIG_MAX)
 }
@@ -103,9 +105,9 @@ const A3: f32 = 0.107_453_53;
 const A4: f32 = -0.064_566_01;
 const TAN_PI_8: f32 = 0.414_213_57;
 const TAN_3PI_8: f32 = 2.414_213_5;
-const PIO2_HI: f32 = 1.570_796_4;
+const PIO2_HI: f32 = std::f32::consts::FRAC_PI_2;
 const PIO2_LO: f32 = -4.371_139e-8;
-const PIO4_HI: f32 = 0.785_398_2;
+const PIO4_HI: f32 = std::f32::consts::FRAC_PI_4;
 const PIO4_LO: f32 = -2.185_569_4e-8;
 
 /// `atan x`.
