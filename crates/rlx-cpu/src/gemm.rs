@@ -197,6 +197,7 @@ macro_rules! gemm_fn {
 /// Multiply-adds per worker thread below which extra threads are not used.
 const PAR_MNK_PER_THREAD: usize = 1 << 21;
 
+/// Storage index of element `(i, j)` of a view.
 fn at(offset: usize, rs: isize, cs: isize, i: usize, j: usize) -> usize {
     (offset as isize + i as isize * rs + j as isize * cs) as usize
 }
@@ -209,8 +210,7 @@ fn scale<T: Copy + PartialEq + std::ops::Mul<Output = T> + Default>(
     let zero = T::default();
     for i in 0..c.rows {
         for j in 0..c.cols {
-            let idx = (c.offset as isize + i as isize * c.row_stride + j as isize * c.col_stride)
-                as usize;
+            let idx = at(c.offset, c.row_stride, c.col_stride, i, j);
             let v = &mut c.data[idx];
             *v = if beta == zero { zero } else { *v * beta };
         }
