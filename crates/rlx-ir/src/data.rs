@@ -236,7 +236,11 @@ impl<'a> TensorView<'a> {
         if n * dtype.size_bytes() != bytes.len() {
             return Err(IrError::new(
                 "tensor_view",
-                format!("{} bytes do not fit {dims:?} {dtype} ({} bytes needed)", bytes.len(), n * dtype.size_bytes()),
+                format!(
+                    "{} bytes do not fit {dims:?} {dtype} ({} bytes needed)",
+                    bytes.len(),
+                    n * dtype.size_bytes()
+                ),
             ));
         }
         Ok(TensorView { dtype, dims, bytes })

@@ -1,6 +1,6 @@
 //! The seed document's examples, runnable: `cargo run -p rlx-tensor --features eval --example quickstart`.
 
-use rlx_tensor::{ax, cache_stats, graph, rg, s, shape, Device, Func, Tensor};
+use rlx_tensor::{Device, Func, Tensor, ax, cache_stats, graph, rg, s, shape};
 
 fn main() {
     // NumPy-style: build from host data, combine lazily, read back.
@@ -18,8 +18,14 @@ fn main() {
         x.matmul(&w).relu()
     })
     .with_param("w", vec![1.0, -1.0]);
-    println!("f(batch of 2)           = {:?}", f.run(&[("x", &[3.0, 1.0, 1.0, 3.0])]));
-    println!("f(batch of 3)           = {:?}", f.run(&[("x", &[5.0, 1.0, 1.0, 5.0, 2.0, 0.0])]));
+    println!(
+        "f(batch of 2)           = {:?}",
+        f.run(&[("x", &[3.0, 1.0, 1.0, 3.0])])
+    );
+    println!(
+        "f(batch of 3)           = {:?}",
+        f.run(&[("x", &[5.0, 1.0, 1.0, 5.0, 2.0, 0.0])])
+    );
 
     // Static and dynamic graphs with slicing.
     let g = graph("mlp", |g| {
@@ -31,7 +37,13 @@ fn main() {
         let x = g.input("x", shape![?, 128]);
         x.slice(s![ax(), rg(0, 64)])
     });
-    println!("graph `{}`: {} nodes; graph `{}`: {} nodes", g.name, g.len(), g2.name, g2.len());
+    println!(
+        "graph `{}`: {} nodes; graph `{}`: {} nodes",
+        g.name,
+        g.len(),
+        g2.name,
+        g2.len()
+    );
     let (hits, misses) = cache_stats();
     println!("compile cache: {hits} hits, {misses} misses");
 }
