@@ -36,9 +36,8 @@ fn linear_with_and_without_each_kind_of_activation() {
         Some(Activation::Sigmoid),
     ];
     for (i, act) in acts.into_iter().enumerate() {
-        // (A rank-1 x is allowed by shape inference but the oracle's linear needs
-        // rank ≥ 2 today.)
-        for xd in [&[3, 4][..], &[2, 3, 4][..]] {
+        // A rank-1 x ([K], one example) is a valid linear layer too.
+        for xd in [&[4][..], &[3, 4][..], &[2, 3, 4][..]] {
             check(
                 &format!("linear {act:?} x{xd:?}"),
                 vec![

@@ -314,6 +314,13 @@ fn linalg(v: &mut Vec<Case>) {
         ));
     }
     v.push(nary(
+        "linear_vector_x",
+        Op::FusedMatMulBiasAct {
+            activation: Some(Activation::Silu),
+        },
+        vec![f("x", &[3]), f("w", &[3, 4]), f("bias", &[4])],
+    ));
+    v.push(nary(
         "solve_matrix",
         Op::DenseSolve,
         vec![with_gen(f("a", &[3, 3]), Gen::Invertible), f("b", &[3, 2])],

@@ -88,13 +88,20 @@ fn matmul_bias_act(
 ) -> IrResult<TensorData> {
     let dt = out.dtype();
     let n = dims[dims.len() - 1];
+    // The linear layer accepts a single example `x: [K]` (result `[N]`): it is
+    // the one-row matrix `[1, K]` giving `[1, N]`, the same elements in order.
+    let (a_dims, mm_dims) = if a.dims.len() == 1 {
+        (vec![1, a.dims[0]], vec![1, n])
+    } else {
+        (a.dims.clone(), dims.to_vec())
+    };
     if dt.is_float() {
         let mut v = batched_matmul(
             &a.to_f64_vec(),
-            &a.dims,
+            &a_dims,
             &b.to_f64_vec(),
             &b.dims,
-            dims,
+            &mm_dims,
             0.0,
             |acc, x, y| acc + x * y,
         );
@@ -111,10 +118,10 @@ fn matmul_bias_act(
     } else if dt.is_int() {
         let mut v = batched_matmul(
             &a.to_i64_vec(),
-            &a.dims,
+            &a_dims,
             &b.to_i64_vec(),
             &b.dims,
-            dims,
+            &mm_dims,
             0i64,
             |acc, x, y| acc.wrapping_add(x.wrapping_mul(y)),
         );
@@ -280,4 +287,28 @@ fn synth_matmul(
         }
     }
     Ok(TensorData::from_f64_as(dt, dims, &v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Activation, DType};
+
+    #[test]
+    fn linear_accepts_a_single_example_vector() {
+        // x = [1, 2, 3], w = [[1, 0], [0, 1], [1, -1]], bias = [0.5, -4]:
+        // x·w = [4, -1], + bias = [4.5, -5], relu → [4.5, 0].
+        for dt in [DType::F32, DType::F64, DType::I32] {
+            let x = TensorData::from_f64_as(dt, &[3], &[1.0, 2.0, 3.0]);
+            let w = TensorData::from_f64_as(dt, &[3, 2], &[1.0, 0.0, 0.0, 1.0, 1.0, -1.0]);
+            let half = if dt.is_float() { 0.5 } else { 0.0 };
+            let bias = TensorData::from_f64_as(dt, &[2], &[half, -4.0]);
+            let op = Op::FusedMatMulBiasAct {
+                activation: Some(Activation::Relu),
+            };
+            let got = eval(&op, &[&x, &w, &bias], &Shape::new(&[2], dt)).unwrap();
+            assert_eq!(got.dims, [2]);
+            assert_eq!(got.to_f64_vec(), [4.0 + half, 0.0], "{dt:?}");
+        }
+    }
 }
