@@ -6,11 +6,17 @@
 //! are tested against that reference: exp, log, tanh, erf, sigmoid, sin, cos, both GELUs and
 //! SiLU stay within a few ulp over the whole `f32` range, special values included.
 //!
-//! Two code paths exist ([`Isa`]): AVX2+FMA, chosen at run time when the CPU has it, and a
-//! portable one. Both run the same kernels (written branch-free, so LLVM vectorizes them);
-//! they differ only in whether `a·b + c` is fused, so they agree to within an ulp or two.
-//! Each path is deterministic: the same input gives the same bits, whatever the slice
-//! length or alignment (the loop tail runs the same operations as the vector body).
+//! Three code paths exist ([`Isa`]), chosen at run time: AVX-512 (16 lanes), AVX2+FMA
+//! (8 lanes) and a portable one. All run the same kernels, written branch-free so that LLVM
+//! vectorizes them. AVX-512 and AVX2+FMA execute the same IEEE operations and give the same
+//! bits; the portable path does not fuse `a·b + c` and may differ by an ulp or two (pinned
+//! by the tests). Each path is deterministic: the same input gives the same bits, whatever
+//! the slice length or alignment (the loop tail runs the same operations as the vector
+//! body).
+//!
+//! Measured maxima against the oracle (see `tests/math_ulp.rs`): exp 0.96 ulp, log 0.78,
+//! sin/cos/tan 0.5, atan 1.7, tanh 2.2, sigmoid 2.3, erf 1.6, softplus 1.9, GELU (erf)
+//! 3.3, GELU (tanh) 2.9, SiLU 2.9, Mish 3.7; the exactly rounded ops are exact.
 //!
 //! The output slice must have the input's length; a mismatch panics naming both lengths.
 
