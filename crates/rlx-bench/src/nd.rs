@@ -229,8 +229,11 @@ pub fn w3_inputs() -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     (x, g, b)
 }
 
+/// Inputs `[batch, 784]` and labels `[batch]` of one MLP batch.
+pub type Batch = (Vec<f32>, Vec<f32>);
+
 /// W5 forward input and W6 batch.
-pub fn mlp_batches() -> ((Vec<f32>, Vec<f32>), (Vec<f32>, Vec<f32>)) {
+pub fn mlp_batches() -> (Batch, Batch) {
     (
         inputs::mlp_inputs(W5_BATCH, 6),
         inputs::mlp_inputs(W6_BATCH, 6),
