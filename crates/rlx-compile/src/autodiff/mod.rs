@@ -21,6 +21,9 @@
 //!   `scaled_matmul(quantize(x), quantize(w))` is the float gradient of
 //!   `x · dequantize(w)ᵀ` (the quantizer is treated as the identity, the scales as constants).
 //! - `scan` is differentiated by unrolling its steps into the backward graph.
+//! - `prod`'s partials `Π_{i≠j} x_i` are prefix × suffix products, so they are exact
+//!   with zeros and stay exact when differentiated again (along an axis of dynamic
+//!   extent the second derivative at zeros is not: see the `prod` module).
 //! - Attention's custom mask only selects keys and gets no gradient (rope's cos/sin
 //!   tables and attention's additive bias do get theirs).
 //! - Dynamic dims survive: reductions broadcast back with [`Op::BroadcastLike`], and
@@ -51,6 +54,7 @@ mod flow;
 mod linalg;
 mod movement;
 mod nn;
+pub(crate) mod prod;
 mod reduce;
 mod scan;
 

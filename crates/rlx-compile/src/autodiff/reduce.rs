@@ -2,7 +2,8 @@
 //! (`argmax`/`argmin` output indices and pass no gradient.)
 
 use super::builder::Bw;
-use rlx_ir::{BinaryOp, CmpOp, IrResult, Node, NodeId, Op, ReduceOp, norm_axis};
+use super::prod::others_product;
+use rlx_ir::{CmpOp, IrResult, Node, NodeId, Op, ReduceOp, norm_axis};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
     if !bw.wants(node, 0) {
@@ -80,23 +81,10 @@ fn reduce(
     }
 }
 
-/// ∂(Π x)/∂x_j = Π_{i≠j} x_i, exact with zeros: with no zero in the group it is
-/// `p / x_j`; with exactly one zero only that element gets the product of the
-/// others; with two or more every partial is 0.
+/// `g · ∂(Π x)/∂x_j = g · Π_{i≠j} x_i`, as an expression in x that stays exact
+/// when differentiated again, zeros included (see [`super::prod`]).
 fn prod(bw: &mut Bw, x: NodeId, axes: &[usize], gk: NodeId) -> IrResult<NodeId> {
-    let dt = bw.dtype(x);
-    let is_zero = bw.cmp_scalar(CmpOp::Eq, x, 0.0)?;
-    let zeros_f = bw.cast(is_zero, dt)?;
-    let nz = bw.sum(zeros_f, axes.to_vec(), true)?;
-    let one = bw.scalar(1.0, dt);
-    let x_safe = bw.select(is_zero, one, x)?;
-    let p = bw.reduce(ReduceOp::Prod, x_safe, axes.to_vec(), true)?;
-    let no_zero = bw.cmp_scalar(CmpOp::Eq, nz, 0.0)?;
-    let one_zero = bw.cmp_scalar(CmpOp::Eq, nz, 1.0)?;
-    let others = bw.bin(BinaryOp::Div, p, x_safe)?;
-    let at_nonzero = bw.keep_where(no_zero, others)?;
-    let p_full = bw.broadcast_like(p, x)?;
-    let at_zero = bw.keep_where(one_zero, p_full)?;
-    let partial = bw.select(is_zero, at_zero, at_nonzero)?;
-    bw.mul(partial, gk)
+    let partial = others_product(bw, x, axes)?;
+    let gx = bw.mul(partial, gk)?;
+    bw.broadcast_like(gx, x)
 }

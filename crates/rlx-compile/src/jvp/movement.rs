@@ -2,6 +2,7 @@
 //! scatters, and the reductions.
 
 use super::Fwd;
+use crate::autodiff::prod::others_product;
 use rlx_ir::{CmpOp, IrResult, Node, NodeId, Op, ReduceOp};
 
 pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
@@ -103,28 +104,14 @@ fn reduce(
             Ok(Some(e.div(num, count)?))
         }
         ReduceOp::Prod => {
-            // Σᵢ tᵢ·Πⱼ≠ᵢ xⱼ, exact with zeros: with p = Π of the non-zero elements and z
-            // zeros, it is p·Σ t/x when z = 0, p·t(at the zero) when z = 1, else 0.
-            let dt = e.dtype(x);
-            let is_zero = e.cmp_scalar(CmpOp::Eq, x, 0.0)?;
-            let one = e.scalar(1.0, dt);
-            let zero = e.scalar(0.0, dt);
-            let x1 = e.select(is_zero, one, x)?;
-            let p = e.reduce(ReduceOp::Prod, x1, axes.clone(), keep_dim)?;
-            let ratio = e.div(t, x1)?;
-            let ratio = e.select(is_zero, zero, ratio)?;
-            let s0 = e.sum(ratio, axes.clone(), keep_dim)?;
-            let at_zero = e.keep_where(is_zero, t)?;
-            let s1 = e.sum(at_zero, axes.clone(), keep_dim)?;
-            let zeros = e.keep_where(is_zero, one)?;
-            let zeros = e.broadcast_like(zeros, x)?;
-            let nz = e.sum(zeros, axes, keep_dim)?;
-            let none = e.cmp_scalar(CmpOp::Eq, nz, 0.0)?;
-            let single = e.cmp_scalar(CmpOp::Eq, nz, 1.0)?;
-            let t0 = e.mul(p, s0)?;
-            let t1 = e.mul(p, s1)?;
-            let inner = e.select(single, t1, zero)?;
-            Ok(Some(e.select(none, t0, inner)?))
+            // Σᵢ tᵢ·Πⱼ≠ᵢ xⱼ with the partials built from prefix/suffix products, so the
+            // rule is exact with zeros and when differentiated again.
+            if axes.is_empty() {
+                return Ok(Some(t));
+            }
+            let partial = others_product(e, x, &axes)?;
+            let terms = e.mul(t, partial)?;
+            Ok(Some(e.sum(terms, axes, keep_dim)?))
         }
     }
 }
