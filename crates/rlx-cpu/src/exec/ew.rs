@@ -25,6 +25,8 @@ pub(crate) struct EwPlan {
     store_dt: DType,
     /// A pure copy (one load stored as is): moved as bytes, for every dtype.
     copy: bool,
+    /// Write the output with non-temporal stores (it is larger than the caches).
+    stream: bool,
 }
 
 /// Whether a run of `dt` elements can be copied as is from compute type `ty`.
@@ -35,12 +37,58 @@ pub(crate) fn native(dt: DType, ty: Ty) -> bool {
     )
 }
 
+/// Outputs at least this large are written with non-temporal stores: they cannot stay
+/// in cache anyway, and streaming skips reading each line before overwriting it.
+pub(crate) const STREAM_BYTES: usize = 8 << 20;
+
+/// Copy `bytes` from `src` to `dst` (not overlapping) with non-temporal stores where
+/// `dst` is 16-byte aligned. The caller fences (`sfence`) before the data is shared.
+///
+/// # Safety
+/// Both ranges must be valid and disjoint.
+pub(crate) unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let head = (dst as usize).next_multiple_of(16) - dst as usize;
+        if head < bytes {
+            std::ptr::copy_nonoverlapping(src, dst, head);
+            let body = (bytes - head) / 16;
+            let (s, d) = (src.add(head), dst.add(head));
+            for i in 0..body {
+                let v = _mm_loadu_si128((s as *const __m128i).add(i));
+                _mm_stream_si128((d as *mut __m128i).add(i), v);
+            }
+            let done = head + body * 16;
+            std::ptr::copy_nonoverlapping(src.add(done), dst.add(done), bytes - done);
+            return;
+        }
+    }
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, bytes) };
+}
+
+/// Order this thread's non-temporal stores before anything it does next.
+pub(crate) fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_sfence();
+    }
+}
+
 /// Store tile value `v` (compute type `ty`) as elements `flat..flat + n` of the dense
 /// `dt` buffer at `dst`.
 ///
 /// # Safety
 /// `dst` must hold `flat + n` elements; a vector `v` must hold `n` elements.
-pub(crate) unsafe fn store(v: Sv, ty: Ty, dt: DType, dst: *mut u8, flat: usize, n: usize) {
+pub(crate) unsafe fn store(
+    v: Sv,
+    ty: Ty,
+    dt: DType,
+    dst: *mut u8,
+    flat: usize,
+    n: usize,
+    stream: bool,
+) {
     unsafe {
         match v {
             Sv::Scal(b) => {
@@ -58,7 +106,14 @@ pub(crate) unsafe fn store(v: Sv, ty: Ty, dt: DType, dst: *mut u8, flat: usize, 
                 if native(dt, ty) {
                     let d = dst.add(flat * w);
                     if d as *const u8 != p {
-                        std::ptr::copy(p, d, n * w);
+                        if stream
+                            && (p as usize + n * w <= d as usize
+                                || d as usize + n * w <= p as usize)
+                        {
+                            stream_copy(d, p, n * w);
+                        } else {
+                            std::ptr::copy(p, d, n * w);
+                        }
                     }
                 } else if ty == Ty::F32 {
                     for i in 0..n {
@@ -117,7 +172,9 @@ impl EwPlan {
         let numel = dims.iter().product();
         let (cdims, _) = collapse(dims, &vec![0; dims.len()], &mut loads);
         let row_mode = cdims.last().is_some_and(|&d| d >= 256);
+        let stream = numel * store_dt.size_bytes() >= STREAM_BYTES;
         Ok(EwPlan {
+            stream,
             prog,
             loads,
             dims: cdims,
@@ -186,9 +243,20 @@ impl EwPlan {
                 unsafe {
                     run_tile(&self.prog, &env, &t, s)?;
                     let v = s.slots[self.store_slot as usize];
-                    store(v, ty, self.store_dt, bases[self.store_buf], flat, len);
+                    store(
+                        v,
+                        ty,
+                        self.store_dt,
+                        bases[self.store_buf],
+                        flat,
+                        len,
+                        self.stream,
+                    );
                 }
                 flat += len;
+            }
+            if self.stream {
+                store_fence();
             }
             Ok(())
         })

@@ -68,6 +68,7 @@ unsafe fn at<T: Elem>(v: Sv, i: usize) -> T {
 }
 
 /// Round (f16/bf16) or wrap (narrow ints) a fresh result to its dtype, in place.
+#[inline(always)]
 unsafe fn post(ty: Ty, dt: DType, v: Sv, n: usize) -> Sv {
     unsafe {
         match (ty, v) {
@@ -174,6 +175,7 @@ mod num_like {
 ///
 /// # Safety
 /// Vector operands and `out` hold `n` elements of the compute type.
+#[inline(always)]
 pub(crate) unsafe fn unary(
     a: Activation,
     ty: Ty,
@@ -220,6 +222,7 @@ pub(crate) unsafe fn unary(
 ///
 /// # Safety
 /// As [`unary`].
+#[inline(always)]
 pub(crate) unsafe fn binary(
     b: BinaryOp,
     ty: Ty,
@@ -340,6 +343,7 @@ fn int_pow(x: i64, y: i64) -> i64 {
 
 /// A value of compute type `from_ty` converted exactly to compute type `to` (only the
 /// widenings a comparison needs: I64/F32 → F64).
+#[inline(always)]
 unsafe fn widen(v: Sv, from: DType, to: Ty, reg: *mut u8, n: usize) -> Sv {
     let fty = Ty::of(from).unwrap();
     if fty == to {
@@ -370,6 +374,7 @@ fn cmp<T: PartialOrd>(c: CmpOp, x: T, y: T) -> i64 {
 /// # Safety
 /// As [`unary`]; `out` must hold `2n` 8-byte elements (the second half is scratch for
 /// widening the left operand).
+#[inline(always)]
 pub(crate) unsafe fn compare(
     c: CmpOp,
     ty: Ty,
@@ -410,6 +415,7 @@ pub(crate) unsafe fn compare(
 ///
 /// # Safety
 /// As [`unary`].
+#[inline(always)]
 pub(crate) unsafe fn select(ty: Ty, m: Sv, t: Sv, f: Sv, out: *mut u8, n: usize) -> Sv {
     unsafe {
         if let Sv::Scal(mb) = m {
@@ -456,6 +462,7 @@ impl Elem for u64 {
 ///
 /// # Safety
 /// As [`unary`].
+#[inline(always)]
 pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize) -> Sv {
     let (fty, tty) = (Ty::of(from).unwrap(), Ty::of(to).unwrap());
     unsafe {

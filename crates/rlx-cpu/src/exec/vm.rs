@@ -198,6 +198,62 @@ pub(crate) unsafe fn run_tile(
     t: &TilePos<'_>,
     s: &mut Scratch,
 ) -> Result<(), String> {
+    // The same loops compiled for the widest vectors the CPU has (checked once).
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static LEVEL: AtomicU8 = AtomicU8::new(0);
+        let mut level = LEVEL.load(Ordering::Relaxed);
+        if level == 0 {
+            level = if std::arch::is_x86_feature_detected!("avx512f") {
+                3
+            } else if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                2
+            } else {
+                1
+            };
+            LEVEL.store(level, Ordering::Relaxed);
+        }
+        match level {
+            3 => return unsafe { run_tile_avx512(prog, env, t, s) },
+            2 => return unsafe { run_tile_avx2(prog, env, t, s) },
+            _ => {}
+        }
+    }
+    unsafe { run_tile_body(prog, env, t, s) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
+unsafe fn run_tile_avx512(
+    prog: &TileProg,
+    env: &TileEnv<'_>,
+    t: &TilePos<'_>,
+    s: &mut Scratch,
+) -> Result<(), String> {
+    unsafe { run_tile_body(prog, env, t, s) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn run_tile_avx2(
+    prog: &TileProg,
+    env: &TileEnv<'_>,
+    t: &TilePos<'_>,
+    s: &mut Scratch,
+) -> Result<(), String> {
+    unsafe { run_tile_body(prog, env, t, s) }
+}
+
+#[inline(always)]
+unsafe fn run_tile_body(
+    prog: &TileProg,
+    env: &TileEnv<'_>,
+    t: &TilePos<'_>,
+    s: &mut Scratch,
+) -> Result<(), String> {
     s.ensure(prog.nregs, prog.instrs.len());
     let n = t.len;
     for (i, ins) in prog.instrs.iter().enumerate() {

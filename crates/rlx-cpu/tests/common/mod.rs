@@ -161,8 +161,18 @@ impl Builder<'_> {
                         BinaryOp::BitXor,
                     ]
                 };
-                let b = ops[self.rng.below(ops.len())];
+                let mut b = ops[self.rng.below(ops.len())];
+                // pow and rem amplify last-ulp differences of computed operands without
+                // bound (rem by a tiny divisor, pow of a base near 0): only exact inputs.
+                let leaf = |id: NodeId| matches!(self.g.node(id).op, Op::Input { .. });
+                if matches!(b, BinaryOp::Pow | BinaryOp::Mod | BinaryOp::Atan2) && !(leaf(x) && leaf(y)) {
+                    b = BinaryOp::Add;
+                }
                 let (l, r) = if self.rng.chance(0.5) { (x, y) } else { (y, x) };
+                // Division by a computed value near 0 is just as ill-conditioned.
+                if b == BinaryOp::Div && !leaf(r) {
+                    b = BinaryOp::Mul;
+                }
                 self.add(Op::Binary(b), vec![l, r]);
             }
             5 => {
