@@ -29,7 +29,7 @@
 pub(crate) mod emit;
 
 mod attention;
-mod conv;
+pub(crate) mod conv;
 mod elementwise;
 mod linalg;
 mod movement;

@@ -2,6 +2,8 @@
 //! that second derivatives work) and of the FFT.
 
 use super::builder::Bw;
+use crate::jvp::conv::max_pool_pick;
+use crate::jvp::emit::Em;
 use rlx_ir::{Dim, FftNorm, IrError, IrResult, Node, NodeId, Op, ReduceOp};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
@@ -96,7 +98,29 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
             Ok(())
         }
         // Mean/sum pool_grad spreads gy over each window: its adjoint gathers each
-        // window back, which is the same pool of u. (Max: blocked in `flow`.)
+        // window back, which is the same pool of u. Max pool_grad routes gy to each
+        // window's first maximum: its adjoint reads u there. (Its x only routes:
+        // blocked in `flow`.)
+        Op::PoolGrad {
+            kind: ReduceOp::Max,
+            kernel_size,
+            stride,
+            padding,
+        } => {
+            if bw.wants(node, 1) {
+                let mut e = Em::new(&mut *bw.g, "grad");
+                let ggy = max_pool_pick(
+                    &mut e,
+                    node.inputs[0],
+                    Some(g),
+                    kernel_size,
+                    stride,
+                    padding,
+                )?;
+                bw.give(node.inputs[1], ggy)?;
+            }
+            Ok(())
+        }
         Op::PoolGrad {
             kind,
             kernel_size,

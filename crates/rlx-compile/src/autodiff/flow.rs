@@ -67,11 +67,9 @@ pub(crate) fn blocked(g: &Graph, node: &Node, i: usize) -> Option<String> {
         Op::PoolGrad {
             kind: ReduceOp::Max,
             ..
-        } => Some(if i == 0 {
-            "max pool2d_grad is not differentiable in x (the routing to the window maximum is piecewise constant)".into()
-        } else {
-            "max pool2d_grad is not differentiable in grad_out (second-order gradients through max pooling are not supported)".into()
-        }),
+        } if i == 0 => Some(
+            "max pool2d_grad is not differentiable in x (the routing to the window maximum is piecewise constant)".into(),
+        ),
         Op::PoolGrad { .. } if i == 0 => shape_only(),
         _ => None,
     }

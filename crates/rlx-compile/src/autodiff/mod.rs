@@ -21,6 +21,8 @@
 //!   `scaled_matmul(quantize(x), quantize(w))` is the float gradient of
 //!   `x · dequantize(w)ᵀ` (the quantizer is treated as the identity, the scales as constants).
 //! - `scan` is differentiated by unrolling its steps into the backward graph.
+//! - Max `pool2d_grad` is differentiable in `grad_out` (so max pooling has second
+//!   derivatives); its routing input `x` is piecewise constant and gets none.
 //! - `prod`'s partials `Π_{i≠j} x_i` are prefix × suffix products, so they are exact
 //!   with zeros and stay exact when differentiated again (along an axis of dynamic
 //!   extent the second derivative at zeros is not: see the `prod` module).

@@ -95,21 +95,40 @@ pub(crate) fn max_pool_decomposed(
     stride: &[usize],
     padding: &[usize],
 ) -> IrResult<NodeId> {
+    max_pool_pick(e, x, None, kernel, stride, padding)
+}
+
+/// Per window of `x`, the value of `from` (default `x`; same dims, padded with 0) at
+/// the window's first maximal tap of `x`. With `from = u` this is the adjoint of max
+/// `pool2d_grad` in its `grad_out`: the gradient that flows back to each window is
+/// the cotangent where the window's gradient was routed.
+pub(crate) fn max_pool_pick(
+    e: &mut Em,
+    x: NodeId,
+    from: Option<NodeId>,
+    kernel: &[usize],
+    stride: &[usize],
+    padding: &[usize],
+) -> IrResult<NodeId> {
     let sr = kernel.len();
-    let mut xp = x;
-    for (a, &p) in padding.iter().enumerate() {
-        if p > 0 {
-            xp = e.op(
-                Op::Pad {
-                    axis: 2 + a,
-                    before: p,
-                    after: p,
-                    value: f64::NEG_INFINITY,
-                },
-                vec![xp],
-            )?;
+    let pad_all = |e: &mut Em, t: NodeId, value: f64| -> IrResult<NodeId> {
+        let mut tp = t;
+        for (a, &p) in padding.iter().enumerate() {
+            if p > 0 {
+                tp = e.op(
+                    Op::Pad {
+                        axis: 2 + a,
+                        before: p,
+                        after: p,
+                        value,
+                    },
+                    vec![tp],
+                )?;
+            }
         }
-    }
+        Ok(tp)
+    };
+    let xp = pad_all(e, x, f64::NEG_INFINITY)?;
     let dims = e.dims(xp);
     let sizes: Vec<usize> = dims[2..]
         .iter()
@@ -132,6 +151,14 @@ pub(crate) fn max_pool_decomposed(
     }
     let idx = e.constant(TensorData::from_i64(&[n_out, n_taps], &idx));
     let windows = e.op(Op::Gather { axis: 2 }, vec![flat, idx])?;
+    let values = match from {
+        None => windows,
+        Some(u) => {
+            let up = pad_all(e, u, 0.0)?;
+            let uflat = e.reshape_to(up, &[dims[0], dims[1], Dim::Static(flat_in)])?;
+            e.op(Op::Gather { axis: 2 }, vec![uflat, idx])?
+        }
+    };
     let dt = e.dtype(x);
     let best = e.op(
         Op::ArgMax {
@@ -143,7 +170,7 @@ pub(crate) fn max_pool_decomposed(
     let taps: Vec<f64> = (0..n_taps).map(|k| k as f64).collect();
     let taps = e.constant(TensorData::from_f64_as(dt, &[n_taps], &taps));
     let hot = e.cmp(CmpOp::Eq, taps, best)?;
-    let picked = e.keep_where(hot, windows)?;
+    let picked = e.keep_where(hot, values)?;
     let y = e.sum(picked, vec![3], false)?;
     let mut target = vec![dims[0], dims[1]];
     target.extend(out.iter().map(|&n| Dim::Static(n)));

@@ -1,7 +1,8 @@
 //! Convolution, pooling, their gradient ops (second order), and the FFT.
 
-use crate::{check, check_wrt, op, rand};
-use rlx_ir::{FftAlgo, FftNorm, Op, ReduceOp};
+use crate::{check, check_wrt, op, rand, run, sum_all, vals};
+use rlx_compile::autodiff::append_grad;
+use rlx_ir::{BinaryOp, DType, FftAlgo, FftNorm, Graph, Op, ReduceOp, Shape};
 
 fn conv(k: &[usize], s: &[usize], p: &[usize], d: &[usize], groups: usize) -> Op {
     Op::Conv {
@@ -151,6 +152,86 @@ fn mean_pool_grad_is_differentiable_in_grad_out() {
                 },
                 vec![x[0], x[1]],
             )
+        },
+    );
+}
+
+fn max_pool(k: usize, s: usize, p: usize, grad: bool) -> Op {
+    let (kernel_size, stride, padding) = (vec![k, k], vec![s, s], vec![p, p]);
+    if grad {
+        Op::PoolGrad {
+            kind: ReduceOp::Max,
+            kernel_size,
+            stride,
+            padding,
+        }
+    } else {
+        Op::Pool {
+            kind: ReduceOp::Max,
+            kernel_size,
+            stride,
+            padding,
+        }
+    }
+}
+
+#[test]
+fn max_pool_grad_is_differentiable_in_grad_out() {
+    // Overlapping windows (a tap routes several windows' gradients) and padding.
+    for (k, s, p, out) in [(2, 1, 0, 3), (3, 2, 1, 2)] {
+        check_wrt(
+            &format!("max pool2d_grad k{k} s{s} p{p}"),
+            vec![
+                ("x", rand(&[1, 2, 4, 4], 1)),
+                ("gy", rand(&[1, 2, out, out], 2)),
+            ],
+            &["gy"],
+            |g, x| op(g, max_pool(k, s, p, true), vec![x[0], x[1]]),
+        );
+    }
+}
+
+#[test]
+fn max_pool_grad_adjoint_reads_the_first_maximum_of_tied_windows() {
+    // x [1, 1, 2, 3] with 2×2 windows at stride 1: window 0 = {1, 5, 5, 2} ties at
+    // taps 1 and 2 and routes to the first (x[0, 1]); window 1 = {5, 0, 2, 5} ties at
+    // taps 0 and 3 (x[0, 1] again). So ∂⟨u, pool_grad(x, gy)⟩/∂gy reads u[0, 1] for
+    // both windows.
+    let mut g = Graph::new("max pool grad adjoint");
+    let x = g.input("x", Shape::new(&[1, 1, 2, 3], DType::F64));
+    let gy = g.input("gy", Shape::new(&[1, 1, 1, 2], DType::F64));
+    let u = g.input("u", Shape::new(&[1, 1, 2, 3], DType::F64));
+    let pg = op(&mut g, max_pool(2, 1, 0, true), vec![x, gy]);
+    let w = op(&mut g, Op::Binary(BinaryOp::Mul), vec![pg, u]);
+    let l = sum_all(&mut g, w);
+    let ggy = append_grad(&mut g, l, &[gy], None).unwrap()[0];
+    g.set_outputs(vec![pg, ggy]);
+    let out = run(
+        &g,
+        &[
+            ("x", vals(&[1, 1, 2, 3], &[1.0, 5.0, 0.0, 5.0, 2.0, 5.0])),
+            ("gy", vals(&[1, 1, 1, 2], &[10.0, 100.0])),
+            ("u", vals(&[1, 1, 2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])),
+        ],
+    );
+    // The forward routing agrees: both windows' gradients land on x[0, 1].
+    assert_eq!(out[0].to_f64_vec(), [0.0, 110.0, 0.0, 0.0, 0.0, 0.0]);
+    assert_eq!(out[1].to_f64_vec(), [2.0, 2.0]);
+}
+
+#[test]
+fn second_order_through_max_pooling() {
+    // loss = Σ maxpool(x)²: its gradient pool_grad(x, 2·maxpool(x)) is differentiated
+    // through grad_out (the routing is locally constant), checked against finite
+    // differences of the gradient (random x has no ties).
+    check(
+        "grad of Σ maxpool(x)²",
+        vec![("x", rand(&[1, 2, 4, 4], 5))],
+        |g, x| {
+            let y = op(g, max_pool(3, 2, 1, false), vec![x[0]]);
+            let sq = op(g, Op::Binary(BinaryOp::Mul), vec![y, y]);
+            let l = sum_all(g, sq);
+            append_grad(g, l, &x[..1], None).unwrap()[0]
         },
     );
 }
