@@ -1,6 +1,7 @@
 //! The per-thread compile cache.
 
-use crate::{CompiledGraph, RuntimeResult};
+use crate::{CompiledGraph, Device, RuntimeResult};
+use rlx_ir::{Graph, NodeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -16,6 +17,89 @@ struct CacheState {
     map: HashMap<u64, CachedGraph>,
     hits: u64,
     misses: u64,
+    /// What each cached key was compiled from, for explaining later misses.
+    seen: HashMap<u64, Fingerprint>,
+    last_miss: Option<String>,
+}
+
+/// A compact description of a compiled graph: enough to say how another graph differs.
+#[derive(Debug, Clone)]
+struct Fingerprint {
+    name: String,
+    device: Device,
+    nodes: Vec<String>,
+    outputs: Vec<NodeId>,
+}
+
+impl Fingerprint {
+    fn of(graph: &Graph, device: Device) -> Fingerprint {
+        Fingerprint {
+            name: graph.name.clone(),
+            device,
+            nodes: graph.nodes().iter().map(describe_node).collect(),
+            outputs: graph.outputs.clone(),
+        }
+    }
+
+    /// How many leading nodes agree (a similarity score for picking the closest entry).
+    fn common_prefix(&self, other: &Fingerprint) -> usize {
+        self.nodes
+            .iter()
+            .zip(&other.nodes)
+            .take_while(|(a, b)| a == b)
+            .count()
+    }
+
+    /// Why `self` (the graph that missed) is not `was`.
+    fn difference(&self, was: &Fingerprint) -> String {
+        if self.device != was.device && self.nodes == was.nodes && self.outputs == was.outputs {
+            return format!(
+                "graph `{}` was compiled for {} but is now requested on {}",
+                self.name, was.device, self.device
+            );
+        }
+        if let Some(i) =
+            (0..self.nodes.len().min(was.nodes.len())).find(|&i| self.nodes[i] != was.nodes[i])
+        {
+            return format!(
+                "graph `{}` differs from the cached one at node %{i}: now `{}`, was `{}`",
+                self.name, self.nodes[i], was.nodes[i]
+            );
+        }
+        if self.nodes.len() != was.nodes.len() {
+            return format!(
+                "graph `{}` has {} nodes where the cached one has {} (the first {} agree)",
+                self.name,
+                self.nodes.len(),
+                was.nodes.len(),
+                self.nodes.len().min(was.nodes.len())
+            );
+        }
+        if self.outputs != was.outputs {
+            return format!(
+                "graph `{}` requests outputs {:?} where the cached one returned {:?}",
+                self.name, self.outputs, was.outputs
+            );
+        }
+        format!(
+            "graph `{}` matches a cached graph structurally but its key differs (hash collision guard)",
+            self.name
+        )
+    }
+}
+
+/// One node as `%i = op(args) {attrs} : type`, with small constants shown by value.
+fn describe_node(n: &rlx_ir::Node) -> String {
+    let args: Vec<String> = n.inputs.iter().map(|i| i.to_string()).collect();
+    let op = match &n.op {
+        rlx_ir::Op::Constant { data } if data.len() <= 32 => format!("constant{data:?}"),
+        rlx_ir::Op::Constant { data } => format!("constant({} bytes)", data.len()),
+        rlx_ir::Op::Input { name } => format!("input `{name}`"),
+        rlx_ir::Op::Param { name } => format!("param `{name}`"),
+        other => format!("{other:?}"),
+    };
+    let op: String = op.chars().take(160).collect();
+    format!("{op}({}) : {}", args.join(", "), n.shape)
 }
 
 thread_local! {
@@ -50,6 +134,55 @@ pub fn cache_get_or_compile(
         c.map.insert(key, compiled.clone());
     });
     Ok(compiled)
+}
+
+/// [`cache_get_or_compile`] that also remembers what `graph` looked like, so that a
+/// later miss can be explained by [`cache_last_miss`].
+pub fn cache_get_or_compile_graph(
+    key: u64,
+    graph: &Graph,
+    device: Device,
+    build: impl FnOnce() -> RuntimeResult<CompiledGraph>,
+) -> RuntimeResult<CachedGraph> {
+    let was_cached = cache_contains(key);
+    let out = cache_get_or_compile(key, build)?;
+    if !was_cached {
+        let fp = Fingerprint::of(graph, device);
+        CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            let reason = c
+                .seen
+                .values()
+                .filter(|f| f.name == fp.name)
+                .max_by_key(|f| (f.common_prefix(&fp), f.device == fp.device))
+                .map(|was| fp.difference(was))
+                .unwrap_or_else(|| {
+                    format!(
+                        "graph `{}` had not been compiled on this thread before",
+                        fp.name
+                    )
+                });
+            c.last_miss = Some(reason);
+            if c.seen.len() >= CACHE_CAPACITY {
+                c.seen.clear();
+            }
+            c.seen.insert(key, fp);
+        });
+    }
+    Ok(out)
+}
+
+/// Why the most recent cache miss on this thread missed (first compile, a different
+/// device, or the first node where the graph differs from the closest cached graph of
+/// the same name). `None` before any miss.
+///
+/// ```
+/// use rlx_runtime::{cache_last_miss, clear_cache};
+/// clear_cache();
+/// assert_eq!(cache_last_miss(), None);
+/// ```
+pub fn cache_last_miss() -> Option<String> {
+    CACHE.with(|c| c.borrow().last_miss.clone())
 }
 
 /// Whether `key` is cached on this thread (does not count as a lookup).

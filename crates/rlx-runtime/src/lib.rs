@@ -21,8 +21,8 @@ pub use backend::{
     fastest_device_for, is_available, register_backend, registered_backends, unavailable,
 };
 pub use cache::{
-    CACHE_CAPACITY, CachedGraph, cache_contains, cache_get_or_compile, cache_len, cache_stats,
-    clear_cache,
+    CACHE_CAPACITY, CachedGraph, cache_contains, cache_get_or_compile, cache_get_or_compile_graph,
+    cache_last_miss, cache_len, cache_stats, clear_cache,
 };
 pub use compiled::{ArgSlot, CompiledGraph};
 pub use device::Device;

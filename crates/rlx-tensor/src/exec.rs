@@ -65,9 +65,12 @@ impl PreparedGraph {
         if !rlx_runtime::is_available(device) {
             return Err(Error::new(rlx_runtime::unavailable(device).to_string()));
         }
-        rlx_runtime::cache_get_or_compile(self.key(device), || {
-            CompiledGraph::new(device, &self.prepared.graph)
-        })
+        rlx_runtime::cache_get_or_compile_graph(
+            self.key(device),
+            &self.prepared.graph,
+            device,
+            || CompiledGraph::new(device, &self.prepared.graph),
+        )
         .map_err(|e| Error::new(e.to_string()))
     }
 }
@@ -86,7 +89,7 @@ pub(crate) fn run_f32(
         }
     }
     let mut binding = DimBinding::new();
-    let mut owned: Vec<(String, TensorData)> = Vec::new();
+    let mut owned: Vec<(String, ArgData<'_>)> = Vec::new();
     // two passes so that inputs whose dynamic dims are bound by others resolve too
     for _ in 0..2 {
         for slot in compiled.slots() {
@@ -104,7 +107,7 @@ pub(crate) fn run_f32(
                         .map(|(_, d)| d.as_slice())
                 });
             let Some(data) = data else { continue };
-            if let Some(t) = typed_from_f32(what, slot, data, &mut binding)? {
+            if let Some(t) = borrowed_from_f32(what, slot, data, &mut binding)? {
                 owned.push((slot.name.clone(), t));
             }
         }
@@ -146,6 +149,44 @@ pub(crate) fn run_f32(
     compiled
         .run(&named)
         .map_err(|e| Error::new(format!("{what}: {e}")))
+}
+
+/// The data of one argument slot: f32 slices are passed to the backend in place (no
+/// copy of possibly large inputs per call); other dtypes are converted.
+pub(crate) enum ArgData<'a> {
+    Owned(TensorData),
+    F32(Vec<usize>, &'a [u8]),
+}
+
+impl ArgData<'_> {
+    fn view(&self) -> TensorView<'_> {
+        match self {
+            ArgData::Owned(d) => d.view(),
+            ArgData::F32(dims, bytes) => TensorView {
+                dtype: rlx_ir::DType::F32,
+                dims,
+                bytes,
+            },
+        }
+    }
+}
+
+/// [`typed_from_f32`] that borrows the slice when the slot is f32.
+fn borrowed_from_f32<'a>(
+    what: &str,
+    slot: &ArgSlot,
+    data: &'a [f32],
+    binding: &mut DimBinding,
+) -> Result<Option<ArgData<'a>>> {
+    if slot.shape.dtype() == rlx_ir::DType::F32 && cfg!(target_endian = "little") {
+        let Some(dims) = resolve_dims(what, &slot.name, &slot.shape, data.len(), binding)? else {
+            return Ok(None);
+        };
+        // f32 slices are little-endian f32 bytes on a little-endian host.
+        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len() * 4) };
+        return Ok(Some(ArgData::F32(dims, bytes)));
+    }
+    Ok(typed_from_f32(what, slot, data, binding)?.map(ArgData::Owned))
 }
 
 /// Run `compiled` with typed host data (explicit dims and dtypes).

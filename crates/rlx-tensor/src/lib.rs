@@ -65,6 +65,6 @@ pub use train::LrSchedule;
 
 #[cfg(feature = "eval")]
 pub use eval::{
-    Device, Materialize, available_devices, cache_stats, clear_cache, fastest_device,
-    fastest_device_for, is_available,
+    Device, Materialize, available_devices, cache_last_miss, cache_stats, clear_cache,
+    fastest_device, fastest_device_for, is_available,
 };

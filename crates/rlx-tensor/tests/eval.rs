@@ -252,3 +252,21 @@ fn func_moves_into_another_thread() {
     let h = std::thread::spawn(move || f.run(&[("x", &[1.0])]));
     assert_eq!(h.join().unwrap(), vec![vec![2.0]]);
 }
+
+#[test]
+fn cache_misses_are_explained() {
+    clear_cache();
+    let t = Tensor::from_vec(vec![-1.0, 1.0], [2]).relu();
+    t.to_vec();
+    let first = rlx_tensor::cache_last_miss().unwrap();
+    assert!(first.contains("had not been compiled"), "{first}");
+    Tensor::from_vec(vec![-1.0, 1.0], [2]).exp().to_vec();
+    let why = rlx_tensor::cache_last_miss().unwrap();
+    assert!(
+        why.contains("node %1") && why.contains("Exp") && why.contains("Relu"),
+        "{why}"
+    );
+    Tensor::from_vec(vec![-2.0, 2.0], [2]).exp().to_vec();
+    let why = rlx_tensor::cache_last_miss().unwrap();
+    assert!(why.contains("node %0") && why.contains("constant"), "{why}");
+}
