@@ -154,7 +154,8 @@ mod tests {
 
     fn constant(g: &mut Graph, vals: &[f32]) -> NodeId {
         let d = TensorData::from_f32(&[vals.len()], vals);
-        g.add_node(Op::Constant { data: d.bytes }, vec![], d.shape())
+        let shape = d.shape();
+        g.add_node(Op::Constant { data: d.bytes }, vec![], shape)
     }
 
     #[test]
