@@ -4,7 +4,7 @@
 //! machine's bounds. See `crates/rlx-bench/README.md`.
 //!
 //! ```text
-//! cargo run --release -p rlx-bench [--features transforms,train] -- [--workloads W1,W4] [--repeats 7] [--warmup 2] [--json] [--no-ndarray] [--no-probes]
+//! cargo run --release -p rlx-bench -- [--workloads W1,W4] [--repeats 7] [--warmup 2] [--json] [--no-ndarray] [--no-probes]
 //! ```
 
 mod inputs;
@@ -398,7 +398,7 @@ fn w6_rlx(rows: &mut Vec<Row>, plan: Plan, ps: &[Vec<f32>], x: &[f32], y: &[f32]
 
 #[cfg(not(feature = "train"))]
 fn w6_rlx(_: &mut Vec<Row>, _: Plan, _: &[Vec<f32>], _: &[f32], _: &[f32], _: f64) {
-    println!("note: W6 on rlx skipped: build with `--features train` (Func::train_step_all)");
+    println!("note: W6 on rlx skipped: built without feature `train` (Func::train_step_all)");
 }
 
 #[cfg(feature = "transforms")]
@@ -417,6 +417,6 @@ fn w10_rlx(rows: &mut Vec<Row>, plan: Plan, x: &[f32], reference: &[f32], bytes:
 #[cfg(not(feature = "transforms"))]
 fn w10_rlx(_: &mut Vec<Row>, _: Plan, _: &[f32], _: &[f32], _: f64) {
     println!(
-        "note: W10 on rlx skipped: build with `--features transforms` (Func::grad, Func::vmap)"
+        "note: W10 on rlx skipped: built without feature `transforms` (Func::grad, Func::vmap)"
     );
 }
