@@ -102,3 +102,31 @@ pub fn rel_err(a: &[f32], b: &[f32]) -> f64 {
         .map(|(&x, &y)| ((x - y).abs() as f64) / (y.abs() as f64).max(1.0))
         .fold(0.0, f64::max)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normal_stream_is_deterministic_with_unit_moments() {
+        let a = Normal::new(7).vec(200_000, 1.0);
+        assert_eq!(a[..5], Normal::new(7).vec(5, 1.0)[..]);
+        let mean = a.iter().map(|&v| v as f64).sum::<f64>() / a.len() as f64;
+        let var = a.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / a.len() as f64;
+        assert!(
+            mean.abs() < 0.01 && (var - 1.0).abs() < 0.02,
+            "mean {mean}, var {var}"
+        );
+    }
+
+    #[test]
+    fn mlp_flops_count_both_multiply_and_add() {
+        assert_eq!(mlp_flops_per_row(), 2 * (784 * 512 + 512 * 512 + 512 * 10));
+    }
+
+    #[test]
+    fn rel_err_scales_by_the_reference_above_one() {
+        assert_eq!(rel_err(&[1.0, 10.5], &[0.5, 10.0]), 0.5);
+        assert_eq!(rel_err(&[0.25], &[0.0]), 0.25);
+    }
+}

@@ -239,3 +239,55 @@ pub fn mlp_batches() -> (Batch, Batch) {
         inputs::mlp_inputs(W6_BATCH, 6),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gelu_tanh_grad_matches_a_central_difference() {
+        for i in -40..=40 {
+            let x = i as f32 * 0.1;
+            let h = 1e-3f64;
+            let g = |v: f64| {
+                let c = (2.0 / std::f64::consts::PI).sqrt();
+                0.5 * v * (1.0 + (c * (v + 0.044715 * v * v * v)).tanh())
+            };
+            let fd = (g(x as f64 + h) - g(x as f64 - h)) / (2.0 * h);
+            assert!(
+                (gelu_tanh_grad(x) as f64 - fd).abs() < 1e-4,
+                "x = {x}: {} vs {fd}",
+                gelu_tanh_grad(x)
+            );
+        }
+    }
+
+    #[test]
+    fn softmax_rows_sum_to_one_and_keep_order() {
+        let x = Array2::from_shape_vec((2, 3), vec![1.0, 2.0, 3.0, -1.0, -1.0, 5.0]).unwrap();
+        let y = w2(&x);
+        for row in y.rows() {
+            assert!((row.sum() - 1.0).abs() < 1e-6);
+        }
+        assert!(y[[0, 0]] < y[[0, 1]] && y[[0, 1]] < y[[0, 2]]);
+        assert!((y[[0, 2]] - 0.665_240_9).abs() < 1e-6);
+    }
+
+    #[test]
+    fn w6_training_step_lowers_the_loss_on_a_fixed_batch() {
+        let ps = inputs::mlp_params(5);
+        let (x, y) = inputs::mlp_inputs(W6_BATCH, 6);
+        let x = Array2::from_shape_vec((W6_BATCH, MLP[0]), x).unwrap();
+        let y: Vec<usize> = y.iter().map(|&v| v as usize).collect();
+        let mut mlp = Mlp::new(&ps);
+        let mut opt = AdamW::new(&mlp);
+        let first = w6_step(&mut mlp, &mut opt, &x, &y);
+        // ln(10) ≈ 2.30: an untrained 10-class classifier.
+        assert!((first - 2.3).abs() < 0.3, "first loss {first}");
+        let mut last = first;
+        for _ in 0..10 {
+            last = w6_step(&mut mlp, &mut opt, &x, &y);
+        }
+        assert!(last < 0.5 * first, "loss {first} → {last}");
+    }
+}
