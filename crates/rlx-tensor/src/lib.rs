@@ -68,3 +68,9 @@ pub use eval::{
     Device, Materialize, available_devices, cache_last_miss, cache_stats, clear_cache,
     fastest_device, fastest_device_for, is_available,
 };
+
+/// The README's Rust examples, compiled and run as doctests so the front page cannot
+/// drift from the code.
+#[cfg(all(doctest, feature = "eval"))]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
