@@ -26,6 +26,15 @@ fn time(name: &str, bytes: f64, f: &mut dyn FnMut()) {
 }
 
 fn main() {
+    {
+        let t = Instant::now();
+        let reps = 200;
+        for _ in 0..reps {
+            let g = mlp_graph();
+            std::hint::black_box(CpuBackend.compile(Device::Cpu, &g).unwrap());
+        }
+        println!("W9 compile (MLP graph → executable): {:.1} µs", t.elapsed().as_secs_f64() / reps as f64 * 1e6);
+    }
     let n = 16 << 20;
     let mut g = Graph::new("w1");
     let a = g.input("a", Shape::new(&[n], DType::F32));
@@ -122,4 +131,23 @@ fn main() {
             std::hint::black_box(exe.run(&views).unwrap());
         });
     }
+}
+
+/// W9-style compile latency: a fresh 784-512-512-10 gelu MLP graph compiled (no run).
+#[allow(dead_code)]
+pub fn mlp_graph() -> Graph {
+    let mut g = Graph::new("mlp");
+    let mut h = g.input("x", Shape::new(&[1024, 784], DType::F32));
+    let dims = [784usize, 512, 512, 10];
+    for i in 0..3 {
+        let w = g.param(format!("w{i}"), Shape::new(&[dims[i], dims[i + 1]], DType::F32));
+        let b = g.param(format!("b{i}"), Shape::new(&[dims[i + 1]], DType::F32));
+        let m = g.add_op(Op::MatMul, vec![h, w]).unwrap();
+        h = g.add_op(Op::Binary(BinaryOp::Add), vec![m, b]).unwrap();
+        if i < 2 {
+            h = g.add_op(Op::Activation(Activation::GeluApprox), vec![h]).unwrap();
+        }
+    }
+    g.set_outputs(vec![h]);
+    g
 }

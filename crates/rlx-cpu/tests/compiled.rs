@@ -226,3 +226,68 @@ fn explain_lists_kernels_fused_ops_and_the_memory_plan() {
     assert!(text.contains("peak arena"), "{text}");
     assert!(text.contains("cpu"), "{text}");
 }
+
+#[test]
+fn dynamic_batch_dims_run_at_any_size_without_recompiling() {
+    use rlx_ir::Dim;
+    let mut g = Graph::new("dyn");
+    let x = g.input(
+        "x",
+        Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(5)], DType::F32),
+    );
+    let w = g.input("w", Shape::new(&[5, 3], DType::F32));
+    let m = op(&mut g, Op::MatMul, vec![x, w]);
+    let s = op(&mut g, Op::Softmax { axis: -1 }, vec![m]);
+    let t = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![s]);
+    let r = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![1],
+            keep_dim: false,
+        },
+        vec![t],
+    );
+    g.set_outputs(vec![s, r]);
+    let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+    for n in [1usize, 4, 33, 4, 1] {
+        let args = vec![
+            TensorData::from_f32(&[n, 5], &seq(n * 5, 1.0)),
+            TensorData::from_f32(&[5, 3], &seq(15, 0.5)),
+        ];
+        let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+        let got = exe.run(&views).unwrap();
+        let want = oracle(&g, &args);
+        assert_eq!(got[0].dims, vec![n, 3]);
+        close(&got[0], &want[0], 1e-5);
+        close(&got[1], &want[1], 1e-5);
+    }
+    let bad = TensorData::from_f32(&[2, 4], &[0.0; 8]);
+    let w = TensorData::from_f32(&[5, 3], &[0.0; 15]);
+    let err = exe.run(&[bad.view(), w.view()]).unwrap_err().to_string();
+    assert!(err.contains("`x`"), "{err}");
+}
+
+#[test]
+fn runs_are_bit_identical_across_calls() {
+    let n = 300_000;
+    let mut g = Graph::new("det");
+    let x = g.input("x", Shape::new(&[n], DType::F32));
+    let e = op(&mut g, Op::Activation(Activation::Sin), vec![x]);
+    let s = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![0],
+            keep_dim: false,
+        },
+        vec![e],
+    );
+    g.set_outputs(vec![s, e]);
+    let args = vec![TensorData::from_f32(&[n], &seq(n, 3.0))];
+    let first = run(&g, &args);
+    for _ in 0..5 {
+        assert_eq!(run(&g, &args), first);
+    }
+    close(&first[0], &oracle(&g, &args)[0], 1e-5);
+}

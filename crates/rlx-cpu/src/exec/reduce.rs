@@ -110,19 +110,20 @@ fn combine(op: ReduceOp, a: &mut Acc, b: Acc) {
     }
 }
 
-/// Fold a whole tile value; sums use eight f32 lanes per tile (vectorizable) then f64.
+/// Fold a whole tile value; f32 sums use eight f64 lanes (vectorizable).
 fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut first: bool) {
     if let (Sv::Vec(p), Ty::F32, ReduceOp::Sum | ReduceOp::Mean, Acc::F(acc)) = (v, ty, op, &mut *a)
     {
         let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
-        let mut lanes = [0f32; 8];
+        // f64 lanes: sums of many cancelling f32 terms stay as accurate as the oracle's.
+        let mut lanes = [0f64; 8];
         let mut it = xs.chunks_exact(8);
         for c in &mut it {
             for k in 0..8 {
-                lanes[k] += c[k];
+                lanes[k] += c[k] as f64;
             }
         }
-        let mut s: f64 = lanes.iter().map(|&x| x as f64).sum();
+        let mut s: f64 = lanes.iter().sum();
         for &x in it.remainder() {
             s += x as f64;
         }
