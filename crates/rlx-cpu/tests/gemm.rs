@@ -416,3 +416,36 @@ fn an_output_with_overlapping_strides_panics() {
         1,
     );
 }
+
+#[test]
+fn one_and_two_threads_give_identical_bits() {
+    // faer splits the output, not the k sum, so the thread count does not change any dot
+    // product's order; this pins that (the executor relies on it for determinism).
+    let mut rng = Lcg(5);
+    for &(m, k, n) in &[(300, 257, 301), (513, 2000, 129)] {
+        let a: Vec<f32> = (0..m * k).map(|_| rng.next() as f32).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| rng.next() as f32).collect();
+        let run = |threads| {
+            let mut c = vec![0f32; m * n];
+            sgemm(
+                1.0,
+                MatRef::row_major(&a, m, k),
+                MatRef::row_major(&b, k, n),
+                0.0,
+                MatMut::row_major(&mut c, m, n),
+                threads,
+            );
+            c
+        };
+        let (one, two) = (run(1), run(2));
+        let differ = one
+            .iter()
+            .zip(&two)
+            .filter(|(x, y)| x.to_bits() != y.to_bits())
+            .count();
+        assert_eq!(
+            differ, 0,
+            "{m}x{k}x{n}: {differ} elements differ between 1 and 2 threads"
+        );
+    }
+}
