@@ -4,10 +4,11 @@
 //! machine's bounds. See `crates/rlx-bench/README.md`.
 //!
 //! ```text
-//! cargo run --release -p rlx-bench -- [--workloads W1,W4] [--repeats 7] [--warmup 2] [--json] [--no-ndarray] [--no-probes]
+//! cargo run --release -p rlx-bench -- [--workloads W1,W4] [--repeats 7] [--warmup 2] [--json] [--no-ndarray] [--no-probes] [--kernels]
 //! ```
 
 mod inputs;
+mod kernels;
 mod nd;
 mod probes;
 mod report;
@@ -28,6 +29,7 @@ struct Args {
     json: bool,
     ndarray: bool,
     probes: bool,
+    kernels: bool,
 }
 
 fn parse_args() -> Args {
@@ -40,6 +42,7 @@ fn parse_args() -> Args {
         json: false,
         ndarray: true,
         probes: true,
+        kernels: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -63,9 +66,10 @@ fn parse_args() -> Args {
             "--json" => a.json = true,
             "--no-ndarray" => a.ndarray = false,
             "--no-probes" => a.probes = false,
+            "--kernels" => a.kernels = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes]"
+                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels]"
                 );
                 std::process::exit(0);
             }
@@ -368,6 +372,9 @@ fn main() {
         w10_rlx(&mut rows, plan, &x, &reference, bytes);
     }
     report::print_table(&rows, &bounds);
+    if args.kernels {
+        kernels::print();
+    }
     if args.json {
         for r in &rows {
             println!("{}", r.json());

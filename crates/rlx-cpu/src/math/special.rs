@@ -23,8 +23,9 @@ pub(crate) fn sigmoid_dd_mul<const F: bool>(hi: f32, lo: f32, m: f32) -> f32 {
     let neg = hi < 0.0;
     let (p, s1, s2) = exp_parts::<F>(sel(neg, hi, -hi), sel(neg, lo, -lo));
     let d = 1.0 + (p * s1) * s2;
-    // neg: m·e/(1 + e) = ((m·p/d)·s1)·s2; otherwise m/(1 + e).
-    sel(neg, ((m * p / d) * s1) * s2, m / d)
+    // neg: m·e/(1 + e) = ((m·p/d)·s1)·s2; otherwise m/(1 + e). One division for both.
+    let q = sel(neg, m * p, m) / d;
+    sel(neg, (q * s1) * s2, q)
 }
 
 /// `σ(x)`.
