@@ -1,0 +1,769 @@
+//! The executor: one arena buffer per run (pooled), one pipeline per kernel, kernels
+//! the GPU does not run evaluated on the host in program order.
+//!
+//! Arena layout (byte offsets, every region 256-aligned): the baked constants, then the
+//! memory plan's temporaries (offsets from `memplan::plan_offsets`, so buffers with
+//! disjoint lifetimes share bytes), then the arguments, then the outputs. A single
+//! storage binding keeps every kernel under the 8-bindings-per-stage limit of
+//! baseline WebGPU whatever its load count; the cost is that the whole arena must fit
+//! one binding (`max_storage_buffer_binding_size`), else that binding of the program
+//! runs on the host (said in `explain`).
+
+use crate::context::Gpu;
+use crate::host;
+use crate::wgsl::{self, Env, Launch, PARAM_BYTES, Shader, strided_loads};
+use rlx_compile::memplan;
+use rlx_compile::program::{BufId, BufKind, KernelKind, Program, concrete};
+use rlx_ir::{DimBinding, ReduceOp, TensorData, TensorView};
+use rlx_runtime::{Executable, RuntimeError, RuntimeResult};
+use std::sync::{Arc, Mutex};
+
+const REGION_ALIGN: u64 = 256;
+
+fn align(x: u64, a: u64) -> u64 {
+    x.div_ceil(a) * a
+}
+
+/// Where a kernel runs.
+pub(crate) enum Plan {
+    Gpu {
+        shader: Shader,
+        pipeline: Arc<wgpu::ComputePipeline>,
+    },
+    Host {
+        reason: String,
+    },
+}
+
+/// A program bound to concrete dims.
+struct Bound {
+    binding: DimBinding,
+    buf_dims: Vec<Vec<usize>>,
+    /// Byte offset of every buffer in the arena.
+    offsets: Vec<u64>,
+    /// Byte size of every buffer (unpadded).
+    sizes: Vec<u64>,
+    arena: u64,
+    /// Per kernel: the dispatch grid, or why this binding runs it on the host
+    /// (`Ok(None)`: nothing to compute).
+    launch: Vec<Result<Option<[u32; 3]>, String>>,
+    /// Per kernel: byte offset of its parameters in `uniform`.
+    param_offset: Vec<u32>,
+    uniform: Option<wgpu::Buffer>,
+}
+
+/// A program compiled for a wgpu device.
+pub(crate) struct WgpuExecutable {
+    gpu: Arc<Gpu>,
+    program: Program,
+    plans: Vec<Plan>,
+    fixed: Option<Arc<Bound>>,
+    cache: Mutex<Vec<(Vec<(u32, usize)>, Arc<Bound>)>>,
+    pool: Mutex<Vec<(u64, wgpu::Buffer)>>,
+    consts_bytes: u64,
+    /// Per buffer: read by some GPU kernel.
+    gpu_reads: Vec<bool>,
+}
+
+/// Print a fallback reason once per process when `RLX_LOG` is set.
+fn log_fallback(what: &str) {
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    if std::env::var("RLX_LOG").is_ok_and(|v| !v.is_empty() && v != "0") {
+        let mut s = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !s.iter().any(|x| x == what) {
+            eprintln!("[rlx-wgpu] {what}");
+            s.push(what.to_string());
+        }
+    }
+}
+
+impl WgpuExecutable {
+    pub(crate) fn new(gpu: Arc<Gpu>, program: Program) -> RuntimeResult<WgpuExecutable> {
+        let consts_bytes = program
+            .buffers
+            .iter()
+            .map(|b| match &b.kind {
+                BufKind::Const(bytes) => align(bytes.len() as u64, REGION_ALIGN),
+                _ => 0,
+            })
+            .sum();
+        let static_layout = if program.is_dynamic() {
+            None
+        } else {
+            Some(layout(&program, &DimBinding::new(), consts_bytes)?)
+        };
+        let mut plans = Vec::with_capacity(program.kernels.len());
+        for (i, k) in program.kernels.iter().enumerate() {
+            let shader = match &static_layout {
+                Some((dims, offsets, _, _)) => {
+                    let bases: Vec<u64> = offsets.iter().map(|o| o / 4).collect();
+                    let env = Env {
+                        binding: &DimBinding::new(),
+                        bases: &bases,
+                        strided: strided_loads(&program, k, dims, &DimBinding::new()),
+                    };
+                    wgsl::kernels::generate(&program, k, Some(&env))
+                }
+                None => wgsl::kernels::generate(&program, k, None),
+            };
+            let plan = match shader.and_then(|s| gpu.pipeline(&s.wgsl).map(|p| (s, p))) {
+                Ok((shader, pipeline)) => Plan::Gpu { shader, pipeline },
+                Err(reason) => {
+                    log_fallback(&format!(
+                        "`{}` kernel {i} ({}) runs on the CPU: {reason}",
+                        program.name,
+                        k.label()
+                    ));
+                    Plan::Host { reason }
+                }
+            };
+            plans.push(plan);
+        }
+        let mut gpu_reads = vec![false; program.buffers.len()];
+        for (k, p) in program.kernels.iter().zip(&plans) {
+            if matches!(p, Plan::Gpu { .. }) {
+                for b in k.reads() {
+                    gpu_reads[b] = true;
+                }
+            }
+        }
+        let mut exe = WgpuExecutable {
+            gpu,
+            program,
+            plans,
+            fixed: None,
+            cache: Mutex::new(Vec::new()),
+            pool: Mutex::new(Vec::new()),
+            consts_bytes,
+            gpu_reads,
+        };
+        if !exe.program.is_dynamic() {
+            exe.fixed = Some(Arc::new(exe.bind(&DimBinding::new())?));
+        }
+        Ok(exe)
+    }
+
+    /// Bind the program to `binding`: layout, launches, parameters.
+    fn bind(&self, binding: &DimBinding) -> RuntimeResult<Bound> {
+        let p = &self.program;
+        let (buf_dims, offsets, sizes, arena) = layout(p, binding, self.consts_bytes)?;
+        let lim = &self.gpu.limits;
+        let too_big = arena > lim.max_storage_buffer_binding_size.min(lim.max_buffer_size)
+            || arena / 4 > u32::MAX as u64;
+        let bases: Vec<u64> = offsets.iter().map(|o| o / 4).collect();
+        let ualign = (lim.min_uniform_buffer_offset_alignment as u64).max(REGION_ALIGN);
+        let mut params: Vec<u8> = Vec::new();
+        let mut param_offset = Vec::with_capacity(p.kernels.len());
+        let mut launch = Vec::with_capacity(p.kernels.len());
+        for (k, plan) in p.kernels.iter().zip(&self.plans) {
+            let off = params.len() as u64;
+            param_offset.push(off as u32);
+            let Plan::Gpu { shader, .. } = plan else {
+                launch.push(Err(String::new()));
+                continue;
+            };
+            if too_big {
+                launch.push(Err(format!(
+                    "the arena ({arena} bytes) exceeds the device's largest storage binding ({} bytes)",
+                    lim.max_storage_buffer_binding_size.min(lim.max_buffer_size)
+                )));
+                continue;
+            }
+            let env = Env {
+                binding,
+                bases: &bases,
+                strided: strided_loads(p, k, &buf_dims, binding),
+            };
+            let mut vals = Vec::with_capacity(shader.slots.len());
+            let mut bad = None;
+            for s in &shader.slots {
+                match env.resolve(s) {
+                    Some(v) => vals.push(v),
+                    None => bad = Some(format!("parameter {s:?} does not fit 32 bits")),
+                }
+            }
+            if let Some(b) = bad {
+                launch.push(Err(b));
+                continue;
+            }
+            for v in vals {
+                params.extend_from_slice(&v.to_le_bytes());
+            }
+            params.resize(align(params.len() as u64, ualign) as usize, 0);
+            launch.push(grid(k, &shader.launch, binding, lim.max_compute_workgroups_per_dimension));
+        }
+        let uniform = if self.plans.iter().any(|p| matches!(p, Plan::Gpu { .. })) {
+            params.resize(params.len() + PARAM_BYTES as usize, 0);
+            let buf = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("rlx params"),
+                size: params.len() as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            self.gpu.queue.write_buffer(&buf, 0, &params);
+            Some(buf)
+        } else {
+            None
+        };
+        for (i, l) in launch.iter().enumerate() {
+            if let Err(r) = l {
+                if !r.is_empty() {
+                    log_fallback(&format!(
+                        "`{}` kernel {i} ({}) runs on the CPU for this binding: {r}",
+                        p.name,
+                        p.kernels[i].label()
+                    ));
+                }
+            }
+        }
+        Ok(Bound {
+            binding: binding.clone(),
+            buf_dims,
+            offsets,
+            sizes,
+            arena,
+            launch,
+            param_offset,
+            uniform,
+        })
+    }
+
+    fn bound_for(&self, args: &[TensorView<'_>]) -> RuntimeResult<Arc<Bound>> {
+        if let Some(b) = &self.fixed {
+            return Ok(b.clone());
+        }
+        let binding = binding_from_args(&self.program, args)?;
+        let key = binding.sorted();
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, b)) = c.iter().find(|(k, _)| *k == key) {
+            return Ok(b.clone());
+        }
+        let b = Arc::new(self.bind(&binding)?);
+        if c.len() >= 64 {
+            c.remove(0);
+        }
+        c.push((key, b.clone()));
+        Ok(b)
+    }
+
+    /// Whether kernel `k` runs on the GPU under `bound`.
+    fn on_gpu(&self, bound: &Bound, k: usize) -> bool {
+        matches!(self.plans[k], Plan::Gpu { .. }) && bound.launch[k].is_ok()
+    }
+
+    /// An arena of at least `bytes` with the constants uploaded.
+    fn take_arena(&self, bytes: u64) -> (u64, wgpu::Buffer) {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = pool.iter().position(|(s, _)| *s >= bytes) {
+            return pool.swap_remove(i);
+        }
+        drop(pool);
+        let size = align(bytes.max(4), REGION_ALIGN);
+        let buf = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rlx arena"),
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_DST
+                | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let mut off = 0u64;
+        for b in &self.program.buffers {
+            if let BufKind::Const(bytes) = &b.kind {
+                write_padded(&self.gpu.queue, &buf, off, bytes);
+                off += align(bytes.len() as u64, REGION_ALIGN);
+            }
+        }
+        (size, buf)
+    }
+
+    /// Copy byte ranges of the arena back to the host (submits pending work first).
+    fn download(
+        &self,
+        arena: &wgpu::Buffer,
+        enc: &mut Option<wgpu::CommandEncoder>,
+        ranges: &[(u64, u64)],
+    ) -> RuntimeResult<Vec<Vec<u8>>> {
+        let total: u64 = ranges.iter().map(|(_, n)| align(*n, 4)).sum();
+        if total == 0 {
+            return Ok(ranges.iter().map(|_| Vec::new()).collect());
+        }
+        let staging = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rlx readback"),
+            size: total,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut e = enc.take().unwrap_or_else(|| self.encoder());
+        let mut at = 0;
+        for &(off, n) in ranges {
+            if n > 0 {
+                e.copy_buffer_to_buffer(arena, off, &staging, at, align(n, 4));
+            }
+            at += align(n, 4);
+        }
+        self.gpu.queue.submit([e.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        self.gpu
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| RuntimeError::new(format!("wgpu device lost while reading back: {e}")))?;
+        rx.recv()
+            .map_err(|_| RuntimeError::new("wgpu readback never completed"))?
+            .map_err(|e| RuntimeError::new(format!("wgpu readback failed: {e}")))?;
+        let view = staging
+            .get_mapped_range(..)
+            .map_err(|e| RuntimeError::new(format!("wgpu readback failed: {e}")))?;
+        let mut out = Vec::with_capacity(ranges.len());
+        let mut at = 0usize;
+        for &(_, n) in ranges {
+            out.push(view[at..at + n as usize].to_vec());
+            at += align(n, 4) as usize;
+        }
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    fn encoder(&self) -> wgpu::CommandEncoder {
+        self.gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("rlx run"),
+            })
+    }
+
+    /// Run every kernel on the host (no kernel of this binding runs on the GPU).
+    fn run_host(&self, bound: &Bound, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+        let p = &self.program;
+        let mut host: Vec<Option<TensorData>> = vec![None; p.buffers.len()];
+        for (k, kernel) in p.kernels.iter().enumerate() {
+            self.host_kernel(bound, k, kernel, args, &mut host)?;
+        }
+        Ok(self.collect(bound, &mut host))
+    }
+
+    fn host_kernel(
+        &self,
+        bound: &Bound,
+        k: usize,
+        kernel: &rlx_compile::program::Kernel,
+        args: &[TensorView<'_>],
+        host: &mut [Option<TensorData>],
+    ) -> RuntimeResult<Vec<BufId>> {
+        let p = &self.program;
+        let get = |b: BufId| -> TensorData {
+            match &p.buffers[b].kind {
+                BufKind::Arg(a) => args[*a].to_owned(),
+                BufKind::Const(bytes) => TensorData {
+                    dtype: p.buffers[b].shape.dtype(),
+                    dims: bound.buf_dims[b].clone(),
+                    bytes: bytes.clone(),
+                },
+                _ => host[b].clone().expect("a buffer is written before it is read"),
+            }
+        };
+        let outs = host::run_kernel(p, kernel, &bound.binding, &get).map_err(|e| {
+            RuntimeError::new(format!(
+                "graph `{}`, kernel {k} ({} of [{}]): {e}",
+                p.name,
+                kernel.label(),
+                kernel.fused_names.join(", ")
+            ))
+        })?;
+        let mut written = Vec::new();
+        for (b, v) in outs {
+            written.push(b);
+            host[b] = Some(v);
+        }
+        Ok(written)
+    }
+
+    /// The results, in output order, from the host copies.
+    fn collect(&self, bound: &Bound, host: &mut [Option<TensorData>]) -> Vec<TensorData> {
+        self.program
+            .outputs
+            .iter()
+            .map(|&b| {
+                host[b].clone().unwrap_or_else(|| TensorData {
+                    dtype: self.program.buffers[b].shape.dtype(),
+                    dims: bound.buf_dims[b].clone(),
+                    bytes: Vec::new(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Write `bytes` at `off`, padded to a multiple of 4 bytes (wgpu's copy granularity).
+fn write_padded(q: &wgpu::Queue, buf: &wgpu::Buffer, off: u64, bytes: &[u8]) {
+    if bytes.is_empty() {
+        return;
+    }
+    if bytes.len() % 4 == 0 {
+        q.write_buffer(buf, off, bytes);
+    } else {
+        let mut v = bytes.to_vec();
+        v.resize(align(bytes.len() as u64, 4) as usize, 0);
+        q.write_buffer(buf, off, &v);
+    }
+}
+
+type Layout = (Vec<Vec<usize>>, Vec<u64>, Vec<u64>, u64);
+
+/// Buffer dims, byte offsets and sizes, and the arena size under `binding`.
+fn layout(p: &Program, binding: &DimBinding, consts_bytes: u64) -> RuntimeResult<Layout> {
+    let mut dims = Vec::with_capacity(p.buffers.len());
+    let mut sizes = Vec::with_capacity(p.buffers.len());
+    for (i, b) in p.buffers.iter().enumerate() {
+        let d = concrete(b.shape.dims(), binding).ok_or_else(|| {
+            RuntimeError::new(format!(
+                "graph `{}`: buffer {i} of type {} has a dynamic dim that no argument binds",
+                p.name, b.shape
+            ))
+        })?;
+        sizes.push((d.iter().product::<usize>() * b.shape.dtype().size_bytes()) as u64);
+        dims.push(d);
+    }
+    let usizes: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
+    let (temp_off, temp_bytes) = memplan::plan_offsets(p, &usizes);
+    let mut offsets = vec![0u64; p.buffers.len()];
+    let mut c = 0u64;
+    let temps_at = consts_bytes;
+    let mut tail = align(temps_at + temp_bytes as u64, REGION_ALIGN);
+    for (i, b) in p.buffers.iter().enumerate() {
+        match b.kind {
+            BufKind::Const(_) => {
+                offsets[i] = c;
+                c += align(sizes[i], REGION_ALIGN);
+            }
+            BufKind::Temp => offsets[i] = temps_at + temp_off[i] as u64,
+            BufKind::Arg(_) => {
+                offsets[i] = tail;
+                tail += align(sizes[i].max(1), REGION_ALIGN);
+            }
+            BufKind::Output(_) => {}
+        }
+    }
+    for (i, b) in p.buffers.iter().enumerate() {
+        if let BufKind::Output(_) = b.kind {
+            offsets[i] = tail;
+            tail += align(sizes[i].max(1), REGION_ALIGN);
+        }
+    }
+    Ok((dims, offsets, sizes, tail))
+}
+
+/// The dispatch grid of a kernel under `binding` (`Ok(None)`: no work), or why it
+/// must run on the host.
+fn grid(
+    k: &rlx_compile::program::Kernel,
+    launch: &Launch,
+    binding: &DimBinding,
+    max_dim: u32,
+) -> Result<Option<[u32; 3]>, String> {
+    let n = |d: &[rlx_ir::Dim]| -> Result<u64, String> {
+        Ok(concrete(d, binding)
+            .ok_or("unbound dim")?
+            .iter()
+            .map(|&x| x as u64)
+            .product())
+    };
+    // Reductions over nothing: the CPU gives the identity or the error.
+    if let KernelKind::Reduce { op, in_space, axes, .. } = &k.kind {
+        let red: Vec<_> = axes.iter().map(|&a| in_space[a]).collect();
+        if n(&red)? == 0 {
+            let _ = ReduceOp::Sum;
+            return Err(format!("reduce_{} over an empty axis", op.name()));
+        }
+    }
+    let split = |groups: u64| -> Result<Option<[u32; 3]>, String> {
+        if groups == 0 {
+            return Ok(None);
+        }
+        let x = groups.min(max_dim as u64);
+        let y = groups.div_ceil(x);
+        if y > max_dim as u64 {
+            return Err(format!("{groups} workgroups exceed the device's grid"));
+        }
+        Ok(Some([x as u32, y as u32, 1]))
+    };
+    match launch {
+        Launch::Threads(d) => split(n(d)?.div_ceil(wgsl::WG as u64)),
+        Launch::Groups(d) => {
+            if let KernelKind::Row { space, .. } = &k.kind {
+                if n(&space[space.len() - 1..])? == 0 {
+                    return Ok(None);
+                }
+            }
+            split(n(d)?)
+        }
+        Launch::Tiles { m, n: nn, batch } => {
+            let (m, nn, b) = (n(&[*m])?, n(&[*nn])?, n(batch)?);
+            if m == 0 || nn == 0 || b == 0 {
+                return Ok(None);
+            }
+            let g = [nn.div_ceil(16), m.div_ceil(16), b];
+            if g.iter().any(|&x| x > max_dim as u64) {
+                return Err(format!("a {g:?} tile grid exceeds the device's grid"));
+            }
+            Ok(Some([g[0] as u32, g[1] as u32, g[2] as u32]))
+        }
+    }
+}
+
+/// The binding of the dynamic dims from the argument dims.
+fn binding_from_args(p: &Program, args: &[TensorView<'_>]) -> RuntimeResult<DimBinding> {
+    let mut b = DimBinding::new();
+    for ((name, shape), a) in p.args.iter().zip(args) {
+        let bad = || {
+            RuntimeError::new(format!(
+                "graph `{}`: argument `{name}` is declared {shape} but got dims {:?}",
+                p.name, a.dims
+            ))
+        };
+        if shape.rank() != a.dims.len() {
+            return Err(bad());
+        }
+        for (d, &n) in shape.dims().iter().zip(a.dims) {
+            match d {
+                rlx_ir::Dim::Static(s) if *s != n => return Err(bad()),
+                rlx_ir::Dim::Dynamic(s) => match b.get(*s) {
+                    Some(prev) if prev != n => {
+                        return Err(RuntimeError::new(format!(
+                            "graph `{}`: dynamic dim ?{s} is {prev} elsewhere but `{name}` gives it {n} (dims {:?})",
+                            p.name, a.dims
+                        )));
+                    }
+                    _ => b.set(*s, n),
+                },
+                _ => {}
+            }
+        }
+    }
+    Ok(b)
+}
+
+impl Executable for WgpuExecutable {
+    fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+        let p = &self.program;
+        if args.len() != p.args.len() {
+            let names: Vec<&str> = p.args.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(RuntimeError::new(format!(
+                "graph `{}` takes {} arguments ({names:?}), got {}",
+                p.name,
+                p.args.len(),
+                args.len()
+            )));
+        }
+        for (a, (name, shape)) in args.iter().zip(&p.args) {
+            if a.dtype != shape.dtype() {
+                return Err(RuntimeError::new(format!(
+                    "graph `{}`: argument `{name}` is declared {shape} but got {:?} {}",
+                    p.name, a.dims, a.dtype
+                )));
+            }
+        }
+        let bound = self.bound_for(args)?;
+        if let Some(b) = &self.fixed {
+            for (a, (name, shape)) in args.iter().zip(&p.args) {
+                if shape.static_dims().as_deref() != Some(a.dims) {
+                    return Err(RuntimeError::new(format!(
+                        "graph `{}`: argument `{name}` is declared {shape} but got {:?} {}",
+                        p.name, a.dims, a.dtype
+                    )));
+                }
+            }
+            let _ = b;
+        }
+        if !(0..p.kernels.len()).any(|k| self.on_gpu(&bound, k)) {
+            return self.run_host(&bound, args);
+        }
+        self.run_mixed(&bound, args)
+    }
+
+    fn explain(&self) -> String {
+        let arena = self.fixed.as_ref().map(|b| b.arena as usize);
+        let mut s = rlx_compile::explain(
+            &self.program,
+            &format!("wgpu {}", self.gpu.describe()),
+            arena,
+        );
+        s.push_str("\nwhere each kernel runs:");
+        for (k, kernel) in self.program.kernels.iter().enumerate() {
+            let place = match (&self.plans[k], self.fixed.as_ref().map(|b| &b.launch[k])) {
+                (Plan::Host { reason }, _) => format!("CPU fallback ({reason})"),
+                (Plan::Gpu { .. }, Some(Err(r))) => format!("CPU fallback ({r})"),
+                (Plan::Gpu { shader, .. }, _) => format!(
+                    "GPU (WGSL, {}{})",
+                    match shader.launch {
+                        Launch::Threads(_) => "thread per element",
+                        Launch::Groups(_) => "workgroup per output",
+                        Launch::Tiles { .. } => "16x16 tiles",
+                    },
+                    if shader.slots.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} dynamic parameters", shader.slots.len())
+                    }
+                ),
+            };
+            s.push_str(&format!("\n  kernel {k} ({}): {place}", kernel.label()));
+        }
+        s
+    }
+}
+
+impl WgpuExecutable {
+    /// Where each kernel runs for static programs: `true` for the GPU (for tests).
+    pub(crate) fn placement(&self) -> Vec<bool> {
+        match &self.fixed {
+            Some(b) => (0..self.plans.len()).map(|k| self.on_gpu(b, k)).collect(),
+            None => self
+                .plans
+                .iter()
+                .map(|p| matches!(p, Plan::Gpu { .. }))
+                .collect(),
+        }
+    }
+
+    fn run_mixed(&self, bound: &Bound, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+        let p = &self.program;
+        let (size, arena) = self.take_arena(bound.arena);
+        let uniform = bound.uniform.as_ref().expect("a GPU kernel has parameters");
+        let bg = self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("rlx arena"),
+            layout: &self.gpu.layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &arena,
+                        offset: 0,
+                        size: None,
+                    }),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: uniform,
+                        offset: 0,
+                        size: std::num::NonZeroU64::new(PARAM_BYTES),
+                    }),
+                },
+            ],
+        });
+        // Arguments some GPU kernel reads go up once.
+        for (i, b) in p.buffers.iter().enumerate() {
+            if let BufKind::Arg(a) = b.kind {
+                if self.gpu_reads[i] {
+                    write_padded(&self.gpu.queue, &arena, bound.offsets[i], args[a].bytes);
+                }
+            }
+        }
+        let mut host: Vec<Option<TensorData>> = vec![None; p.buffers.len()];
+        let mut enc: Option<wgpu::CommandEncoder> = None;
+        let result = (|| -> RuntimeResult<()> {
+            for (k, kernel) in p.kernels.iter().enumerate() {
+                if self.on_gpu(bound, k) {
+                    let Plan::Gpu { pipeline, .. } = &self.plans[k] else {
+                        unreachable!()
+                    };
+                    let Ok(Some(g)) = bound.launch[k] else {
+                        continue;
+                    };
+                    let e = enc.get_or_insert_with(|| self.encoder());
+                    let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: None,
+                        timestamp_writes: None,
+                    });
+                    pass.set_pipeline(pipeline);
+                    pass.set_bind_group(0, &bg, &[bound.param_offset[k]]);
+                    pass.dispatch_workgroups(g[0], g[1], g[2]);
+                    continue;
+                }
+                // Host kernel: fetch what the GPU wrote, run, push back what the GPU reads.
+                let need: Vec<BufId> = kernel
+                    .reads()
+                    .filter(|&b| {
+                        matches!(p.buffers[b].kind, BufKind::Temp | BufKind::Output(_))
+                            && host[b].is_none()
+                    })
+                    .fold(Vec::new(), |mut v, b| {
+                        if !v.contains(&b) {
+                            v.push(b);
+                        }
+                        v
+                    });
+                if !need.is_empty() {
+                    let ranges: Vec<(u64, u64)> = need
+                        .iter()
+                        .map(|&b| (bound.offsets[b], bound.sizes[b]))
+                        .collect();
+                    let data = self.download(&arena, &mut enc, &ranges)?;
+                    for (b, bytes) in need.into_iter().zip(data) {
+                        host[b] = Some(TensorData {
+                            dtype: p.buffers[b].shape.dtype(),
+                            dims: bound.buf_dims[b].clone(),
+                            bytes,
+                        });
+                    }
+                } else if let Some(e) = enc.take() {
+                    self.gpu.queue.submit([e.finish()]);
+                }
+                for b in self.host_kernel(bound, k, kernel, args, &mut host)? {
+                    if self.gpu_reads[b] {
+                        write_padded(
+                            &self.gpu.queue,
+                            &arena,
+                            bound.offsets[b],
+                            &host[b].as_ref().unwrap().bytes,
+                        );
+                    }
+                }
+                // A later GPU kernel may write this buffer's bytes again.
+                let _ = k;
+            }
+            Ok(())
+        })();
+        // GPU-written buffers become stale on the host when a later kernel rewrites
+        // them; outputs are written once, so their host copies stay valid.
+        let out = result.and_then(|()| {
+            let need: Vec<BufId> = p
+                .outputs
+                .iter()
+                .copied()
+                .filter(|&b| host[b].is_none())
+                .fold(Vec::new(), |mut v, b| {
+                    if !v.contains(&b) {
+                        v.push(b);
+                    }
+                    v
+                });
+            let ranges: Vec<(u64, u64)> = need
+                .iter()
+                .map(|&b| (bound.offsets[b], bound.sizes[b]))
+                .collect();
+            let data = self.download(&arena, &mut enc, &ranges)?;
+            for (b, bytes) in need.into_iter().zip(data) {
+                host[b] = Some(TensorData {
+                    dtype: p.buffers[b].shape.dtype(),
+                    dims: bound.buf_dims[b].clone(),
+                    bytes,
+                });
+            }
+            Ok(self.collect(bound, &mut host))
+        });
+        if let Some(e) = enc.take() {
+            self.gpu.queue.submit([e.finish()]);
+        }
+        self.pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((size, arena));
+        out
+    }
+}

@@ -1,0 +1,126 @@
+//! # rlx-wgpu — the wgpu backend
+//!
+//! Implements [`rlx_runtime::Backend`] for [`Device::Gpu`] (the best adapter of any
+//! API), [`Device::Vulkan`], [`Device::Metal`], [`Device::DirectX`] and
+//! [`Device::WebGpu`] (each the adapter of that API, where present). Graphs compile
+//! through [`rlx_compile::compile`] into the same fused [`rlx_compile::Program`] the
+//! CPU backend runs; each kernel becomes one WGSL compute shader and one cached
+//! pipeline:
+//! - elementwise kernels: one thread per element, views read through index maps;
+//! - reductions with their fused prologue and epilogue: a thread per output for short
+//!   reductions, a workgroup with a fixed-order tree for long ones;
+//! - softmax, log-softmax, layer norm and RMS norm: a workgroup per row;
+//! - matmuls with their epilogue: 16×16 tiles staged in workgroup memory;
+//! - attention: one thread per query row with an online softmax.
+//!
+//! Data lives in one arena buffer per run laid out by the program's memory plan (see
+//! `exec`); dynamic dims, strides and offsets are uniforms, so a new batch size never
+//! builds a new shader. Values are computed in f32 (f32/f16/bf16 data) or i32
+//! (narrow integers and bool) with the oracle's per-node rounding.
+//!
+//! Kernels the GPU cannot run (f64/i64/u32 data, integer division, opaque ops such as
+//! gather, cumsum or FFT, round-to-format) fall back, one kernel at a time, to the
+//! host, where they are evaluated by the oracle ([`rlx_ir::interp::eval_op`]): never a
+//! wrong answer. [`Executable::explain`] lists where each kernel runs and why; with
+//! `RLX_LOG=1` each fallback reason is also printed once to stderr.
+//!
+//! Adapter probing is live: [`WgpuBackend::is_available`] opens the adapter. A CPU
+//! emulation (Mesa's lavapipe, `DeviceType::Cpu`) is available for tests but is not
+//! hardware ([`Backend::is_hardware`]), so `fastest_device` never prefers it over
+//! the CPU backend.
+
+mod context;
+mod exec;
+mod host;
+mod wgsl;
+
+use rlx_compile::{CompileOptions, compile};
+use rlx_ir::Graph;
+use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult};
+use std::sync::Arc;
+
+/// High-level ops this backend runs whole (the compiler does not decompose them).
+pub const KEPT_WHOLE: [&str; 5] = [
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "rms_norm",
+    "attention",
+];
+
+/// The devices this backend serves.
+pub const DEVICES: [Device; 5] = [
+    Device::Gpu,
+    Device::Vulkan,
+    Device::Metal,
+    Device::DirectX,
+    Device::WebGpu,
+];
+
+/// The compile options the wgpu backend uses.
+pub fn compile_options() -> CompileOptions {
+    CompileOptions {
+        keep_whole: KEPT_WHOLE.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// The wgpu backend.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WgpuBackend;
+
+/// A description of the adapter `device` maps to (`"llvmpipe (Vulkan, Cpu)"`), or why
+/// there is none.
+pub fn adapter_info(device: Device) -> Result<String, String> {
+    context::gpu(device).map(|g| g.describe())
+}
+
+impl Backend for WgpuBackend {
+    fn name(&self) -> &'static str {
+        "wgpu"
+    }
+
+    fn devices(&self) -> &[Device] {
+        &DEVICES
+    }
+
+    fn is_available(&self, device: Device) -> bool {
+        DEVICES.contains(&device) && context::gpu(device).is_ok()
+    }
+
+    fn is_hardware(&self, device: Device) -> bool {
+        context::gpu(device).is_ok_and(|g| g.is_hardware())
+    }
+
+    fn compile(&self, device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+        Ok(Arc::new(compile_exec(device, graph, &compile_options())?))
+    }
+}
+
+fn compile_exec(
+    device: Device,
+    graph: &Graph,
+    opts: &CompileOptions,
+) -> RuntimeResult<exec::WgpuExecutable> {
+    let gpu = context::gpu(device).map_err(|e| {
+        RuntimeError::new(format!(
+            "device {device} is not available: {e}; pick Device::Cpu or install a driver"
+        ))
+    })?;
+    let program = compile(graph, opts)?;
+    exec::WgpuExecutable::new(gpu, program)
+}
+
+/// Compile `graph` for `device` and report, per kernel, whether it runs on the GPU
+/// (`true`) or falls back to the host (for tests that check the GPU really ran).
+pub fn compile_with_placement(
+    device: Device,
+    graph: &Graph,
+) -> RuntimeResult<(Arc<dyn Executable>, Vec<bool>)> {
+    graph
+        .verify()
+        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
+    let exe = compile_exec(device, graph, &compile_options())?;
+    let placement = exe.placement();
+    Ok((Arc::new(exe), placement))
+}

@@ -1,0 +1,605 @@
+//! One shader per kernel kind: elementwise (one thread per element), reductions (one
+//! thread per output for short reductions, one workgroup with a fixed-order tree for
+//! long ones), row ops (one workgroup per row), contractions (16×16 tiles through
+//! workgroup memory) and attention (one thread per query row, online softmax).
+//! Every reduction order is fixed, so results are bit-identical from run to run.
+
+use super::expr::post;
+use super::{Cls, Env, Gen, Launch, Shader, Space, WG, cls, ty};
+use crate::host::view_dims_sym;
+use rlx_compile::program::{KernelKind, Program, RowOp};
+use rlx_compile::program::{Kernel, Store};
+use rlx_ir::{DType, Dim, MaskKind, Op, ReduceOp};
+
+/// Reductions at least this long (or of unknown length) use a workgroup per output.
+const GROUP_REDUCE_MIN: usize = 64;
+
+/// Generate the shader for kernel `k`, or say why the GPU does not run it.
+pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Result<Shader, String> {
+    for s in &k.stores {
+        cls(p.buffers[s.buf].shape.dtype())?;
+    }
+    for l in &k.loads {
+        cls(p.buffers[l.buf].shape.dtype())?;
+    }
+    let mut g = Gen::new(p, k, fixed)?;
+    match &k.kind {
+        KernelKind::Elementwise { space, expr } => {
+            let n = g.numel(space)?;
+            g.line("let t = (wid.y * nwg.x + wid.x) * 64u + lid;");
+            g.line(&format!("if (t >= {n}) {{ return; }}"));
+            let mut sp = Space::flat(space.clone(), "t".into());
+            let vars = g.expr(expr, &mut sp, None)?;
+            stores(&mut g, &k.stores, &vars, "t")?;
+            Ok(g.finish(&WG.to_string(), Launch::Threads(space.clone())))
+        }
+        KernelKind::Reduce { .. } => reduce(g, k),
+        KernelKind::Row { .. } => row(g, k),
+        KernelKind::Contraction { .. } => contraction(g, k),
+        KernelKind::Attention { .. } => attention(g, k),
+        KernelKind::Opaque { op, .. } => Err(format!(
+            "{} has no WGSL kernel yet; it runs whole on the CPU",
+            op.name()
+        )),
+    }
+}
+
+/// Write each store's value as element `e` of its buffer.
+fn stores(g: &mut Gen<'_>, st: &[Store], vars: &[String], e: &str) -> Result<(), String> {
+    for s in st {
+        let v = vars[s.value as usize].clone();
+        let buf_dt = g.p.buffers[s.buf].shape.dtype();
+        let _ = buf_dt;
+        g.write(s.buf, e, &v)?;
+    }
+    Ok(())
+}
+
+/// Initial accumulator of a reduction in class `c`.
+fn init(op: ReduceOp, c: Cls) -> &'static str {
+    match (op, c) {
+        (ReduceOp::Prod, Cls::F) => "1.0",
+        (ReduceOp::Max, Cls::F) => "bitcast<f32>(0xff800000u)",
+        (ReduceOp::Min, Cls::F) => "bitcast<f32>(0x7f800000u)",
+        (_, Cls::F) => "0.0",
+        (ReduceOp::Prod, Cls::I) => "1i",
+        (ReduceOp::Max, Cls::I) => "bitcast<i32>(0x80000000u)",
+        (ReduceOp::Min, Cls::I) => "2147483647i",
+        (_, Cls::I) => "0i",
+    }
+}
+
+/// `acc = acc ⊕ x` (NaN sticks for float max/min, as in the oracle).
+fn fold(g: &mut Gen<'_>, op: ReduceOp, c: Cls, acc: &str, x: &str) -> String {
+    match (op, c) {
+        (ReduceOp::Sum | ReduceOp::Mean, _) => format!("{acc} = {acc} + {x};"),
+        (ReduceOp::Prod, _) => format!("{acc} = {acc} * {x};"),
+        (ReduceOp::Max, Cls::I) => format!("{acc} = max({acc}, {x});"),
+        (ReduceOp::Min, Cls::I) => format!("{acc} = min({acc}, {x});"),
+        (ReduceOp::Max | ReduceOp::Min, Cls::F) => {
+            g.need("nan_");
+            let cmp = if op == ReduceOp::Max { ">" } else { "<" };
+            format!("if (!nan_({acc}) && (nan_({x}) || {x} {cmp} {acc})) {{ {acc} = {x}; }}")
+        }
+    }
+}
+
+/// Tree-combine `sh[0..64]` into `sh[0]` in a fixed order (all threads participate).
+fn tree(g: &mut Gen<'_>, op: ReduceOp, c: Cls, arr: &str) {
+    g.line("workgroupBarrier();");
+    g.line("for (var s = 32u; s > 0u; s = s >> 1u) {");
+    g.line("  if (lid < s) {");
+    g.line(&format!("    var a = {arr}[lid];"));
+    g.line(&format!("    let b = {arr}[lid + s];"));
+    let f = fold(g, op, c, "a", "b");
+    g.line(&format!("    {f}"));
+    g.line(&format!("    {arr}[lid] = a;"));
+    g.line("  }");
+    g.line("  workgroupBarrier();");
+    g.line("}");
+}
+
+fn reduce(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
+    let KernelKind::Reduce {
+        op,
+        in_space,
+        axes,
+        prologue,
+        input,
+        out_space,
+        dtype,
+        epilogue,
+        ..
+    } = &k.kind
+    else {
+        unreachable!()
+    };
+    let in_dt = prologue.nodes[*input as usize].dtype;
+    let c = cls(in_dt)?;
+    if cls(*dtype)? != c {
+        return Err(format!("reduction of {in_dt} to {dtype}"));
+    }
+    if c == Cls::I && *op == ReduceOp::Mean {
+        return Err("integer mean runs on the CPU (exact 128-bit sum)".into());
+    }
+    if k.stores.len() != 1 {
+        return Err("reduction with several stores".into());
+    }
+    let kept: Vec<Dim> = (0..in_space.len())
+        .filter(|a| !axes.contains(a))
+        .map(|a| in_space[a])
+        .collect();
+    let red: Vec<Dim> = axes.iter().map(|&a| in_space[a]).collect();
+    let l_static: Option<usize> = red
+        .iter()
+        .map(|d| match d {
+            Dim::Static(n) => Some(*n),
+            _ => None,
+        })
+        .product();
+    let group = l_static.is_none_or(|l| l >= GROUP_REDUCE_MIN);
+    let nout = g.numel(&kept)?;
+    let l = g.numel(&red)?;
+    let t = ty(c);
+    let (o, start, step) = if group {
+        g.decls
+            .push_str(&format!("var<workgroup> sh: array<{t}, 64>;\n"));
+        g.line("let o = wid.y * nwg.x + wid.x;");
+        ("o", "lid", "64u")
+    } else {
+        g.line("let o = (wid.y * nwg.x + wid.x) * 64u + lid;");
+        ("o", "0u", "1u")
+    };
+    g.line(&format!("if ({o} >= {nout}) {{ return; }}"));
+    let kidx = g.unravel(o, &kept)?;
+    g.line(&format!("var acc: {t} = {};", init(*op, c)));
+    g.line(&format!(
+        "for (var r = {start}; r < {l}; r = r + {step}) {{"
+    ));
+    let ridx = g.unravel("r", &red)?;
+    let mut full = Vec::with_capacity(in_space.len());
+    let (mut ki, mut ri) = (0, 0);
+    for a in 0..in_space.len() {
+        if axes.contains(&a) {
+            full.push(ridx[ri].clone());
+            ri += 1;
+        } else {
+            full.push(kidx[ki].clone());
+            ki += 1;
+        }
+    }
+    let mut sp = Space::multi(in_space.clone(), full);
+    let pv = g.expr(prologue, &mut sp, None)?;
+    let f = fold(&mut g, *op, c, "acc", &pv[*input as usize]);
+    g.line(&f);
+    g.line("}");
+    if group {
+        g.line("sh[lid] = acc;");
+        tree(&mut g, *op, c, "sh");
+        g.line("if (lid != 0u) { return; }");
+        g.line("acc = sh[0];");
+    }
+    let fin = if *op == ReduceOp::Mean {
+        format!("acc / f32({l})")
+    } else {
+        "acc".to_string()
+    };
+    let fin = post(&mut g, *dtype, &fin);
+    let core = g.bind("core", &fin);
+    let mut osp = Space::flat(out_space.clone(), o.into());
+    let vars = g.expr(epilogue, &mut osp, Some(&core))?;
+    stores(&mut g, &k.stores, &vars, o)?;
+    let launch = if group {
+        Launch::Groups(kept)
+    } else {
+        Launch::Threads(kept)
+    };
+    Ok(g.finish(&WG.to_string(), launch))
+}
+
+fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
+    let KernelKind::Row {
+        op,
+        space,
+        prologue,
+        input,
+        params,
+        dtype,
+        epilogue,
+    } = &k.kind
+    else {
+        unreachable!()
+    };
+    if cls(*dtype)? != Cls::F || cls(prologue.nodes[*input as usize].dtype)? != Cls::F {
+        return Err(format!("{} of non-float data", op.name()));
+    }
+    let r = space.len();
+    if r == 0 {
+        return Err(format!("{} of a scalar", op.name()));
+    }
+    let outer = space[..r - 1].to_vec();
+    let c = g.dim(space[r - 1])?;
+    let nrows = g.numel(&outer)?;
+    g.decls.push_str("var<workgroup> sh: array<f32, 64>;\n");
+    g.line("let row = wid.y * nwg.x + wid.x;");
+    g.line(&format!("if (row >= {nrows}) {{ return; }}"));
+    let oidx = g.unravel("row", &outer)?;
+    // One pass over the row: prologue at (row, j) folded into `acc`.
+    let pass = |g: &mut Gen<'_>, rop: ReduceOp, val: &dyn Fn(&str) -> String| -> Result<String, String> {
+        g.line(&format!("var acc = {};", init(rop, Cls::F)));
+        g.line(&format!("for (var j = lid; j < {c}; j = j + 64u) {{"));
+        let mut idx = oidx.clone();
+        idx.push("j".into());
+        let mut sp = Space::multi(space.clone(), idx);
+        let pv = g.expr(prologue, &mut sp, None)?;
+        let x = val(&pv[*input as usize]);
+        let xv = g.bind("x", &x);
+        let f = fold(g, rop, Cls::F, "acc", &xv);
+        g.line(&f);
+        g.line("}");
+        g.line("sh[lid] = acc;");
+        tree(g, rop, Cls::F, "sh");
+        let s = g.fresh("stat");
+        g.line(&format!("let {s} = sh[0];"));
+        g.line("workgroupBarrier();");
+        Ok(s)
+    };
+    g.need("nan_");
+    // Statistics, each in its own scope so `acc` can be reused.
+    let (s1, s2) = match op {
+        RowOp::Softmax | RowOp::LogSoftmax => {
+            g.line("var m: f32;");
+            g.line("{");
+            let m = pass(&mut g, ReduceOp::Max, &|x| x.to_string())?;
+            g.line(&format!("m = {m};"));
+            g.line("}");
+            g.line("var s: f32;");
+            g.line("{");
+            let s = pass(&mut g, ReduceOp::Sum, &|x| format!("exp({x} - m)"))?;
+            g.line(&format!("s = {s};"));
+            g.line("}");
+            ("m", "s")
+        }
+        RowOp::LayerNorm { .. } => {
+            g.line("var m: f32;");
+            g.line("{");
+            let s = pass(&mut g, ReduceOp::Sum, &|x| x.to_string())?;
+            g.line(&format!("m = {s} / f32({c});"));
+            g.line("}");
+            g.line("var s: f32;");
+            g.line("{");
+            let v = pass(&mut g, ReduceOp::Sum, &|x| format!("({x} - m) * ({x} - m)"))?;
+            g.line(&format!("s = {v} / f32({c});"));
+            g.line("}");
+            ("m", "s")
+        }
+        RowOp::RmsNorm { .. } => {
+            g.line("var s: f32;");
+            g.line("{");
+            let v = pass(&mut g, ReduceOp::Sum, &|x| format!("{x} * {x}"))?;
+            g.line(&format!("s = {v} / f32({c});"));
+            g.line("}");
+            ("0.0", "s")
+        }
+    };
+    let _ = s1;
+    g.line(&format!("for (var j = lid; j < {c}; j = j + 64u) {{"));
+    let mut idx = oidx.clone();
+    idx.push("j".into());
+    let mut sp = Space::multi(space.clone(), idx);
+    let pv = g.expr(prologue, &mut sp, None)?;
+    let x = pv[*input as usize].clone();
+    let y = match op {
+        RowOp::Softmax => format!("exp({x} - m) / {s2}"),
+        RowOp::LogSoftmax => format!("{x} - m - log({s2})"),
+        RowOp::LayerNorm { eps } | RowOp::RmsNorm { eps } => {
+            let (gl, bl) = params.ok_or("norm without gamma/beta")?;
+            let gv = param(&mut g, gl, space[r - 1])?;
+            let bv = param(&mut g, bl, space[r - 1])?;
+            let eps = format!("bitcast<f32>({:#x}u)", eps.to_bits());
+            let centered = if matches!(op, RowOp::LayerNorm { .. }) {
+                format!("({x} - m)")
+            } else {
+                x.clone()
+            };
+            format!("{centered} / sqrt({s2} + {eps}) * {gv} + {bv}")
+        }
+    };
+    let y = post(&mut g, *dtype, &y);
+    let core = g.bind("core", &y);
+    let vars = g.expr(epilogue, &mut sp, Some(&core))?;
+    let flat = g.space_flat(&mut sp)?;
+    stores(&mut g, &k.stores, &vars, &flat)?;
+    g.line("}");
+    Ok(g.finish(&WG.to_string(), Launch::Groups(outer)))
+}
+
+/// γ or β at channel `j`: its view is `[C]` (or one element, broadcast).
+fn param(g: &mut Gen<'_>, l: usize, c: Dim) -> Result<String, String> {
+    let load = &g.k.loads[l];
+    let vd = view_dims_sym(g.p.buffers[load.buf].shape.dims(), &load.steps);
+    let idx = match vd.as_slice() {
+        [d] if *d == c => vec!["j".to_string()],
+        d if d.iter().all(|x| *x == Dim::Static(1)) => vec!["0u".to_string(); d.len()],
+        d => return Err(format!("norm parameter of view dims {d:?}")),
+    };
+    let buf = load.buf;
+    if cls(g.p.buffers[buf].shape.dtype())? != Cls::F {
+        return Err("integer norm parameters".into());
+    }
+    let e = g.load_elem_at(l, &idx)?;
+    let v = g.read(buf, &e)?;
+    Ok(g.bind("pm", &v))
+}
+
+/// Per-axis view indices of an operand of dims `vd` at output batch indices `ob`
+/// (right-aligned NumPy broadcasting) followed by `tail`.
+fn batch_index(g: &mut Gen<'_>, vd: &[Dim], ob: &[String], tail: [&str; 2]) -> Result<Vec<String>, String> {
+    let nb = vd.len() - 2;
+    let off = ob.len() - nb;
+    let mut idx = Vec::with_capacity(vd.len());
+    for (j, d) in vd[..nb].iter().enumerate() {
+        idx.push(match d {
+            Dim::Static(1) => "0u".to_string(),
+            Dim::Static(_) => ob[j + off].clone(),
+            _ => {
+                let dd = g.dim(*d)?;
+                format!("select({}, 0u, {dd} == 1u)", ob[j + off])
+            }
+        });
+    }
+    idx.push(tail[0].to_string());
+    idx.push(tail[1].to_string());
+    Ok(idx)
+}
+
+fn contraction(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
+    let KernelKind::Contraction {
+        a,
+        b,
+        out_space,
+        dtype,
+        epilogue,
+    } = &k.kind
+    else {
+        unreachable!()
+    };
+    let (la, lb) = (&k.loads[*a], &k.loads[*b]);
+    let ad = view_dims_sym(g.p.buffers[la.buf].shape.dims(), &la.steps);
+    let bd = view_dims_sym(g.p.buffers[lb.buf].shape.dims(), &lb.steps);
+    for (dt, what) in [
+        (*dtype, "product"),
+        (g.p.buffers[la.buf].shape.dtype(), "left operand"),
+        (g.p.buffers[lb.buf].shape.dtype(), "right operand"),
+    ] {
+        if cls(dt)? != Cls::F {
+            return Err(format!("integer matmul ({what} is {dt}) runs on the CPU"));
+        }
+    }
+    let r = out_space.len();
+    if r < 2 || ad.len() < 2 || bd.len() < 2 {
+        return Err("matmul of vectors (rank < 2) runs on the CPU".into());
+    }
+    let batch = out_space[..r - 2].to_vec();
+    let (m, n) = (out_space[r - 2], out_space[r - 1]);
+    let kd = ad[ad.len() - 1];
+    let (ms, ns, ks) = (g.dim(m)?, g.dim(n)?, g.dim(kd)?);
+    g.decls
+        .push_str("var<workgroup> ta: array<f32, 256>;\nvar<workgroup> tb: array<f32, 256>;\n");
+    g.line("let tx = lid % 16u;");
+    g.line("let ty = lid / 16u;");
+    g.line("let col = wid.x * 16u + tx;");
+    g.line("let rw = wid.y * 16u + ty;");
+    g.line("let bz = wid.z;");
+    let ob = g.unravel("bz", &batch)?;
+    g.line("var acc = 0.0;");
+    g.line(&format!("for (var k0 = 0u; k0 < {ks}; k0 = k0 + 16u) {{"));
+    // Thread (ty, tx) stages a[rw, k0 + tx] and b[k0 + ty, col].
+    g.line("  let ka = k0 + tx;");
+    g.line("  let kb = k0 + ty;");
+    g.line("  var va = 0.0;");
+    g.line("  var vb = 0.0;");
+    g.line(&format!("  if (rw < {ms} && ka < {ks}) {{"));
+    let ia = batch_index(&mut g, &ad, &ob, ["rw", "ka"])?;
+    let ea = g.load_elem_at(*a, &ia)?;
+    let xa = g.read(la.buf, &ea)?;
+    g.line(&format!("  va = {xa};"));
+    g.line("  }");
+    g.line(&format!("  if (kb < {ks} && col < {ns}) {{"));
+    let ib = batch_index(&mut g, &bd, &ob, ["kb", "col"])?;
+    let eb = g.load_elem_at(*b, &ib)?;
+    let xb = g.read(lb.buf, &eb)?;
+    g.line(&format!("  vb = {xb};"));
+    g.line("  }");
+    g.line("  ta[ty * 16u + tx] = va;");
+    g.line("  tb[ty * 16u + tx] = vb;");
+    g.line("  workgroupBarrier();");
+    g.line("  for (var kk = 0u; kk < 16u; kk = kk + 1u) {");
+    g.line("    acc = fma(ta[ty * 16u + kk], tb[kk * 16u + tx], acc);");
+    g.line("  }");
+    g.line("  workgroupBarrier();");
+    g.line("}");
+    g.line(&format!("if (rw >= {ms} || col >= {ns}) {{ return; }}"));
+    let y = post(&mut g, *dtype, "acc");
+    let core = g.bind("core", &y);
+    let mut idx = ob.clone();
+    idx.push("rw".into());
+    idx.push("col".into());
+    let mut sp = Space::multi(out_space.clone(), idx);
+    let vars = g.expr(epilogue, &mut sp, Some(&core))?;
+    let flat = g.space_flat(&mut sp)?;
+    stores(&mut g, &k.stores, &vars, &flat)?;
+    Ok(g.finish("16, 16", Launch::Tiles { m, n, batch }))
+}
+
+/// Largest value head width the attention kernel keeps in registers.
+const MAX_DV: usize = 256;
+
+fn attention(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
+    let KernelKind::Attention {
+        op,
+        inputs,
+        out_space,
+        dtype,
+        epilogue,
+    } = &k.kind
+    else {
+        unreachable!()
+    };
+    let Op::Attention {
+        num_heads,
+        head_dim,
+        v_head_dim,
+        mask_kind,
+        score_scale,
+        attn_logit_softcap,
+    } = op
+    else {
+        return Err("attention kernel without an attention op".into());
+    };
+    let (h, d) = (*num_heads, *head_dim);
+    let dv = v_head_dim.unwrap_or(d);
+    if dv > MAX_DV || dv == 0 || d == 0 {
+        return Err(format!("attention with value heads of {dv} (GPU kernel keeps ≤ {MAX_DV})"));
+    }
+    if cls(*dtype)? != Cls::F {
+        return Err("attention of non-float data".into());
+    }
+    if let Some(c) = attn_logit_softcap {
+        if !(c.is_finite() && *c > 0.0) {
+            return Err("invalid softcap (the CPU reports it)".into());
+        }
+    }
+    let dims = |g: &Gen<'_>, l: usize| {
+        let ld = &g.k.loads[inputs[l]];
+        view_dims_sym(g.p.buffers[ld.buf].shape.dims(), &ld.steps)
+    };
+    let (qd, kd, vd) = (dims(&g, 0), dims(&g, 1), dims(&g, 2));
+    for (l, vdims) in [&qd, &kd, &vd].iter().enumerate() {
+        if cls(g.p.buffers[g.k.loads[inputs[l]].buf].shape.dtype())? != Cls::F {
+            return Err("attention of non-float operands".into());
+        }
+        if !matches!(vdims.len(), 3 | 4) {
+            return Err(format!("attention operand of rank {}", vdims.len()));
+        }
+    }
+    let four = qd.len() == 4;
+    let hk = match (&kd[..], four) {
+        ([_, _, Dim::Static(hh), _], true) => *hh,
+        ([_, _, Dim::Static(hid)], false) if hid % d == 0 => hid / d,
+        _ => return Err("attention with dynamic head counts".into()),
+    };
+    if hk == 0 || h % hk != 0 {
+        return Err("attention head counts that do not divide (the CPU reports it)".into());
+    }
+    let group = h / hk;
+    let (bsz, sq, sk) = (qd[0], qd[1], kd[1]);
+    let (bs, sqs, sks) = (g.dim(bsz)?, g.dim(sq)?, g.dim(sk)?);
+    let scale = score_scale.map(|s| s as f64).unwrap_or(1.0 / (d as f64).sqrt()) as f32;
+    // Index of (b, s, head, j) in an operand of this layout.
+    let at = |b: &str, s: &str, hh: &str, j: &str, width: usize| -> Vec<String> {
+        if four {
+            vec![b.into(), s.into(), hh.into(), j.into()]
+        } else {
+            vec![b.into(), s.into(), format!("({hh} * {width}u + {j})")]
+        }
+    };
+    g.line("let t = (wid.y * nwg.x + wid.x) * 64u + lid;");
+    g.line(&format!("if (t >= {bs} * {sqs} * {h}u) {{ return; }}"));
+    g.line(&format!("let hh = t % {h}u;"));
+    g.line(&format!("let qi = (t / {h}u) % {sqs};"));
+    g.line(&format!("let bi = t / ({h}u * {sqs});"));
+    g.line(&format!("let kh = hh / {group}u;"));
+    g.line(&format!("var q: array<f32, {d}>;"));
+    g.line(&format!("for (var j = 0u; j < {d}u; j = j + 1u) {{"));
+    let qi = at("bi", "qi", "hh", "j", d);
+    let eq = g.load_elem_at(inputs[0], &qi)?;
+    let xq = g.read(g.k.loads[inputs[0]].buf, &eq)?;
+    g.line(&format!("  q[j] = {xq};"));
+    g.line("}");
+    g.line("var mx = bitcast<f32>(0xff800000u);");
+    g.line("var den = 0.0;");
+    g.line(&format!("var acc: array<f32, {dv}>;"));
+    g.line(&format!("for (var ki = 0u; ki < {sks}; ki = ki + 1u) {{"));
+    match mask_kind {
+        MaskKind::Causal => g.line("  if (ki > qi) { break; }"),
+        MaskKind::SlidingWindow(w) => {
+            g.line("  if (ki > qi) { break; }");
+            g.line(&format!("  if (qi - ki > {w}u) {{ continue; }}"));
+        }
+        MaskKind::Custom => {
+            let ml = inputs.get(3).ok_or("custom mask without its operand")?;
+            let e = g.load_elem_at(*ml, &["bi".into(), "ki".into()])?;
+            let mv = g.read(g.k.loads[*ml].buf, &e)?;
+            g.line(&format!("  if (!(f32({mv}) >= 0.5)) {{ continue; }}"));
+        }
+        MaskKind::None | MaskKind::Bias => {}
+    }
+    g.line("  var dot = 0.0;");
+    g.line(&format!("  for (var j = 0u; j < {d}u; j = j + 1u) {{"));
+    let ki = at("bi", "ki", "kh", "j", d);
+    let ek = g.load_elem_at(inputs[1], &ki)?;
+    let xk = g.read(g.k.loads[inputs[1]].buf, &ek)?;
+    g.line(&format!("    dot = fma(q[j], {xk}, dot);"));
+    g.line("  }");
+    g.line(&format!("  var sc = dot * bitcast<f32>({:#x}u);", scale.to_bits()));
+    if let Some(c) = attn_logit_softcap {
+        g.need("tanh_");
+        g.line(&format!(
+            "  sc = {c:?} * tanh_(sc / {c:?});",
+            c = *c as f64
+        ));
+    }
+    if *mask_kind == MaskKind::Bias {
+        let bl = *inputs.get(3).ok_or("bias mask without its operand")?;
+        let ld = &g.k.loads[bl];
+        let bdims = view_dims_sym(g.p.buffers[ld.buf].shape.dims(), &ld.steps);
+        if bdims.len() > 4 {
+            return Err("attention bias of rank > 4".into());
+        }
+        let full = ["bi", "hh", "qi", "ki"];
+        let off = 4 - bdims.len();
+        let mut idx = Vec::new();
+        for (j, dd) in bdims.iter().enumerate() {
+            idx.push(match dd {
+                Dim::Static(1) => "0u".to_string(),
+                Dim::Static(_) => full[j + off].to_string(),
+                _ => {
+                    let ds = g.dim(*dd)?;
+                    format!("select({}, 0u, {ds} == 1u)", full[j + off])
+                }
+            });
+        }
+        let e = g.load_elem_at(bl, &idx)?;
+        let bv = g.read(ld.buf, &e)?;
+        g.line(&format!("  sc = sc + f32({bv});"));
+    }
+    // Online softmax: rescale the running sum and accumulator when the max grows.
+    g.line("  let nm = max(mx, sc);");
+    g.line("  let corr = exp(mx - nm);");
+    g.line("  let pk = exp(sc - nm);");
+    g.line("  den = den * corr + pk;");
+    g.line(&format!("  for (var j = 0u; j < {dv}u; j = j + 1u) {{"));
+    let vi = at("bi", "ki", "kh", "j", dv);
+    let ev = g.load_elem_at(inputs[2], &vi)?;
+    let xv = g.read(g.k.loads[inputs[2]].buf, &ev)?;
+    g.line(&format!("    acc[j] = acc[j] * corr + pk * {xv};"));
+    g.line("  }");
+    g.line("  mx = nm;");
+    g.line("}");
+    let out_idx = at("bi", "qi", "hh", "j", dv);
+    g.line(&format!("for (var j = 0u; j < {dv}u; j = j + 1u) {{"));
+    g.line("  let o = select(acc[j] / den, 0.0, den == 0.0);");
+    let y = post(&mut g, *dtype, "o");
+    let core = g.bind("core", &y);
+    let mut sp = Space::multi(out_space.clone(), out_idx);
+    let vars = g.expr(epilogue, &mut sp, Some(&core))?;
+    let flat = g.space_flat(&mut sp)?;
+    stores(&mut g, &k.stores, &vars, &flat)?;
+    g.line("}");
+    let _ = DType::F32;
+    Ok(g.finish(
+        &WG.to_string(),
+        Launch::Threads(vec![bsz, sq, Dim::Static(h)]),
+    ))
+}

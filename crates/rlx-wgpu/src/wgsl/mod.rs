@@ -1,0 +1,597 @@
+//! WGSL generation from the kernels of a [`Program`].
+//!
+//! Every kernel reads and writes one storage buffer, the arena `A` (an array of
+//! 32-bit words holding every buffer of the program at a word offset), plus a uniform
+//! block `P` of 32-bit parameters. Values are computed in `f32` (f32/f16/bf16 data)
+//! or `i32` (i32/i16/i8/u8/bool data); every node rounds (f16/bf16) or wraps (narrow
+//! integers) to its dtype, exactly as the oracle stores every node. Narrow elements are
+//! packed in words: a kernel that writes f16/bf16/i16/i8/u8/bool declares the arena
+//! atomic and updates its own bytes of a word with `atomicAnd`/`atomicOr`, so
+//! neighbouring threads never lose each other's bytes.
+//!
+//! Sizes, strides and buffer offsets are [`Slot`]s: for static programs they are
+//! inlined as constants; with dynamic dims they are read from the uniform block, so a
+//! new binding of the dims needs new parameters but never a new shader.
+
+mod expr;
+pub(crate) mod kernels;
+mod lib_wgsl;
+
+use crate::host::view_dims_sym;
+use rlx_compile::program::{BufId, Kernel, Program, Strided, ViewStep, bind_load};
+use rlx_ir::{DType, Dim, DimBinding};
+
+/// Threads per workgroup for 1-D launches.
+pub(crate) const WG: u32 = 64;
+/// Most 32-bit parameters one kernel may read from its uniform block.
+pub(crate) const MAX_SLOTS: usize = 1024;
+/// Bytes of the uniform binding every kernel sees.
+pub(crate) const PARAM_BYTES: u64 = (MAX_SLOTS * 4) as u64;
+
+/// A 32-bit parameter of a kernel, resolved per binding of the dynamic dims.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Slot {
+    /// A dim's size.
+    Dim(Dim),
+    /// Word offset of a buffer in the arena.
+    BufBase(BufId),
+    /// Element offset of (strided) load `i` of the kernel.
+    LoadOffset(usize),
+    /// Stride of (strided) load `i` along axis `j`.
+    LoadStride(usize, usize),
+}
+
+/// What slots resolve against for one binding.
+pub(crate) struct Env<'a> {
+    /// Sizes of the dynamic dims.
+    pub(crate) binding: &'a DimBinding,
+    /// Word offset of every buffer in the arena.
+    pub(crate) bases: &'a [u64],
+    /// Per load of the kernel: its strided form (for strided loads).
+    pub(crate) strided: Vec<Option<Strided>>,
+}
+
+impl Env<'_> {
+    /// The value of `s`, or `None` when it does not fit 32 bits or is unbound.
+    pub(crate) fn resolve(&self, s: &Slot) -> Option<u32> {
+        let v: u64 = match s {
+            Slot::Dim(d) => d.resolve(self.binding)? as u64,
+            Slot::BufBase(b) => self.bases[*b],
+            Slot::LoadOffset(l) => self.strided.get(*l)?.as_ref()?.offset as u64,
+            Slot::LoadStride(l, j) => {
+                let s = *self.strided.get(*l)?.as_ref()?.strides.get(*j)?;
+                u64::try_from(s).ok()?
+            }
+        };
+        u32::try_from(v).ok()
+    }
+}
+
+/// Strided forms of every load of `k` under `binding` (`None` for walked loads).
+pub(crate) fn strided_loads(
+    p: &Program,
+    k: &Kernel,
+    buf_dims: &[Vec<usize>],
+    binding: &DimBinding,
+) -> Vec<Option<Strided>> {
+    k.loads
+        .iter()
+        .map(|l| bind_load(&buf_dims[l.buf], &l.steps, binding))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let _ = (p, i);
+            s
+        })
+        .collect()
+}
+
+/// How a load's element index is computed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LoadMode {
+    /// The view is the buffer itself, dense in the space: element = flat index.
+    Identity,
+    /// Static and dense in the space at this element offset.
+    Flat(u32),
+    /// `offset + Σ idx·stride`.
+    Strided,
+    /// The view chain walked backwards per element (reshapes of non-contiguous views).
+    Walk,
+}
+
+/// The storage class of a dtype in shaders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cls {
+    /// Computed in f32.
+    F,
+    /// Computed in i32.
+    I,
+}
+
+/// The compute class of `dt`, or why it has none in WGSL.
+pub(crate) fn cls(dt: DType) -> Result<Cls, String> {
+    match dt {
+        DType::F32 | DType::F16 | DType::BF16 => Ok(Cls::F),
+        DType::I32 | DType::I16 | DType::I8 | DType::U8 | DType::Bool => Ok(Cls::I),
+        other => Err(format!(
+            "dtype {other} has no WGSL compute type (f64, i64, u32 and complex run on the CPU)"
+        )),
+    }
+}
+
+/// The WGSL type name of a class.
+pub(crate) fn ty(c: Cls) -> &'static str {
+    match c {
+        Cls::F => "f32",
+        Cls::I => "i32",
+    }
+}
+
+/// A generated shader: source, the slots its uniform block holds, and its launch.
+#[derive(Debug, Clone)]
+pub(crate) struct Shader {
+    pub(crate) wgsl: String,
+    pub(crate) slots: Vec<Slot>,
+    pub(crate) launch: Launch,
+}
+
+/// How a kernel is dispatched.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Launch {
+    /// One thread per element of these dims (64 per workgroup).
+    Threads(Vec<Dim>),
+    /// One workgroup per element of these dims.
+    Groups(Vec<Dim>),
+    /// 16×16 output tiles of an `[batch.., m, n]` product: grid `(⌈n/16⌉, ⌈m/16⌉, batch)`.
+    Tiles {
+        m: Dim,
+        n: Dim,
+        batch: Vec<Dim>,
+    },
+}
+
+/// Shader builder for one kernel.
+pub(crate) struct Gen<'a> {
+    pub(crate) p: &'a Program,
+    pub(crate) k: &'a Kernel,
+    /// Static programs: every slot resolves here and is inlined.
+    fixed: Option<&'a Env<'a>>,
+    pub(crate) slots: Vec<Slot>,
+    helpers: Vec<&'static str>,
+    pub(crate) body: String,
+    tmp: usize,
+    /// The arena is declared atomic (the kernel writes narrow elements).
+    pub(crate) atomic: bool,
+    modes: Vec<LoadMode>,
+    /// Extra module-scope declarations (workgroup arrays).
+    pub(crate) decls: String,
+}
+
+/// A multi-index space with a flat index and per-axis indices computed on demand.
+pub(crate) struct Space {
+    pub(crate) dims: Vec<Dim>,
+    flat: Option<String>,
+    idx: Option<Vec<String>>,
+}
+
+impl Space {
+    /// A space indexed by the flat index expression `flat`.
+    pub(crate) fn flat(dims: Vec<Dim>, flat: String) -> Space {
+        Space {
+            dims,
+            flat: Some(flat),
+            idx: None,
+        }
+    }
+
+    /// A space indexed by per-axis index expressions.
+    pub(crate) fn multi(dims: Vec<Dim>, idx: Vec<String>) -> Space {
+        Space {
+            dims,
+            flat: None,
+            idx: Some(idx),
+        }
+    }
+}
+
+impl<'a> Gen<'a> {
+    /// A builder for kernel `k`; `fixed` resolves slots of static programs.
+    pub(crate) fn new(
+        p: &'a Program,
+        k: &'a Kernel,
+        fixed: Option<&'a Env<'a>>,
+    ) -> Result<Gen<'a>, String> {
+        let atomic = k.stores.iter().any(|s| {
+            let dt = p.buffers[s.buf].shape.dtype();
+            dt.size_bytes() < 4
+        });
+        let modes = k
+            .loads
+            .iter()
+            .enumerate()
+            .map(|(i, l)| load_mode(p, l.buf, &l.steps, fixed.and_then(|f| f.strided[i].as_ref())))
+            .collect();
+        Ok(Gen {
+            p,
+            k,
+            fixed,
+            slots: Vec::new(),
+            helpers: Vec::new(),
+            body: String::new(),
+            tmp: 0,
+            atomic,
+            modes,
+            decls: String::new(),
+        })
+    }
+
+    /// A `u32` expression for `s`: a literal for static programs, else a uniform read.
+    pub(crate) fn u(&mut self, s: Slot) -> Result<String, String> {
+        if let Some(f) = self.fixed {
+            return f
+                .resolve(&s)
+                .map(|v| format!("{v}u"))
+                .ok_or_else(|| format!("parameter {s:?} does not fit 32 bits"));
+        }
+        let i = match self.slots.iter().position(|x| *x == s) {
+            Some(i) => i,
+            None => {
+                if self.slots.len() >= MAX_SLOTS {
+                    return Err(format!(
+                        "kernel needs more than {MAX_SLOTS} dynamic parameters"
+                    ));
+                }
+                self.slots.push(s);
+                self.slots.len() - 1
+            }
+        };
+        Ok(format!("P.v[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]))
+    }
+
+    /// A `u32` expression for a dim.
+    pub(crate) fn dim(&mut self, d: Dim) -> Result<String, String> {
+        match d {
+            Dim::Static(n) => u32::try_from(n)
+                .map(|n| format!("{n}u"))
+                .map_err(|_| format!("dim {n} does not fit 32 bits")),
+            _ => self.u(Slot::Dim(d)),
+        }
+    }
+
+    /// The product of `dims` as a `u32` expression.
+    pub(crate) fn numel(&mut self, dims: &[Dim]) -> Result<String, String> {
+        if dims.iter().all(|d| matches!(d, Dim::Static(_))) {
+            let n: u64 = dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Static(n) => *n as u64,
+                    _ => 1,
+                })
+                .product();
+            return u32::try_from(n)
+                .map(|n| format!("{n}u"))
+                .map_err(|_| format!("{n} elements do not fit 32-bit indexing"));
+        }
+        let parts = dims
+            .iter()
+            .map(|d| self.dim(*d))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(format!("({})", parts.join(" * ")))
+    }
+
+    /// Require helper `name` in the shader.
+    pub(crate) fn need(&mut self, name: &'static str) {
+        if !self.helpers.contains(&name) {
+            self.helpers.push(name);
+        }
+    }
+
+    /// A fresh identifier.
+    pub(crate) fn fresh(&mut self, prefix: &str) -> String {
+        self.tmp += 1;
+        format!("{prefix}{}", self.tmp)
+    }
+
+    /// Append a statement line.
+    pub(crate) fn line(&mut self, s: &str) {
+        self.body.push_str("  ");
+        self.body.push_str(s);
+        self.body.push('\n');
+    }
+
+    /// `let` a fresh name bound to `e`; returns the name.
+    pub(crate) fn bind(&mut self, prefix: &str, e: &str) -> String {
+        let v = self.fresh(prefix);
+        self.line(&format!("let {v} = {e};"));
+        v
+    }
+
+    /// Per-axis indices of `flat` over `dims` (emits the divisions).
+    pub(crate) fn unravel(&mut self, flat: &str, dims: &[Dim]) -> Result<Vec<String>, String> {
+        let mut idx = vec![String::new(); dims.len()];
+        let mut rest = self.bind("f", flat);
+        for i in (0..dims.len()).rev() {
+            if dims[i] == Dim::Static(1) {
+                idx[i] = "0u".into();
+                continue;
+            }
+            let d = self.dim(dims[i])?;
+            if i == 0 {
+                idx[i] = rest.clone();
+                break;
+            }
+            idx[i] = self.bind("i", &format!("{rest} % {d}"));
+            rest = self.bind("f", &format!("{rest} / {d}"));
+        }
+        Ok(idx)
+    }
+
+    /// The flat index of `idx` over `dims` as an expression.
+    pub(crate) fn ravel(&mut self, idx: &[String], dims: &[Dim]) -> Result<String, String> {
+        let mut e = String::from("0u");
+        for (i, d) in idx.iter().zip(dims) {
+            let dd = self.dim(*d)?;
+            e = format!("({e} * {dd} + {i})");
+        }
+        Ok(e)
+    }
+
+    /// Per-axis indices of a space (computed now if needed).
+    pub(crate) fn space_idx(&mut self, sp: &mut Space) -> Result<Vec<String>, String> {
+        if sp.idx.is_none() {
+            let f = sp.flat.clone().expect("a space has a flat or a multi index");
+            let dims = sp.dims.clone();
+            sp.idx = Some(self.unravel(&f, &dims)?);
+        }
+        Ok(sp.idx.clone().unwrap())
+    }
+
+    /// The flat index of a space (computed now if needed).
+    pub(crate) fn space_flat(&mut self, sp: &mut Space) -> Result<String, String> {
+        if sp.flat.is_none() {
+            let idx = sp.idx.clone().unwrap();
+            let dims = sp.dims.clone();
+            let f = self.ravel(&idx, &dims)?;
+            sp.flat = Some(self.bind("f", &f));
+        }
+        Ok(sp.flat.clone().unwrap())
+    }
+
+    /// The element index (in the buffer) that load `l` reads at the current point of `sp`.
+    pub(crate) fn load_elem(&mut self, l: usize, sp: &mut Space) -> Result<String, String> {
+        match self.modes[l].clone() {
+            LoadMode::Identity => self.space_flat(sp),
+            LoadMode::Flat(off) => {
+                let f = self.space_flat(sp)?;
+                Ok(if off == 0 { f } else { format!("({f} + {off}u)") })
+            }
+            LoadMode::Strided => {
+                let idx = self.space_idx(sp)?;
+                self.strided_elem(l, &idx)
+            }
+            LoadMode::Walk => {
+                let idx = self.space_idx(sp)?;
+                self.walk_elem(l, &idx)
+            }
+        }
+    }
+
+    /// Element index of load `l` at per-axis indices `idx` of its view (any mode).
+    pub(crate) fn load_elem_at(&mut self, l: usize, idx: &[String]) -> Result<String, String> {
+        match self.modes[l] {
+            LoadMode::Walk => self.walk_elem(l, idx),
+            _ => self.strided_elem(l, idx),
+        }
+    }
+
+    fn strided_elem(&mut self, l: usize, idx: &[String]) -> Result<String, String> {
+        let mut e = self.u(Slot::LoadOffset(l))?;
+        let strided = self.fixed.and_then(|f| f.strided[l].clone());
+        for (j, i) in idx.iter().enumerate() {
+            if let Some(s) = &strided {
+                match s.strides[j] {
+                    0 => continue,
+                    1 => {
+                        e = format!("{e} + {i}");
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            let st = self.u(Slot::LoadStride(l, j))?;
+            e = format!("{e} + {i} * {st}");
+        }
+        Ok(self.bind("e", &e))
+    }
+
+    /// Walk the view chain of load `l` backwards from view indices `idx` to the element.
+    fn walk_elem(&mut self, l: usize, idx: &[String]) -> Result<String, String> {
+        let load = &self.k.loads[l];
+        let steps = load.steps.clone();
+        let buf_dims = self.p.buffers[load.buf].shape.dims().to_vec();
+        let mut dims_at = vec![buf_dims.clone()];
+        for s in &steps {
+            let prev = dims_at.last().unwrap().clone();
+            dims_at.push(view_dims_sym(&prev, std::slice::from_ref(s)));
+        }
+        let mut cur: Vec<String> = idx.to_vec();
+        for (k, s) in steps.iter().enumerate().rev() {
+            let in_dims = dims_at[k].clone();
+            cur = match s {
+                ViewStep::Reshape(_) => {
+                    let f = self.ravel(&cur, &dims_at[k + 1].clone())?;
+                    let f = self.bind("w", &f);
+                    self.unravel(&f, &in_dims)?
+                }
+                ViewStep::Transpose(perm) => {
+                    let mut n = vec![String::new(); perm.len()];
+                    for (o, &p) in perm.iter().enumerate() {
+                        n[p] = cur[o].clone();
+                    }
+                    n
+                }
+                ViewStep::Narrow { axis, start, .. } => {
+                    let mut n = cur.clone();
+                    n[*axis] = format!("({} + {start}u)", cur[*axis]);
+                    n
+                }
+                ViewStep::Expand(_) => {
+                    let off = cur.len() - in_dims.len();
+                    let mut n = Vec::with_capacity(in_dims.len());
+                    for (j, d) in in_dims.iter().enumerate() {
+                        n.push(match d {
+                            Dim::Static(1) => "0u".to_string(),
+                            Dim::Static(_) => cur[j + off].clone(),
+                            _ => {
+                                let dd = self.dim(*d)?;
+                                format!("select({}, 0u, {dd} == 1u)", cur[j + off])
+                            }
+                        });
+                    }
+                    n
+                }
+            };
+        }
+        let e = self.ravel(&cur, &buf_dims)?;
+        Ok(self.bind("e", &e))
+    }
+
+    /// Word base of buffer `b` as an expression.
+    pub(crate) fn base(&mut self, b: BufId) -> Result<String, String> {
+        self.u(Slot::BufBase(b))
+    }
+
+    fn rd(&self, i: &str) -> String {
+        if self.atomic {
+            format!("atomicLoad(&A[{i}])")
+        } else {
+            format!("A[{i}]")
+        }
+    }
+
+    /// A compute value of element `e` of buffer `b`.
+    pub(crate) fn read(&mut self, b: BufId, e: &str) -> Result<String, String> {
+        let dt = self.p.buffers[b].shape.dtype();
+        let base = self.base(b)?;
+        let e = self.bind("e", e);
+        let h16 = |g: &Self| {
+            format!(
+                "((({}) >> (({e} & 1u) * 16u)) & 0xffffu)",
+                g.rd(&format!("{base} + ({e} >> 1u)"))
+            )
+        };
+        let b8 = |g: &Self| {
+            format!(
+                "((({}) >> (({e} & 3u) * 8u)) & 0xffu)",
+                g.rd(&format!("{base} + ({e} >> 2u)"))
+            )
+        };
+        Ok(match dt {
+            DType::F32 => format!("bitcast<f32>({})", self.rd(&format!("{base} + {e}"))),
+            DType::I32 => format!("bitcast<i32>({})", self.rd(&format!("{base} + {e}"))),
+            DType::F16 => {
+                self.need("f16_dec");
+                format!("f16_dec({})", h16(self))
+            }
+            DType::BF16 => format!("bitcast<f32>({} << 16u)", h16(self)),
+            DType::I16 => format!("(bitcast<i32>({} << 16u) >> 16u)", h16(self)),
+            DType::I8 => format!("(bitcast<i32>({} << 24u) >> 24u)", b8(self)),
+            DType::U8 | DType::Bool => format!("i32({})", b8(self)),
+            other => return Err(cls(other).unwrap_err()),
+        })
+    }
+
+    /// Store compute value `v` as element `e` of buffer `b` (statement).
+    pub(crate) fn write(&mut self, b: BufId, e: &str, v: &str) -> Result<(), String> {
+        let dt = self.p.buffers[b].shape.dtype();
+        let base = self.base(b)?;
+        let e = self.bind("e", e);
+        let word = |bits: String, g: &mut Self| {
+            if g.atomic {
+                g.line(&format!("atomicStore(&A[{base} + {e}], {bits});"));
+            } else {
+                g.line(&format!("A[{base} + {e}] = {bits};"));
+            }
+        };
+        let part = |bits: String, width: u32, g: &mut Self| {
+            let per = 32 / width;
+            let shift = per.trailing_zeros();
+            let w = g.bind("w", &format!("{base} + ({e} >> {shift}u)"));
+            let sh = g.bind("s", &format!("({e} & {}u) * {width}u", per - 1));
+            let mask = (1u32 << width) - 1;
+            g.line(&format!("atomicAnd(&A[{w}], ~({mask}u << {sh}));"));
+            g.line(&format!("atomicOr(&A[{w}], (({bits}) & {mask}u) << {sh});"));
+        };
+        match dt {
+            DType::F32 | DType::I32 => word(format!("bitcast<u32>({v})"), self),
+            DType::F16 => {
+                self.need("f16_enc");
+                part(format!("f16_enc({v})"), 16, self)
+            }
+            DType::BF16 => part(format!("(bitcast<u32>({v}) >> 16u)"), 16, self),
+            DType::I16 => part(format!("bitcast<u32>({v})"), 16, self),
+            DType::I8 | DType::U8 => part(format!("bitcast<u32>({v})"), 8, self),
+            DType::Bool => part(format!("select(0u, 1u, {v} != 0i)"), 8, self),
+            other => return Err(cls(other).unwrap_err()),
+        }
+        Ok(())
+    }
+
+    /// The complete shader around the body.
+    pub(crate) fn finish(self, wg: &str, launch: Launch) -> Shader {
+        let mut s = String::new();
+        let n = self.slots.len().div_ceil(4).max(1);
+        s.push_str(&format!("struct Params {{ v: array<vec4<u32>, {n}> }}\n"));
+        if self.atomic {
+            s.push_str("@group(0) @binding(0) var<storage, read_write> A: array<atomic<u32>>;\n");
+        } else {
+            s.push_str("@group(0) @binding(0) var<storage, read_write> A: array<u32>;\n");
+        }
+        s.push_str("@group(0) @binding(1) var<uniform> P: Params;\n");
+        let mut done = Vec::new();
+        for h in &self.helpers {
+            lib_wgsl::emit(h, &mut done, &mut s);
+        }
+        s.push_str(&self.decls);
+        s.push_str(&format!(
+            "@compute @workgroup_size({wg})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n"
+        ));
+        s.push_str(&self.body);
+        s.push_str("}\n");
+        Shader {
+            wgsl: s,
+            slots: self.slots,
+            launch,
+        }
+    }
+}
+
+/// How load `steps` over buffer `buf` is indexed. `fixed` is its strided form in a
+/// static program.
+fn load_mode(p: &Program, buf: BufId, steps: &[ViewStep], fixed: Option<&Strided>) -> LoadMode {
+    if steps.is_empty() {
+        return LoadMode::Identity;
+    }
+    let _ = buf;
+    if let Some(s) = fixed {
+        if s.is_dense() {
+            return u32::try_from(s.offset).map_or(LoadMode::Strided, LoadMode::Flat);
+        }
+        return LoadMode::Strided;
+    }
+    if p.is_dynamic() {
+        // Strided whatever the binding: reshapes only of the dense buffer itself.
+        let first_other = steps
+            .iter()
+            .position(|s| !matches!(s, ViewStep::Reshape(_)))
+            .unwrap_or(steps.len());
+        if steps[first_other..]
+            .iter()
+            .all(|s| !matches!(s, ViewStep::Reshape(_)))
+        {
+            return LoadMode::Strided;
+        }
+    }
+    LoadMode::Walk
+}
