@@ -115,6 +115,9 @@ impl Row {
     }
 }
 
+/// W1's target as a fraction of the triad bandwidth.
+const W1_TARGET: f64 = 0.85;
+
 /// The machine bounds measured by the probes: the larger of the 1-thread and all-thread
 /// results (on a busy machine the all-thread run can come out lower).
 #[derive(Default)]
@@ -200,13 +203,23 @@ pub fn print_table(rows: &[Row], bounds: &Bounds) {
         } else {
             String::new()
         };
+        // W1's goal: rlx within 15 % of the triad bandwidth.
+        let target = match (
+            r.system == "rlx" && r.workload.starts_with("W1_"),
+            bounds.triad_gbps,
+            r.rate_gbps(),
+        ) {
+            (true, Some(b), Some(g)) if g >= W1_TARGET * b => " [W1 target met]",
+            (true, Some(_), Some(_)) => " [below the W1 target of 0.85T]",
+            _ => "",
+        };
         let once = if r.t.repeats == 1 && r.t.inner == 1 && r.workload != "W9_compile_latency" {
             " [timed once: slow]"
         } else {
             ""
         };
         println!(
-            "{:<24} {:<22} {:>11} {:>16} {:>9} {:>9} {:>9}  {}{steps}{once}",
+            "{:<24} {:<22} {:>11} {:>16} {:>9} {:>9} {:>9}  {}{steps}{once}{target}",
             r.workload,
             r.system,
             fmt_time(r.t.median_s),
