@@ -1,0 +1,356 @@
+//! CUDA C generated from a [`Program`]: one translation unit per program, one parameter
+//! block per kernel, and a description of every entry point for the launcher.
+//!
+//! Each program kernel becomes one or more `extern "C"` entry points sharing a parameter
+//! block `P<k> { char* b[..]; long long m[..]; }` (buffer pointers, then run-time
+//! integers, see [`meta`]):
+//! - elementwise: one grid-stride kernel over the iteration space;
+//! - reduction: a main kernel (segmented block tree when the last axis is reduced, one
+//!   thread per output otherwise), optionally split over the reduced extent with a
+//!   finalize kernel combining the partials in a fixed order (bit-identical results);
+//! - row ops (softmax, log-softmax, layer/RMS norm): one thread segment per row;
+//! - attention: a flash-style kernel with key/value tiles in shared memory and an online
+//!   softmax per query;
+//! - contraction: pack kernels (operands without a BLAS layout), the epilogue kernel run
+//!   over a cuBLAS product, and a generic fused kernel for other dtypes;
+//! - opaque: native kernels for concat, pad, cumsum and cross-entropy; other ops run on
+//!   the host through the oracle.
+
+pub(crate) mod attn;
+pub(crate) mod contract;
+pub(crate) mod expr;
+pub(crate) mod load;
+pub(crate) mod meta;
+pub(crate) mod opaque;
+pub mod prelude;
+pub(crate) mod reduce;
+pub(crate) mod row;
+
+use meta::{MSrc, Ptr, lit};
+use rlx_compile::program::{Kernel, KernelKind, Program, concrete};
+use rlx_ir::{DType, Dim, DimBinding};
+use std::collections::HashMap;
+
+/// What the launcher needs to know about one program kernel.
+#[derive(Debug, Clone)]
+pub(crate) struct KernelCode {
+    /// Pointer slots of the parameter block.
+    pub ptrs: Vec<Ptr>,
+    /// Run-time integer slots of the parameter block.
+    pub meta: Vec<MSrc>,
+    /// Entry points and how to launch them.
+    pub kind: KCode,
+}
+
+/// Entry points per kernel kind.
+#[derive(Debug, Clone)]
+pub(crate) enum KCode {
+    /// `entry` over `space`, one thread per element.
+    Ew { entry: String, space: Vec<Dim> },
+    /// See [`reduce`].
+    Reduce(reduce::ReduceCode),
+    /// See [`row`].
+    Row(row::RowCode),
+    /// See [`attn`].
+    Attention(attn::AttnCode),
+    /// See [`contract`].
+    Contract(contract::ContractCode),
+    /// See [`opaque`].
+    Opaque(opaque::OpaqueCode),
+}
+
+/// A generated program.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    /// The CUDA C source (prelude included).
+    pub source: String,
+    /// Per program kernel: parameter layout and entry points.
+    pub(crate) kernels: Vec<KernelCode>,
+}
+
+impl Generated {
+    /// Names of every entry point, in source order.
+    pub fn entry_names(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for k in &self.kernels {
+            match &k.kind {
+                KCode::Ew { entry, .. } => v.push(entry.clone()),
+                KCode::Reduce(r) => v.extend([r.main.clone(), r.fin.clone()]),
+                KCode::Row(r) => v.push(r.entry.clone()),
+                KCode::Attention(a) => v.push(a.entry.clone()),
+                KCode::Contract(c) => v.extend(c.entries()),
+                KCode::Opaque(o) => v.extend(o.entry.iter().chain(&o.fp8_bias).cloned()),
+            }
+        }
+        v
+    }
+}
+
+/// The code generator's state for one kernel.
+pub(crate) struct KGen<'a> {
+    pub(crate) p: &'a Program,
+    pub(crate) k: &'a Kernel,
+    pub(crate) kid: usize,
+    /// Bound buffer dims of a static program (values become literals).
+    pub(crate) fixed: Option<&'a [Vec<usize>]>,
+    pub(crate) ptrs: Vec<Ptr>,
+    pub(crate) meta: Vec<MSrc>,
+    /// Device helper functions (after the parameter struct).
+    pub(crate) funcs: String,
+    /// Entry points.
+    pub(crate) entries: String,
+    pub(crate) load_fns: HashMap<usize, String>,
+}
+
+impl<'a> KGen<'a> {
+    fn new(p: &'a Program, k: &'a Kernel, kid: usize, fixed: Option<&'a [Vec<usize>]>) -> Self {
+        KGen {
+            p,
+            k,
+            kid,
+            fixed,
+            ptrs: Vec::new(),
+            meta: Vec::new(),
+            funcs: String::new(),
+            entries: String::new(),
+            load_fns: HashMap::new(),
+        }
+    }
+
+    /// The slot expression of pointer `x` (`p.b[i]`).
+    pub(crate) fn ptr(&mut self, x: Ptr) -> String {
+        let i = match self.ptrs.iter().position(|&q| q == x) {
+            Some(i) => i,
+            None => {
+                self.ptrs.push(x);
+                self.ptrs.len() - 1
+            }
+        };
+        format!("p.b[{i}]")
+    }
+
+    /// The pointer of program buffer `b`.
+    pub(crate) fn buf(&mut self, b: usize) -> String {
+        self.ptr(Ptr::Buf(b))
+    }
+
+    /// The error word, as a `u64*`.
+    pub(crate) fn err_ptr(&mut self) -> String {
+        format!("(u64*){}", self.ptr(Ptr::Err))
+    }
+
+    /// A run-time integer: a literal for static programs, else a parameter slot.
+    pub(crate) fn m(&mut self, s: MSrc) -> String {
+        if let (Some(bd), false) = (self.fixed, matches!(s, MSrc::Launch(_))) {
+            let v = meta::eval(self.p, self.k, bd, &DimBinding::new(), &[], &s)
+                .expect("static values evaluate");
+            return lit(v);
+        }
+        let i = match self.meta.iter().position(|q| *q == s) {
+            Some(i) => i,
+            None => {
+                self.meta.push(s);
+                self.meta.len() - 1
+            }
+        };
+        format!("((I)p.m[{i}])")
+    }
+
+    /// A dim as C.
+    pub(crate) fn dim(&mut self, d: Dim) -> String {
+        match d {
+            Dim::Static(n) => lit(n as i64),
+            d => self.m(MSrc::Dim(d)),
+        }
+    }
+
+    /// The product of `dims` as C.
+    pub(crate) fn numel(&mut self, dims: &[Dim]) -> String {
+        if dims.iter().all(|d| d.is_static()) {
+            return lit(dims.iter().map(|d| d.unwrap_static() as i64).product());
+        }
+        let parts: Vec<String> = dims.iter().map(|&d| self.dim(d)).collect();
+        format!("({})", parts.join(" * "))
+    }
+
+    /// Launch value `i` as C.
+    pub(crate) fn launch(&mut self, i: usize) -> String {
+        self.m(MSrc::Launch(i))
+    }
+
+    /// The parameter struct, helpers and entries of this kernel.
+    fn assemble(&self) -> String {
+        format!(
+            "// ---- kernel {kid}: {label} [{names}]\nstruct P{kid} {{ char* b[{nb}]; long long m[{nm}]; }};\n{funcs}{entries}\n",
+            kid = self.kid,
+            label = self.k.label(),
+            names = self.k.fused_names.join(", "),
+            nb = self.ptrs.len().max(1),
+            nm = self.meta.len().max(1),
+            funcs = self.funcs,
+            entries = self.entries
+        )
+    }
+
+    /// `RLX_KERNEL void name(const P<k> p)` header.
+    pub(crate) fn entry_header(&self, name: &str) -> String {
+        format!("RLX_KERNEL void {name}(const P{} p)", self.kid)
+    }
+
+    /// The store of `value` (a variable of `value_dt`'s compute type) as element `at` of
+    /// the kernel's output buffer.
+    pub(crate) fn store(&mut self, value: &str, value_dt: DType, at: &str) -> String {
+        let st = self.k.stores[0];
+        let dt = self.p.buffers[st.buf].shape.dtype();
+        let v = expr::cast(value, value_dt, dt);
+        let b = self.buf(st.buf);
+        format!("st_{}({b}, {at}, {v});", expr::dt_name(dt))
+    }
+}
+
+/// Largest element count of any buffer or iteration space of a static program.
+fn max_extent(p: &Program, bd: &[Vec<usize>]) -> usize {
+    let mut m = bd
+        .iter()
+        .map(|d| d.iter().product::<usize>())
+        .max()
+        .unwrap_or(0);
+    let b = DimBinding::new();
+    for k in &p.kernels {
+        let spaces: Vec<&[Dim]> = match &k.kind {
+            KernelKind::Elementwise { space, .. } | KernelKind::Row { space, .. } => vec![space],
+            KernelKind::Reduce {
+                in_space,
+                out_space,
+                ..
+            } => vec![in_space, out_space],
+            KernelKind::Contraction { out_space, .. } | KernelKind::Attention { out_space, .. } => {
+                vec![out_space]
+            }
+            KernelKind::Opaque { out, .. } => vec![out.dims()],
+        };
+        for s in spaces {
+            if let Some(d) = concrete(s, &b) {
+                m = m.max(d.iter().product());
+            }
+        }
+    }
+    m
+}
+
+/// Generate the CUDA C of `p`.
+///
+/// Errors name the kernel and what it needs that the generator cannot express.
+pub fn generate(p: &Program) -> Result<Generated, String> {
+    let fixed: Option<Vec<Vec<usize>>> = if p.is_dynamic() {
+        None
+    } else {
+        Some(
+            p.buffers
+                .iter()
+                .map(|b| b.shape.static_dims().expect("static program"))
+                .collect(),
+        )
+    };
+    // 32-bit index arithmetic (cheap divisions) when every extent fits with room for the
+    // grid-stride increment.
+    let small = fixed
+        .as_ref()
+        .is_some_and(|bd| max_extent(p, bd) < (1usize << 31));
+    let mut source = String::with_capacity(16 * 1024);
+    source.push_str(prelude::PRELUDE);
+    source.push_str(if small {
+        "typedef unsigned int I;\n"
+    } else {
+        "typedef unsigned long long I;\n"
+    });
+    source.push_str("RLX_DEV I imin(I a, I b) { return a < b ? a : b; }\n");
+    let mut kernels = Vec::with_capacity(p.kernels.len());
+    for (kid, k) in p.kernels.iter().enumerate() {
+        let mut g = KGen::new(p, k, kid, fixed.as_deref());
+        let kind = match &k.kind {
+            KernelKind::Elementwise { space, expr } => g.gen_ew(space, expr),
+            KernelKind::Reduce { .. } => g.gen_reduce().map(KCode::Reduce),
+            KernelKind::Row { .. } => g.gen_row().map(KCode::Row),
+            KernelKind::Attention { .. } => g.gen_attention().map(KCode::Attention),
+            KernelKind::Contraction { .. } => g.gen_contract().map(KCode::Contract),
+            KernelKind::Opaque { op, .. } => g.gen_opaque(op).map(KCode::Opaque),
+        }
+        .map_err(|e| {
+            format!(
+                "graph `{}`, kernel {kid} ({} of [{}]): {e}",
+                p.name,
+                k.label(),
+                k.fused_names.join(", ")
+            )
+        })?;
+        source.push_str(&g.assemble());
+        kernels.push(KernelCode {
+            ptrs: g.ptrs,
+            meta: g.meta,
+            kind,
+        });
+    }
+    Ok(Generated { source, kernels })
+}
+
+impl KGen<'_> {
+    /// An elementwise kernel: one thread per element of `space`, grid-stride.
+    fn gen_ew(&mut self, space: &[Dim], e: &rlx_compile::program::Expr) -> Result<KCode, String> {
+        let name = format!("k{}", self.kid);
+        let mut body = String::new();
+        let n = self.numel(space);
+        body.push_str(&format!("  const I n = {n};\n"));
+        body.push_str(
+            "  for (I f = (I)blockIdx.x * blockDim.x + threadIdx.x; f < n; f += (I)gridDim.x * blockDim.x) {\n",
+        );
+        let idx = self.unravel_stmts(&mut body, "    ", "f", space, "x");
+        let env = expr::Env {
+            idx: &idx,
+            flat: "f",
+            core: None,
+        };
+        let vars = self.expr(&mut body, "    ", e, "v", &env)?;
+        let st = self.k.stores[0];
+        let st_line = self.store(
+            &vars[st.value as usize],
+            e.nodes[st.value as usize].dtype,
+            "f",
+        );
+        body.push_str(&format!("    {st_line}\n  }}\n"));
+        self.entries
+            .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&name)));
+        Ok(KCode::Ew {
+            entry: name,
+            space: space.to_vec(),
+        })
+    }
+
+    /// Emit an epilogue: `core` (a variable of `core_dt`) at out-space flat index `flat`,
+    /// evaluated with `epi` and stored. Returns the statements.
+    pub(crate) fn epilogue(
+        &mut self,
+        indent: &str,
+        epi: &rlx_compile::program::Expr,
+        out_space: &[Dim],
+        flat: &str,
+        core: &str,
+    ) -> Result<String, String> {
+        let mut s = String::new();
+        let idx = self.unravel_stmts(&mut s, indent, flat, out_space, "e");
+        let env = expr::Env {
+            idx: &idx,
+            flat,
+            core: Some(core),
+        };
+        let vars = self.expr(&mut s, indent, epi, "w", &env)?;
+        let st = self.k.stores[0];
+        let line = self.store(
+            &vars[st.value as usize],
+            epi.nodes[st.value as usize].dtype,
+            flat,
+        );
+        s.push_str(&format!("{indent}{line}\n"));
+        Ok(s)
+    }
+}

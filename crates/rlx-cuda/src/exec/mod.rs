@@ -1,0 +1,344 @@
+//! The executable: a generated program loaded on a device, run step by step over one
+//! device arena that is kept (and grown) across runs.
+
+pub(crate) mod blas;
+pub(crate) mod host;
+pub(crate) mod plan;
+
+use crate::codegen::{Generated, generate};
+use crate::device::{Batching, DPtr, GemmCall, Gpu, Module};
+use plan::{Plan, Step, Tuning, bind, binding_from_args, finish_ptrs};
+use rlx_compile::program::{BufKind, Program};
+use rlx_ir::{DimBinding, TensorData, TensorView};
+use rlx_runtime::{Executable, RuntimeError, RuntimeResult};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Bound plans cached per binding of the dynamic dims.
+type PlanCache = Mutex<Vec<(Vec<(u32, usize)>, Arc<Plan>)>>;
+
+/// The device arena of an executable.
+struct Arena {
+    ptr: DPtr,
+    bytes: usize,
+}
+
+/// A program compiled for a CUDA device (or the host emulator).
+pub(crate) struct CudaExecutable {
+    program: Program,
+    generated: Generated,
+    module: Arc<dyn Module>,
+    gpu: Arc<dyn Gpu>,
+    entries: HashMap<String, usize>,
+    tuning: Tuning,
+    fixed: Option<Arc<Plan>>,
+    cache: PlanCache,
+    arena: Mutex<Arena>,
+}
+
+impl Drop for CudaExecutable {
+    fn drop(&mut self) {
+        let a = self.arena.get_mut().unwrap_or_else(|e| e.into_inner());
+        if a.bytes > 0 {
+            self.gpu.free(a.ptr);
+        }
+    }
+}
+
+/// Tuning for `gpu`, with the environment overrides (`RLX_CUDA_SPLIT_MIN`,
+/// `RLX_CUDA_NO_BLAS=1`).
+pub(crate) fn tuning_for(gpu: &dyn Gpu) -> Tuning {
+    let split_min = std::env::var("RLX_CUDA_SPLIT_MIN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8192);
+    let no_blas = std::env::var("RLX_CUDA_NO_BLAS").is_ok_and(|v| v == "1");
+    Tuning {
+        sm_count: gpu.sm_count(),
+        split_min,
+        blas: gpu.has_blas() && !no_blas,
+        fp8: gpu.has_fp8() && !no_blas,
+    }
+}
+
+impl CudaExecutable {
+    pub(crate) fn new(
+        program: Program,
+        gpu: Arc<dyn Gpu>,
+        tuning: Tuning,
+    ) -> Result<CudaExecutable, String> {
+        let generated = generate(&program)?;
+        let names = generated.entry_names();
+        let module = gpu.load(&generated.source, &names)?;
+        let entries = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
+            .collect();
+        let mut e = CudaExecutable {
+            program,
+            generated,
+            module,
+            gpu,
+            entries,
+            tuning,
+            fixed: None,
+            cache: Mutex::new(Vec::new()),
+            arena: Mutex::new(Arena { ptr: 0, bytes: 0 }),
+        };
+        if !e.program.is_dynamic() {
+            e.fixed = Some(Arc::new(e.bind(&DimBinding::new())?));
+        }
+        Ok(e)
+    }
+
+    fn bind(&self, b: &DimBinding) -> Result<Plan, String> {
+        let mut plan = bind(
+            &self.program,
+            &self.generated,
+            &self.entries,
+            b,
+            &self.tuning,
+        )?;
+        finish_ptrs(&mut plan);
+        Ok(plan)
+    }
+
+    fn plan_for(&self, args: &[TensorView<'_>]) -> Result<Arc<Plan>, String> {
+        if let Some(p) = &self.fixed {
+            return Ok(p.clone());
+        }
+        let dims: Vec<&[usize]> = args.iter().map(|a| a.dims).collect();
+        let binding = binding_from_args(&self.program, &dims)?;
+        let key = binding.sorted();
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, p)) = c.iter().find(|(k, _)| *k == key) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(self.bind(&binding)?);
+        if c.len() >= 64 {
+            c.remove(0);
+        }
+        c.push((key, p.clone()));
+        Ok(p)
+    }
+
+    /// The arena (grown to `bytes`, constants uploaded after every reallocation).
+    fn ensure_arena(&self, a: &mut Arena, plan: &Plan) -> Result<DPtr, String> {
+        if a.bytes < plan.arena {
+            if a.bytes > 0 {
+                self.gpu.free(a.ptr);
+                a.bytes = 0;
+            }
+            a.ptr = self.gpu.alloc(plan.arena)?;
+            a.bytes = plan.arena;
+            for (i, b) in self.program.buffers.iter().enumerate() {
+                if let BufKind::Const(bytes) = &b.kind
+                    && !bytes.is_empty()
+                {
+                    self.gpu.upload(a.ptr + plan.buf_off[i] as u64, bytes)?;
+                }
+            }
+        }
+        Ok(a.ptr)
+    }
+
+    fn run_steps(&self, plan: &Plan, base: DPtr) -> Result<(), (usize, String)> {
+        for (kid, steps) in plan.steps.iter().enumerate() {
+            for s in steps {
+                self.step(s, base).map_err(|e| (kid, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn step(&self, s: &Step, base: DPtr) -> Result<(), String> {
+        match s {
+            Step::Launch(l) => {
+                let np = l.ptrs.len().max(1);
+                let nm = l.meta.len().max(1);
+                let mut params = vec![0u8; (np + nm) * 8];
+                for (i, p) in l.ptrs.iter().enumerate() {
+                    let v = p.map_or(0, |o| base + o as u64);
+                    params[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+                }
+                for (i, m) in l.meta.iter().enumerate() {
+                    let at = (np + i) * 8;
+                    params[at..at + 8].copy_from_slice(&m.to_le_bytes());
+                }
+                self.module
+                    .launch(l.entry, l.grid, l.block, &params, l.sync)
+            }
+            Step::Gemm { call, table } => {
+                let call = rebase(call, base);
+                if let (Some(rows), Batching::Pointers { a, b, c }) = (table, &call.batching) {
+                    let col = |j: usize| -> Vec<u8> {
+                        rows.iter()
+                            .flat_map(|r| (base + r[j] as u64).to_le_bytes())
+                            .collect()
+                    };
+                    self.gpu.upload(*a, &col(0))?;
+                    self.gpu.upload(*b, &col(1))?;
+                    self.gpu.upload(*c, &col(2))?;
+                }
+                self.gpu.gemm(&call)
+            }
+            Step::Fp8(c) => {
+                let mut c = c.clone();
+                for p in [&mut c.a, &mut c.b, &mut c.a_scale, &mut c.b_scale, &mut c.d] {
+                    *p += base;
+                }
+                self.gpu.fp8_gemm(&c)
+            }
+            Step::Host(h) => h.run(self.gpu.as_ref(), base),
+        }
+    }
+
+    fn error_of(&self, word: u64) -> String {
+        let kid = (word >> 8) as usize - 1;
+        let what = match word & 0xff {
+            1 => "integer division by zero; mask the zero divisors or cast to a float type".to_string(),
+            2 => "negative shift amount; shift amounts must be ≥ 0".to_string(),
+            3 => "a label is not a class index in 0..C; labels must be whole numbers below the class count".to_string(),
+            c => format!("device error code {c}"),
+        };
+        self.kernel_error(kid, &what)
+    }
+
+    fn kernel_error(&self, kid: usize, what: &str) -> String {
+        match self.program.kernels.get(kid) {
+            Some(k) => format!(
+                "graph `{}`, kernel {kid} ({} of [{}]) on {}: {what}",
+                self.program.name,
+                k.label(),
+                k.fused_names.join(", "),
+                self.gpu.describe()
+            ),
+            None => format!(
+                "graph `{}` on {}: {what}",
+                self.program.name,
+                self.gpu.describe()
+            ),
+        }
+    }
+
+    fn run_inner(&self, args: &[TensorView<'_>]) -> Result<Vec<TensorData>, String> {
+        let p = &self.program;
+        if args.len() != p.args.len() {
+            let names: Vec<&str> = p.args.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(format!(
+                "graph `{}` takes {} arguments ({names:?}), got {}",
+                p.name,
+                p.args.len(),
+                args.len()
+            ));
+        }
+        for (a, (name, shape)) in args.iter().zip(&p.args) {
+            if a.dtype != shape.dtype() {
+                return Err(format!(
+                    "graph `{}`: argument `{name}` is declared {shape} but got {:?} {}",
+                    p.name, a.dims, a.dtype
+                ));
+            }
+        }
+        let plan = self.plan_for(args)?;
+        let mut arena = self.arena.lock().unwrap_or_else(|e| e.into_inner());
+        let base = self.ensure_arena(&mut arena, &plan)?;
+        for (i, b) in p.buffers.iter().enumerate() {
+            if let BufKind::Arg(a) = b.kind {
+                let bytes = args[a].bytes;
+                if bytes.len() != plan.buf_bytes[i] {
+                    return Err(format!(
+                        "graph `{}`: argument `{}` has {} bytes, its type needs {}",
+                        p.name,
+                        p.args[a].0,
+                        bytes.len(),
+                        plan.buf_bytes[i]
+                    ));
+                }
+                if !bytes.is_empty() {
+                    self.gpu.upload(base + plan.buf_off[i] as u64, bytes)?;
+                }
+            }
+        }
+        self.gpu.zero(base + plan.err_off as u64, 8)?;
+        if let Err((kid, e)) = self.run_steps(&plan, base) {
+            let _ = self.gpu.synchronize();
+            return Err(self.kernel_error(kid, &e));
+        }
+        let mut word = [0u8; 8];
+        self.gpu.download(&mut word, base + plan.err_off as u64)?;
+        let word = u64::from_le_bytes(word);
+        if word != 0 {
+            return Err(self.error_of(word));
+        }
+        let mut out: Vec<TensorData> = Vec::with_capacity(p.outputs.len());
+        for (j, &b) in p.outputs.iter().enumerate() {
+            if let Some(prev) = p.outputs[..j].iter().position(|&x| x == b) {
+                let d = out[prev].clone();
+                out.push(d);
+                continue;
+            }
+            let mut bytes = vec![0u8; plan.buf_bytes[b]];
+            if !bytes.is_empty() {
+                self.gpu
+                    .download(&mut bytes, base + plan.buf_off[b] as u64)?;
+            }
+            out.push(TensorData {
+                dtype: p.buffers[b].shape.dtype(),
+                dims: plan.buf_dims[b].clone(),
+                bytes,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// `call` with arena offsets turned into addresses.
+fn rebase(call: &GemmCall, base: DPtr) -> GemmCall {
+    let mut c = call.clone();
+    c.a += base;
+    c.b += base;
+    c.c += base;
+    if let Batching::Pointers { a, b, c: cc } = &mut c.batching {
+        *a += base;
+        *b += base;
+        *cc += base;
+    }
+    if let Some(e) = &mut c.epilogue
+        && let Some(bias) = &mut e.bias
+    {
+        *bias += base;
+    }
+    c
+}
+
+impl Executable for CudaExecutable {
+    fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+        self.run_inner(args).map_err(RuntimeError::new)
+    }
+
+    fn explain(&self) -> String {
+        let arena = self.fixed.as_ref().map(|p| p.arena);
+        let mut s = rlx_compile::explain(&self.program, "cuda", arena);
+        let host: Vec<String> = self
+            .fixed
+            .iter()
+            .flat_map(|p| p.steps.iter().flatten())
+            .filter_map(|s| match s {
+                Step::Host(h) => Some(h.name()),
+                _ => None,
+            })
+            .collect();
+        s.push_str(&format!(
+            "\ncuda: {} ({} entry points in one NVRTC module",
+            self.gpu.describe(),
+            self.entries.len()
+        ));
+        if !host.is_empty() {
+            s.push_str(&format!("; on the host: {}", host.join(", ")));
+        }
+        s.push_str(")\n");
+        s
+    }
+}

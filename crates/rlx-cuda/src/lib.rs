@@ -1,0 +1,199 @@
+//! # rlx-cuda — the CUDA backend
+//!
+//! Implements [`rlx_runtime::Backend`] for [`Device::Cuda`]. Graphs are compiled by
+//! [`rlx_compile::compile`] into the same backend-neutral [`rlx_compile::Program`] the
+//! CPU runs; this crate turns it into CUDA C ([`codegen`]), compiles that once per
+//! program with NVRTC for the device's compute capability ([`nvrtc`], cached), and runs
+//! it over one device allocation per executable:
+//! - elementwise kernels with views as index maps, reductions with fused prologue and
+//!   epilogue (deterministic block trees, optional split with an ordered combine),
+//!   softmax / log-softmax / layer norm / RMS norm as row kernels, and a flash-style
+//!   fused attention kernel;
+//! - matmuls on cuBLAS (f32, f64, f16 and bf16 on tensor cores) with cuBLASLt fusing
+//!   bias + ReLU/GELU epilogues, other epilogues as generated kernels; scaled fp8
+//!   matmuls on cuBLASLt where the GPU has fp8 tensor cores;
+//! - dynamic dims are kernel arguments: a program compiles once for every binding.
+//!
+//! Nothing links against CUDA: the driver, NVRTC, cuBLAS and cuBLASLt are opened at run
+//! time ([`loader`]), so the crate builds and its tests run on machines without a
+//! toolkit or a GPU; [`CudaBackend::is_available`] answers `false` there. Generated code
+//! is tested without a GPU in two ways: NVRTC compiles it to PTX (needs only the NVRTC
+//! library, e.g. the `nvidia-cuda-nvrtc-cu12` wheel), and the host emulator ([`emu`])
+//! runs it against the oracle.
+
+pub mod codegen;
+mod cublas;
+mod cuda;
+pub mod device;
+pub mod emu;
+mod exec;
+pub mod loader;
+pub mod nvrtc;
+
+use rlx_compile::{CompileOptions, compile};
+use rlx_ir::Graph;
+use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult};
+use std::sync::{Arc, OnceLock};
+
+pub use cuda::CudaGpu;
+
+/// High-level ops the CUDA backend executes whole (the compiler does not decompose them).
+pub const KEPT_WHOLE: [&str; 5] = [
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "rms_norm",
+    "attention",
+];
+
+/// The compile options the CUDA backend uses.
+pub fn compile_options() -> CompileOptions {
+    CompileOptions {
+        keep_whole: KEPT_WHOLE.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// Why CUDA cannot be used on this host, or `None` when it can: checks that the driver
+/// and NVRTC libraries can be opened *before* anything touches them, then that a device
+/// answers. Probed once per process.
+pub fn unavailable_reason() -> Option<String> {
+    static PROBE: OnceLock<Option<String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            if !loader::driver_present() {
+                return Some(format!("no CUDA driver: {}", loader::describe()));
+            }
+            if !loader::nvrtc_present() {
+                return Some(format!("no NVRTC: {}", loader::describe()));
+            }
+            if let Err(e) = cudarc::driver::result::init() {
+                return Some(format!("cuInit failed: {e:?}"));
+            }
+            match cudarc::driver::result::device::get_count() {
+                Ok(n) if n > 0 => None,
+                Ok(_) => Some("the CUDA driver reports no device".into()),
+                Err(e) => Some(format!("cuDeviceGetCount failed: {e:?}")),
+            }
+        })
+        .clone()
+}
+
+/// The process-wide CUDA device 0 (opened on first use).
+pub fn device() -> Result<Arc<CudaGpu>, String> {
+    static DEV: OnceLock<Result<Arc<CudaGpu>, String>> = OnceLock::new();
+    DEV.get_or_init(|| {
+        if let Some(r) = unavailable_reason() {
+            return Err(r);
+        }
+        CudaGpu::new(0).map(Arc::new)
+    })
+    .clone()
+}
+
+/// The CUDA backend.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CudaBackend;
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn devices(&self) -> &[Device] {
+        &[Device::Cuda]
+    }
+
+    fn is_available(&self, device: Device) -> bool {
+        device == Device::Cuda && unavailable_reason().is_none()
+    }
+
+    fn compile(&self, device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+        if device != Device::Cuda {
+            return Err(RuntimeError::new(format!(
+                "the CUDA backend cannot compile for {device}"
+            )));
+        }
+        let gpu = device_or_err()?;
+        compile_on(gpu, graph, &compile_options())
+    }
+}
+
+fn device_or_err() -> RuntimeResult<Arc<dyn device::Gpu>> {
+    device()
+        .map(|d| d as Arc<dyn device::Gpu>)
+        .map_err(|e| RuntimeError::new(format!("CUDA is not available: {e}")))
+}
+
+/// Compile `graph` with `opts` for `gpu` (any [`device::Gpu`], e.g. the emulator).
+pub fn compile_on(
+    gpu: Arc<dyn device::Gpu>,
+    graph: &Graph,
+    opts: &CompileOptions,
+) -> RuntimeResult<Arc<dyn Executable>> {
+    graph
+        .verify()
+        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
+    let program = compile(graph, opts)?;
+    let tuning = exec::tuning_for(gpu.as_ref());
+    let e = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
+    Ok(Arc::new(e))
+}
+
+/// The CUDA C generated for `graph` with the backend's compile options.
+pub fn generated_source(graph: &Graph) -> RuntimeResult<String> {
+    let program = compile(graph, &compile_options())?;
+    Ok(codegen::generate(&program)
+        .map_err(RuntimeError::new)?
+        .source)
+}
+
+/// Knobs for [`compile_emulated_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct EmuOptions {
+    /// Route BLAS-able matmuls to the (emulated) cuBLAS calls instead of the generic kernel.
+    pub blas: bool,
+    /// Split reductions whose reduced extent is at least this long.
+    pub split_min: usize,
+    /// Route per-tensor fp8 scaled matmuls to the (emulated) cuBLASLt call.
+    pub fp8: bool,
+}
+
+impl Default for EmuOptions {
+    fn default() -> Self {
+        EmuOptions {
+            blas: true,
+            split_min: 8192,
+            fp8: true,
+        }
+    }
+}
+
+/// The shared host emulator (`None` with the reason when no C++ compiler runs).
+pub fn emulator() -> Result<Arc<emu::EmuGpu>, String> {
+    static EMU: OnceLock<Result<Arc<emu::EmuGpu>, String>> = OnceLock::new();
+    EMU.get_or_init(|| emu::EmuGpu::new().map(Arc::new)).clone()
+}
+
+/// Compile `graph` for the host emulator with the backend's options (for testing the
+/// generated code and the executor without a GPU).
+pub fn compile_emulated(graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+    compile_emulated_with(graph, EmuOptions::default())
+}
+
+/// [`compile_emulated`] with explicit routing knobs.
+pub fn compile_emulated_with(graph: &Graph, o: EmuOptions) -> RuntimeResult<Arc<dyn Executable>> {
+    let gpu = emulator().map_err(RuntimeError::new)?;
+    graph
+        .verify()
+        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
+    let program = compile(graph, &compile_options())?;
+    let tuning = exec::plan::Tuning {
+        sm_count: device::Gpu::sm_count(gpu.as_ref()),
+        split_min: o.split_min,
+        blas: o.blas,
+        fp8: o.fp8,
+    };
+    let e = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
+    Ok(Arc::new(e))
+}
