@@ -1,10 +1,10 @@
 //! # rlx-compile
 //!
 //! Graph → graph transforms and the compiler pipeline:
-//! - [`autodiff`]: reverse mode (vector-Jacobian products),
-//! - [`jvp`]: forward mode (Jacobian-vector products),
-//! - [`vmap`]: batching,
-//! - [`compile`]: [`simplify`] → [`decompose`] → [`fuse`](mod@fuse) → [`schedule`] →
+//! - [`autodiff`] — reverse mode (vector-Jacobian products),
+//! - [`jvp`] — forward mode (Jacobian-vector products),
+//! - [`vmap`] — batching,
+//! - [`compile`] — [`simplify`] → [`decompose`] → `fuse` → [`schedule`] →
 //!   [`memplan`], producing a backend-neutral [`Program`] (kernels over buffers in one
 //!   arena) that backends execute; [`explain()`] describes it.
 //!

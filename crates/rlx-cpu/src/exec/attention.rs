@@ -215,12 +215,11 @@ impl AttnPlan {
         let bs = Bases(bases);
         let op = SendPtr(out as *mut u8);
         par_for(self.b * self.h * nqb, |item| {
-            let (bs, op) = (bs, op);
             let (bh, qb) = (item / nqb, item % nqb);
             let (bi, hi) = (bh / self.h, bh % self.h);
             self.block(
-                bs.0,
-                op.0 as *mut f32,
+                bs.get(),
+                op.get() as *mut f32,
                 bi,
                 hi,
                 qb * BQ,
@@ -231,11 +230,11 @@ impl AttnPlan {
         if !self.trivial {
             let cp = SendPtr(out as *mut u8);
             par_for(chunks(total, CHUNK), |ch| {
-                let (bs, cp) = (bs, cp);
                 let (c0, c1) = (ch * CHUNK, ((ch + 1) * CHUNK).min(total));
-                let core =
-                    |flat: usize, _n: usize| Sv::Vec(unsafe { cp.0.add(flat * 4) as *const u8 });
-                self.epilogue.run_range(bs.0, c0, c1, Some(&core))
+                let core = |flat: usize, _n: usize| {
+                    Sv::Vec(unsafe { cp.get().add(flat * 4) as *const u8 })
+                };
+                self.epilogue.run_range(bs.get(), c0, c1, Some(&core))
             })?;
         }
         drop(scratch);

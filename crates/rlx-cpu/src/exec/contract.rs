@@ -150,10 +150,10 @@ impl ContractPlan {
         let cp = SendPtr(c_ptr);
         let bs = Bases(bases);
         par_for(chunks(total, CHUNK), |ch| {
-            let (bs, cp) = (bs, cp);
             let (c0, c1) = (ch * CHUNK, ((ch + 1) * CHUNK).min(total));
-            let core = |flat: usize, _n: usize| Sv::Vec(unsafe { cp.0.add(flat * w) as *const u8 });
-            self.epilogue.run_range(bs.0, c0, c1, Some(&core))
+            let core =
+                |flat: usize, _n: usize| Sv::Vec(unsafe { cp.get().add(flat * w) as *const u8 });
+            self.epilogue.run_range(bs.get(), c0, c1, Some(&core))
         })?;
         drop(scratch);
         Ok(())
@@ -192,13 +192,12 @@ impl ContractPlan {
             SendPtr(c_ptr),
         );
         let one = |bi: usize, th: usize| {
-            let (pa, pb, pc) = (pa, pb, pc);
             let mut idx = vec![0usize; self.batch.len()];
             let (ao, bo) = self.offsets(bi, &mut idx);
             unsafe {
                 if f32s {
                     let a = MatRef {
-                        data: std::slice::from_raw_parts(pa.0 as *const f32, self.a_len),
+                        data: std::slice::from_raw_parts(pa.get() as *const f32, self.a_len),
                         rows: m,
                         cols: k,
                         row_stride: ars,
@@ -206,7 +205,7 @@ impl ContractPlan {
                         offset: ao,
                     };
                     let b = MatRef {
-                        data: std::slice::from_raw_parts(pb.0 as *const f32, self.b_len),
+                        data: std::slice::from_raw_parts(pb.get() as *const f32, self.b_len),
                         rows: k,
                         cols: n,
                         row_stride: brs,
@@ -215,7 +214,7 @@ impl ContractPlan {
                     };
                     let c = MatMut {
                         data: std::slice::from_raw_parts_mut(
-                            (pc.0 as *mut f32).add(bi * m * n),
+                            (pc.get() as *mut f32).add(bi * m * n),
                             m * n,
                         ),
                         rows: m,
@@ -227,7 +226,7 @@ impl ContractPlan {
                     sgemm(1.0, a, b, 0.0, c, th);
                 } else {
                     let a = MatRef {
-                        data: std::slice::from_raw_parts(pa.0 as *const f64, self.a_len),
+                        data: std::slice::from_raw_parts(pa.get() as *const f64, self.a_len),
                         rows: m,
                         cols: k,
                         row_stride: ars,
@@ -235,7 +234,7 @@ impl ContractPlan {
                         offset: ao,
                     };
                     let b = MatRef {
-                        data: std::slice::from_raw_parts(pb.0 as *const f64, self.b_len),
+                        data: std::slice::from_raw_parts(pb.get() as *const f64, self.b_len),
                         rows: k,
                         cols: n,
                         row_stride: brs,
@@ -244,7 +243,7 @@ impl ContractPlan {
                     };
                     let c = MatMut {
                         data: std::slice::from_raw_parts_mut(
-                            (pc.0 as *mut f64).add(bi * m * n),
+                            (pc.get() as *mut f64).add(bi * m * n),
                             m * n,
                         ),
                         rows: m,

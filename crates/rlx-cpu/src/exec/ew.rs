@@ -105,7 +105,7 @@ pub(crate) unsafe fn store(
                 let w = dt.size_bytes();
                 if native(dt, ty) {
                     let d = dst.add(flat * w);
-                    if d as *const u8 != p {
+                    if !std::ptr::eq(d, p) {
                         if stream
                             && (p as usize + n * w <= d as usize
                                 || d as usize + n * w <= p as usize)
@@ -197,9 +197,8 @@ impl EwPlan {
         let nchunks = chunks(self.numel, CHUNK);
         let bs = Bases(bases);
         par_for(nchunks, |c| {
-            let bs = bs;
             let (c0, c1) = (c * CHUNK, ((c + 1) * CHUNK).min(self.numel));
-            self.run_range(bs.0, c0, c1, None)
+            self.run_range(bs.get(), c0, c1, None)
         })
     }
 
@@ -277,7 +276,6 @@ impl EwPlan {
             super::par::SendPtr(dst),
         );
         par_for(nchunks, |c| {
-            let (s, d) = (s, d);
             let (c0, c1) = (c * CHUNK, ((c + 1) * CHUNK).min(self.numel));
             let mut idx = vec![0usize; self.dims.len()];
             for f in c0..c1 {
@@ -293,7 +291,9 @@ impl EwPlan {
                         (p.offset as isize + o) as usize
                     }
                 };
-                unsafe { std::ptr::copy_nonoverlapping(s.0.add(off * w), d.0.add(f * w), w) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(s.get().add(off * w), d.get().add(f * w), w)
+                };
             }
             Ok(())
         })

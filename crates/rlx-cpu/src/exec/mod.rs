@@ -181,7 +181,7 @@ impl Executable for CpuExecutable {
                 BufKind::Arg(a) => {
                     let bytes = args[*a].bytes;
                     let align = b.shape.dtype().size_bytes().min(8);
-                    if (bytes.as_ptr() as usize) % align != 0 {
+                    if !(bytes.as_ptr() as usize).is_multiple_of(align) {
                         let mut l = lines(bytes.len());
                         unsafe {
                             std::ptr::copy_nonoverlapping(

@@ -37,11 +37,25 @@ pub(crate) struct SendPtr(pub(crate) *mut u8);
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
+impl SendPtr {
+    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
+    pub(crate) fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
 /// Buffer base pointers shared by the chunks of a kernel.
 #[derive(Clone, Copy)]
 pub(crate) struct Bases<'a>(pub(crate) &'a [*mut u8]);
 unsafe impl Send for Bases<'_> {}
 unsafe impl Sync for Bases<'_> {}
+
+impl<'a> Bases<'a> {
+    /// The pointers (a method, so closures capture the whole `Sync` wrapper).
+    pub(crate) fn get(self) -> &'a [*mut u8] {
+        self.0
+    }
+}
 
 /// Multi-index of flat offset `flat` in `dims` into `idx`.
 pub(crate) fn unravel_into(mut flat: usize, dims: &[usize], idx: &mut [usize]) {

@@ -312,14 +312,13 @@ impl ReducePlan {
             }
             let per = (super::ew::CHUNK / self.l.max(1)).max(1);
             par_for(chunks(self.o, per), |c| {
-                let bs = bs;
                 let (o0, o1) = (c * per, ((c + 1) * per).min(self.o));
                 let mut out = vec![0u64; o1 - o0];
                 with_scratch(|s| -> Result<(), String> {
                     for o in o0..o1 {
                         let mut a = init(self.op, self.in_ty);
                         let mut first = true;
-                        self.fold_run(bs.0, s, o * self.l, self.l, &mut a, &mut first)?;
+                        self.fold_run(bs.get(), s, o * self.l, self.l, &mut a, &mut first)?;
                         let bits = finish(self.op, a, self.l, self.out_dt);
                         unsafe { put(out.as_mut_ptr() as *mut u8, w, o - o0, bits) };
                     }
@@ -327,14 +326,13 @@ impl ReducePlan {
                 })?;
                 let base = out.as_ptr() as *const u8;
                 let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - o0) * w) });
-                self.epilogue.run_range(bs.0, o0, o1, Some(&core))
+                self.epilogue.run_range(bs.get(), o0, o1, Some(&core))
             })
         } else {
             // Vector accumulators over chunks of the trailing kept axes.
             let per_i = TILE;
             let ni = chunks(self.inner, per_i);
             par_for(self.o * ni, |c| {
-                let bs = bs;
                 let (o, ic) = (c / ni, c % ni);
                 let (i0, i1) = (ic * per_i, ((ic + 1) * per_i).min(self.inner));
                 let n = i1 - i0;
@@ -355,7 +353,7 @@ impl ReducePlan {
                         };
                         let env = TileEnv {
                             loads: &self.loads,
-                            bases: bs.0,
+                            bases: bs.get(),
                             core: None,
                         };
                         unsafe { run_tile(&self.prologue, &env, &t, s)? };
@@ -386,7 +384,7 @@ impl ReducePlan {
                 let f0 = o * self.inner + i0;
                 let base = out.as_ptr() as *const u8;
                 let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - f0) * w) });
-                self.epilogue.run_range(bs.0, f0, f0 + n, Some(&core))
+                self.epilogue.run_range(bs.get(), f0, f0 + n, Some(&core))
             })
         }
     }
@@ -401,12 +399,13 @@ impl ReducePlan {
             .map(|_| std::sync::Mutex::new(None))
             .collect();
         par_for(self.o * nb, |c| {
-            let bs = bs;
             let (o, k) = (c / nb, c % nb);
             let (l0, l1) = (k * blk, ((k + 1) * blk).min(self.l));
             let mut a = init(self.op, self.in_ty);
             let mut first = true;
-            with_scratch(|s| self.fold_run(bs.0, s, o * self.l + l0, l1 - l0, &mut a, &mut first))?;
+            with_scratch(|s| {
+                self.fold_run(bs.get(), s, o * self.l + l0, l1 - l0, &mut a, &mut first)
+            })?;
             *parts[c].lock().unwrap() = Some(a);
             Ok(())
         })?;

@@ -50,11 +50,7 @@ impl RowPlan {
         };
         let dims = rlx_compile::program::concrete(space, b).expect("bound");
         let c = *dims.last().unwrap_or(&1);
-        let rows = if c == 0 {
-            0
-        } else {
-            dims.iter().product::<usize>() / c
-        };
+        let rows = dims.iter().product::<usize>().checked_div(c).unwrap_or(0);
         let mut loads = plan_used(p, bd, k, prologue, &dims, b)?;
         let mut groups = vec![0u8; dims.len()];
         if let Some(g) = groups.last_mut() {
@@ -158,7 +154,6 @@ impl RowPlan {
         let bs = Bases(bases);
         let f32_path = self.in_ty == Ty::F32;
         par_for(chunks(self.rows, per), |ch| {
-            let bs = bs;
             let (r0, r1) = (ch * per, ((ch + 1) * per).min(self.rows));
             let mut x32 = vec![0f32; if f32_path { self.c } else { 0 }];
             let mut x64 = vec![0f64; if f32_path { 0 } else { self.c }];
@@ -172,12 +167,12 @@ impl RowPlan {
             ];
             let mut y64 = vec![0f64; if f32_path { 0 } else { self.c }];
             for r in r0..r1 {
-                with_scratch(|s| self.load_row(bs.0, s, r, &mut x32, &mut x64))?;
+                with_scratch(|s| self.load_row(bs.get(), s, r, &mut x32, &mut x64))?;
                 let (core_ptr, w): (*const u8, usize) = if f32_path {
                     let y: &mut [f32] = match self.direct {
                         Some(buf) => unsafe {
                             std::slice::from_raw_parts_mut(
-                                (bs.0[buf] as *mut f32).add(r * self.c),
+                                (bs.get()[buf] as *mut f32).add(r * self.c),
                                 self.c,
                             )
                         },
@@ -201,7 +196,7 @@ impl RowPlan {
                 let core =
                     |flat: usize, _n: usize| Sv::Vec(unsafe { core_ptr.add((flat - f0) * w) });
                 self.epilogue
-                    .run_range(bs.0, f0, f0 + self.c, Some(&core))?;
+                    .run_range(bs.get(), f0, f0 + self.c, Some(&core))?;
             }
             Ok(())
         })
@@ -237,7 +232,7 @@ fn nan_max32(x: &[f32]) -> f32 {
     for c in &mut it {
         for k in 0..8 {
             m[k] = if c[k] > m[k] { c[k] } else { m[k] };
-            nan |= c[k] != c[k];
+            nan |= c[k].is_nan();
         }
     }
     let mut r = m.iter().copied().fold(f32::NEG_INFINITY, f32::max);
