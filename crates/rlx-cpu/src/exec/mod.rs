@@ -6,6 +6,7 @@ mod bind;
 mod contract;
 mod ew;
 mod loads;
+mod movement;
 mod opaque;
 mod ops;
 mod par;

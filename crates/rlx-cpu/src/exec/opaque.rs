@@ -1,5 +1,6 @@
-//! Opaque kernels: ops without a specialized CPU kernel run through the oracle's
-//! `eval_op` on materialized operands (correct, slow), writing the result once.
+//! Opaque kernels: ops without a specialized CPU kernel run on materialized operands —
+//! natively for data movement (`concat`, `pad`, `gather`), else through the oracle's
+//! `eval_op` (correct, slow) — writing the result once.
 
 use super::bind::plan_load;
 use super::loads::LoadPlan;
@@ -79,8 +80,21 @@ impl OpaquePlan {
             .map(|(p, dims)| gather(p, dims, bases))
             .collect();
         let refs: Vec<&TensorData> = datas.iter().collect();
-        let r = interp::eval_op(&self.op, &refs, &self.out).map_err(|e| e.to_string())?;
+        let dims = self.out.static_dims().unwrap_or_default();
+        let bytes = match super::movement::eval(&self.op, &refs, &dims) {
+            Some(r) => r?,
+            None => {
+                interp::eval_op(&self.op, &refs, &self.out)
+                    .map_err(|e| e.to_string())?
+                    .bytes
+            }
+        };
         let want = self.out.size_bytes().unwrap_or(0);
+        let r = TensorData {
+            dtype: self.out.dtype(),
+            dims,
+            bytes,
+        };
         if r.bytes.len() != want {
             return Err(format!(
                 "{} produced {} bytes, expected {want} for {}",

@@ -106,13 +106,21 @@ impl Builder<'_> {
         let dims = self.dims(x);
         let dt = self.g.shape(x).dtype();
         let float = dt.is_float();
-        match self.rng.below(16) {
+        match self.rng.below(19) {
             0 | 1 if float => {
                 let mut a = FLOAT_ACTS[self.rng.below(FLOAT_ACTS.len())];
                 // Periodic functions of large computed values amplify last-ulp
                 // differences without bound: only of exact inputs.
-                if matches!(a, Activation::Tan | Activation::Sin | Activation::Cos)
-                    && !matches!(self.g.node(x).op, Op::Input { .. })
+                if matches!(
+                    a,
+                    Activation::Tan
+                        | Activation::Sin
+                        | Activation::Cos
+                        | Activation::Round
+                        | Activation::Floor
+                        | Activation::Ceil
+                        | Activation::Sign
+                ) && !matches!(self.g.node(x).op, Op::Input { .. })
                 {
                     a = Activation::Tanh;
                 }
@@ -329,6 +337,50 @@ impl Builder<'_> {
                     },
                     vec![x],
                 );
+            }
+            16 if !dims.is_empty() => {
+                let axis = self.rng.below(dims.len());
+                let mut od = dims.clone();
+                od[axis] = 1 + self.rng.below(3);
+                let y = self.input(Shape::new(&od, dt));
+                let ins = if self.rng.chance(0.5) {
+                    vec![x, y]
+                } else {
+                    vec![y, x, y]
+                };
+                self.add(Op::Concat { axis }, ins);
+            }
+            17 if !dims.is_empty() => {
+                let axis = self.rng.below(dims.len());
+                let (before, after) = (self.rng.below(3), self.rng.below(3));
+                let value = [0.0, 0.5, -1.0][self.rng.below(3)];
+                self.add(
+                    Op::Pad {
+                        axis,
+                        before,
+                        after,
+                        value,
+                    },
+                    vec![x],
+                );
+            }
+            18 if !dims.is_empty() => {
+                let axis = self.rng.below(dims.len());
+                let n = dims[axis] as i64;
+                let count = 1 + self.rng.below(4);
+                // Mostly valid (negative ones count from the end), rarely out of range.
+                let idx: Vec<i64> = (0..count)
+                    .map(|_| {
+                        let hi = if self.rng.chance(0.05) { n + 2 } else { n };
+                        self.rng.below((2 * hi) as usize) as i64 - hi
+                    })
+                    .collect();
+                let idt = [DType::I32, DType::I64, DType::F32][self.rng.below(3)];
+                let d = TensorData::from_i64_as(idt, &[count], &idx);
+                let name = format!("in{}", self.args.len());
+                let id = self.g.input(name, d.shape());
+                self.args.push(d);
+                self.add(Op::Gather { axis }, vec![x, id]);
             }
             _ => {
                 let v =

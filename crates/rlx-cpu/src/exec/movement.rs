@@ -1,0 +1,120 @@
+//! Native data-movement ops that fusion leaves whole (`concat`, `pad`, `gather`): slab
+//! copies of bytes, for every dtype, instead of the oracle's per-element index maps.
+//! Results are byte-identical to the oracle's (and its errors are reproduced).
+
+use rlx_ir::{DType, Op, TensorData};
+
+/// `op` on dense operands, or `None` when it is not one of the native movement ops.
+pub(crate) fn eval(
+    op: &Op,
+    ins: &[&TensorData],
+    out_dims: &[usize],
+) -> Option<Result<Vec<u8>, String>> {
+    Some(match op {
+        Op::Concat { axis } => Ok(concat(ins, *axis, out_dims)),
+        Op::Pad {
+            axis,
+            before,
+            value,
+            ..
+        } => Ok(pad(ins[0], *axis, *before, *value, out_dims)),
+        Op::Gather { axis } => gather(ins[0], ins[1], *axis, out_dims),
+        _ => return None,
+    })
+}
+
+fn concat(ins: &[&TensorData], axis: usize, dims: &[usize]) -> Vec<u8> {
+    let w = ins[0].dtype.size_bytes();
+    let outer: usize = dims[..axis].iter().product();
+    let inner: usize = dims[axis + 1..].iter().product();
+    let mut out = Vec::with_capacity(dims.iter().product::<usize>() * w);
+    for o in 0..outer {
+        for t in ins {
+            let slab = t.dims[axis] * inner * w;
+            out.extend_from_slice(&t.bytes[o * slab..(o + 1) * slab]);
+        }
+    }
+    out
+}
+
+fn pad(x: &TensorData, axis: usize, before: usize, value: f64, dims: &[usize]) -> Vec<u8> {
+    let w = x.dtype.size_bytes();
+    // The fill converted like a cast of the f64 value (oracle rule).
+    let fill = rlx_ir::interp::eval_op(
+        &Op::Cast { to: x.dtype },
+        &[&TensorData::from_f64(&[], &[value])],
+        &rlx_ir::Shape::scalar(x.dtype),
+    )
+    .map(|d| d.bytes)
+    .unwrap_or_else(|_| vec![0; w]);
+    let outer: usize = dims[..axis].iter().product();
+    let inner: usize = dims[axis + 1..].iter().product();
+    let (n_in, n_out) = (x.dims[axis], dims[axis]);
+    let mut out = Vec::with_capacity(outer * n_out * inner * w);
+    for o in 0..outer {
+        for k in 0..n_out {
+            if k >= before && k < before + n_in {
+                let src = ((o * n_in) + (k - before)) * inner * w;
+                out.extend_from_slice(&x.bytes[src..src + inner * w]);
+            } else {
+                for _ in 0..inner {
+                    out.extend_from_slice(&fill);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn gather(
+    table: &TensorData,
+    indices: &TensorData,
+    axis: usize,
+    dims: &[usize],
+) -> Result<Vec<u8>, String> {
+    let n = table.dims[axis];
+    let raw: Vec<i64> = if indices.dtype.is_float() {
+        let mut v = Vec::with_capacity(indices.numel());
+        for (i, x) in indices.to_f64_vec().into_iter().enumerate() {
+            if x.fract() == 0.0 && x.abs() < 2f64.powi(63) {
+                v.push(x as i64);
+            } else {
+                return Err(format!(
+                    "gather: index {x} (element {i} of the {} indices) is not an integer; float indices must hold whole numbers",
+                    indices.dtype
+                ));
+            }
+        }
+        v
+    } else if indices.dtype == DType::Bool || indices.dtype.is_complex() {
+        return Err(format!(
+            "gather: indices must be integers, got {}",
+            indices.dtype
+        ));
+    } else {
+        indices.to_i64_vec()
+    };
+    let w = table.dtype.size_bytes();
+    let outer: usize = table.dims[..axis].iter().product();
+    let inner: usize = table.dims[axis + 1..].iter().product();
+    let mut idx = Vec::with_capacity(raw.len());
+    for i in raw {
+        let r = if i < 0 { i + n as i64 } else { i };
+        if r < 0 || r >= n as i64 {
+            return Err(format!(
+                "gather: index {i} is out of range for axis {axis} of size {n} (table dims {:?}); valid indices are {}..{n}",
+                table.dims,
+                -(n as i64)
+            ));
+        }
+        idx.push(r as usize);
+    }
+    let mut out = Vec::with_capacity(dims.iter().product::<usize>() * w);
+    for o in 0..outer {
+        for &k in &idx {
+            let src = (o * n + k) * inner * w;
+            out.extend_from_slice(&table.bytes[src..src + inner * w]);
+        }
+    }
+    Ok(out)
+}
