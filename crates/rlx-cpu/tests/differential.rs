@@ -51,6 +51,13 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 150, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
+    fn convolutions_match_the_oracle(seed in any::<u64>()) {
+        let mut rng = Rng::new(seed);
+        let (g, args) = common::build_conv_graph(&mut rng);
+        check_against_oracle(&g, &args);
+    }
+
+    #[test]
     fn fused_attention_matches_the_oracle(seed in any::<u64>()) {
         let mut rng = Rng::new(seed);
         let (g, args) = common::build_attention_graph(&mut rng);

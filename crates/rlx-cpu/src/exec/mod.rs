@@ -4,6 +4,7 @@
 mod attention;
 mod bind;
 mod contract;
+mod conv;
 mod ew;
 mod loads;
 mod movement;

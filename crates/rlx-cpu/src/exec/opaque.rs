@@ -1,5 +1,6 @@
 //! Opaque kernels: ops without a specialized CPU kernel run on materialized operands —
-//! natively for data movement (`concat`, `pad`, `gather`), else through the oracle's
+//! natively for data movement (`concat`, `pad`, `gather`) and f32 convolution
+//! (im2col + GEMM), else through the oracle's
 //! `eval_op` (correct, slow) — writing the result once.
 
 use super::bind::plan_load;
@@ -83,11 +84,14 @@ impl OpaquePlan {
         let dims = self.out.static_dims().unwrap_or_default();
         let bytes = match super::movement::eval(&self.op, &refs, &dims) {
             Some(r) => r?,
-            None => {
-                interp::eval_op(&self.op, &refs, &self.out)
-                    .map_err(|e| e.to_string())?
-                    .bytes
-            }
+            None => match super::conv::eval(&self.op, &refs, &dims) {
+                Some(b) => b,
+                None => {
+                    interp::eval_op(&self.op, &refs, &self.out)
+                        .map_err(|e| e.to_string())?
+                        .bytes
+                }
+            },
         };
         let want = self.out.size_bytes().unwrap_or(0);
         let r = TensorData {

@@ -203,7 +203,14 @@ impl Builder<'_> {
                     CmpOp::Eq,
                     CmpOp::Ne,
                 ][self.rng.below(6)];
-                if let Some(m) = self.add(Op::Compare(c), vec![x, y]) {
+                // A comparison of a computed value flips where the value lands on the
+                // threshold: compare exact inputs only (the selected values may be computed).
+                let lhs = if matches!(self.g.node(x).op, Op::Input { .. }) {
+                    x
+                } else {
+                    self.input(Shape::new(&dims, if float { dt } else { DType::F32 }))
+                };
+                if let Some(m) = self.add(Op::Compare(c), vec![lhs, y]) {
                     let od = self.broadcastable(&dims);
                     let other = self.input(Shape::new(&od, dt));
                     self.add(Op::Where, vec![m, x, other]);
@@ -497,8 +504,15 @@ pub fn check_against_oracle(g: &Graph, args: &[TensorData]) {
                 .zip(&y)
                 .filter(|(p, q)| p != q && !(p.is_nan() && q.is_nan()))
                 .count();
+            // Half-precision graphs round every node to 8–11 bits, so far more
+            // integers derived from them sit on a rounding edge.
+            let allowed = if graph_tol > tolerance(DType::F32) {
+                4
+            } else {
+                20
+            };
             assert!(
-                bad * 20 <= x.len().max(1),
+                bad * allowed <= x.len().max(1),
                 "output {k}: {bad} of {} elements differ\n{g}",
                 x.len()
             );
@@ -626,6 +640,59 @@ pub fn build_attention_graph(rng: &mut Rng) -> (Graph, Vec<TensorData>) {
         g.add_op(Op::Activation(Activation::Tanh), vec![a]).unwrap()
     } else {
         a
+    };
+    g.set_outputs(vec![out]);
+    (g, args)
+}
+
+/// A random f32 convolution: 1 or 2 spatial axes, groups, stride, padding, dilation,
+/// optional bias, sometimes followed by an activation.
+pub fn build_conv_graph(rng: &mut Rng) -> (Graph, Vec<TensorData>) {
+    let mut g = Graph::new("conv");
+    let mut args = Vec::new();
+    let sr = 1 + rng.below(2);
+    let groups = 1 + rng.below(2);
+    let (n, cin, cout) = (
+        1 + rng.below(2),
+        groups * (1 + rng.below(3)),
+        groups * (1 + rng.below(3)),
+    );
+    let k: Vec<usize> = (0..sr).map(|_| 1 + rng.below(3)).collect();
+    let stride: Vec<usize> = (0..sr).map(|_| 1 + rng.below(2)).collect();
+    let padding: Vec<usize> = (0..sr).map(|_| rng.below(2)).collect();
+    let dilation: Vec<usize> = (0..sr).map(|_| 1 + rng.below(2)).collect();
+    let sp: Vec<usize> = (0..sr).map(|_| 4 + rng.below(6)).collect();
+    let mut xd = vec![n, cin];
+    xd.extend(&sp);
+    let mut wd = vec![cout, cin / groups];
+    wd.extend(&k);
+    let mut input = |g: &mut Graph, rng: &mut Rng, name: &str, dims: &[usize]| {
+        let s = Shape::new(dims, DType::F32);
+        args.push(random_data(rng, &s));
+        g.input(name, s)
+    };
+    let x = input(&mut g, rng, "x", &xd);
+    let w = input(&mut g, rng, "w", &wd);
+    let mut ins = vec![x, w];
+    if rng.chance(0.5) {
+        ins.push(input(&mut g, rng, "b", &[cout]));
+    }
+    let op = Op::Conv {
+        kernel_size: k,
+        stride,
+        padding,
+        dilation,
+        groups,
+    };
+    let Ok(y) = g.add_op(op, ins) else {
+        let y = g.add_op(Op::Activation(Activation::Relu), vec![x]).unwrap();
+        g.set_outputs(vec![y]);
+        return (g, args);
+    };
+    let out = if rng.chance(0.5) {
+        g.add_op(Op::Activation(Activation::Relu), vec![y]).unwrap()
+    } else {
+        y
     };
     g.set_outputs(vec![out]);
     (g, args)
