@@ -180,7 +180,8 @@ fn borrowed_from_f32<'a>(
             return Ok(None);
         };
         // f32 slices are little-endian f32 bytes on a little-endian host.
-        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len() * 4) };
+        let bytes =
+            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len() * 4) };
         return Ok(Some(ArgData::F32(dims, bytes)));
     }
     Ok(typed_from_f32(what, slot, data, binding)?.map(ArgData::Owned))
