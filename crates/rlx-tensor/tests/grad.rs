@@ -166,7 +166,7 @@ fn func_grad_value_and_grad_and_the_all_variants() {
     assert_eq!(g.output_count(), 2);
     assert_eq!(g.param_binding("w"), Some(&[1.0, 2.0][..]));
     let out = g.run(&[("x", &x)]);
-    assert_eq!(out[0], vec![7.0 * 1.0 + 1.0 * 2.0, 7.0 * 1.0 + 1.0 * -1.0]);
+    assert_eq!(out[0], vec![7.0 * 1.0 + 1.0 * 2.0, 7.0 * 1.0 - 1.0]);
     assert_eq!(out[1], vec![7.0, 14.0, 1.0, 2.0]);
     let vg = f.value_and_grad(&["b"]);
     let out = vg.run(&[("x", &x)]);

@@ -237,7 +237,7 @@ fn grad_of_vmap_sums_over_the_batch() {
     let f = Func::new("f", |s| {
         let x = s.input("x", shape![2]);
         let w = s.param("w", shape![2]);
-        (&(&x * &w).sin()).sum_all()
+        (&x * &w).sin().sum_all()
     })
     .with_param("w", vec![0.5, -1.5]);
     let gv = f.vmap(&["x"], 3).grad(&["w", "x"]);

@@ -113,18 +113,21 @@ fn prod_hessian(x: &[f64], dims: &[usize], axes: &[usize]) -> Vec<Vec<f64>> {
         }
         c
     };
-    let mut h = vec![vec![0.0; n]; n];
-    for i in 0..n {
-        for j in 0..n {
-            if i != j && group(i) == group(j) {
-                h[i][j] = (0..n)
-                    .filter(|&k| k != i && k != j && group(k) == group(i))
-                    .map(|k| x[k])
-                    .product();
-            }
-        }
-    }
-    h
+    (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    if i == j || group(i) != group(j) {
+                        return 0.0;
+                    }
+                    (0..n)
+                        .filter(|&k| k != i && k != j && group(k) == group(i))
+                        .map(|k| x[k])
+                        .product()
+                })
+                .collect()
+        })
+        .collect()
 }
 
 #[test]
