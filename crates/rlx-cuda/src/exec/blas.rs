@@ -170,6 +170,7 @@ pub(crate) fn blas_plan(kb: &mut KernelBind<'_>, c: &ContractCode) -> Result<(),
     // A cuBLASLt epilogue: bias broadcast along rows, then ReLU / tanh-GELU.
     let mut lt_epi = None;
     if let Some(pat) = &c.lt
+        && (pat.bias.is_some() || pat.act.is_some())
         && direct
         && sa.is_some()
         && sb.is_some()

@@ -321,15 +321,45 @@ impl Executable for CudaExecutable {
     fn explain(&self) -> String {
         let arena = self.fixed.as_ref().map(|p| p.arena);
         let mut s = rlx_compile::explain(&self.program, "cuda", arena);
-        let host: Vec<String> = self
-            .fixed
-            .iter()
-            .flat_map(|p| p.steps.iter().flatten())
-            .filter_map(|s| match s {
-                Step::Host(h) => Some(h.name()),
-                _ => None,
-            })
-            .collect();
+        let mut host = Vec::new();
+        if let Some(plan) = &self.fixed {
+            let names: Vec<&String> = {
+                let mut v: Vec<(&String, &usize)> = self.entries.iter().collect();
+                v.sort_by_key(|(_, i)| **i);
+                v.into_iter().map(|(n, _)| n).collect()
+            };
+            for (kid, steps) in plan.steps.iter().enumerate() {
+                let route: Vec<String> = steps
+                    .iter()
+                    .map(|st| match st {
+                        Step::Launch(l) => names[l.entry].clone(),
+                        Step::Gemm { call, .. } => {
+                            let mut r = match (&call.epilogue, &call.batching) {
+                                (Some(e), _) => format!(
+                                    "cublasLt{}{}",
+                                    if e.bias.is_some() { "+bias" } else { "" },
+                                    e.act.map(|a| format!("+{}", a.name())).unwrap_or_default()
+                                ),
+                                (None, Batching::Pointers { .. }) => {
+                                    "cublas(pointer batches)".into()
+                                }
+                                (None, Batching::Strided { .. }) => "cublas".into(),
+                            };
+                            r.push_str(&format!("[{}]", call.dtype));
+                            r
+                        }
+                        Step::Fp8(_) => "cublasLt(fp8)".into(),
+                        Step::Host(h) => {
+                            host.push(h.name());
+                            format!("host({})", h.name())
+                        }
+                    })
+                    .collect();
+                if !route.is_empty() {
+                    s.push_str(&format!("\n  kernel {kid}: {}", route.join(" → ")));
+                }
+            }
+        }
         s.push_str(&format!(
             "\ncuda: {} ({} entry points in one NVRTC module",
             self.gpu.describe(),
