@@ -39,7 +39,12 @@ impl Gpu {
     /// The pipeline for `wgsl`, compiled once per device; shader errors come back as
     /// text so the caller can run that kernel elsewhere.
     pub(crate) fn pipeline(&self, wgsl: &str) -> Result<Arc<wgpu::ComputePipeline>, String> {
-        if let Some(p) = self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).get(wgsl) {
+        if let Some(p) = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(wgsl)
+        {
             return p.clone();
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -61,7 +66,12 @@ impl Gpu {
             });
         let r = match pollster::block_on(scope.pop()) {
             None => Ok(Arc::new(pipeline)),
-            Some(e) => Err(format!("shader rejected by the wgpu device: {e}")),
+            Some(e) => {
+                if std::env::var_os("RLX_WGPU_DUMP").is_some() {
+                    eprintln!("[rlx-wgpu] rejected shader:\n{wgsl}");
+                }
+                Err(format!("shader rejected by the wgpu device: {e}"))
+            }
         };
         self.pipelines
             .lock()

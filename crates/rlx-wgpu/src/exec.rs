@@ -190,7 +190,12 @@ impl WgpuExecutable {
                 params.extend_from_slice(&v.to_le_bytes());
             }
             params.resize(align(params.len() as u64, ualign) as usize, 0);
-            launch.push(grid(k, &shader.launch, binding, lim.max_compute_workgroups_per_dimension));
+            launch.push(grid(
+                k,
+                &shader.launch,
+                binding,
+                lim.max_compute_workgroups_per_dimension,
+            ));
         }
         let uniform = if self.plans.iter().any(|p| matches!(p, Plan::Gpu { .. })) {
             params.resize(params.len() + PARAM_BYTES as usize, 0);
@@ -363,7 +368,9 @@ impl WgpuExecutable {
                     dims: bound.buf_dims[b].clone(),
                     bytes: bytes.clone(),
                 },
-                _ => host[b].clone().expect("a buffer is written before it is read"),
+                _ => host[b]
+                    .clone()
+                    .expect("a buffer is written before it is read"),
             }
         };
         let outs = host::run_kernel(p, kernel, &bound.binding, &get).map_err(|e| {
@@ -473,7 +480,10 @@ fn grid(
             .product())
     };
     // Reductions over nothing: the CPU gives the identity or the error.
-    if let KernelKind::Reduce { op, in_space, axes, .. } = &k.kind {
+    if let KernelKind::Reduce {
+        op, in_space, axes, ..
+    } = &k.kind
+    {
         let red: Vec<_> = axes.iter().map(|&a| in_space[a]).collect();
         if n(&red)? == 0 {
             let _ = ReduceOp::Sum;
@@ -634,28 +644,31 @@ impl WgpuExecutable {
         let p = &self.program;
         let (size, arena) = self.take_arena(bound.arena);
         let uniform = bound.uniform.as_ref().expect("a GPU kernel has parameters");
-        let bg = self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("rlx arena"),
-            layout: &self.gpu.layout,
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &arena,
-                        offset: 0,
-                        size: None,
-                    }),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: uniform,
-                        offset: 0,
-                        size: std::num::NonZeroU64::new(PARAM_BYTES),
-                    }),
-                },
-            ],
-        });
+        let bg = self
+            .gpu
+            .device
+            .create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("rlx arena"),
+                layout: &self.gpu.layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: &arena,
+                            offset: 0,
+                            size: None,
+                        }),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: uniform,
+                            offset: 0,
+                            size: std::num::NonZeroU64::new(PARAM_BYTES),
+                        }),
+                    },
+                ],
+            });
         // Arguments some GPU kernel reads go up once.
         for (i, b) in p.buffers.iter().enumerate() {
             if let BufKind::Arg(a) = b.kind {

@@ -6,8 +6,7 @@
 //! oracle computes for the unfused graph: slow, never wrong.
 
 use rlx_compile::program::{
-    BufId, EOp, Expr, Kernel, KernelKind, Load, Program, RowOp, Scalar, ViewStep,
-    view::gather_map,
+    BufId, EOp, Expr, Kernel, KernelKind, Load, Program, RowOp, Scalar, ViewStep, view::gather_map,
 };
 use rlx_ir::{DType, Dim, DimBinding, Op, Shape, TensorData, interp};
 

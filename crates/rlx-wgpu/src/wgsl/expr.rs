@@ -102,9 +102,18 @@ fn act_f32(g: &mut Gen<'_>, a: Activation, x: &str) -> String {
         }
         Neg => format!("(-{x})"),
         Abs => format!("abs({x})"),
-        Sin => format!("sin({x})"),
-        Cos => format!("cos({x})"),
-        Tan => format!("tan({x})"),
+        Sin => {
+            h("trig_");
+            format!("sin_({x})")
+        }
+        Cos => {
+            h("trig_");
+            format!("cos_({x})")
+        }
+        Tan => {
+            h("trig_");
+            format!("tan_({x})")
+        }
         Atan => format!("atan({x})"),
         Recip => format!("(1.0 / {x})"),
         Round => format!("round({x})"),

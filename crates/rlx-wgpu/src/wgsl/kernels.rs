@@ -7,8 +7,8 @@
 use super::expr::post;
 use super::{Cls, Env, Gen, Launch, Shader, Space, WG, cls, ty};
 use crate::host::view_dims_sym;
-use rlx_compile::program::{KernelKind, Program, RowOp};
 use rlx_compile::program::{Kernel, Store};
+use rlx_compile::program::{KernelKind, Program, RowOp};
 use rlx_ir::{DType, Dim, MaskKind, Op, ReduceOp};
 
 /// Reductions at least this long (or of unknown length) use a workgroup per output.
@@ -37,10 +37,7 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
         KernelKind::Row { .. } => row(g, k),
         KernelKind::Contraction { .. } => contraction(g, k),
         KernelKind::Attention { .. } => attention(g, k),
-        KernelKind::Opaque { op, .. } => Err(format!(
-            "{} has no WGSL kernel yet; it runs whole on the CPU",
-            op.name()
-        )),
+        KernelKind::Opaque { .. } => super::opaque::opaque(g, k),
     }
 }
 
@@ -87,10 +84,10 @@ fn fold(g: &mut Gen<'_>, op: ReduceOp, c: Cls, acc: &str, x: &str) -> String {
 /// Tree-combine `sh[0..64]` into `sh[0]` in a fixed order (all threads participate).
 fn tree(g: &mut Gen<'_>, op: ReduceOp, c: Cls, arr: &str) {
     g.line("workgroupBarrier();");
-    g.line("for (var s = 32u; s > 0u; s = s >> 1u) {");
-    g.line("  if (lid < s) {");
+    g.line("for (var half = 32u; half > 0u; half = half >> 1u) {");
+    g.line("  if (lid < half) {");
     g.line(&format!("    var a = {arr}[lid];"));
-    g.line(&format!("    let b = {arr}[lid + s];"));
+    g.line(&format!("    let b = {arr}[lid + half];"));
     let f = fold(g, op, c, "a", "b");
     g.line(&format!("    {f}"));
     g.line(&format!("    {arr}[lid] = a;"));
@@ -225,25 +222,26 @@ fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     g.line(&format!("if (row >= {nrows}) {{ return; }}"));
     let oidx = g.unravel("row", &outer)?;
     // One pass over the row: prologue at (row, j) folded into `acc`.
-    let pass = |g: &mut Gen<'_>, rop: ReduceOp, val: &dyn Fn(&str) -> String| -> Result<String, String> {
-        g.line(&format!("var acc = {};", init(rop, Cls::F)));
-        g.line(&format!("for (var j = lid; j < {c}; j = j + 64u) {{"));
-        let mut idx = oidx.clone();
-        idx.push("j".into());
-        let mut sp = Space::multi(space.clone(), idx);
-        let pv = g.expr(prologue, &mut sp, None)?;
-        let x = val(&pv[*input as usize]);
-        let xv = g.bind("x", &x);
-        let f = fold(g, rop, Cls::F, "acc", &xv);
-        g.line(&f);
-        g.line("}");
-        g.line("sh[lid] = acc;");
-        tree(g, rop, Cls::F, "sh");
-        let s = g.fresh("stat");
-        g.line(&format!("let {s} = sh[0];"));
-        g.line("workgroupBarrier();");
-        Ok(s)
-    };
+    let pass =
+        |g: &mut Gen<'_>, rop: ReduceOp, val: &dyn Fn(&str) -> String| -> Result<String, String> {
+            g.line(&format!("var acc = {};", init(rop, Cls::F)));
+            g.line(&format!("for (var j = lid; j < {c}; j = j + 64u) {{"));
+            let mut idx = oidx.clone();
+            idx.push("j".into());
+            let mut sp = Space::multi(space.clone(), idx);
+            let pv = g.expr(prologue, &mut sp, None)?;
+            let x = val(&pv[*input as usize]);
+            let xv = g.bind("x", &x);
+            let f = fold(g, rop, Cls::F, "acc", &xv);
+            g.line(&f);
+            g.line("}");
+            g.line("sh[lid] = acc;");
+            tree(g, rop, Cls::F, "sh");
+            let s = g.fresh("stat");
+            g.line(&format!("let {s} = sh[0];"));
+            g.line("workgroupBarrier();");
+            Ok(s)
+        };
     g.need("nan_");
     // Statistics, each in its own scope so `acc` can be reused.
     let (s1, s2) = match op {
@@ -334,7 +332,12 @@ fn param(g: &mut Gen<'_>, l: usize, c: Dim) -> Result<String, String> {
 
 /// Per-axis view indices of an operand of dims `vd` at output batch indices `ob`
 /// (right-aligned NumPy broadcasting) followed by `tail`.
-fn batch_index(g: &mut Gen<'_>, vd: &[Dim], ob: &[String], tail: [&str; 2]) -> Result<Vec<String>, String> {
+fn batch_index(
+    g: &mut Gen<'_>,
+    vd: &[Dim],
+    ob: &[String],
+    tail: [&str; 2],
+) -> Result<Vec<String>, String> {
     let nb = vd.len() - 2;
     let off = ob.len() - nb;
     let mut idx = Vec::with_capacity(vd.len());
@@ -367,13 +370,16 @@ fn contraction(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     let (la, lb) = (&k.loads[*a], &k.loads[*b]);
     let ad = view_dims_sym(g.p.buffers[la.buf].shape.dims(), &la.steps);
     let bd = view_dims_sym(g.p.buffers[lb.buf].shape.dims(), &lb.steps);
+    let c = cls(*dtype)?;
+    if *dtype == DType::Bool {
+        return Err("matmul of bool has no WGSL kernel yet; it runs whole on the CPU".into());
+    }
     for (dt, what) in [
-        (*dtype, "product"),
         (g.p.buffers[la.buf].shape.dtype(), "left operand"),
         (g.p.buffers[lb.buf].shape.dtype(), "right operand"),
     ] {
-        if cls(dt)? != Cls::F {
-            return Err(format!("integer matmul ({what} is {dt}) runs on the CPU"));
+        if cls(dt)? != c {
+            return Err(format!("matmul of a {dt} {what} into {dtype}"));
         }
     }
     let r = out_space.len();
@@ -384,21 +390,24 @@ fn contraction(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     let (m, n) = (out_space[r - 2], out_space[r - 1]);
     let kd = ad[ad.len() - 1];
     let (ms, ns, ks) = (g.dim(m)?, g.dim(n)?, g.dim(kd)?);
-    g.decls
-        .push_str("var<workgroup> ta: array<f32, 256>;\nvar<workgroup> tb: array<f32, 256>;\n");
+    let t = ty(c);
+    let zero = if c == Cls::F { "0.0" } else { "0i" };
+    g.decls.push_str(&format!(
+        "var<workgroup> ta: array<{t}, 256>;\nvar<workgroup> tb: array<{t}, 256>;\n"
+    ));
     g.line("let tx = lid % 16u;");
     g.line("let ty = lid / 16u;");
     g.line("let col = wid.x * 16u + tx;");
     g.line("let rw = wid.y * 16u + ty;");
     g.line("let bz = wid.z;");
     let ob = g.unravel("bz", &batch)?;
-    g.line("var acc = 0.0;");
+    g.line(&format!("var acc = {zero};"));
     g.line(&format!("for (var k0 = 0u; k0 < {ks}; k0 = k0 + 16u) {{"));
     // Thread (ty, tx) stages a[rw, k0 + tx] and b[k0 + ty, col].
     g.line("  let ka = k0 + tx;");
     g.line("  let kb = k0 + ty;");
-    g.line("  var va = 0.0;");
-    g.line("  var vb = 0.0;");
+    g.line(&format!("  var va = {zero};"));
+    g.line(&format!("  var vb = {zero};"));
     g.line(&format!("  if (rw < {ms} && ka < {ks}) {{"));
     let ia = batch_index(&mut g, &ad, &ob, ["rw", "ka"])?;
     let ea = g.load_elem_at(*a, &ia)?;
@@ -415,7 +424,12 @@ fn contraction(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     g.line("  tb[ty * 16u + tx] = vb;");
     g.line("  workgroupBarrier();");
     g.line("  for (var kk = 0u; kk < 16u; kk = kk + 1u) {");
-    g.line("    acc = fma(ta[ty * 16u + kk], tb[kk * 16u + tx], acc);");
+    if c == Cls::F {
+        g.line("    acc = fma(ta[ty * 16u + kk], tb[kk * 16u + tx], acc);");
+    } else {
+        // Wrapping 32-bit products and sums: the low bits of the oracle's i64 result.
+        g.line("    acc = acc + ta[ty * 16u + kk] * tb[kk * 16u + tx];");
+    }
     g.line("  }");
     g.line("  workgroupBarrier();");
     g.line("}");
@@ -435,17 +449,34 @@ fn contraction(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
 /// Largest value head width the attention kernel keeps in registers.
 const MAX_DV: usize = 256;
 
-fn attention(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
-    let KernelKind::Attention {
-        op,
-        inputs,
-        out_space,
-        dtype,
-        epilogue,
-    } = &k.kind
-    else {
-        unreachable!()
-    };
+fn attention(g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
+    match &k.kind {
+        KernelKind::Attention {
+            op,
+            inputs,
+            out_space,
+            dtype,
+            epilogue,
+        } => attention_with(g, k, op, inputs, out_space, *dtype, Some(epilogue)),
+        KernelKind::Opaque { op, inputs, out } => {
+            attention_with(g, k, op, inputs, out.dims(), out.dtype(), None)
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Attention of `op` over loads `inputs`; the result goes through `epilogue` (fused
+/// kernels) or straight to the kernel's store (opaque attention).
+pub(crate) fn attention_with(
+    mut g: Gen<'_>,
+    k: &Kernel,
+    op: &Op,
+    inputs: &[usize],
+    out_space: &[Dim],
+    dtype: DType,
+    epilogue: Option<&rlx_compile::program::Expr>,
+) -> Result<Shader, String> {
+    let dtype = &dtype;
     let Op::Attention {
         num_heads,
         head_dim,
@@ -460,7 +491,9 @@ fn attention(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     let (h, d) = (*num_heads, *head_dim);
     let dv = v_head_dim.unwrap_or(d);
     if dv > MAX_DV || dv == 0 || d == 0 {
-        return Err(format!("attention with value heads of {dv} (GPU kernel keeps ≤ {MAX_DV})"));
+        return Err(format!(
+            "attention with value heads of {dv} (GPU kernel keeps ≤ {MAX_DV})"
+        ));
     }
     if cls(*dtype)? != Cls::F {
         return Err("attention of non-float data".into());
@@ -495,7 +528,9 @@ fn attention(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     let group = h / hk;
     let (bsz, sq, sk) = (qd[0], qd[1], kd[1]);
     let (bs, sqs, sks) = (g.dim(bsz)?, g.dim(sq)?, g.dim(sk)?);
-    let scale = score_scale.map(|s| s as f64).unwrap_or(1.0 / (d as f64).sqrt()) as f32;
+    let scale = score_scale
+        .map(|s| s as f64)
+        .unwrap_or(1.0 / (d as f64).sqrt()) as f32;
     // Index of (b, s, head, j) in an operand of this layout.
     let at = |b: &str, s: &str, hh: &str, j: &str, width: usize| -> Vec<String> {
         if four {
@@ -542,13 +577,13 @@ fn attention(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     let xk = g.read(g.k.loads[inputs[1]].buf, &ek)?;
     g.line(&format!("    dot = fma(q[j], {xk}, dot);"));
     g.line("  }");
-    g.line(&format!("  var sc = dot * bitcast<f32>({:#x}u);", scale.to_bits()));
+    g.line(&format!(
+        "  var sc = dot * bitcast<f32>({:#x}u);",
+        scale.to_bits()
+    ));
     if let Some(c) = attn_logit_softcap {
         g.need("tanh_");
-        g.line(&format!(
-            "  sc = {c:?} * tanh_(sc / {c:?});",
-            c = *c as f64
-        ));
+        g.line(&format!("  sc = {c:?} * tanh_(sc / {c:?});", c = *c as f64));
     }
     if *mask_kind == MaskKind::Bias {
         let bl = *inputs.get(3).ok_or("bias mask without its operand")?;
@@ -592,12 +627,16 @@ fn attention(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     g.line("  let o = select(acc[j] / den, 0.0, den == 0.0);");
     let y = post(&mut g, *dtype, "o");
     let core = g.bind("core", &y);
-    let mut sp = Space::multi(out_space.clone(), out_idx);
-    let vars = g.expr(epilogue, &mut sp, Some(&core))?;
+    let mut sp = Space::multi(out_space.to_vec(), out_idx);
     let flat = g.space_flat(&mut sp)?;
-    stores(&mut g, &k.stores, &vars, &flat)?;
+    match epilogue {
+        Some(e) => {
+            let vars = g.expr(e, &mut sp, Some(&core))?;
+            stores(&mut g, &k.stores, &vars, &flat)?;
+        }
+        None => g.write(k.stores[0].buf, &flat, &core)?,
+    }
     g.line("}");
-    let _ = DType::F32;
     Ok(g.finish(
         &WG.to_string(),
         Launch::Threads(vec![bsz, sq, Dim::Static(h)]),

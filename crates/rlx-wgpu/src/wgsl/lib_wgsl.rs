@@ -236,6 +236,49 @@ pub(crate) const HELPERS: &[(&str, &[&str], &str)] = &[
   return atan2(y, x);
 }",
     ),
+    // sin/cos/tan: quadrant reduction with π/2 in four 8-bit parts (every k·part is
+    // exact while |x| < 1e5) and minimax polynomials on [-π/4, π/4]; GPU builtins are only
+    // specified on [-π, π] and to 2^-11 absolute there.
+    (
+        "trig_",
+        &[],
+        "fn trig_red(x: f32) -> vec2<f32> {
+  let k = round(x * 0.6366197723675814);
+  var r = x - k * 1.5703125;
+  r = r - k * 0.0004825592041015625;
+  r = r - k * 1.2665987014770508e-06;
+  r = r - k * 9.92093629470503e-10;
+  let q = f32(i32(k - 4.0 * floor(k * 0.25)));
+  return vec2<f32>(r, q);
+}
+fn sin_p(r: f32) -> f32 {
+  let z = r * r;
+  return r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+}
+fn cos_p(r: f32) -> f32 {
+  let z = r * r;
+  return 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+}
+fn sin_(x: f32) -> f32 {
+  let t = trig_red(x);
+  let r = t.x;
+  let q = t.y;
+  if (q == 0.0) { return sin_p(r); }
+  if (q == 1.0) { return cos_p(r); }
+  if (q == 2.0) { return -sin_p(r); }
+  return -cos_p(r);
+}
+fn cos_(x: f32) -> f32 {
+  let t = trig_red(x);
+  let r = t.x;
+  let q = t.y;
+  if (q == 0.0) { return cos_p(r); }
+  if (q == 1.0) { return -sin_p(r); }
+  if (q == 2.0) { return -cos_p(r); }
+  return sin_p(r);
+}
+fn tan_(x: f32) -> f32 { return sin_(x) / cos_(x); }",
+    ),
 ];
 
 /// The source of helper `name` and its dependencies, in dependency order, appended

@@ -16,6 +16,7 @@
 mod expr;
 pub(crate) mod kernels;
 mod lib_wgsl;
+mod opaque;
 
 use crate::host::view_dims_sym;
 use rlx_compile::program::{BufId, Kernel, Program, Strided, ViewStep, bind_load};
@@ -144,11 +145,7 @@ pub(crate) enum Launch {
     /// One workgroup per element of these dims.
     Groups(Vec<Dim>),
     /// 16×16 output tiles of an `[batch.., m, n]` product: grid `(⌈n/16⌉, ⌈m/16⌉, batch)`.
-    Tiles {
-        m: Dim,
-        n: Dim,
-        batch: Vec<Dim>,
-    },
+    Tiles { m: Dim, n: Dim, batch: Vec<Dim> },
 }
 
 /// Shader builder for one kernel.
@@ -210,7 +207,14 @@ impl<'a> Gen<'a> {
             .loads
             .iter()
             .enumerate()
-            .map(|(i, l)| load_mode(p, l.buf, &l.steps, fixed.and_then(|f| f.strided[i].as_ref())))
+            .map(|(i, l)| {
+                load_mode(
+                    p,
+                    l.buf,
+                    &l.steps,
+                    fixed.and_then(|f| f.strided[i].as_ref()),
+                )
+            })
             .collect();
         Ok(Gen {
             p,
@@ -290,7 +294,7 @@ impl<'a> Gen<'a> {
     /// A fresh identifier.
     pub(crate) fn fresh(&mut self, prefix: &str) -> String {
         self.tmp += 1;
-        format!("{prefix}{}", self.tmp)
+        format!("{prefix}_{}", self.tmp)
     }
 
     /// Append a statement line.
@@ -340,7 +344,10 @@ impl<'a> Gen<'a> {
     /// Per-axis indices of a space (computed now if needed).
     pub(crate) fn space_idx(&mut self, sp: &mut Space) -> Result<Vec<String>, String> {
         if sp.idx.is_none() {
-            let f = sp.flat.clone().expect("a space has a flat or a multi index");
+            let f = sp
+                .flat
+                .clone()
+                .expect("a space has a flat or a multi index");
             let dims = sp.dims.clone();
             sp.idx = Some(self.unravel(&f, &dims)?);
         }
@@ -364,7 +371,11 @@ impl<'a> Gen<'a> {
             LoadMode::Identity => self.space_flat(sp),
             LoadMode::Flat(off) => {
                 let f = self.space_flat(sp)?;
-                Ok(if off == 0 { f } else { format!("({f} + {off}u)") })
+                Ok(if off == 0 {
+                    f
+                } else {
+                    format!("({f} + {off}u)")
+                })
             }
             LoadMode::Strided => {
                 let idx = self.space_idx(sp)?;

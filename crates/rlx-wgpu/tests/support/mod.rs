@@ -19,7 +19,9 @@ pub fn gpu_or_skip(test: &str) -> bool {
     if WgpuBackend.is_available(Device::Gpu) {
         return true;
     }
-    let why = rlx_wgpu::adapter_info(Device::Gpu).err().unwrap_or_default();
+    let why = rlx_wgpu::adapter_info(Device::Gpu)
+        .err()
+        .unwrap_or_default();
     eprintln!(
         "skipping {test}: no wgpu adapter ({why}); `apt-get install -y libvulkan1 mesa-vulkan-drivers` gives a software Vulkan driver"
     );
@@ -60,7 +62,36 @@ pub fn check(g: &Graph, args: &[TensorData]) -> Vec<bool> {
     let views: Vec<_> = args.iter().map(|a| a.view()).collect();
     let got = exe.run(&views);
     compare(g, &exe, want, got);
+    let bad = unexpected_fallbacks(&exe.explain());
+    assert!(
+        bad.is_empty(),
+        "kernels fell back to the host for unplanned reasons: {bad:?}\n{g}\n{}",
+        exe.explain()
+    );
     placement
+}
+
+/// Fallback reasons that are by design: data without a WGSL type, ops without a
+/// kernel yet, and cases whose errors the CPU reports.
+const PLANNED: [&str; 9] = [
+    "has no WGSL compute type",
+    "has no WGSL kernel yet",
+    "runs on the CPU (its error cases are reported there)",
+    "integer mean runs on the CPU",
+    "needs exact f64 values",
+    "of integers is an error the CPU reports",
+    "over an empty axis",
+    "round_to_format runs on the CPU",
+    "(the CPU reports it)",
+];
+
+/// The fallback reasons in `explain` output that are not planned ones.
+pub fn unexpected_fallbacks(explain: &str) -> Vec<String> {
+    explain
+        .lines()
+        .filter_map(|l| l.split_once("CPU fallback (").map(|(_, r)| r.to_string()))
+        .filter(|r| !PLANNED.iter().any(|p| r.contains(p)))
+        .collect()
 }
 
 /// Compare results with the oracle's (both may fail).

@@ -1,0 +1,527 @@
+//! Every op and every kernel kind on the GPU, for f32 and f16 (and the integer
+//! types the shaders compute in i32): each graph is compared with the oracle and
+//! each test asserts the kernels it targets really ran on the GPU (not the host
+//! fallback). Kernels that must fall back say so in `explain` and still match.
+
+mod support;
+
+use rlx_ir::{
+    Activation, BinaryOp, CmpOp, DType, Dim, Graph, MaskKind, NodeId, Op, ReduceOp, Shape,
+    TensorData,
+};
+use rlx_runtime::Device;
+
+/// Deterministic data in `[-2, 2]` (floats), small integers, or bools.
+fn data(shape: &Shape, salt: u64) -> TensorData {
+    let dims = shape.static_dims().unwrap();
+    let n: usize = dims.iter().product();
+    let mut s = salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        (s.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let dt = shape.dtype();
+    if dt.is_float() {
+        let v: Vec<f64> = (0..n).map(|_| next() * 4.0 - 2.0).collect();
+        TensorData::from_f64_as(dt, &dims, &v)
+    } else if dt == DType::Bool {
+        let v: Vec<bool> = (0..n).map(|_| next() > 0.5).collect();
+        TensorData::from_bool(&dims, &v)
+    } else {
+        let v: Vec<i64> = (0..n).map(|_| (next() * 41.0) as i64 - 20).collect();
+        TensorData::from_i64_as(dt, &dims, &v)
+    }
+}
+
+/// A graph under construction with its argument data.
+struct B {
+    g: Graph,
+    args: Vec<TensorData>,
+}
+
+impl B {
+    fn new(name: &str) -> B {
+        B {
+            g: Graph::new(name),
+            args: Vec::new(),
+        }
+    }
+    fn input(&mut self, dims: &[usize], dt: DType) -> NodeId {
+        let s = Shape::new(dims, dt);
+        self.args.push(data(&s, self.args.len() as u64 + 7));
+        self.g.input(format!("x{}", self.args.len()), s)
+    }
+    fn op(&mut self, op: Op, ins: Vec<NodeId>) -> NodeId {
+        self.g.add_op(op, ins).unwrap()
+    }
+    /// Compare with the oracle; every kernel must have run on the GPU.
+    fn all_on_gpu(mut self, outs: Vec<NodeId>) {
+        self.g.set_outputs(outs);
+        let placement = support::check(&self.g, &self.args);
+        assert!(
+            placement.iter().all(|&p| p),
+            "some kernel fell back to the host: {placement:?}\n{}",
+            self.g
+        );
+    }
+    /// Compare with the oracle; returns the placement.
+    fn run(mut self, outs: Vec<NodeId>) -> Vec<bool> {
+        self.g.set_outputs(outs);
+        support::check(&self.g, &self.args)
+    }
+}
+
+const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+#[test]
+fn every_activation_matches_the_oracle_on_the_gpu_in_f32_f16_bf16() {
+    if !support::gpu_or_skip("activations") {
+        return;
+    }
+    for dt in FLOATS {
+        for a in Activation::ALL {
+            let mut b = B::new("act");
+            let x = b.input(&[3, 37], dt);
+            let y = b.op(Op::Activation(a), vec![x]);
+            b.all_on_gpu(vec![y]);
+        }
+    }
+}
+
+#[test]
+fn activations_at_special_values_match_the_oracle() {
+    if !support::gpu_or_skip("special values") {
+        return;
+    }
+    let vals = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1e-30,
+        -1e-30,
+        30.0,
+        -30.0,
+        100.0,
+        -100.0,
+        0.5,
+        -0.5,
+        2.5,
+        -2.5,
+        1e4,
+        -3e4,
+    ];
+    for a in Activation::ALL {
+        let mut b = B::new("special");
+        let x = b.g.input("x", Shape::new(&[vals.len()], DType::F32));
+        b.args.push(TensorData::from_f32(&[vals.len()], &vals));
+        let y = b.op(Op::Activation(a), vec![x]);
+        b.all_on_gpu(vec![y]);
+    }
+}
+
+#[test]
+fn every_float_binary_op_and_comparison_matches_the_oracle_with_broadcasting() {
+    if !support::gpu_or_skip("binary") {
+        return;
+    }
+    let ops = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::Pow,
+        BinaryOp::Mod,
+        BinaryOp::Atan2,
+    ];
+    for dt in FLOATS {
+        for op in ops {
+            let mut b = B::new("bin");
+            let x = b.input(&[4, 1, 9], dt);
+            let y = b.input(&[5, 1], dt);
+            let z = b.op(Op::Binary(op), vec![x, y]);
+            b.all_on_gpu(vec![z]);
+        }
+        for c in [
+            CmpOp::Eq,
+            CmpOp::Ne,
+            CmpOp::Lt,
+            CmpOp::Le,
+            CmpOp::Gt,
+            CmpOp::Ge,
+        ] {
+            let mut b = B::new("cmp");
+            let x = b.input(&[6, 7], dt);
+            let y = b.input(&[7], dt);
+            let m = b.op(Op::Compare(c), vec![x, y]);
+            let w = b.op(Op::Where, vec![m, x, y]);
+            b.all_on_gpu(vec![m, w]);
+        }
+    }
+}
+
+#[test]
+fn integer_and_bool_elementwise_ops_wrap_like_the_oracle() {
+    if !support::gpu_or_skip("integers") {
+        return;
+    }
+    for dt in [DType::I32, DType::I16, DType::I8, DType::U8] {
+        for op in [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Max,
+            BinaryOp::Min,
+            BinaryOp::BitAnd,
+            BinaryOp::BitOr,
+            BinaryOp::BitXor,
+        ] {
+            let mut b = B::new("int");
+            let x = b.input(&[5, 11], dt);
+            let y = b.input(&[11], dt);
+            let s = b.op(Op::Binary(op), vec![x, y]);
+            // Products overflow i8/u8 on purpose: results wrap.
+            let p = b.op(Op::Binary(BinaryOp::Mul), vec![s, s]);
+            let n = b.op(Op::Activation(Activation::Neg), vec![p]);
+            b.all_on_gpu(vec![n]);
+        }
+    }
+    let mut b = B::new("bool");
+    let x = b.input(&[9, 5], DType::Bool);
+    let y = b.input(&[5], DType::Bool);
+    let o = b.op(Op::Binary(BinaryOp::BitXor), vec![x, y]);
+    let m = b.op(Op::Binary(BinaryOp::Max), vec![o, y]);
+    b.all_on_gpu(vec![o, m]);
+}
+
+#[test]
+fn casts_between_every_gpu_dtype_match_the_oracle() {
+    if !support::gpu_or_skip("casts") {
+        return;
+    }
+    let dts = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I16,
+        DType::I8,
+        DType::U8,
+        DType::Bool,
+    ];
+    for from in dts {
+        for to in dts {
+            let mut b = B::new("cast");
+            let x = b.input(&[3, 17], from);
+            // Scale floats up so saturation and wrapping are exercised.
+            let x = if from.is_float() {
+                let c = b.g.add_node(
+                    Op::Constant {
+                        data: TensorData::from_f64_as(from, &[], &[100.0]).bytes,
+                    },
+                    vec![],
+                    Shape::new(&[], from),
+                );
+                b.op(Op::Binary(BinaryOp::Mul), vec![x, c])
+            } else {
+                x
+            };
+            let y = b.op(Op::Cast { to }, vec![x]);
+            b.all_on_gpu(vec![y]);
+        }
+    }
+}
+
+#[test]
+fn views_transpose_narrow_expand_and_reshape_of_a_transpose_read_through_index_maps() {
+    if !support::gpu_or_skip("views") {
+        return;
+    }
+    for dt in [DType::F32, DType::F16] {
+        let mut b = B::new("views");
+        let x = b.input(&[4, 6, 5], dt);
+        let t = b.op(
+            Op::Transpose {
+                perm: vec![2, 0, 1],
+            },
+            vec![x],
+        );
+        let n = b.op(
+            Op::Narrow {
+                axis: 2,
+                start: 1,
+                len: 4,
+            },
+            vec![t],
+        );
+        // A reshape of a non-contiguous view: the walked index map.
+        let r = b.op(
+            Op::Reshape {
+                new_shape: vec![5, 16],
+            },
+            vec![n],
+        );
+        let e = b.op(Op::Activation(Activation::Exp), vec![r]);
+        let y = b.input(&[16], dt);
+        let s = b.op(Op::Binary(BinaryOp::Add), vec![e, y]);
+        b.all_on_gpu(vec![s]);
+    }
+}
+
+#[test]
+fn every_reduction_short_and_long_matches_the_oracle() {
+    if !support::gpu_or_skip("reductions") {
+        return;
+    }
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Prod,
+    ];
+    for dt in [DType::F32, DType::F16, DType::I32] {
+        for op in ops {
+            if dt == DType::I32 && op == ReduceOp::Mean {
+                continue;
+            }
+            // Short (thread per output) and long (workgroup per output) reductions,
+            // over inner, outer and several axes, with a fused prologue and epilogue.
+            for (dims, axes) in [
+                (vec![6, 7], vec![1]),
+                (vec![5, 300], vec![1]),
+                (vec![300, 3], vec![0]),
+                (vec![4, 5, 70], vec![0, 2]),
+            ] {
+                let mut b = B::new("reduce");
+                let x = b.input(&dims, dt);
+                let pre = if dt.is_float() && op == ReduceOp::Prod {
+                    // Keep products finite over 300 factors.
+                    let s = b.op(Op::Activation(Activation::Sigmoid), vec![x]);
+                    let c = b.g.add_node(
+                        Op::Constant {
+                            data: TensorData::from_f64_as(dt, &[], &[0.5]).bytes,
+                        },
+                        vec![],
+                        Shape::new(&[], dt),
+                    );
+                    b.op(Op::Binary(BinaryOp::Add), vec![s, c])
+                } else if dt.is_float() {
+                    b.op(Op::Activation(Activation::Tanh), vec![x])
+                } else {
+                    b.op(Op::Activation(Activation::Abs), vec![x])
+                };
+                let r = b.op(
+                    Op::Reduce {
+                        op,
+                        axes,
+                        keep_dim: false,
+                    },
+                    vec![pre],
+                );
+                let post = b.op(Op::Binary(BinaryOp::Mul), vec![r, r]);
+                b.all_on_gpu(vec![post]);
+            }
+        }
+    }
+}
+
+#[test]
+fn softmax_log_softmax_layer_norm_and_rms_norm_run_as_gpu_row_kernels() {
+    if !support::gpu_or_skip("row ops") {
+        return;
+    }
+    for dt in [DType::F32, DType::F16] {
+        for c in [7usize, 200] {
+            let mut b = B::new("rows");
+            let x = b.input(&[3, 4, c], dt);
+            let sm = b.op(Op::Softmax { axis: -1 }, vec![x]);
+            let ls = b.op(Op::LogSoftmax { axis: -1 }, vec![x]);
+            let g = b.input(&[c], dt);
+            let be = b.input(&[c], dt);
+            let ln = b.op(
+                Op::LayerNorm {
+                    axis: -1,
+                    eps: 1e-5,
+                },
+                vec![x, g, be],
+            );
+            let rn = b.op(
+                Op::RmsNorm {
+                    axis: -1,
+                    eps: 1e-5,
+                },
+                vec![x, g, be],
+            );
+            let t = b.op(Op::Activation(Activation::Tanh), vec![ln]);
+            b.all_on_gpu(vec![sm, ls, t, rn]);
+        }
+    }
+}
+
+#[test]
+fn matmuls_batched_broadcast_transposed_and_with_bias_activation_epilogues() {
+    if !support::gpu_or_skip("matmul") {
+        return;
+    }
+    for dt in [DType::F32, DType::F16] {
+        for (a, w) in [
+            (vec![5, 7], vec![7, 3]),
+            (vec![33, 40], vec![40, 17]),
+            (vec![2, 3, 19, 21], vec![21, 18]),
+            (vec![2, 1, 9, 4], vec![3, 4, 5]),
+        ] {
+            let mut b = B::new("matmul");
+            let x = b.input(&a, dt);
+            let y = b.input(&w, dt);
+            let m = b.op(Op::MatMul, vec![x, y]);
+            b.all_on_gpu(vec![m]);
+        }
+        let mut b = B::new("linear");
+        let x = b.input(&[20, 12], dt);
+        let wt = b.input(&[9, 12], dt);
+        let w = b.op(Op::Transpose { perm: vec![1, 0] }, vec![wt]);
+        let bias = b.input(&[9], dt);
+        let f = b.op(
+            Op::FusedMatMulBiasAct {
+                activation: Some(Activation::Gelu),
+            },
+            vec![x, w, bias],
+        );
+        let res = b.input(&[20, 9], dt);
+        let out = b.op(Op::Binary(BinaryOp::Add), vec![f, res]);
+        b.all_on_gpu(vec![out]);
+    }
+}
+
+#[test]
+fn attention_with_every_mask_kind_runs_on_the_gpu() {
+    if !support::gpu_or_skip("attention") {
+        return;
+    }
+    for dt in [DType::F32, DType::F16] {
+        for mask in [
+            MaskKind::None,
+            MaskKind::Causal,
+            MaskKind::SlidingWindow(3),
+            MaskKind::Custom,
+            MaskKind::Bias,
+        ] {
+            let (bsz, s, h, d) = (2, 9, 4, 8);
+            let mut b = B::new("attention");
+            let q = b.input(&[bsz, s, h, d], dt);
+            let k = b.input(&[bsz, s, 2, d], dt);
+            let v = b.input(&[bsz, s, 2, d], dt);
+            let mut ins = vec![q, k, v];
+            match mask {
+                MaskKind::Custom => ins.push(b.input(&[bsz, s], dt)),
+                MaskKind::Bias => ins.push(b.input(&[h, s, s], dt)),
+                _ => {}
+            }
+            let a = b.op(
+                Op::Attention {
+                    num_heads: h,
+                    head_dim: d,
+                    v_head_dim: None,
+                    mask_kind: mask,
+                    score_scale: None,
+                    attn_logit_softcap: Some(4.0),
+                },
+                ins,
+            );
+            b.all_on_gpu(vec![a]);
+        }
+    }
+}
+
+#[test]
+fn dynamic_dims_bind_per_call_through_uniforms_without_recompiling() {
+    if !support::gpu_or_skip("dynamic dims") {
+        return;
+    }
+    let mut g = Graph::new("dyn");
+    let n = Dim::Dynamic(0);
+    let x = g.input("x", Shape::from_dims(&[n, Dim::Static(6)], DType::F32));
+    let w = g.input("w", Shape::new(&[6, 4], DType::F32));
+    let t = g.add_op(Op::Activation(Activation::Tanh), vec![x]).unwrap();
+    let m = g.add_op(Op::MatMul, vec![t, w]).unwrap();
+    let s = g.add_op(Op::Softmax { axis: -1 }, vec![m]).unwrap();
+    let r = g
+        .add_op(
+            Op::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![0],
+                keep_dim: false,
+            },
+            vec![s],
+        )
+        .unwrap();
+    g.set_outputs(vec![s, r]);
+    let (exe, placement) = rlx_wgpu::compile_with_placement(Device::Gpu, &g).unwrap();
+    assert!(placement.iter().all(|&p| p), "{}", exe.explain());
+    assert!(
+        exe.explain().contains("dynamic parameters"),
+        "{}",
+        exe.explain()
+    );
+    for rows in [1usize, 5, 130] {
+        let xd = data(&Shape::new(&[rows, 6], DType::F32), rows as u64);
+        let wd = data(&Shape::new(&[6, 4], DType::F32), 99);
+        let want = rlx_ir::interp::run_refs(&g, &[("x", &xd), ("w", &wd)]);
+        let got = exe.run(&[xd.view(), wd.view()]);
+        support::compare(&g, &exe, want, got);
+    }
+}
+
+#[test]
+fn unsupported_kernels_fall_back_to_the_host_with_a_reason_and_stay_correct() {
+    if !support::gpu_or_skip("fallback") {
+        return;
+    }
+    // f64 math and a cumsum (opaque) between GPU kernels.
+    let mut b = B::new("mixed");
+    let x = b.input(&[4, 9], DType::F32);
+    let e = b.op(Op::Activation(Activation::Exp), vec![x]);
+    let d = b.op(Op::Cast { to: DType::F64 }, vec![e]);
+    let l = b.op(Op::Activation(Activation::Log), vec![d]);
+    let f = b.op(Op::Cast { to: DType::F32 }, vec![l]);
+    let c = b.op(
+        Op::Cumsum {
+            axis: 1,
+            exclusive: false,
+        },
+        vec![f],
+    );
+    let t = b.op(Op::Activation(Activation::Tanh), vec![c]);
+    b.g.set_outputs(vec![t]);
+    let (exe, placement) = rlx_wgpu::compile_with_placement(Device::Gpu, &b.g).unwrap();
+    let ex = exe.explain();
+    assert!(placement.iter().any(|&p| p), "{ex}");
+    assert!(placement.iter().any(|&p| !p), "{ex}");
+    assert!(ex.contains("CPU fallback ("), "{ex}");
+    assert!(ex.contains("GPU (WGSL"), "{ex}");
+    let placement2 = b.run(vec![t]);
+    assert_eq!(placement, placement2);
+}
+
+#[test]
+fn integer_division_by_zero_is_the_same_error_as_on_the_cpu() {
+    if !support::gpu_or_skip("int division") {
+        return;
+    }
+    let mut g = Graph::new("div0");
+    let x = g.input("x", Shape::new(&[3], DType::I32));
+    let y = g.input("y", Shape::new(&[3], DType::I32));
+    let d = g.add_op(Op::Binary(BinaryOp::Div), vec![x, y]).unwrap();
+    g.set_outputs(vec![d]);
+    let (exe, _) = rlx_wgpu::compile_with_placement(Device::Gpu, &g).unwrap();
+    let xd = TensorData::from_i64_as(DType::I32, &[3], &[1, 2, 3]);
+    let yd = TensorData::from_i64_as(DType::I32, &[3], &[1, 0, 3]);
+    let err = exe.run(&[xd.view(), yd.view()]).unwrap_err();
+    assert!(err.message().contains("division by zero"), "{err}");
+}
