@@ -1,7 +1,7 @@
 //! Adam with L2-coupled weight decay.
 
 use crate::state::Slots;
-use crate::{Optimizer, OptimizerState, check_grad_len, widen};
+use crate::{AdamCoeffs, FusedRule, FusedUpdate, Optimizer, OptimizerState, check_grad_len, widen};
 
 pub(crate) const MOMENT_PREFIXES: [&str; 2] = ["m", "v"];
 
@@ -102,46 +102,82 @@ impl Adam {
     pub fn current_step(&self) -> u64 {
         self.step
     }
+
+    /// The operands of the next step (shared by the host `step` and the fused rule).
+    fn coeffs(&self) -> AdamCoeffs {
+        adam_coeffs(
+            self.f32_math,
+            self.step + 1,
+            [self.lr, self.beta1, self.beta2, self.eps, self.weight_decay],
+        )
+    }
+}
+
+/// Adam/AdamW operands for step `t` from `[lr, β1, β2, eps, wd]`: in `f32` arithmetic
+/// (values kept exactly in the `f64` fields) or widened to `f64`.
+pub(crate) fn adam_coeffs(f32_math: bool, t: u64, hp: [f32; 5]) -> AdamCoeffs {
+    let [lr, b1, b2, eps, wd] = hp;
+    if f32_math {
+        AdamCoeffs {
+            lr: lr as f64,
+            beta1: b1 as f64,
+            one_minus_beta1: (1.0 - b1) as f64,
+            beta2: b2 as f64,
+            one_minus_beta2: (1.0 - b2) as f64,
+            bias_correction1: (1.0 - b1.powf(t as f32)) as f64,
+            bias_correction2: (1.0 - b2.powf(t as f32)) as f64,
+            eps: eps as f64,
+            weight_decay: wd as f64,
+        }
+    } else {
+        adam_coeffs64(t, [widen(lr), widen(b1), widen(b2), widen(eps), widen(wd)])
+    }
+}
+
+/// Adam/AdamW operands for step `t` in `f64` from `[lr, β1, β2, eps, wd]`.
+pub(crate) fn adam_coeffs64(t: u64, hp: [f64; 5]) -> AdamCoeffs {
+    let [lr, b1, b2, eps, wd] = hp;
+    AdamCoeffs {
+        lr,
+        beta1: b1,
+        one_minus_beta1: 1.0 - b1,
+        beta2: b2,
+        one_minus_beta2: 1.0 - b2,
+        bias_correction1: 1.0 - b1.powf(t as f64),
+        bias_correction2: 1.0 - b2.powf(t as f64),
+        eps,
+        weight_decay: wd,
+    }
 }
 
 impl Optimizer for Adam {
     fn step(&mut self, name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
         check_grad_len("Adam", name, param.len(), grad.len());
-        let t = self.step + 1;
         let f32_math = self.f32_math;
-        let (lr, b1, b2, eps, wd) = (self.lr, self.beta1, self.beta2, self.eps, self.weight_decay);
+        let c = self.coeffs();
         let [m, v] = self.moments.get_or_zero("Adam", name, param.len());
+        let elems = param
+            .iter_mut()
+            .zip(grad)
+            .zip(m.iter_mut())
+            .zip(v.iter_mut());
         if f32_math {
-            let bc1 = 1.0 - b1.powf(t as f32);
-            let bc2 = 1.0 - b2.powf(t as f32);
-            for (((p, &g), m), v) in param
-                .iter_mut()
-                .zip(grad)
-                .zip(m.iter_mut())
-                .zip(v.iter_mut())
-            {
+            let [lr, b1, c1, b2, c2, bc1, bc2, eps, wd] = c.as_f32();
+            for (((p, &g), m), v) in elems {
                 let g = g + wd * *p;
-                *m = b1 * *m + (1.0 - b1) * g;
-                *v = b2 * *v + (1.0 - b2) * g * g;
+                *m = b1 * *m + c1 * g;
+                *v = b2 * *v + c2 * g * g;
                 let (m_hat, v_hat) = (*m / bc1, *v / bc2);
                 *p -= lr * m_hat / (v_hat.sqrt() + eps);
             }
         } else {
-            let (lr, b1, b2, eps, wd) = (widen(lr), widen(b1), widen(b2), widen(eps), widen(wd));
-            let bc1 = 1.0 - b1.powf(t as f64);
-            let bc2 = 1.0 - b2.powf(t as f64);
-            for (((p, &g), m), v) in param
-                .iter_mut()
-                .zip(grad)
-                .zip(m.iter_mut())
-                .zip(v.iter_mut())
-            {
+            for (((p, &g), m), v) in elems {
                 let p64 = *p as f64;
-                let g = g as f64 + wd * p64;
-                let m64 = b1 * *m as f64 + (1.0 - b1) * g;
-                let v64 = b2 * *v as f64 + (1.0 - b2) * g * g;
-                let (m_hat, v_hat) = (m64 / bc1, v64 / bc2);
-                *p = (p64 - lr * m_hat / (v_hat.sqrt() + eps)) as f32;
+                let g = g as f64 + c.weight_decay * p64;
+                let m64 = c.beta1 * *m as f64 + c.one_minus_beta1 * g;
+                let v64 = c.beta2 * *v as f64 + c.one_minus_beta2 * g * g;
+                let (m_hat, v_hat) = (m64 / c.bias_correction1, v64 / c.bias_correction2);
+                *p = (p64 - c.lr * m_hat / (v_hat.sqrt() + c.eps)) as f32;
                 *m = m64 as f32;
                 *v = v64 as f32;
             }
@@ -169,6 +205,19 @@ impl Optimizer for Adam {
             }
             None => false,
         }
+    }
+
+    fn fused(&mut self) -> Option<FusedUpdate<'_>> {
+        let rule = FusedRule::Adam {
+            f32_math: self.f32_math,
+            c: self.coeffs(),
+        };
+        Some(FusedUpdate::new(
+            "Adam",
+            rule,
+            &MOMENT_PREFIXES,
+            &mut self.moments,
+        ))
     }
 }
 

@@ -1,8 +1,8 @@
 //! AdamW: Adam with decoupled weight decay, with an optional PyTorch-order f64 path.
 
-use crate::adam::MOMENT_PREFIXES;
+use crate::adam::{MOMENT_PREFIXES, adam_coeffs, adam_coeffs64};
 use crate::state::Slots;
-use crate::{Optimizer, OptimizerState, check_grad_len, widen};
+use crate::{FusedRule, FusedUpdate, Optimizer, OptimizerState, check_grad_len, widen};
 
 /// AdamW (Loshchilov & Hutter): Adam with weight decay decoupled from the moments.
 ///
@@ -87,12 +87,13 @@ fn pick(exact: Option<f64>, field: f32) -> f64 {
     }
 }
 
-/// Linear interpolation in PyTorch's two-branch form (exact at both ends).
-fn torch_lerp(start: f64, end: f64, weight: f64) -> f64 {
+/// Linear interpolation in PyTorch's two-branch form (exact at both ends);
+/// `one_minus_weight` is `1 − weight`.
+fn torch_lerp(start: f64, end: f64, weight: f64, one_minus_weight: f64) -> f64 {
     if weight.abs() < 0.5 {
         start + weight * (end - start)
     } else {
-        end - (end - start) * (1.0 - weight)
+        end - (end - start) * one_minus_weight
     }
 }
 
@@ -196,51 +197,37 @@ impl AdamW {
             wd: pick(wd, self.weight_decay),
         }
     }
-}
 
-impl Optimizer for AdamW {
-    fn step(&mut self, name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
-        check_grad_len("AdamW", name, param.len(), grad.len());
+    /// The rule and operands of the next step (shared by the host `step` and `fused`).
+    fn rule(&self) -> FusedRule {
         let t = self.step + 1;
-        let hp = self.hp64();
-        let (torch_math, f32_math) = (self.torch_math, self.f32_math);
-        let (lr, b1, b2, eps, wd) = (self.lr, self.beta1, self.beta2, self.eps, self.weight_decay);
-        let [m, v] = self.moments.get_or_zero("AdamW", name, param.len());
-        let elems = param
-            .iter_mut()
-            .zip(grad)
-            .zip(m.iter_mut())
-            .zip(v.iter_mut());
-        if torch_math {
+        if self.torch_math {
             let Hp64 {
                 lr,
                 b1,
                 b2,
                 eps,
                 wd,
-            } = hp;
-            let decay = 1.0 - lr * wd;
-            let bc1 = 1.0 - b1.powf(t as f64);
-            let bc2_sqrt = (1.0 - b2.powf(t as f64)).sqrt();
-            let step_size = lr / bc1;
-            for (((p, &g), m), v) in elems {
-                let g = g as f64;
-                let p64 = *p as f64 * decay;
-                let m64 = torch_lerp(*m as f64, g, 1.0 - b1);
-                let v64 = *v as f64 * b2 + (1.0 - b2) * g * g;
-                let denom = v64.sqrt() / bc2_sqrt + eps;
-                *p = (p64 + -step_size * m64 / denom) as f32;
-                *m = m64 as f32;
-                *v = v64 as f32;
+            } = self.hp64();
+            let lerp_weight = 1.0 - b1;
+            FusedRule::AdamWTorch {
+                decay: 1.0 - lr * wd,
+                lerp_weight,
+                one_minus_lerp_weight: 1.0 - lerp_weight,
+                beta2: b2,
+                one_minus_beta2: 1.0 - b2,
+                bias_correction2_sqrt: (1.0 - b2.powf(t as f64)).sqrt(),
+                eps,
+                neg_step_size: -(lr / (1.0 - b1.powf(t as f64))),
             }
-        } else if f32_math {
-            let bc1 = 1.0 - b1.powf(t as f32);
-            let bc2 = 1.0 - b2.powf(t as f32);
-            for (((p, &g), m), v) in elems {
-                *m = b1 * *m + (1.0 - b1) * g;
-                *v = b2 * *v + (1.0 - b2) * g * g;
-                let (m_hat, v_hat) = (*m / bc1, *v / bc2);
-                *p -= lr * (m_hat / (v_hat.sqrt() + eps) + wd * *p);
+        } else if self.f32_math {
+            FusedRule::AdamW {
+                f32_math: true,
+                c: adam_coeffs(
+                    true,
+                    t,
+                    [self.lr, self.beta1, self.beta2, self.eps, self.weight_decay],
+                ),
             }
         } else {
             let Hp64 {
@@ -249,18 +236,69 @@ impl Optimizer for AdamW {
                 b2,
                 eps,
                 wd,
-            } = hp;
-            let bc1 = 1.0 - b1.powf(t as f64);
-            let bc2 = 1.0 - b2.powf(t as f64);
-            for (((p, &g), m), v) in elems {
-                let (g, p64) = (g as f64, *p as f64);
-                let m64 = b1 * *m as f64 + (1.0 - b1) * g;
-                let v64 = b2 * *v as f64 + (1.0 - b2) * g * g;
-                let (m_hat, v_hat) = (m64 / bc1, v64 / bc2);
-                *p = (p64 - lr * (m_hat / (v_hat.sqrt() + eps) + wd * p64)) as f32;
-                *m = m64 as f32;
-                *v = v64 as f32;
+            } = self.hp64();
+            FusedRule::AdamW {
+                f32_math: false,
+                c: adam_coeffs64(t, [lr, b1, b2, eps, wd]),
             }
+        }
+    }
+}
+
+impl Optimizer for AdamW {
+    fn step(&mut self, name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
+        check_grad_len("AdamW", name, param.len(), grad.len());
+        let rule = self.rule();
+        let [m, v] = self.moments.get_or_zero("AdamW", name, param.len());
+        let elems = param
+            .iter_mut()
+            .zip(grad)
+            .zip(m.iter_mut())
+            .zip(v.iter_mut());
+        match rule {
+            FusedRule::AdamWTorch {
+                decay,
+                lerp_weight,
+                one_minus_lerp_weight,
+                beta2,
+                one_minus_beta2,
+                bias_correction2_sqrt,
+                eps,
+                neg_step_size,
+            } => {
+                for (((p, &g), m), v) in elems {
+                    let g = g as f64;
+                    let p64 = *p as f64 * decay;
+                    let m64 = torch_lerp(*m as f64, g, lerp_weight, one_minus_lerp_weight);
+                    let v64 = *v as f64 * beta2 + one_minus_beta2 * g * g;
+                    let denom = v64.sqrt() / bias_correction2_sqrt + eps;
+                    *p = (p64 + neg_step_size * m64 / denom) as f32;
+                    *m = m64 as f32;
+                    *v = v64 as f32;
+                }
+            }
+            FusedRule::AdamW { f32_math: true, c } => {
+                let [lr, b1, c1, b2, c2, bc1, bc2, eps, wd] = c.as_f32();
+                for (((p, &g), m), v) in elems {
+                    *m = b1 * *m + c1 * g;
+                    *v = b2 * *v + c2 * g * g;
+                    let (m_hat, v_hat) = (*m / bc1, *v / bc2);
+                    *p -= lr * (m_hat / (v_hat.sqrt() + eps) + wd * *p);
+                }
+            }
+            FusedRule::AdamW { c, .. } => {
+                for (((p, &g), m), v) in elems {
+                    let (g, p64) = (g as f64, *p as f64);
+                    let m64 = c.beta1 * *m as f64 + c.one_minus_beta1 * g;
+                    let v64 = c.beta2 * *v as f64 + c.one_minus_beta2 * g * g;
+                    let (m_hat, v_hat) = (m64 / c.bias_correction1, v64 / c.bias_correction2);
+                    *p = (p64 - c.lr * (m_hat / (v_hat.sqrt() + c.eps) + c.weight_decay * p64))
+                        as f32;
+                    *m = m64 as f32;
+                    *v = v64 as f32;
+                }
+            }
+            _ => unreachable!("AdamW::rule gives an AdamW rule"),
         }
     }
 
@@ -287,6 +325,16 @@ impl Optimizer for AdamW {
             }
             None => false,
         }
+    }
+
+    fn fused(&mut self) -> Option<FusedUpdate<'_>> {
+        let rule = self.rule();
+        Some(FusedUpdate::new(
+            "AdamW",
+            rule,
+            &MOMENT_PREFIXES,
+            &mut self.moments,
+        ))
     }
 }
 

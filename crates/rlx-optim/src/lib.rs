@@ -43,6 +43,7 @@
 
 mod adam;
 mod adamw;
+mod fused;
 mod lion;
 mod muon;
 mod schedule;
@@ -51,6 +52,7 @@ mod state;
 
 pub use adam::Adam;
 pub use adamw::AdamW;
+pub use fused::{AdamCoeffs, FusedRule, FusedUpdate, Unfused};
 pub use lion::Lion;
 pub use muon::Muon;
 pub use schedule::LrSchedule;
@@ -218,6 +220,19 @@ pub trait Optimizer {
     fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
         let _ = state;
         false
+    }
+
+    /// This step's update rule as data plus access to the state buffers, for training
+    /// steps compiled into one program (forward, backward and update together; see
+    /// [`FusedUpdate`]). `None` — the default, so every user optimizer keeps working —
+    /// means "run my [`step_batch`](Optimizer::step_batch) on the host".
+    ///
+    /// Called after [`set_lr`](Optimizer::set_lr) and before
+    /// [`end_iteration`](Optimizer::end_iteration), once per training step; the operands
+    /// in the rule are those the host `step` would use now. [`Sgd`], [`Adam`], [`AdamW`]
+    /// and [`Lion`] return a rule; [`Muon`] (Newton–Schulz on whole matrices) does not.
+    fn fused(&mut self) -> Option<FusedUpdate<'_>> {
+        None
     }
 }
 

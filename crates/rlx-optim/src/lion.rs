@@ -1,7 +1,7 @@
 //! Lion: sign-of-interpolated-momentum updates.
 
 use crate::state::Slots;
-use crate::{Optimizer, OptimizerState, check_grad_len};
+use crate::{FusedRule, FusedUpdate, Optimizer, OptimizerState, check_grad_len};
 
 const PREFIXES: [&str; 1] = ["m"];
 
@@ -86,17 +86,39 @@ impl Lion {
     pub fn current_step(&self) -> u64 {
         self.step
     }
+
+    /// The operands of one step, shared by the host `step` and the fused rule.
+    fn rule(&self) -> FusedRule {
+        FusedRule::Lion {
+            lr: self.lr,
+            beta1: self.beta1,
+            one_minus_beta1: 1.0 - self.beta1,
+            beta2: self.beta2,
+            one_minus_beta2: 1.0 - self.beta2,
+            weight_decay: self.weight_decay,
+        }
+    }
 }
 
 impl Optimizer for Lion {
     fn step(&mut self, name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
         check_grad_len("Lion", name, param.len(), grad.len());
-        let (lr, b1, b2, wd) = (self.lr, self.beta1, self.beta2, self.weight_decay);
+        let FusedRule::Lion {
+            lr,
+            beta1: b1,
+            one_minus_beta1: c1,
+            beta2: b2,
+            one_minus_beta2: c2,
+            weight_decay: wd,
+        } = self.rule()
+        else {
+            unreachable!()
+        };
         let [m] = self.momentum.get_or_zero("Lion", name, param.len());
         for ((p, &g), m) in param.iter_mut().zip(grad).zip(m.iter_mut()) {
-            let c = b1 * *m + (1.0 - b1) * g;
+            let c = b1 * *m + c1 * g;
             *p -= lr * (sign(c) + wd * *p);
-            *m = b2 * *m + (1.0 - b2) * g;
+            *m = b2 * *m + c2 * g;
         }
     }
 
@@ -121,6 +143,16 @@ impl Optimizer for Lion {
             }
             None => false,
         }
+    }
+
+    fn fused(&mut self) -> Option<FusedUpdate<'_>> {
+        let rule = self.rule();
+        Some(FusedUpdate::new(
+            "Lion",
+            rule,
+            &PREFIXES,
+            &mut self.momentum,
+        ))
     }
 }
 

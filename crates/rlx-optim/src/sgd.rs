@@ -1,7 +1,7 @@
 //! Stochastic gradient descent with optional (Nesterov) momentum and L2 weight decay.
 
 use crate::state::Slots;
-use crate::{Optimizer, OptimizerState, check_grad_len};
+use crate::{FusedRule, FusedUpdate, Optimizer, OptimizerState, check_grad_len};
 
 const PREFIXES: [&str; 1] = ["v"];
 
@@ -115,6 +115,18 @@ impl Optimizer for Sgd {
             }
             None => false,
         }
+    }
+
+    fn fused(&mut self) -> Option<FusedUpdate<'_>> {
+        let rule = FusedRule::Sgd {
+            lr: self.lr,
+            momentum: self.momentum,
+            nesterov: self.nesterov,
+            weight_decay: self.weight_decay,
+        };
+        // Like `step`: no velocity exists (or is created) without momentum.
+        let kinds: &'static [&'static str] = if self.momentum == 0.0 { &[] } else { &PREFIXES };
+        Some(FusedUpdate::new("Sgd", rule, kinds, &mut self.velocity))
     }
 }
 

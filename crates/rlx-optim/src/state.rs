@@ -45,6 +45,11 @@ impl<const K: usize> Slots<K> {
         slots
     }
 
+    /// The buffers of `name`, if it has state.
+    pub(crate) fn get(&self, name: &str) -> Option<&[Vec<f32>; K]> {
+        self.map.get(name)
+    }
+
     /// Snapshot as `"<prefix>/<name>"` buffers, grouped by param in ascending name order.
     pub(crate) fn export(&self, step: u64, prefixes: [&str; K]) -> OptimizerState {
         let mut names: Vec<&String> = self.map.keys().collect();
