@@ -148,20 +148,20 @@ pub fn generated_source(graph: &Graph) -> RuntimeResult<String> {
         .source)
 }
 
-/// Knobs for [`compile_emulated_with`].
+/// Routing knobs for [`compile_routed`]: which library routes the planner may take.
 #[derive(Debug, Clone, Copy)]
-pub struct EmuOptions {
-    /// Route BLAS-able matmuls to the (emulated) cuBLAS calls instead of the generic kernel.
+pub struct Routing {
+    /// Route BLAS-able matmuls to cuBLAS/cuBLASLt instead of the generic kernel.
     pub blas: bool,
     /// Split reductions whose reduced extent is at least this long.
     pub split_min: usize,
-    /// Route per-tensor fp8 scaled matmuls to the (emulated) cuBLASLt call.
+    /// Route per-tensor fp8 scaled matmuls to cuBLASLt (where the device can).
     pub fp8: bool,
 }
 
-impl Default for EmuOptions {
+impl Default for Routing {
     fn default() -> Self {
-        EmuOptions {
+        Routing {
             blas: true,
             split_min: 8192,
             fp8: true,
@@ -169,7 +169,27 @@ impl Default for EmuOptions {
     }
 }
 
-/// The shared host emulator (`None` with the reason when no C++ compiler runs).
+/// Compile `graph` for `gpu` with explicit routing (routes the device lacks stay off).
+pub fn compile_routed(
+    gpu: Arc<dyn device::Gpu>,
+    graph: &Graph,
+    r: Routing,
+) -> RuntimeResult<Arc<dyn Executable>> {
+    graph
+        .verify()
+        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
+    let program = compile(graph, &compile_options())?;
+    let tuning = exec::plan::Tuning {
+        sm_count: device::Gpu::sm_count(gpu.as_ref()),
+        split_min: r.split_min,
+        blas: r.blas && device::Gpu::has_blas(gpu.as_ref()),
+        fp8: r.fp8 && device::Gpu::has_fp8(gpu.as_ref()),
+    };
+    let e = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
+    Ok(Arc::new(e))
+}
+
+/// The shared host emulator (`Err` with the reason when no C++ compiler runs).
 pub fn emulator() -> Result<Arc<emu::EmuGpu>, String> {
     static EMU: OnceLock<Result<Arc<emu::EmuGpu>, String>> = OnceLock::new();
     EMU.get_or_init(|| emu::EmuGpu::new().map(Arc::new)).clone()
@@ -178,22 +198,11 @@ pub fn emulator() -> Result<Arc<emu::EmuGpu>, String> {
 /// Compile `graph` for the host emulator with the backend's options (for testing the
 /// generated code and the executor without a GPU).
 pub fn compile_emulated(graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
-    compile_emulated_with(graph, EmuOptions::default())
+    compile_emulated_with(graph, Routing::default())
 }
 
-/// [`compile_emulated`] with explicit routing knobs.
-pub fn compile_emulated_with(graph: &Graph, o: EmuOptions) -> RuntimeResult<Arc<dyn Executable>> {
+/// [`compile_emulated`] with explicit routing.
+pub fn compile_emulated_with(graph: &Graph, r: Routing) -> RuntimeResult<Arc<dyn Executable>> {
     let gpu = emulator().map_err(RuntimeError::new)?;
-    graph
-        .verify()
-        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
-    let program = compile(graph, &compile_options())?;
-    let tuning = exec::plan::Tuning {
-        sm_count: device::Gpu::sm_count(gpu.as_ref()),
-        split_min: o.split_min,
-        blas: o.blas,
-        fp8: o.fp8,
-    };
-    let e = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
-    Ok(Arc::new(e))
+    compile_routed(gpu, graph, r)
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod cases;
+
 use rlx_ir::{
     Activation, BinaryOp, CmpOp, DType, Graph, MaskKind, NodeId, Op, ReduceOp, Shape, TensorData,
     interp,

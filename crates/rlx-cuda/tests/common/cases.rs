@@ -1,0 +1,399 @@
+//! Targeted cases shared by the emulator tests and the GPU tests: each takes the
+//! [`Target`] to compile for and checks results against the oracle (and, where the
+//! planner has a choice, which route it took).
+
+use super::{Rng, check, random_data};
+use rlx_cuda::device::Gpu;
+use rlx_cuda::{Routing, compile_routed};
+use rlx_ir::{
+    Activation, BinaryOp, DType, Dim, Graph, NodeId, Op, ReduceOp, ScaleLayout, ScaledFormat,
+    Shape, TensorData,
+};
+use rlx_runtime::{Executable, RuntimeResult};
+use std::sync::Arc;
+
+/// Where the cases run.
+pub struct Target {
+    pub gpu: Arc<dyn Gpu>,
+}
+
+impl Target {
+    pub fn compile(&self, g: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+        compile_routed(self.gpu.clone(), g, Routing::default())
+    }
+    pub fn routed(&self, g: &Graph, r: Routing) -> RuntimeResult<Arc<dyn Executable>> {
+        compile_routed(self.gpu.clone(), g, r)
+    }
+}
+
+fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
+    g.add_op(o, ins).unwrap()
+}
+
+/// Batched matmuls through every BLAS operand mapping: transposed operands (BLAS
+/// transposes), broadcast batches (pointer arrays), a broadcast operand (packed first),
+/// in f32, f64, f16 and bf16, against the oracle and the generic kernel.
+pub fn matmul_operand_layouts_map_onto_blas_calls(t: &Target) {
+    let mut rng = Rng::new(7);
+    for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        for case in 0..5 {
+            let mut g = Graph::new("mm");
+            let mut args = Vec::new();
+            let mut input = |g: &mut Graph, dims: &[usize]| {
+                let s = Shape::new(dims, dt);
+                args.push(random_data(&mut rng, &s));
+                g.input(format!("x{}", args.len()), s)
+            };
+            let (m, k, n) = (5, 7, 3);
+            let (a, b) = match case {
+                // Plain batched [2, M, K] × [2, K, N].
+                0 => (input(&mut g, &[2, m, k]), input(&mut g, &[2, k, n])),
+                // Both operands transposed views.
+                1 => {
+                    let at = input(&mut g, &[2, k, m]);
+                    let bt = input(&mut g, &[2, n, k]);
+                    let perm = vec![0, 2, 1];
+                    (
+                        op(&mut g, Op::Transpose { perm: perm.clone() }, vec![at]),
+                        op(&mut g, Op::Transpose { perm }, vec![bt]),
+                    )
+                }
+                // Broadcast batch: [3, 1, M, K] × [2, K, N] → [3, 2, M, N].
+                2 => (input(&mut g, &[3, 1, m, k]), input(&mut g, &[2, k, n])),
+                // A row broadcast over M: no BLAS layout, packed first.
+                3 => {
+                    let row = input(&mut g, &[1, k]);
+                    let e = op(
+                        &mut g,
+                        Op::Expand {
+                            target_shape: vec![m as i64, k as i64],
+                        },
+                        vec![row],
+                    );
+                    (e, input(&mut g, &[k, n]))
+                }
+                // A narrowed (offset, strided) left operand.
+                _ => {
+                    let big = input(&mut g, &[m + 2, k + 3]);
+                    let r = op(
+                        &mut g,
+                        Op::Narrow {
+                            axis: 0,
+                            start: 1,
+                            len: m,
+                        },
+                        vec![big],
+                    );
+                    let c = op(
+                        &mut g,
+                        Op::Narrow {
+                            axis: 1,
+                            start: 2,
+                            len: k,
+                        },
+                        vec![r],
+                    );
+                    (c, input(&mut g, &[k, n]))
+                }
+            };
+            let p = op(&mut g, Op::MatMul, vec![a, b]);
+            g.set_outputs(vec![p]);
+            check(&g, &args, &|g| t.compile(g));
+            let plan = t.compile(&g).unwrap().explain();
+            let want = match case {
+                2 => "cublas(pointer batches)",
+                3 => "_pa → cublas",
+                _ => "cublas[",
+            };
+            assert!(plan.contains(want), "case {case}: {plan}");
+            let o = Routing {
+                blas: false,
+                ..Routing::default()
+            };
+            check(&g, &args, &|g| t.routed(g, o));
+        }
+    }
+}
+
+/// `act(x·w + b)` fuses into a cuBLASLt epilogue (bias, ReLU, tanh-GELU); other
+/// activations run as a generated epilogue kernel over the product.
+pub fn linear_layers_use_fused_blas_epilogues(t: &Target) {
+    let mut rng = Rng::new(11);
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        for act in [
+            None,
+            Some(Activation::Relu),
+            Some(Activation::GeluApprox),
+            Some(Activation::Silu),
+        ] {
+            let mut g = Graph::new("linear");
+            let shapes = [
+                Shape::new(&[6, 9], dt),
+                Shape::new(&[9, 4], dt),
+                Shape::new(&[4], dt),
+            ];
+            let args: Vec<TensorData> = shapes.iter().map(|s| random_data(&mut rng, s)).collect();
+            let ids: Vec<NodeId> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| g.input(format!("x{i}"), s.clone()))
+                .collect();
+            let y = op(&mut g, Op::FusedMatMulBiasAct { activation: act }, ids);
+            g.set_outputs(vec![y]);
+            check(&g, &args, &|g| t.compile(g));
+            let plan = t.compile(&g).unwrap().explain();
+            let want = match act {
+                Some(Activation::Silu) => "_ep".to_string(),
+                Some(a) => format!("cublasLt+bias+{}", a.name()),
+                None => "cublasLt+bias[".to_string(),
+            };
+            assert!(plan.contains(&want), "{act:?} {dt}: {plan}");
+        }
+    }
+}
+
+/// Integer matmuls run on the generated kernel with wrapping accumulation.
+pub fn integer_matmul_uses_the_generic_kernel(t: &Target) {
+    let mut g = Graph::new("imm");
+    let a = g.input("a", Shape::new(&[3, 4], DType::I32));
+    let b = g.input("b", Shape::new(&[4, 2], DType::I32));
+    let p = op(&mut g, Op::MatMul, vec![a, b]);
+    g.set_outputs(vec![p]);
+    let av = TensorData::from_i64_as(
+        DType::I32,
+        &[3, 4],
+        &(0..12).map(|i| i - 5).collect::<Vec<_>>(),
+    );
+    let bv = TensorData::from_i64_as(DType::I32, &[4, 2], &[1, 2, 3, 4, 5, 6, 7, 8]);
+    let exe = t.compile(&g).unwrap();
+    let out = exe.run(&[av.view(), bv.view()]).unwrap();
+    // Row 0 is [-5, -4, -3, -2]: (-5 - 12 - 15 - 14, -10 - 16 - 18 - 16).
+    assert_eq!(&out[0].to_i64_vec()[..2], &[-46, -60]);
+}
+
+/// A program with a dynamic batch compiles once and runs at several sizes, with
+/// reductions (split and not), softmax, a matmul and a transposed view.
+pub fn dynamic_dims_are_kernel_arguments(t: &Target) {
+    let mut g = Graph::new("dyn");
+    let x = g.input(
+        "x",
+        Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(24)], DType::F32),
+    );
+    let w = g.input("w", Shape::new(&[24, 5], DType::F32));
+    let xt = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![x]);
+    let e = op(&mut g, Op::Activation(Activation::Exp), vec![xt]);
+    let s0 = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![1],
+            keep_dim: false,
+        },
+        vec![e],
+    );
+    let s1 = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Max,
+            axes: vec![0],
+            keep_dim: false,
+        },
+        vec![x],
+    );
+    let sm = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
+    let mm = op(&mut g, Op::MatMul, vec![sm, w]);
+    g.set_outputs(vec![s0, s1, mm]);
+    let exe = t
+        .routed(
+            &g,
+            Routing {
+                split_min: 8,
+                ..Routing::default()
+            },
+        )
+        .unwrap();
+    let mut rng = Rng::new(3);
+    for b in [1usize, 7, 40] {
+        let args = vec![
+            random_data(&mut rng, &Shape::new(&[b, 24], DType::F32)),
+            random_data(&mut rng, &Shape::new(&[24, 5], DType::F32)),
+        ];
+        let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+        let got = exe.run(&views).unwrap();
+        let mut gs = g.clone();
+        // The oracle runs the same graph with the batch bound.
+        gs.name = format!("dyn{b}");
+        let want = super::oracle(&gs, &args).unwrap();
+        for (x, y) in got.iter().zip(&want) {
+            assert_eq!(x.dims, y.dims);
+            for (p, q) in x.to_f64_vec().iter().zip(y.to_f64_vec()) {
+                assert!(
+                    (p - q).abs() <= 1e-4 * (1.0 + q.abs()),
+                    "batch {b}: {p} vs {q}"
+                );
+            }
+        }
+    }
+}
+
+/// Device-side errors come back as run errors naming the kernel.
+pub fn integer_division_by_zero_is_a_run_error(t: &Target) {
+    let mut g = Graph::new("div");
+    let a = g.input("a", Shape::new(&[4], DType::I32));
+    let b = g.input("b", Shape::new(&[4], DType::I32));
+    let q = op(&mut g, Op::Binary(BinaryOp::Div), vec![a, b]);
+    g.set_outputs(vec![q]);
+    let exe = t.compile(&g).unwrap();
+    let av = TensorData::from_i64_as(DType::I32, &[4], &[7, -7, 9, 1]);
+    let ok = TensorData::from_i64_as(DType::I32, &[4], &[2, 2, -4, 1]);
+    assert_eq!(
+        exe.run(&[av.view(), ok.view()]).unwrap()[0].to_i64_vec(),
+        vec![3, -3, -2, 1]
+    );
+    let zero = TensorData::from_i64_as(DType::I32, &[4], &[2, 0, 1, 1]);
+    let err = exe.run(&[av.view(), zero.view()]).unwrap_err().to_string();
+    assert!(
+        err.contains("division by zero") && err.contains("kernel 0"),
+        "{err}"
+    );
+}
+
+/// Softmax cross-entropy with class labels runs natively; a bad label is an error.
+pub fn cross_entropy_with_labels_matches_the_oracle_and_rejects_bad_labels(t: &Target) {
+    let mut g = Graph::new("xent");
+    let l = g.input("l", Shape::new(&[6, 10], DType::F32));
+    let y = g.input("y", Shape::new(&[6], DType::F32));
+    let e = op(&mut g, Op::SoftmaxCrossEntropyWithLogits, vec![l, y]);
+    let m = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Mean,
+            axes: vec![0],
+            keep_dim: false,
+        },
+        vec![e],
+    );
+    g.set_outputs(vec![e, m]);
+    let mut rng = Rng::new(5);
+    let lv = random_data(&mut rng, &Shape::new(&[6, 10], DType::F32));
+    let yv = TensorData::from_f32(&[6], &[0.0, 9.0, 3.0, 3.0, 1.0, 5.0]);
+    check(&g, &[lv.clone(), yv], &|g| t.compile(g));
+    let bad = TensorData::from_f32(&[6], &[0.0, 10.0, 3.0, 3.0, 1.0, 5.0]);
+    let exe = t.compile(&g).unwrap();
+    let err = exe.run(&[lv.view(), bad.view()]).unwrap_err().to_string();
+    assert!(err.contains("label"), "{err}");
+}
+
+/// Per-tensor fp8 scaled matmuls take the cuBLASLt route (emulated), with and without
+/// a bias; other formats run on the host through the oracle.
+pub fn scaled_fp8_matmul_matches_the_oracle(t: &Target) {
+    for (lf, rf, has_bias) in [
+        (ScaledFormat::F8E4M3, ScaledFormat::F8E4M3, false),
+        (ScaledFormat::F8E4M3, ScaledFormat::F8E5M2, true),
+        (ScaledFormat::F6E2M3, ScaledFormat::F6E2M3, true),
+    ] {
+        let (m, k, n) = (16, 32, 16);
+        let mut g = Graph::new("fp8");
+        let x = g.input("x", Shape::new(&[m, k], DType::F32));
+        let w = g.input("w", Shape::new(&[n, k], DType::F32));
+        let pt = ScaleLayout::PerTensor;
+        let sx = op(
+            &mut g,
+            Op::ScaledQuantScale {
+                format: lf,
+                scale_layout: pt,
+            },
+            vec![x],
+        );
+        let qx = op(
+            &mut g,
+            Op::ScaledQuantize {
+                format: lf,
+                scale_layout: pt,
+            },
+            vec![x, sx],
+        );
+        let sw = op(
+            &mut g,
+            Op::ScaledQuantScale {
+                format: rf,
+                scale_layout: pt,
+            },
+            vec![w],
+        );
+        let qw = op(
+            &mut g,
+            Op::ScaledQuantize {
+                format: rf,
+                scale_layout: pt,
+            },
+            vec![w, sw],
+        );
+        let mut ins = vec![qx, qw, sx, sw];
+        if has_bias {
+            ins.push(g.input("b", Shape::new(&[n], DType::F32)));
+        }
+        let y = op(
+            &mut g,
+            Op::ScaledMatMul {
+                lhs_format: lf,
+                rhs_format: rf,
+                scale_layout: pt,
+                has_bias,
+            },
+            ins,
+        );
+        g.set_outputs(vec![y]);
+        let mut rng = Rng::new(13);
+        let mut args = vec![
+            random_data(&mut rng, &Shape::new(&[m, k], DType::F32)),
+            random_data(&mut rng, &Shape::new(&[n, k], DType::F32)),
+        ];
+        if has_bias {
+            args.push(random_data(&mut rng, &Shape::new(&[n], DType::F32)));
+        }
+        check(&g, &args, &|g| t.compile(g));
+        let plan = t.compile(&g).unwrap().explain();
+        let native = lf.is_native_fp8() && rf.is_native_fp8();
+        let native = native && t.gpu.has_fp8();
+        assert_eq!(plan.contains("cublasLt(fp8)"), native, "{plan}");
+        assert_eq!(plan.contains("host(scaled_matmul)"), !native, "{plan}");
+        let no_fp8 = Routing {
+            fp8: false,
+            ..Routing::default()
+        };
+        check(&g, &args, &|g| t.routed(g, no_fp8));
+    }
+}
+
+/// Ops without a native kernel (gather, convolution) run on the host between device
+/// kernels.
+pub fn host_ops_run_between_device_kernels(t: &Target) {
+    let mut g = Graph::new("host");
+    let tab = g.input("t", Shape::new(&[5, 3], DType::F32));
+    let i = g.input("i", Shape::new(&[4], DType::I64));
+    let r = op(&mut g, Op::Activation(Activation::Exp), vec![tab]);
+    let gat = op(&mut g, Op::Gather { axis: 0 }, vec![r, i]);
+    let s = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![1],
+            keep_dim: false,
+        },
+        vec![gat],
+    );
+    g.set_outputs(vec![s]);
+    let mut rng = Rng::new(17);
+    let args = vec![
+        random_data(&mut rng, &Shape::new(&[5, 3], DType::F32)),
+        TensorData::from_i64(&[4], &[4, 0, 2, 2]),
+    ];
+    check(&g, &args, &|g| t.compile(g));
+    let exe = t.compile(&g).unwrap();
+    assert!(
+        exe.explain().contains("on the host: gather"),
+        "{}",
+        exe.explain()
+    );
+}
