@@ -16,6 +16,9 @@ static REGISTER: Once = Once::new();
 pub(crate) fn ensure_backends() {
     REGISTER.call_once(|| {
         rlx_runtime::register_backend(std::sync::Arc::new(rlx_cpu::CpuBackend));
+        // CUDA through run-time loaded libraries (available where a driver, NVRTC and a GPU are).
+        #[cfg(feature = "eval-cuda")]
+        rlx_runtime::register_backend(std::sync::Arc::new(rlx_cuda::CudaBackend));
     });
 }
 
