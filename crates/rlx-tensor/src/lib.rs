@@ -38,6 +38,8 @@ mod slice;
 mod tensor;
 #[cfg(feature = "optim")]
 mod train;
+#[cfg(feature = "optim")]
+mod train_fused;
 #[cfg(feature = "autodiff")]
 mod transforms;
 #[cfg(feature = "autodiff")]
@@ -56,7 +58,9 @@ pub use model::Model;
 pub use rlx_ir::op::{Activation, MaskKind};
 pub use rlx_ir::{DType, Dim, Graph, NodeId, ScaleLayout, ScaledFormat, Shape};
 #[cfg(feature = "optim")]
-pub use rlx_optim::{Adam, AdamW, Lion, Muon, OptItem, Optimizer, Sgd};
+pub use rlx_optim::{
+    Adam, AdamCoeffs, AdamW, FusedRule, FusedUpdate, Lion, Muon, OptItem, Optimizer, Sgd, Unfused,
+};
 pub use scope::{GraphScope, graph, graph_with};
 pub use slice::{SliceAxis, SliceSpec, ax, ix, rg, tail};
 pub use tensor::{Scalar, Tensor};

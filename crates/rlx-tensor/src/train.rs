@@ -14,7 +14,7 @@ pub use rlx_optim::LrSchedule;
 
 impl Func {
     /// The memoized value-and-grad function for `wrt` (no params bound: they come from `self`).
-    fn value_and_grad_for(&self, wrt: &[&str]) -> Result<Func> {
+    pub(crate) fn value_and_grad_for(&self, wrt: &[&str]) -> Result<Func> {
         let key = format!("value_and_grad:{}", wrt.join("\u{1f}"));
         self.derived(&key, || self.try_value_and_grad(wrt))
     }
@@ -243,22 +243,27 @@ impl Func {
         schedule: Option<&LrSchedule>,
         step: usize,
         max_grad_norm: f32,
-        quant: Option<&dyn Fn(&str, &[usize], &mut [f32])>,
+        quant: Option<crate::train_fused::Quant<'_>>,
         wrt: &[&str],
         inputs: &[(&str, &[f32])],
     ) -> Result<(Func, Vec<f32>)> {
         if let Some(s) = schedule {
             opt.set_lr(s.lr_at(step));
         }
+        for name in wrt {
+            if self.param_binding(name).is_none() {
+                return Err(unbound(self, name));
+            }
+        }
+        if let Some(done) = self.try_fused_step(device, opt, max_grad_norm, quant, wrt, inputs)? {
+            return Ok(done);
+        }
         let mut masters: Vec<Vec<f32>> = Vec::with_capacity(wrt.len());
         let mut shapes: Vec<Vec<usize>> = Vec::with_capacity(wrt.len());
         for name in wrt {
-            let data = self.param_binding(name).ok_or_else(|| {
-                Error::new(format!(
-                    "train_step: param `{name}` is not bound; bind it with .with_param(\"{name}\", data), .init_params(..) or .init_randn(..) (declared params: {:?})",
-                    self.param_names()
-                ))
-            })?;
+            let data = self
+                .param_binding(name)
+                .ok_or_else(|| unbound(self, name))?;
             masters.push(data.to_vec());
             shapes.push(self.param_shape_of(name).unwrap_or_default());
         }
@@ -312,4 +317,11 @@ impl Func {
         }
         Ok((next, loss))
     }
+}
+
+fn unbound(f: &Func, name: &str) -> Error {
+    Error::new(format!(
+        "train_step: param `{name}` is not bound; bind it with .with_param(\"{name}\", data), .init_params(..) or .init_randn(..) (declared params: {:?})",
+        f.param_names()
+    ))
 }
