@@ -143,8 +143,38 @@ impl<'g> Bw<'g> {
         self.bin(BinaryOp::Sub, l, r)
     }
 
+    /// `l · r`; no node when one side is all ones and the other already has the
+    /// product's dims and dtype (the seed of a gradient is such a ones tensor, so
+    /// the first rule applied to it would otherwise multiply by it).
     pub(crate) fn mul(&mut self, l: NodeId, r: NodeId) -> IrResult<NodeId> {
+        let (ls, rs) = (self.shape(l), self.shape(r));
+        if ls.dtype() == rs.dtype() {
+            if self.is_ones(l) && ls.broadcast_with(&rs).ok().as_ref() == Some(&rs) {
+                return Ok(r);
+            }
+            if self.is_ones(r) && ls.broadcast_with(&rs).ok().as_ref() == Some(&ls) {
+                return Ok(l);
+            }
+        }
         self.bin(BinaryOp::Mul, l, r)
+    }
+
+    /// Whether `id` is a constant of ones, possibly reshaped or broadcast.
+    fn is_ones(&self, id: NodeId) -> bool {
+        let n = self.g.node(id);
+        match &n.op {
+            Op::Constant { data } => {
+                let Some(dims) = n.shape.static_dims() else {
+                    return false;
+                };
+                let numel: usize = dims.iter().product();
+                numel <= 64
+                    && TensorData::new(n.shape.dtype(), &dims, data.clone())
+                        .is_ok_and(|d| d.to_f64_vec().iter().all(|&v| v == 1.0))
+            }
+            Op::Reshape { .. } | Op::Expand { .. } | Op::BroadcastLike => self.is_ones(n.inputs[0]),
+            _ => false,
+        }
     }
 
     pub(crate) fn div(&mut self, l: NodeId, r: NodeId) -> IrResult<NodeId> {

@@ -261,6 +261,11 @@ fn binary(bw: &mut Bw, node: &Node, b: BinaryOp, g: NodeId) -> IrResult<()> {
     let (gl, gr) = match b {
         BinaryOp::Add => (Some(g), Some(g)),
         BinaryOp::Sub => (Some(g), if wr { Some(bw.neg(g)?) } else { None }),
+        // x·x: one term 2·g·x instead of two equal ones.
+        BinaryOp::Mul if l == r => {
+            let gx = bw.mul(g, l)?;
+            (Some(bw.scale(gx, 2.0)?), None)
+        }
         BinaryOp::Mul => (
             if wl { Some(bw.mul(g, rv)?) } else { None },
             if wr { Some(bw.mul(g, l)?) } else { None },

@@ -266,6 +266,37 @@ fn a_value_used_twice_accumulates_both_contributions() {
 }
 
 #[test]
+fn the_backward_pass_of_sum_x_x_sin_x_is_minimal() {
+    // d/dx Σ x·x·sin x = 2x·sin x + x²·cos x. The ones seed of the sum is never
+    // multiplied in, and x·x gives one term 2·(g·x): the backward pass is cos, three
+    // multiplies and one add (the W10 benchmark's gradient).
+    let n = 300; // above the size at which the seed is a broadcast scalar
+    let mut g = Graph::new("w10");
+    let x = g.input("x", Shape::new(&[n], DType::F64));
+    let xx = op(&mut g, Op::Binary(BinaryOp::Mul), vec![x, x]);
+    let s = op(&mut g, Op::Activation(Activation::Sin), vec![x]);
+    let p = op(&mut g, Op::Binary(BinaryOp::Mul), vec![xx, s]);
+    let l = crate::sum_all(&mut g, p);
+    g.set_outputs(vec![l]);
+    let dg = grad_graph(&g, &[x]).unwrap();
+    let count = |f: &dyn Fn(&Op) -> bool| dg.nodes().iter().filter(|n| f(&n.op)).count();
+    let fwd_muls = 2;
+    assert_eq!(
+        count(&|o| *o == Op::Binary(BinaryOp::Mul)) - fwd_muls,
+        3,
+        "{dg}"
+    );
+    assert_eq!(count(&|o| *o == Op::Binary(BinaryOp::Add)), 1, "{dg}");
+    assert_eq!(count(&|o| *o == Op::Activation(Activation::Cos)), 1, "{dg}");
+    let xv = uniform(n, 3, -3.0, 3.0);
+    let got = run(&dg, &[("x", vals(&[n], &xv))]).remove(0).to_f64_vec();
+    for (gi, xi) in got.iter().zip(&xv) {
+        let want = 2.0 * xi * xi.sin() + xi * xi * xi.cos();
+        assert!((gi - want).abs() < 1e-12, "{gi} vs {want}");
+    }
+}
+
+#[test]
 fn stop_gradient_blocks_one_path_and_keeps_the_other() {
     // y = x·stop(x): dy/dx = stop(x) = x (not 2x).
     let mut g = Graph::new("sg");
