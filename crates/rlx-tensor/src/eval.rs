@@ -19,6 +19,9 @@ pub(crate) fn ensure_backends() {
         // CUDA through run-time loaded libraries (available where a driver, NVRTC and a GPU are).
         #[cfg(feature = "eval-cuda")]
         rlx_runtime::register_backend(std::sync::Arc::new(rlx_cuda::CudaBackend));
+        // Gpu/Vulkan/Metal/DirectX/WebGpu through wgpu (available where an adapter is).
+        #[cfg(feature = "eval-gpu")]
+        rlx_runtime::register_backend(std::sync::Arc::new(rlx_wgpu::WgpuBackend));
     });
 }
 

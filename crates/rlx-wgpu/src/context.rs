@@ -17,6 +17,12 @@ pub(crate) struct Gpu {
     pub(crate) pipeline_layout: wgpu::PipelineLayout,
     /// Pipelines by WGSL source: identical kernels share one pipeline.
     pub(crate) pipelines: Mutex<HashMap<String, Result<Arc<wgpu::ComputePipeline>, String>>>,
+    /// Arenas handed back after runs, shared by every program on this device.
+    pub(crate) arenas: Mutex<Vec<(u64, wgpu::Buffer)>>,
+    /// Buffers of dropped executables, released at the next compile. Executables live
+    /// in per-thread caches and may be dropped during thread-local destruction, where
+    /// wgpu cannot release a buffer; the context itself is never dropped.
+    pub(crate) graveyard: Mutex<Vec<wgpu::Buffer>>,
 }
 
 impl Gpu {
@@ -171,6 +177,8 @@ fn open(device: Device) -> Result<Gpu, String> {
         layout,
         pipeline_layout,
         pipelines: Mutex::new(HashMap::new()),
+        arenas: Mutex::new(Vec::new()),
+        graveyard: Mutex::new(Vec::new()),
     })
 }
 

@@ -59,7 +59,6 @@ pub(crate) struct WgpuExecutable {
     plans: Vec<Plan>,
     fixed: Option<Arc<Bound>>,
     cache: Mutex<Vec<(Vec<(u32, usize)>, Arc<Bound>)>>,
-    pool: Mutex<Vec<(u64, wgpu::Buffer)>>,
     consts_bytes: u64,
     /// Per buffer: read by some GPU kernel.
     gpu_reads: Vec<bool>,
@@ -79,6 +78,10 @@ fn log_fallback(what: &str) {
 
 impl WgpuExecutable {
     pub(crate) fn new(gpu: Arc<Gpu>, program: Program) -> RuntimeResult<WgpuExecutable> {
+        // Release the buffers of executables dropped since (see `Gpu::graveyard`).
+        drop(std::mem::take(
+            &mut *gpu.graveyard.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
         let consts_bytes = program
             .buffers
             .iter()
@@ -133,7 +136,6 @@ impl WgpuExecutable {
             plans,
             fixed: None,
             cache: Mutex::new(Vec::new()),
-            pool: Mutex::new(Vec::new()),
             consts_bytes,
             gpu_reads,
         };
@@ -256,22 +258,27 @@ impl WgpuExecutable {
         matches!(self.plans[k], Plan::Gpu { .. }) && bound.launch[k].is_ok()
     }
 
-    /// An arena of at least `bytes` with the constants uploaded.
+    /// An arena of at least `bytes` (from the device's pool) with the constants uploaded.
     fn take_arena(&self, bytes: u64) -> (u64, wgpu::Buffer) {
-        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = pool.iter().position(|(s, _)| *s >= bytes) {
-            return pool.swap_remove(i);
-        }
-        drop(pool);
-        let size = align(bytes.max(4), REGION_ALIGN);
-        let buf = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("rlx arena"),
-            size,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_DST
-                | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
+        let reused = {
+            let mut pool = self.gpu.arenas.lock().unwrap_or_else(|e| e.into_inner());
+            pool.iter()
+                .position(|(s, _)| *s >= bytes)
+                .map(|i| pool.swap_remove(i))
+        };
+        let (size, buf) = reused.unwrap_or_else(|| {
+            let size = align(bytes.max(4), REGION_ALIGN);
+            let buf = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("rlx arena"),
+                size,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            (size, buf)
         });
+        // Another program may have used this arena: the (small) constants go up per run.
         let mut off = 0u64;
         for b in &self.program.buffers {
             if let BufKind::Const(bytes) = &b.kind {
@@ -280,6 +287,16 @@ impl WgpuExecutable {
             }
         }
         (size, buf)
+    }
+
+    /// Hand an arena back to the device's pool (the largest few are kept).
+    fn give_arena(&self, size: u64, buf: wgpu::Buffer) {
+        let mut pool = self.gpu.arenas.lock().unwrap_or_else(|e| e.into_inner());
+        pool.push((size, buf));
+        if pool.len() > 8 {
+            pool.sort_by_key(|(s, _)| std::cmp::Reverse(*s));
+            pool.truncate(8);
+        }
     }
 
     /// Copy byte ranges of the arena back to the host (submits pending work first).
@@ -557,6 +574,22 @@ fn binding_from_args(p: &Program, args: &[TensorView<'_>]) -> RuntimeResult<DimB
     Ok(b)
 }
 
+impl Drop for WgpuExecutable {
+    fn drop(&mut self) {
+        // Keep the parameter buffers alive in the device context (see `Gpu::graveyard`).
+        let mut keep: Vec<wgpu::Buffer> = Vec::new();
+        let cached = self.cache.get_mut().unwrap_or_else(|e| e.into_inner());
+        for b in self.fixed.iter().chain(cached.iter().map(|(_, b)| b)) {
+            keep.extend(b.uniform.iter().cloned());
+        }
+        self.gpu
+            .graveyard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(keep);
+    }
+}
+
 impl Executable for WgpuExecutable {
     fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
         let p = &self.program;
@@ -773,10 +806,7 @@ impl WgpuExecutable {
         if let Some(e) = enc.take() {
             self.gpu.queue.submit([e.finish()]);
         }
-        self.pool
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((size, arena));
+        self.give_arena(size, arena);
         out
     }
 }

@@ -51,7 +51,12 @@ fn random_graphs_match_the_oracle_on_the_gpu() {
         GPU_KERNELS.load(Ordering::Relaxed),
         ALL_KERNELS.load(Ordering::Relaxed),
     );
-    eprintln!("{gpu} of {all} kernels ran on the GPU (the rest: f64/i64 data, gather, ...)");
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "wgpu differential suite on {}: {gpu} of {all} kernels ran on the GPU (the rest: f64/i64 data, gather, ...)",
+        rlx_wgpu::adapter_info(rlx_runtime::Device::Gpu).unwrap_or_default()
+    );
     assert!(gpu * 3 >= all, "only {gpu} of {all} kernels ran on the GPU");
 }
 

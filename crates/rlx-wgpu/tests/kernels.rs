@@ -525,3 +525,28 @@ fn integer_division_by_zero_is_the_same_error_as_on_the_cpu() {
     let err = exe.run(&[xd.view(), yd.view()]).unwrap_err();
     assert!(err.message().contains("division by zero"), "{err}");
 }
+
+#[test]
+fn device_selectors_map_onto_the_adapter_of_their_api() {
+    use rlx_runtime::Backend;
+    use rlx_wgpu::{WgpuBackend, adapter_info};
+    if !support::gpu_or_skip("device selectors") {
+        return;
+    }
+    let info = adapter_info(Device::Gpu).unwrap();
+    if info.contains("Vulkan") {
+        assert!(WgpuBackend.is_available(Device::Vulkan));
+        assert!(adapter_info(Device::Vulkan).unwrap().contains("Vulkan"));
+    }
+    if cfg!(target_os = "linux") {
+        assert!(!WgpuBackend.is_available(Device::Metal));
+        assert!(!WgpuBackend.is_available(Device::DirectX));
+    }
+    // The browser API does not exist in a native build; CUDA is another backend's.
+    assert!(!WgpuBackend.is_available(Device::WebGpu));
+    assert!(!WgpuBackend.is_available(Device::Cuda));
+    // lavapipe and other CPU emulations are usable but are not hardware.
+    if info.contains("Cpu") {
+        assert!(!WgpuBackend.is_hardware(Device::Gpu));
+    }
+}
