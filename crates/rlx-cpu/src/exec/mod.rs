@@ -13,6 +13,8 @@ mod ops;
 mod par;
 mod reduce;
 mod row;
+mod scaled;
+mod scaled_quant;
 mod value;
 mod vm;
 

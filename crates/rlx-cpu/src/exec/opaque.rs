@@ -84,7 +84,9 @@ impl OpaquePlan {
         let dims = self.out.static_dims().unwrap_or_default();
         let bytes = match super::movement::eval(&self.op, &refs, &dims) {
             Some(r) => r?,
-            None => match super::conv::eval(&self.op, &refs, &dims) {
+            None => match super::conv::eval(&self.op, &refs, &dims)
+                .or_else(|| super::scaled::eval(&self.op, &refs, &dims))
+            {
                 Some(b) => b,
                 None => {
                     interp::eval_op(&self.op, &refs, &self.out)

@@ -1,0 +1,327 @@
+//! The CPU scaled-matmul kernel (decode panels of codes × block scales, f32 GEMM panel
+//! by panel) and the native quantization kernels, against the oracle.
+//!
+//! - On data whose partial sums are exact in f32 (small integers times powers of two)
+//!   the compiled result equals the oracle bit for bit — for every layout, for fp8,
+//!   fp6 and fp4 formats, across K-panel, N-block and M-tile boundaries.
+//! - On random data it stays within the f32-accumulation bound
+//!   `(k + 2)·2⁻²⁴·Σₚ|aₚ·bₚ| + 2⁻²⁴·|c|` of the oracle's f64 sum.
+//! - Codes and scales from the native quantizers equal the oracle's exactly.
+
+use rlx_cpu::CpuBackend;
+use rlx_ir::{DType, Graph, Op, ScaleLayout, ScaledFormat, Shape, TensorData, interp};
+use rlx_runtime::{Backend, Device};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> i64 {
+        (self.next() % n) as i64
+    }
+    fn normal(&mut self) -> f32 {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64 + 1e-12;
+        let v = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+    }
+}
+
+/// `x [m,k]`, `w [n,k]` f32 inputs → outputs `[y, lq, rq, ls, rs]` where
+/// `y = scaled_matmul(x, w)` (+ `b [n]` when `bias`).
+fn graph(
+    m: usize,
+    n: usize,
+    k: usize,
+    fmts: [ScaledFormat; 2],
+    layout: ScaleLayout,
+    bias: bool,
+) -> Graph {
+    let mut g = Graph::new("scaled");
+    let x = g.input("x", Shape::new(&[m, k], DType::F32));
+    let w = g.input("w", Shape::new(&[n, k], DType::F32));
+    let quant = |g: &mut Graph, t, format| {
+        let s = g
+            .add_op(
+                Op::ScaledQuantScale {
+                    format,
+                    scale_layout: layout,
+                },
+                vec![t],
+            )
+            .unwrap();
+        let q = g
+            .add_op(
+                Op::ScaledQuantize {
+                    format,
+                    scale_layout: layout,
+                },
+                vec![t, s],
+            )
+            .unwrap();
+        (q, s)
+    };
+    let (lq, ls) = quant(&mut g, x, fmts[0]);
+    let (rq, rs) = quant(&mut g, w, fmts[1]);
+    let mut ins = vec![lq, rq, ls, rs];
+    if bias {
+        ins.push(g.input("b", Shape::new(&[n], DType::F32)));
+    }
+    let y = g
+        .add_op(
+            Op::ScaledMatMul {
+                lhs_format: fmts[0],
+                rhs_format: fmts[1],
+                scale_layout: layout,
+                has_bias: bias,
+            },
+            ins,
+        )
+        .unwrap();
+    g.set_outputs(vec![y, lq, rq, ls, rs]);
+    g
+}
+
+fn both(g: &Graph, args: &[(&str, TensorData)]) -> (Vec<TensorData>, Vec<TensorData>) {
+    let want = interp::run(g, args).unwrap();
+    let exe = CpuBackend.compile(Device::Cpu, g).unwrap();
+    let views: Vec<_> = args.iter().map(|(_, d)| d.view()).collect();
+    (exe.run(&views).unwrap(), want)
+}
+
+/// The largest value of the exact data for a format: `max_finite` times a power of two,
+/// in (4, 8]. It has the mantissa of `max_finite`, so no MX scale saturates it, and
+/// `pinned / max_finite` is a power of two, so per-tensor and NVFP4 scales are exact.
+fn pinned(f: ScaledFormat) -> f32 {
+    let mut p = f.max_finite();
+    while p > 8.0 {
+        p /= 2.0;
+    }
+    while p <= 4.0 {
+        p *= 2.0;
+    }
+    p
+}
+
+/// Rows of small integers (≤ mantissa + 1 significant bits, so exact in the format at
+/// any power-of-two scale) times a power of two per scale block, with one element of
+/// each block at [`pinned`] so that every scale is a power of two. Partial sums of
+/// the products stay below 2²¹ units of their granularity.
+fn exact_rows(
+    rng: &mut Rng,
+    rows: usize,
+    k: usize,
+    f: ScaledFormat,
+    layout: ScaleLayout,
+) -> Vec<f32> {
+    let block = layout.block().map_or(k, |b| b as usize);
+    let top = if f.mant_bits() >= 2 { 7 } else { 3 };
+    let mut v = vec![0f32; rows * k];
+    for r in 0..rows {
+        for b0 in (0..k).step_by(block) {
+            // Per-tensor scales are shared by the whole tensor, so only block layouts
+            // vary the power of two between blocks.
+            let p = if layout.block().is_some() {
+                2f32.powi(rng.below(3) as i32 - 1)
+            } else {
+                1.0
+            };
+            for p_ in 0..block {
+                let i = rng.below(2 * top as u64 + 1) - top;
+                v[r * k + b0 + p_] = i as f32 * p;
+            }
+            let sign = if rng.below(2) == 0 { 1.0 } else { -1.0 };
+            v[r * k + b0 + rng.below(block as u64) as usize] = sign * pinned(f) * p;
+        }
+    }
+    v
+}
+
+const LAYOUTS: [ScaleLayout; 3] = [
+    ScaleLayout::PerTensor,
+    ScaleLayout::BlockMxE8M0 { block: 32 },
+    ScaleLayout::Nvfp4 { group: 16 },
+];
+
+#[test]
+fn exact_data_gives_the_oracle_bit_for_bit_for_every_layout_and_format() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let formats = [
+        ScaledFormat::F8E4M3,
+        ScaledFormat::F8E5M2,
+        ScaledFormat::F6E2M3,
+        ScaledFormat::F4E2M1,
+        ScaledFormat::F8E4M3Fnuz,
+    ];
+    // k = 320 crosses a 256-wide K panel; m = 3 splits C's columns; m = 130 has a
+    // ragged last M tile.
+    for (m, n, k) in [(3, 20, 64), (130, 37, 320), (5, 300, 96)] {
+        for layout in LAYOUTS {
+            for f in formats {
+                let fmts = [f, ScaledFormat::F8E4M3];
+                let x = exact_rows(&mut rng, m, k, fmts[0], layout);
+                let w = exact_rows(&mut rng, n, k, fmts[1], layout);
+                let g = graph(m, n, k, fmts, layout, false);
+                let args = [
+                    ("x", TensorData::from_f32(&[m, k], &x)),
+                    ("w", TensorData::from_f32(&[n, k], &w)),
+                ];
+                let (got, want) = both(&g, &args);
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(a, b, "output {i}, {m}x{n}x{k} {f} {layout}");
+                }
+                // The data is exactly representable, so this is also the f32 matmul —
+                // unless an NVFP4 scale (E4M3, ≥ 2⁻⁹) underflows, as for e5m2 elements.
+                let nvfp4_underflow = matches!(layout, ScaleLayout::Nvfp4 { .. })
+                    && fmts.iter().any(|f| pinned(*f) / f.max_finite() < 2f32.powi(-9));
+                if nvfp4_underflow {
+                    continue;
+                }
+                let y = got[0].to_f32_vec();
+                for i in 0..m {
+                    for j in 0..n {
+                        let dot: f64 = (0..k)
+                            .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
+                            .sum();
+                        assert_eq!(y[i * n + j] as f64, dot, "({i},{j}) {f} {layout}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Decoded operand values (f64) from codes and scales, the oracle's definition.
+fn decoded(f: ScaledFormat, layout: ScaleLayout, q: &TensorData, s: &TensorData) -> Vec<f64> {
+    let k = q.dims[1];
+    let sv = s.to_f64_vec();
+    q.bytes
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            let sc = match layout {
+                ScaleLayout::PerTensor => sv[0],
+                ScaleLayout::BlockMxE8M0 { block } => {
+                    (sv[(i / k) * (k / block as usize) + (i % k) / block as usize] - 127.0).exp2()
+                }
+                ScaleLayout::Nvfp4 { group } => ScaledFormat::F8E4M3
+                    .decode(sv[(i / k) * (k / group as usize) + (i % k) / group as usize] as u8)
+                    as f64,
+            };
+            f.decode(c) as f64 * sc
+        })
+        .collect()
+}
+
+#[test]
+fn random_data_stays_within_the_f32_accumulation_bound_of_the_oracle() {
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    for (m, n, k) in [(17, 1100, 288), (64, 9, 512)] {
+        for layout in LAYOUTS {
+            for f in [ScaledFormat::F8E4M3, ScaledFormat::F4E2M1] {
+                let x: Vec<f32> = (0..m * k).map(|_| rng.normal()).collect();
+                let w: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+                let b: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
+                let g = graph(m, n, k, [f, f], layout, true);
+                let args = [
+                    ("x", TensorData::from_f32(&[m, k], &x)),
+                    ("w", TensorData::from_f32(&[n, k], &w)),
+                    ("b", TensorData::from_f32(&[n], &b)),
+                ];
+                let (got, want) = both(&g, &args);
+                for i in 1..5 {
+                    assert_eq!(got[i], want[i], "quantizer output {i}, {f} {layout}");
+                }
+                let a = decoded(f, layout, &want[1], &want[3]);
+                let bb = decoded(f, layout, &want[2], &want[4]);
+                let (y, yo) = (got[0].to_f32_vec(), want[0].to_f32_vec());
+                let eps = 2f64.powi(-24);
+                let mut exact = 0;
+                for i in 0..m {
+                    for j in 0..n {
+                        let mag: f64 = (0..k).map(|p| (a[i * k + p] * bb[j * k + p]).abs()).sum();
+                        let (g_, o) = (y[i * n + j] as f64, yo[i * n + j] as f64);
+                        let bound = (k as f64 + 2.0) * eps * mag + 2.0 * eps * o.abs();
+                        assert!(
+                            (g_ - o).abs() <= bound,
+                            "({i},{j}) {f} {layout}: {g_} vs {o}, bound {bound:e}"
+                        );
+                        exact += (g_ == o) as usize;
+                    }
+                }
+                println!(
+                    "{m}x{n}x{k} {f} {layout}: {exact}/{} sums equal the oracle's",
+                    m * n
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn quantizers_match_the_oracle_on_f16_bf16_f64_inputs_and_special_values() {
+    let mut rng = Rng(77);
+    for dt in [DType::F16, DType::BF16, DType::F64, DType::F32] {
+        for layout in LAYOUTS {
+            for f in [
+                ScaledFormat::F8E5M2,
+                ScaledFormat::F8E4M3Fnuz,
+                ScaledFormat::F4E2M1,
+            ] {
+                let (rows, k) = (6, 64);
+                let mut v: Vec<f64> = (0..rows * k).map(|_| rng.normal() as f64 * 3.0).collect();
+                v[3] = f64::INFINITY;
+                v[70] = f64::NAN;
+                v[100] = -0.0;
+                v[200..232].fill(0.0); // an all-zero block
+                let x = TensorData::from_f64_as(dt, &[rows, k], &v);
+                let mut g = Graph::new("q");
+                let xi = g.input("x", x.shape());
+                let s = g
+                    .add_op(
+                        Op::ScaledQuantScale {
+                            format: f,
+                            scale_layout: layout,
+                        },
+                        vec![xi],
+                    )
+                    .unwrap();
+                let q = g
+                    .add_op(
+                        Op::ScaledQuantize {
+                            format: f,
+                            scale_layout: layout,
+                        },
+                        vec![xi, s],
+                    )
+                    .unwrap();
+                g.set_outputs(vec![s, q]);
+                let (got, want) = both(&g, &[("x", x)]);
+                assert_eq!(got, want, "{dt} {f} {layout}");
+            }
+        }
+    }
+}
+
+#[test]
+fn empty_and_degenerate_shapes_match_the_oracle() {
+    for (m, n, k) in [(0, 4, 32), (4, 0, 32), (1, 1, 32), (2, 3, 0)] {
+        for layout in LAYOUTS {
+            if k == 0 && layout.block().is_some() {
+                continue;
+            }
+            let g = graph(m, n, k, [ScaledFormat::F8E4M3; 2], layout, true);
+            let args = [
+                ("x", TensorData::from_f32(&[m, k], &vec![1.5; m * k])),
+                ("w", TensorData::from_f32(&[n, k], &vec![-0.75; n * k])),
+                ("b", TensorData::from_f32(&[n], &vec![0.25; n])),
+            ];
+            let (got, want) = both(&g, &args);
+            assert_eq!(got, want, "{m}x{n}x{k} {layout}");
+        }
+    }
+}
