@@ -11,7 +11,9 @@
 //! Everything else stays as it is (the backend runs it as an opaque kernel).
 
 use crate::rebuild::Rebuild;
-use rlx_ir::{Activation, BinaryOp, Graph, IrResult, NodeId, Op, ReduceOp, TensorData, norm_axis};
+use rlx_ir::{
+    Activation, BinaryOp, DType, Graph, IrResult, NodeId, Op, ReduceOp, TensorData, norm_axis,
+};
 
 /// Lower the ops of `g` that the backend does not keep whole.
 pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
@@ -22,7 +24,7 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
         let rank = node.shape.rank();
         let out = match &node.op {
             Op::FusedMatMulBiasAct { activation } => {
-                Some(linear(&mut rb.g, ins.clone(), *activation)?)
+                Some(linear(&mut rb.g, ins.clone(), *activation, node.shape.dtype())?)
             }
             Op::Softmax { axis } | Op::LogSoftmax { axis } => {
                 let ax = norm_axis(&node.op.name(), *axis as i64, rank)?;
@@ -94,7 +96,23 @@ fn scalar_like(g: &mut Graph, like: NodeId, v: f64) -> NodeId {
 }
 
 /// `act(x·w + bias)`; a vector `x` is viewed as one row.
-fn linear(g: &mut Graph, ins: Vec<NodeId>, activation: Option<Activation>) -> IrResult<NodeId> {
+fn linear(
+    g: &mut Graph,
+    ins: Vec<NodeId>,
+    activation: Option<Activation>,
+    out: DType,
+) -> IrResult<NodeId> {
+    // `linear` on integers narrower than i64 is computed in i64 and wrapped once on
+    // store (the oracle's rule): run the pieces in i64 and cast back at the end, since
+    // per-node wrapping would wrap the product before the bias and the activation.
+    if out.is_int() && out != DType::I64 {
+        let wide = ins
+            .iter()
+            .map(|&i| g.add_op(Op::Cast { to: DType::I64 }, vec![i]))
+            .collect::<IrResult<Vec<_>>>()?;
+        let y = linear(g, wide, activation, DType::I64)?;
+        return g.add_op(Op::Cast { to: out }, vec![y]);
+    }
     let (x, w, bias) = (ins[0], ins[1], ins[2]);
     let vector = g.shape(x).rank() == 1;
     let x2 = if vector {
