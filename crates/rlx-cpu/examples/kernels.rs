@@ -27,13 +27,44 @@ fn time(name: &str, bytes: f64, f: &mut dyn FnMut()) {
 
 fn main() {
     {
+        // W8-style: compiling and running `relu(a + b)` on 3 elements.
+        let mut g = Graph::new("w8");
+        let a = g.input("a", Shape::new(&[3], DType::F32));
+        let b = g.input("b", Shape::new(&[3], DType::F32));
+        let s = g.add_op(Op::Binary(BinaryOp::Add), vec![a, b]).unwrap();
+        let r = g.add_op(Op::Activation(Activation::Relu), vec![s]).unwrap();
+        g.set_outputs(vec![r]);
+        let reps = 2000;
+        let t = Instant::now();
+        for _ in 0..reps {
+            std::hint::black_box(CpuBackend.compile(Device::Cpu, &g).unwrap());
+        }
+        println!(
+            "W8 graph compile: {:.2} µs",
+            t.elapsed().as_secs_f64() / reps as f64 * 1e6
+        );
+        let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+        let x = TensorData::from_f32(&[3], &[1.0, -2.0, 3.0]);
+        let t = Instant::now();
+        for _ in 0..reps * 10 {
+            std::hint::black_box(exe.run(&[x.view(), x.view()]).unwrap());
+        }
+        println!(
+            "W8 executor run: {:.3} µs",
+            t.elapsed().as_secs_f64() / (reps * 10) as f64 * 1e6
+        );
+    }
+    {
         let t = Instant::now();
         let reps = 200;
         for _ in 0..reps {
             let g = mlp_graph();
             std::hint::black_box(CpuBackend.compile(Device::Cpu, &g).unwrap());
         }
-        println!("W9 compile (MLP graph → executable): {:.1} µs", t.elapsed().as_secs_f64() / reps as f64 * 1e6);
+        println!(
+            "W9 compile (MLP graph → executable): {:.1} µs",
+            t.elapsed().as_secs_f64() / reps as f64 * 1e6
+        );
     }
     let n = 16 << 20;
     let mut g = Graph::new("w1");
@@ -140,12 +171,17 @@ pub fn mlp_graph() -> Graph {
     let mut h = g.input("x", Shape::new(&[1024, 784], DType::F32));
     let dims = [784usize, 512, 512, 10];
     for i in 0..3 {
-        let w = g.param(format!("w{i}"), Shape::new(&[dims[i], dims[i + 1]], DType::F32));
+        let w = g.param(
+            format!("w{i}"),
+            Shape::new(&[dims[i], dims[i + 1]], DType::F32),
+        );
         let b = g.param(format!("b{i}"), Shape::new(&[dims[i + 1]], DType::F32));
         let m = g.add_op(Op::MatMul, vec![h, w]).unwrap();
         h = g.add_op(Op::Binary(BinaryOp::Add), vec![m, b]).unwrap();
         if i < 2 {
-            h = g.add_op(Op::Activation(Activation::GeluApprox), vec![h]).unwrap();
+            h = g
+                .add_op(Op::Activation(Activation::GeluApprox), vec![h])
+                .unwrap();
         }
     }
     g.set_outputs(vec![h]);

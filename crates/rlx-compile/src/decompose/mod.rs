@@ -23,9 +23,12 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
         let ins: Vec<NodeId> = node.inputs.iter().map(|&i| rb.map(i)).collect();
         let rank = node.shape.rank();
         let out = match &node.op {
-            Op::FusedMatMulBiasAct { activation } => {
-                Some(linear(&mut rb.g, ins.clone(), *activation, node.shape.dtype())?)
-            }
+            Op::FusedMatMulBiasAct { activation } => Some(linear(
+                &mut rb.g,
+                ins.clone(),
+                *activation,
+                node.shape.dtype(),
+            )?),
             Op::Softmax { axis } | Op::LogSoftmax { axis } => {
                 let ax = norm_axis(&node.op.name(), *axis as i64, rank)?;
                 if keeps(&node.op) && ax + 1 == rank {
@@ -182,7 +185,15 @@ fn cross_entropy(g: &mut Graph, l: NodeId, t: NodeId) -> IrResult<NodeId> {
     let e = act(g, Activation::Exp, d)?;
     let s = reduce(g, ReduceOp::Sum, e, ax, false)?;
     let ls = act(g, Activation::Log, s)?;
-    let m = reduce(g, ReduceOp::Max, l, ax, false)?;
+    // The row maxima without the class axis: a view of `mk` when the dims are static
+    // (a second max pass otherwise).
+    let m = match g.shape(l).static_dims() {
+        Some(d) => {
+            let new_shape = d[..ax].iter().map(|&x| x as i64).collect();
+            g.add_op(Op::Reshape { new_shape }, vec![mk])?
+        }
+        None => reduce(g, ReduceOp::Max, l, ax, false)?,
+    };
     let lse = bin(g, BinaryOp::Add, ls, m)?;
     let tl = bin(g, BinaryOp::Mul, t, l)?;
     let dot = reduce(g, ReduceOp::Sum, tl, ax, false)?;

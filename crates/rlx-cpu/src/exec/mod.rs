@@ -158,10 +158,21 @@ impl Executable for CpuExecutable {
                 args.len()
             )));
         }
+        for (a, (name, shape)) in args.iter().zip(&p.args) {
+            if a.dtype != shape.dtype() || a.bytes.len() != a.numel() * a.dtype.size_bytes() {
+                return Err(RuntimeError::new(format!(
+                    "graph `{}`: argument `{name}` is declared {shape} but got {:?} {} ({} bytes)",
+                    p.name,
+                    a.dims,
+                    a.dtype,
+                    a.bytes.len()
+                )));
+            }
+        }
         let bound = self.bound_for(args)?;
         if self.fixed.is_some() {
             for (a, (name, shape)) in args.iter().zip(&p.args) {
-                if a.dtype != shape.dtype() || shape.static_dims().as_deref() != Some(a.dims) {
+                if shape.static_dims().as_deref() != Some(a.dims) {
                     return Err(RuntimeError::new(format!(
                         "graph `{}`: argument `{name}` is declared {shape} but got {:?} {}",
                         p.name, a.dims, a.dtype
