@@ -206,3 +206,43 @@ pub fn compile_emulated_with(graph: &Graph, r: Routing) -> RuntimeResult<Arc<dyn
     let gpu = emulator().map_err(RuntimeError::new)?;
     compile_routed(gpu, graph, r)
 }
+
+/// A program compiled for the CUDA device with device-side timing, for benchmarks.
+pub struct Profiled {
+    exe: exec::CudaExecutable,
+}
+
+impl Profiled {
+    /// Compile `graph` for the process's CUDA device.
+    pub fn new(graph: &Graph) -> RuntimeResult<Profiled> {
+        Profiled::on(device_or_err()?, graph)
+    }
+
+    /// Compile `graph` for `gpu` (e.g. the emulator, to check a benchmark's plumbing).
+    pub fn on(gpu: Arc<dyn device::Gpu>, graph: &Graph) -> RuntimeResult<Profiled> {
+        graph
+            .verify()
+            .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
+        let program = compile(graph, &compile_options())?;
+        let tuning = exec::tuning_for(gpu.as_ref());
+        let exe = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
+        Ok(Profiled { exe })
+    }
+
+    /// The executable (a run copies arguments in and results out).
+    pub fn executable(&self) -> &dyn Executable {
+        &self.exe
+    }
+
+    /// Seconds per run of the kernels alone: arguments uploaded once, `iters` runs back
+    /// to back, timed to the final synchronize.
+    pub fn time_kernels(
+        &self,
+        args: &[rlx_ir::TensorView<'_>],
+        iters: usize,
+    ) -> RuntimeResult<f64> {
+        self.exe
+            .time_kernels(args, iters)
+            .map_err(RuntimeError::new)
+    }
+}

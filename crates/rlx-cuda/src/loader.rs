@@ -12,8 +12,9 @@
 //! - `RLX_CUDA_LIB_DIR`: a `:`-separated list of directories searched for NVRTC, cuBLAS
 //!   and cuBLASLt;
 //! - `$CUDA_PATH/lib64`, `$CUDA_HOME/lib64`, `/usr/local/cuda/lib64`;
-//! - the pip wheel layout (`nvidia/cuda_nvrtc/lib`, `nvidia/cublas/lib`) under every
-//!   `site-packages`/`dist-packages` directory of `RLX_PYTHON_PATH` and `PYTHONPATH`;
+//! - the pip wheel layouts (`nvidia/cuda_nvrtc/lib`, `nvidia/cublas/lib` for CUDA 12,
+//!   `nvidia/cu13/lib` for CUDA 13) under every `site-packages` directory listed in
+//!   `RLX_PYTHON_PATH` or `PYTHONPATH`;
 //! - finally the loader's own search path (`LD_LIBRARY_PATH`, the ldconfig cache).
 //!
 //! Every check happens *before* cudarc touches a library, because cudarc panics
@@ -38,7 +39,10 @@ fn search_dirs(wheel_subdir: &str) -> Vec<PathBuf> {
     for var in ["RLX_PYTHON_PATH", "PYTHONPATH"] {
         if let Ok(list) = std::env::var(var) {
             for p in std::env::split_paths(&list) {
-                dirs.push(p.join("nvidia").join(wheel_subdir).join("lib"));
+                // CUDA 12 wheels: nvidia/<package>/lib; CUDA 13 wheels: nvidia/cu13/lib.
+                for sub in [wheel_subdir, "cu13", "cu12"] {
+                    dirs.push(p.join("nvidia").join(sub).join("lib"));
+                }
             }
         }
     }

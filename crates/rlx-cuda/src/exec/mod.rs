@@ -222,6 +222,37 @@ impl CudaExecutable {
         }
     }
 
+    /// Upload `args` once, then run the kernels `iters` times back to back: seconds per
+    /// run on the device (no transfers), after a final synchronize.
+    pub(crate) fn time_kernels(
+        &self,
+        args: &[TensorView<'_>],
+        iters: usize,
+    ) -> Result<f64, String> {
+        let plan = self.plan_for(args)?;
+        let mut arena = self.arena.lock().unwrap_or_else(|e| e.into_inner());
+        let base = self.ensure_arena(&mut arena, &plan)?;
+        for (i, b) in self.program.buffers.iter().enumerate() {
+            if let BufKind::Arg(a) = b.kind
+                && !args[a].bytes.is_empty()
+            {
+                self.gpu
+                    .upload(base + plan.buf_off[i] as u64, args[a].bytes)?;
+            }
+        }
+        self.gpu.zero(base + plan.err_off as u64, 8)?;
+        self.run_steps(&plan, base)
+            .map_err(|(k, e)| self.kernel_error(k, &e))?;
+        self.gpu.synchronize()?;
+        let t = std::time::Instant::now();
+        for _ in 0..iters {
+            self.run_steps(&plan, base)
+                .map_err(|(k, e)| self.kernel_error(k, &e))?;
+        }
+        self.gpu.synchronize()?;
+        Ok(t.elapsed().as_secs_f64() / iters.max(1) as f64)
+    }
+
     fn run_inner(&self, args: &[TensorView<'_>]) -> Result<Vec<TensorData>, String> {
         let p = &self.program;
         if args.len() != p.args.len() {
