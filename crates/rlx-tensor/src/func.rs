@@ -206,6 +206,29 @@ impl Func {
         Ok(f)
     }
 
+    /// This Func with the bindings named in `updates` replaced by the given data (moved
+    /// in, not copied; binding order kept) and the others cloned — what `clone` followed
+    /// by `with_param` per update gives, without copying the replaced data first. Used by
+    /// the training steps; every update must name a bound param of the right length.
+    pub(crate) fn with_updated_params(&self, mut updates: Vec<(&str, Vec<f32>)>) -> Func {
+        let params = self
+            .params
+            .iter()
+            .map(|(n, d)| match updates.iter().position(|(u, _)| u == n) {
+                Some(i) => (n.clone(), updates.swap_remove(i).1),
+                None => (n.clone(), d.clone()),
+            })
+            .collect();
+        debug_assert!(updates.is_empty(), "updates of unbound params");
+        Func {
+            graph: self.graph.clone(),
+            params,
+            #[cfg(feature = "eval")]
+            prepared: self.prepared.clone(),
+            derived: self.derived.clone(),
+        }
+    }
+
     /// A Func over `graph` keeping these bound params (used by the transforms).
     pub(crate) fn with_graph(&self, graph: Graph) -> Func {
         let mut f = Func::from_graph(graph);

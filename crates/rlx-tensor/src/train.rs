@@ -311,10 +311,7 @@ impl Func {
             opt.step_batch(&mut items);
         }
         opt.end_iteration();
-        let mut next = self.clone();
-        for (name, data) in wrt.iter().zip(masters) {
-            next = next.try_with_param(*name, data)?;
-        }
+        let next = self.with_updated_params(wrt.iter().copied().zip(masters).collect());
         Ok((next, loss))
     }
 }

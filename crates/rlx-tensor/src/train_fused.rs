@@ -60,17 +60,8 @@ impl Func {
         };
         let rule = fu.rule;
         let kinds = fu.state_kinds();
-        let key = format!(
-            "train_fused:{}:clip={clip}:qat={}:{}",
-            rule.structure(),
-            quant.is_some(),
-            wrt.join("\u{1f}")
-        );
+        let (fused, key) = self.fused_func(&trained, &rule, kinds, clip, quant.is_some(), wrt)?;
         let unsupported = |device: Device| format!("{key}#unsupported-on:{device}");
-        let fused = self.derived(&key, || {
-            let vg = self.value_and_grad_for(wrt)?;
-            build(vg.graph(), &trained, &rule, kinds, clip, quant.is_some()).map(Func::from_graph)
-        })?;
         let device = device.unwrap_or_else(|| crate::eval::fastest_device_for(fused.graph()));
         if self.has_derived(&unsupported(device))? {
             return Ok(None);
@@ -163,14 +154,16 @@ impl Func {
 
         let mut outs = outs.into_iter();
         let loss = outs.next().expect("loss output").to_f32_vec();
-        let mut next = self.clone();
-        for t in &trained {
-            let p = outs
-                .next()
-                .expect("one output per trained param")
-                .to_f32_vec();
-            next = next.try_with_param(t.name, p)?;
-        }
+        let updates = trained
+            .iter()
+            .map(|t| {
+                let d = outs.next().expect("one output per trained param");
+                let mut p = vec![0.0; t.len];
+                copy_f32(&d, &mut p);
+                (t.name, p)
+            })
+            .collect();
+        let next = self.with_updated_params(updates);
         for t in &trained {
             let bufs = fu.state_mut(t.name, t.len);
             for buf in bufs.iter_mut() {
@@ -181,6 +174,57 @@ impl Func {
         let _ = fu; // the borrow of `opt` ends here
         opt.end_iteration();
         Ok(Some((next, loss)))
+    }
+
+    /// The fused step's function (memoized per lineage, `wrt`, rule structure, clipping
+    /// and QAT) and its memo key.
+    fn fused_func(
+        &self,
+        trained: &[Trained<'_>],
+        rule: &FusedRule,
+        kinds: &[&str],
+        clip: bool,
+        qat: bool,
+        wrt: &[&str],
+    ) -> Result<(Func, String)> {
+        let key = format!(
+            "train_fused:{}:clip={clip}:qat={qat}:{}",
+            rule.structure(),
+            wrt.join("\u{1f}")
+        );
+        let fused = self.derived(&key, || {
+            let vg = self.value_and_grad_for(wrt)?;
+            build(vg.graph(), trained, rule, kinds, clip, qat).map(Func::from_graph)
+        })?;
+        Ok((fused, key))
+    }
+
+    /// What the compiler does with the compiled training step of `wrt` under `opt` on the
+    /// default device (its kernels, fusion and memory plan), or why `train_step` would
+    /// take the host path instead. Does not step or change `opt`'s state.
+    ///
+    /// ```
+    /// use rlx_tensor::{shape, AdamW, Func, Muon};
+    /// let f = Func::new("quad", |s| {
+    ///     let w = s.param("w", shape![3]);
+    ///     (&w * &w).sum_all()
+    /// })
+    /// .with_param("w", vec![1.0, 2.0, 3.0]);
+    /// assert!(f.explain_train_step(&mut AdamW::new(0.1), &["w"]).contains("quad_value_and_grad_fused_step"));
+    /// assert!(f.explain_train_step(&mut Muon::new(0.1), &["w"]).contains("host path"));
+    /// ```
+    pub fn explain_train_step(&self, opt: &mut dyn Optimizer, wrt: &[&str]) -> String {
+        let Some(trained) = self.fusable(wrt) else {
+            return "host path: a trained param is not a distinct static f32 param (or a name starts with `__opt.`)".into();
+        };
+        let Some(fu) = opt.fused() else {
+            return "host path: this optimizer has no fused rule (Optimizer::fused returned None)"
+                .into();
+        };
+        match self.fused_func(&trained, &fu.rule, fu.state_kinds(), false, false, wrt) {
+            Ok((f, _)) => f.explain(),
+            Err(e) => format!("host path: cannot build the fused step: {e}"),
+        }
     }
 
     /// Whether a derived function is memoized under `key` (used as a marker).
@@ -308,7 +352,7 @@ fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
     }
 }
 
-/// Copy f32 output bytes into `dst` (same length) without allocating.
+/// Copy f32 output bytes into `dst` (same length): one `memcpy` when aligned.
 fn copy_f32(src: &TensorData, dst: &mut [f32]) {
     let bytes = &src.bytes;
     debug_assert_eq!(bytes.len(), dst.len() * 4);
