@@ -62,10 +62,13 @@ pub fn unavailable_reason() -> Option<String> {
     PROBE
         .get_or_init(|| {
             if !loader::driver_present() {
-                return Some(format!("no CUDA driver: {}", loader::describe()));
+                return Some(format!(
+                    "the CUDA driver library (libcuda.so.1) cannot be opened ({})",
+                    loader::describe()
+                ));
             }
             if !loader::nvrtc_present() {
-                return Some(format!("no NVRTC: {}", loader::describe()));
+                return Some(format!("NVRTC cannot be opened ({})", loader::describe()));
             }
             if let Err(e) = cudarc::driver::result::init() {
                 return Some(format!("cuInit failed: {e:?}"));
