@@ -114,10 +114,10 @@ pub fn w6_func(ps: &[Vec<f32>], batch: usize) -> Func {
     bind_mlp(f, ps)
 }
 
-/// W6: one `train_step_all` with AdamW(1e-3, 0.9, 0.999, 1e-8, wd 0.01); returns the new
-/// function and the loss.
+/// W6: one `train_step_all` (the workload's optimizer is AdamW(1e-3, 0.9, 0.999, 1e-8,
+/// wd 0.01)); returns the new function and the loss.
 #[cfg(feature = "train")]
-pub fn w6_step(f: &Func, opt: &mut rlx_tensor::AdamW, x: &[f32], y: &[f32]) -> (Func, f32) {
+pub fn w6_step(f: &Func, opt: &mut dyn rlx_tensor::Optimizer, x: &[f32], y: &[f32]) -> (Func, f32) {
     let (nf, loss) = f.train_step_all(opt, &[("x", x), ("y", y)]);
     (nf, loss[0])
 }
