@@ -12,7 +12,7 @@ use cudarc::driver::{CudaContext, result as dr, sys as ds};
 use std::collections::HashMap;
 use std::ffi::{CString, c_void};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// A raw handle that is only used under a mutex or from the owning device.
 #[derive(Clone, Copy)]
@@ -37,7 +37,7 @@ impl Core {
 /// A loaded CUDA module and its resolved entry points.
 struct CudaModule {
     core: Arc<Core>,
-    _module: Raw<ds::CUmodule>,
+    module: Raw<ds::CUmodule>,
     funcs: Vec<Raw<ds::CUfunction>>,
     names: Vec<String>,
 }
@@ -76,6 +76,17 @@ impl Module for CudaModule {
     }
 }
 
+impl Drop for CudaModule {
+    fn drop(&mut self) {
+        if self.core.bind().is_ok() {
+            unsafe {
+                let _ = dr::stream::synchronize(self.core.stream.0);
+                let _ = dr::module::unload(self.module.0);
+            }
+        }
+    }
+}
+
 /// cuBLAS and cuBLASLt handles plus the cuBLASLt workspace.
 struct Blas {
     cublas: Raw<cudarc::cublas::sys::cublasHandle_t>,
@@ -91,7 +102,8 @@ pub struct CudaGpu {
     cc: (i32, i32),
     sms: u32,
     blas: Option<Mutex<Blas>>,
-    modules: Mutex<HashMap<u64, Arc<CudaModule>>>,
+    /// Loaded modules by source, while some executable holds them.
+    modules: Mutex<HashMap<u64, Weak<CudaModule>>>,
 }
 
 /// cuBLASLt workspace (what NVIDIA recommends for Hopper).
@@ -231,8 +243,9 @@ impl Gpu for CudaGpu {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
+            .and_then(Weak::upgrade)
         {
-            return Ok(m.clone());
+            return Ok(m);
         }
         let img = self.image(source)?;
         self.core.bind()?;
@@ -246,14 +259,13 @@ impl Gpu for CudaGpu {
         }
         let m = Arc::new(CudaModule {
             core: self.core.clone(),
-            _module: Raw(module),
+            module: Raw(module),
             funcs,
             names: entries.to_vec(),
         });
-        self.modules
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, m.clone());
+        let mut cache = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        cache.retain(|_, w| w.strong_count() > 0);
+        cache.insert(key, Arc::downgrade(&m));
         Ok(m)
     }
     fn has_blas(&self) -> bool {

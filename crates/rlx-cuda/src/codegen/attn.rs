@@ -99,7 +99,7 @@ impl KGen<'_> {
         let qf = self.ravel(&qidx, &qd);
         let qr = self.read(lq, "qf", &qidx);
         b.push_str(&format!(
-            "  for (I dd = 0; dd < {d}; dd++) {{\n    I qf = live ? {qf} : 0;\n    q[dd] = live ? {} : 0.f;\n  }}\n  for (I dd = 0; dd < {dv}; dd++) acc[dd] = 0.f;\n",
+            "  #pragma unroll\n  for (I dd = 0; dd < {d}; dd++) {{\n    I qf = live ? {qf} : 0;\n    q[dd] = live ? {} : 0.f;\n  }}\n  #pragma unroll\n  for (I dd = 0; dd < {dv}; dd++) acc[dd] = 0.f;\n",
             expr::cast(&qr, qdt, DType::F32)
         ));
         b.push_str(&format!(
@@ -157,7 +157,7 @@ impl KGen<'_> {
             MaskKind::None | MaskKind::Bias => {}
         }
         b.push_str(&format!(
-            "        cnt++;\n        float sc = 0.f;\n        for (I dd = 0; dd < {d}; dd++) sc += q[dd] * ks[j * {d} + dd];\n        sc *= {};\n",
+            "        cnt++;\n        float sc = 0.f;\n        #pragma unroll\n        for (I dd = 0; dd < {d}; dd++) sc += q[dd] * ks[j * {d} + dd];\n        sc *= {};\n",
             f32lit(scale)
         ));
         if let Some(cap) = attn_logit_softcap {
@@ -195,10 +195,10 @@ impl KGen<'_> {
             ));
         }
         b.push_str(&format!(
-            "        if (sc != sc || sc == f_inf()) bad = 1;\n        else if (sc == -f_inf()) {{}}\n        else if (sc > m) {{\n          float corr = m_exp(m - sc);\n          for (I dd = 0; dd < {dv}; dd++) acc[dd] = acc[dd] * corr + vs[j * {dv} + dd];\n          l = l * corr + 1.f;\n          m = sc;\n        }} else {{\n          float pe = m_exp(sc - m);\n          for (I dd = 0; dd < {dv}; dd++) acc[dd] += pe * vs[j * {dv} + dd];\n          l += pe;\n        }}\n      }}\n    }}\n  }}\n"
+            "        if (sc != sc || sc == f_inf()) bad = 1;\n        else if (sc == -f_inf()) {{}}\n        else if (sc > m) {{\n          float corr = m_exp(m - sc);\n          #pragma unroll\n          for (I dd = 0; dd < {dv}; dd++) acc[dd] = acc[dd] * corr + vs[j * {dv} + dd];\n          l = l * corr + 1.f;\n          m = sc;\n        }} else {{\n          float pe = m_exp(sc - m);\n          #pragma unroll\n          for (I dd = 0; dd < {dv}; dd++) acc[dd] += pe * vs[j * {dv} + dd];\n          l += pe;\n        }}\n      }}\n    }}\n  }}\n"
         ));
         b.push_str(&format!(
-            "  if (live) {{\n    for (I dd = 0; dd < {dv}; dd++) {{\n      float y = cnt == 0 ? 0.f : ((bad || m == -f_inf()) ? f_nan() : acc[dd] / l);\n      I of = ((b * Sq + qi) * H + h) * {dv} + dd;\n      {} core = y;\n",
+            "  if (live) {{\n    #pragma unroll\n    for (I dd = 0; dd < {dv}; dd++) {{\n      float y = cnt == 0 ? 0.f : ((bad || m == -f_inf()) ? f_nan() : acc[dd] / l);\n      I of = ((b * Sq + qi) * H + h) * {dv} + dd;\n      {} core = y;\n",
             ctype(*dtype)
         ));
         b.push_str(&self.epilogue("      ", epilogue, out_space, "of", "core")?);
