@@ -37,6 +37,8 @@ mod scope;
 mod slice;
 mod tensor;
 #[cfg(feature = "optim")]
+mod qat;
+#[cfg(feature = "optim")]
 mod train;
 #[cfg(feature = "optim")]
 mod train_fused;

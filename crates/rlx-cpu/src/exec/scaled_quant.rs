@@ -88,7 +88,7 @@ pub(super) fn quant_scale(
         return Some(s.to_le_bytes().to_vec());
     };
     let block = block as usize;
-    if block == 0 || n % block != 0 {
+    if block == 0 || !n.is_multiple_of(block) {
         return None;
     }
     let mut codes = vec![0u8; n / block];
