@@ -16,6 +16,8 @@ use rlx_ir::{DType, DimBinding, IrResult};
 pub(crate) struct ContractPlan {
     a: LoadPlan,
     b: LoadPlan,
+    a_dims: Vec<usize>,
+    b_dims: Vec<usize>,
     a_len: usize,
     b_len: usize,
     m: usize,
@@ -101,6 +103,8 @@ impl ContractPlan {
             b_len: bd[lb.buf].iter().product(),
             a: ap,
             b: bp,
+            a_dims,
+            b_dims,
             m,
             n,
             k,
@@ -140,6 +144,8 @@ impl ContractPlan {
         };
         if (native32 || native64) && self.a.table.is_none() && self.b.table.is_none() {
             self.gemm(bases, c_ptr, native32);
+        } else if matches!(self.dtype, DType::F16 | DType::BF16 | DType::F32) {
+            self.half_gemm(bases, c_ptr as *mut f32);
         } else {
             self.generic(bases, c_ptr, w);
         }
@@ -157,6 +163,60 @@ impl ContractPlan {
         })?;
         drop(scratch);
         Ok(())
+    }
+
+    /// Half-precision (or table-viewed f32) operands: dense f32 copies, the f32 GEMM,
+    /// then the product rounded to the dtype (as the oracle stores the matmul node).
+    fn half_gemm(&self, bases: &[*mut u8], c: *mut f32) {
+        let a = dense_f32(&self.a, &self.a_dims, bases);
+        let b = dense_f32(&self.b, &self.b_dims, bases);
+        let ab = dense_batch_strides(&self.a_dims, &self.batch);
+        let bb = dense_batch_strides(&self.b_dims, &self.batch);
+        let nb: usize = self.batch.iter().product();
+        let (m, n, k) = (self.m, self.n, self.k);
+        let total = nb * m * n;
+        let cs = unsafe { std::slice::from_raw_parts_mut(c, total) };
+        let mut idx = vec![0usize; self.batch.len()];
+        let threads = if m * n * k >= 1 << 15 {
+            rayon::current_num_threads()
+        } else {
+            1
+        };
+        for bi in 0..nb {
+            unravel_into(bi, &self.batch, &mut idx);
+            let ao: usize = idx.iter().zip(&ab).map(|(&i, &s)| i * s).sum();
+            let bo: usize = idx.iter().zip(&bb).map(|(&i, &s)| i * s).sum();
+            let am = MatRef {
+                data: &a,
+                rows: m,
+                cols: k,
+                row_stride: k as isize,
+                col_stride: 1,
+                offset: ao,
+            };
+            let bm = MatRef {
+                data: &b,
+                rows: k,
+                cols: n,
+                row_stride: n as isize,
+                col_stride: 1,
+                offset: bo,
+            };
+            let cm = MatMut {
+                data: &mut *cs,
+                rows: m,
+                cols: n,
+                row_stride: n as isize,
+                col_stride: 1,
+                offset: bi * m * n,
+            };
+            sgemm(1.0, am, bm, 0.0, cm, threads);
+        }
+        if self.dtype != DType::F32 {
+            for v in cs.iter_mut() {
+                *v = super::value::round_f32(self.dtype, *v);
+            }
+        }
     }
 
     /// Operand offsets of batch `bi`.
@@ -394,4 +454,48 @@ fn a_off(
     } else {
         at(p, base, i, j)
     }
+}
+
+/// A dense row-major f32 copy of the operand a plan reads over `dims`.
+fn dense_f32(p: &LoadPlan, dims: &[usize], bases: &[*mut u8]) -> Vec<f32> {
+    let n: usize = dims.iter().product();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; dims.len()];
+    let to_f32 = |bits: u64| match Ty::of(p.dtype).unwrap() {
+        Ty::F32 => f32::from_bits(bits as u32),
+        Ty::F64 => f64::from_bits(bits) as f32,
+        Ty::I64 => bits as i64 as f32,
+    };
+    for f in 0..n {
+        let off = match &p.table {
+            Some(t) => t[f],
+            None => {
+                unravel_into(f, dims, &mut idx);
+                (p.offset as isize
+                    + idx
+                        .iter()
+                        .zip(&p.strides)
+                        .map(|(&i, &s)| i as isize * s)
+                        .sum::<isize>()) as usize
+            }
+        };
+        out.push(to_f32(unsafe { read_bits(p.dtype, bases[p.buf], off) }));
+    }
+    out
+}
+
+/// Per output batch axis, the stride of a dense operand of `dims` (0 where it broadcasts).
+fn dense_batch_strides(dims: &[usize], batch: &[usize]) -> Vec<usize> {
+    let dense = rlx_compile::program::Strided::dense(dims).strides;
+    let nb = dims.len() - 2;
+    let off = batch.len() - nb;
+    (0..batch.len())
+        .map(|i| {
+            if i < off || dims[i - off] == 1 {
+                0
+            } else {
+                dense[i - off] as usize
+            }
+        })
+        .collect()
 }
