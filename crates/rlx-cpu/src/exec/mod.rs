@@ -180,9 +180,13 @@ impl Executable for CpuExecutable {
                 }
             }
         }
-        let mut arena = {
+        // Fully fused programs need no arena: skip the pool (and its lock) entirely.
+        let pooled = bound.arena > 0;
+        let mut arena = if pooled {
             let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             pool.pop().unwrap_or_default()
+        } else {
+            Vec::new()
         };
         if arena.len() * 64 < bound.arena {
             arena = lines(bound.arena);
@@ -249,10 +253,12 @@ impl Executable for CpuExecutable {
             }
         }
         drop(realigned);
-        self.pool
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(arena);
+        if pooled {
+            self.pool
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(arena);
+        }
         result?;
         let mut out = Vec::with_capacity(p.outputs.len());
         for (j, &b) in p.outputs.iter().enumerate() {
