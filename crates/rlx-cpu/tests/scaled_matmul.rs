@@ -177,7 +177,9 @@ fn exact_data_gives_the_oracle_bit_for_bit_for_every_layout_and_format() {
                 // The data is exactly representable, so this is also the f32 matmul —
                 // unless an NVFP4 scale (E4M3, ≥ 2⁻⁹) underflows, as for e5m2 elements.
                 let nvfp4_underflow = matches!(layout, ScaleLayout::Nvfp4 { .. })
-                    && fmts.iter().any(|f| pinned(*f) / f.max_finite() < 2f32.powi(-9));
+                    && fmts
+                        .iter()
+                        .any(|f| pinned(*f) / f.max_finite() < 2f32.powi(-9));
                 if nvfp4_underflow {
                     continue;
                 }

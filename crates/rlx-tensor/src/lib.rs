@@ -32,12 +32,12 @@ mod macros;
 mod model;
 #[cfg(feature = "ndarray")]
 mod ndarray_interop;
+#[cfg(feature = "optim")]
+mod qat;
 mod rng;
 mod scope;
 mod slice;
 mod tensor;
-#[cfg(feature = "optim")]
-mod qat;
 #[cfg(feature = "optim")]
 mod train;
 #[cfg(feature = "optim")]
