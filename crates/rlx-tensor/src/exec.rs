@@ -65,9 +65,12 @@ impl PreparedGraph {
         if !rlx_runtime::is_available(device) {
             return Err(Error::new(rlx_runtime::unavailable(device).to_string()));
         }
-        rlx_runtime::cache_get_or_compile(self.key(device), || {
-            CompiledGraph::new(device, &self.prepared.graph)
-        })
+        rlx_runtime::cache_get_or_compile_graph(
+            self.key(device),
+            &self.prepared.graph,
+            device,
+            || CompiledGraph::new(device, &self.prepared.graph),
+        )
         .map_err(|e| Error::new(e.to_string()))
     }
 }
