@@ -11,6 +11,8 @@ pub const LN: (usize, usize) = (8192, 1024);
 pub const LN_EPS: f32 = 1e-5;
 /// W4: square matmul sizes.
 pub const MM_SIZES: [usize; 2] = [1024, 2048];
+/// W4: the size that also runs in bf16 and as an MX fp8 scaled matmul.
+pub const W4_LOWP: usize = 1024;
 /// W5/W6: MLP layer widths.
 pub const MLP: [usize; 4] = [784, 512, 512, 10];
 /// W5 batch.

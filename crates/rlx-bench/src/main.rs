@@ -16,7 +16,8 @@ mod rlx;
 mod timing;
 
 use inputs::{
-    ATT, LN, MLP, MM_SIZES, N_EW, Normal, SM, W5_BATCH, W6_BATCH, W10, mlp_flops_per_row, rel_err,
+    ATT, LN, MLP, MM_SIZES, N_EW, Normal, SM, W4_LOWP, W5_BATCH, W6_BATCH, W10, mlp_flops_per_row,
+    rel_err,
 };
 use ndarray::{Array1, Array2};
 use report::{Bounds, Row};
@@ -236,11 +237,12 @@ fn main() {
             let f = rlx::w4(n);
             let run = || f.run(&[("a", &a), ("b", &b)]);
             let check = rel_err(&run()[0], &reference);
-            rows.push(
-                Row::new(&id, "rlx", time(plan, run))
-                    .flops(flops)
-                    .check(check),
-            );
+            let t_f32 = time(plan, run);
+            let f32_s = t_f32.median_s;
+            rows.push(Row::new(&id, "rlx", t_f32).flops(flops).check(check));
+            if n == W4_LOWP {
+                rows.extend(w4_lowp(plan, n, &a, &b, &reference, f32_s));
+            }
         }
     }
     let ps = inputs::mlp_params(5);
@@ -450,4 +452,47 @@ fn w10_rlx(_: &mut Vec<Row>, _: Plan, _: &[f32], _: &[f32], _: f64) {
     println!(
         "note: W10 on rlx skipped: built without feature `transforms` (Func::grad, Func::vmap)"
     );
+}
+
+/// W4 at `n = W4_LOWP` in low precision: a bf16 matmul (bf16 operands and result,
+/// f32 accumulation) and an MX fp8 (e4m3, 32-element E8M0 blocks) scaled matmul that
+/// quantizes both f32 operands in the graph; notes give the time ratio to the f32 `rlx`
+/// row (`f32_s`).
+fn w4_lowp(plan: Plan, n: usize, a: &[f32], b: &[f32], reference: &[f32], f32_s: f64) -> Vec<Row> {
+    let id = format!("W4_matmul_{n}");
+    let flops = 2.0 * (n as f64).powi(3);
+    let mut rows = Vec::new();
+    let f = rlx::w4_bf16(n);
+    let run = || f.run(&[("a", a), ("b", b)]);
+    let check = rel_err(&run()[0], reference);
+    let t = time(plan, run);
+    let note = format!("bf16 in/out, {:.2}x the f32 rlx time", t.median_s / f32_s);
+    rows.push(
+        Row::new(&id, "rlx_bf16", t)
+            .flops(flops)
+            .check(check)
+            .note(&note),
+    );
+    // scaled_matmul is TN (both operands K-last): feed bᵀ so the product is a·b.
+    let mut bt = vec![0f32; n * n];
+    for p in 0..n {
+        for j in 0..n {
+            bt[j * n + p] = b[p * n + j];
+        }
+    }
+    let f = rlx::w4_scaled_mxfp8(n);
+    let run = || f.run(&[("a", a), ("bt", &bt)]);
+    let check = rel_err(&run()[0], reference);
+    let t = time(plan, run);
+    let note = format!(
+        "MX fp8 e4m3 (quantize both + decode panels + f32 GEMM), {:.2}x the f32 rlx time",
+        t.median_s / f32_s
+    );
+    rows.push(
+        Row::new(&id, "rlx_scaled_mxfp8", t)
+            .flops(flops)
+            .check(check)
+            .note(&note),
+    );
+    rows
 }

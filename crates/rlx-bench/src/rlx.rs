@@ -2,7 +2,10 @@
 //! [`Func`] compiled once ([`Func::jit`]) and then called, the way a user would run it.
 
 use crate::inputs::{ATT, LN, LN_EPS, MLP, SM, W5_BATCH};
-use rlx_tensor::{DType, Device, Func, GraphScope, Jitted, MaskKind, Model, Shape, Tensor};
+use rlx_tensor::{
+    DType, Device, Func, GraphScope, Jitted, MaskKind, Model, ScaleLayout, ScaledFormat, Shape,
+    Tensor,
+};
 
 fn f32s(dims: &[usize]) -> Shape {
     Shape::new(dims, DType::F32)
@@ -41,6 +44,28 @@ pub fn w4(n: usize) -> Jitted {
         let a = s.input("a", f32s(&[n, n]));
         let b = s.input("b", f32s(&[n, n]));
         a.matmul(&b)
+    })
+    .jit()
+}
+
+/// W4 in bf16: `a`, `b` cast to bf16 in the graph, `a @ b` in bf16 (f32 accumulation,
+/// rounded to bf16 on store).
+pub fn w4_bf16(n: usize) -> Jitted {
+    Func::new("w4_bf16", |s| {
+        let a = s.input("a", f32s(&[n, n])).cast(DType::BF16);
+        let b = s.input("b", f32s(&[n, n])).cast(DType::BF16);
+        a.matmul(&b)
+    })
+    .jit()
+}
+
+/// W4 as an MX fp8 (e4m3, 32-element blocks) scaled matmul: `a [n, n]` times
+/// `btᵀ` (`bt` is `b` transposed, K-last), both quantized in the graph.
+pub fn w4_scaled_mxfp8(n: usize) -> Jitted {
+    Func::new("w4_mxfp8", |s| {
+        let a = s.input("a", f32s(&[n, n]));
+        let bt = s.input("bt", f32s(&[n, n]));
+        a.scaled_matmul(&bt, ScaledFormat::F8E4M3, ScaleLayout::mx())
     })
     .jit()
 }

@@ -26,6 +26,16 @@ fn time(name: &str, bytes: f64, f: &mut dyn FnMut()) {
 }
 
 fn main() {
+    if std::env::var_os("RLX_EXPLAIN").is_some() {
+        println!(
+            "{}",
+            CpuBackend
+                .compile(Device::Cpu, &mlp_graph())
+                .unwrap()
+                .explain()
+        );
+        return;
+    }
     {
         // W8-style: compiling and running `relu(a + b)` on 3 elements.
         let mut g = Graph::new("w8");

@@ -11,7 +11,11 @@
 //!   fused online-softmax kernel (all kept whole);
 //! - matmuls go through [`gemm`] with operands read in place through their views and
 //!   the epilogue (bias, activation, residual) applied over the product;
+//! - f32 convolutions run as im2col + GEMM; `concat`, `pad` and `gather` as slab copies;
 //! - every other op runs the oracle ([`rlx_ir::interp::eval_op`]) on its operands.
+//!
+//! `Executable::explain` lists the kernels, the IR ops fused into each, and the memory
+//! plan (peak arena bytes vs. bytes if every intermediate were materialized).
 //!
 //! Work is split into fixed-size chunks spread over the cores with rayon, so results
 //! are bit-identical from run to run.

@@ -158,9 +158,7 @@ impl Func {
             .iter()
             .map(|t| {
                 let d = outs.next().expect("one output per trained param");
-                let mut p = vec![0.0; t.len];
-                copy_f32(&d, &mut p);
-                (t.name, p)
+                (t.name, f32_values(&d).into_owned())
             })
             .collect();
         let next = self.with_updated_params(updates);
@@ -168,7 +166,7 @@ impl Func {
             let bufs = fu.state_mut(t.name, t.len);
             for buf in bufs.iter_mut() {
                 let d = outs.next().expect("one output per state buffer");
-                copy_f32(&d, buf);
+                buf.copy_from_slice(&f32_values(&d));
             }
         }
         let _ = fu; // the borrow of `opt` ends here
@@ -352,20 +350,18 @@ fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
     }
 }
 
-/// Copy f32 output bytes into `dst` (same length): one `memcpy` when aligned.
-fn copy_f32(src: &TensorData, dst: &mut [f32]) {
-    let bytes = &src.bytes;
-    debug_assert_eq!(bytes.len(), dst.len() * 4);
+/// The values of an f32 output: its bytes reinterpreted in place when aligned (the
+/// executor's allocations are), so moving them on costs one `memcpy`.
+fn f32_values(d: &TensorData) -> std::borrow::Cow<'_, [f32]> {
+    let bytes = &d.bytes;
     if (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f32>())
         && cfg!(target_endian = "little")
     {
         // Aligned little-endian f32 bytes are the f32 values.
-        let src = unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const f32, dst.len()) };
-        dst.copy_from_slice(src);
+        let n = bytes.len() / 4;
+        std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), n) })
     } else {
-        for (d, c) in dst.iter_mut().zip(bytes.chunks_exact(4)) {
-            *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        }
+        std::borrow::Cow::Owned(d.to_f32_vec())
     }
 }
 

@@ -1,28 +1,31 @@
-//! The executor: one arena buffer per run (pooled), one pipeline per kernel, kernels
-//! the GPU does not run evaluated on the host in program order.
+//! The executor: one arena buffer per run (from a per-device pool), one pipeline per
+//! kernel, kernels the GPU does not run evaluated on the host in program order.
 //!
-//! Arena layout (byte offsets, every region 256-aligned): the baked constants, then the
-//! memory plan's temporaries (offsets from `memplan::plan_offsets`, so buffers with
-//! disjoint lifetimes share bytes), then the arguments, then the outputs. A single
-//! storage binding keeps every kernel under the 8-bindings-per-stage limit of
-//! baseline WebGPU whatever its load count; the cost is that the whole arena must fit
-//! one binding (`max_storage_buffer_binding_size`), else that binding of the program
-//! runs on the host (said in `explain`).
+//! Buffers: one arena, not one wgpu buffer per program buffer. Layout (byte offsets,
+//! every region 256-aligned): the baked constants, then the memory plan's temporaries
+//! (offsets from `memplan::plan_offsets`, so buffers with disjoint lifetimes share
+//! bytes and in-place kernels write over their dead input), then the arguments, then
+//! the outputs. Why: a single storage binding keeps every kernel under baseline
+//! WebGPU's 8 storage buffers per shader stage whatever its load count, lets the
+//! memory plan's byte sharing carry over unchanged, and makes a bind group per run
+//! trivial. The cost: the whole arena must fit one binding
+//! (`max_storage_buffer_binding_size`: 128 MiB on baseline WebGPU; the device is
+//! opened with the adapter's own maximum); a binding of the dims whose arena is
+//! larger runs on the host, and `explain` says so.
+//!
+//! Mixed programs: GPU kernels are encoded in order into one command encoder; before a
+//! host kernel the pending work is submitted and only the buffers it reads are copied
+//! back; what it writes is uploaded only when a GPU kernel reads it. Buffers are
+//! written once, so host copies never go stale.
 
 use crate::context::Gpu;
 use crate::host;
+use crate::layout::{REGION_ALIGN, align, binding_from_args, grid, layout, write_padded};
 use crate::wgsl::{self, Env, Launch, PARAM_BYTES, Shader, strided_loads};
-use rlx_compile::memplan;
-use rlx_compile::program::{BufId, BufKind, KernelKind, Program, concrete};
-use rlx_ir::{DimBinding, ReduceOp, TensorData, TensorView};
+use rlx_compile::program::{BufId, BufKind, Program};
+use rlx_ir::{DimBinding, TensorData, TensorView};
 use rlx_runtime::{Executable, RuntimeError, RuntimeResult};
 use std::sync::{Arc, Mutex};
-
-const REGION_ALIGN: u64 = 256;
-
-fn align(x: u64, a: u64) -> u64 {
-    x.div_ceil(a) * a
-}
 
 /// Where a kernel runs.
 pub(crate) enum Plan {
@@ -52,13 +55,16 @@ struct Bound {
     uniform: Option<wgpu::Buffer>,
 }
 
+/// The sorted `(symbol, size)` pairs of a binding of the dynamic dims.
+type BindingKey = Vec<(u32, usize)>;
+
 /// A program compiled for a wgpu device.
 pub(crate) struct WgpuExecutable {
     gpu: Arc<Gpu>,
     program: Program,
     plans: Vec<Plan>,
     fixed: Option<Arc<Bound>>,
-    cache: Mutex<Vec<(Vec<(u32, usize)>, Arc<Bound>)>>,
+    cache: Mutex<Vec<(BindingKey, Arc<Bound>)>>,
     consts_bytes: u64,
     /// Per buffer: read by some GPU kernel.
     gpu_reads: Vec<bool>,
@@ -103,7 +109,7 @@ impl WgpuExecutable {
                     let env = Env {
                         binding: &DimBinding::new(),
                         bases: &bases,
-                        strided: strided_loads(&program, k, dims, &DimBinding::new()),
+                        strided: strided_loads(k, dims, &DimBinding::new()),
                     };
                     wgsl::kernels::generate(&program, k, Some(&env))
                 }
@@ -174,7 +180,7 @@ impl WgpuExecutable {
             let env = Env {
                 binding,
                 bases: &bases,
-                strided: strided_loads(p, k, &buf_dims, binding),
+                strided: strided_loads(k, &buf_dims, binding),
             };
             let mut vals = Vec::with_capacity(shader.slots.len());
             let mut bad = None;
@@ -213,14 +219,14 @@ impl WgpuExecutable {
             None
         };
         for (i, l) in launch.iter().enumerate() {
-            if let Err(r) = l {
-                if !r.is_empty() {
-                    log_fallback(&format!(
-                        "`{}` kernel {i} ({}) runs on the CPU for this binding: {r}",
-                        p.name,
-                        p.kernels[i].label()
-                    ));
-                }
+            if let Err(r) = l
+                && !r.is_empty()
+            {
+                log_fallback(&format!(
+                    "`{}` kernel {i} ({}) runs on the CPU for this binding: {r}",
+                    p.name,
+                    p.kernels[i].label()
+                ));
             }
         }
         Ok(Bound {
@@ -422,158 +428,6 @@ impl WgpuExecutable {
     }
 }
 
-/// Write `bytes` at `off`, padded to a multiple of 4 bytes (wgpu's copy granularity).
-fn write_padded(q: &wgpu::Queue, buf: &wgpu::Buffer, off: u64, bytes: &[u8]) {
-    if bytes.is_empty() {
-        return;
-    }
-    if bytes.len() % 4 == 0 {
-        q.write_buffer(buf, off, bytes);
-    } else {
-        let mut v = bytes.to_vec();
-        v.resize(align(bytes.len() as u64, 4) as usize, 0);
-        q.write_buffer(buf, off, &v);
-    }
-}
-
-type Layout = (Vec<Vec<usize>>, Vec<u64>, Vec<u64>, u64);
-
-/// Buffer dims, byte offsets and sizes, and the arena size under `binding`.
-fn layout(p: &Program, binding: &DimBinding, consts_bytes: u64) -> RuntimeResult<Layout> {
-    let mut dims = Vec::with_capacity(p.buffers.len());
-    let mut sizes = Vec::with_capacity(p.buffers.len());
-    for (i, b) in p.buffers.iter().enumerate() {
-        let d = concrete(b.shape.dims(), binding).ok_or_else(|| {
-            RuntimeError::new(format!(
-                "graph `{}`: buffer {i} of type {} has a dynamic dim that no argument binds",
-                p.name, b.shape
-            ))
-        })?;
-        sizes.push((d.iter().product::<usize>() * b.shape.dtype().size_bytes()) as u64);
-        dims.push(d);
-    }
-    let usizes: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
-    let (temp_off, temp_bytes) = memplan::plan_offsets(p, &usizes);
-    let mut offsets = vec![0u64; p.buffers.len()];
-    let mut c = 0u64;
-    let temps_at = consts_bytes;
-    let mut tail = align(temps_at + temp_bytes as u64, REGION_ALIGN);
-    for (i, b) in p.buffers.iter().enumerate() {
-        match b.kind {
-            BufKind::Const(_) => {
-                offsets[i] = c;
-                c += align(sizes[i], REGION_ALIGN);
-            }
-            BufKind::Temp => offsets[i] = temps_at + temp_off[i] as u64,
-            BufKind::Arg(_) => {
-                offsets[i] = tail;
-                tail += align(sizes[i].max(1), REGION_ALIGN);
-            }
-            BufKind::Output(_) => {}
-        }
-    }
-    for (i, b) in p.buffers.iter().enumerate() {
-        if let BufKind::Output(_) = b.kind {
-            offsets[i] = tail;
-            tail += align(sizes[i].max(1), REGION_ALIGN);
-        }
-    }
-    Ok((dims, offsets, sizes, tail))
-}
-
-/// The dispatch grid of a kernel under `binding` (`Ok(None)`: no work), or why it
-/// must run on the host.
-fn grid(
-    k: &rlx_compile::program::Kernel,
-    launch: &Launch,
-    binding: &DimBinding,
-    max_dim: u32,
-) -> Result<Option<[u32; 3]>, String> {
-    let n = |d: &[rlx_ir::Dim]| -> Result<u64, String> {
-        Ok(concrete(d, binding)
-            .ok_or("unbound dim")?
-            .iter()
-            .map(|&x| x as u64)
-            .product())
-    };
-    // Reductions over nothing: the CPU gives the identity or the error.
-    if let KernelKind::Reduce {
-        op, in_space, axes, ..
-    } = &k.kind
-    {
-        let red: Vec<_> = axes.iter().map(|&a| in_space[a]).collect();
-        if n(&red)? == 0 {
-            let _ = ReduceOp::Sum;
-            return Err(format!("reduce_{} over an empty axis", op.name()));
-        }
-    }
-    let split = |groups: u64| -> Result<Option<[u32; 3]>, String> {
-        if groups == 0 {
-            return Ok(None);
-        }
-        let x = groups.min(max_dim as u64);
-        let y = groups.div_ceil(x);
-        if y > max_dim as u64 {
-            return Err(format!("{groups} workgroups exceed the device's grid"));
-        }
-        Ok(Some([x as u32, y as u32, 1]))
-    };
-    match launch {
-        Launch::Threads(d) => split(n(d)?.div_ceil(wgsl::WG as u64)),
-        Launch::Groups(d) => {
-            if let KernelKind::Row { space, .. } = &k.kind {
-                if n(&space[space.len() - 1..])? == 0 {
-                    return Ok(None);
-                }
-            }
-            split(n(d)?)
-        }
-        Launch::Tiles { m, n: nn, batch } => {
-            let (m, nn, b) = (n(&[*m])?, n(&[*nn])?, n(batch)?);
-            if m == 0 || nn == 0 || b == 0 {
-                return Ok(None);
-            }
-            let g = [nn.div_ceil(16), m.div_ceil(16), b];
-            if g.iter().any(|&x| x > max_dim as u64) {
-                return Err(format!("a {g:?} tile grid exceeds the device's grid"));
-            }
-            Ok(Some([g[0] as u32, g[1] as u32, g[2] as u32]))
-        }
-    }
-}
-
-/// The binding of the dynamic dims from the argument dims.
-fn binding_from_args(p: &Program, args: &[TensorView<'_>]) -> RuntimeResult<DimBinding> {
-    let mut b = DimBinding::new();
-    for ((name, shape), a) in p.args.iter().zip(args) {
-        let bad = || {
-            RuntimeError::new(format!(
-                "graph `{}`: argument `{name}` is declared {shape} but got dims {:?}",
-                p.name, a.dims
-            ))
-        };
-        if shape.rank() != a.dims.len() {
-            return Err(bad());
-        }
-        for (d, &n) in shape.dims().iter().zip(a.dims) {
-            match d {
-                rlx_ir::Dim::Static(s) if *s != n => return Err(bad()),
-                rlx_ir::Dim::Dynamic(s) => match b.get(*s) {
-                    Some(prev) if prev != n => {
-                        return Err(RuntimeError::new(format!(
-                            "graph `{}`: dynamic dim ?{s} is {prev} elsewhere but `{name}` gives it {n} (dims {:?})",
-                            p.name, a.dims
-                        )));
-                    }
-                    _ => b.set(*s, n),
-                },
-                _ => {}
-            }
-        }
-    }
-    Ok(b)
-}
-
 impl Drop for WgpuExecutable {
     fn drop(&mut self) {
         // Keep the parameter buffers alive in the device context (see `Gpu::graveyard`).
@@ -611,7 +465,7 @@ impl Executable for WgpuExecutable {
             }
         }
         let bound = self.bound_for(args)?;
-        if let Some(b) = &self.fixed {
+        if self.fixed.is_some() {
             for (a, (name, shape)) in args.iter().zip(&p.args) {
                 if shape.static_dims().as_deref() != Some(a.dims) {
                     return Err(RuntimeError::new(format!(
@@ -620,7 +474,6 @@ impl Executable for WgpuExecutable {
                     )));
                 }
             }
-            let _ = b;
         }
         if !(0..p.kernels.len()).any(|k| self.on_gpu(&bound, k)) {
             return self.run_host(&bound, args);
@@ -704,10 +557,10 @@ impl WgpuExecutable {
             });
         // Arguments some GPU kernel reads go up once.
         for (i, b) in p.buffers.iter().enumerate() {
-            if let BufKind::Arg(a) = b.kind {
-                if self.gpu_reads[i] {
-                    write_padded(&self.gpu.queue, &arena, bound.offsets[i], args[a].bytes);
-                }
+            if let BufKind::Arg(a) = b.kind
+                && self.gpu_reads[i]
+            {
+                write_padded(&self.gpu.queue, &arena, bound.offsets[i], args[a].bytes);
             }
         }
         let mut host: Vec<Option<TensorData>> = vec![None; p.buffers.len()];
@@ -770,8 +623,6 @@ impl WgpuExecutable {
                         );
                     }
                 }
-                // A later GPU kernel may write this buffer's bytes again.
-                let _ = k;
             }
             Ok(())
         })();

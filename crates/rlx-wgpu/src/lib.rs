@@ -32,6 +32,7 @@
 mod context;
 mod exec;
 mod host;
+mod layout;
 mod wgsl;
 
 use rlx_compile::{CompileOptions, compile};

@@ -24,7 +24,7 @@
 //! (plus the final rounding), and the result is bit-identical to the oracle whenever
 //! the partial sums are representable (e.g. small integers times powers of two).
 
-use super::scaled_quant::{decode_scale, quant_scale, quantize};
+use super::scaled_quant::{clean_upper, decode_scale, quant_scale, quantize};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Par};
 use rayon::prelude::*;
@@ -207,6 +207,7 @@ fn scaled_matmul(
     let sab = sa * sb;
     if sab != 1.0 || bias.is_some() {
         c.par_chunks_mut(n.max(1)).for_each(|row| {
+            clean_upper();
             for (j, v) in row.iter_mut().enumerate() {
                 let x = *v as f64 * sab;
                 *v = bias.as_ref().map_or(x, |b| x + b[j]) as f32;
@@ -231,12 +232,16 @@ fn accumulate(a: &Operand<'_>, b: &Operand<'_>, m: usize, n: usize, k: usize, c:
             let bp = &mut b_panel[..nb * kb];
             bp.par_chunks_mut(16 * kb)
                 .enumerate()
-                .for_each(|(i, rows)| b.decode(n0 + 16 * i, rows.len() / kb, k0, kb, rows));
+                .for_each(|(i, rows)| {
+                    clean_upper();
+                    b.decode(n0 + 16 * i, rows.len() / kb, k0, kb, rows)
+                });
             let bp = &*bp;
             (0..m_tiles * n_tiles).into_par_iter().for_each(|t| {
                 let (mt, ntile) = (t / n_tiles, t % n_tiles);
                 let (i0, j0) = (mt * MC, ntile * nt);
                 let (mb, nw) = (MC.min(m - i0), nt.min(nb - j0));
+                clean_upper();
                 A_PANEL.with(|ap| {
                     let mut ap = ap.borrow_mut();
                     if ap.len() < mb * kb {
@@ -265,6 +270,7 @@ fn accumulate(a: &Operand<'_>, b: &Operand<'_>, m: usize, n: usize, k: usize, c:
                         let accum = if k0 == 0 { Accum::Replace } else { Accum::Add };
                         matmul(cm, accum, am, bm, 1.0f32, Par::Seq);
                     }
+                    clean_upper();
                 });
             });
         }

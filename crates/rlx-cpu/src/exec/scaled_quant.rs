@@ -10,7 +10,7 @@ use rayon::prelude::*;
 /// Rows per parallel chunk of the quantization kernels (a few hundred KiB of input).
 const ROWS_PER_CHUNK: usize = 64;
 
-/// The values of a float tensor, readable per row without copying f32 data.
+/// The values of a float tensor (f32 data read in place; other float dtypes as f64).
 pub(super) enum Vals<'a> {
     F32(&'a [u8]),
     F64(Vec<f64>),
@@ -26,27 +26,47 @@ impl<'a> Vals<'a> {
             _ => None,
         }
     }
+}
 
-    /// Element `i` as f64 (exact).
-    #[inline(always)]
-    pub(super) fn get(&self, i: usize) -> f64 {
-        match self {
-            Vals::F32(b) => f32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap()) as f64,
-            Vals::F64(v) => v[i],
-        }
+/// Clear the upper halves of the vector registers (`vzeroupper`) on this thread.
+///
+/// The GEMM's AVX-512 kernels return with them dirty; until something clears them,
+/// every non-VEX (SSE) instruction this thread runs is slowed by the merge with the
+/// upper state — measured 2.5–3× on the quantization loops here. Each task of these
+/// kernels starts (and the matmul tasks also continue after each GEMM call) with this.
+#[inline]
+pub(super) fn clean_upper() {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU supports AVX (checked above).
+        unsafe { zeroupper() }
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn zeroupper() {
+    std::arch::x86_64::_mm256_zeroupper()
+}
+
 /// Largest finite magnitude among elements `lo..hi` (0 when there is none).
+#[inline(always)]
 fn absmax(x: &Vals<'_>, lo: usize, hi: usize) -> f64 {
-    let mut m = 0.0f64;
-    for i in lo..hi {
-        let v = x.get(i);
-        if v.is_finite() {
-            m = m.max(v.abs());
+    match x {
+        // On the bits of |x| (ordered like the magnitudes; a loop LLVM vectorizes):
+        // NaN and ±∞ count as 0.
+        Vals::F32(b) => {
+            let m = b[4 * lo..4 * hi]
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()) & 0x7fff_ffff)
+                .fold(0u32, |m, a| m.max(if a < 0x7f80_0000 { a } else { 0 }));
+            f32::from_bits(m) as f64
         }
+        Vals::F64(v) => v[lo..hi]
+            .iter()
+            .filter(|v| v.is_finite())
+            .fold(0.0, |m, v| m.max(v.abs())),
     }
-    m
 }
 
 /// Unbiased binary exponent of a positive normal f64.
@@ -97,6 +117,7 @@ pub(super) fn quant_scale(
         .par_chunks_mut(per_chunk)
         .enumerate()
         .for_each(|(c, out)| {
+            clean_upper();
             for (j, code) in out.iter_mut().enumerate() {
                 let b = c * per_chunk + j;
                 let a = absmax(&vals, b * block, (b + 1) * block);
@@ -109,40 +130,41 @@ pub(super) fn quant_scale(
     Some(codes)
 }
 
-/// Round-to-nearest-even encoding of a format by a table of the midpoints between
-/// consecutive codes (equal to [`ScaledFormat::encode_f64`]; tested on every midpoint
-/// and its neighbours).
+/// Round-to-nearest-even encoding of one format with its constants precomputed: the
+/// same arithmetic as [`ScaledFormat::encode_f64`] (tested equal on every midpoint
+/// between codes and around it), without re-deriving `max_finite` per element and
+/// with the rounding done by the 2⁵² trick instead of a libm call.
 pub(super) struct Encoder {
-    /// `mids[c]`: the midpoint between the values of positive codes `c` and `c + 1`.
-    mids: Vec<f64>,
-    /// The code a value exactly at `mids[c]` gets (the "even" neighbour).
-    ties: Vec<u8>,
     max: f64,
-    max_code: u8,
-    sign_bit: u8,
+    max_code: u32,
+    sign_bit: u32,
     fnuz: bool,
+    m: i32,
+    bias: i32,
+    emin: i32,
 }
+
+/// Adding and subtracting 2⁵² rounds a value in [0, 2⁵²) to an integer, ties to even
+/// (the default rounding mode).
+const ROUND: f64 = 4_503_599_627_370_496.0;
 
 impl Encoder {
     pub(super) fn new(f: ScaledFormat) -> Encoder {
         let max = f.max_finite() as f64;
-        let max_code = f.encode_f64(max);
-        let sign_bit = 1u8 << (f.exp_bits() + f.mant_bits());
-        let vals: Vec<f64> = (0..=max_code).map(|c| f.decode(c) as f64).collect();
-        let mids: Vec<f64> = vals.windows(2).map(|w| (w[0] + w[1]) / 2.0).collect();
-        let ties = mids.iter().map(|&m| f.encode_f64(m)).collect();
+        let (_, m, bias) = f.fields();
         Encoder {
-            mids,
-            ties,
             max,
-            max_code,
-            sign_bit,
+            max_code: f.encode_f64(max) as u32,
+            sign_bit: 1 << (f.exp_bits() + m),
             fnuz: f.is_fnuz(),
+            m: m as i32,
+            bias,
+            emin: 1 - bias,
         }
     }
 
     /// The code of `x` (RNE, saturating, NaN → 0).
-    #[inline]
+    #[inline(always)]
     pub(super) fn encode(&self, x: f64) -> u8 {
         if x.is_nan() {
             return 0;
@@ -150,18 +172,82 @@ impl Encoder {
         let a = x.abs();
         let mag = if a >= self.max {
             self.max_code
+        } else if a < 1e-60 {
+            // Far below half the smallest subnormal of any format (≥ 2^−134).
+            0
         } else {
-            let c = self.mids.partition_point(|&m| m < a);
-            if c < self.mids.len() && self.mids[c] == a {
-                self.ties[c]
+            let mut k = exponent_of(a).max(self.emin);
+            // `a·2^(m−k)` is exact: a power-of-two scaling well inside f64's range.
+            let scaled = a * f64::from_bits(((self.m - k + 1023) as u64) << 52);
+            let mut q = if self.m == 0 && scaled == 1.5 {
+                // No mantissa bits: both neighbours of the tie have significand 1, so
+                // the even exponent field wins.
+                if (k + self.bias) % 2 == 0 { 1 } else { 2 }
             } else {
-                c as u8
+                ((scaled + ROUND) - ROUND) as u32
+            };
+            if q == 1 << (self.m + 1) {
+                k += 1;
+                q = 1 << self.m;
             }
+            let code = if q < 1 << self.m {
+                q
+            } else {
+                (((k + self.bias) as u32) << self.m) | (q - (1 << self.m))
+            };
+            code.min(self.max_code)
         };
-        if x.is_sign_negative() && !(self.fnuz && mag == 0) {
-            mag | self.sign_bit
-        } else {
-            mag
+        let neg = x.is_sign_negative() && !(self.fnuz && mag == 0);
+        (mag | if neg { self.sign_bit } else { 0 }) as u8
+    }
+
+    /// Whether [`Encoder::encode_f32_pow2`] is exact for this format: at least one
+    /// mantissa bit (the m = 0 tie rule differs), and half the smallest subnormal above
+    /// the f32 normal range (so an f32 product that underflows still encodes to 0).
+    pub(super) fn has_f32_path(&self) -> bool {
+        self.m >= 1 && self.emin - self.m - 1 > -126
+    }
+
+    /// Codes of the f32 values `src` (little-endian bytes) divided by a power-of-two
+    /// scale, given as its inverse `inv` (an f32 power of two): the same codes as
+    /// [`Encoder::encode`] of the exact f64 quotients, computed on f32 bits without
+    /// branches so the loop vectorizes. `x·inv` is exact in f32 unless it underflows
+    /// below 2⁻¹²⁶, where every such format encodes 0 anyway (see `has_f32_path`).
+    #[inline(always)]
+    pub(super) fn encode_f32_pow2(&self, src: &[u8], inv: f32, out: &mut [u8]) {
+        let m = self.m as u32;
+        let shift = 23 - m;
+        let half = (1u32 << (shift - 1)) - 1;
+        // f32 exponent field k + 127 → the format's k + bias.
+        let rebias = ((127 - self.bias) as u32) << m;
+        let min_normal = f32::from_bits(((self.emin + 127) as u32) << 23);
+        // a·2^(m − emin) for the subnormal range; (t + 2²³) − 2²³ rounds t to even.
+        let sub_scale = f32::from_bits(((self.m - self.emin + 127) as u32) << 23);
+        let max = self.max as f32;
+        let (max_code, sign_bit) = (self.max_code, self.sign_bit);
+        let fnuz = self.fnuz;
+        for (o, c) in out.iter_mut().zip(src.chunks_exact(4)) {
+            let y = f32::from_le_bytes(c.try_into().unwrap()) * inv;
+            let bits = y.to_bits();
+            let abits = bits & 0x7fff_ffff;
+            let a = f32::from_bits(abits);
+            let rounded = abits.wrapping_add(half + ((abits >> shift) & 1)) >> shift;
+            let normal = rounded.wrapping_sub(rebias).min(max_code);
+            // t < 2^m ≤ 2^22: adding 2²³ rounds it to an integer (ties to even) that
+            // sits in the low mantissa bits.
+            let t = a * sub_scale;
+            let sub = (t + 8_388_608.0).to_bits().wrapping_sub(0x4b00_0000);
+            let mag = if a >= max {
+                max_code
+            } else if a >= min_normal {
+                normal
+            } else {
+                sub
+            };
+            let nan = abits > 0x7f80_0000;
+            let neg = bits >> 31 == 1 && !(fnuz && mag == 0);
+            let code = mag | if neg { sign_bit } else { 0 };
+            *o = if nan { 0 } else { code as u8 };
         }
     }
 }
@@ -186,13 +272,8 @@ pub(super) fn quantize(
         Some(_) => return None,
         None => (k, 1),
     };
-    if s.len()
-        != if layout.block().is_some() {
-            n / k * per_row
-        } else {
-            1
-        }
-    {
+    let blocked = layout.block().is_some();
+    if s.len() != if blocked { n / k * per_row } else { 1 } {
         return None;
     }
     let enc = Encoder::new(format);
@@ -201,10 +282,11 @@ pub(super) fn quantize(
         .par_chunks_mut(ROWS_PER_CHUNK * k)
         .enumerate()
         .for_each(|(c, out)| {
+            clean_upper();
             let base = c * ROWS_PER_CHUNK * k;
             for (j, blk) in out.chunks_mut(block).enumerate() {
                 let first = base + j * block;
-                let sc = if layout.block().is_some() {
+                let sc = if blocked {
                     s[(first / k) * per_row + (first % k) / block]
                 } else {
                     s[0]
@@ -213,8 +295,33 @@ pub(super) fn quantize(
                     blk.fill(0);
                     continue;
                 }
-                for (t, code) in blk.iter_mut().enumerate() {
-                    *code = enc.encode(vals.get(first + t) / sc);
+                // x/s rounded once in f64, as the oracle forms it; for a power-of-two
+                // scale (every MX scale) that is the exact product with 1/s.
+                let pow2 = sc.is_normal() && sc.to_bits() & ((1 << 52) - 1) == 0;
+                let inv = 1.0 / sc;
+                let q = |v: f64| {
+                    enc.encode(if pow2 && inv.is_normal() {
+                        v * inv
+                    } else {
+                        v / sc
+                    })
+                };
+                match &vals {
+                    Vals::F32(b) if pow2 && enc.has_f32_path() && (inv as f32).is_normal() => {
+                        let src = &b[4 * first..4 * (first + blk.len())];
+                        enc.encode_f32_pow2(src, inv as f32, blk);
+                    }
+                    Vals::F32(b) => {
+                        let src = b[4 * first..4 * (first + blk.len())].chunks_exact(4);
+                        for (code, v) in blk.iter_mut().zip(src) {
+                            *code = q(f32::from_le_bytes(v.try_into().unwrap()) as f64);
+                        }
+                    }
+                    Vals::F64(v) => {
+                        for (code, &v) in blk.iter_mut().zip(&v[first..]) {
+                            *code = q(v);
+                        }
+                    }
                 }
             }
         });
@@ -237,11 +344,23 @@ mod tests {
     }
 
     #[test]
-    fn table_encoder_equals_encode_f64_at_every_midpoint_and_around_it() {
+    fn encoder_equals_encode_f64_at_every_midpoint_between_codes_and_around_it() {
         for f in formats() {
             let enc = Encoder::new(f);
-            let mut probes = vec![0.0, -0.0, 1e-310, 1e300, f64::INFINITY, f64::NEG_INFINITY];
-            for &m in &enc.mids {
+            let mut probes = vec![
+                0.0,
+                -0.0,
+                1e-310,
+                1e-59,
+                1e-61,
+                1e300,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+            ];
+            // Midpoints between consecutive positive codes (the rounding boundaries).
+            let top = f.encode_f64(f.max_finite() as f64);
+            let mids = (0..top).map(|c| (f.decode(c) as f64 + f.decode(c + 1) as f64) / 2.0);
+            for m in mids {
                 for v in [m, m.next_up(), m.next_down(), m * 0.75, m * 1.25] {
                     probes.extend([v, -v]);
                 }
@@ -258,7 +377,52 @@ mod tests {
     }
 
     #[test]
-    fn table_encoder_equals_encode_f64_on_random_values_over_many_binades() {
+    fn f32_power_of_two_path_equals_encode_f64_of_the_exact_quotient() {
+        let mut s = 0x0bad_cafe_1234_5678u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for f in formats() {
+            let enc = Encoder::new(f);
+            if !enc.has_f32_path() {
+                continue;
+            }
+            for j in [-126, -40, -7, 0, 3, 60, 126] {
+                let inv = 2f32.powi(j);
+                let mut xs: Vec<f32> = (0..4000)
+                    .map(|_| {
+                        let r = next();
+                        let mant = 1.0 + (r >> 40) as f32 / (1u64 << 24) as f32;
+                        let e = (r % 80) as i32 - 40 - j;
+                        let v = mant * 2f32.powi(e.clamp(-149, 127));
+                        if r & 1 == 0 { v } else { -v }
+                    })
+                    .collect();
+                // Every code value and midpoint, exactly, at this scale.
+                let top = f.encode_f64(f.max_finite() as f64);
+                for c in 0..top {
+                    let (lo, hi) = (f.decode(c), f.decode(c + 1));
+                    for v in [lo, (lo + hi) / 2.0, hi * 1.01, lo.next_up()] {
+                        xs.extend([v / inv, -v / inv]);
+                    }
+                }
+                xs.extend([f32::NAN, f32::INFINITY, -f32::INFINITY, 0.0, -0.0, 1e-45]);
+                let bytes: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let mut got = vec![0u8; xs.len()];
+                enc.encode_f32_pow2(&bytes, inv, &mut got);
+                for (x, g) in xs.iter().zip(got) {
+                    let want = f.encode_f64(*x as f64 * inv as f64);
+                    assert_eq!(g, want, "{f} at {x:e} × 2^{j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn encoder_equals_encode_f64_on_random_values_over_many_binades() {
         let mut s = 0x1234_5678_9abc_def1u64;
         for f in formats() {
             let enc = Encoder::new(f);

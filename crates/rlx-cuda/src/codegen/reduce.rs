@@ -164,18 +164,17 @@ impl KGen<'_> {
         ));
         b.push_str("  const I r0 = (I)blockIdx.y * chunk;\n  const I r1 = imin(L, r0 + chunk);\n");
         let mut pro = String::new();
-        let env_idx;
-        if last_reduced {
+        let env_idx = if last_reduced {
             b.push_str(&format!(
                 "  __shared__ {acc} sh[1024];\n  const I seg = threadIdx.x / tpr, lane = threadIdx.x % tpr;\n  const I o = (I)blockIdx.x * (blockDim.x / tpr) + seg;\n  {acc} acc = {ident};\n  if (o < O) {{\n    for (I r = r0 + lane; r < r1; r += tpr) {{\n"
             ));
-            env_idx = index(self, &mut pro, "      ", "o", "r", "0");
+            index(self, &mut pro, "      ", "o", "r", "0")
         } else {
             b.push_str(&format!(
                 "  const I nout = O * IN;\n  for (I f = (I)blockIdx.x * blockDim.x + threadIdx.x; f < nout; f += (I)gridDim.x * blockDim.x) {{\n    const I o = f / IN, i = f % IN;\n    {acc} acc = {ident};\n    for (I r = r0; r < r1; r++) {{\n"
             ));
-            env_idx = index(self, &mut pro, "      ", "o", "r", "i");
-        }
+            index(self, &mut pro, "      ", "o", "r", "i")
+        };
         let env = expr::Env {
             idx: &env_idx,
             flat: "xf",

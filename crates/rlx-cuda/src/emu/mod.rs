@@ -107,8 +107,26 @@ impl EmuGpu {
                 "the emulator needs a C++ compiler: `{cxx} --version` failed (set CXX)"
             ));
         }
-        let dir = std::env::temp_dir().join(format!("rlx-cuda-emu-{}", std::process::id()));
+        // Compiled programs are cached by content across processes; entries unused for a
+        // day are removed.
+        let dir = std::env::var_os("RLX_CUDA_EMU_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| std::env::temp_dir().join("rlx-cuda-emu-cache"));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            let day = std::time::Duration::from_secs(24 * 3600);
+            for e in entries.flatten() {
+                let old = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > day);
+                if old {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
         Ok(EmuGpu {
             cxx,
             dir,
@@ -137,13 +155,14 @@ impl EmuGpu {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         full.hash(&mut h);
         let key = h.finish();
-        let cpp = self.dir.join(format!("{key:016x}.cpp"));
         let so = self.dir.join(format!("{key:016x}.so"));
         if !so.exists() {
+            // Unique scratch names: other threads and processes may build the same program.
+            let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
+                .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "");
+            let cpp = self.dir.join(format!("{key:016x}.{tag}.cpp"));
             std::fs::write(&cpp, &full).map_err(|e| format!("{}: {e}", cpp.display()))?;
-            let tmp = self
-                .dir
-                .join(format!("{key:016x}.{:?}.so", std::thread::current().id()));
+            let tmp = self.dir.join(format!("{key:016x}.{tag}.so"));
             let out = std::process::Command::new(&self.cxx)
                 .args(["-O1", "-std=c++17", "-shared", "-fPIC", "-w", "-o"])
                 .arg(&tmp)
@@ -157,6 +176,7 @@ impl EmuGpu {
                     crate::nvrtc::numbered(&full)
                 ));
             }
+            let _ = std::fs::remove_file(&cpp);
             std::fs::rename(&tmp, &so).map_err(|e| e.to_string())?;
         }
         let lib = unsafe { libloading::Library::new(&so) }.map_err(|e| e.to_string())?;
@@ -179,12 +199,6 @@ impl EmuGpu {
             tramps,
             names: entries.to_vec(),
         })
-    }
-}
-
-impl Drop for EmuGpu {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

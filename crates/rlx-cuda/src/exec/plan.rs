@@ -305,11 +305,7 @@ impl KernelBind<'_> {
             KCode::Row(r) => {
                 let d = self.resolve(&r.space)?;
                 let c = *d.last().unwrap_or(&1);
-                let rows = if c == 0 {
-                    0
-                } else {
-                    d.iter().product::<usize>() / c
-                };
+                let rows = d.iter().product::<usize>().checked_div(c).unwrap_or(0);
                 if rows > 0 {
                     let tpr = pow2(c.div_ceil(8)).min(1024);
                     let block = tpr.max(256);

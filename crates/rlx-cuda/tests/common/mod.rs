@@ -210,7 +210,7 @@ impl Builder<'_> {
                 let n: usize = d.iter().product();
                 let new_shape: Vec<i64> = if d.len() >= 2 && self.rng.chance(0.5) {
                     vec![-1]
-                } else if n % 2 == 0 && n > 0 {
+                } else if n.is_multiple_of(2) && n > 0 {
                     vec![2, -1]
                 } else {
                     vec![-1, 1]

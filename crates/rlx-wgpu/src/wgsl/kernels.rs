@@ -45,8 +45,6 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
 fn stores(g: &mut Gen<'_>, st: &[Store], vars: &[String], e: &str) -> Result<(), String> {
     for s in st {
         let v = vars[s.value as usize].clone();
-        let buf_dt = g.p.buffers[s.buf].shape.dtype();
-        let _ = buf_dt;
         g.write(s.buf, e, &v)?;
     }
     Ok(())
@@ -244,7 +242,7 @@ fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
         };
     g.need("nan_");
     // Statistics, each in its own scope so `acc` can be reused.
-    let (s1, s2) = match op {
+    let (_, s2) = match op {
         RowOp::Softmax | RowOp::LogSoftmax => {
             g.line("var m: f32;");
             g.line("{");
@@ -280,7 +278,6 @@ fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
             ("0.0", "s")
         }
     };
-    let _ = s1;
     g.line(&format!("for (var j = lid; j < {c}; j = j + 64u) {{"));
     let mut idx = oidx.clone();
     idx.push("j".into());
@@ -498,10 +495,10 @@ pub(crate) fn attention_with(
     if cls(*dtype)? != Cls::F {
         return Err("attention of non-float data".into());
     }
-    if let Some(c) = attn_logit_softcap {
-        if !(c.is_finite() && *c > 0.0) {
-            return Err("invalid softcap (the CPU reports it)".into());
-        }
+    if let Some(c) = attn_logit_softcap
+        && !(c.is_finite() && *c > 0.0)
+    {
+        return Err("invalid softcap (the CPU reports it)".into());
     }
     let dims = |g: &Gen<'_>, l: usize| {
         let ld = &g.k.loads[inputs[l]];

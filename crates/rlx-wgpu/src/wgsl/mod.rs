@@ -68,9 +68,9 @@ impl Env<'_> {
     }
 }
 
-/// Strided forms of every load of `k` under `binding` (`None` for walked loads).
+/// Strided forms of every load of `k` under `binding` (`None` where a reshape of a
+/// non-contiguous view has no strided form: those loads are walked).
 pub(crate) fn strided_loads(
-    p: &Program,
     k: &Kernel,
     buf_dims: &[Vec<usize>],
     binding: &DimBinding,
@@ -78,13 +78,6 @@ pub(crate) fn strided_loads(
     k.loads
         .iter()
         .map(|l| bind_load(&buf_dims[l.buf], &l.steps, binding))
-        .collect::<Vec<_>>()
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let _ = (p, i);
-            s
-        })
         .collect()
 }
 
@@ -207,14 +200,7 @@ impl<'a> Gen<'a> {
             .loads
             .iter()
             .enumerate()
-            .map(|(i, l)| {
-                load_mode(
-                    p,
-                    l.buf,
-                    &l.steps,
-                    fixed.and_then(|f| f.strided[i].as_ref()),
-                )
-            })
+            .map(|(i, l)| load_mode(p, &l.steps, fixed.and_then(|f| f.strided[i].as_ref())))
             .collect();
         Ok(Gen {
             p,
@@ -578,13 +564,12 @@ impl<'a> Gen<'a> {
     }
 }
 
-/// How load `steps` over buffer `buf` is indexed. `fixed` is its strided form in a
+/// How a load with view `steps` is indexed. `fixed` is its strided form in a
 /// static program.
-fn load_mode(p: &Program, buf: BufId, steps: &[ViewStep], fixed: Option<&Strided>) -> LoadMode {
+fn load_mode(p: &Program, steps: &[ViewStep], fixed: Option<&Strided>) -> LoadMode {
     if steps.is_empty() {
         return LoadMode::Identity;
     }
-    let _ = buf;
     if let Some(s) = fixed {
         if s.is_dense() {
             return u32::try_from(s.offset).map_or(LoadMode::Strided, LoadMode::Flat);

@@ -5,7 +5,7 @@ use super::expr::post;
 use super::{Cls, Gen, Launch, Shader, Space, WG, cls, ty};
 use crate::host::view_dims_sym;
 use rlx_compile::program::{Kernel, KernelKind};
-use rlx_ir::{DType, Dim, Op};
+use rlx_ir::{DType, Op};
 
 /// `value` converted to `dt` as the oracle's cast does, as a WGSL literal.
 fn fill(value: f64, dt: DType) -> Result<String, String> {
@@ -144,6 +144,5 @@ pub(crate) fn opaque(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     }
     let buf = k.stores[0].buf;
     g.write(buf, "t", "v")?;
-    let _ = Dim::Static(0);
     Ok(g.finish(&WG.to_string(), Launch::Threads(dims)))
 }
