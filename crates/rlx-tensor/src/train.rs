@@ -13,6 +13,13 @@ use rlx_optim::{OptItem, Optimizer};
 pub use rlx_optim::LrSchedule;
 
 impl Func {
+    /// Run `f` with every param name (`param_names()` order) as `&[&str]`.
+    fn with_all_params<R>(&self, f: impl FnOnce(&[&str]) -> R) -> R {
+        let names = self.param_names();
+        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
+        f(&wrt)
+    }
+
     /// The memoized value-and-grad function for `wrt` (no params bound: they come from `self`).
     pub(crate) fn value_and_grad_for(&self, wrt: &[&str]) -> Result<Func> {
         let key = format!("value_and_grad:{}", wrt.join("\u{1f}"));
@@ -114,9 +121,7 @@ impl Func {
         opt: &mut dyn Optimizer,
         inputs: &[(&str, &[f32])],
     ) -> (Func, Vec<f32>) {
-        let names = self.param_names();
-        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.train_step(opt, &wrt, inputs)
+        self.with_all_params(|wrt| self.train_step(opt, wrt, inputs))
     }
 
     /// Scheduled step on every param.
@@ -128,9 +133,7 @@ impl Func {
         step: usize,
         inputs: &[(&str, &[f32])],
     ) -> (Func, Vec<f32>) {
-        let names = self.param_names();
-        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.train_step_at(opt, schedule, step, &wrt, inputs)
+        self.with_all_params(|wrt| self.train_step_at(opt, schedule, step, wrt, inputs))
     }
 
     /// Step on every param on an explicit device.
@@ -141,9 +144,7 @@ impl Func {
         opt: &mut dyn Optimizer,
         inputs: &[(&str, &[f32])],
     ) -> (Func, Vec<f32>) {
-        let names = self.param_names();
-        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.train_step_on(device, opt, &wrt, inputs)
+        self.with_all_params(|wrt| self.train_step_on(device, opt, wrt, inputs))
     }
 
     /// Scheduled step on every param on an explicit device.
@@ -156,9 +157,7 @@ impl Func {
         step: usize,
         inputs: &[(&str, &[f32])],
     ) -> (Func, Vec<f32>) {
-        let names = self.param_names();
-        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.train_step_at_on(device, opt, schedule, step, &wrt, inputs)
+        self.with_all_params(|wrt| self.train_step_at_on(device, opt, schedule, step, wrt, inputs))
     }
 
     /// Scheduled step on every param with global L2 gradient clipping: when the norm of
@@ -174,19 +173,19 @@ impl Func {
         max_grad_norm: f32,
         inputs: &[(&str, &[f32])],
     ) -> (Func, Vec<f32>) {
-        let names = self.param_names();
-        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.try_train_step_impl(
-            Some(device),
-            opt,
-            Some(schedule),
-            step,
-            max_grad_norm,
-            None,
-            &wrt,
-            inputs,
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
+        self.with_all_params(|wrt| {
+            self.try_train_step_impl(
+                Some(device),
+                opt,
+                Some(schedule),
+                step,
+                max_grad_norm,
+                None,
+                wrt,
+                inputs,
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+        })
     }
 
     /// Quantization-aware step: forward and gradient are computed at `quant`-ized copies
@@ -220,19 +219,19 @@ impl Func {
         quant: impl Fn(&str, &[usize], &mut [f32]),
         inputs: &[(&str, &[f32])],
     ) -> (Func, Vec<f32>) {
-        let names = self.param_names();
-        let wrt: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.try_train_step_impl(
-            Some(device),
-            opt,
-            Some(schedule),
-            step,
-            max_grad_norm,
-            Some(&quant),
-            &wrt,
-            inputs,
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
+        self.with_all_params(|wrt| {
+            self.try_train_step_impl(
+                Some(device),
+                opt,
+                Some(schedule),
+                step,
+                max_grad_norm,
+                Some(&quant),
+                wrt,
+                inputs,
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
