@@ -3,19 +3,26 @@
 //! `Sq × Sk` score matrix never exists in memory. f32 operands read in place through
 //! their views (`[B, S, H, D]` or `[B, S, H·D]`, any strides with unit innermost
 //! stride); other cases run through the oracle.
+//!
+//! Both products of a block (`S = Q·Kᵀ`, `O += P·V`) run as register-blocked micro-GEMMs
+//! ([`gemm`]); the softmax bookkeeping between them works on whole rows of the block
+//! ([`block`]). Causal and sliding-window masks skip the key blocks no query of the block
+//! may see and mask only the blocks that straddle the diagonal.
+
+mod block;
+mod gemm;
 
 use super::ew::{CHUNK, EwPlan};
 use super::loads::LoadPlan;
 use super::opaque::view_dims;
 use super::par::{Bases, SendPtr, chunks, par_for};
-use super::value::{Sv, read_bits};
-use crate::math;
+use super::value::{Sv, Ty, read_bits};
 use rlx_compile::program::{Kernel, KernelKind, Program};
-use rlx_ir::{Activation, DType, DimBinding, IrResult, MaskKind, Op};
+use rlx_ir::{DType, DimBinding, IrResult, MaskKind, Op};
 
-/// Queries per block.
-const BQ: usize = 32;
-/// Keys per block.
+/// Queries per block (one work item).
+const BQ: usize = 64;
+/// Keys per block (a multiple of 16: the packed `Kᵀ` rows are whole vectors).
 const BK: usize = 64;
 
 /// Element offsets of a `[B, S, H, D]`-like operand.
@@ -212,19 +219,23 @@ impl AttnPlan {
             scratch.as_mut_ptr()
         };
         let nqb = self.sq.div_ceil(BQ);
+        let bh = self.b * self.h;
+        let level = block::level();
         let bs = Bases(bases);
         let op = SendPtr(out as *mut u8);
-        par_for(self.b * self.h * nqb, |item| {
-            let (bh, qb) = (item / nqb, item % nqb);
-            let (bi, hi) = (bh / self.h, bh % self.h);
-            self.block(
-                bs.get(),
-                op.get() as *mut f32,
+        // Later query blocks see more keys under causal masks: hand them out first so
+        // the cheap ones fill the gaps at the end. Each item writes its own rows, so the
+        // result does not depend on which thread runs it.
+        par_for(bh * nqb, |item| {
+            let qb = nqb - 1 - item / bh;
+            let (bi, hi) = ((item % bh) / self.h, item % self.h);
+            let it = block::Item {
                 bi,
                 hi,
-                qb * BQ,
-                ((qb + 1) * BQ).min(self.sq),
-            );
+                q0: qb * BQ,
+                q1: ((qb + 1) * BQ).min(self.sq),
+            };
+            block::with_buf(|buf| self.block(level, bs.get(), op.get() as *mut f32, it, buf));
             Ok(())
         })?;
         if !self.trivial {
@@ -241,170 +252,51 @@ impl AttnPlan {
         Ok(())
     }
 
-    fn allowed(&self, bi: usize, qi: usize, ki: usize, bases: &[*mut u8]) -> bool {
+    /// First key query `qi` may see under a causal or sliding-window mask (0 otherwise).
+    #[inline]
+    fn key_lo(&self, qi: usize) -> usize {
         match self.mask {
-            MaskKind::None | MaskKind::Bias => true,
-            MaskKind::Causal => ki <= qi,
-            MaskKind::SlidingWindow(w) => ki <= qi && qi - ki <= w,
-            MaskKind::Custom => {
-                let (p, st) = self.extra.as_ref().unwrap();
-                let off = (p.offset as isize + bi as isize * st[0] + ki as isize * st[3]) as usize;
-                let bits = unsafe { read_bits(p.dtype, bases[p.buf], off) };
-                let v = match super::value::Ty::of(p.dtype).unwrap() {
-                    super::value::Ty::F32 => f32::from_bits(bits as u32) as f64,
-                    super::value::Ty::F64 => f64::from_bits(bits),
-                    super::value::Ty::I64 => bits as i64 as f64,
-                };
-                v >= 0.5
-            }
-        }
-    }
-
-    /// Queries `q0..q1` of batch `bi`, head `hi`.
-    fn block(&self, bases: &[*mut u8], out: *mut f32, bi: usize, hi: usize, q0: usize, q1: usize) {
-        let (d, dv) = (self.d, self.dv);
-        let kh = hi / (self.h / self.hk);
-        let nq = q1 - q0;
-        let qb = bases[self.q.0] as *const f32;
-        let kb = bases[self.k.0] as *const f32;
-        let vb = bases[self.v.0] as *const f32;
-        // Queries pre-scaled into a dense block.
-        let mut q = vec![0f32; nq * d];
-        for i in 0..nq {
-            let src = unsafe { std::slice::from_raw_parts(qb.add(self.q.1.at(bi, q0 + i, hi)), d) };
-            for (o, &x) in q[i * d..(i + 1) * d].iter_mut().zip(src) {
-                *o = x;
-            }
-        }
-        let mut acc = vec![0f32; nq * dv];
-        let mut m = vec![f32::NEG_INFINITY; nq];
-        let mut l = vec![0f64; nq];
-        let mut s = vec![0f32; BK];
-        let kend = match self.mask {
-            MaskKind::Causal | MaskKind::SlidingWindow(_) => q1.min(self.sk),
-            _ => self.sk,
-        };
-        let mut k0 = match self.mask {
-            MaskKind::SlidingWindow(w) => q0.saturating_sub(w) / BK * BK,
+            MaskKind::SlidingWindow(w) => qi.saturating_sub(w),
             _ => 0,
-        };
-        while k0 < kend {
-            let k1 = (k0 + BK).min(kend);
-            let nk = k1 - k0;
-            for i in 0..nq {
-                let qi = q0 + i;
-                let qrow = &q[i * d..(i + 1) * d];
-                let row = &mut s[..nk];
-                let mut any = false;
-                for (j, sj) in row.iter_mut().enumerate() {
-                    let ki = k0 + j;
-                    if !self.allowed(bi, qi, ki, bases) {
-                        *sj = f32::NEG_INFINITY;
-                        continue;
-                    }
-                    any = true;
-                    let krow =
-                        unsafe { std::slice::from_raw_parts(kb.add(self.k.1.at(bi, ki, kh)), d) };
-                    let mut v = dot(qrow, krow) * self.scale;
-                    if let Some(c) = self.softcap {
-                        v = c * ((v / c) as f64).tanh() as f32;
-                    }
-                    if let Some((p, st)) = &self.extra
-                        && self.mask == MaskKind::Bias
-                    {
-                        let off = (p.offset as isize
-                            + bi as isize * st[0]
-                            + hi as isize * st[1]
-                            + qi as isize * st[2]
-                            + ki as isize * st[3]) as usize;
-                        let bits = unsafe { read_bits(p.dtype, bases[p.buf], off) };
-                        v += match super::value::Ty::of(p.dtype).unwrap() {
-                            super::value::Ty::F32 => f32::from_bits(bits as u32),
-                            super::value::Ty::F64 => f64::from_bits(bits) as f32,
-                            super::value::Ty::I64 => bits as i64 as f32,
-                        };
-                    }
-                    *sj = v;
-                }
-                if !any {
-                    continue;
-                }
-                let mut bm = f32::NEG_INFINITY;
-                let mut nan = false;
-                for &v in row.iter() {
-                    nan |= v.is_nan();
-                    if v > bm {
-                        bm = v;
-                    }
-                }
-                let mnew = if nan { f32::NAN } else { m[i].max(bm) };
-                let corr = if m[i] == f32::NEG_INFINITY {
-                    0.0
-                } else {
-                    (m[i] - mnew).exp()
-                };
-                for v in row.iter_mut() {
-                    *v -= mnew;
-                }
-                math::unary_f32_inplace(Activation::Exp, row);
-                let o = &mut acc[i * dv..(i + 1) * dv];
-                if corr != 1.0 {
-                    for x in o.iter_mut() {
-                        *x *= corr;
-                    }
-                }
-                let mut ls = 0f64;
-                for (j, &p) in row.iter().enumerate() {
-                    if p == 0.0 {
-                        continue;
-                    }
-                    ls += p as f64;
-                    let vrow = unsafe {
-                        std::slice::from_raw_parts(vb.add(self.v.1.at(bi, k0 + j, kh)), dv)
-                    };
-                    for (x, &y) in o.iter_mut().zip(vrow) {
-                        *x += p * y;
-                    }
-                }
-                l[i] = l[i] * corr as f64 + ls;
-                m[i] = mnew;
-            }
-            k0 = k1;
-        }
-        for i in 0..nq {
-            let dst = unsafe {
-                std::slice::from_raw_parts_mut(
-                    out.add(((bi * self.sq + q0 + i) * self.h + hi) * dv),
-                    dv,
-                )
-            };
-            let o = &acc[i * dv..(i + 1) * dv];
-            if l[i] == 0.0 && !m[i].is_nan() {
-                dst.fill(0.0);
-            } else {
-                let inv = l[i] as f32;
-                for (x, &y) in dst.iter_mut().zip(o) {
-                    *x = y / inv;
-                }
-            }
         }
     }
-}
 
-/// `Σ a·b` with eight independent lanes (vectorizes).
-#[inline]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let mut ia = a.chunks_exact(8);
-    let mut ib = b.chunks_exact(8);
-    for (x, y) in (&mut ia).zip(&mut ib) {
-        for k in 0..8 {
-            lanes[k] += x[k] * y[k];
+    /// One past the last key query `qi` may see under a causal or sliding-window mask
+    /// (`sk` otherwise).
+    #[inline]
+    fn key_hi(&self, qi: usize) -> usize {
+        match self.mask {
+            MaskKind::Causal | MaskKind::SlidingWindow(_) => (qi + 1).min(self.sk),
+            _ => self.sk,
         }
     }
-    let mut s: f32 = lanes.iter().sum();
-    for (x, y) in ia.remainder().iter().zip(ib.remainder()) {
-        s += x * y;
+
+    /// Whether a custom key mask lets batch `bi` see key `ki` (`mask[bi, ki] ≥ 0.5`).
+    fn custom_ok(&self, bases: &[*mut u8], bi: usize, ki: usize) -> bool {
+        let (p, st) = self.extra.as_ref().unwrap();
+        let off = (p.offset as isize + bi as isize * st[0] + ki as isize * st[3]) as usize;
+        let bits = unsafe { read_bits(p.dtype, bases[p.buf], off) };
+        let v = match Ty::of(p.dtype).unwrap() {
+            Ty::F32 => f32::from_bits(bits as u32) as f64,
+            Ty::F64 => f64::from_bits(bits),
+            Ty::I64 => bits as i64 as f64,
+        };
+        v >= 0.5
     }
-    s
+
+    /// The additive bias of `(bi, hi, qi, ki)`, broadcast to `[B, H, Sq, Sk]`.
+    fn bias_at(&self, bases: &[*mut u8], bi: usize, hi: usize, qi: usize, ki: usize) -> f32 {
+        let (p, st) = self.extra.as_ref().unwrap();
+        let off = (p.offset as isize
+            + bi as isize * st[0]
+            + hi as isize * st[1]
+            + qi as isize * st[2]
+            + ki as isize * st[3]) as usize;
+        let bits = unsafe { read_bits(p.dtype, bases[p.buf], off) };
+        match Ty::of(p.dtype).unwrap() {
+            Ty::F32 => f32::from_bits(bits as u32),
+            Ty::F64 => f64::from_bits(bits) as f32,
+            Ty::I64 => bits as i64 as f32,
+        }
+    }
 }

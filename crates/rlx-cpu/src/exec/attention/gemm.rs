@@ -1,0 +1,345 @@
+//! The two products of an attention block, `S = Q·Kᵀ` and `O += P·V`, as one small
+//! dense kernel `C (+)= A·B`: `A` is `m × k` with rows `lda` apart (dense, read one
+//! scalar at a time and broadcast), `B` is `k × n` with rows `ldb` apart (each row
+//! contiguous, read as vectors of 16), `C` is `m × n` with rows `ldc` apart.
+//!
+//! Three instruction-set levels exist, chosen once per block by the caller: AVX-512
+//! (register-blocked outer products written with intrinsics: 6 rows × 64 columns of
+//! accumulators stay in registers for the whole `k` loop), AVX2+FMA and portable (row by
+//! row `axpy` loops that LLVM vectorizes). Every level sums each `C` element over `k` in
+//! ascending order, so a level always gives the same bits for the same inputs.
+
+/// Instruction-set levels of [`gemm`].
+pub(super) const PORTABLE: u8 = 0;
+/// AVX2 + FMA.
+pub(super) const AVX2: u8 = 1;
+/// AVX-512 F.
+pub(super) const AVX512: u8 = 2;
+
+/// `C (+)= A·B` (see the module doc); `accumulate` adds to `C` instead of overwriting.
+///
+/// # Safety
+/// The caller runs inside a function compiled for level `L` on a CPU that has it, and
+/// every row of `A`, `B` and `C` named by the sizes is in bounds (columns of `B` past `n`
+/// are never read).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm<const L: u8>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    ldb: isize,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if L == AVX512 {
+        return unsafe { x86::gemm(m, n, k, a, lda, b, ldb, c, ldc, accumulate) };
+    }
+    unsafe {
+        if L == PORTABLE {
+            axpy_rows::<false>(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+        } else {
+            axpy_rows::<true>(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+        }
+    }
+}
+
+/// Row by row: `c_i = Σ_p a_ip · b_p`, each term one vectorizable `axpy` over the row.
+/// `F` fuses the multiply-add (only inside functions compiled with FMA).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn axpy_rows<const F: bool>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    ldb: isize,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    for i in 0..m {
+        let crow = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), n) };
+        if !accumulate {
+            crow.fill(0.0);
+        }
+        for p in 0..k {
+            let av = unsafe { *a.add(i * lda + p) };
+            let brow = unsafe { std::slice::from_raw_parts(b.offset(p as isize * ldb), n) };
+            for (x, &y) in crow.iter_mut().zip(brow) {
+                *x = if F { av.mul_add(y, *x) } else { av * y + *x };
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// Rows of `C` per register tile.
+    const MR: usize = 6;
+
+    /// The AVX-512 level: tiles of up to `MR` rows × 64 columns, the last vector of a
+    /// tile masked when `n` is not a multiple of 16 (masked loads never touch the
+    /// elements they skip, so `B` and `C` need no padding).
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn gemm(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: *const f32,
+        lda: usize,
+        b: *const f32,
+        ldb: isize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+    ) {
+        let mut j0 = 0;
+        while j0 < n {
+            let w = (n - j0).min(64);
+            let nv = w.div_ceil(16);
+            let tail = w - 16 * (nv - 1);
+            let mask: __mmask16 = if tail == 16 {
+                0xffff
+            } else {
+                (1u16 << tail) - 1
+            };
+            let mut i0 = 0;
+            while i0 < m {
+                let mr = (m - i0).min(MR);
+                let t = Tile {
+                    k,
+                    a: unsafe { a.add(i0 * lda) },
+                    lda,
+                    b: unsafe { b.add(j0) },
+                    ldb,
+                    c: unsafe { c.add(i0 * ldc + j0) },
+                    ldc,
+                    mask,
+                    accumulate,
+                };
+                macro_rules! by_nv {
+                    ($mr:literal) => {
+                        match nv {
+                            1 => unsafe { tile::<$mr, 1>(&t) },
+                            2 => unsafe { tile::<$mr, 2>(&t) },
+                            3 => unsafe { tile::<$mr, 3>(&t) },
+                            _ => unsafe { tile::<$mr, 4>(&t) },
+                        }
+                    };
+                }
+                match mr {
+                    1 => by_nv!(1),
+                    2 => by_nv!(2),
+                    3 => by_nv!(3),
+                    4 => by_nv!(4),
+                    5 => by_nv!(5),
+                    _ => by_nv!(6),
+                }
+                i0 += mr;
+            }
+            j0 += 64;
+        }
+    }
+
+    /// One register tile's operands (already offset to the tile's corner).
+    struct Tile {
+        k: usize,
+        a: *const f32,
+        lda: usize,
+        b: *const f32,
+        ldb: isize,
+        c: *mut f32,
+        ldc: usize,
+        /// Lanes of the tile's last vector that exist.
+        mask: __mmask16,
+        accumulate: bool,
+    }
+
+    /// `MR × 16·NV` accumulators in registers; per step of `k`: `NV` vector loads of a
+    /// `B` row, then one broadcast and `NV` FMAs per row of `A`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile<const MR: usize, const NV: usize>(t: &Tile) {
+        unsafe {
+            let load = |p: *const f32, v: usize| {
+                if v + 1 == NV {
+                    _mm512_maskz_loadu_ps(t.mask, p)
+                } else {
+                    _mm512_loadu_ps(p)
+                }
+            };
+            let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+            if t.accumulate {
+                for (r, row) in acc.iter_mut().enumerate() {
+                    for (v, x) in row.iter_mut().enumerate() {
+                        *x = load(t.c.add(r * t.ldc + 16 * v), v);
+                    }
+                }
+            }
+            let mut bp = t.b;
+            for p in 0..t.k {
+                let mut bv = [_mm512_setzero_ps(); NV];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = load(bp.add(16 * v), v);
+                }
+                for (r, row) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*t.a.add(r * t.lda + p));
+                    for (x, &y) in row.iter_mut().zip(&bv) {
+                        *x = _mm512_fmadd_ps(av, y, *x);
+                    }
+                }
+                bp = bp.offset(t.ldb);
+            }
+            for (r, row) in acc.iter().enumerate() {
+                for (v, &x) in row.iter().enumerate() {
+                    let p = t.c.add(r * t.ldc + 16 * v);
+                    if v + 1 == NV {
+                        _mm512_mask_storeu_ps(p, t.mask, x);
+                    } else {
+                        _mm512_storeu_ps(p, x);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `gemm` at level `L`, run inside a function compiled for it.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        level: u8,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        lda: usize,
+        b: &[f32],
+        ldb: usize,
+        c: &mut [f32],
+        ldc: usize,
+        acc: bool,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn l2(
+            m: usize,
+            n: usize,
+            k: usize,
+            a: *const f32,
+            lda: usize,
+            b: *const f32,
+            ldb: isize,
+            c: *mut f32,
+            ldc: usize,
+            acc: bool,
+        ) {
+            unsafe { gemm::<AVX512>(m, n, k, a, lda, b, ldb, c, ldc, acc) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn l1(
+            m: usize,
+            n: usize,
+            k: usize,
+            a: *const f32,
+            lda: usize,
+            b: *const f32,
+            ldb: isize,
+            c: *mut f32,
+            ldc: usize,
+            acc: bool,
+        ) {
+            unsafe { gemm::<AVX2>(m, n, k, a, lda, b, ldb, c, ldc, acc) }
+        }
+        let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+        let ldb = ldb as isize;
+        match level {
+            #[cfg(target_arch = "x86_64")]
+            AVX512 => unsafe { l2(m, n, k, ap, lda, bp, ldb, cp, ldc, acc) },
+            #[cfg(target_arch = "x86_64")]
+            AVX2 => unsafe { l1(m, n, k, ap, lda, bp, ldb, cp, ldc, acc) },
+            _ => unsafe { gemm::<PORTABLE>(m, n, k, ap, lda, bp, ldb, cp, ldc, acc) },
+        }
+    }
+
+    fn levels() -> Vec<u8> {
+        let mut v = vec![PORTABLE];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                v.push(AVX2);
+            }
+            if is_x86_feature_detected!("avx512f") {
+                v.push(AVX512);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn every_level_matches_an_f64_product_on_ragged_tiles() {
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        for level in levels() {
+            for &(m, n, k) in &[
+                (1, 1, 1),
+                (7, 5, 3),
+                (6, 64, 64),
+                (13, 70, 9),
+                (64, 130, 64),
+                (5, 16, 0),
+            ] {
+                for acc in [false, true] {
+                    let (lda, ldb, ldc) = (k + 2, n + 3, n + 1);
+                    let a: Vec<f32> = (0..m * lda).map(|_| rnd()).collect();
+                    let b: Vec<f32> = (0..k.max(1) * ldb).map(|_| rnd()).collect();
+                    let c0: Vec<f32> = (0..m * ldc).map(|_| rnd()).collect();
+                    let mut c = c0.clone();
+                    run(level, m, n, k, &a, lda, &b, ldb, &mut c, ldc, acc);
+                    for i in 0..m {
+                        for j in 0..ldc {
+                            let got = c[i * ldc + j] as f64;
+                            if j >= n {
+                                assert_eq!(got, c0[i * ldc + j] as f64, "column past n written");
+                                continue;
+                            }
+                            let mut want = if acc { c0[i * ldc + j] as f64 } else { 0.0 };
+                            for p in 0..k {
+                                want += a[i * lda + p] as f64 * b[p * ldb + j] as f64;
+                            }
+                            assert!(
+                                (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                                "level {level} m{m} n{n} k{k} acc {acc} at ({i},{j}): {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
