@@ -57,6 +57,19 @@ pub(super) struct Item {
     pub(super) q1: usize,
 }
 
+/// `body::<level, LQ>` for the item's lane count (`BQ` is 64: at most four vectors).
+macro_rules! by_lanes {
+    ($s:ident, $l:expr, $nq:expr, $($a:expr),*) => {{
+        const { assert!(BQ == 64) };
+        match $nq.next_multiple_of(16) {
+            16 => $s.body::<{ $l }, 16>($($a),*),
+            32 => $s.body::<{ $l }, 32>($($a),*),
+            48 => $s.body::<{ $l }, 48>($($a),*),
+            _ => $s.body::<{ $l }, 64>($($a),*),
+        }
+    }};
+}
+
 impl AttnPlan {
     /// Item `it` into `out` (`[B, Sq, H, Dv]`, dense), compiled for `level`.
     pub(super) fn block(
@@ -73,25 +86,26 @@ impl AttnPlan {
             AVX512 => unsafe { self.block_avx512(bases, out, it, buf) },
             #[cfg(target_arch = "x86_64")]
             AVX2 => unsafe { self.block_avx2(bases, out, it, buf) },
-            _ => unsafe { self.body::<PORTABLE>(bases, out, it, buf) },
+            _ => unsafe { by_lanes!(self, PORTABLE, it.q1 - it.q0, bases, out, it, buf) },
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     unsafe fn block_avx512(&self, bases: &[*mut u8], out: *mut f32, it: Item, buf: &mut Vec<f32>) {
-        unsafe { self.body::<AVX512>(bases, out, it, buf) }
+        unsafe { by_lanes!(self, AVX512, it.q1 - it.q0, bases, out, it, buf) }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn block_avx2(&self, bases: &[*mut u8], out: *mut f32, it: Item, buf: &mut Vec<f32>) {
-        unsafe { self.body::<AVX2>(bases, out, it, buf) }
+        unsafe { by_lanes!(self, AVX2, it.q1 - it.q0, bases, out, it, buf) }
     }
 
-    /// The driver, inlined into a function compiled for level `L`.
+    /// The driver, inlined into a function compiled for level `L`, for items whose
+    /// queries fill `LQ` lanes (a constant, so the per-query rows stay in registers).
     #[inline(always)]
-    unsafe fn body<const L: u8>(
+    unsafe fn body<const L: u8, const LQ: usize>(
         &self,
         bases: &[*mut u8],
         out: *mut f32,
@@ -103,30 +117,39 @@ impl AttnPlan {
         let kh = hi / (self.h / self.hk);
         let nq = q1 - q0;
         debug_assert!(nq <= BQ);
-        let need = nq * d + d * BK + nq * BK + nq * dv;
+        // Queries run along the vector lanes: every per-query quantity is a row of `lq`.
+        let lq = LQ;
+        debug_assert_eq!(lq, nq.next_multiple_of(16));
+        let need = (d + BK + dv) * lq;
         if buf.len() < need {
             buf.resize(need, 0.0);
         }
-        let (q, rest) = buf.split_at_mut(nq * d);
-        let (kt, rest) = rest.split_at_mut(d * BK);
-        let (s, rest) = rest.split_at_mut(nq * BK);
-        let acc = &mut rest[..nq * dv];
+        let (qt, rest) = buf.split_at_mut(d * lq);
+        let (st, rest) = rest.split_at_mut(BK * lq);
+        let ot = &mut rest[..dv * lq];
         let qb = bases[self.q.0] as *const f32;
         let kb = bases[self.k.0] as *const f32;
         let vb = bases[self.v.0] as *const f32;
-        // Queries pre-scaled into a dense block.
-        for i in 0..nq {
-            let src = unsafe { std::slice::from_raw_parts(qb.add(self.q.1.at(bi, q0 + i, hi)), d) };
-            for (o, &x) in q[i * d..(i + 1) * d].iter_mut().zip(src) {
-                *o = x * self.scale;
-            }
-        }
-        acc.fill(0.0);
+        // Qᵀ, pre-scaled, padded with zero queries to whole vectors.
+        qt.fill(0.0);
+        unsafe {
+            gemm::transpose::<L>(
+                d,
+                nq,
+                qb.add(self.q.1.at(bi, q0, hi)),
+                self.q.1.ss,
+                qt.as_mut_ptr(),
+                lq,
+                self.scale,
+            )
+        };
+        ot.fill(0.0);
         let mut m = [NEG_INF; BQ];
         let mut l = [0f32; BQ];
         let mut seen = [false; BQ];
         let mut colok = [true; BK];
         let custom = self.mask == MaskKind::Custom;
+        let (kss, vss) = (self.k.1.ss, self.v.1.ss);
         // Keys outside [lo(q0), hi(q1 − 1)) are masked for every query of the block.
         let (mut k0, kend) = (self.key_lo(q0), self.key_hi(q1 - 1));
         while k0 < kend {
@@ -148,33 +171,20 @@ impl AttnPlan {
             } else {
                 self.key_lo(q1 - 1) <= k0 && self.key_hi(q0) >= k1
             };
-            // Kᵀ packed with rows of `ls` keys (whole vectors; the padding scores are
-            // computed but never read).
-            let ls = nk.next_multiple_of(16);
-            for j in 0..nk {
-                let src =
-                    unsafe { std::slice::from_raw_parts(kb.add(self.k.1.at(bi, k0 + j, kh)), d) };
-                for (t, &x) in src.iter().enumerate() {
-                    kt[t * ls + j] = x;
-                }
-            }
-            if ls > nk {
-                for t in 0..d {
-                    kt[t * ls + nk..(t + 1) * ls].fill(0.0);
-                }
-            }
-            let sb = &mut s[..nq * ls];
+            let sb = &mut st[..nk * lq];
+            let k0p = unsafe { kb.add(self.k.1.at(bi, k0, kh)) };
             unsafe {
                 gemm::gemm::<L>(
-                    nq,
-                    ls,
+                    nk,
+                    lq,
                     d,
-                    q.as_ptr(),
-                    d,
-                    kt.as_ptr(),
-                    ls as isize,
+                    k0p,
+                    kss,
+                    1,
+                    qt.as_ptr(),
+                    lq as isize,
                     sb.as_mut_ptr(),
-                    ls,
+                    lq,
                     false,
                 )
             };
@@ -188,123 +198,145 @@ impl AttnPlan {
                 }
             }
             if self.mask == MaskKind::Bias {
-                for i in 0..nq {
-                    for j in 0..nk {
-                        sb[i * ls + j] += self.bias_at(bases, bi, hi, q0 + i, k0 + j);
+                for j in 0..nk {
+                    for i in 0..nq {
+                        sb[j * lq + i] += self.bias_at(bases, bi, hi, q0 + i, k0 + j);
                     }
                 }
             }
-            if full {
-                seen[..nq].fill(true);
-            } else if custom {
-                for i in 0..nq {
-                    for (x, &ok) in sb[i * ls..i * ls + nk].iter_mut().zip(&colok) {
-                        if !ok {
-                            *x = NEG_INF;
-                        }
+            if full || custom {
+                for (j, row) in sb.chunks_exact_mut(lq).enumerate() {
+                    if !colok[j] {
+                        row.fill(NEG_INF);
                     }
                 }
                 seen[..nq].fill(true);
             } else {
-                for i in 0..nq {
-                    let row = &mut sb[i * ls..i * ls + nk];
-                    let (a, b) = self.row_keys(q0 + i, k0, k1);
-                    if a >= b {
-                        row.fill(NEG_INF);
-                        continue;
-                    }
-                    seen[i] = true;
+                for (j, row) in sb.chunks_exact_mut(lq).enumerate() {
+                    let (a, b) = self.key_queries(k0 + j, q0, q1);
                     row[..a].fill(NEG_INF);
-                    row[b..].fill(NEG_INF);
+                    row[b.max(a)..nq].fill(NEG_INF);
+                }
+                for (i, s) in seen[..nq].iter_mut().enumerate() {
+                    let (a, b) = self.row_keys(q0 + i, k0, k1);
+                    *s |= a < b;
                 }
             }
-            // Online softmax: new maxima, then every row shifted by its maximum.
-            let mut corr = [1f32; BQ];
-            for i in 0..nq {
-                let row = &mut sb[i * ls..(i + 1) * ls];
-                let bm = nan_max(&row[..nk]);
+            // Online softmax: per query (lane), the block maximum, the new running
+            // maximum, the shift applied to the block and the factor for the past.
+            let mut bm = [NEG_INF; BQ];
+            for row in sb.chunks_exact(lq) {
+                for (x, &v) in bm[..lq].iter_mut().zip(row) {
+                    *x = nan_pick(v, *x);
+                }
+            }
+            let mut shift = [0f32; BQ];
+            let mut corr = [0f32; BQ];
+            for i in 0..lq {
                 let mold = m[i];
-                let mnew = if bm.is_nan() { f32::NAN } else { mold.max(bm) };
-                if mnew == NEG_INF {
-                    // Nothing seen yet has a finite score: the block adds nothing.
-                    row.fill(NEG_INF);
-                    continue;
-                }
-                corr[i] = if mold == NEG_INF {
-                    0.0
+                let mnew = if bm[i].is_nan() {
+                    f32::NAN
                 } else {
-                    (mold - mnew).exp()
+                    mold.max(bm[i])
                 };
-                for x in row[..nk].iter_mut() {
-                    *x -= mnew;
+                // A lane whose scores so far are all −∞ adds nothing: shift by 0 (so
+                // e^(−∞ − 0) = 0) and keep the past (nothing) as is.
+                let empty = mnew == NEG_INF;
+                shift[i] = if empty { 0.0 } else { mnew };
+                corr[i] = if empty {
+                    0.0
+                } else if mold == NEG_INF {
+                    NEG_INF
+                } else {
+                    mold - mnew
+                };
+                if !empty {
+                    m[i] = mnew;
                 }
-                m[i] = mnew;
+            }
+            math::unary_f32_inplace(Activation::Exp, &mut corr[..lq]);
+            for row in sb.chunks_exact_mut(lq) {
+                for (x, &sh) in row.iter_mut().zip(&shift[..lq]) {
+                    *x -= sh;
+                }
             }
             math::unary_f32_inplace(Activation::Exp, sb);
-            for i in 0..nq {
-                l[i] = l[i] * corr[i] + sum16(&sb[i * ls..i * ls + nk]);
-                if corr[i] != 1.0 {
-                    for x in acc[i * dv..(i + 1) * dv].iter_mut() {
-                        *x *= corr[i];
-                    }
+            let mut colsum = [0f32; BQ];
+            for row in sb.chunks_exact(lq) {
+                for (x, &p) in colsum[..lq].iter_mut().zip(row) {
+                    *x += p;
                 }
             }
-            let ss = self.v.1.ss;
+            for i in 0..lq {
+                l[i] = l[i] * corr[i] + colsum[i];
+            }
+            for row in ot.chunks_exact_mut(lq) {
+                for (x, &c) in row.iter_mut().zip(&corr[..lq]) {
+                    *x *= c;
+                }
+            }
             let v0 = unsafe { vb.add(self.v.1.at(bi, k0, kh)) };
-            if full || unsafe { all_finite(v0, ss, nk, dv) } {
+            if full || unsafe { all_finite(v0, vss, nk, dv) } {
                 unsafe {
                     gemm::gemm::<L>(
-                        nq,
                         dv,
+                        lq,
                         nk,
-                        sb.as_ptr(),
-                        ls,
                         v0,
-                        ss,
-                        acc.as_mut_ptr(),
-                        dv,
+                        1,
+                        vss,
+                        sb.as_ptr(),
+                        lq as isize,
+                        ot.as_mut_ptr(),
+                        lq,
                         true,
                     )
                 };
             } else {
-                for i in 0..nq {
+                // Only the allowed (key, query) pairs: a non-finite value behind the mask
+                // must not turn 0·v into NaN.
+                for j in 0..nk {
                     let (a, b) = if custom {
-                        (0, nk)
+                        if colok[j] { (0, nq) } else { (0, 0) }
                     } else {
-                        self.row_keys(q0 + i, k0, k1)
+                        self.key_queries(k0 + j, q0, q1)
                     };
-                    let o = &mut acc[i * dv..(i + 1) * dv];
-                    for j in a..b {
-                        if custom && !colok[j] {
-                            continue;
-                        }
-                        let p = sb[i * ls + j];
-                        let vr =
-                            unsafe { std::slice::from_raw_parts(v0.offset(j as isize * ss), dv) };
-                        for (x, &y) in o.iter_mut().zip(vr) {
-                            *x += p * y;
+                    let vr = unsafe { std::slice::from_raw_parts(v0.offset(j as isize * vss), dv) };
+                    for i in a..b {
+                        let p = sb[j * lq + i];
+                        for (c, &y) in vr.iter().enumerate() {
+                            ot[c * lq + i] += p * y;
                         }
                     }
                 }
             }
             k0 = k1;
         }
-        for i in 0..nq {
-            let dst = unsafe {
-                std::slice::from_raw_parts_mut(
-                    out.add(((bi * self.sq + q0 + i) * self.h + hi) * dv),
-                    dv,
-                )
-            };
-            if !seen[i] {
-                dst.fill(0.0);
-            } else {
-                let li = l[i];
-                for (x, &y) in dst.iter_mut().zip(&acc[i * dv..(i + 1) * dv]) {
-                    *x = y / li;
-                }
+        for row in ot.chunks_exact_mut(lq) {
+            for (x, &li) in row.iter_mut().zip(&l[..lq]) {
+                *x /= li;
             }
         }
+        let row0 = unsafe { out.add(((bi * self.sq + q0) * self.h + hi) * dv) };
+        let ostride = self.h * dv;
+        unsafe { gemm::transpose::<L>(nq, dv, ot.as_ptr(), lq as isize, row0, ostride, 1.0) };
+        for (i, &s) in seen[..nq].iter().enumerate() {
+            if !s {
+                unsafe { std::slice::from_raw_parts_mut(row0.add(i * ostride), dv) }.fill(0.0);
+            }
+        }
+    }
+
+    /// The queries `q0 + a .. q0 + b` of block `q0..q1` that may see key `kj` under a
+    /// causal, sliding-window or no mask (`a ≥ b`: none).
+    #[inline(always)]
+    fn key_queries(&self, kj: usize, q0: usize, q1: usize) -> (usize, usize) {
+        let (lo, hi) = match self.mask {
+            MaskKind::Causal => (kj, q1),
+            MaskKind::SlidingWindow(w) => (kj, kj.saturating_add(w).saturating_add(1)),
+            _ => (q0, q1),
+        };
+        (lo.clamp(q0, q1) - q0, hi.clamp(q0, q1) - q0)
     }
 
     /// The keys `k0 + a .. k0 + b` of block `k0..k1` that query `qi` may see under a
@@ -317,37 +349,10 @@ impl AttnPlan {
     }
 }
 
-/// Maximum that propagates NaN (a NaN lane stays NaN), in 16 independent lanes.
+/// `max(v, m)` that propagates NaN: once a lane is NaN it stays NaN.
 #[inline(always)]
-fn nan_max(x: &[f32]) -> f32 {
-    #[inline(always)]
-    fn pick(v: f32, m: f32) -> f32 {
-        if v > m || v.is_nan() { v } else { m }
-    }
-    let mut lanes = [NEG_INF; 16];
-    let mut it = x.chunks_exact(16);
-    for c in &mut it {
-        for k in 0..16 {
-            lanes[k] = pick(c[k], lanes[k]);
-        }
-    }
-    it.remainder()
-        .iter()
-        .chain(&lanes)
-        .fold(NEG_INF, |m, &v| pick(v, m))
-}
-
-/// `Σ x` in 16 independent lanes (vectorizes; a fixed order, so deterministic).
-#[inline(always)]
-fn sum16(x: &[f32]) -> f32 {
-    let mut lanes = [0f32; 16];
-    let mut it = x.chunks_exact(16);
-    for c in &mut it {
-        for k in 0..16 {
-            lanes[k] += c[k];
-        }
-    }
-    lanes.iter().chain(it.remainder()).sum()
+fn nan_pick(v: f32, m: f32) -> f32 {
+    if v > m || v.is_nan() { v } else { m }
 }
 
 /// Whether the `n` rows of `w` values at `p`, `stride` apart, are all finite.

@@ -1,7 +1,8 @@
-//! The two products of an attention block, `S = Q·Kᵀ` and `O += P·V`, as one small
-//! dense kernel `C (+)= A·B`: `A` is `m × k` with rows `lda` apart (dense, read one
-//! scalar at a time and broadcast), `B` is `k × n` with rows `ldb` apart (each row
-//! contiguous, read as vectors of 16), `C` is `m × n` with rows `ldc` apart.
+//! The two products of an attention block, `Sᵀ = K·Qᵀ` and `Oᵀ += Vᵀ·Pᵀ`, as one small
+//! dense kernel `C (+)= A·B`: `A` is `m × k` with element `(r, p)` at `a + r·lda + p·ldp`
+//! (any strides: K and V are read in place, one scalar at a time, broadcast), `B` is
+//! `k × n` with rows `ldb` apart (each row contiguous, read as vectors of 16), `C` is
+//! `m × n` with rows `ldc` apart.
 //!
 //! Three instruction-set levels exist, chosen once per block by the caller: AVX-512
 //! (register-blocked outer products written with intrinsics: 6 rows × 64 columns of
@@ -29,7 +30,8 @@ pub(super) unsafe fn gemm<const L: u8>(
     n: usize,
     k: usize,
     a: *const f32,
-    lda: usize,
+    lda: isize,
+    ldp: isize,
     b: *const f32,
     ldb: isize,
     c: *mut f32,
@@ -41,13 +43,13 @@ pub(super) unsafe fn gemm<const L: u8>(
     }
     #[cfg(target_arch = "x86_64")]
     if L == AVX512 {
-        return unsafe { x86::gemm(m, n, k, a, lda, b, ldb, c, ldc, accumulate) };
+        return unsafe { x86::gemm(m, n, k, a, lda, ldp, b, ldb, c, ldc, accumulate) };
     }
     unsafe {
         if L == PORTABLE {
-            axpy_rows::<false>(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+            axpy_rows::<false>(m, n, k, a, lda, ldp, b, ldb, c, ldc, accumulate)
         } else {
-            axpy_rows::<true>(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+            axpy_rows::<true>(m, n, k, a, lda, ldp, b, ldb, c, ldc, accumulate)
         }
     }
 }
@@ -61,7 +63,8 @@ unsafe fn axpy_rows<const F: bool>(
     n: usize,
     k: usize,
     a: *const f32,
-    lda: usize,
+    lda: isize,
+    ldp: isize,
     b: *const f32,
     ldb: isize,
     c: *mut f32,
@@ -74,11 +77,41 @@ unsafe fn axpy_rows<const F: bool>(
             crow.fill(0.0);
         }
         for p in 0..k {
-            let av = unsafe { *a.add(i * lda + p) };
+            let av = unsafe { *a.offset(i as isize * lda + p as isize * ldp) };
             let brow = unsafe { std::slice::from_raw_parts(b.offset(p as isize * ldb), n) };
             for (x, &y) in crow.iter_mut().zip(brow) {
                 *x = if F { av.mul_add(y, *x) } else { av * y + *x };
             }
+        }
+    }
+}
+
+/// `dst[r·dstride + c] = scale · src[c·sstride + r]` for `r < rows`, `c < cols`: packs Qᵀ
+/// from the query rows and writes the output rows from `Oᵀ`.
+///
+/// # Safety
+/// As for [`gemm`]: compiled for level `L`, every element named is in bounds.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn transpose<const L: u8>(
+    rows: usize,
+    cols: usize,
+    src: *const f32,
+    sstride: isize,
+    dst: *mut f32,
+    dstride: usize,
+    scale: f32,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if L == AVX512 && (cols as u64).saturating_mul(sstride.unsigned_abs() as u64) < i32::MAX as u64
+    {
+        return unsafe { x86::transpose(rows, cols, src, sstride, dst, dstride, scale) };
+    }
+    for r in 0..rows {
+        for c in 0..cols {
+            unsafe {
+                *dst.add(r * dstride + c) = scale * *src.offset(c as isize * sstride + r as isize)
+            };
         }
     }
 }
@@ -100,7 +133,8 @@ mod x86 {
         n: usize,
         k: usize,
         a: *const f32,
-        lda: usize,
+        lda: isize,
+        ldp: isize,
         b: *const f32,
         ldb: isize,
         c: *mut f32,
@@ -122,8 +156,9 @@ mod x86 {
                 let mr = (m - i0).min(MR);
                 let t = Tile {
                     k,
-                    a: unsafe { a.add(i0 * lda) },
+                    a: unsafe { a.offset(i0 as isize * lda) },
                     lda,
+                    ldp,
                     b: unsafe { b.add(j0) },
                     ldb,
                     c: unsafe { c.add(i0 * ldc + j0) },
@@ -155,11 +190,43 @@ mod x86 {
         }
     }
 
+    /// [`super::transpose`] with one 16-lane gather per row chunk (the strided reads
+    /// stay in one instruction instead of 16 scalar loads and stores). The caller has
+    /// checked that every element offset fits an `i32`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose(
+        rows: usize,
+        cols: usize,
+        src: *const f32,
+        sstride: isize,
+        dst: *mut f32,
+        dstride: usize,
+        scale: f32,
+    ) {
+        unsafe {
+            let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            let idx = _mm512_mullo_epi32(iota, _mm512_set1_epi32(sstride as i32));
+            let sc = _mm512_set1_ps(scale);
+            for r in 0..rows {
+                let mut c0 = 0;
+                while c0 < cols {
+                    let w = (cols - c0).min(16);
+                    let mask: __mmask16 = if w == 16 { 0xffff } else { (1u16 << w) - 1 };
+                    let base = src.offset(c0 as isize * sstride + r as isize);
+                    let v = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), mask, idx, base);
+                    _mm512_mask_storeu_ps(dst.add(r * dstride + c0), mask, _mm512_mul_ps(v, sc));
+                    c0 += 16;
+                }
+            }
+        }
+    }
+
     /// One register tile's operands (already offset to the tile's corner).
     struct Tile {
         k: usize,
         a: *const f32,
-        lda: usize,
+        lda: isize,
+        ldp: isize,
         b: *const f32,
         ldb: isize,
         c: *mut f32,
@@ -190,18 +257,20 @@ mod x86 {
                     }
                 }
             }
+            let mut ap = t.a;
             let mut bp = t.b;
-            for p in 0..t.k {
+            for _ in 0..t.k {
                 let mut bv = [_mm512_setzero_ps(); NV];
                 for (v, x) in bv.iter_mut().enumerate() {
                     *x = load(bp.add(16 * v), v);
                 }
                 for (r, row) in acc.iter_mut().enumerate() {
-                    let av = _mm512_set1_ps(*t.a.add(r * t.lda + p));
+                    let av = _mm512_set1_ps(*ap.offset(r as isize * t.lda));
                     for (x, &y) in row.iter_mut().zip(&bv) {
                         *x = _mm512_fmadd_ps(av, y, *x);
                     }
                 }
+                ap = ap.offset(t.ldp);
                 bp = bp.offset(t.ldb);
             }
             for (r, row) in acc.iter().enumerate() {
@@ -230,7 +299,7 @@ mod tests {
         n: usize,
         k: usize,
         a: &[f32],
-        lda: usize,
+        (lda, ldp): (isize, isize),
         b: &[f32],
         ldb: usize,
         c: &mut [f32],
@@ -245,14 +314,15 @@ mod tests {
             n: usize,
             k: usize,
             a: *const f32,
-            lda: usize,
+            lda: isize,
+            ldp: isize,
             b: *const f32,
             ldb: isize,
             c: *mut f32,
             ldc: usize,
             acc: bool,
         ) {
-            unsafe { gemm::<AVX512>(m, n, k, a, lda, b, ldb, c, ldc, acc) }
+            unsafe { gemm::<AVX512>(m, n, k, a, lda, ldp, b, ldb, c, ldc, acc) }
         }
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
@@ -262,23 +332,24 @@ mod tests {
             n: usize,
             k: usize,
             a: *const f32,
-            lda: usize,
+            lda: isize,
+            ldp: isize,
             b: *const f32,
             ldb: isize,
             c: *mut f32,
             ldc: usize,
             acc: bool,
         ) {
-            unsafe { gemm::<AVX2>(m, n, k, a, lda, b, ldb, c, ldc, acc) }
+            unsafe { gemm::<AVX2>(m, n, k, a, lda, ldp, b, ldb, c, ldc, acc) }
         }
         let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
         let ldb = ldb as isize;
         match level {
             #[cfg(target_arch = "x86_64")]
-            AVX512 => unsafe { l2(m, n, k, ap, lda, bp, ldb, cp, ldc, acc) },
+            AVX512 => unsafe { l2(m, n, k, ap, lda, ldp, bp, ldb, cp, ldc, acc) },
             #[cfg(target_arch = "x86_64")]
-            AVX2 => unsafe { l1(m, n, k, ap, lda, bp, ldb, cp, ldc, acc) },
-            _ => unsafe { gemm::<PORTABLE>(m, n, k, ap, lda, bp, ldb, cp, ldc, acc) },
+            AVX2 => unsafe { l1(m, n, k, ap, lda, ldp, bp, ldb, cp, ldc, acc) },
+            _ => unsafe { gemm::<PORTABLE>(m, n, k, ap, lda, ldp, bp, ldb, cp, ldc, acc) },
         }
     }
 
@@ -314,13 +385,27 @@ mod tests {
                 (64, 130, 64),
                 (5, 16, 0),
             ] {
-                for acc in [false, true] {
-                    let (lda, ldb, ldc) = (k + 2, n + 3, n + 1);
-                    let a: Vec<f32> = (0..m * lda).map(|_| rnd()).collect();
+                for (acc, transposed) in [(false, false), (true, false), (true, true)] {
+                    let (ldb, ldc) = (n + 3, n + 1);
+                    // A row-major (rows k + 2 apart) or column-major (columns m + 1 apart).
+                    let (lda, ldp) = if transposed { (1, m + 1) } else { (k + 2, 1) };
+                    let a: Vec<f32> = (0..(m + 1) * (k + 2)).map(|_| rnd()).collect();
                     let b: Vec<f32> = (0..k.max(1) * ldb).map(|_| rnd()).collect();
                     let c0: Vec<f32> = (0..m * ldc).map(|_| rnd()).collect();
                     let mut c = c0.clone();
-                    run(level, m, n, k, &a, lda, &b, ldb, &mut c, ldc, acc);
+                    run(
+                        level,
+                        m,
+                        n,
+                        k,
+                        &a,
+                        (lda as isize, ldp as isize),
+                        &b,
+                        ldb,
+                        &mut c,
+                        ldc,
+                        acc,
+                    );
                     for i in 0..m {
                         for j in 0..ldc {
                             let got = c[i * ldc + j] as f64;
@@ -330,7 +415,7 @@ mod tests {
                             }
                             let mut want = if acc { c0[i * ldc + j] as f64 } else { 0.0 };
                             for p in 0..k {
-                                want += a[i * lda + p] as f64 * b[p * ldb + j] as f64;
+                                want += a[i * lda + p * ldp] as f64 * b[p * ldb + j] as f64;
                             }
                             assert!(
                                 (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
