@@ -78,8 +78,10 @@ impl AttnPlan {
         bases: &[*mut u8],
         out: *mut f32,
         it: Item,
+        next: Option<Item>,
         buf: &mut Vec<f32>,
     ) {
+        self.prefetch(bases, out, it, next);
         match level {
             // SAFETY: `level()` found the features on this CPU.
             #[cfg(target_arch = "x86_64")]
@@ -100,6 +102,34 @@ impl AttnPlan {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn block_avx2(&self, bases: &[*mut u8], out: *mut f32, it: Item, buf: &mut Vec<f32>) {
         unsafe { by_lanes!(self, AVX2, it.q1 - it.q0, bases, out, it, buf) }
+    }
+
+    /// Start loading what the items will touch first and that is likely not cached: the
+    /// next item's query rows and this item's output rows (both read or written only once
+    /// per call, rows far apart, so the hardware prefetchers do not find them).
+    fn prefetch(&self, bases: &[*mut u8], out: *mut f32, it: Item, next: Option<Item>) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
+            let lines = |p: *const f32, n: usize| {
+                for off in (0..n).step_by(16) {
+                    // SAFETY: a prefetch never faults; the addresses are in the buffers.
+                    unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(off) as *const i8) };
+                }
+            };
+            if let Some(n) = next {
+                let qb = bases[self.q.0] as *const f32;
+                for qi in n.q0..n.q1 {
+                    lines(qb.wrapping_add(self.q.1.at(n.bi, qi, n.hi)), self.d);
+                }
+            }
+            for qi in it.q0..it.q1 {
+                let row = ((it.bi * self.sq + qi) * self.h + it.hi) * self.dv;
+                lines(out.wrapping_add(row), self.dv);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (bases, out, it, next);
     }
 
     /// The driver, inlined into a function compiled for level `L`, for items whose
@@ -140,7 +170,7 @@ impl AttnPlan {
                 self.q.1.ss,
                 qt.as_mut_ptr(),
                 lq,
-                self.scale,
+                |_| self.scale,
             )
         };
         ot.fill(0.0);
@@ -185,7 +215,7 @@ impl AttnPlan {
                     lq as isize,
                     sb.as_mut_ptr(),
                     lq,
-                    false,
+                    gemm::Init::Zero,
                 )
             };
             if let Some(c) = self.softcap {
@@ -270,11 +300,6 @@ impl AttnPlan {
             for i in 0..lq {
                 l[i] = l[i] * corr[i] + colsum[i];
             }
-            for row in ot.chunks_exact_mut(lq) {
-                for (x, &c) in row.iter_mut().zip(&corr[..lq]) {
-                    *x *= c;
-                }
-            }
             let v0 = unsafe { vb.add(self.v.1.at(bi, k0, kh)) };
             if full || unsafe { all_finite(v0, vss, nk, dv) } {
                 unsafe {
@@ -289,12 +314,17 @@ impl AttnPlan {
                         lq as isize,
                         ot.as_mut_ptr(),
                         lq,
-                        true,
+                        gemm::Init::ScaleAdd(corr.as_ptr()),
                     )
                 };
             } else {
                 // Only the allowed (key, query) pairs: a non-finite value behind the mask
                 // must not turn 0·v into NaN.
+                for row in ot.chunks_exact_mut(lq) {
+                    for (x, &c) in row.iter_mut().zip(&corr[..lq]) {
+                        *x *= c;
+                    }
+                }
                 for j in 0..nk {
                     let (a, b) = if custom {
                         if colok[j] { (0, nq) } else { (0, 0) }
@@ -312,14 +342,15 @@ impl AttnPlan {
             }
             k0 = k1;
         }
-        for row in ot.chunks_exact_mut(lq) {
-            for (x, &li) in row.iter_mut().zip(&l[..lq]) {
-                *x /= li;
-            }
+        let mut inv = [0f32; BQ];
+        for (x, &li) in inv[..lq].iter_mut().zip(&l[..lq]) {
+            *x = 1.0 / li;
         }
         let row0 = unsafe { out.add(((bi * self.sq + q0) * self.h + hi) * dv) };
         let ostride = self.h * dv;
-        unsafe { gemm::transpose::<L>(nq, dv, ot.as_ptr(), lq as isize, row0, ostride, 1.0) };
+        unsafe {
+            gemm::transpose::<L>(nq, dv, ot.as_ptr(), lq as isize, row0, ostride, |i| inv[i])
+        };
         for (i, &s) in seen[..nq].iter().enumerate() {
             if !s {
                 unsafe { std::slice::from_raw_parts_mut(row0.add(i * ostride), dv) }.fill(0.0);

@@ -17,7 +17,27 @@ pub(super) const AVX2: u8 = 1;
 /// AVX-512 F.
 pub(super) const AVX512: u8 = 2;
 
-/// `C (+)= A·B` (see the module doc); `accumulate` adds to `C` instead of overwriting.
+/// What a product starts from.
+#[derive(Clone, Copy)]
+pub(super) enum Init {
+    /// `C = A·B`.
+    Zero,
+    /// `C = C·diag(s) + A·B`: column `j` of `C` first scaled by `s[j]` (`n` values).
+    ScaleAdd(*const f32),
+}
+
+impl Init {
+    /// The same start for the columns from `j0` on.
+    #[inline(always)]
+    fn from_col(self, j0: usize) -> Init {
+        match self {
+            Init::ScaleAdd(s) => Init::ScaleAdd(unsafe { s.add(j0) }),
+            x => x,
+        }
+    }
+}
+
+/// `C = init(C) + A·B` (see the module doc and [`Init`]).
 ///
 /// # Safety
 /// The caller runs inside a function compiled for level `L` on a CPU that has it, and
@@ -36,20 +56,20 @@ pub(super) unsafe fn gemm<const L: u8>(
     ldb: isize,
     c: *mut f32,
     ldc: usize,
-    accumulate: bool,
+    init: Init,
 ) {
     if m == 0 || n == 0 {
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if L == AVX512 {
-        return unsafe { x86::gemm(m, n, k, a, lda, ldp, b, ldb, c, ldc, accumulate) };
+        return unsafe { x86::gemm(m, n, k, a, lda, ldp, b, ldb, c, ldc, init) };
     }
     unsafe {
         if L == PORTABLE {
-            axpy_rows::<false>(m, n, k, a, lda, ldp, b, ldb, c, ldc, accumulate)
+            axpy_rows::<false>(m, n, k, a, lda, ldp, b, ldb, c, ldc, init)
         } else {
-            axpy_rows::<true>(m, n, k, a, lda, ldp, b, ldb, c, ldc, accumulate)
+            axpy_rows::<true>(m, n, k, a, lda, ldp, b, ldb, c, ldc, init)
         }
     }
 }
@@ -69,12 +89,18 @@ unsafe fn axpy_rows<const F: bool>(
     ldb: isize,
     c: *mut f32,
     ldc: usize,
-    accumulate: bool,
+    init: Init,
 ) {
     for i in 0..m {
         let crow = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), n) };
-        if !accumulate {
-            crow.fill(0.0);
+        match init {
+            Init::Zero => crow.fill(0.0),
+            Init::ScaleAdd(sc) => {
+                let sc = unsafe { std::slice::from_raw_parts(sc, n) };
+                for (x, &y) in crow.iter_mut().zip(sc) {
+                    *x *= y;
+                }
+            }
         }
         for p in 0..k {
             let av = unsafe { *a.offset(i as isize * lda + p as isize * ldp) };
@@ -86,8 +112,8 @@ unsafe fn axpy_rows<const F: bool>(
     }
 }
 
-/// `dst[r·dstride + c] = scale · src[c·sstride + r]` for `r < rows`, `c < cols`: packs Qᵀ
-/// from the query rows and writes the output rows from `Oᵀ`.
+/// `dst[r·dstride + c] = scale(r) · src[c·sstride + r]` for `r < rows`, `c < cols`: packs
+/// Qᵀ from the query rows and writes the output rows from `Oᵀ`.
 ///
 /// # Safety
 /// As for [`gemm`]: compiled for level `L`, every element named is in bounds.
@@ -100,17 +126,17 @@ pub(super) unsafe fn transpose<const L: u8>(
     sstride: isize,
     dst: *mut f32,
     dstride: usize,
-    scale: f32,
+    scale: impl Fn(usize) -> f32,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if L == AVX512 && (cols as u64).saturating_mul(sstride.unsigned_abs() as u64) < i32::MAX as u64
-    {
+    if L == AVX512 {
         return unsafe { x86::transpose(rows, cols, src, sstride, dst, dstride, scale) };
     }
     for r in 0..rows {
+        let sr = scale(r);
         for c in 0..cols {
             unsafe {
-                *dst.add(r * dstride + c) = scale * *src.offset(c as isize * sstride + r as isize)
+                *dst.add(r * dstride + c) = sr * *src.offset(c as isize * sstride + r as isize)
             };
         }
     }
@@ -118,6 +144,7 @@ pub(super) unsafe fn transpose<const L: u8>(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::Init;
     use std::arch::x86_64::*;
 
     /// Rows of `C` per register tile.
@@ -139,7 +166,7 @@ mod x86 {
         ldb: isize,
         c: *mut f32,
         ldc: usize,
-        accumulate: bool,
+        init: Init,
     ) {
         let mut j0 = 0;
         while j0 < n {
@@ -164,7 +191,7 @@ mod x86 {
                     c: unsafe { c.add(i0 * ldc + j0) },
                     ldc,
                     mask,
-                    accumulate,
+                    init: init.from_col(j0),
                 };
                 macro_rules! by_nv {
                     ($mr:literal) => {
@@ -190,9 +217,49 @@ mod x86 {
         }
     }
 
-    /// [`super::transpose`] with one 16-lane gather per row chunk (the strided reads
-    /// stay in one instruction instead of 16 scalar loads and stores). The caller has
-    /// checked that every element offset fits an `i32`.
+    /// Lanes `0..w` set.
+    #[inline(always)]
+    fn lanes(w: usize) -> __mmask16 {
+        if w >= 16 { 0xffff } else { (1u16 << w) - 1 }
+    }
+
+    /// Butterfly stage `S` of a 16 × 16 transpose: rows `i` (bit `S` clear) and `i + S`
+    /// exchange their off-diagonal `S`-lane halves. Lanes with bit `S` clear keep their
+    /// own row's element, the others take the partner's (index `16 + j` selects lane `j`
+    /// of the second source).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn stage<const S: usize>(v: &mut [__m512; 16]) {
+        let mut lo = [0i32; 16];
+        let mut hi = [0i32; 16];
+        for j in 0..16 {
+            if j & S == 0 {
+                lo[j] = j as i32;
+                hi[j] = (j + S) as i32;
+            } else {
+                lo[j] = (16 + j - S) as i32;
+                hi[j] = (16 + j) as i32;
+            }
+        }
+        // SAFETY: 16 i32 read from an array of 16.
+        let (il, ih) = unsafe {
+            (
+                _mm512_loadu_si512(lo.as_ptr() as *const _),
+                _mm512_loadu_si512(hi.as_ptr() as *const _),
+            )
+        };
+        for i in 0..16 {
+            if i & S == 0 {
+                let (a, b) = (v[i], v[i + S]);
+                v[i] = _mm512_permutex2var_ps(a, il, b);
+                v[i + S] = _mm512_permutex2var_ps(a, ih, b);
+            }
+        }
+    }
+
+    /// [`super::transpose`] in 16 × 16 tiles transposed in registers: four butterfly
+    /// stages, stage `s` swapping the off-diagonal `s × s` blocks of every `2s × 2s`
+    /// block (16 two-source permutes each). Contiguous loads and stores only.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn transpose(
         rows: usize,
@@ -201,22 +268,38 @@ mod x86 {
         sstride: isize,
         dst: *mut f32,
         dstride: usize,
-        scale: f32,
+        scale: impl Fn(usize) -> f32,
     ) {
         unsafe {
-            let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            let idx = _mm512_mullo_epi32(iota, _mm512_set1_epi32(sstride as i32));
-            let sc = _mm512_set1_ps(scale);
-            for r in 0..rows {
+            let mut r0 = 0;
+            while r0 < rows {
+                let rm = lanes(rows - r0);
                 let mut c0 = 0;
                 while c0 < cols {
-                    let w = (cols - c0).min(16);
-                    let mask: __mmask16 = if w == 16 { 0xffff } else { (1u16 << w) - 1 };
-                    let base = src.offset(c0 as isize * sstride + r as isize);
-                    let v = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), mask, idx, base);
-                    _mm512_mask_storeu_ps(dst.add(r * dstride + c0), mask, _mm512_mul_ps(v, sc));
+                    let cw = (cols - c0).min(16);
+                    // Every one of the 16 rows loaded and stored (masks empty past the
+                    // edges), so the tile is indexed by constants and stays in registers.
+                    let mut v = [_mm512_setzero_ps(); 16];
+                    for (c, x) in v.iter_mut().enumerate() {
+                        let p = src.wrapping_offset((c0 + c) as isize * sstride + r0 as isize);
+                        *x = _mm512_maskz_loadu_ps(if c < cw { rm } else { 0 }, p);
+                    }
+                    stage::<8>(&mut v);
+                    stage::<4>(&mut v);
+                    stage::<2>(&mut v);
+                    stage::<1>(&mut v);
+                    let (cm, nr) = (lanes(cw), rows - r0);
+                    for (r, &x) in v.iter().enumerate() {
+                        let sc = _mm512_set1_ps(if r < nr { scale(r0 + r) } else { 0.0 });
+                        _mm512_mask_storeu_ps(
+                            dst.wrapping_add((r0 + r) * dstride + c0),
+                            if r < nr { cm } else { 0 },
+                            _mm512_mul_ps(x, sc),
+                        );
+                    }
                     c0 += 16;
                 }
+                r0 += 16;
             }
         }
     }
@@ -233,7 +316,7 @@ mod x86 {
         ldc: usize,
         /// Lanes of the tile's last vector that exist.
         mask: __mmask16,
-        accumulate: bool,
+        init: Init,
     }
 
     /// `MR × 16·NV` accumulators in registers; per step of `k`: `NV` vector loads of a
@@ -250,10 +333,17 @@ mod x86 {
                 }
             };
             let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-            if t.accumulate {
-                for (r, row) in acc.iter_mut().enumerate() {
-                    for (v, x) in row.iter_mut().enumerate() {
-                        *x = load(t.c.add(r * t.ldc + 16 * v), v);
+            match t.init {
+                Init::Zero => {}
+                Init::ScaleAdd(sc) => {
+                    let mut s = [_mm512_setzero_ps(); NV];
+                    for (v, x) in s.iter_mut().enumerate() {
+                        *x = load(sc.add(16 * v), v);
+                    }
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        for (v, x) in row.iter_mut().enumerate() {
+                            *x = _mm512_mul_ps(load(t.c.add(r * t.ldc + 16 * v), v), s[v]);
+                        }
                     }
                 }
             }
@@ -304,7 +394,7 @@ mod tests {
         ldb: usize,
         c: &mut [f32],
         ldc: usize,
-        acc: bool,
+        acc: Init,
     ) {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f")]
@@ -320,7 +410,7 @@ mod tests {
             ldb: isize,
             c: *mut f32,
             ldc: usize,
-            acc: bool,
+            acc: Init,
         ) {
             unsafe { gemm::<AVX512>(m, n, k, a, lda, ldp, b, ldb, c, ldc, acc) }
         }
@@ -338,7 +428,7 @@ mod tests {
             ldb: isize,
             c: *mut f32,
             ldc: usize,
-            acc: bool,
+            acc: Init,
         ) {
             unsafe { gemm::<AVX2>(m, n, k, a, lda, ldp, b, ldb, c, ldc, acc) }
         }
@@ -385,7 +475,13 @@ mod tests {
                 (64, 130, 64),
                 (5, 16, 0),
             ] {
-                for (acc, transposed) in [(false, false), (true, false), (true, true)] {
+                let sc: Vec<f32> = (0..n).map(|j| 0.5 + j as f32 / 8.0).collect();
+                for (acc, transposed) in [
+                    (Init::Zero, false),
+                    (Init::Zero, true),
+                    (Init::ScaleAdd(sc.as_ptr()), false),
+                    (Init::ScaleAdd(sc.as_ptr()), true),
+                ] {
                     let (ldb, ldc) = (n + 3, n + 1);
                     // A row-major (rows k + 2 apart) or column-major (columns m + 1 apart).
                     let (lda, ldp) = if transposed { (1, m + 1) } else { (k + 2, 1) };
@@ -413,13 +509,57 @@ mod tests {
                                 assert_eq!(got, c0[i * ldc + j] as f64, "column past n written");
                                 continue;
                             }
-                            let mut want = if acc { c0[i * ldc + j] as f64 } else { 0.0 };
+                            let mut want = match acc {
+                                Init::Zero => 0.0,
+                                Init::ScaleAdd(_) => (c0[i * ldc + j] * sc[j]) as f64,
+                            };
                             for p in 0..k {
                                 want += a[i * lda + p * ldp] as f64 * b[p * ldb + j] as f64;
                             }
                             assert!(
                                 (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
-                                "level {level} m{m} n{n} k{k} acc {acc} at ({i},{j}): {got} vs {want}"
+                                "level {level} m{m} n{n} k{k} transposed {transposed} at ({i},{j}): {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_level_transposes_ragged_tiles_with_row_scales() {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn t2(r: usize, c: usize, s: *const f32, ss: isize, d: *mut f32, ds: usize) {
+            unsafe { transpose::<AVX512>(r, c, s, ss, d, ds, |i| 1.0 + i as f32) }
+        }
+        for level in levels() {
+            for &(rows, cols) in &[(1, 1), (16, 16), (17, 5), (64, 64), (3, 40), (33, 70)] {
+                let ss = rows + 3;
+                let src: Vec<f32> = (0..cols * ss).map(|i| i as f32 * 0.25 - 7.0).collect();
+                let ds = cols + 2;
+                let mut dst = vec![f32::NAN; rows * ds];
+                let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+                match level {
+                    #[cfg(target_arch = "x86_64")]
+                    AVX512 => unsafe { t2(rows, cols, sp, ss as isize, dp, ds) },
+                    _ => unsafe {
+                        transpose::<PORTABLE>(rows, cols, sp, ss as isize, dp, ds, |i| {
+                            1.0 + i as f32
+                        })
+                    },
+                }
+                for r in 0..rows {
+                    for c in 0..ds {
+                        let got = dst[r * ds + c];
+                        if c >= cols {
+                            assert!(got.is_nan(), "level {level}: ({r},{c}) past cols written");
+                        } else {
+                            assert_eq!(
+                                got,
+                                (1.0 + r as f32) * src[c * ss + r],
+                                "level {level} {rows}x{cols} ({r},{c})"
                             );
                         }
                     }

@@ -227,15 +227,10 @@ impl AttnPlan {
         // the cheap ones fill the gaps at the end. Each item writes its own rows, so the
         // result does not depend on which thread runs it.
         par_for(bh * nqb, |item| {
-            let qb = nqb - 1 - item / bh;
-            let (bi, hi) = ((item % bh) / self.h, item % self.h);
-            let it = block::Item {
-                bi,
-                hi,
-                q0: qb * BQ,
-                q1: ((qb + 1) * BQ).min(self.sq),
-            };
-            block::with_buf(|buf| self.block(level, bs.get(), op.get() as *mut f32, it, buf));
+            let it = self.item(item, nqb);
+            // A thread runs consecutive items unless it steals: warm the next one's queries.
+            let next = (item + 1 < bh * nqb).then(|| self.item(item + 1, nqb));
+            block::with_buf(|buf| self.block(level, bs.get(), op.get() as *mut f32, it, next, buf));
             Ok(())
         })?;
         if !self.trivial {
@@ -250,6 +245,19 @@ impl AttnPlan {
         }
         drop(scratch);
         Ok(())
+    }
+
+    /// Work item `item` of `b·h·nqb`: query blocks from the last (the most keys under
+    /// a causal mask) to the first, then batch, then head.
+    fn item(&self, item: usize, nqb: usize) -> block::Item {
+        let bh = self.b * self.h;
+        let qb = nqb - 1 - item / bh;
+        block::Item {
+            bi: (item % bh) / self.h,
+            hi: item % self.h,
+            q0: qb * BQ,
+            q1: ((qb + 1) * BQ).min(self.sq),
+        }
     }
 
     /// First key query `qi` may see under a causal or sliding-window mask (0 otherwise).
