@@ -48,6 +48,9 @@ pub(super) fn level() -> u8 {
     PORTABLE
 }
 
+/// Key bands `(b0, b1, c0, c1)` of a block: keys `b0..b1`, query lanes `c0..c1`.
+type Bands = [(usize, usize, usize, usize); BK / 16];
+
 /// The queries of one work item.
 #[derive(Clone, Copy)]
 pub(super) struct Item {
@@ -203,21 +206,30 @@ impl AttnPlan {
             };
             let sb = &mut st[..nk * lq];
             let k0p = unsafe { kb.add(self.k.1.at(bi, k0, kh)) };
-            unsafe {
-                gemm::gemm::<L>(
-                    nk,
-                    lq,
-                    d,
-                    k0p,
-                    kss,
-                    1,
-                    qt.as_ptr(),
-                    lq as isize,
-                    sb.as_mut_ptr(),
-                    lq,
-                    gemm::Init::Zero,
-                )
-            };
+            // A block that straddles a causal or window edge runs in bands of 16 keys,
+            // each over only the query vectors some key of the band may see (about 5/8
+            // of the work on a causal diagonal block). The rest is masked below.
+            let banded = !full && !custom;
+            let (bands, nb) = self.bands(k0, nk, q0, q1);
+            let all = [(0, nk, 0, lq)];
+            let parts: &[(usize, usize, usize, usize)] = if banded { &bands[..nb] } else { &all };
+            for &(b0, b1, c0, c1) in parts {
+                unsafe {
+                    gemm::gemm::<L>(
+                        b1 - b0,
+                        c1 - c0,
+                        d,
+                        k0p.offset(b0 as isize * kss),
+                        kss,
+                        1,
+                        qt.as_ptr().add(c0),
+                        lq as isize,
+                        sb.as_mut_ptr().add(b0 * lq + c0),
+                        lq,
+                        gemm::Init::Zero,
+                    )
+                };
+            }
             if let Some(c) = self.softcap {
                 for x in sb.iter_mut() {
                     *x /= c;
@@ -245,7 +257,8 @@ impl AttnPlan {
                 for (j, row) in sb.chunks_exact_mut(lq).enumerate() {
                     let (a, b) = self.key_queries(k0 + j, q0, q1);
                     row[..a].fill(NEG_INF);
-                    row[b.max(a)..nq].fill(NEG_INF);
+                    // Padding lanes too: a band may have left them unwritten.
+                    row[b.max(a)..].fill(NEG_INF);
                 }
                 for (i, s) in seen[..nq].iter_mut().enumerate() {
                     let (a, b) = self.row_keys(q0 + i, k0, k1);
@@ -254,12 +267,7 @@ impl AttnPlan {
             }
             // Online softmax: per query (lane), the block maximum, the new running
             // maximum, the shift applied to the block and the factor for the past.
-            let mut bm = [NEG_INF; BQ];
-            for row in sb.chunks_exact(lq) {
-                for (x, &v) in bm[..lq].iter_mut().zip(row) {
-                    *x = nan_pick(v, *x);
-                }
-            }
+            let bm = fold_rows::<LQ>(sb, NEG_INF, nan_pick);
             let mut shift = [0f32; BQ];
             let mut corr = [0f32; BQ];
             for i in 0..lq {
@@ -285,23 +293,44 @@ impl AttnPlan {
                 }
             }
             math::unary_f32_inplace(Activation::Exp, &mut corr[..lq]);
-            for row in sb.chunks_exact_mut(lq) {
-                for (x, &sh) in row.iter_mut().zip(&shift[..lq]) {
-                    *x -= sh;
+            for row in sb.chunks_exact_mut(LQ) {
+                let row: &mut [f32; LQ] = row.try_into().unwrap();
+                for i in 0..LQ {
+                    row[i] -= shift[i];
                 }
             }
             math::unary_f32_inplace(Activation::Exp, sb);
-            let mut colsum = [0f32; BQ];
-            for row in sb.chunks_exact(lq) {
-                for (x, &p) in colsum[..lq].iter_mut().zip(row) {
-                    *x += p;
-                }
-            }
+            let colsum = fold_rows::<LQ>(sb, 0.0, |p, acc| acc + p);
             for i in 0..lq {
                 l[i] = l[i] * corr[i] + colsum[i];
             }
             let v0 = unsafe { vb.add(self.v.1.at(bi, k0, kh)) };
-            if full || unsafe { all_finite(v0, vss, nk, dv) } {
+            let clean = full || unsafe { all_finite(v0, vss, nk, dv) };
+            if clean && banded {
+                for row in ot.chunks_exact_mut(LQ) {
+                    let row: &mut [f32; LQ] = row.try_into().unwrap();
+                    for i in 0..LQ {
+                        row[i] *= corr[i];
+                    }
+                }
+                for &(b0, b1, c0, c1) in parts {
+                    unsafe {
+                        gemm::gemm::<L>(
+                            dv,
+                            c1 - c0,
+                            b1 - b0,
+                            v0.offset(b0 as isize * vss),
+                            1,
+                            vss,
+                            sb.as_ptr().add(b0 * lq + c0),
+                            lq as isize,
+                            ot.as_mut_ptr().add(c0),
+                            lq,
+                            gemm::Init::Add,
+                        )
+                    };
+                }
+            } else if clean {
                 unsafe {
                     gemm::gemm::<L>(
                         dv,
@@ -358,6 +387,26 @@ impl AttnPlan {
         }
     }
 
+    /// Bands of 16 keys of block `k0..k0 + nk` under a causal or window mask, each with
+    /// the query lanes `c0..c1` (whole vectors) that some key of the band may see; bands
+    /// no query sees are left out. Both bounds grow with the key, so the band's first key
+    /// gives `c0` and its last `c1`.
+    fn bands(&self, k0: usize, nk: usize, q0: usize, q1: usize) -> (Bands, usize) {
+        let lq = (q1 - q0).next_multiple_of(16);
+        let mut v = [(0, 0, 0, 0); BK / 16];
+        let mut n = 0;
+        for b0 in (0..nk).step_by(16) {
+            let b1 = (b0 + 16).min(nk);
+            let (a, _) = self.key_queries(k0 + b0, q0, q1);
+            let (_, b) = self.key_queries(k0 + b1 - 1, q0, q1);
+            if a < b {
+                v[n] = (b0, b1, a / 16 * 16, b.next_multiple_of(16).min(lq));
+                n += 1;
+            }
+        }
+        (v, n)
+    }
+
     /// The queries `q0 + a .. q0 + b` of block `q0..q1` that may see key `kj` under a
     /// causal, sliding-window or no mask (`a ≥ b`: none).
     #[inline(always)]
@@ -378,6 +427,20 @@ impl AttnPlan {
         let b = self.key_hi(qi).clamp(k0, k1) - k0;
         (a, b)
     }
+}
+
+/// `acc[i] = f(row[i], acc[i])` over the rows of `LQ` lanes of `sb`, from `init`. A
+/// fixed-size accumulator returned by value, so it lives in vector registers.
+#[inline(always)]
+fn fold_rows<const LQ: usize>(sb: &[f32], init: f32, f: impl Fn(f32, f32) -> f32) -> [f32; LQ] {
+    let mut acc = [init; LQ];
+    for row in sb.chunks_exact(LQ) {
+        let row: &[f32; LQ] = row.try_into().unwrap();
+        for i in 0..LQ {
+            acc[i] = f(row[i], acc[i]);
+        }
+    }
+    acc
 }
 
 /// `max(v, m)` that propagates NaN: once a lane is NaN it stays NaN.

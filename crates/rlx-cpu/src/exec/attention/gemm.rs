@@ -22,6 +22,8 @@ pub(super) const AVX512: u8 = 2;
 pub(super) enum Init {
     /// `C = A·B`.
     Zero,
+    /// `C += A·B`.
+    Add,
     /// `C = C·diag(s) + A·B`: column `j` of `C` first scaled by `s[j]` (`n` values).
     ScaleAdd(*const f32),
 }
@@ -95,6 +97,7 @@ unsafe fn axpy_rows<const F: bool>(
         let crow = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), n) };
         match init {
             Init::Zero => crow.fill(0.0),
+            Init::Add => {}
             Init::ScaleAdd(sc) => {
                 let sc = unsafe { std::slice::from_raw_parts(sc, n) };
                 for (x, &y) in crow.iter_mut().zip(sc) {
@@ -335,6 +338,13 @@ mod x86 {
             let mut acc = [[_mm512_setzero_ps(); NV]; MR];
             match t.init {
                 Init::Zero => {}
+                Init::Add => {
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        for (v, x) in row.iter_mut().enumerate() {
+                            *x = load(t.c.add(r * t.ldc + 16 * v), v);
+                        }
+                    }
+                }
                 Init::ScaleAdd(sc) => {
                     let mut s = [_mm512_setzero_ps(); NV];
                     for (v, x) in s.iter_mut().enumerate() {
@@ -479,6 +489,7 @@ mod tests {
                 for (acc, transposed) in [
                     (Init::Zero, false),
                     (Init::Zero, true),
+                    (Init::Add, false),
                     (Init::ScaleAdd(sc.as_ptr()), false),
                     (Init::ScaleAdd(sc.as_ptr()), true),
                 ] {
@@ -511,6 +522,7 @@ mod tests {
                             }
                             let mut want = match acc {
                                 Init::Zero => 0.0,
+                                Init::Add => c0[i * ldc + j] as f64,
                                 Init::ScaleAdd(_) => (c0[i * ldc + j] * sc[j]) as f64,
                             };
                             for p in 0..k {
