@@ -273,6 +273,17 @@ fn main() {
             );
         }
         if w("W9") {
+            let mut compile_times = Vec::new();
+            for _ in 0..plan.repeats.clamp(3, 9) {
+                let t0 = std::time::Instant::now();
+                let m = rlx::w9_compile(&ps);
+                compile_times.push(t0.elapsed().as_secs_f64());
+                drop(m);
+            }
+            rows.push(
+                Row::new("W9_compile_latency", "rlx", median(compile_times))
+                    .note("fresh W5 Func traced → compiled by Model::on (no cache)"),
+            );
             let mut times = Vec::new();
             let mut check = 0.0f64;
             for _ in 0..plan.repeats.clamp(1, 5) {
@@ -282,7 +293,7 @@ fn main() {
                 check = check.max(rel_err(&out, &reference));
             }
             rows.push(
-                Row::new("W9_compile_latency", "rlx", median(times))
+                Row::new("W9_compile_latency", "rlx_plus_first_run", median(times))
                     .check(check)
                     .note("fresh W5 Func → Model::on (no cache) → first result"),
             );

@@ -110,7 +110,14 @@ pub fn w5(ps: &[Vec<f32>]) -> Jitted {
     w5_func(ps, W5_BATCH).jit()
 }
 
-/// W9: a fresh W5 function, compiled (bypassing the compile cache) and run once; returns
+/// W9 proper: trace a fresh W5 function and compile it (bypassing the compile cache);
+/// returns the compiled model, params unbound.
+pub fn w9_compile(ps: &[Vec<f32>]) -> Model {
+    let f = w5_func(ps, W5_BATCH);
+    Model::on(f.graph().clone(), Device::Cpu)
+}
+
+/// W9 end to end: a fresh W5 function, compiled (bypassing the compile cache) and run once; returns
 /// the output so the caller can check it.
 pub fn w9_once(ps: &[Vec<f32>], x: &[f32]) -> Vec<f32> {
     let f = w5_func(ps, W5_BATCH);

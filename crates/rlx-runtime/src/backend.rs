@@ -13,8 +13,47 @@ pub trait Executable: Send + Sync {
     /// Run once. Dynamic dims are bound from the argument dims.
     fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>>;
 
+    /// Run once for a host caller that wants f32 results as `Vec<f32>`: a backend that
+    /// can write f32 outputs straight into such vectors returns [`HostOutput::F32`] and
+    /// saves the caller a full copy of every result (on bandwidth-bound work that copy
+    /// costs as much as the kernel). The default runs [`Executable::run`].
+    fn run_host(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<HostOutput>> {
+        Ok(self.run(args)?.into_iter().map(HostOutput::Data).collect())
+    }
+
     /// A human-readable account of what the compiler did (kernels, fusion, memory plan).
     fn explain(&self) -> String;
+}
+
+/// One result of [`Executable::run_host`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostOutput {
+    /// An f32 result, already in host form; its dims are the second field.
+    F32(Vec<f32>, Vec<usize>),
+    /// Any other result.
+    Data(TensorData),
+}
+
+impl HostOutput {
+    /// The values as f32 (no copy for [`HostOutput::F32`]; other dtypes convert).
+    pub fn into_f32_vec(self) -> Vec<f32> {
+        match self {
+            HostOutput::F32(v, _) => v,
+            HostOutput::Data(d) => d.to_f32_vec(),
+        }
+    }
+
+    /// The result as [`TensorData`] (copies the bytes of an f32 result).
+    pub fn into_data(self) -> TensorData {
+        match self {
+            HostOutput::F32(v, dims) => TensorData {
+                dtype: rlx_ir::DType::F32,
+                dims,
+                bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            },
+            HostOutput::Data(d) => d,
+        }
+    }
 }
 
 /// An execution backend: compiles graphs for the devices it serves.

@@ -15,8 +15,12 @@ pub type CachedGraph = Rc<RefCell<CompiledGraph>>;
 #[derive(Default)]
 struct CacheState {
     map: HashMap<u64, CachedGraph>,
+    /// The same entries by structure key (see `Prepared::structure_key`).
+    by_structure: HashMap<u64, CachedGraph>,
     hits: u64,
     misses: u64,
+    /// Programs actually compiled (a miss may reuse a structurally equal program).
+    compiles: u64,
     /// What each cached key was compiled from, for explaining later misses.
     seen: HashMap<u64, Fingerprint>,
     last_miss: Option<String>,
@@ -112,28 +116,55 @@ pub fn cache_get_or_compile(
     key: u64,
     build: impl FnOnce() -> RuntimeResult<CompiledGraph>,
 ) -> RuntimeResult<CachedGraph> {
-    let hit = CACHE.with(|c| {
+    lookup(key, key, build).map(|(g, _)| g)
+}
+
+/// How a lookup was served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Served {
+    Hit,
+    /// A miss by key served by a structurally equal program: nothing compiled.
+    Reused,
+    Compiled,
+}
+
+fn lookup(
+    key: u64,
+    structure_key: u64,
+    build: impl FnOnce() -> RuntimeResult<CompiledGraph>,
+) -> RuntimeResult<(CachedGraph, Served)> {
+    let found = CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        let found = c.map.get(&key).cloned();
-        if found.is_some() {
+        if let Some(h) = c.map.get(&key).cloned() {
             c.hits += 1;
-        } else {
-            c.misses += 1;
+            return Some((h, Served::Hit));
         }
-        found
+        c.misses += 1;
+        let same = c.by_structure.get(&structure_key).cloned()?;
+        insert(&mut c, key, structure_key, &same);
+        Some((same, Served::Reused))
     });
-    if let Some(h) = hit {
-        return Ok(h);
+    if let Some(f) = found {
+        return Ok(f);
     }
     let compiled = Rc::new(RefCell::new(build()?));
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        if c.map.len() >= CACHE_CAPACITY {
-            c.map.clear();
-        }
-        c.map.insert(key, compiled.clone());
+        c.compiles += 1;
+        insert(&mut c, key, structure_key, &compiled);
     });
-    Ok(compiled)
+    Ok((compiled, Served::Compiled))
+}
+
+fn insert(c: &mut CacheState, key: u64, structure_key: u64, g: &CachedGraph) {
+    if c.map.len() >= CACHE_CAPACITY {
+        c.map.clear();
+    }
+    if c.by_structure.len() >= CACHE_CAPACITY {
+        c.by_structure.clear();
+    }
+    c.map.insert(key, g.clone());
+    c.by_structure.insert(structure_key, g.clone());
 }
 
 /// [`cache_get_or_compile`] that also remembers what `graph` looked like, so that a
@@ -144,14 +175,31 @@ pub fn cache_get_or_compile_graph(
     device: Device,
     build: impl FnOnce() -> RuntimeResult<CompiledGraph>,
 ) -> RuntimeResult<CachedGraph> {
-    let was_cached = cache_contains(key);
-    let out = cache_get_or_compile(key, build)?;
-    if !was_cached {
+    cache_get_or_compile_prepared(key, key, graph, device, build)
+}
+
+/// [`cache_get_or_compile_graph`] for a prepared graph ([`crate::Prepared`]): a miss by
+/// `key` whose `structure_key` is cached reuses that program — it counts as a miss
+/// (API.md §6.2) but compiles nothing ([`cache_compile_count`] stays put).
+pub fn cache_get_or_compile_prepared(
+    key: u64,
+    structure_key: u64,
+    graph: &Graph,
+    device: Device,
+    build: impl FnOnce() -> RuntimeResult<CompiledGraph>,
+) -> RuntimeResult<CachedGraph> {
+    let (out, served) = lookup(key, structure_key, build)?;
+    if served != Served::Hit {
         let fp = Fingerprint::of(graph, device);
         CACHE.with(|c| {
             let mut c = c.borrow_mut();
-            let reason = c
-                .seen
+            let reason = if served == Served::Reused {
+                format!(
+                    "graph `{}` differs from a cached graph only in the values of small constants (keyed by value, API.md §6.2); its compiled program was reused (no recompile)",
+                    fp.name
+                )
+            } else {
+                c.seen
                 .values()
                 .filter(|f| f.name == fp.name)
                 .max_by_key(|f| (f.common_prefix(&fp), f.device == fp.device))
@@ -161,7 +209,8 @@ pub fn cache_get_or_compile_graph(
                         "graph `{}` had not been compiled on this thread before",
                         fp.name
                     )
-                });
+                })
+            };
             c.last_miss = Some(reason);
             if c.seen.len() >= CACHE_CAPACITY {
                 c.seen.clear();
@@ -170,6 +219,19 @@ pub fn cache_get_or_compile_graph(
         });
     }
     Ok(out)
+}
+
+/// How many programs this thread has compiled through the cache since the last
+/// [`clear_cache`](crate::clear_cache). Cache misses that only differ from a cached
+/// graph in the values of small constants reuse its program and do not count.
+///
+/// ```
+/// use rlx_runtime::{cache_compile_count, clear_cache};
+/// clear_cache();
+/// assert_eq!(cache_compile_count(), 0);
+/// ```
+pub fn cache_compile_count() -> u64 {
+    CACHE.with(|c| c.borrow().compiles)
 }
 
 /// Why the most recent cache miss on this thread missed (first compile, a different

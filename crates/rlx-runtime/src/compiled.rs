@@ -1,6 +1,6 @@
 //! `CompiledGraph`: an executable plus its argument roster and bound parameters.
 
-use crate::backend::{Executable, arg_order, compile};
+use crate::backend::{Executable, HostOutput, arg_order, compile};
 use crate::{Device, RuntimeError, RuntimeResult};
 use rlx_ir::{Graph, Op, Shape, TensorData, TensorView};
 use std::collections::HashMap;
@@ -114,6 +114,19 @@ impl CompiledGraph {
 
     /// Run with `inputs` by name (params may be given here too, overriding bound ones).
     pub fn run(&self, inputs: &[(&str, TensorView<'_>)]) -> RuntimeResult<Vec<TensorData>> {
+        let args = self.args(inputs)?;
+        self.exec.run(&args)
+    }
+
+    /// [`CompiledGraph::run`] for a host caller that reads f32 results as `Vec<f32>`
+    /// (see [`Executable::run_host`]: no copy of f32 results on backends that support it).
+    pub fn run_host(&self, inputs: &[(&str, TensorView<'_>)]) -> RuntimeResult<Vec<HostOutput>> {
+        let args = self.args(inputs)?;
+        self.exec.run_host(&args)
+    }
+
+    /// The positional arguments for `inputs` by name, bound params filling the rest.
+    fn args<'a>(&'a self, inputs: &[(&str, TensorView<'a>)]) -> RuntimeResult<Vec<TensorView<'a>>> {
         for (n, _) in inputs {
             if !self.slots.iter().any(|s| s.name == *n) {
                 let names: Vec<&str> = self.slots.iter().map(|s| s.name.as_str()).collect();
@@ -148,7 +161,7 @@ impl CompiledGraph {
             check_arg(slot, &view, &self.name)?;
             args.push(view);
         }
-        self.exec.run(&args)
+        Ok(args)
     }
 
     /// What the compiler did for this graph.

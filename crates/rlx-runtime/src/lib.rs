@@ -17,14 +17,18 @@ mod error;
 mod prepare;
 
 pub use backend::{
-    Backend, Executable, arg_order, available_devices, backend_for, compile, fastest_device,
-    fastest_device_for, is_available, register_backend, registered_backends, unavailable,
+    Backend, Executable, HostOutput, arg_order, available_devices, backend_for, compile,
+    fastest_device, fastest_device_for, is_available, register_backend, registered_backends,
+    unavailable,
 };
 pub use cache::{
-    CACHE_CAPACITY, CachedGraph, cache_contains, cache_get_or_compile, cache_get_or_compile_graph,
-    cache_last_miss, cache_len, cache_stats, clear_cache,
+    CACHE_CAPACITY, CachedGraph, cache_compile_count, cache_contains, cache_get_or_compile,
+    cache_get_or_compile_graph, cache_get_or_compile_prepared, cache_last_miss, cache_len,
+    cache_stats, clear_cache,
 };
 pub use compiled::{ArgSlot, CompiledGraph};
 pub use device::Device;
 pub use error::{RuntimeError, RuntimeResult};
-pub use prepare::{LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, graph_key, prepare};
+pub use prepare::{
+    BAKE_MAX_ELEMENTS, LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, graph_key, prepare,
+};

@@ -7,9 +7,17 @@ use rlx_ir::{Graph, NodeId, Op};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
-/// Constants with more elements than this are passed as arguments instead of being
-/// baked into the program, so new data of the same shape never recompiles.
+/// Constants with more elements than this are not part of the cache key (API.md,
+/// Deliberate deviation 2): new data of the same shape hits the cache.
 pub const LIFT_THRESHOLD_ELEMENTS: usize = 64;
+
+/// Constants with at most this many elements (scalars) are baked into the program, where
+/// the compiler folds them; larger ones are passed as arguments. Constants of up to
+/// [`LIFT_THRESHOLD_ELEMENTS`] elements are still keyed by value (API.md §6.2: graphs
+/// that differ only in such data miss), but the program compiled for them is reused
+/// through [`Prepared::structure_key`] — eager code with new small data each call never
+/// recompiles.
+pub const BAKE_MAX_ELEMENTS: usize = 1;
 
 /// Where a lifted argument's data comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,10 +33,30 @@ pub enum Lifted {
 pub struct Prepared {
     /// The extracted graph (dense ids; lifted nodes are `Op::Input`s named `__argN`).
     pub graph: Graph,
-    /// Structural key: device, graph name, ops (small constants by value), shapes, outputs.
+    /// Cache key (API.md §6.2): device, graph name, ops, shapes, outputs, and the
+    /// values of constants of up to [`LIFT_THRESHOLD_ELEMENTS`] elements.
     pub key: u64,
+    /// The key without the values of lifted constants: graphs with equal structure keys
+    /// compile to the same program (their lifted data are arguments).
+    pub structure_key: u64,
     /// Lifted arguments, `(input name in `graph`, source)`.
     pub lifted: Vec<(String, Lifted)>,
+    /// Hash of the lifted constants' payloads that belong to the key.
+    keyed_payloads: u64,
+}
+
+impl Prepared {
+    /// `(key, structure_key)` of the same program on another `device`.
+    pub fn keys_on(&self, device: Device) -> (u64, u64) {
+        let structure_key = graph_key(&self.graph, device);
+        (combine(self.keyed_payloads, structure_key), structure_key)
+    }
+}
+
+fn combine(keyed_payloads: u64, structure_key: u64) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (keyed_payloads, structure_key).hash(&mut h);
+    h.finish()
 }
 
 /// Extract the cone of `outputs` from `src`.
@@ -60,16 +88,25 @@ pub fn prepare(
     let mut g = Graph::new(src.name.clone());
     let mut map: HashMap<NodeId, NodeId> = HashMap::new();
     let mut lifted = Vec::new();
+    // The payloads of lifted constants that still belong to the key (API.md §6.2).
+    let mut keyed_payloads = std::collections::hash_map::DefaultHasher::new();
     for node in src.nodes() {
         if !live[node.id.index()] {
             continue;
         }
-        let big_const = matches!(&node.op, Op::Constant { .. })
-            && node
-                .shape
-                .num_elements()
-                .is_some_and(|n| n > LIFT_THRESHOLD_ELEMENTS);
-        let new_id = if cut[node.id.index()] || big_const {
+        let lifted_const = match &node.op {
+            Op::Constant { data } => match node.shape.num_elements() {
+                Some(n) if n > BAKE_MAX_ELEMENTS => {
+                    if n <= LIFT_THRESHOLD_ELEMENTS {
+                        (lifted.len(), data).hash(&mut keyed_payloads);
+                    }
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        let new_id = if cut[node.id.index()] || lifted_const {
             let name = format!("__arg{}", lifted.len());
             lifted.push((
                 name.clone(),
@@ -96,11 +133,14 @@ pub fn prepare(
         map.insert(node.id, new_id);
     }
     g.set_outputs(outputs.iter().map(|o| map[o]).collect());
-    let key = graph_key(&g, device);
+    let structure_key = graph_key(&g, device);
+    let keyed_payloads = keyed_payloads.finish();
     Prepared {
         graph: g,
-        key,
+        key: combine(keyed_payloads, structure_key),
+        structure_key,
         lifted,
+        keyed_payloads,
     }
 }
 
@@ -184,7 +224,23 @@ mod tests {
             vec![("__arg0".to_string(), Lifted::Constant(NodeId(0)))]
         );
         assert_ne!(mk(1.0, 3).key, mk(2.0, 3).key);
-        assert!(mk(1.0, 3).lifted.is_empty());
+        assert_eq!(
+            mk(1.0, 3).structure_key,
+            mk(2.0, 3).structure_key,
+            "small data is keyed by value but compiles to one program"
+        );
+        assert_eq!(mk(1.0, 3).lifted.len(), 1);
+        assert_ne!(mk(1.0, 1).key, mk(2.0, 1).key);
+        assert_ne!(mk(1.0, 1).structure_key, mk(2.0, 1).structure_key);
+        assert!(mk(1.0, 1).lifted.is_empty(), "scalars are baked");
+        assert_ne!(mk(1.0, 3).key, mk(1.0, 4).key);
+        assert_ne!(mk(1.0, 3).structure_key, mk(1.0, 4).structure_key);
+        let p = mk(1.0, 3);
+        assert_eq!(p.keys_on(Device::Cpu), (p.key, p.structure_key));
+        assert_ne!(
+            p.keys_on(Device::Cuda).0,
+            mk(2.0, 3).keys_on(Device::Cuda).0
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::Once;
 
-pub use rlx_runtime::{Device, cache_last_miss, cache_stats, clear_cache};
+pub use rlx_runtime::{Device, cache_compile_count, cache_last_miss, cache_stats, clear_cache};
 
 static REGISTER: Once = Once::new();
 
@@ -55,9 +55,13 @@ pub(crate) fn cached(prepared: &Prepared, device: Device) -> Result<rlx_runtime:
     if !rlx_runtime::is_available(device) {
         return Err(rlx_runtime::unavailable(device).to_string().into_error());
     }
-    rlx_runtime::cache_get_or_compile_graph(prepared.key, &prepared.graph, device, || {
-        CompiledGraph::new(device, &prepared.graph)
-    })
+    rlx_runtime::cache_get_or_compile_prepared(
+        prepared.key,
+        prepared.structure_key,
+        &prepared.graph,
+        device,
+        || CompiledGraph::new(device, &prepared.graph),
+    )
     .map_err(|e| Error::new(e.to_string()))
 }
 

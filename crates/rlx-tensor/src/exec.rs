@@ -3,7 +3,7 @@
 
 use crate::{Error, Result};
 use rlx_ir::{Dim, DimBinding, Graph, Op, Shape, TensorData, TensorView};
-use rlx_runtime::{ArgSlot, CompiledGraph, Device, Prepared, graph_key};
+use rlx_runtime::{ArgSlot, CompiledGraph, Device, Prepared};
 use std::sync::Mutex;
 
 /// A graph made ready for compilation once: its live cone with large constants lifted,
@@ -12,7 +12,7 @@ use std::sync::Mutex;
 pub(crate) struct PreparedGraph {
     pub(crate) prepared: Prepared,
     pub(crate) lifted: Vec<(String, TensorData)>,
-    keys: Mutex<Vec<(Device, u64)>>,
+    keys: Mutex<Vec<(Device, (u64, u64))>>,
 }
 
 impl PreparedGraph {
@@ -40,7 +40,7 @@ impl PreparedGraph {
                 )
             })
             .collect();
-        let keys = Mutex::new(vec![(Device::Cpu, prepared.key)]);
+        let keys = Mutex::new(vec![(Device::Cpu, (prepared.key, prepared.structure_key))]);
         PreparedGraph {
             prepared,
             lifted,
@@ -48,13 +48,13 @@ impl PreparedGraph {
         }
     }
 
-    /// The cache key on `device` (memoized).
-    pub(crate) fn key(&self, device: Device) -> u64 {
+    /// The cache key and structure key on `device` (memoized).
+    pub(crate) fn key(&self, device: Device) -> (u64, u64) {
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, k)) = keys.iter().find(|(d, _)| *d == device) {
             return *k;
         }
-        let k = graph_key(&self.prepared.graph, device);
+        let k = self.prepared.keys_on(device);
         keys.push((device, k));
         k
     }
@@ -65,8 +65,10 @@ impl PreparedGraph {
         if !rlx_runtime::is_available(device) {
             return Err(Error::new(rlx_runtime::unavailable(device).to_string()));
         }
-        rlx_runtime::cache_get_or_compile_graph(
-            self.key(device),
+        let (key, structure_key) = self.key(device);
+        rlx_runtime::cache_get_or_compile_prepared(
+            key,
+            structure_key,
             &self.prepared.graph,
             device,
             || CompiledGraph::new(device, &self.prepared.graph),
@@ -75,14 +77,34 @@ impl PreparedGraph {
     }
 }
 
-/// Run `compiled` with f32 host inputs, bound params and lifted constants.
-pub(crate) fn run_f32(
+/// Run `compiled` with f32 host inputs, bound params and lifted constants, returning
+/// every result as `Vec<f32>`; f32 results come straight from the backend's output
+/// buffers (no copy where the backend supports it).
+pub(crate) fn run_f32_host(
     what: &str,
     compiled: &CompiledGraph,
     prepared: &PreparedGraph,
     params: &[(String, Vec<f32>)],
     inputs: &[(&str, &[f32])],
-) -> Result<Vec<TensorData>> {
+) -> Result<Vec<Vec<f32>>> {
+    let out = run_f32_with(what, compiled, prepared, params, inputs, |c, named| {
+        c.run_host(named)
+    })?;
+    Ok(out
+        .into_iter()
+        .map(rlx_runtime::HostOutput::into_f32_vec)
+        .collect())
+}
+
+/// Bind f32 host inputs, params and lifted constants by name, then `call` the graph.
+fn run_f32_with<R>(
+    what: &str,
+    compiled: &CompiledGraph,
+    prepared: &PreparedGraph,
+    params: &[(String, Vec<f32>)],
+    inputs: &[(&str, &[f32])],
+    call: impl FnOnce(&CompiledGraph, &[(&str, TensorView<'_>)]) -> rlx_runtime::RuntimeResult<R>,
+) -> Result<R> {
     for (name, _) in inputs {
         if !compiled.slots().iter().any(|s| s.name == *name) || name.starts_with("__arg") {
             return Err(unknown_name(what, name, compiled.slots()));
@@ -146,9 +168,7 @@ pub(crate) fn run_f32(
     let mut named: Vec<(&str, TensorView<'_>)> =
         owned.iter().map(|(n, d)| (n.as_str(), d.view())).collect();
     named.extend(prepared.lifted.iter().map(|(n, d)| (n.as_str(), d.view())));
-    compiled
-        .run(&named)
-        .map_err(|e| Error::new(format!("{what}: {e}")))
+    call(compiled, &named).map_err(|e| Error::new(format!("{what}: {e}")))
 }
 
 /// The data of one argument slot: f32 slices are passed to the backend in place (no

@@ -246,7 +246,7 @@ impl Func {
 mod run {
     use super::*;
     use crate::eval::Device;
-    use crate::exec::{PreparedGraph, run_f32, run_typed};
+    use crate::exec::{PreparedGraph, run_f32_host, run_typed};
     use rlx_ir::TensorData;
     use std::cell::RefCell;
     use std::rc::Rc;
@@ -288,8 +288,7 @@ mod run {
         ) -> Result<Vec<Vec<f32>>> {
             let p = self.prepared();
             let compiled = p.compiled(device)?;
-            let out = run_f32(&self.what(), &compiled.borrow(), p, &self.params, inputs)?;
-            Ok(out.into_iter().map(|d| d.to_f32_vec()).collect())
+            run_f32_host(&self.what(), &compiled.borrow(), p, &self.params, inputs)
         }
 
         /// Run on `device` with an explicit param list instead of the bound params.
@@ -302,8 +301,7 @@ mod run {
         ) -> Result<Vec<Vec<f32>>> {
             let p = self.prepared();
             let compiled = p.compiled(device)?;
-            let out = run_f32(&self.what(), &compiled.borrow(), p, params, inputs)?;
-            Ok(out.into_iter().map(|d| d.to_f32_vec()).collect())
+            run_f32_host(&self.what(), &compiled.borrow(), p, params, inputs)
         }
 
         /// Run with typed data (explicit dims and dtypes), returning typed outputs.
@@ -378,14 +376,13 @@ mod run {
         /// [`Jitted::run`] returning an error.
         pub fn try_run(&self, inputs: &[(&str, &[f32])]) -> Result<Vec<Vec<f32>>> {
             let p = self.prepared.get().expect("prepared before jit");
-            let out = run_f32(
+            run_f32_host(
                 &format!("Jitted `{}`", self.name),
                 &self.compiled.borrow(),
                 p,
                 &self.params,
                 inputs,
-            )?;
-            Ok(out.into_iter().map(|d| d.to_f32_vec()).collect())
+            )
         }
 
         /// The device it runs on.

@@ -71,8 +71,8 @@ pub use train::LrSchedule;
 
 #[cfg(feature = "eval")]
 pub use eval::{
-    Device, Materialize, available_devices, cache_last_miss, cache_stats, clear_cache,
-    fastest_device, fastest_device_for, is_available,
+    Device, Materialize, available_devices, cache_compile_count, cache_last_miss, cache_stats,
+    clear_cache, fastest_device, fastest_device_for, is_available,
 };
 
 /// The README's Rust examples, compiled and run as doctests so the front page cannot

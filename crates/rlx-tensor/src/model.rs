@@ -1,7 +1,7 @@
 //! [`Model`]: a compiled graph plus its parameter roster, with strict by-name binding.
 
 use crate::eval::{Device, fastest_device_for};
-use crate::exec::{PreparedGraph, run_f32, typed_from_f32};
+use crate::exec::{PreparedGraph, run_f32_host, typed_from_f32};
 use crate::{Error, Result};
 use rlx_ir::{DimBinding, Graph};
 use rlx_runtime::CompiledGraph;
@@ -152,14 +152,13 @@ impl Model {
 
     /// [`Model::run`] returning an error.
     pub fn try_run(&mut self, inputs: &[(&str, &[f32])]) -> Result<Vec<Vec<f32>>> {
-        let out = run_f32(
+        run_f32_host(
             &format!("Model `{}`", self.name),
             &self.compiled,
             &self.prepared,
             &[],
             inputs,
-        )?;
-        Ok(out.into_iter().map(|d| d.to_f32_vec()).collect())
+        )
     }
 
     /// The device it runs on.

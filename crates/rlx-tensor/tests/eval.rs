@@ -268,5 +268,30 @@ fn cache_misses_are_explained() {
     );
     Tensor::from_vec(vec![-2.0, 2.0], [2]).exp().to_vec();
     let why = rlx_tensor::cache_last_miss().unwrap();
-    assert!(why.contains("node %0") && why.contains("constant"), "{why}");
+    assert!(
+        why.contains("small constants") && why.contains("no recompile"),
+        "{why}"
+    );
+}
+
+#[test]
+fn eager_calls_with_new_small_data_miss_by_key_but_never_recompile() {
+    clear_cache();
+    let before = rlx_tensor::cache_compile_count();
+    for i in 0..20 {
+        let a = Tensor::from_vec(vec![i as f32, -1.0, 2.0], [3]);
+        let b = Tensor::from_vec(vec![1.0, i as f32, -5.0], [3]);
+        let got = (&a + &b).relu().to_vec();
+        assert_eq!(got, vec![i as f32 + 1.0, (i as f32 - 1.0).max(0.0), 0.0]);
+    }
+    assert_eq!(
+        rlx_tensor::cache_compile_count() - before,
+        1,
+        "one program serves every call"
+    );
+    // API.md §6.2: the key still holds small constants by value
+    assert_eq!(cache_stats(), (0, 20));
+    // a different shape is a different program
+    (&Tensor::from_vec(vec![1.0; 4], [4]) + 1.0).to_vec();
+    assert_eq!(rlx_tensor::cache_compile_count() - before, 2);
 }

@@ -21,7 +21,7 @@ mod vm;
 use bind::{BKernel, Bound, bind, binding_from_args};
 use rlx_compile::program::{BufKind, Program};
 use rlx_ir::{TensorData, TensorView};
-use rlx_runtime::{Executable, RuntimeError, RuntimeResult};
+use rlx_runtime::{Executable, HostOutput, RuntimeError, RuntimeResult};
 use std::sync::{Arc, Mutex};
 
 /// One cache line: the unit of arena and constant storage (so every buffer is aligned
@@ -146,8 +146,64 @@ impl CpuExecutable {
     }
 }
 
+/// Storage of one output buffer: bytes, or (for a host caller reading f32 results)
+/// a `Vec<f32>` handed over as is.
+#[derive(Clone)]
+enum OutStore {
+    Bytes(Vec<u8>),
+    F32(Vec<f32>),
+}
+
+impl OutStore {
+    /// Uninitialized storage of `n` bytes (every kernel writes every element of its
+    /// outputs before they are read).
+    fn new(n: usize, f32_host: bool) -> (OutStore, *mut u8) {
+        if f32_host {
+            let len = n / 4;
+            let mut v: Vec<f32> = Vec::with_capacity(len.max(2));
+            huge_pages(v.as_mut_ptr() as *mut u8, n);
+            unsafe { v.set_len(len) };
+            let ptr = v.as_mut_ptr() as *mut u8;
+            (OutStore::F32(v), ptr)
+        } else {
+            let mut v: Vec<u8> = Vec::with_capacity(n.max(8));
+            huge_pages(v.as_mut_ptr(), n);
+            unsafe { v.set_len(n) };
+            let ptr = v.as_mut_ptr();
+            (OutStore::Bytes(v), ptr)
+        }
+    }
+
+    fn into_host(self, dtype: rlx_ir::DType, dims: Vec<usize>) -> HostOutput {
+        match self {
+            OutStore::F32(v) => HostOutput::F32(v, dims),
+            OutStore::Bytes(bytes) => HostOutput::Data(TensorData { dtype, dims, bytes }),
+        }
+    }
+}
+
 impl Executable for CpuExecutable {
     fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+        Ok(self
+            .run_impl(args, false)?
+            .into_iter()
+            .map(HostOutput::into_data)
+            .collect())
+    }
+
+    fn run_host(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<HostOutput>> {
+        self.run_impl(args, true)
+    }
+
+    fn explain(&self) -> String {
+        rlx_compile::explain(&self.program, "cpu", self.arena_bytes())
+    }
+}
+
+impl CpuExecutable {
+    /// Run once; with `f32_host`, f32 outputs are allocated as `Vec<f32>` and returned
+    /// without a copy.
+    fn run_impl(&self, args: &[TensorView<'_>], f32_host: bool) -> RuntimeResult<Vec<HostOutput>> {
         let p = &self.program;
         if args.len() != p.args.len() {
             let names: Vec<&str> = p.args.iter().map(|(n, _)| n.as_str()).collect();
@@ -193,7 +249,7 @@ impl Executable for CpuExecutable {
         }
         // Arguments whose bytes are not aligned for their dtype are copied once.
         let mut realigned: Vec<Vec<Line>> = Vec::new();
-        let mut outputs: Vec<Option<Vec<u8>>> = vec![None; p.buffers.len()];
+        let mut outputs: Vec<Option<OutStore>> = vec![None; p.buffers.len()];
         let mut bases: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
         for (i, b) in p.buffers.iter().enumerate() {
             let ptr = match &b.kind {
@@ -219,13 +275,9 @@ impl Executable for CpuExecutable {
                 BufKind::Const(_) => self.consts[i].as_ref().unwrap().as_ptr() as *mut u8,
                 BufKind::Temp => unsafe { (arena.as_mut_ptr() as *mut u8).add(bound.offsets[i]) },
                 BufKind::Output(_) => {
-                    let n = bound.buf_bytes[i];
-                    let mut v: Vec<u8> = Vec::with_capacity(n.max(8));
-                    huge_pages(v.as_mut_ptr(), n);
-                    // Every kernel writes every element of its outputs before they are read.
-                    unsafe { v.set_len(n) };
-                    let ptr = v.as_mut_ptr();
-                    outputs[i] = Some(v);
+                    let f32_out = f32_host && b.shape.dtype() == rlx_ir::DType::F32;
+                    let (store, ptr) = OutStore::new(bound.buf_bytes[i], f32_out);
+                    outputs[i] = Some(store);
                     ptr
                 }
             };
@@ -260,36 +312,23 @@ impl Executable for CpuExecutable {
                 .push(arena);
         }
         result?;
-        let mut out = Vec::with_capacity(p.outputs.len());
-        for (j, &b) in p.outputs.iter().enumerate() {
-            let first = p.outputs.iter().position(|&x| x == b) == Some(j);
-            let bytes = if first && p.outputs[j + 1..].iter().all(|&x| x != b) {
-                outputs[b].take().expect("output written")
-            } else if first {
-                outputs[b].clone().expect("output written")
+        // An output listed more than once is moved into its last position and cloned
+        // into the earlier ones.
+        let mut out: Vec<Option<HostOutput>> = vec![None; p.outputs.len()];
+        for (j, &b) in p.outputs.iter().enumerate().rev() {
+            let store = if p.outputs[j + 1..].contains(&b) {
+                let later = p.outputs[j + 1..].iter().position(|&x| x == b).unwrap() + j + 1;
+                out[j] = out[later].clone();
+                continue;
             } else {
-                outputs[b].clone().unwrap_or_else(|| {
-                    out.iter()
-                        .find_map(|(bb, d): &(usize, TensorData)| {
-                            (*bb == b).then(|| d.bytes.clone())
-                        })
-                        .unwrap()
-                })
+                outputs[b].take().expect("output written")
             };
             let buf = &p.buffers[b];
-            out.push((
-                b,
-                TensorData {
-                    dtype: buf.shape.dtype(),
-                    dims: bound.buf_dims[b].clone(),
-                    bytes,
-                },
-            ));
+            out[j] = Some(store.into_host(buf.shape.dtype(), bound.buf_dims[b].clone()));
         }
-        Ok(out.into_iter().map(|(_, d)| d).collect())
-    }
-
-    fn explain(&self) -> String {
-        rlx_compile::explain(&self.program, "cpu", self.arena_bytes())
+        Ok(out
+            .into_iter()
+            .map(|o| o.expect("every output set"))
+            .collect())
     }
 }
