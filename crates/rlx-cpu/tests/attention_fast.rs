@@ -257,6 +257,51 @@ fn nan_and_infinity_propagate_like_the_oracle() {
     }
 }
 
+/// Items of one to four queries (decode steps, the last rows of a sequence) take their
+/// own path: every mask kind, softcap and layout against the oracle.
+#[test]
+fn few_query_items_match_the_oracle_for_every_mask() {
+    let masks = [
+        MaskKind::None,
+        MaskKind::Causal,
+        MaskKind::SlidingWindow(40),
+        MaskKind::Custom,
+        MaskKind::Bias,
+    ];
+    for (i, mask) in masks.into_iter().enumerate() {
+        for &(sq, sk) in &[(1, 150), (3, 3), (4, 200), (66, 66), (130, 130)] {
+            let mut c = Case::new(2, sq, sk, 4, 2, 20, mask);
+            c.dv = 12;
+            c.four = sq % 2 == 0;
+            c.softcap = (sk == 200).then_some(5.0);
+            check(c, (i * 1000 + sq + sk) as u64);
+        }
+    }
+}
+
+/// The same NaN/∞ rules on the few-query path: rows 64 and 65 of a 66-row causal
+/// problem form a two-query item.
+#[test]
+fn few_query_items_propagate_nan_and_infinity_like_the_oracle() {
+    let c = Case::new(1, 66, 66, 2, 2, 16, MaskKind::Causal);
+    let mut rng = Rng::new(12);
+    let (g, mut args) = build(c, &mut rng);
+    let (h, d) = (c.h, c.d);
+    let mut q = args[0].to_f64_vec();
+    q[(65 * h) * d] = f64::NAN; // query 65, head 0
+    args[0] = TensorData::from_f64_as(DType::F32, &[1, 66, h, d], &q);
+    let mut v = args[2].to_f64_vec();
+    v[(65 * h + 1) * d + 4] = f64::INFINITY; // key 65, head 1: only query 65 sees it
+    args[2] = TensorData::from_f64_as(DType::F32, &[1, 66, h, d], &v);
+    check_against_oracle(&g, &args);
+    let out = run_compiled(&g, &args);
+    let row = |qi: usize, hi: usize| &out[(qi * h + hi) * d..(qi * h + hi + 1) * d];
+    assert!(row(65, 0).iter().all(|x| x.is_nan()));
+    assert!(row(64, 1).iter().all(|x| x.is_finite()));
+    assert!(row(65, 1).iter().any(|x| !x.is_finite()));
+    assert!(row(64, 0).iter().all(|x| x.is_finite()));
+}
+
 /// Scores whose softmax is a near one-hot (large logits) still match: the online
 /// maximum must rescale earlier blocks correctly.
 #[test]
@@ -303,7 +348,23 @@ fn w7_head_shape_matches_the_oracle() {
 #[test]
 #[ignore]
 fn time_w7() {
-    let c = Case::new(4, 512, 512, 8, 8, 64, MaskKind::Causal);
+    time(
+        "W7 attention",
+        Case::new(4, 512, 512, 8, 8, 64, MaskKind::Causal),
+    );
+}
+
+/// Timing of one decode step (one query against 4096 keys, 32 heads of 128).
+#[test]
+#[ignore]
+fn time_decode() {
+    time(
+        "decode attention",
+        Case::new(1, 1, 4096, 32, 32, 128, MaskKind::None),
+    );
+}
+
+fn time(what: &str, c: Case) {
     let mut rng = Rng::new(1);
     let (g, args) = build(c, &mut rng);
     let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
@@ -317,7 +378,7 @@ fn time_w7() {
     }
     times.sort_by(f64::total_cmp);
     eprintln!(
-        "W7 attention: min {:.3} ms, median {:.3} ms",
+        "{what}: min {:.3} ms, median {:.3} ms",
         times[0],
         times[times.len() / 2]
     );

@@ -16,12 +16,13 @@
 //! row's maximum NaN and so the whole row NaN.
 
 use super::gemm::{self, AVX2, AVX512, PORTABLE};
+use super::narrow::NARROW;
 use super::{AttnPlan, BK, BQ};
 use crate::math;
 use rlx_ir::{Activation, MaskKind};
 use std::cell::RefCell;
 
-const NEG_INF: f32 = f32::NEG_INFINITY;
+pub(super) const NEG_INF: f32 = f32::NEG_INFINITY;
 
 thread_local! {
     /// Per-thread scratch (packed Q, packed Kᵀ, the score block and the accumulators),
@@ -65,6 +66,7 @@ macro_rules! by_lanes {
     ($s:ident, $l:expr, $nq:expr, $($a:expr),*) => {{
         const { assert!(BQ == 64) };
         match $nq.next_multiple_of(16) {
+            _ if $nq <= NARROW => $s.narrow($($a),*),
             16 => $s.body::<{ $l }, 16>($($a),*),
             32 => $s.body::<{ $l }, 32>($($a),*),
             48 => $s.body::<{ $l }, 48>($($a),*),
@@ -445,7 +447,7 @@ fn fold_rows<const LQ: usize>(sb: &[f32], init: f32, f: impl Fn(f32, f32) -> f32
 
 /// `max(v, m)` that propagates NaN: once a lane is NaN it stays NaN.
 #[inline(always)]
-fn nan_pick(v: f32, m: f32) -> f32 {
+pub(super) fn nan_pick(v: f32, m: f32) -> f32 {
     if v > m || v.is_nan() { v } else { m }
 }
 

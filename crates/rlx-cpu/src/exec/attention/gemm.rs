@@ -31,7 +31,7 @@ pub(super) enum Init {
 impl Init {
     /// The same start for the columns from `j0` on.
     #[inline(always)]
-    fn from_col(self, j0: usize) -> Init {
+    fn at_col(self, j0: usize) -> Init {
         match self {
             Init::ScaleAdd(s) => Init::ScaleAdd(unsafe { s.add(j0) }),
             x => x,
@@ -194,7 +194,7 @@ mod x86 {
                     c: unsafe { c.add(i0 * ldc + j0) },
                     ldc,
                     mask,
-                    init: init.from_col(j0),
+                    init: init.at_col(j0),
                 };
                 macro_rules! by_nv {
                     ($mr:literal) => {

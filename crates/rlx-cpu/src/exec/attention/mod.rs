@@ -11,6 +11,7 @@
 
 mod block;
 mod gemm;
+mod narrow;
 
 use super::ew::{CHUNK, EwPlan};
 use super::loads::LoadPlan;
