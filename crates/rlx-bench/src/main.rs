@@ -366,6 +366,22 @@ fn main() {
                 .check(check)
                 .note("Jitted::run"),
         );
+        // The eager style with new data every call: from_vec → ops → to_vec.
+        let calls = std::cell::Cell::new(0u64);
+        let eager = || {
+            calls.set(calls.get() + 1);
+            let bump = (calls.get() % 7) as f32;
+            let ta = rlx_tensor::Tensor::from_vec(vec![a[0] + bump, a[1], a[2]], [3]);
+            let tb = rlx_tensor::Tensor::from_vec(b.to_vec(), [3]);
+            (&ta + &tb).relu().to_vec()
+        };
+        let compiles = rlx_tensor::cache_compile_count();
+        let t = time(plan, eager);
+        let recompiles = rlx_tensor::cache_compile_count() - compiles;
+        rows.push(Row::new("W8_dispatch_3elem", "rlx_eager", t).note(&format!(
+            "from_vec → ops → to_vec, new data each call; {recompiles} compiles in {} calls",
+            calls.get()
+        )));
     }
     if w("W10") {
         let x = nd::w10_input();

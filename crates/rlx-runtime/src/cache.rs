@@ -189,34 +189,38 @@ pub fn cache_get_or_compile_prepared(
     build: impl FnOnce() -> RuntimeResult<CompiledGraph>,
 ) -> RuntimeResult<CachedGraph> {
     let (out, served) = lookup(key, structure_key, build)?;
-    if served != Served::Hit {
-        let fp = Fingerprint::of(graph, device);
-        CACHE.with(|c| {
-            let mut c = c.borrow_mut();
-            let reason = if served == Served::Reused {
-                format!(
-                    "graph `{}` differs from a cached graph only in the values of small constants (keyed by value, API.md §6.2); its compiled program was reused (no recompile)",
-                    fp.name
-                )
-            } else {
-                c.seen
-                .values()
-                .filter(|f| f.name == fp.name)
-                .max_by_key(|f| (f.common_prefix(&fp), f.device == fp.device))
-                .map(|was| fp.difference(was))
-                .unwrap_or_else(|| {
-                    format!(
-                        "graph `{}` had not been compiled on this thread before",
-                        fp.name
-                    )
-                })
-            };
-            c.last_miss = Some(reason);
-            if c.seen.len() >= CACHE_CAPACITY {
-                c.seen.clear();
-            }
-            c.seen.insert(key, fp);
-        });
+    match served {
+        Served::Hit => {}
+        // Keep this path cheap: eager code lands here on every call with new data.
+        Served::Reused => CACHE.with(|c| {
+            c.borrow_mut().last_miss = Some(format!(
+                "graph `{}` differs from a cached graph only in the values of small constants (keyed by value, API.md §6.2); its compiled program was reused (no recompile)",
+                graph.name
+            ));
+        }),
+        Served::Compiled => {
+            let fp = Fingerprint::of(graph, device);
+            CACHE.with(|c| {
+                let mut c = c.borrow_mut();
+                let reason = c
+                    .seen
+                    .values()
+                    .filter(|f| f.name == fp.name)
+                    .max_by_key(|f| (f.common_prefix(&fp), f.device == fp.device))
+                    .map(|was| fp.difference(was))
+                    .unwrap_or_else(|| {
+                        format!(
+                            "graph `{}` had not been compiled on this thread before",
+                            fp.name
+                        )
+                    });
+                c.last_miss = Some(reason);
+                if c.seen.len() >= CACHE_CAPACITY {
+                    c.seen.clear();
+                }
+                c.seen.insert(key, fp);
+            });
+        }
     }
     Ok(out)
 }
