@@ -1,15 +1,21 @@
 //! One work item: the queries `q0..q1` of batch `bi`, head `hi`, against every key block
-//! they may see, with an online softmax (running row maxima `m`, sums `l` and output
+//! they may see, with an online softmax (running maxima `m`, sums `l` and output
 //! accumulators rescaled when the maximum grows).
 //!
-//! Per key block: `Kᵀ` is packed densely (`d` rows of `ls` keys, zero padded to whole
-//! vectors), `S = (scale·Q)·Kᵀ` is one micro-GEMM, then softcap, bias and mask apply,
-//! `exp(S − m)` runs once over the block, and `O += P·V` is a second micro-GEMM reading
-//! `V` in place. Masked scores become `−∞`, so their probabilities are exact zeros; the
-//! product adds `0·v` for them, which is `0` unless `v` is infinite or NaN. A partially
-//! masked block whose `V` holds such values takes a loop over the allowed keys only, so a
-//! NaN or infinity behind the mask never leaks into a row (as in the oracle, which never
-//! reads masked keys).
+//! Queries run along the vector lanes (`LQ` = the item's queries rounded up to 16), so
+//! everything is transposed: `Qᵀ` (pre-scaled) is packed once per item, and per key
+//! block `Sᵀ = K·Qᵀ` is one micro-GEMM reading K in place; softcap, bias and mask apply;
+//! the per-query maxima and sums are vertical folds over the block's rows; `exp(S − m)`
+//! runs once over the block; and `Oᵀ = Oᵀ·diag(corr) + Vᵀ·Pᵀ` is a second micro-GEMM
+//! reading V in place. `Oᵀ` is transposed into the output rows at the end. Blocks that
+//! straddle a causal or window edge run both products in bands of 16 keys over only the
+//! query vectors the band may see.
+//!
+//! Masked scores become `−∞`, so their probabilities are exact zeros; the product adds
+//! `0·v` for them, which is `0` unless `v` is infinite or NaN. A partially masked block
+//! whose `V` holds such values takes a loop over the allowed pairs only, so a NaN or
+//! infinity behind the mask never leaks into a row (as in the oracle, which never reads
+//! masked keys).
 //!
 //! A row that sees no key is all zeros; a row that sees keys whose scores are all `−∞`
 //! ends as `0/0 = NaN` (the oracle's softmax gives NaN there too); a NaN score makes the

@@ -4,10 +4,12 @@
 //! their views (`[B, S, H, D]` or `[B, S, H·D]`, any strides with unit innermost
 //! stride); other cases run through the oracle.
 //!
-//! Both products of a block (`S = Q·Kᵀ`, `O += P·V`) run as register-blocked micro-GEMMs
-//! ([`gemm`]); the softmax bookkeeping between them works on whole rows of the block
-//! ([`block`]). Causal and sliding-window masks skip the key blocks no query of the block
-//! may see and mask only the blocks that straddle the diagonal.
+//! Both products of a block (`Sᵀ = K·Qᵀ`, `Oᵀ += Vᵀ·Pᵀ`) run as register-blocked
+//! micro-GEMMs ([`gemm`]) with the queries along the vector lanes; the softmax
+//! bookkeeping between them works on whole rows of the block ([`block`]). Causal and
+//! sliding-window masks skip the key blocks no query of the block may see and mask only
+//! the blocks that straddle the edge. Items of at most four queries (decode steps) take
+//! a per-query path instead ([`narrow`]).
 
 mod block;
 mod gemm;
@@ -23,7 +25,7 @@ use rlx_ir::{DType, DimBinding, IrResult, MaskKind, Op};
 
 /// Queries per block (one work item).
 const BQ: usize = 64;
-/// Keys per block (a multiple of 16: the packed `Kᵀ` rows are whole vectors).
+/// Keys per block (a multiple of 16: edge blocks split into bands of 16 keys).
 const BK: usize = 64;
 
 /// Element offsets of a `[B, S, H, D]`-like operand.
