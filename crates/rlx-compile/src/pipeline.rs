@@ -13,6 +13,13 @@ pub struct CompileOptions {
     /// Fuse elementwise chains into their consumers (off: one kernel per node, useful
     /// for debugging a backend).
     pub fuse: bool,
+    /// Let one elementwise kernel store several results: a graph output whose value
+    /// flows only into one other kernel of its own space is computed and stored by that
+    /// kernel (e.g. an optimizer's new moments and new param in one pass over the
+    /// gradient), and a contraction may absorb such a kernel as a multi-store epilogue.
+    /// Off by default: only backends whose elementwise and contraction kernels honour
+    /// every entry of [`crate::program::Kernel::stores`] turn it on.
+    pub multi_store: bool,
 }
 
 impl Default for CompileOptions {
@@ -20,6 +27,7 @@ impl Default for CompileOptions {
         CompileOptions {
             keep_whole: Vec::new(),
             fuse: true,
+            multi_store: false,
         }
     }
 }
@@ -54,7 +62,7 @@ pub fn compile(graph: &Graph, opts: &CompileOptions) -> Result<Program, IrError>
     let g = simplify::simplify(graph);
     let g = decompose::decompose(&g, &opts.keep_whole)?;
     let g = simplify::simplify(&g);
-    let mut p = fuse::fuse(&g, &args, &opts.keep_whole, opts.fuse)?;
+    let mut p = fuse::fuse(&g, &args, opts)?;
     schedule::schedule(&mut p);
     p.liveness = memplan::liveness(&p);
     Ok(p)

@@ -128,7 +128,7 @@ proptest! {
     fn schedules_respect_dependencies_and_memory_plans_never_collide((codes, dims) in strategy()) {
         let (g, _) = graph_from(&codes, &dims);
         for fuse in [true, false] {
-            let opts = CompileOptions { keep_whole: vec!["softmax".into()], fuse };
+            let opts = CompileOptions { keep_whole: vec!["softmax".into()], fuse, ..Default::default() };
             let p = compile(&g, &opts).unwrap();
             // Every buffer a kernel reads is an argument, a constant, or written earlier.
             let mut written = vec![false; p.buffers.len()];

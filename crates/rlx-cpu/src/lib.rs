@@ -42,6 +42,7 @@ pub const KEPT_WHOLE: [&str; 5] = [
 pub fn compile_options() -> CompileOptions {
     CompileOptions {
         keep_whole: KEPT_WHOLE.iter().map(|s| s.to_string()).collect(),
+        multi_store: true,
         ..Default::default()
     }
 }

@@ -149,24 +149,24 @@ impl Func {
                 }
             }
             let what = format!("Func `{}` train_step", self.graph().name);
-            crate::exec::run_f32(&what, &compiled.borrow(), prepared, params, &all)?
+            // f32 results come back as the backend's own `Vec<f32>`s (no copy on the
+            // CPU), and are moved on below: into the next Func and the optimizer.
+            crate::exec::run_f32_host(&what, &compiled.borrow(), prepared, params, &all)?
         };
 
         let mut outs = outs.into_iter();
-        let loss = outs.next().expect("loss output").to_f32_vec();
+        let loss = outs.next().expect("loss output");
         let updates = trained
             .iter()
-            .map(|t| {
-                let d = outs.next().expect("one output per trained param");
-                (t.name, f32_values(&d).into_owned())
-            })
+            .map(|t| (t.name, outs.next().expect("one output per trained param")))
             .collect();
         let next = self.with_updated_params(updates);
         for t in &trained {
             let bufs = fu.state_mut(t.name, t.len);
             for buf in bufs.iter_mut() {
                 let d = outs.next().expect("one output per state buffer");
-                buf.copy_from_slice(&f32_values(&d));
+                debug_assert_eq!(d.len(), buf.len(), "state buffer of `{}`", t.name);
+                *buf = d;
             }
         }
         let _ = fu; // the borrow of `opt` ends here
@@ -347,21 +347,6 @@ fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
                 ("__opt.weight_decay", weight_decay as f64),
             ],
         ),
-    }
-}
-
-/// The values of an f32 output: its bytes reinterpreted in place when aligned (the
-/// executor's allocations are), so moving them on costs one `memcpy`.
-fn f32_values(d: &TensorData) -> std::borrow::Cow<'_, [f32]> {
-    let bytes = &d.bytes;
-    if (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f32>())
-        && cfg!(target_endian = "little")
-    {
-        // Aligned little-endian f32 bytes are the f32 values.
-        let n = bytes.len() / 4;
-        std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), n) })
-    } else {
-        std::borrow::Cow::Owned(d.to_f32_vec())
     }
 }
 

@@ -13,6 +13,8 @@ struct KCtx {
     load_memo: HashMap<Load, usize>,
     fused: Vec<NodeId>,
     core: Option<NodeId>,
+    /// The kernel's root (nodes merged into it are computed here, not loaded).
+    root: NodeId,
 }
 
 /// Per-expression state: the expression and its memo of emitted (node, view) pairs.
@@ -147,6 +149,14 @@ impl<'p, 'g> Emitter<'p, 'g> {
         is_root: bool,
     ) -> u32 {
         if !is_root && let Some(b) = self.buf_of[n.index()] {
+            if self.plan.merged_into[n.index()] == Some(kc.root) {
+                // A result this kernel stores too: emitted earlier (members go in node
+                // order), and only ever read through same-space elementwise nodes.
+                return *ec
+                    .memo
+                    .get(&(n, chain))
+                    .expect("a merged result is emitted before its readers, without views");
+            }
             let dt = self.buffers[b].shape.dtype();
             let l = self.load(kc, b, chain);
             return ec.expr.push(EOp::Load(l), vec![], dt);
@@ -260,6 +270,7 @@ impl<'p, 'g> Emitter<'p, 'g> {
             load_memo: HashMap::new(),
             fused: Vec::new(),
             core: plan.absorbed[root.index()],
+            root,
         };
         let class = plan.class[root.index()].clone();
         let kind = match class {
@@ -283,8 +294,15 @@ impl<'p, 'g> Emitter<'p, 'g> {
             }
             _ => {
                 let mut ec = ECtx::default();
+                // Results merged into this kernel first (in node order), then the root.
+                let mut stores = Vec::new();
+                for &m in &plan.members[root.index()] {
+                    let v = self.emit(m, vec![], &mut kc, &mut ec, true);
+                    let buf = self.buf_of[m.index()].expect("merged results have buffers");
+                    stores.push(Store { value: v, buf });
+                }
                 let v = self.emit(root, vec![], &mut kc, &mut ec, true);
-                let stores = vec![Store { value: v, buf }];
+                stores.push(Store { value: v, buf });
                 let kind = match kc.core {
                     Some(c) => self.core_kind(c, &mut kc, ec.expr),
                     None => KernelKind::Elementwise {

@@ -10,9 +10,17 @@
 //! materialized (they become index maps on loads) unless they are outputs. A core whose
 //! value only flows, unbroadcast, into one elementwise kernel of its own shape is
 //! absorbed into it: that kernel becomes the core plus an elementwise epilogue.
+//!
+//! With [`CompileOptions::multi_store`], a materialized elementwise output whose value
+//! flows only into one other elementwise kernel of its own space, through same-space
+//! elementwise nodes, is *merged* into that kernel: computed there and stored as one
+//! more result, instead of being stored by a kernel of its own and loaded back. An
+//! optimizer update (new moments, then the new param from them) becomes one pass over
+//! its inputs, and the core producing the gradient can absorb the whole group.
 
 mod emit;
 
+use crate::CompileOptions;
 use crate::program::{BufId, BufKind, Buffer, Program, RowOp};
 use rlx_ir::{
     Activation, BinaryOp, DType, Graph, IrResult, NodeId, Op, ReduceOp, Shape, norm_axis,
@@ -47,6 +55,12 @@ impl Class {
             self,
             Class::Reduce | Class::Row(_) | Class::Contract | Class::Attention
         )
+    }
+
+    /// Cores whose epilogue may store several results (the backends that enable
+    /// `multi_store` run these epilogues over every store).
+    fn multi_store_core(&self) -> bool {
+        matches!(self, Class::Contract | Class::Reduce)
     }
 }
 
@@ -85,6 +99,11 @@ pub(crate) struct Plan<'g> {
     pub(crate) absorbed: Vec<Option<NodeId>>,
     /// First graph output position of each node.
     pub(crate) out_pos: Vec<Option<usize>>,
+    /// For a materialized elementwise node merged into another kernel: that kernel's
+    /// root (which computes and stores it too).
+    pub(crate) merged_into: Vec<Option<NodeId>>,
+    /// For a kernel root: the nodes merged into it, in node order.
+    pub(crate) members: Vec<Vec<NodeId>>,
 }
 
 /// Whether elementwise `op` on these dtypes is handled by fused kernels (the rest runs
@@ -175,14 +194,13 @@ fn classify(g: &Graph, n: &rlx_ir::Node, args: &[(String, Shape)], keep_whole: &
 pub(crate) fn analyze<'g>(
     g: &'g Graph,
     args: &[(String, Shape)],
-    keep_whole: &[String],
-    fuse: bool,
+    opts: &CompileOptions,
 ) -> Plan<'g> {
     let n = g.len();
     let class: Vec<Class> = g
         .nodes()
         .iter()
-        .map(|x| classify(g, x, args, keep_whole))
+        .map(|x| classify(g, x, args, &opts.keep_whole))
         .collect();
     let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); n];
     for node in g.nodes() {
@@ -196,99 +214,264 @@ pub(crate) fn analyze<'g>(
     for (j, o) in g.outputs.iter().enumerate() {
         out_pos[o.index()].get_or_insert(j);
     }
-    let dims = |id: NodeId| g.shape(id).dims();
-    let mut mat = vec![false; n];
-    let mut sinks = vec![Sinks::None; n];
-    let mut need_buf = vec![false; n];
-    let mut absorbed = vec![None; n];
-    let mut absorbed_into: Vec<Option<NodeId>> = vec![None; n];
-    for node in g.nodes().iter().rev() {
-        let id = node.id;
-        let k = id.index();
-        let mut s = Sinks::None;
-        let mut needs = false;
-        let mut bcast = false;
-        for &c in &users[k] {
-            let cn = g.node(c);
-            match &class[c.index()] {
-                Class::Ew | Class::View => {
-                    if mat[c.index()] {
-                        s.add(c);
-                    } else {
-                        s.merge(sinks[c.index()]);
-                    }
-                    if class[c.index()] == Class::View {
-                        needs |= need_buf[c.index()];
-                        bcast |= matches!(cn.op, Op::Expand { .. } | Op::BroadcastLike);
-                    } else if dims(c) != dims(id) {
-                        bcast = true;
-                    }
-                }
-                Class::Reduce | Class::Row(_)
-                    if cn.inputs[0] == id && !cn.inputs[1..].contains(&id) =>
-                {
-                    s.add(absorbed_into[c.index()].unwrap_or(c));
-                }
-                _ => needs = true,
-            }
+    let cx = Cx {
+        g,
+        class: &class,
+        users: &users,
+        out_pos: &out_pos,
+        fuse: opts.fuse,
+        multi_store: opts.fuse && opts.multi_store,
+    };
+    let mut st = cx.pass(&vec![None; n]);
+    if cx.multi_store {
+        // Outputs that share work with another output kernel of their space are
+        // computed by it too; the pass is redone so cores see the merged groups.
+        let forced = cx.siblings(&st);
+        if forced.iter().any(Option::is_some) {
+            st = cx.pass(&forced);
         }
-        match &class[k] {
-            Class::View => {
-                // A view is only stored when it is an output; a consumer that needs
-                // memory makes its producer materialize instead.
-                mat[k] = out_pos[k].is_some();
-                need_buf[k] = needs;
-                sinks[k] = if mat[k] { Sinks::One(id) } else { s };
-            }
-            Class::Ew => {
-                let multi = matches!(s, Sinks::Many);
-                mat[k] = !fuse
-                    || needs
-                    || out_pos[k].is_some()
-                    || ((multi || bcast) && !cheap(&node.op));
-                sinks[k] = if mat[k] { Sinks::One(id) } else { s };
-            }
-            c if c.is_core() => {
-                let root = match s {
-                    Sinks::One(r) if fuse && out_pos[k].is_none() && !needs => Some(r),
-                    _ => None,
-                };
-                let ok = root.is_some_and(|r| {
-                    class[r.index()] == Class::Ew
-                        && mat[r.index()]
-                        && absorbed[r.index()].is_none()
-                        && dims(r) == dims(id)
-                        && epilogue_path_ok(g, &class, &mat, &users, id, r)
-                });
-                if ok {
-                    let r = root.unwrap();
-                    absorbed[r.index()] = Some(id);
-                    absorbed_into[k] = Some(r);
-                } else {
-                    mat[k] = true;
-                }
-            }
-            Class::Opaque => mat[k] = true,
-            Class::Arg(_) | Class::Const => mat[k] = out_pos[k].is_some(),
-            _ => unreachable!(),
-        }
+    }
+    for m in st.members.iter_mut() {
+        m.sort_unstable();
     }
     Plan {
         g,
         class,
-        mat,
-        absorbed,
+        mat: st.mat,
+        absorbed: st.absorbed,
         out_pos,
+        merged_into: st.merged_into,
+        members: st.members,
     }
 }
 
-/// Every path from core `c` to root `r` runs through unmaterialized elementwise nodes
-/// of `c`'s dims (so the epilogue is evaluated once per element of the result).
+/// What one analysis pass reads.
+struct Cx<'a> {
+    g: &'a Graph,
+    class: &'a [Class],
+    users: &'a [Vec<NodeId>],
+    out_pos: &'a [Option<usize>],
+    fuse: bool,
+    multi_store: bool,
+}
+
+/// What one analysis pass decides.
+struct PassState {
+    mat: Vec<bool>,
+    absorbed: Vec<Option<NodeId>>,
+    merged_into: Vec<Option<NodeId>>,
+    members: Vec<Vec<NodeId>>,
+}
+
+impl Cx<'_> {
+    fn dims(&self, id: NodeId) -> &[rlx_ir::Dim] {
+        self.g.shape(id).dims()
+    }
+
+    /// One backward walk over the graph. `forced[k] = Some(r)`: output `k` is stored by
+    /// `r`'s kernel (sibling groups; `r` has the highest id of its group).
+    fn pass(&self, forced: &[Option<NodeId>]) -> PassState {
+        let (g, class, users) = (self.g, self.class, self.users);
+        let (fuse, multi_store) = (self.fuse, self.multi_store);
+        let n = g.len();
+        let is_forced_root = {
+            let mut v = vec![false; n];
+            for r in forced.iter().flatten() {
+                v[r.index()] = true;
+            }
+            v
+        };
+        let mut mat = vec![false; n];
+        let mut sinks = vec![Sinks::None; n];
+        let mut need_buf = vec![false; n];
+        let mut absorbed = vec![None; n];
+        let mut absorbed_into: Vec<Option<NodeId>> = vec![None; n];
+        let mut merged_into: Vec<Option<NodeId>> = vec![None; n];
+        let mut members: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+        for node in g.nodes().iter().rev() {
+            let id = node.id;
+            let k = id.index();
+            let mut s = Sinks::None;
+            let mut needs = false;
+            let mut bcast = false;
+            for &c in &users[k] {
+                let cn = g.node(c);
+                match &class[c.index()] {
+                    Class::Ew | Class::View => {
+                        // A materialized user's sink is its kernel (itself, or the kernel
+                        // it is merged into); an inlined one's are where it flows.
+                        s.merge(sinks[c.index()]);
+                        if class[c.index()] == Class::View {
+                            needs |= need_buf[c.index()];
+                            bcast |= matches!(cn.op, Op::Expand { .. } | Op::BroadcastLike);
+                        } else if self.dims(c) != self.dims(id) {
+                            bcast = true;
+                        }
+                    }
+                    Class::Reduce | Class::Row(_)
+                        if cn.inputs[0] == id && !cn.inputs[1..].contains(&id) =>
+                    {
+                        s.add(absorbed_into[c.index()].unwrap_or(c));
+                    }
+                    _ => needs = true,
+                }
+            }
+            match &class[k] {
+                Class::View => {
+                    // A view is only stored when it is an output; a consumer that needs
+                    // memory makes its producer materialize instead.
+                    mat[k] = self.out_pos[k].is_some();
+                    need_buf[k] = needs;
+                    sinks[k] = if mat[k] { Sinks::One(id) } else { s };
+                }
+                Class::Ew => {
+                    let multi = matches!(s, Sinks::Many);
+                    mat[k] = !fuse
+                        || needs
+                        || self.out_pos[k].is_some()
+                        || ((multi || bcast) && !cheap(&node.op));
+                    sinks[k] = if mat[k] { Sinks::One(id) } else { s };
+                    let merge = match (forced[k], s) {
+                        (Some(r), _) => Some(r),
+                        _ if is_forced_root[k] => None,
+                        (None, Sinks::One(r)) if multi_store && mat[k] && !needs && !bcast => {
+                            let ok = class[r.index()] == Class::Ew
+                                && mat[r.index()]
+                                && self.dims(r) == self.dims(id)
+                                && absorbed[r.index()]
+                                    .is_none_or(|c: NodeId| class[c.index()].multi_store_core())
+                                && epilogue_path_ok(g, class, &mat, users, &merged_into, id, r);
+                            ok.then_some(r)
+                        }
+                        _ => None,
+                    };
+                    if let Some(r) = merge {
+                        merged_into[k] = Some(r);
+                        members[r.index()].push(id);
+                        sinks[k] = Sinks::One(r);
+                    }
+                }
+                c if c.is_core() => {
+                    let root = match s {
+                        Sinks::One(r) if fuse && self.out_pos[k].is_none() && !needs => Some(r),
+                        _ => None,
+                    };
+                    let ok = root.is_some_and(|r| {
+                        class[r.index()] == Class::Ew
+                            && mat[r.index()]
+                            && absorbed[r.index()].is_none()
+                            && (members[r.index()].is_empty() || c.multi_store_core())
+                            && self.dims(r) == self.dims(id)
+                            && epilogue_path_ok(g, class, &mat, users, &merged_into, id, r)
+                    });
+                    if ok {
+                        let r = root.unwrap();
+                        absorbed[r.index()] = Some(id);
+                        absorbed_into[k] = Some(r);
+                    } else {
+                        mat[k] = true;
+                    }
+                }
+                Class::Opaque => mat[k] = true,
+                Class::Arg(_) | Class::Const => mat[k] = self.out_pos[k].is_some(),
+                _ => unreachable!(),
+            }
+        }
+        PassState {
+            mat,
+            absorbed,
+            merged_into,
+            members,
+        }
+    }
+
+    /// Sibling groups of elementwise kernels: kernels of one space that read a common
+    /// value of that space (an inlined elementwise node, a core, a buffer, an argument)
+    /// without views. Each group is stored by its member of highest id; every other
+    /// member must have no reader (so computing it later is safe). Returns, per node,
+    /// the kernel that stores it.
+    fn siblings(&self, st: &PassState) -> Vec<Option<NodeId>> {
+        let (g, class) = (self.g, self.class);
+        let n = g.len();
+        let root_ok = |r: usize| {
+            st.mat[r]
+                && class[r] == Class::Ew
+                && st.merged_into[r].is_none()
+                && st.absorbed[r].is_none_or(|c| class[c.index()].multi_store_core())
+        };
+        // Union-find over kernel roots, joined through the values they read.
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn find(p: &mut [usize], mut x: usize) -> usize {
+            while p[x] != x {
+                p[x] = p[p[x]];
+                x = p[x];
+            }
+            x
+        }
+        let mut owner: Vec<Option<usize>> = vec![None; n];
+        for r in (0..n).filter(|&r| root_ok(r)) {
+            let rid = g.nodes()[r].id;
+            let want = self.dims(rid);
+            let mut stack: Vec<NodeId> = vec![rid];
+            stack.extend(st.members[r].iter().copied());
+            let mut seen = std::collections::HashSet::new();
+            while let Some(x) = stack.pop() {
+                for &i in &g.node(x).inputs {
+                    if !seen.insert(i) || self.dims(i) != want {
+                        continue;
+                    }
+                    let ii = i.index();
+                    let inlined_ew = class[ii] == Class::Ew && !st.mat[ii];
+                    let shared = inlined_ew
+                        || st.mat[ii]
+                        || class[ii].is_core()
+                        || matches!(class[ii], Class::Arg(_));
+                    if !shared {
+                        continue;
+                    }
+                    match owner[ii] {
+                        None => owner[ii] = Some(r),
+                        Some(o) => {
+                            let (a, b) = (find(&mut parent, o), find(&mut parent, r));
+                            parent[a] = b;
+                        }
+                    }
+                    if inlined_ew {
+                        stack.push(i);
+                    }
+                }
+            }
+        }
+        let mut groups: std::collections::HashMap<usize, Vec<usize>> = Default::default();
+        for r in (0..n).filter(|&r| root_ok(r)) {
+            let top = find(&mut parent, r);
+            groups.entry(top).or_default().push(r);
+        }
+        let mut forced = vec![None; n];
+        for (_, mut grp) in groups {
+            grp.sort_unstable();
+            let root = *grp.last().expect("groups are non-empty");
+            let rid = g.nodes()[root].id;
+            for &m in &grp[..grp.len() - 1] {
+                // A member with readers keeps its own kernel (they may run before the root).
+                if self.users[m].is_empty() {
+                    forced[m] = Some(rid);
+                }
+            }
+        }
+        forced
+    }
+}
+
+/// Every path from `c` (a core, or a node to merge) to kernel root `r` runs through
+/// elementwise nodes of `c`'s dims that are unmaterialized or already merged into `r`
+/// (so `c` is evaluated once per element of `r`'s space, and read without a view).
 fn epilogue_path_ok(
     g: &Graph,
     class: &[Class],
     mat: &[bool],
     users: &[Vec<NodeId>],
+    merged_into: &[Option<NodeId>],
     c: NodeId,
     r: NodeId,
 ) -> bool {
@@ -304,7 +487,8 @@ fn epilogue_path_ok(
             if class[u.index()] != Class::Ew || g.shape(u).dims() != want {
                 return false;
             }
-            if u == r {
+            if u == r || merged_into[u.index()] == Some(r) {
+                // The root, or a member whose own paths to the root were checked.
                 continue;
             }
             if mat[u.index()] {
@@ -320,10 +504,9 @@ fn epilogue_path_ok(
 pub(crate) fn fuse(
     g: &Graph,
     args: &[(String, Shape)],
-    keep_whole: &[String],
-    fuse: bool,
+    opts: &CompileOptions,
 ) -> IrResult<Program> {
-    let plan = analyze(g, args, keep_whole, fuse);
+    let plan = analyze(g, args, opts);
     let mut buffers: Vec<Buffer> = Vec::new();
     let mut buf_of: Vec<Option<BufId>> = vec![None; g.len()];
     // Buffers of materialized nodes, in node order.
@@ -347,7 +530,7 @@ pub(crate) fn fuse(
     let mut kernels = Vec::new();
     for node in g.nodes() {
         let k = node.id.index();
-        if plan.mat[k] {
+        if plan.mat[k] && plan.merged_into[k].is_none() {
             kernels.push(em.kernel(node.id)?);
         }
     }

@@ -198,3 +198,219 @@ fn outputs_that_are_inputs_get_a_copy_kernel_and_duplicates_share_a_buffer() {
     assert_eq!(p.kernels.len(), 1);
     assert_eq!(p.outputs[0], p.outputs[1]);
 }
+
+fn multi() -> CompileOptions {
+    CompileOptions {
+        multi_store: true,
+        ..Default::default()
+    }
+}
+
+fn bin(g: &mut Graph, b: BinaryOp, x: NodeId, y: NodeId) -> NodeId {
+    op(g, Op::Binary(b), vec![x, y])
+}
+
+/// A momentum-style update over `[4, 6]`: `m' = 0.9·m + g`, `p' = p − 0.1·m'`, where `g`
+/// is `grad` (a node of the graph); outputs `[p', m']`.
+fn update(g: &mut Graph, grad: NodeId) -> (NodeId, NodeId) {
+    let p = f32s(g, "p", &[4, 6]);
+    let m = f32s(g, "m", &[4, 6]);
+    let mu = scalar(g, 0.9);
+    let lr = scalar(g, 0.1);
+    let mm = bin(g, BinaryOp::Mul, mu, m);
+    let m2 = bin(g, BinaryOp::Add, mm, grad);
+    let step = bin(g, BinaryOp::Mul, lr, m2);
+    let p2 = bin(g, BinaryOp::Sub, p, step);
+    g.set_outputs(vec![p2, m2]);
+    (p2, m2)
+}
+
+#[test]
+fn an_output_read_by_one_same_space_kernel_is_stored_by_that_kernel_under_multi_store() {
+    let mut g = Graph::new("u");
+    let grad = f32s(&mut g, "g", &[4, 6]);
+    update(&mut g, grad);
+    let one = compile(&g, &CompileOptions::default()).unwrap();
+    assert_eq!(
+        one.kernels.len(),
+        2,
+        "without multi_store: m' and p' kernels"
+    );
+    let p = compile(&g, &multi()).unwrap();
+    assert_eq!(p.kernels.len(), 1, "{p:#?}");
+    let k = &p.kernels[0];
+    assert!(matches!(k.kind, KernelKind::Elementwise { .. }));
+    let mut written: Vec<_> = k.writes().collect();
+    written.sort_unstable();
+    let mut outs = p.outputs.clone();
+    outs.sort_unstable();
+    assert_eq!(written, outs, "both outputs stored by the one kernel");
+    // p' reads m' as a value of the kernel, not from m''s buffer.
+    assert!(k.loads.iter().all(|l| !p.outputs.contains(&l.buf)));
+    // m' is stored before p' (members first, the root last).
+    assert_eq!(k.stores.last().unwrap().buf, p.outputs[0]);
+}
+
+#[test]
+fn a_matmul_absorbs_a_multi_store_update_of_its_product_as_its_epilogue() {
+    let mut g = Graph::new("mu");
+    let x = f32s(&mut g, "x", &[4, 5]);
+    let y = f32s(&mut g, "y", &[5, 6]);
+    let grad = op(&mut g, Op::MatMul, vec![x, y]);
+    update(&mut g, grad);
+    let p = compile(&g, &multi()).unwrap();
+    assert_eq!(p.kernels.len(), 1, "{p:#?}");
+    let k = &p.kernels[0];
+    let KernelKind::Contraction { epilogue, .. } = &k.kind else {
+        panic!("{p:#?}")
+    };
+    assert_eq!(k.stores.len(), 2);
+    assert_eq!(epilogue.op_count(), 4, "mul, add, mul, sub");
+    assert!(!p.buffers.iter().any(|b| b.kind == BufKind::Temp));
+    // Without the option m' absorbs the matmul and p' loads m' back from memory.
+    let p = compile(&g, &CompileOptions::default()).unwrap();
+    assert_eq!(p.kernels.len(), 2, "{p:#?}");
+    assert!(p.kernels[1].loads.iter().any(|l| l.buf == p.outputs[1]));
+}
+
+#[test]
+fn an_output_read_through_a_view_or_by_two_kernels_is_not_merged() {
+    // Read through a transpose: the reader's tile would need other elements.
+    let mut g = Graph::new("t");
+    let a = f32s(&mut g, "a", &[4, 4]);
+    let e = op(&mut g, Op::Activation(Activation::Exp), vec![a]);
+    let t = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![e]);
+    let r = bin(&mut g, BinaryOp::Add, t, a);
+    g.set_outputs(vec![r, e]);
+    let p = compile(&g, &multi()).unwrap();
+    assert_eq!(p.kernels.len(), 2, "{p:#?}");
+    assert!(p.kernels.iter().all(|k| k.stores.len() == 1));
+    // Read by two kernels (two other outputs of another space, so neither absorbs it).
+    let mut g = Graph::new("two");
+    let a = f32s(&mut g, "a", &[4, 6]);
+    let e = op(&mut g, Op::Activation(Activation::Exp), vec![a]);
+    let s1 = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![0],
+            keep_dim: false,
+        },
+        vec![e],
+    );
+    let s2 = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Max,
+            axes: vec![1],
+            keep_dim: false,
+        },
+        vec![e],
+    );
+    g.set_outputs(vec![e, s1, s2]);
+    let p = compile(&g, &multi()).unwrap();
+    assert_eq!(p.kernels.len(), 3, "{p:#?}");
+    assert!(p.kernels.iter().all(|k| k.stores.len() == 1));
+}
+
+#[test]
+fn a_merged_output_of_another_space_or_a_broadcast_reader_stays_separate() {
+    // m' [6] is read broadcast by p' [4, 6]: p' would recompute it per row.
+    let mut g = Graph::new("b");
+    let m = f32s(&mut g, "m", &[6]);
+    let p0 = f32s(&mut g, "p", &[4, 6]);
+    let two = scalar(&mut g, 2.0);
+    let m2 = bin(&mut g, BinaryOp::Mul, m, two);
+    let p2 = bin(&mut g, BinaryOp::Sub, p0, m2);
+    g.set_outputs(vec![p2, m2]);
+    let p = compile(&g, &multi()).unwrap();
+    assert_eq!(p.kernels.len(), 2, "{p:#?}");
+}
+
+#[test]
+fn row_cores_are_not_absorbed_into_kernels_with_several_stores() {
+    // softmax kept whole feeds a merged pair: the pair stays elementwise (row kernels'
+    // epilogues store one value) and the softmax gets its own kernel.
+    let mut g = Graph::new("sm");
+    let x = f32s(&mut g, "x", &[4, 6]);
+    let s = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
+    update(&mut g, s);
+    let opts = CompileOptions {
+        keep_whole: vec!["softmax".into()],
+        multi_store: true,
+        ..Default::default()
+    };
+    let p = compile(&g, &opts).unwrap();
+    assert_eq!(p.kernels.len(), 2, "{p:#?}");
+    assert!(matches!(p.kernels[0].kind, KernelKind::Row { .. }));
+    assert_eq!(p.kernels[0].stores.len(), 1);
+    assert!(matches!(p.kernels[1].kind, KernelKind::Elementwise { .. }));
+    assert_eq!(p.kernels[1].stores.len(), 2);
+}
+
+#[test]
+fn sibling_outputs_sharing_an_inlined_value_are_stored_by_one_kernel() {
+    // f64 arithmetic over f32 state: `m' = cast(0.9·m + g)` and `p' = cast(p − m64)` both
+    // compute `m64` and neither reads the other's output; a matmul feeds both.
+    let mut g = Graph::new("s");
+    let x = f32s(&mut g, "x", &[4, 5]);
+    let y = f32s(&mut g, "y", &[5, 6]);
+    let grad = op(&mut g, Op::MatMul, vec![x, y]);
+    let p = f32s(&mut g, "p", &[4, 6]);
+    let m = f32s(&mut g, "m", &[4, 6]);
+    let c = |g: &mut Graph, v, to| op(g, Op::Cast { to }, vec![v]);
+    let (g64, m64, p64) = (
+        c(&mut g, grad, DType::F64),
+        c(&mut g, m, DType::F64),
+        c(&mut g, p, DType::F64),
+    );
+    let mu = {
+        let d = TensorData::from_f64(&[], &[0.9]);
+        let s = d.shape();
+        g.add_node(Op::Constant { data: d.bytes }, vec![], s)
+    };
+    let mm = bin(&mut g, BinaryOp::Mul, mu, m64);
+    let m2 = bin(&mut g, BinaryOp::Add, mm, g64);
+    let p2 = bin(&mut g, BinaryOp::Sub, p64, m2);
+    let (p_out, m_out) = (c(&mut g, p2, DType::F32), c(&mut g, m2, DType::F32));
+    g.set_outputs(vec![p_out, m_out]);
+    let p = compile(&g, &multi()).unwrap();
+    assert_eq!(p.kernels.len(), 1, "{p:#?}");
+    assert!(matches!(p.kernels[0].kind, KernelKind::Contraction { .. }));
+    assert_eq!(p.kernels[0].stores.len(), 2);
+    let plain = compile(&g, &CompileOptions::default()).unwrap();
+    assert_eq!(plain.kernels.len(), 3, "matmul, m', p': {plain:#?}");
+}
+
+#[test]
+fn a_sibling_output_that_other_kernels_read_keeps_its_own_kernel() {
+    // e = exp(a) and f = a + 1 share `a`; f is also read by a reduction, which may run
+    // before the kernel of e, so f is not merged into it.
+    let mut g = Graph::new("r");
+    let a = f32s(&mut g, "a", &[4, 6]);
+    let one = scalar(&mut g, 1.0);
+    let f = bin(&mut g, BinaryOp::Add, a, one);
+    let r = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![1],
+            keep_dim: false,
+        },
+        vec![f],
+    );
+    let e = op(&mut g, Op::Activation(Activation::Exp), vec![a]);
+    g.set_outputs(vec![e, f, r]);
+    let p = compile(&g, &multi()).unwrap();
+    assert!(p.kernels.iter().all(|k| k.stores.len() == 1), "{p:#?}");
+    // Without the reader they share one pass over `a`.
+    let mut g2 = Graph::new("r2");
+    let a = f32s(&mut g2, "a", &[4, 6]);
+    let one = scalar(&mut g2, 1.0);
+    let f = bin(&mut g2, BinaryOp::Add, a, one);
+    let e = op(&mut g2, Op::Activation(Activation::Exp), vec![a]);
+    g2.set_outputs(vec![e, f]);
+    let p = compile(&g2, &multi()).unwrap();
+    assert_eq!(p.kernels.len(), 1, "{p:#?}");
+    assert_eq!(p.kernels[0].stores.len(), 2);
+}

@@ -93,8 +93,10 @@ impl ContractPlan {
         let (m, n) = (out[r - 2], out[r - 1]);
         let k = a_dims[a_dims.len() - 1];
         let batch = out[..r - 2].to_vec();
-        let st = kern.stores[0];
-        let ep = EwPlan::with(p, bd, kern, epilogue, (st.value, st.buf), &out, bnd)?;
+        // The product is written into the last store's buffer (the kernel root's): the
+        // epilogue stores it last in each tile, after every value that reads the product.
+        let st = *kern.stores.last().expect("a contraction stores its result");
+        let ep = EwPlan::with_stores(p, bd, kern, epilogue, &kern.stores, &out, bnd)?;
         let out_dt = p.buffers[st.buf].shape.dtype();
         Ok(ContractPlan {
             a_bstr: batch_strides(&ap, &a_dims, &batch),

@@ -7,7 +7,7 @@ use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, read_bits, write_bits};
 use super::vm::{TILE, TileEnv, TileProg, run_tile};
-use rlx_compile::program::{EOp, Expr, Kernel, Program};
+use rlx_compile::program::{EOp, Expr, Kernel, Program, Store};
 use rlx_ir::{DType, DimBinding, IrError, IrResult};
 
 /// Elements per parallel chunk.
@@ -20,9 +20,9 @@ pub(crate) struct EwPlan {
     dims: Vec<usize>,
     numel: usize,
     row_mode: bool,
-    store_slot: u32,
-    store_buf: usize,
-    store_dt: DType,
+    /// `(slot, buffer, dtype)` of every stored value (one for most kernels; several when
+    /// the compiler merged results into this kernel).
+    stores: Vec<(u32, usize, DType)>,
     /// A pure copy (one load stored as is): moved as bytes, for every dtype.
     copy: bool,
     /// Write the output with non-temporal stores (it is larger than the caches).
@@ -138,8 +138,7 @@ impl EwPlan {
         dims: &[usize],
         b: &DimBinding,
     ) -> IrResult<EwPlan> {
-        let st = k.stores[0];
-        Self::with(p, bd, k, expr, (st.value, st.buf), dims, b)
+        Self::with_stores(p, bd, k, expr, &k.stores, dims, b)
     }
 
     /// A plan for `expr` over `dims` storing node `store.0` into buffer `store.1`
@@ -153,26 +152,43 @@ impl EwPlan {
         dims: &[usize],
         b: &DimBinding,
     ) -> IrResult<EwPlan> {
-        let mut loads = plan_used(p, bd, k, expr, dims, b)?;
-        let st = rlx_compile::program::Store {
+        let st = Store {
             value: store.0,
             buf: store.1,
         };
-        let store_dt = p.buffers[st.buf].shape.dtype();
-        let copy = expr.nodes.len() == 1
+        Self::with_stores(p, bd, k, expr, &[st], dims, b)
+    }
+
+    /// A plan for `expr` over `dims` storing every entry of `stores` (each tile computes
+    /// all values, then stores them).
+    pub(crate) fn with_stores(
+        p: &Program,
+        bd: &[Vec<usize>],
+        k: &Kernel,
+        expr: &Expr,
+        stores: &[Store],
+        dims: &[usize],
+        b: &DimBinding,
+    ) -> IrResult<EwPlan> {
+        let mut loads = plan_used(p, bd, k, expr, dims, b)?;
+        let store_dt = |st: &Store| p.buffers[st.buf].shape.dtype();
+        let copy = stores.len() == 1
+            && expr.nodes.len() == 1
             && matches!(expr.nodes[0].op, EOp::Load(_))
-            && expr.nodes[0].dtype == store_dt;
+            && expr.nodes[0].dtype == store_dt(&stores[0]);
+        let (expr, stores) = keep_stored(expr, stores);
         let prog = if copy {
             TileProg::default()
         } else {
-            TileProg::build(expr).ok_or_else(|| {
+            TileProg::build(&expr).ok_or_else(|| {
                 IrError::new("cpu", "an elementwise kernel computes on complex values")
             })?
         };
         let numel = dims.iter().product();
         let (cdims, _) = collapse(dims, &vec![0; dims.len()], &mut loads);
         let row_mode = cdims.last().is_some_and(|&d| d >= 256);
-        let stream = numel * store_dt.size_bytes() >= STREAM_BYTES;
+        let widest = stores.iter().map(|s| store_dt(s).size_bytes()).max();
+        let stream = numel * widest.unwrap_or(0) >= STREAM_BYTES;
         Ok(EwPlan {
             stream,
             prog,
@@ -180,9 +196,10 @@ impl EwPlan {
             dims: cdims,
             numel,
             row_mode,
-            store_slot: st.value,
-            store_buf: st.buf,
-            store_dt,
+            stores: stores
+                .iter()
+                .map(|s| (s.value, s.buf, store_dt(s)))
+                .collect(),
             copy,
         })
     }
@@ -213,7 +230,6 @@ impl EwPlan {
         let r = self.dims.len();
         let last = r.saturating_sub(1);
         let mut idx = vec![0usize; r];
-        let ty = Ty::of(self.store_dt).expect("real store");
         with_scratch(|s| {
             let mut flat = c0;
             while flat < c1 {
@@ -241,16 +257,11 @@ impl EwPlan {
                 };
                 unsafe {
                     run_tile(&self.prog, &env, &t, s)?;
-                    let v = s.slots[self.store_slot as usize];
-                    store(
-                        v,
-                        ty,
-                        self.store_dt,
-                        bases[self.store_buf],
-                        flat,
-                        len,
-                        self.stream,
-                    );
+                    for &(slot, buf, dt) in &self.stores {
+                        let ty = Ty::of(dt).expect("real store");
+                        let v = s.slots[slot as usize];
+                        store(v, ty, dt, bases[buf], flat, len, self.stream);
+                    }
                 }
                 flat += len;
             }
@@ -263,9 +274,10 @@ impl EwPlan {
 
     fn run_copy(&self, bases: &[*mut u8]) -> Result<(), String> {
         let p = &self.loads[0];
-        let w = self.store_dt.size_bytes();
+        let (_, store_buf, store_dt) = self.stores[0];
+        let w = store_dt.size_bytes();
         let src = bases[p.buf] as *const u8;
-        let dst = bases[self.store_buf];
+        let dst = bases[store_buf];
         if p.flat_dense && p.table.is_none() {
             unsafe { std::ptr::copy(src.add(p.offset * w), dst, self.numel * w) };
             return Ok(());
@@ -298,6 +310,37 @@ impl EwPlan {
             Ok(())
         })
     }
+}
+
+/// `expr` and `stores` such that every stored value lives until the end of the tile:
+/// a stored value that other nodes also read (a result merged into this kernel and
+/// used by later ones) is stored through a same-dtype cast, which the tile compiler
+/// keeps (with the register it aliases) alive to the end.
+fn keep_stored(expr: &Expr, stores: &[Store]) -> (Expr, Vec<Store>) {
+    let mut read = vec![false; expr.nodes.len()];
+    for n in &expr.nodes {
+        for &a in &n.args {
+            read[a as usize] = true;
+        }
+    }
+    if !stores.iter().any(|s| read[s.value as usize]) {
+        return (expr.clone(), stores.to_vec());
+    }
+    let mut e = expr.clone();
+    let stores = stores
+        .iter()
+        .map(|s| {
+            if !read[s.value as usize] {
+                return *s;
+            }
+            let dt = e.nodes[s.value as usize].dtype;
+            Store {
+                value: e.push(EOp::Cast, vec![s.value], dt),
+                buf: s.buf,
+            }
+        })
+        .collect();
+    (e, stores)
 }
 
 /// Plans for the loads `expr` uses, over `dims`; the kernel's other loads (used by

@@ -197,6 +197,8 @@ pub(crate) unsafe fn unary(
                     Sv::Vec(out)
                 }
             },
+            // √ on its own loop vectorizes (the per-element match of `act_f64` does not).
+            Ty::F64 if matches!(a, Activation::Sqrt) => map1::<f64, f64>(x, out, n, f64::sqrt),
             Ty::F64 => map1::<f64, f64>(x, out, n, |v| act_f64(a, v)),
             Ty::I64 => {
                 if !a.integer_closed() {

@@ -218,8 +218,7 @@ impl ReducePlan {
         let (dims, _) = collapse(&pdims, &groups, &mut loads);
         let in_dt = prologue.nodes[*input as usize].dtype;
         let in_ty = Ty::of(in_dt).ok_or_else(|| IrError::new("cpu", "complex reduction"))?;
-        let st = k.stores[0];
-        let epilogue = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &out_dims, b)?;
+        let epilogue = EwPlan::with_stores(p, bd, k, epilogue, &k.stores, &out_dims, b)?;
         Ok(ReducePlan {
             op: *op,
             prologue: TileProg::build(prologue)
