@@ -230,3 +230,36 @@ fn a_bias_gradient_reduction_absorbs_the_adamw_update_and_matches_the_oracle() {
         check_against_oracle(&g, &args);
     }
 }
+
+#[test]
+fn column_sums_split_across_threads_equal_a_sequential_f64_fold_bit_for_bit() {
+    // One output row of 700 column sums (a bias gradient) is split over the cores; each
+    // column still folds its 300 values in row order in f64, then rounds once.
+    use rlx_runtime::{Backend, Device};
+    let (rows, cols) = (300, 700);
+    let mut rng = Rng::new(9);
+    let s = Shape::new(&[rows, cols], DType::F32);
+    let data = random_data(&mut rng, &s);
+    let mut g = Graph::new("colsum");
+    let x = g.input("x", s);
+    let r = op(
+        &mut g,
+        Op::Reduce {
+            op: rlx_ir::ReduceOp::Sum,
+            axes: vec![0],
+            keep_dim: false,
+        },
+        vec![x],
+    );
+    g.set_outputs(vec![r]);
+    let exe = rlx_cpu::CpuBackend.compile(Device::Cpu, &g).unwrap();
+    let got = exe.run(&[data.view()]).unwrap()[0].to_f64_vec();
+    let xs = data.to_f64_vec();
+    for (j, &v) in got.iter().enumerate() {
+        let mut acc = 0f64;
+        for i in 0..rows {
+            acc += xs[i * cols + j];
+        }
+        assert_eq!(v, acc as f32 as f64, "column {j}");
+    }
+}

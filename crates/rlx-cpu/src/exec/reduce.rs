@@ -328,14 +328,25 @@ impl ReducePlan {
                 self.epilogue.run_range(bs.get(), o0, o1, Some(&core))
             })
         } else {
-            // Vector accumulators over chunks of the trailing kept axes.
-            let per_i = TILE;
+            // Vector accumulators over chunks of the trailing kept axes. A single output
+            // row (a bias gradient) is split so every core folds a part of it; each
+            // output still folds its elements in the same order.
+            let per_i = if self.o * chunks(self.inner, TILE) >= 2 || self.inner < 128 {
+                TILE
+            } else {
+                self.inner.div_ceil(2).next_multiple_of(16)
+            };
             let ni = chunks(self.inner, per_i);
+            // Float sums fold whole rows into f64 lanes (the per-element `fold1`, in a
+            // vectorizable loop).
+            let lanes = matches!(self.op, ReduceOp::Sum | ReduceOp::Mean)
+                && matches!(self.in_ty, Ty::F32 | Ty::F64);
             par_for(self.o * ni, |c| {
                 let (o, ic) = (c / ni, c % ni);
                 let (i0, i1) = (ic * per_i, ((ic + 1) * per_i).min(self.inner));
                 let n = i1 - i0;
                 let mut accs = vec![init(self.op, self.in_ty); n];
+                let mut sums = vec![0f64; if lanes { n } else { 0 }];
                 with_scratch(|s| -> Result<(), String> {
                     let r = self.dims.len();
                     let mut idx = vec![0usize; r];
@@ -357,6 +368,10 @@ impl ReducePlan {
                         };
                         unsafe { run_tile(&self.prologue, &env, &t, s)? };
                         let v = s.slots[self.input as usize];
+                        if lanes {
+                            unsafe { add_row(&mut sums, v, self.in_ty) };
+                            continue;
+                        }
                         for (i, a) in accs.iter_mut().enumerate() {
                             fold1(
                                 self.op,
@@ -369,6 +384,9 @@ impl ReducePlan {
                     }
                     Ok(())
                 })?;
+                if lanes {
+                    accs = sums.into_iter().map(Acc::F).collect();
+                }
                 let mut out = vec![0u64; n];
                 for (i, a) in accs.into_iter().enumerate() {
                     unsafe {
@@ -431,6 +449,38 @@ impl ReducePlan {
         let base = out.as_ptr() as *const u8;
         let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add(flat * w) });
         self.epilogue.run_range(bases, 0, self.o, Some(&core))
+    }
+}
+
+/// `sums[i] += v[i]` in f64 for a tile value of compute type `ty` (f32 or f64): the
+/// sum fold of [`fold1`], element by element in the same order.
+///
+/// # Safety
+/// A vector `v` must hold `sums.len()` elements.
+unsafe fn add_row(sums: &mut [f64], v: Sv, ty: Ty) {
+    let n = sums.len();
+    match v {
+        Sv::Vec(p) if ty == Ty::F32 => {
+            let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
+            for (a, &x) in sums.iter_mut().zip(xs) {
+                *a += x as f64;
+            }
+        }
+        Sv::Vec(p) => {
+            let xs = unsafe { std::slice::from_raw_parts(p as *const f64, n) };
+            for (a, &x) in sums.iter_mut().zip(xs) {
+                *a += x;
+            }
+        }
+        Sv::Scal(b) => {
+            let x = match ty {
+                Ty::F32 => f32::from_bits(b as u32) as f64,
+                _ => f64::from_bits(b),
+            };
+            for a in sums.iter_mut() {
+                *a += x;
+            }
+        }
     }
 }
 
