@@ -132,10 +132,10 @@ pub fn available_devices() -> Vec<Device> {
 /// The highest-priority available hardware device (CPU when nothing else is).
 pub fn fastest_device() -> Device {
     for &d in Device::priority_order() {
-        if let Some(b) = backend_for(d) {
-            if d == Device::Cpu || b.is_hardware(d) {
-                return d;
-            }
+        if let Some(b) = backend_for(d)
+            && (d == Device::Cpu || b.is_hardware(d))
+        {
+            return d;
         }
     }
     Device::Cpu
@@ -146,12 +146,11 @@ pub fn fastest_device() -> Device {
 /// Graphs with fewer than 2¹⁶ elements of work stay on the CPU, where launch latency
 /// dominates.
 pub fn fastest_device_for(graph: &Graph) -> Device {
-    if let Ok(name) = std::env::var("RLX_FORCE_DEVICE") {
-        if let Ok(d) = name.parse::<Device>() {
-            if is_available(d) {
-                return d;
-            }
-        }
+    if let Ok(name) = std::env::var("RLX_FORCE_DEVICE")
+        && let Ok(d) = name.parse::<Device>()
+        && is_available(d)
+    {
+        return d;
     }
     let work: usize = graph
         .nodes()
@@ -162,10 +161,11 @@ pub fn fastest_device_for(graph: &Graph) -> Device {
         return Device::Cpu;
     }
     for &d in Device::priority_order() {
-        if let Some(b) = backend_for(d) {
-            if (d == Device::Cpu || b.is_hardware(d)) && b.supports(graph) {
-                return d;
-            }
+        if let Some(b) = backend_for(d)
+            && (d == Device::Cpu || b.is_hardware(d))
+            && b.supports(graph)
+        {
+            return d;
         }
     }
     Device::Cpu

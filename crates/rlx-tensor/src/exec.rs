@@ -86,7 +86,9 @@ pub(crate) fn run_f32(
     params: &[(String, Vec<f32>)],
     inputs: &[(&str, &[f32])],
 ) -> Result<Vec<TensorData>> {
-    run_f32_with(what, compiled, prepared, params, inputs, |c, named| c.run(named))
+    run_f32_with(what, compiled, prepared, params, inputs, |c, named| {
+        c.run(named)
+    })
 }
 
 /// Run `compiled` with f32 host inputs, bound params and lifted constants, returning
@@ -241,10 +243,10 @@ pub(crate) fn run_typed(
         if slot.name.starts_with("__arg") || inputs.iter().any(|(n, _)| *n == slot.name) {
             continue;
         }
-        if let Some((_, d)) = params.iter().find(|(n, _)| *n == slot.name) {
-            if let Some(t) = typed_from_f32(what, slot, d, &mut binding)? {
-                owned.push((slot.name.clone(), t));
-            }
+        if let Some((_, d)) = params.iter().find(|(n, _)| *n == slot.name)
+            && let Some(t) = typed_from_f32(what, slot, d, &mut binding)?
+        {
+            owned.push((slot.name.clone(), t));
         }
     }
     let converted: Vec<(String, TensorData)> = inputs

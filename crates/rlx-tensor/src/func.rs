@@ -87,14 +87,14 @@ impl Func {
             )));
         };
         let shape = self.graph.shape(id);
-        if let Some(n) = shape.num_elements() {
-            if n != data.len() {
-                return Err(Error::new(format!(
-                    "Func `{}`: param `{name}` is declared {shape} ({n} values) but got {} values",
-                    self.graph.name,
-                    data.len()
-                )));
-            }
+        if let Some(n) = shape.num_elements()
+            && n != data.len()
+        {
+            return Err(Error::new(format!(
+                "Func `{}`: param `{name}` is declared {shape} ({n} values) but got {} values",
+                self.graph.name,
+                data.len()
+            )));
         }
         match self.params.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = data,
