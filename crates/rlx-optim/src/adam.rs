@@ -1,7 +1,7 @@
 //! Adam with L2-coupled weight decay.
 
-use crate::state::Slots;
-use crate::{AdamCoeffs, FusedRule, FusedUpdate, Optimizer, OptimizerState, check_grad_len, widen};
+use crate::state::{Slots, iteration_and_state_methods};
+use crate::{AdamCoeffs, FusedRule, FusedUpdate, Optimizer, check_grad_len, widen};
 
 pub(crate) const MOMENT_PREFIXES: [&str; 2] = ["m", "v"];
 
@@ -73,29 +73,18 @@ impl Adam {
         }
     }
 
-    /// Set the moment decays (β1, β2).
-    pub fn with_betas(mut self, beta1: f32, beta2: f32) -> Self {
-        self.beta1 = beta1;
-        self.beta2 = beta2;
-        self
-    }
+    builder_setters! {
+        /// Set the moment decays (β1, β2).
+        with_betas(beta1: f32, beta2: f32);
 
-    /// Set eps.
-    pub fn with_eps(mut self, eps: f32) -> Self {
-        self.eps = eps;
-        self
-    }
+        /// Set eps.
+        with_eps(eps: f32);
 
-    /// Set the L2 (gradient-coupled) weight decay.
-    pub fn with_weight_decay(mut self, weight_decay: f32) -> Self {
-        self.weight_decay = weight_decay;
-        self
-    }
+        /// Set the L2 (gradient-coupled) weight decay.
+        with_weight_decay(weight_decay: f32);
 
-    /// Compute in `f32` (`true`) or `f64` (`false`, the default).
-    pub fn with_f32_math(mut self, f32_math: bool) -> Self {
-        self.f32_math = f32_math;
-        self
+        /// Compute in `f32` (`true`) or `f64` (`false`, the default).
+        with_f32_math(f32_math: bool);
     }
 
     /// Number of completed iterations; the next step's bias correction uses this + 1.
@@ -150,6 +139,28 @@ pub(crate) fn adam_coeffs64(t: u64, hp: [f64; 5]) -> AdamCoeffs {
     }
 }
 
+/// One element's moment update in `f32` math (Adam and AdamW): `m` and `v` move
+/// towards `g` (for Adam already carrying the L2 decay) with the decays and
+/// bias corrections `k = [β1, 1−β1, β2, 1−β2, bc1, bc2]`; returns the bias-corrected
+/// `(m̂, v̂)`.
+#[inline]
+pub(crate) fn moments32(k: [f32; 6], m: &mut f32, v: &mut f32, g: f32) -> (f32, f32) {
+    let [b1, c1, b2, c2, bc1, bc2] = k;
+    *m = b1 * *m + c1 * g;
+    *v = b2 * *v + c2 * g * g;
+    (*m / bc1, *v / bc2)
+}
+
+/// One element's moment update in `f64` math (Adam and AdamW): from the stored `m`,
+/// `v` and the gradient `g`, the new `[m, v, m̂, v̂]` (moments and their
+/// bias-corrected values), before rounding back to `f32`.
+#[inline]
+pub(crate) fn moments64(c: &AdamCoeffs, m: f32, v: f32, g: f64) -> [f64; 4] {
+    let m64 = c.beta1 * m as f64 + c.one_minus_beta1 * g;
+    let v64 = c.beta2 * v as f64 + c.one_minus_beta2 * g * g;
+    [m64, v64, m64 / c.bias_correction1, v64 / c.bias_correction2]
+}
+
 impl Optimizer for Adam {
     fn step(&mut self, name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
         check_grad_len("Adam", name, param.len(), grad.len());
@@ -165,18 +176,14 @@ impl Optimizer for Adam {
             let [lr, b1, c1, b2, c2, bc1, bc2, eps, wd] = c.as_f32();
             for (((p, &g), m), v) in elems {
                 let g = g + wd * *p;
-                *m = b1 * *m + c1 * g;
-                *v = b2 * *v + c2 * g * g;
-                let (m_hat, v_hat) = (*m / bc1, *v / bc2);
+                let (m_hat, v_hat) = moments32([b1, c1, b2, c2, bc1, bc2], m, v, g);
                 *p -= lr * m_hat / (v_hat.sqrt() + eps);
             }
         } else {
             for (((p, &g), m), v) in elems {
                 let p64 = *p as f64;
                 let g = g as f64 + c.weight_decay * p64;
-                let m64 = c.beta1 * *m as f64 + c.one_minus_beta1 * g;
-                let v64 = c.beta2 * *v as f64 + c.one_minus_beta2 * g * g;
-                let (m_hat, v_hat) = (m64 / c.bias_correction1, v64 / c.bias_correction2);
+                let [m64, v64, m_hat, v_hat] = moments64(&c, *m, *v, g);
                 *p = (p64 - c.lr * m_hat / (v_hat.sqrt() + c.eps)) as f32;
                 *m = m64 as f32;
                 *v = v64 as f32;
@@ -184,28 +191,11 @@ impl Optimizer for Adam {
         }
     }
 
-    fn end_iteration(&mut self) {
-        self.step += 1;
-    }
-
     fn set_lr(&mut self, lr: f32) {
         self.lr = lr;
     }
 
-    fn state_dict(&self) -> Option<OptimizerState> {
-        Some(self.moments.export(self.step, MOMENT_PREFIXES))
-    }
-
-    fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
-        match Slots::import(state, MOMENT_PREFIXES) {
-            Some(moments) => {
-                self.moments = moments;
-                self.step = state.step;
-                true
-            }
-            None => false,
-        }
-    }
+    iteration_and_state_methods!(moments, MOMENT_PREFIXES);
 
     fn fused(&mut self) -> Option<FusedUpdate<'_>> {
         let rule = FusedRule::Adam {
@@ -224,6 +214,7 @@ impl Optimizer for Adam {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::OptimizerState;
 
     /// f64 reference of the documented rule for a single element; `iters[k]` lists the
     /// gradients stepped during iteration k (all share that iteration's t).

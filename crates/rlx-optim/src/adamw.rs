@@ -1,8 +1,8 @@
 //! AdamW: Adam with decoupled weight decay, with an optional PyTorch-order f64 path.
 
-use crate::adam::{MOMENT_PREFIXES, adam_coeffs, adam_coeffs64};
-use crate::state::Slots;
-use crate::{FusedRule, FusedUpdate, Optimizer, OptimizerState, check_grad_len, widen};
+use crate::adam::{MOMENT_PREFIXES, adam_coeffs, adam_coeffs64, moments32, moments64};
+use crate::state::{Slots, iteration_and_state_methods};
+use crate::{FusedRule, FusedUpdate, Optimizer, check_grad_len, widen};
 
 /// AdamW (Loshchilov & Hutter): Adam with weight decay decoupled from the moments.
 ///
@@ -142,35 +142,21 @@ impl AdamW {
         }
     }
 
-    /// Set the moment decays (β1, β2).
-    pub fn with_betas(mut self, beta1: f32, beta2: f32) -> Self {
-        self.beta1 = beta1;
-        self.beta2 = beta2;
-        self
-    }
+    builder_setters! {
+        /// Set the moment decays (β1, β2).
+        with_betas(beta1: f32, beta2: f32);
 
-    /// Set the decoupled weight decay.
-    pub fn with_weight_decay(mut self, weight_decay: f32) -> Self {
-        self.weight_decay = weight_decay;
-        self
-    }
+        /// Set the decoupled weight decay.
+        with_weight_decay(weight_decay: f32);
 
-    /// Set eps.
-    pub fn with_eps(mut self, eps: f32) -> Self {
-        self.eps = eps;
-        self
-    }
+        /// Set eps.
+        with_eps(eps: f32);
 
-    /// Compute in `f32` (`true`) or `f64` (`false`, the default).
-    pub fn with_f32_math(mut self, f32_math: bool) -> Self {
-        self.f32_math = f32_math;
-        self
-    }
+        /// Compute in `f32` (`true`) or `f64` (`false`, the default).
+        with_f32_math(f32_math: bool);
 
-    /// Compute in `f64` in PyTorch's operation order.
-    pub fn with_torch_math(mut self, torch_math: bool) -> Self {
-        self.torch_math = torch_math;
-        self
+        /// Compute in `f64` in PyTorch's operation order.
+        with_torch_math(torch_math: bool);
     }
 
     /// Set the learning rate exactly in `f64` (the `f32` field gets the rounded value).
@@ -280,18 +266,14 @@ impl Optimizer for AdamW {
             FusedRule::AdamW { f32_math: true, c } => {
                 let [lr, b1, c1, b2, c2, bc1, bc2, eps, wd] = c.as_f32();
                 for (((p, &g), m), v) in elems {
-                    *m = b1 * *m + c1 * g;
-                    *v = b2 * *v + c2 * g * g;
-                    let (m_hat, v_hat) = (*m / bc1, *v / bc2);
+                    let (m_hat, v_hat) = moments32([b1, c1, b2, c2, bc1, bc2], m, v, g);
                     *p -= lr * (m_hat / (v_hat.sqrt() + eps) + wd * *p);
                 }
             }
             FusedRule::AdamW { c, .. } => {
                 for (((p, &g), m), v) in elems {
                     let (g, p64) = (g as f64, *p as f64);
-                    let m64 = c.beta1 * *m as f64 + c.one_minus_beta1 * g;
-                    let v64 = c.beta2 * *v as f64 + c.one_minus_beta2 * g * g;
-                    let (m_hat, v_hat) = (m64 / c.bias_correction1, v64 / c.bias_correction2);
+                    let [m64, v64, m_hat, v_hat] = moments64(&c, *m, *v, g);
                     *p = (p64 - c.lr * (m_hat / (v_hat.sqrt() + c.eps) + c.weight_decay * p64))
                         as f32;
                     *m = m64 as f32;
@@ -302,30 +284,13 @@ impl Optimizer for AdamW {
         }
     }
 
-    fn end_iteration(&mut self) {
-        self.step += 1;
-    }
-
     /// Sets `lr`; `lr_f64` then no longer matches and is ignored until `set_lr_f64`.
     fn set_lr(&mut self, lr: f32) {
         self.lr = lr;
         self.lr_f64 = None;
     }
 
-    fn state_dict(&self) -> Option<OptimizerState> {
-        Some(self.moments.export(self.step, MOMENT_PREFIXES))
-    }
-
-    fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
-        match Slots::import(state, MOMENT_PREFIXES) {
-            Some(moments) => {
-                self.moments = moments;
-                self.step = state.step;
-                true
-            }
-            None => false,
-        }
-    }
+    iteration_and_state_methods!(moments, MOMENT_PREFIXES);
 
     fn fused(&mut self) -> Option<FusedUpdate<'_>> {
         let rule = self.rule();

@@ -41,6 +41,21 @@
 
 #![warn(missing_docs)]
 
+/// Builder methods `pub fn name(mut self, field: T, …) -> Self` that set the fields of
+/// the same names and return `self`; each keeps the doc comment written above it.
+/// Defined before the modules so that every optimizer can use it.
+macro_rules! builder_setters {
+    ($($(#[$attr:meta])* $name:ident($($field:ident: $ty:ty),+);)+) => {
+        $(
+            $(#[$attr])*
+            pub fn $name(mut self, $($field: $ty),+) -> Self {
+                $(self.$field = $field;)+
+                self
+            }
+        )+
+    };
+}
+
 mod adam;
 mod adamw;
 mod fused;

@@ -1,7 +1,7 @@
 //! Lion: sign-of-interpolated-momentum updates.
 
-use crate::state::Slots;
-use crate::{FusedRule, FusedUpdate, Optimizer, OptimizerState, check_grad_len};
+use crate::state::{Slots, iteration_and_state_methods};
+use crate::{FusedRule, FusedUpdate, Optimizer, check_grad_len};
 
 const PREFIXES: [&str; 1] = ["m"];
 
@@ -69,17 +69,12 @@ impl Lion {
         }
     }
 
-    /// Set (β1, β2).
-    pub fn with_betas(mut self, beta1: f32, beta2: f32) -> Self {
-        self.beta1 = beta1;
-        self.beta2 = beta2;
-        self
-    }
+    builder_setters! {
+        /// Set (β1, β2).
+        with_betas(beta1: f32, beta2: f32);
 
-    /// Set the decoupled weight decay.
-    pub fn with_weight_decay(mut self, weight_decay: f32) -> Self {
-        self.weight_decay = weight_decay;
-        self
+        /// Set the decoupled weight decay.
+        with_weight_decay(weight_decay: f32);
     }
 
     /// Number of completed iterations (`end_iteration` calls).
@@ -122,28 +117,11 @@ impl Optimizer for Lion {
         }
     }
 
-    fn end_iteration(&mut self) {
-        self.step += 1;
-    }
-
     fn set_lr(&mut self, lr: f32) {
         self.lr = lr;
     }
 
-    fn state_dict(&self) -> Option<OptimizerState> {
-        Some(self.momentum.export(self.step, PREFIXES))
-    }
-
-    fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
-        match Slots::import(state, PREFIXES) {
-            Some(momentum) => {
-                self.momentum = momentum;
-                self.step = state.step;
-                true
-            }
-            None => false,
-        }
-    }
+    iteration_and_state_methods!(momentum, PREFIXES);
 
     fn fused(&mut self) -> Option<FusedUpdate<'_>> {
         let rule = self.rule();

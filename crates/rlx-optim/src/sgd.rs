@@ -1,7 +1,7 @@
 //! Stochastic gradient descent with optional (Nesterov) momentum and L2 weight decay.
 
-use crate::state::Slots;
-use crate::{FusedRule, FusedUpdate, Optimizer, OptimizerState, check_grad_len};
+use crate::state::{Slots, iteration_and_state_methods};
+use crate::{FusedRule, FusedUpdate, Optimizer, check_grad_len};
 
 const PREFIXES: [&str; 1] = ["v"];
 
@@ -55,17 +55,12 @@ impl Sgd {
         }
     }
 
-    /// Set the momentum factor and whether to use Nesterov momentum.
-    pub fn with_momentum(mut self, momentum: f32, nesterov: bool) -> Self {
-        self.momentum = momentum;
-        self.nesterov = nesterov;
-        self
-    }
+    builder_setters! {
+        /// Set the momentum factor and whether to use Nesterov momentum.
+        with_momentum(momentum: f32, nesterov: bool);
 
-    /// Set the L2 weight decay.
-    pub fn with_weight_decay(mut self, weight_decay: f32) -> Self {
-        self.weight_decay = weight_decay;
-        self
+        /// Set the L2 weight decay.
+        with_weight_decay(weight_decay: f32);
     }
 
     /// Number of completed iterations (`end_iteration` calls).
@@ -94,28 +89,11 @@ impl Optimizer for Sgd {
         }
     }
 
-    fn end_iteration(&mut self) {
-        self.step += 1;
-    }
-
     fn set_lr(&mut self, lr: f32) {
         self.lr = lr;
     }
 
-    fn state_dict(&self) -> Option<OptimizerState> {
-        Some(self.velocity.export(self.step, PREFIXES))
-    }
-
-    fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
-        match Slots::import(state, PREFIXES) {
-            Some(velocity) => {
-                self.velocity = velocity;
-                self.step = state.step;
-                true
-            }
-            None => false,
-        }
-    }
+    iteration_and_state_methods!(velocity, PREFIXES);
 
     fn fused(&mut self) -> Option<FusedUpdate<'_>> {
         let rule = FusedRule::Sgd {
@@ -133,6 +111,7 @@ impl Optimizer for Sgd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::OptimizerState;
 
     /// f64 reference of the documented update, one element.
     fn reference(lr: f64, mu: f64, nesterov: bool, wd: f64, p0: f64, grads: &[f64]) -> Vec<f64> {

@@ -94,6 +94,35 @@ impl<const K: usize> Slots<K> {
     }
 }
 
+/// The [`Optimizer`](crate::Optimizer) methods every optimizer here implements the same
+/// way, for use inside `impl Optimizer for …`: `end_iteration` advances the `step`
+/// counter field, `state_dict` exports the [`Slots`] field `$slots` under the buffer-name
+/// `$prefixes`, and `load_state_dict` replaces both from a snapshot (leaving them
+/// unchanged and returning `false` when the snapshot does not fit).
+macro_rules! iteration_and_state_methods {
+    ($slots:ident, $prefixes:expr) => {
+        fn end_iteration(&mut self) {
+            self.step += 1;
+        }
+
+        fn state_dict(&self) -> Option<$crate::OptimizerState> {
+            Some(self.$slots.export(self.step, $prefixes))
+        }
+
+        fn load_state_dict(&mut self, state: &$crate::OptimizerState) -> bool {
+            match $crate::state::Slots::import(state, $prefixes) {
+                Some(slots) => {
+                    self.$slots = slots;
+                    self.step = state.step;
+                    true
+                }
+                None => false,
+            }
+        }
+    };
+}
+pub(crate) use iteration_and_state_methods;
+
 #[cfg(test)]
 mod tests {
     use super::*;
