@@ -388,8 +388,10 @@ impl Cx<'_> {
     /// Sibling groups of elementwise kernels: kernels of one space that read a common
     /// value of that space (an inlined elementwise node, a core, a buffer, an argument)
     /// without views. Each group is stored by its member of highest id; every other
-    /// member must have no reader (so computing it later is safe). Returns, per node,
-    /// the kernel that stores it.
+    /// member must have no reader (so computing it later is safe). At most one kernel
+    /// of a group may have absorbed a core (a group has one core; joining two would
+    /// store one of the products instead of fusing it). Returns, per node, the kernel
+    /// that stores it.
     fn siblings(&self, st: &PassState) -> Vec<Option<NodeId>> {
         let (g, class) = (self.g, self.class);
         let n = g.len();
@@ -409,6 +411,8 @@ impl Cx<'_> {
             x
         }
         let mut owner: Vec<Option<usize>> = vec![None; n];
+        // Per union-find root: whether its set has a kernel with an absorbed core.
+        let mut has_core: Vec<bool> = (0..n).map(|r| st.absorbed[r].is_some()).collect();
         for r in (0..n).filter(|&r| root_ok(r)) {
             let rid = g.nodes()[r].id;
             let want = self.dims(rid);
@@ -433,7 +437,10 @@ impl Cx<'_> {
                         None => owner[ii] = Some(r),
                         Some(o) => {
                             let (a, b) = (find(&mut parent, o), find(&mut parent, r));
-                            parent[a] = b;
+                            if a != b && !(has_core[a] && has_core[b]) {
+                                parent[a] = b;
+                                has_core[b] |= has_core[a];
+                            }
                         }
                     }
                     if inlined_ew {

@@ -414,3 +414,26 @@ fn a_sibling_output_that_other_kernels_read_keeps_its_own_kernel() {
     assert_eq!(p.kernels.len(), 1, "{p:#?}");
     assert_eq!(p.kernels[0].stores.len(), 2);
 }
+
+#[test]
+fn two_matmul_kernels_sharing_an_input_stay_separate_so_both_keep_their_epilogues() {
+    // y1 = x·w1 + x and y2 = x·w2 + x share `x`, but grouping them would leave one of
+    // the products materialized instead of fused.
+    let mut g = Graph::new("mm2");
+    let x = f32s(&mut g, "x", &[4, 4]);
+    let w1 = f32s(&mut g, "w1", &[4, 4]);
+    let w2 = f32s(&mut g, "w2", &[4, 4]);
+    let p1 = op(&mut g, Op::MatMul, vec![x, w1]);
+    let p2 = op(&mut g, Op::MatMul, vec![x, w2]);
+    let y1 = bin(&mut g, BinaryOp::Add, p1, x);
+    let y2 = bin(&mut g, BinaryOp::Add, p2, x);
+    g.set_outputs(vec![y1, y2]);
+    let p = compile(&g, &multi()).unwrap();
+    assert_eq!(p.kernels.len(), 2, "{p:#?}");
+    assert!(
+        p.kernels
+            .iter()
+            .all(|k| matches!(k.kind, KernelKind::Contraction { .. }) && k.stores.len() == 1)
+    );
+    assert!(!p.buffers.iter().any(|b| b.kind == BufKind::Temp));
+}
