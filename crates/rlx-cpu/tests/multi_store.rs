@@ -198,19 +198,26 @@ fn a_weight_gradient_matmul_absorbs_the_adamw_update_and_matches_the_oracle() {
 fn a_chain_of_outputs_each_read_by_the_next_is_stored_by_one_kernel() {
     // a = exp(x); b = a·y; c = b + a: three outputs, each read by the next (and `a` by
     // two later ones), in one pass; stored values read later must survive the tile.
-    let mut rng = Rng::new(5);
-    let mut g = Graph::new("chain");
-    let s = Shape::new(&[9, 700], DType::F32);
-    let x = g.input("x", s.clone());
-    let y = g.input("y", s.clone());
-    let args = vec![random_data(&mut rng, &s), random_data(&mut rng, &s)];
-    let a = op(&mut g, Op::Activation(Activation::Exp), vec![x]);
-    let b = bin(&mut g, BinaryOp::Mul, a, y);
-    let c = bin(&mut g, BinaryOp::Add, b, a);
-    let d = op(&mut g, Op::Activation(Activation::Tanh), vec![c]);
-    g.set_outputs(vec![d, b, a, c]);
-    assert_eq!(store_counts(&g), vec![4]);
-    check_against_oracle(&g, &args);
+    for (seed, dt) in [
+        (5, DType::F32),
+        (6, DType::F16),
+        (7, DType::BF16),
+        (8, DType::F64),
+    ] {
+        let mut rng = Rng::new(seed);
+        let mut g = Graph::new("chain");
+        let s = Shape::new(&[9, 700], dt);
+        let x = g.input("x", s.clone());
+        let y = g.input("y", s.clone());
+        let args = vec![random_data(&mut rng, &s), random_data(&mut rng, &s)];
+        let a = op(&mut g, Op::Activation(Activation::Exp), vec![x]);
+        let b = bin(&mut g, BinaryOp::Mul, a, y);
+        let c = bin(&mut g, BinaryOp::Add, b, a);
+        let d = op(&mut g, Op::Activation(Activation::Tanh), vec![c]);
+        g.set_outputs(vec![d, b, a, c]);
+        assert_eq!(store_counts(&g), vec![4], "{dt}");
+        check_against_oracle(&g, &args);
+    }
 }
 
 #[test]
