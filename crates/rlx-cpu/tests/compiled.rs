@@ -2,8 +2,9 @@
 //! hand-computed values (the random differential suite is in `differential*.rs`).
 
 use rlx_cpu::CpuBackend;
-use rlx_ir::{Activation, BinaryOp, DType, Graph, NodeId, Op, ReduceOp, Shape, TensorData, interp};
-use rlx_runtime::{Backend, Device, arg_order};
+use rlx_ir::{Activation, BinaryOp, DType, Graph, Op, ReduceOp, Shape, TensorData};
+use rlx_runtime::{Backend, Device};
+use rlx_testkit::{close, op, reduce, seq};
 
 fn run(g: &Graph, args: &[TensorData]) -> Vec<TensorData> {
     let exe = CpuBackend.compile(Device::Cpu, g).unwrap();
@@ -12,34 +13,7 @@ fn run(g: &Graph, args: &[TensorData]) -> Vec<TensorData> {
 }
 
 fn oracle(g: &Graph, args: &[TensorData]) -> Vec<TensorData> {
-    let names: Vec<String> = arg_order(g)
-        .into_iter()
-        .map(|id| match &g.node(id).op {
-            Op::Input { name } | Op::Param { name } => name.clone(),
-            _ => unreachable!(),
-        })
-        .collect();
-    let named: Vec<(&str, &TensorData)> = names.iter().map(|s| s.as_str()).zip(args).collect();
-    interp::run_refs(g, &named).unwrap()
-}
-
-fn close(a: &TensorData, b: &TensorData, tol: f64) {
-    assert_eq!(a.dims, b.dims);
-    assert_eq!(a.dtype, b.dtype);
-    for (i, (x, y)) in a.to_f64_vec().iter().zip(b.to_f64_vec()).enumerate() {
-        let ok = (x.is_nan() && y.is_nan()) || x == &y || (x - y).abs() <= tol * (1.0 + y.abs());
-        assert!(ok, "element {i}: {x} vs {y}");
-    }
-}
-
-fn seq(n: usize, scale: f32) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i * 37 % 101) as f32 / 50.0 - 1.0) * scale)
-        .collect()
-}
-
-fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
-    g.add_op(o, ins).unwrap()
+    rlx_testkit::oracle(g, args).unwrap()
 }
 
 #[test]
@@ -92,15 +66,7 @@ fn reductions_over_any_axes_match_the_oracle() {
                 let mut g = Graph::new("r");
                 let x = g.input("x", Shape::new(&[3, 70, 5], DType::F32));
                 let e = op(&mut g, Op::Activation(Activation::Tanh), vec![x]);
-                let r = op(
-                    &mut g,
-                    Op::Reduce {
-                        op: rop,
-                        axes: axes.clone(),
-                        keep_dim: keep,
-                    },
-                    vec![e],
-                );
+                let r = reduce(&mut g, rop, axes.clone(), keep, e);
                 let y = op(&mut g, Op::Activation(Activation::Neg), vec![r]);
                 g.set_outputs(vec![y]);
                 let args = vec![TensorData::from_f32(&[3, 70, 5], &seq(1050, 1.0))];
@@ -209,15 +175,7 @@ fn explain_lists_kernels_fused_ops_and_the_memory_plan() {
     let mut g = Graph::new("ex");
     let x = g.input("x", Shape::new(&[64, 64], DType::F32));
     let e = op(&mut g, Op::Activation(Activation::Exp), vec![x]);
-    let s = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Sum,
-            axes: vec![1],
-            keep_dim: true,
-        },
-        vec![e],
-    );
+    let s = reduce(&mut g, ReduceOp::Sum, vec![1], true, e);
     let d = op(&mut g, Op::Binary(BinaryOp::Div), vec![e, s]);
     g.set_outputs(vec![d]);
     let text = CpuBackend.compile(Device::Cpu, &g).unwrap().explain();
@@ -239,15 +197,7 @@ fn dynamic_batch_dims_run_at_any_size_without_recompiling() {
     let m = op(&mut g, Op::MatMul, vec![x, w]);
     let s = op(&mut g, Op::Softmax { axis: -1 }, vec![m]);
     let t = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![s]);
-    let r = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Sum,
-            axes: vec![1],
-            keep_dim: false,
-        },
-        vec![t],
-    );
+    let r = reduce(&mut g, ReduceOp::Sum, vec![1], false, t);
     g.set_outputs(vec![s, r]);
     let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
     for n in [1usize, 4, 33, 4, 1] {
@@ -274,15 +224,7 @@ fn runs_are_bit_identical_across_calls() {
     let mut g = Graph::new("det");
     let x = g.input("x", Shape::new(&[n], DType::F32));
     let e = op(&mut g, Op::Activation(Activation::Sin), vec![x]);
-    let s = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Sum,
-            axes: vec![0],
-            keep_dim: false,
-        },
-        vec![e],
-    );
+    let s = reduce(&mut g, ReduceOp::Sum, vec![0], false, e);
     g.set_outputs(vec![s, e]);
     let args = vec![TensorData::from_f32(&[n], &seq(n, 3.0))];
     let first = run(&g, &args);

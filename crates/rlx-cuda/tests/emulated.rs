@@ -9,9 +9,10 @@
 mod common;
 
 use common::cases::{self, Target};
-use common::{Rng, attention_graph, check, random_graph};
+use common::check;
 use proptest::prelude::*;
 use rlx_cuda::{Routing, compile_emulated, compile_emulated_with};
+use rlx_testkit::{Rng, build_attention_graph, build_random_graph};
 
 /// Whether the emulator can run here (prints the reason when not).
 fn emulator_ok() -> bool {
@@ -31,7 +32,7 @@ proptest! {
     fn random_graphs_match_the_oracle_on_the_emulator(seed in any::<u64>()) {
         if emulator_ok() {
             let mut rng = Rng::new(seed);
-            let (g, args) = random_graph(&mut rng, false);
+            let (g, args) = build_random_graph(&mut rng, false);
             check(&g, &args, &|g| compile_emulated(g));
         }
     }
@@ -40,7 +41,7 @@ proptest! {
     fn random_graphs_match_without_blas_and_with_split_reductions(seed in any::<u64>()) {
         if emulator_ok() {
             let mut rng = Rng::new(seed ^ 0xabcd);
-            let (g, args) = random_graph(&mut rng, true);
+            let (g, args) = build_random_graph(&mut rng, true);
             let o = Routing { blas: false, split_min: 16, fp8: false };
             check(&g, &args, &|g| compile_emulated_with(g, o));
         }
@@ -50,7 +51,7 @@ proptest! {
     fn fused_attention_matches_the_oracle_on_the_emulator(seed in any::<u64>()) {
         if emulator_ok() {
             let mut rng = Rng::new(seed);
-            let (g, args) = attention_graph(&mut rng);
+            let (g, args) = build_attention_graph(&mut rng);
             check(&g, &args, &|g| compile_emulated(g));
         }
     }
@@ -66,9 +67,9 @@ fn replay_seed() {
         .unwrap();
     let mut rng = Rng::new(seed);
     let (g, args) = if std::env::var("RLX_ATTN").is_ok() {
-        attention_graph(&mut rng)
+        build_attention_graph(&mut rng)
     } else {
-        random_graph(&mut rng, std::env::var("RLX_LARGE").is_ok())
+        build_random_graph(&mut rng, std::env::var("RLX_LARGE").is_ok())
     };
     eprintln!("{g}\n{}", rlx_cuda::generated_source(&g).unwrap());
     check(&g, &args, &|g| compile_emulated(g));

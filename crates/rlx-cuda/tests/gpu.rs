@@ -8,11 +8,12 @@
 mod common;
 
 use common::cases::{self, Target};
-use common::{Rng, attention_graph, check, random_data, random_graph};
+use common::check;
 use proptest::prelude::*;
 use rlx_cuda::{CudaBackend, Routing};
 use rlx_ir::{Activation, DType, Graph, MaskKind, NodeId, Op, ReduceOp, Shape};
 use rlx_runtime::{Backend, Device};
+use rlx_testkit::{Rng, build_attention_graph, build_random_graph, op, random_data, reduce};
 
 fn target() -> Option<Target> {
     match rlx_cuda::device() {
@@ -59,7 +60,7 @@ proptest! {
     fn random_graphs_match_the_oracle_on_cuda(seed in any::<u64>()) {
         if target().is_some() {
             let mut rng = Rng::new(seed);
-            let (g, args) = random_graph(&mut rng, false);
+            let (g, args) = build_random_graph(&mut rng, false);
             check(&g, &args, &|g| CudaBackend.compile(Device::Cuda, g));
         }
     }
@@ -68,7 +69,7 @@ proptest! {
     fn large_random_graphs_match_the_oracle_on_cuda(seed in any::<u64>()) {
         if let Some(t) = target() {
             let mut rng = Rng::new(seed ^ 0x5eed);
-            let (g, args) = random_graph(&mut rng, true);
+            let (g, args) = build_random_graph(&mut rng, true);
             check(&g, &args, &|g| t.compile(g));
             let o = Routing { blas: false, split_min: 16, fp8: false };
             check(&g, &args, &|g| t.routed(g, o));
@@ -79,7 +80,7 @@ proptest! {
     fn fused_attention_matches_the_oracle_on_cuda(seed in any::<u64>()) {
         if let Some(t) = target() {
             let mut rng = Rng::new(seed);
-            let (g, args) = attention_graph(&mut rng);
+            let (g, args) = build_attention_graph(&mut rng);
             check(&g, &args, &|g| t.compile(g));
         }
     }
@@ -107,10 +108,6 @@ shared!(
     host_ops_run_between_device_kernels
 );
 
-fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
-    g.add_op(o, ins).unwrap()
-}
-
 /// Sizes that need many blocks: a split full reduction, long rows, a 384³ GEMM in f32
 /// and bf16, and causal attention with several key tiles per block.
 #[test]
@@ -122,33 +119,9 @@ fn large_kernels_match_the_oracle_on_cuda() {
     // Reductions: everything (split), rows of 5000, columns of 3000.
     let mut g = Graph::new("big_reduce");
     let x = g.input("x", Shape::new(&[600, 5000], DType::F32));
-    let all = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Sum,
-            axes: vec![0, 1],
-            keep_dim: false,
-        },
-        vec![x],
-    );
-    let rows = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Max,
-            axes: vec![1],
-            keep_dim: false,
-        },
-        vec![x],
-    );
-    let cols = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Mean,
-            axes: vec![0],
-            keep_dim: true,
-        },
-        vec![x],
-    );
+    let all = reduce(&mut g, ReduceOp::Sum, vec![0, 1], false, x);
+    let rows = reduce(&mut g, ReduceOp::Max, vec![1], false, x);
+    let cols = reduce(&mut g, ReduceOp::Mean, vec![0], true, x);
     let sm = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
     g.set_outputs(vec![all, rows, cols, sm]);
     let args = vec![random_data(&mut rng, &Shape::new(&[600, 5000], DType::F32))];

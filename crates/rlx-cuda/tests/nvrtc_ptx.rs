@@ -9,6 +9,7 @@ use rlx_ir::{
     Activation, BinaryOp, CmpOp, DType, Dim, Graph, MaskKind, NodeId, Op, ReduceOp, ScaleLayout,
     ScaledFormat, Shape,
 };
+use rlx_testkit::{op, quantize, reduce};
 
 fn nvrtc_ok() -> bool {
     if rlx_cuda::loader::nvrtc_present() {
@@ -20,10 +21,6 @@ fn nvrtc_ok() -> bool {
         );
         false
     }
-}
-
-fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
-    g.add_op(o, ins).unwrap()
 }
 
 /// Compile `g`'s generated program for sm_80 and sm_90; returns the kernel labels.
@@ -314,22 +311,7 @@ fn contractions_and_native_opaque_kernels_compile() {
     let xe = op(&mut g, Op::SoftmaxCrossEntropyWithLogits, vec![x, lab]);
     let pt = ScaleLayout::PerTensor;
     let f = ScaledFormat::F8E4M3;
-    let sx = op(
-        &mut g,
-        Op::ScaledQuantScale {
-            format: f,
-            scale_layout: pt,
-        },
-        vec![x],
-    );
-    let qx = op(
-        &mut g,
-        Op::ScaledQuantize {
-            format: f,
-            scale_layout: pt,
-        },
-        vec![x, sx],
-    );
+    let (qx, sx) = quantize(&mut g, x, f, pt);
     let b16 = g.input("b16", Shape::new(&[16], DType::F32));
     let sm = op(
         &mut g,
@@ -376,15 +358,7 @@ fn programs_with_dynamic_dims_and_gather_views_compile() {
         vec![x],
     );
     let e = op(&mut g, Op::Activation(Activation::Exp), vec![t]);
-    let s = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Sum,
-            axes: vec![0],
-            keep_dim: false,
-        },
-        vec![e],
-    );
+    let s = reduce(&mut g, ReduceOp::Sum, vec![0], false, e);
     let sm = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
     let w = g.input("w", Shape::new(&[8, 4], DType::F32));
     let mm = op(&mut g, Op::MatMul, vec![sm, w]);

@@ -1,4 +1,4 @@
-//! The CPU backend's differential suite on the wgpu backend: the same random graphs
+//! The differential suite on the wgpu backend: the random graphs of [`rlx_testkit`]
 //! (elementwise chains, broadcasts, views, reductions, matmuls, row ops, casts and
 //! opaque ops over f32/f16/bf16/f64/integer dtypes) and random attention graphs,
 //! compiled for `Device::Gpu` and compared with the oracle. Kernels the GPU does not
@@ -7,11 +7,9 @@
 //!
 //! On a machine without any wgpu adapter every test prints why it skipped.
 
-#[path = "../../rlx-cpu/tests/common/mod.rs"]
-mod common;
 mod support;
 
-use common::{Rng, build_attention_graph, build_random_graph};
+use rlx_testkit::{Rng, build_attention_graph, build_random_graph};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static GPU_KERNELS: AtomicUsize = AtomicUsize::new(0);

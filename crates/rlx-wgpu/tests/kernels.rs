@@ -10,29 +10,11 @@ use rlx_ir::{
     TensorData,
 };
 use rlx_runtime::Device;
+use rlx_testkit::{Rng, random_data};
 
-/// Deterministic data in `[-2, 2]` (floats), small integers, or bools.
+/// Deterministic random data for `shape` (see [`random_data`]), one stream per `salt`.
 fn data(shape: &Shape, salt: u64) -> TensorData {
-    let dims = shape.static_dims().unwrap();
-    let n: usize = dims.iter().product();
-    let mut s = salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = || {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        (s.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-    };
-    let dt = shape.dtype();
-    if dt.is_float() {
-        let v: Vec<f64> = (0..n).map(|_| next() * 4.0 - 2.0).collect();
-        TensorData::from_f64_as(dt, &dims, &v)
-    } else if dt == DType::Bool {
-        let v: Vec<bool> = (0..n).map(|_| next() > 0.5).collect();
-        TensorData::from_bool(&dims, &v)
-    } else {
-        let v: Vec<i64> = (0..n).map(|_| (next() * 41.0) as i64 - 20).collect();
-        TensorData::from_i64_as(dt, &dims, &v)
-    }
+    random_data(&mut Rng::new(salt), shape)
 }
 
 /// A graph under construction with its argument data.
@@ -474,7 +456,7 @@ fn dynamic_dims_bind_per_call_through_uniforms_without_recompiling() {
         let wd = data(&Shape::new(&[6, 4], DType::F32), 99);
         let want = rlx_ir::interp::run_refs(&g, &[("x", &xd), ("w", &wd)]);
         let got = exe.run(&[xd.view(), wd.view()]);
-        support::compare(&g, &exe, want, got);
+        rlx_testkit::compare(&g, exe.as_ref(), "wgpu", want, got);
     }
 }
 

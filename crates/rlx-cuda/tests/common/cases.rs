@@ -2,7 +2,7 @@
 //! [`Target`] to compile for and checks results against the oracle (and, where the
 //! planner has a choice, which route it took).
 
-use super::{Rng, check, random_data};
+use super::check;
 use rlx_cuda::device::Gpu;
 use rlx_cuda::{Routing, compile_routed};
 use rlx_ir::{
@@ -10,6 +10,7 @@ use rlx_ir::{
     Shape, TensorData,
 };
 use rlx_runtime::{Executable, RuntimeResult};
+use rlx_testkit::{Rng, op, quantize, random_data, reduce};
 use std::sync::Arc;
 
 /// Where the cases run.
@@ -24,10 +25,6 @@ impl Target {
     pub fn routed(&self, g: &Graph, r: Routing) -> RuntimeResult<Arc<dyn Executable>> {
         compile_routed(self.gpu.clone(), g, r)
     }
-}
-
-fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
-    g.add_op(o, ins).unwrap()
 }
 
 /// Batched matmuls through every BLAS operand mapping: transposed operands (BLAS
@@ -182,24 +179,8 @@ pub fn dynamic_dims_are_kernel_arguments(t: &Target) {
     let w = g.input("w", Shape::new(&[24, 5], DType::F32));
     let xt = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![x]);
     let e = op(&mut g, Op::Activation(Activation::Exp), vec![xt]);
-    let s0 = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Sum,
-            axes: vec![1],
-            keep_dim: false,
-        },
-        vec![e],
-    );
-    let s1 = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Max,
-            axes: vec![0],
-            keep_dim: false,
-        },
-        vec![x],
-    );
+    let s0 = reduce(&mut g, ReduceOp::Sum, vec![1], false, e);
+    let s1 = reduce(&mut g, ReduceOp::Max, vec![0], false, x);
     let sm = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
     let mm = op(&mut g, Op::MatMul, vec![sm, w]);
     g.set_outputs(vec![s0, s1, mm]);
@@ -223,7 +204,7 @@ pub fn dynamic_dims_are_kernel_arguments(t: &Target) {
         let mut gs = g.clone();
         // The oracle runs the same graph with the batch bound.
         gs.name = format!("dyn{b}");
-        let want = super::oracle(&gs, &args).unwrap();
+        let want = rlx_testkit::oracle(&gs, &args).unwrap();
         for (x, y) in got.iter().zip(&want) {
             assert_eq!(x.dims, y.dims);
             for (p, q) in x.to_f64_vec().iter().zip(y.to_f64_vec()) {
@@ -264,15 +245,7 @@ pub fn cross_entropy_with_labels_matches_the_oracle_and_rejects_bad_labels(t: &T
     let l = g.input("l", Shape::new(&[6, 10], DType::F32));
     let y = g.input("y", Shape::new(&[6], DType::F32));
     let e = op(&mut g, Op::SoftmaxCrossEntropyWithLogits, vec![l, y]);
-    let m = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Mean,
-            axes: vec![0],
-            keep_dim: false,
-        },
-        vec![e],
-    );
+    let m = reduce(&mut g, ReduceOp::Mean, vec![0], false, e);
     g.set_outputs(vec![e, m]);
     let mut rng = Rng::new(5);
     let lv = random_data(&mut rng, &Shape::new(&[6, 10], DType::F32));
@@ -297,38 +270,8 @@ pub fn scaled_fp8_matmul_matches_the_oracle(t: &Target) {
         let x = g.input("x", Shape::new(&[m, k], DType::F32));
         let w = g.input("w", Shape::new(&[n, k], DType::F32));
         let pt = ScaleLayout::PerTensor;
-        let sx = op(
-            &mut g,
-            Op::ScaledQuantScale {
-                format: lf,
-                scale_layout: pt,
-            },
-            vec![x],
-        );
-        let qx = op(
-            &mut g,
-            Op::ScaledQuantize {
-                format: lf,
-                scale_layout: pt,
-            },
-            vec![x, sx],
-        );
-        let sw = op(
-            &mut g,
-            Op::ScaledQuantScale {
-                format: rf,
-                scale_layout: pt,
-            },
-            vec![w],
-        );
-        let qw = op(
-            &mut g,
-            Op::ScaledQuantize {
-                format: rf,
-                scale_layout: pt,
-            },
-            vec![w, sw],
-        );
+        let (qx, sx) = quantize(&mut g, x, lf, pt);
+        let (qw, sw) = quantize(&mut g, w, rf, pt);
         let mut ins = vec![qx, qw, sx, sw];
         if has_bias {
             ins.push(g.input("b", Shape::new(&[n], DType::F32)));
@@ -374,15 +317,7 @@ pub fn host_ops_run_between_device_kernels(t: &Target) {
     let i = g.input("i", Shape::new(&[4], DType::I64));
     let r = op(&mut g, Op::Activation(Activation::Exp), vec![tab]);
     let gat = op(&mut g, Op::Gather { axis: 0 }, vec![r, i]);
-    let s = op(
-        &mut g,
-        Op::Reduce {
-            op: ReduceOp::Sum,
-            axes: vec![1],
-            keep_dim: false,
-        },
-        vec![gat],
-    );
+    let s = reduce(&mut g, ReduceOp::Sum, vec![1], false, gat);
     g.set_outputs(vec![s]);
     let mut rng = Rng::new(17);
     let args = vec![

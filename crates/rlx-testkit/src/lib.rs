@@ -1,0 +1,83 @@
+//! Test support shared by the rlx backends' test suites (a dev-dependency only).
+//!
+//! Every backend is checked the same way: build a graph, compile and run it on the
+//! backend, run it through the oracle interpreter ([`rlx_ir::interp`]), and require
+//! agreement within a per-dtype tolerance (or that both fail). This crate holds the
+//! pieces that are the same for every backend:
+//!
+//! - [`Rng`] and [`random_data`]: a tiny seeded generator and argument data from it,
+//!   so a failing case replays from its seed alone;
+//! - [`build_random_graph`], [`build_attention_graph`], [`build_conv_graph`]: random
+//!   graphs over every kernel kind and several dtypes;
+//! - [`check`], [`check_executable`], [`compare`], [`oracle`], [`tolerance`]: the
+//!   comparison against the oracle;
+//! - [`op`], [`reduce`], [`quantize`], [`close`], [`seq`]: small helpers for
+//!   hand-written graphs.
+//!
+//! What differs per backend (how to compile, which kernels may fall back to the host,
+//! how to skip without a device) stays in each backend's tests.
+
+mod graphs;
+mod nn_graphs;
+mod oracle;
+mod rng;
+
+pub use graphs::build_random_graph;
+pub use nn_graphs::{build_attention_graph, build_conv_graph};
+pub use oracle::{
+    arg_names, check, check_executable, close, compare, graph_tolerance, oracle, print_both,
+    tolerance,
+};
+pub use rng::{Rng, random_data, seq};
+
+use rlx_ir::{Graph, NodeId, Op, ReduceOp, ScaleLayout, ScaledFormat};
+
+/// Adds `o` over `ins` to `g`; panics with the graph error (tests build valid graphs).
+pub fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
+    g.add_op(o.clone(), ins)
+        .unwrap_or_else(|e| panic!("adding {o:?} to graph `{}`: {e}", g.name))
+}
+
+/// Adds a `rop` reduction of `x` over `axes` (keeping them as size 1 when `keep_dim`).
+pub fn reduce(g: &mut Graph, rop: ReduceOp, axes: Vec<usize>, keep_dim: bool, x: NodeId) -> NodeId {
+    op(
+        g,
+        Op::Reduce {
+            op: rop,
+            axes,
+            keep_dim,
+        },
+        vec![x],
+    )
+}
+
+/// Adds the quantization of `x` to `format` with a scale computed from `x` itself
+/// (`ScaledQuantScale` then `ScaledQuantize`); returns `(quantized, scale)`, the operand
+/// pair a `ScaledMatMul` takes.
+pub fn quantize(
+    g: &mut Graph,
+    x: NodeId,
+    format: ScaledFormat,
+    scale_layout: ScaleLayout,
+) -> (NodeId, NodeId) {
+    let s = op(
+        g,
+        Op::ScaledQuantScale {
+            format,
+            scale_layout,
+        },
+        vec![x],
+    );
+    let q = op(
+        g,
+        Op::ScaledQuantize {
+            format,
+            scale_layout,
+        },
+        vec![x, s],
+    );
+    (q, s)
+}
+
+#[cfg(test)]
+mod tests;
