@@ -4,7 +4,7 @@
 //! place over the result in parallel tiles.
 
 use super::bind::plan_load;
-use super::ew::{CHUNK, EwPlan};
+use super::ew::{EwPlan, ew_chunk};
 use super::loads::LoadPlan;
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into};
 use super::value::{Sv, Ty, cast_bits, read_bits};
@@ -157,8 +157,9 @@ impl ContractPlan {
         // Epilogue over the product, in place when the product lives in the output.
         let cp = SendPtr(c_ptr);
         let bs = Bases(bases);
-        par_for(chunks(total, CHUNK), |ch| {
-            let (c0, c1) = (ch * CHUNK, ((ch + 1) * CHUNK).min(total));
+        let per = ew_chunk(total);
+        par_for(chunks(total, per), |ch| {
+            let (c0, c1) = (ch * per, ((ch + 1) * per).min(total));
             let core =
                 |flat: usize, _n: usize| Sv::Vec(unsafe { cp.get().add(flat * w) as *const u8 });
             self.epilogue.run_range(bs.get(), c0, c1, Some(&core))
