@@ -77,20 +77,6 @@ impl PreparedGraph {
     }
 }
 
-/// Run `compiled` with f32 host inputs, bound params and lifted constants.
-#[allow(dead_code)]
-pub(crate) fn run_f32(
-    what: &str,
-    compiled: &CompiledGraph,
-    prepared: &PreparedGraph,
-    params: &[(String, Vec<f32>)],
-    inputs: &[(&str, &[f32])],
-) -> Result<Vec<TensorData>> {
-    run_f32_with(what, compiled, prepared, params, inputs, |c, named| {
-        c.run(named)
-    })
-}
-
 /// Run `compiled` with f32 host inputs, bound params and lifted constants, returning
 /// every result as `Vec<f32>`; f32 results come straight from the backend's output
 /// buffers (no copy where the backend supports it).
