@@ -28,14 +28,15 @@
 
 pub(crate) mod emit;
 
-mod attention;
+pub(crate) mod attention;
 pub(crate) mod conv;
 mod elementwise;
-mod linalg;
+pub(crate) mod linalg;
 mod movement;
 mod nn;
 mod scan;
 
+use crate::build::{Build, Family, between, check_ids, family};
 use emit::Em;
 use rlx_ir::{DType, Graph, IrError, IrResult, Node, NodeId, Op};
 use std::collections::HashMap;
@@ -138,51 +139,14 @@ impl<'g> Fwd<'g> {
 
 /// Dispatch to the JVP rule of `node`'s op family. `Ok(None)` is a zero tangent.
 fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
-    match &node.op {
-        Op::Input { .. } | Op::Param { .. } | Op::Constant { .. } => Ok(None),
-        Op::Activation(_)
-        | Op::Cast { .. }
-        | Op::StopGradient
-        | Op::RoundToFormat { .. }
-        | Op::Binary(_)
-        | Op::Compare(_)
-        | Op::Where => elementwise::rule(f, node),
-        Op::MatMul
-        | Op::FusedMatMulBiasAct { .. }
-        | Op::DenseSolve
-        | Op::SynthMatMul { .. }
-        | Op::ScaledMatMul { .. }
-        | Op::ScaledQuantize { .. }
-        | Op::ScaledQuantScale { .. } => linalg::rule(f, node),
-        Op::LayerNorm { .. }
-        | Op::RmsNorm { .. }
-        | Op::Softmax { .. }
-        | Op::LogSoftmax { .. }
-        | Op::SoftmaxCrossEntropy
-        | Op::SoftmaxCrossEntropyWithLogits
-        | Op::Rope { .. }
-        | Op::SplineActivation { .. }
-        | Op::Attention { .. } => nn::rule(f, node),
-        Op::Reshape { .. }
-        | Op::Transpose { .. }
-        | Op::Narrow { .. }
-        | Op::Concat { .. }
-        | Op::Expand { .. }
-        | Op::BroadcastLike
-        | Op::Pad { .. }
-        | Op::Gather { .. }
-        | Op::ScatterAdd { .. }
-        | Op::Reduce { .. }
-        | Op::ArgMax { .. }
-        | Op::ArgMin { .. }
-        | Op::Cumsum { .. } => movement::rule(f, node),
-        Op::Conv { .. }
-        | Op::ConvGradInput { .. }
-        | Op::ConvGradWeight { .. }
-        | Op::Pool { .. }
-        | Op::PoolGrad { .. }
-        | Op::Fft { .. } => conv::rule(f, node),
-        Op::Scan { .. } => scan::rule(f, node),
+    match family(&node.op) {
+        Family::Leaf => Ok(None),
+        Family::Elementwise => elementwise::rule(f, node),
+        Family::Linalg => linalg::rule(f, node),
+        Family::Nn | Family::Attention => nn::rule(f, node),
+        Family::Movement | Family::Reduce => movement::rule(f, node),
+        Family::Conv => conv::rule(f, node),
+        Family::Scan => scan::rule(f, node),
     }
 }
 
@@ -215,18 +179,14 @@ pub fn append_jvp(
     seeds: &[(NodeId, NodeId)],
     outputs: &[NodeId],
 ) -> IrResult<Vec<Option<NodeId>>> {
-    for &id in seeds.iter().flat_map(|(a, b)| [a, b]).chain(outputs) {
-        if g.get(id).is_none() {
-            return Err(IrError::new(
-                "jvp",
-                format!(
-                    "{id} is not a node of graph `{}` ({} nodes)",
-                    g.name,
-                    g.len()
-                ),
-            ));
-        }
-    }
+    check_ids(
+        g,
+        seeds
+            .iter()
+            .flat_map(|&(a, b)| [a, b])
+            .chain(outputs.iter().copied()),
+        "jvp",
+    )?;
     for &(p, t) in seeds {
         let (ps, ts) = (g.shape(p), g.shape(t));
         if ps.dims() != ts.dims() {
@@ -239,7 +199,7 @@ pub fn append_jvp(
         }
     }
     let n0 = g.len();
-    let active = active_nodes(g, n0, seeds, outputs);
+    let active = between(g, n0, seeds.iter().map(|&(p, _)| p), outputs);
     let mut f = Fwd::new(g);
     for &(p, t) in seeds {
         if carries_tangent(f.e.dtype(p)) {
@@ -252,36 +212,6 @@ pub fn append_jvp(
         }
     }
     Ok(outputs.iter().map(|&o| f.tangent(o)).collect())
-}
-
-/// Per node below `n0`: is it downstream of a seed and upstream of an output?
-fn active_nodes(g: &Graph, n0: usize, seeds: &[(NodeId, NodeId)], outputs: &[NodeId]) -> Vec<bool> {
-    let nodes = &g.nodes()[..n0];
-    let mut from = vec![false; n0];
-    for (p, _) in seeds {
-        if p.index() < n0 {
-            from[p.index()] = true;
-        }
-    }
-    for n in nodes {
-        if !from[n.id.index()] && n.inputs.iter().any(|i| from[i.index()]) {
-            from[n.id.index()] = true;
-        }
-    }
-    let mut to = vec![false; n0];
-    for o in outputs {
-        if o.index() < n0 {
-            to[o.index()] = true;
-        }
-    }
-    for n in nodes.iter().rev() {
-        if to[n.id.index()] {
-            for i in &n.inputs {
-                to[i.index()] = true;
-            }
-        }
-    }
-    from.iter().zip(&to).map(|(a, b)| *a && *b).collect()
 }
 
 /// The name of the tangent input for the input or param `name`.

@@ -12,6 +12,7 @@
 //! and memory-plans like any other.
 
 pub mod autodiff;
+mod build;
 pub mod decompose;
 pub mod explain;
 pub mod fuse;

@@ -35,6 +35,7 @@ mod movement;
 mod nn;
 mod scan;
 
+use crate::build::{Build, Family, ancestors, family};
 use crate::jvp::emit::Em;
 use rlx_ir::{Dim, Graph, IrError, IrResult, Node, NodeId, Op, Shape};
 
@@ -215,7 +216,7 @@ pub(crate) fn walk(
     src: &Graph,
     mut leaf: impl FnMut(&mut Batcher, &Node) -> IrResult<BVal>,
 ) -> IrResult<Vec<BVal>> {
-    let live = live_nodes(src);
+    let live = ancestors(src, src.len(), &src.outputs);
     let mut vals: Vec<BVal> = Vec::with_capacity(src.len());
     for node in src.nodes() {
         let v = if node.op.is_leaf() {
@@ -257,72 +258,17 @@ pub(crate) fn walk(
     Ok(vals)
 }
 
-/// Which nodes of `g` its outputs depend on.
-fn live_nodes(g: &Graph) -> Vec<bool> {
-    let mut live = vec![false; g.len()];
-    for o in &g.outputs {
-        live[o.index()] = true;
-    }
-    for n in g.nodes().iter().rev() {
-        if live[n.id.index()] {
-            for i in &n.inputs {
-                live[i.index()] = true;
-            }
-        }
-    }
-    live
-}
-
 /// Dispatch to the batching rule of `node`'s op family. `ins` are the batched
 /// operands (at least one carries the batch), `shapes` their per-example types.
 fn rule(bt: &mut Batcher, node: &Node, ins: &[BVal], shapes: &[Shape]) -> IrResult<BVal> {
-    match &node.op {
-        Op::Input { .. } | Op::Param { .. } | Op::Constant { .. } => {
-            unreachable!("leaves are bound by walk")
-        }
-        Op::Activation(_)
-        | Op::Cast { .. }
-        | Op::StopGradient
-        | Op::RoundToFormat { .. }
-        | Op::Binary(_)
-        | Op::Compare(_)
-        | Op::Where => elementwise::rule(bt, node, ins),
-        Op::MatMul
-        | Op::FusedMatMulBiasAct { .. }
-        | Op::DenseSolve
-        | Op::SynthMatMul { .. }
-        | Op::ScaledMatMul { .. }
-        | Op::ScaledQuantize { .. }
-        | Op::ScaledQuantScale { .. } => linalg::rule(bt, node, ins, shapes),
-        Op::LayerNorm { .. }
-        | Op::RmsNorm { .. }
-        | Op::Softmax { .. }
-        | Op::LogSoftmax { .. }
-        | Op::SoftmaxCrossEntropy
-        | Op::SoftmaxCrossEntropyWithLogits
-        | Op::Rope { .. }
-        | Op::SplineActivation { .. }
-        | Op::Attention { .. } => nn::rule(bt, node, ins, shapes),
-        Op::Reshape { .. }
-        | Op::Transpose { .. }
-        | Op::Narrow { .. }
-        | Op::Concat { .. }
-        | Op::Expand { .. }
-        | Op::BroadcastLike
-        | Op::Pad { .. }
-        | Op::Gather { .. }
-        | Op::ScatterAdd { .. }
-        | Op::Reduce { .. }
-        | Op::ArgMax { .. }
-        | Op::ArgMin { .. }
-        | Op::Cumsum { .. } => movement::rule(bt, node, ins, shapes),
-        Op::Conv { .. }
-        | Op::ConvGradInput { .. }
-        | Op::ConvGradWeight { .. }
-        | Op::Pool { .. }
-        | Op::PoolGrad { .. }
-        | Op::Fft { .. } => conv::rule(bt, node, ins, shapes),
-        Op::Scan { .. } => scan::rule(bt, node, ins),
+    match family(&node.op) {
+        Family::Leaf => unreachable!("leaves are bound by walk"),
+        Family::Elementwise => elementwise::rule(bt, node, ins),
+        Family::Linalg => linalg::rule(bt, node, ins, shapes),
+        Family::Nn | Family::Attention => nn::rule(bt, node, ins, shapes),
+        Family::Movement | Family::Reduce => movement::rule(bt, node, ins, shapes),
+        Family::Conv => conv::rule(bt, node, ins, shapes),
+        Family::Scan => scan::rule(bt, node, ins),
     }
 }
 

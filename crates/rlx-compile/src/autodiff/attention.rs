@@ -10,10 +10,9 @@
 //! Grouped-query k/v heads are repeated for the forward and their gradients summed.
 
 use super::builder::Bw;
-use rlx_ir::{
-    Activation, BinaryOp, CmpOp, DType, Dim, IrError, IrResult, MaskKind, Node, NodeId, Op,
-    TensorData,
-};
+use crate::build::Build;
+use crate::jvp::attention::causal_keys;
+use rlx_ir::{Activation, CmpOp, DType, Dim, IrError, IrResult, MaskKind, Node, NodeId, Op};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
     let Op::Attention {
@@ -219,7 +218,6 @@ fn allowed_keys(
     scores: NodeId,
     extra: Option<NodeId>,
 ) -> IrResult<Option<NodeId>> {
-    let sd = bw.dims(scores);
     let window = match kind {
         MaskKind::None | MaskKind::Bias => return Ok(None),
         MaskKind::Custom => {
@@ -238,40 +236,6 @@ fn allowed_keys(
         MaskKind::Causal => None,
         MaskKind::SlidingWindow(w) => Some(w),
     };
-    // Causal: ki ≤ qi; sliding window w additionally qi − ki ≤ w.
-    if let (Some(sq), Some(sk)) = (sd[2].as_static(), sd[3].as_static()) {
-        let v: Vec<bool> = (0..sq * sk)
-            .map(|i| {
-                let (qi, ki) = (i / sk, i % sk);
-                ki <= qi && window.is_none_or(|w| qi - ki <= w)
-            })
-            .collect();
-        return Ok(Some(bw.constant(TensorData::from_bool(&[sq, sk], &v))));
-    }
-    // Dynamic lengths: positions from exclusive cumsums of ones.
     let dt = bw.dtype(scores);
-    let ones = bw.fill_like(1.0, scores, dt)?;
-    let qi = bw.op(
-        Op::Cumsum {
-            axis: 2,
-            exclusive: true,
-        },
-        vec![ones],
-    )?;
-    let ki = bw.op(
-        Op::Cumsum {
-            axis: 3,
-            exclusive: true,
-        },
-        vec![ones],
-    )?;
-    let causal = bw.cmp(CmpOp::Le, ki, qi)?;
-    match window {
-        None => Ok(Some(causal)),
-        Some(w) => {
-            let back = bw.sub(qi, ki)?;
-            let near = bw.cmp_scalar(CmpOp::Le, back, w as f64)?;
-            Ok(Some(bw.bin(BinaryOp::BitAnd, causal, near)?))
-        }
-    }
+    causal_keys(bw, scores, window, dt)
 }

@@ -1,14 +1,15 @@
 //! The backward-pass builder: appends nodes to the graph being differentiated and
 //! accumulates cotangents.
 //!
-//! Every helper skips work it can prove is a no-op (a reshape to the same dims, a
-//! multiply by one, a reduction over no axis), so the appended graph stays lean;
-//! scalar constants are shared.
+//! The node-building helpers come from [`Build`]; `Bw` adds origin stamping, a
+//! multiply that skips all-ones factors, and reshapes that fall back to sums and
+//! expands when several axes are dynamic.
 
 use super::flow;
+use crate::build::Build;
+use crate::build::dims_str;
 use rlx_ir::{
-    Activation, BinaryOp, CmpOp, DType, Dim, Graph, IrError, IrResult, Node, NodeId, NodeOrigin,
-    Op, ReduceOp, Shape, TensorData,
+    BinaryOp, DType, Dim, Graph, IrError, IrResult, Node, NodeId, NodeOrigin, Op, TensorData,
 };
 use std::collections::HashMap;
 
@@ -80,11 +81,23 @@ impl<'g> Bw<'g> {
         self.ct.insert(target, total);
         Ok(())
     }
+}
 
-    // -------------------------------------------------------------- emission
+impl Build for Bw<'_> {
+    fn graph(&self) -> &Graph {
+        self.g
+    }
 
-    /// Append `op` on `inputs`, inferring its type.
-    pub(crate) fn op(&mut self, op: Op, inputs: Vec<NodeId>) -> IrResult<NodeId> {
+    fn graph_mut(&mut self) -> &mut Graph {
+        self.g
+    }
+
+    fn scalar_cache(&mut self) -> &mut HashMap<(u64, DType), NodeId> {
+        &mut self.scalars
+    }
+
+    /// Append `op` on `inputs`, inferring its type and stamping [`Bw::origin`].
+    fn op(&mut self, op: Op, inputs: Vec<NodeId>) -> IrResult<NodeId> {
         let id = self.g.add_op(op, inputs)?;
         if let Some(o) = self.origin {
             self.g.set_origin(id, o);
@@ -92,61 +105,10 @@ impl<'g> Bw<'g> {
         Ok(id)
     }
 
-    /// The result type of `id`.
-    pub(crate) fn shape(&self, id: NodeId) -> Shape {
-        self.g.shape(id).clone()
-    }
-
-    /// The dims of `id`.
-    pub(crate) fn dims(&self, id: NodeId) -> Vec<Dim> {
-        self.g.shape(id).dims().to_vec()
-    }
-
-    /// The dtype of `id`.
-    pub(crate) fn dtype(&self, id: NodeId) -> DType {
-        self.g.shape(id).dtype()
-    }
-
-    /// A shared rank-0 constant.
-    pub(crate) fn scalar(&mut self, v: f64, dt: DType) -> NodeId {
-        if let Some(&id) = self.scalars.get(&(v.to_bits(), dt)) {
-            return id;
-        }
-        let data = TensorData::from_f64_as(dt, &[], &[v]);
-        let id = self.constant(data);
-        self.scalars.insert((v.to_bits(), dt), id);
-        id
-    }
-
-    /// A constant node holding `data`.
-    pub(crate) fn constant(&mut self, data: TensorData) -> NodeId {
-        let shape = data.shape();
-        self.g
-            .add_node(Op::Constant { data: data.bytes }, vec![], shape)
-    }
-
-    /// A rank-0 constant with `id`'s dtype.
-    pub(crate) fn scalar_like(&mut self, v: f64, id: NodeId) -> NodeId {
-        let dt = self.dtype(id);
-        self.scalar(v, dt)
-    }
-
-    pub(crate) fn bin(&mut self, b: BinaryOp, l: NodeId, r: NodeId) -> IrResult<NodeId> {
-        self.op(Op::Binary(b), vec![l, r])
-    }
-
-    pub(crate) fn add(&mut self, l: NodeId, r: NodeId) -> IrResult<NodeId> {
-        self.bin(BinaryOp::Add, l, r)
-    }
-
-    pub(crate) fn sub(&mut self, l: NodeId, r: NodeId) -> IrResult<NodeId> {
-        self.bin(BinaryOp::Sub, l, r)
-    }
-
     /// `l · r`; no node when one side is all ones and the other already has the
     /// product's dims and dtype (the seed of a gradient is such a ones tensor, so
     /// the first rule applied to it would otherwise multiply by it).
-    pub(crate) fn mul(&mut self, l: NodeId, r: NodeId) -> IrResult<NodeId> {
+    fn mul(&mut self, l: NodeId, r: NodeId) -> IrResult<NodeId> {
         let (ls, rs) = (self.shape(l), self.shape(r));
         if ls.dtype() == rs.dtype() {
             if self.is_ones(l) && ls.broadcast_with(&rs).ok().as_ref() == Some(&rs) {
@@ -159,142 +121,9 @@ impl<'g> Bw<'g> {
         self.bin(BinaryOp::Mul, l, r)
     }
 
-    /// Whether `id` is a constant of ones, possibly reshaped or broadcast.
-    fn is_ones(&self, id: NodeId) -> bool {
-        let n = self.g.node(id);
-        match &n.op {
-            Op::Constant { data } => {
-                let Some(dims) = n.shape.static_dims() else {
-                    return false;
-                };
-                let numel: usize = dims.iter().product();
-                numel <= 64
-                    && TensorData::new(n.shape.dtype(), &dims, data.clone())
-                        .is_ok_and(|d| d.to_f64_vec().iter().all(|&v| v == 1.0))
-            }
-            Op::Reshape { .. } | Op::Expand { .. } | Op::BroadcastLike => self.is_ones(n.inputs[0]),
-            _ => false,
-        }
-    }
-
-    pub(crate) fn div(&mut self, l: NodeId, r: NodeId) -> IrResult<NodeId> {
-        self.bin(BinaryOp::Div, l, r)
-    }
-
-    /// `x · v` (no node when `v` is 1).
-    pub(crate) fn scale(&mut self, x: NodeId, v: f64) -> IrResult<NodeId> {
-        if v == 1.0 {
-            return Ok(x);
-        }
-        let c = self.scalar_like(v, x);
-        self.mul(x, c)
-    }
-
-    /// `x + v` (no node when `v` is 0).
-    pub(crate) fn add_scalar(&mut self, x: NodeId, v: f64) -> IrResult<NodeId> {
-        if v == 0.0 {
-            return Ok(x);
-        }
-        let c = self.scalar_like(v, x);
-        self.add(x, c)
-    }
-
-    /// `v − x`.
-    pub(crate) fn rsub_scalar(&mut self, v: f64, x: NodeId) -> IrResult<NodeId> {
-        let c = self.scalar_like(v, x);
-        self.sub(c, x)
-    }
-
-    pub(crate) fn act(&mut self, a: Activation, x: NodeId) -> IrResult<NodeId> {
-        self.op(Op::Activation(a), vec![x])
-    }
-
-    pub(crate) fn neg(&mut self, x: NodeId) -> IrResult<NodeId> {
-        self.act(Activation::Neg, x)
-    }
-
-    pub(crate) fn cmp(&mut self, c: CmpOp, l: NodeId, r: NodeId) -> IrResult<NodeId> {
-        self.op(Op::Compare(c), vec![l, r])
-    }
-
-    /// `x <c> v` against a scalar of `x`'s dtype.
-    pub(crate) fn cmp_scalar(&mut self, c: CmpOp, x: NodeId, v: f64) -> IrResult<NodeId> {
-        let s = self.scalar_like(v, x);
-        self.cmp(c, x, s)
-    }
-
-    /// `where(mask, t, f)`.
-    pub(crate) fn select(&mut self, mask: NodeId, t: NodeId, f: NodeId) -> IrResult<NodeId> {
-        self.op(Op::Where, vec![mask, t, f])
-    }
-
-    /// `where(mask, x, 0)`.
-    pub(crate) fn keep_where(&mut self, mask: NodeId, x: NodeId) -> IrResult<NodeId> {
-        let z = self.scalar_like(0.0, x);
-        self.select(mask, x, z)
-    }
-
-    /// `where(mask, 0, x)`.
-    pub(crate) fn zero_where(&mut self, mask: NodeId, x: NodeId) -> IrResult<NodeId> {
-        let z = self.scalar_like(0.0, x);
-        self.select(mask, z, x)
-    }
-
-    /// `x` converted to `dt` (no node when it already is).
-    pub(crate) fn cast(&mut self, x: NodeId, dt: DType) -> IrResult<NodeId> {
-        if self.dtype(x) == dt {
-            return Ok(x);
-        }
-        self.op(Op::Cast { to: dt }, vec![x])
-    }
-
-    /// A reduction (no node for an empty axis list).
-    pub(crate) fn reduce(
-        &mut self,
-        op: ReduceOp,
-        x: NodeId,
-        axes: Vec<usize>,
-        keep_dim: bool,
-    ) -> IrResult<NodeId> {
-        if axes.is_empty() {
-            return Ok(x);
-        }
-        self.op(Op::Reduce { op, axes, keep_dim }, vec![x])
-    }
-
-    pub(crate) fn sum(&mut self, x: NodeId, axes: Vec<usize>, keep: bool) -> IrResult<NodeId> {
-        self.reduce(ReduceOp::Sum, x, axes, keep)
-    }
-
-    pub(crate) fn mean(&mut self, x: NodeId, axes: Vec<usize>, keep: bool) -> IrResult<NodeId> {
-        self.reduce(ReduceOp::Mean, x, axes, keep)
-    }
-
-    pub(crate) fn matmul(&mut self, a: NodeId, b: NodeId) -> IrResult<NodeId> {
-        self.op(Op::MatMul, vec![a, b])
-    }
-
-    /// Permute axes (no node for the identity permutation).
-    pub(crate) fn transpose(&mut self, x: NodeId, perm: Vec<usize>) -> IrResult<NodeId> {
-        if perm.iter().enumerate().all(|(i, &p)| i == p) {
-            return Ok(x);
-        }
-        self.op(Op::Transpose { perm }, vec![x])
-    }
-
-    /// Swap the last two axes.
-    pub(crate) fn t(&mut self, x: NodeId) -> IrResult<NodeId> {
-        let r = self.g.shape(x).rank();
-        let mut perm: Vec<usize> = (0..r).collect();
-        perm.swap(r - 2, r - 1);
-        self.transpose(x, perm)
-    }
-
-    // ------------------------------------------------------- shape plumbing
-
     /// Reshape to `target` (no node when the dims already match). A dynamic axis
     /// becomes the reshape's `-1`, so at most one dynamic axis is supported.
-    pub(crate) fn reshape_to(&mut self, x: NodeId, target: &[Dim]) -> IrResult<NodeId> {
+    fn reshape_to(&mut self, x: NodeId, target: &[Dim]) -> IrResult<NodeId> {
         let from = self.shape(x);
         if from.dims() == target {
             return Ok(x);
@@ -325,6 +154,33 @@ impl<'g> Bw<'g> {
             return Err(fail());
         }
         Ok(id)
+    }
+
+    /// Insert a size-1 axis at `axis` (`axis == rank` appends one).
+    fn unsqueeze(&mut self, x: NodeId, axis: usize) -> IrResult<NodeId> {
+        let mut dims = self.dims(x);
+        dims.insert(axis, Dim::Static(1));
+        self.reshape_to(x, &dims)
+    }
+}
+
+impl Bw<'_> {
+    /// Whether `id` is a constant of ones, possibly reshaped or broadcast.
+    fn is_ones(&self, id: NodeId) -> bool {
+        let n = self.g.node(id);
+        match &n.op {
+            Op::Constant { data } => {
+                let Some(dims) = n.shape.static_dims() else {
+                    return false;
+                };
+                let numel: usize = dims.iter().product();
+                numel <= 64
+                    && TensorData::new(n.shape.dtype(), &dims, data.clone())
+                        .is_ok_and(|d| d.to_f64_vec().iter().all(|&v| v == 1.0))
+            }
+            Op::Reshape { .. } | Op::Expand { .. } | Op::BroadcastLike => self.is_ones(n.inputs[0]),
+            _ => false,
+        }
     }
 
     /// A reshape that only drops and inserts size-1 axes, built without `Reshape` (which
@@ -378,55 +234,6 @@ impl<'g> Bw<'g> {
         Some(build(self))
     }
 
-    /// Insert a size-1 axis at `axis` (`axis == rank` appends one).
-    pub(crate) fn unsqueeze(&mut self, x: NodeId, axis: usize) -> IrResult<NodeId> {
-        let mut dims = self.dims(x);
-        dims.insert(axis, Dim::Static(1));
-        self.reshape_to(x, &dims)
-    }
-
-    /// Append a trailing size-1 axis.
-    pub(crate) fn unsqueeze_last(&mut self, x: NodeId) -> IrResult<NodeId> {
-        let r = self.g.shape(x).rank();
-        self.unsqueeze(x, r)
-    }
-
-    /// Broadcast `x` to the dims of `like` (NumPy rules, values of `like` unused):
-    /// an `Expand` when every target dim is static or already present in `x`, else a
-    /// `BroadcastLike`, which follows dynamic dims.
-    pub(crate) fn broadcast_like(&mut self, x: NodeId, like: NodeId) -> IrResult<NodeId> {
-        let (xs, ls) = (self.shape(x), self.shape(like));
-        if xs.dims() == ls.dims() {
-            return Ok(x);
-        }
-        let off = ls.rank().saturating_sub(xs.rank());
-        let mut target = Vec::with_capacity(ls.rank());
-        let mut expandable = xs.rank() <= ls.rank();
-        for (i, d) in ls.dims().iter().enumerate() {
-            match d {
-                Dim::Static(n) => target.push(*n as i64),
-                Dim::Dynamic(_) if i >= off && xs.dims().get(i - off) == Some(d) => target.push(-1),
-                Dim::Dynamic(_) => expandable = false,
-            }
-        }
-        if expandable {
-            self.op(
-                Op::Expand {
-                    target_shape: target,
-                },
-                vec![x],
-            )
-        } else {
-            self.op(Op::BroadcastLike, vec![x, like])
-        }
-    }
-
-    /// A tensor of `like`'s dims filled with `v`, in dtype `dt`.
-    pub(crate) fn fill_like(&mut self, v: f64, like: NodeId, dt: DType) -> IrResult<NodeId> {
-        let s = self.scalar(v, dt);
-        self.broadcast_like(s, like)
-    }
-
     /// Sum `x` down to `target` dims: the adjoint of broadcasting `target` to `x`
     /// (leading axes dropped, stretched size-1 axes kept as size 1).
     pub(crate) fn sum_to(&mut self, x: NodeId, target: &[Dim]) -> IrResult<NodeId> {
@@ -462,19 +269,4 @@ impl<'g> Bw<'g> {
         }
         Ok(y)
     }
-
-    /// Dims of `x` with every axis in `axes` set to 1.
-    pub(crate) fn keep_dims(&self, x: NodeId, axes: &[usize]) -> Vec<Dim> {
-        self.dims(x)
-            .into_iter()
-            .enumerate()
-            .map(|(i, d)| if axes.contains(&i) { Dim::Static(1) } else { d })
-            .collect()
-    }
-}
-
-/// `[2, ?0]`.
-pub(crate) fn dims_str(dims: &[Dim]) -> String {
-    let v: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
-    format!("[{}]", v.join(", "))
 }

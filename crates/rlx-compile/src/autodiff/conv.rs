@@ -2,6 +2,7 @@
 //! that second derivatives work) and of the FFT.
 
 use super::builder::Bw;
+use crate::build::Build;
 use crate::jvp::conv::max_pool_pick;
 use crate::jvp::emit::Em;
 use rlx_ir::{Dim, FftNorm, IrError, IrResult, Node, NodeId, Op, ReduceOp};

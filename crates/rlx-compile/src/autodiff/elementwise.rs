@@ -2,6 +2,7 @@
 //! `where`, and the straight-through / blocking ops.
 
 use super::builder::Bw;
+use crate::build::Build;
 use rlx_ir::{Activation, BinaryOp, CmpOp, IrResult, Node, NodeId, Op, TensorData};
 use std::f64::consts::PI;
 

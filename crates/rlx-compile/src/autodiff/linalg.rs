@@ -4,9 +4,9 @@
 use super::builder::Bw;
 use super::elementwise::{activation_grad, needs_input};
 use super::flow;
-use rlx_ir::{
-    DType, Dim, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat, SynthKind, TensorData,
-};
+use crate::build::Build;
+use crate::jvp::linalg::dequantize;
+use rlx_ir::{Dim, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat, SynthKind};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
     match &node.op {
@@ -217,49 +217,4 @@ fn scaled(
         bw.give(node.inputs[4], g)?;
     }
     Ok(())
-}
-
-/// `decode(codes)·scale` as f32 graph values: table lookups (gathers) into the 256
-/// decoded code values and, for block layouts, the 256 decoded scale codes.
-fn dequantize(
-    bw: &mut Bw,
-    codes: NodeId,
-    scales: NodeId,
-    format: ScaledFormat,
-    layout: ScaleLayout,
-) -> IrResult<NodeId> {
-    let table: Vec<f64> = (0..=255u8).map(|c| format.decode(c) as f64).collect();
-    let table = bw.constant(TensorData::from_f64_as(DType::F32, &[256], &table));
-    let vals = bw.op(Op::Gather { axis: 0 }, vec![table, codes])?;
-    let scale = match layout.block() {
-        None => bw.cast(scales, DType::F32)?,
-        Some(block) => {
-            let decoded: Vec<f64> = (0..=255u8)
-                .map(|c| match layout {
-                    ScaleLayout::Nvfp4 { .. } => ScaledFormat::F8E4M3.decode(c) as f64,
-                    _ if c == 255 => f64::NAN,
-                    _ => (c as f64 - 127.0).exp2(),
-                })
-                .collect();
-            let st = bw.constant(TensorData::from_f64_as(DType::F32, &[256], &decoded));
-            let per_block = bw.op(Op::Gather { axis: 0 }, vec![st, scales])?;
-            // [r, k/b] → [r, k/b, 1] → [r, k/b, b] → [r, k].
-            let pd = bw.dims(per_block);
-            let col = bw.unsqueeze_last(per_block)?;
-            let mut target: Vec<i64> = pd
-                .iter()
-                .map(|d| d.as_static().map_or(-1, |n| n as i64))
-                .collect();
-            target.push(block as i64);
-            let wide = bw.op(
-                Op::Expand {
-                    target_shape: target,
-                },
-                vec![col],
-            )?;
-            let cd = bw.dims(codes);
-            bw.reshape_to(wide, &cd)?
-        }
-    };
-    bw.mul(vals, scale)
 }

@@ -60,6 +60,7 @@ pub(crate) mod prod;
 mod reduce;
 mod scan;
 
+use crate::build::{Build, Family, ancestors, between, check_ids, family};
 use builder::{Bw, carries_gradient};
 use rlx_ir::{Graph, IrError, IrResult, Node, NodeId, Op, TensorData};
 
@@ -89,18 +90,11 @@ pub fn append_vjp(
             ),
         ));
     }
-    for &id in outputs.iter().chain(cotangents).chain(wrt) {
-        if g.get(id).is_none() {
-            return Err(IrError::new(
-                "grad",
-                format!(
-                    "{id} is not a node of graph `{}` ({} nodes)",
-                    g.name,
-                    g.len()
-                ),
-            ));
-        }
-    }
+    check_ids(
+        g,
+        outputs.iter().chain(cotangents).chain(wrt).copied(),
+        "grad",
+    )?;
     for (&o, &c) in outputs.iter().zip(cotangents) {
         let (os, cs) = (g.shape(o), g.shape(c));
         if os.dims() != cs.dims() {
@@ -113,7 +107,7 @@ pub fn append_vjp(
         }
     }
     let n0 = g.len();
-    let active = active_nodes(g, n0, outputs, wrt);
+    let active = between(g, n0, wrt.iter().copied(), outputs);
     let mut bw = Bw::new(g, active);
     for (&o, &c) in outputs.iter().zip(cotangents) {
         bw.give(o, c)?;
@@ -153,83 +147,17 @@ pub fn append_vjp(
 
 /// Dispatch to the VJP rule of `node`'s op family; `g` is its cotangent.
 fn vjp_rule(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
-    match &node.op {
-        Op::Input { .. } | Op::Param { .. } | Op::Constant { .. } => Ok(()),
-        Op::Activation(_)
-        | Op::Cast { .. }
-        | Op::StopGradient
-        | Op::RoundToFormat { .. }
-        | Op::Binary(_)
-        | Op::Compare(_)
-        | Op::Where => elementwise::vjp(bw, node, g),
-        Op::MatMul
-        | Op::FusedMatMulBiasAct { .. }
-        | Op::DenseSolve
-        | Op::SynthMatMul { .. }
-        | Op::ScaledMatMul { .. }
-        | Op::ScaledQuantize { .. }
-        | Op::ScaledQuantScale { .. } => linalg::vjp(bw, node, g),
-        Op::LayerNorm { .. }
-        | Op::RmsNorm { .. }
-        | Op::Softmax { .. }
-        | Op::LogSoftmax { .. }
-        | Op::SoftmaxCrossEntropy
-        | Op::SoftmaxCrossEntropyWithLogits
-        | Op::Rope { .. }
-        | Op::SplineActivation { .. } => nn::vjp(bw, node, g),
-        Op::Attention { .. } => attention::vjp(bw, node, g),
-        Op::Reshape { .. }
-        | Op::Transpose { .. }
-        | Op::Narrow { .. }
-        | Op::Concat { .. }
-        | Op::Expand { .. }
-        | Op::BroadcastLike
-        | Op::Pad { .. }
-        | Op::Gather { .. }
-        | Op::ScatterAdd { .. } => movement::vjp(bw, node, g),
-        Op::Reduce { .. } | Op::ArgMax { .. } | Op::ArgMin { .. } | Op::Cumsum { .. } => {
-            reduce::vjp(bw, node, g)
-        }
-        Op::Conv { .. }
-        | Op::ConvGradInput { .. }
-        | Op::ConvGradWeight { .. }
-        | Op::Pool { .. }
-        | Op::PoolGrad { .. }
-        | Op::Fft { .. } => conv::vjp(bw, node, g),
-        Op::Scan { .. } => scan::vjp(bw, node, g),
+    match family(&node.op) {
+        Family::Leaf => Ok(()),
+        Family::Elementwise => elementwise::vjp(bw, node, g),
+        Family::Linalg => linalg::vjp(bw, node, g),
+        Family::Nn => nn::vjp(bw, node, g),
+        Family::Attention => attention::vjp(bw, node, g),
+        Family::Movement => movement::vjp(bw, node, g),
+        Family::Reduce => reduce::vjp(bw, node, g),
+        Family::Conv => conv::vjp(bw, node, g),
+        Family::Scan => scan::vjp(bw, node, g),
     }
-}
-
-/// Per node below `n0`: does it lie on a path from a `wrt` node to an output?
-fn active_nodes(g: &Graph, n0: usize, outputs: &[NodeId], wrt: &[NodeId]) -> Vec<bool> {
-    let nodes = &g.nodes()[..n0];
-    let mut from = vec![false; n0];
-    for w in wrt {
-        from[w.index()] = true;
-    }
-    for n in nodes {
-        if !from[n.id.index()] && n.inputs.iter().any(|i| from[i.index()]) {
-            from[n.id.index()] = true;
-        }
-    }
-    let to = ancestors(g, n0, outputs);
-    from.iter().zip(&to).map(|(a, b)| *a && *b).collect()
-}
-
-/// Per node below `n0`: is it `outputs` or one of their ancestors?
-fn ancestors(g: &Graph, n0: usize, outputs: &[NodeId]) -> Vec<bool> {
-    let mut to = vec![false; n0];
-    for o in outputs {
-        to[o.index()] = true;
-    }
-    for n in g.nodes()[..n0].iter().rev() {
-        if to[n.id.index()] {
-            for i in &n.inputs {
-                to[i.index()] = true;
-            }
-        }
-    }
-    to
 }
 
 /// How to name node `id` in messages: `` `x` `` for inputs and params, else `node %5 (exp)`.

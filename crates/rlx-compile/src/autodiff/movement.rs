@@ -2,7 +2,9 @@
 //! inverse transpose, pad ↔ narrow, split a concat, sum a broadcast, scatter-add a
 //! gather).
 
-use super::builder::{Bw, dims_str};
+use super::builder::Bw;
+use crate::build::Build;
+use crate::build::dims_str;
 use rlx_ir::{DType, Dim, IrError, IrResult, Node, NodeId, Op, TensorData};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {

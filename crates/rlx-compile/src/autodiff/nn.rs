@@ -2,6 +2,7 @@
 //! cross-entropy losses, rotary embeddings and the RBF spline activation.
 
 use super::builder::Bw;
+use crate::build::Build;
 use rlx_ir::{
     Activation, CmpOp, DType, Dim, IrError, IrResult, Node, NodeId, Op, RopeStyle, TensorData,
     norm_axis,

@@ -15,49 +15,13 @@
 //! product falls back to the value-exact case split (exact first derivative, exact
 //! second derivative away from zeros).
 
-use super::builder::Bw;
-use crate::jvp::emit::Em;
-use rlx_ir::{BinaryOp, CmpOp, DType, Graph, IrResult, NodeId, Op, ReduceOp};
-
-/// What the product helper needs from a node emitter (the reverse-mode [`Bw`] and the
-/// forward-mode/batching [`Em`]).
-pub(crate) trait Emit {
-    /// The graph being extended.
-    fn graph(&self) -> &Graph;
-    /// Append `op` on `inputs`, inferring its type.
-    fn emit(&mut self, op: Op, inputs: Vec<NodeId>) -> IrResult<NodeId>;
-    /// A shared rank-0 constant.
-    fn scalar_of(&mut self, v: f64, dt: DType) -> NodeId;
-}
-
-impl Emit for Bw<'_> {
-    fn graph(&self) -> &Graph {
-        self.g
-    }
-    fn emit(&mut self, op: Op, inputs: Vec<NodeId>) -> IrResult<NodeId> {
-        self.op(op, inputs)
-    }
-    fn scalar_of(&mut self, v: f64, dt: DType) -> NodeId {
-        self.scalar(v, dt)
-    }
-}
-
-impl Emit for Em<'_> {
-    fn graph(&self) -> &Graph {
-        self.g
-    }
-    fn emit(&mut self, op: Op, inputs: Vec<NodeId>) -> IrResult<NodeId> {
-        self.op(op, inputs)
-    }
-    fn scalar_of(&mut self, v: f64, dt: DType) -> NodeId {
-        self.scalar(v, dt)
-    }
-}
+use crate::build::Build;
+use rlx_ir::{BinaryOp, CmpOp, IrResult, NodeId, Op, ReduceOp};
 
 /// `Π_{i≠j} x_i` over the reduction group of every element `j` of `x` (the group
 /// spans `axes`, which must be non-empty). The result broadcasts against `x`; it is
 /// a rank-0 one when every axis of the group has size 1 (empty products).
-pub(crate) fn others_product<E: Emit>(e: &mut E, x: NodeId, axes: &[usize]) -> IrResult<NodeId> {
+pub(crate) fn others_product<E: Build>(e: &mut E, x: NodeId, axes: &[usize]) -> IrResult<NodeId> {
     let mut axes = axes.to_vec();
     axes.sort_unstable();
     axes.dedup();
@@ -68,7 +32,7 @@ pub(crate) fn others_product<E: Emit>(e: &mut E, x: NodeId, axes: &[usize]) -> I
         let v = if later.is_empty() {
             x
         } else {
-            e.emit(
+            e.op(
                 Op::Reduce {
                     op: ReduceOp::Prod,
                     axes: later,
@@ -87,17 +51,17 @@ pub(crate) fn others_product<E: Emit>(e: &mut E, x: NodeId, axes: &[usize]) -> I
     }
     Ok(match partial {
         Some(p) => p,
-        None => e.scalar_of(1.0, dt),
+        None => e.scalar(1.0, dt),
     })
 }
 
-fn mul<E: Emit>(e: &mut E, l: NodeId, r: NodeId) -> IrResult<NodeId> {
-    e.emit(Op::Binary(BinaryOp::Mul), vec![l, r])
+fn mul<E: Build>(e: &mut E, l: NodeId, r: NodeId) -> IrResult<NodeId> {
+    e.op(Op::Binary(BinaryOp::Mul), vec![l, r])
 }
 
 /// `Π_{i≠j} v_i` along `ax` (other axes elementwise), `v`'s shape; `None` for an axis
 /// of size 1 (the empty product, 1).
-fn exclusive_along<E: Emit>(e: &mut E, v: NodeId, ax: usize) -> IrResult<Option<NodeId>> {
+fn exclusive_along<E: Build>(e: &mut E, v: NodeId, ax: usize) -> IrResult<Option<NodeId>> {
     let Some(n) = e.graph().shape(v).dim(ax).as_static() else {
         return dynamic_exclusive(e, v, ax).map(Some);
     };
@@ -121,7 +85,7 @@ fn exclusive_along<E: Emit>(e: &mut E, v: NodeId, ax: usize) -> IrResult<Option<
 
 /// `y` moved `s` places along `ax` (of static extent `n > s`) toward the end
 /// (`out[i] = y[i − s]`) or toward the start (`out[i] = y[i + s]`), filled with 1.
-fn shift<E: Emit>(
+fn shift<E: Build>(
     e: &mut E,
     y: NodeId,
     ax: usize,
@@ -136,8 +100,8 @@ fn shift<E: Emit>(
         value: 1.0,
     };
     if toward_end {
-        let p = e.emit(pad, vec![y])?;
-        e.emit(
+        let p = e.op(pad, vec![y])?;
+        e.op(
             Op::Narrow {
                 axis: ax,
                 start: 0,
@@ -146,7 +110,7 @@ fn shift<E: Emit>(
             vec![p],
         )
     } else {
-        let k = e.emit(
+        let k = e.op(
             Op::Narrow {
                 axis: ax,
                 start: s,
@@ -154,19 +118,19 @@ fn shift<E: Emit>(
             },
             vec![y],
         )?;
-        e.emit(pad, vec![k])
+        e.op(pad, vec![k])
     }
 }
 
 /// The exclusive product along a dynamic axis by cases on the number of zeros `z`
 /// in the group: `p / v_j` when `z = 0`; at the zero `p` when `z = 1`; else 0 —
 /// with `p` the product of the non-zero elements.
-fn dynamic_exclusive<E: Emit>(e: &mut E, v: NodeId, ax: usize) -> IrResult<NodeId> {
+fn dynamic_exclusive<E: Build>(e: &mut E, v: NodeId, ax: usize) -> IrResult<NodeId> {
     let dt = e.graph().shape(v).dtype();
-    let (zero, one) = (e.scalar_of(0.0, dt), e.scalar_of(1.0, dt));
-    let is_zero = e.emit(Op::Compare(CmpOp::Eq), vec![v, zero])?;
-    let zeros = e.emit(Op::Where, vec![is_zero, one, zero])?;
-    let nz = e.emit(
+    let (zero, one) = (e.scalar(0.0, dt), e.scalar(1.0, dt));
+    let is_zero = e.op(Op::Compare(CmpOp::Eq), vec![v, zero])?;
+    let zeros = e.op(Op::Where, vec![is_zero, one, zero])?;
+    let nz = e.op(
         Op::Reduce {
             op: ReduceOp::Sum,
             axes: vec![ax],
@@ -174,8 +138,8 @@ fn dynamic_exclusive<E: Emit>(e: &mut E, v: NodeId, ax: usize) -> IrResult<NodeI
         },
         vec![zeros],
     )?;
-    let v_safe = e.emit(Op::Where, vec![is_zero, one, v])?;
-    let p = e.emit(
+    let v_safe = e.op(Op::Where, vec![is_zero, one, v])?;
+    let p = e.op(
         Op::Reduce {
             op: ReduceOp::Prod,
             axes: vec![ax],
@@ -183,10 +147,10 @@ fn dynamic_exclusive<E: Emit>(e: &mut E, v: NodeId, ax: usize) -> IrResult<NodeI
         },
         vec![v_safe],
     )?;
-    let no_zero = e.emit(Op::Compare(CmpOp::Eq), vec![nz, zero])?;
-    let one_zero = e.emit(Op::Compare(CmpOp::Eq), vec![nz, one])?;
-    let others = e.emit(Op::Binary(BinaryOp::Div), vec![p, v_safe])?;
-    let at_nonzero = e.emit(Op::Where, vec![no_zero, others, zero])?;
-    let at_zero = e.emit(Op::Where, vec![one_zero, p, zero])?;
-    e.emit(Op::Where, vec![is_zero, at_zero, at_nonzero])
+    let no_zero = e.op(Op::Compare(CmpOp::Eq), vec![nz, zero])?;
+    let one_zero = e.op(Op::Compare(CmpOp::Eq), vec![nz, one])?;
+    let others = e.op(Op::Binary(BinaryOp::Div), vec![p, v_safe])?;
+    let at_nonzero = e.op(Op::Where, vec![no_zero, others, zero])?;
+    let at_zero = e.op(Op::Where, vec![one_zero, p, zero])?;
+    e.op(Op::Where, vec![is_zero, at_zero, at_nonzero])
 }

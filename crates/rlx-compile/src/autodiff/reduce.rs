@@ -3,6 +3,7 @@
 
 use super::builder::Bw;
 use super::prod::others_product;
+use crate::build::Build;
 use rlx_ir::{CmpOp, IrResult, Node, NodeId, Op, ReduceOp, norm_axis};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {

@@ -7,6 +7,7 @@
 //! the scan length — correctness first; a reverse scan would keep it constant.
 
 use super::builder::Bw;
+use crate::build::Build;
 use rlx_ir::{DType, Graph, IrError, IrResult, Node, NodeId, Op};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {

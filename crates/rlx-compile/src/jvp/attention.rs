@@ -9,6 +9,7 @@
 
 use super::Fwd;
 use super::emit::Em;
+use crate::build::Build;
 use rlx_ir::{
     Activation, BinaryOp, CmpOp, DType, Dim, IrResult, MaskKind, Node, NodeId, Op, TensorData,
 };
@@ -160,6 +161,19 @@ fn allowed_keys(
         MaskKind::Causal => None,
         MaskKind::SlidingWindow(w) => Some(w),
     };
+    causal_keys(e, s, window, DType::F32)
+}
+
+/// The causal (`ki ≤ qi`) or sliding-window (also `qi − ki ≤ w`) key mask for the
+/// scores `s` (`[B, H, Sq, Sk]`): a `[Sq, Sk]` constant when both lengths are static,
+/// else positions counted by exclusive cumulative sums of ones in dtype `pos_dt`.
+/// Shared by the forward mode and the reverse mode (`autodiff::attention`).
+pub(crate) fn causal_keys<B: Build>(
+    e: &mut B,
+    s: NodeId,
+    window: Option<usize>,
+    pos_dt: DType,
+) -> IrResult<Option<NodeId>> {
     let dims = e.dims(s);
     let (sq, sk) = (dims[2], dims[3]);
     if let (Some(sq), Some(sk)) = (sq.as_static(), sk.as_static()) {
@@ -172,7 +186,7 @@ fn allowed_keys(
         return Ok(Some(e.constant(TensorData::from_bool(&[sq, sk], &vals))));
     }
     // Dynamic lengths: positions from cumulative sums of ones shaped like the scores.
-    let ones = e.fill_like(1.0, s, DType::F32)?;
+    let ones = e.fill_like(1.0, s, pos_dt)?;
     let qpos = e.op(
         Op::Cumsum {
             axis: -2,

@@ -6,6 +6,7 @@
 
 use super::Fwd;
 use super::emit::Em;
+use crate::build::Build;
 use rlx_ir::{CmpOp, Dim, IrResult, Node, NodeId, Op, ReduceOp, TensorData};
 
 pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {

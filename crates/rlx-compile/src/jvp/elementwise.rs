@@ -2,6 +2,7 @@
 
 use super::emit::Em;
 use super::{Fwd, carries_tangent};
+use crate::build::Build;
 use rlx_ir::{Activation, BinaryOp, CmpOp, IrResult, Node, NodeId, Op, TensorData};
 use std::f64::consts::PI;
 

@@ -3,7 +3,7 @@
 
 use super::Fwd;
 use super::elementwise::activation_tangent;
-use super::emit::Em;
+use crate::build::Build;
 use rlx_ir::{DType, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat, TensorData};
 
 pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
@@ -147,8 +147,9 @@ fn scaled(
 
 /// `decode(codes)·scale` as f32 graph values: lookups into the 256 decoded code
 /// values and, for block layouts, the 256 decoded scale codes, expanded over each block.
-pub(crate) fn dequantize(
-    e: &mut Em,
+/// Shared by the forward mode and the reverse mode (`autodiff::linalg`).
+pub(crate) fn dequantize<B: Build>(
+    e: &mut B,
     codes: NodeId,
     scales: NodeId,
     format: ScaledFormat,

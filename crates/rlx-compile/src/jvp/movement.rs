@@ -3,6 +3,7 @@
 
 use super::Fwd;
 use crate::autodiff::prod::others_product;
+use crate::build::Build;
 use rlx_ir::{CmpOp, IrResult, Node, NodeId, Op, ReduceOp};
 
 pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {

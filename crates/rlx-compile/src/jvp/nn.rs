@@ -3,6 +3,7 @@
 
 use super::Fwd;
 use super::attention;
+use crate::build::Build;
 use rlx_ir::{Activation, CmpOp, IrResult, Node, NodeId, Op, TensorData, norm_axis};
 
 pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {

@@ -9,6 +9,7 @@
 
 use super::emit::Em;
 use super::{Fwd, append_jvp, carries_tangent};
+use crate::build::Build;
 use rlx_ir::{Graph, IrResult, Node, NodeId, Op};
 
 pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {

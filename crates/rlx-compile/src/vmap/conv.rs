@@ -3,6 +3,7 @@
 //! weights work too), or into `N` when only `x` is batched and `N` is static.
 
 use super::{BVal, Batcher, unroll};
+use crate::build::Build;
 use rlx_ir::{Dim, IrResult, Node, NodeId, Op, Shape};
 
 pub(super) fn rule(

@@ -1,6 +1,7 @@
 //! Batching rules of the element-wise ops: the batch axis broadcasts like any other.
 
 use super::{BVal, Batcher};
+use crate::build::Build;
 use rlx_ir::{IrResult, Node, Op};
 
 pub(super) fn rule(bt: &mut Batcher, node: &Node, ins: &[BVal]) -> IrResult<BVal> {

@@ -1,6 +1,7 @@
 //! Batching rules of the contractions.
 
 use super::{BVal, Batcher, unroll, via_decomposition};
+use crate::build::Build;
 use rlx_ir::{Activation, CmpOp, DType, Dim, IrResult, Node, Op, ReduceOp, ScaleLayout, Shape};
 
 pub(super) fn rule(

@@ -2,6 +2,7 @@
 //! the same op with every axis shifted past the batch axis.
 
 use super::{BVal, Batcher, unroll};
+use crate::build::Build;
 use rlx_ir::{CmpOp, DType, Dim, IrResult, Node, NodeId, Op, Shape, TensorData};
 
 pub(super) fn rule(

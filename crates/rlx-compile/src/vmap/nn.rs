@@ -1,6 +1,7 @@
 //! Batching rules of the neural-network ops.
 
 use super::{BVal, Batcher, unroll, via_decomposition};
+use crate::build::Build;
 use rlx_ir::{Activation, Dim, IrResult, MaskKind, Node, NodeId, Op, Shape, TensorData};
 
 pub(super) fn rule(

@@ -5,6 +5,7 @@
 //! reads a batched slice; a saved trajectory `[L, B, …]` is returned as `[B, L, …]`.
 
 use super::{BVal, Batcher, walk};
+use crate::build::Build;
 use rlx_ir::{Dim, Graph, IrResult, Node, Op};
 
 pub(super) fn rule(bt: &mut Batcher, node: &Node, ins: &[BVal]) -> IrResult<BVal> {
