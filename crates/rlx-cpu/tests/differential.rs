@@ -2,7 +2,8 @@
 //! reductions, matmuls, row ops, casts and opaque ops over several dtypes), compiled
 //! for the CPU and run, against the oracle interpreter. Tolerances are per dtype.
 //!
-//! Each proptest case is a seed; the graph built from it is printed on failure.
+//! Each proptest case is a seed; the graph built from it is printed on failure. The
+//! case seeds are fixed unless `RLX_DIFF_SEED=random` (see `rlx_testkit::proptest_seed`).
 
 mod common;
 
@@ -10,7 +11,7 @@ use common::{Rng, build_random_graph, check_against_oracle};
 use proptest::prelude::*;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 600, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 600, failure_persistence: None, rng_seed: rlx_testkit::proptest_seed(), ..ProptestConfig::default() })]
 
     #[test]
     fn random_graphs_match_the_oracle(seed in any::<u64>()) {
@@ -48,7 +49,7 @@ fn replay_seed() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 150, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 150, failure_persistence: None, rng_seed: rlx_testkit::proptest_seed(), ..ProptestConfig::default() })]
 
     #[test]
     fn convolutions_match_the_oracle(seed in any::<u64>()) {

@@ -26,7 +26,7 @@ fn emulator_ok() -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, rng_seed: rlx_testkit::proptest_seed(), ..ProptestConfig::default() })]
 
     #[test]
     fn random_graphs_match_the_oracle_on_the_emulator(seed in any::<u64>()) {

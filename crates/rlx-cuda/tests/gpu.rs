@@ -54,7 +54,7 @@ fn the_backend_reports_cuda_availability_consistently() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases_count(), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases_count(), failure_persistence: None, rng_seed: rlx_testkit::proptest_seed(), ..ProptestConfig::default() })]
 
     #[test]
     fn random_graphs_match_the_oracle_on_cuda(seed in any::<u64>()) {

@@ -79,6 +79,10 @@ pub fn compare(
     let (want, got) = match (want, got) {
         (Ok(w), Ok(g2)) => (w, g2),
         (Err(_), Err(_)) => return,
+        // The oracle evaluates every node whole; a compiled program computes only the
+        // elements its outputs read, so an integer division by zero in an element
+        // nobody reads (a view, a gather) legitimately goes unnoticed there.
+        (Err(e), Ok(_)) if e.message.contains("division by zero") => return,
         (w, g2) => panic!(
             "oracle {:?} but {backend} {:?}\n{g}\n{}",
             w.map(|_| "ok"),
