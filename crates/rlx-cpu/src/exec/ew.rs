@@ -40,23 +40,7 @@ pub(crate) struct EwPlan {
     copy: bool,
     /// Write the output with non-temporal stores (it is larger than the caches).
     stream: bool,
-    /// Elements per tile: shorter tiles for kernels that stream from DRAM (see
-    /// [`STREAM_TILE`]).
-    tile: usize,
 }
-
-/// Kernels that read or write at least this many bytes per buffer stream from DRAM.
-const STREAMING_BYTES: usize = 1 << 20;
-
-/// Tile length for streaming kernels. Each instruction of the tile interpreter is one
-/// pass over the tile; the hardware prefetchers only run ahead while loads are issued,
-/// so during the compute passes of a long tile the memory system idles. In a hand-written
-/// model of the interpreter on W1 (`exp(relu((a+b)·c − 0.5))`, 16M f32, 2 threads, one
-/// process) 256-element tiles moved 1.0× the STREAM-triad bandwidth against 0.7× for
-/// 1024-element tiles, and software prefetch did not close the gap; in the executor the
-/// gain on W1 was 5–15 % (measured on a loaded machine). Data in cache prefers the
-/// longer [`TILE`] (less dispatch per element).
-const STREAM_TILE: usize = 256;
 
 /// Whether a run of `dt` elements can be copied as is from compute type `ty`.
 pub(crate) fn native(dt: DType, ty: Ty) -> bool {
@@ -218,13 +202,8 @@ impl EwPlan {
         let row_mode = cdims.last().is_some_and(|&d| d >= 256);
         let widest = stores.iter().map(|s| store_dt(s).size_bytes()).max();
         let stream = numel * widest.unwrap_or(0) >= STREAM_BYTES;
-        let widest_load = loads.iter().map(|l| l.dtype.size_bytes()).max();
-        let streaming =
-            numel * widest.unwrap_or(0).max(widest_load.unwrap_or(0)) >= STREAMING_BYTES;
-        let tile = if streaming { STREAM_TILE } else { TILE };
         Ok(EwPlan {
             stream,
-            tile,
             prog,
             loads,
             dims: cdims,
@@ -268,7 +247,7 @@ impl EwPlan {
             let mut flat = c0;
             while flat < c1 {
                 unravel_into(flat, &self.dims, &mut idx);
-                let mut len = (c1 - flat).min(self.tile);
+                let mut len = (c1 - flat).min(TILE);
                 let in_row = if r <= 1 {
                     true
                 } else if self.row_mode {
