@@ -84,6 +84,54 @@ pub(crate) struct CpuExecutable {
     pool: Mutex<Vec<Vec<Line>>>,
     /// Aligned copies of the baked constants, per buffer.
     consts: Vec<Option<Vec<Line>>>,
+    /// Per-kernel `(total seconds, runs)` when `RLX_PROFILE` is set.
+    profile: Option<Mutex<Vec<(f64, u64)>>>,
+}
+
+/// Whether `RLX_PROFILE` asks for per-kernel timings (read once per process).
+fn profiling() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("RLX_PROFILE").is_some_and(|v| v != "0"))
+}
+
+impl CpuExecutable {
+    /// The per-kernel timings so far, one line per kernel, slowest first.
+    fn profile_report(&self) -> Option<String> {
+        let prof = self.profile.as_ref()?;
+        let prof = prof.lock().unwrap_or_else(|e| e.into_inner());
+        let total: f64 = prof.iter().map(|(t, _)| t).sum();
+        let runs = prof.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        if runs == 0 {
+            return None;
+        }
+        let mut order: Vec<usize> = (0..prof.len()).collect();
+        order.sort_by(|&a, &b| prof[b].0.total_cmp(&prof[a].0));
+        let mut s = format!(
+            "profile of `{}` (RLX_PROFILE): {runs} run(s), {:.1} µs of kernels per run\n",
+            self.program.name,
+            total / runs as f64 * 1e6
+        );
+        for k in order {
+            let (t, n) = prof[k];
+            let kernel = &self.program.kernels[k];
+            s.push_str(&format!(
+                "  kernel {k:>3}: {:>9.1} µs/run {:>5.1} %  {} [{}]\n",
+                t / n.max(1) as f64 * 1e6,
+                100.0 * t / total.max(1e-30),
+                kernel.label(),
+                kernel.fused_names.join(", ")
+            ));
+        }
+        Some(s)
+    }
+}
+
+impl Drop for CpuExecutable {
+    fn drop(&mut self) {
+        if let Some(r) = self.profile_report() {
+            eprint!("{r}");
+        }
+    }
 }
 
 impl CpuExecutable {
@@ -107,6 +155,7 @@ impl CpuExecutable {
                 _ => None,
             })
             .collect();
+        let program_kernels = program.kernels.len();
         let fixed = if program.is_dynamic() {
             None
         } else {
@@ -118,6 +167,7 @@ impl CpuExecutable {
             cache: Mutex::new(Vec::new()),
             pool: Mutex::new(Vec::new()),
             consts,
+            profile: profiling().then(|| Mutex::new(vec![(0.0, 0); program_kernels])),
         })
     }
 
@@ -196,7 +246,11 @@ impl Executable for CpuExecutable {
     }
 
     fn explain(&self) -> String {
-        rlx_compile::explain(&self.program, "cpu", self.arena_bytes())
+        let mut s = rlx_compile::explain(&self.program, "cpu", self.arena_bytes());
+        if let Some(r) = self.profile_report() {
+            s.push_str(&r);
+        }
+        s
     }
 }
 
@@ -285,6 +339,7 @@ impl CpuExecutable {
         }
         let mut result = Ok(());
         for (k, bk) in bound.kernels.iter().enumerate() {
+            let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
             let r = match bk {
                 BKernel::Ew(e) => e.run(&bases),
                 BKernel::Reduce(r) => r.run(&bases),
@@ -293,6 +348,11 @@ impl CpuExecutable {
                 BKernel::Opaque(o) => o.run(&bases),
                 BKernel::Attn(a) => a.run(&bases),
             };
+            if let (Some(prof), Some(t0)) = (&self.profile, t0) {
+                let mut prof = prof.lock().unwrap_or_else(|e| e.into_inner());
+                prof[k].0 += t0.elapsed().as_secs_f64();
+                prof[k].1 += 1;
+            }
             if let Err(e) = r {
                 let kernel = &p.kernels[k];
                 result = Err(RuntimeError::new(format!(
