@@ -66,8 +66,11 @@ fn softplus(x: f64) -> f64 {
 
 type Method = fn(&Tensor) -> Tensor;
 
+/// A unary op, the `Tensor` method that records it, and its f64 reference formula.
+type UnaryCase = (Activation, Method, fn(f64) -> f64);
+
 /// Every unary method with its f64 reference formula.
-fn unary_cases() -> Vec<(Activation, Method, fn(f64) -> f64)> {
+fn unary_cases() -> Vec<UnaryCase> {
     vec![
         (Activation::Relu, |t| t.relu(), |x| x.max(0.0)),
         (Activation::Silu, |t| t.silu(), |x| x * sigmoid(x)),
@@ -148,7 +151,7 @@ fn every_unary_method_matches_its_formula_and_emits_one_activation() {
 fn positive_domain_methods_match_their_formulas() {
     let v = [0.25f64, 1.0, 4.0];
     let x = Tensor::from_vec(v.map(|a| a as f32).to_vec(), [3]);
-    let cases: Vec<(Activation, Method, fn(f64) -> f64)> = vec![
+    let cases: Vec<UnaryCase> = vec![
         (Activation::Sqrt, |t| t.sqrt(), f64::sqrt),
         (Activation::Log, |t| t.log(), f64::ln),
         (Activation::Rsqrt, |t| t.rsqrt(), |a| 1.0 / a.sqrt()),
