@@ -11,7 +11,6 @@ use crate::{loader, nvrtc};
 use cudarc::driver::{CudaContext, result as dr, sys as ds};
 use std::collections::HashMap;
 use std::ffi::{CString, c_void};
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 
 /// A raw handle that is only used under a mutex or from the owning device.
@@ -234,10 +233,7 @@ impl Gpu for CudaGpu {
             .map_err(|e| format!("{e:?}"))
     }
     fn load(&self, source: &str, entries: &[String]) -> Result<Arc<dyn Module>, String> {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        source.hash(&mut h);
-        entries.hash(&mut h);
-        let key = h.finish();
+        let key = crate::device::module_key(source, entries);
         if let Some(m) = self
             .modules
             .lock()

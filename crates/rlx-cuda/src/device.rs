@@ -94,6 +94,16 @@ pub struct Fp8Call {
     pub d: DPtr,
 }
 
+/// The key under which a device caches the module built from `source` with `entries`
+/// (the same text and entry points build the same module).
+pub(crate) fn module_key(source: &str, entries: &[String]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    source.hash(&mut h);
+    entries.hash(&mut h);
+    h.finish()
+}
+
 /// A device that runs generated programs.
 pub trait Gpu: Send + Sync {
     /// A short description (`"NVIDIA H200 (sm_90)"`, `"host emulator"`).

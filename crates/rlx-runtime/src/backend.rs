@@ -46,11 +46,7 @@ impl HostOutput {
     /// The result as [`TensorData`] (copies the bytes of an f32 result).
     pub fn into_data(self) -> TensorData {
         match self {
-            HostOutput::F32(v, dims) => TensorData {
-                dtype: rlx_ir::DType::F32,
-                dims,
-                bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            },
+            HostOutput::F32(v, dims) => TensorData::from_f32(&dims, &v),
             HostOutput::Data(d) => d,
         }
     }

@@ -257,64 +257,18 @@ impl ContractPlan {
         let one = |bi: usize, th: usize| {
             let mut idx = vec![0usize; self.batch.len()];
             let (ao, bo) = self.offsets(bi, &mut idx);
+            let shape = Operands {
+                a: (pa.get(), self.a_len, ars, acs, ao),
+                b: (pb.get(), self.b_len, brs, bcs, bo),
+                c: (pc.get(), bi * m * n),
+                mnk: (m, n, k),
+            };
             unsafe {
                 if f32s {
-                    let a = MatRef {
-                        data: std::slice::from_raw_parts(pa.get() as *const f32, self.a_len),
-                        rows: m,
-                        cols: k,
-                        row_stride: ars,
-                        col_stride: acs,
-                        offset: ao,
-                    };
-                    let b = MatRef {
-                        data: std::slice::from_raw_parts(pb.get() as *const f32, self.b_len),
-                        rows: k,
-                        cols: n,
-                        row_stride: brs,
-                        col_stride: bcs,
-                        offset: bo,
-                    };
-                    let c = MatMut {
-                        data: std::slice::from_raw_parts_mut(
-                            (pc.get() as *mut f32).add(bi * m * n),
-                            m * n,
-                        ),
-                        rows: m,
-                        cols: n,
-                        row_stride: n as isize,
-                        col_stride: 1,
-                        offset: 0,
-                    };
+                    let (a, b, c) = shape.views::<f32>();
                     sgemm(1.0, a, b, 0.0, c, th);
                 } else {
-                    let a = MatRef {
-                        data: std::slice::from_raw_parts(pa.get() as *const f64, self.a_len),
-                        rows: m,
-                        cols: k,
-                        row_stride: ars,
-                        col_stride: acs,
-                        offset: ao,
-                    };
-                    let b = MatRef {
-                        data: std::slice::from_raw_parts(pb.get() as *const f64, self.b_len),
-                        rows: k,
-                        cols: n,
-                        row_stride: brs,
-                        col_stride: bcs,
-                        offset: bo,
-                    };
-                    let c = MatMut {
-                        data: std::slice::from_raw_parts_mut(
-                            (pc.get() as *mut f64).add(bi * m * n),
-                            m * n,
-                        ),
-                        rows: m,
-                        cols: n,
-                        row_stride: n as isize,
-                        col_stride: 1,
-                        offset: 0,
-                    };
+                    let (a, b, c) = shape.views::<f64>();
                     dgemm(1.0, a, b, 0.0, c, th);
                 }
             }
@@ -501,4 +455,55 @@ fn dense_batch_strides(dims: &[usize], batch: &[usize]) -> Vec<usize> {
             }
         })
         .collect()
+}
+
+/// Raw operands of one batch of a dense-output GEMM: `(base, elements, row stride,
+/// column stride, offset)` of A and B, `(base, element offset)` of C, and `(m, n, k)`.
+struct Operands {
+    a: (*mut u8, usize, isize, isize, usize),
+    b: (*mut u8, usize, isize, isize, usize),
+    c: (*mut u8, usize),
+    mnk: (usize, usize, usize),
+}
+
+impl Operands {
+    /// The GEMM views over elements of type `T` (C row-major `m × n`).
+    ///
+    /// # Safety
+    /// The bases must hold `T`s: A and B at least their element counts, C at least
+    /// `offset + m·n`; C must not overlap A or B.
+    unsafe fn views<'a, T>(&self) -> (MatRef<'a, T>, MatRef<'a, T>, MatMut<'a, T>) {
+        let (m, n, k) = self.mnk;
+        let (pa, a_len, ars, acs, ao) = self.a;
+        let (pb, b_len, brs, bcs, bo) = self.b;
+        let (pc, co) = self.c;
+        unsafe {
+            (
+                MatRef {
+                    data: std::slice::from_raw_parts(pa as *const T, a_len),
+                    rows: m,
+                    cols: k,
+                    row_stride: ars,
+                    col_stride: acs,
+                    offset: ao,
+                },
+                MatRef {
+                    data: std::slice::from_raw_parts(pb as *const T, b_len),
+                    rows: k,
+                    cols: n,
+                    row_stride: brs,
+                    col_stride: bcs,
+                    offset: bo,
+                },
+                MatMut {
+                    data: std::slice::from_raw_parts_mut((pc as *mut T).add(co), m * n),
+                    rows: m,
+                    cols: n,
+                    row_stride: n as isize,
+                    col_stride: 1,
+                    offset: 0,
+                },
+            )
+        }
+    }
 }

@@ -269,10 +269,7 @@ impl Gpu for EmuGpu {
         Ok(())
     }
     fn load(&self, source: &str, entries: &[String]) -> Result<Arc<dyn Module>, String> {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        source.hash(&mut h);
-        entries.hash(&mut h);
-        let key = h.finish();
+        let key = crate::device::module_key(source, entries);
         if let Some(m) = self
             .modules
             .lock()

@@ -241,43 +241,49 @@ fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
             Ok(s)
         };
     g.need("nan_");
-    // Statistics, each in its own scope so `acc` can be reused.
-    let (_, s2) = match op {
+    // Statistics, each in its own scope so `acc` can be reused: `var = post(fold)`.
+    let stat = |g: &mut Gen<'_>,
+                var: &str,
+                rop: ReduceOp,
+                val: &dyn Fn(&str) -> String,
+                post: &dyn Fn(&str) -> String|
+     -> Result<(), String> {
+        g.line(&format!("var {var}: f32;"));
+        g.line("{");
+        let r = pass(g, rop, val)?;
+        g.line(&format!("{var} = {};", post(&r)));
+        g.line("}");
+        Ok(())
+    };
+    let mean = |v: &str| format!("{v} / f32({c})");
+    // The statistics are `m` (max or mean; absent for rms_norm) and `s`.
+    match op {
         RowOp::Softmax | RowOp::LogSoftmax => {
-            g.line("var m: f32;");
-            g.line("{");
-            let m = pass(&mut g, ReduceOp::Max, &|x| x.to_string())?;
-            g.line(&format!("m = {m};"));
-            g.line("}");
-            g.line("var s: f32;");
-            g.line("{");
-            let s = pass(&mut g, ReduceOp::Sum, &|x| format!("exp({x} - m)"))?;
-            g.line(&format!("s = {s};"));
-            g.line("}");
-            ("m", "s")
+            stat(&mut g, "m", ReduceOp::Max, &|x| x.to_string(), &|v| {
+                v.to_string()
+            })?;
+            stat(
+                &mut g,
+                "s",
+                ReduceOp::Sum,
+                &|x| format!("exp({x} - m)"),
+                &|v| v.to_string(),
+            )?;
         }
         RowOp::LayerNorm { .. } => {
-            g.line("var m: f32;");
-            g.line("{");
-            let s = pass(&mut g, ReduceOp::Sum, &|x| x.to_string())?;
-            g.line(&format!("m = {s} / f32({c});"));
-            g.line("}");
-            g.line("var s: f32;");
-            g.line("{");
-            let v = pass(&mut g, ReduceOp::Sum, &|x| format!("({x} - m) * ({x} - m)"))?;
-            g.line(&format!("s = {v} / f32({c});"));
-            g.line("}");
-            ("m", "s")
+            stat(&mut g, "m", ReduceOp::Sum, &|x| x.to_string(), &mean)?;
+            stat(
+                &mut g,
+                "s",
+                ReduceOp::Sum,
+                &|x| format!("({x} - m) * ({x} - m)"),
+                &mean,
+            )?;
         }
         RowOp::RmsNorm { .. } => {
-            g.line("var s: f32;");
-            g.line("{");
-            let v = pass(&mut g, ReduceOp::Sum, &|x| format!("{x} * {x}"))?;
-            g.line(&format!("s = {v} / f32({c});"));
-            g.line("}");
-            ("0.0", "s")
+            stat(&mut g, "s", ReduceOp::Sum, &|x| format!("{x} * {x}"), &mean)?;
         }
-    };
+    }
     g.line(&format!("for (var j = lid; j < {c}; j = j + 64u) {{"));
     let mut idx = oidx.clone();
     idx.push("j".into());
@@ -285,8 +291,8 @@ fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     let pv = g.expr(prologue, &mut sp, None)?;
     let x = pv[*input as usize].clone();
     let y = match op {
-        RowOp::Softmax => format!("exp({x} - m) / {s2}"),
-        RowOp::LogSoftmax => format!("{x} - m - log({s2})"),
+        RowOp::Softmax => format!("exp({x} - m) / s"),
+        RowOp::LogSoftmax => format!("{x} - m - log(s)"),
         RowOp::LayerNorm { eps } | RowOp::RmsNorm { eps } => {
             let (gl, bl) = params.ok_or("norm without gamma/beta")?;
             let gv = param(&mut g, gl, space[r - 1])?;
@@ -297,7 +303,7 @@ fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
             } else {
                 x.clone()
             };
-            format!("{centered} / sqrt({s2} + {eps}) * {gv} + {bv}")
+            format!("{centered} / sqrt(s + {eps}) * {gv} + {bv}")
         }
     };
     let y = post(&mut g, *dtype, &y);
