@@ -27,17 +27,8 @@ fn best_ms(exe: &Arc<dyn Executable>, args: &[TensorData]) -> f64 {
     t[0]
 }
 
-fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    let n: usize = a.get(1).map_or(1024, |s| s.parse().unwrap());
-    let fmt: ScaledFormat = a.get(2).map_or("f8e4m3", |s| s.as_str()).parse().unwrap();
-    let layout: ScaleLayout = a.get(3).map_or("mx", |s| s.as_str()).parse().unwrap();
-    let x: Vec<f32> = (0..n * n)
-        .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0)
-        .collect();
-    let xd = TensorData::from_f32(&[n, n], &x);
-
-    // Quantization of one operand.
+/// `x [n, n]` quantized to `fmt`: outputs the codes and the scales.
+fn quant_graph(n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> Graph {
     let mut g = Graph::new("quant");
     let xi = g.input("x", Shape::new(&[n, n], DType::F32));
     let s = g
@@ -59,7 +50,23 @@ fn main() {
         )
         .unwrap();
     g.set_outputs(vec![q, s]);
-    let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+    g
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let n: usize = a.get(1).map_or(1024, |s| s.parse().unwrap());
+    let fmt: ScaledFormat = a.get(2).map_or("f8e4m3", |s| s.as_str()).parse().unwrap();
+    let layout: ScaleLayout = a.get(3).map_or("mx", |s| s.as_str()).parse().unwrap();
+    let x: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0)
+        .collect();
+    let xd = TensorData::from_f32(&[n, n], &x);
+
+    // Quantization of one operand.
+    let exe = CpuBackend
+        .compile(Device::Cpu, &quant_graph(n, fmt, layout))
+        .unwrap();
     let tq = best_ms(&exe, std::slice::from_ref(&xd));
     let views = [xd.view()];
     let out = exe.run(&views).unwrap();
@@ -144,28 +151,9 @@ fn main() {
     let tf = best_ms(&exe, &[xd.clone(), xd.clone()]);
     // Quantization again, now that GEMMs have run on these threads (their AVX-512
     // kernels leave the upper vector state dirty; see `clean_upper`).
-    let mut g = Graph::new("quant");
-    let xi = g.input("x", Shape::new(&[n, n], DType::F32));
-    let s = g
-        .add_op(
-            Op::ScaledQuantScale {
-                format: fmt,
-                scale_layout: layout,
-            },
-            vec![xi],
-        )
+    let exe = CpuBackend
+        .compile(Device::Cpu, &quant_graph(n, fmt, layout))
         .unwrap();
-    let q = g
-        .add_op(
-            Op::ScaledQuantize {
-                format: fmt,
-                scale_layout: layout,
-            },
-            vec![xi, s],
-        )
-        .unwrap();
-    g.set_outputs(vec![q, s]);
-    let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
     let tq2 = best_ms(&exe, std::slice::from_ref(&xd));
 
     println!(
