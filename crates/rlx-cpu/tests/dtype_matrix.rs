@@ -11,8 +11,9 @@
 //!   (f16/bf16 are computed in f32 and rounded once on store; the oracle rounds an f64
 //!   result once, so they may differ by one ulp of the narrow type).
 //!
-//! Coverage is enforced: an exhaustive `match` over `Op` (and over the attribute enums)
-//! lists every variant, and the test fails if a variant is not exercised by some case —
+//! Coverage is enforced: `Op::VARIANT_NAMES` (kept beside the exhaustive
+//! `Op::variant_name`) lists every variant, and the test fails if a variant is not
+//! exercised by some case —
 //! so a new op cannot be added without a row here.
 
 mod dtype_matrix {
@@ -28,108 +29,6 @@ use rlx_runtime::{Backend, Device, arg_order};
 use std::collections::{BTreeSet, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
-
-/// The variant name of an op. Exhaustive (no `_` arm): adding an `Op` variant breaks
-/// this match until the variant is listed — and then [`ALL_VARIANTS`] and a case.
-fn variant(op: &Op) -> &'static str {
-    match op {
-        Op::Input { .. } => "Input",
-        Op::Param { .. } => "Param",
-        Op::Constant { .. } => "Constant",
-        Op::Activation(_) => "Activation",
-        Op::Cast { .. } => "Cast",
-        Op::StopGradient => "StopGradient",
-        Op::Binary(_) => "Binary",
-        Op::Compare(_) => "Compare",
-        Op::Where => "Where",
-        Op::MatMul => "MatMul",
-        Op::DenseSolve => "DenseSolve",
-        Op::LayerNorm { .. } => "LayerNorm",
-        Op::RmsNorm { .. } => "RmsNorm",
-        Op::Attention { .. } => "Attention",
-        Op::Rope { .. } => "Rope",
-        Op::Reshape { .. } => "Reshape",
-        Op::Transpose { .. } => "Transpose",
-        Op::Narrow { .. } => "Narrow",
-        Op::Concat { .. } => "Concat",
-        Op::Expand { .. } => "Expand",
-        Op::Gather { .. } => "Gather",
-        Op::Reduce { .. } => "Reduce",
-        Op::SynthMatMul { .. } => "SynthMatMul",
-        Op::SplineActivation { .. } => "SplineActivation",
-        Op::ScaledMatMul { .. } => "ScaledMatMul",
-        Op::ScaledQuantize { .. } => "ScaledQuantize",
-        Op::ScaledQuantScale { .. } => "ScaledQuantScale",
-        Op::Cumsum { .. } => "Cumsum",
-        Op::ArgMax { .. } => "ArgMax",
-        Op::ArgMin { .. } => "ArgMin",
-        Op::Softmax { .. } => "Softmax",
-        Op::Conv { .. } => "Conv",
-        Op::Pool { .. } => "Pool",
-        Op::SoftmaxCrossEntropy => "SoftmaxCrossEntropy",
-        Op::SoftmaxCrossEntropyWithLogits => "SoftmaxCrossEntropyWithLogits",
-        Op::FusedMatMulBiasAct { .. } => "FusedMatMulBiasAct",
-        Op::Scan { .. } => "Scan",
-        Op::Fft { .. } => "Fft",
-        Op::LogSoftmax { .. } => "LogSoftmax",
-        Op::ScatterAdd { .. } => "ScatterAdd",
-        Op::Pad { .. } => "Pad",
-        Op::PoolGrad { .. } => "PoolGrad",
-        Op::ConvGradInput { .. } => "ConvGradInput",
-        Op::ConvGradWeight { .. } => "ConvGradWeight",
-        Op::BroadcastLike => "BroadcastLike",
-        Op::RoundToFormat { .. } => "RoundToFormat",
-    }
-}
-
-const ALL_VARIANTS: [&str; 46] = [
-    "Input",
-    "Param",
-    "Constant",
-    "Activation",
-    "Cast",
-    "StopGradient",
-    "Binary",
-    "Compare",
-    "Where",
-    "MatMul",
-    "DenseSolve",
-    "LayerNorm",
-    "RmsNorm",
-    "Attention",
-    "Rope",
-    "Reshape",
-    "Transpose",
-    "Narrow",
-    "Concat",
-    "Expand",
-    "Gather",
-    "Reduce",
-    "SynthMatMul",
-    "SplineActivation",
-    "ScaledMatMul",
-    "ScaledQuantize",
-    "ScaledQuantScale",
-    "Cumsum",
-    "ArgMax",
-    "ArgMin",
-    "Softmax",
-    "Conv",
-    "Pool",
-    "SoftmaxCrossEntropy",
-    "SoftmaxCrossEntropyWithLogits",
-    "FusedMatMulBiasAct",
-    "Scan",
-    "Fft",
-    "LogSoftmax",
-    "ScatterAdd",
-    "Pad",
-    "PoolGrad",
-    "ConvGradInput",
-    "ConvGradWeight",
-    "BroadcastLike",
-    "RoundToFormat",
-];
 
 /// How one (case, dtype) cell came out.
 #[derive(Debug, Clone, PartialEq)]
@@ -289,7 +188,7 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 /// Every variant name used anywhere in `g` (scan bodies included).
 fn variants_of(g: &Graph, out: &mut BTreeSet<&'static str>) {
     for n in g.nodes() {
-        out.insert(variant(&n.op));
+        out.insert(n.op.variant_name());
         if let Op::Scan { body, .. } = &n.op {
             variants_of(body, out);
         }
@@ -349,7 +248,7 @@ fn print_matrix(rows: &Rows) {
 fn every_op_on_every_dtype_matches_the_oracle_or_is_rejected_by_name() {
     let (rows, failures, covered) = run_matrix();
     print_matrix(rows);
-    let missing: Vec<&str> = ALL_VARIANTS
+    let missing: Vec<&str> = Op::VARIANT_NAMES
         .iter()
         .copied()
         .filter(|v| !covered.contains(v))

@@ -528,6 +528,115 @@ pub enum Op {
 }
 
 impl Op {
+    /// The variant's name (`"MatMul"`, `"Activation"`, …), for tables and coverage checks
+    /// that must list every variant. Exhaustive: a new variant must be named here, and
+    /// in [`Op::VARIANT_NAMES`] beside it.
+    ///
+    /// ```
+    /// use rlx_ir::{Activation, Op};
+    /// assert_eq!(Op::Activation(Activation::Relu).variant_name(), "Activation");
+    /// ```
+    pub fn variant_name(&self) -> &'static str {
+        match self {
+            Op::Input { .. } => "Input",
+            Op::Param { .. } => "Param",
+            Op::Constant { .. } => "Constant",
+            Op::Activation(_) => "Activation",
+            Op::Cast { .. } => "Cast",
+            Op::StopGradient => "StopGradient",
+            Op::Binary(_) => "Binary",
+            Op::Compare(_) => "Compare",
+            Op::Where => "Where",
+            Op::MatMul => "MatMul",
+            Op::DenseSolve => "DenseSolve",
+            Op::LayerNorm { .. } => "LayerNorm",
+            Op::RmsNorm { .. } => "RmsNorm",
+            Op::Attention { .. } => "Attention",
+            Op::Rope { .. } => "Rope",
+            Op::Reshape { .. } => "Reshape",
+            Op::Transpose { .. } => "Transpose",
+            Op::Narrow { .. } => "Narrow",
+            Op::Concat { .. } => "Concat",
+            Op::Expand { .. } => "Expand",
+            Op::Gather { .. } => "Gather",
+            Op::Reduce { .. } => "Reduce",
+            Op::SynthMatMul { .. } => "SynthMatMul",
+            Op::SplineActivation { .. } => "SplineActivation",
+            Op::ScaledMatMul { .. } => "ScaledMatMul",
+            Op::ScaledQuantize { .. } => "ScaledQuantize",
+            Op::ScaledQuantScale { .. } => "ScaledQuantScale",
+            Op::Cumsum { .. } => "Cumsum",
+            Op::ArgMax { .. } => "ArgMax",
+            Op::ArgMin { .. } => "ArgMin",
+            Op::Softmax { .. } => "Softmax",
+            Op::Conv { .. } => "Conv",
+            Op::Pool { .. } => "Pool",
+            Op::SoftmaxCrossEntropy => "SoftmaxCrossEntropy",
+            Op::SoftmaxCrossEntropyWithLogits => "SoftmaxCrossEntropyWithLogits",
+            Op::FusedMatMulBiasAct { .. } => "FusedMatMulBiasAct",
+            Op::Scan { .. } => "Scan",
+            Op::Fft { .. } => "Fft",
+            Op::LogSoftmax { .. } => "LogSoftmax",
+            Op::ScatterAdd { .. } => "ScatterAdd",
+            Op::Pad { .. } => "Pad",
+            Op::PoolGrad { .. } => "PoolGrad",
+            Op::ConvGradInput { .. } => "ConvGradInput",
+            Op::ConvGradWeight { .. } => "ConvGradWeight",
+            Op::BroadcastLike => "BroadcastLike",
+            Op::RoundToFormat { .. } => "RoundToFormat",
+        }
+    }
+
+    /// Every variant's [`Op::variant_name`], in declaration order.
+    pub const VARIANT_NAMES: [&'static str; 46] = [
+        "Input",
+        "Param",
+        "Constant",
+        "Activation",
+        "Cast",
+        "StopGradient",
+        "Binary",
+        "Compare",
+        "Where",
+        "MatMul",
+        "DenseSolve",
+        "LayerNorm",
+        "RmsNorm",
+        "Attention",
+        "Rope",
+        "Reshape",
+        "Transpose",
+        "Narrow",
+        "Concat",
+        "Expand",
+        "Gather",
+        "Reduce",
+        "SynthMatMul",
+        "SplineActivation",
+        "ScaledMatMul",
+        "ScaledQuantize",
+        "ScaledQuantScale",
+        "Cumsum",
+        "ArgMax",
+        "ArgMin",
+        "Softmax",
+        "Conv",
+        "Pool",
+        "SoftmaxCrossEntropy",
+        "SoftmaxCrossEntropyWithLogits",
+        "FusedMatMulBiasAct",
+        "Scan",
+        "Fft",
+        "LogSoftmax",
+        "ScatterAdd",
+        "Pad",
+        "PoolGrad",
+        "ConvGradInput",
+        "ConvGradWeight",
+        "BroadcastLike",
+        "RoundToFormat",
+    ];
+
     /// Short name for messages and listings (`"matmul"`, `"reduce_sum"`).
     pub fn name(&self) -> String {
         match self {

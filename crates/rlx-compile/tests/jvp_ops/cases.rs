@@ -105,61 +105,8 @@ pub fn case(
     }
 }
 
-/// The variant name of `op`; the match is exhaustive, so a new variant breaks the
-/// coverage tests until it gets a case.
-pub fn variant(op: &Op) -> &'static str {
-    match op {
-        Op::Input { .. } => "Input",
-        Op::Param { .. } => "Param",
-        Op::Constant { .. } => "Constant",
-        Op::Activation(_) => "Activation",
-        Op::Cast { .. } => "Cast",
-        Op::StopGradient => "StopGradient",
-        Op::Binary(_) => "Binary",
-        Op::Compare(_) => "Compare",
-        Op::Where => "Where",
-        Op::MatMul => "MatMul",
-        Op::DenseSolve => "DenseSolve",
-        Op::LayerNorm { .. } => "LayerNorm",
-        Op::RmsNorm { .. } => "RmsNorm",
-        Op::Attention { .. } => "Attention",
-        Op::Rope { .. } => "Rope",
-        Op::Reshape { .. } => "Reshape",
-        Op::Transpose { .. } => "Transpose",
-        Op::Narrow { .. } => "Narrow",
-        Op::Concat { .. } => "Concat",
-        Op::Expand { .. } => "Expand",
-        Op::Gather { .. } => "Gather",
-        Op::Reduce { .. } => "Reduce",
-        Op::SynthMatMul { .. } => "SynthMatMul",
-        Op::SplineActivation { .. } => "SplineActivation",
-        Op::ScaledMatMul { .. } => "ScaledMatMul",
-        Op::ScaledQuantize { .. } => "ScaledQuantize",
-        Op::ScaledQuantScale { .. } => "ScaledQuantScale",
-        Op::Cumsum { .. } => "Cumsum",
-        Op::ArgMax { .. } => "ArgMax",
-        Op::ArgMin { .. } => "ArgMin",
-        Op::Softmax { .. } => "Softmax",
-        Op::Conv { .. } => "Conv",
-        Op::Pool { .. } => "Pool",
-        Op::SoftmaxCrossEntropy => "SoftmaxCrossEntropy",
-        Op::SoftmaxCrossEntropyWithLogits => "SoftmaxCrossEntropyWithLogits",
-        Op::FusedMatMulBiasAct { .. } => "FusedMatMulBiasAct",
-        Op::Scan { .. } => "Scan",
-        Op::Fft { .. } => "Fft",
-        Op::LogSoftmax { .. } => "LogSoftmax",
-        Op::ScatterAdd { .. } => "ScatterAdd",
-        Op::Pad { .. } => "Pad",
-        Op::PoolGrad { .. } => "PoolGrad",
-        Op::ConvGradInput { .. } => "ConvGradInput",
-        Op::ConvGradWeight { .. } => "ConvGradWeight",
-        Op::RoundToFormat { .. } => "RoundToFormat",
-        Op::BroadcastLike => "BroadcastLike",
-    }
-}
-
-/// Every non-leaf variant name (46 variants minus the 3 leaves).
-pub const NON_LEAF: usize = 43;
+/// How many variants are not leaves (every variant but input, param and constant).
+pub const NON_LEAF: usize = Op::VARIANT_NAMES.len() - 3;
 
 // ------------------------------------------------------------------ data
 
