@@ -140,25 +140,22 @@ pub(crate) fn adam_coeffs64(t: u64, hp: [f64; 5]) -> AdamCoeffs {
 }
 
 /// One element's moment update in `f32` math (Adam and AdamW): `m` and `v` move
-/// towards `g` (for Adam already carrying the L2 decay) with the decays and
-/// bias corrections `k = [β1, 1−β1, β2, 1−β2, bc1, bc2]`; returns the bias-corrected
-/// `(m̂, v̂)`.
+/// towards `g` (for Adam already carrying the L2 decay) with the decays
+/// `k = [β1, 1−β1, β2, 1−β2]`.
 #[inline]
-pub(crate) fn moments32(k: [f32; 6], m: &mut f32, v: &mut f32, g: f32) -> (f32, f32) {
-    let [b1, c1, b2, c2, bc1, bc2] = k;
+pub(crate) fn moments32(k: [f32; 4], m: &mut f32, v: &mut f32, g: f32) {
+    let [b1, c1, b2, c2] = k;
     *m = b1 * *m + c1 * g;
     *v = b2 * *v + c2 * g * g;
-    (*m / bc1, *v / bc2)
 }
 
 /// One element's moment update in `f64` math (Adam and AdamW): from the stored `m`,
-/// `v` and the gradient `g`, the new `[m, v, m̂, v̂]` (moments and their
-/// bias-corrected values), before rounding back to `f32`.
+/// `v` and the gradient `g`, the new `[m, v]` before rounding back to `f32`.
 #[inline]
-pub(crate) fn moments64(c: &AdamCoeffs, m: f32, v: f32, g: f64) -> [f64; 4] {
+pub(crate) fn moments64(c: &AdamCoeffs, m: f32, v: f32, g: f64) -> [f64; 2] {
     let m64 = c.beta1 * m as f64 + c.one_minus_beta1 * g;
     let v64 = c.beta2 * v as f64 + c.one_minus_beta2 * g * g;
-    [m64, v64, m64 / c.bias_correction1, v64 / c.bias_correction2]
+    [m64, v64]
 }
 
 impl Optimizer for Adam {
@@ -172,19 +169,21 @@ impl Optimizer for Adam {
             .zip(grad)
             .zip(m.iter_mut())
             .zip(v.iter_mut());
+        let [step, inv_sqrt_bc2, _] = c.step_scalars(f32_math);
         if f32_math {
-            let [lr, b1, c1, b2, c2, bc1, bc2, eps, wd] = c.as_f32();
+            let [_, b1, c1, b2, c2, _, _, eps, wd] = c.as_f32();
+            let (step, inv_sqrt_bc2) = (step as f32, inv_sqrt_bc2 as f32);
             for (((p, &g), m), v) in elems {
                 let g = g + wd * *p;
-                let (m_hat, v_hat) = moments32([b1, c1, b2, c2, bc1, bc2], m, v, g);
-                *p -= lr * m_hat / (v_hat.sqrt() + eps);
+                moments32([b1, c1, b2, c2], m, v, g);
+                *p -= (step * *m) / (v.sqrt() * inv_sqrt_bc2 + eps);
             }
         } else {
             for (((p, &g), m), v) in elems {
                 let p64 = *p as f64;
                 let g = g as f64 + c.weight_decay * p64;
-                let [m64, v64, m_hat, v_hat] = moments64(&c, *m, *v, g);
-                *p = (p64 - c.lr * m_hat / (v_hat.sqrt() + c.eps)) as f32;
+                let [m64, v64] = moments64(&c, *m, *v, g);
+                *p = (p64 - (step * m64) / (v64.sqrt() * inv_sqrt_bc2 + c.eps)) as f32;
                 *m = m64 as f32;
                 *v = v64 as f32;
             }

@@ -264,18 +264,19 @@ impl Optimizer for AdamW {
                 }
             }
             FusedRule::AdamW { f32_math: true, c } => {
-                let [lr, b1, c1, b2, c2, bc1, bc2, eps, wd] = c.as_f32();
+                let [_, b1, c1, b2, c2, _, _, eps, _] = c.as_f32();
+                let [step, inv_sqrt_bc2, decay] = c.step_scalars(true).map(|x| x as f32);
                 for (((p, &g), m), v) in elems {
-                    let (m_hat, v_hat) = moments32([b1, c1, b2, c2, bc1, bc2], m, v, g);
-                    *p -= lr * (m_hat / (v_hat.sqrt() + eps) + wd * *p);
+                    moments32([b1, c1, b2, c2], m, v, g);
+                    *p = *p * decay - (step * *m) / (v.sqrt() * inv_sqrt_bc2 + eps);
                 }
             }
             FusedRule::AdamW { c, .. } => {
+                let [step, inv_sqrt_bc2, decay] = c.step_scalars(false);
                 for (((p, &g), m), v) in elems {
                     let (g, p64) = (g as f64, *p as f64);
-                    let [m64, v64, m_hat, v_hat] = moments64(&c, *m, *v, g);
-                    *p = (p64 - c.lr * (m_hat / (v_hat.sqrt() + c.eps) + c.weight_decay * p64))
-                        as f32;
+                    let [m64, v64] = moments64(&c, *m, *v, g);
+                    *p = (p64 * decay - (step * m64) / (v64.sqrt() * inv_sqrt_bc2 + c.eps)) as f32;
                     *m = m64 as f32;
                     *v = v64 as f32;
                 }

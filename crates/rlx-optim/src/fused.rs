@@ -62,6 +62,23 @@ impl AdamCoeffs {
         ]
         .map(|x| x as f32)
     }
+
+    /// This step's per-parameter scalars `[step_size, inv_sqrt_bc2, decay]`:
+    /// `lr / bc1`, `1 / √bc2` and `1 − lr·wd`, computed in the rule's arithmetic
+    /// (`f32` values held exactly when `f32_math`). Folding the bias corrections into
+    /// scalars leaves one division per element instead of three.
+    pub fn step_scalars(&self, f32_math: bool) -> [f64; 3] {
+        if f32_math {
+            let [lr, .., bc1, bc2, _, wd] = self.as_f32();
+            [lr / bc1, 1.0 / bc2.sqrt(), 1.0 - lr * wd].map(f64::from)
+        } else {
+            [
+                self.lr / self.bias_correction1,
+                1.0 / self.bias_correction2.sqrt(),
+                1.0 - self.lr * self.weight_decay,
+            ]
+        }
+    }
 }
 
 /// The per-element update of a built-in optimizer, with this step's operands.
@@ -87,8 +104,9 @@ pub enum FusedRule {
     },
     /// [`Adam`](crate::Adam) (state `m`, `v`): `g₂ = g + wd·p`,
     /// `m' = β1·m + (1−β1)·g₂`, `v' = β2·v + ((1−β2)·g₂)·g₂`,
-    /// `p' = p − (lr·(m'/bc1)) / (√(v'/bc2) + eps)`; in `f32`, or in `f64` on widened
-    /// `p, g, m, v` with one rounding to `f32` per result.
+    /// `p' = p − (step_size·m') / (√v'·inv_sqrt_bc2 + eps)` with the scalars of
+    /// [`AdamCoeffs::step_scalars`] (= `p − lr·m̂/(√v̂ + eps)`); in `f32`, or in `f64` on
+    /// widened `p, g, m, v` with one rounding to `f32` per result.
     Adam {
         /// Evaluate in `f32` (else `f64`).
         f32_math: bool,
@@ -97,7 +115,9 @@ pub enum FusedRule {
     },
     /// [`AdamW`](crate::AdamW) without `torch_math` (state `m`, `v`):
     /// `m' = β1·m + (1−β1)·g`, `v' = β2·v + ((1−β2)·g)·g`,
-    /// `p' = p − lr·((m'/bc1) / (√(v'/bc2) + eps) + wd·p)`; `f32` or `f64` as for Adam.
+    /// `p' = p·decay − (step_size·m') / (√v'·inv_sqrt_bc2 + eps)` with the scalars of
+    /// [`AdamCoeffs::step_scalars`] (= `p − lr·(m̂/(√v̂ + eps) + wd·p)`); `f32` or `f64`
+    /// as for Adam.
     AdamW {
         /// Evaluate in `f32` (else `f64`).
         f32_math: bool,

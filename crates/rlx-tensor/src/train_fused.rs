@@ -276,15 +276,16 @@ const CLIP_BOUND: &str = "__opt.max_grad_norm";
 
 /// The runtime scalar operands of `rule`, by name, and the dtype they are computed in.
 fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
-    let adam = |c: &AdamCoeffs| {
+    let adam = |c: &AdamCoeffs, f32_math: bool| {
+        let [step_size, inv_sqrt_bc2, decay] = c.step_scalars(f32_math);
         vec![
-            ("__opt.lr", c.lr),
             ("__opt.beta1", c.beta1),
             ("__opt.one_minus_beta1", c.one_minus_beta1),
             ("__opt.beta2", c.beta2),
             ("__opt.one_minus_beta2", c.one_minus_beta2),
-            ("__opt.bias_correction1", c.bias_correction1),
-            ("__opt.bias_correction2", c.bias_correction2),
+            ("__opt.step_size", step_size),
+            ("__opt.inv_sqrt_bc2", inv_sqrt_bc2),
+            ("__opt.decay", decay),
             ("__opt.eps", c.eps),
             ("__opt.weight_decay", c.weight_decay),
         ]
@@ -305,7 +306,7 @@ fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
             ],
         ),
         FusedRule::Adam { f32_math, ref c } | FusedRule::AdamW { f32_math, ref c } => {
-            (dt(f32_math), adam(c))
+            (dt(f32_math), adam(c, f32_math))
         }
         FusedRule::AdamWTorch {
             decay,
@@ -546,22 +547,17 @@ fn update(
             let cg = b.mul(k("__opt.one_minus_beta2"), g2)?;
             let cgg = b.mul(cg, g2)?;
             let v = b.add(bv, cgg)?;
-            let m_hat = b.div(m, k("__opt.bias_correction1"))?;
-            let v_hat = b.div(v, k("__opt.bias_correction2"))?;
-            let root = b.act(Activation::Sqrt, v_hat)?;
-            let denom = b.add(root, k("__opt.eps"))?;
-            let lr = k("__opt.lr");
-            let p2 = if decoupled {
-                let ratio = b.div(m_hat, denom)?;
-                let wp = b.mul(wd, pw)?;
-                let dir = b.add(ratio, wp)?;
-                let step = b.mul(lr, dir)?;
-                b.sub(pw, step)?
+            let root = b.act(Activation::Sqrt, v)?;
+            let scaled = b.mul(root, k("__opt.inv_sqrt_bc2"))?;
+            let denom = b.add(scaled, k("__opt.eps"))?;
+            let num = b.mul(k("__opt.step_size"), m)?;
+            let step = b.div(num, denom)?;
+            let p1 = if decoupled {
+                b.mul(pw, k("__opt.decay"))?
             } else {
-                let num = b.mul(lr, m_hat)?;
-                let step = b.div(num, denom)?;
-                b.sub(pw, step)?
+                pw
             };
+            let p2 = b.sub(p1, step)?;
             Ok((
                 b.cast(p2, DType::F32)?,
                 vec![b.cast(m, DType::F32)?, b.cast(v, DType::F32)?],

@@ -337,33 +337,44 @@ impl CpuExecutable {
             };
             bases.push(ptr);
         }
-        let mut result = Ok(());
-        for (k, bk) in bound.kernels.iter().enumerate() {
-            let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
-            let r = match bk {
-                BKernel::Ew(e) => e.run(&bases),
-                BKernel::Reduce(r) => r.run(&bases),
-                BKernel::Row(r) => r.run(&bases),
-                BKernel::Contract(c) => c.run(&bases),
-                BKernel::Opaque(o) => o.run(&bases),
-                BKernel::Attn(a) => a.run(&bases),
-            };
-            if let (Some(prof), Some(t0)) = (&self.profile, t0) {
-                let mut prof = prof.lock().unwrap_or_else(|e| e.into_inner());
-                prof[k].0 += t0.elapsed().as_secs_f64();
-                prof[k].1 += 1;
+        let shared = par::Bases(&bases);
+        let run_kernels = || -> RuntimeResult<()> {
+            let bases = shared.get();
+            for (k, bk) in bound.kernels.iter().enumerate() {
+                let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
+                let r = match bk {
+                    BKernel::Ew(e) => e.run(bases),
+                    BKernel::Reduce(r) => r.run(bases),
+                    BKernel::Row(r) => r.run(bases),
+                    BKernel::Contract(c) => c.run(bases),
+                    BKernel::Opaque(o) => o.run(bases),
+                    BKernel::Attn(a) => a.run(bases),
+                };
+                if let (Some(prof), Some(t0)) = (&self.profile, t0) {
+                    let mut prof = prof.lock().unwrap_or_else(|e| e.into_inner());
+                    prof[k].0 += t0.elapsed().as_secs_f64();
+                    prof[k].1 += 1;
+                }
+                if let Err(e) = r {
+                    let kernel = &p.kernels[k];
+                    return Err(RuntimeError::new(format!(
+                        "graph `{}`, kernel {k} ({} of [{}]): {e}",
+                        p.name,
+                        kernel.label(),
+                        kernel.fused_names.join(", ")
+                    )));
+                }
             }
-            if let Err(e) = r {
-                let kernel = &p.kernels[k];
-                result = Err(RuntimeError::new(format!(
-                    "graph `{}`, kernel {k} ({} of [{}]): {e}",
-                    p.name,
-                    kernel.label(),
-                    kernel.fused_names.join(", ")
-                )));
-                break;
-            }
-        }
+            Ok(())
+        };
+        // The whole program runs on a pool thread: each kernel's parallel loop is then
+        // forked from inside the pool instead of injected from outside, which would
+        // park this thread and wake it again once per kernel (microseconds each).
+        let result = if bound.kernels.len() > 1 && rayon::current_thread_index().is_none() {
+            rayon::scope(|_| run_kernels())
+        } else {
+            run_kernels()
+        };
         drop(realigned);
         if pooled {
             self.pool
