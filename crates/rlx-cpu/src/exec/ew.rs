@@ -6,7 +6,7 @@ use super::bind::plan_load;
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, read_bits, write_bits};
-use super::vm::{TILE, TileEnv, TileProg, run_tile};
+use super::vm::{IOp, TILE, TileEnv, TileProg, run_tile};
 use rlx_compile::program::{EOp, Expr, Kernel, Program, Store};
 use rlx_ir::{DType, DimBinding, IrError, IrResult};
 
@@ -40,6 +40,12 @@ pub(crate) struct EwPlan {
     copy: bool,
     /// Write the output with non-temporal stores (it is larger than the caches).
     stream: bool,
+    /// Per store: its value may be computed straight into the output buffer (same
+    /// dtype as computed, not streamed), saving the copy out of the tile scratch.
+    direct_ok: Vec<bool>,
+    /// `(buffer, bytes)` of every buffer the loads read: a store target overlapping
+    /// one of them (an in-place plan) is written only after the whole tile is computed.
+    load_spans: Vec<(usize, usize)>,
 }
 
 /// Whether a run of `dt` elements can be copied as is from compute type `ty`.
@@ -202,8 +208,29 @@ impl EwPlan {
         let row_mode = cdims.last().is_some_and(|&d| d >= 256);
         let widest = stores.iter().map(|s| store_dt(s).size_bytes()).max();
         let stream = numel * widest.unwrap_or(0) >= STREAM_BYTES;
+        let direct_ok = stores
+            .iter()
+            .map(|st| {
+                let dt = store_dt(st);
+                !stream
+                    && !copy
+                    && expr.nodes[st.value as usize].dtype == dt
+                    && Ty::of(dt).is_some_and(|ty| native(dt, ty))
+            })
+            .collect();
+        let mut load_spans: Vec<(usize, usize)> = loads
+            .iter()
+            .map(|l| {
+                let n: usize = bd[l.buf].iter().product();
+                (l.buf, n * l.dtype.size_bytes())
+            })
+            .collect();
+        load_spans.sort_unstable();
+        load_spans.dedup();
         Ok(EwPlan {
             stream,
+            direct_ok,
+            load_spans,
             prog,
             loads,
             dims: cdims,
@@ -243,6 +270,7 @@ impl EwPlan {
         let r = self.dims.len();
         let last = r.saturating_sub(1);
         let mut idx = vec![0usize; r];
+        let (mut direct, spans) = self.direct_targets(bases);
         with_scratch(|s| {
             let mut flat = c0;
             while flat < c1 {
@@ -263,10 +291,17 @@ impl EwPlan {
                     len,
                     in_row,
                 };
+                let core = core.map(|f| f(flat, len));
+                if let Some(Sv::Vec(cp)) = core {
+                    // The core (a product computed in place) must not be overwritten
+                    // before the tile has read it.
+                    drop_direct_over(&mut direct, &spans, cp as usize);
+                }
                 let env = TileEnv {
                     loads: &self.loads,
                     bases,
-                    core: core.map(|f| f(flat, len)),
+                    core,
+                    direct: &direct,
                 };
                 unsafe {
                     run_tile(&self.prog, &env, &t, s)?;
@@ -283,6 +318,41 @@ impl EwPlan {
             }
             Ok(())
         })
+    }
+
+    /// Per instruction slot, the base of the output buffer its value is computed into
+    /// (null: the tile scratch). Only stores that no load of this kernel can alias.
+    fn direct_targets(&self, bases: &[*mut u8]) -> (Vec<*mut u8>, Vec<(usize, usize)>) {
+        let mut direct = vec![std::ptr::null_mut(); self.prog.instrs.len()];
+        let mut spans = Vec::new();
+        for (&(slot, buf, dt), &ok) in self.stores.iter().zip(&self.direct_ok) {
+            let (lo, hi) = (
+                bases[buf] as usize,
+                bases[buf] as usize + self.numel * dt.size_bytes(),
+            );
+            let clear = self.load_spans.iter().all(|&(lb, bytes)| {
+                let l = bases[lb] as usize;
+                l + bytes <= lo || hi <= l
+            });
+            if ok && clear {
+                direct[slot as usize] = bases[buf];
+                spans.push((lo, hi - lo));
+                // A stored value that other nodes also read is stored through a
+                // same-dtype cast (see `keep_stored`), which returns its operand: that
+                // operand is then computed into the output (where later instructions
+                // cannot overwrite it) and read back from there.
+                let ins = &self.prog.instrs[slot as usize];
+                if let IOp::Cast(from) = ins.op
+                    && from == ins.dtype
+                {
+                    let a = ins.args[0] as usize;
+                    if direct[a].is_null() {
+                        direct[a] = bases[buf];
+                    }
+                }
+            }
+        }
+        (direct, spans)
     }
 
     fn run_copy(&self, bases: &[*mut u8]) -> Result<(), String> {
@@ -322,6 +392,18 @@ impl EwPlan {
             }
             Ok(())
         })
+    }
+}
+
+/// Stop computing into the direct store target (of `spans`: base, bytes) that contains
+/// address `p`, if any.
+fn drop_direct_over(direct: &mut [*mut u8], spans: &[(usize, usize)], p: usize) {
+    for &(base, bytes) in spans {
+        if base <= p && p < base + bytes {
+            for d in direct.iter_mut().filter(|d| **d as usize == base) {
+                *d = std::ptr::null_mut();
+            }
+        }
     }
 }
 

@@ -276,6 +276,7 @@ impl ReducePlan {
                 loads: &self.loads,
                 bases,
                 core: None,
+                direct: &[],
             };
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];
@@ -365,6 +366,7 @@ impl ReducePlan {
                             loads: &self.loads,
                             bases: bs.get(),
                             core: None,
+                            direct: &[],
                         };
                         unsafe { run_tile(&self.prologue, &env, &t, s)? };
                         let v = s.slots[self.input as usize];

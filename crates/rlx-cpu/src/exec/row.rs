@@ -119,6 +119,7 @@ impl RowPlan {
                 loads: &self.loads,
                 bases,
                 core: None,
+                direct: &[],
             };
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];

@@ -25,6 +25,14 @@ impl Ty {
             _ => Ty::I64,
         })
     }
+
+    /// Bytes per element of this compute type.
+    pub(crate) fn size(self) -> usize {
+        match self {
+            Ty::F32 => 4,
+            Ty::F64 | Ty::I64 => 8,
+        }
+    }
 }
 
 /// A tile value: a vector at a pointer (f32/f64/i64 elements by its type) or a

@@ -185,6 +185,9 @@ pub(crate) struct TileEnv<'a> {
     pub(crate) loads: &'a [LoadPlan],
     pub(crate) bases: &'a [*mut u8],
     pub(crate) core: Option<Sv>,
+    /// Per instruction, an output buffer to compute its value into (at the tile's flat
+    /// offset) instead of a scratch register; null or absent: the scratch.
+    pub(crate) direct: &'a [*mut u8],
 }
 
 /// Evaluate `prog` on tile `t` into `s.slots`. Errors (integer division by zero,
@@ -257,7 +260,10 @@ unsafe fn run_tile_body(
     s.ensure(prog.nregs, prog.instrs.len());
     let n = t.len;
     for (i, ins) in prog.instrs.iter().enumerate() {
-        let reg = s.reg(ins.reg);
+        let reg = match env.direct.get(i) {
+            Some(&d) if !d.is_null() => unsafe { d.add(t.flat * ins.ty.size()) },
+            _ => s.reg(ins.reg),
+        };
         let a = |k: usize| s.slots[ins.args[k] as usize];
         let v = match &ins.op {
             IOp::Load(l) => {
