@@ -302,6 +302,8 @@ impl EwPlan {
                     bases,
                     core,
                     direct: &direct,
+                    // An epilogue re-reads operands its core pass has just brought in.
+                    prefetch: !self.stream || core.is_some(),
                 };
                 unsafe {
                     run_tile(&self.prog, &env, &t, s)?;

@@ -148,7 +148,8 @@ unsafe fn gather(
 }
 
 /// The tile of load `p` at `t` as a value of compute type `ty`, read in place when
-/// possible, else gathered/converted into `reg`.
+/// possible, else gathered/converted into `reg`; `prefetch`: also prefetch the next
+/// tile of a contiguous run.
 ///
 /// # Safety
 /// `base` must be the load's buffer, which must cover every element the plan reads;
@@ -160,6 +161,7 @@ pub(crate) unsafe fn fetch(
     t: &TilePos<'_>,
     ty: Ty,
     reg: *mut u8,
+    prefetch: bool,
 ) -> Sv {
     let n = t.len;
     let dt = p.dtype;
@@ -172,7 +174,9 @@ pub(crate) unsafe fn fetch(
             return Sv::Scal(read_bits(dt, base, p.offset));
         }
         let contiguous = |off: usize| -> Sv {
-            prefetch_next(base.add(off * dt.size_bytes()), n * dt.size_bytes());
+            if prefetch {
+                prefetch_next(base.add(off * dt.size_bytes()), n * dt.size_bytes());
+            }
             if native(dt, ty) {
                 Sv::Vec(base.add(off * dt.size_bytes()))
             } else {

@@ -277,6 +277,7 @@ impl ReducePlan {
                 bases,
                 core: None,
                 direct: &[],
+                prefetch: true,
             };
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];
@@ -367,6 +368,7 @@ impl ReducePlan {
                             bases: bs.get(),
                             core: None,
                             direct: &[],
+                            prefetch: true,
                         };
                         unsafe { run_tile(&self.prologue, &env, &t, s)? };
                         let v = s.slots[self.input as usize];

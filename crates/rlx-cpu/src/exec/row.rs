@@ -120,6 +120,7 @@ impl RowPlan {
                 bases,
                 core: None,
                 direct: &[],
+                prefetch: true,
             };
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];

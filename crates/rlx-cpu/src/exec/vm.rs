@@ -188,6 +188,11 @@ pub(crate) struct TileEnv<'a> {
     /// Per instruction, an output buffer to compute its value into (at the tile's flat
     /// offset) instead of a scratch register; null or absent: the scratch.
     pub(crate) direct: &'a [*mut u8],
+    /// Prefetch each contiguous load's next tile. Streaming kernels (operands far
+    /// larger than the caches) leave that to the hardware prefetchers, which keep up,
+    /// where prefetch instructions only compete with them for miss buffers (W1 at 16M
+    /// elements: 8.2 ms instead of 9.0).
+    pub(crate) prefetch: bool,
 }
 
 /// Evaluate `prog` on tile `t` into `s.slots`. Errors (integer division by zero,
@@ -268,7 +273,7 @@ unsafe fn run_tile_body(
         let v = match &ins.op {
             IOp::Load(l) => {
                 let p = &env.loads[*l];
-                unsafe { fetch(p, env.bases[p.buf], t, ins.ty, reg) }
+                unsafe { fetch(p, env.bases[p.buf], t, ins.ty, reg, env.prefetch) }
             }
             IOp::Const(b) => Sv::Scal(*b),
             IOp::Core => env.core.expect("core value supplied to epilogues"),
