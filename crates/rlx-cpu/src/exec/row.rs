@@ -92,28 +92,32 @@ impl RowPlan {
         })
     }
 
-    /// Fill `x` (f64 or f32 per `in_ty`, as f64) with row `r` of the prologue.
-    fn load_row(
+    /// Fill `x32` (f32 inputs) or `x64` (else) with rows `r0..r0 + nrows` of the
+    /// prologue, one tile per [`TILE`] elements (several short rows share a tile).
+    fn load_rows(
         &self,
         bases: &[*mut u8],
         s: &mut super::vm::Scratch,
-        r: usize,
+        (r0, nrows): (usize, usize),
         x32: &mut [f32],
         x64: &mut [f64],
     ) -> Result<(), String> {
         let rank = self.dims.len();
+        let last = rank.saturating_sub(1);
         let mut idx = vec![0usize; rank];
+        let (f0, total) = (r0 * self.c, nrows * self.c);
         let mut j = 0;
-        while j < self.c {
-            let flat = r * self.c + j;
+        while j < total {
+            let flat = f0 + j;
             unravel_into(flat, &self.dims, &mut idx);
-            let n = (self.c - j).min(TILE);
+            let n = (total - j).min(TILE);
+            let in_row = rank <= 1 || idx[last] + n <= self.dims[last];
             let t = TilePos {
                 flat,
                 idx: &idx,
                 dims: &self.dims,
                 len: n,
-                in_row: true,
+                in_row,
             };
             let env = TileEnv {
                 loads: &self.loads,
@@ -153,52 +157,66 @@ impl RowPlan {
         };
         let (g32, b32) = (to32(&gamma), to32(&beta));
         let per = (super::ew::CHUNK / self.c).max(1);
+        // Short rows are handled a tile's worth at a time: one prologue tile and one
+        // epilogue pass per group instead of per row (a row of 10 logits would
+        // otherwise pay the whole per-tile dispatch for 10 elements).
+        let group = (TILE / self.c).max(1);
+        let c = self.c;
         let bs = Bases(bases);
         let f32_path = self.in_ty == Ty::F32;
         par_for(chunks(self.rows, per), |ch| {
             let (r0, r1) = (ch * per, ((ch + 1) * per).min(self.rows));
-            let mut x32 = vec![0f32; if f32_path { self.c } else { 0 }];
-            let mut x64 = vec![0f64; if f32_path { 0 } else { self.c }];
+            let span = group.min(r1 - r0) * c;
+            let mut x32 = vec![0f32; if f32_path { span } else { 0 }];
+            let mut x64 = vec![0f64; if f32_path { 0 } else { span }];
             let mut y32 = vec![
                 0f32;
                 if f32_path && self.direct.is_none() {
-                    self.c
+                    span
                 } else {
                     0
                 }
             ];
-            let mut y64 = vec![0f64; if f32_path { 0 } else { self.c }];
-            for r in r0..r1 {
-                with_scratch(|s| self.load_row(bs.get(), s, r, &mut x32, &mut x64))?;
+            let mut y64 = vec![0f64; if f32_path { 0 } else { span }];
+            let mut r = r0;
+            while r < r1 {
+                let k = group.min(r1 - r);
+                let m = k * c;
+                with_scratch(|s| self.load_rows(bs.get(), s, (r, k), &mut x32, &mut x64))?;
                 let (core_ptr, w): (*const u8, usize) = if f32_path {
                     let y: &mut [f32] = match self.direct {
                         Some(buf) => unsafe {
                             std::slice::from_raw_parts_mut(
-                                (bs.get()[buf] as *mut f32).add(r * self.c),
-                                self.c,
+                                (bs.get()[buf] as *mut f32).add(r * c),
+                                m,
                             )
                         },
-                        None => &mut y32,
+                        None => &mut y32[..m],
                     };
-                    row_f32(self.op, &x32, y, g32.as_deref(), b32.as_deref());
+                    for (x, y) in x32[..m].chunks_exact(c).zip(y.chunks_exact_mut(c)) {
+                        row_f32(self.op, x, y, g32.as_deref(), b32.as_deref());
+                    }
                     if self.direct.is_some() {
+                        r += k;
                         continue;
                     }
                     if matches!(self.out_dt, DType::F16 | DType::BF16) {
-                        for v in y32.iter_mut() {
+                        for v in y32[..m].iter_mut() {
                             *v = super::value::round_f32(self.out_dt, *v);
                         }
                     }
                     (y32.as_ptr() as *const u8, 4)
                 } else {
-                    row_f64(self.op, &x64, &mut y64, gamma.as_deref(), beta.as_deref());
+                    for (x, y) in x64[..m].chunks_exact(c).zip(y64[..m].chunks_exact_mut(c)) {
+                        row_f64(self.op, x, y, gamma.as_deref(), beta.as_deref());
+                    }
                     (y64.as_ptr() as *const u8, 8)
                 };
-                let f0 = r * self.c;
+                let f0 = r * c;
                 let core =
                     |flat: usize, _n: usize| Sv::Vec(unsafe { core_ptr.add((flat - f0) * w) });
-                self.epilogue
-                    .run_range(bs.get(), f0, f0 + self.c, Some(&core))?;
+                self.epilogue.run_range(bs.get(), f0, f0 + m, Some(&core))?;
+                r += k;
             }
             Ok(())
         })
