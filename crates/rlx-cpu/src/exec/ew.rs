@@ -10,15 +10,21 @@ use super::vm::{IOp, TILE, TileEnv, TileProg, run_tile};
 use rlx_compile::program::{EOp, Expr, Kernel, Program, Store};
 use rlx_ir::{DType, DimBinding, IrError, IrResult};
 
-/// Elements per parallel chunk.
+/// Elements per parallel chunk (at most).
 pub(crate) const CHUNK: usize = 1 << 16;
 
-/// Elements per chunk of an elementwise pass over `numel` elements: about [`CHUNK`],
-/// but a multiple of the thread count of chunks of equal size (whole tiles), so no core
-/// idles through the last chunk (7 chunks on 2 cores leave one idle a seventh of the
-/// time). Elementwise results do not depend on the split.
-pub(crate) fn ew_chunk(numel: usize) -> usize {
-    let n = chunks(numel, CHUNK);
+/// Tile instructions (element × instruction) worth a parallel chunk of their own: tens
+/// of microseconds of work, far above what handing a chunk to another core costs.
+const CHUNK_WORK: usize = 1 << 19;
+
+/// Elements per chunk of an elementwise pass over `numel` elements, each costing
+/// `instrs` tile instructions: about [`CHUNK_WORK`] instructions' worth (between 4 tiles
+/// and [`CHUNK`] elements), but a multiple of the thread count of chunks of equal size
+/// (whole tiles), so no core idles through the last chunk (7 chunks on 2 cores leave one
+/// idle a seventh of the time). Elementwise results do not depend on the split.
+pub(crate) fn ew_chunk(numel: usize, instrs: usize) -> usize {
+    let per = (CHUNK_WORK / instrs.max(1)).clamp(4 * TILE, CHUNK);
+    let n = chunks(numel, per);
     if n <= 1 {
         return numel.max(1);
     }
@@ -251,7 +257,7 @@ impl EwPlan {
         if self.copy {
             return self.run_copy(bases);
         }
-        let per = ew_chunk(self.numel);
+        let per = ew_chunk(self.numel, self.instrs());
         let bs = Bases(bases);
         par_for(chunks(self.numel, per), |c| {
             let (c0, c1) = (c * per, ((c + 1) * per).min(self.numel));
@@ -320,6 +326,17 @@ impl EwPlan {
             }
             Ok(())
         })
+    }
+
+    /// Tile instructions per element that do work (constants cost nothing), the
+    /// estimate behind the parallel split.
+    pub(crate) fn instrs(&self) -> usize {
+        let consts = self
+            .prog
+            .instrs
+            .iter()
+            .filter(|i| matches!(i.op, IOp::Const(_)));
+        self.prog.instrs.len() - consts.count() + self.stores.len()
     }
 
     /// Per instruction slot, the base of the output buffer its value is computed into
