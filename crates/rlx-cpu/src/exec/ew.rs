@@ -10,6 +10,9 @@ use super::vm::{IOp, TILE, TileEnv, TileProg, run_tile};
 use rlx_compile::program::{EOp, Expr, Kernel, Program, Store};
 use rlx_ir::{DType, DimBinding, IrError, IrResult};
 
+/// Tiles ahead of the one computed whose inputs are prefetched while it computes.
+const LOOKAHEAD: usize = 1;
+
 /// Elements per parallel chunk (at most).
 pub(crate) const CHUNK: usize = 1 << 16;
 
@@ -308,6 +311,7 @@ impl EwPlan {
         let last = r.saturating_sub(1);
         let mut idx = vec![0usize; r];
         let (mut direct, spans) = self.direct_targets(bases);
+        let mut spread: Vec<(*const u8, usize)> = Vec::new();
         with_scratch(|s| {
             let mut flat = c0;
             while flat < c1 {
@@ -334,7 +338,20 @@ impl EwPlan {
                     // before the tile has read it.
                     drop_direct_over(&mut direct, &spans, cp as usize);
                 }
+                spread.clear();
+                let ahead = flat + LOOKAHEAD * len;
+                if self.stream && core.is_none() && ahead < c1 {
+                    for l in &self.loads {
+                        if l.flat_dense && l.table.is_none() {
+                            let w = l.dtype.size_bytes();
+                            let next = (l.offset + ahead) * w;
+                            let bytes = len.min(c1 - ahead) * w;
+                            spread.push((unsafe { bases[l.buf].add(next) } as *const u8, bytes));
+                        }
+                    }
+                }
                 let env = TileEnv {
+                    spread: &spread,
                     loads: &self.loads,
                     bases,
                     core,

@@ -278,6 +278,7 @@ impl ReducePlan {
                 core: None,
                 direct: &[],
                 prefetch: true,
+                spread: &[],
             };
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];
@@ -369,6 +370,7 @@ impl ReducePlan {
                             core: None,
                             direct: &[],
                             prefetch: true,
+                            spread: &[],
                         };
                         unsafe { run_tile(&self.prologue, &env, &t, s)? };
                         let v = s.slots[self.input as usize];

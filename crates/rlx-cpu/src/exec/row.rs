@@ -125,6 +125,7 @@ impl RowPlan {
                 core: None,
                 direct: &[],
                 prefetch: true,
+                spread: &[],
             };
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];
