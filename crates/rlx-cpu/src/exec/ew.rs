@@ -88,22 +88,49 @@ pub(crate) unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
         if wide == 2 {
             return stream_copy_avx512(dst, src, bytes);
         }
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        let head = (dst as usize).next_multiple_of(16) - dst as usize;
-        if head < bytes {
-            std::ptr::copy_nonoverlapping(src, dst, head);
-            let body = (bytes - head) / 16;
-            let (s, d) = (src.add(head), dst.add(head));
-            for i in 0..body {
+        stream_copy_16(dst, src, bytes);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, bytes)
+    };
+}
+
+/// [`stream_copy`] with 16-byte non-temporal stores (SSE2, every x86-64 CPU).
+#[cfg(target_arch = "x86_64")]
+unsafe fn stream_copy_16(dst: *mut u8, src: *const u8, bytes: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+    unsafe {
+        copy_in_blocks::<16>(dst, src, bytes, |d, s, blocks| {
+            for i in 0..blocks {
                 let v = _mm_loadu_si128((s as *const __m128i).add(i));
                 _mm_stream_si128((d as *mut __m128i).add(i), v);
             }
-            let done = head + body * 16;
-            std::ptr::copy_nonoverlapping(src.add(done), dst.add(done), bytes - done);
-            return;
-        }
+        });
     }
-    unsafe { std::ptr::copy_nonoverlapping(src, dst, bytes) };
+}
+
+/// Copy `bytes` from `src` to `dst` with plain copies up to the first `W`-byte boundary
+/// of `dst` and after the last whole block, and `blocks(d, s, n)` for the `n` aligned
+/// `W`-byte blocks between.
+///
+/// # Safety
+/// Both ranges must be valid and disjoint; `blocks` must copy exactly its blocks.
+#[inline(always)]
+unsafe fn copy_in_blocks<const W: usize>(
+    dst: *mut u8,
+    src: *const u8,
+    bytes: usize,
+    blocks: impl FnOnce(*mut u8, *const u8, usize),
+) {
+    let head = ((dst as usize).next_multiple_of(W) - dst as usize).min(bytes);
+    let body = (bytes - head) / W;
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        blocks(dst.add(head), src.add(head), body);
+        let done = head + body * W;
+        std::ptr::copy_nonoverlapping(src.add(done), dst.add(done), bytes - done);
+    }
 }
 
 /// [`stream_copy`] with 64-byte non-temporal stores (plain stores up to the first
@@ -112,17 +139,13 @@ pub(crate) unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
 #[target_feature(enable = "avx512f")]
 unsafe fn stream_copy_avx512(dst: *mut u8, src: *const u8, bytes: usize) {
     use std::arch::x86_64::{__m512i, _mm512_loadu_si512, _mm512_stream_si512};
-    let head = ((dst as usize).next_multiple_of(64) - dst as usize).min(bytes);
-    let body = (bytes - head) / 64;
     unsafe {
-        std::ptr::copy_nonoverlapping(src, dst, head);
-        let (s, d) = (src.add(head), dst.add(head));
-        for i in 0..body {
-            let v = _mm512_loadu_si512((s as *const __m512i).add(i));
-            _mm512_stream_si512((d as *mut __m512i).add(i), v);
-        }
-        let done = head + body * 64;
-        std::ptr::copy_nonoverlapping(src.add(done), dst.add(done), bytes - done);
+        copy_in_blocks::<64>(dst, src, bytes, |d, s, blocks| {
+            for i in 0..blocks {
+                let v = _mm512_loadu_si512((s as *const __m512i).add(i));
+                _mm512_stream_si512((d as *mut __m512i).add(i), v);
+            }
+        });
     }
 }
 
@@ -567,14 +590,24 @@ mod tests {
     use super::{store_fence, stream_copy};
 
     /// Every alignment of the destination and every length around the 16- and 64-byte
-    /// store widths copies exactly the source bytes and nothing outside the range.
+    /// store widths copies exactly the source bytes and nothing outside the range, on
+    /// each path this CPU runs.
     #[test]
     fn stream_copy_copies_exactly_the_range_at_any_alignment_and_length() {
+        type Copy = unsafe fn(*mut u8, *const u8, usize);
+        let mut paths: Vec<Copy> = vec![stream_copy];
+        #[cfg(target_arch = "x86_64")]
+        {
+            paths.push(super::stream_copy_16);
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                paths.push(super::stream_copy_avx512);
+            }
+        }
         let src: Vec<u8> = (0..600u32).map(|i| (i * 7 + 3) as u8).collect();
-        for dst_off in 0..70 {
+        for (dst_off, copy) in (0..70).flat_map(|o| paths.iter().map(move |c| (o, c))) {
             for len in [0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200, 511] {
                 let mut dst = vec![0xAAu8; 700];
-                unsafe { stream_copy(dst.as_mut_ptr().add(dst_off), src.as_ptr().add(5), len) };
+                unsafe { copy(dst.as_mut_ptr().add(dst_off), src.as_ptr().add(5), len) };
                 store_fence();
                 assert!(dst[..dst_off].iter().all(|&b| b == 0xAA), "{dst_off} {len}");
                 assert_eq!(
