@@ -297,9 +297,9 @@ fn values_computed_into_their_outputs_match_the_oracle() {
 }
 
 /// Rows shorter than a tile are processed several to a tile (prologue, statistics per
-/// row, epilogue): every row op over short rows of odd lengths, with a broadcast
-/// prologue and an epilogue, in f32 and f64, with a row count that leaves a partial
-/// group, matches the oracle.
+/// row, epilogue), and rows of a plain input are read in place: every row op over short
+/// rows of odd lengths, with a broadcast prologue or none, with and without an epilogue,
+/// in f32 and f64, with a row count that leaves a partial group, matches the oracle.
 #[test]
 fn short_rows_grouped_into_tiles_match_the_oracle() {
     for (c, dt) in [
@@ -336,6 +336,18 @@ fn short_rows_grouped_into_tiles_match_the_oracle() {
             let y = op(&mut g, row, ins);
             outs.push(op(&mut g, Op::Binary(BinaryOp::Mul), vec![y, e]));
         }
+        // Rows read where they lie (the prologue is a plain load), with and without an
+        // epilogue.
+        outs.push(op(&mut g, Op::Softmax { axis: -1 }, vec![x]));
+        let ln = op(
+            &mut g,
+            Op::LayerNorm {
+                axis: -1,
+                eps: 1e-5,
+            },
+            vec![x, gm, b],
+        );
+        outs.push(op(&mut g, Op::Binary(BinaryOp::Mul), vec![ln, e]));
         g.set_outputs(outs);
         let n = rows * c;
         let data = |v: Vec<f32>, dims: &[usize]| match dt {

@@ -27,6 +27,8 @@ pub(crate) struct RowPlan {
     epilogue: EwPlan,
     /// The epilogue only stores the result into an f32 buffer: write rows in place.
     direct: Option<usize>,
+    /// The prologue is one dense f32 load: rows are read where they are, not copied.
+    in_place: Option<LoadPlan>,
 }
 
 impl RowPlan {
@@ -75,7 +77,18 @@ impl RowPlan {
             && p.buffers[st.buf].shape.dtype() == DType::F32
             && *dtype == DType::F32;
         let in_dt = prologue.nodes[*input as usize].dtype;
+        let in_place = match &prologue.nodes[..] {
+            [n] if n.dtype == DType::F32 => match n.op {
+                rlx_compile::program::EOp::Load(i) => loads
+                    .get(i)
+                    .filter(|l| l.dtype == DType::F32 && l.flat_dense && l.table.is_none())
+                    .cloned(),
+                _ => None,
+            },
+            _ => None,
+        };
         Ok(RowPlan {
+            in_place,
             op: *op,
             prologue: TileProg::build(prologue)
                 .ok_or_else(|| IrError::new("cpu", "complex row input"))?,
@@ -90,6 +103,27 @@ impl RowPlan {
             epilogue: ep,
             direct: trivial.then_some(st.buf),
         })
+    }
+
+    /// Rows `r0..r0 + nrows` of the input where they lie, when the prologue is a plain
+    /// dense f32 load and the rows cannot be overwritten while they are read (the result
+    /// goes to another buffer).
+    fn rows_in_place<'b>(
+        &self,
+        bases: &[*mut u8],
+        (r0, nrows): (usize, usize),
+    ) -> Option<&'b [f32]> {
+        let l = self.in_place.as_ref()?;
+        let start = unsafe { (bases[l.buf] as *const f32).add(l.offset + r0 * self.c) };
+        let len = nrows * self.c;
+        if let Some(buf) = self.direct {
+            let (out, rows) = (bases[buf] as usize, self.rows * self.c * 4);
+            let (a, b) = (start as usize, start as usize + len * 4);
+            if a < out + rows && out < b {
+                return None;
+            }
+        }
+        Some(unsafe { std::slice::from_raw_parts(start, len) })
     }
 
     /// Fill `x32` (f32 inputs) or `x64` (else) with rows `r0..r0 + nrows` of the
@@ -183,7 +217,14 @@ impl RowPlan {
             while r < r1 {
                 let k = group.min(r1 - r);
                 let m = k * c;
-                with_scratch(|s| self.load_rows(bs.get(), s, (r, k), &mut x32, &mut x64))?;
+                let rows_in_place = self.rows_in_place(bs.get(), (r, k));
+                if rows_in_place.is_none() {
+                    with_scratch(|s| self.load_rows(bs.get(), s, (r, k), &mut x32, &mut x64))?;
+                }
+                let x32: &[f32] = match rows_in_place {
+                    Some(x) => x,
+                    None => &x32[..x32.len().min(m)],
+                };
                 let (core_ptr, w): (*const u8, usize) = if f32_path {
                     let y: &mut [f32] = match self.direct {
                         Some(buf) => unsafe {
@@ -194,7 +235,7 @@ impl RowPlan {
                         },
                         None => &mut y32[..m],
                     };
-                    for (x, y) in x32[..m].chunks_exact(c).zip(y.chunks_exact_mut(c)) {
+                    for (x, y) in x32.chunks_exact(c).zip(y.chunks_exact_mut(c)) {
                         row_f32(self.op, x, y, g32.as_deref(), b32.as_deref());
                     }
                     if self.direct.is_some() {
