@@ -1,5 +1,6 @@
 //! Throughput of the f32 GEMM (`rlx_cpu::gemm::sgemm`) alone at the shapes of the W6
-//! training step and at 1024³, on 1 and 2 threads and with the operands transposed
+//! training step (including its narrow products with N or K = 10) and at 1024³, on 1
+//! and 2 threads and with the operands transposed
 //! (best of 30 warm calls). Compare with the per-kernel times `RLX_PROFILE=1` reports
 //! for the same GEMMs inside a program.
 //!
@@ -40,6 +41,9 @@ fn main() {
         (256, 512, 512),
         (784, 256, 512),
         (512, 256, 512),
+        (256, 512, 10),
+        (512, 256, 10),
+        (256, 10, 512),
         (1024, 1024, 1024),
     ] {
         println!(
