@@ -368,3 +368,50 @@ fn short_rows_grouped_into_tiles_match_the_oracle() {
         }
     }
 }
+
+/// Norm rows whose squares (or sums) leave the f32 range — one element of 3e26, a row of
+/// values near f32::MAX — still match the oracle, which accumulates in f64.
+#[test]
+fn norms_over_rows_beyond_the_f32_square_range_match_the_oracle() {
+    let c = 15;
+    let mut g = Graph::new("huge_rows");
+    let x = g.input("x", Shape::new(&[3, c], DType::F32));
+    let gm = g.input("g", Shape::new(&[c], DType::F32));
+    let b = g.input("b", Shape::new(&[c], DType::F32));
+    let r = op(
+        &mut g,
+        Op::RmsNorm {
+            axis: -1,
+            eps: 1e-5,
+        },
+        vec![x, gm, b],
+    );
+    let l = op(
+        &mut g,
+        Op::LayerNorm {
+            axis: -1,
+            eps: 1e-5,
+        },
+        vec![x, gm, b],
+    );
+    g.set_outputs(vec![r, l]);
+    let mut xs = seq(3 * c, 2.0);
+    xs[5] = -2.97e26;
+    xs[17] = 4.0e21;
+    for v in &mut xs[2 * c..] {
+        *v = if v.is_sign_negative() {
+            -3.0e38
+        } else {
+            3.0e38
+        };
+    }
+    let args = vec![
+        TensorData::from_f32(&[3, c], &xs),
+        TensorData::from_f32(&[c], &seq(c, 1.0)),
+        TensorData::from_f32(&[c], &seq(c, 0.5)),
+    ];
+    let (got, want) = (run(&g, &args), oracle(&g, &args));
+    for (a, b) in got.iter().zip(&want) {
+        close(a, b, 1e-5);
+    }
+}

@@ -321,6 +321,11 @@ fn sum32(x: &[f32]) -> f64 {
         total += lanes.iter().map(|&v| v as f64).sum::<f64>();
         total += it.remainder().iter().map(|&v| v as f64).sum::<f64>();
     }
+    if !total.is_finite() {
+        // An f32 lane overflowed (finite values near f32::MAX): redo it in f64, which
+        // keeps a row of infinities or NaNs what it is.
+        return x.iter().map(|&v| v as f64).sum();
+    }
     total
 }
 
@@ -378,6 +383,15 @@ fn row_f32(op: RowOp, x: &[f32], y: &mut [f32], gamma: Option<&[f32]>, beta: Opt
                     .iter()
                     .map(|&v| ((v - mean) * (v - mean)) as f64)
                     .sum::<f64>();
+            }
+            if !sq.is_finite() {
+                // Squares of elements beyond ≈ 1.8e19 overflow the f32 lanes: redo the
+                // sum in f64 (rare; a row holding ∞ or NaN stays ∞ or NaN).
+                let mean = mean as f64;
+                sq = x
+                    .iter()
+                    .map(|&v| (v as f64 - mean) * (v as f64 - mean))
+                    .sum();
             }
             let d = ((sq / n as f64) + eps as f64).sqrt();
             let inv = (1.0 / d) as f32;
