@@ -2,7 +2,7 @@
 //! hand-computed values (the random differential suite is in `differential*.rs`).
 
 use rlx_cpu::CpuBackend;
-use rlx_ir::{Activation, BinaryOp, DType, Graph, Op, ReduceOp, Shape, TensorData};
+use rlx_ir::{Activation, BinaryOp, DType, Graph, NodeId, Op, ReduceOp, Shape, TensorData};
 use rlx_runtime::{Backend, Device};
 use rlx_testkit::{close, op, reduce, seq};
 
@@ -14,6 +14,26 @@ fn run(g: &Graph, args: &[TensorData]) -> Vec<TensorData> {
 
 fn oracle(g: &Graph, args: &[TensorData]) -> Vec<TensorData> {
     rlx_testkit::oracle(g, args).unwrap()
+}
+
+/// Every output of the compiled `g` is within `tol` of the oracle's.
+fn assert_matches_oracle(g: &Graph, args: &[TensorData], tol: f64) {
+    let (got, want) = (run(g, args), oracle(g, args));
+    assert_eq!(got.len(), want.len(), "output count");
+    for (a, b) in got.iter().zip(&want) {
+        close(a, b, tol);
+    }
+}
+
+/// Layer norm (or RMS norm) of `x` over its last axis with scale `g` and shift `b`.
+fn norm(graph: &mut Graph, rms: bool, x: NodeId, g: NodeId, b: NodeId) -> NodeId {
+    let (axis, eps) = (-1, 1e-5);
+    let o = if rms {
+        Op::RmsNorm { axis, eps }
+    } else {
+        Op::LayerNorm { axis, eps }
+    };
+    op(graph, o, vec![x, g, b])
 }
 
 #[test]
@@ -116,22 +136,8 @@ fn row_ops_match_the_oracle() {
     let bt = g.input("b", Shape::new(&[300], DType::F32));
     let s = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
     let l = op(&mut g, Op::LogSoftmax { axis: 1 }, vec![x]);
-    let n = op(
-        &mut g,
-        Op::LayerNorm {
-            axis: -1,
-            eps: 1e-5,
-        },
-        vec![x, gm, bt],
-    );
-    let r = op(
-        &mut g,
-        Op::RmsNorm {
-            axis: -1,
-            eps: 1e-5,
-        },
-        vec![x, gm, bt],
-    );
+    let n = norm(&mut g, false, x, gm, bt);
+    let r = norm(&mut g, true, x, gm, bt);
     let s0 = op(&mut g, Op::Softmax { axis: 0 }, vec![x]);
     g.set_outputs(vec![s, l, n, r, s0]);
     let args = vec![
@@ -139,10 +145,7 @@ fn row_ops_match_the_oracle() {
         TensorData::from_f32(&[300], &seq(300, 1.0)),
         TensorData::from_f32(&[300], &seq(300, 0.5)),
     ];
-    let (got, want) = (run(&g, &args), oracle(&g, &args));
-    for (a, b) in got.iter().zip(&want) {
-        close(a, b, 1e-5);
-    }
+    assert_matches_oracle(&g, &args, 1e-5);
 }
 
 #[test]
@@ -269,10 +272,7 @@ fn values_computed_into_their_outputs_match_the_oracle() {
                 .collect::<Vec<_>>(),
         ),
     ];
-    let (got, want) = (run(&g, &args), oracle(&g, &args));
-    for (a, b) in got.iter().zip(&want) {
-        close(a, b, 0.0);
-    }
+    assert_matches_oracle(&g, &args, 0.0);
 
     // A matmul whose product lives in an output buffer its epilogue also computes into
     // (either output, by their order).
@@ -289,10 +289,7 @@ fn values_computed_into_their_outputs_match_the_oracle() {
             TensorData::from_f32(&[37, 64], &seq(37 * 64, 1.0)),
             TensorData::from_f32(&[64, 70], &seq(64 * 70, 0.5)),
         ];
-        let (got, want) = (run(&g, &args), oracle(&g, &args));
-        for (a, b) in got.iter().zip(&want) {
-            close(a, b, 1e-5);
-        }
+        assert_matches_oracle(&g, &args, 1e-5);
     }
 }
 
@@ -316,37 +313,20 @@ fn short_rows_grouped_into_tiles_match_the_oracle() {
         let gm = g.input("g", Shape::new(&[c], dt));
         let bx = op(&mut g, Op::BroadcastLike, vec![b, x]);
         let pre = op(&mut g, Op::Binary(BinaryOp::Add), vec![x, bx]);
-        let mut outs = Vec::new();
-        for row in [
-            Op::Softmax { axis: -1 },
-            Op::LogSoftmax { axis: -1 },
-            Op::LayerNorm {
-                axis: -1,
-                eps: 1e-5,
-            },
-            Op::RmsNorm {
-                axis: -1,
-                eps: 1e-5,
-            },
-        ] {
-            let ins = match row {
-                Op::LayerNorm { .. } | Op::RmsNorm { .. } => vec![pre, gm, b],
-                _ => vec![pre],
-            };
-            let y = op(&mut g, row, ins);
-            outs.push(op(&mut g, Op::Binary(BinaryOp::Mul), vec![y, e]));
-        }
+        let rows_of_pre = [
+            op(&mut g, Op::Softmax { axis: -1 }, vec![pre]),
+            op(&mut g, Op::LogSoftmax { axis: -1 }, vec![pre]),
+            norm(&mut g, false, pre, gm, b),
+            norm(&mut g, true, pre, gm, b),
+        ];
+        let mut outs: Vec<NodeId> = rows_of_pre
+            .into_iter()
+            .map(|y| op(&mut g, Op::Binary(BinaryOp::Mul), vec![y, e]))
+            .collect();
         // Rows read where they lie (the prologue is a plain load), with and without an
         // epilogue.
         outs.push(op(&mut g, Op::Softmax { axis: -1 }, vec![x]));
-        let ln = op(
-            &mut g,
-            Op::LayerNorm {
-                axis: -1,
-                eps: 1e-5,
-            },
-            vec![x, gm, b],
-        );
+        let ln = norm(&mut g, false, x, gm, b);
         outs.push(op(&mut g, Op::Binary(BinaryOp::Mul), vec![ln, e]));
         g.set_outputs(outs);
         let n = rows * c;
@@ -362,10 +342,7 @@ fn short_rows_grouped_into_tiles_match_the_oracle() {
             data(seq(n, 1.5), &[rows, c]),
             data(seq(c, 1.0), &[c]),
         ];
-        let (got, want) = (run(&g, &args), oracle(&g, &args));
-        for (a, b) in got.iter().zip(&want) {
-            close(a, b, 1e-5);
-        }
+        assert_matches_oracle(&g, &args, 1e-5);
     }
 }
 
@@ -378,22 +355,8 @@ fn norms_over_rows_beyond_the_f32_square_range_match_the_oracle() {
     let x = g.input("x", Shape::new(&[3, c], DType::F32));
     let gm = g.input("g", Shape::new(&[c], DType::F32));
     let b = g.input("b", Shape::new(&[c], DType::F32));
-    let r = op(
-        &mut g,
-        Op::RmsNorm {
-            axis: -1,
-            eps: 1e-5,
-        },
-        vec![x, gm, b],
-    );
-    let l = op(
-        &mut g,
-        Op::LayerNorm {
-            axis: -1,
-            eps: 1e-5,
-        },
-        vec![x, gm, b],
-    );
+    let r = norm(&mut g, true, x, gm, b);
+    let l = norm(&mut g, false, x, gm, b);
     g.set_outputs(vec![r, l]);
     let mut xs = seq(3 * c, 2.0);
     xs[5] = -2.97e26;
@@ -410,8 +373,5 @@ fn norms_over_rows_beyond_the_f32_square_range_match_the_oracle() {
         TensorData::from_f32(&[c], &seq(c, 1.0)),
         TensorData::from_f32(&[c], &seq(c, 0.5)),
     ];
-    let (got, want) = (run(&g, &args), oracle(&g, &args));
-    for (a, b) in got.iter().zip(&want) {
-        close(a, b, 1e-5);
-    }
+    assert_matches_oracle(&g, &args, 1e-5);
 }

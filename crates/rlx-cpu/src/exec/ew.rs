@@ -55,6 +55,9 @@ pub(crate) struct EwPlan {
     /// `(buffer, bytes)` of every buffer the loads read: a store target overlapping
     /// one of them (an in-place plan) is written only after the whole tile is computed.
     load_spans: Vec<(usize, usize)>,
+    /// Tile instructions per element that do work (constants cost nothing) plus the
+    /// stores: the estimate behind the parallel split.
+    work: usize,
 }
 
 /// Whether a run of `dt` elements can be copied as is from compute type `ty`.
@@ -78,14 +81,8 @@ pub(crate) const STREAM_BYTES: usize = 8 << 20;
 pub(crate) unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     unsafe {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static WIDE: AtomicU8 = AtomicU8::new(0);
-        let mut wide = WIDE.load(Ordering::Relaxed);
-        if wide == 0 {
-            wide = 1 + std::arch::is_x86_feature_detected!("avx512f") as u8;
-            WIDE.store(wide, Ordering::Relaxed);
-        }
-        if wide == 2 {
+        // The detection is cached by std: one relaxed load per call.
+        if std::arch::is_x86_feature_detected!("avx512f") {
             return stream_copy_avx512(dst, src, bytes);
         }
         stream_copy_16(dst, src, bytes);
@@ -290,10 +287,13 @@ impl EwPlan {
             .collect();
         load_spans.sort_unstable();
         load_spans.dedup();
+        let consts = prog.instrs.iter().filter(|i| matches!(i.op, IOp::Const(_)));
+        let work = prog.instrs.len() - consts.count() + stores.len();
         Ok(EwPlan {
             stream,
             direct_ok,
             load_spans,
+            work,
             prog,
             loads,
             dims: cdims,
@@ -314,7 +314,7 @@ impl EwPlan {
         if self.copy {
             return self.run_copy(bases);
         }
-        let per = ew_chunk(self.numel, self.instrs());
+        let per = ew_chunk(self.numel, self.work);
         let bs = Bases(bases);
         par_for(chunks(self.numel, per), |c| {
             let (c0, c1) = (c * per, ((c + 1) * per).min(self.numel));
@@ -399,22 +399,15 @@ impl EwPlan {
         })
     }
 
-    /// Tile instructions per element that do work (constants cost nothing), the
-    /// estimate behind the parallel split.
-    pub(crate) fn instrs(&self) -> usize {
-        let consts = self
-            .prog
-            .instrs
-            .iter()
-            .filter(|i| matches!(i.op, IOp::Const(_)));
-        self.prog.instrs.len() - consts.count() + self.stores.len()
-    }
-
     /// Per instruction slot, the base of the output buffer its value is computed into
     /// (null: the tile scratch). Only stores that no load of this kernel can alias.
     fn direct_targets(&self, bases: &[*mut u8]) -> (Vec<*mut u8>, Vec<(usize, usize)>) {
-        let mut direct = vec![std::ptr::null_mut(); self.prog.instrs.len()];
         let mut spans = Vec::new();
+        if !self.direct_ok.contains(&true) {
+            // Nothing to place: no allocation (row kernels call this once per group).
+            return (Vec::new(), spans);
+        }
+        let mut direct = vec![std::ptr::null_mut(); self.prog.instrs.len()];
         for (&(slot, buf, dt), &ok) in self.stores.iter().zip(&self.direct_ok) {
             let (lo, hi) = (
                 bases[buf] as usize,

@@ -5,7 +5,7 @@
 
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse};
-use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
+use super::par::{Bases, SendPtr, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, read_bits};
 use super::vm::{TILE, TileEnv, TileProg, run_tile};
 use crate::math;
@@ -105,25 +105,19 @@ impl RowPlan {
         })
     }
 
-    /// Rows `r0..r0 + nrows` of the input where they lie, when the prologue is a plain
-    /// dense f32 load and the rows cannot be overwritten while they are read (the result
-    /// goes to another buffer).
-    fn rows_in_place<'b>(
-        &self,
-        bases: &[*mut u8],
-        (r0, nrows): (usize, usize),
-    ) -> Option<&'b [f32]> {
+    /// Row 0 of the input, to read rows where they lie: when the prologue is a plain
+    /// dense f32 load and the result is not written over the input.
+    fn in_place_rows(&self, bases: &[*mut u8]) -> Option<*const f32> {
         let l = self.in_place.as_ref()?;
-        let start = unsafe { (bases[l.buf] as *const f32).add(l.offset + r0 * self.c) };
-        let len = nrows * self.c;
+        let start = unsafe { (bases[l.buf] as *const f32).add(l.offset) };
+        let bytes = self.rows * self.c * 4;
         if let Some(buf) = self.direct {
-            let (out, rows) = (bases[buf] as usize, self.rows * self.c * 4);
-            let (a, b) = (start as usize, start as usize + len * 4);
-            if a < out + rows && out < b {
+            let (a, out) = (start as usize, bases[buf] as usize);
+            if a < out + bytes && out < a + bytes {
                 return None;
             }
         }
-        Some(unsafe { std::slice::from_raw_parts(start, len) })
+        Some(start)
     }
 
     /// Fill `x32` (f32 inputs) or `x64` (else) with rows `r0..r0 + nrows` of the
@@ -199,10 +193,11 @@ impl RowPlan {
         let c = self.c;
         let bs = Bases(bases);
         let f32_path = self.in_ty == Ty::F32;
+        let src = self.in_place_rows(bases).map(|p| SendPtr(p as *mut u8));
         par_for(chunks(self.rows, per), |ch| {
             let (r0, r1) = (ch * per, ((ch + 1) * per).min(self.rows));
             let span = group.min(r1 - r0) * c;
-            let mut x32 = vec![0f32; if f32_path { span } else { 0 }];
+            let mut x32 = vec![0f32; if f32_path && src.is_none() { span } else { 0 }];
             let mut x64 = vec![0f64; if f32_path { 0 } else { span }];
             let mut y32 = vec![
                 0f32;
@@ -217,13 +212,15 @@ impl RowPlan {
             while r < r1 {
                 let k = group.min(r1 - r);
                 let m = k * c;
-                let rows_in_place = self.rows_in_place(bs.get(), (r, k));
-                if rows_in_place.is_none() {
-                    with_scratch(|s| self.load_rows(bs.get(), s, (r, k), &mut x32, &mut x64))?;
-                }
-                let x32: &[f32] = match rows_in_place {
-                    Some(x) => x,
-                    None => &x32[..x32.len().min(m)],
+                let x32: &[f32] = match src {
+                    // SAFETY: rows r..r + k lie in the input, which nothing writes.
+                    Some(p) => unsafe {
+                        std::slice::from_raw_parts((p.get() as *const f32).add(r * c), m)
+                    },
+                    None => {
+                        with_scratch(|s| self.load_rows(bs.get(), s, (r, k), &mut x32, &mut x64))?;
+                        &x32[..x32.len().min(m)]
+                    }
                 };
                 let (core_ptr, w): (*const u8, usize) = if f32_path {
                     let y: &mut [f32] = match self.direct {
