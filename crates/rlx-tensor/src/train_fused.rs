@@ -276,7 +276,8 @@ const CLIP_BOUND: &str = "__opt.max_grad_norm";
 
 /// The runtime scalar operands of `rule`, by name, and the dtype they are computed in.
 fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
-    let adam = |c: &AdamCoeffs, f32_math: bool| {
+    // Decoupled decay (AdamW) scales p by `1 − lr·wd`; Adam adds `wd·p` to the gradient.
+    let adam = |c: &AdamCoeffs, f32_math: bool, decoupled: bool| {
         let [step_size, inv_sqrt_bc2, decay] = c.step_scalars(f32_math);
         vec![
             ("__opt.beta1", c.beta1),
@@ -285,9 +286,12 @@ fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
             ("__opt.one_minus_beta2", c.one_minus_beta2),
             ("__opt.step_size", step_size),
             ("__opt.inv_sqrt_bc2", inv_sqrt_bc2),
-            ("__opt.decay", decay),
             ("__opt.eps", c.eps),
-            ("__opt.weight_decay", c.weight_decay),
+            if decoupled {
+                ("__opt.decay", decay)
+            } else {
+                ("__opt.weight_decay", c.weight_decay)
+            },
         ]
     };
     let dt = |f32_math: bool| if f32_math { DType::F32 } else { DType::F64 };
@@ -305,9 +309,8 @@ fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
                 ("__opt.weight_decay", weight_decay as f64),
             ],
         ),
-        FusedRule::Adam { f32_math, ref c } | FusedRule::AdamW { f32_math, ref c } => {
-            (dt(f32_math), adam(c, f32_math))
-        }
+        FusedRule::Adam { f32_math, ref c } => (dt(f32_math), adam(c, f32_math, false)),
+        FusedRule::AdamW { f32_math, ref c } => (dt(f32_math), adam(c, f32_math, true)),
         FusedRule::AdamWTorch {
             decay,
             lerp_weight,
@@ -533,11 +536,10 @@ fn update(
             let dt = if f32_math { DType::F32 } else { DType::F64 };
             let (pw, gw) = (b.cast(p, dt)?, b.cast(g, dt)?);
             let (mw, vw) = (b.cast(state[0], dt)?, b.cast(state[1], dt)?);
-            let wd = k("__opt.weight_decay");
             let g2 = if decoupled {
                 gw
             } else {
-                let wp = b.mul(wd, pw)?;
+                let wp = b.mul(k("__opt.weight_decay"), pw)?;
                 b.add(gw, wp)?
             };
             let bm = b.mul(k("__opt.beta1"), mw)?;
