@@ -215,6 +215,7 @@ pub(crate) fn lerp_branch(weight: f64) -> &'static str {
 pub(crate) trait StateStore {
     fn get_or_zero_dyn(&mut self, optimizer: &str, name: &str, len: usize) -> &mut [Vec<f32>];
     fn get_dyn(&self, name: &str) -> Option<&[Vec<f32>]>;
+    fn set_dyn(&mut self, name: &str, bufs: Vec<Vec<f32>>);
 }
 
 impl<const K: usize> StateStore for Slots<K> {
@@ -224,6 +225,13 @@ impl<const K: usize> StateStore for Slots<K> {
 
     fn get_dyn(&self, name: &str) -> Option<&[Vec<f32>]> {
         self.get(name).map(|s| s.as_slice())
+    }
+
+    fn set_dyn(&mut self, name: &str, bufs: Vec<Vec<f32>>) {
+        let slots: [Vec<f32>; K] = bufs
+            .try_into()
+            .unwrap_or_else(|b: Vec<_>| panic!("{K} state buffers expected, got {}", b.len()));
+        self.set(name, slots);
     }
 }
 
@@ -299,6 +307,29 @@ impl<'a> FusedUpdate<'a> {
             return &mut [];
         }
         self.store.get_or_zero_dyn(self.optimizer, name, len)
+    }
+
+    /// Replace the state buffers of param `name` (one per
+    /// [`state_kinds`](Self::state_kinds) entry, in that order): a step that moved them
+    /// out — e.g. lent to a compiled update that writes the new values over the old —
+    /// puts the new ones back with this.
+    ///
+    /// Panics when `bufs` does not hold one buffer per state kind, or the buffers differ
+    /// in length.
+    #[track_caller]
+    pub fn set_state(&mut self, name: &str, bufs: Vec<Vec<f32>>) {
+        if self.kinds.is_empty() {
+            assert!(bufs.is_empty(), "this optimizer keeps no state");
+            return;
+        }
+        assert!(
+            bufs.len() == self.kinds.len() && bufs.iter().all(|b| b.len() == bufs[0].len()),
+            "set_state(`{name}`): expected {} buffers of one length ({:?}), got lengths {:?}",
+            self.kinds.len(),
+            self.kinds,
+            bufs.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        self.store.set_dyn(name, bufs);
     }
 
     /// The state buffers of param `name`, if it has any yet.

@@ -45,6 +45,11 @@ impl<const K: usize> Slots<K> {
         slots
     }
 
+    /// Replace the buffers of `name` (created if it had none).
+    pub(crate) fn set(&mut self, name: &str, bufs: [Vec<f32>; K]) {
+        self.map.insert(name.to_string(), bufs);
+    }
+
     /// The buffers of `name`, if it has state.
     pub(crate) fn get(&self, name: &str) -> Option<&[Vec<f32>; K]> {
         self.map.get(name)

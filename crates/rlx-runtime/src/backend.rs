@@ -21,8 +21,87 @@ pub trait Executable: Send + Sync {
         Ok(self.run(args)?.into_iter().map(HostOutput::Data).collect())
     }
 
+    /// [`Executable::run_host`] with some f32 arguments *donated*: where the program
+    /// allows it, output `d.output` is written over argument `d.arg`'s storage and
+    /// returned in it (no allocation, and the old and new values share their cache
+    /// lines, as an optimizer step updating its state buffers in place wants).
+    ///
+    /// `args[d.arg]` gives the donated argument's dims and dtype (f32); its bytes are
+    /// ignored and may be empty — the values are read from `d.data`. On success, each
+    /// `d.data` is either left as it was (the backend did not write over it) or taken
+    /// (left empty) because its storage now holds the output. On error every `d.data`
+    /// is back in place, its values unspecified if kernels had started. The default
+    /// runs [`Executable::run_host`] with the donated values as ordinary arguments.
+    fn run_host_donating(
+        &self,
+        args: &[TensorView<'_>],
+        donations: &mut [Donation<'_>],
+    ) -> RuntimeResult<Vec<HostOutput>> {
+        let args = donated_views(args, donations)?;
+        self.run_host(&args)
+    }
+
     /// A human-readable account of what the compiler did (kernels, fusion, memory plan).
     fn explain(&self) -> String;
+}
+
+/// An f32 argument whose storage is handed to [`Executable::run_host_donating`].
+#[derive(Debug)]
+pub struct Donation<'a> {
+    /// Position of the argument.
+    pub arg: usize,
+    /// The graph output that may be written over it.
+    pub output: usize,
+    /// The argument's values.
+    pub data: &'a mut Vec<f32>,
+}
+
+/// `args` with each donated argument's view pointing at its donated values; errors name
+/// an argument donated twice, out of range, not f32, or whose values have the wrong length.
+pub fn donated_views<'a>(
+    args: &[TensorView<'a>],
+    donations: &'a [Donation<'_>],
+) -> RuntimeResult<Vec<TensorView<'a>>> {
+    let mut out = args.to_vec();
+    for (i, d) in donations.iter().enumerate() {
+        let Some(v) = args.get(d.arg) else {
+            return Err(RuntimeError::new(format!(
+                "donated argument {} does not exist (the graph takes {})",
+                d.arg,
+                args.len()
+            )));
+        };
+        let n: usize = v.dims.iter().product();
+        if v.dtype != rlx_ir::DType::F32 || d.data.len() != n {
+            return Err(RuntimeError::new(format!(
+                "donated argument {} is declared {:?} {} but {} f32 values were donated; donate f32 data of the declared size",
+                d.arg,
+                v.dims,
+                v.dtype,
+                d.data.len()
+            )));
+        }
+        if donations[..i]
+            .iter()
+            .any(|e| e.arg == d.arg || e.output == d.output)
+        {
+            return Err(RuntimeError::new(format!(
+                "argument {} or output {} is donated twice; donate each argument once, into one output",
+                d.arg, d.output
+            )));
+        }
+        out[d.arg] = TensorView {
+            dtype: v.dtype,
+            dims: v.dims,
+            bytes: f32_bytes(d.data),
+        };
+    }
+    Ok(out)
+}
+
+fn f32_bytes(v: &[f32]) -> &[u8] {
+    // SAFETY: any f32 bit pattern is a valid byte sequence; the length is exact.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
 }
 
 /// One result of [`Executable::run_host`].

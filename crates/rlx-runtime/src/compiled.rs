@@ -1,6 +1,6 @@
 //! `CompiledGraph`: an executable plus its argument roster and bound parameters.
 
-use crate::backend::{Executable, HostOutput, arg_order, compile};
+use crate::backend::{Donation, Executable, HostOutput, arg_order, compile};
 use crate::{Device, RuntimeError, RuntimeResult};
 use rlx_ir::{Graph, Op, Shape, TensorData, TensorView};
 use std::collections::HashMap;
@@ -123,6 +123,69 @@ impl CompiledGraph {
     pub fn run_host(&self, inputs: &[(&str, TensorView<'_>)]) -> RuntimeResult<Vec<HostOutput>> {
         let args = self.args(inputs)?;
         self.exec.run_host(&args)
+    }
+
+    /// [`CompiledGraph::run_host`] with some f32 inputs donated by name: `(name, values,
+    /// output)` lets the backend write graph output `output` over `values` (see
+    /// [`Executable::run_host_donating`]: on success `values` is either untouched or
+    /// taken, its storage now holding the output). Donated names must not also appear
+    /// in `inputs`, and their declared type must be static.
+    pub fn run_host_donating(
+        &self,
+        inputs: &[(&str, TensorView<'_>)],
+        donated: &mut [(&str, &mut Vec<f32>, usize)],
+    ) -> RuntimeResult<Vec<HostOutput>> {
+        let mut dims: Vec<Vec<usize>> = Vec::with_capacity(donated.len());
+        for (name, _, output) in donated.iter() {
+            if *output >= self.outputs.len() {
+                return Err(RuntimeError::new(format!(
+                    "graph `{}`: `{name}` is donated into output {output}, but the graph has {} output(s)",
+                    self.name,
+                    self.outputs.len()
+                )));
+            }
+            let slot = self.slots.iter().find(|s| s.name == *name);
+            let static_dims = slot.and_then(|s| s.shape.static_dims());
+            let Some(d) = static_dims else {
+                return Err(RuntimeError::new(format!(
+                    "graph `{}`: donated `{name}` is not an argument of static type; donate only declared inputs with static dims",
+                    self.name
+                )));
+            };
+            if inputs.iter().any(|(n, _)| n == name) {
+                return Err(RuntimeError::new(format!(
+                    "graph `{}`: `{name}` is both passed and donated; pass it once",
+                    self.name
+                )));
+            }
+            dims.push(d);
+        }
+        // Placeholders (dims and dtype only): the values travel in the donations.
+        let mut named: Vec<(&str, TensorView<'_>)> = inputs.to_vec();
+        for ((name, _, _), d) in donated.iter().zip(&dims) {
+            named.push((
+                name,
+                TensorView {
+                    dtype: rlx_ir::DType::F32,
+                    dims: d,
+                    bytes: &[],
+                },
+            ));
+        }
+        let args = self.args(&named)?;
+        let mut donations: Vec<Donation<'_>> = donated
+            .iter_mut()
+            .map(|(name, data, output)| Donation {
+                arg: self
+                    .slots
+                    .iter()
+                    .position(|s| s.name == *name)
+                    .expect("checked"),
+                output: *output,
+                data,
+            })
+            .collect();
+        self.exec.run_host_donating(&args, &mut donations)
     }
 
     /// The positional arguments for `inputs` by name, bound params filling the rest.

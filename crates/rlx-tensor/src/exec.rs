@@ -87,9 +87,36 @@ pub(crate) fn run_f32_host(
     params: &[(String, Vec<f32>)],
     inputs: &[(&str, &[f32])],
 ) -> Result<Vec<Vec<f32>>> {
-    let out = run_f32_with(what, compiled, prepared, params, inputs, |c, named| {
-        c.run_host(named)
-    })?;
+    run_f32_host_donating(what, compiled, prepared, params, inputs, &mut [])
+}
+
+/// [`run_f32_host`] with some f32 inputs donated by name: `(name, values, output)` lets
+/// the backend compute graph output `output` over `values`' storage (see
+/// `CompiledGraph::run_host_donating`; afterwards `values` is untouched or empty).
+pub(crate) fn run_f32_host_donating(
+    what: &str,
+    compiled: &CompiledGraph,
+    prepared: &PreparedGraph,
+    params: &[(String, Vec<f32>)],
+    inputs: &[(&str, &[f32])],
+    donated: &mut [(&str, &mut Vec<f32>, usize)],
+) -> Result<Vec<Vec<f32>>> {
+    let names: Vec<&str> = donated.iter().map(|(n, _, _)| *n).collect();
+    let out = run_f32_with(
+        what,
+        compiled,
+        prepared,
+        params,
+        inputs,
+        &names,
+        |c, named| {
+            if donated.is_empty() {
+                c.run_host(named)
+            } else {
+                c.run_host_donating(named, donated)
+            }
+        },
+    )?;
     Ok(out
         .into_iter()
         .map(rlx_runtime::HostOutput::into_f32_vec)
@@ -103,6 +130,7 @@ fn run_f32_with<R>(
     prepared: &PreparedGraph,
     params: &[(String, Vec<f32>)],
     inputs: &[(&str, &[f32])],
+    donated: &[&str],
     call: impl FnOnce(&CompiledGraph, &[(&str, TensorView<'_>)]) -> rlx_runtime::RuntimeResult<R>,
 ) -> Result<R> {
     for (name, _) in inputs {
@@ -112,10 +140,12 @@ fn run_f32_with<R>(
     }
     let mut binding = DimBinding::new();
     let mut owned: Vec<(String, ArgData<'_>)> = Vec::new();
+    // Donated inputs are passed by `call` itself (their values are not borrowed here).
+    let donated_slot = |name: &str| donated.contains(&name);
     // two passes so that inputs whose dynamic dims are bound by others resolve too
     for _ in 0..2 {
         for slot in compiled.slots() {
-            if owned.iter().any(|(n, _)| *n == slot.name) {
+            if owned.iter().any(|(n, _)| *n == slot.name) || donated_slot(&slot.name) {
                 continue;
             }
             let data: Option<&[f32]> = inputs
@@ -136,6 +166,7 @@ fn run_f32_with<R>(
     }
     for slot in compiled.slots() {
         if slot.name.starts_with("__arg")
+            || donated_slot(&slot.name)
             || owned.iter().any(|(n, _)| *n == slot.name)
             || (slot.is_param && compiled.is_param_bound(&slot.name))
         {

@@ -110,33 +110,33 @@ impl Func {
                 &quantized
             }
         };
-        // State buffers are read in place; a param without state yet reads zeros (the
-        // optimizer's own buffers are created only once the step has succeeded).
+        // Existing state buffers are donated: the program writes each new value over
+        // the old one (in place where the backend can) and hands the storage back as
+        // the output. A param without state yet reads zeros (the optimizer's own
+        // buffers are created only once the step has succeeded).
         let names: Vec<Vec<String>> = trained
             .iter()
             .map(|t| kinds.iter().map(|k| state_input(k, t.name)).collect())
             .collect();
         let masters_names: Vec<String> = trained.iter().map(|t| master_input(t.name)).collect();
-        let zeros: Vec<Vec<f32>> = trained
-            .iter()
-            .filter(|t| fu.state(t.name).is_none())
-            .map(|t| vec![0.0; t.len])
+        let has_state: Vec<bool> = trained.iter().map(|t| fu.state(t.name).is_some()).collect();
+        let zeros: Vec<Vec<f32>> = (trained.iter().zip(&has_state))
+            .filter(|(_, has)| !**has)
+            .map(|(t, _)| vec![0.0; t.len])
             .collect();
-        let outs = {
+        let mut lent: Vec<(usize, Vec<Vec<f32>>)> = Vec::new();
+        for (i, t) in trained.iter().enumerate().filter(|(i, _)| has_state[*i]) {
+            let bufs = fu.state_mut(t.name, t.len);
+            lent.push((i, bufs.iter_mut().map(std::mem::take).collect()));
+        }
+        let ran = {
             let mut all: Vec<(&str, &[f32])> = inputs.to_vec();
             let mut z = zeros.iter();
-            for (t, names) in trained.iter().zip(&names) {
-                match fu.state(t.name) {
-                    Some(bufs) => {
-                        for (n, b) in names.iter().zip(bufs) {
-                            all.push((n, b));
-                        }
-                    }
-                    None => {
-                        let zero = z.next().expect("one zero buffer per stateless param");
-                        for n in names {
-                            all.push((n, zero));
-                        }
+            for (names, has) in names.iter().zip(&has_state) {
+                if !has {
+                    let zero = z.next().expect("one zero buffer per stateless param");
+                    for n in names {
+                        all.push((n, zero));
                     }
                 }
             }
@@ -148,10 +148,35 @@ impl Func {
                     all.push((n, master));
                 }
             }
+            // Output order: loss, new params, then the state buffers param by param.
+            let mut donated: Vec<(&str, &mut Vec<f32>, usize)> = Vec::new();
+            for (i, bufs) in lent.iter_mut() {
+                for (j, (n, b)) in names[*i].iter().zip(bufs.iter_mut()).enumerate() {
+                    donated.push((n, b, 1 + trained.len() + *i * kinds.len() + j));
+                }
+            }
             let what = format!("Func `{}` train_step", self.graph().name);
             // f32 results come back as the backend's own `Vec<f32>`s (no copy on the
             // CPU), and are moved on below: into the next Func and the optimizer.
-            crate::exec::run_f32_host(&what, &compiled.borrow(), prepared, params, &all)?
+            crate::exec::run_f32_host_donating(
+                &what,
+                &compiled.borrow(),
+                prepared,
+                params,
+                &all,
+                &mut donated,
+            )
+        };
+        let outs = match ran {
+            Ok(outs) => outs,
+            Err(e) => {
+                // The donated buffers are back in `lent` (values unspecified if kernels
+                // ran): return them to the optimizer, whose state stays as it was.
+                for (i, bufs) in lent {
+                    fu.set_state(trained[i].name, bufs);
+                }
+                return Err(e);
+            }
         };
 
         let mut outs = outs.into_iter();
@@ -162,12 +187,15 @@ impl Func {
             .collect();
         let next = self.with_updated_params(updates);
         for t in &trained {
-            let bufs = fu.state_mut(t.name, t.len);
-            for buf in bufs.iter_mut() {
-                let d = outs.next().expect("one output per state buffer");
-                debug_assert_eq!(d.len(), buf.len(), "state buffer of `{}`", t.name);
-                *buf = d;
-            }
+            let bufs: Vec<Vec<f32>> = (0..kinds.len())
+                .map(|_| outs.next().expect("one output per state buffer"))
+                .collect();
+            debug_assert!(
+                bufs.iter().all(|b| b.len() == t.len),
+                "state of `{}`",
+                t.name
+            );
+            fu.set_state(t.name, bufs);
         }
         let _ = fu; // the borrow of `opt` ends here
         opt.end_iteration();

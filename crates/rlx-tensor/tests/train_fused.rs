@@ -416,3 +416,47 @@ fn a_failed_fused_step_leaves_the_optimizer_untouched() {
         .collect();
     assert_eq!(names, ["m/b2", "v/b2", "m/w2", "v/w2"]);
 }
+
+#[test]
+fn fused_steps_update_donated_state_in_place_and_a_failed_step_keeps_it() {
+    let (f, xs, ys) = mlp();
+    let inputs: [(&str, &[f32]); 2] = [("x", &xs), ("y", &ys)];
+    let mut opt = AdamW::new(0.05);
+    let (f, _) = f.train_step_all(&mut opt, &inputs);
+    let state_ptr = |opt: &mut AdamW| {
+        let fu = opt.fused().unwrap();
+        let bufs = fu.state("w1").unwrap();
+        (bufs[0].as_ptr() as usize, bufs[1].as_ptr() as usize)
+    };
+    let before = state_ptr(&mut opt);
+    let (f, _) = f.train_step_all(&mut opt, &inputs);
+    // w1's moments are updated by the epilogue of w1's gradient product, which reads
+    // each old moment at the index it stores the new one: the program writes them over
+    // the donated buffers.
+    assert_eq!(
+        state_ptr(&mut opt),
+        before,
+        "m and v of w1 updated in place"
+    );
+    let saved = opt.state_dict().unwrap();
+    let all = ["w1", "b1", "w2", "b2"];
+    let err = f
+        .try_train_step(&mut opt, &all, &[("x", &xs)])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing input `y`"), "{err}");
+    assert_eq!(
+        opt.state_dict().unwrap(),
+        saved,
+        "the failed step left the state as it was"
+    );
+    // And the run continues exactly like a host run from the same point.
+    let mut host = Unfused(AdamW::new(0.05));
+    assert!(host.load_state_dict(&saved));
+    let (a, _) = f.train_step_all(&mut opt, &inputs);
+    let (b, _) = f.train_step_all(&mut host, &inputs);
+    for p in all {
+        let d = rel_diff(a.param_binding(p).unwrap(), b.param_binding(p).unwrap());
+        assert!(d < 1e-6, "{p}: fused and host differ by {d}");
+    }
+}

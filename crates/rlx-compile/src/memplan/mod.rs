@@ -7,7 +7,7 @@
 //! width, no steps) writes its own temporary in place over it: each tile reads every
 //! input before storing, and tiles are disjoint.
 
-use crate::program::{BufId, BufKind, KernelKind, Liveness, Program};
+use crate::program::{BufId, BufKind, EOp, KernelKind, Liveness, Program};
 
 /// Offsets are multiples of this many bytes (a cache line).
 pub const ALIGN: usize = 64;
@@ -111,6 +111,62 @@ pub fn plan_offsets(p: &Program, sizes: &[usize]) -> (Vec<usize>, usize) {
     }
     let offsets = (0..nb).map(|b| slot_off[rep[b]]).collect();
     (offsets, arena)
+}
+
+/// Whether argument `arg`'s storage may be handed over to the run as the storage of
+/// graph output `output` (a *donation*: the result is written over the argument, as an
+/// optimizer writes a state buffer's new value over the old one).
+///
+/// Legal when the one kernel that writes the output is elementwise or a contraction's
+/// epilogue, reads the argument only with the identity view at the stored index (every
+/// tile reads its inputs before it stores, and tiles are disjoint), stores no value
+/// that could be the argument's own storage (a load, a select or a same-type cast may
+/// hand an operand through), and no later kernel reads the argument. A backend that
+/// computes a contraction's product into one of its stores' buffers must not pick one
+/// that holds a donated argument (it would overwrite operands the epilogue still reads).
+pub fn donatable(p: &Program, arg: usize, output: usize) -> bool {
+    let Some(&out) = p.outputs.get(output) else {
+        return false;
+    };
+    let Some(src) = p.buffers.iter().position(|b| b.kind == BufKind::Arg(arg)) else {
+        return false;
+    };
+    if p.outputs.iter().filter(|&&o| o == out).count() != 1
+        || p.buffers[src].shape != p.buffers[out].shape
+        || !p.buffers[out].shape.is_static()
+    {
+        return false;
+    }
+    let writers: Vec<usize> = (0..p.kernels.len())
+        .filter(|&k| p.kernels[k].writes().any(|b| b == out))
+        .collect();
+    let [k] = writers[..] else {
+        return false;
+    };
+    if p.kernels[k + 1..]
+        .iter()
+        .any(|kn| kn.reads().any(|b| b == src))
+    {
+        return false;
+    }
+    let kernel = &p.kernels[k];
+    let (expr, operands) = match &kernel.kind {
+        KernelKind::Elementwise { expr, .. } => (expr, None),
+        KernelKind::Contraction { a, b, epilogue, .. } => (epilogue, Some((*a, *b))),
+        _ => return false,
+    };
+    let identity_reads = kernel.loads.iter().enumerate().all(|(i, l)| {
+        l.buf != src || (l.steps.is_empty() && operands.is_none_or(|(a, b)| i != a && i != b))
+    });
+    let passes_operand = |v: u32| {
+        let n = &expr.nodes[v as usize];
+        match n.op {
+            EOp::Load(_) | EOp::Where => true,
+            EOp::Cast => expr.nodes[n.args[0] as usize].dtype == n.dtype,
+            _ => false,
+        }
+    };
+    identity_reads && !kernel.stores.iter().any(|st| passes_operand(st.value))
 }
 
 #[cfg(test)]

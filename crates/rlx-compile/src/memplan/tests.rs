@@ -91,3 +91,121 @@ fn elementwise_kernels_write_in_place_over_a_dying_input() {
         assert_eq!(p.buffers[out].shape.dims(), p.buffers[over].shape.dims());
     }
 }
+
+/// Compile a graph built by `f` (inputs `x`, `y`: `[8, 8]` f32) with default options.
+fn program(f: impl FnOnce(&mut Graph, NodeIdPair) -> Vec<rlx_ir::NodeId>) -> Program {
+    let mut g = Graph::new("donate");
+    let sh = Shape::new(&[8, 8], DType::F32);
+    let x = g.input("x", sh.clone());
+    let y = g.input("y", sh);
+    let outs = f(&mut g, (x, y));
+    g.set_outputs(outs);
+    compile(&g, &CompileOptions::default()).unwrap()
+}
+
+type NodeIdPair = (rlx_ir::NodeId, rlx_ir::NodeId);
+
+fn bin(
+    g: &mut Graph,
+    op: rlx_ir::BinaryOp,
+    a: rlx_ir::NodeId,
+    b: rlx_ir::NodeId,
+) -> rlx_ir::NodeId {
+    g.add_op(Op::Binary(op), vec![a, b]).unwrap()
+}
+
+#[test]
+fn an_elementwise_result_may_take_over_an_identically_read_argument() {
+    use rlx_ir::BinaryOp::{Add, Mul};
+    let p = program(|g, (x, y)| {
+        let m = bin(g, Mul, x, y);
+        vec![bin(g, Add, m, x)]
+    });
+    assert!(donatable(&p, 0, 0), "x is read at the stored index only");
+    assert!(donatable(&p, 1, 0));
+    assert!(!donatable(&p, 2, 0), "no such argument");
+    assert!(!donatable(&p, 0, 1), "no such output");
+}
+
+#[test]
+fn a_transposed_or_broadcast_read_forbids_donation() {
+    use rlx_ir::BinaryOp::Add;
+    let p = program(|g, (x, y)| {
+        let t = g
+            .add_op(Op::Transpose { perm: vec![1, 0] }, vec![x])
+            .unwrap();
+        vec![bin(g, Add, t, y)]
+    });
+    assert!(!donatable(&p, 0, 0), "element (i, j) reads x at (j, i)");
+    assert!(donatable(&p, 1, 0));
+    let mut g = Graph::new("bcast");
+    let v = g.input("v", Shape::new(&[8], DType::F32));
+    let y = g.input("y", Shape::new(&[8, 8], DType::F32));
+    let s = bin(&mut g, Add, v, y);
+    g.set_outputs(vec![s]);
+    let p = compile(&g, &CompileOptions::default()).unwrap();
+    assert!(
+        !donatable(&p, 0, 0),
+        "a broadcast argument is smaller than the result"
+    );
+}
+
+#[test]
+fn an_output_that_passes_the_argument_through_is_not_donatable() {
+    use rlx_ir::BinaryOp::Add;
+    let p = program(|g, (x, y)| vec![x, bin(g, Add, x, y)]);
+    assert!(!donatable(&p, 0, 0), "output 0 is x itself");
+}
+
+#[test]
+fn an_argument_read_after_the_output_is_written_is_not_donatable() {
+    use rlx_ir::BinaryOp::Add;
+    // s = x + y is stored by an elementwise kernel; the product s·x reads x afterwards.
+    let p = program(|g, (x, y)| {
+        let s = bin(g, Add, x, y);
+        let mm = g.add_op(Op::MatMul, vec![s, x]).unwrap();
+        vec![s, mm]
+    });
+    let writer = |o: usize| {
+        p.kernels
+            .iter()
+            .position(|k| k.writes().any(|b| b == p.outputs[o]))
+            .unwrap()
+    };
+    assert!(matches!(
+        p.kernels[writer(0)].kind,
+        KernelKind::Elementwise { .. }
+    ));
+    assert!(writer(1) > writer(0));
+    assert!(
+        !donatable(&p, 0, 0),
+        "x is read by the matmul after s is stored"
+    );
+    assert!(donatable(&p, 1, 0), "y is not read after s is stored");
+}
+
+#[test]
+fn a_contraction_epilogue_may_write_over_its_addend_but_not_over_an_operand() {
+    use rlx_ir::BinaryOp::Add;
+    let mut g = Graph::new("mm");
+    let sh = Shape::new(&[8, 8], DType::F32);
+    let a = g.input("a", sh.clone());
+    let b = g.input("b", sh.clone());
+    let c = g.input("c", sh);
+    let mm = g.add_op(Op::MatMul, vec![a, b]).unwrap();
+    let r = bin(&mut g, Add, mm, c);
+    g.set_outputs(vec![r]);
+    let p = compile(&g, &CompileOptions::default()).unwrap();
+    assert!(
+        p.kernels
+            .iter()
+            .any(|k| matches!(k.kind, KernelKind::Contraction { .. }) && k.stores.len() == 1),
+        "the add is fused into the product's epilogue"
+    );
+    assert!(donatable(&p, 2, 0), "c is read at the stored index");
+    assert!(
+        !donatable(&p, 0, 0),
+        "a is a GEMM operand: every row of it is read"
+    );
+    assert!(!donatable(&p, 1, 0));
+}

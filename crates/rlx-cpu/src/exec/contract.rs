@@ -138,8 +138,15 @@ impl ContractPlan {
             8
         };
         let mut scratch: Vec<u64> = Vec::new();
-        let c_ptr: *mut u8 = if direct {
-            bases[self.out_buf]
+        // The product goes into a store's buffer that no epilogue load reads (the last
+        // store's, unless a donated argument shares its storage), else a scratch.
+        let target = if direct {
+            self.product_target(bases, total * w)
+        } else {
+            None
+        };
+        let c_ptr: *mut u8 = if let Some(t) = target {
+            t
         } else {
             scratch = vec![0u64; (total * w).div_ceil(8)];
             scratch.as_mut_ptr() as *mut u8
@@ -151,7 +158,7 @@ impl ContractPlan {
         } else {
             self.generic(bases, c_ptr, w);
         }
-        if self.trivial && direct {
+        if self.trivial && target.is_some() {
             return Ok(());
         }
         // Epilogue over the product, in place when the product lives in the output.
@@ -159,7 +166,7 @@ impl ContractPlan {
         let bs = Bases(bases);
         // Epilogues over a product run in chunks of the full size: the product was just
         // computed by every core, and smaller chunks measured slower on W6's updates.
-        let per = ew_chunk(total, 1);
+        let per = ew_chunk(total, self.epilogue.work());
         par_for(chunks(total, per), |ch| {
             let (c0, c1) = (ch * per, ((ch + 1) * per).min(total));
             let core =
@@ -168,6 +175,28 @@ impl ContractPlan {
         })?;
         drop(scratch);
         Ok(())
+    }
+
+    /// A store buffer of the product's dtype whose `bytes` no epilogue load overlaps,
+    /// the last store's first (the epilogue stores it after every value that reads the
+    /// product).
+    fn product_target(&self, bases: &[*mut u8], bytes: usize) -> Option<*mut u8> {
+        if self.trivial {
+            return Some(bases[self.out_buf]);
+        }
+        let stores: Vec<(usize, DType)> = self.epilogue.store_targets().collect();
+        // Another store's buffer only when no stored value is the product itself (which
+        // an earlier store in the tile could otherwise overwrite before it is copied).
+        let eligible = if self.epilogue.stores_pass_core() {
+            1
+        } else {
+            stores.len()
+        };
+        stores.into_iter().rev().take(eligible).find_map(|(b, dt)| {
+            let lo = bases[b] as usize;
+            (dt == self.dtype && !self.epilogue.reads_overlap(bases, lo, lo + bytes))
+                .then_some(bases[b])
+        })
     }
 
     /// Half-precision (or table-viewed f32) operands: dense f32 copies, the f32 GEMM,

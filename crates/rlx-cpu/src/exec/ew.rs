@@ -399,6 +399,43 @@ impl EwPlan {
         })
     }
 
+    /// Tile instructions per element (the work estimate behind the parallel split).
+    pub(crate) fn work(&self) -> usize {
+        self.work
+    }
+
+    /// Whether bytes `lo..hi` overlap a buffer this plan reads (with donated arguments,
+    /// an output may share storage with an input).
+    pub(crate) fn reads_overlap(&self, bases: &[*mut u8], lo: usize, hi: usize) -> bool {
+        self.load_spans.iter().any(|&(lb, bytes)| {
+            let l = bases[lb] as usize;
+            l < hi && lo < l + bytes
+        })
+    }
+
+    /// Whether a stored value may be the core value itself (the core, or a select or
+    /// same-type cast that can hand it through): then the core must stay readable until
+    /// the tile's last store.
+    pub(crate) fn stores_pass_core(&self) -> bool {
+        self.stores.iter().any(|&(slot, _, _)| {
+            let mut ins = &self.prog.instrs[slot as usize];
+            loop {
+                match ins.op {
+                    IOp::Core | IOp::Where => return true,
+                    IOp::Cast(from) if from == ins.dtype => {
+                        ins = &self.prog.instrs[ins.args[0] as usize];
+                    }
+                    _ => return false,
+                }
+            }
+        })
+    }
+
+    /// The stores as `(buffer, dtype)`, in store order.
+    pub(crate) fn store_targets(&self) -> impl Iterator<Item = (usize, DType)> + '_ {
+        self.stores.iter().map(|&(_, b, dt)| (b, dt))
+    }
+
     /// Per instruction slot, the base of the output buffer its value is computed into
     /// (null: the tile scratch). Only stores that no load of this kernel can alias.
     fn direct_targets(&self, bases: &[*mut u8]) -> (Vec<*mut u8>, Vec<(usize, usize)>) {
@@ -413,10 +450,7 @@ impl EwPlan {
                 bases[buf] as usize,
                 bases[buf] as usize + self.numel * dt.size_bytes(),
             );
-            let clear = self.load_spans.iter().all(|&(lb, bytes)| {
-                let l = bases[lb] as usize;
-                l + bytes <= lo || hi <= l
-            });
+            let clear = !self.reads_overlap(bases, lo, hi);
             if ok && clear {
                 direct[slot as usize] = bases[buf];
                 spans.push((lo, hi - lo));

@@ -21,7 +21,7 @@ mod vm;
 use bind::{BKernel, Bound, bind, binding_from_args};
 use rlx_compile::program::{BufKind, Program};
 use rlx_ir::{TensorData, TensorView};
-use rlx_runtime::{Executable, HostOutput, RuntimeError, RuntimeResult};
+use rlx_runtime::{Donation, Executable, HostOutput, RuntimeError, RuntimeResult, donated_views};
 use std::sync::{Arc, Mutex};
 
 /// One cache line: the unit of arena and constant storage (so every buffer is aligned
@@ -196,6 +196,15 @@ impl CpuExecutable {
     }
 }
 
+/// A donated argument's storage during a run.
+struct DonatedBuf {
+    arg: usize,
+    ptr: *mut u8,
+    bytes: usize,
+    /// The output buffer computed over it, if the program allows one.
+    into: Option<usize>,
+}
+
 /// Storage of one output buffer: bytes, or (for a host caller reading f32 results)
 /// a `Vec<f32>` handed over as is.
 #[derive(Clone)]
@@ -245,6 +254,20 @@ impl Executable for CpuExecutable {
         self.run_impl(args, true)
     }
 
+    fn run_host_donating(
+        &self,
+        args: &[TensorView<'_>],
+        donations: &mut [Donation<'_>],
+    ) -> RuntimeResult<Vec<HostOutput>> {
+        // Checks the donations (arguments, dtypes, lengths, duplicates).
+        drop(donated_views(args, donations)?);
+        let mut args: Vec<TensorView<'_>> = args.to_vec();
+        for d in donations.iter() {
+            args[d.arg].bytes = &[];
+        }
+        self.run_donating(&args, donations)
+    }
+
     fn explain(&self) -> String {
         let mut s = rlx_compile::explain(&self.program, "cpu", self.arena_bytes());
         if let Some(r) = self.profile_report() {
@@ -258,6 +281,64 @@ impl CpuExecutable {
     /// Run once; with `f32_host`, f32 outputs are allocated as `Vec<f32>` and returned
     /// without a copy.
     fn run_impl(&self, args: &[TensorView<'_>], f32_host: bool) -> RuntimeResult<Vec<HostOutput>> {
+        self.run_with_donated(args, f32_host, &[], &mut Vec::new())
+    }
+
+    /// A host run with donated arguments (their views in `args` carry no bytes): each
+    /// output the program may write over its donation is computed into the donated
+    /// storage and returned in it; the other donations are only read.
+    fn run_donating(
+        &self,
+        args: &[TensorView<'_>],
+        donations: &mut [Donation<'_>],
+    ) -> RuntimeResult<Vec<HostOutput>> {
+        let p = &self.program;
+        let mut taken: Vec<Option<Vec<f32>>> = Vec::with_capacity(donations.len());
+        let mut own: Vec<DonatedBuf> = Vec::with_capacity(donations.len());
+        for d in donations.iter_mut() {
+            let ptr = d.data.as_mut_ptr() as *mut u8;
+            let into =
+                rlx_compile::memplan::donatable(p, d.arg, d.output).then(|| p.outputs[d.output]);
+            taken.push(into.map(|_| std::mem::take(d.data)));
+            own.push(DonatedBuf {
+                arg: d.arg,
+                ptr,
+                bytes: taken
+                    .last()
+                    .unwrap()
+                    .as_ref()
+                    .map_or(d.data.len(), Vec::len)
+                    * 4,
+                into,
+            });
+        }
+        let mut stores: Vec<(usize, Vec<f32>)> = own
+            .iter()
+            .zip(taken.iter_mut())
+            .filter_map(|(o, t)| Some((o.into?, t.take()?)))
+            .collect();
+        let r = self.run_with_donated(args, true, &own, &mut stores);
+        // On error the donated vectors are handed back (their values may have changed).
+        for (b, v) in stores {
+            let i = own
+                .iter()
+                .position(|o| o.into == Some(b))
+                .expect("a donated store");
+            *donations[i].data = v;
+        }
+        r
+    }
+
+    /// Run once. `donated` gives the storage of donated arguments (their views carry
+    /// no bytes); `stores` holds, per output buffer written over a donation, the
+    /// donated vector: moved into the results on success, left there on error.
+    fn run_with_donated(
+        &self,
+        args: &[TensorView<'_>],
+        f32_host: bool,
+        donated: &[DonatedBuf],
+        stores: &mut Vec<(usize, Vec<f32>)>,
+    ) -> RuntimeResult<Vec<HostOutput>> {
         let p = &self.program;
         if args.len() != p.args.len() {
             let names: Vec<&str> = p.args.iter().map(|(n, _)| n.as_str()).collect();
@@ -268,8 +349,12 @@ impl CpuExecutable {
                 args.len()
             )));
         }
-        for (a, (name, shape)) in args.iter().zip(&p.args) {
-            if a.dtype != shape.dtype() || a.bytes.len() != a.numel() * a.dtype.size_bytes() {
+        for (i, (a, (name, shape))) in args.iter().zip(&p.args).enumerate() {
+            let bytes = donated
+                .iter()
+                .find(|d| d.arg == i)
+                .map_or(a.bytes.len(), |d| d.bytes);
+            if a.dtype != shape.dtype() || bytes != a.numel() * a.dtype.size_bytes() {
                 return Err(RuntimeError::new(format!(
                     "graph `{}`: argument `{name}` is declared {shape} but got {:?} {} ({} bytes)",
                     p.name,
@@ -307,6 +392,9 @@ impl CpuExecutable {
         let mut bases: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
         for (i, b) in p.buffers.iter().enumerate() {
             let ptr = match &b.kind {
+                BufKind::Arg(a) if donated.iter().any(|d| d.arg == *a) => {
+                    donated.iter().find(|d| d.arg == *a).unwrap().ptr
+                }
                 BufKind::Arg(a) => {
                     let bytes = args[*a].bytes;
                     let align = b.shape.dtype().size_bytes().min(8);
@@ -328,6 +416,10 @@ impl CpuExecutable {
                 }
                 BufKind::Const(_) => self.consts[i].as_ref().unwrap().as_ptr() as *mut u8,
                 BufKind::Temp => unsafe { (arena.as_mut_ptr() as *mut u8).add(bound.offsets[i]) },
+                BufKind::Output(_) if stores.iter().any(|(b, _)| *b == i) => {
+                    let d = donated.iter().find(|d| d.into == Some(i)).expect("donor");
+                    d.ptr
+                }
                 BufKind::Output(_) => {
                     let f32_out = f32_host && b.shape.dtype() == rlx_ir::DType::F32;
                     let (store, ptr) = OutStore::new(bound.buf_bytes[i], f32_out);
@@ -383,6 +475,9 @@ impl CpuExecutable {
                 .push(arena);
         }
         result?;
+        for (b, v) in stores.drain(..) {
+            outputs[b] = Some(OutStore::F32(v));
+        }
         // An output listed more than once is moved into its last position and cloned
         // into the earlier ones.
         let mut out: Vec<Option<HostOutput>> = vec![None; p.outputs.len()];
