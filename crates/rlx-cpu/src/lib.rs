@@ -22,6 +22,9 @@
 
 mod exec;
 pub mod gemm;
+mod jit;
+
+pub use jit::{compiled_count as jit_compiled_count, set_enabled as set_jit};
 pub mod math;
 
 use rlx_compile::{CompileOptions, compile};

@@ -6,7 +6,7 @@ use super::bind::plan_load;
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, read_bits, write_bits};
-use super::vm::{IOp, TILE, TileEnv, TileProg, run_tile};
+use super::vm::{IOp, Scratch, TILE, TileEnv, TileProg, run_tile, run_tile_jit};
 use rlx_compile::program::{EOp, Expr, Kernel, Program, Store};
 use rlx_ir::{DType, DimBinding, IrError, IrResult};
 
@@ -58,6 +58,11 @@ pub(crate) struct EwPlan {
     /// Tile instructions per element that do work (constants cost nothing) plus the
     /// stores: the estimate behind the parallel split.
     work: usize,
+    /// The stored slots (each once): what a compiled tile program writes out.
+    exports: Vec<usize>,
+    /// The tile program compiled to machine code, built on the first tile (`None`
+    /// inside: not compilable; see [`crate::jit`]).
+    jit: std::sync::OnceLock<Option<crate::jit::JitKernel>>,
 }
 
 /// Whether a run of `dt` elements can be copied as is from compute type `ty`.
@@ -289,7 +294,15 @@ impl EwPlan {
         load_spans.dedup();
         let consts = prog.instrs.iter().filter(|i| matches!(i.op, IOp::Const(_)));
         let work = prog.instrs.len() - consts.count() + stores.len();
+        let mut exports: Vec<usize> = Vec::new();
+        for st in &stores {
+            if !exports.contains(&(st.value as usize)) {
+                exports.push(st.value as usize);
+            }
+        }
         Ok(EwPlan {
+            exports,
+            jit: std::sync::OnceLock::new(),
             stream,
             direct_ok,
             load_spans,
@@ -383,7 +396,9 @@ impl EwPlan {
                     prefetch: !self.stream || core.is_some(),
                 };
                 unsafe {
-                    run_tile(&self.prog, &env, &t, s)?;
+                    if !self.jit_tile(&env, &t, s) {
+                        run_tile(&self.prog, &env, &t, s)?;
+                    }
                     for &(slot, buf, dt) in &self.stores {
                         let ty = Ty::of(dt).expect("real store");
                         let v = s.slots[slot as usize];
@@ -397,6 +412,51 @@ impl EwPlan {
             }
             Ok(())
         })
+    }
+
+    /// Run tile `t` through the compiled program, if there is one for it (compiled on
+    /// first use for the scalar pattern of the first tile's inputs).
+    ///
+    /// # Safety
+    /// As [`run_tile`].
+    unsafe fn jit_tile(&self, env: &TileEnv<'_>, t: &TilePos<'_>, s: &mut Scratch) -> bool {
+        if !crate::jit::enabled() || self.copy {
+            return false;
+        }
+        let jit = self.jit.get_or_init(|| {
+            let mask = self.scalar_pattern(env, t);
+            crate::jit::compile(&self.prog, &self.exports, mask?)
+        });
+        match jit {
+            Some(j) => unsafe { run_tile_jit(&self.prog, j, env, t, s) },
+            None => false,
+        }
+    }
+
+    /// Which of the program's loads (and product value) are scalars on tile `t`, as a
+    /// bit mask in instruction order; `None` beyond 64 inputs.
+    fn scalar_pattern(&self, env: &TileEnv<'_>, t: &TilePos<'_>) -> Option<u64> {
+        let mut mask = 0u64;
+        let mut j = 0;
+        for ins in &self.prog.instrs {
+            let scalar = match &ins.op {
+                IOp::Load(l) => {
+                    let p = &self.loads[*l];
+                    p.uniform
+                        || p.table.is_none()
+                            && (t.in_row || t.dims.len() <= 1)
+                            && p.strides.last().copied().unwrap_or(0) == 0
+                }
+                IOp::Core => matches!(env.core, Some(Sv::Scal(_))),
+                _ => continue,
+            };
+            if j >= 64 {
+                return None;
+            }
+            mask |= (scalar as u64) << j;
+            j += 1;
+        }
+        Some(mask)
     }
 
     /// Tile instructions per element (the work estimate behind the parallel split).

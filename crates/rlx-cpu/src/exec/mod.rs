@@ -15,8 +15,8 @@ mod reduce;
 mod row;
 mod scaled;
 mod scaled_quant;
-mod value;
-mod vm;
+pub(crate) mod value;
+pub(crate) mod vm;
 
 use bind::{BKernel, Bound, bind, binding_from_args};
 use rlx_compile::program::{BufKind, Program};

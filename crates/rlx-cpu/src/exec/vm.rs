@@ -166,7 +166,7 @@ impl Scratch {
         }
     }
 
-    fn ensure(&mut self, nregs: usize, nslots: usize) {
+    pub(crate) fn ensure(&mut self, nregs: usize, nslots: usize) {
         if self.regs.len() < nregs * TILE {
             self.regs.resize(nregs * TILE, 0);
         }
@@ -212,6 +212,67 @@ fn prefetch_share(spread: &[(*const u8, usize)], k: usize, parts: usize) {
             }
         }
     }
+}
+
+/// Evaluate `prog` on tile `t` with the compiled `jit` (see [`crate::jit`]): its inputs
+/// are fetched as the interpreter fetches them, the whole expression runs in vector
+/// registers, and each export is written to its direct output target or a scratch
+/// register; `s.slots` then holds the inputs and the exports (all a tile's stores read).
+/// Returns `false`, having computed nothing, when this tile's inputs are not scalar or
+/// vector as the code expects (the caller then interprets the tile).
+///
+/// # Safety
+/// As [`run_tile`].
+pub(crate) unsafe fn run_tile_jit(
+    prog: &TileProg,
+    jit: &crate::jit::JitKernel,
+    env: &TileEnv<'_>,
+    t: &TilePos<'_>,
+    s: &mut Scratch,
+) -> bool {
+    let (nin, nout) = (jit.inputs.len(), jit.exports.len());
+    s.ensure(prog.nregs + nin + nout, prog.instrs.len());
+    let mut ins = [std::ptr::null::<f32>(); 64];
+    let mut scal = [0f32; 64];
+    let mut mask = 0u64;
+    for (j, &i) in jit.inputs.iter().enumerate() {
+        let v = match &prog.instrs[i].op {
+            IOp::Load(l) => {
+                let p = &env.loads[*l];
+                let reg = s.reg((prog.nregs + j) as u32);
+                unsafe { fetch(p, env.bases[p.buf], t, Ty::F32, reg, env.prefetch) }
+            }
+            _ => env.core.expect("core value supplied to epilogues"),
+        };
+        match v {
+            Sv::Vec(p) => ins[j] = p as *const f32,
+            Sv::Scal(b) => {
+                scal[j] = f32::from_bits(b as u32);
+                mask |= 1 << j;
+            }
+        }
+        s.slots[i] = v;
+    }
+    if mask != jit.scalar_mask {
+        return false;
+    }
+    for j in 0..nin {
+        if mask >> j & 1 == 1 {
+            ins[j] = &scal[j];
+        }
+    }
+    let mut outs = [std::ptr::null_mut::<f32>(); 32];
+    for (k, &x) in jit.exports.iter().enumerate() {
+        outs[k] = match env.direct.get(x) {
+            Some(&d) if !d.is_null() => unsafe { d.add(t.flat * 4) as *mut f32 },
+            _ => s.reg((prog.nregs + nin + k) as u32) as *mut f32,
+        };
+    }
+    unsafe { jit.run(&ins[..nin], &outs[..nout], t.len) };
+    for (k, &x) in jit.exports.iter().enumerate() {
+        s.slots[x] = Sv::Vec(outs[k] as *mut u8);
+    }
+    true
 }
 
 /// Evaluate `prog` on tile `t` into `s.slots`. Errors (integer division by zero,

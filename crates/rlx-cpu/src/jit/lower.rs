@@ -1,0 +1,548 @@
+//! Tile program → AVX-512 machine code.
+//!
+//! Layout of the generated function (`ins` in rdi, `outs` in rsi, full-vector bytes in
+//! rdx, tail lanes in rcx, constants in r8):
+//! ```text
+//!   broadcast scalar inputs and constants into their registers (once)
+//!   r11 = 0
+//! loop: if r11 >= rdx goto tail
+//!   body over [ptr + r11] for 16 lanes; r11 += 64; goto loop
+//! tail: k1 = (1 << rcx) − 1; body with k1-masked loads and stores
+//!   vzeroupper; ret
+//! ```
+//! The body loads each vector input (`mov rax, [rdi + 8j]; vmovups zmm, [rax + r11]`),
+//! computes every instruction in registers (a value's register is reused after its last
+//! reader), and stores each export through `outs`. Every arithmetic step mirrors the
+//! interpreter's (see the lane kernels in `math`), so the bits agree.
+
+use super::JitKernel;
+use super::mem::ExecMem;
+use super::x86::{Asm, Cmp, Gpr, JAE, Mem, R11, RAX, RDI, RDX, RSI, Src};
+use crate::exec::vm::{IOp, TileProg};
+use rlx_ir::{Activation, BinaryOp, DType};
+
+const R8: Gpr = Gpr(8);
+
+/// Vector registers.
+const NZMM: u8 = 32;
+
+// Constants of the exp/sigmoid lane kernels (see `math::expo`), as f32 bits.
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+const SHIFTER: f32 = 12_582_912.0;
+const Q: [f32; 6] = [
+    0.5,
+    0.166_666_67,
+    0.041_666_467,
+    0.008_333_361,
+    0.001_393_359_7,
+    0.000_198_577_95,
+];
+
+/// Whether instruction `ins` can be compiled.
+fn supported(ins: &crate::exec::vm::Instr) -> bool {
+    if ins.dtype != DType::F32 || ins.ty != crate::exec::value::Ty::F32 {
+        return false;
+    }
+    match &ins.op {
+        IOp::Load(_) | IOp::Core | IOp::Const(_) => true,
+        IOp::Unary(a) => matches!(
+            a,
+            Activation::Relu
+                | Activation::Neg
+                | Activation::Abs
+                | Activation::Sqrt
+                | Activation::Exp
+                | Activation::Sigmoid
+        ),
+        IOp::Binary(b) => matches!(
+            b,
+            BinaryOp::Add
+                | BinaryOp::Sub
+                | BinaryOp::Mul
+                | BinaryOp::Div
+                | BinaryOp::Max
+                | BinaryOp::Min
+        ),
+        IOp::Cast(from) => *from == DType::F32,
+        _ => false,
+    }
+}
+
+/// Compile `prog` for inputs whose scalar pattern is `scalar_mask` (bit `j` for the
+/// `j`-th load/core instruction), writing out the values of `exports`. `None` when an
+/// instruction is not supported or the registers do not suffice.
+pub(crate) fn compile(prog: &TileProg, exports: &[usize], scalar_mask: u64) -> Option<JitKernel> {
+    if !super::enabled() || prog.instrs.is_empty() || exports.is_empty() || exports.len() > 32 {
+        return None;
+    }
+    if !prog.instrs.iter().all(supported) {
+        if std::env::var_os("RLX_JIT_WHY").is_some() {
+            let bad: Vec<_> = prog.instrs.iter().filter(|i| !supported(i)).collect();
+            eprintln!("jit: unsupported {bad:?}");
+        }
+        return None;
+    }
+    let inputs: Vec<usize> = (0..prog.instrs.len())
+        .filter(|&i| matches!(prog.instrs[i].op, IOp::Load(_) | IOp::Core))
+        .collect();
+    if inputs.len() > 64 {
+        return None;
+    }
+    let mut l = Lower::new(prog, &inputs, exports, scalar_mask);
+    let mut a = Asm::default();
+    l.prologue(&mut a)?;
+    a.zero(R11);
+    let top = a.code.len();
+    a.cmp(R11, RDX);
+    let to_tail = a.jump(Some(JAE));
+    l.body(&mut a, false)?;
+    a.add_imm(R11, 64);
+    let back = a.jump(None);
+    a.patch(back, top);
+    a.patch(to_tail, a.code.len());
+    a.low_mask_cl(RAX);
+    a.kmovw_from(1, RAX);
+    l.body(&mut a, true)?;
+    a.vzeroupper();
+    a.ret();
+    super::note_compiled();
+    if let Some(dir) = std::env::var_os("RLX_JIT_DUMP") {
+        // Debugging aid: `objdump -D -b binary -m i386:x86-64 -M intel <file>`.
+        let path =
+            std::path::Path::new(&dir).join(format!("rlx-jit-{}.bin", super::compiled_count()));
+        let _ = std::fs::write(path, &a.code);
+    }
+    Some(JitKernel {
+        code: ExecMem::new(&a.code)?,
+        consts: l.consts,
+        inputs,
+        scalar_mask,
+        exports: exports.to_vec(),
+    })
+}
+
+/// Lowering state.
+struct Lower<'a> {
+    prog: &'a TileProg,
+    inputs: &'a [usize],
+    exports: &'a [usize],
+    mask: u64,
+    /// Constant pool (f32 bits), broadcast in the prologue.
+    consts: Vec<u32>,
+    /// Instruction constants held in registers: `(bits, register)`.
+    hoisted: Vec<(u32, u8)>,
+    /// Register of each scalar input (by input position).
+    scalar_reg: Vec<Option<u8>>,
+    /// Registers holding constants and scalars for the whole call.
+    fixed: Vec<bool>,
+    /// For each instruction, the instruction whose register holds its value (itself,
+    /// or what an identity cast forwards).
+    root: Vec<usize>,
+    /// For each root, the last instruction reading it (`usize::MAX`: an export, live to
+    /// the end of the body; `None`: never read).
+    last_use: Vec<Option<usize>>,
+}
+
+impl<'a> Lower<'a> {
+    fn new(prog: &'a TileProg, inputs: &'a [usize], exports: &'a [usize], mask: u64) -> Self {
+        let n = prog.instrs.len();
+        let mut root: Vec<usize> = (0..n).collect();
+        for (i, ins) in prog.instrs.iter().enumerate() {
+            if let IOp::Cast(_) = ins.op {
+                root[i] = root[ins.args[0] as usize];
+            }
+        }
+        let mut last_use: Vec<Option<usize>> = vec![None; n];
+        for (i, ins) in prog.instrs.iter().enumerate() {
+            for k in 0..arity(&ins.op) {
+                let r = root[ins.args[k] as usize];
+                last_use[r] = Some(last_use[r].map_or(i, |l| l.max(i)));
+            }
+        }
+        for &e in exports {
+            last_use[root[e]] = Some(usize::MAX);
+        }
+        Lower {
+            prog,
+            inputs,
+            exports,
+            mask,
+            consts: Vec::new(),
+            hoisted: Vec::new(),
+            scalar_reg: vec![None; inputs.len()],
+            fixed: vec![false; NZMM as usize],
+            root,
+            last_use,
+        }
+    }
+
+    fn is_scalar_input(&self, i: usize) -> Option<usize> {
+        let j = self.inputs.iter().position(|&x| x == i)?;
+        (self.mask >> j & 1 == 1).then_some(j)
+    }
+
+    /// The pool slot of constant `bits` (added on first use).
+    fn pool(&mut self, bits: u32) -> Src {
+        let k = match self.consts.iter().position(|&c| c == bits) {
+            Some(k) => k,
+            None => {
+                self.consts.push(bits);
+                self.consts.len() - 1
+            }
+        };
+        Src::Pool(4 * k as i32)
+    }
+
+    /// A register holding constant `bits` for the whole call (instruction constants,
+    /// which any operand position may read).
+    fn hoist(&mut self, a: &mut Asm, bits: u32) -> Option<u8> {
+        if let Some((_, r)) = self.hoisted.iter().find(|(b, _)| *b == bits) {
+            return Some(*r);
+        }
+        let r = (0..NZMM).rev().find(|&r| !self.fixed[r as usize])?;
+        self.fixed[r as usize] = true;
+        let Src::Pool(d) = self.pool(bits) else {
+            unreachable!()
+        };
+        a.vbroadcastss(r, Mem::BaseDisp(R8, d));
+        self.hoisted.push((bits, r));
+        Some(r)
+    }
+
+    /// Broadcast scalar inputs and instruction constants; pool the constants the ops
+    /// read from memory.
+    fn prologue(&mut self, a: &mut Asm) -> Option<()> {
+        for j in 0..self.inputs.len() {
+            if self.mask >> j & 1 == 1 {
+                let r = (0..NZMM).rev().find(|&r| !self.fixed[r as usize])?;
+                self.fixed[r as usize] = true;
+                a.mov_load(RAX, RDI, 8 * j as i32);
+                a.vbroadcastss(r, Mem::BaseDisp(RAX, 0));
+                self.scalar_reg[j] = Some(r);
+            }
+        }
+        let mut pooled: Vec<u32> = Vec::new();
+        for ins in &self.prog.instrs {
+            match &ins.op {
+                IOp::Const(b) => {
+                    self.hoist(a, *b as u32)?;
+                }
+                IOp::Unary(Activation::Relu) => pooled.push(0),
+                IOp::Unary(Activation::Neg) => pooled.push(0x8000_0000),
+                IOp::Unary(Activation::Abs) => pooled.push(0x7FFF_FFFF),
+                IOp::Unary(Activation::Exp) | IOp::Unary(Activation::Sigmoid) => {
+                    pooled.extend(exp_consts());
+                    pooled.extend([0x8000_0000, 1f32.to_bits()]);
+                }
+                _ => {}
+            }
+        }
+        for b in pooled {
+            self.pool(b);
+        }
+        Some(())
+    }
+
+    /// The pool slot of a constant pooled by the prologue.
+    fn creg(&self, bits: u32) -> Src {
+        let k = self.consts.iter().position(|&c| c == bits).expect("pooled");
+        Src::Pool(4 * k as i32)
+    }
+
+    /// Emit the body (16 lanes at offset r11; masked by k1 when `masked`).
+    fn body(&self, a: &mut Asm, masked: bool) -> Option<()> {
+        let mut free: Vec<u8> = (0..NZMM)
+            .filter(|&r| !self.fixed[r as usize])
+            .rev()
+            .collect();
+        let mut reg: Vec<u8> = vec![u8::MAX; self.prog.instrs.len()];
+        let k = if masked { 1 } else { 0 };
+        for (i, ins) in self.prog.instrs.iter().enumerate() {
+            if self.root[i] != i {
+                continue; // an identity cast: its value is its operand's register
+            }
+            let arg = |n: usize| reg[self.root[ins.args[n] as usize]];
+            let dst = match &ins.op {
+                IOp::Load(_) | IOp::Core => match self.is_scalar_input(i) {
+                    Some(j) => self.scalar_reg[j].expect("broadcast"),
+                    None => {
+                        let j = self.inputs.iter().position(|&x| x == i).expect("an input");
+                        let d = free.pop()?;
+                        a.mov_load(RAX, RDI, 8 * j as i32);
+                        a.vmovups_load(d, Mem::BaseIndex(RAX, R11), k);
+                        d
+                    }
+                },
+                IOp::Const(b) => self.hoisted_reg(*b as u32),
+                IOp::Binary(op) => {
+                    let (x, y) = (arg(0), arg(1));
+                    let d = free.pop()?;
+                    match op {
+                        BinaryOp::Add => a.vaddps(d, x, y),
+                        BinaryOp::Sub => a.vsubps(d, x, y),
+                        BinaryOp::Mul => a.vmulps(d, x, y),
+                        BinaryOp::Div => a.vdivps(d, x, y),
+                        BinaryOp::Max | BinaryOp::Min => {
+                            let t = free.pop()?;
+                            minmax(a, *op == BinaryOp::Max, d, t, x, y);
+                            free.push(t);
+                        }
+                        _ => unreachable!("checked by `supported`"),
+                    }
+                    d
+                }
+                IOp::Unary(act) => {
+                    let x = arg(0);
+                    let d = free.pop()?;
+                    match act {
+                        Activation::Relu => {
+                            a.vcmpps(2, x, self.creg(0), Cmp::NleUq);
+                            a.vmovaps_z(d, 2, x);
+                        }
+                        Activation::Neg => a.vxorps(d, x, self.creg(0x8000_0000)),
+                        Activation::Abs => a.vandps(d, x, self.creg(0x7FFF_FFFF)),
+                        Activation::Sqrt => a.vsqrtps(d, x),
+                        Activation::Exp => {
+                            let mut t = Temps::take(&mut free, 7)?;
+                            let c = self.exp_regs();
+                            let (p, s1, s2) = exp_parts(a, &c, &mut t, x, None);
+                            a.vmulps(d, p, s1);
+                            a.vmulps(d, d, s2);
+                            t.give_back(&mut free);
+                        }
+                        Activation::Sigmoid => {
+                            let mut t = Temps::take(&mut free, 11)?;
+                            self.sigmoid(a, &mut t, d, x);
+                            t.give_back(&mut free);
+                        }
+                        _ => unreachable!("checked by `supported`"),
+                    }
+                    d
+                }
+                IOp::Cast(_) => unreachable!("identity casts forward their operand"),
+                _ => return None,
+            };
+            reg[i] = dst;
+            // Operands read for the last time give their registers back (scalars and
+            // constants keep theirs).
+            let mut seen: Vec<usize> = Vec::new();
+            for n in 0..arity(&ins.op) {
+                let r = self.root[ins.args[n] as usize];
+                if self.last_use[r] == Some(i) && !seen.contains(&r) && !self.fixed[reg[r] as usize]
+                {
+                    seen.push(r);
+                    free.push(reg[r]);
+                }
+            }
+            if self.last_use[i].is_none() && !self.fixed[dst as usize] {
+                free.push(dst); // never read nor exported
+            }
+        }
+        for (e, &x) in self.exports.iter().enumerate() {
+            a.mov_load(RAX, RSI, 8 * e as i32);
+            a.vmovups_store(Mem::BaseIndex(RAX, R11), reg[self.root[x]], k);
+        }
+        Some(())
+    }
+
+    fn hoisted_reg(&self, bits: u32) -> u8 {
+        self.hoisted
+            .iter()
+            .find(|(b, _)| *b == bits)
+            .expect("hoisted")
+            .1
+    }
+
+    fn exp_regs(&self) -> ExpConsts {
+        ExpConsts {
+            lo: self.creg((-120f32).to_bits()),
+            hi: self.creg(89f32.to_bits()),
+            log2e: self.creg(LOG2E.to_bits()),
+            shifter: self.creg(SHIFTER.to_bits()),
+            ln2_hi: self.creg(LN2_HI.to_bits()),
+            ln2_lo: self.creg(LN2_LO.to_bits()),
+            q: Q.map(|q| self.creg(q.to_bits())),
+            one: self.creg(1f32.to_bits()),
+            zero: self.creg(0),
+            bias: self.creg(127),
+        }
+    }
+
+    /// `σ(x)` as `math::special::sigmoid_dd_mul(x, 0, 1)`.
+    fn sigmoid(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+        let c = self.exp_regs();
+        let sign = self.creg(0x8000_0000);
+        // neg = x < 0; arguments (x, +0) when negative, (−x, −0) otherwise.
+        let (nx, lo) = (t.get(), t.get());
+        a.vxorps(nx, x, sign);
+        a.vcmpps(3, x, c.zero, Cmp::LtOq);
+        a.vblendmps(nx, 3, nx, x);
+        load_const(a, lo, sign);
+        a.vblendmps(lo, 3, lo, c.zero);
+        let (p, s1, s2) = exp_parts(a, &c, t, nx, Some(lo));
+        // d = 1 + (p·s1)·s2
+        let den = t.get();
+        a.vmulps(den, p, s1);
+        a.vmulps(den, den, s2);
+        a.vaddps(den, den, c.one); // 1 + e: the same bits in either order
+        // q = (neg ? 1·p : 1) / den
+        let num = t.get();
+        a.vmulps(num, p, c.one);
+        load_const(a, lo, c.one); // `lo` is free once the exponential is done
+        a.vblendmps(num, 3, lo, num);
+        a.vdivps(num, num, den);
+        // neg ? (q·s1)·s2 : q
+        a.vmulps(den, num, s1);
+        a.vmulps(den, den, s2);
+        a.vblendmps(d, 3, num, den);
+    }
+}
+
+/// The pool slots of the constants exp needs.
+struct ExpConsts {
+    lo: Src,
+    hi: Src,
+    log2e: Src,
+    shifter: Src,
+    ln2_hi: Src,
+    ln2_lo: Src,
+    q: [Src; 6],
+    one: Src,
+    zero: Src,
+    /// The integer 127 (exponent bias).
+    bias: Src,
+}
+
+/// Broadcast pooled constant `c` into register `r` (for operand positions that need a
+/// register).
+fn load_const(a: &mut Asm, r: u8, c: Src) {
+    let Src::Pool(d) = c else {
+        unreachable!("a pooled constant")
+    };
+    a.vbroadcastss(r, Mem::BaseDisp(R8, d));
+}
+
+fn exp_consts() -> Vec<u32> {
+    let mut v = vec![
+        (-120f32).to_bits(),
+        89f32.to_bits(),
+        LOG2E.to_bits(),
+        SHIFTER.to_bits(),
+        LN2_HI.to_bits(),
+        LN2_LO.to_bits(),
+        0,
+        127,
+    ];
+    v.extend(Q.map(f32::to_bits));
+    v
+}
+
+/// Scratch registers borrowed for one instruction.
+struct Temps {
+    regs: Vec<u8>,
+    next: usize,
+}
+
+impl Temps {
+    fn take(free: &mut Vec<u8>, n: usize) -> Option<Temps> {
+        if free.len() < n {
+            return None;
+        }
+        Some(Temps {
+            regs: free.split_off(free.len() - n),
+            next: 0,
+        })
+    }
+
+    fn get(&mut self) -> u8 {
+        let r = self.regs[self.next];
+        self.next += 1;
+        r
+    }
+
+    fn give_back(self, free: &mut Vec<u8>) {
+        free.extend(self.regs);
+    }
+}
+
+/// `math::expo::exp_parts(hi, lo)` (FMA path): returns the registers of `(p, s1, s2)`
+/// with `e^(hi+lo) = (p·s1)·s2`. `lo = None` is the plain `exp` (`lo = +0`).
+fn exp_parts(a: &mut Asm, c: &ExpConsts, t: &mut Temps, hi: u8, lo: Option<u8>) -> (u8, u8, u8) {
+    let (x, tt, n, r, q, rr) = (t.get(), t.get(), t.get(), t.get(), t.get(), t.get());
+    let m = t.get(); // constants needed in a register
+    // x = clamp(hi, −120, 89), NaN kept: x < lo → lo; then x > hi → hi.
+    a.vcmpps(2, hi, c.lo, Cmp::LtOq);
+    a.vblendmps(x, 2, hi, c.lo);
+    a.vcmpps(2, x, c.hi, Cmp::GtOq);
+    a.vblendmps(x, 2, x, c.hi);
+    // t = x·log2e + shifter; n = t − shifter; ni = bits(t) − bits(shifter)
+    a.vmovaps(tt, x);
+    load_const(a, m, c.log2e);
+    a.vfmadd213ps(tt, m, c.shifter);
+    a.vsubps(n, tt, c.shifter);
+    a.vpsubd(tt, tt, c.shifter); // tt = ni
+    // r = fma(−n, ln2_hi, x); r = fma(−n, ln2_lo, r) + lo
+    a.vmovaps(r, x);
+    a.vfnmadd231ps(r, n, c.ln2_hi);
+    a.vfnmadd231ps(r, n, c.ln2_lo);
+    match lo {
+        Some(l) => a.vaddps(r, r, l),
+        None => a.vaddps(r, r, c.zero),
+    }
+    // q = Q5; q = fma(r, q, Qk) for k = 4..0 (first step: fma(r, Q5, Q4))
+    a.vmovaps(q, r);
+    load_const(a, m, c.q[5]);
+    a.vfmadd213ps(q, m, c.q[4]);
+    for k in (0..4).rev() {
+        a.vfmadd213ps(q, r, c.q[k]);
+    }
+    // p = fma(r·r, q, r) + 1
+    a.vmulps(rr, r, r);
+    a.vfmadd213ps(q, rr, r);
+    a.vaddps(q, q, c.one);
+    // p = 0 where hi < −120
+    a.vcmpps(2, hi, c.lo, Cmp::LtOq);
+    a.vblendmps(q, 2, q, c.zero);
+    // s1 = 2^(ni >> 1), s2 = 2^(ni − (ni >> 1)) as (k + 127) << 23
+    a.vpsrad(n, tt, 1); // n = n1
+    a.vpsubd(tt, tt, n); // tt = ni − n1
+    a.vpaddd(n, n, c.bias);
+    a.vpslld(n, n, 23);
+    a.vpaddd(tt, tt, c.bias);
+    a.vpslld(tt, tt, 23);
+    (q, n, tt)
+}
+
+/// `fmax`/`fmin` of the interpreter: NaN → `x + y`; equal → bits and/or (so ±0 order
+/// correctly); else the larger/smaller.
+fn minmax(a: &mut Asm, max: bool, d: u8, t: u8, x: u8, y: u8) {
+    // d = (x > y) ? x : y  (max)   /   (x < y) ? x : y  (min)
+    if max {
+        a.vcmpps(2, x, y, Cmp::GtOq);
+    } else {
+        a.vcmpps(2, x, y, Cmp::LtOq);
+    }
+    a.vblendmps(d, 2, y, x);
+    if max {
+        a.vandps(t, x, y);
+    } else {
+        a.vorps(t, x, y);
+    }
+    a.vcmpps(2, x, y, Cmp::EqOq);
+    a.vblendmps(d, 2, d, t);
+    a.vaddps(t, x, y);
+    a.vcmpps(2, x, y, Cmp::UnordQ);
+    a.vblendmps(d, 2, d, t);
+}
+
+/// Operands an op reads.
+fn arity(op: &IOp) -> usize {
+    match op {
+        IOp::Load(_) | IOp::Const(_) | IOp::Core => 0,
+        IOp::Unary(_) | IOp::Cast(_) | IOp::Round(_) => 1,
+        IOp::Binary(_) | IOp::Compare(..) => 2,
+        IOp::Where => 3,
+    }
+}

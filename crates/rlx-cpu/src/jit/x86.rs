@@ -1,0 +1,680 @@
+//! A minimal x86-64 assembler: the handful of general-purpose and AVX-512 (EVEX)
+//! instructions the elementwise JIT emits, each encoded by hand. Vector registers are
+//! `zmm0..zmm31` (numbers `0..32`), opmask registers `k1..k7`, and memory operands are
+//! `[base + index]` or `[base + disp32]` (no scaled or compressed displacements, so
+//! every encoding stays simple to check against a disassembler; the unit tests do).
+
+/// A general-purpose register (its hardware number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gpr(pub(crate) u8);
+
+pub(crate) const RAX: Gpr = Gpr(0);
+pub(crate) const RCX: Gpr = Gpr(1);
+pub(crate) const RDX: Gpr = Gpr(2);
+pub(crate) const RSI: Gpr = Gpr(6);
+pub(crate) const RDI: Gpr = Gpr(7);
+pub(crate) const R11: Gpr = Gpr(11);
+
+/// A memory operand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mem {
+    /// `[base + index]`.
+    BaseIndex(Gpr, Gpr),
+    /// `[base + disp]`.
+    BaseDisp(Gpr, i32),
+}
+
+/// EVEX opcode maps.
+#[derive(Clone, Copy)]
+pub(crate) enum Map {
+    M0F = 1,
+    M0F38 = 2,
+}
+
+/// EVEX implied prefixes.
+#[derive(Clone, Copy)]
+pub(crate) enum Pp {
+    None = 0,
+    P66 = 1,
+}
+
+/// Comparison predicates of `vcmpps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cmp {
+    EqOq = 0x00,
+    LtOq = 0x11,
+    UnordQ = 0x03,
+    /// Not (a ≤ b), true when unordered: `a > b || isnan`.
+    NleUq = 0x16,
+    GtOq = 0x1E,
+}
+
+/// The second operand of an EVEX instruction: a register or memory.
+#[derive(Clone, Copy)]
+enum Rm {
+    Reg(u8),
+    Mem(Mem),
+    /// One 32-bit value at `[base + disp]` broadcast to every lane (`{1to16}`).
+    Bcst(Gpr, i32),
+}
+
+/// The last source of an arithmetic instruction: a vector register, or a 32-bit
+/// constant broadcast from `[r8 + disp]` (the constant pool), which costs no register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Src {
+    R(u8),
+    Pool(i32),
+}
+
+impl From<u8> for Src {
+    fn from(r: u8) -> Src {
+        Src::R(r)
+    }
+}
+
+impl From<Src> for Rm {
+    fn from(s: Src) -> Rm {
+        match s {
+            Src::R(r) => Rm::Reg(r),
+            Src::Pool(d) => Rm::Bcst(Gpr(8), d),
+        }
+    }
+}
+
+/// Machine code being assembled.
+#[derive(Default)]
+pub(crate) struct Asm {
+    pub(crate) code: Vec<u8>,
+}
+
+impl Asm {
+    fn byte(&mut self, b: u8) {
+        self.code.push(b);
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.code.extend_from_slice(b);
+    }
+
+    /// ModRM (+ SIB, + disp32) for `reg` (low 3 bits used) and `rm`.
+    fn modrm(&mut self, reg: u8, rm: Rm) {
+        match rm {
+            Rm::Reg(r) => self.byte(0xC0 | (reg & 7) << 3 | (r & 7)),
+            Rm::Mem(Mem::BaseIndex(b, i)) => {
+                assert!(i.0 & 7 != 4, "rsp/r12 cannot be an index");
+                // mod 00 with base rbp/r13 would mean disp32: use mod 01 with disp8 0.
+                let needs_disp = b.0 & 7 == 5;
+                let md = if needs_disp { 0x40 } else { 0x00 };
+                self.byte(md | (reg & 7) << 3 | 4);
+                self.byte((i.0 & 7) << 3 | (b.0 & 7));
+                if needs_disp {
+                    self.byte(0);
+                }
+            }
+            Rm::Mem(Mem::BaseDisp(b, d)) | Rm::Bcst(b, d) => {
+                self.byte(0x80 | (reg & 7) << 3 | (b.0 & 7));
+                if b.0 & 7 == 4 {
+                    self.byte(0x24); // SIB: no index, base rsp/r12
+                }
+                self.bytes(&d.to_le_bytes());
+            }
+        }
+    }
+
+    /// An EVEX instruction on 512-bit vectors: `reg` (ModRM.reg), `vvvv`, `rm`.
+    #[allow(clippy::too_many_arguments)]
+    fn evex(
+        &mut self,
+        map: Map,
+        pp: Pp,
+        w: bool,
+        op: u8,
+        reg: u8,
+        vvvv: u8,
+        rm: Rm,
+        mask: u8,
+        zero: bool,
+    ) {
+        let (x_bit, b_bit) = match rm {
+            Rm::Reg(r) => (r & 16 != 0, r & 8 != 0),
+            Rm::Mem(Mem::BaseIndex(b, i)) => (i.0 & 8 != 0, b.0 & 8 != 0),
+            Rm::Mem(Mem::BaseDisp(b, _)) | Rm::Bcst(b, _) => (false, b.0 & 8 != 0),
+        };
+        let bcst = matches!(rm, Rm::Bcst(..));
+        let r = reg & 8 != 0;
+        let r2 = reg & 16 != 0;
+        let p0 = (!r as u8) << 7
+            | (!x_bit as u8) << 6
+            | (!b_bit as u8) << 5
+            | (!r2 as u8) << 4
+            | map as u8;
+        let p1 = (w as u8) << 7 | ((!vvvv) & 15) << 3 | 0x04 | pp as u8;
+        let p2 = (zero as u8) << 7
+            | 0b10 << 5
+            | (bcst as u8) << 4
+            | ((vvvv & 16 == 0) as u8) << 3
+            | (mask & 7);
+        self.bytes(&[0x62, p0, p1, p2, op]);
+        self.modrm(reg, rm);
+    }
+
+    /// `dst = a op b` for a packed-single arithmetic opcode of map 0F (add 58, mul 59,
+    /// sub 5C, div 5E, and 54, xor 57, sqrt 51 with `a` ignored).
+    pub(crate) fn ps(&mut self, op: u8, dst: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            op,
+            dst,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+    }
+
+    pub(crate) fn vaddps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.ps(0x58, dst, a, b)
+    }
+    pub(crate) fn vmulps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.ps(0x59, dst, a, b)
+    }
+    pub(crate) fn vsubps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.ps(0x5C, dst, a, b)
+    }
+    pub(crate) fn vdivps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.ps(0x5E, dst, a, b)
+    }
+    pub(crate) fn vandps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.ps(0x54, dst, a, b)
+    }
+    pub(crate) fn vorps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.ps(0x56, dst, a, b)
+    }
+    pub(crate) fn vxorps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.ps(0x57, dst, a, b)
+    }
+    pub(crate) fn vsqrtps(&mut self, dst: u8, src: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            0x51,
+            dst,
+            0,
+            Rm::Reg(src),
+            0,
+            false,
+        );
+    }
+
+    /// `dst = a·dst + b` (`vfmadd213ps`).
+    pub(crate) fn vfmadd213ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F38,
+            Pp::P66,
+            false,
+            0xA8,
+            dst,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+    }
+
+    /// `dst = −(a·b) + dst` (`vfnmadd231ps`).
+    pub(crate) fn vfnmadd231ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F38,
+            Pp::P66,
+            false,
+            0xBC,
+            dst,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+    }
+
+    /// `dst = a + b` on 32-bit integer lanes.
+    pub(crate) fn vpaddd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F,
+            Pp::P66,
+            false,
+            0xFE,
+            dst,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+    }
+
+    /// `dst = a − b` on 32-bit integer lanes.
+    pub(crate) fn vpsubd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F,
+            Pp::P66,
+            false,
+            0xFA,
+            dst,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+    }
+
+    /// `dst = src >> imm` (arithmetic) on 32-bit lanes.
+    pub(crate) fn vpsrad(&mut self, dst: u8, src: u8, imm: u8) {
+        // 66 0F 72 /4 ib: the destination is vvvv, the ModRM.reg field is the extension.
+        self.evex(
+            Map::M0F,
+            Pp::P66,
+            false,
+            0x72,
+            4,
+            dst,
+            Rm::Reg(src),
+            0,
+            false,
+        );
+        self.byte(imm);
+    }
+
+    /// `dst = src << imm` on 32-bit lanes.
+    pub(crate) fn vpslld(&mut self, dst: u8, src: u8, imm: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::P66,
+            false,
+            0x72,
+            6,
+            dst,
+            Rm::Reg(src),
+            0,
+            false,
+        );
+        self.byte(imm);
+    }
+
+    /// `k = a <pred> b` per lane.
+    pub(crate) fn vcmpps(&mut self, k: u8, a: u8, b: impl Into<Src>, pred: Cmp) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            0xC2,
+            k,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+        self.byte(pred as u8);
+    }
+
+    /// `dst = k ? b : a` per lane (`vblendmps`).
+    pub(crate) fn vblendmps(&mut self, dst: u8, k: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F38,
+            Pp::P66,
+            false,
+            0x65,
+            dst,
+            a,
+            Rm::from(b.into()),
+            k,
+            false,
+        );
+    }
+
+    /// `dst = k ? src : 0` per lane (`vmovaps` with zero-masking).
+    pub(crate) fn vmovaps_z(&mut self, dst: u8, k: u8, src: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            0x28,
+            dst,
+            0,
+            Rm::Reg(src),
+            k,
+            true,
+        );
+    }
+
+    /// `dst = src`.
+    pub(crate) fn vmovaps(&mut self, dst: u8, src: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            0x28,
+            dst,
+            0,
+            Rm::Reg(src),
+            0,
+            false,
+        );
+    }
+
+    /// Load 16 floats (lanes outside mask `k` are zeroed when `k != 0`).
+    pub(crate) fn vmovups_load(&mut self, dst: u8, m: Mem, k: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            0x10,
+            dst,
+            0,
+            Rm::Mem(m),
+            k,
+            k != 0,
+        );
+    }
+
+    /// Store 16 floats (only the lanes of mask `k` when `k != 0`).
+    pub(crate) fn vmovups_store(&mut self, m: Mem, src: u8, k: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            0x11,
+            src,
+            0,
+            Rm::Mem(m),
+            k,
+            false,
+        );
+    }
+
+    /// Broadcast one float from memory to every lane.
+    pub(crate) fn vbroadcastss(&mut self, dst: u8, m: Mem) {
+        self.evex(
+            Map::M0F38,
+            Pp::P66,
+            false,
+            0x18,
+            dst,
+            0,
+            Rm::Mem(m),
+            0,
+            false,
+        );
+    }
+
+    /// `k = low 16 bits of gpr` (`kmovw k, r32`, VEX-encoded).
+    pub(crate) fn kmovw_from(&mut self, k: u8, r: Gpr) {
+        assert!(r.0 < 8, "kmovw from a low register");
+        self.bytes(&[0xC5, 0xF8, 0x92, 0xC0 | (k & 7) << 3 | r.0]);
+    }
+
+    /// `vzeroupper`.
+    pub(crate) fn vzeroupper(&mut self) {
+        self.bytes(&[0xC5, 0xF8, 0x77]);
+    }
+
+    /// REX prefix for a 64-bit op with `reg` in ModRM.reg and `rm` in ModRM.rm.
+    fn rex_w(&mut self, reg: u8, rm: u8) {
+        self.byte(0x48 | ((reg >> 3) & 1) << 2 | ((rm >> 3) & 1));
+    }
+
+    /// `dst = [base + disp]` (64-bit load).
+    pub(crate) fn mov_load(&mut self, dst: Gpr, base: Gpr, disp: i32) {
+        self.rex_w(dst.0, base.0);
+        self.byte(0x8B);
+        self.modrm(dst.0, Rm::Mem(Mem::BaseDisp(base, disp)));
+    }
+
+    /// `dst = imm` (32-bit move, zero-extended).
+    pub(crate) fn mov_imm32(&mut self, dst: Gpr, imm: u32) {
+        if dst.0 >= 8 {
+            self.byte(0x41);
+        }
+        self.byte(0xB8 | (dst.0 & 7));
+        self.bytes(&imm.to_le_bytes());
+    }
+
+    /// `dst += imm` (64-bit).
+    pub(crate) fn add_imm(&mut self, dst: Gpr, imm: i32) {
+        self.rex_w(0, dst.0);
+        self.byte(0x81);
+        self.byte(0xC0 | (dst.0 & 7));
+        self.bytes(&imm.to_le_bytes());
+    }
+
+    /// `dst ^= dst` (64-bit; zeroes it).
+    pub(crate) fn zero(&mut self, dst: Gpr) {
+        self.rex_w(dst.0, dst.0);
+        self.bytes(&[0x31, 0xC0 | (dst.0 & 7) << 3 | (dst.0 & 7)]);
+    }
+
+    /// Compare `a` with `b` (64-bit; sets the flags for `a − b`).
+    pub(crate) fn cmp(&mut self, a: Gpr, b: Gpr) {
+        self.rex_w(b.0, a.0);
+        self.bytes(&[0x39, 0xC0 | (b.0 & 7) << 3 | (a.0 & 7)]);
+    }
+
+    /// `dst = (1 << cl) − 1` for `cl ∈ 0..16`, via `dst = 1; dst <<= cl; dst −= 1`
+    /// (32-bit ops; `dst` must not be `rcx`).
+    pub(crate) fn low_mask_cl(&mut self, dst: Gpr) {
+        assert!(dst != RCX && dst.0 < 8);
+        self.mov_imm32(dst, 1);
+        self.bytes(&[0xD3, 0xE0 | dst.0]); // shl r32, cl
+        self.bytes(&[0x83, 0xE8 | dst.0, 0x01]); // sub r32, 1
+    }
+
+    /// A forward or backward jump placeholder (`jcc rel32` / `jmp rel32`); returns the
+    /// offset of its displacement for [`Asm::patch`].
+    pub(crate) fn jump(&mut self, cond: Option<u8>) -> usize {
+        match cond {
+            Some(cc) => self.bytes(&[0x0F, 0x80 | cc]),
+            None => self.byte(0xE9),
+        }
+        self.bytes(&[0; 4]);
+        self.code.len() - 4
+    }
+
+    /// Point the jump whose displacement is at `at` to `target`.
+    pub(crate) fn patch(&mut self, at: usize, target: usize) {
+        let rel = target as i64 - (at as i64 + 4);
+        self.code[at..at + 4].copy_from_slice(&(rel as i32).to_le_bytes());
+    }
+
+    /// `ret`.
+    pub(crate) fn ret(&mut self) {
+        self.byte(0xC3);
+    }
+}
+
+/// Condition codes for [`Asm::jump`].
+pub(crate) const JAE: u8 = 0x3;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// `objdump`'s rendering of `code` (Intel syntax), one instruction per line, or
+    /// `None` where no objdump is installed.
+    fn disassemble(code: &[u8]) -> Option<Vec<String>> {
+        let dir = std::env::temp_dir().join(format!("rlx-jit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let path = dir.join(format!("code-{}.bin", code.len()));
+        std::fs::write(&path, code).ok()?;
+        let out = Command::new("objdump")
+            .args(["-D", "-b", "binary", "-m", "i386:x86-64", "-M", "intel"])
+            .arg(&path)
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let lines = text
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.splitn(3, '\t');
+                let addr = parts.next()?;
+                addr.trim().strip_suffix(':')?;
+                let _bytes = parts.next()?;
+                Some(
+                    parts
+                        .next()?
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
+            })
+            .collect();
+        Some(lines)
+    }
+
+    #[test]
+    fn encodings_disassemble_to_the_intended_instructions() {
+        let mut a = Asm::default();
+        let mut want: Vec<&str> = Vec::new();
+        let mut add = |a: &mut Asm, f: &dyn Fn(&mut Asm), s: &'static str| {
+            f(a);
+            want.push(s);
+        };
+        add(&mut a, &|a| a.vaddps(0, 1, 2), "vaddps zmm0,zmm1,zmm2");
+        add(&mut a, &|a| a.vmulps(31, 17, 9), "vmulps zmm31,zmm17,zmm9");
+        add(&mut a, &|a| a.vsubps(8, 24, 31), "vsubps zmm8,zmm24,zmm31");
+        add(&mut a, &|a| a.vdivps(16, 15, 7), "vdivps zmm16,zmm15,zmm7");
+        add(&mut a, &|a| a.vandps(3, 4, 5), "vandps zmm3,zmm4,zmm5");
+        add(&mut a, &|a| a.vorps(3, 20, 5), "vorps zmm3,zmm20,zmm5");
+        add(&mut a, &|a| a.vxorps(30, 4, 25), "vxorps zmm30,zmm4,zmm25");
+        add(&mut a, &|a| a.vsqrtps(12, 28), "vsqrtps zmm12,zmm28");
+        add(
+            &mut a,
+            &|a| a.vaddps(17, 3, Src::Pool(8)),
+            "vaddps zmm17,zmm3,DWORD BCST [r8+0x8]",
+        );
+        add(
+            &mut a,
+            &|a| a.vfmadd213ps(30, 21, Src::Pool(0x40)),
+            "vfmadd213ps zmm30,zmm21,DWORD BCST [r8+0x40]",
+        );
+        add(
+            &mut a,
+            &|a| a.vcmpps(2, 9, Src::Pool(4), Cmp::GtOq),
+            "vcmpgt_oqps k2,zmm9,DWORD BCST [r8+0x4]",
+        );
+        add(
+            &mut a,
+            &|a| a.vpsubd(1, 2, Src::Pool(12)),
+            "vpsubd zmm1,zmm2,DWORD BCST [r8+0xc]",
+        );
+        add(
+            &mut a,
+            &|a| a.vfmadd213ps(1, 18, 27),
+            "vfmadd213ps zmm1,zmm18,zmm27",
+        );
+        add(
+            &mut a,
+            &|a| a.vfnmadd231ps(19, 2, 11),
+            "vfnmadd231ps zmm19,zmm2,zmm11",
+        );
+        add(&mut a, &|a| a.vpaddd(5, 6, 21), "vpaddd zmm5,zmm6,zmm21");
+        add(&mut a, &|a| a.vpsubd(22, 6, 1), "vpsubd zmm22,zmm6,zmm1");
+        add(&mut a, &|a| a.vpsrad(9, 26, 1), "vpsrad zmm9,zmm26,0x1");
+        add(&mut a, &|a| a.vpslld(17, 3, 23), "vpslld zmm17,zmm3,0x17");
+        add(
+            &mut a,
+            &|a| a.vcmpps(1, 2, 29, Cmp::LtOq),
+            "vcmplt_oqps k1,zmm2,zmm29",
+        );
+        add(
+            &mut a,
+            &|a| a.vcmpps(3, 20, 4, Cmp::NleUq),
+            "vcmpnle_uqps k3,zmm20,zmm4",
+        );
+        add(
+            &mut a,
+            &|a| a.vblendmps(7, 2, 8, 25),
+            "vblendmps zmm7{k2},zmm8,zmm25",
+        );
+        add(
+            &mut a,
+            &|a| a.vmovaps_z(14, 1, 18),
+            "vmovaps zmm14{k1}{z},zmm18",
+        );
+        add(&mut a, &|a| a.vmovaps(18, 14), "vmovaps zmm18,zmm14");
+        add(
+            &mut a,
+            &|a| a.vmovups_load(20, Mem::BaseIndex(RAX, R11), 0),
+            "vmovups zmm20,ZMMWORD PTR [rax+r11*1]",
+        );
+        add(
+            &mut a,
+            &|a| a.vmovups_load(2, Mem::BaseIndex(Gpr(13), R11), 1),
+            "vmovups zmm2{k1}{z},ZMMWORD PTR [r13+r11*1+0x0]",
+        );
+        add(
+            &mut a,
+            &|a| a.vmovups_store(Mem::BaseIndex(RAX, R11), 27, 0),
+            "vmovups ZMMWORD PTR [rax+r11*1],zmm27",
+        );
+        add(
+            &mut a,
+            &|a| a.vmovups_store(Mem::BaseIndex(RDX, RCX), 3, 1),
+            "vmovups ZMMWORD PTR [rdx+rcx*1]{k1},zmm3",
+        );
+        add(
+            &mut a,
+            &|a| a.vbroadcastss(25, Mem::BaseDisp(RAX, 0)),
+            "vbroadcastss zmm25,DWORD PTR [rax+0x0]",
+        );
+        add(&mut a, &|a| a.kmovw_from(1, RAX), "kmovw k1,eax");
+        add(
+            &mut a,
+            &|a| a.mov_load(RAX, RDI, 0x28),
+            "mov rax,QWORD PTR [rdi+0x28]",
+        );
+        add(
+            &mut a,
+            &|a| a.mov_load(R11, RSI, 8),
+            "mov r11,QWORD PTR [rsi+0x8]",
+        );
+        add(&mut a, &|a| a.mov_imm32(RAX, 7), "mov eax,0x7");
+        add(&mut a, &|a| a.add_imm(R11, 64), "add r11,0x40");
+        add(&mut a, &|a| a.zero(R11), "xor r11,r11");
+        add(&mut a, &|a| a.cmp(R11, RDX), "cmp r11,rdx");
+        add(&mut a, &|a| a.vzeroupper(), "vzeroupper");
+        add(&mut a, &|a| a.ret(), "ret");
+        let Some(got) = disassemble(&a.code) else {
+            eprintln!("objdump not found: encodings not checked");
+            return;
+        };
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn jumps_and_mask_setup_disassemble_as_written() {
+        let mut a = Asm::default();
+        a.low_mask_cl(RAX);
+        let top = a.code.len();
+        let j = a.jump(Some(JAE));
+        let k = a.jump(None);
+        a.patch(k, top);
+        a.patch(j, a.code.len());
+        a.ret();
+        let Some(got) = disassemble(&a.code) else {
+            return;
+        };
+        assert_eq!(
+            got,
+            [
+                "mov eax,0x1",
+                "shl eax,cl",
+                "sub eax,0x1",
+                "jae 0x15",
+                "jmp 0xa",
+                "ret"
+            ]
+        );
+    }
+}
