@@ -63,6 +63,11 @@ pub(crate) struct EwPlan {
     /// The tile program compiled to machine code, built on the first tile (`None`
     /// inside: not compilable; see [`crate::jit`]).
     jit: std::sync::OnceLock<Option<crate::jit::JitKernel>>,
+    /// Streaming plans: per export, the one f32 buffer it is stored to, when every
+    /// export has one (the compiled code then writes them with non-temporal stores).
+    nt_targets: Option<Vec<usize>>,
+    /// The streaming variant of `jit`.
+    jit_nt: std::sync::OnceLock<Option<crate::jit::JitKernel>>,
 }
 
 /// Whether a run of `dt` elements can be copied as is from compute type `ty`.
@@ -300,9 +305,25 @@ impl EwPlan {
                 exports.push(st.value as usize);
             }
         }
+        let nt_targets = stream
+            .then(|| {
+                exports
+                    .iter()
+                    .map(|&x| {
+                        let mut st = stores.iter().filter(|s| s.value as usize == x);
+                        match (st.next(), st.next()) {
+                            (Some(s), None) if store_dt(s) == DType::F32 => Some(s.buf),
+                            _ => None,
+                        }
+                    })
+                    .collect::<Option<Vec<usize>>>()
+            })
+            .flatten();
         Ok(EwPlan {
             exports,
             jit: std::sync::OnceLock::new(),
+            nt_targets,
+            jit_nt: std::sync::OnceLock::new(),
             stream,
             direct_ok,
             load_spans,
@@ -349,10 +370,21 @@ impl EwPlan {
         let (mut direct, spans) = self.direct_targets(bases);
         let mut spread: Vec<(*const u8, usize)> = Vec::new();
         with_scratch(|s| {
+            // A streamed single output: tiles end on 64-byte boundaries of it, so the
+            // compiled code can write whole tiles with non-temporal stores.
+            let skew = match &self.nt_targets {
+                Some(b) if b.len() == 1 && crate::jit::enabled() => {
+                    Some((bases[b[0]] as usize / 4) % 16)
+                }
+                _ => None,
+            };
             let mut flat = c0;
             while flat < c1 {
                 unravel_into(flat, &self.dims, &mut idx);
                 let mut len = (c1 - flat).min(TILE);
+                if let Some(a) = skew {
+                    len = len.min(TILE - (a + flat) % 16);
+                }
                 let in_row = if r <= 1 {
                     true
                 } else if self.row_mode {
@@ -423,12 +455,33 @@ impl EwPlan {
         if !crate::jit::enabled() || self.copy {
             return false;
         }
+        // Streaming outputs written straight from the registers with non-temporal
+        // stores, where every export's tile is 64-byte aligned.
+        if let Some(bufs) = &self.nt_targets {
+            let mut tg = [std::ptr::null_mut::<f32>(); 32];
+            let aligned = bufs.len() <= 32
+                && bufs.iter().enumerate().all(|(k, &b)| {
+                    tg[k] = unsafe { (env.bases[b] as *mut f32).add(t.flat) };
+                    (tg[k] as usize).is_multiple_of(64)
+                });
+            if aligned {
+                let jit = self.jit_nt.get_or_init(|| {
+                    let mask = self.scalar_pattern(env, t);
+                    crate::jit::compile(&self.prog, &self.exports, mask?, true)
+                });
+                if let Some(j) = jit
+                    && unsafe { run_tile_jit(&self.prog, j, env, t, s, Some(&tg[..bufs.len()])) }
+                {
+                    return true;
+                }
+            }
+        }
         let jit = self.jit.get_or_init(|| {
             let mask = self.scalar_pattern(env, t);
-            crate::jit::compile(&self.prog, &self.exports, mask?)
+            crate::jit::compile(&self.prog, &self.exports, mask?, false)
         });
         match jit {
-            Some(j) => unsafe { run_tile_jit(&self.prog, j, env, t, s) },
+            Some(j) => unsafe { run_tile_jit(&self.prog, j, env, t, s, None) },
             None => false,
         }
     }

@@ -223,12 +223,17 @@ fn prefetch_share(spread: &[(*const u8, usize)], k: usize, parts: usize) {
 ///
 /// # Safety
 /// As [`run_tile`].
+///
+/// `targets`, when given, are the output pointers of the exports at this tile (the
+/// caller checked them for the kernel's store kind); otherwise each export goes to its
+/// direct target or a scratch register.
 pub(crate) unsafe fn run_tile_jit(
     prog: &TileProg,
     jit: &crate::jit::JitKernel,
     env: &TileEnv<'_>,
     t: &TilePos<'_>,
     s: &mut Scratch,
+    targets: Option<&[*mut f32]>,
 ) -> bool {
     let (nin, nout) = (jit.inputs.len(), jit.exports.len());
     s.ensure(prog.nregs + nin + nout, prog.instrs.len());
@@ -240,7 +245,9 @@ pub(crate) unsafe fn run_tile_jit(
             IOp::Load(l) => {
                 let p = &env.loads[*l];
                 let reg = s.reg((prog.nregs + j) as u32);
-                unsafe { fetch(p, env.bases[p.buf], t, Ty::F32, reg, env.prefetch) }
+                // No burst prefetch: the compiled loop streams its inputs in order,
+                // which the hardware prefetcher follows.
+                unsafe { fetch(p, env.bases[p.buf], t, Ty::F32, reg, false) }
             }
             _ => env.core.expect("core value supplied to epilogues"),
         };
@@ -263,6 +270,10 @@ pub(crate) unsafe fn run_tile_jit(
     }
     let mut outs = [std::ptr::null_mut::<f32>(); 32];
     for (k, &x) in jit.exports.iter().enumerate() {
+        if let Some(tg) = targets {
+            outs[k] = tg[k];
+            continue;
+        }
         outs[k] = match env.direct.get(x) {
             Some(&d) if !d.is_null() => unsafe { d.add(t.flat * 4) as *mut f32 },
             _ => s.reg((prog.nregs + nin + k) as u32) as *mut f32,

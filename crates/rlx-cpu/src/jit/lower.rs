@@ -73,7 +73,16 @@ fn supported(ins: &crate::exec::vm::Instr) -> bool {
 /// Compile `prog` for inputs whose scalar pattern is `scalar_mask` (bit `j` for the
 /// `j`-th load/core instruction), writing out the values of `exports`. `None` when an
 /// instruction is not supported or the registers do not suffice.
-pub(crate) fn compile(prog: &TileProg, exports: &[usize], scalar_mask: u64) -> Option<JitKernel> {
+///
+/// With `streaming`, the full vectors of every export are written with non-temporal
+/// stores (the caller must then pass 64-byte aligned output pointers and fence after
+/// its last tile); the tail always uses ordinary masked stores.
+pub(crate) fn compile(
+    prog: &TileProg,
+    exports: &[usize],
+    scalar_mask: u64,
+    streaming: bool,
+) -> Option<JitKernel> {
     if !super::enabled() || prog.instrs.is_empty() || exports.is_empty() || exports.len() > 32 {
         return None;
     }
@@ -91,6 +100,7 @@ pub(crate) fn compile(prog: &TileProg, exports: &[usize], scalar_mask: u64) -> O
         return None;
     }
     let mut l = Lower::new(prog, &inputs, exports, scalar_mask);
+    l.streaming = streaming;
     let mut a = Asm::default();
     l.prologue(&mut a)?;
     a.zero(R11);
@@ -131,6 +141,8 @@ struct Lower<'a> {
     mask: u64,
     /// Constant pool (f32 bits), broadcast in the prologue.
     consts: Vec<u32>,
+    /// Export full vectors with non-temporal stores.
+    streaming: bool,
     /// Instruction constants held in registers: `(bits, register)`.
     hoisted: Vec<(u32, u8)>,
     /// Register of each scalar input (by input position).
@@ -171,6 +183,7 @@ impl<'a> Lower<'a> {
             mask,
             consts: Vec::new(),
             hoisted: Vec::new(),
+            streaming: false,
             scalar_reg: vec![None; inputs.len()],
             fixed: vec![false; NZMM as usize],
             root,
@@ -272,6 +285,12 @@ impl<'a> Lower<'a> {
                         let d = free.pop()?;
                         a.mov_load(RAX, RDI, 8 * j as i32);
                         a.vmovups_load(d, Mem::BaseIndex(RAX, R11), k);
+                        if !masked && let Some(dist) = prefetch_distance() {
+                            // More lines in flight than the hardware prefetcher keeps
+                            // (reads past the tile reach the next one; a prefetch
+                            // never faults).
+                            a.prefetcht0(RAX, R11, dist);
+                        }
                         d
                     }
                 },
@@ -342,7 +361,11 @@ impl<'a> Lower<'a> {
         }
         for (e, &x) in self.exports.iter().enumerate() {
             a.mov_load(RAX, RSI, 8 * e as i32);
-            a.vmovups_store(Mem::BaseIndex(RAX, R11), reg[self.root[x]], k);
+            if self.streaming && !masked {
+                a.vmovntps(Mem::BaseIndex(RAX, R11), reg[self.root[x]]);
+            } else {
+                a.vmovups_store(Mem::BaseIndex(RAX, R11), reg[self.root[x]], k);
+            }
         }
         Some(())
     }
@@ -535,6 +558,19 @@ fn minmax(a: &mut Asm, max: bool, d: u8, t: u8, x: u8, y: u8) {
     a.vaddps(t, x, y);
     a.vcmpps(2, x, y, Cmp::UnordQ);
     a.vblendmps(d, 2, d, t);
+}
+
+/// Bytes ahead of each vector input the loop prefetches (`RLX_JIT_PREFETCH`, bytes; 0
+/// turns it off).
+fn prefetch_distance() -> Option<i32> {
+    static D: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    let d = *D.get_or_init(|| {
+        std::env::var("RLX_JIT_PREFETCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2048)
+    });
+    (d > 0).then_some(d)
 }
 
 /// Operands an op reads.

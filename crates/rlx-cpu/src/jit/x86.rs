@@ -393,6 +393,21 @@ impl Asm {
         );
     }
 
+    /// Store 16 floats with a non-temporal hint (the address must be 64-byte aligned).
+    pub(crate) fn vmovntps(&mut self, m: Mem, src: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            0x2B,
+            src,
+            0,
+            Rm::Mem(m),
+            0,
+            false,
+        );
+    }
+
     /// Broadcast one float from memory to every lane.
     pub(crate) fn vbroadcastss(&mut self, dst: u8, m: Mem) {
         self.evex(
@@ -412,6 +427,21 @@ impl Asm {
     pub(crate) fn kmovw_from(&mut self, k: u8, r: Gpr) {
         assert!(r.0 < 8, "kmovw from a low register");
         self.bytes(&[0xC5, 0xF8, 0x92, 0xC0 | (k & 7) << 3 | r.0]);
+    }
+
+    /// `prefetcht0 [base + index + disp]`.
+    pub(crate) fn prefetcht0(&mut self, base: Gpr, index: Gpr, disp: i32) {
+        let rex = 0x40 | ((index.0 >> 3) & 1) << 1 | ((base.0 >> 3) & 1);
+        if rex != 0x40 {
+            self.byte(rex);
+        }
+        self.bytes(&[
+            0x0F,
+            0x18,
+            0x80 | 1 << 3 | 4,
+            (index.0 & 7) << 3 | (base.0 & 7),
+        ]);
+        self.bytes(&disp.to_le_bytes());
     }
 
     /// `vzeroupper`.
@@ -625,10 +655,20 @@ mod tests {
         );
         add(
             &mut a,
+            &|a| a.vmovntps(Mem::BaseIndex(RAX, R11), 18),
+            "vmovntps ZMMWORD PTR [rax+r11*1],zmm18",
+        );
+        add(
+            &mut a,
             &|a| a.vbroadcastss(25, Mem::BaseDisp(RAX, 0)),
             "vbroadcastss zmm25,DWORD PTR [rax+0x0]",
         );
         add(&mut a, &|a| a.kmovw_from(1, RAX), "kmovw k1,eax");
+        add(
+            &mut a,
+            &|a| a.prefetcht0(RAX, R11, 2048),
+            "prefetcht0 BYTE PTR [rax+r11*1+0x800]",
+        );
         add(
             &mut a,
             &|a| a.mov_load(RAX, RDI, 0x28),
