@@ -100,6 +100,7 @@ fn every_supported_unary_op_gives_the_interpreters_bits() {
         Activation::Sqrt,
         Activation::Exp,
         Activation::Sigmoid,
+        Activation::GeluApprox,
     ] {
         for n in [5, 16, 1000, 3 * 1024 + 7] {
             let mut g = Graph::new(format!("{act:?}_{n}"));

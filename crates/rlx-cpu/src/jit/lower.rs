@@ -55,6 +55,7 @@ fn supported(ins: &crate::exec::vm::Instr) -> bool {
                 | Activation::Sqrt
                 | Activation::Exp
                 | Activation::Sigmoid
+                | Activation::GeluApprox
         ),
         IOp::Binary(b) => matches!(
             b,
@@ -245,9 +246,10 @@ impl<'a> Lower<'a> {
                 IOp::Unary(Activation::Relu) => pooled.push(0),
                 IOp::Unary(Activation::Neg) => pooled.push(0x8000_0000),
                 IOp::Unary(Activation::Abs) => pooled.push(0x7FFF_FFFF),
-                IOp::Unary(Activation::Exp) | IOp::Unary(Activation::Sigmoid) => {
+                IOp::Unary(Activation::Exp | Activation::Sigmoid | Activation::GeluApprox) => {
                     pooled.extend(exp_consts());
                     pooled.extend([0x8000_0000, 1f32.to_bits()]);
+                    pooled.extend(GELU_CONSTS.map(f32::to_bits));
                 }
                 _ => {}
             }
@@ -333,7 +335,12 @@ impl<'a> Lower<'a> {
                         }
                         Activation::Sigmoid => {
                             let mut t = Temps::take(&mut free, 11)?;
-                            self.sigmoid(a, &mut t, d, x);
+                            self.sigmoid_dd_mul(a, &mut t, d, x, None, None);
+                            t.give_back(&mut free);
+                        }
+                        Activation::GeluApprox => {
+                            let mut t = Temps::take(&mut free, 15)?;
+                            self.gelu_tanh(a, &mut t, d, x);
                             t.give_back(&mut free);
                         }
                         _ => unreachable!("checked by `supported`"),
@@ -393,35 +400,128 @@ impl<'a> Lower<'a> {
         }
     }
 
-    /// `σ(x)` as `math::special::sigmoid_dd_mul(x, 0, 1)`.
-    fn sigmoid(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+    /// `m·σ(hi + lo)` as `math::special::sigmoid_dd_mul` (`lo = None`: 0, `m = None`:
+    /// 1), into `d`.
+    fn sigmoid_dd_mul(
+        &self,
+        a: &mut Asm,
+        t: &mut Temps,
+        d: u8,
+        hi: u8,
+        lo: Option<u8>,
+        m: Option<u8>,
+    ) {
         let c = self.exp_regs();
         let sign = self.creg(0x8000_0000);
-        // neg = x < 0; arguments (x, +0) when negative, (−x, −0) otherwise.
-        let (nx, lo) = (t.get(), t.get());
-        a.vxorps(nx, x, sign);
-        a.vcmpps(3, x, c.zero, Cmp::LtOq);
-        a.vblendmps(nx, 3, nx, x);
-        load_const(a, lo, sign);
-        a.vblendmps(lo, 3, lo, c.zero);
-        let (p, s1, s2) = exp_parts(a, &c, t, nx, Some(lo));
-        // d = 1 + (p·s1)·s2
+        // neg = hi < 0; arguments (hi, lo) when negative, (−hi, −lo) otherwise.
+        let (nx, l) = (t.get(), t.get());
+        a.vxorps(nx, hi, sign);
+        a.vcmpps(3, hi, c.zero, Cmp::LtOq);
+        a.vblendmps(nx, 3, nx, hi);
+        match lo {
+            Some(lo) => {
+                a.vxorps(l, lo, sign);
+                a.vblendmps(l, 3, l, lo);
+            }
+            None => {
+                load_const(a, l, sign);
+                a.vblendmps(l, 3, l, c.zero);
+            }
+        }
+        let (p, s1, s2) = exp_parts(a, &c, t, nx, Some(l));
+        // den = 1 + (p·s1)·s2
         let den = t.get();
         a.vmulps(den, p, s1);
         a.vmulps(den, den, s2);
         a.vaddps(den, den, c.one); // 1 + e: the same bits in either order
-        // q = (neg ? 1·p : 1) / den
+        // q = (neg ? m·p : m) / den
         let num = t.get();
-        a.vmulps(num, p, c.one);
-        load_const(a, lo, c.one); // `lo` is free once the exponential is done
-        a.vblendmps(num, 3, lo, num);
+        match m {
+            Some(m) => {
+                a.vmulps(num, m, p);
+                a.vblendmps(num, 3, m, num);
+            }
+            None => {
+                a.vmulps(num, p, c.one);
+                load_const(a, l, c.one); // `l` is free once the exponential is done
+                a.vblendmps(num, 3, l, num);
+            }
+        }
         a.vdivps(num, num, den);
         // neg ? (q·s1)·s2 : q
         a.vmulps(den, num, s1);
         a.vmulps(den, den, s2);
         a.vblendmps(d, 3, num, den);
     }
+
+    /// Tanh-form GELU as `math::special::gelu_tanh`, into `d`: `x·σ(2u)` with
+    /// `2u = x·(GC1 + GC3·x²)` carried as a double-float `hi + lo`.
+    fn gelu_tanh(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+        let [lim, neg_lim, gc1_hi, gc1_lo, gc3_hi, gc3_lo] =
+            GELU_CONSTS.map(|v| self.creg(v.to_bits()));
+        let (ah, al) = (t.get(), t.get());
+        let mark = t.next;
+        let (xc, x2h, x2l, th, tl, wh, bb, u) = (
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+        );
+        // xc = clamp(x, −12, 12)
+        a.vcmpps(2, x, neg_lim, Cmp::LtOq);
+        a.vblendmps(xc, 2, x, neg_lim);
+        a.vcmpps(2, xc, lim, Cmp::GtOq);
+        a.vblendmps(xc, 2, xc, lim);
+        // (x2h, x2l) = two_prod(xc, xc)
+        a.vmulps(x2h, xc, xc);
+        a.vmovaps(x2l, xc);
+        a.vfmsub213ps(x2l, xc, x2h);
+        // (th, tl) = two_prod(GC3_HI, x2h); tl = fma(GC3_HI, x2l, fma(GC3_LO, x2h, tl))
+        a.vmulps(th, x2h, gc3_hi);
+        load_const(a, tl, gc3_hi);
+        a.vfmsub213ps(tl, x2h, th);
+        a.vfmadd231ps(tl, x2h, gc3_lo);
+        a.vfmadd231ps(tl, x2l, gc3_hi);
+        // (wh, wl) = two_sum(GC1_HI, th)
+        load_const(a, wh, gc1_hi);
+        a.vaddps(wh, wh, th);
+        a.vsubps(bb, wh, gc1_hi);
+        a.vsubps(u, wh, bb);
+        load_const(a, x2h, gc1_hi);
+        a.vsubps(u, x2h, u);
+        a.vsubps(bb, th, bb);
+        a.vaddps(u, u, bb); // u = wl
+        // wl = wl + (tl + GC1_LO)
+        a.vaddps(tl, tl, gc1_lo);
+        a.vaddps(u, u, tl);
+        // (ah, al) = two_prod(xc, wh); al = fma(xc, wl, al)
+        a.vmulps(ah, xc, wh);
+        a.vmovaps(al, xc);
+        a.vfmsub213ps(al, wh, ah);
+        a.vfmadd231ps(al, xc, u);
+        // v = x·σ(ah + al); −0 below −12
+        t.next = mark;
+        let v = t.get();
+        self.sigmoid_dd_mul(a, t, v, ah, Some(al), Some(x));
+        a.vcmpps(2, x, neg_lim, Cmp::LtOq);
+        a.vblendmps(d, 2, v, self.creg(0x8000_0000));
+    }
 }
+
+/// GELU (tanh form) constants: the clamp `±12`, `2·√(2/π)` and `2·√(2/π)·0.044715` as
+/// hi + lo pairs (see `math::special`).
+const GELU_CONSTS: [f32; 6] = [
+    12.0,
+    -12.0,
+    1.595_769_2,
+    -4.534_068e-8,
+    0.071_354_814,
+    2.398_832_5e-9,
+];
 
 /// The pool slots of the constants exp needs.
 struct ExpConsts {

@@ -224,6 +224,36 @@ impl Asm {
         );
     }
 
+    /// `dst = a·b + dst` (`vfmadd231ps`).
+    pub(crate) fn vfmadd231ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F38,
+            Pp::P66,
+            false,
+            0xB8,
+            dst,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+    }
+
+    /// `dst = a·dst − b` (`vfmsub213ps`).
+    pub(crate) fn vfmsub213ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F38,
+            Pp::P66,
+            false,
+            0xAA,
+            dst,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+    }
+
     /// `dst = −(a·b) + dst` (`vfnmadd231ps`).
     pub(crate) fn vfnmadd231ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
         self.evex(
@@ -607,6 +637,16 @@ mod tests {
             &mut a,
             &|a| a.vfnmadd231ps(19, 2, 11),
             "vfnmadd231ps zmm19,zmm2,zmm11",
+        );
+        add(
+            &mut a,
+            &|a| a.vfmadd231ps(4, 20, 13),
+            "vfmadd231ps zmm4,zmm20,zmm13",
+        );
+        add(
+            &mut a,
+            &|a| a.vfmsub213ps(22, 5, 30),
+            "vfmsub213ps zmm22,zmm5,zmm30",
         );
         add(&mut a, &|a| a.vpaddd(5, 6, 21), "vpaddd zmm5,zmm6,zmm21");
         add(&mut a, &|a| a.vpsubd(22, 6, 1), "vpsubd zmm22,zmm6,zmm1");
