@@ -104,6 +104,14 @@ fn main() {
             bounds.triad_gbps = Some(bounds.triad_gbps.unwrap_or(0.0).max(gbps));
             bounds.fma_gflops = Some(bounds.fma_gflops.unwrap_or(0.0).max(gflops));
         }
+        if args.workloads.contains("W1") {
+            let (t, gbps) = probes::w1_pattern(plan, threads);
+            rows.push(
+                Row::new("w1_pattern", &format!("probe_{threads}t"), t)
+                    .gbps(gbps)
+                    .note("o = (a + b)·c − 0.5 plain loop: W1's traffic, 4 arrays counted"),
+            );
+        }
     }
     let w = |id: &str| args.workloads.contains(id);
 

@@ -40,6 +40,39 @@ pub fn triad(plan: Plan, threads: usize) -> (Timing, f64) {
     (t, gbps)
 }
 
+/// W1's memory traffic without its arithmetic: `o[i] = (a[i] + b[i])·c[i] − 0.5` as a
+/// plain loop over 64 MiB arrays on `threads` threads (3 reads and 1 write per element,
+/// ordinary stores); returns the timing and GB/s counting the 4 arrays, as W1 is counted.
+/// What a hand-written loop of W1's access pattern gets from this machine right now.
+pub fn w1_pattern(plan: Plan, threads: usize) -> (Timing, f64) {
+    let mut o = vec![0f32; TRIAD_N];
+    let a: Vec<f32> = (0..TRIAD_N).map(|i| (i % 1000) as f32).collect();
+    let b: Vec<f32> = (0..TRIAD_N).map(|i| (i % 7) as f32).collect();
+    let c: Vec<f32> = (0..TRIAD_N).map(|i| (i % 5) as f32).collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a rayon pool");
+    let ch = 1 << 16;
+    let t = pool.install(|| {
+        time(plan, || {
+            o.par_chunks_mut(ch)
+                .zip(a.par_chunks(ch))
+                .zip(b.par_chunks(ch))
+                .zip(c.par_chunks(ch))
+                .for_each(|(((o, a), b), c)| {
+                    for i in 0..o.len() {
+                        o[i] = (a[i] + b[i]) * c[i] - 0.5;
+                    }
+                });
+        })
+    });
+    // a = 1001 mod 1000 = 1, b = 1001 mod 7 = 0, c = 1001 mod 5 = 1
+    assert_eq!(o[1001], 0.5, "the W1-pattern probe computed a wrong value");
+    let gbps = 4.0 * (TRIAD_N * 4) as f64 / t.median_s / 1e9;
+    (t, gbps)
+}
+
 /// Independent FMA chains per thread: enough to cover latency × throughput of the FMA units.
 const CHAINS: usize = 16;
 /// FMA iterations per chain per call.
