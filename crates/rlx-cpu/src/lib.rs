@@ -5,12 +5,21 @@
 //! memory-planned arena) and executed here:
 //! - elementwise kernels run tile by tile (intermediates in an L1-resident per-thread
 //!   scratch, never in memory), with vectorizable loops per op and the vectorized
-//!   transcendental functions of [`math`];
+//!   transcendental functions of [`math`]; on x86-64 CPUs with AVX-512, a tile program
+//!   of f32 loads, constants, `+ − · ÷ max min` and `neg abs sqrt relu exp sigmoid
+//!   gelu_approx` (elementwise kernels and matmul epilogues) is compiled to machine code
+//!   that keeps every value in vector registers — one pass over the data instead of one
+//!   per op — and gives the interpreter's bits exactly ([`set_jit`] switches it off,
+//!   as does `RLX_JIT=0`);
 //! - reductions fold their fused prologue tile by tile and apply their epilogue;
 //! - softmax, log-softmax, layer norm and RMS norm run as row kernels, attention as a
 //!   fused online-softmax kernel (all kept whole);
-//! - matmuls go through [`gemm`] with operands read in place through their views and
+//! - matmuls go through [`gemm`] (on N threads: N single-threaded products over blocks
+//!   of the output, side by side) with operands read in place through their views and
 //!   the epilogue (bias, activation, residual) applied over the product;
+//! - arguments handed over with `Executable::run_host_donating` become the storage of
+//!   the outputs computed over them, where the program allows it (an optimizer's state
+//!   buffers are then updated in place);
 //! - f32 convolutions run as im2col + GEMM; `concat`, `pad` and `gather` as slab copies;
 //! - every other op runs the oracle ([`rlx_ir::interp::eval_op`]) on its operands.
 //!

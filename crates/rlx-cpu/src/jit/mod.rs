@@ -92,7 +92,8 @@ pub(crate) fn enabled() -> bool {
 /// Tile programs compiled so far in this process (tests check that the JIT ran).
 static COMPILED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// How many tile programs have been compiled to machine code in this process.
+/// How many tile programs have been compiled to machine code in this process (0 where
+/// the CPU lacks AVX-512 or the JIT is off).
 pub fn compiled_count() -> usize {
     COMPILED.load(Ordering::Relaxed)
 }
@@ -103,8 +104,14 @@ pub(crate) fn note_compiled() {
 
 static DISABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Turn the JIT off (or back on) for tile programs run from now on in this process
-/// (the interpreter gives the same bits; tests compare the two).
+/// Turn the elementwise JIT off (or back on) for tile programs run from now on in this
+/// process. The interpreter gives the same bits, so this changes speed only; tests use
+/// it to compare the two.
+///
+/// ```
+/// rlx_cpu::set_jit(false); // interpret every tile program
+/// rlx_cpu::set_jit(true);
+/// ```
 pub fn set_enabled(on: bool) {
     DISABLED.store(!on, Ordering::Relaxed);
 }
