@@ -200,7 +200,11 @@ macro_rules! gemm_fn {
             // faer's own two-thread split reaches 337–435 (`--example gemm_shapes`).
             // Each element's k sum runs in the same order either way (faer blocks k
             // the same for any slice of the output; `tests/gemm.rs` pins the bits).
-            let (cp, ap, bp) = (SyncPtr(cm.as_ptr_mut()), SyncConst(am.as_ptr()), SyncConst(bm.as_ptr()));
+            let (cp, ap, bp) = (
+                SyncPtr(cm.as_ptr_mut()),
+                SyncPtr(am.as_ptr() as *mut $t),
+                SyncPtr(bm.as_ptr() as *mut $t),
+            );
             let (crs, ccs) = (cm.row_stride(), cm.col_stride());
             let (ars, acs) = (am.row_stride(), am.col_stride());
             let (brs, bcs) = (bm.row_stride(), bm.col_stride());
@@ -230,7 +234,8 @@ macro_rules! gemm_fn {
     };
 }
 
-/// A pointer shared by the blocks of one product (each writes its own part of C).
+/// A pointer shared by the blocks of one product (each writes its own part of C; A and
+/// B, shared the same way, are only read).
 #[derive(Clone, Copy)]
 struct SyncPtr<T>(*mut T);
 unsafe impl<T> Send for SyncPtr<T> {}
@@ -239,19 +244,6 @@ unsafe impl<T> Sync for SyncPtr<T> {}
 impl<T> SyncPtr<T> {
     /// The pointer (a method, so closures capture the whole `Sync` wrapper).
     fn get(self) -> *mut T {
-        self.0
-    }
-}
-
-/// A read-only pointer shared by the blocks of one product.
-#[derive(Clone, Copy)]
-struct SyncConst<T>(*const T);
-unsafe impl<T> Send for SyncConst<T> {}
-unsafe impl<T> Sync for SyncConst<T> {}
-
-impl<T> SyncConst<T> {
-    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
-    fn get(self) -> *const T {
         self.0
     }
 }

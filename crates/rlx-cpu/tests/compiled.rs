@@ -4,7 +4,7 @@
 use rlx_cpu::CpuBackend;
 use rlx_ir::{Activation, BinaryOp, DType, Graph, NodeId, Op, ReduceOp, Shape, TensorData};
 use rlx_runtime::{Backend, Device};
-use rlx_testkit::{close, op, reduce, seq};
+use rlx_testkit::{close, op, reduce, scalar, seq};
 
 fn run(g: &Graph, args: &[TensorData]) -> Vec<TensorData> {
     let exe = CpuBackend.compile(Device::Cpu, g).unwrap();
@@ -45,14 +45,7 @@ fn w1_elementwise_chain_matches_the_oracle() {
     let c = g.input("c", Shape::new(&[n], DType::F32));
     let s = op(&mut g, Op::Binary(BinaryOp::Add), vec![a, b]);
     let m = op(&mut g, Op::Binary(BinaryOp::Mul), vec![s, c]);
-    let half = TensorData::from_f32(&[], &[0.5]);
-    let h = g.add_node(
-        Op::Constant {
-            data: half.bytes.clone(),
-        },
-        vec![],
-        half.shape(),
-    );
+    let h = scalar(&mut g, 0.5);
     let d = op(&mut g, Op::Binary(BinaryOp::Sub), vec![m, h]);
     let r = op(&mut g, Op::Activation(Activation::Relu), vec![d]);
     let e = op(&mut g, Op::Activation(Activation::Exp), vec![r]);

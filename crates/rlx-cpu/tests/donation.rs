@@ -5,22 +5,11 @@
 use rlx_cpu::CpuBackend;
 use rlx_ir::{BinaryOp, DType, Graph, NodeId, Op, Shape, TensorData, TensorView};
 use rlx_runtime::{Backend, Device, Donation, Executable, HostOutput};
-use rlx_testkit::{op, seq};
+use rlx_testkit::{op, scalar, seq};
 use std::sync::Arc;
 
 fn bin(g: &mut Graph, o: BinaryOp, a: NodeId, b: NodeId) -> NodeId {
     op(g, Op::Binary(o), vec![a, b])
-}
-
-fn scalar(g: &mut Graph, v: f32) -> NodeId {
-    let c = TensorData::from_f32(&[], &[v]);
-    g.add_node(
-        Op::Constant {
-            data: c.bytes.clone(),
-        },
-        vec![],
-        c.shape(),
-    )
 }
 
 fn f32s(out: Vec<HostOutput>) -> Vec<Vec<f32>> {

@@ -5,9 +5,9 @@
 
 use proptest::prelude::*;
 use rlx_cpu::CpuBackend;
-use rlx_ir::{Activation, BinaryOp, DType, Graph, NodeId, Op, Shape, TensorData};
+use rlx_ir::{Activation, BinaryOp, DType, Graph, Op, Shape, TensorData};
 use rlx_runtime::{Backend, Device};
-use rlx_testkit::{Rng, build_random_graph, op};
+use rlx_testkit::{Rng, build_random_graph, op, scalar};
 use std::sync::Mutex;
 
 /// Tests here switch the JIT for the whole process: one at a time.
@@ -49,17 +49,6 @@ fn values(n: usize, salt: u32) -> Vec<f32> {
             }
         })
         .collect()
-}
-
-fn scalar(g: &mut Graph, v: f32) -> NodeId {
-    let c = TensorData::from_f32(&[], &[v]);
-    g.add_node(
-        Op::Constant {
-            data: c.bytes.clone(),
-        },
-        vec![],
-        c.shape(),
-    )
 }
 
 /// Runs `g` with the JIT off and on and asserts identical bits (or the same error);

@@ -30,7 +30,7 @@ pub use oracle::{
 };
 pub use rng::{Rng, random_data, seq};
 
-use rlx_ir::{Graph, NodeId, Op, ReduceOp, ScaleLayout, ScaledFormat};
+use rlx_ir::{Graph, NodeId, Op, ReduceOp, ScaleLayout, ScaledFormat, TensorData};
 
 /// The proptest seed of the differential suites: fixed by default, so a CI run tests a
 /// known set of cases and never fails on a case no one has seen; `RLX_DIFF_SEED=random`
@@ -59,6 +59,18 @@ pub fn proptest_seed() -> proptest::test_runner::RngSeed {
 pub fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
     g.add_op(o.clone(), ins)
         .unwrap_or_else(|e| panic!("adding {o:?} to graph `{}`: {e}", g.name))
+}
+
+/// Adds an f32 scalar constant `v` to `g`.
+pub fn scalar(g: &mut Graph, v: f32) -> NodeId {
+    let c = TensorData::from_f32(&[], &[v]);
+    g.add_node(
+        Op::Constant {
+            data: c.bytes.clone(),
+        },
+        vec![],
+        c.shape(),
+    )
 }
 
 /// Adds a `rop` reduction of `x` over `axes` (keeping them as size 1 when `keep_dim`).
