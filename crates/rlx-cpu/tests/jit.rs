@@ -84,8 +84,12 @@ fn same_bits(g: &Graph, args: &[TensorData]) -> usize {
             .find(|&i| a[i].to_bits() != b[i].to_bits())
             .unwrap_or(0);
         panic!(
-            "graph `{}` output {k} element {i}: jit {:e} vs interpreter {:e}\n{g}",
-            g.name, a[i], b[i]
+            "graph `{}` output {k} element {i}: jit {:e} ({:#x}) vs interpreter {:e} ({:#x})\n{g}",
+            g.name,
+            a[i],
+            a[i].to_bits(),
+            b[i],
+            b[i].to_bits()
         );
     }
     compiled
@@ -263,5 +267,44 @@ proptest! {
         let mut rng = Rng::new(seed);
         let (g, args) = build_random_graph(&mut rng, seed % 4 == 0);
         same_bits(&g, &args);
+    }
+}
+
+#[test]
+fn f64_arithmetic_and_casts_between_f32_and_f64_give_the_interpreters_bits() {
+    // The shape of the default (f64-math) optimizer update: f32 state widened to f64,
+    // updated, rounded back; plus f64 inputs and outputs, √ and a scalar, over lengths
+    // with partial vectors. (f64 neg/abs are not compiled: the interpreter keeps a NaN's
+    // sign there, unlike f32's.)
+    for n in [7, 16, 1000, 2 * 1024 + 9] {
+        let mut g = Graph::new(format!("f64_{n}"));
+        let p = g.input("p", Shape::new(&[n], DType::F32));
+        let m = g.input("m", Shape::new(&[n], DType::F32));
+        let w = g.input("w", Shape::new(&[n], DType::F64));
+        let lr = g.input("lr", Shape::new(&[], DType::F64));
+        let to64 = |g: &mut Graph, x| op(g, Op::Cast { to: DType::F64 }, vec![x]);
+        let (p64, m64) = (to64(&mut g, p), to64(&mut g, m));
+        let mm = op(&mut g, Op::Binary(BinaryOp::Mul), vec![m64, m64]);
+        let sum = op(&mut g, Op::Binary(BinaryOp::Add), vec![mm, w]);
+        let root = op(&mut g, Op::Activation(Activation::Sqrt), vec![sum]);
+        let q = op(&mut g, Op::Binary(BinaryOp::Div), vec![m64, root]);
+        let step = op(&mut g, Op::Binary(BinaryOp::Mul), vec![q, lr]);
+        let p2 = op(&mut g, Op::Binary(BinaryOp::Sub), vec![p64, step]);
+        let p32 = op(&mut g, Op::Cast { to: DType::F32 }, vec![p2]);
+        g.set_outputs(vec![p32, sum]);
+        let wide: Vec<f64> = values(n, 13)
+            .iter()
+            .map(|&v| v as f64 * 1.000_000_1)
+            .collect();
+        let args = [
+            TensorData::from_f32(&[n], &values(n, 11)),
+            TensorData::from_f32(&[n], &values(n, 12)),
+            TensorData::from_f64(&[n], &wide),
+            TensorData::from_f64(&[], &[1e-3]),
+        ];
+        let compiled = same_bits(&g, &args);
+        if jit_available() {
+            assert!(compiled > 0, "n = {n}: the f64 chain was compiled");
+        }
     }
 }

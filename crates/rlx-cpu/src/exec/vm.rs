@@ -238,7 +238,8 @@ pub(crate) unsafe fn run_tile_jit(
     let (nin, nout) = (jit.inputs.len(), jit.exports.len());
     s.ensure(prog.nregs + nin + nout, prog.instrs.len());
     let mut ins = [std::ptr::null::<f32>(); 64];
-    let mut scal = [0f32; 64];
+    // Scalar inputs' bits (an f32 in the low half: little-endian, read in place).
+    let mut scal = [0u64; 64];
     let mut mask = 0u64;
     for (j, &i) in jit.inputs.iter().enumerate() {
         let v = match &prog.instrs[i].op {
@@ -247,14 +248,14 @@ pub(crate) unsafe fn run_tile_jit(
                 let reg = s.reg((prog.nregs + j) as u32);
                 // No burst prefetch: the compiled loop streams its inputs in order,
                 // which the hardware prefetcher follows.
-                unsafe { fetch(p, env.bases[p.buf], t, Ty::F32, reg, false) }
+                unsafe { fetch(p, env.bases[p.buf], t, prog.instrs[i].ty, reg, false) }
             }
             _ => env.core.expect("core value supplied to epilogues"),
         };
         match v {
             Sv::Vec(p) => ins[j] = p as *const f32,
             Sv::Scal(b) => {
-                scal[j] = f32::from_bits(b as u32);
+                scal[j] = b;
                 mask |= 1 << j;
             }
         }
@@ -265,7 +266,7 @@ pub(crate) unsafe fn run_tile_jit(
     }
     for j in 0..nin {
         if mask >> j & 1 == 1 {
-            ins[j] = &scal[j];
+            ins[j] = &scal[j] as *const u64 as *const f32;
         }
     }
     let mut outs = [std::ptr::null_mut::<f32>(); 32];
@@ -275,7 +276,9 @@ pub(crate) unsafe fn run_tile_jit(
             continue;
         }
         outs[k] = match env.direct.get(x) {
-            Some(&d) if !d.is_null() => unsafe { d.add(t.flat * 4) as *mut f32 },
+            Some(&d) if !d.is_null() => unsafe {
+                d.add(t.flat * prog.instrs[x].ty.size()) as *mut f32
+            },
             _ => s.reg((prog.nregs + nin + k) as u32) as *mut f32,
         };
     }

@@ -18,6 +18,7 @@
 use super::JitKernel;
 use super::mem::ExecMem;
 use super::x86::{Asm, Cmp, Gpr, JAE, Mem, R11, RAX, RDI, RDX, RSI, Src};
+use crate::exec::value::Ty;
 use crate::exec::vm::{IOp, TileProg};
 use rlx_ir::{Activation, BinaryOp, DType};
 
@@ -40,34 +41,56 @@ const Q: [f32; 6] = [
     0.000_198_577_95,
 ];
 
-/// Whether instruction `ins` can be compiled.
+/// Whether instruction `ins` can be compiled: f32 values with the ops listed in the
+/// module docs; f64 values with loads, constants, `+ − · ÷`, `sqrt`, and casts
+/// between f32 and f64.
 fn supported(ins: &crate::exec::vm::Instr) -> bool {
-    if ins.dtype != DType::F32 || ins.ty != crate::exec::value::Ty::F32 {
-        return false;
-    }
+    let f32 = ins.dtype == DType::F32 && ins.ty == Ty::F32;
+    let f64 = ins.dtype == DType::F64 && ins.ty == Ty::F64;
     match &ins.op {
-        IOp::Load(_) | IOp::Core | IOp::Const(_) => true,
-        IOp::Unary(a) => matches!(
-            a,
-            Activation::Relu
-                | Activation::Neg
-                | Activation::Abs
-                | Activation::Sqrt
-                | Activation::Exp
-                | Activation::Sigmoid
-                | Activation::GeluApprox
-        ),
-        IOp::Binary(b) => matches!(
+        IOp::Load(_) | IOp::Core | IOp::Const(_) => f32 || f64,
+        // (f64 neg/abs keep NaN as is in the interpreter, unlike f32's: not compiled.)
+        IOp::Unary(a) if f64 => matches!(a, Activation::Sqrt),
+        IOp::Unary(a) => {
+            f32 && matches!(
+                a,
+                Activation::Relu
+                    | Activation::Neg
+                    | Activation::Abs
+                    | Activation::Sqrt
+                    | Activation::Exp
+                    | Activation::Sigmoid
+                    | Activation::GeluApprox
+            )
+        }
+        IOp::Binary(b) if f64 => matches!(
             b,
-            BinaryOp::Add
-                | BinaryOp::Sub
-                | BinaryOp::Mul
-                | BinaryOp::Div
-                | BinaryOp::Max
-                | BinaryOp::Min
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
         ),
-        IOp::Cast(from) => *from == DType::F32,
+        IOp::Binary(b) => {
+            f32 && matches!(
+                b,
+                BinaryOp::Add
+                    | BinaryOp::Sub
+                    | BinaryOp::Mul
+                    | BinaryOp::Div
+                    | BinaryOp::Max
+                    | BinaryOp::Min
+            )
+        }
+        IOp::Cast(from) => (f32 || f64) && matches!(from, DType::F32 | DType::F64),
         _ => false,
+    }
+}
+
+/// Packed-double opcodes (map 0F, 66 prefix, W1) of the binary ops.
+fn pd_opcode(b: BinaryOp) -> u8 {
+    match b {
+        BinaryOp::Add => 0x58,
+        BinaryOp::Mul => 0x59,
+        BinaryOp::Sub => 0x5C,
+        BinaryOp::Div => 0x5E,
+        _ => unreachable!("checked by `supported`"),
     }
 }
 
@@ -115,6 +138,7 @@ pub(crate) fn compile(
     a.patch(to_tail, a.code.len());
     a.low_mask_cl(RAX);
     a.kmovw_from(1, RAX);
+    a.kshiftrw(4, 1, 8); // the mask of f64 lanes 8–15
     l.body(&mut a, true)?;
     a.vzeroupper();
     a.ret();
@@ -146,6 +170,8 @@ struct Lower<'a> {
     streaming: bool,
     /// Instruction constants held in registers: `(bits, register)`.
     hoisted: Vec<(u32, u8)>,
+    /// The same for f64 constants.
+    hoisted64: Vec<(u64, u8)>,
     /// Register of each scalar input (by input position).
     scalar_reg: Vec<Option<u8>>,
     /// Registers holding constants and scalars for the whole call.
@@ -163,7 +189,9 @@ impl<'a> Lower<'a> {
         let n = prog.instrs.len();
         let mut root: Vec<usize> = (0..n).collect();
         for (i, ins) in prog.instrs.iter().enumerate() {
-            if let IOp::Cast(_) = ins.op {
+            if let IOp::Cast(from) = ins.op
+                && from == ins.dtype
+            {
                 root[i] = root[ins.args[0] as usize];
             }
         }
@@ -184,6 +212,7 @@ impl<'a> Lower<'a> {
             mask,
             consts: Vec::new(),
             hoisted: Vec::new(),
+            hoisted64: Vec::new(),
             streaming: false,
             scalar_reg: vec![None; inputs.len()],
             fixed: vec![false; NZMM as usize],
@@ -207,6 +236,36 @@ impl<'a> Lower<'a> {
             }
         };
         Src::Pool(4 * k as i32)
+    }
+
+    /// The pool slot of 64-bit constant `bits` (two adjacent 32-bit entries, low first).
+    fn pool64(&mut self, bits: u64) -> Src {
+        let (lo, hi) = (bits as u32, (bits >> 32) as u32);
+        let k = match (0..self.consts.len().saturating_sub(1))
+            .find(|&k| self.consts[k] == lo && self.consts[k + 1] == hi)
+        {
+            Some(k) => k,
+            None => {
+                self.consts.extend([lo, hi]);
+                self.consts.len() - 2
+            }
+        };
+        Src::Pool(4 * k as i32)
+    }
+
+    /// A register holding f64 constant `bits` (broadcast) for the whole call.
+    fn hoist64(&mut self, a: &mut Asm, bits: u64) -> Option<u8> {
+        if let Some((_, r)) = self.hoisted64.iter().find(|(b, _)| *b == bits) {
+            return Some(*r);
+        }
+        let r = (0..NZMM).rev().find(|&r| !self.fixed[r as usize])?;
+        self.fixed[r as usize] = true;
+        let Src::Pool(d) = self.pool64(bits) else {
+            unreachable!()
+        };
+        a.vbroadcastsd(r, Mem::BaseDisp(R8, d));
+        self.hoisted64.push((bits, r));
+        Some(r)
     }
 
     /// A register holding constant `bits` for the whole call (instruction constants,
@@ -233,12 +292,22 @@ impl<'a> Lower<'a> {
                 let r = (0..NZMM).rev().find(|&r| !self.fixed[r as usize])?;
                 self.fixed[r as usize] = true;
                 a.mov_load(RAX, RDI, 8 * j as i32);
-                a.vbroadcastss(r, Mem::BaseDisp(RAX, 0));
+                if self.prog.instrs[self.inputs[j]].ty == Ty::F64 {
+                    a.vbroadcastsd(r, Mem::BaseDisp(RAX, 0));
+                } else {
+                    a.vbroadcastss(r, Mem::BaseDisp(RAX, 0));
+                }
                 self.scalar_reg[j] = Some(r);
             }
         }
         let mut pooled: Vec<u32> = Vec::new();
         for ins in &self.prog.instrs {
+            if ins.ty == Ty::F64 {
+                if let IOp::Const(b) = &ins.op {
+                    self.hoist64(a, *b)?;
+                }
+                continue;
+            }
             match &ins.op {
                 IOp::Const(b) => {
                     self.hoist(a, *b as u32)?;
@@ -273,12 +342,26 @@ impl<'a> Lower<'a> {
             .rev()
             .collect();
         let mut reg: Vec<u8> = vec![u8::MAX; self.prog.instrs.len()];
+        // f64 values take two registers: lanes 0–7 in `reg`, lanes 8–15 in `hi`.
+        let mut hi: Vec<u8> = vec![u8::MAX; self.prog.instrs.len()];
         let k = if masked { 1 } else { 0 };
+        let k_hi = if masked { 4 } else { 0 };
         for (i, ins) in self.prog.instrs.iter().enumerate() {
             if self.root[i] != i {
                 continue; // an identity cast: its value is its operand's register
             }
             let arg = |n: usize| reg[self.root[ins.args[n] as usize]];
+            let arg_hi = |n: usize| hi[self.root[ins.args[n] as usize]];
+            let wide_src = ins.args[..arity(&ins.op)]
+                .iter()
+                .any(|&x| self.prog.instrs[x as usize].ty == Ty::F64);
+            if ins.ty == Ty::F64 || wide_src {
+                let (d, e) = self.wide(a, ins, i, &mut free, (k, k_hi), masked, arg, arg_hi)?;
+                reg[i] = d;
+                hi[i] = e;
+                self.release(i, ins, &reg, &hi, &mut free);
+                continue;
+            }
             let dst = match &ins.op {
                 IOp::Load(_) | IOp::Core => match self.is_scalar_input(i) {
                     Some(j) => self.scalar_reg[j].expect("broadcast"),
@@ -351,30 +434,130 @@ impl<'a> Lower<'a> {
                 _ => return None,
             };
             reg[i] = dst;
-            // Operands read for the last time give their registers back (scalars and
-            // constants keep theirs).
-            let mut seen: Vec<usize> = Vec::new();
-            for n in 0..arity(&ins.op) {
-                let r = self.root[ins.args[n] as usize];
-                if self.last_use[r] == Some(i) && !seen.contains(&r) && !self.fixed[reg[r] as usize]
-                {
-                    seen.push(r);
-                    free.push(reg[r]);
-                }
-            }
-            if self.last_use[i].is_none() && !self.fixed[dst as usize] {
-                free.push(dst); // never read nor exported
-            }
+            self.release(i, ins, &reg, &hi, &mut free);
         }
         for (e, &x) in self.exports.iter().enumerate() {
             a.mov_load(RAX, RSI, 8 * e as i32);
-            if self.streaming && !masked {
-                a.vmovntps(Mem::BaseIndex(RAX, R11), reg[self.root[x]]);
+            let r = self.root[x];
+            if self.prog.instrs[r].ty == Ty::F64 {
+                a.vmovupd_store(Mem::BaseIndex2(RAX, R11, 0), reg[r], k);
+                a.vmovupd_store(Mem::BaseIndex2(RAX, R11, 64), hi[r], k_hi);
+            } else if self.streaming && !masked {
+                a.vmovntps(Mem::BaseIndex(RAX, R11), reg[r]);
             } else {
-                a.vmovups_store(Mem::BaseIndex(RAX, R11), reg[self.root[x]], k);
+                a.vmovups_store(Mem::BaseIndex(RAX, R11), reg[r], k);
             }
         }
         Some(())
+    }
+
+    /// After instruction `i`: operands read for the last time give their registers back
+    /// (scalars and constants keep theirs), and so does a value nobody reads.
+    fn release(
+        &self,
+        i: usize,
+        ins: &crate::exec::vm::Instr,
+        reg: &[u8],
+        hi: &[u8],
+        free: &mut Vec<u8>,
+    ) {
+        let give = |r: usize, free: &mut Vec<u8>| {
+            for x in [reg[r], hi[r]] {
+                if x != u8::MAX && !self.fixed[x as usize] && !free.contains(&x) {
+                    free.push(x);
+                }
+            }
+        };
+        let mut seen: Vec<usize> = Vec::new();
+        for n in 0..arity(&ins.op) {
+            let r = self.root[ins.args[n] as usize];
+            if self.last_use[r] == Some(i) && !seen.contains(&r) {
+                seen.push(r);
+                give(r, free);
+            }
+        }
+        if self.last_use[i].is_none() {
+            give(i, free); // never read nor exported
+        }
+    }
+
+    /// Instruction `i` with an f64 result or operand: returns its (low, high) registers
+    /// (high = `u8::MAX` for an f32 result).
+    #[allow(clippy::too_many_arguments)]
+    fn wide(
+        &self,
+        a: &mut Asm,
+        ins: &crate::exec::vm::Instr,
+        i: usize,
+        free: &mut Vec<u8>,
+        (k, k_hi): (u8, u8),
+        masked: bool,
+        arg: impl Fn(usize) -> u8,
+        arg_hi: impl Fn(usize) -> u8,
+    ) -> Option<(u8, u8)> {
+        Some(match &ins.op {
+            IOp::Load(_) | IOp::Core => match self.is_scalar_input(i) {
+                Some(j) => {
+                    let r = self.scalar_reg[j].expect("broadcast");
+                    (r, r)
+                }
+                None => {
+                    let j = self.inputs.iter().position(|&x| x == i).expect("an input");
+                    let (d, e) = (free.pop()?, free.pop()?);
+                    a.mov_load(RAX, RDI, 8 * j as i32);
+                    a.vmovupd_load(d, Mem::BaseIndex2(RAX, R11, 0), k);
+                    a.vmovupd_load(e, Mem::BaseIndex2(RAX, R11, 64), k_hi);
+                    let _ = masked;
+                    (d, e)
+                }
+            },
+            IOp::Const(b) => {
+                let r = self
+                    .hoisted64
+                    .iter()
+                    .find(|(x, _)| x == b)
+                    .expect("hoisted")
+                    .1;
+                (r, r)
+            }
+            IOp::Binary(b) => {
+                let (d, e) = (free.pop()?, free.pop()?);
+                a.pd(pd_opcode(*b), d, arg(0), arg(1));
+                a.pd(pd_opcode(*b), e, arg_hi(0), arg_hi(1));
+                (d, e)
+            }
+            IOp::Unary(act) => {
+                let (d, e) = (free.pop()?, free.pop()?);
+                match act {
+                    Activation::Sqrt => {
+                        a.pd(0x51, d, 0, arg(0));
+                        a.pd(0x51, e, 0, arg_hi(0));
+                    }
+                    _ => unreachable!("checked by `supported`"),
+                }
+                (d, e)
+            }
+            IOp::Cast(DType::F32) => {
+                // f32 → f64: each half of the 16 floats widened.
+                let (d, e, t) = (free.pop()?, free.pop()?, free.pop()?);
+                let x = arg(0);
+                a.vcvtps2pd(d, x);
+                a.vextract_hi(t, x);
+                a.vcvtps2pd(e, t);
+                free.push(t);
+                (d, e)
+            }
+            IOp::Cast(DType::F64) => {
+                // f64 → f32: both halves rounded, then joined.
+                let (d, t) = (free.pop()?, free.pop()?);
+                a.vcvtpd2ps(d, arg(0));
+                a.vcvtpd2ps(t, arg_hi(0));
+                a.vinsert_hi(d, d, t);
+                free.push(t);
+                (d, u8::MAX)
+            }
+            _ => return None,
+        })
     }
 
     fn hoisted_reg(&self, bits: u32) -> u8 {

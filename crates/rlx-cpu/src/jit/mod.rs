@@ -9,8 +9,10 @@
 //! fused multiply-adds, in the same order, as the `math` lane kernels compiled for FMA
 //! hardware), so results are bit-identical to the interpreter's; the tests pin that.
 //! Supported: f32 loads (vectors or broadcast scalars), constants, the product value of
-//! an epilogue, `+ − · ÷ max min`, `neg abs sqrt relu exp sigmoid`, and f32→f32 casts.
-//! Anything else leaves the program to the interpreter.
+//! an epilogue, `+ − · ÷ max min`, `neg abs sqrt relu exp sigmoid gelu_approx`; f64
+//! loads, constants, `+ − · ÷ sqrt` (an f64 value lives in two registers, lanes 0–7 and
+//! 8–15); casts between f32 and f64. Anything else leaves the program to the
+//! interpreter.
 
 mod lower;
 mod mem;

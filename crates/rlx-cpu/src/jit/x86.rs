@@ -22,6 +22,8 @@ pub(crate) enum Mem {
     BaseIndex(Gpr, Gpr),
     /// `[base + disp]`.
     BaseDisp(Gpr, i32),
+    /// `[base + 2·index + disp]` (f64 data at an f32 lane offset).
+    BaseIndex2(Gpr, Gpr, i32),
 }
 
 /// EVEX opcode maps.
@@ -29,6 +31,7 @@ pub(crate) enum Mem {
 pub(crate) enum Map {
     M0F = 1,
     M0F38 = 2,
+    M0F3A = 3,
 }
 
 /// EVEX implied prefixes.
@@ -111,6 +114,12 @@ impl Asm {
                     self.byte(0);
                 }
             }
+            Rm::Mem(Mem::BaseIndex2(b, i, d)) => {
+                assert!(i.0 & 7 != 4, "rsp/r12 cannot be an index");
+                self.byte(0x80 | (reg & 7) << 3 | 4);
+                self.byte(0x40 | (i.0 & 7) << 3 | (b.0 & 7));
+                self.bytes(&d.to_le_bytes());
+            }
             Rm::Mem(Mem::BaseDisp(b, d)) | Rm::Bcst(b, d) => {
                 self.byte(0x80 | (reg & 7) << 3 | (b.0 & 7));
                 if b.0 & 7 == 4 {
@@ -137,7 +146,9 @@ impl Asm {
     ) {
         let (x_bit, b_bit) = match rm {
             Rm::Reg(r) => (r & 16 != 0, r & 8 != 0),
-            Rm::Mem(Mem::BaseIndex(b, i)) => (i.0 & 8 != 0, b.0 & 8 != 0),
+            Rm::Mem(Mem::BaseIndex(b, i)) | Rm::Mem(Mem::BaseIndex2(b, i, _)) => {
+                (i.0 & 8 != 0, b.0 & 8 != 0)
+            }
             Rm::Mem(Mem::BaseDisp(b, _)) | Rm::Bcst(b, _) => (false, b.0 & 8 != 0),
         };
         let bcst = matches!(rm, Rm::Bcst(..));
@@ -438,6 +449,117 @@ impl Asm {
         );
     }
 
+    /// `dst = a op b` on 8 doubles for a packed-double opcode of map 0F (the `ps`
+    /// opcodes with the 66 prefix and W1: add 58, mul 59, sub 5C, div 5E, and 54,
+    /// xor 57, sqrt 51 with `a` ignored).
+    pub(crate) fn pd(&mut self, op: u8, dst: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F,
+            Pp::P66,
+            true,
+            op,
+            dst,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+    }
+
+    /// The 8 floats of ymm `src` (a zmm register's low half) widened to 8 doubles:
+    /// `vcvtps2pd zmm, ymm`.
+    pub(crate) fn vcvtps2pd(&mut self, dst: u8, src: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            0x5A,
+            dst,
+            0,
+            Rm::Reg(src),
+            0,
+            false,
+        );
+    }
+
+    /// 8 doubles rounded to 8 floats: `vcvtpd2ps ymm, zmm`.
+    pub(crate) fn vcvtpd2ps(&mut self, dst: u8, src: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::P66,
+            true,
+            0x5A,
+            dst,
+            0,
+            Rm::Reg(src),
+            0,
+            false,
+        );
+    }
+
+    /// The upper 256 bits of `src` into ymm `dst`: `vextractf32x8 ymm, zmm, 1`.
+    pub(crate) fn vextract_hi(&mut self, dst: u8, src: u8) {
+        self.evex(
+            Map::M0F3A,
+            Pp::P66,
+            false,
+            0x1B,
+            src,
+            0,
+            Rm::Reg(dst),
+            0,
+            false,
+        );
+        self.byte(1);
+    }
+
+    /// `dst = a` with its upper 256 bits replaced by ymm `b`: `vinsertf32x8 zmm, zmm,
+    /// ymm, 1`.
+    pub(crate) fn vinsert_hi(&mut self, dst: u8, a: u8, b: u8) {
+        self.evex(
+            Map::M0F3A,
+            Pp::P66,
+            false,
+            0x1A,
+            dst,
+            a,
+            Rm::Reg(b),
+            0,
+            false,
+        );
+        self.byte(1);
+    }
+
+    /// Load 8 doubles (lanes outside mask `k` zeroed when `k != 0`).
+    pub(crate) fn vmovupd_load(&mut self, dst: u8, m: Mem, k: u8) {
+        self.evex(Map::M0F, Pp::P66, true, 0x10, dst, 0, Rm::Mem(m), k, k != 0);
+    }
+
+    /// Store 8 doubles (only the lanes of mask `k` when `k != 0`).
+    pub(crate) fn vmovupd_store(&mut self, m: Mem, src: u8, k: u8) {
+        self.evex(Map::M0F, Pp::P66, true, 0x11, src, 0, Rm::Mem(m), k, false);
+    }
+
+    /// Broadcast one double from memory to every lane.
+    pub(crate) fn vbroadcastsd(&mut self, dst: u8, m: Mem) {
+        self.evex(
+            Map::M0F38,
+            Pp::P66,
+            true,
+            0x19,
+            dst,
+            0,
+            Rm::Mem(m),
+            0,
+            false,
+        );
+    }
+
+    /// `k = src >> imm` (16-bit masks; `kshiftrw`, VEX-encoded).
+    pub(crate) fn kshiftrw(&mut self, k: u8, src: u8, imm: u8) {
+        self.bytes(&[0xC4, 0xE3, 0xF9, 0x30, 0xC0 | (k & 7) << 3 | (src & 7), imm]);
+    }
+
     /// Broadcast one float from memory to every lane.
     pub(crate) fn vbroadcastss(&mut self, dst: u8, m: Mem) {
         self.evex(
@@ -704,6 +826,45 @@ mod tests {
             "vbroadcastss zmm25,DWORD PTR [rax+0x0]",
         );
         add(&mut a, &|a| a.kmovw_from(1, RAX), "kmovw k1,eax");
+        add(
+            &mut a,
+            &|a| a.pd(0x58, 3, 17, 30),
+            "vaddpd zmm3,zmm17,zmm30",
+        );
+        add(
+            &mut a,
+            &|a| a.pd(0x5E, 20, 2, Src::Pool(16)),
+            "vdivpd zmm20,zmm2,QWORD BCST [r8+0x10]",
+        );
+        add(&mut a, &|a| a.pd(0x51, 9, 0, 25), "vsqrtpd zmm9,zmm25");
+        add(&mut a, &|a| a.vcvtps2pd(5, 21), "vcvtps2pd zmm5,ymm21");
+        add(&mut a, &|a| a.vcvtpd2ps(22, 6), "vcvtpd2ps ymm22,zmm6");
+        add(
+            &mut a,
+            &|a| a.vextract_hi(7, 19),
+            "vextractf32x8 ymm7,zmm19,0x1",
+        );
+        add(
+            &mut a,
+            &|a| a.vinsert_hi(8, 26, 4),
+            "vinsertf32x8 zmm8,zmm26,ymm4,0x1",
+        );
+        add(
+            &mut a,
+            &|a| a.vmovupd_load(10, Mem::BaseIndex2(RAX, R11, 64), 4),
+            "vmovupd zmm10{k4}{z},ZMMWORD PTR [rax+r11*2+0x40]",
+        );
+        add(
+            &mut a,
+            &|a| a.vmovupd_store(Mem::BaseIndex2(RAX, R11, 0), 18, 0),
+            "vmovupd ZMMWORD PTR [rax+r11*2+0x0],zmm18",
+        );
+        add(
+            &mut a,
+            &|a| a.vbroadcastsd(11, Mem::BaseDisp(Gpr(8), 8)),
+            "vbroadcastsd zmm11,QWORD PTR [r8+0x8]",
+        );
+        add(&mut a, &|a| a.kshiftrw(4, 1, 8), "kshiftrw k4,k1,0x8");
         add(
             &mut a,
             &|a| a.prefetcht0(RAX, R11, 2048),
