@@ -7,7 +7,8 @@
 //!   scratch, never in memory), with vectorizable loops per op and the vectorized
 //!   transcendental functions of [`math`]; on x86-64 CPUs with AVX-512, a tile program
 //!   of f32 loads, constants, `+ − · ÷ max min` and `neg abs sqrt relu exp sigmoid
-//!   gelu_approx` (elementwise kernels and matmul epilogues) is compiled to machine code
+//!   gelu_approx`, f64 `+ − · ÷ sqrt` and f32↔f64 casts (elementwise kernels and matmul
+//!   epilogues) is compiled to machine code
 //!   that keeps every value in vector registers — one pass over the data instead of one
 //!   per op — and gives the interpreter's bits exactly ([`set_jit`] switches it off,
 //!   as does `RLX_JIT=0`);
