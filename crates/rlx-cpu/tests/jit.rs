@@ -308,3 +308,38 @@ fn f64_arithmetic_and_casts_between_f32_and_f64_give_the_interpreters_bits() {
         }
     }
 }
+
+#[test]
+fn comparisons_selects_and_masks_cast_to_f32_give_the_interpreters_bits() {
+    // Every predicate on values with NaN, ±0 and ±∞, used as a select's mask (ReLU's
+    // backward `where(x > 0, g, 0)`) and cast to 1.0 / 0.0 (`g · (x ≥ y)`).
+    use rlx_ir::CmpOp::*;
+    for c in [Eq, Ne, Lt, Le, Gt, Ge] {
+        let n = 1000 + 3;
+        let mut g = Graph::new(format!("{c:?}"));
+        let x = g.input("x", Shape::new(&[n], DType::F32));
+        let y = g.input("y", Shape::new(&[n], DType::F32));
+        let gr = g.input("g", Shape::new(&[n], DType::F32));
+        let m = op(&mut g, Op::Compare(c), vec![x, y]);
+        let zero = scalar(&mut g, 0.0);
+        let sel = op(&mut g, Op::Where, vec![m, gr, zero]);
+        let mf = op(&mut g, Op::Cast { to: DType::F32 }, vec![m]);
+        let prod = op(&mut g, Op::Binary(BinaryOp::Mul), vec![gr, mf]);
+        g.set_outputs(vec![sel, prod]);
+        let mut ys = values(n, 22);
+        let xs = values(n, 21);
+        // Equal pairs (incl. ±0 against ∓0) so every predicate sees both outcomes.
+        for i in (0..n).step_by(7) {
+            ys[i] = if xs[i] == 0.0 { -xs[i] } else { xs[i] };
+        }
+        let args = [
+            TensorData::from_f32(&[n], &xs),
+            TensorData::from_f32(&[n], &ys),
+            TensorData::from_f32(&[n], &values(n, 23)),
+        ];
+        let compiled = same_bits(&g, &args);
+        if jit_available() {
+            assert!(compiled > 0, "{c:?} was compiled");
+        }
+    }
+}

@@ -20,7 +20,7 @@ use super::mem::ExecMem;
 use super::x86::{Asm, Cmp, Gpr, JAE, Mem, R11, RAX, RDI, RDX, RSI, Src};
 use crate::exec::value::Ty;
 use crate::exec::vm::{IOp, TileProg};
-use rlx_ir::{Activation, BinaryOp, DType};
+use rlx_ir::{Activation, BinaryOp, CmpOp, DType};
 
 const R8: Gpr = Gpr(8);
 
@@ -44,10 +44,21 @@ const Q: [f32; 6] = [
 /// Whether instruction `ins` can be compiled: f32 values with the ops listed in the
 /// module docs; f64 values with loads, constants, `+ − · ÷`, `sqrt`, and casts
 /// between f32 and f64.
-fn supported(ins: &crate::exec::vm::Instr) -> bool {
+fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
     let f32 = ins.dtype == DType::F32 && ins.ty == Ty::F32;
     let f64 = ins.dtype == DType::F64 && ins.ty == Ty::F64;
+    let arg = |k: usize| &prog.instrs[ins.args[k] as usize];
+    let is_f32 = |x: &crate::exec::vm::Instr| x.dtype == DType::F32 && x.ty == Ty::F32;
+    // A mask the code computes itself (kept as 1.0 / 0.0 in a register).
+    let is_mask = |x: &crate::exec::vm::Instr| matches!(x.op, IOp::Compare(_, Ty::F32));
     match &ins.op {
+        // f32 comparisons give a bool mask; a select on such a mask and a cast of it
+        // to f32 (1 or 0) use it.
+        IOp::Compare(_, cty) => {
+            *cty == Ty::F32 && ins.dtype == DType::Bool && is_f32(arg(0)) && is_f32(arg(1))
+        }
+        IOp::Where => f32 && is_mask(arg(0)) && is_f32(arg(1)) && is_f32(arg(2)),
+        IOp::Cast(DType::Bool) => f32 && is_mask(arg(0)),
         IOp::Load(_) | IOp::Core | IOp::Const(_) => f32 || f64,
         // (f64 neg/abs keep NaN as is in the interpreter, unlike f32's: not compiled.)
         IOp::Unary(a) if f64 => matches!(a, Activation::Sqrt),
@@ -110,10 +121,17 @@ pub(crate) fn compile(
     if !super::enabled() || prog.instrs.is_empty() || exports.is_empty() || exports.len() > 32 {
         return None;
     }
-    if !prog.instrs.iter().all(supported) {
+    let exports_ok = exports.iter().all(|&x| {
+        let ins = &prog.instrs[x];
+        matches!(
+            (ins.dtype, ins.ty),
+            (DType::F32, Ty::F32) | (DType::F64, Ty::F64)
+        )
+    });
+    if !exports_ok || !prog.instrs.iter().all(|i| supported(prog, i)) {
         if std::env::var_os("RLX_JIT_WHY").is_some() {
-            let bad: Vec<_> = prog.instrs.iter().filter(|i| !supported(i)).collect();
-            eprintln!("jit: unsupported {bad:?}");
+            let bad: Vec<_> = prog.instrs.iter().filter(|i| !supported(prog, i)).collect();
+            eprintln!("jit: unsupported {bad:?} (exports ok: {exports_ok})");
         }
         return None;
     }
@@ -189,8 +207,9 @@ impl<'a> Lower<'a> {
         let n = prog.instrs.len();
         let mut root: Vec<usize> = (0..n).collect();
         for (i, ins) in prog.instrs.iter().enumerate() {
+            // Identity casts, and bool → f32 of a mask (held as 1.0 / 0.0 already).
             if let IOp::Cast(from) = ins.op
-                && from == ins.dtype
+                && (from == ins.dtype || from == DType::Bool)
             {
                 root[i] = root[ins.args[0] as usize];
             }
@@ -313,6 +332,8 @@ impl<'a> Lower<'a> {
                     self.hoist(a, *b as u32)?;
                 }
                 IOp::Unary(Activation::Relu) => pooled.push(0),
+                IOp::Compare(..) => pooled.push(1f32.to_bits()),
+                IOp::Where => pooled.push(0),
                 IOp::Unary(Activation::Neg) => pooled.push(0x8000_0000),
                 IOp::Unary(Activation::Abs) => pooled.push(0x7FFF_FFFF),
                 IOp::Unary(Activation::Exp | Activation::Sigmoid | Activation::GeluApprox) => {
@@ -428,6 +449,29 @@ impl<'a> Lower<'a> {
                         }
                         _ => unreachable!("checked by `supported`"),
                     }
+                    d
+                }
+                IOp::Compare(c, _) => {
+                    // mask = (x c y) ? 1.0 : 0.0, with the interpreter's NaN rules
+                    // (ordered predicates; ≠ is true on NaN).
+                    let pred = match c {
+                        CmpOp::Eq => Cmp::EqOq,
+                        CmpOp::Ne => Cmp::NeqUq,
+                        CmpOp::Lt => Cmp::LtOq,
+                        CmpOp::Le => Cmp::LeOq,
+                        CmpOp::Gt => Cmp::GtOq,
+                        CmpOp::Ge => Cmp::GeOq,
+                    };
+                    let d = free.pop()?;
+                    a.vcmpps(2, arg(0), arg(1), pred);
+                    load_const(a, d, self.creg(1f32.to_bits()));
+                    a.vmovaps_z(d, 2, d);
+                    d
+                }
+                IOp::Where => {
+                    let d = free.pop()?;
+                    a.vcmpps(2, arg(0), self.creg(0), Cmp::NeqUq);
+                    a.vblendmps(d, 2, arg(2), arg(1));
                     d
                 }
                 IOp::Cast(_) => unreachable!("identity casts forward their operand"),

@@ -45,7 +45,11 @@ pub(crate) enum Pp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cmp {
     EqOq = 0x00,
+    /// `a ≠ b`, true when unordered.
+    NeqUq = 0x04,
     LtOq = 0x11,
+    LeOq = 0x12,
+    GeOq = 0x1D,
     UnordQ = 0x03,
     /// Not (a ≤ b), true when unordered: `a > b || isnan`.
     NleUq = 0x16,
