@@ -186,10 +186,8 @@ struct Lower<'a> {
     consts: Vec<u32>,
     /// Export full vectors with non-temporal stores.
     streaming: bool,
-    /// Instruction constants held in registers: `(bits, register)`.
-    hoisted: Vec<(u32, u8)>,
-    /// The same for f64 constants.
-    hoisted64: Vec<(u64, u8)>,
+    /// Instruction constants held in registers: `(bits, f64?, register)`.
+    hoisted: Vec<(u64, bool, u8)>,
     /// Register of each scalar input (by input position).
     scalar_reg: Vec<Option<u8>>,
     /// Registers holding constants and scalars for the whole call.
@@ -231,7 +229,6 @@ impl<'a> Lower<'a> {
             mask,
             consts: Vec::new(),
             hoisted: Vec::new(),
-            hoisted64: Vec::new(),
             streaming: false,
             scalar_reg: vec![None; inputs.len()],
             fixed: vec![false; NZMM as usize],
@@ -272,35 +269,39 @@ impl<'a> Lower<'a> {
         Src::Pool(4 * k as i32)
     }
 
-    /// A register holding f64 constant `bits` (broadcast) for the whole call.
-    fn hoist64(&mut self, a: &mut Asm, bits: u64) -> Option<u8> {
-        if let Some((_, r)) = self.hoisted64.iter().find(|(b, _)| *b == bits) {
-            return Some(*r);
-        }
+    /// A register reserved for the whole call (scalars and instruction constants).
+    fn take_fixed(&mut self) -> Option<u8> {
         let r = (0..NZMM).rev().find(|&r| !self.fixed[r as usize])?;
         self.fixed[r as usize] = true;
-        let Src::Pool(d) = self.pool64(bits) else {
-            unreachable!()
-        };
-        a.vbroadcastsd(r, Mem::BaseDisp(R8, d));
-        self.hoisted64.push((bits, r));
         Some(r)
     }
 
-    /// A register holding constant `bits` for the whole call (instruction constants,
-    /// which any operand position may read).
-    fn hoist(&mut self, a: &mut Asm, bits: u32) -> Option<u8> {
-        if let Some((_, r)) = self.hoisted.iter().find(|(b, _)| *b == bits) {
-            return Some(*r);
+    /// A register holding instruction constant `bits` (f32 bits, or f64 bits when
+    /// `wide`) broadcast for the whole call: any operand position may read it.
+    fn hoist(&mut self, a: &mut Asm, bits: u64, wide: bool) -> Option<u8> {
+        if let Some(&(_, _, r)) = self.hoisted.iter().find(|h| (h.0, h.1) == (bits, wide)) {
+            return Some(r);
         }
-        let r = (0..NZMM).rev().find(|&r| !self.fixed[r as usize])?;
-        self.fixed[r as usize] = true;
-        let Src::Pool(d) = self.pool(bits) else {
-            unreachable!()
-        };
-        a.vbroadcastss(r, Mem::BaseDisp(R8, d));
-        self.hoisted.push((bits, r));
+        let r = self.take_fixed()?;
+        if wide {
+            let Src::Pool(d) = self.pool64(bits) else {
+                unreachable!()
+            };
+            a.vbroadcastsd(r, Mem::BaseDisp(R8, d));
+        } else {
+            let Src::Pool(d) = self.pool(bits as u32) else {
+                unreachable!()
+            };
+            a.vbroadcastss(r, Mem::BaseDisp(R8, d));
+        }
+        self.hoisted.push((bits, wide, r));
         Some(r)
+    }
+
+    /// The register of a hoisted instruction constant.
+    fn hoisted_reg(&self, bits: u64, wide: bool) -> u8 {
+        let h = self.hoisted.iter().find(|h| (h.0, h.1) == (bits, wide));
+        h.expect("hoisted by the prologue").2
     }
 
     /// Broadcast scalar inputs and instruction constants; pool the constants the ops
@@ -308,8 +309,7 @@ impl<'a> Lower<'a> {
     fn prologue(&mut self, a: &mut Asm) -> Option<()> {
         for j in 0..self.inputs.len() {
             if self.mask >> j & 1 == 1 {
-                let r = (0..NZMM).rev().find(|&r| !self.fixed[r as usize])?;
-                self.fixed[r as usize] = true;
+                let r = self.take_fixed()?;
                 a.mov_load(RAX, RDI, 8 * j as i32);
                 if self.prog.instrs[self.inputs[j]].ty == Ty::F64 {
                     a.vbroadcastsd(r, Mem::BaseDisp(RAX, 0));
@@ -323,13 +323,13 @@ impl<'a> Lower<'a> {
         for ins in &self.prog.instrs {
             if ins.ty == Ty::F64 {
                 if let IOp::Const(b) = &ins.op {
-                    self.hoist64(a, *b)?;
+                    self.hoist(a, *b, true)?;
                 }
                 continue;
             }
             match &ins.op {
                 IOp::Const(b) => {
-                    self.hoist(a, *b as u32)?;
+                    self.hoist(a, *b as u32 as u64, false)?;
                 }
                 IOp::Unary(Activation::Relu) => pooled.push(0),
                 IOp::Compare(..) => pooled.push(1f32.to_bits()),
@@ -377,7 +377,7 @@ impl<'a> Lower<'a> {
                 .iter()
                 .any(|&x| self.prog.instrs[x as usize].ty == Ty::F64);
             if ins.ty == Ty::F64 || wide_src {
-                let (d, e) = self.wide(a, ins, i, &mut free, (k, k_hi), masked, arg, arg_hi)?;
+                let (d, e) = self.wide(a, ins, i, &mut free, (k, k_hi), arg, arg_hi)?;
                 reg[i] = d;
                 hi[i] = e;
                 self.release(i, ins, &reg, &hi, &mut free);
@@ -400,7 +400,7 @@ impl<'a> Lower<'a> {
                         d
                     }
                 },
-                IOp::Const(b) => self.hoisted_reg(*b as u32),
+                IOp::Const(b) => self.hoisted_reg(*b as u32 as u64, false),
                 IOp::Binary(op) => {
                     let (x, y) = (arg(0), arg(1));
                     let d = free.pop()?;
@@ -535,7 +535,6 @@ impl<'a> Lower<'a> {
         i: usize,
         free: &mut Vec<u8>,
         (k, k_hi): (u8, u8),
-        masked: bool,
         arg: impl Fn(usize) -> u8,
         arg_hi: impl Fn(usize) -> u8,
     ) -> Option<(u8, u8)> {
@@ -551,17 +550,11 @@ impl<'a> Lower<'a> {
                     a.mov_load(RAX, RDI, 8 * j as i32);
                     a.vmovupd_load(d, Mem::BaseIndex2(RAX, R11, 0), k);
                     a.vmovupd_load(e, Mem::BaseIndex2(RAX, R11, 64), k_hi);
-                    let _ = masked;
                     (d, e)
                 }
             },
             IOp::Const(b) => {
-                let r = self
-                    .hoisted64
-                    .iter()
-                    .find(|(x, _)| x == b)
-                    .expect("hoisted")
-                    .1;
+                let r = self.hoisted_reg(*b, true);
                 (r, r)
             }
             IOp::Binary(b) => {
@@ -602,14 +595,6 @@ impl<'a> Lower<'a> {
             }
             _ => return None,
         })
-    }
-
-    fn hoisted_reg(&self, bits: u32) -> u8 {
-        self.hoisted
-            .iter()
-            .find(|(b, _)| *b == bits)
-            .expect("hoisted")
-            .1
     }
 
     fn exp_regs(&self) -> ExpConsts {
