@@ -1,0 +1,275 @@
+//! The lane kernels the JIT emits in full — `exp`, `σ` (with a double-float argument
+//! and a multiplier), tanh-form GELU, and the interpreter's `max`/`min` — each as the
+//! same sequence of IEEE operations as its `math` lane kernel (FMA path), so the bits
+//! agree.
+
+use super::{Lower, R8, Temps};
+use crate::jit::x86::{Asm, Cmp, Mem, Src};
+
+// Constants of the exp/sigmoid lane kernels (see `math::expo`), as f32 bits.
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+const SHIFTER: f32 = 12_582_912.0;
+const Q: [f32; 6] = [
+    0.5,
+    0.166_666_67,
+    0.041_666_467,
+    0.008_333_361,
+    0.001_393_359_7,
+    0.000_198_577_95,
+];
+
+impl Lower<'_> {
+    pub(super) fn exp_regs(&self) -> ExpConsts {
+        ExpConsts {
+            lo: self.creg((-120f32).to_bits()),
+            hi: self.creg(89f32.to_bits()),
+            log2e: self.creg(LOG2E.to_bits()),
+            shifter: self.creg(SHIFTER.to_bits()),
+            ln2_hi: self.creg(LN2_HI.to_bits()),
+            ln2_lo: self.creg(LN2_LO.to_bits()),
+            q: Q.map(|q| self.creg(q.to_bits())),
+            one: self.creg(1f32.to_bits()),
+            zero: self.creg(0),
+            bias: self.creg(127),
+        }
+    }
+
+    /// `m·σ(hi + lo)` as `math::special::sigmoid_dd_mul` (`lo = None`: 0, `m = None`:
+    /// 1), into `d`.
+    pub(super) fn sigmoid_dd_mul(
+        &self,
+        a: &mut Asm,
+        t: &mut Temps,
+        d: u8,
+        hi: u8,
+        lo: Option<u8>,
+        m: Option<u8>,
+    ) {
+        let c = self.exp_regs();
+        let sign = self.creg(0x8000_0000);
+        // neg = hi < 0; arguments (hi, lo) when negative, (−hi, −lo) otherwise.
+        let (nx, l) = (t.get(), t.get());
+        a.vxorps(nx, hi, sign);
+        a.vcmpps(3, hi, c.zero, Cmp::LtOq);
+        a.vblendmps(nx, 3, nx, hi);
+        match lo {
+            Some(lo) => {
+                a.vxorps(l, lo, sign);
+                a.vblendmps(l, 3, l, lo);
+            }
+            None => {
+                load_const(a, l, sign);
+                a.vblendmps(l, 3, l, c.zero);
+            }
+        }
+        let (p, s1, s2) = exp_parts(a, &c, t, nx, Some(l));
+        // den = 1 + (p·s1)·s2
+        let den = t.get();
+        a.vmulps(den, p, s1);
+        a.vmulps(den, den, s2);
+        a.vaddps(den, den, c.one); // 1 + e: the same bits in either order
+        // q = (neg ? m·p : m) / den
+        let num = t.get();
+        match m {
+            Some(m) => {
+                a.vmulps(num, m, p);
+                a.vblendmps(num, 3, m, num);
+            }
+            None => {
+                a.vmulps(num, p, c.one);
+                load_const(a, l, c.one); // `l` is free once the exponential is done
+                a.vblendmps(num, 3, l, num);
+            }
+        }
+        a.vdivps(num, num, den);
+        // neg ? (q·s1)·s2 : q
+        a.vmulps(den, num, s1);
+        a.vmulps(den, den, s2);
+        a.vblendmps(d, 3, num, den);
+    }
+
+    /// Tanh-form GELU as `math::special::gelu_tanh`, into `d`: `x·σ(2u)` with
+    /// `2u = x·(GC1 + GC3·x²)` carried as a double-float `hi + lo`.
+    pub(super) fn gelu_tanh(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+        let [lim, neg_lim, gc1_hi, gc1_lo, gc3_hi, gc3_lo] =
+            GELU_CONSTS.map(|v| self.creg(v.to_bits()));
+        let (ah, al) = (t.get(), t.get());
+        let mark = t.next;
+        let (xc, x2h, x2l, th, tl, wh, bb, u) = (
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+        );
+        // xc = clamp(x, −12, 12)
+        a.vcmpps(2, x, neg_lim, Cmp::LtOq);
+        a.vblendmps(xc, 2, x, neg_lim);
+        a.vcmpps(2, xc, lim, Cmp::GtOq);
+        a.vblendmps(xc, 2, xc, lim);
+        // (x2h, x2l) = two_prod(xc, xc)
+        a.vmulps(x2h, xc, xc);
+        a.vmovaps(x2l, xc);
+        a.vfmsub213ps(x2l, xc, x2h);
+        // (th, tl) = two_prod(GC3_HI, x2h); tl = fma(GC3_HI, x2l, fma(GC3_LO, x2h, tl))
+        a.vmulps(th, x2h, gc3_hi);
+        load_const(a, tl, gc3_hi);
+        a.vfmsub213ps(tl, x2h, th);
+        a.vfmadd231ps(tl, x2h, gc3_lo);
+        a.vfmadd231ps(tl, x2l, gc3_hi);
+        // (wh, wl) = two_sum(GC1_HI, th)
+        load_const(a, wh, gc1_hi);
+        a.vaddps(wh, wh, th);
+        a.vsubps(bb, wh, gc1_hi);
+        a.vsubps(u, wh, bb);
+        load_const(a, x2h, gc1_hi);
+        a.vsubps(u, x2h, u);
+        a.vsubps(bb, th, bb);
+        a.vaddps(u, u, bb); // u = wl
+        // wl = wl + (tl + GC1_LO)
+        a.vaddps(tl, tl, gc1_lo);
+        a.vaddps(u, u, tl);
+        // (ah, al) = two_prod(xc, wh); al = fma(xc, wl, al)
+        a.vmulps(ah, xc, wh);
+        a.vmovaps(al, xc);
+        a.vfmsub213ps(al, wh, ah);
+        a.vfmadd231ps(al, xc, u);
+        // v = x·σ(ah + al); −0 below −12
+        t.next = mark;
+        let v = t.get();
+        self.sigmoid_dd_mul(a, t, v, ah, Some(al), Some(x));
+        a.vcmpps(2, x, neg_lim, Cmp::LtOq);
+        a.vblendmps(d, 2, v, self.creg(0x8000_0000));
+    }
+}
+
+/// GELU (tanh form) constants: the clamp `±12`, `2·√(2/π)` and `2·√(2/π)·0.044715` as
+/// hi + lo pairs (see `math::special`).
+pub(super) const GELU_CONSTS: [f32; 6] = [
+    12.0,
+    -12.0,
+    1.595_769_2,
+    -4.534_068e-8,
+    0.071_354_814,
+    2.398_832_5e-9,
+];
+
+/// The pool slots of the constants exp needs.
+pub(super) struct ExpConsts {
+    lo: Src,
+    hi: Src,
+    log2e: Src,
+    shifter: Src,
+    ln2_hi: Src,
+    ln2_lo: Src,
+    q: [Src; 6],
+    one: Src,
+    zero: Src,
+    /// The integer 127 (exponent bias).
+    bias: Src,
+}
+
+/// Broadcast pooled constant `c` into register `r` (for operand positions that need a
+/// register).
+pub(super) fn load_const(a: &mut Asm, r: u8, c: Src) {
+    let Src::Pool(d) = c else {
+        unreachable!("a pooled constant")
+    };
+    a.vbroadcastss(r, Mem::BaseDisp(R8, d));
+}
+
+pub(super) fn exp_consts() -> Vec<u32> {
+    let mut v = vec![
+        (-120f32).to_bits(),
+        89f32.to_bits(),
+        LOG2E.to_bits(),
+        SHIFTER.to_bits(),
+        LN2_HI.to_bits(),
+        LN2_LO.to_bits(),
+        0,
+        127,
+    ];
+    v.extend(Q.map(f32::to_bits));
+    v
+}
+
+/// `math::expo::exp_parts(hi, lo)` (FMA path): returns the registers of `(p, s1, s2)`
+/// with `e^(hi+lo) = (p·s1)·s2`. `lo = None` is the plain `exp` (`lo = +0`).
+pub(super) fn exp_parts(
+    a: &mut Asm,
+    c: &ExpConsts,
+    t: &mut Temps,
+    hi: u8,
+    lo: Option<u8>,
+) -> (u8, u8, u8) {
+    let (x, tt, n, r, q, rr) = (t.get(), t.get(), t.get(), t.get(), t.get(), t.get());
+    let m = t.get(); // constants needed in a register
+    // x = clamp(hi, −120, 89), NaN kept: x < lo → lo; then x > hi → hi.
+    a.vcmpps(2, hi, c.lo, Cmp::LtOq);
+    a.vblendmps(x, 2, hi, c.lo);
+    a.vcmpps(2, x, c.hi, Cmp::GtOq);
+    a.vblendmps(x, 2, x, c.hi);
+    // t = x·log2e + shifter; n = t − shifter; ni = bits(t) − bits(shifter)
+    a.vmovaps(tt, x);
+    load_const(a, m, c.log2e);
+    a.vfmadd213ps(tt, m, c.shifter);
+    a.vsubps(n, tt, c.shifter);
+    a.vpsubd(tt, tt, c.shifter); // tt = ni
+    // r = fma(−n, ln2_hi, x); r = fma(−n, ln2_lo, r) + lo
+    a.vmovaps(r, x);
+    a.vfnmadd231ps(r, n, c.ln2_hi);
+    a.vfnmadd231ps(r, n, c.ln2_lo);
+    match lo {
+        Some(l) => a.vaddps(r, r, l),
+        None => a.vaddps(r, r, c.zero),
+    }
+    // q = Q5; q = fma(r, q, Qk) for k = 4..0 (first step: fma(r, Q5, Q4))
+    a.vmovaps(q, r);
+    load_const(a, m, c.q[5]);
+    a.vfmadd213ps(q, m, c.q[4]);
+    for k in (0..4).rev() {
+        a.vfmadd213ps(q, r, c.q[k]);
+    }
+    // p = fma(r·r, q, r) + 1
+    a.vmulps(rr, r, r);
+    a.vfmadd213ps(q, rr, r);
+    a.vaddps(q, q, c.one);
+    // p = 0 where hi < −120
+    a.vcmpps(2, hi, c.lo, Cmp::LtOq);
+    a.vblendmps(q, 2, q, c.zero);
+    // s1 = 2^(ni >> 1), s2 = 2^(ni − (ni >> 1)) as (k + 127) << 23
+    a.vpsrad(n, tt, 1); // n = n1
+    a.vpsubd(tt, tt, n); // tt = ni − n1
+    a.vpaddd(n, n, c.bias);
+    a.vpslld(n, n, 23);
+    a.vpaddd(tt, tt, c.bias);
+    a.vpslld(tt, tt, 23);
+    (q, n, tt)
+}
+
+/// `fmax`/`fmin` of the interpreter: NaN → `x + y`; equal → bits and/or (so ±0 order
+/// correctly); else the larger/smaller.
+pub(super) fn minmax(a: &mut Asm, max: bool, d: u8, t: u8, x: u8, y: u8) {
+    // d = (x > y) ? x : y  (max)   /   (x < y) ? x : y  (min)
+    if max {
+        a.vcmpps(2, x, y, Cmp::GtOq);
+    } else {
+        a.vcmpps(2, x, y, Cmp::LtOq);
+    }
+    a.vblendmps(d, 2, y, x);
+    if max {
+        a.vandps(t, x, y);
+    } else {
+        a.vorps(t, x, y);
+    }
+    a.vcmpps(2, x, y, Cmp::EqOq);
+    a.vblendmps(d, 2, d, t);
+    a.vaddps(t, x, y);
+    a.vcmpps(2, x, y, Cmp::UnordQ);
+    a.vblendmps(d, 2, d, t);
+}
