@@ -463,7 +463,23 @@ impl CpuExecutable {
         // forked from inside the pool instead of injected from outside, which would
         // park this thread and wake it again once per kernel (microseconds each).
         let result = if bound.kernels.len() > 1 && rayon::current_thread_index().is_none() {
-            rayon::scope(|_| run_kernels())
+            // The other workers stay awake between kernels (taking each kernel's chunks
+            // as soon as they are forked) instead of falling asleep during the serial
+            // stretches and being woken through the OS per kernel.
+            let done = std::sync::atomic::AtomicBool::new(false);
+            let done = &done;
+            rayon::scope(|s| {
+                let home = rayon::current_thread_index();
+                if rayon::current_num_threads() > 1 {
+                    s.spawn_broadcast(move |_, _| {
+                        if rayon::current_thread_index() != home {
+                            par::keep_warm(done);
+                        }
+                    });
+                }
+                let _stop = par::SetOnDrop(done);
+                run_kernels()
+            })
         } else {
             run_kernels()
         };

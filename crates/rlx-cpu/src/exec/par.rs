@@ -4,6 +4,7 @@
 use super::vm::Scratch;
 use rayon::prelude::*;
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
@@ -24,6 +25,26 @@ pub(crate) fn par_for(
         return if n == 1 { f(0) } else { Ok(()) };
     }
     (0..n).into_par_iter().try_for_each(f)
+}
+
+/// Run pending pool work (this program's kernel chunks) until `done`, spinning while
+/// there is none: a worker kept this way picks up each kernel's chunks at once.
+pub(crate) fn keep_warm(done: &AtomicBool) {
+    while !done.load(Ordering::Acquire) {
+        match rayon::yield_now() {
+            Some(rayon::Yield::Executed) => {}
+            _ => std::hint::spin_loop(),
+        }
+    }
+}
+
+/// Sets the flag when dropped (also when unwinding, so no worker spins forever).
+pub(crate) struct SetOnDrop<'a>(pub(crate) &'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 /// Number of chunks of about `per` units for `total` units (at least 1).
