@@ -459,3 +459,54 @@ fn one_and_two_threads_give_identical_bits() {
         );
     }
 }
+
+#[test]
+fn narrow_outputs_match_naive_in_every_layout_and_do_not_depend_on_threads() {
+    // n ≤ 16 takes the narrow kernels when A's rows (dot form) or columns (outer form)
+    // are contiguous, the general GEMM otherwise: every layout, widths 1..16, row counts
+    // with partial 16-row blocks and inner sizes with partial 16-lane chunks, α and β.
+    let mut rng = Lcg(9);
+    for &(m, k, n) in &[
+        (16, 16, 1),
+        (37, 17, 7),
+        (256, 512, 10),
+        (100, 33, 16),
+        (1000, 300, 10),
+    ] {
+        for (li, &la) in LAYOUTS.iter().enumerate() {
+            let lb = LAYOUTS[(li + 2) % 5];
+            let lc = LAYOUTS[(li + 4) % 5];
+            let a = make(&mut rng, m, k, la, |v| v as f32);
+            let b = make(&mut rng, k, n, lb, |v| v as f32);
+            let c = make(&mut rng, m, n, lc, |v| v as f32);
+            let c0 = c.vals.clone();
+            for (alpha, beta) in [(1.0, 0.0), (0.5, 1.0), (-1.5, 0.25)] {
+                let mut runs = Vec::new();
+                for threads in [1, 2] {
+                    let mut cc = Mat {
+                        store: c.store.clone(),
+                        vals: c0.clone(),
+                        ..c
+                    };
+                    sgemm(
+                        alpha as f32,
+                        a.view(),
+                        b.view(),
+                        beta as f32,
+                        cc.view_mut(),
+                        threads,
+                    );
+                    let what = format!(
+                        "narrow {m}x{k}x{n} {la:?}·{lb:?}→{lc:?} α={alpha} β={beta} threads {threads}"
+                    );
+                    check(&what, (alpha, beta), &a, &b, &c0, &cc, 2f64.powi(-24));
+                    runs.push(cc.store.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+                }
+                assert_eq!(
+                    runs[0], runs[1],
+                    "{m}x{k}x{n} {la:?}: 1 and 2 threads differ"
+                );
+            }
+        }
+    }
+}

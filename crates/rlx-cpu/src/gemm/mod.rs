@@ -13,6 +13,8 @@
 //! propagate); `k = 0` or `α = 0` gives `C = β·C`. Results are deterministic for a given
 //! shape and layout, and (tested for 1 and 2 threads) do not depend on the thread count.
 
+mod narrow;
+
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Par};
 
@@ -138,7 +140,7 @@ fn no_self_overlap(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
 }
 
 macro_rules! gemm_fn {
-    ($name:ident, $t:ty) => {
+    ($name:ident, $t:ty, $narrow:expr) => {
         /// `C = alpha·A·B + beta·C` with `A` m×k, `B` k×n, `C` m×n (any strides, so
         /// transposes are free), on at most `threads` worker threads of the current rayon
         /// pool (`1` = serial on the calling thread).
@@ -187,6 +189,21 @@ macro_rules! gemm_fn {
                 faer::MatRef::from_raw_parts(b.data.as_ptr().offset(b.offset as isize), k, n, b.row_stride, b.col_stride)
             };
             let accum = if beta == 0.0 { Accum::Replace } else { Accum::Add };
+            // SAFETY: as for the views above.
+            let handled = unsafe {
+                $narrow(
+                    alpha,
+                    (am.as_ptr(), (a.row_stride, a.col_stride)),
+                    (bm.as_ptr(), (b.row_stride, b.col_stride)),
+                    (cm.as_ptr_mut(), (c.row_stride, c.col_stride)),
+                    (m, n, k),
+                    beta != 0.0,
+                    threads,
+                )
+            };
+            if handled {
+                return;
+            }
             // Below ~2 Mflop per thread, waking workers costs more than it saves
             // (measured: 128³ takes 18 µs on one thread, 30 µs on two).
             let useful = (m * n * k / PAR_MNK_PER_THREAD).max(1);
@@ -306,5 +323,44 @@ fn scale<T: Copy + PartialEq + std::ops::Mul<Output = T> + Default>(
     }
 }
 
-gemm_fn!(sgemm, f32);
-gemm_fn!(dgemm, f64);
+/// The narrow-output kernels for f32 (see [`narrow`]).
+#[allow(clippy::type_complexity)]
+unsafe fn narrow_f32(
+    alpha: f32,
+    a: (*const f32, (isize, isize)),
+    b: (*const f32, (isize, isize)),
+    c: (*mut f32, (isize, isize)),
+    mnk: (usize, usize, usize),
+    add: bool,
+    threads: usize,
+) -> bool {
+    let p = narrow::Narrow {
+        a: a.0,
+        a_strides: a.1,
+        b: b.0,
+        b_strides: b.1,
+        c: c.0,
+        c_strides: c.1,
+        mnk,
+        alpha,
+        add,
+    };
+    unsafe { narrow::try_narrow(p, threads) }
+}
+
+/// f64 products always take the general GEMM.
+#[allow(clippy::type_complexity)]
+unsafe fn narrow_f64(
+    _: f64,
+    _: (*const f64, (isize, isize)),
+    _: (*const f64, (isize, isize)),
+    _: (*mut f64, (isize, isize)),
+    _: (usize, usize, usize),
+    _: bool,
+    _: usize,
+) -> bool {
+    false
+}
+
+gemm_fn!(sgemm, f32, narrow_f32);
+gemm_fn!(dgemm, f64, narrow_f64);
