@@ -6,12 +6,12 @@
 //! - elementwise kernels run tile by tile (intermediates in an L1-resident per-thread
 //!   scratch, never in memory), with vectorizable loops per op and the vectorized
 //!   transcendental functions of [`math`]; on x86-64 CPUs with AVX-512, a tile program
-//!   of f32 loads, constants, `+ − · ÷ max min` and `neg abs sqrt relu exp sigmoid
-//!   gelu_approx`, f64 `+ − · ÷ sqrt` and f32↔f64 casts (elementwise kernels and matmul
-//!   epilogues) is compiled to machine code
-//!   that keeps every value in vector registers — one pass over the data instead of one
-//!   per op — and gives the interpreter's bits exactly ([`set_jit`] switches it off,
-//!   as does `RLX_JIT=0`);
+//!   of f32 loads, constants, `+ − · ÷ max min`, comparisons and selects, and `neg abs
+//!   sqrt relu exp log tanh sigmoid gelu_approx`, f64 `+ − · ÷ sqrt` and f32↔f64 casts
+//!   (elementwise kernels and matmul epilogues) is compiled to machine code that keeps
+//!   every value in vector registers — one pass over the data instead of one per op —
+//!   and gives the interpreter's bits exactly ([`set_jit`] switches it off, as does
+//!   `RLX_JIT=0`);
 //! - reductions fold their fused prologue tile by tile and apply their epilogue;
 //! - softmax, log-softmax, layer norm and RMS norm run as row kernels, attention as a
 //!   fused online-softmax kernel (all kept whole);

@@ -109,6 +109,8 @@ fn every_supported_unary_op_gives_the_interpreters_bits() {
         Activation::Exp,
         Activation::Sigmoid,
         Activation::GeluApprox,
+        Activation::Tanh,
+        Activation::Log,
     ] {
         for n in [5, 16, 1000, 3 * 1024 + 7] {
             let mut g = Graph::new(format!("{act:?}_{n}"));

@@ -23,7 +23,7 @@ use super::x86::{Asm, Cmp, Gpr, JAE, Mem, R11, RAX, RDI, RDX, RSI, Src};
 use crate::exec::value::Ty;
 use crate::exec::vm::{IOp, TileProg};
 use rlx_ir::{Activation, BinaryOp, CmpOp, DType};
-use special::{GELU_CONSTS, exp_consts, exp_parts, load_const, minmax};
+use special::{GELU_CONSTS, exp_consts, exp_parts, load_const, minmax, tanh_log_consts};
 
 const R8: Gpr = Gpr(8);
 
@@ -61,6 +61,8 @@ fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
                     | Activation::Exp
                     | Activation::Sigmoid
                     | Activation::GeluApprox
+                    | Activation::Tanh
+                    | Activation::Log
             )
         }
         IOp::Binary(b) if f64 => matches!(
@@ -325,10 +327,17 @@ impl<'a> Lower<'a> {
                 IOp::Where => pooled.push(0),
                 IOp::Unary(Activation::Neg) => pooled.push(0x8000_0000),
                 IOp::Unary(Activation::Abs) => pooled.push(0x7FFF_FFFF),
-                IOp::Unary(Activation::Exp | Activation::Sigmoid | Activation::GeluApprox) => {
+                IOp::Unary(
+                    Activation::Exp
+                    | Activation::Sigmoid
+                    | Activation::GeluApprox
+                    | Activation::Tanh
+                    | Activation::Log,
+                ) => {
                     pooled.extend(exp_consts());
                     pooled.extend([0x8000_0000, 1f32.to_bits()]);
                     pooled.extend(GELU_CONSTS.map(f32::to_bits));
+                    pooled.extend(tanh_log_consts());
                 }
                 _ => {}
             }
@@ -434,6 +443,16 @@ impl<'a> Lower<'a> {
                         Activation::GeluApprox => {
                             let mut t = Temps::take(&mut free, 15)?;
                             self.gelu_tanh(a, &mut t, d, x);
+                            t.give_back(&mut free);
+                        }
+                        Activation::Tanh => {
+                            let mut t = Temps::take(&mut free, 10)?;
+                            self.tanh(a, &mut t, d, x);
+                            t.give_back(&mut free);
+                        }
+                        Activation::Log => {
+                            let mut t = Temps::take(&mut free, 10)?;
+                            self.log(a, &mut t, d, x);
                             t.give_back(&mut free);
                         }
                         _ => unreachable!("checked by `supported`"),

@@ -1,7 +1,7 @@
-//! The lane kernels the JIT emits in full — `exp`, `σ` (with a double-float argument
-//! and a multiplier), tanh-form GELU, and the interpreter's `max`/`min` — each as the
-//! same sequence of IEEE operations as its `math` lane kernel (FMA path), so the bits
-//! agree.
+//! The lane kernels the JIT emits in full — `exp`, `expm1`/`tanh`, `log`, `σ` (with a
+//! double-float argument and a multiplier), tanh-form GELU, and the interpreter's
+//! `max`/`min` — each as the same sequence of IEEE operations as its `math` lane kernel
+//! (FMA path), so the bits agree.
 
 use super::{Lower, R8, Temps};
 use crate::jit::x86::{Asm, Cmp, Mem, Src};
@@ -20,7 +20,167 @@ const Q: [f32; 6] = [
     0.000_198_577_95,
 ];
 
+// Constants of tanh (via expm1) and log (see `math::expo`, `math::special`), as bits.
+const LOG_R: [f32; 4] = [0.666_666_7, 0.400_003_14, 0.285_320_9, 0.237_771_97];
+const SQRT_HALF_BITS: u32 = 0x3f35_04f3;
+
+/// Every constant tanh and log read from the pool (besides [`exp_consts`]).
+pub(super) fn tanh_log_consts() -> Vec<u32> {
+    let mut v = vec![
+        0x7FFF_FFFF,
+        0x8000_0000,
+        10f32.to_bits(),
+        (-30f32).to_bits(),
+        88f32.to_bits(),
+        2f32.to_bits(),
+        0.5f32.to_bits(),
+        1f32.to_bits(),
+        f32::MIN_POSITIVE.to_bits(),
+        8_388_608f32.to_bits(),
+        (-23i32) as u32,
+        0x3f80_0000 - SQRT_HALF_BITS,
+        0x007f_ffff,
+        SQRT_HALF_BITS,
+        127,
+        f32::INFINITY.to_bits(),
+        f32::NEG_INFINITY.to_bits(),
+        f32::NAN.to_bits(),
+    ];
+    v.extend(LOG_R.map(f32::to_bits));
+    v
+}
+
 impl Lower<'_> {
+    /// `tanh x` as `math::special::tanh`: `expm1(2|x|)/(expm1(2|x|) + 2)`, |x| clamped at
+    /// 10, with the sign of `x`; into `d`.
+    pub(super) fn tanh(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+        let c = self.exp_regs();
+        let (abs, sign) = (self.creg(0x7FFF_FFFF), self.creg(0x8000_0000));
+        let ten = self.creg(10f32.to_bits());
+        let (ax, e) = (t.get(), t.get());
+        a.vandps(ax, x, abs);
+        a.vcmpps(2, ax, ten, Cmp::GtOq);
+        a.vblendmps(ax, 2, ax, ten);
+        a.vaddps(ax, ax, ax);
+        self.expm1(a, &c, t, e, ax);
+        let den = t.get();
+        a.vaddps(den, e, self.creg(2f32.to_bits()));
+        a.vdivps(e, e, den);
+        // copysign(e, x)
+        a.vandps(e, e, abs);
+        a.vandps(den, x, sign);
+        a.vorps(d, e, den);
+    }
+
+    /// `eˣ − 1` as `math::expo::expm1`, into `d`.
+    fn expm1(&self, a: &mut Asm, c: &ExpConsts, t: &mut Temps, d: u8, x: u8) {
+        let (xc, tt, n, r, q, rr, m) = (
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+        );
+        // xc = clamp(x, −30, 88)
+        let (lo, hi) = (self.creg((-30f32).to_bits()), self.creg(88f32.to_bits()));
+        a.vcmpps(2, x, lo, Cmp::LtOq);
+        a.vblendmps(xc, 2, x, lo);
+        a.vcmpps(2, xc, hi, Cmp::GtOq);
+        a.vblendmps(xc, 2, xc, hi);
+        // reduce: t = xc·log2e + shifter; n = t − shifter; ni = bits(t) − bits(shifter)
+        a.vmovaps(tt, xc);
+        load_const(a, m, c.log2e);
+        a.vfmadd213ps(tt, m, c.shifter);
+        a.vsubps(n, tt, c.shifter);
+        a.vpsubd(tt, tt, c.shifter);
+        a.vmovaps(r, xc);
+        a.vfnmadd231ps(r, n, c.ln2_hi);
+        a.vfnmadd231ps(r, n, c.ln2_lo);
+        // s = 2^ni
+        a.vpaddd(tt, tt, c.bias);
+        a.vpslld(tt, tt, 23);
+        // expm1_poly(r) = fma(r·r, q, r)
+        a.vmovaps(q, r);
+        load_const(a, m, c.q[5]);
+        a.vfmadd213ps(q, m, c.q[4]);
+        for k in (0..4).rev() {
+            a.vfmadd213ps(q, r, c.q[k]);
+        }
+        a.vmulps(rr, r, r);
+        a.vfmadd213ps(q, rr, r);
+        // fma(s, poly, s − 1)
+        a.vsubps(n, tt, c.one);
+        a.vmovaps(d, q);
+        a.vfmadd213ps(d, tt, n);
+    }
+
+    /// `ln x` as `math::expo::log` (subnormals scaled first; NaN, ±0, negative and +∞
+    /// handled as there), into `d`.
+    pub(super) fn log(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+        let k = |v: u32| self.creg(v);
+        let one = k(1f32.to_bits());
+        let (xs, kadj, ix, kk, f, den, sv, r, hfsq, m) = (
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+            t.get(),
+        );
+        // tiny: x·2²³ and an exponent adjustment of −23
+        a.vcmpps(3, x, k(f32::MIN_POSITIVE.to_bits()), Cmp::LtOq);
+        a.vmulps(xs, x, k(8_388_608f32.to_bits()));
+        a.vblendmps(xs, 3, x, xs);
+        load_const(a, kadj, k((-23i32) as u32));
+        a.vmovaps_z(kadj, 3, kadj);
+        // ix = bits(xs) + (1.0 − √½ in bits); k = (ix >> 23) − 127 + adj
+        a.vpaddd(ix, xs, k(0x3f80_0000 - SQRT_HALF_BITS));
+        a.vpsrad(kk, ix, 23);
+        a.vpsubd(kk, kk, k(127));
+        a.vpaddd(kk, kk, kadj);
+        // m = from_bits((ix & mantissa) + √½); f = m − 1; s = f/(2 + f); z = s²
+        a.vpandd(f, ix, k(0x007f_ffff));
+        a.vpaddd(f, f, k(SQRT_HALF_BITS));
+        a.vsubps(f, f, one);
+        a.vaddps(den, f, k(2f32.to_bits()));
+        a.vdivps(sv, f, den);
+        a.vmulps(den, sv, sv); // den = z
+        // r = fma(z, fma(z, fma(z, R3, R2), R1), R0) · z
+        a.vmovaps(r, den);
+        load_const(a, m, k(LOG_R[3].to_bits()));
+        a.vfmadd213ps(r, m, k(LOG_R[2].to_bits()));
+        a.vfmadd213ps(r, den, k(LOG_R[1].to_bits()));
+        a.vfmadd213ps(r, den, k(LOG_R[0].to_bits()));
+        a.vmulps(r, r, den);
+        // hfsq = 0.5·f·f; kf = k as f32
+        a.vmulps(hfsq, f, k(0.5f32.to_bits()));
+        a.vmulps(hfsq, hfsq, f);
+        a.vcvtdq2ps(kadj, kk); // kadj = kf
+        // t = fma(s, hfsq + r, kf·LN2_LO) − hfsq + f; v = fma(kf, LN2_HI, t)
+        let c = self.exp_regs();
+        a.vaddps(kk, hfsq, r);
+        a.vmulps(ix, kadj, c.ln2_lo);
+        a.vfmadd213ps(kk, sv, ix);
+        a.vsubps(kk, kk, hfsq);
+        a.vaddps(kk, kk, f);
+        a.vfmadd231ps(kk, kadj, c.ln2_hi);
+        // +∞ → +∞; x < 0 → NaN; ±0 → −∞; NaN → x
+        a.vcmpps(2, x, k(f32::INFINITY.to_bits()), Cmp::EqOq);
+        a.vblendmps(kk, 2, kk, x);
+        a.vcmpps(2, x, c.zero, Cmp::LtOq);
+        a.vblendmps(kk, 2, kk, k(f32::NAN.to_bits()));
+        a.vcmpps(2, x, c.zero, Cmp::EqOq);
+        a.vblendmps(kk, 2, kk, k(f32::NEG_INFINITY.to_bits()));
+        a.vcmpps(2, x, x, Cmp::UnordQ);
+        a.vblendmps(d, 2, kk, x);
+    }
+
     pub(super) fn exp_regs(&self) -> ExpConsts {
         ExpConsts {
             lo: self.creg((-120f32).to_bits()),

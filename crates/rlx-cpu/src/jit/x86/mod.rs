@@ -299,6 +299,36 @@ impl Asm {
         );
     }
 
+    /// `dst = a & b` on 32-bit integer lanes.
+    pub(crate) fn vpandd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.evex(
+            Map::M0F,
+            Pp::P66,
+            false,
+            0xDB,
+            dst,
+            a,
+            Rm::from(b.into()),
+            0,
+            false,
+        );
+    }
+
+    /// 32-bit integers to floats (`vcvtdq2ps`).
+    pub(crate) fn vcvtdq2ps(&mut self, dst: u8, src: u8) {
+        self.evex(
+            Map::M0F,
+            Pp::None,
+            false,
+            0x5B,
+            dst,
+            0,
+            Rm::Reg(src),
+            0,
+            false,
+        );
+    }
+
     /// `dst = a − b` on 32-bit integer lanes.
     pub(crate) fn vpsubd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
         self.evex(

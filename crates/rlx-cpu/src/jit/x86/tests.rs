@@ -92,6 +92,12 @@ fn encodings_disassemble_to_the_intended_instructions() {
         "vfmsub213ps zmm22,zmm5,zmm30",
     );
     add(&mut a, &|a| a.vpaddd(5, 6, 21), "vpaddd zmm5,zmm6,zmm21");
+    add(
+        &mut a,
+        &|a| a.vpandd(7, 16, Src::Pool(4)),
+        "vpandd zmm7,zmm16,DWORD BCST [r8+0x4]",
+    );
+    add(&mut a, &|a| a.vcvtdq2ps(24, 9), "vcvtdq2ps zmm24,zmm9");
     add(&mut a, &|a| a.vpsubd(22, 6, 1), "vpsubd zmm22,zmm6,zmm1");
     add(&mut a, &|a| a.vpsrad(9, 26, 1), "vpsrad zmm9,zmm26,0x1");
     add(&mut a, &|a| a.vpslld(17, 3, 23), "vpslld zmm17,zmm3,0x17");
