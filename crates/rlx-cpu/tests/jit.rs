@@ -345,3 +345,41 @@ fn comparisons_selects_and_masks_cast_to_f32_give_the_interpreters_bits() {
         }
     }
 }
+
+#[test]
+fn explain_says_which_kernels_run_as_machine_code_and_why_others_do_not() {
+    let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    rlx_cpu::set_jit(true);
+    let n = 4096;
+    let build = |act: Activation| {
+        let mut g = Graph::new("explained");
+        let x = g.input("x", Shape::new(&[n], DType::F32));
+        let h = scalar(&mut g, 0.5);
+        let s = op(&mut g, Op::Binary(BinaryOp::Mul), vec![x, h]);
+        let y = op(&mut g, Op::Activation(act), vec![s]);
+        g.set_outputs(vec![y]);
+        CpuBackend.compile(Device::Cpu, &g).unwrap()
+    };
+    let data = TensorData::from_f32(&[n], &values(n, 3));
+    let exe = build(Activation::Exp);
+    let before = exe.explain();
+    exe.run(&[data.view()]).unwrap();
+    let after = exe.explain();
+    let atan = build(Activation::Atan).explain();
+    if jit_available() {
+        assert!(
+            before.contains("kernel 0: machine code from its first run"),
+            "{before}"
+        );
+        assert!(after.contains("kernel 0: machine code\n"), "{after}");
+        assert!(
+            atan.contains("kernel 0: interpreted (atan on f32 not compiled)"),
+            "{atan}"
+        );
+    } else {
+        assert!(
+            after.contains("interpreted (JIT off or no AVX-512)"),
+            "{after}"
+        );
+    }
+}

@@ -177,6 +177,11 @@ impl ContractPlan {
         Ok(())
     }
 
+    /// How the epilogue runs (see [`EwPlan::jit_note`]); `None` without one.
+    pub(crate) fn jit_note(&self) -> Option<String> {
+        (!self.trivial).then(|| self.epilogue.jit_note())
+    }
+
     /// A store buffer of the product's dtype whose `bytes` no epilogue load overlaps,
     /// the last store's first (the epilogue stores it after every value that reads the
     /// product).

@@ -512,6 +512,28 @@ impl EwPlan {
         Some(mask)
     }
 
+    /// How this plan's tiles run, for `explain`: compiled to machine code (or will be on
+    /// the first run), or interpreted and why.
+    pub(crate) fn jit_note(&self) -> String {
+        if self.copy || self.prog.instrs.is_empty() {
+            return "a copy".into();
+        }
+        if !crate::jit::enabled() {
+            return "interpreted (JIT off or no AVX-512)".into();
+        }
+        let compiled = [self.jit.get(), self.jit_nt.get()];
+        if compiled.iter().any(|j| matches!(j, Some(Some(_)))) {
+            return "machine code".into();
+        }
+        match crate::jit::unsupported(&self.prog) {
+            Some(why) => format!("interpreted ({why} not compiled)"),
+            None if compiled.iter().any(|j| matches!(j, Some(None))) => {
+                "interpreted (too many registers)".into()
+            }
+            None => "machine code from its first run".into(),
+        }
+    }
+
     /// Tile instructions per element (the work estimate behind the parallel split).
     pub(crate) fn work(&self) -> usize {
         self.work

@@ -270,7 +270,32 @@ impl Executable for CpuExecutable {
 
     fn explain(&self) -> String {
         let mut s = rlx_compile::explain(&self.program, "cpu", self.arena_bytes());
+        if let Some(b) = &self.fixed {
+            let notes: Vec<String> = b
+                .kernels
+                .iter()
+                .enumerate()
+                .filter_map(|(k, bk)| {
+                    let note = match bk {
+                        BKernel::Ew(e) => Some(e.jit_note()),
+                        BKernel::Contract(c) => c.jit_note().map(|n| format!("epilogue: {n}")),
+                        _ => None,
+                    }?;
+                    Some(format!("  kernel {k}: {note}\n"))
+                })
+                .collect();
+            if !notes.is_empty() {
+                if !s.ends_with('\n') {
+                    s.push('\n');
+                }
+                s.push_str("elementwise kernels and matmul epilogues run as:\n");
+                s.extend(notes);
+            }
+        }
         if let Some(r) = self.profile_report() {
+            if !s.ends_with('\n') {
+                s.push('\n');
+            }
             s.push_str(&r);
         }
         s

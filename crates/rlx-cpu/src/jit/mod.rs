@@ -23,7 +23,7 @@ mod x86;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-pub(crate) use lower::compile;
+pub(crate) use lower::{compile, unsupported};
 
 /// Compiled code for one tile program (and one pattern of scalar inputs).
 pub(crate) struct JitKernel {

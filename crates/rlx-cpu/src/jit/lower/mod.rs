@@ -85,6 +85,23 @@ fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
     }
 }
 
+/// The first instruction of `prog` the JIT cannot compile, described (`None`: all can).
+pub(crate) fn unsupported(prog: &TileProg) -> Option<String> {
+    let ins = prog.instrs.iter().find(|i| !supported(prog, i))?;
+    let what = match &ins.op {
+        IOp::Unary(a) => a.name().to_string(),
+        IOp::Binary(b) => b.name().to_string(),
+        IOp::Compare(c, _) => c.name().to_string(),
+        IOp::Load(_) => "load".into(),
+        IOp::Const(_) => "constant".into(),
+        IOp::Core => "product".into(),
+        IOp::Where => "where".into(),
+        IOp::Cast(from) => format!("cast from {from}"),
+        IOp::Round(_) => "round_to_format".into(),
+    };
+    Some(format!("{what} on {}", ins.dtype))
+}
+
 /// Packed-double opcodes (map 0F, 66 prefix, W1) of the binary ops.
 fn pd_opcode(b: BinaryOp) -> u8 {
     match b {
