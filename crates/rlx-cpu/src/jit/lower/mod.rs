@@ -640,6 +640,11 @@ impl Temps {
         })
     }
 
+    /// The next `N` scratch registers.
+    fn many<const N: usize>(&mut self) -> [u8; N] {
+        std::array::from_fn(|_| self.get())
+    }
+
     fn get(&mut self) -> u8 {
         let r = self.regs[self.next];
         self.next += 1;

@@ -57,7 +57,7 @@ impl Lower<'_> {
         let c = self.exp_regs();
         let (abs, sign) = (self.creg(0x7FFF_FFFF), self.creg(0x8000_0000));
         let ten = self.creg(10f32.to_bits());
-        let (ax, e) = (t.get(), t.get());
+        let [ax, e] = t.many::<2>();
         a.vandps(ax, x, abs);
         a.vcmpps(2, ax, ten, Cmp::GtOq);
         a.vblendmps(ax, 2, ax, ten);
@@ -74,42 +74,15 @@ impl Lower<'_> {
 
     /// `eˣ − 1` as `math::expo::expm1`, into `d`.
     fn expm1(&self, a: &mut Asm, c: &ExpConsts, t: &mut Temps, d: u8, x: u8) {
-        let (xc, tt, n, r, q, rr, m) = (
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-        );
+        let [xc, tt, n, r, q, rr, m] = t.many::<7>();
         // xc = clamp(x, −30, 88)
         let (lo, hi) = (self.creg((-30f32).to_bits()), self.creg(88f32.to_bits()));
-        a.vcmpps(2, x, lo, Cmp::LtOq);
-        a.vblendmps(xc, 2, x, lo);
-        a.vcmpps(2, xc, hi, Cmp::GtOq);
-        a.vblendmps(xc, 2, xc, hi);
-        // reduce: t = xc·log2e + shifter; n = t − shifter; ni = bits(t) − bits(shifter)
-        a.vmovaps(tt, xc);
-        load_const(a, m, c.log2e);
-        a.vfmadd213ps(tt, m, c.shifter);
-        a.vsubps(n, tt, c.shifter);
-        a.vpsubd(tt, tt, c.shifter);
-        a.vmovaps(r, xc);
-        a.vfnmadd231ps(r, n, c.ln2_hi);
-        a.vfnmadd231ps(r, n, c.ln2_lo);
+        clamp(a, xc, x, lo, hi);
+        reduce(a, c, m, xc, (tt, n, r));
         // s = 2^ni
         a.vpaddd(tt, tt, c.bias);
         a.vpslld(tt, tt, 23);
-        // expm1_poly(r) = fma(r·r, q, r)
-        a.vmovaps(q, r);
-        load_const(a, m, c.q[5]);
-        a.vfmadd213ps(q, m, c.q[4]);
-        for k in (0..4).rev() {
-            a.vfmadd213ps(q, r, c.q[k]);
-        }
-        a.vmulps(rr, r, r);
-        a.vfmadd213ps(q, rr, r);
+        expm1_poly(a, c, m, (q, rr), r);
         // fma(s, poly, s − 1)
         a.vsubps(n, tt, c.one);
         a.vmovaps(d, q);
@@ -121,18 +94,7 @@ impl Lower<'_> {
     pub(super) fn log(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
         let k = |v: u32| self.creg(v);
         let one = k(1f32.to_bits());
-        let (xs, kadj, ix, kk, f, den, sv, r, hfsq, m) = (
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-        );
+        let [xs, kadj, ix, kk, f, den, sv, r, hfsq, m] = t.many::<10>();
         // tiny: x·2²³ and an exponent adjustment of −23
         a.vcmpps(3, x, k(f32::MIN_POSITIVE.to_bits()), Cmp::LtOq);
         a.vmulps(xs, x, k(8_388_608f32.to_bits()));
@@ -210,7 +172,7 @@ impl Lower<'_> {
         let c = self.exp_regs();
         let sign = self.creg(0x8000_0000);
         // neg = hi < 0; arguments (hi, lo) when negative, (−hi, −lo) otherwise.
-        let (nx, l) = (t.get(), t.get());
+        let [nx, l] = t.many::<2>();
         a.vxorps(nx, hi, sign);
         a.vcmpps(3, hi, c.zero, Cmp::LtOq);
         a.vblendmps(nx, 3, nx, hi);
@@ -255,23 +217,11 @@ impl Lower<'_> {
     pub(super) fn gelu_tanh(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
         let [lim, neg_lim, gc1_hi, gc1_lo, gc3_hi, gc3_lo] =
             GELU_CONSTS.map(|v| self.creg(v.to_bits()));
-        let (ah, al) = (t.get(), t.get());
+        let [ah, al] = t.many::<2>();
         let mark = t.next;
-        let (xc, x2h, x2l, th, tl, wh, bb, u) = (
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-            t.get(),
-        );
+        let [xc, x2h, x2l, th, tl, wh, bb, u] = t.many::<8>();
         // xc = clamp(x, −12, 12)
-        a.vcmpps(2, x, neg_lim, Cmp::LtOq);
-        a.vblendmps(xc, 2, x, neg_lim);
-        a.vcmpps(2, xc, lim, Cmp::GtOq);
-        a.vblendmps(xc, 2, xc, lim);
+        clamp(a, xc, x, neg_lim, lim);
         // (x2h, x2l) = two_prod(xc, xc)
         a.vmulps(x2h, xc, xc);
         a.vmovaps(x2l, xc);
@@ -367,37 +317,17 @@ pub(super) fn exp_parts(
     hi: u8,
     lo: Option<u8>,
 ) -> (u8, u8, u8) {
-    let (x, tt, n, r, q, rr) = (t.get(), t.get(), t.get(), t.get(), t.get(), t.get());
+    let [x, tt, n, r, q, rr] = t.many::<6>();
     let m = t.get(); // constants needed in a register
     // x = clamp(hi, −120, 89), NaN kept: x < lo → lo; then x > hi → hi.
-    a.vcmpps(2, hi, c.lo, Cmp::LtOq);
-    a.vblendmps(x, 2, hi, c.lo);
-    a.vcmpps(2, x, c.hi, Cmp::GtOq);
-    a.vblendmps(x, 2, x, c.hi);
-    // t = x·log2e + shifter; n = t − shifter; ni = bits(t) − bits(shifter)
-    a.vmovaps(tt, x);
-    load_const(a, m, c.log2e);
-    a.vfmadd213ps(tt, m, c.shifter);
-    a.vsubps(n, tt, c.shifter);
-    a.vpsubd(tt, tt, c.shifter); // tt = ni
-    // r = fma(−n, ln2_hi, x); r = fma(−n, ln2_lo, r) + lo
-    a.vmovaps(r, x);
-    a.vfnmadd231ps(r, n, c.ln2_hi);
-    a.vfnmadd231ps(r, n, c.ln2_lo);
+    clamp(a, x, hi, c.lo, c.hi);
+    reduce(a, c, m, x, (tt, n, r));
     match lo {
         Some(l) => a.vaddps(r, r, l),
         None => a.vaddps(r, r, c.zero),
     }
-    // q = Q5; q = fma(r, q, Qk) for k = 4..0 (first step: fma(r, Q5, Q4))
-    a.vmovaps(q, r);
-    load_const(a, m, c.q[5]);
-    a.vfmadd213ps(q, m, c.q[4]);
-    for k in (0..4).rev() {
-        a.vfmadd213ps(q, r, c.q[k]);
-    }
-    // p = fma(r·r, q, r) + 1
-    a.vmulps(rr, r, r);
-    a.vfmadd213ps(q, rr, r);
+    // p = expm1_poly(r) + 1
+    expm1_poly(a, c, m, (q, rr), r);
     a.vaddps(q, q, c.one);
     // p = 0 where hi < −120
     a.vcmpps(2, hi, c.lo, Cmp::LtOq);
@@ -410,6 +340,43 @@ pub(super) fn exp_parts(
     a.vpaddd(tt, tt, c.bias);
     a.vpslld(tt, tt, 23);
     (q, n, tt)
+}
+
+/// `d = clamp(x, lo, hi)` as `math::simd::clamp`: `x < lo → lo`, then `> hi → hi`, NaN
+/// kept (uses mask k2).
+fn clamp(a: &mut Asm, d: u8, x: u8, lo: Src, hi: Src) {
+    a.vcmpps(2, x, lo, Cmp::LtOq);
+    a.vblendmps(d, 2, x, lo);
+    a.vcmpps(2, d, hi, Cmp::GtOq);
+    a.vblendmps(d, 2, d, hi);
+}
+
+/// `math::expo::reduce` and the Cody–Waite step: `tt = n` as an integer (bits),
+/// `n` as a float, `r = x − n·ln2` (high part, then low part), `m` a scratch register.
+fn reduce(a: &mut Asm, c: &ExpConsts, m: u8, x: u8, (tt, n, r): (u8, u8, u8)) {
+    // t = x·log2e + shifter; n = t − shifter; ni = bits(t) − bits(shifter)
+    a.vmovaps(tt, x);
+    load_const(a, m, c.log2e);
+    a.vfmadd213ps(tt, m, c.shifter);
+    a.vsubps(n, tt, c.shifter);
+    a.vpsubd(tt, tt, c.shifter);
+    // r = fma(−n, ln2_hi, x); r = fma(−n, ln2_lo, r)
+    a.vmovaps(r, x);
+    a.vfnmadd231ps(r, n, c.ln2_hi);
+    a.vfnmadd231ps(r, n, c.ln2_lo);
+}
+
+/// `math::expo::expm1_poly(r)` into `q`: `fma(r·r, Q(r), r)` with `Q` by Horner from
+/// `fma(r, Q5, Q4)`; `rr` and `m` are scratch.
+fn expm1_poly(a: &mut Asm, c: &ExpConsts, m: u8, (q, rr): (u8, u8), r: u8) {
+    a.vmovaps(q, r);
+    load_const(a, m, c.q[5]);
+    a.vfmadd213ps(q, m, c.q[4]);
+    for k in (0..4).rev() {
+        a.vfmadd213ps(q, r, c.q[k]);
+    }
+    a.vmulps(rr, r, r);
+    a.vfmadd213ps(q, rr, r);
 }
 
 /// `fmax`/`fmin` of the interpreter: NaN → `x + y`; equal → bits and/or (so ±0 order
