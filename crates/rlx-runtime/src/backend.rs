@@ -56,13 +56,10 @@ pub struct Donation<'a> {
     pub data: &'a mut Vec<f32>,
 }
 
-/// `args` with each donated argument's view pointing at its donated values; errors name
-/// an argument donated twice, out of range, not f32, or whose values have the wrong length.
-pub fn donated_views<'a>(
-    args: &[TensorView<'a>],
-    donations: &'a [Donation<'_>],
-) -> RuntimeResult<Vec<TensorView<'a>>> {
-    let mut out = args.to_vec();
+/// Check donations against the arguments: errors name an argument donated twice (or
+/// two donations into one output), out of range, not f32, or whose values have the
+/// wrong length.
+pub fn check_donations(args: &[TensorView<'_>], donations: &[Donation<'_>]) -> RuntimeResult<()> {
     for (i, d) in donations.iter().enumerate() {
         let Some(v) = args.get(d.arg) else {
             return Err(RuntimeError::new(format!(
@@ -90,11 +87,20 @@ pub fn donated_views<'a>(
                 d.arg, d.output
             )));
         }
-        out[d.arg] = TensorView {
-            dtype: v.dtype,
-            dims: v.dims,
-            bytes: f32_bytes(d.data),
-        };
+    }
+    Ok(())
+}
+
+/// `args` with each donated argument's view pointing at its donated values (checked
+/// by [`check_donations`]).
+pub fn donated_views<'a>(
+    args: &[TensorView<'a>],
+    donations: &'a [Donation<'_>],
+) -> RuntimeResult<Vec<TensorView<'a>>> {
+    check_donations(args, donations)?;
+    let mut out = args.to_vec();
+    for d in donations {
+        out[d.arg].bytes = f32_bytes(d.data);
     }
     Ok(out)
 }

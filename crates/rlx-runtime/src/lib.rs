@@ -17,9 +17,9 @@ mod error;
 mod prepare;
 
 pub use backend::{
-    Backend, Donation, Executable, HostOutput, arg_order, available_devices, backend_for, compile,
-    donated_views, fastest_device, fastest_device_for, is_available, register_backend,
-    registered_backends, unavailable,
+    Backend, Donation, Executable, HostOutput, arg_order, available_devices, backend_for,
+    check_donations, compile, donated_views, fastest_device, fastest_device_for, is_available,
+    register_backend, registered_backends, unavailable,
 };
 pub use cache::{
     CACHE_CAPACITY, CachedGraph, cache_compile_count, cache_contains, cache_get_or_compile,

@@ -164,8 +164,8 @@ impl ContractPlan {
         // Epilogue over the product, in place when the product lives in the output.
         let cp = SendPtr(c_ptr);
         let bs = Bases(bases);
-        // Epilogues over a product run in chunks of the full size: the product was just
-        // computed by every core, and smaller chunks measured slower on W6's updates.
+        // Split by the epilogue's work, like an elementwise kernel (W6's GELU-derivative
+        // epilogues ran on one core in chunks of the full size).
         let per = ew_chunk(total, self.epilogue.work());
         par_for(chunks(total, per), |ch| {
             let (c0, c1) = (ch * per, ((ch + 1) * per).min(total));
@@ -189,7 +189,7 @@ impl ContractPlan {
         if self.trivial {
             return Some(bases[self.out_buf]);
         }
-        let stores: Vec<(usize, DType)> = self.epilogue.store_targets().collect();
+        let stores = self.epilogue.store_targets();
         // Another store's buffer only when no stored value is the product itself (which
         // an earlier store in the tile could otherwise overwrite before it is copied).
         let eligible = if self.epilogue.stores_pass_core() {
@@ -197,7 +197,7 @@ impl ContractPlan {
         } else {
             stores.len()
         };
-        stores.into_iter().rev().take(eligible).find_map(|(b, dt)| {
+        stores.rev().take(eligible).find_map(|(b, dt)| {
             let lo = bases[b] as usize;
             (dt == self.dtype && !self.epilogue.reads_overlap(bases, lo, lo + bytes))
                 .then_some(bases[b])

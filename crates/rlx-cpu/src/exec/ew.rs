@@ -6,7 +6,7 @@ use super::bind::plan_load;
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, read_bits, write_bits};
-use super::vm::{IOp, Scratch, TILE, TileEnv, TileProg, run_tile, run_tile_jit};
+use super::vm::{IOp, Scratch, TILE, TileEnv, TileProg, fetch_inputs, run_tile, run_tile_jit};
 use rlx_compile::program::{EOp, Expr, Kernel, Program, Store};
 use rlx_ir::{DType, DimBinding, IrError, IrResult};
 
@@ -446,8 +446,8 @@ impl EwPlan {
         })
     }
 
-    /// Run tile `t` through the compiled program, if there is one for it (compiled on
-    /// first use for the scalar pattern of the first tile's inputs).
+    /// Run tile `t` through the compiled program, compiled on first use for the scalar
+    /// pattern of that tile's inputs; `false` when the tile is to be interpreted.
     ///
     /// # Safety
     /// As [`run_tile`].
@@ -455,6 +455,17 @@ impl EwPlan {
         if !crate::jit::enabled() || self.copy {
             return false;
         }
+        // Known not to compile: interpret without fetching the inputs twice.
+        let failed =
+            |c: &std::sync::OnceLock<Option<crate::jit::JitKernel>>| matches!(c.get(), Some(None));
+        if failed(&self.jit) && (self.nt_targets.is_none() || failed(&self.jit_nt)) {
+            return false;
+        }
+        let Some(mut inputs) = (unsafe { fetch_inputs(&self.prog, env, t, s, self.exports.len()) })
+        else {
+            let _ = (self.jit.set(None), self.jit_nt.set(None));
+            return false;
+        };
         // Streaming outputs written straight from the registers with non-temporal
         // stores, where every export's tile is 64-byte aligned.
         if let Some(bufs) = &self.nt_targets {
@@ -464,52 +475,30 @@ impl EwPlan {
                     tg[k] = unsafe { (env.bases[b] as *mut f32).add(t.flat) };
                     (tg[k] as usize).is_multiple_of(64)
                 });
-            if aligned {
-                let jit = self.jit_nt.get_or_init(|| {
-                    let mask = self.scalar_pattern(env, t);
-                    crate::jit::compile(&self.prog, &self.exports, mask?, true)
-                });
-                if let Some(j) = jit
-                    && unsafe { run_tile_jit(&self.prog, j, env, t, s, Some(&tg[..bufs.len()])) }
-                {
-                    return true;
-                }
+            if aligned && let Some(j) = self.compiled(true, inputs.mask) {
+                let tg = Some(&tg[..bufs.len()]);
+                unsafe { run_tile_jit(&self.prog, j, &mut inputs, env, t, s, tg) };
+                return true;
             }
         }
-        let jit = self.jit.get_or_init(|| {
-            let mask = self.scalar_pattern(env, t);
-            crate::jit::compile(&self.prog, &self.exports, mask?, false)
-        });
-        match jit {
-            Some(j) => unsafe { run_tile_jit(&self.prog, j, env, t, s, None) },
+        match self.compiled(false, inputs.mask) {
+            Some(j) => {
+                unsafe { run_tile_jit(&self.prog, j, &mut inputs, env, t, s, None) };
+                true
+            }
+            // (A tile whose inputs differ in being scalar from the first one's.)
             None => false,
         }
     }
 
-    /// Which of the program's loads (and product value) are scalars on tile `t`, as a
-    /// bit mask in instruction order; `None` beyond 64 inputs.
-    fn scalar_pattern(&self, env: &TileEnv<'_>, t: &TilePos<'_>) -> Option<u64> {
-        let mut mask = 0u64;
-        let mut j = 0;
-        for ins in &self.prog.instrs {
-            let scalar = match &ins.op {
-                IOp::Load(l) => {
-                    let p = &self.loads[*l];
-                    p.uniform
-                        || p.table.is_none()
-                            && (t.in_row || t.dims.len() <= 1)
-                            && p.strides.last().copied().unwrap_or(0) == 0
-                }
-                IOp::Core => matches!(env.core, Some(Sv::Scal(_))),
-                _ => continue,
-            };
-            if j >= 64 {
-                return None;
-            }
-            mask |= (scalar as u64) << j;
-            j += 1;
-        }
-        Some(mask)
+    /// The compiled program (the non-temporal-store variant with `nt`), compiled on
+    /// first use for inputs of scalar pattern `mask`; `None` if it does not compile or
+    /// was compiled for another pattern.
+    fn compiled(&self, nt: bool, mask: u64) -> Option<&crate::jit::JitKernel> {
+        let cell = if nt { &self.jit_nt } else { &self.jit };
+        cell.get_or_init(|| crate::jit::compile(&self.prog, &self.exports, mask, nt))
+            .as_ref()
+            .filter(|j| j.scalar_mask == mask)
     }
 
     /// How this plan's tiles run, for `explain`: compiled to machine code (or will be on
@@ -567,7 +556,9 @@ impl EwPlan {
     }
 
     /// The stores as `(buffer, dtype)`, in store order.
-    pub(crate) fn store_targets(&self) -> impl Iterator<Item = (usize, DType)> + '_ {
+    pub(crate) fn store_targets(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (usize, DType)> + ExactSizeIterator + '_ {
         self.stores.iter().map(|&(_, b, dt)| (b, dt))
     }
 

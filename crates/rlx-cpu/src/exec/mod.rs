@@ -10,7 +10,7 @@ mod loads;
 mod movement;
 mod opaque;
 mod ops;
-mod par;
+pub(crate) mod par;
 mod reduce;
 mod row;
 mod scaled;
@@ -21,7 +21,7 @@ pub(crate) mod vm;
 use bind::{BKernel, Bound, bind, binding_from_args};
 use rlx_compile::program::{BufKind, Program};
 use rlx_ir::{TensorData, TensorView};
-use rlx_runtime::{Donation, Executable, HostOutput, RuntimeError, RuntimeResult, donated_views};
+use rlx_runtime::{Donation, Executable, HostOutput, RuntimeError, RuntimeResult, check_donations};
 use std::sync::{Arc, Mutex};
 
 /// One cache line: the unit of arena and constant storage (so every buffer is aligned
@@ -259,13 +259,8 @@ impl Executable for CpuExecutable {
         args: &[TensorView<'_>],
         donations: &mut [Donation<'_>],
     ) -> RuntimeResult<Vec<HostOutput>> {
-        // Checks the donations (arguments, dtypes, lengths, duplicates).
-        drop(donated_views(args, donations)?);
-        let mut args: Vec<TensorView<'_>> = args.to_vec();
-        for d in donations.iter() {
-            args[d.arg].bytes = &[];
-        }
-        self.run_donating(&args, donations)
+        check_donations(args, donations)?;
+        self.run_donating(args, donations)
     }
 
     fn explain(&self) -> String {
@@ -318,30 +313,22 @@ impl CpuExecutable {
         donations: &mut [Donation<'_>],
     ) -> RuntimeResult<Vec<HostOutput>> {
         let p = &self.program;
-        let mut taken: Vec<Option<Vec<f32>>> = Vec::with_capacity(donations.len());
         let mut own: Vec<DonatedBuf> = Vec::with_capacity(donations.len());
+        let mut stores: Vec<(usize, Vec<f32>)> = Vec::new();
         for d in donations.iter_mut() {
-            let ptr = d.data.as_mut_ptr() as *mut u8;
             let into =
                 rlx_compile::memplan::donatable(p, d.arg, d.output).then(|| p.outputs[d.output]);
-            taken.push(into.map(|_| std::mem::take(d.data)));
             own.push(DonatedBuf {
                 arg: d.arg,
-                ptr,
-                bytes: taken
-                    .last()
-                    .unwrap()
-                    .as_ref()
-                    .map_or(d.data.len(), Vec::len)
-                    * 4,
+                ptr: d.data.as_mut_ptr() as *mut u8,
+                bytes: d.data.len() * 4,
                 into,
             });
+            if let Some(b) = into {
+                // The storage moves; the pointer into it stays valid.
+                stores.push((b, std::mem::take(d.data)));
+            }
         }
-        let mut stores: Vec<(usize, Vec<f32>)> = own
-            .iter()
-            .zip(taken.iter_mut())
-            .filter_map(|(o, t)| Some((o.into?, t.take()?)))
-            .collect();
         let r = self.run_with_donated(args, true, &own, &mut stores);
         // On error the donated vectors are handed back (their values may have changed).
         for (b, v) in stores {
@@ -416,10 +403,12 @@ impl CpuExecutable {
         let mut outputs: Vec<Option<OutStore>> = vec![None; p.buffers.len()];
         let mut bases: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
         for (i, b) in p.buffers.iter().enumerate() {
+            // A donated argument, and the output written over it, use its storage.
+            let donor = donated
+                .iter()
+                .find(|d| b.kind == BufKind::Arg(d.arg) || d.into == Some(i));
             let ptr = match &b.kind {
-                BufKind::Arg(a) if donated.iter().any(|d| d.arg == *a) => {
-                    donated.iter().find(|d| d.arg == *a).unwrap().ptr
-                }
+                _ if donor.is_some() => donor.unwrap().ptr,
                 BufKind::Arg(a) => {
                     let bytes = args[*a].bytes;
                     let align = b.shape.dtype().size_bytes().min(8);
@@ -441,10 +430,6 @@ impl CpuExecutable {
                 }
                 BufKind::Const(_) => self.consts[i].as_ref().unwrap().as_ptr() as *mut u8,
                 BufKind::Temp => unsafe { (arena.as_mut_ptr() as *mut u8).add(bound.offsets[i]) },
-                BufKind::Output(_) if stores.iter().any(|(b, _)| *b == i) => {
-                    let d = donated.iter().find(|d| d.into == Some(i)).expect("donor");
-                    d.ptr
-                }
                 BufKind::Output(_) => {
                     let f32_out = f32_host && b.shape.dtype() == rlx_ir::DType::F32;
                     let (store, ptr) = OutStore::new(bound.buf_bytes[i], f32_out);

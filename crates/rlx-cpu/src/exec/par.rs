@@ -52,15 +52,22 @@ pub(crate) fn chunks(total: usize, per: usize) -> usize {
     total.div_ceil(per.max(1)).max(1)
 }
 
-/// A raw pointer that may cross threads: kernels write disjoint parts of a buffer.
-#[derive(Clone, Copy)]
-pub(crate) struct SendPtr(pub(crate) *mut u8);
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
+/// A raw pointer that may cross threads: kernels (and the blocks of a GEMM) write
+/// disjoint parts of a buffer, or only read it.
+pub(crate) struct SendPtr<T = u8>(pub(crate) *mut T);
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
 
-impl SendPtr {
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
     /// The pointer (a method, so closures capture the whole `Sync` wrapper).
-    pub(crate) fn get(self) -> *mut u8 {
+    pub(crate) fn get(self) -> *mut T {
         self.0
     }
 }

@@ -214,79 +214,108 @@ fn prefetch_share(spread: &[(*const u8, usize)], k: usize, parts: usize) {
     }
 }
 
-/// Evaluate `prog` on tile `t` with the compiled `jit` (see [`crate::jit`]): its inputs
-/// are fetched as the interpreter fetches them, the whole expression runs in vector
-/// registers, and each export is written to its direct output target or a scratch
-/// register; `s.slots` then holds the inputs and the exports (all a tile's stores read).
-/// Returns `false`, having computed nothing, when this tile's inputs are not scalar or
-/// vector as the code expects (the caller then interprets the tile).
+/// A tile's inputs for compiled code: per load (and product value) instruction, in
+/// instruction order, a pointer to its run of values, or its scalar bits.
+pub(crate) struct TileInputs {
+    ptrs: [*const f32; 64],
+    /// Scalar inputs' bits (an f32 in the low half: little-endian, read in place).
+    scal: [u64; 64],
+    n: usize,
+    /// Bit `j` set: input `j` is a scalar.
+    pub(crate) mask: u64,
+}
+
+/// Fetch the inputs of `prog` for tile `t` exactly as [`run_tile`] fetches them (into
+/// `s.slots` too), into scratch registers past those the interpreter and `exports`
+/// outputs use; `None` beyond 64 inputs.
 ///
 /// # Safety
 /// As [`run_tile`].
-///
-/// `targets`, when given, are the output pointers of the exports at this tile (the
-/// caller checked them for the kernel's store kind); otherwise each export goes to its
-/// direct target or a scratch register.
-pub(crate) unsafe fn run_tile_jit(
+pub(crate) unsafe fn fetch_inputs(
     prog: &TileProg,
-    jit: &crate::jit::JitKernel,
     env: &TileEnv<'_>,
     t: &TilePos<'_>,
     s: &mut Scratch,
-    targets: Option<&[*mut f32]>,
-) -> bool {
-    let (nin, nout) = (jit.inputs.len(), jit.exports.len());
-    s.ensure(prog.nregs + nin + nout, prog.instrs.len());
-    let mut ins = [std::ptr::null::<f32>(); 64];
-    // Scalar inputs' bits (an f32 in the low half: little-endian, read in place).
-    let mut scal = [0u64; 64];
-    let mut mask = 0u64;
-    for (j, &i) in jit.inputs.iter().enumerate() {
-        let v = match &prog.instrs[i].op {
+    exports: usize,
+) -> Option<TileInputs> {
+    let inputs = prog
+        .instrs
+        .iter()
+        .enumerate()
+        .filter(|(_, ins)| matches!(ins.op, IOp::Load(_) | IOp::Core));
+    let n = inputs.clone().count();
+    if n > 64 {
+        return None;
+    }
+    // Sized once, before any register pointer is taken.
+    s.ensure(prog.nregs + n + exports, prog.instrs.len());
+    let mut x = TileInputs {
+        ptrs: [std::ptr::null(); 64],
+        scal: [0; 64],
+        n,
+        mask: 0,
+    };
+    for (j, (i, ins)) in inputs.enumerate() {
+        let v = match &ins.op {
             IOp::Load(l) => {
                 let p = &env.loads[*l];
                 let reg = s.reg((prog.nregs + j) as u32);
                 // No burst prefetch: the compiled loop streams its inputs in order,
                 // which the hardware prefetcher follows.
-                unsafe { fetch(p, env.bases[p.buf], t, prog.instrs[i].ty, reg, false) }
+                unsafe { fetch(p, env.bases[p.buf], t, ins.ty, reg, false) }
             }
             _ => env.core.expect("core value supplied to epilogues"),
         };
         match v {
-            Sv::Vec(p) => ins[j] = p as *const f32,
+            Sv::Vec(p) => x.ptrs[j] = p as *const f32,
             Sv::Scal(b) => {
-                scal[j] = b;
-                mask |= 1 << j;
+                x.scal[j] = b;
+                x.mask |= 1 << j;
             }
         }
         s.slots[i] = v;
     }
-    if mask != jit.scalar_mask {
-        return false;
-    }
+    Some(x)
+}
+
+/// Evaluate `prog` on tile `t` with `jit` (see [`crate::jit`]), compiled for the scalar
+/// pattern of `inputs` (fetched by [`fetch_inputs`]): the whole expression runs in
+/// vector registers and each export is written to `targets` (when given: the output
+/// pointers at this tile, checked by the caller), else to its direct output target or a
+/// scratch register; `s.slots` then holds the exports too (all a tile's stores read).
+///
+/// # Safety
+/// As [`run_tile`].
+pub(crate) unsafe fn run_tile_jit(
+    prog: &TileProg,
+    jit: &crate::jit::JitKernel,
+    inputs: &mut TileInputs,
+    env: &TileEnv<'_>,
+    t: &TilePos<'_>,
+    s: &mut Scratch,
+    targets: Option<&[*mut f32]>,
+) {
+    debug_assert_eq!(inputs.mask, jit.scalar_mask);
+    let (nin, nout) = (inputs.n, jit.exports.len());
     for j in 0..nin {
-        if mask >> j & 1 == 1 {
-            ins[j] = &scal[j] as *const u64 as *const f32;
+        if inputs.mask >> j & 1 == 1 {
+            inputs.ptrs[j] = &inputs.scal[j] as *const u64 as *const f32;
         }
     }
     let mut outs = [std::ptr::null_mut::<f32>(); 32];
     for (k, &x) in jit.exports.iter().enumerate() {
-        if let Some(tg) = targets {
-            outs[k] = tg[k];
-            continue;
-        }
-        outs[k] = match env.direct.get(x) {
-            Some(&d) if !d.is_null() => unsafe {
+        outs[k] = match (targets, env.direct.get(x)) {
+            (Some(tg), _) => tg[k],
+            (None, Some(&d)) if !d.is_null() => unsafe {
                 d.add(t.flat * prog.instrs[x].ty.size()) as *mut f32
             },
             _ => s.reg((prog.nregs + nin + k) as u32) as *mut f32,
         };
     }
-    unsafe { jit.run(&ins[..nin], &outs[..nout], t.len) };
+    unsafe { jit.run(&inputs.ptrs[..nin], &outs[..nout], t.len) };
     for (k, &x) in jit.exports.iter().enumerate() {
         s.slots[x] = Sv::Vec(outs[k] as *mut u8);
     }
-    true
 }
 
 /// Evaluate `prog` on tile `t` into `s.slots`. Errors (integer division by zero,

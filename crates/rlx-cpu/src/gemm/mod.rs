@@ -15,6 +15,7 @@
 
 mod narrow;
 
+use crate::exec::par::SendPtr;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Par};
 
@@ -140,7 +141,7 @@ fn no_self_overlap(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
 }
 
 macro_rules! gemm_fn {
-    ($name:ident, $t:ty, $narrow:expr) => {
+    ($name:ident, $t:ty) => {
         /// `C = alpha·A·B + beta·C` with `A` m×k, `B` k×n, `C` m×n (any strides, so
         /// transposes are free), on at most `threads` worker threads of the current rayon
         /// pool (`1` = serial on the calling thread).
@@ -190,17 +191,19 @@ macro_rules! gemm_fn {
             };
             let accum = if beta == 0.0 { Accum::Replace } else { Accum::Add };
             // SAFETY: as for the views above.
-            let handled = unsafe {
-                $narrow(
-                    alpha,
-                    (am.as_ptr(), (a.row_stride, a.col_stride)),
-                    (bm.as_ptr(), (b.row_stride, b.col_stride)),
-                    (cm.as_ptr_mut(), (c.row_stride, c.col_stride)),
-                    (m, n, k),
-                    beta != 0.0,
-                    threads,
-                )
+            let narrow = narrow::Narrow {
+                a: am.as_ptr(),
+                a_strides: (a.row_stride, a.col_stride),
+                b: bm.as_ptr(),
+                b_strides: (b.row_stride, b.col_stride),
+                c: cm.as_ptr_mut(),
+                c_strides: (c.row_stride, c.col_stride),
+                mnk: (m, n, k),
+                alpha,
+                add: beta != 0.0,
             };
+            // SAFETY: as for the views above.
+            let handled = unsafe { <$t as narrow::NarrowGemm>::try_narrow(narrow, threads) };
             if handled {
                 return;
             }
@@ -218,9 +221,9 @@ macro_rules! gemm_fn {
             // Each element's k sum runs in the same order either way (faer blocks k
             // the same for any slice of the output; `tests/gemm.rs` pins the bits).
             let (cp, ap, bp) = (
-                SyncPtr(cm.as_ptr_mut()),
-                SyncPtr(am.as_ptr() as *mut $t),
-                SyncPtr(bm.as_ptr() as *mut $t),
+                SendPtr(cm.as_ptr_mut()),
+                SendPtr(am.as_ptr() as *mut $t),
+                SendPtr(bm.as_ptr() as *mut $t),
             );
             let (crs, ccs) = (cm.row_stride(), cm.col_stride());
             let (ars, acs) = (am.row_stride(), am.col_stride());
@@ -249,20 +252,6 @@ macro_rules! gemm_fn {
             });
         }
     };
-}
-
-/// A pointer shared by the blocks of one product (each writes its own part of C; A and
-/// B, shared the same way, are only read).
-#[derive(Clone, Copy)]
-struct SyncPtr<T>(*mut T);
-unsafe impl<T> Send for SyncPtr<T> {}
-unsafe impl<T> Sync for SyncPtr<T> {}
-
-impl<T> SyncPtr<T> {
-    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
-    fn get(self) -> *mut T {
-        self.0
-    }
 }
 
 /// How a product is spread over threads: `parts` blocks of C's rows (or columns).
@@ -323,44 +312,5 @@ fn scale<T: Copy + PartialEq + std::ops::Mul<Output = T> + Default>(
     }
 }
 
-/// The narrow-output kernels for f32 (see [`narrow`]).
-#[allow(clippy::type_complexity)]
-unsafe fn narrow_f32(
-    alpha: f32,
-    a: (*const f32, (isize, isize)),
-    b: (*const f32, (isize, isize)),
-    c: (*mut f32, (isize, isize)),
-    mnk: (usize, usize, usize),
-    add: bool,
-    threads: usize,
-) -> bool {
-    let p = narrow::Narrow {
-        a: a.0,
-        a_strides: a.1,
-        b: b.0,
-        b_strides: b.1,
-        c: c.0,
-        c_strides: c.1,
-        mnk,
-        alpha,
-        add,
-    };
-    unsafe { narrow::try_narrow(p, threads) }
-}
-
-/// f64 products always take the general GEMM.
-#[allow(clippy::type_complexity)]
-unsafe fn narrow_f64(
-    _: f64,
-    _: (*const f64, (isize, isize)),
-    _: (*const f64, (isize, isize)),
-    _: (*mut f64, (isize, isize)),
-    _: (usize, usize, usize),
-    _: bool,
-    _: usize,
-) -> bool {
-    false
-}
-
-gemm_fn!(sgemm, f32, narrow_f32);
-gemm_fn!(dgemm, f64, narrow_f64);
+gemm_fn!(sgemm, f32);
+gemm_fn!(dgemm, f64);

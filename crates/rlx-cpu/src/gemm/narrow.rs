@@ -12,36 +12,54 @@
 
 use rayon::prelude::*;
 
-/// Strided f32 operands of `C = α·A·B (+ C)`: pointers at element (0, 0), strides in
+/// Strided operands of `C = α·A·B (+ C)`: pointers at element (0, 0), strides in
 /// elements.
 #[derive(Clone, Copy)]
-pub(crate) struct Narrow {
-    pub(crate) a: *const f32,
+pub(crate) struct Narrow<T> {
+    pub(crate) a: *const T,
     pub(crate) a_strides: (isize, isize),
-    pub(crate) b: *const f32,
+    pub(crate) b: *const T,
     pub(crate) b_strides: (isize, isize),
-    pub(crate) c: *mut f32,
+    pub(crate) c: *mut T,
     pub(crate) c_strides: (isize, isize),
     pub(crate) mnk: (usize, usize, usize),
-    pub(crate) alpha: f32,
+    pub(crate) alpha: T,
     /// Add the product to C (β = 1) instead of overwriting it (β = 0).
     pub(crate) add: bool,
 }
 
 // SAFETY: shared between the row blocks of one product, which write disjoint rows of C.
-unsafe impl Send for Narrow {}
-unsafe impl Sync for Narrow {}
+unsafe impl<T> Send for Narrow<T> {}
+unsafe impl<T> Sync for Narrow<T> {}
+
+/// The element types with narrow-output kernels (f64 has none: the general GEMM).
+pub(crate) trait NarrowGemm: Sized {
+    /// Compute the product if it is narrow and laid out for these kernels; `false`
+    /// leaves it to the general GEMM.
+    ///
+    /// # Safety
+    /// The views must be in bounds and C's elements distinct and not overlapping A or B
+    /// (as `sgemm` checks).
+    unsafe fn try_narrow(p: Narrow<Self>, threads: usize) -> bool;
+}
+
+impl NarrowGemm for f32 {
+    unsafe fn try_narrow(p: Narrow<f32>, threads: usize) -> bool {
+        unsafe { try_narrow_f32(p, threads) }
+    }
+}
+
+impl NarrowGemm for f64 {
+    unsafe fn try_narrow(_: Narrow<f64>, _: usize) -> bool {
+        false
+    }
+}
 
 /// Rows per parallel block (a multiple of 16).
 const BLOCK: usize = 64;
 
-/// Compute the product if it is narrow and laid out for these kernels; `false` leaves it
-/// to the general GEMM.
-///
-/// # Safety
-/// The views must be in bounds and C's elements distinct and not overlapping A or B (as
-/// `sgemm` checks).
-pub(crate) unsafe fn try_narrow(p: Narrow, threads: usize) -> bool {
+/// [`NarrowGemm::try_narrow`] for f32.
+unsafe fn try_narrow_f32(p: Narrow<f32>, threads: usize) -> bool {
     let (m, n, k) = p.mnk;
     if !(1..=16).contains(&n) || m < 16 || k < 16 || !avx512() {
         return false;
@@ -96,7 +114,7 @@ fn avx512() -> bool {
 
 /// Write `v` (already scaled by α) to C[i, j], adding C's value when `add`.
 #[inline(always)]
-unsafe fn put(p: &Narrow, i: usize, j: usize, v: f32) {
+unsafe fn put(p: &Narrow<f32>, i: usize, j: usize, v: f32) {
     unsafe {
         let c =
             p.c.offset(i as isize * p.c_strides.0 + j as isize * p.c_strides.1);
@@ -118,29 +136,29 @@ macro_rules! by_width {
 }
 
 #[cfg(target_arch = "x86_64")]
-unsafe fn dispatch_dot(p: &Narrow, bt: &[f32], rows: (usize, usize)) {
+unsafe fn dispatch_dot(p: &Narrow<f32>, bt: &[f32], rows: (usize, usize)) {
     unsafe { by_width!(dot_rows, p.mnk.1, p, bt, rows) }
 }
 
 #[cfg(target_arch = "x86_64")]
-unsafe fn dispatch_outer(p: &Narrow, rows: (usize, usize)) {
+unsafe fn dispatch_outer(p: &Narrow<f32>, rows: (usize, usize)) {
     unsafe { by_width!(outer_rows, p.mnk.1, p, rows) }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn dispatch_dot(_: &Narrow, _: &[f32], _: (usize, usize)) {
+unsafe fn dispatch_dot(_: &Narrow<f32>, _: &[f32], _: (usize, usize)) {
     unreachable!("avx512() is false")
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn dispatch_outer(_: &Narrow, _: (usize, usize)) {
+unsafe fn dispatch_outer(_: &Narrow<f32>, _: (usize, usize)) {
     unreachable!("avx512() is false")
 }
 
 /// Dot form over rows `lo..hi`: `acc[j]` holds 16 partial sums of row i · column j.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn dot_rows<const N: usize>(p: &Narrow, bt: &[f32], (lo, hi): (usize, usize)) {
+unsafe fn dot_rows<const N: usize>(p: &Narrow<f32>, bt: &[f32], (lo, hi): (usize, usize)) {
     use std::arch::x86_64::*;
     let k = p.mnk.2;
     let tail = k % 16;
@@ -175,7 +193,7 @@ unsafe fn dot_rows<const N: usize>(p: &Narrow, bt: &[f32], (lo, hi): (usize, usi
 /// Outer form over rows `lo..hi` in blocks of 16: `acc[j]` holds C[i..i+16, j].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn outer_rows<const N: usize>(p: &Narrow, (lo, hi): (usize, usize)) {
+unsafe fn outer_rows<const N: usize>(p: &Narrow<f32>, (lo, hi): (usize, usize)) {
     use std::arch::x86_64::*;
     let k = p.mnk.2;
     let (brs, bcs) = p.b_strides;

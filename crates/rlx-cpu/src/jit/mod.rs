@@ -30,8 +30,8 @@ pub(crate) struct JitKernel {
     code: mem::ExecMem,
     /// Constants the code reads (broadcast once per call).
     consts: Vec<u32>,
-    /// Instruction indices of the inputs (loads and the product value), in order.
-    pub(crate) inputs: Vec<usize>,
+    /// Number of inputs (the loads and the product value, in instruction order).
+    pub(crate) inputs: usize,
     /// Bit `j` set: input `j` is a scalar (broadcast) rather than a run of values.
     pub(crate) scalar_mask: u64,
     /// Instruction indices whose values the code writes out, in order.
@@ -58,7 +58,7 @@ impl JitKernel {
     /// Every pointer must be valid for the stated lengths; outputs must not overlap
     /// inputs except at the same lane (read before written).
     pub(crate) unsafe fn run(&self, ins: &[*const f32], outs: &[*mut f32], n: usize) {
-        debug_assert_eq!(ins.len(), self.inputs.len());
+        debug_assert_eq!(ins.len(), self.inputs);
         debug_assert_eq!(outs.len(), self.exports.len());
         let f: KernelFn = unsafe { std::mem::transmute(self.code.ptr()) };
         unsafe {

@@ -178,7 +178,7 @@ pub(crate) fn compile(
     Some(JitKernel {
         code: ExecMem::new(&a.code)?,
         consts: l.consts,
-        inputs,
+        inputs: inputs.len(),
         scalar_mask,
         exports: exports.to_vec(),
     })

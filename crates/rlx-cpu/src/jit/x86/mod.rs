@@ -173,20 +173,24 @@ impl Asm {
         self.modrm(reg, rm);
     }
 
+    /// An unmasked EVEX instruction on registers `reg`, `vvvv` and `rm` (a register or a
+    /// pooled constant broadcast).
+    #[allow(clippy::too_many_arguments)]
+    fn op3(&mut self, map: Map, pp: Pp, w: bool, op: u8, reg: u8, vvvv: u8, rm: impl Into<Src>) {
+        self.evex(map, pp, w, op, reg, vvvv, Rm::from(rm.into()), 0, false);
+    }
+
+    /// An EVEX instruction with memory operand `m`, under mask `k` (zeroing the masked
+    /// lanes when `zero`).
+    #[allow(clippy::too_many_arguments)]
+    fn op_mem(&mut self, map: Map, pp: Pp, w: bool, op: u8, reg: u8, m: Mem, k: u8, zero: bool) {
+        self.evex(map, pp, w, op, reg, 0, Rm::Mem(m), k, zero);
+    }
+
     /// `dst = a op b` for a packed-single arithmetic opcode of map 0F (add 58, mul 59,
     /// sub 5C, div 5E, and 54, xor 57, sqrt 51 with `a` ignored).
     pub(crate) fn ps(&mut self, op: u8, dst: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            op,
-            dst,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::None, false, op, dst, a, b);
     }
 
     pub(crate) fn vaddps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
@@ -211,185 +215,65 @@ impl Asm {
         self.ps(0x57, dst, a, b)
     }
     pub(crate) fn vsqrtps(&mut self, dst: u8, src: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            0x51,
-            dst,
-            0,
-            Rm::Reg(src),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::None, false, 0x51, dst, 0, src);
     }
 
     /// `dst = a·dst + b` (`vfmadd213ps`).
     pub(crate) fn vfmadd213ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F38,
-            Pp::P66,
-            false,
-            0xA8,
-            dst,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F38, Pp::P66, false, 0xA8, dst, a, b);
     }
 
     /// `dst = a·b + dst` (`vfmadd231ps`).
     pub(crate) fn vfmadd231ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F38,
-            Pp::P66,
-            false,
-            0xB8,
-            dst,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F38, Pp::P66, false, 0xB8, dst, a, b);
     }
 
     /// `dst = a·dst − b` (`vfmsub213ps`).
     pub(crate) fn vfmsub213ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F38,
-            Pp::P66,
-            false,
-            0xAA,
-            dst,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F38, Pp::P66, false, 0xAA, dst, a, b);
     }
 
     /// `dst = −(a·b) + dst` (`vfnmadd231ps`).
     pub(crate) fn vfnmadd231ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F38,
-            Pp::P66,
-            false,
-            0xBC,
-            dst,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F38, Pp::P66, false, 0xBC, dst, a, b);
     }
 
     /// `dst = a + b` on 32-bit integer lanes.
     pub(crate) fn vpaddd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F,
-            Pp::P66,
-            false,
-            0xFE,
-            dst,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::P66, false, 0xFE, dst, a, b);
     }
 
     /// `dst = a & b` on 32-bit integer lanes.
     pub(crate) fn vpandd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F,
-            Pp::P66,
-            false,
-            0xDB,
-            dst,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::P66, false, 0xDB, dst, a, b);
     }
 
     /// 32-bit integers to floats (`vcvtdq2ps`).
     pub(crate) fn vcvtdq2ps(&mut self, dst: u8, src: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            0x5B,
-            dst,
-            0,
-            Rm::Reg(src),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::None, false, 0x5B, dst, 0, src);
     }
 
     /// `dst = a − b` on 32-bit integer lanes.
     pub(crate) fn vpsubd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F,
-            Pp::P66,
-            false,
-            0xFA,
-            dst,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::P66, false, 0xFA, dst, a, b);
     }
 
     /// `dst = src >> imm` (arithmetic) on 32-bit lanes.
     pub(crate) fn vpsrad(&mut self, dst: u8, src: u8, imm: u8) {
         // 66 0F 72 /4 ib: the destination is vvvv, the ModRM.reg field is the extension.
-        self.evex(
-            Map::M0F,
-            Pp::P66,
-            false,
-            0x72,
-            4,
-            dst,
-            Rm::Reg(src),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::P66, false, 0x72, 4, dst, src);
         self.byte(imm);
     }
 
     /// `dst = src << imm` on 32-bit lanes.
     pub(crate) fn vpslld(&mut self, dst: u8, src: u8, imm: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::P66,
-            false,
-            0x72,
-            6,
-            dst,
-            Rm::Reg(src),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::P66, false, 0x72, 6, dst, src);
         self.byte(imm);
     }
 
     /// `k = a <pred> b` per lane.
     pub(crate) fn vcmpps(&mut self, k: u8, a: u8, b: impl Into<Src>, pred: Cmp) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            0xC2,
-            k,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::None, false, 0xC2, k, a, b);
         self.byte(pred as u8);
     }
 
@@ -425,168 +309,68 @@ impl Asm {
 
     /// `dst = src`.
     pub(crate) fn vmovaps(&mut self, dst: u8, src: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            0x28,
-            dst,
-            0,
-            Rm::Reg(src),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::None, false, 0x28, dst, 0, src);
     }
 
     /// Load 16 floats (lanes outside mask `k` are zeroed when `k != 0`).
     pub(crate) fn vmovups_load(&mut self, dst: u8, m: Mem, k: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            0x10,
-            dst,
-            0,
-            Rm::Mem(m),
-            k,
-            k != 0,
-        );
+        self.op_mem(Map::M0F, Pp::None, false, 0x10, dst, m, k, k != 0);
     }
 
     /// Store 16 floats (only the lanes of mask `k` when `k != 0`).
     pub(crate) fn vmovups_store(&mut self, m: Mem, src: u8, k: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            0x11,
-            src,
-            0,
-            Rm::Mem(m),
-            k,
-            false,
-        );
+        self.op_mem(Map::M0F, Pp::None, false, 0x11, src, m, k, false);
     }
 
     /// Store 16 floats with a non-temporal hint (the address must be 64-byte aligned).
     pub(crate) fn vmovntps(&mut self, m: Mem, src: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            0x2B,
-            src,
-            0,
-            Rm::Mem(m),
-            0,
-            false,
-        );
+        self.op_mem(Map::M0F, Pp::None, false, 0x2B, src, m, 0, false);
     }
 
     /// `dst = a op b` on 8 doubles for a packed-double opcode of map 0F (the `ps`
     /// opcodes with the 66 prefix and W1: add 58, mul 59, sub 5C, div 5E, and 54,
     /// xor 57, sqrt 51 with `a` ignored).
     pub(crate) fn pd(&mut self, op: u8, dst: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F,
-            Pp::P66,
-            true,
-            op,
-            dst,
-            a,
-            Rm::from(b.into()),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::P66, true, op, dst, a, b);
     }
 
     /// The 8 floats of ymm `src` (a zmm register's low half) widened to 8 doubles:
     /// `vcvtps2pd zmm, ymm`.
     pub(crate) fn vcvtps2pd(&mut self, dst: u8, src: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            0x5A,
-            dst,
-            0,
-            Rm::Reg(src),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::None, false, 0x5A, dst, 0, src);
     }
 
     /// 8 doubles rounded to 8 floats: `vcvtpd2ps ymm, zmm`.
     pub(crate) fn vcvtpd2ps(&mut self, dst: u8, src: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::P66,
-            true,
-            0x5A,
-            dst,
-            0,
-            Rm::Reg(src),
-            0,
-            false,
-        );
+        self.op3(Map::M0F, Pp::P66, true, 0x5A, dst, 0, src);
     }
 
     /// The upper 256 bits of `src` into ymm `dst`: `vextractf32x8 ymm, zmm, 1`.
     pub(crate) fn vextract_hi(&mut self, dst: u8, src: u8) {
-        self.evex(
-            Map::M0F3A,
-            Pp::P66,
-            false,
-            0x1B,
-            src,
-            0,
-            Rm::Reg(dst),
-            0,
-            false,
-        );
+        self.op3(Map::M0F3A, Pp::P66, false, 0x1B, src, 0, dst);
         self.byte(1);
     }
 
     /// `dst = a` with its upper 256 bits replaced by ymm `b`: `vinsertf32x8 zmm, zmm,
     /// ymm, 1`.
     pub(crate) fn vinsert_hi(&mut self, dst: u8, a: u8, b: u8) {
-        self.evex(
-            Map::M0F3A,
-            Pp::P66,
-            false,
-            0x1A,
-            dst,
-            a,
-            Rm::Reg(b),
-            0,
-            false,
-        );
+        self.op3(Map::M0F3A, Pp::P66, false, 0x1A, dst, a, b);
         self.byte(1);
     }
 
     /// Load 8 doubles (lanes outside mask `k` zeroed when `k != 0`).
     pub(crate) fn vmovupd_load(&mut self, dst: u8, m: Mem, k: u8) {
-        self.evex(Map::M0F, Pp::P66, true, 0x10, dst, 0, Rm::Mem(m), k, k != 0);
+        self.op_mem(Map::M0F, Pp::P66, true, 0x10, dst, m, k, k != 0);
     }
 
     /// Store 8 doubles (only the lanes of mask `k` when `k != 0`).
     pub(crate) fn vmovupd_store(&mut self, m: Mem, src: u8, k: u8) {
-        self.evex(Map::M0F, Pp::P66, true, 0x11, src, 0, Rm::Mem(m), k, false);
+        self.op_mem(Map::M0F, Pp::P66, true, 0x11, src, m, k, false);
     }
 
     /// Broadcast one double from memory to every lane.
     pub(crate) fn vbroadcastsd(&mut self, dst: u8, m: Mem) {
-        self.evex(
-            Map::M0F38,
-            Pp::P66,
-            true,
-            0x19,
-            dst,
-            0,
-            Rm::Mem(m),
-            0,
-            false,
-        );
+        self.op_mem(Map::M0F38, Pp::P66, true, 0x19, dst, m, 0, false);
     }
 
     /// `k = src >> imm` (16-bit masks; `kshiftrw`, VEX-encoded).
@@ -596,17 +380,7 @@ impl Asm {
 
     /// Broadcast one float from memory to every lane.
     pub(crate) fn vbroadcastss(&mut self, dst: u8, m: Mem) {
-        self.evex(
-            Map::M0F38,
-            Pp::P66,
-            false,
-            0x18,
-            dst,
-            0,
-            Rm::Mem(m),
-            0,
-            false,
-        );
+        self.op_mem(Map::M0F38, Pp::P66, false, 0x18, dst, m, 0, false);
     }
 
     /// `k = low 16 bits of gpr` (`kmovw k, r32`, VEX-encoded).
