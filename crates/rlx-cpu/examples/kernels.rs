@@ -126,8 +126,11 @@ fn main() {
     }
     time("W1 plain loop 1 thread", 16.0 * n as f64, &mut || {
         let (x, y, z) = (data[0].view(), data[1].view(), data[2].view());
-        let f = |t: &rlx_ir::TensorView| unsafe {
-            std::slice::from_raw_parts(t.bytes.as_ptr() as *const f32, n)
+        let f = |t: &rlx_ir::TensorView| {
+            assert!(t.bytes.len() >= 4 * n && (t.bytes.as_ptr() as usize).is_multiple_of(4));
+            // SAFETY: the view's bytes hold at least `n` f32s and are 4-byte aligned
+            // (asserted above); they are borrowed from `data`, which nothing writes here.
+            unsafe { std::slice::from_raw_parts(t.bytes.as_ptr() as *const f32, n) }
         };
         let (x, y, z) = (f(&x), f(&y), f(&z));
         for i in 0..n {

@@ -29,6 +29,8 @@
 //!
 //! Work is split into fixed-size chunks spread over the cores with rayon, so results
 //! are bit-identical from run to run.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod exec;
 pub mod gemm;

@@ -170,6 +170,9 @@ impl ContractPlan {
         par_for(chunks(total, per), |ch| {
             let (c0, c1) = (ch * per, ((ch + 1) * per).min(total));
             let core =
+                // SAFETY: run_range calls the core only for tiles inside `c0..c1 <= total`, and
+                // the product (a store buffer of the whole output space or the scratch) holds
+                // `total` elements of `w` bytes.
                 |flat: usize, _n: usize| Sv::Vec(unsafe { cp.get().add(flat * w) as *const u8 });
             self.epilogue.run_range(bs.get(), c0, c1, Some(&core))
         })?;
@@ -214,6 +217,9 @@ impl ContractPlan {
         let nb: usize = self.batch.iter().product();
         let (m, n, k) = (self.m, self.n, self.k);
         let total = nb * m * n;
+        // SAFETY: `c` is the product target (an f32 store buffer of `total` elements that no
+        // operand or epilogue load overlaps) or the scratch of `total·w` bytes; nothing else
+        // references it while `cs` lives (the epilogue runs afterwards).
         let cs = unsafe { std::slice::from_raw_parts_mut(c, total) };
         let mut idx = vec![0usize; self.batch.len()];
         let threads = if m * n * k >= 1 << 15 {
@@ -299,6 +305,11 @@ impl ContractPlan {
                 c: (pc.get(), bi * m * n),
                 mnk: (m, n, k),
             };
+            // SAFETY: A and B are bound f32/f64 buffers (native32/native64 check their dtypes)
+            // of `a_len` and `b_len` elements; C is `nb·m·n` elements, batch `bi`'s `m·n` of
+            // them written by this call only, and never overlaps A or B (a product target
+            // overlaps no load; the scratch is fresh). sgemm/dgemm re-check every view against
+            // these slice lengths.
             unsafe {
                 if f32s {
                     let (a, b, c) = shape.views::<f32>();
@@ -353,6 +364,8 @@ impl ContractPlan {
             let t = p.table.as_ref()?;
             let mut v = vec![0u64; t.len()];
             for (o, &off) in v.iter_mut().zip(t.iter()) {
+                // SAFETY: a table entry of a bound plan is an element offset inside the
+                // operand's buffer.
                 *o = unsafe { read_bits(p.dtype, bases[p.buf], off) };
             }
             let _ = len;
@@ -363,6 +376,9 @@ impl ContractPlan {
         let read = |p: &LoadPlan, d: &Option<(Vec<u64>, LoadPlan)>, off: usize| -> u64 {
             match d {
                 Some((v, _)) => v[off],
+                // SAFETY: `off` is `batch offset + i·row stride + j·col stride` of the bound
+                // strided plan for `i`, `j` inside the operand's dims: an element of its
+                // buffer.
                 None => unsafe { read_bits(p.dtype, bases[p.buf], off) },
             }
         };
@@ -419,6 +435,9 @@ impl ContractPlan {
                         cast_bits(DType::F64, self.dtype, acc.to_bits())
                     };
                     let o = bi * m * n + i * n + j;
+                    // SAFETY: `o = bi·m·n + i·n + j < nb·m·n`, the product's element count, and
+                    // each element is `w` bytes (the product's compute width), aligned in the
+                    // scratch or target.
                     unsafe {
                         if w == 4 {
                             *(c_ptr as *mut u32).add(o) = bits as u32;
@@ -472,6 +491,8 @@ fn dense_f32(p: &LoadPlan, dims: &[usize], bases: &[*mut u8]) -> Vec<f32> {
                         .sum::<isize>()) as usize
             }
         };
+        // SAFETY: `off` is a table entry or `offset + Σ idx·stride` of the bound plan for an
+        // index inside `dims`: an element of the operand's buffer.
         out.push(to_f32(unsafe { read_bits(p.dtype, bases[p.buf], off) }));
     }
     out
@@ -513,6 +534,9 @@ impl Operands {
         let (pa, a_len, ars, acs, ao) = self.a;
         let (pb, b_len, brs, bcs, bo) = self.b;
         let (pc, co) = self.c;
+        // SAFETY: the caller guarantees `pa`/`pb` hold `a_len`/`b_len` aligned `T`s, `pc` holds
+        // `co + m·n` `T`s, and C overlaps neither A nor B, so the shared and the mutable slices
+        // do not alias.
         unsafe {
             (
                 MatRef {

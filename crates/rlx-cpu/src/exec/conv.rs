@@ -150,6 +150,9 @@ fn f32s(t: &TensorData) -> &[f32] {
         (t.bytes.as_ptr() as usize).is_multiple_of(4),
         "conv operands are 4-byte aligned"
     );
+    // SAFETY: the bytes are 4-byte aligned (asserted above), initialized, and `len / 4` f32s
+    // fit in them; the slice borrows `t`, so nothing writes them while it lives (every bit
+    // pattern is a valid f32).
     unsafe { std::slice::from_raw_parts(t.bytes.as_ptr() as *const f32, t.bytes.len() / 4) }
 }
 

@@ -90,6 +90,9 @@ pub(crate) const STREAM_BYTES: usize = 8 << 20;
 /// Both ranges must be valid and disjoint.
 pub(crate) unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller guarantees both ranges valid and disjoint (this function's contract);
+    // the AVX-512 variant runs only after avx512f was detected, the 16-byte one needs only
+    // SSE2, which every x86-64 CPU has.
     unsafe {
         // The detection is cached by std: one relaxed load per call.
         if std::arch::is_x86_feature_detected!("avx512f") {
@@ -98,15 +101,21 @@ pub(crate) unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
         stream_copy_16(dst, src, bytes);
     }
     #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: the caller guarantees `bytes` valid, disjoint bytes at `src` and `dst`.
     unsafe {
         std::ptr::copy_nonoverlapping(src, dst, bytes)
     };
 }
 
 /// [`stream_copy`] with 16-byte non-temporal stores (SSE2, every x86-64 CPU).
+/// # Safety
+/// As [`stream_copy`]: both ranges valid for `bytes` bytes and disjoint.
 #[cfg(target_arch = "x86_64")]
 unsafe fn stream_copy_16(dst: *mut u8, src: *const u8, bytes: usize) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+    // SAFETY: the ranges are valid and disjoint (caller); copy_in_blocks hands the closure
+    // `blocks` whole 16-byte blocks with `d` 16-aligned (as _mm_stream_si128 requires) and `s`
+    // read unaligned (_mm_loadu_si128), all inside the ranges; SSE2 is baseline on x86-64.
     unsafe {
         copy_in_blocks::<16>(dst, src, bytes, |d, s, blocks| {
             for i in 0..blocks {
@@ -132,6 +141,9 @@ unsafe fn copy_in_blocks<const W: usize>(
 ) {
     let head = ((dst as usize).next_multiple_of(W) - dst as usize).min(bytes);
     let body = (bytes - head) / W;
+    // SAFETY: `head <= bytes` and `head + body·W <= bytes`, so the head copy, the `body` blocks
+    // starting at the first W-aligned address of `dst`, and the tail copy each stay inside the
+    // caller's valid, disjoint ranges and together cover them exactly once.
     unsafe {
         std::ptr::copy_nonoverlapping(src, dst, head);
         blocks(dst.add(head), src.add(head), body);
@@ -142,10 +154,15 @@ unsafe fn copy_in_blocks<const W: usize>(
 
 /// [`stream_copy`] with 64-byte non-temporal stores (plain stores up to the first
 /// 64-byte boundary of `dst` and after the last).
+/// # Safety
+/// As [`stream_copy`], and the CPU must have AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn stream_copy_avx512(dst: *mut u8, src: *const u8, bytes: usize) {
     use std::arch::x86_64::{__m512i, _mm512_loadu_si512, _mm512_stream_si512};
+    // SAFETY: the caller detected avx512f and passes valid, disjoint ranges; copy_in_blocks
+    // hands the closure whole 64-byte blocks with `d` 64-aligned (as _mm512_stream_si512
+    // requires) and `s` read unaligned, all inside the ranges.
     unsafe {
         copy_in_blocks::<64>(dst, src, bytes, |d, s, blocks| {
             for i in 0..blocks {
@@ -159,6 +176,7 @@ unsafe fn stream_copy_avx512(dst: *mut u8, src: *const u8, bytes: usize) {
 /// Order this thread's non-temporal stores before anything it does next.
 pub(crate) fn store_fence() {
     #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence is SSE (baseline on x86-64) and only orders this thread's stores.
     unsafe {
         std::arch::x86_64::_mm_sfence();
     }
@@ -178,6 +196,10 @@ pub(crate) unsafe fn store(
     n: usize,
     stream: bool,
 ) {
+    // SAFETY: the caller guarantees `dst` holds `flat + n` elements of `dt` (aligned: executor
+    // buffers are) and a vector `v` holds `n` elements of `ty`; a native copy is a move of
+    // `n·w` bytes (std::ptr::copy when the ranges may overlap, the streaming copy only after
+    // checking they do not), the other arms convert element by element.
     unsafe {
         match v {
             Sv::Scal(b) => {
@@ -414,6 +436,9 @@ impl EwPlan {
                             let w = l.dtype.size_bytes();
                             let next = (l.offset + ahead) * w;
                             let bytes = len.min(c1 - ahead) * w;
+                            // SAFETY: `l` is a dense load (offset + flat index) and `ahead < c1
+                            // <= numel`, so element `offset + ahead` lies inside its buffer;
+                            // the pointer is only prefetched.
                             spread.push((unsafe { bases[l.buf].add(next) } as *const u8, bytes));
                         }
                     }
@@ -427,6 +452,11 @@ impl EwPlan {
                     // An epilogue re-reads operands its core pass has just brought in.
                     prefetch: !self.stream || core.is_some(),
                 };
+                // SAFETY: `bases` are this kernel's bound buffers (the EwPlan was built for
+                // them by `bind`), so every load plan is in bounds for tile `t` (flat..flat +
+                // len inside the space) and `len <= TILE` (both run_tile's and jit_tile's
+                // contract); each store writes elements `flat..flat + len` of an output buffer
+                // holding the whole space.
                 unsafe {
                     if !self.jit_tile(&env, &t, s) {
                         run_tile(&self.prog, &env, &t, s)?;
@@ -461,6 +491,7 @@ impl EwPlan {
         if failed(&self.jit) && (self.nt_targets.is_none() || failed(&self.jit_nt)) {
             return false;
         }
+        // SAFETY: the caller upholds run_tile's contract, which fetch_inputs shares.
         let Some(mut inputs) = (unsafe { fetch_inputs(&self.prog, env, t, s, self.exports.len()) })
         else {
             let _ = (self.jit.set(None), self.jit_nt.set(None));
@@ -472,17 +503,24 @@ impl EwPlan {
             let mut tg = [std::ptr::null_mut::<f32>(); 32];
             let aligned = bufs.len() <= 32
                 && bufs.iter().enumerate().all(|(k, &b)| {
+                    // SAFETY: an nt target is an f32 output buffer of the whole space (`numel`
+                    // elements), so element `t.flat` (< numel) is in bounds.
                     tg[k] = unsafe { (env.bases[b] as *mut f32).add(t.flat) };
                     (tg[k] as usize).is_multiple_of(64)
                 });
             if aligned && let Some(j) = self.compiled(true, inputs.mask) {
                 let tg = Some(&tg[..bufs.len()]);
+                // SAFETY: run_tile's contract holds (caller); `j` was compiled for this
+                // `inputs.mask`; each target points at `t.len` f32s of an output buffer,
+                // 64-byte aligned as the non-temporal stores require (checked above).
                 unsafe { run_tile_jit(&self.prog, j, &mut inputs, env, t, s, tg) };
                 return true;
             }
         }
         match self.compiled(false, inputs.mask) {
             Some(j) => {
+                // SAFETY: run_tile's contract holds (caller) and `j` was compiled for this
+                // `inputs.mask`.
                 unsafe { run_tile_jit(&self.prog, j, &mut inputs, env, t, s, None) };
                 true
             }
@@ -605,6 +643,10 @@ impl EwPlan {
         let src = bases[p.buf] as *const u8;
         let dst = bases[store_buf];
         if p.flat_dense && p.table.is_none() {
+            // SAFETY: the load is dense over `numel` elements of the same dtype as the store (a
+            // copy plan requires equal dtypes), so `offset·w .. (offset + numel)·w` lies inside
+            // the source and `numel·w` bytes inside the output; std::ptr::copy allows an in-
+            // place overlap.
             unsafe { std::ptr::copy(src.add(p.offset * w), dst, self.numel * w) };
             return Ok(());
         }
@@ -629,6 +671,12 @@ impl EwPlan {
                         (p.offset as isize + o) as usize
                     }
                 };
+                // SAFETY: `off` comes from the bound plan (a table entry or offset + Σ
+                // idx·stride for an index inside the space), an in-bounds element of the
+                // source; `f < numel` is an element of the output. The two are different
+                // buffers: in-place pairs (memplan, donation) read through identity views,
+                // which are dense and take the ptr::copy branch above. Chunks write disjoint
+                // `f` ranges.
                 unsafe {
                     std::ptr::copy_nonoverlapping(s.get().add(off * w), d.get().add(f * w), w)
                 };
@@ -722,6 +770,8 @@ pub(crate) fn plan_used(
 /// A vector value must hold more than `i` elements of `ty`.
 #[inline(always)]
 pub(crate) unsafe fn elem(v: Sv, ty: Ty, i: usize) -> u64 {
+    // SAFETY: the caller guarantees a vector value holds more than `i` elements of `ty` (which
+    // fixes the element width read).
     unsafe {
         match v {
             Sv::Scal(b) => b,
@@ -733,8 +783,11 @@ pub(crate) unsafe fn elem(v: Sv, ty: Ty, i: usize) -> u64 {
     }
 }
 
+/// # Safety
+/// As [`read_bits`]: `p` must hold at least `i + 1` aligned elements of `dt`.
 #[allow(dead_code)]
 pub(crate) unsafe fn read(dt: DType, p: *const u8, i: usize) -> u64 {
+    // SAFETY: this function's contract is read_bits's.
     unsafe { read_bits(dt, p, i) }
 }
 
@@ -760,6 +813,9 @@ mod tests {
         for (dst_off, copy) in (0..70).flat_map(|o| paths.iter().map(move |c| (o, c))) {
             for len in [0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200, 511] {
                 let mut dst = vec![0xAAu8; 700];
+                // SAFETY: `dst` has 700 bytes and `dst_off + len <= 69 + 511 < 700`; `src` has
+                // 600 bytes and `5 + 511 < 600`; the two vectors are distinct allocations, and
+                // each path pushed was either baseline or detected on this CPU.
                 unsafe { copy(dst.as_mut_ptr().add(dst_off), src.as_ptr().add(5), len) };
                 store_fence();
                 assert!(dst[..dst_off].iter().all(|&b| b == 0xAA), "{dst_off} {len}");

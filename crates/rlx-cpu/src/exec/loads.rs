@@ -96,6 +96,8 @@ fn native(dt: DType, ty: Ty) -> bool {
 #[inline(always)]
 fn prefetch_next(p: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
+    // SAFETY: _mm_prefetch is SSE (every x86-64 CPU) and only a hint that never faults, so the
+    // addresses (formed with wrapping_add, never dereferenced) may run past the buffer.
     unsafe {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         let start = p.wrapping_add(bytes);
@@ -112,7 +114,9 @@ fn prefetch_next(p: *const u8, bytes: usize) {
 /// elements of `dt` at the element offsets produced by `off`.
 ///
 /// # Safety
-/// Every offset must be in bounds of the buffer at `base`; `reg` must hold `n` elements.
+/// Every offset `off(i)` for `i < n` must be in bounds of the buffer at `base` (a buffer of
+/// `dt`, aligned for it); `reg` must hold `n` elements of `ty` (8-byte slots) and not
+/// overlap that buffer.
 #[inline(always)]
 unsafe fn gather(
     dt: DType,
@@ -122,6 +126,8 @@ unsafe fn gather(
     n: usize,
     mut off: impl FnMut(usize) -> usize,
 ) {
+    // SAFETY: the caller guarantees `reg` holds `n` elements of `ty` and every `off(i)` is an
+    // in-bounds, aligned element index of the `dt` buffer at `base`.
     unsafe {
         match ty {
             Ty::F32 => {
@@ -165,6 +171,11 @@ pub(crate) unsafe fn fetch(
 ) -> Sv {
     let n = t.len;
     let dt = p.dtype;
+    // SAFETY: the caller guarantees `base` is this load's buffer covering every element the
+    // plan reads and `reg` holds `t.len` elements. The plan comes from the binder
+    // (bind_load/gather_map over the buffer's bound dims), so every offset it produces for an
+    // index inside `t.dims` (a table entry, `offset + Σ idx·stride`, or `offset + flat` for a
+    // dense plan) is an element of the buffer; tiles never run past the space.
     unsafe {
         if let Some(tab) = &p.table {
             gather(dt, ty, base, reg, n, |i| tab[t.flat + i]);

@@ -47,6 +47,9 @@ fn huge_pages(p: *mut u8, n: usize) {
     let end = (p as usize + n) / HUGE * HUGE;
     if end > start {
         #[cfg(target_os = "linux")]
+        // SAFETY: [start, end) is rounded inward to whole 2 MiB pages of the caller's
+        // allocation [p, p + n); MADV_HUGEPAGE is only a hint and changes no contents or
+        // protections, so the allocation stays valid whatever the kernel does with it.
         unsafe {
             libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
         }
@@ -64,6 +67,8 @@ fn tune_malloc() {
             return;
         }
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: mallopt only changes glibc's allocation thresholds (valid parameter
+        // constants and values); it runs once (`ONCE`) and touches no existing block.
         unsafe {
             libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
             libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
@@ -143,6 +148,9 @@ impl CpuExecutable {
             .map(|b| match &b.kind {
                 BufKind::Const(bytes) => {
                     let mut l = lines(bytes.len());
+                    // SAFETY: `l` is a fresh allocation of at least `bytes.len()` bytes
+                    // (`lines` rounds up to whole lines), so the copy stays inside both
+                    // and the two cannot overlap.
                     unsafe {
                         std::ptr::copy_nonoverlapping(
                             bytes.as_ptr(),
@@ -221,12 +229,18 @@ impl OutStore {
             let len = n / 4;
             let mut v: Vec<f32> = Vec::with_capacity(len.max(2));
             huge_pages(v.as_mut_ptr() as *mut u8, n);
+            // SAFETY: capacity is at least `len` (reserved above). The f32s are not
+            // initialized yet: this relies on every kernel writing each element of its
+            // output buffers before anything reads them (the program reads a buffer
+            // only after the kernel producing it has run).
             unsafe { v.set_len(len) };
             let ptr = v.as_mut_ptr() as *mut u8;
             (OutStore::F32(v), ptr)
         } else {
             let mut v: Vec<u8> = Vec::with_capacity(n.max(8));
             huge_pages(v.as_mut_ptr(), n);
+            // SAFETY: capacity is at least `n` (reserved above); as for the f32 case the
+            // bytes are written by the kernel producing this output before being read.
             unsafe { v.set_len(n) };
             let ptr = v.as_mut_ptr();
             (OutStore::Bytes(v), ptr)
@@ -414,6 +428,9 @@ impl CpuExecutable {
                     let align = b.shape.dtype().size_bytes().min(8);
                     if !(bytes.as_ptr() as usize).is_multiple_of(align) {
                         let mut l = lines(bytes.len());
+                        // SAFETY: `l` is a fresh allocation of at least `bytes.len()`
+                        // bytes, distinct from the argument's, so the copy is in bounds
+                        // of both and cannot overlap.
                         unsafe {
                             std::ptr::copy_nonoverlapping(
                                 bytes.as_ptr(),
@@ -429,6 +446,9 @@ impl CpuExecutable {
                     }
                 }
                 BufKind::Const(_) => self.consts[i].as_ref().unwrap().as_ptr() as *mut u8,
+                // SAFETY: the arena holds at least `bound.arena` bytes (reallocated above
+                // when smaller) and memplan::plan_offsets places every temporary at
+                // `offsets[i]` with `offsets[i] + buf_bytes[i] <= arena`.
                 BufKind::Temp => unsafe { (arena.as_mut_ptr() as *mut u8).add(bound.offsets[i]) },
                 BufKind::Output(_) => {
                     let f32_out = f32_host && b.shape.dtype() == rlx_ir::DType::F32;

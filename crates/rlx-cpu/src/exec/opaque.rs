@@ -66,11 +66,24 @@ impl OpaquePlan {
                 Ok((plan_load(p, bd, l, &dims, b)?, dims))
             })
             .collect::<IrResult<Vec<_>>>()?;
+        let (out, out_buf) = (out.bind(b), k.stores[0].buf);
+        // `run` copies the result's bytes into the store buffer: they must be its size.
+        let buf_bytes =
+            bd[out_buf].iter().product::<usize>() * p.buffers[out_buf].shape.dtype().size_bytes();
+        if out.size_bytes() != Some(buf_bytes) {
+            return Err(rlx_ir::IrError::new(
+                "cpu",
+                format!(
+                    "internal: {} kernel result {out} does not match its buffer {out_buf} ({buf_bytes} bytes)",
+                    op.name()
+                ),
+            ));
+        }
         Ok(OpaquePlan {
             op,
             inputs,
-            out: out.bind(b),
-            out_buf: k.stores[0].buf,
+            out,
+            out_buf,
         })
     }
 
@@ -109,6 +122,9 @@ impl OpaquePlan {
                 self.out
             ));
         }
+        // SAFETY: `r.bytes` has exactly `want` bytes (checked above) and OpaquePlan::new
+        // checked that `want` is the store buffer's bound size, so the copy stays inside both;
+        // the result is a fresh Vec, distinct from every executor buffer.
         unsafe { std::ptr::copy_nonoverlapping(r.bytes.as_ptr(), bases[self.out_buf], want) };
         Ok(())
     }
@@ -122,6 +138,9 @@ pub(crate) fn gather(p: &LoadPlan, dims: &[usize], bases: &[*mut u8]) -> TensorD
     let src = bases[p.buf] as *const u8;
     let mut bytes = vec![0u8; n * w];
     if p.table.is_none() && p.flat_dense {
+        // SAFETY: a dense plan reads elements `offset..offset + n` of its buffer (n = the
+        // view's element count, inside the buffer by the binder's construction); `bytes` is a
+        // fresh Vec of `n·w` bytes.
         unsafe { std::ptr::copy_nonoverlapping(src.add(p.offset * w), bytes.as_mut_ptr(), n * w) };
     } else {
         let mut idx = vec![0usize; dims.len()];
@@ -138,6 +157,9 @@ pub(crate) fn gather(p: &LoadPlan, dims: &[usize], bases: &[*mut u8]) -> TensorD
                             .sum::<isize>()) as usize
                 }
             };
+            // SAFETY: `off` is a table entry or `offset + Σ idx·stride` of the bound plan for
+            // an index inside `dims`: an element of the source buffer; `f < n` is an element of
+            // the fresh `bytes` (`n·w` bytes).
             unsafe {
                 std::ptr::copy_nonoverlapping(src.add(off * w), bytes.as_mut_ptr().add(f * w), w)
             };

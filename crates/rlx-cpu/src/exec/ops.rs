@@ -7,11 +7,16 @@ use crate::math;
 use rlx_ir::{Activation, BinaryOp, CmpOp, DType, FloatFormat};
 
 /// `f` applied elementwise to one operand.
+/// # Safety
+/// A vector `x` and `out` must hold `n` aligned elements of `T` and `U` respectively and
+/// must not overlap.
 #[inline(always)]
 unsafe fn map1<T: Elem, U: Elem>(x: Sv, out: *mut u8, n: usize, f: impl Fn(T) -> U) -> Sv {
     match x {
         Sv::Scal(a) => Sv::Scal(f(T::from_bits(a)).to_bits()),
         Sv::Vec(p) => {
+            // SAFETY: the caller guarantees `p` holds `n` `T`s and `out` holds `n` `U`s,
+            // aligned, with no overlap, so the shared and the mutable slice do not alias.
             let (xs, o) = unsafe { (sl::<T>(p, n), slm::<U>(out, n)) };
             for (o, &x) in o.iter_mut().zip(xs) {
                 *o = f(x);
@@ -22,6 +27,9 @@ unsafe fn map1<T: Elem, U: Elem>(x: Sv, out: *mut u8, n: usize, f: impl Fn(T) ->
 }
 
 /// `f` applied elementwise to two operands (either may be a scalar).
+/// # Safety
+/// Vector operands must hold `n` aligned `T`s, `out` `n` aligned `U`s, and `out` must not
+/// overlap either operand (the operands may overlap each other: both are only read).
 #[inline(always)]
 unsafe fn map2<T: Elem, U: Elem>(
     x: Sv,
@@ -30,6 +38,8 @@ unsafe fn map2<T: Elem, U: Elem>(
     n: usize,
     f: impl Fn(T, T) -> U,
 ) -> Sv {
+    // SAFETY: per the caller's contract every vector operand holds `n` `T`s and `out` holds `n`
+    // `U`s not overlapping them, so each `sl`/`slm` pair is a valid, non-aliasing view.
     unsafe {
         match (x, y) {
             (Sv::Scal(a), Sv::Scal(b)) => Sv::Scal(f(T::from_bits(a), T::from_bits(b)).to_bits()),
@@ -59,17 +69,26 @@ unsafe fn map2<T: Elem, U: Elem>(
 }
 
 /// Element `i` of a value (scalar or vector).
+/// # Safety
+/// A vector `v` must hold more than `i` aligned elements of `T`.
 #[inline(always)]
 unsafe fn at<T: Elem>(v: Sv, i: usize) -> T {
     match v {
         Sv::Scal(b) => T::from_bits(b),
+        // SAFETY: the caller guarantees a vector `v` holds more than `i` aligned `T`s.
         Sv::Vec(p) => unsafe { *(p as *const T).add(i) },
     }
 }
 
 /// Round (f16/bf16) or wrap (narrow ints) a fresh result to its dtype, in place.
+/// # Safety
+/// A vector `v` must be a fresh result of `n` elements of `ty` that nothing else references
+/// (it is rewritten in place).
 #[inline(always)]
 unsafe fn post(ty: Ty, dt: DType, v: Sv, n: usize) -> Sv {
+    // SAFETY: the caller passes a freshly computed vector result of `n` elements of `ty` (f32
+    // in the F32 arm, i64 in the I64 arm) in its own register, so the mutable view aliases
+    // nothing.
     unsafe {
         match (ty, v) {
             (Ty::F32, _) if matches!(dt, DType::F16 | DType::BF16) => match v {
@@ -174,7 +193,9 @@ mod num_like {
 /// An activation.
 ///
 /// # Safety
-/// Vector operands and `out` hold `n` elements of the compute type.
+/// Vector operands and `out` hold `n` aligned elements of the compute type, and `out`
+/// overlaps no vector operand (the tile compiler gives every result its own register;
+/// a direct output target never overlaps a buffer the kernel loads).
 #[inline(always)]
 pub(crate) unsafe fn unary(
     a: Activation,
@@ -184,6 +205,9 @@ pub(crate) unsafe fn unary(
     out: *mut u8,
     n: usize,
 ) -> Result<Sv, String> {
+    // SAFETY: the caller guarantees vector `x` and `out` hold `n` elements of `ty` and do not
+    // overlap (this function's contract), which is what math::unary_f32's slices and map1 need;
+    // `post` rewrites only the fresh result in `out`.
     unsafe {
         let v = match ty {
             Ty::F32 => match x {
@@ -235,6 +259,9 @@ pub(crate) unsafe fn binary(
     n: usize,
 ) -> Result<Sv, String> {
     use BinaryOp::*;
+    // SAFETY: as in `unary`: vector operands and `out` hold `n` elements of `ty`, `out`
+    // overlaps neither operand (caller), as map2 requires; `post` only rewrites the fresh
+    // result.
     unsafe {
         let v = match ty {
             Ty::F32 => match b {
@@ -345,12 +372,17 @@ fn int_pow(x: i64, y: i64) -> i64 {
 
 /// A value of compute type `from_ty` converted exactly to compute type `to` (only the
 /// widenings a comparison needs: I64/F32 → F64).
+/// # Safety
+/// A vector `v` must hold `n` elements of `from`'s compute type; `reg` must hold `n`
+/// elements of `to` and not overlap `v`.
 #[inline(always)]
 unsafe fn widen(v: Sv, from: DType, to: Ty, reg: *mut u8, n: usize) -> Sv {
     let fty = Ty::of(from).unwrap();
     if fty == to {
         return v;
     }
+    // SAFETY: the caller guarantees vector `v` holds `n` elements of `from`'s compute type and
+    // `reg` holds `n` 8-byte elements not overlapping it, as map1 requires.
     unsafe {
         match (fty, to) {
             (Ty::F32, Ty::F64) => map1::<f32, f64>(v, reg, n, |x| x as f64),
@@ -385,6 +417,10 @@ pub(crate) unsafe fn compare(
     out: *mut u8,
     n: usize,
 ) -> Sv {
+    // SAFETY: `tmp_x`/`tmp_y` are fresh vectors of `n` u64 whenever an operand is a vector that
+    // needs widening (else `widen` returns the operand without touching the buffer), so each
+    // widened value is `n` f64s in its own allocation; the caller guarantees the unwidened
+    // operands hold `n` elements and `out` holds `n` i64s overlapping neither.
     unsafe {
         // Widen into the output register's second half / a stack buffer as needed.
         let mut tmp_x = vec![
@@ -419,6 +455,9 @@ pub(crate) unsafe fn compare(
 /// As [`unary`].
 #[inline(always)]
 pub(crate) unsafe fn select(ty: Ty, m: Sv, t: Sv, f: Sv, out: *mut u8, n: usize) -> Sv {
+    // SAFETY: the caller guarantees vector operands hold `n` elements of `ty` (the mask: `n`
+    // i64), `out` holds `n` elements and overlaps none of them, so `slm(out)` aliases no `at`
+    // read.
     unsafe {
         if let Sv::Scal(mb) = m {
             return if mb != 0 { t } else { f };
@@ -467,6 +506,9 @@ impl Elem for u64 {
 #[inline(always)]
 pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize) -> Sv {
     let (fty, tty) = (Ty::of(from).unwrap(), Ty::of(to).unwrap());
+    // SAFETY: the caller guarantees a vector `x` holds `n` elements of `from`'s compute type (4
+    // bytes for F32, else 8: the `w` read below) and `out` holds `n` of `to`'s (`ow`), not
+    // overlapping `x`; map1 gets the same guarantees.
     unsafe {
         match (fty, tty, x) {
             (Ty::F32, Ty::F32, _) if to == DType::F32 => x,
@@ -518,6 +560,9 @@ pub(crate) unsafe fn round_format(
     out: *mut u8,
     n: usize,
 ) -> Sv {
+    // SAFETY: the caller guarantees a vector `x` holds `n` elements of `ty` and `out` holds `n`
+    // elements not overlapping it; the f16/bf16 pass reads `x` as `n` f32 (ty is F32 there) and
+    // rewrites `out`.
     unsafe {
         let v = match ty {
             Ty::F32 if dt == DType::F32 => map1::<f32, f32>(x, out, n, |v| f.round(v)),

@@ -55,7 +55,12 @@ pub(crate) fn chunks(total: usize, per: usize) -> usize {
 /// A raw pointer that may cross threads: kernels (and the blocks of a GEMM) write
 /// disjoint parts of a buffer, or only read it.
 pub(crate) struct SendPtr<T = u8>(pub(crate) *mut T);
+// SAFETY: a SendPtr only carries a buffer pointer into the chunks of one blocking
+// parallel loop (par_for / rayon for_each) that ends before the buffer does; every use
+// site either only reads through it or writes ranges disjoint from every other chunk's
+// (documented at each dereference), so no data race can arise from moving it.
 unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as for Send: shared copies are used only for reads or disjoint writes.
 unsafe impl<T> Sync for SendPtr<T> {}
 
 impl<T> Clone for SendPtr<T> {
@@ -75,7 +80,12 @@ impl<T> SendPtr<T> {
 /// Buffer base pointers shared by the chunks of a kernel.
 #[derive(Clone, Copy)]
 pub(crate) struct Bases<'a>(pub(crate) &'a [*mut u8]);
+// SAFETY: the pointers are the buffers of one program run, alive for the borrow `'a`
+// (the run's arena, arguments and outputs outlive every kernel); the kernels' chunks
+// read inputs and write disjoint ranges of their outputs, so sending the list to pool
+// threads creates no data race.
 unsafe impl Send for Bases<'_> {}
+// SAFETY: as for Send: concurrent chunks read shared inputs and write disjoint ranges.
 unsafe impl Sync for Bases<'_> {}
 
 impl<'a> Bases<'a> {

@@ -111,9 +111,14 @@ fn combine(op: ReduceOp, a: &mut Acc, b: Acc) {
 }
 
 /// Fold a whole tile value; f32 sums use eight f64 lanes (vectorizable).
-fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut first: bool) {
+///
+/// # Safety
+/// A vector `v` must hold `n` aligned elements of `ty` that are not written meanwhile.
+unsafe fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut first: bool) {
     if let (Sv::Vec(p), Ty::F32, ReduceOp::Sum | ReduceOp::Mean, Acc::F(acc)) = (v, ty, op, &mut *a)
     {
+        // SAFETY: the caller guarantees a vector `v` holds `n` aligned, unwritten f32s (ty is
+        // F32 here).
         let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
         // f64 lanes: sums of many cancelling f32 terms stay as accurate as the oracle's.
         let mut lanes = [0f64; 8];
@@ -131,6 +136,7 @@ fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut first: bool
         return;
     }
     for i in 0..n {
+        // SAFETY: `i < n` and the caller guarantees a vector `v` holds `n` elements of `ty`.
         fold1(op, ty, a, unsafe { elem(v, ty, i) }, first);
         first = false;
     }
@@ -280,9 +286,15 @@ impl ReducePlan {
                 prefetch: true,
                 spread: &[],
             };
+            // SAFETY: `bases` are the buffers this plan was bound to (ReducePlan::new over the
+            // program's bound dims), so every load plan is in bounds for a tile inside the
+            // space; the tile covers `flat..flat + n` with `n <= TILE` (`min(TILE)` above)
+            // inside `f0..f0 + len`, which the callers keep inside the space.
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];
-            fold_tile(self.op, self.in_ty, a, v, n, *first);
+            // SAFETY: `v` is the prologue's value for this tile: `n` elements of `in_ty`
+            // in a scratch register or read in place from an input buffer.
+            unsafe { fold_tile(self.op, self.in_ty, a, v, n, *first) };
             *first = false;
             flat += n;
         }
@@ -322,11 +334,16 @@ impl ReducePlan {
                         let mut first = true;
                         self.fold_run(bs.get(), s, o * self.l, self.l, &mut a, &mut first)?;
                         let bits = finish(self.op, a, self.l, self.out_dt);
+                        // SAFETY: `out` has `o1 - o0` u64 slots and `o0 <= o < o1`; `w` is 4 or
+                        // 8, at most a slot's width, and the Vec<u64> is 8-aligned.
                         unsafe { put(out.as_mut_ptr() as *mut u8, w, o - o0, bits) };
                     }
                     Ok(())
                 })?;
                 let base = out.as_ptr() as *const u8;
+                // SAFETY: run_range calls the core only for tiles inside `o0..o1`, so `flat -
+                // o0 < o1 - o0`, the length of `out` (elements of `w <= 8` bytes inside u64
+                // slots).
                 let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - o0) * w) });
                 self.epilogue.run_range(bs.get(), o0, o1, Some(&core))
             })
@@ -372,9 +389,14 @@ impl ReducePlan {
                             prefetch: true,
                             spread: &[],
                         };
+                        // SAFETY: bound plan and buffers as in fold_run; the tile covers
+                        // `flat..flat + n` with `n = i1 - i0 <= per_i <= TILE` (per_i is TILE,
+                        // or half of an `inner <= TILE` rounded up to 16) inside the space.
                         unsafe { run_tile(&self.prologue, &env, &t, s)? };
                         let v = s.slots[self.input as usize];
                         if lanes {
+                            // SAFETY: `v` is the prologue's tile value of `n = sums.len()`
+                            // elements of `in_ty`.
                             unsafe { add_row(&mut sums, v, self.in_ty) };
                             continue;
                         }
@@ -383,6 +405,8 @@ impl ReducePlan {
                                 self.op,
                                 self.in_ty,
                                 a,
+                                // SAFETY: `i < n = accs.len()` and `v` holds `n` elements of
+                                // `in_ty`.
                                 unsafe { elem(v, self.in_ty, i) },
                                 rr == 0,
                             );
@@ -395,6 +419,8 @@ impl ReducePlan {
                 }
                 let mut out = vec![0u64; n];
                 for (i, a) in accs.into_iter().enumerate() {
+                    // SAFETY: `out` has `n` u64 slots, `i < n = accs.len()`, `w <= 8`,
+                    // 8-aligned.
                     unsafe {
                         put(
                             out.as_mut_ptr() as *mut u8,
@@ -406,6 +432,8 @@ impl ReducePlan {
                 }
                 let f0 = o * self.inner + i0;
                 let base = out.as_ptr() as *const u8;
+                // SAFETY: run_range calls the core only for tiles inside `f0..f0 + n`, so `flat
+                // - f0 < n`, the length of `out`.
                 let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - f0) * w) });
                 self.epilogue.run_range(bs.get(), f0, f0 + n, Some(&core))
             })
@@ -443,6 +471,7 @@ impl ReducePlan {
                     parts[o * nb + k].lock().unwrap().take().unwrap(),
                 );
             }
+            // SAFETY: `out` has `self.o` u64 slots and `o < self.o`; `w <= 8`, 8-aligned.
             unsafe {
                 put(
                     out.as_mut_ptr() as *mut u8,
@@ -453,6 +482,8 @@ impl ReducePlan {
             };
         }
         let base = out.as_ptr() as *const u8;
+        // SAFETY: run_range(0, self.o) calls the core only for `flat < self.o`, the length of
+        // `out`.
         let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add(flat * w) });
         self.epilogue.run_range(bases, 0, self.o, Some(&core))
     }
@@ -467,12 +498,16 @@ unsafe fn add_row(sums: &mut [f64], v: Sv, ty: Ty) {
     let n = sums.len();
     match v {
         Sv::Vec(p) if ty == Ty::F32 => {
+            // SAFETY: the caller guarantees a vector `v` holds `sums.len()` f32s (ty is F32 in
+            // this arm).
             let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
             for (a, &x) in sums.iter_mut().zip(xs) {
                 *a += x as f64;
             }
         }
         Sv::Vec(p) => {
+            // SAFETY: the caller guarantees a vector `v` holds `sums.len()` f64s (ty is F64
+            // here).
             let xs = unsafe { std::slice::from_raw_parts(p as *const f64, n) };
             for (a, &x) in sums.iter_mut().zip(xs) {
                 *a += x;
@@ -491,7 +526,11 @@ unsafe fn add_row(sums: &mut [f64], v: Sv, ty: Ty) {
 }
 
 /// Write compute bits as element `i` of a `w`-byte-element buffer.
+///
+/// # Safety
+/// `p` must hold more than `i` elements of `w` bytes (`w` is 4 or 8), aligned for them.
 unsafe fn put(p: *mut u8, w: usize, i: usize, bits: u64) {
+    // SAFETY: the caller guarantees element `i` of width `w` lies inside `p`, aligned.
     unsafe {
         if w == 4 {
             *(p as *mut u32).add(i) = bits as u32;

@@ -109,6 +109,8 @@ impl RowPlan {
     /// dense f32 load and the result is not written over the input.
     fn in_place_rows(&self, bases: &[*mut u8]) -> Option<*const f32> {
         let l = self.in_place.as_ref()?;
+        // SAFETY: `in_place` is a dense f32 load of this plan's bound input, so element
+        // `l.offset` (its first) lies inside the buffer `bases[l.buf]`.
         let start = unsafe { (bases[l.buf] as *const f32).add(l.offset) };
         let bytes = self.rows * self.c * 4;
         if let Some(buf) = self.direct {
@@ -155,14 +157,21 @@ impl RowPlan {
                 prefetch: true,
                 spread: &[],
             };
+            // SAFETY: `bases` are the buffers this plan was bound to (RowPlan::new), so the
+            // prologue's load plans are in bounds for a tile inside the space; the tile covers
+            // `flat..flat + n`, `n <= TILE`, within rows `r0..r0 + nrows` of the space.
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];
             match (self.in_ty, v) {
                 (Ty::F32, Sv::Vec(p)) => x32[j..j + n]
+                    // SAFETY: the prologue's value for this tile is `n` f32s (in_ty is F32) in
+                    // a scratch register or read in place, not written while copied.
                     .copy_from_slice(unsafe { std::slice::from_raw_parts(p as *const f32, n) }),
                 (Ty::F32, Sv::Scal(b)) => x32[j..j + n].fill(f32::from_bits(b as u32)),
                 _ => {
                     for i in 0..n {
+                        // SAFETY: `i < n` and the tile value holds `n` 8-byte elements (in_ty
+                        // is F64 here).
                         x64[j + i] = f64::from_bits(unsafe { elem(v, Ty::F64, i) });
                     }
                 }
@@ -213,7 +222,10 @@ impl RowPlan {
                 let k = group.min(r1 - r);
                 let m = k * c;
                 let x32: &[f32] = match src {
-                    // SAFETY: rows r..r + k lie in the input, which nothing writes.
+                    // SAFETY: `p` is row 0 of a dense f32 input holding `rows·c` floats
+                    // (in_place_rows), so rows r..r + k (`m` floats) lie inside it; nothing
+                    // writes it during the kernel (in_place_rows refused an overlap with
+                    // the direct output).
                     Some(p) => unsafe {
                         std::slice::from_raw_parts((p.get() as *const f32).add(r * c), m)
                     },
@@ -224,6 +236,10 @@ impl RowPlan {
                 };
                 let (core_ptr, w): (*const u8, usize) = if f32_path {
                     let y: &mut [f32] = match self.direct {
+                        // SAFETY: the direct output is an f32 buffer of the whole `rows × c`
+                        // space, so rows `r..r + k` (`m` floats) lie inside it; each chunk
+                        // writes only its own rows, and the input rows read above do not
+                        // overlap it (in_place_rows checks).
                         Some(buf) => unsafe {
                             std::slice::from_raw_parts_mut(
                                 (bs.get()[buf] as *mut f32).add(r * c),
@@ -253,6 +269,8 @@ impl RowPlan {
                 };
                 let f0 = r * c;
                 let core =
+                    // SAFETY: run_range calls the core only for tiles inside `f0..f0 + m`, and
+                    // `y32`/`y64` hold at least `m` elements of `w` bytes.
                     |flat: usize, _n: usize| Sv::Vec(unsafe { core_ptr.add((flat - f0) * w) });
                 self.epilogue.run_range(bs.get(), f0, f0 + m, Some(&core))?;
                 r += k;
@@ -273,6 +291,8 @@ fn param(p: &LoadPlan, bases: &[*mut u8], c: usize) -> Vec<f64> {
                         as usize
                 }
             };
+            // SAFETY: `j < c` and the parameter's plan was bound over `[c]` (plan_load), so
+            // `off` is an element of its buffer.
             let bits = unsafe { read_bits(p.dtype, bases[p.buf], off) };
             match Ty::of(p.dtype).unwrap() {
                 Ty::F32 => f32::from_bits(bits as u32) as f64,

@@ -168,7 +168,11 @@ impl<'a> Operand<'a> {
 /// A raw pointer to `C` shared by the tasks (each writes a disjoint tile).
 #[derive(Clone, Copy)]
 struct CPtr(*mut f32);
+// SAFETY: a CPtr is C's base in `accumulate`, whose `&mut [f32]` outlives the blocking
+// parallel loops; each task writes only its own tile of C (disjoint rows × columns),
+// so moving the pointer to another thread creates no overlapping access.
 unsafe impl Send for CPtr {}
+// SAFETY: as for Send: tasks sharing the pointer write disjoint tiles.
 unsafe impl Sync for CPtr {}
 
 impl CPtr {

@@ -89,6 +89,8 @@ impl Elem for i64 {
 /// while the slice lives.
 #[inline(always)]
 pub(crate) unsafe fn sl<'a, T>(p: *const u8, n: usize) -> &'a [T] {
+    // SAFETY: the caller guarantees `n` initialized, aligned `T`s at `p`, unwritten while the
+    // returned slice lives (this function's contract).
     unsafe { std::slice::from_raw_parts(p as *const T, n) }
 }
 
@@ -99,6 +101,8 @@ pub(crate) unsafe fn sl<'a, T>(p: *const u8, n: usize) -> &'a [T] {
 /// while the slice lives.
 #[inline(always)]
 pub(crate) unsafe fn slm<'a, T>(p: *mut u8, n: usize) -> &'a mut [T] {
+    // SAFETY: the caller guarantees `n` aligned `T`s at `p` that nobody else accesses while the
+    // returned slice lives (this function's contract).
     unsafe { std::slice::from_raw_parts_mut(p as *mut T, n) }
 }
 
@@ -129,9 +133,13 @@ pub(crate) fn round_f32(dt: DType, v: f32) -> f32 {
 /// Read element `i` of a `dt` buffer at `p` as compute bits of `Ty::of(dt)`.
 ///
 /// # Safety
-/// `p` must hold at least `i + 1` elements of `dt`.
+/// `p` must hold at least `i + 1` initialized elements of `dt` and be aligned for `dt`
+/// (every buffer the executor hands out is: see `CpuExecutable::run_with_donated`).
 #[inline(always)]
 pub(crate) unsafe fn read_bits(dt: DType, p: *const u8, i: usize) -> u64 {
+    // SAFETY: the caller guarantees `p` holds element `i` of `dt`, aligned for `dt`; each arm
+    // reads exactly one element of `dt`'s own width at index `i` (bool is read as its u8 byte,
+    // so no invalid-bool value is ever produced).
     unsafe {
         match dt {
             DType::F32 => *(p as *const u32).add(i) as u64,
@@ -154,9 +162,12 @@ pub(crate) unsafe fn read_bits(dt: DType, p: *const u8, i: usize) -> u64 {
 /// rounding (f16/bf16) or wrapping (integers) as the dtype requires.
 ///
 /// # Safety
-/// `p` must hold at least `i + 1` elements of `dt`.
+/// `p` must hold at least `i + 1` elements of `dt`, be aligned for `dt` and not be
+/// accessed by anyone else at element `i` meanwhile.
 #[inline(always)]
 pub(crate) unsafe fn write_bits(dt: DType, p: *mut u8, i: usize, v: u64) {
+    // SAFETY: the caller guarantees `p` holds element `i` of `dt`, aligned, and exclusive to
+    // this write; each arm writes exactly one element of `dt`'s own width at index `i`.
     unsafe {
         match dt {
             DType::F32 => *(p as *mut u32).add(i) = v as u32,
@@ -295,6 +306,8 @@ mod tests {
                     }
                 }
             };
+            // SAFETY: `buf` is two u64s (16 bytes, 8-aligned) and index 1 of any real dtype (at
+            // most 8 bytes wide) lies inside it.
             unsafe {
                 write_bits(dt, p, 1, v);
                 assert_eq!(read_bits(dt, p, 1), v, "{dt}");

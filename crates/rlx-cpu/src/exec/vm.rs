@@ -175,8 +175,14 @@ impl Scratch {
         }
     }
 
+    /// Register `r`: `TILE` 8-byte slots. Panics if `r` is beyond what [`ensure`]
+    /// sized (the callers write `TILE` elements through the pointer, so an unchecked
+    /// offset here would be an out-of-bounds write).
+    ///
+    /// [`ensure`]: Scratch::ensure
     pub(crate) fn reg(&mut self, r: u32) -> *mut u8 {
-        unsafe { self.regs.as_mut_ptr().add(r as usize * TILE) as *mut u8 }
+        let at = r as usize * TILE;
+        self.regs[at..at + TILE].as_mut_ptr() as *mut u8
     }
 }
 
@@ -202,6 +208,8 @@ pub(crate) struct TileEnv<'a> {
 #[inline(always)]
 fn prefetch_share(spread: &[(*const u8, usize)], k: usize, parts: usize) {
     #[cfg(target_arch = "x86_64")]
+    // SAFETY: _mm_prefetch is SSE (every x86-64 CPU) and is only a hint: it never faults or
+    // reads memory architecturally, so any address (computed with wrapping_add) is allowed.
     unsafe {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         for &(p, bytes) in spread {
@@ -262,6 +270,10 @@ pub(crate) unsafe fn fetch_inputs(
                 let reg = s.reg((prog.nregs + j) as u32);
                 // No burst prefetch: the compiled loop streams its inputs in order,
                 // which the hardware prefetcher follows.
+                // SAFETY: `fetch_inputs` has run_tile's contract (every load plan in bounds of
+                // its buffer for this tile, `t.len <= TILE`), which is fetch's; `reg` is
+                // scratch register `prog.nregs + j`, sized by `ensure` above for `TILE >=
+                // t.len` elements.
                 unsafe { fetch(p, env.bases[p.buf], t, ins.ty, reg, false) }
             }
             _ => env.core.expect("core value supplied to epilogues"),
@@ -295,7 +307,12 @@ pub(crate) unsafe fn run_tile_jit(
     s: &mut Scratch,
     targets: Option<&[*mut f32]>,
 ) {
-    debug_assert_eq!(inputs.mask, jit.scalar_mask);
+    // The code reads a run of `t.len` values behind every input not in its scalar mask:
+    // a scalar input (one u64 below) read that way would be an out-of-bounds read.
+    assert_eq!(
+        inputs.mask, jit.scalar_mask,
+        "JIT kernel run with another scalar pattern"
+    );
     let (nin, nout) = (inputs.n, jit.exports.len());
     for j in 0..nin {
         if inputs.mask >> j & 1 == 1 {
@@ -306,12 +323,21 @@ pub(crate) unsafe fn run_tile_jit(
     for (k, &x) in jit.exports.iter().enumerate() {
         outs[k] = match (targets, env.direct.get(x)) {
             (Some(tg), _) => tg[k],
+            // SAFETY: a non-null direct target is the base of an output buffer whose dtype is
+            // this instruction's compute type (EwPlan::direct_targets only sets native stores)
+            // and which holds the kernel's whole space, so `t.flat + t.len` elements of it are
+            // in bounds.
             (None, Some(&d)) if !d.is_null() => unsafe {
                 d.add(t.flat * prog.instrs[x].ty.size()) as *mut f32
             },
             _ => s.reg((prog.nregs + nin + k) as u32) as *mut f32,
         };
     }
+    // SAFETY: the scalar pattern matches the compiled one (asserted above), so each non-scalar
+    // input points at `t.len` values from `fetch` and each scalar one at its u64 in
+    // `inputs.scal`; each output is a caller-checked target, a direct output buffer in bounds
+    // for this tile, or a scratch register of TILE slots; outputs overlap inputs only at the
+    // same lane (a direct target is never a buffer a load reads).
     unsafe { jit.run(&inputs.ptrs[..nin], &outs[..nout], t.len) };
     for (k, &x) in jit.exports.iter().enumerate() {
         s.slots[x] = Sv::Vec(outs[k] as *mut u8);
@@ -336,7 +362,15 @@ pub(crate) unsafe fn run_tile(
         static LEVEL: AtomicU8 = AtomicU8::new(0);
         let mut level = LEVEL.load(Ordering::Relaxed);
         if level == 0 {
-            level = if std::arch::is_x86_feature_detected!("avx512f") {
+            // Every feature `run_tile_avx512` is compiled with (AVX-512F alone, as on
+            // Knights Landing, lacks VL/BW/DQ, which that code may use).
+            level = if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512dq")
+                && std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
                 3
             } else if std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
@@ -348,14 +382,22 @@ pub(crate) unsafe fn run_tile(
             LEVEL.store(level, Ordering::Relaxed);
         }
         match level {
+            // SAFETY: level 3 is stored only when avx512f/vl/bw/dq, avx2 and fma were all
+            // detected (run_tile_avx512's features); the caller's contract (loads in
+            // bounds, t.len <= TILE) is passed through unchanged.
             3 => return unsafe { run_tile_avx512(prog, env, t, s) },
+            // SAFETY: level 2 is stored only when avx2 and fma were detected; contract passed
+            // through.
             2 => return unsafe { run_tile_avx2(prog, env, t, s) },
             _ => {}
         }
     }
+    // SAFETY: the caller upholds run_tile's contract, which is run_tile_body's.
     unsafe { run_tile_body(prog, env, t, s) }
 }
 
+/// # Safety
+/// As [`run_tile`], and the CPU must have AVX-512F/VL/BW/DQ, AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
 unsafe fn run_tile_avx512(
@@ -364,9 +406,13 @@ unsafe fn run_tile_avx512(
     t: &TilePos<'_>,
     s: &mut Scratch,
 ) -> Result<(), String> {
+    // SAFETY: the caller guarantees run_tile's contract and the target features this function
+    // was compiled for.
     unsafe { run_tile_body(prog, env, t, s) }
 }
 
+/// # Safety
+/// As [`run_tile`], and the CPU must have AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn run_tile_avx2(
@@ -375,9 +421,12 @@ unsafe fn run_tile_avx2(
     t: &TilePos<'_>,
     s: &mut Scratch,
 ) -> Result<(), String> {
+    // SAFETY: the caller guarantees run_tile's contract and the AVX2/FMA features.
     unsafe { run_tile_body(prog, env, t, s) }
 }
 
+/// # Safety
+/// As [`run_tile`] (inlined into each target-feature variant).
 #[inline(always)]
 unsafe fn run_tile_body(
     prog: &TileProg,
@@ -393,6 +442,9 @@ unsafe fn run_tile_body(
             prefetch_share(env.spread, i, parts);
         }
         let reg = match env.direct.get(i) {
+            // SAFETY: a non-null direct target is the base of a native-dtype output buffer
+            // holding the whole space (EwPlan::direct_targets), so offset `t.flat` is in
+            // bounds.
             Some(&d) if !d.is_null() => unsafe { d.add(t.flat * ins.ty.size()) },
             _ => s.reg(ins.reg),
         };
@@ -400,21 +452,34 @@ unsafe fn run_tile_body(
         let v = match &ins.op {
             IOp::Load(l) => {
                 let p = &env.loads[*l];
+                // SAFETY: the caller guarantees every load plan is in bounds for this tile;
+                // `reg` is a register of TILE slots (`ensure` above) or a direct target with
+                // `t.len` elements.
                 unsafe { fetch(p, env.bases[p.buf], t, ins.ty, reg, env.prefetch) }
             }
             IOp::Const(b) => Sv::Scal(*b),
             IOp::Core => env.core.expect("core value supplied to epilogues"),
+            // SAFETY: operand values are tile values of `n = t.len <= TILE` elements
+            // (registers, direct targets or in-place runs covered by fetch's contract) and
+            // `reg` holds `n` elements.
             IOp::Unary(act) => unsafe { ops::unary(*act, ins.ty, ins.dtype, a(0), reg, n)? },
+            // SAFETY: as for Unary: both operands hold `n` elements (or are scalars), `reg`
+            // holds `n`.
             IOp::Binary(b) => unsafe { ops::binary(*b, ins.ty, ins.dtype, a(0), a(1), reg, n)? },
             IOp::Compare(c, cty) => {
                 let (da, db) = (
                     prog.instrs[ins.args[0] as usize].dtype,
                     prog.instrs[ins.args[1] as usize].dtype,
                 );
+                // SAFETY: both operands hold `n` elements of their dtypes (or are scalars);
+                // `reg` holds `n`.
                 unsafe { ops::compare(*c, *cty, (a(0), da), (a(1), db), reg, n) }
             }
+            // SAFETY: all three operands hold `n` elements (or are scalars); `reg` holds `n`.
             IOp::Where => unsafe { ops::select(ins.ty, a(0), a(1), a(2), reg, n) },
+            // SAFETY: the operand holds `n` elements of `from`'s compute type; `reg` holds `n`.
             IOp::Cast(from) => unsafe { ops::cast(*from, ins.dtype, a(0), reg, n) },
+            // SAFETY: the operand holds `n` elements of `ins.ty`; `reg` holds `n`.
             IOp::Round(f) => unsafe { ops::round_format(f, ins.ty, ins.dtype, a(0), reg, n) },
         };
         s.slots[i] = v;

@@ -183,14 +183,16 @@ macro_rules! gemm_fn {
                     m, n, c.row_stride, c.col_stride,
                 )
             };
+            // SAFETY: A's extent (checked above) lies inside `a.data`, so the offset
+            // pointer and every element of the m×k view are in bounds; only read.
             let am = unsafe {
                 faer::MatRef::from_raw_parts(a.data.as_ptr().offset(a.offset as isize), m, k, a.row_stride, a.col_stride)
             };
+            // SAFETY: B's extent (checked above) lies inside `b.data`; only read.
             let bm = unsafe {
                 faer::MatRef::from_raw_parts(b.data.as_ptr().offset(b.offset as isize), k, n, b.row_stride, b.col_stride)
             };
             let accum = if beta == 0.0 { Accum::Replace } else { Accum::Add };
-            // SAFETY: as for the views above.
             let narrow = narrow::Narrow {
                 a: am.as_ptr(),
                 a_strides: (a.row_stride, a.col_stride),
@@ -202,7 +204,9 @@ macro_rules! gemm_fn {
                 alpha,
                 add: beta != 0.0,
             };
-            // SAFETY: as for the views above.
+            // SAFETY: the three views are in bounds of their slices (checked above), C's
+            // elements are pairwise distinct (no_self_overlap) and C is an exclusive
+            // borrow, so it overlaps neither A nor B: try_narrow's contract.
             let handled = unsafe { <$t as narrow::NarrowGemm>::try_narrow(narrow, threads) };
             if handled {
                 return;

@@ -28,8 +28,12 @@ pub(crate) struct Narrow<T> {
     pub(crate) add: bool,
 }
 
-// SAFETY: shared between the row blocks of one product, which write disjoint rows of C.
+// SAFETY: a Narrow only carries the views of one product across the row blocks of
+// `try_narrow_f32`: A and B are only read, and each block writes C's rows `lo..hi`,
+// disjoint from every other block's (C's elements are pairwise distinct, which `sgemm`
+// asserts); the views outlive the blocking parallel loop that uses them.
 unsafe impl<T> Send for Narrow<T> {}
+// SAFETY: as for Send: shared access only reads A and B and writes disjoint rows of C.
 unsafe impl<T> Sync for Narrow<T> {}
 
 /// The element types with narrow-output kernels (f64 has none: the general GEMM).
@@ -44,12 +48,17 @@ pub(crate) trait NarrowGemm: Sized {
 }
 
 impl NarrowGemm for f32 {
+    /// # Safety
+    /// As [`NarrowGemm::try_narrow`].
     unsafe fn try_narrow(p: Narrow<f32>, threads: usize) -> bool {
+        // SAFETY: the caller upholds the trait method's contract, which is try_narrow_f32's.
         unsafe { try_narrow_f32(p, threads) }
     }
 }
 
 impl NarrowGemm for f64 {
+    /// # Safety
+    /// As [`NarrowGemm::try_narrow`] (nothing is accessed here).
     unsafe fn try_narrow(_: Narrow<f64>, _: usize) -> bool {
         false
     }
@@ -59,6 +68,10 @@ impl NarrowGemm for f64 {
 const BLOCK: usize = 64;
 
 /// [`NarrowGemm::try_narrow`] for f32.
+///
+/// # Safety
+/// As [`NarrowGemm::try_narrow`]: every view in bounds for `mnk`, C's elements distinct and
+/// overlapping neither A nor B.
 unsafe fn try_narrow_f32(p: Narrow<f32>, threads: usize) -> bool {
     let (m, n, k) = p.mnk;
     if !(1..=16).contains(&n) || m < 16 || k < 16 || !avx512() {
@@ -73,6 +86,8 @@ unsafe fn try_narrow_f32(p: Narrow<f32>, threads: usize) -> bool {
         let mut v = vec![0f32; n * k];
         for (j, col) in v.chunks_mut(k).enumerate() {
             for (kk, x) in col.iter_mut().enumerate() {
+                // SAFETY: `kk < k` and `j < n`: element (kk, j) of B, in bounds by the caller's
+                // contract.
                 *x = unsafe {
                     *p.b.offset(kk as isize * p.b_strides.0 + j as isize * p.b_strides.1)
                 };
@@ -85,6 +100,9 @@ unsafe fn try_narrow_f32(p: Narrow<f32>, threads: usize) -> bool {
     let blocks = m.div_ceil(BLOCK);
     let run = |blk: usize| {
         let rows = (blk * BLOCK, ((blk + 1) * BLOCK).min(m));
+        // SAFETY: avx512() was checked above, as dot_rows/outer_rows need; the block's rows
+        // `lo..hi <= m` are in bounds, and the blocks write disjoint rows of C; `bt` holds
+        // `n·k` packed floats.
         unsafe {
             if dot {
                 dispatch_dot(&p, &bt, rows);
@@ -113,8 +131,12 @@ fn avx512() -> bool {
 }
 
 /// Write `v` (already scaled by α) to C[i, j], adding C's value when `add`.
+/// # Safety
+/// `(i, j)` must be an element of C's view, written by no one else meanwhile.
 #[inline(always)]
 unsafe fn put(p: &Narrow<f32>, i: usize, j: usize, v: f32) {
+    // SAFETY: the caller passes `i < m`, `j < n`, an element of C's checked view that only this
+    // row block writes.
     unsafe {
         let c =
             p.c.offset(i as isize * p.c_strides.0 + j as isize * p.c_strides.1);
@@ -135,27 +157,45 @@ macro_rules! by_width {
     };
 }
 
+/// # Safety
+/// As [`dot_rows`]: the CPU must have AVX-512F, `1 <= n <= 16`, A's rows contiguous, views
+/// in bounds, rows `rows.0..rows.1` this caller's own.
 #[cfg(target_arch = "x86_64")]
 unsafe fn dispatch_dot(p: &Narrow<f32>, bt: &[f32], rows: (usize, usize)) {
+    // SAFETY: the caller guarantees dot_rows's contract; `n = p.mnk.1` picks the matching
+    // width.
     unsafe { by_width!(dot_rows, p.mnk.1, p, bt, rows) }
 }
 
+/// # Safety
+/// As [`outer_rows`]: the CPU must have AVX-512F, `1 <= n <= 16`, A's columns contiguous,
+/// views in bounds, rows `rows.0..rows.1` this caller's own.
 #[cfg(target_arch = "x86_64")]
 unsafe fn dispatch_outer(p: &Narrow<f32>, rows: (usize, usize)) {
+    // SAFETY: the caller guarantees outer_rows's contract; `n = p.mnk.1` picks the matching
+    // width.
     unsafe { by_width!(outer_rows, p.mnk.1, p, rows) }
 }
 
+/// # Safety
+/// Never called: `avx512()` is false off x86-64.
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn dispatch_dot(_: &Narrow<f32>, _: &[f32], _: (usize, usize)) {
     unreachable!("avx512() is false")
 }
 
+/// # Safety
+/// Never called: `avx512()` is false off x86-64.
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn dispatch_outer(_: &Narrow<f32>, _: (usize, usize)) {
     unreachable!("avx512() is false")
 }
 
 /// Dot form over rows `lo..hi`: `acc[j]` holds 16 partial sums of row i · column j.
+/// # Safety
+/// The CPU must have AVX-512F; `N` must be C's column count; A's rows must be contiguous
+/// (`a_strides.1 == 1`); `bt` must hold B's `N` columns packed (`N·k` floats); rows
+/// `lo..hi` of the views must be in bounds and written by no one else.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn dot_rows<const N: usize>(p: &Narrow<f32>, bt: &[f32], (lo, hi): (usize, usize)) {
@@ -164,6 +204,10 @@ unsafe fn dot_rows<const N: usize>(p: &Narrow<f32>, bt: &[f32], (lo, hi): (usize
     let tail = k % 16;
     let mask: __mmask16 = ((1u32 << tail) - 1) as __mmask16;
     for i in lo..hi {
+        // SAFETY: row `i < m` of A has `k` contiguous floats (a_strides.1 == 1); full loads
+        // read `kk + 16 <= k` and the tail is masked to `k % 16` lanes (masked-off lanes are
+        // not accessed), likewise in `bt`'s column `j` (`k` floats at `j·k`); `put` writes
+        // element `(i, j)`, `j < N = n`, of this block's rows; avx512f enabled here.
         unsafe {
             let row = p.a.offset(i as isize * p.a_strides.0);
             let mut acc = [_mm512_setzero_ps(); N];
@@ -191,6 +235,10 @@ unsafe fn dot_rows<const N: usize>(p: &Narrow<f32>, bt: &[f32], (lo, hi): (usize
 }
 
 /// Outer form over rows `lo..hi` in blocks of 16: `acc[j]` holds C[i..i+16, j].
+/// # Safety
+/// The CPU must have AVX-512F; `N` must be C's column count; A's columns must be contiguous
+/// (`a_strides.0 == 1`); rows `lo..hi` of the views must be in bounds and written by no one
+/// else.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn outer_rows<const N: usize>(p: &Narrow<f32>, (lo, hi): (usize, usize)) {
@@ -201,6 +249,10 @@ unsafe fn outer_rows<const N: usize>(p: &Narrow<f32>, (lo, hi): (usize, usize)) 
     while i < hi {
         let len = (hi - i).min(16);
         let mask: __mmask16 = ((1u32 << len) - 1) as __mmask16;
+        // SAFETY: A's column `kk < k` holds rows `i..i + len` contiguously (a_strides.0 == 1)
+        // and the load is masked to `len <= 16` lanes; B's element `(kk, j)` with `j < N = n`
+        // is in bounds; `out` is a local 16-float array; `put` writes rows `i..i + len` of this
+        // block; avx512f enabled here.
         unsafe {
             let mut acc = [_mm512_setzero_ps(); N];
             for kk in 0..k {

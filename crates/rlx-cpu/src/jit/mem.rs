@@ -18,8 +18,11 @@ impl ExecMem {
     #[cfg(unix)]
     pub(crate) fn new(code: &[u8]) -> Option<ExecMem> {
         let len = code.len().max(1).next_multiple_of(4096);
-        // SAFETY: a fresh private anonymous mapping; checked for failure; the copy stays
-        // inside it; protections change only on memory this mapping owns.
+        // SAFETY: mmap with a null hint and MAP_PRIVATE | MAP_ANONYMOUS creates a fresh
+        // mapping of `len >= code.len()` bytes that aliases nothing (failure checked);
+        // the copy writes `code.len()` bytes inside it while it is still writable; the
+        // mprotect to read + execute covers exactly this mapping, after which it is
+        // never writable again (W^X); on failure it is unmapped before returning.
         unsafe {
             let p = libc::mmap(
                 std::ptr::null_mut(),
@@ -58,7 +61,9 @@ impl Drop for ExecMem {
 
     #[cfg(unix)]
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, unmapped once.
+        // SAFETY: `ptr`/`len` are exactly the mapping made in `new` (an ExecMem exists
+        // only when that succeeded), unmapped once here; no JitKernel code can run after
+        // the drop because running it borrows the owning JitKernel.
         unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
     }
 }

@@ -38,8 +38,12 @@ pub(crate) struct JitKernel {
     pub(crate) exports: Vec<usize>,
 }
 
-// SAFETY: the code is immutable once built; `consts` is only read.
+// SAFETY: the only non-Send part is ExecMem's raw pointer: its pages are private to
+// this kernel, read + execute only after construction (never written again), and
+// unmapped only by ExecMem's drop, which needs ownership; `consts` is only read.
 unsafe impl Send for JitKernel {}
+// SAFETY: as for Send: running the code only reads the kernel (code pages and
+// `consts`), so concurrent `run` calls through `&JitKernel` share nothing mutable.
 unsafe impl Sync for JitKernel {}
 
 type KernelFn = unsafe extern "sysv64" fn(
@@ -58,9 +62,20 @@ impl JitKernel {
     /// Every pointer must be valid for the stated lengths; outputs must not overlap
     /// inputs except at the same lane (read before written).
     pub(crate) unsafe fn run(&self, ins: &[*const f32], outs: &[*mut f32], n: usize) {
-        debug_assert_eq!(ins.len(), self.inputs);
-        debug_assert_eq!(outs.len(), self.exports.len());
+        // The code indexes `ins` and `outs` by the counts it was compiled for: shorter
+        // slices would make it read pointers past their ends.
+        assert_eq!(ins.len(), self.inputs, "JIT kernel: input count");
+        assert_eq!(outs.len(), self.exports.len(), "JIT kernel: output count");
+        // SAFETY: `code` holds a complete function emitted by `lower::compile` for the
+        // sysv64 signature of `KernelFn` (it touches only caller-saved registers: rax,
+        // rcx, rdx, rsi, rdi, r8, r11, zmm and k, and ends with vzeroupper; ret), mapped
+        // read + execute by ExecMem and alive as long as `self`.
         let f: KernelFn = unsafe { std::mem::transmute(self.code.ptr()) };
+        // SAFETY: `ins`/`outs` have the compiled counts (asserted above) and the caller
+        // guarantees each pointer covers `n` lanes (a scalar input: one value, as the
+        // scalar mask the code was compiled for says); `consts` is the table the code
+        // was compiled to read, alive with `self`. The code needs AVX-512F, which
+        // `enabled()` checked before anything was compiled.
         unsafe {
             f(
                 ins.as_ptr(),

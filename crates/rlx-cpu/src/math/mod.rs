@@ -90,10 +90,13 @@ fn check_isa(isa: Isa) {
 
 fn run_map<L: Lane>(isa: Isa, x: &[f32], out: &mut [f32]) {
     match isa {
-        // SAFETY: `check_isa` / `Isa::detect` established that the CPU has AVX2 and FMA.
+        // SAFETY: every caller passes an `isa` from `Isa::detect` or checked by
+        // `check_isa` (both via `is_available`), so this CPU has AVX2 and FMA, all that
+        // map_avx2 is compiled for; the slices are safe references.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Fma => unsafe { simd::map_avx2::<L>(x, out) },
-        // SAFETY: as above, for the AVX-512 features.
+        // SAFETY: as above: `Isa::Avx512` is available only with AVX-512F/DQ/BW/VL, AVX2
+        // and FMA, exactly map_avx512's features.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => unsafe { simd::map_avx512::<L>(x, out) },
         _ => simd::map_portable::<L>(x, out),
@@ -102,10 +105,11 @@ fn run_map<L: Lane>(isa: Isa, x: &[f32], out: &mut [f32]) {
 
 fn run_inplace<L: Lane>(isa: Isa, x: &mut [f32]) {
     match isa {
-        // SAFETY: as in `run_map`.
+        // SAFETY: as in `run_map`: the `isa` comes from `Isa::detect` or passed
+        // `check_isa`, so AVX2 and FMA (inplace_avx2's features) are present.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2Fma => unsafe { simd::inplace_avx2::<L>(x) },
-        // SAFETY: as above, for the AVX-512 features.
+        // SAFETY: as in `run_map`: AVX-512F/DQ/BW/VL, AVX2 and FMA are present.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => unsafe { simd::inplace_avx512::<L>(x) },
         _ => simd::inplace_portable::<L>(x),

@@ -94,24 +94,39 @@ impl AttnPlan {
     ) {
         self.prefetch(bases, out, it, next);
         match level {
-            // SAFETY: `level()` found the features on this CPU.
+            // SAFETY: `level()` returned AVX512 only after detecting avx512f on this CPU;
+            // `bases` are the buffers this plan was bound to, `out` holds the
+            // `[B, Sq, H, Dv]` f32 result and `it` is an item of this plan (the callers'
+            // invariants, which is what `body`/`narrow` need).
             #[cfg(target_arch = "x86_64")]
             AVX512 => unsafe { self.block_avx512(bases, out, it, buf) },
             #[cfg(target_arch = "x86_64")]
+            // SAFETY: `level()` returned AVX2 only after detecting avx2 and fma; plan, buffers,
+            // `out` and item as for the AVX512 arm.
             AVX2 => unsafe { self.block_avx2(bases, out, it, buf) },
+            // SAFETY: the portable level needs no CPU feature; plan, buffers, `out` and item as
+            // above.
             _ => unsafe { by_lanes!(self, PORTABLE, it.q1 - it.q0, bases, out, it, buf) },
         }
     }
 
+    /// # Safety
+    /// As [`AttnPlan::body`], and the CPU must have AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     unsafe fn block_avx512(&self, bases: &[*mut u8], out: *mut f32, it: Item, buf: &mut Vec<f32>) {
+        // SAFETY: the caller detected avx512f (this function's features) and passes the plan's
+        // bound buffers, the `[B, Sq, H, Dv]` output and one of its items.
         unsafe { by_lanes!(self, AVX512, it.q1 - it.q0, bases, out, it, buf) }
     }
 
+    /// # Safety
+    /// As [`AttnPlan::body`], and the CPU must have AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn block_avx2(&self, bases: &[*mut u8], out: *mut f32, it: Item, buf: &mut Vec<f32>) {
+        // SAFETY: the caller detected avx2 and fma and passes the plan's bound buffers, the
+        // output and one of its items.
         unsafe { by_lanes!(self, AVX2, it.q1 - it.q0, bases, out, it, buf) }
     }
 
@@ -124,7 +139,8 @@ impl AttnPlan {
             use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
             let lines = |p: *const f32, n: usize| {
                 for off in (0..n).step_by(16) {
-                    // SAFETY: a prefetch never faults; the addresses are in the buffers.
+                    // SAFETY: _mm_prefetch is SSE (baseline on x86-64) and only a hint that
+                    // never faults; the addresses are formed with wrapping_add.
                     unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(off) as *const i8) };
                 }
             };
@@ -145,6 +161,12 @@ impl AttnPlan {
 
     /// The driver, inlined into a function compiled for level `L`, for items whose
     /// queries fill `LQ` lanes (a constant, so the per-query rows stay in registers).
+    /// # Safety
+    /// `bases` must be the buffers this plan was bound to (q, k, v and any mask/bias
+    /// read through their layouts), `out` must hold `B·Sq·H·Dv` f32 that no other
+    /// thread writes at this item's rows, `it` must be an item of this plan (`q1 − q0
+    /// <= BQ`, `LQ` its queries rounded up to 16) and the CPU must have level `L`'s
+    /// features.
     #[inline(always)]
     unsafe fn body<const L: u8, const LQ: usize>(
         &self,
@@ -173,6 +195,10 @@ impl AttnPlan {
         let vb = bases[self.v.0] as *const f32;
         // Qᵀ, pre-scaled, padded with zero queries to whole vectors.
         qt.fill(0.0);
+        // SAFETY: `qt` has `d·lq` floats (rows `lq` apart, `nq <= lq` columns written); query
+        // rows `q0..q1` of head `hi` lie in q's buffer (its layout comes from the bound f32
+        // load plan whose dims AttnPlan::new checked against B, Sq, H, D), `d` values each; the
+        // caller guarantees level `L`.
         unsafe {
             gemm::transpose::<L>(
                 d,
@@ -213,6 +239,8 @@ impl AttnPlan {
                 self.key_lo(q1 - 1) <= k0 && self.key_hi(q0) >= k1
             };
             let sb = &mut st[..nk * lq];
+            // SAFETY: key `k0 < kend <= sk` of batch `bi`, head `kh < hk`, is inside k's buffer
+            // (its layout covers [B, Sk, Hk, D]).
             let k0p = unsafe { kb.add(self.k.1.at(bi, k0, kh)) };
             // A block that straddles a causal or window edge runs in bands of 16 keys,
             // each over only the query vectors some key of the band may see (about 5/8
@@ -222,6 +250,11 @@ impl AttnPlan {
             let all = [(0, nk, 0, lq)];
             let parts: &[(usize, usize, usize, usize)] = if banded { &bands[..nb] } else { &all };
             for &(b0, b1, c0, c1) in parts {
+                // SAFETY: band rows `b0..b1` of the block are keys `k0 + b0 .. k0 + b1 <=
+                // kend`, `d` values each, `kss` apart (in k's buffer); the band's query columns
+                // `c0..c1 <= lq` of `qt` (`d` rows of `lq`) and of `sb` (`nk` rows of `lq`,
+                // written here only) are inside this thread's scratch, which no operand
+                // overlaps.
                 unsafe {
                     gemm::gemm::<L>(
                         b1 - b0,
@@ -312,7 +345,11 @@ impl AttnPlan {
             for i in 0..lq {
                 l[i] = l[i] * corr[i] + colsum[i];
             }
+            // SAFETY: key `k0 < sk` of batch `bi`, head `kh < hk`, is inside v's buffer (its
+            // layout covers [B, Sk, Hk, Dv]).
             let v0 = unsafe { vb.add(self.v.1.at(bi, k0, kh)) };
+            // SAFETY: rows `k0..k0 + nk` of V, `dv` values each and `vss` apart, are in v's
+            // buffer.
             let clean = full || unsafe { all_finite(v0, vss, nk, dv) };
             if clean && banded {
                 for row in ot.chunks_exact_mut(LQ) {
@@ -322,6 +359,10 @@ impl AttnPlan {
                     }
                 }
                 for &(b0, b1, c0, c1) in parts {
+                    // SAFETY: `A` is `Vᵀ` of the band's keys (`dv × (b1−b0)`, read in v's
+                    // buffer), `B` the band's rows of `sb` (columns `c0..c1 <= lq`), `C`
+                    // columns `c0..c1` of `ot` (`dv` rows of `lq`): all inside their buffers;
+                    // `ot` is thread scratch, overlapping no operand.
                     unsafe {
                         gemm::gemm::<L>(
                             dv,
@@ -339,6 +380,9 @@ impl AttnPlan {
                     };
                 }
             } else if clean {
+                // SAFETY: `A` is `Vᵀ` of keys `k0..k0+nk` (in v's buffer), `B` is `sb` (`nk ×
+                // lq`), `C` is `ot` (`dv × lq`) and the scales are `corr`, `lq <= BQ` values:
+                // all in bounds, `ot` overlapping none of them.
                 unsafe {
                     gemm::gemm::<L>(
                         dv,
@@ -368,6 +412,8 @@ impl AttnPlan {
                     } else {
                         self.key_queries(k0 + j, q0, q1)
                     };
+                    // SAFETY: key `k0 + j < sk` has `dv` values in v's buffer; the slice is
+                    // only read.
                     let vr = unsafe { std::slice::from_raw_parts(v0.offset(j as isize * vss), dv) };
                     for i in a..b {
                         let p = sb[j * lq + i];
@@ -383,13 +429,19 @@ impl AttnPlan {
         for (x, &li) in inv[..lq].iter_mut().zip(&l[..lq]) {
             *x = 1.0 / li;
         }
+        // SAFETY: `bi < B`, `q0 < Sq`, `hi < H`: the row's first element is inside `out`
+        // (`B·Sq·H·Dv` floats).
         let row0 = unsafe { out.add(((bi * self.sq + q0) * self.h + hi) * dv) };
         let ostride = self.h * dv;
+        // SAFETY: rows `q0..q1` of head `hi` are `nq` rows of `dv` values `H·Dv` apart in `out`
+        // (written only by this item); `ot` holds `dv × lq` floats, column `i < nq` read.
         unsafe {
             gemm::transpose::<L>(nq, dv, ot.as_ptr(), lq as isize, row0, ostride, |i| inv[i])
         };
         for (i, &s) in seen[..nq].iter().enumerate() {
             if !s {
+                // SAFETY: row `i < nq` of this item is `dv` floats inside `out`, written only
+                // by this item, and no other reference to it is live.
                 unsafe { std::slice::from_raw_parts_mut(row0.add(i * ostride), dv) }.fill(0.0);
             }
         }
@@ -458,10 +510,14 @@ pub(super) fn nan_pick(v: f32, m: f32) -> f32 {
 }
 
 /// Whether the `n` rows of `w` values at `p`, `stride` apart, are all finite.
+/// # Safety
+/// The `n` rows of `w` values at `p + j·stride` (`j < n`) must be readable f32s.
 #[inline(always)]
 unsafe fn all_finite(p: *const f32, stride: isize, n: usize, w: usize) -> bool {
     let mut ok = true;
     for j in 0..n {
+        // SAFETY: row `j < n` has `w` readable floats (caller's contract); the slice is only
+        // read.
         let r = unsafe { std::slice::from_raw_parts(p.offset(j as isize * stride), w) };
         ok &= r.iter().fold(true, |a, x| a & x.is_finite());
     }

@@ -33,7 +33,9 @@ impl Init {
     #[inline(always)]
     fn at_col(self, j0: usize) -> Init {
         match self {
-            Init::ScaleAdd(s) => Init::ScaleAdd(unsafe { s.add(j0) }),
+            // Wrapping: this safe method cannot know `s` has `j0` values (gemm's caller
+            // guarantees `n` of them before any is read).
+            Init::ScaleAdd(s) => Init::ScaleAdd(s.wrapping_add(j0)),
             x => x,
         }
     }
@@ -65,8 +67,12 @@ pub(super) unsafe fn gemm<const L: u8>(
     }
     #[cfg(target_arch = "x86_64")]
     if L == AVX512 {
+        // SAFETY: L == AVX512 and the caller guarantees the CPU has AVX-512F; the bounds
+        // contract is passed through unchanged.
         return unsafe { x86::gemm(m, n, k, a, lda, ldp, b, ldb, c, ldc, init) };
     }
+    // SAFETY: the caller's bounds contract is axpy_rows's; the FMA variant (`F = true`) is
+    // chosen only for L == AVX2, whose callers run on an AVX2+FMA CPU.
     unsafe {
         if L == PORTABLE {
             axpy_rows::<false>(m, n, k, a, lda, ldp, b, ldb, c, ldc, init)
@@ -78,6 +84,10 @@ pub(super) unsafe fn gemm<const L: u8>(
 
 /// Row by row: `c_i = Σ_p a_ip · b_p`, each term one vectorizable `axpy` over the row.
 /// `F` fuses the multiply-add (only inside functions compiled with FMA).
+/// # Safety
+/// Every element of `A` (`a + r·lda + p·ldp`), the first `n` of every row of `B` (rows
+/// `ldb` apart) and of `C` (rows `ldc` apart) named by `m`, `n`, `k` must be in bounds;
+/// with `ScaleAdd(s)`, `s` must hold `n` values; `C` must not overlap `A`, `B` or `s`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn axpy_rows<const F: bool>(
@@ -94,11 +104,15 @@ unsafe fn axpy_rows<const F: bool>(
     init: Init,
 ) {
     for i in 0..m {
+        // SAFETY: row `i < m` of `C` holds `n` elements (caller's contract) and overlaps no
+        // operand, so this is the only live reference to it.
         let crow = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), n) };
         match init {
             Init::Zero => crow.fill(0.0),
             Init::Add => {}
             Init::ScaleAdd(sc) => {
+                // SAFETY: with ScaleAdd the caller guarantees `n` readable scales not
+                // overlapping `C`.
                 let sc = unsafe { std::slice::from_raw_parts(sc, n) };
                 for (x, &y) in crow.iter_mut().zip(sc) {
                     *x *= y;
@@ -106,7 +120,10 @@ unsafe fn axpy_rows<const F: bool>(
             }
         }
         for p in 0..k {
+            // SAFETY: `(i, p)` with `i < m`, `p < k` is an element of `A` (caller's contract).
             let av = unsafe { *a.offset(i as isize * lda + p as isize * ldp) };
+            // SAFETY: row `p < k` of `B` holds `n` readable elements (caller's contract), not
+            // in `C`.
             let brow = unsafe { std::slice::from_raw_parts(b.offset(p as isize * ldb), n) };
             for (x, &y) in crow.iter_mut().zip(brow) {
                 *x = if F { av.mul_add(y, *x) } else { av * y + *x };
@@ -133,11 +150,15 @@ pub(super) unsafe fn transpose<const L: u8>(
 ) {
     #[cfg(target_arch = "x86_64")]
     if L == AVX512 {
+        // SAFETY: L == AVX512 and the caller guarantees the CPU has AVX-512F; bounds passed
+        // through.
         return unsafe { x86::transpose(rows, cols, src, sstride, dst, dstride, scale) };
     }
     for r in 0..rows {
         let sr = scale(r);
         for c in 0..cols {
+            // SAFETY: `r < rows`, `c < cols`: the caller guarantees `src[c·sstride + r]` and
+            // `dst[r·dstride + c]` are in bounds (this function's contract).
             unsafe {
                 *dst.add(r * dstride + c) = sr * *src.offset(c as isize * sstride + r as isize)
             };
@@ -156,6 +177,9 @@ mod x86 {
     /// The AVX-512 level: tiles of up to `MR` rows × 64 columns, the last vector of a
     /// tile masked when `n` is not a multiple of 16 (masked loads never touch the
     /// elements they skip, so `B` and `C` need no padding).
+    /// # Safety
+    /// As [`super::gemm`]: every row of `A`, `B`, `C` named by the sizes in bounds, `C`
+    /// overlapping no operand, and the CPU must have AVX-512F.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn gemm(
@@ -186,11 +210,15 @@ mod x86 {
                 let mr = (m - i0).min(MR);
                 let t = Tile {
                     k,
+                    // SAFETY: `i0 < m`, so row `i0` of `A` is in bounds (the caller's
+                    // contract).
                     a: unsafe { a.offset(i0 as isize * lda) },
                     lda,
                     ldp,
+                    // SAFETY: `j0 < n`, so column `j0` of `B`'s first row is in bounds.
                     b: unsafe { b.add(j0) },
                     ldb,
+                    // SAFETY: `i0 < m` and `j0 < n`: element `(i0, j0)` of `C` is in bounds.
                     c: unsafe { c.add(i0 * ldc + j0) },
                     ldc,
                     mask,
@@ -198,11 +226,18 @@ mod x86 {
                 };
                 macro_rules! by_nv {
                     ($mr:literal) => {
-                        match nv {
-                            1 => unsafe { tile::<$mr, 1>(&t) },
-                            2 => unsafe { tile::<$mr, 2>(&t) },
-                            3 => unsafe { tile::<$mr, 3>(&t) },
-                            _ => unsafe { tile::<$mr, 4>(&t) },
+                        // SAFETY: the Tile is the `mr × w` corner at (i0, j0) with
+                        // `mr <= MR` rows and `nv = ceil(w/16)` vectors whose last is masked
+                        // to `w`'s tail, so every access `tile` makes lies inside the
+                        // caller's `m × n` (and `k`) bounds; AVX-512F is enabled for this
+                        // function.
+                        unsafe {
+                            match nv {
+                                1 => tile::<$mr, 1>(&t),
+                                2 => tile::<$mr, 2>(&t),
+                                3 => tile::<$mr, 3>(&t),
+                                _ => tile::<$mr, 4>(&t),
+                            }
                         }
                     };
                 }
@@ -245,6 +280,8 @@ mod x86 {
             }
         }
         // SAFETY: 16 i32 read from an array of 16.
+        // SAFETY: each load reads 16 i32 (64 bytes) from a local array of exactly 16 i32
+        // (unaligned loads allowed); avx512f is enabled for this function.
         let (il, ih) = unsafe {
             (
                 _mm512_loadu_si512(lo.as_ptr() as *const _),
@@ -263,6 +300,9 @@ mod x86 {
     /// [`super::transpose`] in 16 × 16 tiles transposed in registers: four butterfly
     /// stages, stage `s` swapping the off-diagonal `s × s` blocks of every `2s × 2s`
     /// block (16 two-source permutes each). Contiguous loads and stores only.
+    /// # Safety
+    /// As [`super::transpose`]: every `src[c·sstride + r]` and `dst[r·dstride + c]` for
+    /// `r < rows`, `c < cols` in bounds, and the CPU must have AVX-512F.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn transpose(
         rows: usize,
@@ -273,6 +313,10 @@ mod x86 {
         dstride: usize,
         scale: impl Fn(usize) -> f32,
     ) {
+        // SAFETY: every load and store is masked to the lanes inside `rows × cols` (empty masks
+        // past the edges, and masked-off lanes are never accessed), so only in-bounds elements
+        // of `src`/`dst` (caller's contract) are touched; pointers to masked-off rows are
+        // formed with wrapping arithmetic; AVX-512F is enabled for this function.
         unsafe {
             let mut r0 = 0;
             while r0 < rows {
@@ -324,9 +368,18 @@ mod x86 {
 
     /// `MR × 16·NV` accumulators in registers; per step of `k`: `NV` vector loads of a
     /// `B` row, then one broadcast and `NV` FMAs per row of `A`.
+    /// # Safety
+    /// `t` must describe an in-bounds corner: `MR` rows of `A` (`k` steps of `ldp`),
+    /// `k` rows of `B` and `MR` rows of `C` each with `16·(NV−1)` + (lanes of `t.mask`)
+    /// columns readable (and writable for `C`), `ScaleAdd` scales likewise; the CPU
+    /// must have AVX-512F.
     #[inline]
     #[target_feature(enable = "avx512f")]
     unsafe fn tile<const MR: usize, const NV: usize>(t: &Tile) {
+        // SAFETY: every pointer is the tile's corner plus `r·ldc`/`r·lda` for `r < MR`, `16·v`
+        // for `v < NV` (the last vector masked to the existing lanes), and `p·ldp`/`p·ldb` for
+        // `p < k`: inside the bounds the caller (x86::gemm) guarantees; masked loads never
+        // touch skipped lanes.
         unsafe {
             let load = |p: *const f32, v: usize| {
                 if v + 1 == NV {
@@ -370,8 +423,11 @@ mod x86 {
                         *x = _mm512_fmadd_ps(av, y, *x);
                     }
                 }
-                ap = ap.offset(t.ldp);
-                bp = bp.offset(t.ldb);
+                // Wrapping: after the last step these point one whole stride past
+                // the operands (beyond their allocations when a stride exceeds a
+                // row), where `offset` would be undefined behaviour; never read there.
+                ap = ap.wrapping_offset(t.ldp);
+                bp = bp.wrapping_offset(t.ldb);
             }
             for (r, row) in acc.iter().enumerate() {
                 for (v, &x) in row.iter().enumerate() {
@@ -406,6 +462,8 @@ mod tests {
         ldc: usize,
         acc: Init,
     ) {
+        /// # Safety
+        /// As [`gemm`] at the AVX-512 level: operands in bounds, CPU with AVX-512F.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f")]
         #[allow(clippy::too_many_arguments)]
@@ -422,8 +480,13 @@ mod tests {
             ldc: usize,
             acc: Init,
         ) {
+            // SAFETY: l2 is compiled with avx512f and only called where `levels()` detected it;
+            // the test sizes its buffers for every row and column gemm reads or writes.
             unsafe { gemm::<AVX512>(m, n, k, a, lda, ldp, b, ldb, c, ldc, acc) }
         }
+        /// # Safety
+        /// As [`gemm`] at the AVX2 level: operands in bounds, CPU with AVX2 and
+        /// FMA.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         #[allow(clippy::too_many_arguments)]
@@ -440,15 +503,22 @@ mod tests {
             ldc: usize,
             acc: Init,
         ) {
+            // SAFETY: l1 is compiled with avx2,fma and only called where `levels()` detected
+            // both.
             unsafe { gemm::<AVX2>(m, n, k, a, lda, ldp, b, ldb, c, ldc, acc) }
         }
         let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
         let ldb = ldb as isize;
         match level {
             #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX512 is in `levels()` only when detected; `a`, `b`, `c` are sized by
+            // the test for `m × k` (strides lda, ldp), `k × ldb` and `m × ldc`.
             AVX512 => unsafe { l2(m, n, k, ap, lda, ldp, bp, ldb, cp, ldc, acc) },
             #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX2 is in `levels()` only when avx2 and fma were detected; buffers as
+            // above.
             AVX2 => unsafe { l1(m, n, k, ap, lda, ldp, bp, ldb, cp, ldc, acc) },
+            // SAFETY: the portable level needs no CPU feature; buffers sized as above.
             _ => unsafe { gemm::<PORTABLE>(m, n, k, ap, lda, ldp, bp, ldb, cp, ldc, acc) },
         }
     }
@@ -541,9 +611,12 @@ mod tests {
 
     #[test]
     fn every_level_transposes_ragged_tiles_with_row_scales() {
+        /// # Safety
+        /// As [`transpose`]: every element named in bounds, CPU with AVX-512F.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f")]
         unsafe fn t2(r: usize, c: usize, s: *const f32, ss: isize, d: *mut f32, ds: usize) {
+            // SAFETY: t2 is compiled with avx512f and only called where `levels()` detected it.
             unsafe { transpose::<AVX512>(r, c, s, ss, d, ds, |i| 1.0 + i as f32) }
         }
         for level in levels() {
@@ -555,7 +628,10 @@ mod tests {
                 let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
                 match level {
                     #[cfg(target_arch = "x86_64")]
+                    // SAFETY: avx512f detected (`levels()`); `src` has `cols·ss` and `dst`
+                    // `rows·ds` elements, covering every `(r, c)` with `r < rows`, `c < cols`.
                     AVX512 => unsafe { t2(rows, cols, sp, ss as isize, dp, ds) },
+                    // SAFETY: portable level; `src`/`dst` sized for every `(r, c)` as above.
                     _ => unsafe {
                         transpose::<PORTABLE>(rows, cols, sp, ss as isize, dp, ds, |i| {
                             1.0 + i as f32

@@ -168,6 +168,16 @@ impl AttnPlan {
                 if dims.len() > full.len() || (*mask_kind == MaskKind::Custom && dims != full) {
                     return Ok(None);
                 }
+                // Every bias axis must broadcast (1) or match: the kernel indexes it up to
+                // the full extent, so a shorter bound dim would be read out of bounds.
+                let lead = full.len() - dims.len();
+                if dims
+                    .iter()
+                    .enumerate()
+                    .any(|(i, &dd)| dd != 1 && dd != full[lead + i])
+                {
+                    return Ok(None);
+                }
                 // Right-align to [B, H, Sq, Sk] (custom masks are [B, Sk]: axes 0 and 3).
                 let mut st = [0isize; 4];
                 if *mask_kind == MaskKind::Custom {
@@ -241,6 +251,9 @@ impl AttnPlan {
             par_for(chunks(total, CHUNK), |ch| {
                 let (c0, c1) = (ch * CHUNK, ((ch + 1) * CHUNK).min(total));
                 let core = |flat: usize, _n: usize| {
+                    // SAFETY: run_range calls the core only for tiles inside `c0..c1 <= total`,
+                    // and `out` (the scratch) holds `total` f32s, so `flat·4` bytes is inside
+                    // it.
                     Sv::Vec(unsafe { cp.get().add(flat * 4) as *const u8 })
                 };
                 self.epilogue.run_range(bs.get(), c0, c1, Some(&core))
@@ -286,6 +299,8 @@ impl AttnPlan {
     fn custom_ok(&self, bases: &[*mut u8], bi: usize, ki: usize) -> bool {
         let (p, st) = self.extra.as_ref().unwrap();
         let off = (p.offset as isize + bi as isize * st[0] + ki as isize * st[3]) as usize;
+        // SAFETY: `bi < B`, `ki < Sk` and the custom mask was checked to be bound as [B, Sk]
+        // with a strided (non-table) plan, so the offset is an element of its buffer.
         let bits = unsafe { read_bits(p.dtype, bases[p.buf], off) };
         let v = match Ty::of(p.dtype).unwrap() {
             Ty::F32 => f32::from_bits(bits as u32) as f64,
@@ -303,6 +318,9 @@ impl AttnPlan {
             + hi as isize * st[1]
             + qi as isize * st[2]
             + ki as isize * st[3]) as usize;
+        // SAFETY: the bias plan's dims were checked to broadcast to [B, H, Sq, Sk] (each axis
+        // 1, with stride 0 here, or the full extent) and its strides come from the bound plan,
+        // so for indices inside the full space the offset is an element of its buffer.
         let bits = unsafe { read_bits(p.dtype, bases[p.buf], off) };
         match Ty::of(p.dtype).unwrap() {
             Ty::F32 => f32::from_bits(bits as u32),

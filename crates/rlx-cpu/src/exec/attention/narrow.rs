@@ -14,6 +14,10 @@ pub(super) const NARROW: usize = 4;
 impl AttnPlan {
     /// Item `it` (at most [`NARROW`] queries), inlined into a function compiled for the
     /// caller's instruction set: the same online softmax as the wide kernel, per query.
+    /// # Safety
+    /// As [`AttnPlan::body`](super::block): `bases` the plan's bound buffers, `out` the
+    /// `B·Sq·H·Dv` f32 output whose rows of this item no other thread writes, `it` an
+    /// item of this plan.
     #[inline(always)]
     pub(super) unsafe fn narrow(
         &self,
@@ -37,6 +41,9 @@ impl AttnPlan {
         let custom = self.mask == MaskKind::Custom;
         let mut ok = [true; BK];
         for qi in q0..q1 {
+            // SAFETY: query `qi < Sq` of batch `bi`, head `hi` has `d` f32s in q's buffer (its
+            // layout is the bound load plan AttnPlan::new checked against [B, Sq, H, D]); only
+            // read.
             let src = unsafe { std::slice::from_raw_parts(qb.add(self.q.1.at(bi, qi, hi)), d) };
             for (o, &x) in q.iter_mut().zip(src) {
                 *o = x * self.scale;
@@ -57,6 +64,8 @@ impl AttnPlan {
                     }
                     any = true;
                     let kr =
+                        // SAFETY: key `kj < sk` of batch `bi`, head `kh < hk` has `d` f32s in
+                        // k's buffer; only read.
                         unsafe { std::slice::from_raw_parts(kb.add(self.k.1.at(bi, kj, kh)), d) };
                     let mut v = dot(q, kr);
                     if let Some(c) = self.softcap {
@@ -93,6 +102,8 @@ impl AttnPlan {
                     // Masked keys are skipped, not multiplied by 0: a non-finite value
                     // behind the mask must not reach the row.
                     if ok[j] {
+                        // SAFETY: key `k0 + j < sk` of batch `bi`, head `kh` has `dv` f32s in
+                        // v's buffer; only read.
                         let vr = unsafe {
                             std::slice::from_raw_parts(vb.add(self.v.1.at(bi, k0 + j, kh)), dv)
                         };
@@ -104,6 +115,8 @@ impl AttnPlan {
                 m = mnew;
                 k0 = k1;
             }
+            // SAFETY: row `(bi, qi, hi)` is `dv` floats inside `out` (`B·Sq·H·Dv`), written
+            // only by this item, and no other reference to it is live.
             let dst = unsafe {
                 std::slice::from_raw_parts_mut(
                     out.add(((bi * self.sq + qi) * self.h + hi) * dv),
