@@ -67,6 +67,12 @@ pub(crate) fn gemm(h: cb::cublasHandle_t, c: &GemmCall) -> Result<(), String> {
     let (m, n, k) = (c.m as i32, c.n as i32, c.k as i32);
     let (lda, ldb, ldc) = (c.lda as i32, c.ldb as i32, c.ldc as i32);
     let algo = cb::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
+    // SAFETY: `h` is a live cuBLAS handle used under the Blas mutex on the bound context;
+    // `alpha` and `beta` point at locals of the GEMM's dtype, read by cuBLAS (host pointer
+    // mode) before the call returns; every other pointer is a device address (operands, or for
+    // pointer batching device arrays of device pointers) that cuBLAS only dereferences on the
+    // device; the plan sized the operands for m, n, k, the leading dimensions and batch
+    // strides.
     let s = unsafe {
         match &c.batching {
             Batching::Strided { a, b, c: sc } => cb::cublasGemmStridedBatchedEx(
@@ -131,6 +137,8 @@ struct LtDescs {
 
 impl Drop for LtDescs {
     fn drop(&mut self) {
+        // SAFETY: each descriptor was created by cuBLASLt (only successful creations are
+        // recorded) and is destroyed exactly once here.
         unsafe {
             if let Some(d) = self.desc {
                 lt::cublasLtMatmulDescDestroy(d);
@@ -151,6 +159,9 @@ fn set_desc<T>(
     v: &T,
 ) -> Result<(), String> {
     ok_lt(
+        // SAFETY: `d` is a live descriptor and `v` points at a `T` of `size_of::<T>()` bytes,
+        // the attribute's type at each call site (i32 flags, the epilogue enum, i8, pointers);
+        // cuBLASLt copies the value before returning.
         unsafe {
             lt::cublasLtMatmulDescSetAttribute(
                 d,
@@ -175,6 +186,7 @@ impl LtDescs {
     ) -> Result<lt::cublasLtMatrixLayout_t, String> {
         let mut l: lt::cublasLtMatrixLayout_t = std::ptr::null_mut();
         ok_lt(
+            // SAFETY: `l` is a live out-pointer; the sizes are plain values.
             unsafe {
                 lt::cublasLtMatrixLayoutCreate(&mut l, dt, rows as u64, cols as u64, ld as i64)
             },
@@ -196,6 +208,9 @@ impl LtDescs {
                 ),
             ] {
                 ok_lt(
+                    // SAFETY: `l` was just created; `p` points at a live local of exactly `n`
+                    // bytes (an i32 batch count or an i64 stride), copied by cuBLASLt before
+                    // returning.
                     unsafe { lt::cublasLtMatrixLayoutSetAttribute(l, attr, p, n) },
                     "cublasLtMatrixLayoutSetAttribute",
                 )?;
@@ -219,12 +234,14 @@ impl LtDescs {
         let desc = self.desc.unwrap();
         let mut pref: lt::cublasLtMatmulPreference_t = std::ptr::null_mut();
         ok_lt(
+            // SAFETY: `pref` is a live out-pointer.
             unsafe { lt::cublasLtMatmulPreferenceCreate(&mut pref) },
             "cublasLtMatmulPreferenceCreate",
         )?;
         self.pref = Some(pref);
         let wsb = ws_bytes as u64;
         ok_lt(
+            // SAFETY: `pref` was just created; the value is a live u64 of the 8 bytes passed.
             unsafe {
                 lt::cublasLtMatmulPreferenceSetAttribute(
                     pref,
@@ -235,9 +252,13 @@ impl LtDescs {
             },
             "cublasLtMatmulPreferenceSetAttribute",
         )?;
+        // SAFETY: the heuristic result is a plain C struct of integers, floats and byte arrays,
+        // for which all-zero bytes are a valid value (cuBLASLt overwrites it).
         let mut heur: lt::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };
         let mut found = 0i32;
         ok_lt(
+            // SAFETY: `h`, `desc`, the three layouts and `pref` are live; `heur` and `found`
+            // are live out-pointers for one result (requested count 1).
             unsafe {
                 lt::cublasLtMatmulAlgoGetHeuristic(
                     h, desc, lays[0], lays[1], lays[2], lays[2], pref, 1, &mut heur, &mut found,
@@ -249,6 +270,11 @@ impl LtDescs {
             return Err("cuBLASLt found no algorithm for this matmul".into());
         }
         ok_lt(
+            // SAFETY: `h` is used under the Blas mutex; `alpha`/`beta` point at the caller's
+            // f32 locals (read before return, host pointer mode); operand, output and workspace
+            // pointers are device addresses sized by the plan (workspace `ws_bytes`), used on
+            // the device only; `heur.algo` is the algorithm just returned for these
+            // descriptors.
             unsafe {
                 lt::cublasLtMatmul(
                     h,
@@ -309,6 +335,7 @@ pub(crate) fn lt_gemm(
     let mut d = LtDescs::default();
     let mut desc: lt::cublasLtMatmulDesc_t = std::ptr::null_mut();
     ok_lt(
+        // SAFETY: `desc` is a live out-pointer; the types are valid enum values.
         unsafe { lt::cublasLtMatmulDescCreate(&mut desc, ct, lt::cudaDataType::CUDA_R_32F) },
         "cublasLtMatmulDescCreate",
     )?;
@@ -362,6 +389,7 @@ pub(crate) fn fp8_gemm(
     let mut d = LtDescs::default();
     let mut desc: lt::cublasLtMatmulDesc_t = std::ptr::null_mut();
     ok_lt(
+        // SAFETY: `desc` is a live out-pointer; the types are valid enum values.
         unsafe {
             lt::cublasLtMatmulDescCreate(
                 &mut desc,

@@ -16,7 +16,14 @@ use std::sync::{Arc, Mutex, Weak};
 /// A raw handle that is only used under a mutex or from the owning device.
 #[derive(Clone, Copy)]
 struct Raw<T>(T);
+// SAFETY: Raw wraps CUDA driver/cuBLAS handles (stream, module, function, library
+// handles: opaque pointers owned by the driver, not Rust memory). The driver API is
+// thread-safe once the context is current, which every entry point ensures
+// (`Core::bind`); the cuBLAS/cuBLASLt handles, which are not, are only used under the
+// `Blas` mutex.
 unsafe impl<T> Send for Raw<T> {}
+// SAFETY: as for Send: shared use goes through the thread-safe driver API with the
+// context bound, or through the Blas mutex.
 unsafe impl<T> Sync for Raw<T> {}
 
 /// The CUDA device state shared by modules.
@@ -61,6 +68,12 @@ impl Module for CudaModule {
             })
             .collect();
         let mut args = [words.as_mut_ptr() as *mut c_void];
+        // SAFETY: the function handle belongs to this module (loaded on this context, which is
+        // bound above) and stays valid until the module is dropped; the kernel takes one struct
+        // `P{kid} { char* b[np]; long long m[nm]; }` by value, and `words` holds the `(np +
+        // nm)·8`-byte block exec::step builds for exactly that struct (same `max(1)` counts as
+        // codegen), alive until the call returns (the driver copies kernel parameters at
+        // launch). Device pointers inside are only dereferenced on the device.
         unsafe {
             dr::launch_kernel(
                 self.funcs[entry].0,
@@ -78,6 +91,8 @@ impl Module for CudaModule {
 impl Drop for CudaModule {
     fn drop(&mut self) {
         if self.core.bind().is_ok() {
+            // SAFETY: the context is bound; synchronizing first guarantees no launch still uses
+            // the module, which this (its only owner) unloads once.
             unsafe {
                 let _ = dr::stream::synchronize(self.core.stream.0);
                 let _ = dr::module::unload(self.module.0);
@@ -144,9 +159,13 @@ impl CudaGpu {
     fn open_blas(core: &Core) -> Result<Blas, String> {
         use cudarc::{cublas, cublaslt};
         let h = cublas::result::create_handle().map_err(|e| format!("cublasCreate: {e:?}"))?;
+        // SAFETY: `h` is the handle just created and `core.stream` a live stream of the bound
+        // context; the cast only changes the handle's nominal type (both are CUstream).
         unsafe { cublas::result::set_stream(h, core.stream.0 as cublas::sys::cudaStream_t) }
             .map_err(|e| format!("cublasSetStream: {e:?}"))?;
         let lt = cublaslt::result::create_handle().map_err(|e| format!("cublasLtCreate: {e:?}"))?;
+        // SAFETY: a plain device allocation on the bound context (the result is checked); it is
+        // freed once, in CudaGpu's drop.
         let workspace = unsafe { dr::malloc_sync(WORKSPACE) }
             .map_err(|e| format!("allocating the cuBLASLt workspace: {e:?}"))?;
         Ok(Blas {
@@ -185,6 +204,9 @@ impl Drop for CudaGpu {
         let _ = self.core.bind();
         if let Some(b) = &self.blas {
             let b = b.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the context is bound; the handles and workspace were created by open_blas
+            // and are destroyed exactly once here, while the Blas mutex is held (no GEMM in
+            // flight).
             unsafe {
                 let _ = cudarc::cublas::result::destroy_handle(b.cublas.0);
                 let _ = cudarc::cublaslt::result::destroy_handle(b.lt.0);
@@ -203,11 +225,14 @@ impl Gpu for CudaGpu {
     }
     fn alloc(&self, bytes: usize) -> Result<DPtr, String> {
         self.core.bind()?;
+        // SAFETY: a plain device allocation on the bound context; the result is checked.
         unsafe { dr::malloc_sync(bytes.max(256)) }
             .map_err(|e| format!("cuMemAlloc of {bytes} bytes: {e:?}"))
     }
     fn free(&self, p: DPtr) {
         if self.core.bind().is_ok() {
+            // SAFETY: the context is bound; the stream is synchronized first, so no queued work
+            // still uses `p`, a pointer from `alloc` that the caller frees once.
             unsafe {
                 let _ = dr::stream::synchronize(self.core.stream.0);
                 let _ = dr::free_sync(p);
@@ -216,11 +241,18 @@ impl Gpu for CudaGpu {
     }
     fn upload(&self, dst: DPtr, src: &[u8]) -> Result<(), String> {
         self.core.bind()?;
+        // SAFETY: `src` is pageable host memory (a Rust slice never registered with the
+        // driver), for which cuMemcpyHtoDAsync returns only after staging it, so it may be
+        // freed after the call; `dst` is a device pointer of the caller's allocation (a bad one
+        // is a CUDA error on the device, not a host memory access).
         unsafe { dr::memcpy_htod_async(dst, src, self.core.stream.0) }
             .map_err(|e| format!("copying {} bytes to the device: {e:?}", src.len()))
     }
     fn download(&self, dst: &mut [u8], src: DPtr) -> Result<(), String> {
         self.core.bind()?;
+        // SAFETY: `dst` is an exclusive host slice of the copy's length, and the stream is
+        // synchronized before returning, so the copy has finished writing it before the borrow
+        // ends.
         unsafe {
             dr::memcpy_dtoh_async(dst, src, self.core.stream.0)
                 .map_err(|e| format!("copying {} bytes from the device: {e:?}", dst.len()))?;
@@ -229,6 +261,8 @@ impl Gpu for CudaGpu {
     }
     fn zero(&self, dst: DPtr, bytes: usize) -> Result<(), String> {
         self.core.bind()?;
+        // SAFETY: writes device memory only (`bytes` from `dst`, within the caller's
+        // allocation); no host memory is touched.
         unsafe { dr::memset_d8_async(dst, 0, bytes, self.core.stream.0) }
             .map_err(|e| format!("{e:?}"))
     }
@@ -245,10 +279,14 @@ impl Gpu for CudaGpu {
         }
         let img = self.image(source)?;
         self.core.bind()?;
+        // SAFETY: `img.bytes` is a complete CUBIN/PTX image from NVRTC (PTX NUL-terminated, as
+        // nvrtc::compile returns it), alive for the call; the context is bound.
         let module = unsafe { dr::module::load_data(img.bytes.as_ptr() as *const c_void) }
             .map_err(|e| format!("loading the compiled kernels ({:?}): {e:?}", img.kind))?;
         let mut funcs = Vec::with_capacity(entries.len());
         for e in entries {
+            // SAFETY: `module` was just loaded on the bound context and the name is a valid C
+            // string.
             let f = unsafe { dr::module::get_function(module, CString::new(e.as_str()).unwrap()) }
                 .map_err(|x| format!("kernel {e} missing from the module: {x:?}"))?;
             funcs.push(Raw(f));
@@ -289,6 +327,7 @@ impl Gpu for CudaGpu {
     }
     fn synchronize(&self) -> Result<(), String> {
         self.core.bind()?;
+        // SAFETY: the stream is a live stream of the context, bound above.
         unsafe { dr::stream::synchronize(self.core.stream.0) }
             .map_err(|e| format!("CUDA error: {e:?}"))
     }

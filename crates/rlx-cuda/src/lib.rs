@@ -20,6 +20,8 @@
 //! is tested without a GPU in two ways: NVRTC compiles it to PTX (needs only the NVRTC
 //! library, e.g. the `nvidia-cuda-nvrtc-cu12` wheel), and the host emulator ([`emu`])
 //! runs it against the oracle.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod codegen;
 mod cublas;

@@ -77,6 +77,11 @@ fn open_forever(path: &Path) -> Result<(), String> {
     #[cfg(unix)]
     {
         use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+        // SAFETY: opening a shared library runs its initialisers; the file is a CUDA library
+        // (libnvrtc/libcublas…) that the user pointed at or that sits in a CUDA install or
+        // wheel directory, i.e. the same object cudarc would load by name, and this runs once
+        // per library (OnceLock callers) before any other thread uses it. The handle is leaked,
+        // so the code is never unloaded while symbols from it are in use.
         let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }
             .map_err(|e| format!("{}: {e}", path.display()))?;
         std::mem::forget(lib);
@@ -84,6 +89,8 @@ fn open_forever(path: &Path) -> Result<(), String> {
     }
     #[cfg(not(unix))]
     {
+        // SAFETY: as in the Unix branch: a CUDA library from the user's configuration or a CUDA
+        // install, opened once and never unloaded.
         let lib = unsafe { libloading::Library::new(path) }
             .map_err(|e| format!("{}: {e}", path.display()))?;
         std::mem::forget(lib);
@@ -174,6 +181,8 @@ pub fn nvrtc_present() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
         let _ = nvrtc_location();
+        // SAFETY: is_culib_present only tries to load NVRTC (the library preloaded above or
+        // found by name), running its initialisers once; no NVRTC function is called here.
         unsafe { cudarc::nvrtc::sys::is_culib_present() }
     })
 }
@@ -185,6 +194,8 @@ pub fn cublas_present() -> bool {
         // cuBLAS needs cuBLASLt by SONAME: load that first.
         let _ = preload("cublasLt", None, "cublas", &[]);
         let _ = preload("cublas", None, "cublas", &[]);
+        // SAFETY: as for NVRTC: only tries to load cuBLASLt and cuBLAS (preloaded above), once
+        // per process (OnceLock), calling no function of them.
         unsafe {
             cudarc::cublaslt::sys::is_culib_present() && cudarc::cublas::sys::is_culib_present()
         }
@@ -194,6 +205,8 @@ pub fn cublas_present() -> bool {
 /// Whether the driver library (`libcuda`) can be opened.
 pub fn driver_present() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
+    // SAFETY: only tries to load the driver library (libcuda) once per process, calling
+    // nothing.
     *OK.get_or_init(|| unsafe { cudarc::driver::sys::is_culib_present() })
 }
 

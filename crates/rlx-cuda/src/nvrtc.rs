@@ -50,6 +50,8 @@ pub fn version() -> Result<(i32, i32), String> {
         return Err(loader::describe());
     }
     let (mut a, mut b) = (0, 0);
+    // SAFETY: NVRTC is loaded (nvrtc_present checked above, so cudarc's lazy binding will not
+    // panic) and both out-pointers are live local i32s.
     let r = unsafe { sys::nvrtcVersion(&mut a, &mut b) };
     if r != sys::nvrtcResult::NVRTC_SUCCESS {
         return Err(format!("nvrtcVersion failed: {r:?}"));
@@ -63,11 +65,13 @@ pub fn supported_archs() -> Result<Vec<i32>, String> {
         return Err(loader::describe());
     }
     let mut n = 0;
+    // SAFETY: NVRTC is loaded (checked above); `n` is a live local.
     let r = unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) };
     if r != sys::nvrtcResult::NVRTC_SUCCESS {
         return Err(format!("nvrtcGetNumSupportedArchs failed: {r:?}"));
     }
     let mut v = vec![0i32; n.max(0) as usize];
+    // SAFETY: NVRTC writes exactly the `n` architectures it just reported, and `v` holds `n`.
     let r = unsafe { sys::nvrtcGetSupportedArchs(v.as_mut_ptr()) };
     if r != sys::nvrtcResult::NVRTC_SUCCESS {
         return Err(format!("nvrtcGetSupportedArchs failed: {r:?}"));
@@ -113,6 +117,9 @@ fn check(r: sys::nvrtcResult, what: &str) -> Result<(), String> {
     if r == sys::nvrtcResult::NVRTC_SUCCESS {
         Ok(())
     } else {
+        // SAFETY: check() runs only on results of NVRTC calls, so NVRTC is loaded;
+        // nvrtcGetErrorString returns a pointer to a static NUL-terminated string for any
+        // result code.
         let msg = unsafe { CStr::from_ptr(sys::nvrtcGetErrorString(r)) };
         Err(format!("{what} failed: {}", msg.to_string_lossy()))
     }
@@ -123,6 +130,8 @@ struct Prog(sys::nvrtcProgram);
 
 impl Drop for Prog {
     fn drop(&mut self) {
+        // SAFETY: `self.0` is the program nvrtcCreateProgram created (a Prog exists only after
+        // it succeeded), destroyed once here.
         unsafe {
             sys::nvrtcDestroyProgram(&mut self.0);
         }
@@ -141,6 +150,9 @@ fn compile_uncached(src: &str, cc: i32, out: Output) -> Result<Image, String> {
     let name = CString::new("rlx_program.cu").unwrap();
     let mut raw: sys::nvrtcProgram = std::ptr::null_mut();
     check(
+        // SAFETY: NVRTC is loaded (nvrtc_present above); `raw` is a live out-pointer; the
+        // source and name are NUL-terminated CStrings alive for the call; zero headers with
+        // null arrays.
         unsafe {
             sys::nvrtcCreateProgram(
                 &mut raw,
@@ -172,9 +184,12 @@ fn compile_uncached(src: &str, cc: i32, out: Output) -> Result<Image, String> {
     .map(|s| CString::new(*s).unwrap())
     .collect();
     let ptrs: Vec<*const c_char> = opts.iter().map(|s| s.as_ptr()).collect();
+    // SAFETY: `prog.0` is a live program; `ptrs` holds `ptrs.len()` pointers to NUL-terminated
+    // options owned by `opts`, alive for the call.
     let r = unsafe { sys::nvrtcCompileProgram(prog.0, ptrs.len() as i32, ptrs.as_ptr()) };
     let log = program_log(&prog);
     if r != sys::nvrtcResult::NVRTC_SUCCESS {
+        // SAFETY: NVRTC is loaded; nvrtcGetErrorString returns a static NUL-terminated string.
         let msg = unsafe { CStr::from_ptr(sys::nvrtcGetErrorString(r)) };
         return Err(format!(
             "NVRTC failed to compile the generated kernels for {arch} ({}):\n{log}\n--- source ---\n{}",
@@ -186,11 +201,14 @@ fn compile_uncached(src: &str, cc: i32, out: Output) -> Result<Image, String> {
         Output::Ptx => {
             let mut n = 0usize;
             check(
+                // SAFETY: `prog.0` is a compiled live program; `n` is a live local.
                 unsafe { sys::nvrtcGetPTXSize(prog.0, &mut n) },
                 "nvrtcGetPTXSize",
             )?;
             let mut b = vec![0u8; n];
             check(
+                // SAFETY: NVRTC writes exactly the size it reported (PTX with its NUL) and `b`
+                // holds `n` bytes.
                 unsafe { sys::nvrtcGetPTX(prog.0, b.as_mut_ptr() as *mut c_char) },
                 "nvrtcGetPTX",
             )?;
@@ -199,11 +217,13 @@ fn compile_uncached(src: &str, cc: i32, out: Output) -> Result<Image, String> {
         Output::Cubin => {
             let mut n = 0usize;
             check(
+                // SAFETY: `prog.0` is a compiled live program; `n` is a live local.
                 unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut n) },
                 "nvrtcGetCUBINSize",
             )?;
             let mut b = vec![0u8; n];
             check(
+                // SAFETY: NVRTC writes exactly the size it reported and `b` holds `n` bytes.
                 unsafe { sys::nvrtcGetCUBIN(prog.0, b.as_mut_ptr() as *mut c_char) },
                 "nvrtcGetCUBIN",
             )?;
@@ -219,10 +239,12 @@ fn compile_uncached(src: &str, cc: i32, out: Output) -> Result<Image, String> {
 
 fn program_log(prog: &Prog) -> String {
     let mut n = 0usize;
+    // SAFETY: `prog.0` is a live program; `n` is a live local.
     if unsafe { sys::nvrtcGetProgramLogSize(prog.0, &mut n) } != sys::nvrtcResult::NVRTC_SUCCESS {
         return String::new();
     }
     let mut b = vec![0u8; n.max(1)];
+    // SAFETY: NVRTC writes the `n`-byte log (NUL included) it reported; `b` holds `max(n, 1)`.
     if unsafe { sys::nvrtcGetProgramLog(prog.0, b.as_mut_ptr() as *mut c_char) }
         != sys::nvrtcResult::NVRTC_SUCCESS
     {

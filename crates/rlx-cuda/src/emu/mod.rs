@@ -62,6 +62,12 @@ impl Module for EmuModule {
             })
             .collect();
         let _g = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `run` and the trampoline were resolved from this module's library, which
+        // `_lib` keeps loaded; the trampoline reads one `P{kid}` struct from the parameter
+        // block, and `words` holds the `(np + nm)·8` bytes exec::step builds for exactly that
+        // struct (8-byte aligned, alive for the call); the pointers inside are emulator
+        // allocations sized by the plan; LAUNCH serialises launches, since the shim's globals
+        // are shared.
         let r = unsafe {
             (self.run)(
                 self.tramps[entry],
@@ -179,7 +185,12 @@ impl EmuGpu {
             let _ = std::fs::remove_file(&cpp);
             std::fs::rename(&tmp, &so).map_err(|e| e.to_string())?;
         }
+        // SAFETY: the library is the shim plus generated source this emulator just compiled (or
+        // its content-addressed cached build), whose initialisers only set up the shim's
+        // statics.
         let lib = unsafe { libloading::Library::new(&so) }.map_err(|e| e.to_string())?;
+        // SAFETY: `rlx_emu_run` is defined by the shim with exactly RunFn's C signature; the
+        // copied function pointer is used only while `_lib` keeps the library loaded.
         let run: RunFn = unsafe {
             *lib.get::<RunFn>(b"rlx_emu_run\0")
                 .map_err(|e| e.to_string())?
@@ -187,6 +198,8 @@ impl EmuGpu {
         let mut tramps = Vec::with_capacity(entries.len());
         for e in entries {
             let sym = format!("rlx_t_{e}\0");
+            // SAFETY: every `rlx_t_<entry>` is the `extern "C" void(const void*)` trampoline
+            // written above for that entry; used only while `_lib` keeps the library loaded.
             let f: unsafe extern "C" fn(*const u8) = unsafe {
                 *lib.get::<unsafe extern "C" fn(*const u8)>(sym.as_bytes())
                     .map_err(|x| x.to_string())?
@@ -202,8 +215,34 @@ impl EmuGpu {
     }
 }
 
+impl EmuGpu {
+    /// `Err` unless `p..p + bytes` lies inside one live allocation: device addresses
+    /// are host addresses here, and the safe [`Gpu`] methods must not write elsewhere.
+    fn check_range(&self, p: DPtr, bytes: usize, what: &str) -> Result<(), String> {
+        let allocs = self.allocs.lock().unwrap_or_else(|e| e.into_inner());
+        let inside = allocs.iter().any(|(&base, l)| {
+            p >= base
+                && (p - base)
+                    .checked_add(bytes as u64)
+                    .is_some_and(|end| end <= l.size() as u64)
+        });
+        if inside {
+            Ok(())
+        } else {
+            Err(format!(
+                "emulator: {what} of {bytes} bytes at {p:#x} is outside every allocation"
+            ))
+        }
+    }
+}
+
 /// Read element `i` of a `dt` matrix at `p` as f64.
+///
+/// # Safety
+/// `p` must hold element `i` of `dt` (a BLAS dtype), aligned.
 unsafe fn rd(dt: DType, p: u64, i: usize) -> f64 {
+    // SAFETY: the caller guarantees element `i` of `dt` at `p`, aligned (emulator allocations
+    // are 256-byte aligned and the plan's offsets are whole elements).
     unsafe {
         match dt {
             DType::F32 => *(p as *const f32).add(i) as f64,
@@ -215,7 +254,13 @@ unsafe fn rd(dt: DType, p: u64, i: usize) -> f64 {
     }
 }
 
+/// Write element `i` of a `dt` matrix at `p`.
+///
+/// # Safety
+/// `p` must hold element `i` of `dt` (a BLAS dtype), aligned, not accessed meanwhile.
 unsafe fn wr(dt: DType, p: u64, i: usize, v: f64) {
+    // SAFETY: the caller guarantees element `i` of `dt` at `p`, aligned and not accessed by
+    // anyone else during the write.
     unsafe {
         match dt {
             DType::F32 => *(p as *mut f32).add(i) = v as f32,
@@ -236,6 +281,8 @@ impl Gpu for EmuGpu {
     }
     fn alloc(&self, bytes: usize) -> Result<DPtr, String> {
         let layout = Layout::from_size_align(bytes.max(1), 256).map_err(|e| e.to_string())?;
+        // SAFETY: `layout` has a non-zero size (`bytes.max(1)`) and a valid power-of-two
+        // alignment (from_size_align checked it); a null result is handled below.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
         if p.is_null() {
             return Err(format!("emulator: out of memory allocating {bytes} bytes"));
@@ -253,18 +300,28 @@ impl Gpu for EmuGpu {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&p)
         {
+            // SAFETY: `p` was returned by alloc_zeroed with exactly layout `l` (recorded at
+            // allocation and removed here, so each block is freed once).
             unsafe { std::alloc::dealloc(p as *mut u8, l) };
         }
     }
     fn upload(&self, dst: DPtr, src: &[u8]) -> Result<(), String> {
+        self.check_range(dst, src.len(), "upload")?;
+        // SAFETY: `dst..dst + len` lies inside one live allocation of this emulator
+        // (checked above), a heap block distinct from the caller's `src` slice.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
         Ok(())
     }
     fn download(&self, dst: &mut [u8], src: DPtr) -> Result<(), String> {
+        self.check_range(src, dst.len(), "download")?;
+        // SAFETY: `src..src + len` lies inside one live allocation (checked above), which
+        // the exclusive `dst` slice cannot overlap.
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
     fn zero(&self, dst: DPtr, bytes: usize) -> Result<(), String> {
+        self.check_range(dst, bytes, "zero")?;
+        // SAFETY: `dst..dst + bytes` lies inside one live allocation (checked above).
         unsafe { std::ptr::write_bytes(dst as *mut u8, 0, bytes) };
         Ok(())
     }
@@ -297,6 +354,8 @@ impl Gpu for EmuGpu {
                     c.b + (bi as i64 * b) as u64 * w,
                     c.c + (bi as i64 * sc) as u64 * w,
                 ),
+                // SAFETY: for pointer batching the plan uploads three arrays of `batch` device
+                // (here: host) addresses into emulator allocations, and `bi < batch`.
                 Batching::Pointers { a, b, c: pc } => unsafe {
                     (
                         *(*a as *const u64).add(bi),
@@ -319,10 +378,15 @@ impl Gpu for EmuGpu {
                         } else {
                             l + j * c.ldb
                         };
+                        // SAFETY: `x` and `y` index op(A)(i, l) and op(B)(l, j) of column-major
+                        // operands with leading dimensions lda/ldb, for `i < m`, `j < n`, `l <
+                        // k`: inside the matrices the plan allocated for this call.
                         unsafe { acc += rd(c.dtype, a, x) * rd(c.dtype, b, y) };
                     }
                     if let Some(e) = &c.epilogue {
                         if let Some(bias) = e.bias {
+                            // SAFETY: the bias holds `m` elements of the call's dtype and `i <
+                            // m`.
                             acc += unsafe { rd(c.dtype, bias, i) };
                         }
                         acc = match e.act {
@@ -338,6 +402,9 @@ impl Gpu for EmuGpu {
                             None => acc,
                         };
                     }
+                    // SAFETY: `(i, j)` with `i < m`, `j < n` is an element of C (leading
+                    // dimension ldc) in the allocation the plan made for it; the emulator runs
+                    // one GEMM at a time.
                     unsafe { wr(c.dtype, cc, i + j * c.ldc, acc) };
                 }
             }
@@ -358,6 +425,9 @@ impl Gpu for EmuGpu {
         } else {
             ScaledFormat::F8E5M2
         };
+        // SAFETY: the scales are one f32 each; A and B hold `k·m` and `k·n` bytes (ld = k) and
+        // D `m·n` f32s (ld = m), as Fp8Call documents and the plan allocates; every index below
+        // stays under those sizes; D does not overlap the inputs.
         unsafe {
             let (sa, sb) = (
                 *(c.a_scale as *const f32) as f64,
