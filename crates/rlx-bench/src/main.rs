@@ -6,6 +6,8 @@
 //! ```text
 //! cargo run --release -p rlx-bench -- [--workloads W1,W4] [--repeats 7] [--warmup 2] [--json] [--no-ndarray] [--no-probes] [--kernels]
 //! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod inputs;
 mod kernels;

@@ -106,7 +106,9 @@ pub fn donated_views<'a>(
 }
 
 fn f32_bytes(v: &[f32]) -> &[u8] {
-    // SAFETY: any f32 bit pattern is a valid byte sequence; the length is exact.
+    // SAFETY: the bytes are those of the live, initialized slice `v` (u8 has alignment
+    // 1 and every bit pattern is a valid u8), `size_of_val(v)` long, and the result
+    // borrows `v` for its lifetime, so nothing writes them while it lives.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
 }
 

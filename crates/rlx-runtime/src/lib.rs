@@ -8,6 +8,8 @@
 //!
 //! The runtime never names a backend crate: `rlx-tensor` registers the backends its
 //! Cargo features enable with [`register_backend`].
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod backend;
 mod cache;

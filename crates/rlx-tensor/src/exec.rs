@@ -234,6 +234,8 @@ fn borrowed_from_f32<'a>(
             return Ok(None);
         };
         // f32 slices are little-endian f32 bytes on a little-endian host.
+        // SAFETY: the `data.len()·4` bytes of the live `&[f32]` (u8: alignment 1, any bit
+        // pattern valid), borrowed for the same lifetime `'a`, so never written meanwhile.
         let bytes =
             unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len() * 4) };
         return Ok(Some(ArgData::F32(dims, bytes)));

@@ -14,6 +14,8 @@
 //! # }
 //! ```
 #![allow(private_bounds, private_interfaces)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(feature = "optim")]
 mod checkpoint;

@@ -16,6 +16,8 @@
 //!
 //! What differs per backend (how to compile, which kernels may fall back to the host,
 //! how to skip without a device) stays in each backend's tests.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod graphs;
 mod nn_graphs;

@@ -103,6 +103,8 @@ fn workloads() -> Vec<(&'static str, Graph, Vec<TensorData>)> {
 fn main() {
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
         // Only this process's own environment; silences the Vulkan loader's warning.
+        // SAFETY: the first statement of main, before any thread is spawned or any
+        // library that might read the environment concurrently is initialised.
         unsafe { std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir()) };
     }
     let adapter = match rlx_wgpu::adapter_info(Device::Gpu) {

@@ -28,6 +28,8 @@
 //! emulation (Mesa's lavapipe, `DeviceType::Cpu`) is available for tests but is not
 //! hardware ([`Backend::is_hardware`]), so `fastest_device` never prefers it over
 //! the CPU backend.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod context;
 mod exec;
