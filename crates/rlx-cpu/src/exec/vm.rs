@@ -337,7 +337,8 @@ pub(crate) unsafe fn run_tile_jit(
     // input points at `t.len` values from `fetch` and each scalar one at its u64 in
     // `inputs.scal`; each output is a caller-checked target, a direct output buffer in bounds
     // for this tile, or a scratch register of TILE slots; outputs overlap inputs only at the
-    // same lane (a direct target is never a buffer a load reads).
+    // same lane (an in-place plan reads its dense input where it writes; a direct target
+    // never overlaps a loaded buffer), which `run`'s contract allows.
     unsafe { jit.run(&inputs.ptrs[..nin], &outs[..nout], t.len) };
     for (k, &x) in jit.exports.iter().enumerate() {
         s.slots[x] = Sv::Vec(outs[k] as *mut u8);
