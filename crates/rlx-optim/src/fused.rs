@@ -382,6 +382,12 @@ impl<O: Optimizer> Optimizer for Unfused<O> {
     fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
         self.0.load_state_dict(state)
     }
+    fn state_len(&self, name: &str) -> Option<usize> {
+        self.0.state_len(name)
+    }
+    fn reset_state(&mut self) -> bool {
+        self.0.reset_state()
+    }
 }
 
 #[cfg(test)]

@@ -249,6 +249,72 @@ pub trait Optimizer {
     fn fused(&mut self) -> Option<FusedUpdate<'_>> {
         None
     }
+
+    /// How many values each state buffer this optimizer keeps for param `name` holds, or
+    /// `None` when it keeps none for that name (or does not say — the default).
+    ///
+    /// Training steps check it before stepping (see [`check_state_len`]): one optimizer
+    /// reused for a model whose param of the same name has another size is then an error
+    /// naming both sizes, not a panic inside [`step`](Optimizer::step).
+    fn state_len(&self, name: &str) -> Option<usize> {
+        let _ = name;
+        None
+    }
+
+    /// Drop every per-parameter state buffer and reset the iteration counter, as if the
+    /// optimizer had just been built (hyperparameters and the learning rate are kept), so
+    /// it can train another model. Returns `false` when the optimizer cannot (the
+    /// default); every optimizer in this crate can.
+    ///
+    /// ```
+    /// use rlx_optim::{Adam, Optimizer};
+    ///
+    /// let mut opt = Adam::new(0.1);
+    /// opt.step("w", &[2], &mut [1.0, 2.0], &[0.5, 0.5]);
+    /// opt.end_iteration();
+    /// assert_eq!(opt.state_len("w"), Some(2));
+    /// assert!(opt.reset_state());
+    /// assert_eq!((opt.state_len("w"), opt.current_step()), (None, 0));
+    /// opt.step("w", &[3], &mut [1.0, 2.0, 3.0], &[0.5; 3]); // a new size is fine now
+    /// ```
+    fn reset_state(&mut self) -> bool {
+        false
+    }
+}
+
+/// The message for a param of `param_len` values whose name already has optimizer state
+/// of `state_len` values: what happened and the two ways out.
+pub fn state_size_mismatch(name: &str, state_len: usize, param_len: usize) -> String {
+    format!(
+        "param `{name}` has {param_len} values but the optimizer holds state of {state_len} \
+         values for that name (left by stepping another param called `{name}`); an \
+         optimizer's state belongs to the params it stepped: create a fresh optimizer for \
+         these params, or call `reset_state()` on it to drop the old state"
+    )
+}
+
+/// `Err` with [`state_size_mismatch`]'s message when `opt` holds state for `name` whose
+/// size is not `param_len` (checked through [`Optimizer::state_len`]).
+///
+/// ```
+/// use rlx_optim::{Lion, Optimizer, check_state_len};
+///
+/// let mut opt = Lion::new(0.1);
+/// opt.step("w", &[2], &mut [0.0, 0.0], &[1.0, 1.0]);
+/// assert!(check_state_len(&opt, "w", 2).is_ok());
+/// assert!(check_state_len(&opt, "b", 7).is_ok()); // no state yet: any size
+/// let err = check_state_len(&opt, "w", 3).unwrap_err();
+/// assert!(err.contains("has 3 values but the optimizer holds state of 2 values"));
+/// ```
+pub fn check_state_len<O: Optimizer + ?Sized>(
+    opt: &O,
+    name: &str,
+    param_len: usize,
+) -> Result<(), String> {
+    match opt.state_len(name) {
+        Some(have) if have != param_len => Err(state_size_mismatch(name, have, param_len)),
+        _ => Ok(()),
+    }
 }
 
 /// Panics unless `grad` and `param` have the same element count.
@@ -295,6 +361,57 @@ mod tests {
     }
 
     #[test]
+    fn every_optimizer_reports_its_state_length_and_resets_to_fresh() {
+        let mut all: Vec<(&str, Box<dyn Optimizer>)> = vec![
+            (
+                "sgd+momentum",
+                Box::new(Sgd::new(0.1).with_momentum(0.9, true)),
+            ),
+            ("adam", Box::new(Adam::new(0.1))),
+            ("adamw", Box::new(AdamW::new(0.1))),
+            ("lion", Box::new(Lion::new(0.1))),
+            ("muon", Box::new(Muon::new(0.1))),
+            ("unfused adam", Box::new(Unfused(Adam::new(0.1)))),
+        ];
+        for (what, opt) in all.iter_mut() {
+            assert_eq!(opt.state_len("w"), None, "{what}");
+            opt.step("w", &[2], &mut [1.0, 2.0], &[0.5, -0.5]);
+            opt.end_iteration();
+            assert_eq!(opt.state_len("w"), Some(2), "{what}");
+            assert_eq!(opt.state_len("b"), None, "{what}");
+            assert_eq!(
+                check_state_len(opt.as_ref(), "w", 3).unwrap_err(),
+                state_size_mismatch("w", 2, 3),
+                "{what}"
+            );
+            assert!(opt.reset_state(), "{what}");
+            let fresh = opt.state_dict().unwrap();
+            assert_eq!((fresh.step, fresh.buffers.len()), (0, 0), "{what}");
+            // After the reset the name may be stepped at another size.
+            let mut p = [1.0f32, 2.0, 3.0];
+            opt.step("w", &[3], &mut p, &[0.5, -0.5, 0.25]);
+            assert_eq!(opt.state_len("w"), Some(3), "{what}");
+        }
+        // Plain SGD keeps no state at all.
+        let mut sgd = Sgd::new(0.1);
+        sgd.step("w", &[1], &mut [1.0], &[1.0]);
+        assert_eq!(sgd.state_len("w"), None);
+    }
+
+    #[test]
+    fn the_state_size_message_names_the_param_both_sizes_and_the_fixes() {
+        let m = state_size_mismatch("layer.w", 6, 4);
+        for part in [
+            "param `layer.w` has 4 values",
+            "state of 6 values",
+            "fresh optimizer",
+            "reset_state()",
+        ] {
+            assert!(m.contains(part), "{part}: {m}");
+        }
+    }
+
+    #[test]
     fn default_trait_methods_step_in_order_and_report_no_state() {
         struct Recorder(Vec<String>);
         impl Optimizer for Recorder {
@@ -326,6 +443,8 @@ mod tests {
         assert_eq!(dynopt.lr_scale("a"), 1.0);
         assert!(dynopt.state_dict().is_none());
         assert!(!dynopt.load_state_dict(&OptimizerState::default()));
+        assert_eq!(dynopt.state_len("a"), None);
+        assert!(!dynopt.reset_state());
         assert_eq!((a, b), ([11.0], [22.0]));
         assert_eq!(r.0, ["a[1]", "b[1, 1]"]);
     }

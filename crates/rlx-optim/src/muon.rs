@@ -211,10 +211,10 @@ impl Optimizer for Muon {
         let matrix = match *shape {
             [r, c] => {
                 assert!(
-                    r * c == param.len(),
+                    r.checked_mul(c) == Some(param.len()),
                     "Muon::step: param `{name}` has shape {shape:?} ({} elements) but {} \
                      values; pass the param's static shape",
-                    r * c,
+                    r as u128 * c as u128,
                     param.len()
                 );
                 Some((r, c))
@@ -267,6 +267,16 @@ impl Optimizer for Muon {
             }
             None => false,
         }
+    }
+
+    fn state_len(&self, name: &str) -> Option<usize> {
+        self.momentum_buf.len_of(name)
+    }
+
+    fn reset_state(&mut self) -> bool {
+        self.momentum_buf.clear();
+        self.step = 0;
+        true
     }
 }
 

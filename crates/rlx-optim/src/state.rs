@@ -36,13 +36,23 @@ impl<const K: usize> Slots<K> {
         }
         let slots = self.map.get_mut(name).expect("inserted above");
         let have = slots.first().map_or(len, Vec::len);
-        assert!(
-            have == len,
-            "{optimizer}::step: param `{name}` has {len} values but the optimizer holds state \
-             of {have} values for that name; give differently sized params distinct names or \
-             use a fresh optimizer"
-        );
+        if have != len {
+            panic!(
+                "{optimizer}::step: {}",
+                crate::state_size_mismatch(name, have, len)
+            );
+        }
         slots
+    }
+
+    /// The length of `name`'s buffers, if it has state.
+    pub(crate) fn len_of(&self, name: &str) -> Option<usize> {
+        self.map.get(name).and_then(|b| b.first()).map(Vec::len)
+    }
+
+    /// Forget every param's state.
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
     }
 
     /// Replace the buffers of `name` (created if it had none).
@@ -102,8 +112,9 @@ impl<const K: usize> Slots<K> {
 /// The [`Optimizer`](crate::Optimizer) methods every optimizer here implements the same
 /// way, for use inside `impl Optimizer for …`: `end_iteration` advances the `step`
 /// counter field, `state_dict` exports the [`Slots`] field `$slots` under the buffer-name
-/// `$prefixes`, and `load_state_dict` replaces both from a snapshot (leaving them
-/// unchanged and returning `false` when the snapshot does not fit).
+/// `$prefixes`, `load_state_dict` replaces both from a snapshot (leaving them
+/// unchanged and returning `false` when the snapshot does not fit), `state_len` reports
+/// a param's buffer length and `reset_state` empties both.
 macro_rules! iteration_and_state_methods {
     ($slots:ident, $prefixes:expr) => {
         fn end_iteration(&mut self) {
@@ -123,6 +134,16 @@ macro_rules! iteration_and_state_methods {
                 }
                 None => false,
             }
+        }
+
+        fn state_len(&self, name: &str) -> Option<usize> {
+            self.$slots.len_of(name)
+        }
+
+        fn reset_state(&mut self) -> bool {
+            self.$slots.clear();
+            self.step = 0;
+            true
         }
     };
 }

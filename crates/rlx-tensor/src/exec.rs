@@ -133,6 +133,8 @@ fn run_f32_with<R>(
     donated: &[&str],
     call: impl FnOnce(&CompiledGraph, &[(&str, TensorView<'_>)]) -> rlx_runtime::RuntimeResult<R>,
 ) -> Result<R> {
+    check_no_outputs(what, compiled)?;
+    check_unique(what, inputs.iter().map(|(n, _)| *n))?;
     for (name, _) in inputs {
         if !compiled.slots().iter().any(|s| s.name == *name) || name.starts_with("__arg") {
             return Err(unknown_name(what, name, compiled.slots()));
@@ -234,8 +236,6 @@ fn borrowed_from_f32<'a>(
             return Ok(None);
         };
         // f32 slices are little-endian f32 bytes on a little-endian host.
-        // SAFETY: the `data.len()·4` bytes of the live `&[f32]` (u8: alignment 1, any bit
-        // pattern valid), borrowed for the same lifetime `'a`, so never written meanwhile.
         let bytes =
             unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len() * 4) };
         return Ok(Some(ArgData::F32(dims, bytes)));
@@ -251,6 +251,8 @@ pub(crate) fn run_typed(
     params: &[(String, Vec<f32>)],
     inputs: &[(&str, TensorData)],
 ) -> Result<Vec<TensorData>> {
+    check_no_outputs(what, compiled)?;
+    check_unique(what, inputs.iter().map(|(n, _)| *n))?;
     for (name, _) in inputs {
         if !compiled.slots().iter().any(|s| s.name == *name) || name.starts_with("__arg") {
             return Err(unknown_name(what, name, compiled.slots()));
@@ -276,14 +278,15 @@ pub(crate) fn run_typed(
                 .iter()
                 .find(|s| s.name == *n)
                 .expect("checked above");
+            check_typed_input(what, n, d, slot)?;
             let d = if d.dtype != slot.shape.dtype() {
                 TensorData::from_f64_as(slot.shape.dtype(), &d.dims, &d.to_f64_vec())
             } else {
                 d.clone()
             };
-            (n.to_string(), d)
+            Ok((n.to_string(), d))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let mut named: Vec<(&str, TensorView<'_>)> = converted
         .iter()
         .map(|(n, d)| (n.as_str(), d.view()))
@@ -293,6 +296,61 @@ pub(crate) fn run_typed(
     compiled
         .run(&named)
         .map_err(|e| Error::new(format!("{what}: {e}")))
+}
+
+/// `Err` when a name appears twice among the inputs: binding is by name, so all but
+/// one of the values would be silently ignored.
+fn check_unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            return Err(Error::new(format!(
+                "{what}: `{name}` is given twice in the inputs; inputs (and params passed as \
+                 inputs) are bound by name, so only one value could be used — pass every name once"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `Err` for a compiled graph without outputs (a run could only produce nothing).
+fn check_no_outputs(what: &str, compiled: &CompiledGraph) -> Result<()> {
+    if compiled.output_shapes().is_empty() {
+        return Err(Error::new(format!(
+            "{what} has no outputs, so running it could only fail; give the graph at least \
+             one output (GraphScope::set_outputs)"
+        )));
+    }
+    Ok(())
+}
+
+/// `Err` unless typed input `d` is self-consistent (its bytes fill its dims) and can be
+/// converted to `slot`'s dtype.
+fn check_typed_input(what: &str, name: &str, d: &TensorData, slot: &ArgSlot) -> Result<()> {
+    let need = d
+        .dims
+        .iter()
+        .try_fold(1usize, |n, &x| n.checked_mul(x))
+        .and_then(|n| n.checked_mul(d.dtype.size_bytes()));
+    if need != Some(d.bytes.len()) {
+        let need = need.map_or("more than usize holds".to_string(), |n| format!("{n}"));
+        return Err(Error::new(format!(
+            "{what}: input `{name}` has dims {:?} of {} ({need} bytes) but holds {} bytes; \
+             build it with TensorData::from_f32/from_f64/from_f64_as so that data and dims agree",
+            d.dims,
+            d.dtype,
+            d.bytes.len()
+        )));
+    }
+    let want = slot.shape.dtype();
+    if d.dtype != want && d.dtype.is_complex() != want.is_complex() {
+        return Err(Error::new(format!(
+            "{what}: input `{name}` is declared {} but got {} data; complex and real data do \
+             not convert — pass {want} data",
+            slot.shape, d.dtype
+        )));
+    }
+    Ok(())
 }
 
 fn unknown_name(what: &str, name: &str, slots: &[ArgSlot]) -> Error {
@@ -339,13 +397,14 @@ pub(crate) fn resolve_dims(
     len: usize,
     binding: &mut DimBinding,
 ) -> Result<Option<Vec<usize>>> {
+    // Saturating: a product past usize cannot equal any slice length, and reports below.
     let mut known = 1usize;
     let mut unknown: Vec<u32> = Vec::new();
     for d in shape.dims() {
         match d {
-            Dim::Static(n) => known *= n,
+            Dim::Static(n) => known = known.saturating_mul(*n),
             Dim::Dynamic(s) => match binding.get(*s) {
-                Some(n) => known *= n,
+                Some(n) => known = known.saturating_mul(n),
                 None => {
                     if !unknown.contains(s) {
                         unknown.push(*s);
@@ -375,10 +434,12 @@ pub(crate) fn resolve_dims(
             let n = if k == 1 {
                 Some(per)
             } else {
-                (0..=per).find(|n| n.pow(k) == per)
+                exact_root(per, k)
             };
             match n {
-                Some(n) if known * n.pow(k) == len => binding.set(*s, n),
+                Some(n) if n.checked_pow(k).and_then(|p| p.checked_mul(known)) == Some(len) => {
+                    binding.set(*s, n)
+                }
                 _ => {
                     return Err(Error::new(format!(
                         "{what}: `{name}` is declared {shape}: {len} values do not fit (the static part holds {known} per dynamic step)"
@@ -389,4 +450,46 @@ pub(crate) fn resolve_dims(
         _ => return Ok(None),
     }
     Ok(Some(shape.concrete(binding).expect("all symbols bound")))
+}
+
+/// The integer `n` with `n^k == x`, if there is one (`k ≥ 2`). Constant time: a float
+/// estimate corrected by one either way, with checked powers (no overflow, no search).
+fn exact_root(x: usize, k: u32) -> Option<usize> {
+    let guess = (x as f64).powf(1.0 / k as f64).round() as usize;
+    [guess.saturating_sub(1), guess, guess.saturating_add(1)]
+        .into_iter()
+        .find(|n| n.checked_pow(k) == Some(x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_root_finds_perfect_powers_and_nothing_else() {
+        assert_eq!(exact_root(0, 2), Some(0));
+        assert_eq!(exact_root(1, 5), Some(1));
+        assert_eq!(exact_root(81, 2), Some(9));
+        assert_eq!(exact_root(81, 4), Some(3));
+        assert_eq!(exact_root(80, 4), None);
+        assert_eq!(exact_root(1 << 62, 2), Some(1 << 31));
+        assert_eq!(exact_root(usize::MAX, 3), None);
+        assert_eq!(exact_root(100_000, 4), None); // the old search overflowed 65536⁴ here
+    }
+
+    #[test]
+    fn a_repeated_dynamic_dim_binds_its_root_or_reports_the_misfit() {
+        let shape = Shape::from_dims(
+            &[Dim::Dynamic(0), Dim::Dynamic(0), Dim::Static(2)],
+            rlx_ir::DType::F32,
+        );
+        let mut b = DimBinding::new();
+        let dims = resolve_dims("t", "x", &shape, 18, &mut b).unwrap();
+        assert_eq!(dims, Some(vec![3, 3, 2]));
+        let mut b = DimBinding::new();
+        let err = resolve_dims("t", "x", &shape, 20, &mut b)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("20 values do not fit"), "{err}");
+    }
 }

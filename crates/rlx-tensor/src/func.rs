@@ -41,20 +41,53 @@ impl Func {
         Func::from_graph(crate::scope::graph(name, build))
     }
 
-    /// Trace a multi-output function (outputs in the returned order).
+    /// Trace a multi-output function (outputs in the returned order). Panics when the
+    /// closure returns no tensor (see [`Func::try_multi`]).
+    #[track_caller]
     pub fn multi(
         name: impl Into<String>,
         build: impl FnOnce(&mut GraphScope) -> Vec<Tensor>,
     ) -> Func {
+        Func::try_multi(name, build).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Func::multi`] returning an error when the closure returns no tensor.
+    pub fn try_multi(
+        name: impl Into<String>,
+        build: impl FnOnce(&mut GraphScope) -> Vec<Tensor>,
+    ) -> Result<Func> {
         let mut s = GraphScope::new(name);
         let outs = build(&mut s);
         let ids: Vec<_> = outs.iter().map(|t| s.own(t)).collect();
         s.set_outputs(ids);
-        Func::from_graph(s.finish())
+        Func::try_from_graph(s.finish())
     }
 
-    /// Wrap an existing graph; its outputs are the function's outputs.
+    /// Wrap an existing graph; its outputs are the function's outputs. Panics when the
+    /// graph has no outputs, declares a name starting with `__` (reserved for the
+    /// runtime) or declares one name twice (see [`Func::try_from_graph`]).
+    #[track_caller]
     pub fn from_graph(graph: Graph) -> Func {
+        Func::try_from_graph(graph).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Func::from_graph`] returning an error instead of panicking.
+    ///
+    /// ```
+    /// use rlx_tensor::{Func, GraphScope, shape};
+    /// let mut s = GraphScope::new("no_out");
+    /// let _ = s.input("x", shape![2]);
+    /// let err = Func::try_from_graph(s.finish()).unwrap_err();
+    /// assert!(err.to_string().contains("has no outputs"));
+    /// ```
+    pub fn try_from_graph(graph: Graph) -> Result<Func> {
+        check_graph(&format!("Func `{}`", graph.name), &graph)?;
+        Ok(Func::from_graph_unchecked(graph))
+    }
+
+    /// Wrap a graph built by this crate (transforms, the fused training step — which
+    /// declares `__opt.*` inputs of its own — and memo markers) without the user checks.
+    pub(crate) fn from_graph_unchecked(graph: Graph) -> Func {
         Func {
             graph,
             params: Vec::new(),
@@ -231,7 +264,7 @@ impl Func {
 
     /// A Func over `graph` keeping these bound params (used by the transforms).
     pub(crate) fn with_graph(&self, graph: Graph) -> Func {
-        let mut f = Func::from_graph(graph);
+        let mut f = Func::from_graph_unchecked(graph);
         f.params = self
             .params
             .iter()
@@ -240,6 +273,58 @@ impl Func {
             .collect();
         f
     }
+}
+
+/// `Err` when `name` cannot name an input or param (`kind`): names starting with `__`
+/// are reserved, because the runtime passes lifted constants as inputs `__arg0`,
+/// `__arg1`, … and the compiled training step adds inputs `__opt.*`; a user name there
+/// would be taken for (or collide with) one of them only when the graph runs.
+pub(crate) fn check_declared_name(kind: &str, name: &str) -> std::result::Result<(), String> {
+    if !name.starts_with("__") {
+        return Ok(());
+    }
+    let suggestion = name.trim_start_matches('_');
+    let suggestion = if suggestion.is_empty() {
+        "x"
+    } else {
+        suggestion
+    };
+    Err(format!(
+        "{kind} `{name}` uses a reserved name: names starting with `__` are reserved for the \
+         runtime's own inputs (lifted constants are passed as `__arg0`, `__arg1`, …, compiled \
+         training steps add `__opt.*`); rename it, e.g. `{suggestion}`"
+    ))
+}
+
+/// The checks [`Func::try_from_graph`] (and `Model::try_on`) make on a user's graph: at
+/// least one output, no reserved names, no name declared twice (an input and a param
+/// sharing a name count: both bind by name). `what` names the graph in messages.
+pub(crate) fn check_graph(what: &str, graph: &Graph) -> Result<()> {
+    if graph.outputs.is_empty() {
+        return Err(Error::new(format!(
+            "{what} has no outputs, so running it could only fail; return at least one \
+             tensor from the closure (Func::multi), or call set_outputs on the graph before \
+             building from it"
+        )));
+    }
+    let mut seen: Vec<(&str, rlx_ir::NodeId)> = Vec::new();
+    for node in graph.nodes() {
+        let (kind, decl) = match &node.op {
+            rlx_ir::Op::Input { name } => ("input", name),
+            rlx_ir::Op::Param { name } => ("param", name),
+            _ => continue,
+        };
+        check_declared_name(kind, decl).map_err(|e| Error::new(format!("{what}: {e}")))?;
+        if let Some((_, first)) = seen.iter().find(|(n, _)| n == decl) {
+            return Err(Error::new(format!(
+                "{what}: `{decl}` is declared twice (nodes {first} and {}); inputs and \
+                 params are bound by name, so every one needs a unique name",
+                node.id
+            )));
+        }
+        seen.push((decl, node.id));
+    }
+    Ok(())
 }
 
 #[cfg(feature = "eval")]

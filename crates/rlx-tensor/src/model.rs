@@ -59,6 +59,7 @@ impl Model {
 
     /// [`Model::on`] returning an error.
     pub fn try_on(graph: Graph, device: Device) -> Result<Model> {
+        crate::func::check_graph(&format!("Model `{}`", graph.name), &graph)?;
         crate::eval::ensure_backends();
         let prepared = PreparedGraph::new(&graph);
         let compiled = CompiledGraph::new(device, &prepared.prepared.graph)
@@ -121,7 +122,11 @@ impl Model {
         Ok(self)
     }
 
-    /// Bind several params; stops at (and panics on) the first bad one.
+    /// Bind several params. Lenient about what is left out: params not named keep their
+    /// binding (or stay unbound — see [`Model::unbound`]), so a model can be loaded in
+    /// parts; use [`Model::load_exact`] to require every declared param. Strict about
+    /// what is given: every name must be declared, given once, with the right number of
+    /// values — otherwise nothing is bound and the panic lists every bad entry.
     #[track_caller]
     pub fn load<'a, I: IntoIterator<Item = (&'a str, &'a [f32])>>(
         &mut self,
@@ -133,13 +138,125 @@ impl Model {
         self
     }
 
-    /// [`Model::load`] returning an error.
+    /// [`Model::load`] returning an error (and binding nothing) instead of panicking.
     pub fn try_load<'a, I: IntoIterator<Item = (&'a str, &'a [f32])>>(
         &mut self,
         weights: I,
     ) -> Result<&mut Model> {
-        for (n, d) in weights {
-            self.try_set(n, d)?;
+        self.load_checked(weights.into_iter().collect(), false)
+    }
+
+    /// [`Model::load`] that also requires every declared param to be given: a weight set
+    /// that lacks one is an error listing every missing name (nothing is bound).
+    ///
+    /// ```
+    /// use rlx_tensor::{graph, shape, Model};
+    /// let mut m = Model::new(graph("affine", |s| {
+    ///     let x = s.input("x", shape![2]);
+    ///     &(&x * &s.param("a", shape![2])) + &s.param("b", shape![2])
+    /// }));
+    /// let err = m.try_load_exact([("a", &[1.0f32, 2.0][..])]).unwrap_err();
+    /// assert!(err.to_string().contains("missing params `b`"));
+    /// m.load_exact([("a", &[1.0f32, 2.0][..]), ("b", &[0.5, 0.5][..])]);
+    /// assert_eq!(m.run(&[("x", &[1.0, 1.0])]), vec![vec![1.5, 2.5]]);
+    /// ```
+    #[track_caller]
+    pub fn load_exact<'a, I: IntoIterator<Item = (&'a str, &'a [f32])>>(
+        &mut self,
+        weights: I,
+    ) -> &mut Model {
+        if let Err(e) = self.try_load_exact(weights) {
+            panic!("{e}");
+        }
+        self
+    }
+
+    /// [`Model::load_exact`] returning an error instead of panicking.
+    pub fn try_load_exact<'a, I: IntoIterator<Item = (&'a str, &'a [f32])>>(
+        &mut self,
+        weights: I,
+    ) -> Result<&mut Model> {
+        self.load_checked(weights.into_iter().collect(), true)
+    }
+
+    /// Check every weight (and, when `exact`, that none is missing), then bind them all;
+    /// on any problem bind nothing and list every problem.
+    fn load_checked(&mut self, weights: Vec<(&str, &[f32])>, exact: bool) -> Result<&mut Model> {
+        let what = format!("Model `{}`", self.name);
+        let mut declared: Vec<&str> = self.declared.iter().map(String::as_str).collect();
+        declared.sort_unstable();
+        let (mut unknown, mut twice, mut misfit) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, &(name, data)) in weights.iter().enumerate() {
+            if weights[..i].iter().any(|(n, _)| *n == name) {
+                if !twice.contains(&name) {
+                    twice.push(name);
+                }
+                continue;
+            }
+            let Some(slot) = self
+                .compiled
+                .slots()
+                .iter()
+                .find(|s| s.is_param && s.name == name)
+            else {
+                unknown.push(name);
+                continue;
+            };
+            match typed_from_f32(&what, slot, data, &mut DimBinding::new()) {
+                Ok(Some(_)) => {}
+                Ok(None) => misfit.push(format!(
+                    "`{name}` has several dynamic dims and cannot be bound from a flat slice"
+                )),
+                Err(e) => misfit.push(
+                    e.message()
+                        .trim_start_matches(&format!("{what}: "))
+                        .to_string(),
+                ),
+            }
+        }
+        let missing: Vec<&str> = if exact {
+            declared
+                .iter()
+                .copied()
+                .filter(|d| !weights.iter().any(|(n, _)| n == d))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let ticks = |v: &[&str]| {
+            v.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut problems = Vec::new();
+        if !unknown.is_empty() {
+            problems.push(format!(
+                "no params named {} (declared params: {declared:?}); check the spelling",
+                ticks(&unknown)
+            ));
+        }
+        if !twice.is_empty() {
+            problems.push(format!(
+                "{} given twice; give every param once",
+                ticks(&twice)
+            ));
+        }
+        problems.extend(misfit);
+        if !missing.is_empty() {
+            problems.push(format!(
+                "missing params {} (load_exact binds every declared param; use load to bind a subset)",
+                ticks(&missing)
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(Error::new(format!(
+                "{what}: cannot load the weights, nothing was bound: {}",
+                problems.join("; ")
+            )));
+        }
+        for (name, data) in weights {
+            self.try_set(name, data)?;
         }
         Ok(self)
     }

@@ -53,11 +53,16 @@ impl GraphScope {
             Op::Input { name } | Op::Param { name } => name.clone(),
             _ => unreachable!(),
         };
-        let mut st = self.cell.state_mut();
-        let existing = match &op {
-            Op::Input { .. } => st.graph.input_id(&name),
-            _ => st.graph.param_id(&name),
+        let kind = match op {
+            Op::Input { .. } => "input",
+            _ => "param",
         };
+        if let Err(why) = crate::func::check_declared_name(kind, &name) {
+            panic!("GraphScope: {why}");
+        }
+        let mut st = self.cell.state_mut();
+        // Inputs and params share one namespace: both are bound by name at run time.
+        let existing = st.graph.input_id(&name).or_else(|| st.graph.param_id(&name));
         if let Some(id) = existing {
             drop(st);
             panic!(

@@ -246,13 +246,9 @@ impl Func {
         wrt: &[&str],
         inputs: &[(&str, &[f32])],
     ) -> Result<(Func, Vec<f32>)> {
+        self.check_trainable(&*opt, wrt)?;
         if let Some(s) = schedule {
             opt.set_lr(s.lr_at(step));
-        }
-        for name in wrt {
-            if self.param_binding(name).is_none() {
-                return Err(unbound(self, name));
-            }
         }
         if let Some(done) = self.try_fused_step(device, opt, max_grad_norm, quant, wrt, inputs)? {
             return Ok(done);
@@ -263,8 +259,8 @@ impl Func {
             let data = self
                 .param_binding(name)
                 .ok_or_else(|| unbound(self, name))?;
+            shapes.push(self.item_shape(name, data.len()));
             masters.push(data.to_vec());
-            shapes.push(self.param_shape_of(name).unwrap_or_default());
         }
         let vg = self.value_and_grad_for(wrt)?;
         // forward/backward at (possibly quantized) params
@@ -312,6 +308,74 @@ impl Func {
         opt.end_iteration();
         let next = self.with_updated_params(wrt.iter().copied().zip(masters).collect());
         Ok((next, loss))
+    }
+}
+
+impl Func {
+    /// `Err` unless every name in `wrt` is a distinct, bound param of this function whose
+    /// size matches the state `opt` already keeps for that name — checked before anything
+    /// runs or changes, so a bad call leaves the optimizer as it was.
+    fn check_trainable(&self, opt: &dyn Optimizer, wrt: &[&str]) -> Result<()> {
+        let g = self.graph();
+        for (i, &name) in wrt.iter().enumerate() {
+            if wrt[..i].contains(&name) {
+                return Err(Error::new(format!(
+                    "train_step: `{name}` is listed twice in wrt; list every param to train once"
+                )));
+            }
+            if g.param_id(name).is_none() {
+                let what = if g.input_id(name).is_some() {
+                    format!("`{name}` is an input of Func `{}`, not a param", g.name)
+                } else {
+                    format!("Func `{}` has no param named `{name}`", g.name)
+                };
+                return Err(Error::new(format!(
+                    "train_step: {what}; wrt names the params to update (declared params: {:?})",
+                    self.param_names()
+                )));
+            }
+            let data = self
+                .param_binding(name)
+                .ok_or_else(|| unbound(self, name))?;
+            rlx_optim::check_state_len(opt, name, data.len())
+                .map_err(|e| Error::new(format!("train_step: Func `{}`: {e}", g.name)))?;
+        }
+        Ok(())
+    }
+
+    /// The shape handed to the optimizer for param `name` bound to `len` values: its
+    /// static dims, with a single dynamic axis resolved from `len`; `[len]` when the
+    /// declared dims cannot describe the data (so shape-aware optimizers such as Muon
+    /// always get a shape whose product is the element count).
+    fn item_shape(&self, name: &str, len: usize) -> Vec<usize> {
+        let Some(id) = self.graph().param_id(name) else {
+            return vec![len];
+        };
+        let dims = self.graph().shape(id).dims();
+        let fixed: usize = dims
+            .iter()
+            .filter_map(|d| match d {
+                rlx_ir::Dim::Static(n) => Some(*n),
+                rlx_ir::Dim::Dynamic(_) => None,
+            })
+            .product();
+        let dynamic = dims.iter().filter(|d| !d.is_static()).count();
+        let shape: Vec<usize> = match dynamic {
+            0 => dims.iter().map(|d| d.unwrap_static()).collect(),
+            1 if fixed > 0 && len % fixed == 0 => dims
+                .iter()
+                .map(|d| match d {
+                    rlx_ir::Dim::Static(n) => *n,
+                    rlx_ir::Dim::Dynamic(_) => len / fixed,
+                })
+                .collect(),
+            _ => return vec![len],
+        };
+        if shape.iter().try_fold(1usize, |p, &d| p.checked_mul(d)) == Some(len) {
+            shape
+        } else {
+            vec![len]
+        }
     }
 }
 

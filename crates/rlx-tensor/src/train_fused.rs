@@ -72,7 +72,7 @@ impl Func {
             Err(_) => {
                 // e.g. a backend without f64 arithmetic: remember, and use the host path.
                 self.derived(&unsupported(device), || {
-                    Ok(Func::from_graph(Graph::new("-")))
+                    Ok(Func::from_graph_unchecked(Graph::new("-")))
                 })?;
                 return Ok(None);
             }
@@ -220,7 +220,7 @@ impl Func {
         );
         let fused = self.derived(&key, || {
             let vg = self.value_and_grad_for(wrt)?;
-            build(vg.graph(), trained, rule, kinds, clip, qat).map(Func::from_graph)
+            build(vg.graph(), trained, rule, kinds, clip, qat).map(Func::from_graph_unchecked)
         })?;
         Ok((fused, key))
     }
