@@ -65,5 +65,8 @@ pub fn compile(graph: &Graph, opts: &CompileOptions) -> Result<Program, IrError>
     let mut p = fuse::fuse(&g, &args, opts)?;
     schedule::schedule(&mut p);
     p.liveness = memplan::liveness(&p);
+    // From the graph as the user traced it: a narrow that simplification folds away
+    // still promised to read rows the run-time data must have.
+    p.guards = rlx_ir::DimGuards::from_graph(graph);
     Ok(p)
 }

@@ -23,8 +23,17 @@ pub struct TensorData {
 impl TensorData {
     /// Wrap raw bytes, checking their length against `dims` and `dtype`.
     pub fn new(dtype: DType, dims: &[usize], bytes: Vec<u8>) -> IrResult<TensorData> {
-        let n: usize = dims.iter().product();
-        if n * dtype.size_bytes() != bytes.len() {
+        let Some(want) = crate::checked_bytes(dims.iter().copied(), dtype) else {
+            return Err(IrError::new(
+                "tensor_data",
+                format!(
+                    "dims {dims:?} {dtype} are too large: the byte size exceeds {} bytes",
+                    crate::MAX_TENSOR_BYTES
+                ),
+            ));
+        };
+        let n = want / dtype.size_bytes().max(1);
+        if want != bytes.len() {
             return Err(IrError::new(
                 "tensor_data",
                 format!(
@@ -43,19 +52,35 @@ impl TensorData {
         })
     }
 
-    /// All-zero data.
+    /// All-zero data. Panics (with [`TensorData::try_zeros`]'s message) when the
+    /// size is too large or cannot be allocated.
+    #[track_caller]
     pub fn zeros(dtype: DType, dims: &[usize]) -> TensorData {
-        let n: usize = dims.iter().product();
-        TensorData {
-            dtype,
-            dims: dims.to_vec(),
-            bytes: vec![0; n * dtype.size_bytes()],
-        }
+        TensorData::try_zeros(dtype, dims).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Element count.
+    /// All-zero data, or an error naming the dims and the bytes when the size
+    /// overflows or the allocation fails (never an abort).
+    pub fn try_zeros(dtype: DType, dims: &[usize]) -> IrResult<TensorData> {
+        let bytes = crate::checked_bytes(dims.iter().copied(), dtype).ok_or_else(|| {
+            IrError::new(
+                "tensor_data",
+                format!(
+                    "dims {dims:?} {dtype} are too large: the byte size exceeds {} bytes",
+                    crate::MAX_TENSOR_BYTES
+                ),
+            )
+        })?;
+        Ok(TensorData {
+            dtype,
+            dims: dims.to_vec(),
+            bytes: try_alloc_zeroed(bytes, &format!("{dims:?} {dtype}"))?,
+        })
+    }
+
+    /// Element count (saturating; data that exists never gets near it).
     pub fn numel(&self) -> usize {
-        self.dims.iter().product()
+        self.dims.iter().fold(1usize, |a, &n| a.saturating_mul(n))
     }
 
     /// The static [`Shape`] of this data.
@@ -112,7 +137,9 @@ impl TensorData {
     /// For complex dtypes `values` holds interleaved (re, im) pairs.
     #[track_caller]
     pub fn from_f64_as(dtype: DType, dims: &[usize], values: &[f64]) -> TensorData {
-        let n: usize = dims.iter().product();
+        let n = crate::checked_elements(dims).unwrap_or_else(|| {
+            panic!("TensorData::from_f64_as: dims {dims:?} have more elements than usize holds")
+        });
         let per = if dtype.is_complex() { 2 } else { 1 };
         assert_eq!(
             n * per,
@@ -232,14 +259,17 @@ pub struct TensorView<'a> {
 impl<'a> TensorView<'a> {
     /// Wrap borrowed bytes, checking their length.
     pub fn new(dtype: DType, dims: &'a [usize], bytes: &'a [u8]) -> IrResult<TensorView<'a>> {
-        let n: usize = dims.iter().product();
-        if n * dtype.size_bytes() != bytes.len() {
+        let want = crate::checked_bytes(dims.iter().copied(), dtype);
+        if want != Some(bytes.len()) {
+            let needed = match want {
+                Some(w) => format!("{w} bytes needed"),
+                None => "its byte size overflows".to_string(),
+            };
             return Err(IrError::new(
                 "tensor_view",
                 format!(
-                    "{} bytes do not fit {dims:?} {dtype} ({} bytes needed)",
-                    bytes.len(),
-                    n * dtype.size_bytes()
+                    "{} bytes do not fit {dims:?} {dtype} ({needed})",
+                    bytes.len()
                 ),
             ));
         }
@@ -248,7 +278,7 @@ impl<'a> TensorView<'a> {
 
     /// Element count.
     pub fn numel(&self) -> usize {
-        self.dims.iter().product()
+        self.dims.iter().fold(1usize, |a, &n| a.saturating_mul(n))
     }
 
     /// An owned copy.
@@ -273,8 +303,42 @@ impl TensorData {
 }
 
 #[track_caller]
+/// `bytes` zero bytes, or an error naming `what` and the byte count when the
+/// allocator refuses (the process does not abort). `vec![0; n]` would abort.
+pub fn try_alloc_zeroed(bytes: usize, what: &str) -> IrResult<Vec<u8>> {
+    let mut v: Vec<u8> = Vec::new();
+    v.try_reserve_exact(bytes).map_err(|_| {
+        IrError::new(
+            "alloc",
+            format!(
+                "out of memory: cannot allocate {bytes} bytes ({}) for {what}; use smaller shapes",
+                human_bytes(bytes)
+            ),
+        )
+    })?;
+    v.resize(bytes, 0);
+    Ok(v)
+}
+
+/// `1.5 GiB`-style byte count for messages.
+pub fn human_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 fn check_len(dims: &[usize], len: usize) {
-    let n: usize = dims.iter().product();
+    let n = crate::checked_elements(dims)
+        .unwrap_or_else(|| panic!("TensorData: dims {dims:?} have more elements than usize holds"));
     assert_eq!(
         n, len,
         "TensorData: {len} values do not fit dims {dims:?} ({n} elements)"

@@ -34,7 +34,21 @@ use crate::{DType, Graph, IrError, IrResult, NodeId, Op, Shape};
 /// ```
 pub fn infer_shape(op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
     let name = op.name();
-    let name = name.as_str();
+    let shape = infer_unchecked(name.as_str(), op, inputs)?;
+    shape.check_size().map_err(|m| {
+        let operands: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
+        err(
+            &name,
+            format!(
+                "{m} (operands {}); use smaller operands",
+                operands.join(", ")
+            ),
+        )
+    })?;
+    Ok(shape)
+}
+
+fn infer_unchecked(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
     match op {
         Op::Input { .. } | Op::Param { .. } | Op::Constant { .. } => Err(err(
             name,

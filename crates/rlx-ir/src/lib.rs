@@ -22,6 +22,7 @@ mod dtype;
 mod error;
 mod float_format;
 mod graph;
+mod guard;
 mod infer;
 pub mod interp;
 pub mod op;
@@ -29,14 +30,15 @@ mod scaled;
 mod shape;
 mod verify;
 
-pub use data::{TensorData, TensorView};
+pub use data::{TensorData, TensorView, human_bytes, try_alloc_zeroed};
 pub use dtype::DType;
 pub use error::{IrError, IrResult};
 pub use float_format::FloatFormat;
 pub use graph::{Graph, Node, NodeId, NodeOrigin};
+pub use guard::DimGuards;
 pub use infer::{infer_shape, norm_axis};
 pub use op::{
     Activation, BinaryOp, CmpOp, FftAlgo, FftNorm, MaskKind, Op, ReduceOp, RopeStyle, SynthKind,
 };
 pub use scaled::{ScaleLayout, ScaledFormat};
-pub use shape::{Dim, DimBinding, Shape};
+pub use shape::{Dim, DimBinding, MAX_TENSOR_BYTES, Shape, checked_bytes, checked_elements};

@@ -68,6 +68,31 @@ impl fmt::Display for Dim {
     }
 }
 
+/// The largest byte size one tensor may have: `isize::MAX`, the most any Rust
+/// allocation can hold. Shapes beyond it are rejected with an error when they are
+/// built ([`Shape::check_size`]).
+pub const MAX_TENSOR_BYTES: usize = isize::MAX as usize;
+
+/// Element count of `dims`, or `None` when the product overflows `usize`.
+///
+/// ```
+/// assert_eq!(rlx_ir::checked_elements(&[2, 3]), Some(6));
+/// assert_eq!(rlx_ir::checked_elements(&[1 << 32, 1 << 32]), None);
+/// ```
+pub fn checked_elements(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n))
+}
+
+/// Byte size of `dims` elements of `dtype`, or `None` when it exceeds
+/// [`MAX_TENSOR_BYTES`].
+pub fn checked_bytes(dims: impl IntoIterator<Item = usize>, dtype: DType) -> Option<usize> {
+    let n = dims
+        .into_iter()
+        .try_fold(1usize, |acc, n| acc.checked_mul(n))?;
+    n.checked_mul(dtype.size_bytes())
+        .filter(|&b| b <= MAX_TENSOR_BYTES)
+}
+
 /// Concrete sizes for dynamic dimension symbols.
 ///
 /// ```
@@ -192,15 +217,40 @@ impl Shape {
     }
 
     /// Element count, or `None` if any dim is dynamic.
+    ///
+    /// Saturates at `usize::MAX` instead of wrapping (a shape that large never passes
+    /// [`Shape::check_size`], which every graph node's type does).
     pub fn num_elements(&self) -> Option<usize> {
-        self.dims
-            .iter()
-            .try_fold(1usize, |acc, d| d.as_static().map(|n| acc * n))
+        self.dims.iter().try_fold(1usize, |acc, d| {
+            d.as_static().map(|n| acc.saturating_mul(n))
+        })
     }
 
-    /// Byte size, or `None` if any dim is dynamic.
+    /// Byte size, or `None` if any dim is dynamic (saturating like
+    /// [`Shape::num_elements`]).
     pub fn size_bytes(&self) -> Option<usize> {
-        self.num_elements().map(|n| n * self.dtype.size_bytes())
+        self.num_elements()
+            .map(|n| n.saturating_mul(self.dtype.size_bytes()))
+    }
+
+    /// Checks that the static part of this shape addresses at most
+    /// [`MAX_TENSOR_BYTES`] bytes (for a dynamic shape: its static dims alone), so
+    /// element counts, byte sizes and strides derived from it never overflow. The
+    /// error names the shape and the byte count.
+    ///
+    /// ```
+    /// use rlx_ir::{DType, Shape};
+    /// assert!(Shape::new(&[1 << 20, 1 << 10], DType::F32).check_size().is_ok());
+    /// let e = Shape::new(&[1 << 32, 1 << 32], DType::F32).check_size().unwrap_err();
+    /// assert!(e.contains("[4294967296, 4294967296] f32"), "{e}");
+    /// ```
+    pub fn check_size(&self) -> Result<(), String> {
+        let statics = self.dims.iter().filter_map(|d| d.as_static());
+        checked_bytes(statics, self.dtype).map(|_| ()).ok_or_else(|| {
+            format!(
+                "shape {self} is too large: its byte size exceeds {MAX_TENSOR_BYTES} bytes (isize::MAX), more than any allocation can hold"
+            )
+        })
     }
 
     /// True when every dim is static.

@@ -60,9 +60,18 @@ impl GraphScope {
         if let Err(why) = crate::func::check_declared_name(kind, &name) {
             panic!("GraphScope: {why}");
         }
+        if let Err(why) = shape.check_size() {
+            panic!(
+                "GraphScope: {} `{name}`: {why}; declare a smaller shape",
+                op.name()
+            );
+        }
         let mut st = self.cell.state_mut();
         // Inputs and params share one namespace: both are bound by name at run time.
-        let existing = st.graph.input_id(&name).or_else(|| st.graph.param_id(&name));
+        let existing = st
+            .graph
+            .input_id(&name)
+            .or_else(|| st.graph.param_id(&name));
         if let Some(id) = existing {
             drop(st);
             panic!(

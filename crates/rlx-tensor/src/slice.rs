@@ -126,19 +126,20 @@ fn resolve(
     dim: Dim,
     shape: &rlx_ir::Shape,
 ) -> Result<Option<(usize, usize)>> {
-    // A position: negative values count from the end of a static axis.
-    let pos = |v: i64| -> Result<i64> {
+    // Positions are resolved in i128 so that no i64 input (i64::MAX, i64::MIN) can
+    // overflow on the way to the range check.
+    let pos = |v: i64| -> Result<i128> {
         if v >= 0 {
-            return Ok(v);
+            return Ok(v as i128);
         }
         match dim {
-            Dim::Static(n) => Ok(n as i64 + v),
+            Dim::Static(n) => Ok(n as i128 + v as i128),
             Dim::Dynamic(_) => Err(Error::new(format!(
                 "slice: {entry:?} on axis {axis} of {shape} counts from the end of a dynamic axis ({dim}); use non-negative positions there"
             ))),
         }
     };
-    let size = dim.as_static().map(|n| n as i64);
+    let size = dim.as_static().map(|n| n as i128);
     let (start, end) = match entry {
         SliceAxis::All => return Ok(None),
         SliceAxis::Index(i) => {
@@ -155,7 +156,9 @@ fn resolve(
             (pos(start)?, n)
         }
     };
-    let in_range = start >= 0 && size.is_none_or(|n| end <= n);
+    // On a dynamic axis the end is checked when the size is bound at run time; here it
+    // only has to be a position a tensor can have.
+    let in_range = start >= 0 && end <= size.unwrap_or(isize::MAX as i128);
     if !in_range {
         let n = size.map_or(dim.to_string(), |n| n.to_string());
         return Err(Error::new(format!(

@@ -154,6 +154,7 @@ impl WgpuExecutable {
     /// Bind the program to `binding`: layout, launches, parameters.
     fn bind(&self, binding: &DimBinding) -> RuntimeResult<Bound> {
         let p = &self.program;
+        p.guards.check(binding)?;
         let (buf_dims, offsets, sizes, arena) = layout(p, binding, self.consts_bytes)?;
         let lim = &self.gpu.limits;
         let too_big = arena > lim.max_storage_buffer_binding_size.min(lim.max_buffer_size)

@@ -37,19 +37,8 @@ pub(crate) fn layout(
     binding: &DimBinding,
     consts_bytes: u64,
 ) -> RuntimeResult<Layout> {
-    let mut dims = Vec::with_capacity(p.buffers.len());
-    let mut sizes = Vec::with_capacity(p.buffers.len());
-    for (i, b) in p.buffers.iter().enumerate() {
-        let d = concrete(b.shape.dims(), binding).ok_or_else(|| {
-            RuntimeError::new(format!(
-                "graph `{}`: buffer {i} of type {} has a dynamic dim that no argument binds",
-                p.name, b.shape
-            ))
-        })?;
-        sizes.push((d.iter().product::<usize>() * b.shape.dtype().size_bytes()) as u64);
-        dims.push(d);
-    }
-    let usizes: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
+    let (dims, usizes) = p.bound_buffers(binding)?;
+    let sizes: Vec<u64> = usizes.iter().map(|&s| s as u64).collect();
     let (temp_off, temp_bytes) = memplan::plan_offsets(p, &usizes);
     let mut offsets = vec![0u64; p.buffers.len()];
     let mut c = 0u64;

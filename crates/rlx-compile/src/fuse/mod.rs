@@ -551,6 +551,7 @@ pub(crate) fn fuse(
         liveness: Default::default(),
         graph_nodes: g.len(),
         naive_bytes: naive_bytes(g),
+        guards: Default::default(),
     })
 }
 

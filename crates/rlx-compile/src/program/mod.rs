@@ -8,7 +8,10 @@
 
 pub mod view;
 
-use rlx_ir::{Activation, BinaryOp, CmpOp, DType, Dim, DimBinding, NodeId, Op, ReduceOp, Shape};
+use rlx_ir::{
+    Activation, BinaryOp, CmpOp, DType, Dim, DimBinding, IrError, IrResult, NodeId, Op, ReduceOp,
+    Shape,
+};
 pub use view::{Strided, ViewStep, bind_load};
 
 /// Index of a buffer in [`Program::buffers`].
@@ -325,6 +328,11 @@ pub struct Program {
     /// Bytes every intermediate node would take if each were materialized (static
     /// shapes only; `None` with dynamic dims).
     pub naive_bytes: Option<usize>,
+    /// Run-time checks of the source graph's fixed-size requests against its dynamic
+    /// dims (slice ranges, reshape counts, …). Backends call
+    /// [`DimGuards::check`](rlx_ir::DimGuards::check) once per distinct binding,
+    /// before any kernel runs.
+    pub guards: rlx_ir::DimGuards,
 }
 
 impl Program {
@@ -332,6 +340,51 @@ impl Program {
     pub fn is_dynamic(&self) -> bool {
         self.buffers.iter().any(|b| !b.shape.is_static())
             || self.args.iter().any(|(_, s)| !s.is_static())
+    }
+
+    /// Concrete dims and byte sizes of every buffer under `binding`, checked: an
+    /// unbound symbol, a byte size past [`rlx_ir::MAX_TENSOR_BYTES`], or buffers whose
+    /// sizes (each rounded up to 64 bytes) add up past it are errors naming the
+    /// buffer, its type and the sizes — so no arena offset computed from them can
+    /// overflow. Backends call this after [`rlx_ir::DimGuards::check`].
+    pub fn bound_buffers(&self, binding: &DimBinding) -> IrResult<(Vec<Vec<usize>>, Vec<usize>)> {
+        let mut dims = Vec::with_capacity(self.buffers.len());
+        let mut bytes = Vec::with_capacity(self.buffers.len());
+        let mut total = 0usize;
+        for (i, b) in self.buffers.iter().enumerate() {
+            let d = concrete(b.shape.dims(), binding).ok_or_else(|| {
+                IrError::new(
+                    "bind",
+                    format!(
+                        "graph `{}`: buffer {i} of type {} has a dynamic dim that no argument binds",
+                        self.name, b.shape
+                    ),
+                )
+            })?;
+            let n = rlx_ir::checked_bytes(d.iter().copied(), b.shape.dtype());
+            let sum = n.and_then(|n| total.checked_add(n.div_ceil(64).saturating_mul(64)));
+            let (Some(n), Some(sum)) = (n, sum.filter(|&t| t <= rlx_ir::MAX_TENSOR_BYTES)) else {
+                return Err(IrError::new(
+                    "bind",
+                    format!(
+                        "graph `{}`: buffer {i} of type {} is {d:?} with {}, and the program's buffers would take more than {} bytes; use smaller inputs",
+                        self.name,
+                        b.shape,
+                        binding
+                            .sorted()
+                            .iter()
+                            .map(|(s, n)| format!("?{s} = {n}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        rlx_ir::MAX_TENSOR_BYTES
+                    ),
+                ));
+            };
+            total = sum;
+            bytes.push(n);
+            dims.push(d);
+        }
+        Ok((dims, bytes))
     }
 
     /// Concrete dims of buffer `b` under `binding`, or `None` when a symbol is unbound.

@@ -210,8 +210,10 @@ pub fn gather_map(
         dims_at.push(next);
     }
     let out_dims = dims_at.last().unwrap().clone();
-    let n: usize = out_dims.iter().product();
-    let mut map = Vec::with_capacity(n);
+    // `None` as well when the table cannot be allocated (the caller reports it).
+    let n = rlx_ir::checked_elements(&out_dims)?;
+    let mut map = Vec::new();
+    map.try_reserve_exact(n).ok()?;
     for flat in 0..n {
         let mut idx = unravel(flat, &out_dims);
         for (k, s) in steps.iter().enumerate().rev() {

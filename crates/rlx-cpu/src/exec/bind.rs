@@ -67,7 +67,15 @@ pub(crate) fn plan_load(
         }
         None => {
             let t = gather_map(bd, &l.steps, b)
-                .ok_or_else(|| IrError::new("cpu", "unbound dynamic dim in a view"))?;
+                .ok_or_else(|| {
+                    IrError::new(
+                        "cpu",
+                        format!(
+                            "cannot build the index table of a view of {dims:?}: a dynamic dim is unbound, or the table ({} entries) does not fit in memory",
+                            dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
+                        ),
+                    )
+                })?;
             Ok(LoadPlan::table(l.buf, dt, dims.len(), t))
         }
     }
@@ -75,21 +83,8 @@ pub(crate) fn plan_load(
 
 /// Bind `p` under `binding`.
 pub(crate) fn bind(p: &Program, binding: &DimBinding) -> IrResult<Bound> {
-    let mut buf_dims = Vec::with_capacity(p.buffers.len());
-    let mut buf_bytes = Vec::with_capacity(p.buffers.len());
-    for (i, b) in p.buffers.iter().enumerate() {
-        let d = concrete(b.shape.dims(), binding).ok_or_else(|| {
-            IrError::new(
-                "cpu",
-                format!(
-                    "buffer {i} of type {} has a dynamic dim that no argument binds",
-                    b.shape
-                ),
-            )
-        })?;
-        buf_bytes.push(d.iter().product::<usize>() * b.shape.dtype().size_bytes());
-        buf_dims.push(d);
-    }
+    p.guards.check(binding)?;
+    let (buf_dims, buf_bytes) = p.bound_buffers(binding)?;
     let (offsets, arena) = memplan::plan_offsets(p, &buf_bytes);
     let mut kernels = Vec::with_capacity(p.kernels.len());
     for k in &p.kernels {

@@ -30,9 +30,22 @@ use std::sync::{Arc, Mutex};
 #[repr(C, align(64))]
 struct Line([u8; 64]);
 
-/// Zeroed, 64-byte-aligned storage of at least `bytes` bytes.
-fn lines(bytes: usize) -> Vec<Line> {
-    vec![Line([0; 64]); bytes.div_ceil(64)]
+/// Zeroed, 64-byte-aligned storage of at least `bytes` bytes, or an error naming
+/// `what` and the bytes when the allocator refuses (never an abort).
+fn lines(bytes: usize, what: &str) -> RuntimeResult<Vec<Line>> {
+    let n = bytes.div_ceil(64);
+    let mut v: Vec<Line> = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| out_of_memory(bytes, what))?;
+    v.resize(n, Line([0; 64]));
+    Ok(v)
+}
+
+fn out_of_memory(bytes: usize, what: &str) -> RuntimeError {
+    RuntimeError::new(format!(
+        "cpu: out of memory: cannot allocate {bytes} bytes ({}) for {what}; use smaller inputs or shapes",
+        rlx_ir::human_bytes(bytes)
+    ))
 }
 
 /// Ask for transparent huge pages on a large fresh allocation: its first touch then
@@ -147,7 +160,7 @@ impl CpuExecutable {
             .iter()
             .map(|b| match &b.kind {
                 BufKind::Const(bytes) => {
-                    let mut l = lines(bytes.len());
+                    let mut l = lines(bytes.len(), "a constant")?;
                     // SAFETY: `l` is a fresh allocation of at least `bytes.len()` bytes
                     // (`lines` rounds up to whole lines), so the copy stays inside both
                     // and the two cannot overlap.
@@ -158,11 +171,11 @@ impl CpuExecutable {
                             bytes.len(),
                         )
                     };
-                    Some(l)
+                    Ok(Some(l))
                 }
-                _ => None,
+                _ => Ok(None),
             })
-            .collect();
+            .collect::<RuntimeResult<Vec<_>>>()?;
         let program_kernels = program.kernels.len();
         let fixed = if program.is_dynamic() {
             None
@@ -224,10 +237,12 @@ enum OutStore {
 impl OutStore {
     /// Uninitialized storage of `n` bytes (every kernel writes every element of its
     /// outputs before they are read).
-    fn new(n: usize, f32_host: bool) -> (OutStore, *mut u8) {
-        if f32_host {
+    fn new(n: usize, f32_host: bool) -> RuntimeResult<(OutStore, *mut u8)> {
+        Ok(if f32_host {
             let len = n / 4;
-            let mut v: Vec<f32> = Vec::with_capacity(len.max(2));
+            let mut v: Vec<f32> = Vec::new();
+            v.try_reserve_exact(len.max(2))
+                .map_err(|_| out_of_memory(n, "an output"))?;
             huge_pages(v.as_mut_ptr() as *mut u8, n);
             // SAFETY: capacity is at least `len` (reserved above). The f32s are not
             // initialized yet: this relies on every kernel writing each element of its
@@ -237,14 +252,16 @@ impl OutStore {
             let ptr = v.as_mut_ptr() as *mut u8;
             (OutStore::F32(v), ptr)
         } else {
-            let mut v: Vec<u8> = Vec::with_capacity(n.max(8));
+            let mut v: Vec<u8> = Vec::new();
+            v.try_reserve_exact(n.max(8))
+                .map_err(|_| out_of_memory(n, "an output"))?;
             huge_pages(v.as_mut_ptr(), n);
             // SAFETY: capacity is at least `n` (reserved above); as for the f32 case the
             // bytes are written by the kernel producing this output before being read.
             unsafe { v.set_len(n) };
             let ptr = v.as_mut_ptr();
             (OutStore::Bytes(v), ptr)
-        }
+        })
     }
 
     fn into_host(self, dtype: rlx_ir::DType, dims: Vec<usize>) -> HostOutput {
@@ -410,7 +427,8 @@ impl CpuExecutable {
             Vec::new()
         };
         if arena.len() * 64 < bound.arena {
-            arena = lines(bound.arena);
+            drop(std::mem::take(&mut arena)); // free the smaller one before asking for more
+            arena = lines(bound.arena, "the arena of intermediate buffers")?;
         }
         // Arguments whose bytes are not aligned for their dtype are copied once.
         let mut realigned: Vec<Vec<Line>> = Vec::new();
@@ -427,7 +445,7 @@ impl CpuExecutable {
                     let bytes = args[*a].bytes;
                     let align = b.shape.dtype().size_bytes().min(8);
                     if !(bytes.as_ptr() as usize).is_multiple_of(align) {
-                        let mut l = lines(bytes.len());
+                        let mut l = lines(bytes.len(), "an aligned copy of an argument")?;
                         // SAFETY: `l` is a fresh allocation of at least `bytes.len()`
                         // bytes, distinct from the argument's, so the copy is in bounds
                         // of both and cannot overlap.
@@ -452,7 +470,7 @@ impl CpuExecutable {
                 BufKind::Temp => unsafe { (arena.as_mut_ptr() as *mut u8).add(bound.offsets[i]) },
                 BufKind::Output(_) => {
                     let f32_out = f32_host && b.shape.dtype() == rlx_ir::DType::F32;
-                    let (store, ptr) = OutStore::new(bound.buf_bytes[i], f32_out);
+                    let (store, ptr) = OutStore::new(bound.buf_bytes[i], f32_out)?;
                     outputs[i] = Some(store);
                     ptr
                 }

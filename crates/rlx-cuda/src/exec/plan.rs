@@ -128,18 +128,8 @@ pub(crate) fn bind(
     binding: &DimBinding,
     t: &Tuning,
 ) -> Result<Plan, String> {
-    let mut buf_dims = Vec::with_capacity(p.buffers.len());
-    let mut buf_bytes = Vec::with_capacity(p.buffers.len());
-    for (i, b) in p.buffers.iter().enumerate() {
-        let d = concrete(b.shape.dims(), binding).ok_or_else(|| {
-            format!(
-                "buffer {i} of type {} has a dynamic dim that no argument binds",
-                b.shape
-            )
-        })?;
-        buf_bytes.push(d.iter().product::<usize>() * b.shape.dtype().size_bytes());
-        buf_dims.push(d);
-    }
+    p.guards.check(binding).map_err(|e| e.to_string())?;
+    let (buf_dims, buf_bytes) = p.bound_buffers(binding).map_err(|e| e.to_string())?;
     // Arena layout.
     let mut buf_off = vec![0usize; p.buffers.len()];
     let mut at = 0usize;

@@ -201,7 +201,9 @@ fn conv_shape(name: &str, x: &Shape, w: &Shape, g: &Geometry) -> IrResult<Shape>
                 ),
             ));
         };
-        let span = d * (k - 1) + 1;
+        // u128: none of these products or sums of usizes can overflow it.
+        let (n, p, s, d, k) = (n as u128, p as u128, s as u128, d as u128, k as u128);
+        let span = d * (k.max(1) - 1) + 1;
         if n + 2 * p < span {
             return Err(err(
                 name,
@@ -210,7 +212,12 @@ fn conv_shape(name: &str, x: &Shape, w: &Shape, g: &Geometry) -> IrResult<Shape>
                 ),
             ));
         }
-        dims.push(Dim::Static((n + 2 * p - span) / s + 1));
+        dims.push(Dim::Static(spatial_out(
+            name,
+            x,
+            i,
+            (n + 2 * p - span) / s.max(1) + 1,
+        )?));
     }
     Ok(x.with_dims(dims))
 }
@@ -254,6 +261,7 @@ fn pool_shape(
     let mut dims = vec![x.dim(0), x.dim(1)];
     for i in 0..sr {
         let (k, p, s) = (kernel_size[i], padding[i], stride[i]);
+        let (k, p, s) = (k as u128, p as u128, s as u128);
         if p * 2 > k {
             return Err(err(
                 name,
@@ -272,6 +280,7 @@ fn pool_shape(
                 ),
             ));
         };
+        let n = n as u128;
         if n + 2 * p < k {
             return Err(err(
                 name,
@@ -280,7 +289,24 @@ fn pool_shape(
                 ),
             ));
         }
-        dims.push(Dim::Static((n + 2 * p - k) / s + 1));
+        dims.push(Dim::Static(spatial_out(
+            name,
+            x,
+            i,
+            (n + 2 * p - k) / s + 1,
+        )?));
     }
     Ok(x.with_dims(dims))
+}
+
+/// An output spatial size computed in u128, or an error when it does not fit usize.
+fn spatial_out(name: &str, x: &Shape, axis: usize, size: u128) -> IrResult<usize> {
+    usize::try_from(size).map_err(|_| {
+        err(
+            name,
+            format!(
+                "spatial axis {axis} of x {x} gives an output size of {size}, more than usize holds; use less padding"
+            ),
+        )
+    })
 }

@@ -55,13 +55,22 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
             let x = inputs[0];
             check_axis(name, *axis, x)?;
             match x.dim(*axis) {
-                Dim::Static(n) => Ok(x.with_dim(*axis, Dim::Static(n + before + after))),
-                d if before + after == 0 => Ok(x.with_dim(*axis, d)),
+                Dim::Static(n) => {
+                    match n.checked_add(*before).and_then(|m| m.checked_add(*after)) {
+                        Some(total) => Ok(x.with_dim(*axis, Dim::Static(total))),
+                        None => Err(err(
+                            name,
+                            format!(
+                                "padding axis {axis} of {x} by {before} before and {after} after overflows usize; use smaller pads"
+                            ),
+                        )),
+                    }
+                }
+                d if *before == 0 && *after == 0 => Ok(x.with_dim(*axis, d)),
                 d => Err(err(
                     name,
                     format!(
-                        "cannot pad dynamic axis {axis} ({d}) of {x}: the padded size {d} + {} is not a symbol; pad a static axis or bind the size first",
-                        before + after
+                        "cannot pad dynamic axis {axis} ({d}) of {x}: the padded size {d} + {before} + {after} is not a symbol; pad a static axis or bind the size first"
                     ),
                 )),
             }
@@ -154,7 +163,18 @@ fn concat_shape(name: &str, axis: usize, inputs: &[&Shape]) -> IrResult<Shape> {
             ));
         }
         total = match (total, t.dim(axis).as_static()) {
-            (Some(acc), Some(n)) => Some(acc + n),
+            (Some(acc), Some(n)) => match acc.checked_add(n) {
+                Some(sum) => Some(sum),
+                None => {
+                    return Err(err(
+                        name,
+                        format!(
+                            "the sizes of axis {axis} of the {} tensors add up to more than usize holds; concatenate fewer or smaller tensors",
+                            inputs.len()
+                        ),
+                    ));
+                }
+            },
             _ => None,
         };
     }
@@ -254,7 +274,11 @@ fn reshape_shape(name: &str, x: &Shape, new_shape: &[i64]) -> IrResult<Shape> {
         .copied()
         .filter(|d| !d.is_static())
         .collect();
-    let static_prod: usize = x.dims().iter().filter_map(|d| d.as_static()).product();
+    let static_prod: usize = x
+        .dims()
+        .iter()
+        .filter_map(|d| d.as_static())
+        .fold(1usize, |acc, n| acc.saturating_mul(n));
     if wild == 1 && dynamic.len() == 1 && static_prod == known {
         return Ok(x.with_dims(fill(dynamic[0])));
     }

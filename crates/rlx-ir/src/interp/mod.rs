@@ -39,6 +39,7 @@ pub fn run_refs(graph: &Graph, inputs: &[(&str, &TensorData)]) -> IrResult<Vec<T
 /// (`None` for nodes they do not need).
 pub fn run_all(graph: &Graph, inputs: &[(&str, &TensorData)]) -> IrResult<Vec<Option<TensorData>>> {
     let binding = bind_dims(graph, inputs)?;
+    crate::DimGuards::from_graph(graph).check(&binding)?;
     let needed = live_nodes(graph);
     let mut values: Vec<Option<TensorData>> = vec![None; graph.len()];
     for node in graph.nodes() {
@@ -46,6 +47,19 @@ pub fn run_all(graph: &Graph, inputs: &[(&str, &TensorData)]) -> IrResult<Vec<Op
             continue;
         }
         let out_shape = concrete(&node.shape, &binding, &node.op)?;
+        // Ask the allocator first, so a value too large for memory is an error here
+        // instead of an abort inside the op (the op's own `vec!` cannot fail softly).
+        let bytes = out_shape.size_bytes().unwrap_or(usize::MAX);
+        if Vec::<u8>::new().try_reserve_exact(bytes).is_err() {
+            return Err(IrError::new(
+                node.op.name(),
+                format!(
+                    "out of memory: the value {out_shape} takes {bytes} bytes ({}), more than can be allocated",
+                    crate::human_bytes(bytes)
+                ),
+            )
+            .at(node.id));
+        }
         let value = match &node.op {
             Op::Input { name } | Op::Param { name } => {
                 let data = lookup(inputs, name, &node.op)?;

@@ -5,8 +5,40 @@ use crate::rng::SplitMix64;
 use crate::{Error, Result};
 use rlx_ir::{DType, Shape, TensorData};
 
-fn count(shape: &[usize]) -> usize {
-    shape.iter().product()
+/// The element count of an f32 tensor of `shape`, or an error naming the shape when
+/// its byte size overflows (a wrapped count would build a tensor of the wrong size).
+fn count(what: &str, shape: &[usize]) -> Result<usize> {
+    rlx_ir::checked_bytes(shape.iter().copied(), DType::F32)
+        .map(|b| b / 4)
+        .ok_or_else(|| {
+            Error::new(format!(
+                "{what}: shape {shape:?} is too large: {} f32 bytes exceed the {} bytes one tensor may hold; use a smaller shape",
+                if rlx_ir::checked_elements(shape).is_some() { "its" } else { "its element count overflows usize, and its" },
+                rlx_ir::MAX_TENSOR_BYTES
+            ))
+        })
+}
+
+/// `n` values `f(0), f(1), …` as f32 bytes, allocated fallibly: a request the
+/// allocator refuses is an error naming the bytes, never an abort.
+fn f32_bytes(what: &str, n: usize, mut f: impl FnMut(usize) -> f32) -> Result<Vec<u8>> {
+    let bytes = n * 4; // n comes from `count`, so this cannot overflow
+    let mut v: Vec<u8> = Vec::new();
+    v.try_reserve_exact(bytes).map_err(|_| {
+        Error::new(format!(
+            "{what}: out of memory: cannot allocate {bytes} bytes ({}) for {n} f32 values; use a smaller shape",
+            rlx_ir::human_bytes(bytes)
+        ))
+    })?;
+    for i in 0..n {
+        v.extend_from_slice(&f(i).to_le_bytes());
+    }
+    Ok(v)
+}
+
+/// An f32 constant of `shape` from already-encoded bytes.
+fn f32_tensor(shape: &[usize], bytes: Vec<u8>) -> Tensor {
+    Tensor::new_constant(Shape::new(shape, DType::F32), bytes)
 }
 
 impl Tensor {
@@ -25,12 +57,14 @@ impl Tensor {
         }
     }
 
-    /// [`Tensor::from_vec`] returning an error instead of panicking.
+    /// [`Tensor::from_vec`] returning an error instead of panicking (also when the
+    /// shape's size overflows or the copy cannot be allocated).
     pub fn try_from_vec(data: impl Into<Vec<f32>>, shape: impl AsRef<[usize]>) -> Result<Tensor> {
         let data = data.into();
         let shape = shape.as_ref();
         check_len("from_vec", data.len(), shape)?;
-        Ok(Tensor::from_data(TensorData::from_f32(shape, &data)))
+        let bytes = f32_bytes("from_vec", data.len(), |i| data[i])?;
+        Ok(f32_tensor(shape, bytes))
     }
 
     /// A tensor holding `data` (any dtype) as a constant.
@@ -38,52 +72,108 @@ impl Tensor {
         Tensor::new_constant(Shape::new(&data.dims, data.dtype), data.bytes)
     }
 
-    /// f32 zeros.
+    /// f32 zeros. Panics when the shape is too large (see [`Tensor::try_full`]).
+    #[track_caller]
     pub fn zeros(shape: impl AsRef<[usize]>) -> Tensor {
         Tensor::full(shape, 0.0)
     }
 
-    /// f32 ones.
+    /// [`Tensor::zeros`] returning an error instead of panicking.
+    pub fn try_zeros(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        Tensor::try_full(shape, 0.0)
+    }
+
+    /// f32 ones. Panics when the shape is too large (see [`Tensor::try_full`]).
+    #[track_caller]
     pub fn ones(shape: impl AsRef<[usize]>) -> Tensor {
         Tensor::full(shape, 1.0)
     }
 
-    /// f32 tensor filled with `value`.
+    /// [`Tensor::ones`] returning an error instead of panicking.
+    pub fn try_ones(shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        Tensor::try_full(shape, 1.0)
+    }
+
+    /// f32 tensor filled with `value`. Panics with [`Tensor::try_full`]'s message when
+    /// the shape is too large or its memory cannot be allocated.
+    #[track_caller]
     pub fn full(shape: impl AsRef<[usize]>, value: f32) -> Tensor {
+        Tensor::try_full(shape, value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Tensor::full`] returning an error (naming the shape or the bytes) instead of
+    /// panicking.
+    ///
+    /// ```
+    /// use rlx_tensor::Tensor;
+    /// assert!(Tensor::try_full([2, 2], 1.0).is_ok());
+    /// let e = Tensor::try_full([usize::MAX], 1.0).unwrap_err();
+    /// assert!(e.to_string().contains("too large"), "{e}");
+    /// ```
+    pub fn try_full(shape: impl AsRef<[usize]>, value: f32) -> Result<Tensor> {
         let shape = shape.as_ref();
-        Tensor::from_data(TensorData::from_f32(shape, &vec![value; count(shape)]))
+        let n = count("full", shape)?;
+        Ok(f32_tensor(shape, f32_bytes("full", n, |_| value)?))
     }
 
-    /// The `n × n` f32 identity matrix.
+    /// The `n × n` f32 identity matrix. Panics when `n × n` is too large (see
+    /// [`Tensor::try_eye`]).
+    #[track_caller]
     pub fn eye(n: usize) -> Tensor {
-        let mut v = vec![0.0f32; n * n];
-        for i in 0..n {
-            v[i * n + i] = 1.0;
-        }
-        Tensor::from_data(TensorData::from_f32(&[n, n], &v))
+        Tensor::try_eye(n).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// `[0, 1, …, end-1]` as f32 (empty when `end ≤ 0`).
+    /// [`Tensor::eye`] returning an error instead of panicking.
+    pub fn try_eye(n: usize) -> Result<Tensor> {
+        let total = count("eye", &[n, n])?;
+        let bytes = f32_bytes("eye", total, |i| if i % (n + 1) == 0 { 1.0 } else { 0.0 })?;
+        Ok(f32_tensor(&[n, n], bytes))
+    }
+
+    /// `[0, 1, …, end-1]` as f32 (empty when `end ≤ 0`). Panics when the range is too
+    /// long to allocate (see [`Tensor::try_arange_step`]).
+    #[track_caller]
     pub fn arange(end: i64) -> Tensor {
         Tensor::arange_step(0, end.max(0), 1)
     }
 
     /// `start, start+step, …` up to `end` (exclusive) as f32; a negative step counts down.
-    /// Panics when `step` is 0.
+    /// Panics when `step` is 0 or the range is too long (see [`Tensor::try_arange_step`]).
     #[track_caller]
     pub fn arange_step(start: i64, end: i64, step: i64) -> Tensor {
-        assert!(
-            step != 0,
-            "arange_step: step must be non-zero (got start {start}, end {end}, step 0)"
-        );
-        let mut v = Vec::new();
-        let mut x = start;
-        while (step > 0 && x < end) || (step < 0 && x > end) {
-            v.push(x as f32);
-            x += step;
+        Tensor::try_arange_step(start, end, step).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Tensor::arange_step`] returning an error instead of panicking. The length is
+    /// computed without stepping (so `arange_step(0, i64::MAX, 1 << 62)` is the two
+    /// values `0, 2^62`), and each value is `start + i·step` rounded once to f32.
+    ///
+    /// ```
+    /// use rlx_tensor::Tensor;
+    /// assert_eq!(Tensor::try_arange_step(0, i64::MAX, 1 << 62).unwrap().dims(), vec![2]);
+    /// assert!(Tensor::try_arange_step(0, 5, 0).is_err());
+    /// ```
+    pub fn try_arange_step(start: i64, end: i64, step: i64) -> Result<Tensor> {
+        if step == 0 {
+            return Err(Error::new(format!(
+                "arange_step: step must be non-zero (got start {start}, end {end}, step 0)"
+            )));
         }
-        let n = v.len();
-        Tensor::from_data(TensorData::from_f32(&[n], &v))
+        let (start, end, step) = (start as i128, end as i128, step as i128);
+        let span = if step > 0 { end - start } else { start - end };
+        let len = if span <= 0 {
+            0
+        } else {
+            (span + step.abs() - 1) / step.abs()
+        };
+        let Ok(len) = usize::try_from(len) else {
+            return Err(Error::new(format!(
+                "arange_step: {len} values from {start} to {end} by {step} is more than one tensor can hold; use a larger step or a shorter range"
+            )));
+        };
+        let n = count("arange_step", &[len])?;
+        let bytes = f32_bytes("arange_step", n, |i| (start + i as i128 * step) as f32)?;
+        Ok(f32_tensor(&[n], bytes))
     }
 
     /// An f64 tensor. Panics when the length does not match `shape`.
@@ -121,10 +211,10 @@ impl Tensor {
     pub fn rand_range(shape: impl AsRef<[usize]>, seed: u64, lo: f32, hi: f32) -> Tensor {
         let shape = shape.as_ref();
         let mut r = SplitMix64::new(seed);
-        let v: Vec<f32> = (0..count(shape))
-            .map(|_| lo + (hi - lo) * r.uniform_f32())
-            .collect();
-        Tensor::from_data(TensorData::from_f32(shape, &v))
+        let n = count("rand", shape).unwrap_or_else(|e| panic!("{e}"));
+        let bytes = f32_bytes("rand", n, |_| lo + (hi - lo) * r.uniform_f32())
+            .unwrap_or_else(|e| panic!("{e}"));
+        f32_tensor(shape, bytes)
     }
 
     /// Standard normal f32 values from a deterministic seed.
@@ -136,10 +226,10 @@ impl Tensor {
     pub fn randn_std(shape: impl AsRef<[usize]>, seed: u64, mean: f32, std: f32) -> Tensor {
         let shape = shape.as_ref();
         let mut r = SplitMix64::new(seed);
-        let v: Vec<f32> = (0..count(shape))
-            .map(|_| mean + std * r.normal_f32())
-            .collect();
-        Tensor::from_data(TensorData::from_f32(shape, &v))
+        let n = count("randn", shape).unwrap_or_else(|e| panic!("{e}"));
+        let bytes = f32_bytes("randn", n, |_| mean + std * r.normal_f32())
+            .unwrap_or_else(|e| panic!("{e}"));
+        f32_tensor(shape, bytes)
     }
 
     /// A constant of any dtype from f64 values (rounded/truncated into `dtype`).
@@ -158,7 +248,7 @@ impl Tensor {
 }
 
 fn check_len(what: &str, len: usize, shape: &[usize]) -> Result<()> {
-    let n = count(shape);
+    let n = count(what, shape)?;
     if n != len {
         return Err(Error::new(format!(
             "{what}: {len} values do not fill shape {shape:?} ({n} elements); pass {n} values or change the shape"

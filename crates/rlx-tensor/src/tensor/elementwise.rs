@@ -195,7 +195,7 @@ macro_rules! compare_methods {
                 #[doc = concat!("[`Tensor::", stringify!($name), "`] returning an error instead of panicking.")]
                 #[track_caller]
                 pub fn $try_name<'r>(&self, rhs: impl Into<BinaryRhs<'r>>) -> Result<Tensor> {
-                    let rhs = rhs.into().into_tensor(self);
+                    let rhs = rhs.into().try_into_tensor(self)?;
                     self.try_apply(Op::Compare(CmpOp::$op), &[self, &rhs])
                 }
             )*
@@ -251,7 +251,7 @@ impl Tensor {
     /// [`Tensor::binary`] returning the error.
     #[track_caller]
     pub(crate) fn try_binary(&self, op: BinaryOp, rhs: BinaryRhs<'_>) -> Result<Tensor> {
-        let rhs = rhs.into_tensor(self);
+        let rhs = rhs.try_into_tensor(self)?;
         self.try_apply(Op::Binary(op), &[self, &rhs])
     }
 

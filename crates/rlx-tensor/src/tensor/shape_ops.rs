@@ -355,7 +355,11 @@ impl Tensor {
         if axis >= shape.rank() {
             return Err(axis_error("split", &shape, axis));
         }
-        let total: usize = sizes.iter().sum();
+        let Some(total) = sizes.iter().try_fold(0usize, |acc, &n| acc.checked_add(n)) else {
+            return Err(Error::new(format!(
+                "split: sizes {sizes:?} add up to more than usize holds (axis {axis} of {shape}); make them add up to the axis length"
+            )));
+        };
         if let Some(n) = shape.dim(axis).as_static()
             && total != n
         {
@@ -364,7 +368,8 @@ impl Tensor {
             )));
         }
         let mut start = 0;
-        let mut parts = Vec::with_capacity(sizes.len());
+        let mut parts = Vec::new();
+        reserve_or_err("split", &mut parts, sizes.len())?;
         for &len in sizes {
             parts.push(self.try_narrow(axis, start, len)?);
             start += len;
@@ -402,7 +407,9 @@ impl Tensor {
             )));
         }
         let (base, extra) = (len / n, len % n);
-        let sizes: Vec<usize> = (0..n).map(|i| base + usize::from(i < extra)).collect();
+        let mut sizes: Vec<usize> = Vec::new();
+        reserve_or_err("chunk", &mut sizes, n)?;
+        sizes.extend((0..n).map(|i| base + usize::from(i < extra)));
         self.try_split(axis, &sizes)
     }
 
@@ -431,7 +438,24 @@ impl Tensor {
                 "tile: reps must be at least 1 (tiling axis {axis} of {shape}); use narrow(axis, 0, 0) for an empty tensor"
             )));
         }
-        let copies = vec![self; reps];
+        // A static axis: the result's size is checked before anything is allocated.
+        if let Some(n) = shape.dim(axis).as_static() {
+            let out = n
+                .checked_mul(reps)
+                .map(|m| shape.with_dim(axis, Dim::Static(m)));
+            if out.is_none_or(|s| s.check_size().is_err()) {
+                return Err(Error::new(format!(
+                    "tile: {reps} copies of axis {axis} of {shape} are too large: the result would exceed {} bytes; use fewer reps",
+                    rlx_ir::MAX_TENSOR_BYTES
+                )));
+            }
+        }
+        // One concat operand per copy (a broadcast view merged into the axis would read
+        // through an index table per element, far slower); the room for them is asked
+        // of the allocator first.
+        let mut copies = Vec::new();
+        reserve_or_err("tile", &mut copies, reps)?;
+        copies.resize(reps, self);
         try_cat(&copies, axis)
     }
 
@@ -564,4 +588,14 @@ impl Tensor {
     pub fn try_index_select(&self, axis: usize, indices: &Tensor) -> Result<Tensor> {
         self.try_gather(indices, axis)
     }
+}
+
+/// Reserve room for `n` more items of a result sized by user input, or an error
+/// naming the op and the count when the allocator refuses (never an abort).
+fn reserve_or_err<T>(op: &str, v: &mut Vec<T>, n: usize) -> Result<()> {
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::new(format!(
+            "{op}: out of memory: cannot allocate room for {n} pieces; ask for fewer"
+        ))
+    })
 }
