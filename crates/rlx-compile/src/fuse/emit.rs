@@ -24,6 +24,21 @@ struct ECtx {
     memo: HashMap<(NodeId, Vec<ViewStep>), u32>,
 }
 
+/// An elementwise node being emitted: the operands emitted so far (value, dtype).
+struct EwFrame {
+    n: NodeId,
+    chain: Vec<ViewStep>,
+    args: Vec<(u32, DType)>,
+}
+
+/// What starting to emit a node gives.
+enum Entered {
+    /// Its expression node (nothing left to emit for it).
+    Value(u32),
+    /// An elementwise node whose operands must be emitted first.
+    Open(EwFrame),
+}
+
 pub(super) struct Emitter<'p, 'g> {
     plan: &'p Plan<'g>,
     pub(super) buffers: Vec<Buffer>,
@@ -140,6 +155,11 @@ impl<'p, 'g> Emitter<'p, 'g> {
     }
 
     /// Emit the value of `n` seen through `chain` into `ec`.
+    ///
+    /// Iterative (an explicit stack of elementwise nodes whose operands are being
+    /// emitted), so a fused chain of any length needs no call stack in proportion to
+    /// it. Expression nodes are pushed in the order a depth-first walk of the operands,
+    /// left to right, reaches them.
     fn emit(
         &mut self,
         n: NodeId,
@@ -148,116 +168,166 @@ impl<'p, 'g> Emitter<'p, 'g> {
         ec: &mut ECtx,
         is_root: bool,
     ) -> u32 {
-        if !is_root && let Some(b) = self.buf_of[n.index()] {
-            if self.plan.merged_into[n.index()] == Some(kc.root) {
-                // A result this kernel stores too: emitted earlier (members go in node
-                // order), and only ever read through same-space elementwise nodes.
-                return *ec
-                    .memo
-                    .get(&(n, chain))
-                    .expect("a merged result is emitted before its readers, without views");
-            }
-            let dt = self.buffers[b].shape.dtype();
-            let l = self.load(kc, b, chain);
-            return ec.expr.push(EOp::Load(l), vec![], dt);
-        }
-        let node = self.node(n);
-        let dt = node.shape.dtype();
-        match &self.plan.class[n.index()] {
-            Class::Arg(_) => {
-                let b = self.leaf_buf(n);
-                let l = self.load(kc, b, chain);
-                ec.expr.push(EOp::Load(l), vec![], dt)
-            }
-            Class::Const => {
-                if node.shape.num_elements() == Some(1) {
-                    let Op::Constant { data } = &node.op else {
-                        unreachable!()
+        let mut stack: Vec<EwFrame> = Vec::new();
+        let mut step = self.enter(n, chain, kc, ec, is_root);
+        loop {
+            match step {
+                Entered::Open(f) => stack.push(f),
+                Entered::Value(v) => {
+                    let Some(top) = stack.last_mut() else {
+                        return v;
                     };
-                    let d = TensorData::new(dt, &[1], data.clone())
-                        .expect("constant payload fits its shape");
-                    let s = if dt.is_float() {
-                        Scalar::F(d.to_f64_vec()[0])
-                    } else {
-                        Scalar::I(d.to_i64_vec()[0])
-                    };
-                    ec.expr.push(EOp::Const(s), vec![], dt)
+                    let i = self.node(top.n).inputs[top.args.len()];
+                    top.args.push((v, self.plan.g.shape(i).dtype()));
+                }
+            }
+            let top = stack.last().expect("a frame was just pushed or fed");
+            let inputs = &self.node(top.n).inputs;
+            step = if top.args.len() < inputs.len() {
+                let (n, i) = (top.n, inputs[top.args.len()]);
+                let pre = if self.dims(i) != self.dims(n) {
+                    vec![ViewStep::Expand(self.dims(n).to_vec())]
                 } else {
+                    vec![]
+                };
+                let chain = join(pre, &top.chain);
+                self.enter(i, chain, kc, ec, false)
+            } else {
+                let f = stack.pop().expect("checked above");
+                Entered::Value(self.finish_ew(f, ec))
+            };
+        }
+    }
+
+    /// Start emitting `n` seen through `chain`: a value when it needs no operands
+    /// emitted (a load, a literal, the absorbed core, a memoized node), else the frame
+    /// of the elementwise node whose operands come next. Views are walked through.
+    fn enter(
+        &mut self,
+        mut n: NodeId,
+        mut chain: Vec<ViewStep>,
+        kc: &mut KCtx,
+        ec: &mut ECtx,
+        mut is_root: bool,
+    ) -> Entered {
+        loop {
+            if !is_root && let Some(b) = self.buf_of[n.index()] {
+                if self.plan.merged_into[n.index()] == Some(kc.root) {
+                    // A result this kernel stores too: emitted earlier (members go in
+                    // node order), and only ever read through same-space elementwise nodes.
+                    return Entered::Value(
+                        *ec.memo
+                            .get(&(n, chain))
+                            .expect("a merged result is emitted before its readers, without views"),
+                    );
+                }
+                let dt = self.buffers[b].shape.dtype();
+                let l = self.load(kc, b, chain);
+                return Entered::Value(ec.expr.push(EOp::Load(l), vec![], dt));
+            }
+            let node = self.node(n);
+            let dt = node.shape.dtype();
+            let v = match &self.plan.class[n.index()] {
+                Class::Arg(_) => {
                     let b = self.leaf_buf(n);
                     let l = self.load(kc, b, chain);
                     ec.expr.push(EOp::Load(l), vec![], dt)
                 }
-            }
-            Class::View => {
-                kc.fused.push(n);
-                self.emit(node.inputs[0], join(steps_of(node), &chain), kc, ec, false)
-            }
-            Class::Ew => {
-                let key = (n, chain);
-                if let Some(&v) = ec.memo.get(&key) {
-                    return v;
-                }
-                let chain = key.1.clone();
-                kc.fused.push(n);
-                let mut args = Vec::with_capacity(node.inputs.len());
-                for &i in &node.inputs {
-                    let pre = if self.dims(i) != self.dims(n) {
-                        vec![ViewStep::Expand(self.dims(n).to_vec())]
+                Class::Const => {
+                    if node.shape.num_elements() == Some(1) {
+                        let Op::Constant { data } = &node.op else {
+                            unreachable!()
+                        };
+                        let d = TensorData::new(dt, &[1], data.clone())
+                            .expect("constant payload fits its shape");
+                        let s = if dt.is_float() {
+                            Scalar::F(d.to_f64_vec()[0])
+                        } else {
+                            Scalar::I(d.to_i64_vec()[0])
+                        };
+                        ec.expr.push(EOp::Const(s), vec![], dt)
                     } else {
-                        vec![]
-                    };
-                    let v = self.emit(i, join(pre, &chain), kc, ec, false);
-                    args.push((v, self.plan.g.shape(i).dtype()));
+                        let b = self.leaf_buf(n);
+                        let l = self.load(kc, b, chain);
+                        ec.expr.push(EOp::Load(l), vec![], dt)
+                    }
                 }
-                let cast = |ec: &mut ECtx, (v, from): (u32, DType), to: DType| {
-                    if from == to {
-                        v
-                    } else {
-                        ec.expr.push(EOp::Cast, vec![v], to)
+                Class::View => {
+                    kc.fused.push(n);
+                    chain = join(steps_of(node), &chain);
+                    n = node.inputs[0];
+                    is_root = false;
+                    continue;
+                }
+                Class::Ew => {
+                    let key = (n, chain);
+                    if let Some(&v) = ec.memo.get(&key) {
+                        return Entered::Value(v);
                     }
-                };
-                let v = match &node.op {
-                    Op::Activation(a) => ec.expr.push(EOp::Unary(*a), vec![args[0].0], dt),
-                    Op::Cast { .. } => cast(ec, args[0], dt),
-                    Op::Binary(b) => {
-                        let l = cast(ec, args[0], dt);
-                        let r = cast(ec, args[1], dt);
-                        ec.expr.push(EOp::Binary(*b), vec![l, r], dt)
-                    }
-                    Op::Compare(c) => {
-                        ec.expr
-                            .push(EOp::Compare(*c), vec![args[0].0, args[1].0], dt)
-                    }
-                    Op::Where => {
-                        let m = cast(ec, args[0], DType::Bool);
-                        let t = cast(ec, args[1], dt);
-                        let f = cast(ec, args[2], dt);
-                        ec.expr.push(EOp::Where, vec![m, t, f], dt)
-                    }
-                    Op::RoundToFormat {
-                        exp_bits,
-                        man_bits,
-                        max_normal,
-                    } => ec.expr.push(
-                        EOp::RoundToFormat {
-                            exp_bits: *exp_bits,
-                            man_bits: *man_bits,
-                            max_normal: *max_normal,
-                        },
-                        vec![args[0].0],
-                        dt,
-                    ),
-                    other => unreachable!("{} is not a fused elementwise op", other.name()),
-                };
-                ec.memo.insert(key, v);
-                v
-            }
-            c if c.is_core() && kc.core == Some(n) => {
-                debug_assert!(chain.is_empty(), "an absorbed core is read without views");
-                ec.expr.push(EOp::Core, vec![], dt)
-            }
-            c => unreachable!("node {n} ({c:?}) has no buffer and cannot be inlined"),
+                    kc.fused.push(n);
+                    return Entered::Open(EwFrame {
+                        n,
+                        chain: key.1,
+                        args: Vec::with_capacity(node.inputs.len()),
+                    });
+                }
+                c if c.is_core() && kc.core == Some(n) => {
+                    debug_assert!(chain.is_empty(), "an absorbed core is read without views");
+                    ec.expr.push(EOp::Core, vec![], dt)
+                }
+                c => unreachable!("node {n} ({c:?}) has no buffer and cannot be inlined"),
+            };
+            return Entered::Value(v);
         }
+    }
+
+    /// Push elementwise node `f.n` over its emitted operands `f.args` (with the casts
+    /// its op implies) and memoize it.
+    fn finish_ew(&self, f: EwFrame, ec: &mut ECtx) -> u32 {
+        let node = self.node(f.n);
+        let dt = node.shape.dtype();
+        let args = f.args;
+        let cast = |ec: &mut ECtx, (v, from): (u32, DType), to: DType| {
+            if from == to {
+                v
+            } else {
+                ec.expr.push(EOp::Cast, vec![v], to)
+            }
+        };
+        let v = match &node.op {
+            Op::Activation(a) => ec.expr.push(EOp::Unary(*a), vec![args[0].0], dt),
+            Op::Cast { .. } => cast(ec, args[0], dt),
+            Op::Binary(b) => {
+                let l = cast(ec, args[0], dt);
+                let r = cast(ec, args[1], dt);
+                ec.expr.push(EOp::Binary(*b), vec![l, r], dt)
+            }
+            Op::Compare(c) => ec
+                .expr
+                .push(EOp::Compare(*c), vec![args[0].0, args[1].0], dt),
+            Op::Where => {
+                let m = cast(ec, args[0], DType::Bool);
+                let t = cast(ec, args[1], dt);
+                let f = cast(ec, args[2], dt);
+                ec.expr.push(EOp::Where, vec![m, t, f], dt)
+            }
+            Op::RoundToFormat {
+                exp_bits,
+                man_bits,
+                max_normal,
+            } => ec.expr.push(
+                EOp::RoundToFormat {
+                    exp_bits: *exp_bits,
+                    man_bits: *man_bits,
+                    max_normal: *max_normal,
+                },
+                vec![args[0].0],
+                dt,
+            ),
+            other => unreachable!("{} is not a fused elementwise op", other.name()),
+        };
+        ec.memo.insert((f.n, f.chain), v);
+        v
     }
 
     /// The kernel whose root is `root`.

@@ -26,6 +26,22 @@ use rlx_ir::{
     Activation, BinaryOp, DType, Graph, IrResult, NodeId, Op, ReduceOp, Shape, norm_axis,
 };
 
+/// The longest chain of elementwise ops one kernel computes inline. A deeper chain
+/// is cut: the op at this depth is materialized and the rest of the chain reads it.
+/// Without a cap a million-op chain would become one kernel with a million-op
+/// expression (megabytes of machine code for the CPU JIT, long compile times on GPU
+/// compilers); with it, such a chain is a row of kernels of at most this depth, each
+/// reading the previous one's result. Chains shorter than this are untouched.
+pub const MAX_FUSED_DEPTH: usize = 4096;
+
+/// The longest chain of inlined elementwise ops that a value computed by several
+/// kernels may drag along. Cheap values read by several kernels are recomputed in
+/// each of them, together with every inlined op they depend on; when that chain is
+/// longer than this, the value is stored once instead (otherwise a long chain read
+/// all along by other kernels — a forward pass read by its backward pass, split by
+/// [`MAX_FUSED_DEPTH`] — would be recomputed in each of them: quadratic work).
+pub const MAX_RECOMPUTE_DEPTH: usize = 64;
+
 /// How a node is executed.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Class {
@@ -214,15 +230,23 @@ pub(crate) fn analyze<'g>(
     for (j, o) in g.outputs.iter().enumerate() {
         out_pos[o.index()].get_or_insert(j);
     }
-    let cx = Cx {
+    let mut cx = Cx {
         g,
         class: &class,
+        cut: depth_cuts(g, &class),
         users: &users,
         out_pos: &out_pos,
         fuse: opts.fuse,
         multi_store: opts.fuse && opts.multi_store,
     };
     let mut st = cx.pass(&vec![None; n]);
+    let deep = cx.deep_recomputes(&st);
+    if deep.iter().any(|&d| d) {
+        for (c, d) in cx.cut.iter_mut().zip(&deep) {
+            *c |= *d;
+        }
+        st = cx.pass(&vec![None; n]);
+    }
     if cx.multi_store {
         // Outputs that share work with another output kernel of their space are
         // computed by it too; the pass is redone so cores see the merged groups.
@@ -249,6 +273,9 @@ pub(crate) fn analyze<'g>(
 struct Cx<'a> {
     g: &'a Graph,
     class: &'a [Class],
+    /// Elementwise nodes stored to keep kernels within [`MAX_FUSED_DEPTH`] and
+    /// recomputed chains within [`MAX_RECOMPUTE_DEPTH`].
+    cut: Vec<bool>,
     users: &'a [Vec<NodeId>],
     out_pos: &'a [Option<usize>],
     fuse: bool,
@@ -258,6 +285,9 @@ struct Cx<'a> {
 /// What one analysis pass decides.
 struct PassState {
     mat: Vec<bool>,
+    /// Inlined elementwise nodes whose value flows into several kernels (each
+    /// recomputes it).
+    shared: Vec<bool>,
     absorbed: Vec<Option<NodeId>>,
     merged_into: Vec<Option<NodeId>>,
     members: Vec<Vec<NodeId>>,
@@ -329,12 +359,15 @@ impl Cx<'_> {
                     mat[k] = !fuse
                         || needs
                         || self.out_pos[k].is_some()
+                        || self.cut[k]
                         || ((multi || bcast) && !cheap(&node.op));
                     sinks[k] = if mat[k] { Sinks::One(id) } else { s };
                     let merge = match (forced[k], s) {
                         (Some(r), _) => Some(r),
                         _ if is_forced_root[k] => None,
-                        (None, Sinks::One(r)) if multi_store && mat[k] && !needs && !bcast => {
+                        (None, Sinks::One(r))
+                            if multi_store && mat[k] && !needs && !bcast && !self.cut[k] =>
+                        {
                             let ok = class[r.index()] == Class::Ew
                                 && mat[r.index()]
                                 && self.dims(r) == self.dims(id)
@@ -378,11 +411,49 @@ impl Cx<'_> {
             }
         }
         PassState {
+            shared: (0..n)
+                .map(|k| class[k] == Class::Ew && !mat[k] && sinks[k] == Sinks::Many)
+                .collect(),
             mat,
             absorbed,
             merged_into,
             members,
         }
+    }
+
+    /// The inlined values that `st` recomputes in several kernels although they drag a
+    /// chain of more than [`MAX_RECOMPUTE_DEPTH`] inlined ops along: greedily, in node
+    /// order, each such value is stored instead (which ends the chains through it).
+    fn deep_recomputes(&self, st: &PassState) -> Vec<bool> {
+        let (g, class) = (self.g, self.class);
+        let n = g.len();
+        let mut store = vec![false; n];
+        // Inlined elementwise ops on the longest chain ending at each node.
+        let mut depth = vec![0usize; n];
+        for node in g.nodes() {
+            let k = node.id.index();
+            if st.mat[k] {
+                continue;
+            }
+            match class[k] {
+                Class::View => depth[k] = depth[node.inputs[0].index()],
+                Class::Ew => {
+                    let d = 1 + node
+                        .inputs
+                        .iter()
+                        .map(|i| depth[i.index()])
+                        .max()
+                        .unwrap_or(0);
+                    if st.shared[k] && d > MAX_RECOMPUTE_DEPTH {
+                        store[k] = true;
+                    } else {
+                        depth[k] = d;
+                    }
+                }
+                _ => {}
+            }
+        }
+        store
     }
 
     /// Sibling groups of elementwise kernels: kernels of one space that read a common
@@ -470,6 +541,42 @@ impl Cx<'_> {
     }
 }
 
+/// The elementwise nodes to materialize so that no kernel inlines a chain of more than
+/// [`MAX_FUSED_DEPTH`] elementwise ops. One forward walk: `depth[k]` is the longest
+/// chain of inlinable elementwise ops ending at `k` (views pass their operand's on);
+/// when an operand's chain would make `k`'s too long, the operand is cut (its depth
+/// is at most the cap, so its own kernel stays within it).
+fn depth_cuts(g: &Graph, class: &[Class]) -> Vec<bool> {
+    let n = g.len();
+    let mut cut = vec![false; n];
+    let mut depth = vec![0usize; n];
+    // For a view, the node under its chain of views (else the node itself).
+    let mut src: Vec<usize> = (0..n).collect();
+    for node in g.nodes() {
+        let k = node.id.index();
+        match class[k] {
+            Class::View => src[k] = src[node.inputs[0].index()],
+            Class::Ew => {
+                let mut d = 1;
+                for &i in &node.inputs {
+                    let s = src[i.index()];
+                    if class[s] != Class::Ew || cut[s] {
+                        continue;
+                    }
+                    if depth[s] + 1 > MAX_FUSED_DEPTH {
+                        cut[s] = true;
+                    } else {
+                        d = d.max(depth[s] + 1);
+                    }
+                }
+                depth[k] = d;
+            }
+            _ => {}
+        }
+    }
+    cut
+}
+
 /// Every path from `c` (a core, or a node to merge) to kernel root `r` runs through
 /// elementwise nodes of `c`'s dims that are unmaterialized or already merged into `r`
 /// (so `c` is evaluated once per element of `r`'s space, and read without a view).
@@ -484,13 +591,14 @@ fn epilogue_path_ok(
 ) -> bool {
     let want = g.shape(c).dims();
     let mut stack = vec![c];
-    let mut seen = vec![false; g.len()];
+    // A set, not a per-node table: this runs once per core and per merge candidate,
+    // and a table the size of the graph each time would make the pass quadratic.
+    let mut seen = std::collections::HashSet::new();
     while let Some(x) = stack.pop() {
         for &u in &users[x.index()] {
-            if seen[u.index()] {
+            if !seen.insert(u) {
                 continue;
             }
-            seen[u.index()] = true;
             if class[u.index()] != Class::Ew || g.shape(u).dims() != want {
                 return false;
             }

@@ -437,3 +437,103 @@ fn two_matmul_kernels_sharing_an_input_stay_separate_so_both_keep_their_epilogue
     );
     assert!(!p.buffers.iter().any(|b| b.kind == BufKind::Temp));
 }
+
+/// `x` followed by `ops` ops alternating `+ 0.1` and `tanh`.
+fn add_tanh_chain(g: &mut Graph, mut x: NodeId, ops: usize) -> NodeId {
+    for i in 0..ops {
+        x = if i % 2 == 0 {
+            let c = scalar(g, 0.1);
+            op(g, Op::Binary(BinaryOp::Add), vec![x, c])
+        } else {
+            op(g, Op::Activation(Activation::Tanh), vec![x])
+        };
+    }
+    x
+}
+
+#[test]
+fn a_chain_deeper_than_the_cap_is_split_and_emitted_on_a_small_stack() {
+    let ops = 3 * super::MAX_FUSED_DEPTH + 5;
+    // Emission used to recurse once per fused op: this overflowed a 256 KiB stack.
+    let p = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            let mut g = Graph::new("deep");
+            let x = f32s(&mut g, "x", &[16]);
+            let y = add_tanh_chain(&mut g, x, ops);
+            g.set_outputs(vec![y]);
+            compile(&g, &CompileOptions::default()).unwrap()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(p.kernels.len(), 4, "{} kernels", p.kernels.len());
+    let mut total = 0;
+    for k in &p.kernels {
+        let KernelKind::Elementwise { expr, .. } = &k.kind else {
+            panic!("{}", k.label())
+        };
+        let computed = expr
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op, EOp::Unary(_) | EOp::Binary(_)))
+            .count();
+        assert!(
+            computed <= super::MAX_FUSED_DEPTH,
+            "{computed} ops in one kernel"
+        );
+        total += computed;
+    }
+    assert_eq!(total, ops, "every op is computed exactly once");
+    assert_eq!(
+        p.buffers.iter().filter(|b| b.kind == BufKind::Temp).count(),
+        3
+    );
+}
+
+/// `x + 1` repeated `depth` times, read by a max reduction and by a relu (both outputs).
+fn shared_chain(depth: usize) -> Graph {
+    let mut g = Graph::new("shared");
+    let mut c = f32s(&mut g, "x", &[4, 6]);
+    for _ in 0..depth {
+        let one = scalar(&mut g, 1.0);
+        c = op(&mut g, Op::Binary(BinaryOp::Add), vec![c, one]);
+    }
+    let s = op(
+        &mut g,
+        Op::Reduce {
+            op: ReduceOp::Max,
+            axes: vec![1],
+            keep_dim: false,
+        },
+        vec![c],
+    );
+    let r = op(&mut g, Op::Activation(Activation::Relu), vec![c]);
+    g.set_outputs(vec![s, r]);
+    g
+}
+
+#[test]
+fn a_cheap_value_read_by_two_kernels_is_recomputed_only_over_a_short_chain() {
+    let temps = |p: &crate::Program| p.buffers.iter().filter(|b| b.kind == BufKind::Temp).count();
+    // Short: both kernels recompute the chain (as for any cheap shared value).
+    let p = compile(&shared_chain(10), &CompileOptions::default()).unwrap();
+    assert_eq!((p.kernels.len(), temps(&p)), (2, 0));
+    // Longer than the recompute bound: the chain is computed once and stored.
+    let p = compile(
+        &shared_chain(super::MAX_RECOMPUTE_DEPTH + 1),
+        &CompileOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((p.kernels.len(), temps(&p)), (3, 1));
+    let adds: usize = p
+        .kernels
+        .iter()
+        .map(|k| k.fused_names.iter().filter(|n| *n == "add").count())
+        .sum();
+    assert_eq!(
+        adds,
+        super::MAX_RECOMPUTE_DEPTH + 1,
+        "no add is computed twice"
+    );
+}

@@ -86,17 +86,13 @@ pub fn plan_offsets(p: &Program, sizes: &[usize]) -> (Vec<usize>, usize) {
     }
     let mut order: Vec<BufId> = (0..nb).filter(|&b| slot_iv[b].is_some()).collect();
     order.sort_by(|&a, &b| slot_size[b].cmp(&slot_size[a]).then(a.cmp(&b)));
-    let mut placed: Vec<(usize, usize, (usize, usize))> = Vec::new();
+    let mut placed = Placed::new(p.kernels.len());
     let mut slot_off = vec![0usize; nb];
     let mut arena = 0;
     for b in order {
         let (s, e) = slot_iv[b].unwrap();
         let size = slot_size[b].div_ceil(ALIGN) * ALIGN;
-        let mut conflicts: Vec<(usize, usize)> = placed
-            .iter()
-            .filter(|(_, _, (s2, e2))| s <= *e2 && *s2 <= e)
-            .map(|(o, sz, _)| (*o, *sz))
-            .collect();
+        let mut conflicts = placed.overlapping(s, e);
         conflicts.sort_unstable();
         let mut off = 0;
         for (o, sz) in conflicts {
@@ -105,12 +101,73 @@ pub fn plan_offsets(p: &Program, sizes: &[usize]) -> (Vec<usize>, usize) {
             }
             off = off.max(o + sz);
         }
-        placed.push((off, size, (s, e)));
+        placed.insert(off, size, (s, e));
         slot_off[b] = off;
         arena = arena.max(off + size);
     }
     let offsets = (0..nb).map(|b| slot_off[rep[b]]).collect();
     (offsets, arena)
+}
+
+/// The buffers placed so far, indexed by the kernel where their lifetime starts: a
+/// tree over start times keeps the latest end below each node, so finding the
+/// placements whose lifetimes overlap an interval visits only subtrees that hold one
+/// (a scan of every placement per buffer made planning quadratic in the kernel count).
+struct Placed {
+    /// Leaves (start times) in the tree.
+    width: usize,
+    /// Per tree node (1 is the root; leaf `t` is `width + t`): the latest end of a
+    /// placement starting below it.
+    max_end: Vec<Option<usize>>,
+    /// Per start time: `(offset, size, end)` of the placements starting there.
+    at: Vec<Vec<(usize, usize, usize)>>,
+}
+
+impl Placed {
+    fn new(kernels: usize) -> Placed {
+        let width = kernels.max(1).next_power_of_two();
+        Placed {
+            width,
+            max_end: vec![None; 2 * width],
+            at: vec![Vec::new(); width],
+        }
+    }
+
+    fn insert(&mut self, off: usize, size: usize, (s, e): (usize, usize)) {
+        self.at[s].push((off, size, e));
+        let mut node = self.width + s;
+        while node >= 1 {
+            let m = &mut self.max_end[node];
+            *m = Some(m.map_or(e, |x| x.max(e)));
+            node /= 2;
+        }
+    }
+
+    /// `(offset, size)` of every placement whose lifetime overlaps `[s, e]`.
+    fn overlapping(&self, s: usize, e: usize) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        // (node, first start time below it)
+        let mut stack = vec![(1usize, 0usize)];
+        while let Some((node, lo)) = stack.pop() {
+            if lo > e || self.max_end[node].is_none_or(|m| m < s) {
+                continue;
+            }
+            if node >= self.width {
+                let t = node - self.width;
+                out.extend(
+                    self.at[t]
+                        .iter()
+                        .filter(|&&(_, _, e2)| s <= e2)
+                        .map(|&(o, sz, _)| (o, sz)),
+                );
+                continue;
+            }
+            let half = self.width >> (usize::BITS - 1 - node.leading_zeros() + 1);
+            stack.push((2 * node + 1, lo + half));
+            stack.push((2 * node, lo));
+        }
+        out
+    }
 }
 
 /// Whether argument `arg`'s storage may be handed over to the run as the storage of

@@ -135,11 +135,18 @@ fn intern(
 /// A structural hash of a node (constant payloads by value).
 pub(crate) fn op_key(op: &Op, inputs: &[NodeId], shape: &Shape) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    // The common elementwise ops hash their fields directly (formatting every node's
+    // op dominated simplifying a long chain); the rest hash their debug form.
     match op {
         Op::Constant { data } => {
             0u8.hash(&mut h);
             data.hash(&mut h);
         }
+        Op::Activation(a) => (2u8, a).hash(&mut h),
+        Op::Binary(b) => (3u8, b).hash(&mut h),
+        Op::Compare(c) => (4u8, c).hash(&mut h),
+        Op::Cast { to } => (5u8, to).hash(&mut h),
+        Op::Where => 6u8.hash(&mut h),
         op => {
             1u8.hash(&mut h);
             format!("{op:?}").hash(&mut h);
