@@ -8,7 +8,7 @@
 use super::{BinaryRhs, Tensor};
 use crate::{Error, Result};
 use rlx_ir::op::{Activation, BinaryOp, CmpOp};
-use rlx_ir::{DType, Op, TensorData};
+use rlx_ir::{DType, Op, Shape, TensorData};
 
 /// Unary methods, each one `Op::Activation(variant)`.
 macro_rules! unary_methods {
@@ -371,7 +371,9 @@ impl Tensor {
             }
             BinaryRhs::Float(v) => v,
         };
-        Ok(self.scalar_const(v, dtype))
+        // Built here rather than with `scalar_const` so a complex branch gets its
+        // (re, im) pair.
+        Ok(self.constant_in_graph(Shape::scalar(dtype), filled(dtype, &[], v).bytes))
     }
 
     /// Replace the elements of `self` where `mask` is true by `value`.
@@ -400,20 +402,30 @@ impl Tensor {
     pub fn try_masked_fill(&self, mask: &Tensor, value: f64) -> Result<Tensor> {
         let dtype = self.dtype();
         // A full fill of `self`'s dims (as the reference builds it); with a dynamic
-        // axis, a rank-0 fill broadcasts to the same result.
+        // axis, or dims too large to fill up front (a lazily broadcast tensor may have
+        // more elements than memory holds), a rank-0 fill broadcasts to the same result.
         let fill = match self.shape().static_dims() {
-            Some(dims) => {
-                let n: usize = dims.iter().product();
-                let data = TensorData::from_f64_as(dtype, &dims, &vec![value; n]);
-                Tensor::from_data(data)
+            Some(dims) if rlx_ir::checked_elements(&dims).is_some_and(|n| n <= FULL_FILL_MAX) => {
+                Tensor::from_data(filled(dtype, &dims, value))
             }
-            None => Tensor::new_constant(
-                rlx_ir::Shape::scalar(dtype),
-                TensorData::from_f64_as(dtype, &[], &[value]).bytes,
-            ),
+            _ => Tensor::new_constant(Shape::scalar(dtype), filled(dtype, &[], value).bytes),
         };
         mask.try_apply(Op::Where, &[mask, &fill, self])
     }
+}
+
+/// Largest element count `masked_fill` builds a full-size fill constant for.
+const FULL_FILL_MAX: usize = 1 << 20;
+
+/// `dims` of `dtype` all equal to `value` (for a complex dtype, `value + 0i`).
+fn filled(dtype: DType, dims: &[usize], value: f64) -> TensorData {
+    let n: usize = dims.iter().product();
+    let values = if dtype.is_complex() {
+        [value, 0.0].repeat(n)
+    } else {
+        vec![value; n]
+    };
+    TensorData::from_f64_as(dtype, dims, &values)
 }
 
 /// The dtype of `where_` branch `b` given the other branch.
