@@ -61,16 +61,16 @@ pub fn simplify(g: &Graph) -> Graph {
         }
         rb.set(node.id, id);
     }
-    dce(&rb.finish())
+    dce(rb.finish())
 }
 
 /// Drop the nodes no output depends on (rewrites above can orphan nodes).
-fn dce(g: &Graph) -> Graph {
-    let live = live_nodes(g);
+fn dce(g: Graph) -> Graph {
+    let live = live_nodes(&g);
     if live.iter().all(|&l| l) {
-        return g.clone();
+        return g;
     }
-    let mut rb = Rebuild::new(g);
+    let mut rb = Rebuild::new(&g);
     for node in g.nodes() {
         if live[node.id.index()] {
             let inputs = node.inputs.iter().map(|&i| rb.map(i)).collect();
