@@ -49,7 +49,7 @@ impl DimGuards {
         let live = live_nodes(graph);
         let mut guards = Vec::new();
         for node in graph.nodes() {
-            if !live[node.id.index()] || node.op.is_leaf() || exact_under_binding(&node.op) {
+            if !live[node.id.index()] || node.op.is_leaf() || node.op.is_elementwise() {
                 continue;
             }
             let inputs: Vec<Shape> = node
@@ -144,21 +144,8 @@ fn describe(binding: &DimBinding) -> String {
     }
 }
 
-fn exact_under_binding(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Activation(_)
-            | Op::Cast { .. }
-            | Op::StopGradient
-            | Op::RoundToFormat { .. }
-            | Op::Binary(_)
-            | Op::Compare(_)
-            | Op::Where
-    )
-}
-
 /// Which nodes the outputs depend on (nodes are in topological order).
-fn live_nodes(graph: &Graph) -> Vec<bool> {
+pub(crate) fn live_nodes(graph: &Graph) -> Vec<bool> {
     let mut live = vec![false; graph.len()];
     for o in &graph.outputs {
         live[o.index()] = true;

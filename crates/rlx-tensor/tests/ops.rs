@@ -321,10 +321,19 @@ fn scalar_takes_integer_tensor_dtype_and_f32_otherwise() {
 }
 
 #[test]
-#[should_panic(expected = "larger than 2^53")]
-fn huge_integer_scalar_panics() {
+fn huge_integer_scalar_is_exact_on_i64_tensors() {
     let x = Tensor::from_i64([1], [1]);
-    let _ = x.maximum(1i64 << 60);
+    assert_eq!(
+        x.maximum((1i64 << 60) + 1).to_vec_i64(),
+        vec![(1i64 << 60) + 1]
+    );
+}
+
+#[test]
+#[should_panic(expected = "does not fit the i32")]
+fn integer_scalar_outside_the_tensors_integer_dtype_panics() {
+    let x = Tensor::from_i64([1], [1]).cast(rlx_tensor::DType::I32);
+    let _ = x.maximum(1i64 << 40);
 }
 
 #[test]

@@ -40,7 +40,7 @@ pub fn run_refs(graph: &Graph, inputs: &[(&str, &TensorData)]) -> IrResult<Vec<T
 pub fn run_all(graph: &Graph, inputs: &[(&str, &TensorData)]) -> IrResult<Vec<Option<TensorData>>> {
     let binding = bind_dims(graph, inputs)?;
     crate::DimGuards::from_graph(graph).check(&binding)?;
-    let needed = live_nodes(graph);
+    let needed = crate::guard::live_nodes(graph);
     let mut values: Vec<Option<TensorData>> = vec![None; graph.len()];
     for node in graph.nodes() {
         if !needed[node.id.index()] {
@@ -231,22 +231,6 @@ fn lookup<'a>(inputs: &[(&str, &'a TensorData)], name: &str, op: &Op) -> IrResul
                 format!("no data was supplied for `{name}` (supplied: {given:?})"),
             )
         })
-}
-
-/// Which nodes the outputs depend on.
-fn live_nodes(graph: &Graph) -> Vec<bool> {
-    let mut live = vec![false; graph.len()];
-    for o in &graph.outputs {
-        live[o.index()] = true;
-    }
-    for node in graph.nodes().iter().rev() {
-        if live[node.id.index()] {
-            for i in &node.inputs {
-                live[i.index()] = true;
-            }
-        }
-    }
-    live
 }
 
 fn eval_scan(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<TensorData> {
