@@ -57,6 +57,9 @@ pub fn guarded<R>(f: impl FnOnce() -> R) -> Result<R, String> {
     })
 }
 
+/// Longest axis of a tensor that later calls may use (see [`Case::call`]).
+const MAX_AXIS: usize = 1 << 16;
+
 /// A tensor a call returned.
 pub struct Slot {
     /// The tensor.
@@ -258,9 +261,17 @@ impl Case {
                 });
                 let mut ids = Vec::with_capacity(ts.len());
                 for (t, name) in ts.into_iter().zip(names) {
+                    // An empty tensor with a huge axis is small, but evaluating it hits
+                    // a known open bug (the CPU pad kernel loops over the huge axis of
+                    // an empty result): only with `known_bugs`.
+                    let long_axis = t.shape().dims().iter().any(|d| match d {
+                        Dim::Static(n) => *n > MAX_AXIS,
+                        Dim::Dynamic(_) => false,
+                    });
                     let usable = elems(&t.shape(), self.dyn_max)
                         .is_some_and(|n| n <= self.max_elems)
-                        && t.rank() <= 6;
+                        && t.rank() <= 6
+                        && (self.known_bugs || !long_axis);
                     ids.push(self.slots.len());
                     self.slots.push(Slot {
                         t,

@@ -3,7 +3,6 @@
 //! `masked_fill`, casts between dtypes, reductions over axis lists, statistics,
 //! arg-reductions, running sums and softmax.
 
-use super::Config;
 use super::case::Case;
 use super::leaves;
 use super::shape_ops::{axis, operand, signed_axis};
@@ -75,13 +74,13 @@ const BINARY: [&str; 9] = [
 ];
 const COMPARE: [&str; 6] = ["try_eq", "try_ne", "try_lt", "try_le", "try_gt", "try_ge"];
 
-fn scalar(d: &mut Draw, cfg: &Config) -> Rhs {
+fn scalar(d: &mut Draw) -> Rhs {
     match d.below(6) {
         0 => Rhs::F32(d.pick(&[0.5, -1.5, 2.0, 0.0])),
         1 => Rhs::I32(d.pick(&[0, 1, -3, 7])),
         2 => {
             // Above 2^53 the i64 cannot be represented exactly; the call must say so.
-            let big = cfg.known_bugs && d.percent(20);
+            let big = d.percent(20);
             Rhs::I64(if big {
                 d.pick(&[(1 << 53) + 1, i64::MIN, i64::MAX])
             } else {
@@ -144,7 +143,7 @@ fn pick_dtype(d: &mut Draw, dt: DType) -> DType {
 }
 
 /// One element-wise or reduction call on a random operand.
-pub fn step(c: &mut Case, d: &mut Draw, cfg: &Config) {
+pub fn step(c: &mut Case, d: &mut Draw) {
     let Some(x) = operand(c, d) else { return };
     let rank = c.shape(x).rank();
     let xn = c.name(x);
@@ -157,9 +156,9 @@ pub fn step(c: &mut Case, d: &mut Draw, cfg: &Config) {
                 move |t| t[0].try_activation(a).map(|t| vec![t]),
             );
         }
-        2..=4 => binary(c, d, cfg, x, true),
-        5 => binary(c, d, cfg, x, false),
-        6 => where_(c, d, cfg, x),
+        2..=4 => binary(c, d, x, true),
+        5 => binary(c, d, x, false),
+        6 => where_(c, d, x),
         7 => {
             let to = if d.percent(4) {
                 DType::C64
@@ -275,14 +274,14 @@ fn axes(d: &mut Draw, rank: usize) -> Vec<usize> {
     v
 }
 
-fn binary(c: &mut Case, d: &mut Draw, cfg: &Config, x: usize, arith: bool) {
+fn binary(c: &mut Case, d: &mut Draw, x: usize, arith: bool) {
     let (rhs, other) = if d.percent(60) {
         match partner(c, d, x) {
             Some(o) => (Rhs::T, o),
             None => return,
         }
     } else {
-        (scalar(d, cfg), x)
+        (scalar(d), x)
     };
     let m = if arith {
         d.pick(&BINARY)
@@ -319,13 +318,13 @@ fn binary(c: &mut Case, d: &mut Draw, cfg: &Config, x: usize, arith: bool) {
 }
 
 /// `mask.try_where(on_true, on_false)` with tensor or scalar branches.
-fn where_(c: &mut Case, d: &mut Draw, cfg: &Config, mask: usize) {
+fn where_(c: &mut Case, d: &mut Draw, mask: usize) {
     let Some(t) = partner(c, d, mask) else { return };
     let Some(f) = partner(c, d, mask) else { return };
     let (rt, rf) = match d.below(5) {
-        0 => (scalar(d, cfg), scalar(d, cfg)),
-        1 => (Rhs::T, scalar(d, cfg)),
-        2 => (scalar(d, cfg), Rhs::T),
+        0 => (scalar(d), scalar(d)),
+        1 => (Rhs::T, scalar(d)),
+        2 => (scalar(d), Rhs::T),
         _ => (Rhs::T, Rhs::T),
     };
     let code = format!(

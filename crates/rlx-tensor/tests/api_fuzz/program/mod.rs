@@ -92,7 +92,7 @@ pub fn run_case(d: &mut Draw, cfg: &Config) -> (Kind, Case) {
     for _ in 0..steps {
         match d.below(20) {
             0..=8 => shape_ops::step(&mut c, d, &cfg),
-            9..=15 => math::step(&mut c, d, &cfg),
+            9..=15 => math::step(&mut c, d),
             16..=18 => nn::step(&mut c, d),
             _ => {
                 leaves::constructor(&mut c, d, cfg.huge);

@@ -8,7 +8,7 @@ use super::leaves::{self, constant};
 use super::shape_ops::{axis, operand};
 use super::source::Draw;
 use rlx_ir::ReduceOp;
-use rlx_tensor::{Activation, DType, Dim, MaskKind, Tensor};
+use rlx_tensor::{Activation, DType, Dim, MaskKind, ScaleLayout, ScaledFormat, Tensor};
 
 /// The size of `x`'s last axis if static (a guess otherwise).
 fn last(c: &Case, x: usize, d: &mut Draw) -> usize {
@@ -127,6 +127,7 @@ pub fn step(c: &mut Case, d: &mut Draw) {
         5 => losses(c, d, x),
         6 | 7 => conv_or_pool(c, d),
         8 | 9 => attention(c, d),
+        10 if d.percent(50) => rare(c, d),
         10 => {
             let a = axis(d, c.shape(x).rank());
             let inv = d.below(2) == 1;
@@ -338,4 +339,150 @@ fn rope(c: &mut Case, d: &mut Draw) {
         &[x, cos, sin],
         move |t| t[0].try_rope(&t[1], &t[2], head_dim).map(|t| vec![t]),
     );
+}
+
+/// The less common calls: dense solves and inverses (diagonally dominant, so the
+/// answer is well conditioned), spline activations, codebook matmuls and
+/// low-precision scaled matmuls.
+fn rare(c: &mut Case, d: &mut Draw) {
+    let n = 1 + d.below(4);
+    match d.below(5) {
+        0 => {
+            let mut v = leaves::values(d, DType::F32, n * n);
+            for i in 0..n {
+                v[i * (n + 1)] += 4.0;
+            }
+            let code = format!(
+                "Tensor::from_f64_as({}, [{n}, {n}], DType::F32)",
+                leaves::vec_code(&v)
+            );
+            let Some(a) = c.call(code, &[], move |_| {
+                Ok(vec![Tensor::from_f64_as(&v, [n, n], DType::F32)])
+            }) else {
+                return;
+            };
+            let an = c.name(a[0]);
+            if d.percent(40) {
+                c.call(format!("{an}.try_inv()"), &a, |t| {
+                    t[0].try_inv().map(|t| vec![t])
+                });
+                return;
+            }
+            let bdims = if d.percent(50) {
+                vec![near(d, n)]
+            } else {
+                vec![near(d, n), 1 + d.below(3)]
+            };
+            let Some(b) = constant(c, d, &bdims, DType::F32) else {
+                return;
+            };
+            let bn = c.name(b);
+            c.call(format!("{an}.try_solve(&{bn})"), &[a[0], b], |t| {
+                t[0].try_solve(&t[1]).map(|t| vec![t])
+            });
+        }
+        1 => {
+            let ch = 1 + d.below(3);
+            let nb = d.pick(&[1u32, 2, 3, 4]);
+            let Some(x) = constant(c, d, &[n, ch], DType::F32) else {
+                return;
+            };
+            let kc = near(d, ch);
+            let Some(k) = constant(c, d, &[kc, nb as usize], DType::F32) else {
+                return;
+            };
+            let (lo, hi) = if d.percent(10) {
+                (2.0f32, -2.0f32)
+            } else {
+                (-2.0, 2.0)
+            };
+            let (xn, kn) = (c.name(x), c.name(k));
+            c.call(
+                format!("{xn}.try_spline_activation(&{kn}, {nb}, {lo:?}, {hi:?})"),
+                &[x, k],
+                move |t| {
+                    t[0].try_spline_activation(&t[1], nb, lo, hi)
+                        .map(|t| vec![t])
+                },
+            );
+        }
+        2 | 3 => {
+            let (ed, ne, groups, rows) = (
+                d.pick(&[1u32, 2, 4]),
+                d.pick(&[2u32, 4]),
+                1 + d.below(3),
+                1 + d.below(3),
+            );
+            let k = ed as usize * groups;
+            let hi = if d.percent(10) {
+                ne as i64 + 3
+            } else {
+                ne as i64 - 1
+            };
+            let v: Vec<f64> = (0..rows * groups).map(|_| d.range(0, hi) as f64).collect();
+            let idims = [rows, near(d, groups)];
+            let v: Vec<f64> = v.into_iter().cycle().take(idims[0] * idims[1]).collect();
+            let code = format!(
+                "Tensor::from_f64_as({}, {idims:?}, DType::U8)",
+                leaves::vec_code(&v)
+            );
+            let Some(idx) = c.call(code, &[], move |_| {
+                Ok(vec![Tensor::from_f64_as(&v, idims, DType::U8)])
+            }) else {
+                return;
+            };
+            let Some(book) = constant(c, d, &[ne as usize, ed as usize], DType::F32) else {
+                return;
+            };
+            let (iname, bname) = (c.name(idx[0]), c.name(book));
+            if d.percent(50) {
+                c.call(
+                    format!("{iname}.try_synth_reconstruct(&{bname}, {ed})"),
+                    &[idx[0], book],
+                    move |t| t[0].try_synth_reconstruct(&t[1], ed).map(|t| vec![t]),
+                );
+            } else {
+                let kx = near(d, k);
+                let Some(x) = constant(c, d, &[n, kx], DType::F32) else {
+                    return;
+                };
+                let xn = c.name(x);
+                c.call(
+                    format!("{xn}.try_synth_matmul(&{iname}, &{bname}, {ed}, {ne})"),
+                    &[x, idx[0], book],
+                    move |t| t[0].try_synth_matmul(&t[1], &t[2], ed, ne).map(|t| vec![t]),
+                );
+            }
+        }
+        _ => {
+            let k = d.pick(&[1, 4, 16, 32]);
+            let Some(a) = constant(c, d, &[n, k], DType::F32) else {
+                return;
+            };
+            let kb = near(d, k);
+            let rows = 1 + d.below(3);
+            let Some(b) = constant(c, d, &[rows, kb], DType::F32) else {
+                return;
+            };
+            let fmt = d.pick(&[
+                ScaledFormat::F8E4M3,
+                ScaledFormat::F8E5M2,
+                ScaledFormat::F4E2M1,
+                ScaledFormat::F6E3M2,
+            ]);
+            let layout = d.pick(&[
+                ScaleLayout::PerTensor,
+                ScaleLayout::mx(),
+                ScaleLayout::nvfp4(),
+            ]);
+            let (an, bn) = (c.name(a), c.name(b));
+            c.call(
+                format!(
+                    "{an}.try_scaled_matmul(&{bn}, ScaledFormat::{fmt:?}, ScaleLayout::{layout:?})"
+                ),
+                &[a, b],
+                move |t| t[0].try_scaled_matmul(&t[1], fmt, layout).map(|t| vec![t]),
+            );
+        }
+    }
 }

@@ -164,7 +164,7 @@ pub fn step(c: &mut Case, d: &mut Draw, cfg: &Config) {
         }
         12 => {
             let a = axis(d, rank);
-            let n = if huge && d.percent(30) && cfg.known_bugs {
+            let n = if huge && d.percent(30) {
                 usize::MAX
             } else {
                 d.below(5)
@@ -175,7 +175,7 @@ pub fn step(c: &mut Case, d: &mut Draw, cfg: &Config) {
         }
         13 => {
             let a = axis(d, rank);
-            let reps = if huge && d.percent(30) && cfg.known_bugs {
+            let reps = if huge && d.percent(30) {
                 1usize << 40
             } else {
                 d.below(4)
