@@ -70,7 +70,7 @@ fn saved_dims(shape: &Shape, len: usize) -> Vec<usize> {
         .try_fold(1usize, |p, n| p.checked_mul(n));
     match (dynamic, fixed) {
         (0, Some(p)) if p == len => dims.iter().map(|d| d.unwrap_static()).collect(),
-        (1, Some(p)) if p > 0 && len % p == 0 => dims
+        (1, Some(p)) if p > 0 && len.is_multiple_of(p) => dims
             .iter()
             .map(|d| match d {
                 Dim::Static(n) => *n,

@@ -235,7 +235,8 @@ fn borrowed_from_f32<'a>(
         let Some(dims) = resolve_dims(what, &slot.name, &slot.shape, data.len(), binding)? else {
             return Ok(None);
         };
-        // f32 slices are little-endian f32 bytes on a little-endian host.
+        // SAFETY: `data` is a live, initialized `&[f32]` borrowed for `'a`; its bytes
+        // (`len * 4`, u8 alignment 1) are little-endian f32 on this little-endian host.
         let bytes =
             unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len() * 4) };
         return Ok(Some(ArgData::F32(dims, bytes)));

@@ -347,7 +347,8 @@ mod run {
         }
 
         /// Run on the fastest device for this graph; one `Vec` per output.
-        /// Panics on an unknown input name, a wrong element count, or a missing input.
+        /// Panics on an unknown input name, a name given twice, a wrong element count, or a
+        /// missing input (see [`Func::try_run`]).
         #[track_caller]
         pub fn run(&self, inputs: &[(&str, &[f32])]) -> Vec<Vec<f32>> {
             self.try_run(inputs).unwrap_or_else(|e| panic!("{e}"))

@@ -53,7 +53,25 @@ impl Func {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// [`Func::train_step`] returning an error.
+    /// [`Func::train_step`] returning an error instead of panicking. Everything about the
+    /// call is checked before anything runs or changes: every name in `wrt` must be a
+    /// distinct, bound param, and when `opt` already keeps state for a name (it trained
+    /// another function before) that state must have the param's size — otherwise the
+    /// error names the param and both sizes and says to use a fresh optimizer or call
+    /// `opt.reset_state()`; `opt` is left as it was.
+    ///
+    /// ```
+    /// use rlx_tensor::{shape, Adam, Func, Optimizer};
+    /// let sized = |n: usize| {
+    ///     Func::new("f", |s| s.param("w", shape![n]).sum_all()).with_param("w", vec![0.0; n])
+    /// };
+    /// let mut opt = Adam::new(0.1);
+    /// let _ = sized(2).train_step(&mut opt, &["w"], &[]);
+    /// let err = sized(3).try_train_step(&mut opt, &["w"], &[]).unwrap_err();
+    /// assert!(err.to_string().contains("has 3 values but the optimizer holds state of 2 values"));
+    /// assert!(opt.reset_state());
+    /// assert!(sized(3).try_train_step(&mut opt, &["w"], &[]).is_ok());
+    /// ```
     pub fn try_train_step(
         &self,
         opt: &mut dyn Optimizer,
@@ -362,7 +380,7 @@ impl Func {
         let dynamic = dims.iter().filter(|d| !d.is_static()).count();
         let shape: Vec<usize> = match dynamic {
             0 => dims.iter().map(|d| d.unwrap_static()).collect(),
-            1 if fixed > 0 && len % fixed == 0 => dims
+            1 if fixed > 0 && len.is_multiple_of(fixed) => dims
                 .iter()
                 .map(|d| match d {
                     rlx_ir::Dim::Static(n) => *n,
