@@ -141,7 +141,7 @@ fn grad_of_a_hundred_thousand_op_chain_matches_the_hand_derived_product() {
         .collect();
     close(&got_y, &want_y, 1e-4);
     let d = (-(A as f32 as f64)).powi(rounds as i32);
-    close(&got_g, &vec![d; START.len()], 1e-4);
+    close(&got_g, &[d; START.len()], 1e-4);
 }
 
 /// A `Func` of one input `x` of 8 elements: the drift chain, summed.
