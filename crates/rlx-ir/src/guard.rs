@@ -49,7 +49,12 @@ impl DimGuards {
         let live = live_nodes(graph);
         let mut guards = Vec::new();
         for node in graph.nodes() {
-            if !live[node.id.index()] || node.op.is_leaf() || node.op.is_elementwise() {
+            // A scan's body is a graph of its own, traced with symbolic dims: its own
+            // guards are checked when the body runs (every backend runs it through
+            // `interp::run`), and its type check cannot be replayed on bound sizes.
+            let own_checks = matches!(node.op, Op::Scan { .. });
+            if !live[node.id.index()] || node.op.is_leaf() || node.op.is_elementwise() || own_checks
+            {
                 continue;
             }
             let inputs: Vec<Shape> = node
