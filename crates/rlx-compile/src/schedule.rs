@@ -9,27 +9,7 @@ use crate::program::{BufKind, Program};
 /// Reorder `p.kernels` into a dependency-respecting, lifetime-shortening order.
 pub fn schedule(p: &mut Program) {
     let nk = p.kernels.len();
-    let mut writer = vec![usize::MAX; p.buffers.len()];
-    for (k, kernel) in p.kernels.iter().enumerate() {
-        for b in kernel.writes() {
-            writer[b] = k;
-        }
-    }
-    let deps: Vec<Vec<usize>> = p
-        .kernels
-        .iter()
-        .map(|kernel| {
-            let mut d: Vec<usize> = kernel
-                .reads()
-                .filter(|&b| !matches!(p.buffers[b].kind, BufKind::Arg(_) | BufKind::Const(_)))
-                .map(|b| writer[b])
-                .filter(|&w| w != usize::MAX)
-                .collect();
-            d.sort_unstable();
-            d.dedup();
-            d
-        })
-        .collect();
+    let deps = kernel_deps(p);
     let mut remaining: Vec<usize> = deps.iter().map(|d| d.len()).collect();
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); nk];
     for (k, d) in deps.iter().enumerate() {
@@ -73,6 +53,30 @@ pub fn schedule(p: &mut Program) {
     p.kernels = order.into_iter().map(|k| old[k].take().unwrap()).collect();
 }
 
+/// Per kernel: the kernels that write a temporary it reads (sorted, no repeats).
+fn kernel_deps(p: &Program) -> Vec<Vec<usize>> {
+    let mut writer = vec![usize::MAX; p.buffers.len()];
+    for (k, kernel) in p.kernels.iter().enumerate() {
+        for b in kernel.writes() {
+            writer[b] = k;
+        }
+    }
+    p.kernels
+        .iter()
+        .map(|kernel| {
+            let mut d: Vec<usize> = kernel
+                .reads()
+                .filter(|&b| !matches!(p.buffers[b].kind, BufKind::Arg(_) | BufKind::Const(_)))
+                .map(|b| writer[b])
+                .filter(|&w| w != usize::MAX)
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,27 +86,7 @@ mod tests {
     /// The order the scan over the ready set gave (what the heap must reproduce).
     fn scan_order(p: &Program) -> Vec<Vec<rlx_ir::NodeId>> {
         let nk = p.kernels.len();
-        let mut writer = vec![usize::MAX; p.buffers.len()];
-        for (k, kernel) in p.kernels.iter().enumerate() {
-            for b in kernel.writes() {
-                writer[b] = k;
-            }
-        }
-        let deps: Vec<Vec<usize>> = p
-            .kernels
-            .iter()
-            .map(|kernel| {
-                let mut d: Vec<usize> = kernel
-                    .reads()
-                    .filter(|&b| !matches!(p.buffers[b].kind, BufKind::Arg(_) | BufKind::Const(_)))
-                    .map(|b| writer[b])
-                    .filter(|&w| w != usize::MAX)
-                    .collect();
-                d.sort_unstable();
-                d.dedup();
-                d
-            })
-            .collect();
+        let deps = kernel_deps(p);
         let mut remaining: Vec<usize> = deps.iter().map(|d| d.len()).collect();
         let mut done_at = vec![usize::MAX; nk];
         let mut ready: Vec<usize> = (0..nk).filter(|&k| remaining[k] == 0).collect();

@@ -149,6 +149,14 @@ fn describe(binding: &DimBinding) -> String {
     }
 }
 
+impl Graph {
+    /// Per node: whether the outputs depend on it (one reverse pass over the nodes,
+    /// which are in topological order).
+    pub fn live_nodes(&self) -> Vec<bool> {
+        live_nodes(self)
+    }
+}
+
 /// Which nodes the outputs depend on (nodes are in topological order).
 pub(crate) fn live_nodes(graph: &Graph) -> Vec<bool> {
     let mut live = vec![false; graph.len()];

@@ -91,18 +91,7 @@ fn dce(g: Graph) -> Graph {
 
 /// Which nodes the outputs depend on.
 pub(crate) fn live_nodes(g: &Graph) -> Vec<bool> {
-    let mut live = vec![false; g.len()];
-    for o in &g.outputs {
-        live[o.index()] = true;
-    }
-    for node in g.nodes().iter().rev() {
-        if live[node.id.index()] {
-            for i in &node.inputs {
-                live[i.index()] = true;
-            }
-        }
-    }
-    live
+    g.live_nodes()
 }
 
 /// Add `op(inputs)` unless an identical node exists (leaf inputs/params are unique by
