@@ -109,7 +109,7 @@ impl DimGuards {
                         e.op,
                         format!(
                             "at run time, with {}: {} (the op was traced on {}; pass data whose dynamic dims are large enough, or narrow a static axis)",
-                            describe(binding),
+                            binding,
                             e.message,
                             traced()
                         ),
@@ -121,7 +121,7 @@ impl DimGuards {
                         g.op.name(),
                         format!(
                             "at run time, with {}: the result would be {s} but the program was compiled for {} (operands traced as {}); bind the dynamic dims consistently",
-                            describe(binding),
+                            binding,
                             g.output.bind(binding),
                             traced()
                         ),
@@ -132,20 +132,6 @@ impl DimGuards {
             }
         }
         Ok(())
-    }
-}
-
-/// `?0 = 2, ?1 = 7`.
-fn describe(binding: &DimBinding) -> String {
-    let parts: Vec<String> = binding
-        .sorted()
-        .into_iter()
-        .map(|(s, n)| format!("?{s} = {n}"))
-        .collect();
-    if parts.is_empty() {
-        "no dynamic dims bound".to_string()
-    } else {
-        parts.join(", ")
     }
 }
 
@@ -178,6 +164,18 @@ mod tests {
     use super::*;
     use crate::{DType, Dim};
 
+    fn narrow(g: &mut Graph, x: NodeId, start: usize, len: usize) -> NodeId {
+        g.add_op(
+            Op::Narrow {
+                axis: 0,
+                start,
+                len,
+            },
+            vec![x],
+        )
+        .unwrap()
+    }
+
     fn bound(pairs: &[(u32, usize)]) -> DimBinding {
         pairs.iter().copied().collect()
     }
@@ -194,16 +192,7 @@ mod tests {
     #[test]
     fn narrow_past_a_dynamic_axis_is_rejected_with_the_range_and_the_size() {
         let (mut g, x) = dynamic_rows(3);
-        let y = g
-            .add_op(
-                Op::Narrow {
-                    axis: 0,
-                    start: 1,
-                    len: 4,
-                },
-                vec![x],
-            )
-            .unwrap();
+        let y = narrow(&mut g, x, 1, 4);
         g.set_outputs(vec![y]);
         let guards = DimGuards::from_graph(&g);
         assert_eq!(guards.len(), 1);
@@ -224,27 +213,9 @@ mod tests {
     #[test]
     fn dead_nodes_and_static_operands_get_no_guard() {
         let (mut g, x) = dynamic_rows(3);
-        let dead = g
-            .add_op(
-                Op::Narrow {
-                    axis: 0,
-                    start: 0,
-                    len: 9,
-                },
-                vec![x],
-            )
-            .unwrap();
+        let dead = narrow(&mut g, x, 0, 9);
         let s = g.input("s", Shape::new(&[4, 3], DType::F32));
-        let live = g
-            .add_op(
-                Op::Narrow {
-                    axis: 0,
-                    start: 0,
-                    len: 2,
-                },
-                vec![s],
-            )
-            .unwrap();
+        let live = narrow(&mut g, s, 0, 2);
         let relu = g
             .add_op(Op::Activation(crate::Activation::Relu), vec![x])
             .unwrap();
@@ -258,16 +229,7 @@ mod tests {
     #[test]
     fn unbound_symbols_are_left_to_the_binding_error() {
         let (mut g, x) = dynamic_rows(2);
-        let y = g
-            .add_op(
-                Op::Narrow {
-                    axis: 0,
-                    start: 0,
-                    len: 3,
-                },
-                vec![x],
-            )
-            .unwrap();
+        let y = narrow(&mut g, x, 0, 3);
         g.set_outputs(vec![y]);
         assert!(DimGuards::from_graph(&g).check(&DimBinding::new()).is_ok());
     }

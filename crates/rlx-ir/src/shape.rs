@@ -136,6 +136,23 @@ impl DimBinding {
     }
 }
 
+/// `?0 = 2, ?1 = 7` (sorted by symbol), or `no dynamic dims bound`.
+impl fmt::Display for DimBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pairs = self.sorted();
+        if pairs.is_empty() {
+            return f.write_str("no dynamic dims bound");
+        }
+        for (i, (s, n)) in pairs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "?{s} = {n}")?;
+        }
+        Ok(())
+    }
+}
+
 impl FromIterator<(u32, usize)> for DimBinding {
     fn from_iter<I: IntoIterator<Item = (u32, usize)>>(iter: I) -> Self {
         DimBinding {

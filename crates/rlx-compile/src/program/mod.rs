@@ -370,12 +370,7 @@ impl Program {
                         "graph `{}`: buffer {i} of type {} is {d:?} with {}, and the program's buffers would take more than {} bytes; use smaller inputs",
                         self.name,
                         b.shape,
-                        binding
-                            .sorted()
-                            .iter()
-                            .map(|(s, n)| format!("?{s} = {n}"))
-                            .collect::<Vec<_>>()
-                            .join(", "),
+                        binding,
                         rlx_ir::MAX_TENSOR_BYTES
                     ),
                 ));
@@ -406,5 +401,44 @@ pub fn compute_class(dt: DType) -> Option<DType> {
         DType::F64 => Some(DType::F64),
         DType::C64 | DType::C128 => None,
         _ => Some(DType::I64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{CompileOptions, compile};
+    use rlx_ir::{Activation, DType, Dim, DimBinding, Graph, Op, Shape};
+
+    /// `relu` of a `[?0, 2^40]` f32 input: fine to trace, too large for most bindings.
+    fn wide_dynamic_program() -> super::Program {
+        let mut g = Graph::new("wide");
+        let x = g.input(
+            "x",
+            Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(1 << 40)], DType::F32),
+        );
+        let y = g.add_op(Op::Activation(Activation::Relu), vec![x]).unwrap();
+        g.set_outputs(vec![y]);
+        compile(&g, &CompileOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn bound_buffers_rejects_sizes_that_overflow_and_unbound_symbols() {
+        let p = wide_dynamic_program();
+        let (dims, bytes) = p.bound_buffers(&[(0, 2)].into_iter().collect()).unwrap();
+        assert!(dims.iter().all(|d| d == &vec![2, 1 << 40]), "{dims:?}");
+        assert!(bytes.iter().all(|&b| b == 8 << 40), "{bytes:?}");
+        // 2^30 rows of 2^42 bytes overflow the byte count.
+        let e = p
+            .bound_buffers(&[(0, 1 << 30)].into_iter().collect())
+            .unwrap_err();
+        assert!(e.message.contains("?0 = 1073741824"), "{e}");
+        assert!(e.message.contains("more than"), "{e}");
+        // Two buffers of 2^62 bytes each fit alone but not together.
+        let e = p
+            .bound_buffers(&[(0, 1 << 20)].into_iter().collect())
+            .unwrap_err();
+        assert!(e.message.contains("more than"), "{e}");
+        let e = p.bound_buffers(&DimBinding::new()).unwrap_err();
+        assert!(e.message.contains("no argument binds"), "{e}");
     }
 }
