@@ -50,6 +50,18 @@ pub fn explain(p: &Program, device: &str, arena_bytes: Option<usize>) -> String 
             outs.join(", ")
         );
     }
+    if !p.sharing.is_empty() {
+        let stored = p.sharing.iter().filter(|v| v.sharing.stored()).count();
+        let _ = writeln!(
+            s,
+            "shared values: {} read by several kernels, {stored} stored once, {} recomputed by each reader",
+            p.sharing.len(),
+            p.sharing.len() - stored
+        );
+        for v in &p.sharing {
+            let _ = writeln!(s, "  {v}");
+        }
+    }
     let temps = p.buffers.iter().filter(|b| b.kind == BufKind::Temp).count();
     let _ = write!(
         s,

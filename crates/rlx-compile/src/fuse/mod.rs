@@ -18,7 +18,10 @@
 //! optimizer update (new moments, then the new param from them) becomes one pass over
 //! its inputs, and the core producing the gradient can absorb the whole group.
 
+mod cost;
 mod emit;
+
+pub use cost::{MAX_COUNTED_READERS, OP_BYTES, ShareCost, SharedValue, Sharing};
 
 use crate::CompileOptions;
 use crate::program::{BufId, BufKind, Buffer, Program, RowOp};
@@ -80,27 +83,45 @@ impl Class {
     }
 }
 
-/// Where the value of an inlined node flows.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Where the value of an inlined node flows: the distinct kernels (by root node) that
+/// compute it, counted up to [`MAX_COUNTED_READERS`].
+#[derive(Debug, Clone, PartialEq)]
 enum Sinks {
     None,
     One(NodeId),
+    /// 2 ..= MAX_COUNTED_READERS distinct kernels.
+    Few(Vec<NodeId>),
+    /// More than MAX_COUNTED_READERS.
     Many,
 }
 
 impl Sinks {
     fn add(&mut self, k: NodeId) {
-        *self = match *self {
-            Sinks::None => Sinks::One(k),
-            Sinks::One(j) if j == k => Sinks::One(k),
-            _ => Sinks::Many,
+        match self {
+            Sinks::None => *self = Sinks::One(k),
+            Sinks::One(j) if *j == k => {}
+            Sinks::One(j) => *self = Sinks::Few(vec![*j, k]),
+            Sinks::Few(v) if v.contains(&k) => {}
+            Sinks::Few(v) if v.len() < MAX_COUNTED_READERS => v.push(k),
+            Sinks::Few(_) => *self = Sinks::Many,
+            Sinks::Many => {}
         }
     }
-    fn merge(&mut self, o: Sinks) {
+    fn merge(&mut self, o: &Sinks) {
         match o {
             Sinks::None => {}
-            Sinks::One(k) => self.add(k),
+            Sinks::One(k) => self.add(*k),
+            Sinks::Few(v) => v.iter().for_each(|&k| self.add(k)),
             Sinks::Many => *self = Sinks::Many,
+        }
+    }
+    /// Distinct kernels (`MAX_COUNTED_READERS + 1` stands for "more").
+    fn count(&self) -> usize {
+        match self {
+            Sinks::None => 0,
+            Sinks::One(_) => 1,
+            Sinks::Few(v) => v.len(),
+            Sinks::Many => MAX_COUNTED_READERS + 1,
         }
     }
 }
@@ -120,6 +141,8 @@ pub(crate) struct Plan<'g> {
     pub(crate) merged_into: Vec<Option<NodeId>>,
     /// For a kernel root: the nodes merged into it, in node order.
     pub(crate) members: Vec<Vec<NodeId>>,
+    /// The decision about every elementwise value several kernels read.
+    pub(crate) sharing: Vec<SharedValue>,
 }
 
 /// Whether elementwise `op` on these dtypes is handled by fused kernels (the rest runs
@@ -240,9 +263,9 @@ pub(crate) fn analyze<'g>(
         multi_store: opts.fuse && opts.multi_store,
     };
     let mut st = cx.pass(&vec![None; n]);
-    let deep = cx.deep_recomputes(&st);
-    if deep.iter().any(|&d| d) {
-        for (c, d) in cx.cut.iter_mut().zip(&deep) {
+    let (store, sharing) = cx.sharing(&st);
+    if store.iter().any(|&d| d) {
+        for (c, d) in cx.cut.iter_mut().zip(&store) {
             *c |= *d;
         }
         st = cx.pass(&vec![None; n]);
@@ -266,6 +289,7 @@ pub(crate) fn analyze<'g>(
         out_pos,
         merged_into: st.merged_into,
         members: st.members,
+        sharing,
     }
 }
 
@@ -288,6 +312,12 @@ struct PassState {
     /// Inlined elementwise nodes whose value flows into several kernels (each
     /// recomputes it).
     shared: Vec<bool>,
+    /// Per elementwise node: the distinct kernels its value flows into (before it is
+    /// decided whether it gets its own).
+    readers: Vec<usize>,
+    /// Elementwise nodes stored only because they are not cheap to recompute in the
+    /// several kernels (or the bigger broadcast space) that read them.
+    expensive: Vec<bool>,
     absorbed: Vec<Option<NodeId>>,
     merged_into: Vec<Option<NodeId>>,
     members: Vec<Vec<NodeId>>,
@@ -318,6 +348,8 @@ impl Cx<'_> {
         let mut absorbed_into: Vec<Option<NodeId>> = vec![None; n];
         let mut merged_into: Vec<Option<NodeId>> = vec![None; n];
         let mut members: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+        let mut readers = vec![0usize; n];
+        let mut expensive = vec![false; n];
         for node in g.nodes().iter().rev() {
             let id = node.id;
             let k = id.index();
@@ -330,7 +362,7 @@ impl Cx<'_> {
                     Class::Ew | Class::View => {
                         // A materialized user's sink is its kernel (itself, or the kernel
                         // it is merged into); an inlined one's are where it flows.
-                        s.merge(sinks[c.index()]);
+                        s.merge(&sinks[c.index()]);
                         if class[c.index()] == Class::View {
                             needs |= need_buf[c.index()];
                             bcast |= matches!(cn.op, Op::Expand { .. } | Op::BroadcastLike);
@@ -355,17 +387,15 @@ impl Cx<'_> {
                     sinks[k] = if mat[k] { Sinks::One(id) } else { s };
                 }
                 Class::Ew => {
-                    let multi = matches!(s, Sinks::Many);
-                    mat[k] = !fuse
-                        || needs
-                        || self.out_pos[k].is_some()
-                        || self.cut[k]
-                        || ((multi || bcast) && !cheap(&node.op));
-                    sinks[k] = if mat[k] { Sinks::One(id) } else { s };
-                    let merge = match (forced[k], s) {
+                    let multi = s.count() > 1;
+                    readers[k] = s.count();
+                    let forced_mat = !fuse || needs || self.out_pos[k].is_some() || self.cut[k];
+                    expensive[k] = !forced_mat && (multi || bcast) && !cheap(&node.op);
+                    mat[k] = forced_mat || expensive[k];
+                    let merge = match (forced[k], &s) {
                         (Some(r), _) => Some(r),
                         _ if is_forced_root[k] => None,
-                        (None, Sinks::One(r))
+                        (None, &Sinks::One(r))
                             if multi_store && mat[k] && !needs && !bcast && !self.cut[k] =>
                         {
                             let ok = class[r.index()] == Class::Ew
@@ -378,6 +408,7 @@ impl Cx<'_> {
                         }
                         _ => None,
                     };
+                    sinks[k] = if mat[k] { Sinks::One(id) } else { s };
                     if let Some(r) = merge {
                         merged_into[k] = Some(r);
                         members[r.index()].push(id);
@@ -412,8 +443,10 @@ impl Cx<'_> {
         }
         PassState {
             shared: (0..n)
-                .map(|k| class[k] == Class::Ew && !mat[k] && sinks[k] == Sinks::Many)
+                .map(|k| class[k] == Class::Ew && !mat[k] && sinks[k].count() > 1)
                 .collect(),
+            readers,
+            expensive,
             mat,
             absorbed,
             merged_into,
@@ -421,22 +454,43 @@ impl Cx<'_> {
         }
     }
 
-    /// The inlined values that `st` recomputes in several kernels although they drag a
-    /// chain of more than [`MAX_RECOMPUTE_DEPTH`] inlined ops along: greedily, in node
-    /// order, each such value is stored instead (which ends the chains through it).
-    fn deep_recomputes(&self, st: &PassState) -> Vec<bool> {
+    /// Decide, greedily in node order, which values that `st` recomputes in several
+    /// kernels are stored instead: those the cost rule ([`ShareCost`]) says are cheaper
+    /// to read back, and those dragging a chain of more than [`MAX_RECOMPUTE_DEPTH`]
+    /// inlined ops along. A stored value ends the chains and frontiers through it, so
+    /// later values are judged with it as one buffer. Also returns the report of every
+    /// decision about a value several kernels read.
+    fn sharing(&self, st: &PassState) -> (Vec<bool>, Vec<SharedValue>) {
         let (g, class) = (self.g, self.class);
         let n = g.len();
         let mut store = vec![false; n];
+        let mut report = Vec::new();
         // Inlined elementwise ops on the longest chain ending at each node.
         let mut depth = vec![0usize; n];
+        // The buffers each inlined value's expression loads.
+        let mut frontier: Vec<Frontier> = vec![Frontier::Itself; n];
         for node in g.nodes() {
             let k = node.id.index();
             if st.mat[k] {
+                if st.expensive[k] {
+                    report.push(SharedValue {
+                        node: node.id,
+                        op: node.op.name(),
+                        sharing: Sharing::StoredExpensive {
+                            readers: st.readers[k].max(1),
+                        },
+                    });
+                }
                 continue;
             }
             match class[k] {
-                Class::View => depth[k] = depth[node.inputs[0].index()],
+                Class::View => {
+                    depth[k] = depth[node.inputs[0].index()];
+                    frontier[k] = frontier[node.inputs[0].index()].clone();
+                }
+                Class::Const if g.shape(node.id).num_elements() == Some(1) => {
+                    frontier[k] = Frontier::Set(Vec::new());
+                }
                 Class::Ew => {
                     let d = 1 + node
                         .inputs
@@ -444,16 +498,71 @@ impl Cx<'_> {
                         .map(|i| depth[i.index()])
                         .max()
                         .unwrap_or(0);
-                    if st.shared[k] && d > MAX_RECOMPUTE_DEPTH {
-                        store[k] = true;
-                    } else {
-                        depth[k] = d;
+                    let mut f = Frontier::Set(Vec::new());
+                    for &i in &node.inputs {
+                        f.union(&frontier[i.index()], i.index());
                     }
+                    frontier[k] = f;
+                    depth[k] = d;
+                    if !st.shared[k] {
+                        continue;
+                    }
+                    let readers = st.readers[k];
+                    let sharing = if d > MAX_RECOMPUTE_DEPTH {
+                        Sharing::StoredDeepChain { readers }
+                    } else {
+                        let c = ShareCost {
+                            readers,
+                            frontier_bytes: self.frontier_bytes(&frontier[k], node.id),
+                            value_bytes: node.shape.dtype().size_bytes(),
+                            ops: d,
+                        };
+                        if c.should_store() {
+                            Sharing::StoredByCost(c)
+                        } else {
+                            Sharing::Recomputed(c)
+                        }
+                    };
+                    if sharing.stored() {
+                        store[k] = true;
+                        depth[k] = 0;
+                        frontier[k] = Frontier::Itself;
+                    }
+                    report.push(SharedValue {
+                        node: node.id,
+                        op: node.op.name(),
+                        sharing,
+                    });
                 }
                 _ => {}
             }
         }
-        store
+        (store, report)
+    }
+
+    /// Bytes per element of `v` that loading `f` costs: a buffer at least as big as
+    /// `v` is read element for element; a smaller one is broadcast and stays in cache.
+    fn frontier_bytes(&self, f: &Frontier, v: NodeId) -> f64 {
+        let ids = match f {
+            Frontier::Wide => return f64::INFINITY,
+            Frontier::Itself => return self.g.shape(v).dtype().size_bytes() as f64,
+            Frontier::Set(ids) => ids,
+        };
+        let vs = self.g.shape(v);
+        ids.iter()
+            .map(|&i| {
+                let s = &self.g.nodes()[i as usize].shape;
+                let full = match (s.num_elements(), vs.num_elements()) {
+                    (Some(a), Some(b)) => a >= b,
+                    _ => s.dims() == vs.dims(),
+                };
+                if full {
+                    s.dtype().size_bytes() as f64
+                } else {
+                    0.0
+                }
+            })
+            .sum()
     }
 
     /// Sibling groups of elementwise kernels: kernels of one space that read a common
@@ -538,6 +647,41 @@ impl Cx<'_> {
             }
         }
         forced
+    }
+}
+
+/// The most buffers a frontier lists; a wider one is [`Frontier::Wide`].
+const MAX_FRONTIER: usize = 32;
+
+/// The buffers an inlined value's expression loads (by node index).
+#[derive(Debug, Clone)]
+enum Frontier {
+    /// The node is a buffer (or a value computed in its own kernel) itself.
+    Itself,
+    /// Sorted node indices.
+    Set(Vec<u32>),
+    /// More than [`MAX_FRONTIER`] buffers.
+    Wide,
+}
+
+impl Frontier {
+    /// Add operand `i`'s frontier `o` to this one.
+    fn union(&mut self, o: &Frontier, i: usize) {
+        let Frontier::Set(mine) = self else { return };
+        match o {
+            Frontier::Wide => *self = Frontier::Wide,
+            Frontier::Itself => insert_sorted(mine, i as u32),
+            Frontier::Set(v) => v.iter().for_each(|&x| insert_sorted(mine, x)),
+        }
+        if matches!(self, Frontier::Set(v) if v.len() > MAX_FRONTIER) {
+            *self = Frontier::Wide;
+        }
+    }
+}
+
+fn insert_sorted(v: &mut Vec<u32>, x: u32) {
+    if let Err(at) = v.binary_search(&x) {
+        v.insert(at, x);
     }
 }
 
@@ -660,6 +804,7 @@ pub(crate) fn fuse(
         graph_nodes: g.len(),
         naive_bytes: naive_bytes(g),
         guards: Default::default(),
+        sharing: plan.sharing.clone(),
     })
 }
 

@@ -333,6 +333,9 @@ pub struct Program {
     /// [`DimGuards::check`](rlx_ir::DimGuards::check) once per distinct binding,
     /// before any kernel runs.
     pub guards: rlx_ir::DimGuards,
+    /// Fusion's decision about every elementwise value that several kernels read:
+    /// recomputed in each or stored once, and why (see [`crate::fuse::ShareCost`]).
+    pub sharing: Vec<crate::fuse::SharedValue>,
 }
 
 impl Program {

@@ -3,6 +3,7 @@
 //! same outputs (bit for bit, including signed zeros and NaN propagation).
 
 mod identities;
+mod slabs;
 
 use crate::rebuild::Rebuild;
 use rlx_ir::{Graph, NodeId, Op, Shape, TensorData, interp};
@@ -31,7 +32,11 @@ pub fn simplify(g: &Graph) -> Graph {
             rb.set(node.id, same);
             continue;
         }
-        let (op, inputs) = identities::rewrite(&rb.g, node.op.clone(), inputs);
+        let (op, inputs) =
+            match slabs::merge_padded_add(&mut rb.g, &mut cse, &node.op, &inputs, &node.shape) {
+                Some(merged) => merged,
+                None => identities::rewrite(&rb.g, node.op.clone(), inputs),
+            };
         if let Some(same) = identities::forward(&rb.g, &op, &inputs, &node.shape) {
             rb.set(node.id, same);
             continue;

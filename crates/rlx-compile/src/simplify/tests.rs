@@ -110,3 +110,105 @@ fn reshape_chains_collapse_to_one_reshape() {
     assert_eq!(s.len(), 2);
     assert_eq!(s.node(s.outputs[0]).inputs, vec![NodeId(0)]);
 }
+
+/// `pad(x[:, s..s+w])` back to `[rows, 6]` along axis 1, for the given slab starts.
+fn padded_slabs(starts: &[(usize, usize)]) -> Graph {
+    let mut g = Graph::new("slabs");
+    let x = g.input("x", Shape::new(&[2, 6], DType::F32));
+    let e = g.add_op(Op::Activation(Activation::Exp), vec![x]).unwrap();
+    let mut sum = None;
+    for &(start, w) in starts {
+        let part = g
+            .add_op(
+                Op::Narrow {
+                    axis: 1,
+                    start,
+                    len: w,
+                },
+                vec![e],
+            )
+            .unwrap();
+        let t = g
+            .add_op(Op::Activation(Activation::Tanh), vec![part])
+            .unwrap();
+        let p = g
+            .add_op(
+                Op::Pad {
+                    axis: 1,
+                    before: start,
+                    after: 6 - start - w,
+                    value: 0.0,
+                },
+                vec![t],
+            )
+            .unwrap();
+        sum = Some(match sum {
+            None => p,
+            Some(s) => g.add_op(Op::Binary(BinaryOp::Add), vec![s, p]).unwrap(),
+        });
+    }
+    g.set_outputs(vec![sum.unwrap()]);
+    g
+}
+
+fn run_2x6(g: &Graph) -> Vec<f32> {
+    interp::run(g, &[("x", TensorData::from_f32(&[2, 6], &SLAB_X))]).unwrap()[0].to_f32_vec()
+}
+
+fn count(g: &Graph, name: &str) -> usize {
+    g.nodes().iter().filter(|n| n.op.name() == name).count()
+}
+
+const SLAB_X: [f32; 12] = [
+    0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9, 1.0, 1.1, -1.2,
+];
+
+#[test]
+fn a_sum_of_adjacent_zero_pads_covering_the_axis_is_one_concat() {
+    // q, k, v of a split projection, each padded back (the backward of `narrow`).
+    let g = padded_slabs(&[(0, 2), (2, 2), (4, 2)]);
+    let s = simplify(&g);
+    assert_eq!((count(&s, "pad"), count(&s, "add")), (0, 0), "{s}");
+    assert_eq!(count(&s, "concat"), 1, "{s}");
+    assert_eq!(run_2x6(&g), run_2x6(&s));
+    // In reverse order (as the backward pass accumulates them).
+    let g = padded_slabs(&[(4, 2), (2, 2), (0, 2)]);
+    let s = simplify(&g);
+    assert_eq!(
+        (count(&s, "pad"), count(&s, "add"), count(&s, "concat")),
+        (0, 0, 1),
+        "{s}"
+    );
+    assert_eq!(run_2x6(&g), run_2x6(&s));
+    // Adding a slab that is not adjacent to the run so far leaves that add as it is
+    // (runs with holes are not tracked); the value is unchanged.
+    let g = padded_slabs(&[(4, 2), (0, 2), (2, 2)]);
+    let s = simplify(&g);
+    assert_eq!(run_2x6(&g), run_2x6(&s));
+}
+
+#[test]
+fn adjacent_zero_pads_not_covering_the_axis_become_one_pad_of_a_concat() {
+    let g = padded_slabs(&[(1, 2), (3, 2)]);
+    let s = simplify(&g);
+    assert_eq!(
+        (count(&s, "pad"), count(&s, "add"), count(&s, "concat")),
+        (1, 0, 1),
+        "{s}"
+    );
+    assert_eq!(run_2x6(&g), run_2x6(&s));
+}
+
+#[test]
+fn overlapping_or_separated_pads_are_still_added() {
+    for starts in [[(0, 3), (2, 3)], [(0, 2), (3, 2)]] {
+        let g = padded_slabs(&starts);
+        let s = simplify(&g);
+        assert_eq!(
+            (count(&s, "pad"), count(&s, "add"), count(&s, "concat")),
+            (2, 1, 0),
+            "{s}"
+        );
+        assert_eq!(run_2x6(&g), run_2x6(&s));
+    }
+}
