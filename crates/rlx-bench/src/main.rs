@@ -9,20 +9,21 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-mod inputs;
 mod kernels;
 mod nd;
+mod ops;
 mod probes;
 mod report;
 mod rlx;
 mod timing;
+mod w11;
 
-use inputs::{
-    ATT, LN, MLP, MM_SIZES, N_EW, Normal, SM, W4_LOWP, W5_BATCH, W6_BATCH, W10, mlp_flops_per_row,
-    rel_err,
-};
 use ndarray::{Array1, Array2};
 use report::{Bounds, Row};
+use rlx_bench::inputs::{
+    self, ATT, LN, MLP, MM_SIZES, N_EW, Normal, SM, W4_LOWP, W5_BATCH, W6_BATCH, W10,
+    mlp_flops_per_row, rel_err,
+};
 use std::collections::BTreeSet;
 use timing::{Plan, median, time};
 
@@ -33,11 +34,15 @@ struct Args {
     ndarray: bool,
     probes: bool,
     kernels: bool,
+    /// W11: training steps per model (median over the steps after the first 10).
+    w11_steps: usize,
+    /// W11: the depth variants besides the 4-block W11 model.
+    w11_layers: Vec<usize>,
 }
 
 fn parse_args() -> Args {
     let mut a = Args {
-        workloads: (1..=10).map(|i| format!("W{i}")).collect(),
+        workloads: (1..=11).map(|i| format!("W{i}")).collect(),
         plan: Plan {
             warmup: 2,
             repeats: 7,
@@ -46,6 +51,8 @@ fn parse_args() -> Args {
         ndarray: true,
         probes: true,
         kernels: false,
+        w11_steps: 60,
+        w11_layers: vec![2, 4, 8],
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -70,9 +77,24 @@ fn parse_args() -> Args {
             "--no-ndarray" => a.ndarray = false,
             "--no-probes" => a.probes = false,
             "--kernels" => a.kernels = true,
+            "--w11-steps" => {
+                a.w11_steps = value("--w11-steps")
+                    .parse()
+                    .expect("--w11-steps takes a count");
+                assert!(
+                    a.w11_steps > 10,
+                    "--w11-steps must exceed the 10 untimed steps"
+                );
+            }
+            "--w11-layers" => {
+                a.w11_layers = value("--w11-layers")
+                    .split(',')
+                    .map(|s| s.trim().parse().expect("--w11-layers takes counts: 2,4,8"))
+                    .collect()
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels]"
+                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels] [--w11-steps 60] [--w11-layers 2,4,8]"
                 );
                 std::process::exit(0);
             }
@@ -105,6 +127,17 @@ fn main() {
             );
             bounds.triad_gbps = Some(bounds.triad_gbps.unwrap_or(0.0).max(gbps));
             bounds.fma_gflops = Some(bounds.fma_gflops.unwrap_or(0.0).max(gflops));
+        }
+        if args.workloads.contains("OPS") {
+            for th in [1, threads] {
+                let (t, gbps) = probes::triad_n(plan, th, probes::TRIAD_CACHE_N);
+                rows.push(
+                    Row::new("triad_1MiB", &format!("probe_{th}t"), t)
+                        .gbps(gbps)
+                        .note("a = b + s·c, 1 MiB arrays (in cache), 3 arrays counted"),
+                );
+                bounds.triad_cache_gbps = Some(bounds.triad_cache_gbps.unwrap_or(0.0).max(gbps));
+            }
         }
         if args.workloads.contains("W1") {
             let (t, gbps) = probes::w1_pattern(plan, threads);
@@ -410,7 +443,17 @@ fn main() {
         }
         w10_rlx(&mut rows, plan, &x, &reference, bytes);
     }
+    let mut after = Vec::new();
+    if w("W11") {
+        after = w11::rows(&mut rows, args.w11_steps, &args.w11_layers);
+    }
+    if w("OPS") {
+        ops::rows(&mut rows, plan);
+    }
     report::print_table(&rows, &bounds);
+    for line in after {
+        println!("{line}");
+    }
     if args.kernels {
         kernels::print();
     }

@@ -1,8 +1,8 @@
 //! The workloads on `ndarray` 0.16 (eager Rust baseline; matmul through its
 //! `matrixmultiply` backend, single-threaded; transcendental functions from libm).
 
-use crate::inputs::{self, ATT, LN, LN_EPS, MLP, Normal, SM, W5_BATCH, W6_BATCH, W10};
 use ndarray::{Array1, Array2, Axis, Zip, s};
+use rlx_bench::inputs::{self, ATT, LN, LN_EPS, MLP, Normal, SM, W5_BATCH, W6_BATCH, W10};
 
 /// `0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³)))`.
 pub fn gelu_tanh(x: f32) -> f32 {

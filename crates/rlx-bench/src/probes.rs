@@ -7,12 +7,24 @@ use rayon::prelude::*;
 /// Elements per triad array: 64 MiB of f32.
 pub const TRIAD_N: usize = 16 * 1024 * 1024;
 
+/// Elements per array of the in-cache triad: 1 MiB of f32, the size of one `[1024, 256]`
+/// activation of W11 (the per-op microbenchmarks' working sets are a few such arrays).
+pub const TRIAD_CACHE_N: usize = 256 * 1024;
+
 /// STREAM triad `a[i] = b[i] + s·c[i]` over 64 MiB arrays on `threads` threads; returns the
 /// timing and GB/s counting 3 arrays moved (STREAM's convention, write-allocate not counted).
 pub fn triad(plan: Plan, threads: usize) -> (Timing, f64) {
-    let mut a = vec![0f32; TRIAD_N];
-    let b: Vec<f32> = (0..TRIAD_N).map(|i| (i % 1000) as f32).collect();
-    let c: Vec<f32> = (0..TRIAD_N).map(|i| (i % 7) as f32).collect();
+    triad_n(plan, threads, TRIAD_N)
+}
+
+/// [`triad`] over arrays of `n` f32 (chunks of 64K elements, or `n / threads` when smaller,
+/// so that every thread has work).
+pub fn triad_n(plan: Plan, threads: usize, n: usize) -> (Timing, f64) {
+    assert!(n > 1001, "triad_n: n = {n} is below the checked index 1001");
+    let mut a = vec![0f32; n];
+    let b: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let c: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+    let chunk = (1 << 16).min(n.div_ceil(threads));
     let s = 3.0f32;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -21,9 +33,9 @@ pub fn triad(plan: Plan, threads: usize) -> (Timing, f64) {
     let t = pool.install(|| {
         time(plan, || {
             // Chunks of 64K elements: large enough to stream, enough of them to balance.
-            a.par_chunks_mut(1 << 16)
-                .zip(b.par_chunks(1 << 16))
-                .zip(c.par_chunks(1 << 16))
+            a.par_chunks_mut(chunk)
+                .zip(b.par_chunks(chunk))
+                .zip(c.par_chunks(chunk))
                 .for_each(|((a, b), c)| {
                     for i in 0..a.len() {
                         a[i] = b[i] + s * c[i];
@@ -36,7 +48,7 @@ pub fn triad(plan: Plan, threads: usize) -> (Timing, f64) {
         1.0 + 3.0 * (1001 % 7) as f32,
         "triad computed a wrong value"
     );
-    let gbps = 3.0 * (TRIAD_N * 4) as f64 / t.median_s / 1e9;
+    let gbps = 3.0 * (n * 4) as f64 / t.median_s / 1e9;
     (t, gbps)
 }
 

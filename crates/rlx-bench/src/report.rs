@@ -14,6 +14,16 @@ pub struct Row {
     steps: bool,
     check: Option<f64>,
     note: String,
+    bound: Option<Bound>,
+}
+
+/// Which machine limit a row is reported against (per-op microbenchmarks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// Memory bandwidth: the STREAM triad (and the in-cache triad, in the note).
+    Bandwidth,
+    /// The f32 FMA peak.
+    Fma,
 }
 
 impl Row {
@@ -30,6 +40,7 @@ impl Row {
             steps: false,
             check: None,
             note: String::new(),
+            bound: None,
         }
     }
     /// Nominal bytes moved per call (rate in GB/s).
@@ -60,6 +71,11 @@ impl Row {
     /// Largest relative difference from the reference result.
     pub fn check(mut self, c: f64) -> Row {
         self.check = Some(c);
+        self
+    }
+    /// Report the row as a fraction of this machine limit.
+    pub fn bound(mut self, b: Bound) -> Row {
+        self.bound = Some(b);
         self
     }
     /// Free-text note.
@@ -126,6 +142,8 @@ pub struct Bounds {
     pub triad_gbps: Option<f64>,
     /// FMA peak GFLOP/s.
     pub fma_gflops: Option<f64>,
+    /// STREAM triad GB/s on arrays of the per-op microbenchmarks' size (cache-resident).
+    pub triad_cache_gbps: Option<f64>,
 }
 
 fn fmt_time(s: f64) -> String {
@@ -183,7 +201,17 @@ pub fn print_table(rows: &[Row], bounds: &Bounds) {
             }
             _ => String::new(),
         };
-        let vs_bound = if r.workload.starts_with("W1_") {
+        let vs_bound = if r.bound == Some(Bound::Bandwidth) {
+            bounds
+                .triad_gbps
+                .zip(r.rate_gbps())
+                .map(|(b, g)| format!("{:8.2}T", g / b))
+        } else if r.bound == Some(Bound::Fma) {
+            bounds
+                .fma_gflops
+                .zip(r.rate_gflops())
+                .map(|(b, g)| format!("{:8.2}P", g / b))
+        } else if r.workload.starts_with("W1_") {
             bounds
                 .triad_gbps
                 .zip(r.rate_gbps())
@@ -213,13 +241,17 @@ pub fn print_table(rows: &[Row], bounds: &Bounds) {
             (true, Some(_), Some(_)) => " [below the W1 target of 0.85T]",
             _ => "",
         };
+        let in_cache = match (r.bound, bounds.triad_cache_gbps, r.rate_gbps()) {
+            (Some(Bound::Bandwidth), Some(b), Some(g)) => format!(" [{:.2}Tc]", g / b),
+            _ => String::new(),
+        };
         let once = if r.t.repeats == 1 && r.t.inner == 1 && r.workload != "W9_compile_latency" {
             " [timed once: slow]"
         } else {
             ""
         };
         println!(
-            "{:<24} {:<22} {:>11} {:>16} {:>9} {:>9} {:>9}  {}{steps}{once}{target}",
+            "{:<24} {:<22} {:>11} {:>16} {:>9} {:>9} {:>9}  {}{in_cache}{steps}{once}{target}",
             r.workload,
             r.system,
             fmt_time(r.t.median_s),
@@ -237,6 +269,11 @@ pub fn print_table(rows: &[Row], bounds: &Bounds) {
     println!(
         "STREAM triad bandwidth (W1 target ≥ 0.85), P = fraction of the FMA peak (best of 1 and all threads)."
     );
+    if bounds.triad_cache_gbps.is_some() && rows.iter().any(|r| r.bound == Some(Bound::Bandwidth)) {
+        println!(
+            "Tc: fraction of the triad on arrays of the OPS rows' size (1 MiB each, cache-resident)."
+        );
+    }
     println!(
         "check: largest |x − ref| / max(1, |ref|) against the ndarray result (W8: hand value)."
     );

@@ -1,7 +1,7 @@
 //! The workloads on rlx, through the public `rlx_tensor` API only: each is a traced
 //! [`Func`] compiled once ([`Func::jit`]) and then called, the way a user would run it.
 
-use crate::inputs::{ATT, LN, LN_EPS, MLP, SM, W5_BATCH};
+use rlx_bench::inputs::{ATT, LN, LN_EPS, MLP, SM, W5_BATCH};
 use rlx_tensor::{
     DType, Device, Func, GraphScope, Jitted, MaskKind, Model, ScaleLayout, ScaledFormat, Shape,
     Tensor,
@@ -202,7 +202,7 @@ pub fn w8() -> Jitted {
 /// W10: `vmap(grad(f))` with `f(x) = Σ x·x·sin x`, compiled.
 #[cfg(feature = "transforms")]
 pub fn w10() -> Jitted {
-    use crate::inputs::W10;
+    use rlx_bench::inputs::W10;
     let f = Func::new("w10", |s| {
         let x = s.input("x", f32s(&[W10.1]));
         (&(&x * &x) * &x.sin()).sum_all()
