@@ -1,5 +1,6 @@
 //! Adam with L2-coupled weight decay.
 
+use crate::group::{Overrides, ParamGroups, param_group_methods};
 use crate::state::{Slots, iteration_and_state_methods};
 use crate::{AdamCoeffs, FusedRule, FusedUpdate, Optimizer, check_grad_len, widen};
 
@@ -23,6 +24,9 @@ pub(crate) const MOMENT_PREFIXES: [&str; 2] = ["m", "v"];
 /// `f32` once per element; `f32_math = true` does the same arithmetic in `f32`.
 /// State (`m`, `v`) is stored in `f32` either way and exported as `"m/<param>"`,
 /// `"v/<param>"`.
+///
+/// [Parameter groups](crate::ParamGroup) may replace `weight_decay` (still L2-coupled)
+/// and scale `lr` per param.
 ///
 /// ```
 /// use rlx_optim::{Adam, Optimizer};
@@ -51,6 +55,7 @@ pub struct Adam {
     pub f32_math: bool,
     step: u64,
     moments: Slots<2>,
+    groups: ParamGroups,
 }
 
 impl Adam {
@@ -70,6 +75,7 @@ impl Adam {
             f32_math: false,
             step: 0,
             moments: Slots::new(),
+            groups: ParamGroups::default(),
         }
     }
 
@@ -92,23 +98,34 @@ impl Adam {
         self.step
     }
 
-    /// The operands of the next step (shared by the host `step` and the fused rule).
-    fn coeffs(&self) -> AdamCoeffs {
+    param_group_methods!(Adam);
+
+    /// The operands of the next step for params with group overrides `o` (shared by the
+    /// host `step` and the fused rule).
+    fn coeffs(&self, o: Overrides) -> AdamCoeffs {
         adam_coeffs(
             self.f32_math,
             self.step + 1,
-            [self.lr, self.beta1, self.beta2, self.eps, self.weight_decay],
+            [
+                self.lr,
+                self.beta1,
+                self.beta2,
+                self.eps,
+                o.weight_decay_or(self.weight_decay),
+            ],
+            o.lr_scale,
         )
     }
 }
 
-/// Adam/AdamW operands for step `t` from `[lr, β1, β2, eps, wd]`: in `f32` arithmetic
-/// (values kept exactly in the `f64` fields) or widened to `f64`.
-pub(crate) fn adam_coeffs(f32_math: bool, t: u64, hp: [f32; 5]) -> AdamCoeffs {
+/// Adam/AdamW operands for step `t` from `[lr, β1, β2, eps, wd]` and a group's
+/// learning-rate multiplier: in `f32` arithmetic (values kept exactly in the `f64`
+/// fields; `lr·lr_scale` rounded to `f32`) or widened to `f64` (the product in `f64`).
+pub(crate) fn adam_coeffs(f32_math: bool, t: u64, hp: [f32; 5], lr_scale: f32) -> AdamCoeffs {
     let [lr, b1, b2, eps, wd] = hp;
     if f32_math {
         AdamCoeffs {
-            lr: lr as f64,
+            lr: (lr * lr_scale) as f64,
             beta1: b1 as f64,
             one_minus_beta1: (1.0 - b1) as f64,
             beta2: b2 as f64,
@@ -119,7 +136,8 @@ pub(crate) fn adam_coeffs(f32_math: bool, t: u64, hp: [f32; 5]) -> AdamCoeffs {
             weight_decay: wd as f64,
         }
     } else {
-        adam_coeffs64(t, [widen(lr), widen(b1), widen(b2), widen(eps), widen(wd)])
+        let lr = widen(lr) * widen(lr_scale);
+        adam_coeffs64(t, [lr, widen(b1), widen(b2), widen(eps), widen(wd)])
     }
 }
 
@@ -159,10 +177,10 @@ pub(crate) fn moments64(c: &AdamCoeffs, m: f32, v: f32, g: f64) -> [f64; 2] {
 }
 
 impl Optimizer for Adam {
-    fn step(&mut self, name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
+    fn step(&mut self, name: &str, shape: &[usize], param: &mut [f32], grad: &[f32]) {
         check_grad_len("Adam", name, param.len(), grad.len());
         let f32_math = self.f32_math;
-        let c = self.coeffs();
+        let c = self.coeffs(self.groups.resolve(name, shape));
         let [m, v] = self.moments.get_or_zero("Adam", name, param.len());
         let elems = param
             .iter_mut()
@@ -188,24 +206,26 @@ impl Optimizer for Adam {
                 *v = v64 as f32;
             }
         }
+        self.groups.note(name, shape);
     }
 
     fn set_lr(&mut self, lr: f32) {
         self.lr = lr;
     }
 
-    iteration_and_state_methods!(moments, MOMENT_PREFIXES);
+    iteration_and_state_methods!("Adam", moments, MOMENT_PREFIXES);
 
     fn fused(&mut self) -> Option<FusedUpdate<'_>> {
-        let rule = FusedRule::Adam {
+        let rules = self.groups.per_group(|o| FusedRule::Adam {
             f32_math: self.f32_math,
-            c: self.coeffs(),
-        };
+            c: self.coeffs(o),
+        });
         Some(FusedUpdate::new(
             "Adam",
-            rule,
+            rules,
             &MOMENT_PREFIXES,
             &mut self.moments,
+            &mut self.groups,
         ))
     }
 }
@@ -370,6 +390,7 @@ mod tests {
         let missing_v = OptimizerState {
             step: 4,
             buffers: vec![("m/w".into(), vec![1.0, 1.0])],
+            ..Default::default()
         };
         assert!(!opt.load_state_dict(&missing_v));
         assert_eq!(opt.state_dict().unwrap(), s);

@@ -1,6 +1,7 @@
 //! AdamW: Adam with decoupled weight decay, with an optional PyTorch-order f64 path.
 
 use crate::adam::{MOMENT_PREFIXES, adam_coeffs, adam_coeffs64, moments32, moments64};
+use crate::group::{Overrides, ParamGroups, param_group_methods};
 use crate::state::{Slots, iteration_and_state_methods};
 use crate::{FusedRule, FusedUpdate, Optimizer, check_grad_len, widen};
 
@@ -31,6 +32,12 @@ use crate::{FusedRule, FusedUpdate, Optimizer, check_grad_len, widen};
 /// effect. `eps` is always read from the `f32` field that way (`1e-8` means 1e-8).
 ///
 /// State (`m`, `v`, stored in `f32`) is exported as `"m/<param>"`, `"v/<param>"`.
+///
+/// [Parameter groups](crate::ParamGroup) may replace `weight_decay` (still decoupled) and
+/// scale the learning rate per param — the `nanoGPT` setup is
+/// `AdamW::torch(lr, betas, 0.1).with_group(ParamGroup::no_decay_below_rank(2))`. A group's
+/// decay override is used in `f64` as the decimal it was written as; its `lr_scale`
+/// multiplies `lr` in the path's arithmetic.
 ///
 /// ```
 /// use rlx_optim::{AdamW, Optimizer};
@@ -68,6 +75,7 @@ pub struct AdamW {
     pub torch_hp: Option<(f64, f64, f64)>,
     step: u64,
     moments: Slots<2>,
+    groups: ParamGroups,
 }
 
 /// Hyperparameters resolved for one step in `f64`.
@@ -118,6 +126,7 @@ impl AdamW {
             torch_hp: None,
             step: 0,
             moments: Slots::new(),
+            groups: ParamGroups::default(),
         }
     }
 
@@ -170,22 +179,28 @@ impl AdamW {
         self.step
     }
 
-    fn hp64(&self) -> Hp64 {
+    param_group_methods!(AdamW);
+
+    /// The `f64` hyperparameters, with group overrides `o` applied.
+    fn hp64(&self, o: Overrides) -> Hp64 {
         let (b1, b2, wd) = match self.torch_hp {
             Some((b1, b2, wd)) => (Some(b1), Some(b2), Some(wd)),
             None => (None, None, None),
         };
         Hp64 {
-            lr: pick(self.lr_f64, self.lr),
+            lr: pick(self.lr_f64, self.lr) * widen(o.lr_scale),
             b1: pick(b1, self.beta1),
             b2: pick(b2, self.beta2),
             eps: widen(self.eps),
-            wd: pick(wd, self.weight_decay),
+            wd: o
+                .weight_decay
+                .map_or_else(|| pick(wd, self.weight_decay), widen),
         }
     }
 
-    /// The rule and operands of the next step (shared by the host `step` and `fused`).
-    fn rule(&self) -> FusedRule {
+    /// The rule and operands of the next step for params with group overrides `o` (shared
+    /// by the host `step` and `fused`).
+    fn rule(&self, o: Overrides) -> FusedRule {
         let t = self.step + 1;
         if self.torch_math {
             let Hp64 {
@@ -194,7 +209,7 @@ impl AdamW {
                 b2,
                 eps,
                 wd,
-            } = self.hp64();
+            } = self.hp64(o);
             let lerp_weight = 1.0 - b1;
             FusedRule::AdamWTorch {
                 decay: 1.0 - lr * wd,
@@ -212,7 +227,14 @@ impl AdamW {
                 c: adam_coeffs(
                     true,
                     t,
-                    [self.lr, self.beta1, self.beta2, self.eps, self.weight_decay],
+                    [
+                        self.lr,
+                        self.beta1,
+                        self.beta2,
+                        self.eps,
+                        o.weight_decay_or(self.weight_decay),
+                    ],
+                    o.lr_scale,
                 ),
             }
         } else {
@@ -222,7 +244,7 @@ impl AdamW {
                 b2,
                 eps,
                 wd,
-            } = self.hp64();
+            } = self.hp64(o);
             FusedRule::AdamW {
                 f32_math: false,
                 c: adam_coeffs64(t, [lr, b1, b2, eps, wd]),
@@ -232,9 +254,9 @@ impl AdamW {
 }
 
 impl Optimizer for AdamW {
-    fn step(&mut self, name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
+    fn step(&mut self, name: &str, shape: &[usize], param: &mut [f32], grad: &[f32]) {
         check_grad_len("AdamW", name, param.len(), grad.len());
-        let rule = self.rule();
+        let rule = self.rule(self.groups.resolve(name, shape));
         let [m, v] = self.moments.get_or_zero("AdamW", name, param.len());
         let elems = param
             .iter_mut()
@@ -283,6 +305,7 @@ impl Optimizer for AdamW {
             }
             _ => unreachable!("AdamW::rule gives an AdamW rule"),
         }
+        self.groups.note(name, shape);
     }
 
     /// Sets `lr`; `lr_f64` then no longer matches and is ignored until `set_lr_f64`.
@@ -291,15 +314,16 @@ impl Optimizer for AdamW {
         self.lr_f64 = None;
     }
 
-    iteration_and_state_methods!(moments, MOMENT_PREFIXES);
+    iteration_and_state_methods!("AdamW", moments, MOMENT_PREFIXES);
 
     fn fused(&mut self) -> Option<FusedUpdate<'_>> {
-        let rule = self.rule();
+        let rules = self.groups.per_group(|o| self.rule(o));
         Some(FusedUpdate::new(
             "AdamW",
-            rule,
+            rules,
             &MOMENT_PREFIXES,
             &mut self.moments,
+            &mut self.groups,
         ))
     }
 }
@@ -395,7 +419,7 @@ mod tests {
         assert_eq!((t.lr, t.lr_f64), (0.1f32, Some(0.1)));
         t.set_lr(0.2);
         assert_eq!((t.lr, t.lr_f64), (0.2, None));
-        assert_eq!(t.hp64().lr, 0.2f64);
+        assert_eq!(t.hp64(Overrides::NONE).lr, 0.2f64);
     }
 
     #[test]
@@ -460,12 +484,12 @@ mod tests {
     #[test]
     fn exact_f64_hyperparameters_apply_until_the_f32_field_changes() {
         let mut o = AdamW::torch(0.1f64 + 1e-12, (0.9, 0.999), 0.0);
-        assert_eq!(o.hp64().lr, 0.1 + 1e-12);
+        assert_eq!(o.hp64(Overrides::NONE).lr, 0.1 + 1e-12);
         o.beta1 = 0.5;
-        let hp = o.hp64();
+        let hp = o.hp64(Overrides::NONE);
         assert_eq!((hp.b1, hp.b2), (0.5, 0.999));
         o.lr = 0.25;
-        assert_eq!(o.hp64().lr, 0.25);
+        assert_eq!(o.hp64(Overrides::NONE).lr, 0.25);
     }
 
     #[test]

@@ -11,12 +11,19 @@
 //! - its per-parameter state buffers, created zero-filled on first use like the host
 //!   path does, which the program reads in place and whose new values are written back.
 //!
+//! With [parameter groups](crate::ParamGroup) the rule's operands differ per group: the
+//! update hands out one rule per group ([`FusedUpdate::group_rule`]), all of the same
+//! [structure](FusedRule::structure), and says which group each param falls in
+//! ([`FusedUpdate::group_index`]); the program takes each group's operands as its own
+//! runtime scalars.
+//!
 //! The caller still calls [`Optimizer::end_iteration`](crate::Optimizer::end_iteration)
 //! once per step, so the step counter (and `state_dict`) advance exactly as on the host
 //! path.
 
+use crate::group::ParamGroups;
 use crate::state::Slots;
-use crate::{OptItem, Optimizer, OptimizerState};
+use crate::{OptItem, Optimizer, OptimizerState, ParamGroup};
 
 /// Operands of the Adam/AdamW rules for one step, as the host math uses them.
 ///
@@ -252,12 +259,32 @@ impl<const K: usize> StateStore for Slots<K> {
 /// assert_eq!(fu.state("w").unwrap()[1], [0.0, 0.0, 0.5]);
 /// assert_eq!(opt.state_dict().unwrap().buffer("v/w"), Some(&[0.0f32, 0.0, 0.5][..]));
 /// ```
+///
+/// With parameter groups, each param's operands come from its group:
+///
+/// ```
+/// use rlx_optim::{FusedRule, Lion, Optimizer, ParamGroup};
+///
+/// let mut opt = Lion::new(0.1)
+///     .with_weight_decay(0.5)
+///     .with_group(ParamGroup::no_decay_below_rank(2).lr_scale(0.5));
+/// let fu = opt.fused().unwrap();
+/// assert_eq!(fu.group_index("w", &[2, 2]), None);
+/// assert_eq!(fu.group_index("b", &[2]), Some(0));
+/// let FusedRule::Lion { lr, weight_decay, .. } = *fu.rule_for("b", &[2]) else { unreachable!() };
+/// assert_eq!((lr, weight_decay), (0.05, 0.0));
+/// assert_eq!(fu.rule_for("w", &[2, 2]), &fu.rule); // no group: the optimizer's own rule
+/// ```
 pub struct FusedUpdate<'a> {
-    /// The element-wise rule with this step's operands.
+    /// The element-wise rule with this step's operands for params in no group (the
+    /// optimizer's own hyperparameters); see [`rule_for`](Self::rule_for) for any param.
     pub rule: FusedRule,
+    /// `group_rules[i]`: the rule for params of group `i`.
+    group_rules: Vec<FusedRule>,
     optimizer: &'static str,
     kinds: &'static [&'static str],
     store: &'a mut dyn StateStore,
+    groups: &'a mut ParamGroups,
 }
 
 impl std::fmt::Debug for FusedUpdate<'_> {
@@ -265,24 +292,87 @@ impl std::fmt::Debug for FusedUpdate<'_> {
         f.debug_struct("FusedUpdate")
             .field("optimizer", &self.optimizer)
             .field("rule", &self.rule)
+            .field("param_groups", &self.groups.list())
+            .field("group_rules", &self.group_rules)
             .field("state_kinds", &self.kinds)
             .finish()
     }
 }
 
 impl<'a> FusedUpdate<'a> {
+    /// `rules[0]` is the rule for params in no group, `rules[1 + i]` the one for group
+    /// `i` of `groups` (see [`ParamGroups::per_group`]).
     pub(crate) fn new(
         optimizer: &'static str,
-        rule: FusedRule,
+        rules: Vec<FusedRule>,
         kinds: &'static [&'static str],
         store: &'a mut dyn StateStore,
+        groups: &'a mut ParamGroups,
     ) -> FusedUpdate<'a> {
+        let mut rules = rules.into_iter();
+        let rule = rules.next().expect("a rule for params in no group");
+        let group_rules: Vec<FusedRule> = rules.collect();
+        assert_eq!(group_rules.len(), groups.list().len(), "one rule per group");
+        debug_assert!(
+            group_rules
+                .iter()
+                .all(|r| r.structure() == rule.structure()),
+            "groups change operands, never the rule's structure"
+        );
         FusedUpdate {
             rule,
+            group_rules,
             optimizer,
             kinds,
             store,
+            groups,
         }
+    }
+
+    /// The optimizer's parameter groups, in the order they are tried.
+    pub fn param_groups(&self) -> &[ParamGroup] {
+        self.groups.list()
+    }
+
+    /// The index (into [`param_groups`](Self::param_groups)) of the group param `name` of
+    /// static `shape` falls in, or `None` when it uses the optimizer's own
+    /// hyperparameters — as the host `step` decides it.
+    pub fn group_index(&self, name: &str, shape: &[usize]) -> Option<usize> {
+        self.groups.index_of(name, shape)
+    }
+
+    /// The rule (this step's operands) for the params of group `group` (an index from
+    /// [`group_index`](Self::group_index)); `None` gives [`rule`](Self::rule). Every
+    /// group's rule has the same [`structure`](FusedRule::structure) as `rule`: groups
+    /// change operands (learning rate, decay), never the formula.
+    ///
+    /// Panics when `group` is not an index into [`param_groups`](Self::param_groups).
+    #[track_caller]
+    pub fn group_rule(&self, group: Option<usize>) -> &FusedRule {
+        match group {
+            None => &self.rule,
+            Some(i) => self.group_rules.get(i).unwrap_or_else(|| {
+                panic!(
+                    "FusedUpdate::group_rule: group index {i} but {} has {} param groups",
+                    self.optimizer,
+                    self.group_rules.len()
+                )
+            }),
+        }
+    }
+
+    /// The rule for param `name` of static `shape`: its group's, or
+    /// [`rule`](Self::rule) when it is in no group.
+    pub fn rule_for(&self, name: &str, shape: &[usize]) -> &FusedRule {
+        self.group_rule(self.group_index(name, shape))
+    }
+
+    /// Tell the optimizer that param `name` of static `shape` was updated by this step, as
+    /// its host `step` notes by itself: its `state_dict` then records the param's group
+    /// (and [`Optimizer::lr_scale`](crate::Optimizer::lr_scale) knows it). A compiled step
+    /// calls it for every param once the step has succeeded.
+    pub fn note_param(&mut self, name: &str, shape: &[usize]) {
+        self.groups.note(name, shape);
     }
 
     /// The optimizer's name (`"Adam"`, …), for messages.
@@ -381,6 +471,9 @@ impl<O: Optimizer> Optimizer for Unfused<O> {
     }
     fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
         self.0.load_state_dict(state)
+    }
+    fn try_load_state_dict(&mut self, state: &OptimizerState) -> Result<(), String> {
+        self.0.try_load_state_dict(state)
     }
     fn state_len(&self, name: &str) -> Option<usize> {
         self.0.state_len(name)

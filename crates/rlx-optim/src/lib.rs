@@ -16,6 +16,10 @@
 //! | [`Lion`]  | `p −= lr·(sign(β1·m + (1−β1)·g) + wd·p)` |
 //! | [`Muon`]  | Newton–Schulz-orthogonalized momentum for 2-D params |
 //!
+//! Every optimizer takes parameter groups ([`ParamGroup`], added with `with_group`): a
+//! per-parameter weight-decay override and learning-rate multiplier chosen by a predicate
+//! on the parameter's name and shape — e.g. no weight decay on biases and norm gains.
+//!
 //! Optimizer state is keyed by parameter name and created lazily (zero-filled) the first
 //! time a name is stepped. Every optimizer in this crate exports and restores all of its
 //! state through [`Optimizer::state_dict`] / [`Optimizer::load_state_dict`], so a run that
@@ -59,6 +63,7 @@ macro_rules! builder_setters {
 mod adam;
 mod adamw;
 mod fused;
+mod group;
 mod lion;
 mod muon;
 mod schedule;
@@ -68,6 +73,7 @@ mod state;
 pub use adam::Adam;
 pub use adamw::AdamW;
 pub use fused::{AdamCoeffs, FusedRule, FusedUpdate, Unfused};
+pub use group::{GroupPredicate, ParamGroup, ParamGroupRecord};
 pub use lion::Lion;
 pub use muon::Muon;
 pub use schedule::LrSchedule;
@@ -98,7 +104,8 @@ pub use sgd::Sgd;
 pub struct OptItem<'a> {
     /// Parameter name; optimizer state is keyed by it.
     pub name: &'a str,
-    /// Static shape of the parameter (row-major). Only [`Muon`] looks at it.
+    /// Static shape of the parameter (row-major). [`Muon`] and the parameter groups'
+    /// predicates ([`ParamGroup`]) look at it.
     pub shape: &'a [usize],
     /// Parameter values, updated in place.
     pub param: &'a mut [f32],
@@ -106,7 +113,8 @@ pub struct OptItem<'a> {
     pub grad: &'a [f32],
 }
 
-/// A snapshot of an optimizer's state: its iteration counter and every state buffer.
+/// A snapshot of an optimizer's state: its iteration counter, every state buffer and — for
+/// an optimizer with parameter groups — the group each param resolves to.
 ///
 /// Buffers are named `"<kind>/<param name>"`; the kinds are
 ///
@@ -121,6 +129,13 @@ pub struct OptItem<'a> {
 /// snapshot of a given state is always the same value. `step` counts completed
 /// [`Optimizer::end_iteration`] calls (Adam and AdamW use it for bias correction).
 /// The prefix is split off at the first `/`, so parameter names may contain `/`.
+///
+/// `param_groups` records, for an optimizer with at least one [`ParamGroup`], every param it
+/// has stepped with its shape and resolved group (see [`ParamGroupRecord`]); loading checks
+/// them against the loading optimizer's groups. It is empty for an optimizer without
+/// groups. Like PyTorch's `param_groups`, it is what makes a restored optimizer treat each
+/// param as before; unlike PyTorch, the hyperparameters themselves are not restored from
+/// it — a mismatch is an error instead.
 ///
 /// ```
 /// use rlx_optim::{Adam, Optimizer};
@@ -144,6 +159,9 @@ pub struct OptimizerState {
     pub step: u64,
     /// `(buffer name, values)` pairs, named `"<kind>/<param name>"`.
     pub buffers: Vec<(String, Vec<f32>)>,
+    /// Each stepped param's resolved group, in ascending param-name order; empty for an
+    /// optimizer without groups (and accepted empty by every optimizer).
+    pub param_groups: Vec<ParamGroupRecord>,
 }
 
 impl OptimizerState {
@@ -152,7 +170,11 @@ impl OptimizerState {
     /// ```
     /// use rlx_optim::OptimizerState;
     ///
-    /// let s = OptimizerState { step: 2, buffers: vec![("v/w".into(), vec![1.0, 2.0])] };
+    /// let s = OptimizerState {
+    ///     step: 2,
+    ///     buffers: vec![("v/w".into(), vec![1.0, 2.0])],
+    ///     ..Default::default()
+    /// };
     /// assert_eq!(s.buffer("v/w"), Some(&[1.0f32, 2.0][..]));
     /// assert_eq!(s.buffer("m/w"), None);
     /// ```
@@ -161,6 +183,11 @@ impl OptimizerState {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_slice())
+    }
+
+    /// The saved group record of param `param`, if the state has one.
+    pub fn param_group(&self, param: &str) -> Option<&ParamGroupRecord> {
+        self.param_groups.iter().find(|r| r.param == param)
     }
 }
 
@@ -219,6 +246,12 @@ pub trait Optimizer {
     }
 
     /// Per-parameter learning-rate multiplier. Default: 1.0 for every parameter.
+    ///
+    /// The optimizers of this crate report the `lr_scale` of the [`ParamGroup`] that `name`
+    /// falls in at the shape it was last stepped (or loaded) with, and 1.0 for a param
+    /// they have not seen: group predicates need the shape, which only a step tells. (Use
+    /// the optimizers' `group_of(name, shape)` to ask with a shape.) The multiplier is
+    /// applied inside their updates; callers must not scale the learning rate again.
     fn lr_scale(&self, name: &str) -> f32 {
         let _ = name;
         1.0
@@ -231,10 +264,32 @@ pub trait Optimizer {
 
     /// Replace the optimizer's state with `state`. Returns `false` (and leaves the
     /// optimizer unchanged) when `state` does not fit this optimizer or loading is not
-    /// supported.
+    /// supported; [`try_load_state_dict`](Optimizer::try_load_state_dict) says why.
     fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
         let _ = state;
         false
+    }
+
+    /// [`load_state_dict`](Optimizer::load_state_dict) with the reason when `state` does not
+    /// fit: a buffer of a kind this optimizer does not keep, a param missing one of its
+    /// buffers, or a param whose saved [`ParamGroup`] differs from the one it falls in
+    /// here. The default wraps `load_state_dict` (with a generic reason); every optimizer
+    /// in this crate implements it.
+    ///
+    /// ```
+    /// use rlx_optim::{Adam, Lion, Optimizer};
+    ///
+    /// let mut lion = Lion::new(0.1);
+    /// lion.step("w", &[1], &mut [0.0], &[1.0]);
+    /// let err = Adam::new(0.1).try_load_state_dict(&lion.state_dict().unwrap()).unwrap_err();
+    /// assert!(err.contains("param `w` lacks its `v/` buffer"), "{err}");
+    /// ```
+    fn try_load_state_dict(&mut self, state: &OptimizerState) -> Result<(), String> {
+        if self.load_state_dict(state) {
+            Ok(())
+        } else {
+            Err("this optimizer cannot load the state (load_state_dict returned false)".into())
+        }
     }
 
     /// This step's update rule as data plus access to the state buffers, for training

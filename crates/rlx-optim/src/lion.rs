@@ -1,5 +1,6 @@
 //! Lion: sign-of-interpolated-momentum updates.
 
+use crate::group::{Overrides, ParamGroups, param_group_methods};
 use crate::state::{Slots, iteration_and_state_methods};
 use crate::{FusedRule, FusedUpdate, Optimizer, check_grad_len};
 
@@ -17,6 +18,9 @@ const PREFIXES: [&str; 1] = ["m"];
 /// Lion usually wants a learning rate 3–10× smaller than AdamW's.
 ///
 /// State: one momentum buffer per param, exported as `"m/<param>"`.
+///
+/// [Parameter groups](crate::ParamGroup) may replace `weight_decay` (still decoupled) and
+/// scale `lr` per param.
 ///
 /// ```
 /// use rlx_optim::{Lion, Optimizer};
@@ -38,6 +42,7 @@ pub struct Lion {
     pub weight_decay: f32,
     step: u64,
     momentum: Slots<1>,
+    groups: ParamGroups,
 }
 
 /// Sign with `sign(±0) = 0` (unlike `f32::signum`) and NaN passed through.
@@ -66,6 +71,7 @@ impl Lion {
             weight_decay: 0.0,
             step: 0,
             momentum: Slots::new(),
+            groups: ParamGroups::default(),
         }
     }
 
@@ -82,21 +88,24 @@ impl Lion {
         self.step
     }
 
-    /// The operands of one step, shared by the host `step` and the fused rule.
-    fn rule(&self) -> FusedRule {
+    param_group_methods!(Lion);
+
+    /// The operands of one step for params with group overrides `o`, shared by the host
+    /// `step` and the fused rule.
+    fn rule(&self, o: Overrides) -> FusedRule {
         FusedRule::Lion {
-            lr: self.lr,
+            lr: self.lr * o.lr_scale,
             beta1: self.beta1,
             one_minus_beta1: 1.0 - self.beta1,
             beta2: self.beta2,
             one_minus_beta2: 1.0 - self.beta2,
-            weight_decay: self.weight_decay,
+            weight_decay: o.weight_decay_or(self.weight_decay),
         }
     }
 }
 
 impl Optimizer for Lion {
-    fn step(&mut self, name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
+    fn step(&mut self, name: &str, shape: &[usize], param: &mut [f32], grad: &[f32]) {
         check_grad_len("Lion", name, param.len(), grad.len());
         let FusedRule::Lion {
             lr,
@@ -105,7 +114,7 @@ impl Optimizer for Lion {
             beta2: b2,
             one_minus_beta2: c2,
             weight_decay: wd,
-        } = self.rule()
+        } = self.rule(self.groups.resolve(name, shape))
         else {
             unreachable!()
         };
@@ -115,21 +124,23 @@ impl Optimizer for Lion {
             *p -= lr * (sign(c) + wd * *p);
             *m = b2 * *m + c2 * g;
         }
+        self.groups.note(name, shape);
     }
 
     fn set_lr(&mut self, lr: f32) {
         self.lr = lr;
     }
 
-    iteration_and_state_methods!(momentum, PREFIXES);
+    iteration_and_state_methods!("Lion", momentum, PREFIXES);
 
     fn fused(&mut self) -> Option<FusedUpdate<'_>> {
-        let rule = self.rule();
+        let rules = self.groups.per_group(|o| self.rule(o));
         Some(FusedUpdate::new(
             "Lion",
-            rule,
+            rules,
             &PREFIXES,
             &mut self.momentum,
+            &mut self.groups,
         ))
     }
 }

@@ -1,7 +1,8 @@
 //! Muon: momentum orthogonalized by a Newton–Schulz iteration.
 
-use crate::state::Slots;
-use crate::{Optimizer, OptimizerState, check_grad_len};
+use crate::group::{ParamGroups, param_group_methods};
+use crate::state::{Slots, iteration_and_state_methods};
+use crate::{Optimizer, check_grad_len};
 
 const PREFIXES: [&str; 1] = ["m"];
 
@@ -21,6 +22,9 @@ const NORM_EPS: f64 = 1e-7;
 /// Arithmetic is `f32` (the Frobenius norm is accumulated in `f64`). State: one momentum
 /// buffer per param, exported as `"m/<param>"` — unlike the reference implementation,
 /// Muon here supports `state_dict` / `load_state_dict`.
+///
+/// [Parameter groups](crate::ParamGroup) may replace `weight_decay` (still decoupled) and
+/// scale `lr` per param, on both branches.
 ///
 /// ```
 /// use rlx_optim::{Muon, Optimizer};
@@ -49,6 +53,7 @@ pub struct Muon {
     pub ns_coeffs: (f32, f32, f32),
     step: u64,
     momentum_buf: Slots<1>,
+    groups: ParamGroups,
 }
 
 impl Muon {
@@ -70,6 +75,7 @@ impl Muon {
             ns_coeffs: (3.4445, -4.7750, 2.0315),
             step: 0,
             momentum_buf: Slots::new(),
+            groups: ParamGroups::default(),
         }
     }
 
@@ -107,6 +113,8 @@ impl Muon {
     pub fn current_step(&self) -> u64 {
         self.step
     }
+
+    param_group_methods!(Muon);
 
     /// Approximately orthogonalize a row-major `rows × cols` matrix: divide by its
     /// Frobenius norm, then run `ns_steps` iterations of `X ← a·X + (b·A + c·A²)·X` with
@@ -221,7 +229,9 @@ impl Optimizer for Muon {
             }
             _ => None,
         };
-        let (lr, mu, wd, nesterov) = (self.lr, self.momentum, self.weight_decay, self.nesterov);
+        let o = self.groups.resolve(name, shape);
+        let (lr, wd) = (self.lr * o.lr_scale, o.weight_decay_or(self.weight_decay));
+        let (mu, nesterov) = (self.momentum, self.nesterov);
         let [m] = self.momentum_buf.get_or_zero("Muon", name, param.len());
         for (m, &g) in m.iter_mut().zip(grad) {
             *m = mu * *m + g;
@@ -244,40 +254,14 @@ impl Optimizer for Muon {
         for (p, u) in param.iter_mut().zip(&update) {
             *p -= lr * (scale * u + wd * *p);
         }
-    }
-
-    fn end_iteration(&mut self) {
-        self.step += 1;
+        self.groups.note(name, shape);
     }
 
     fn set_lr(&mut self, lr: f32) {
         self.lr = lr;
     }
 
-    fn state_dict(&self) -> Option<OptimizerState> {
-        Some(self.momentum_buf.export(self.step, PREFIXES))
-    }
-
-    fn load_state_dict(&mut self, state: &OptimizerState) -> bool {
-        match Slots::import(state, PREFIXES) {
-            Some(momentum) => {
-                self.momentum_buf = momentum;
-                self.step = state.step;
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn state_len(&self, name: &str) -> Option<usize> {
-        self.momentum_buf.len_of(name)
-    }
-
-    fn reset_state(&mut self) -> bool {
-        self.momentum_buf.clear();
-        self.step = 0;
-        true
-    }
+    iteration_and_state_methods!("Muon", momentum_buf, PREFIXES);
 }
 
 #[cfg(test)]

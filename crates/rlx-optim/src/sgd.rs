@@ -1,5 +1,6 @@
 //! Stochastic gradient descent with optional (Nesterov) momentum and L2 weight decay.
 
+use crate::group::{Overrides, ParamGroups, param_group_methods};
 use crate::state::{Slots, iteration_and_state_methods};
 use crate::{FusedRule, FusedUpdate, Optimizer, check_grad_len};
 
@@ -13,6 +14,9 @@ const PREFIXES: [&str; 1] = ["v"];
 ///   `nesterov`. The velocity `v` starts at zero, so the first step uses `v = d`.
 ///
 /// State: one velocity buffer per param, exported as `"v/<param>"`.
+///
+/// [Parameter groups](crate::ParamGroup) may replace `weight_decay` (still L2, added to
+/// the gradient) and scale `lr` per param.
 ///
 /// ```
 /// use rlx_optim::{Optimizer, Sgd};
@@ -35,6 +39,7 @@ pub struct Sgd {
     pub weight_decay: f32,
     step: u64,
     velocity: Slots<1>,
+    groups: ParamGroups,
 }
 
 impl Sgd {
@@ -52,6 +57,7 @@ impl Sgd {
             weight_decay: 0.0,
             step: 0,
             velocity: Slots::new(),
+            groups: ParamGroups::default(),
         }
     }
 
@@ -67,44 +73,67 @@ impl Sgd {
     pub fn current_step(&self) -> u64 {
         self.step
     }
+
+    param_group_methods!(Sgd);
+
+    /// The operands of one step for params with group overrides `o` (shared by the host
+    /// `step` and the fused rule).
+    fn rule(&self, o: Overrides) -> FusedRule {
+        FusedRule::Sgd {
+            lr: self.lr * o.lr_scale,
+            momentum: self.momentum,
+            nesterov: self.nesterov,
+            weight_decay: o.weight_decay_or(self.weight_decay),
+        }
+    }
 }
 
 impl Optimizer for Sgd {
-    fn step(&mut self, name: &str, _shape: &[usize], param: &mut [f32], grad: &[f32]) {
+    fn step(&mut self, name: &str, shape: &[usize], param: &mut [f32], grad: &[f32]) {
         check_grad_len("Sgd", name, param.len(), grad.len());
-        let (lr, mu, wd) = (self.lr, self.momentum, self.weight_decay);
+        let FusedRule::Sgd {
+            lr,
+            momentum: mu,
+            nesterov,
+            weight_decay: wd,
+        } = self.rule(self.groups.resolve(name, shape))
+        else {
+            unreachable!("Sgd::rule gives an Sgd rule")
+        };
         if mu == 0.0 {
             for (p, &g) in param.iter_mut().zip(grad) {
                 let d = g + wd * *p;
                 *p -= lr * d;
             }
-            return;
+        } else {
+            let [v] = self.velocity.get_or_zero("Sgd", name, param.len());
+            for ((p, &g), v) in param.iter_mut().zip(grad).zip(v.iter_mut()) {
+                let d = g + wd * *p;
+                *v = mu * *v + d;
+                let u = if nesterov { d + mu * *v } else { *v };
+                *p -= lr * u;
+            }
         }
-        let [v] = self.velocity.get_or_zero("Sgd", name, param.len());
-        for ((p, &g), v) in param.iter_mut().zip(grad).zip(v.iter_mut()) {
-            let d = g + wd * *p;
-            *v = mu * *v + d;
-            let u = if self.nesterov { d + mu * *v } else { *v };
-            *p -= lr * u;
-        }
+        self.groups.note(name, shape);
     }
 
     fn set_lr(&mut self, lr: f32) {
         self.lr = lr;
     }
 
-    iteration_and_state_methods!(velocity, PREFIXES);
+    iteration_and_state_methods!("Sgd", velocity, PREFIXES);
 
     fn fused(&mut self) -> Option<FusedUpdate<'_>> {
-        let rule = FusedRule::Sgd {
-            lr: self.lr,
-            momentum: self.momentum,
-            nesterov: self.nesterov,
-            weight_decay: self.weight_decay,
-        };
+        let rules = self.groups.per_group(|o| self.rule(o));
         // Like `step`: no velocity exists (or is created) without momentum.
         let kinds: &'static [&'static str] = if self.momentum == 0.0 { &[] } else { &PREFIXES };
-        Some(FusedUpdate::new("Sgd", rule, kinds, &mut self.velocity))
+        Some(FusedUpdate::new(
+            "Sgd",
+            rules,
+            kinds,
+            &mut self.velocity,
+            &mut self.groups,
+        ))
     }
 }
 
@@ -232,6 +261,7 @@ mod tests {
         let bad = OptimizerState {
             step: 9,
             buffers: vec![("m/w".into(), vec![0.0, 0.0])],
+            ..Default::default()
         };
         assert!(!opt.load_state_dict(&bad));
         assert_eq!(

@@ -75,65 +75,101 @@ impl<const K: usize> Slots<K> {
                 buffers.push((format!("{prefix}/{name}"), buf.clone()));
             }
         }
-        OptimizerState { step, buffers }
+        OptimizerState {
+            step,
+            buffers,
+            param_groups: Vec::new(),
+        }
     }
 
-    /// Rebuild slots from a snapshot. `None` when a buffer name has no known prefix, a
-    /// buffer appears twice, or a param lacks one of its `K` buffers or has buffers of
-    /// different lengths.
-    pub(crate) fn import(state: &OptimizerState, prefixes: [&str; K]) -> Option<Self> {
+    /// Rebuild slots from a snapshot; `Err` says why it does not fit: a buffer name
+    /// without a known `<kind>/` prefix, a buffer listed twice, or a param lacking one of
+    /// its `K` buffers or having buffers of different lengths.
+    pub(crate) fn import(state: &OptimizerState, prefixes: [&str; K]) -> Result<Self, String> {
         let mut partial: HashMap<String, [Option<Vec<f32>>; K]> = HashMap::new();
         for (full, values) in &state.buffers {
-            let (prefix, name) = full.split_once('/')?;
-            let kind = prefixes.iter().position(|p| *p == prefix)?;
+            let unknown = || {
+                format!(
+                    "buffer `{full}` is not one this optimizer keeps (its buffers are named \
+                     `<kind>/<param>` with kind one of {prefixes:?})"
+                )
+            };
+            let (prefix, name) = full.split_once('/').ok_or_else(unknown)?;
+            let kind = prefixes
+                .iter()
+                .position(|p| *p == prefix)
+                .ok_or_else(unknown)?;
             let entry = partial
                 .entry(name.to_string())
                 .or_insert_with(|| std::array::from_fn(|_| None));
             if entry[kind].is_some() {
-                return None;
+                return Err(format!("buffer `{full}` is listed twice"));
             }
             entry[kind] = Some(values.clone());
         }
         let mut map = HashMap::with_capacity(partial.len());
         for (name, bufs) in partial {
-            if bufs.iter().any(Option::is_none) {
-                return None;
+            if let Some(k) = bufs.iter().position(Option::is_none) {
+                return Err(format!(
+                    "param `{name}` lacks its `{}/` buffer",
+                    prefixes[k]
+                ));
             }
             let bufs: [Vec<f32>; K] = bufs.map(|b| b.expect("checked above"));
             if bufs.iter().any(|b| b.len() != bufs[0].len()) {
-                return None;
+                let lens: Vec<usize> = bufs.iter().map(Vec::len).collect();
+                return Err(format!(
+                    "the buffers of param `{name}` differ in length ({prefixes:?}: {lens:?})"
+                ));
             }
             map.insert(name, bufs);
         }
-        Some(Slots { map })
+        Ok(Slots { map })
     }
 }
 
 /// The [`Optimizer`](crate::Optimizer) methods every optimizer here implements the same
-/// way, for use inside `impl Optimizer for …`: `end_iteration` advances the `step`
-/// counter field, `state_dict` exports the [`Slots`] field `$slots` under the buffer-name
-/// `$prefixes`, `load_state_dict` replaces both from a snapshot (leaving them
-/// unchanged and returning `false` when the snapshot does not fit), `state_len` reports
-/// a param's buffer length and `reset_state` empties both.
+/// way, for use inside `impl Optimizer for …` of a struct with a `step: u64` counter, a
+/// `groups: ParamGroups` field and the [`Slots`] field `$slots`: `end_iteration` advances
+/// the counter; `lr_scale` reports the param's group multiplier; `state_dict` exports the
+/// slots under the buffer-name `$prefixes` plus the params' resolved groups;
+/// `try_load_state_dict` / `load_state_dict` replace all of it from a snapshot (leaving
+/// everything unchanged when the snapshot does not fit); `state_len` reports a param's
+/// buffer length and `reset_state` forgets every param. `$optimizer` names the optimizer
+/// in messages.
 macro_rules! iteration_and_state_methods {
-    ($slots:ident, $prefixes:expr) => {
+    ($optimizer:literal, $slots:ident, $prefixes:expr) => {
         fn end_iteration(&mut self) {
             self.step += 1;
         }
 
+        fn lr_scale(&self, name: &str) -> f32 {
+            self.groups.lr_scale_of(name)
+        }
+
         fn state_dict(&self) -> Option<$crate::OptimizerState> {
-            Some(self.$slots.export(self.step, $prefixes))
+            let mut state = self.$slots.export(self.step, $prefixes);
+            state.param_groups = self.groups.export();
+            Some(state)
         }
 
         fn load_state_dict(&mut self, state: &$crate::OptimizerState) -> bool {
-            match $crate::state::Slots::import(state, $prefixes) {
-                Some(slots) => {
-                    self.$slots = slots;
-                    self.step = state.step;
-                    true
-                }
-                None => false,
-            }
+            self.try_load_state_dict(state).is_ok()
+        }
+
+        fn try_load_state_dict(&mut self, state: &$crate::OptimizerState) -> Result<(), String> {
+            let slots = $crate::state::Slots::import(state, $prefixes).map_err(|e| {
+                format!(
+                    "{}::load_state_dict: the state does not fit: {e}; load a state saved by \
+                     a {} (nothing was changed)",
+                    $optimizer, $optimizer
+                )
+            })?;
+            let shapes = self.groups.check_import($optimizer, &state.param_groups)?;
+            self.$slots = slots;
+            self.groups.set_shapes(shapes);
+            self.step = state.step;
+            Ok(())
         }
 
         fn state_len(&self, name: &str) -> Option<usize> {
@@ -142,6 +178,7 @@ macro_rules! iteration_and_state_methods {
 
         fn reset_state(&mut self) -> bool {
             self.$slots.clear();
+            self.groups.forget_params();
             self.step = 0;
             true
         }
@@ -160,6 +197,7 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.to_vec()))
                 .collect(),
+            param_groups: Vec::new(),
         }
     }
 
@@ -186,19 +224,25 @@ mod tests {
     #[test]
     fn import_rejects_unknown_prefix_duplicates_missing_and_ragged_buffers() {
         let p = ["m", "v"];
-        assert!(Slots::<2>::import(&state(&[("m/w", &[1.0]), ("v/w", &[2.0])]), p).is_some());
-        assert!(Slots::<2>::import(&state(&[("x/w", &[1.0]), ("v/w", &[2.0])]), p).is_none());
-        assert!(Slots::<2>::import(&state(&[("mw", &[1.0])]), p).is_none());
-        assert!(Slots::<2>::import(&state(&[("m/w", &[1.0])]), p).is_none());
+        let err = |b: &[(&str, &[f32])]| Slots::<2>::import(&state(b), p).err().unwrap();
+        assert!(Slots::<2>::import(&state(&[("m/w", &[1.0]), ("v/w", &[2.0])]), p).is_ok());
+        let e = err(&[("x/w", &[1.0]), ("v/w", &[2.0])]);
         assert!(
-            Slots::<2>::import(
-                &state(&[("m/w", &[1.0]), ("m/w", &[1.0]), ("v/w", &[1.0])]),
-                p
-            )
-            .is_none()
+            e.contains("buffer `x/w` is not one this optimizer keeps"),
+            "{e}"
         );
-        assert!(Slots::<2>::import(&state(&[("m/w", &[1.0]), ("v/w", &[1.0, 2.0])]), p).is_none());
-        assert!(Slots::<2>::import(&state(&[]), p).is_some());
+        assert!(e.contains(r#"["m", "v"]"#), "{e}");
+        assert!(err(&[("mw", &[1.0])]).contains("buffer `mw` is not one"));
+        assert_eq!(err(&[("m/w", &[1.0])]), "param `w` lacks its `v/` buffer");
+        assert_eq!(
+            err(&[("m/w", &[1.0]), ("m/w", &[1.0]), ("v/w", &[1.0])]),
+            "buffer `m/w` is listed twice"
+        );
+        assert_eq!(
+            err(&[("m/w", &[1.0]), ("v/w", &[1.0, 2.0])]),
+            r#"the buffers of param `w` differ in length (["m", "v"]: [1, 2])"#
+        );
+        assert!(Slots::<2>::import(&state(&[]), p).is_ok());
     }
 
     #[test]

@@ -379,6 +379,7 @@ impl Func {
             let state = OptimizerState {
                 step,
                 buffers: c.buffers,
+                ..Default::default()
             };
             if !opt.load_state_dict(&state) {
                 return Err(Error::new(format!(

@@ -63,7 +63,8 @@ pub use rlx_ir::op::{Activation, MaskKind};
 pub use rlx_ir::{DType, Dim, Graph, NodeId, ScaleLayout, ScaledFormat, Shape};
 #[cfg(feature = "optim")]
 pub use rlx_optim::{
-    Adam, AdamCoeffs, AdamW, FusedRule, FusedUpdate, Lion, Muon, OptItem, Optimizer, Sgd, Unfused,
+    Adam, AdamCoeffs, AdamW, FusedRule, FusedUpdate, Lion, Muon, OptItem, Optimizer, ParamGroup,
+    Sgd, Unfused,
 };
 pub use scope::{GraphScope, graph, graph_with};
 pub use slice::{SliceAxis, SliceSpec, ax, ix, rg, tail};

@@ -1,4 +1,5 @@
 use super::*;
+use crate::OptimizerState;
 
 /// xorshift stream of uniforms in [−1, 1).
 fn uniforms(seed: u64, n: usize) -> Vec<f32> {
@@ -295,6 +296,7 @@ fn state_round_trips_and_rejects_adam_state() {
     let adam_like = OptimizerState {
         step: 1,
         buffers: vec![("m/w".into(), vec![0.0; 6]), ("v/w".into(), vec![0.0; 6])],
+        ..Default::default()
     };
     assert!(!fresh.load_state_dict(&adam_like));
     assert_eq!(fresh.state_dict().unwrap(), s);
