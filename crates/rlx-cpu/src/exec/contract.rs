@@ -8,6 +8,7 @@ use super::ew::{EwPlan, ew_chunk};
 use super::loads::LoadPlan;
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into};
 use super::value::{Sv, Ty, cast_bits, read_bits};
+use crate::gemm::lowp::{HalfFloat, bf16, f16, gemm_half};
 use crate::gemm::{MatMut, MatRef, dgemm, sgemm};
 use rlx_compile::program::{Kernel, KernelKind, Program};
 use rlx_ir::{DType, DimBinding, IrResult};
@@ -151,8 +152,14 @@ impl ContractPlan {
             scratch = vec![0u64; (total * w).div_ceil(8)];
             scratch.as_mut_ptr() as *mut u8
         };
-        if (native32 || native64) && self.a.table.is_none() && self.b.table.is_none() {
+        let strided = self.a.table.is_none() && self.b.table.is_none();
+        let halves = self.a.dtype == self.dtype && self.b.dtype == self.dtype;
+        if (native32 || native64) && strided {
             self.gemm(bases, c_ptr, native32);
+        } else if strided && halves && self.dtype == DType::BF16 {
+            self.lowp_gemm::<bf16>(bases, c_ptr as *mut f32);
+        } else if strided && halves && self.dtype == DType::F16 {
+            self.lowp_gemm::<f16>(bases, c_ptr as *mut f32);
         } else if matches!(self.dtype, DType::F16 | DType::BF16 | DType::F32) {
             self.half_gemm(bases, c_ptr as *mut f32);
         } else {
@@ -205,6 +212,73 @@ impl ContractPlan {
             (dt == self.dtype && !self.epilogue.reads_overlap(bases, lo, lo + bytes))
                 .then_some(bases[b])
         })
+    }
+
+    /// bf16 or f16 operands read in place through their views by the half-precision GEMM
+    /// (AMX / AVX512_BF16 / f32 FMA over panels widened while packing, chosen at run time:
+    /// [`crate::gemm::lowp`]), accumulated in f32 and rounded once to the dtype, as the
+    /// oracle stores the matmul node. The epilogue then reads the rounded f32 product.
+    fn lowp_gemm<T: HalfFloat>(&self, bases: &[*mut u8], c: *mut f32) {
+        let nb: usize = self.batch.iter().product();
+        let (m, n, k) = (self.m, self.n, self.k);
+        let ra = self.a.strides.len();
+        let rb = self.b.strides.len();
+        let (ars, acs) = (self.a.strides[ra - 2], self.a.strides[ra - 1]);
+        let (brs, bcs) = (self.b.strides[rb - 2], self.b.strides[rb - 1]);
+        let threads = rayon::current_num_threads();
+        let small = m * n * k < (1 << 15);
+        let (pa, pb, pc) = (
+            SendPtr(bases[self.a.buf] as *mut T),
+            SendPtr(bases[self.b.buf] as *mut T),
+            SendPtr(c),
+        );
+        let dtype = self.dtype;
+        let one = |bi: usize, th: usize| {
+            let mut idx = vec![0usize; self.batch.len()];
+            let (ao, bo) = self.offsets(bi, &mut idx);
+            // SAFETY: A and B are bound buffers of `a_len` / `b_len` elements of T (the
+            // caller checked both dtypes equal the product's, T's), only read; C holds
+            // `nb·m·n` f32, batch `bi`'s `m·n` written by this call only, and overlaps no
+            // operand (a product target overlaps no load; the scratch is fresh). The GEMM
+            // re-checks every view against these slice lengths.
+            let (a, b, cs) = unsafe {
+                (
+                    std::slice::from_raw_parts(pa.get() as *const T, self.a_len),
+                    std::slice::from_raw_parts(pb.get() as *const T, self.b_len),
+                    std::slice::from_raw_parts_mut(pc.get().add(bi * m * n), m * n),
+                )
+            };
+            let am = MatRef {
+                data: a,
+                rows: m,
+                cols: k,
+                row_stride: ars,
+                col_stride: acs,
+                offset: ao,
+            };
+            let bm = MatRef {
+                data: b,
+                rows: k,
+                cols: n,
+                row_stride: brs,
+                col_stride: bcs,
+                offset: bo,
+            };
+            gemm_half(am, bm, MatMut::row_major(&mut *cs, m, n), false, th);
+            for v in cs.iter_mut() {
+                *v = super::value::round_f32(dtype, *v);
+            }
+        };
+        if nb > 1 && (small || nb >= threads && m * n * k < (1 << 21)) {
+            let _ = par_for(nb, |bi| {
+                one(bi, 1);
+                Ok(())
+            });
+        } else {
+            for bi in 0..nb {
+                one(bi, if small { 1 } else { threads });
+            }
+        }
     }
 
     /// Half-precision (or table-viewed f32) operands: dense f32 copies, the f32 GEMM,

@@ -13,6 +13,13 @@
 //! propagate); `k = 0` or `α = 0` gives `C = β·C`. Results are deterministic for a given
 //! shape and layout, and (tested for 1 and 2 threads) do not depend on the thread count.
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
+#[cfg(target_arch = "x86_64")]
+mod bf16_avx512;
+pub mod lowp;
+#[cfg(target_arch = "x86_64")]
+mod lowp_drive;
 mod narrow;
 
 use crate::exec::par::SendPtr;

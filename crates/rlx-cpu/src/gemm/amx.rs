@@ -1,0 +1,252 @@
+//! bf16 GEMM on Intel AMX tiles (`tdpbf16ps`: a 16×16 f32 tile += a 16×32 bf16 tile times
+//! a 32×16 bf16 tile, 16 384 flops per instruction).
+//!
+//! - **Availability** is decided at run time, once: CPUID leaf 7 must report AMX-TILE
+//!   (EDX bit 24) and AMX-BF16 (EDX bit 22), the OS must enable the tile state in XCR0
+//!   (bits 17 and 18), and on Linux the process must be granted the XTILEDATA state
+//!   through `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)` — without the grant the
+//!   first tile instruction raises SIGILL. Other operating systems: not used.
+//! - **Micro-kernel**: 2×2 tiles of C (a 32×32 f32 block in tmm0–3), two A tiles (tmm4–5,
+//!   16 rows × 32 sums each) and two B tiles (tmm6–7, 16 sum pairs × 16 columns × 2), so
+//!   each A and B tile load feeds two `tdpbf16ps`. The whole sum loop runs inside one
+//!   `asm!` block, so tile contents never live across Rust code; only the tile
+//!   configuration (palette 1, every tile 16 rows × 64 bytes) is loaded once per thread
+//!   and block of work ([`Amx::begin`]) and released after it ([`Amx::end`]).
+//! - **Packing**: A's panel is `[16-row strip][32-sum chunk][16 rows][32 sums]` (one tile
+//!   per 1 KiB, row stride 64 bytes); B's is the VNNI pair layout
+//!   `[16-column strip][sum pair][16 columns][2]`, so chunk `c` of a strip is one tile.
+//!
+//! Numerics (Intel SDM, TDPBF16PS): products of bf16 pairs accumulated in f32 with
+//! round-to-nearest-even; bf16 denormal inputs are treated as zero and f32 denormal
+//! results flushed to zero (MXCSR is ignored). The order of the sum within one
+//! instruction is the hardware's; across instructions it is fixed by the blocking.
+
+use super::lowp_drive::{Kernel, Src};
+use std::sync::OnceLock;
+
+/// Whether AMX-BF16 tiles can be used by this process (detected and, on Linux, the
+/// tile-data permission requested once).
+pub fn available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(detect)
+}
+
+#[cfg(target_os = "linux")]
+fn detect() -> bool {
+    use std::arch::x86_64::{__cpuid_count, _xgetbv};
+    let max_leaf = __cpuid_count(0, 0).eax;
+    if max_leaf < 7 {
+        return false;
+    }
+    let l7 = __cpuid_count(7, 0);
+    let amx_bf16 = l7.edx & (1 << 22) != 0;
+    let amx_tile = l7.edx & (1 << 24) != 0;
+    let osxsave = __cpuid_count(1, 0).ecx & (1 << 27) != 0;
+    if !(amx_bf16 && amx_tile && osxsave) {
+        return false;
+    }
+    // SAFETY: OSXSAVE is set, so XGETBV with ECX = 0 is enabled.
+    let xcr0 = unsafe { _xgetbv(0) };
+    if xcr0 & (0b11 << 17) != (0b11 << 17) {
+        return false;
+    }
+    request_tile_permission()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn detect() -> bool {
+    false
+}
+
+/// Ask Linux for the XTILEDATA state component (dynamic since Linux 5.16) and confirm it
+/// was granted. Process-wide and idempotent.
+#[cfg(target_os = "linux")]
+fn request_tile_permission() -> bool {
+    const ARCH_GET_XCOMP_PERM: libc::c_long = 0x1022;
+    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+    const XFEATURE_XTILEDATA: libc::c_long = 18;
+    // SAFETY: arch_prctl with these codes only reads its integer argument (REQ) or
+    // writes one u64 through the pointer we pass (GET); the u64 lives on this stack frame.
+    unsafe {
+        if libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_REQ_XCOMP_PERM,
+            XFEATURE_XTILEDATA,
+        ) != 0
+        {
+            return false;
+        }
+        let mut mask: u64 = 0;
+        if libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_GET_XCOMP_PERM,
+            &mut mask as *mut u64,
+        ) != 0
+        {
+            return false;
+        }
+        mask & (1 << XFEATURE_XTILEDATA) != 0
+    }
+}
+
+/// The 64-byte tile configuration (palette 1): tiles 0–7 all 16 rows × 64 bytes.
+#[repr(C, align(64))]
+struct TileConfig {
+    palette: u8,
+    start_row: u8,
+    _reserved: [u8; 14],
+    colsb: [u16; 16],
+    rows: [u8; 16],
+}
+
+static CONFIG: TileConfig = TileConfig {
+    palette: 1,
+    start_row: 0,
+    _reserved: [0; 14],
+    colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
+    rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+};
+
+/// The AMX-BF16 micro-kernel (construct only when [`available`]).
+pub(crate) struct Amx(());
+
+impl Amx {
+    /// The kernel, if this process may use AMX tiles.
+    pub(crate) fn new() -> Option<Amx> {
+        available().then_some(Amx(()))
+    }
+}
+
+/// Sums per tile (32 bf16 = 64 bytes per tile row).
+const CHUNK: usize = 32;
+
+impl Kernel for Amx {
+    type P = u16;
+    const MR: usize = 32;
+    const NR: usize = 32;
+    const KU: usize = CHUNK;
+    const KC: usize = 512;
+    const MC: usize = 256;
+    const NC: usize = 512;
+
+    unsafe fn pack_a(&self, a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [u16]) {
+        let chunks = kpad / CHUNK;
+        let rows = mb.next_multiple_of(Self::MR);
+        assert!(dst.len() >= rows * kpad, "AMX pack_a: buffer too small");
+        for i in 0..rows {
+            let (s, r) = (i / 16, i % 16);
+            for c in 0..chunks {
+                let o = (s * chunks + c) * 512 + r * CHUNK;
+                let row = &mut dst[o..o + CHUNK];
+                let k0 = c * CHUNK;
+                let len = if i < mb {
+                    CHUNK.min(kb.saturating_sub(k0))
+                } else {
+                    0
+                };
+                if a.cs == 1 && len > 0 {
+                    // SAFETY: row i < mb and sums k0..k0+len < kb are inside the block and
+                    // contiguous (unit column stride).
+                    let src = unsafe { std::slice::from_raw_parts(a.at(i, k0).ptr, len) };
+                    row[..len].copy_from_slice(src);
+                } else {
+                    for (t, v) in row[..len].iter_mut().enumerate() {
+                        // SAFETY: (i, k0 + t) is inside the mb × kb block.
+                        *v = unsafe { a.get(i, k0 + t) };
+                    }
+                }
+                row[len..].fill(0);
+            }
+        }
+    }
+
+    unsafe fn pack_b(&self, b: Src, kb: usize, nb: usize, kpad: usize, dst: &mut [u16]) {
+        // SAFETY: forwarded contract (the kb × nb block of b is readable).
+        unsafe { super::bf16_avx512::pack_b_pairs::<16>(b, kb, nb, kpad, Self::NR, dst) }
+    }
+
+    unsafe fn micro(
+        &self,
+        kpad: usize,
+        a: *const u16,
+        b: *const u16,
+        c: *mut f32,
+        ldc: isize,
+        load: bool,
+    ) {
+        let chunks = kpad / CHUNK;
+        // Second strip of each panel: 16 rows (A) or 16 columns (B) further, kpad sums each.
+        // SAFETY: each panel holds 32 · kpad elements (caller), so +16·kpad is inside it.
+        let (a1, b1) = unsafe { (a.add(16 * kpad), b.add(16 * kpad)) };
+        let ldc_bytes = ldc * 4;
+        // SAFETY: C's lower 16 rows start 16 rows down, inside the 32-row tile.
+        let c_lo = unsafe { c.offset(16 * ldc) };
+        // SAFETY: the caller loaded this thread's tile config (begin) and guarantees the
+        // panels hold `chunks` 1 KiB tiles per strip and C is a writable 32 × 32 f32 block
+        // with row stride `ldc` (> 0 elements, columns contiguous). The tile registers are
+        // used only inside this block; the loop counter is decremented to zero
+        // (chunks >= 1 since kpad >= 32).
+        unsafe {
+            std::arch::asm!(
+                "test {load}, {load}",
+                "jz 2f",
+                "tileloadd tmm0, [{c} + {ldc}*1]",
+                "tileloadd tmm1, [{c} + {ldc}*1 + 64]",
+                "tileloadd tmm2, [{clo} + {ldc}*1]",
+                "tileloadd tmm3, [{clo} + {ldc}*1 + 64]",
+                "jmp 3f",
+                "2:",
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                "3:",
+                "mov {s}, 64",
+                "4:",
+                "tileloadd tmm4, [{a0} + {s}*1]",
+                "tileloadd tmm6, [{b0} + {s}*1]",
+                "tdpbf16ps tmm0, tmm4, tmm6",
+                "tileloadd tmm5, [{a1} + {s}*1]",
+                "tdpbf16ps tmm2, tmm5, tmm6",
+                "tileloadd tmm7, [{b1} + {s}*1]",
+                "tdpbf16ps tmm1, tmm4, tmm7",
+                "tdpbf16ps tmm3, tmm5, tmm7",
+                "add {a0}, 1024",
+                "add {a1}, 1024",
+                "add {b0}, 1024",
+                "add {b1}, 1024",
+                "dec {n}",
+                "jnz 4b",
+                "tilestored [{c} + {ldc}*1], tmm0",
+                "tilestored [{c} + {ldc}*1 + 64], tmm1",
+                "tilestored [{clo} + {ldc}*1], tmm2",
+                "tilestored [{clo} + {ldc}*1 + 64], tmm3",
+                load = in(reg) load as usize,
+                c = in(reg) c,
+                clo = in(reg) c_lo,
+                ldc = in(reg) ldc_bytes,
+                a0 = inout(reg) a => _,
+                a1 = inout(reg) a1 => _,
+                b0 = inout(reg) b => _,
+                b1 = inout(reg) b1 => _,
+                n = inout(reg) chunks => _,
+                s = out(reg) _,
+                options(nostack),
+            );
+        }
+    }
+
+    fn begin(&self) {
+        // SAFETY: `available()` held when this kernel was built (Amx::new), so the tile
+        // state is enabled and permitted; CONFIG is a valid 64-byte palette-1 config.
+        unsafe {
+            std::arch::asm!("ldtilecfg [{0}]", in(reg) &CONFIG as *const TileConfig, options(nostack, readonly))
+        };
+    }
+
+    fn end(&self) {
+        // SAFETY: as in begin: tile instructions are permitted; TILERELEASE returns the
+        // tile state to its initial (unused) state and touches no memory.
+        unsafe { std::arch::asm!("tilerelease", options(nostack, nomem)) };
+    }
+}

@@ -1,0 +1,352 @@
+//! AVX-512 micro-kernels for half-precision operands without AMX:
+//! - [`DpBf16`]: bf16 × bf16 with `vdpbf16ps` (AVX512_BF16): each 32-bit lane of the
+//!   accumulator adds the products of one bf16 pair, `c += a₀·b₀ + a₁·b₁`, so one
+//!   instruction does 32 multiply-adds (twice an f32 FMA's 16). Pair-interleaved
+//!   ("VNNI") packing: A's panel is `[sum pair][MR rows][2]` (a row's pair is one 32-bit
+//!   broadcast), B's `[sum pair][NR columns][2]` (two vectors of 16 pairs).
+//!   Numerics (Intel SDM, VDPBF16PS): f32 accumulation, round-to-nearest-even, bf16
+//!   denormal inputs treated as zero, denormal results flushed to zero.
+//! - [`Fma32`]: f16 or bf16 operands converted to f32 while they are packed (exact), then
+//!   an f32 FMA kernel. This is the f16 path: AVX512_FP16 arithmetic would accumulate in
+//!   f16 (11-bit significand), far from the f32 accumulation the oracle's tolerance
+//!   allows, and converting f16 to bf16 would drop 3 bits of every input. Converting in
+//!   the packing step reads each operand once, panel by panel, instead of first copying
+//!   both whole tensors to f32.
+//!
+//! Both use a 12 × 32 tile of C (24 zmm accumulators, 2 B vectors, broadcasts folded into
+//! the multiply-adds).
+
+use super::lowp_drive::{Half, Kernel, Src};
+use std::arch::x86_64::*;
+
+/// Rows of C per micro-kernel call.
+const MR: usize = 12;
+/// Columns of C per micro-kernel call (two 16-lane vectors).
+const NR: usize = 32;
+
+/// Whether the CPU has AVX-512 F and BW (every kernel here needs them).
+pub(crate) fn avx512bw() -> bool {
+    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")
+}
+
+/// Whether the CPU has `vdpbf16ps` (AVX512_BF16) besides AVX-512 F/BW.
+pub fn avx512bf16_available() -> bool {
+    avx512bw() && is_x86_feature_detected!("avx512bf16")
+}
+
+/// Pack sums `0..kb`, columns `0..nb` of `b` as strips of `W` columns, each
+/// `[kpad / 2 pairs][W columns][2]`, over `nb.next_multiple_of(nr)` columns (zeros past
+/// `nb` and `kb`). Used by the AMX kernel (`W = 16`, one tile per 16 pairs) and by
+/// [`DpBf16`] (`W = NR`).
+///
+/// # Safety
+/// The `kb × nb` block of `b` must be readable; the CPU must have AVX-512 F and BW.
+pub(crate) unsafe fn pack_b_pairs<const W: usize>(
+    b: Src,
+    kb: usize,
+    nb: usize,
+    kpad: usize,
+    nr: usize,
+    dst: &mut [u16],
+) {
+    let kp2 = kpad / 2;
+    let cols = nb.next_multiple_of(nr);
+    assert!(dst.len() >= cols * kpad, "pack_b_pairs: buffer too small");
+    for t in 0..cols / W {
+        let strip = &mut dst[t * kp2 * W * 2..(t + 1) * kp2 * W * 2];
+        let j0 = t * W;
+        let w = W.min(nb.saturating_sub(j0));
+        for p in 0..kp2 {
+            let out = &mut strip[p * W * 2..(p + 1) * W * 2];
+            let (k0, k1) = (2 * p, 2 * p + 1);
+            if w == W && k1 < kb && b.cs == 1 && W.is_multiple_of(16) {
+                for g in 0..W / 16 {
+                    // SAFETY: rows k0, k1 < kb and columns j0 + 16g .. +16 <= nb are inside
+                    // the block, contiguous (unit column stride); `out` has 32 u16 per group;
+                    // the caller guarantees AVX-512 F/BW.
+                    unsafe {
+                        interleave16(
+                            b.at(k0, j0 + 16 * g).ptr,
+                            b.at(k1, j0 + 16 * g).ptr,
+                            out[32 * g..].as_mut_ptr(),
+                        )
+                    };
+                }
+                continue;
+            }
+            for (n, pair) in out.chunks_exact_mut(2).enumerate() {
+                let inside = n < w;
+                // SAFETY: each read is guarded to (k < kb, j0 + n < nb), inside the block.
+                unsafe {
+                    pair[0] = if inside && k0 < kb {
+                        b.get(k0, j0 + n)
+                    } else {
+                        0
+                    };
+                    pair[1] = if inside && k1 < kb {
+                        b.get(k1, j0 + n)
+                    } else {
+                        0
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Interleave 16 elements of two rows: `out = [r0[0], r1[0], r0[1], r1[1], …]`.
+///
+/// # Safety
+/// `r0`, `r1` readable for 16 u16, `out` writable for 32; AVX-512 F/BW present.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn interleave16(r0: *const u16, r1: *const u16, out: *mut u16) {
+    static IDX: [u16; 32] = {
+        let mut v = [0u16; 32];
+        let mut n = 0;
+        while n < 16 {
+            v[2 * n] = n as u16;
+            v[2 * n + 1] = 32 + n as u16;
+            n += 1;
+        }
+        v
+    };
+    // SAFETY: the caller guarantees the pointers' extents; unaligned loads/stores.
+    unsafe {
+        let lo = _mm512_castsi256_si512(_mm256_loadu_si256(r0 as *const __m256i));
+        let hi = _mm512_castsi256_si512(_mm256_loadu_si256(r1 as *const __m256i));
+        let idx = _mm512_loadu_si512(IDX.as_ptr() as *const __m512i);
+        _mm512_storeu_si512(out as *mut __m512i, _mm512_permutex2var_epi16(lo, idx, hi));
+    }
+}
+
+/// The `vdpbf16ps` micro-kernel (construct only when [`avx512bf16_available`]).
+pub(crate) struct DpBf16(());
+
+impl DpBf16 {
+    /// The kernel, if the CPU has AVX512_BF16.
+    pub(crate) fn new() -> Option<DpBf16> {
+        avx512bf16_available().then_some(DpBf16(()))
+    }
+}
+
+impl Kernel for DpBf16 {
+    type P = u16;
+    const MR: usize = MR;
+    const NR: usize = NR;
+    const KU: usize = 2;
+    const KC: usize = 512;
+    const MC: usize = 192;
+    const NC: usize = 1024;
+
+    unsafe fn pack_a(&self, a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [u16]) {
+        let kp2 = kpad / 2;
+        let rows = mb.next_multiple_of(MR);
+        assert!(dst.len() >= rows * kpad, "DpBf16 pack_a: buffer too small");
+        for i in 0..rows {
+            let (panel, r) = (i / MR, i % MR);
+            let base = panel * kp2 * MR * 2 + r * 2;
+            for p in 0..kp2 {
+                let o = base + p * MR * 2;
+                let (k0, k1) = (2 * p, 2 * p + 1);
+                // SAFETY: reads are guarded to i < mb and k < kb: inside the block.
+                unsafe {
+                    dst[o] = if i < mb && k0 < kb { a.get(i, k0) } else { 0 };
+                    dst[o + 1] = if i < mb && k1 < kb { a.get(i, k1) } else { 0 };
+                }
+            }
+        }
+    }
+
+    unsafe fn pack_b(&self, b: Src, kb: usize, nb: usize, kpad: usize, dst: &mut [u16]) {
+        // SAFETY: forwarded contract; DpBf16 exists only with AVX-512 F/BW.
+        unsafe { pack_b_pairs::<NR>(b, kb, nb, kpad, NR, dst) }
+    }
+
+    unsafe fn micro(
+        &self,
+        kpad: usize,
+        a: *const u16,
+        b: *const u16,
+        c: *mut f32,
+        ldc: isize,
+        load: bool,
+    ) {
+        // SAFETY: forwarded contract; DpBf16 exists only with AVX512_BF16 (and F/BW).
+        unsafe { dp_micro(kpad / 2, a as *const u32, b, c, ldc, load) }
+    }
+}
+
+/// `C[12 × 32] (+)= A·B` over `kp2` sum pairs with `vdpbf16ps`.
+///
+/// # Safety
+/// As [`Kernel::micro`]; the CPU has AVX512_BF16.
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn dp_micro(kp2: usize, a: *const u32, b: *const u16, c: *mut f32, ldc: isize, load: bool) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    // SAFETY: the caller guarantees a 12 × 32 writable f32 tile at c (row stride ldc),
+    // MR·kp2 pairs in A's panel and NR·kp2 pairs in B's.
+    unsafe {
+        if load {
+            for (r, row) in acc.iter_mut().enumerate() {
+                let cr = c.offset(r as isize * ldc);
+                row[0] = _mm512_loadu_ps(cr);
+                row[1] = _mm512_loadu_ps(cr.add(16));
+            }
+        }
+        for p in 0..kp2 {
+            let bp = b.add(p * 2 * NR) as *const __m512i;
+            let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(bp));
+            let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(bp.add(1)));
+            let ap = a.add(p * MR);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(*ap.add(r) as i32));
+                row[0] = _mm512_dpbf16_ps(row[0], av, b0);
+                row[1] = _mm512_dpbf16_ps(row[1], av, b1);
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            let cr = c.offset(r as isize * ldc);
+            _mm512_storeu_ps(cr, row[0]);
+            _mm512_storeu_ps(cr.add(16), row[1]);
+        }
+    }
+}
+
+/// The f32-FMA micro-kernel over half operands converted while packing (construct only
+/// with AVX-512 F/BW). `kind` is the operands' storage type.
+pub(crate) struct Fma32 {
+    kind: Half,
+}
+
+impl Fma32 {
+    /// The kernel for operands stored as `kind`, if the CPU has AVX-512 F/BW.
+    pub(crate) fn new(kind: Half) -> Option<Fma32> {
+        avx512bw().then_some(Fma32 { kind })
+    }
+}
+
+impl Kernel for Fma32 {
+    type P = f32;
+    const MR: usize = MR;
+    const NR: usize = NR;
+    const KU: usize = 1;
+    const KC: usize = 256;
+    const MC: usize = 144;
+    const NC: usize = 1024;
+
+    unsafe fn pack_a(&self, a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [f32]) {
+        let rows = mb.next_multiple_of(MR);
+        assert!(dst.len() >= rows * kpad, "Fma32 pack_a: buffer too small");
+        let kind = self.kind;
+        for i in 0..rows {
+            let (panel, r) = (i / MR, i % MR);
+            let base = panel * kpad * MR + r;
+            for p in 0..kpad {
+                dst[base + p * MR] = if i < mb && p < kb {
+                    // SAFETY: guarded to i < mb, p < kb: inside the block.
+                    kind.to_f32(unsafe { a.get(i, p) })
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+
+    unsafe fn pack_b(&self, b: Src, kb: usize, nb: usize, kpad: usize, dst: &mut [f32]) {
+        let cols = nb.next_multiple_of(NR);
+        assert!(dst.len() >= cols * kpad, "Fma32 pack_b: buffer too small");
+        let kind = self.kind;
+        for t in 0..cols / NR {
+            let j0 = t * NR;
+            let w = NR.min(nb.saturating_sub(j0));
+            for p in 0..kpad {
+                let out = &mut dst[(t * kpad + p) * NR..(t * kpad + p + 1) * NR];
+                if w == NR && p < kb && b.cs == 1 {
+                    for g in 0..NR / 16 {
+                        // SAFETY: row p < kb, columns j0 + 16g..+16 <= nb are contiguous
+                        // elements of the block; `out` holds 16 more f32; AVX-512 F/BW
+                        // present (Fma32::new).
+                        unsafe {
+                            widen16(kind, b.at(p, j0 + 16 * g).ptr, out[16 * g..].as_mut_ptr())
+                        };
+                    }
+                    continue;
+                }
+                for (n, o) in out.iter_mut().enumerate() {
+                    *o = if n < w && p < kb {
+                        // SAFETY: guarded to p < kb, j0 + n < nb: inside the block.
+                        kind.to_f32(unsafe { b.get(p, j0 + n) })
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+    }
+
+    unsafe fn micro(
+        &self,
+        kpad: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: isize,
+        load: bool,
+    ) {
+        // SAFETY: forwarded contract; Fma32 exists only with AVX-512 F/BW.
+        unsafe { fma_micro(kpad, a, b, c, ldc, load) }
+    }
+}
+
+/// Convert 16 contiguous half elements to f32 (exact).
+///
+/// # Safety
+/// `src` readable for 16 u16, `out` writable for 16 f32; AVX-512 F/BW present.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn widen16(kind: Half, src: *const u16, out: *mut f32) {
+    // SAFETY: the caller guarantees both extents; unaligned loads/stores.
+    unsafe {
+        let h = _mm256_loadu_si256(src as *const __m256i);
+        let v = match kind {
+            Half::F16 => _mm512_cvtph_ps(h),
+            Half::Bf16 => _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)),
+        };
+        _mm512_storeu_ps(out, v);
+    }
+}
+
+/// `C[12 × 32] (+)= A·B` over `kc` sums with f32 FMA.
+///
+/// # Safety
+/// As [`Kernel::micro`]; the CPU has AVX-512 F.
+#[target_feature(enable = "avx512f")]
+unsafe fn fma_micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: isize, load: bool) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    // SAFETY: the caller guarantees a 12 × 32 writable f32 tile at c (row stride ldc),
+    // MR·kc elements in A's panel and NR·kc in B's.
+    unsafe {
+        if load {
+            for (r, row) in acc.iter_mut().enumerate() {
+                let cr = c.offset(r as isize * ldc);
+                row[0] = _mm512_loadu_ps(cr);
+                row[1] = _mm512_loadu_ps(cr.add(16));
+            }
+        }
+        for p in 0..kc {
+            let bp = b.add(p * NR);
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
+            let ap = a.add(p * MR);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.add(r));
+                row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            let cr = c.offset(r as isize * ldc);
+            _mm512_storeu_ps(cr, row[0]);
+            _mm512_storeu_ps(cr.add(16), row[1]);
+        }
+    }
+}

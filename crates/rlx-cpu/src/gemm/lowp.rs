@@ -1,0 +1,475 @@
+//! Half-precision GEMM: `C (+)= A·B` with bf16 or f16 operands and f32 accumulation, on
+//! the best unit the CPU has, chosen at run time.
+//!
+//! | path | operands | needs | how |
+//! |---|---|---|---|
+//! | [`LowpPath::Amx`] | bf16 | AMX-TILE + AMX-BF16, Linux | `tdpbf16ps` on 16×16 f32 tiles |
+//! | [`LowpPath::Avx512Bf16`] | bf16 | AVX512_BF16 | `vdpbf16ps` on zmm registers |
+//! | [`LowpPath::Avx512F32`] | bf16, f16 | AVX-512 F/BW | converted to f32 while packing, f32 FMA |
+//! | [`LowpPath::CastF32`] | bf16, f16 | nothing | both operands copied to f32, then [`sgemm`] |
+//!
+//! The default is the first available path in that order (f16 starts at `Avx512F32`: no
+//! unit here multiplies f16 with f32 accumulation; see `bf16_avx512.rs`). The environment
+//! variables `RLX_GEMM_BF16` and `RLX_GEMM_F16` (`amx`, `avx512bf16`, `avx512f32`, `f32`)
+//! force a path for testing and benchmarking; an unknown or unavailable value is reported
+//! once on stderr and the default is used.
+//!
+//! Exactness: every path multiplies the exact (bf16/f16-valued) inputs and accumulates in
+//! f32, so results agree with an f64 reference over the same inputs to about
+//! `K · 2⁻²⁴ · Σ|aᵢ·bᵢ|` (the sum's order differs between paths). AMX and `vdpbf16ps`
+//! treat bf16 denormals (below 2⁻¹²⁶) as zero. Each path's result is deterministic and does
+//! not depend on the thread count.
+//!
+//! [`sgemm`]: super::sgemm
+
+use super::{MatMut, MatRef, check_in_bounds, no_self_overlap, sgemm};
+use std::sync::OnceLock;
+
+pub use half::{bf16, f16};
+
+/// Which unit computes a half-precision product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LowpPath {
+    /// Intel AMX tiles (`tdpbf16ps`); bf16 only.
+    Amx,
+    /// AVX512_BF16 `vdpbf16ps`; bf16 only.
+    Avx512Bf16,
+    /// Operands widened to f32 while packed, f32 FMA on AVX-512.
+    Avx512F32,
+    /// Whole operands copied to f32, then the f32 GEMM (any CPU).
+    CastF32,
+}
+
+impl LowpPath {
+    /// Every path, fastest first.
+    pub const ALL: [LowpPath; 4] = [
+        LowpPath::Amx,
+        LowpPath::Avx512Bf16,
+        LowpPath::Avx512F32,
+        LowpPath::CastF32,
+    ];
+
+    /// The name used by `RLX_GEMM_BF16` / `RLX_GEMM_F16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LowpPath::Amx => "amx",
+            LowpPath::Avx512Bf16 => "avx512bf16",
+            LowpPath::Avx512F32 => "avx512f32",
+            LowpPath::CastF32 => "f32",
+        }
+    }
+
+    /// The path named `s` (as [`LowpPath::name`] spells it).
+    pub fn parse(s: &str) -> Option<LowpPath> {
+        LowpPath::ALL.into_iter().find(|p| p.name() == s.trim())
+    }
+
+    /// Whether this path can multiply operands of type `T` on this CPU and OS.
+    pub fn available<T: HalfFloat>(self) -> bool {
+        let bf = T::IS_BF16;
+        #[cfg(target_arch = "x86_64")]
+        {
+            match self {
+                LowpPath::Amx => bf && super::amx::available(),
+                LowpPath::Avx512Bf16 => bf && super::bf16_avx512::avx512bf16_available(),
+                LowpPath::Avx512F32 => super::bf16_avx512::avx512bw(),
+                LowpPath::CastF32 => true,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = bf;
+            self == LowpPath::CastF32
+        }
+    }
+
+    /// The path used for `T` when none is given: the environment's choice (see the module
+    /// docs) if available, else the fastest available one. Decided once per process.
+    pub fn default_for<T: HalfFloat>() -> LowpPath {
+        static BF16: OnceLock<LowpPath> = OnceLock::new();
+        static F16: OnceLock<LowpPath> = OnceLock::new();
+        let (cell, var) = if T::IS_BF16 {
+            (&BF16, "RLX_GEMM_BF16")
+        } else {
+            (&F16, "RLX_GEMM_F16")
+        };
+        *cell.get_or_init(|| {
+            let best = LowpPath::ALL
+                .into_iter()
+                .find(|p| p.available::<T>())
+                .unwrap_or(LowpPath::CastF32);
+            let Ok(v) = std::env::var(var) else {
+                return best;
+            };
+            match LowpPath::parse(&v) {
+                Some(p) if p.available::<T>() => p,
+                Some(p) => {
+                    eprintln!(
+                        "rlx-cpu: {var}={v}: the {} path is not available for {} on this CPU; using {}",
+                        p.name(),
+                        T::NAME,
+                        best.name()
+                    );
+                    best
+                }
+                None => {
+                    eprintln!(
+                        "rlx-cpu: {var}={v} is not a GEMM path (expected amx, avx512bf16, avx512f32 \
+                         or f32); using {}",
+                        best.name()
+                    );
+                    best
+                }
+            }
+        })
+    }
+}
+
+/// A 16-bit float type the half-precision GEMM accepts (`bf16`, `f16`).
+pub trait HalfFloat: Copy + Send + Sync + 'static + sealed::Sealed {
+    /// The type's name in messages.
+    const NAME: &'static str;
+    /// Whether it is bf16 (else f16).
+    #[doc(hidden)]
+    const IS_BF16: bool;
+    /// Round an f32 to this type (to nearest, ties to even).
+    fn from_f32_rne(v: f32) -> Self;
+    /// The exact f32 value.
+    fn to_f32_exact(self) -> f32;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for half::f16 {}
+}
+
+impl HalfFloat for bf16 {
+    const NAME: &'static str = "bf16";
+    const IS_BF16: bool = true;
+    fn from_f32_rne(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+    fn to_f32_exact(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl HalfFloat for f16 {
+    const NAME: &'static str = "f16";
+    const IS_BF16: bool = false;
+    fn from_f32_rne(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    fn to_f32_exact(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// The packing kernels' name for `T`'s storage.
+#[cfg(target_arch = "x86_64")]
+fn kind<T: HalfFloat>() -> super::lowp_drive::Half {
+    if T::IS_BF16 {
+        super::lowp_drive::Half::Bf16
+    } else {
+        super::lowp_drive::Half::F16
+    }
+}
+
+/// `C = A·B` (or `C += A·B` with `accumulate`) with half-precision `A` (m×k) and `B`
+/// (k×n), any strides, f32 `C`, on the default path for `T`
+/// ([`LowpPath::default_for`]) and at most `threads` threads of the current rayon pool.
+///
+/// Panics (naming the shapes or the view) if the shapes do not chain, a view reaches
+/// outside its slice, or C's strides make two elements share storage.
+pub fn gemm_half<T: HalfFloat>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, f32>,
+    accumulate: bool,
+    threads: usize,
+) {
+    gemm_half_with(LowpPath::default_for::<T>(), a, b, c, accumulate, threads);
+}
+
+/// [`gemm_half`] on a given path. Panics if the path is not available for `T` here
+/// (see [`LowpPath::available`]).
+pub fn gemm_half_with<T: HalfFloat>(
+    path: LowpPath,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, f32>,
+    accumulate: bool,
+    threads: usize,
+) {
+    let op = "gemm_half";
+    assert!(
+        path.available::<T>(),
+        "{op}: the {} path cannot multiply {} operands on this CPU (AMX needs AMX-BF16 and Linux, \
+         avx512bf16 needs AVX512_BF16, avx512f32 needs AVX-512 F/BW); use LowpPath::default_for \
+         or check LowpPath::available first",
+        path.name(),
+        T::NAME
+    );
+    assert!(
+        a.cols == b.rows && a.rows == c.rows && b.cols == c.cols,
+        "{op}: shapes do not chain: A is {}x{}, B is {}x{}, C is {}x{}; need A m×k, B k×n, C m×n",
+        a.rows,
+        a.cols,
+        b.rows,
+        b.cols,
+        c.rows,
+        c.cols
+    );
+    let view = |w: &str, r: usize, c: usize, rs: isize, cs: isize, off: usize, len: usize| {
+        check_in_bounds(op, w, (r, c), (rs, cs), off, len)
+    };
+    view(
+        "A",
+        a.rows,
+        a.cols,
+        a.row_stride,
+        a.col_stride,
+        a.offset,
+        a.data.len(),
+    );
+    view(
+        "B",
+        b.rows,
+        b.cols,
+        b.row_stride,
+        b.col_stride,
+        b.offset,
+        b.data.len(),
+    );
+    view(
+        "C",
+        c.rows,
+        c.cols,
+        c.row_stride,
+        c.col_stride,
+        c.offset,
+        c.data.len(),
+    );
+    assert!(
+        no_self_overlap(c.rows, c.cols, c.row_stride, c.col_stride),
+        "{op}: output view C ({}x{}, strides ({}, {})) maps distinct elements to the same storage; \
+         give C non-overlapping strides (e.g. row-major: ({}, 1))",
+        c.rows,
+        c.cols,
+        c.row_stride,
+        c.col_stride,
+        c.cols
+    );
+    let (m, n, k) = (c.rows, c.cols, a.cols);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            let mut c = c;
+            super::scale(&mut c, 0.0);
+        }
+        return;
+    }
+    match path {
+        LowpPath::CastF32 => cast_path(a, b, c, accumulate, threads),
+        #[cfg(target_arch = "x86_64")]
+        _ => packed_path(path, a, b, c, accumulate, threads),
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("only the cast path is available off x86-64"),
+    }
+}
+
+/// [`gemm_half_with`] writing `C = A·B` rounded once (to nearest, ties to even) from the
+/// f32 accumulator into a half-precision `C`.
+pub fn gemm_half_rounded_with<T: HalfFloat>(
+    path: LowpPath,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, T>,
+    threads: usize,
+) {
+    let (m, n) = (c.rows, c.cols);
+    check_in_bounds(
+        "gemm_half_rounded",
+        "C",
+        (m, n),
+        (c.row_stride, c.col_stride),
+        c.offset,
+        c.data.len(),
+    );
+    let mut acc = vec![0f32; m * n];
+    gemm_half_with(
+        path,
+        a,
+        b,
+        MatMut::row_major(&mut acc, m, n),
+        false,
+        threads,
+    );
+    for i in 0..m {
+        for j in 0..n {
+            c.data[super::at(c.offset, c.row_stride, c.col_stride, i, j)] =
+                T::from_f32_rne(acc[i * n + j]);
+        }
+    }
+}
+
+/// The portable path: dense f32 copies of both operands and the f32 GEMM.
+fn cast_path<T: HalfFloat>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, f32>,
+    accumulate: bool,
+    threads: usize,
+) {
+    let dense = |v: &MatRef<'_, T>| -> Vec<f32> {
+        let mut out = Vec::with_capacity(v.rows * v.cols);
+        for i in 0..v.rows {
+            for j in 0..v.cols {
+                out.push(
+                    v.data[super::at(v.offset, v.row_stride, v.col_stride, i, j)].to_f32_exact(),
+                );
+            }
+        }
+        out
+    };
+    let (af, bf) = (dense(&a), dense(&b));
+    let beta = if accumulate { 1.0 } else { 0.0 };
+    sgemm(
+        1.0,
+        MatRef::row_major(&af, a.rows, a.cols),
+        MatRef::row_major(&bf, b.rows, b.cols),
+        beta,
+        c,
+        threads,
+    );
+}
+
+/// Multiply-adds per worker thread below which extra threads are not used.
+const PAR_MNK_PER_THREAD: usize = 1 << 21;
+
+#[cfg(target_arch = "x86_64")]
+fn packed_path<T: HalfFloat>(
+    path: LowpPath,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, f32>,
+    accumulate: bool,
+    threads: usize,
+) {
+    use super::bf16_avx512::{DpBf16, Fma32};
+    use super::lowp_drive::{Dst, Src};
+    let (m, n, k) = (c.rows, c.cols, a.cols);
+    let src = |v: &MatRef<'_, T>| Src {
+        // SAFETY: the view was checked in bounds of its slice, so its (0, 0) element is
+        // inside it; `T` is a 16-bit float, read as its bits.
+        ptr: unsafe { (v.data.as_ptr() as *const u16).add(v.offset) },
+        rs: v.row_stride,
+        cs: v.col_stride,
+    };
+    let (sa, sb) = (src(&a), src(&b));
+    let dst = Dst {
+        // SAFETY: C's (0, 0) element is inside its slice (checked in bounds).
+        ptr: unsafe { c.data.as_mut_ptr().add(c.offset) },
+        rs: c.row_stride,
+        cs: c.col_stride,
+    };
+    let threads = threads.min((m * n * k / PAR_MNK_PER_THREAD).max(1)).max(1);
+    let job = Job {
+        a: sa,
+        b: sb,
+        c: dst,
+        mnk: (m, n, k),
+        accumulate,
+        threads,
+    };
+    // SAFETY: the views are in bounds (checked above), C's elements are pairwise distinct
+    // (no_self_overlap) and C is an exclusive borrow, so it overlaps neither A nor B; each
+    // kernel was built only where its CPU features (and AMX permission) exist.
+    unsafe {
+        match path {
+            LowpPath::Amx => job.run(&super::amx::Amx::new().expect("AMX checked available")),
+            LowpPath::Avx512Bf16 => job.run(&DpBf16::new().expect("AVX512_BF16 checked")),
+            LowpPath::Avx512F32 => job.run(&Fma32::new(kind::<T>()).expect("AVX-512 checked")),
+            LowpPath::CastF32 => unreachable!("handled by the caller"),
+        }
+    }
+}
+
+/// One product's operands, handed to the worker threads.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Job {
+    a: super::lowp_drive::Src,
+    b: super::lowp_drive::Src,
+    c: super::lowp_drive::Dst,
+    mnk: (usize, usize, usize),
+    accumulate: bool,
+    threads: usize,
+}
+
+// SAFETY: a Job carries one product's views into the blocks of a blocking parallel loop:
+// A and B are only read, each block writes a disjoint range of C's rows or columns, and
+// the views outlive the loop.
+#[cfg(target_arch = "x86_64")]
+unsafe impl Send for Job {}
+// SAFETY: as for Send.
+#[cfg(target_arch = "x86_64")]
+unsafe impl Sync for Job {}
+
+#[cfg(target_arch = "x86_64")]
+impl Job {
+    /// Split C into blocks of rows (or columns, when wider than tall) whose edges are
+    /// multiples of the kernel's tile, one per thread, and drive each.
+    ///
+    /// # Safety
+    /// As [`super::lowp_drive::drive`] for the whole product.
+    unsafe fn run<K: super::lowp_drive::Kernel>(&self, kern: &K) {
+        let (m, n, k) = self.mnk;
+        let rows = m >= n;
+        let (len, grain) = if rows { (m, K::MR) } else { (n, K::NR) };
+        let per = len.div_ceil(self.threads).next_multiple_of(grain);
+        let parts = len.div_ceil(per);
+        let block = |part: usize| {
+            let lo = part * per;
+            let hi = (lo + per).min(len);
+            // SAFETY: rows (or columns) lo..hi of C, A's rows (or B's columns) with them,
+            // are inside the views; blocks are disjoint in C.
+            unsafe {
+                if rows {
+                    super::lowp_drive::drive(
+                        kern,
+                        self.a.at(lo, 0),
+                        self.b,
+                        super::lowp_drive::Dst {
+                            ptr: self.c.at(lo, 0),
+                            ..self.c
+                        },
+                        (hi - lo, n, k),
+                        self.accumulate,
+                    )
+                } else {
+                    super::lowp_drive::drive(
+                        kern,
+                        self.a,
+                        self.b.at(0, lo),
+                        super::lowp_drive::Dst {
+                            ptr: self.c.at(0, lo),
+                            ..self.c
+                        },
+                        (m, hi - lo, k),
+                        self.accumulate,
+                    )
+                }
+            }
+        };
+        if parts <= 1 {
+            block(0);
+        } else {
+            use rayon::prelude::*;
+            (0..parts).into_par_iter().for_each(block);
+        }
+    }
+}
