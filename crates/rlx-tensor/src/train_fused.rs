@@ -14,6 +14,12 @@
 //! returned `Func`, new state into the optimizer's own buffers. The step counter then
 //! advances through [`Optimizer::end_iteration`], as on the host path.
 //!
+//! Parameter groups ([`rlx_optim::ParamGroup`]) give params their own learning rate and
+//! decay: each param's update reads the runtime scalars of its group (named
+//! `__opt.group<i>.<operand>`; params in no group read `__opt.<operand>`), set per step
+//! from [`FusedUpdate::group_rule`], so a param gets exactly the operands its host `step`
+//! would use. Which group each param falls in is part of the memo key.
+//!
 //! Global-norm clipping is computed in the program (f64 sum of squares, the host rule);
 //! QAT runs the forward pass at the quantized copies (quantized on the host by the user's
 //! closure) while the update reads and writes the f32 masters.
@@ -22,7 +28,8 @@ use crate::eval::Device;
 use crate::func::Func;
 use crate::{Error, Result};
 use rlx_ir::{Activation, BinaryOp, CmpOp, DType, Graph, NodeId, Op, ReduceOp, Shape, TensorData};
-use rlx_optim::{AdamCoeffs, FusedRule, Optimizer};
+use rlx_optim::{AdamCoeffs, FusedRule, FusedUpdate, Optimizer};
+use std::collections::HashMap;
 
 /// Prefix of every node the fused graph adds; graphs using it fall back to the host path.
 const PREFIX: &str = "__opt.";
@@ -35,6 +42,8 @@ struct Trained<'a> {
     name: &'a str,
     dims: Vec<usize>,
     len: usize,
+    /// Its parameter group (index into the optimizer's groups), `None` for none.
+    group: Option<usize>,
 }
 
 impl Func {
@@ -51,16 +60,16 @@ impl Func {
         wrt: &[&str],
         inputs: &[(&str, &[f32])],
     ) -> Result<Option<(Func, Vec<f32>)>> {
-        let Some(trained) = self.fusable(wrt) else {
+        let Some(mut trained) = self.fusable(wrt) else {
             return Ok(None);
         };
         let clip = max_grad_norm > 0.0;
         let Some(mut fu) = opt.fused() else {
             return Ok(None);
         };
-        let rule = fu.rule;
+        assign_groups(&mut trained, &fu);
         let kinds = fu.state_kinds();
-        let (fused, key) = self.fused_func(&trained, &rule, kinds, clip, quant.is_some(), wrt)?;
+        let (fused, key) = self.fused_func(&trained, &fu, clip, quant.is_some(), wrt)?;
         let unsupported = |device: Device| format!("{key}#unsupported-on:{device}");
         let device = device.unwrap_or_else(|| crate::eval::fastest_device_for(fused.graph()));
         if self.has_derived(&unsupported(device))? {
@@ -79,14 +88,17 @@ impl Func {
         };
         {
             let mut c = compiled.borrow_mut();
-            let (dtype, ops) = operands(&rule);
-            for (name, v) in ops {
-                // Operands the rule does not read here were pruned from the program.
-                if !c.slots().iter().any(|s| s.is_param && s.name == name) {
-                    continue;
+            for group in used_groups(&trained) {
+                let (dtype, ops) = operands(fu.group_rule(group));
+                for (operand, v) in ops {
+                    let name = operand_input(group, operand);
+                    // Operands the rule does not read here were pruned from the program.
+                    if !c.slots().iter().any(|s| s.is_param && s.name == name) {
+                        continue;
+                    }
+                    c.set_param(&name, TensorData::from_f64_as(dtype, &[], &[v]))
+                        .map_err(|e| Error::new(format!("train_step (fused): {e}")))?;
                 }
-                c.set_param(name, TensorData::from_f64_as(dtype, &[], &[v]))
-                    .map_err(|e| Error::new(format!("train_step (fused): {e}")))?;
             }
             if clip {
                 let bound = TensorData::from_f64(&[], &[max_grad_norm as f64]);
@@ -196,31 +208,40 @@ impl Func {
                 t.name
             );
             fu.set_state(t.name, bufs);
+            fu.note_param(t.name, &t.dims);
         }
         let _ = fu; // the borrow of `opt` ends here
         opt.end_iteration();
         Ok(Some((next, loss)))
     }
 
-    /// The fused step's function (memoized per lineage, `wrt`, rule structure, clipping
-    /// and QAT) and its memo key.
+    /// The fused step's function (memoized per lineage, `wrt`, rule structure, each
+    /// param's group, clipping and QAT) and its memo key.
     fn fused_func(
         &self,
         trained: &[Trained<'_>],
-        rule: &FusedRule,
-        kinds: &[&str],
+        fu: &FusedUpdate<'_>,
         clip: bool,
         qat: bool,
         wrt: &[&str],
     ) -> Result<(Func, String)> {
+        let groups = if trained.iter().all(|t| t.group.is_none()) {
+            String::new()
+        } else {
+            let each: Vec<String> = trained
+                .iter()
+                .map(|t| t.group.map_or("-".into(), |i| i.to_string()))
+                .collect();
+            format!(":groups={}", each.join(","))
+        };
         let key = format!(
-            "train_fused:{}:clip={clip}:qat={qat}:{}",
-            rule.structure(),
+            "train_fused:{}:clip={clip}:qat={qat}{groups}:{}",
+            fu.rule.structure(),
             wrt.join("\u{1f}")
         );
         let fused = self.derived(&key, || {
             let vg = self.value_and_grad_for(wrt)?;
-            build(vg.graph(), trained, rule, kinds, clip, qat).map(Func::from_graph_unchecked)
+            build(vg.graph(), trained, fu, clip, qat).map(Func::from_graph_unchecked)
         })?;
         Ok((fused, key))
     }
@@ -240,14 +261,15 @@ impl Func {
     /// assert!(f.explain_train_step(&mut Muon::new(0.1), &["w"]).contains("host path"));
     /// ```
     pub fn explain_train_step(&self, opt: &mut dyn Optimizer, wrt: &[&str]) -> String {
-        let Some(trained) = self.fusable(wrt) else {
+        let Some(mut trained) = self.fusable(wrt) else {
             return "host path: a trained param is not a distinct static f32 param (or a name starts with `__opt.`)".into();
         };
         let Some(fu) = opt.fused() else {
             return "host path: this optimizer has no fused rule (Optimizer::fused returned None)"
                 .into();
         };
-        match self.fused_func(&trained, &fu.rule, fu.state_kinds(), false, false, wrt) {
+        assign_groups(&mut trained, &fu);
+        match self.fused_func(&trained, &fu, false, false, wrt) {
             Ok((f, _)) => f.explain(),
             Err(e) => format!("host path: cannot build the fused step: {e}"),
         }
@@ -283,9 +305,36 @@ impl Func {
                 name,
                 len: dims.iter().product(),
                 dims,
+                group: None,
             });
         }
         Some(out)
+    }
+}
+
+/// Sets each trained param's group, as the optimizer's host `step` resolves it.
+fn assign_groups(trained: &mut [Trained<'_>], fu: &FusedUpdate<'_>) {
+    for t in trained.iter_mut() {
+        t.group = fu.group_index(t.name, &t.dims);
+    }
+}
+
+/// The distinct groups of the trained params, in first-use order.
+fn used_groups(trained: &[Trained<'_>]) -> Vec<Option<usize>> {
+    let mut used = Vec::new();
+    for t in trained {
+        if !used.contains(&t.group) {
+            used.push(t.group);
+        }
+    }
+    used
+}
+
+/// The runtime scalar holding `operand` for the params of `group`.
+fn operand_input(group: Option<usize>, operand: &str) -> String {
+    match group {
+        None => format!("{PREFIX}{operand}"),
+        Some(i) => format!("{PREFIX}group{i}.{operand}"),
     }
 }
 
@@ -302,23 +351,24 @@ fn master_input(name: &str) -> String {
 /// The clipping bound (runtime f64 scalar).
 const CLIP_BOUND: &str = "__opt.max_grad_norm";
 
-/// The runtime scalar operands of `rule`, by name, and the dtype they are computed in.
+/// The runtime scalar operands of `rule`, by operand name (see [`operand_input`]), and the
+/// dtype they are computed in.
 fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
     // Decoupled decay (AdamW) scales p by `1 − lr·wd`; Adam adds `wd·p` to the gradient.
     let adam = |c: &AdamCoeffs, f32_math: bool, decoupled: bool| {
         let [step_size, inv_sqrt_bc2, decay] = c.step_scalars(f32_math);
         vec![
-            ("__opt.beta1", c.beta1),
-            ("__opt.one_minus_beta1", c.one_minus_beta1),
-            ("__opt.beta2", c.beta2),
-            ("__opt.one_minus_beta2", c.one_minus_beta2),
-            ("__opt.step_size", step_size),
-            ("__opt.inv_sqrt_bc2", inv_sqrt_bc2),
-            ("__opt.eps", c.eps),
+            ("beta1", c.beta1),
+            ("one_minus_beta1", c.one_minus_beta1),
+            ("beta2", c.beta2),
+            ("one_minus_beta2", c.one_minus_beta2),
+            ("step_size", step_size),
+            ("inv_sqrt_bc2", inv_sqrt_bc2),
+            ("eps", c.eps),
             if decoupled {
-                ("__opt.decay", decay)
+                ("decay", decay)
             } else {
-                ("__opt.weight_decay", c.weight_decay)
+                ("weight_decay", c.weight_decay)
             },
         ]
     };
@@ -332,9 +382,9 @@ fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
         } => (
             DType::F32,
             vec![
-                ("__opt.lr", lr as f64),
-                ("__opt.momentum", momentum as f64),
-                ("__opt.weight_decay", weight_decay as f64),
+                ("lr", lr as f64),
+                ("momentum", momentum as f64),
+                ("weight_decay", weight_decay as f64),
             ],
         ),
         FusedRule::Adam { f32_math, ref c } => (dt(f32_math), adam(c, f32_math, false)),
@@ -351,14 +401,14 @@ fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
         } => (
             DType::F64,
             vec![
-                ("__opt.decay", decay),
-                ("__opt.lerp_weight", lerp_weight),
-                ("__opt.one_minus_lerp_weight", one_minus_lerp_weight),
-                ("__opt.beta2", beta2),
-                ("__opt.one_minus_beta2", one_minus_beta2),
-                ("__opt.bias_correction2_sqrt", bias_correction2_sqrt),
-                ("__opt.eps", eps),
-                ("__opt.neg_step_size", neg_step_size),
+                ("decay", decay),
+                ("lerp_weight", lerp_weight),
+                ("one_minus_lerp_weight", one_minus_lerp_weight),
+                ("beta2", beta2),
+                ("one_minus_beta2", one_minus_beta2),
+                ("bias_correction2_sqrt", bias_correction2_sqrt),
+                ("eps", eps),
+                ("neg_step_size", neg_step_size),
             ],
         ),
         FusedRule::Lion {
@@ -371,12 +421,12 @@ fn operands(rule: &FusedRule) -> (DType, Vec<(&'static str, f64)>) {
         } => (
             DType::F32,
             vec![
-                ("__opt.lr", lr as f64),
-                ("__opt.beta1", beta1 as f64),
-                ("__opt.one_minus_beta1", one_minus_beta1 as f64),
-                ("__opt.beta2", beta2 as f64),
-                ("__opt.one_minus_beta2", one_minus_beta2 as f64),
-                ("__opt.weight_decay", weight_decay as f64),
+                ("lr", lr as f64),
+                ("beta1", beta1 as f64),
+                ("one_minus_beta1", one_minus_beta1 as f64),
+                ("beta2", beta2 as f64),
+                ("one_minus_beta2", one_minus_beta2 as f64),
+                ("weight_decay", weight_decay as f64),
             ],
         ),
     }
@@ -438,16 +488,16 @@ impl B {
 }
 
 /// The fused graph: `vg` (outputs `[loss, grads…]`) plus the update of every trained
-/// param. Outputs `[loss, new params…, new state…]` (state grouped by param, in `kinds`
-/// order).
+/// param, each under its group's rule. Outputs `[loss, new params…, new state…]` (state
+/// grouped by param, in `fu.state_kinds()` order).
 fn build(
     vg: &Graph,
     trained: &[Trained<'_>],
-    rule: &FusedRule,
-    kinds: &[&str],
+    fu: &FusedUpdate<'_>,
     clip: bool,
     qat: bool,
 ) -> Result<Graph> {
+    let kinds = fu.state_kinds();
     let loss = vg.outputs[0];
     let mut grads: Vec<NodeId> = vg.outputs[1..].to_vec();
     let mut b = B { g: vg.clone() };
@@ -455,11 +505,15 @@ fn build(
     if clip {
         grads = clip_grads(&mut b, &grads)?;
     }
-    let (dt, ops) = operands(rule);
-    let mut s = std::collections::HashMap::new();
-    for (name, _) in &ops {
-        let id = b.scalar(name, dt);
-        s.insert(*name, id);
+    // One set of runtime scalars per group in use.
+    let mut scalars: HashMap<Option<usize>, HashMap<&'static str, NodeId>> = HashMap::new();
+    for group in used_groups(trained) {
+        let (dt, ops) = operands(fu.group_rule(group));
+        let ids = ops
+            .iter()
+            .map(|&(operand, _)| (operand, b.scalar(&operand_input(group, operand), dt)))
+            .collect();
+        scalars.insert(group, ids);
     }
     let mut new_params = Vec::with_capacity(trained.len());
     let mut new_state = Vec::new();
@@ -474,7 +528,8 @@ fn build(
             .iter()
             .map(|k| b.g.input(state_input(k, t.name), shape.clone()))
             .collect();
-        let (p2, st2) = update(&mut b, rule, &s, p, g, &state)?;
+        let rule = fu.group_rule(t.group);
+        let (p2, st2) = update(&mut b, rule, &scalars[&t.group], p, g, &state)?;
         new_params.push(p2);
         new_state.extend(st2);
     }
@@ -531,7 +586,7 @@ fn clip_grads(b: &mut B, grads: &[NodeId]) -> Result<Vec<NodeId>> {
 fn update(
     b: &mut B,
     rule: &FusedRule,
-    s: &std::collections::HashMap<&'static str, NodeId>,
+    s: &HashMap<&'static str, NodeId>,
     p: NodeId,
     g: NodeId,
     state: &[NodeId],
@@ -541,7 +596,7 @@ fn update(
         FusedRule::Sgd {
             momentum, nesterov, ..
         } => {
-            let (lr, mu, wd) = (k("__opt.lr"), k("__opt.momentum"), k("__opt.weight_decay"));
+            let (lr, mu, wd) = (k("lr"), k("momentum"), k("weight_decay"));
             let wp = b.mul(wd, p)?;
             let d = b.add(g, wp)?;
             if momentum == 0.0 {
@@ -567,23 +622,23 @@ fn update(
             let g2 = if decoupled {
                 gw
             } else {
-                let wp = b.mul(k("__opt.weight_decay"), pw)?;
+                let wp = b.mul(k("weight_decay"), pw)?;
                 b.add(gw, wp)?
             };
-            let bm = b.mul(k("__opt.beta1"), mw)?;
-            let cg = b.mul(k("__opt.one_minus_beta1"), g2)?;
+            let bm = b.mul(k("beta1"), mw)?;
+            let cg = b.mul(k("one_minus_beta1"), g2)?;
             let m = b.add(bm, cg)?;
-            let bv = b.mul(k("__opt.beta2"), vw)?;
-            let cg = b.mul(k("__opt.one_minus_beta2"), g2)?;
+            let bv = b.mul(k("beta2"), vw)?;
+            let cg = b.mul(k("one_minus_beta2"), g2)?;
             let cgg = b.mul(cg, g2)?;
             let v = b.add(bv, cgg)?;
             let root = b.act(Activation::Sqrt, v)?;
-            let scaled = b.mul(root, k("__opt.inv_sqrt_bc2"))?;
-            let denom = b.add(scaled, k("__opt.eps"))?;
-            let num = b.mul(k("__opt.step_size"), m)?;
+            let scaled = b.mul(root, k("inv_sqrt_bc2"))?;
+            let denom = b.add(scaled, k("eps"))?;
+            let num = b.mul(k("step_size"), m)?;
             let step = b.div(num, denom)?;
             let p1 = if decoupled {
-                b.mul(pw, k("__opt.decay"))?
+                b.mul(pw, k("decay"))?
             } else {
                 pw
             };
@@ -597,23 +652,23 @@ fn update(
             let f = DType::F64;
             let (pw, gw) = (b.cast(p, f)?, b.cast(g, f)?);
             let (mw, vw) = (b.cast(state[0], f)?, b.cast(state[1], f)?);
-            let p1 = b.mul(pw, k("__opt.decay"))?;
+            let p1 = b.mul(pw, k("decay"))?;
             let diff = b.sub(gw, mw)?;
             let m = if lerp_weight.abs() < 0.5 {
-                let step = b.mul(k("__opt.lerp_weight"), diff)?;
+                let step = b.mul(k("lerp_weight"), diff)?;
                 b.add(mw, step)?
             } else {
-                let back = b.mul(diff, k("__opt.one_minus_lerp_weight"))?;
+                let back = b.mul(diff, k("one_minus_lerp_weight"))?;
                 b.sub(gw, back)?
             };
-            let vb = b.mul(vw, k("__opt.beta2"))?;
-            let cg = b.mul(k("__opt.one_minus_beta2"), gw)?;
+            let vb = b.mul(vw, k("beta2"))?;
+            let cg = b.mul(k("one_minus_beta2"), gw)?;
             let cgg = b.mul(cg, gw)?;
             let v = b.add(vb, cgg)?;
             let root = b.act(Activation::Sqrt, v)?;
-            let scaled = b.div(root, k("__opt.bias_correction2_sqrt"))?;
-            let denom = b.add(scaled, k("__opt.eps"))?;
-            let num = b.mul(k("__opt.neg_step_size"), m)?;
+            let scaled = b.div(root, k("bias_correction2_sqrt"))?;
+            let denom = b.add(scaled, k("eps"))?;
+            let num = b.mul(k("neg_step_size"), m)?;
             let step = b.div(num, denom)?;
             let p2 = b.add(p1, step)?;
             Ok((
@@ -623,19 +678,19 @@ fn update(
         }
         FusedRule::Lion { .. } => {
             let m = state[0];
-            let bm = b.mul(k("__opt.beta1"), m)?;
-            let cg = b.mul(k("__opt.one_minus_beta1"), g)?;
+            let bm = b.mul(k("beta1"), m)?;
+            let cg = b.mul(k("one_minus_beta1"), g)?;
             let c = b.add(bm, cg)?;
             // sign(0) = 0 and NaN passes through (the IR's sign maps NaN to 0).
             let sign = b.act(Activation::Sign, c)?;
             let nan = b.cmp(CmpOp::Ne, c, c)?;
             let sign = b.select(nan, c, sign)?;
-            let wp = b.mul(k("__opt.weight_decay"), p)?;
+            let wp = b.mul(k("weight_decay"), p)?;
             let dir = b.add(sign, wp)?;
-            let step = b.mul(k("__opt.lr"), dir)?;
+            let step = b.mul(k("lr"), dir)?;
             let p2 = b.sub(p, step)?;
-            let bm2 = b.mul(k("__opt.beta2"), m)?;
-            let cg2 = b.mul(k("__opt.one_minus_beta2"), g)?;
+            let bm2 = b.mul(k("beta2"), m)?;
+            let cg2 = b.mul(k("one_minus_beta2"), g)?;
             let m2 = b.add(bm2, cg2)?;
             Ok((p2, vec![m2]))
         }
