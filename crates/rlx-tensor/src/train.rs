@@ -1,9 +1,15 @@
 //! One-call training steps on [`Func`] (feature `optim`).
 //!
-//! Every variant runs the value-and-gradient function of the loss (outputs[0]) with
+//! Every variant runs the value-and-gradient function of the loss (`outputs[0]`) with
 //! respect to the chosen params, hands `(name, shape, param, grad)` items to the
 //! optimizer, and returns a copy of the `Func` with the updated params plus the loss.
 //! The value-and-gradient graph is derived once per `Func` lineage and compiled once.
+//!
+//! An optimizer with a fused rule ([`Optimizer::fused`]) takes the compiled path (see
+//! `train_fused`); others get `step_batch` on the host. Both give every param the same
+//! update, including its [`ParamGroup`](rlx_optim::ParamGroup) overrides: the host path
+//! passes each param's static shape (a single dynamic axis resolved from the bound data)
+//! to `step`, and the compiled path resolves groups at that same shape.
 
 use crate::eval::Device;
 use crate::func::Func;
@@ -26,7 +32,7 @@ impl Func {
         self.derived(&key, || self.try_value_and_grad(wrt))
     }
 
-    /// One optimizer step on params `wrt`; returns the updated `Func` and the loss (outputs[0]).
+    /// One optimizer step on params `wrt`; returns the updated `Func` and the loss (`outputs[0]`).
     ///
     /// ```
     /// use rlx_tensor::{shape, Func, Sgd};
