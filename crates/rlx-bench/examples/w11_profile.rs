@@ -1,7 +1,7 @@
 //! W11 broken down: where the time of one compiled GPT training step goes.
 //!
 //! `cargo run --release -p rlx-bench --example w11_profile [-- --layers 4] [-- --steps 20]
-//! [-- --top 15] [-- --explain]`
+//! [-- --top 15] [-- --explain] [-- --flat]`
 //!
 //! Runs the W11 model (`rlx_bench::gpt`, `--layers` blocks) through `Func::train_step_all`
 //! with `RLX_PROFILE=1` (set here when unset), then reads the compiled step's `explain()`
@@ -14,7 +14,8 @@
 //! - from the value-and-grad program (compiled here with the CPU backend's options):
 //!   how many times each residual-stream add is computed across kernels.
 //!
-//! `--explain` also prints the whole `explain()` text.
+//! `--explain` also prints the whole `explain()` text; `--flat` profiles the same model with
+//! `[B·T, d]` activations (`gpt::Layout::Flat`) instead of `[B, T, d]`.
 
 use rlx_bench::gpt::{self, GptConfig, TokenStream};
 use std::collections::BTreeMap;
@@ -104,7 +105,12 @@ fn main() {
     let steps = arg(&args, "--steps", 20);
     let top = arg(&args, "--top", 15);
     let c = GptConfig::w11(layers);
-    let f0 = gpt::model(&c, 0);
+    let layout = if args.iter().any(|a| a == "--flat") {
+        gpt::Layout::Flat
+    } else {
+        gpt::Layout::Batched
+    };
+    let f0 = gpt::model_with(&c, layout, 0);
     let wrt_owned = f0.param_names();
     let wrt: Vec<&str> = wrt_owned.iter().map(String::as_str).collect();
 
@@ -139,7 +145,7 @@ fn main() {
     let vg_ms = time(&f0.value_and_grad_all().jit());
 
     println!(
-        "W11 profile: {layers} blocks, {:.2} M params, {steps} timed steps; load average {}",
+        "W11 profile: {layers} blocks ({layout:?} activations), {:.2} M params, {steps} timed steps; load average {}",
         c.param_count() as f64 / 1e6,
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()

@@ -118,8 +118,20 @@ fn f32s(dims: &[usize]) -> Shape {
     Shape::new(dims, DType::F32)
 }
 
-/// One pre-LN block on the residual stream `x: [B, T, d]`; params named `h{l}.*`.
-fn block(s: &mut GraphScope, c: &GptConfig, l: usize, x: &Tensor) -> Tensor {
+/// How the activations are shaped between the ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `[B, T, d]` throughout, as `transformer.py` writes it (a projection is a batched
+    /// `[B, T, d] · [d, n]` matmul).
+    Batched,
+    /// `[B·T, d]` matrices, reshaped to `[B, T, d]` only around attention (every projection
+    /// is one 2-D matmul). The same function; a comparison of how rlx handles the two.
+    Flat,
+}
+
+/// One pre-LN block on the residual stream `x` (`[B, T, d]`, or `[B·T, d]` for
+/// [`Layout::Flat`]); params named `h{l}.*`.
+fn block(s: &mut GraphScope, c: &GptConfig, layout: Layout, l: usize, x: &Tensor) -> Tensor {
     let d = c.d_model;
     let mut p = |n: &str, dims: &[usize]| s.param(format!("h{l}.{n}"), f32s(dims));
     let (ln1_g, ln1_b) = (p("ln1.g", &[d]), p("ln1.b", &[d]));
@@ -130,26 +142,41 @@ fn block(s: &mut GraphScope, c: &GptConfig, l: usize, x: &Tensor) -> Tensor {
     let (fc2_w, fc2_b) = (p("fc2.w", &[4 * d, d]), p("fc2.b", &[d]));
 
     let h = x.layer_norm(&ln1_g, &ln1_b, LN_EPS);
-    let qkv = &h.matmul(&qkv_w) + &qkv_b; // [B, T, 3d]
+    let qkv = &h.matmul(&qkv_w) + &qkv_b; // [B, T, 3d] (or [B·T, 3d])
+    let ax = qkv.dims().len() - 1;
     let (q, k, v) = (
-        qkv.narrow(2, 0, d),
-        qkv.narrow(2, d, d),
-        qkv.narrow(2, 2 * d, d),
+        qkv.narrow(ax, 0, d),
+        qkv.narrow(ax, d, d),
+        qkv.narrow(ax, 2 * d, d),
     );
-    // [B, T, H·hd] is one of attention's layouts: no reshape or transpose needed.
-    let y = q.attention(&k, &v, c.heads, c.head_dim(), MaskKind::Causal);
+    // [B, T, H·hd] is one of attention's layouts: no transpose needed.
+    let y = match layout {
+        Layout::Batched => q.attention(&k, &v, c.heads, c.head_dim(), MaskKind::Causal),
+        Layout::Flat => {
+            let bt = |t: &Tensor| t.reshape([c.batch as i64, c.seq as i64, d as i64]);
+            bt(&q)
+                .attention(&bt(&k), &bt(&v), c.heads, c.head_dim(), MaskKind::Causal)
+                .reshape([c.tokens() as i64, d as i64])
+        }
+    };
     let x = x + &(&y.matmul(&proj_w) + &proj_b);
     let h = x.layer_norm(&ln2_g, &ln2_b, LN_EPS);
     let h = (&h.matmul(&fc_w) + &fc_b).gelu();
     &x + &(&h.matmul(&fc2_w) + &fc2_b)
 }
 
-/// The GPT's mean cross-entropy as a [`Func`] (params unbound; see [`init_params`]).
+/// The GPT's mean cross-entropy as a [`Func`] (params unbound; see [`init_params`]), with
+/// `[B, T, d]` activations as `transformer.py` writes it ([`Layout::Batched`]).
 ///
 /// Inputs: `idx: [B, T]` token ids and `tgt: [B·T]` next-token labels, both declared
 /// `I32` (the `f32` slices given to `run`/`train_step` are converted to integers; they
 /// must hold whole numbers in `0..vocab`). Output: the scalar loss.
 pub fn loss_func(c: &GptConfig) -> Func {
+    loss_func_with(c, Layout::Batched)
+}
+
+/// [`loss_func`] with the activations shaped by `layout` (the same function either way).
+pub fn loss_func_with(c: &GptConfig, layout: Layout) -> Func {
     assert!(
         c.d_model.is_multiple_of(c.heads),
         "GPT config: d_model {} is not a multiple of heads {}",
@@ -157,15 +184,22 @@ pub fn loss_func(c: &GptConfig) -> Func {
         c.heads
     );
     let c = *c;
-    Func::new(format!("gpt_l{}", c.layers), move |s| {
+    let name = match layout {
+        Layout::Batched => format!("gpt_l{}", c.layers),
+        Layout::Flat => format!("gpt_l{}_2d", c.layers),
+    };
+    Func::new(name, move |s| {
         let (b, t, d, v) = (c.batch, c.seq, c.d_model, c.vocab);
         let idx = s.input("idx", Shape::new(&[b, t], DType::I32));
         let tgt = s.input("tgt", Shape::new(&[b * t], DType::I32));
         let wte = s.param("wte", f32s(&[v, d]));
         let wpe = s.param("wpe", f32s(&[t, d]));
         let mut x = &wte.gather(&idx, 0) + &wpe; // [B, T, d] + [T, d]
+        if layout == Layout::Flat {
+            x = x.reshape([(b * t) as i64, d as i64]);
+        }
         for l in 0..c.layers {
-            x = block(s, &c, l, &x);
+            x = block(s, &c, layout, l, &x);
         }
         let lnf_g = s.param("lnf.g", f32s(&[d]));
         let lnf_b = s.param("lnf.b", f32s(&[d]));
@@ -203,6 +237,11 @@ pub fn init_params(f: Func, seed: u64) -> Func {
 /// The model of `c`, initialized (see [`init_params`]).
 pub fn model(c: &GptConfig, seed: u64) -> Func {
     init_params(loss_func(c), seed)
+}
+
+/// [`model`] with the activations shaped by `layout` (same params, same init for a seed).
+pub fn model_with(c: &GptConfig, layout: Layout, seed: u64) -> Func {
+    init_params(loss_func_with(c, layout), seed)
 }
 
 /// `transformer.py`'s data: a fixed random token stream of 2¹⁶ tokens; each batch takes
@@ -252,14 +291,15 @@ impl TokenStream {
 }
 
 /// W11's optimizer: AdamW(lr 3e-4, betas (0.9, 0.95), eps 1e-8) in PyTorch's arithmetic,
-/// weight decay 0.1.
-///
-/// Decay applies to every param here: `rlx-optim` has no parameter groups yet, so the
-/// biases and LayerNorm gains (rank < 2) are decayed too, unlike the peers. With lr 3e-4
-/// the extra shrink is `1 − 3e-5` per step on those params.
+/// weight decay 0.1 on the 2-D weights (embeddings and matrices) and none on the biases and
+/// LayerNorm gains (a `no_decay` parameter group of every param of rank < 2), as
+/// `transformer.py` groups them.
 #[cfg(feature = "train")]
 pub fn adamw() -> rlx_tensor::AdamW {
-    rlx_tensor::AdamW::torch(3e-4, (0.9, 0.95), 0.1)
+    rlx_tensor::AdamW::torch(3e-4, (0.9, 0.95), 0.1).with_group(
+        rlx_tensor::ParamGroup::new("no_decay", |_name: &str, shape: &[usize]| shape.len() < 2)
+            .weight_decay(0.0),
+    )
 }
 
 /// What a [`train`] run measured.

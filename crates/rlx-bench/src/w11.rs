@@ -5,9 +5,9 @@
 
 use crate::report::Row;
 #[cfg(feature = "train")]
-use crate::timing::median;
+use crate::timing::{Timing, median};
 #[cfg(feature = "train")]
-use rlx_bench::gpt::{self, GptConfig, TokenStream};
+use rlx_bench::gpt::{self, GptConfig, Layout, TokenStream};
 
 /// Steps excluded from the median (as in `transformer.py`).
 #[cfg(feature = "train")]
@@ -26,31 +26,25 @@ pub fn rows(rows: &mut Vec<Row>, steps: usize, layers: &[usize]) -> Vec<String> 
     let mut per_depth: Vec<(usize, f64)> = Vec::new();
     for &l in &depths {
         let c = GptConfig::w11(l);
-        let f = gpt::model(&c, 0);
-        let mut opt = gpt::adamw();
-        let wrt = f.param_names();
-        let wrt: Vec<&str> = wrt.iter().map(String::as_str).collect();
-        let fused = f.explain_train_step(&mut opt, &wrt).starts_with("program");
-        let run = gpt::train(f, &mut opt, &mut TokenStream::new(&c, 11), steps);
-        let t = median(run.step_s[UNTIMED..].to_vec());
-        let ms = t.median_s * 1e3;
-        per_depth.push((l, ms));
-        let (first, last) = (run.losses[0], run.losses[steps - 1]);
-        let path = if fused { "fused" } else { "HOST path" };
-        let note = format!(
-            "{l} blocks, {:.2} ms/block; loss {first:.4} -> {last:.4} in {steps} steps; first step {:.2} s; {path} AdamW",
-            ms / l as f64,
-            run.step_s[0]
-        );
+        let (t, note) = measure(&c, Layout::Batched, steps);
+        per_depth.push((l, t.median_s * 1e3));
         if l == 4 {
             rows.push(
                 Row::new("W11_gpt_train_step", "rlx", t.clone())
                     .flops(c.step_flops())
                     .steps()
                     .note(&format!(
-                        "B=8 T=128 d=256 V=512, {:.2} M params; decay on all params (no groups yet); {note}",
+                        "B=8 T=128 d=256 V=512, {:.2} M params; decay on 2-D params only; {note}",
                         c.param_count() as f64 / 1e6
                     )),
+            );
+            // The same model with [B·T, d] activations: how much the batched form costs.
+            let (t2, note2) = measure(&c, Layout::Flat, steps);
+            rows.push(
+                Row::new("W11_gpt_train_step", "rlx_2d_activations", t2)
+                    .flops(c.step_flops())
+                    .steps()
+                    .note(&format!("[B·T, d] between the ops (Layout::Flat); {note2}")),
             );
         }
         if layers.contains(&l) {
@@ -79,6 +73,28 @@ pub fn rows(rows: &mut Vec<Row>, steps: usize, layers: &[usize]) -> Vec<String> 
         ));
     }
     lines
+}
+
+/// `steps` training steps of the model of `c`: the median step time after the first
+/// [`UNTIMED`] and a note (per-block time, first and last loss, compile step, path).
+#[cfg(feature = "train")]
+fn measure(c: &GptConfig, layout: Layout, steps: usize) -> (Timing, String) {
+    let f = gpt::model_with(c, layout, 0);
+    let mut opt = gpt::adamw();
+    let wrt = f.param_names();
+    let wrt: Vec<&str> = wrt.iter().map(String::as_str).collect();
+    let fused = f.explain_train_step(&mut opt, &wrt).starts_with("program");
+    let run = gpt::train(f, &mut opt, &mut TokenStream::new(c, 11), steps);
+    let t = median(run.step_s[UNTIMED..].to_vec());
+    let (first, last) = (run.losses[0], run.losses[steps - 1]);
+    let path = if fused { "fused" } else { "HOST path" };
+    let note = format!(
+        "{} blocks, {:.2} ms/block; loss {first:.4} -> {last:.4} in {steps} steps; first step {:.2} s; {path} AdamW",
+        c.layers,
+        t.median_s * 1e3 / c.layers as f64,
+        run.step_s[0]
+    );
+    (t, note)
 }
 
 #[cfg(not(feature = "train"))]

@@ -159,16 +159,20 @@ fn w11_has_transformer_py_param_count() {
 
 #[test]
 fn loss_matches_an_f64_reference_of_the_model() {
-    for layers in [1, 2] {
+    for (layers, layout) in [
+        (1, Layout::Batched),
+        (2, Layout::Batched),
+        (2, Layout::Flat),
+    ] {
         let c = tiny(layers);
-        let f = random_params(loss_func(&c), 3 + layers as u64);
+        let f = random_params(loss_func_with(&c, layout), 3 + layers as u64);
         let mut data = TokenStream::new(&c, 5);
         let (idx, tgt) = data.next_batch();
         let got = f.run(&[("idx", &idx), ("tgt", &tgt)])[0][0] as f64;
         let want = reference_loss(&c, &f, &idx, &tgt);
         assert!(
             (got - want).abs() < 1e-4 * want.abs().max(1.0),
-            "{layers} layer(s): rlx loss {got}, f64 reference {want}"
+            "{layers} layer(s), {layout:?}: rlx loss {got}, f64 reference {want}"
         );
     }
 }
@@ -243,4 +247,17 @@ fn training_on_one_batch_drives_the_loss_down() {
         losses[0],
         losses[59]
     );
+}
+
+#[cfg(feature = "train")]
+#[test]
+fn adamw_decays_only_the_two_dimensional_weights() {
+    use rlx_tensor::Optimizer;
+    // One step from a zero gradient: AdamW's update is the decay alone, p·(1 − lr·wd).
+    let mut opt = adamw();
+    let (mut w, mut b) = (vec![1.0f32; 4], vec![1.0f32; 2]);
+    opt.step("h0.fc.w", &[2, 2], &mut w, &[0.0; 4]);
+    opt.step("h0.fc.b", &[2], &mut b, &[0.0; 2]);
+    assert_eq!(w[0], (1.0 - 3e-4 * 0.1f64) as f32);
+    assert_eq!(b[0], 1.0, "rank-1 params are in the no_decay group");
 }
