@@ -120,44 +120,70 @@ impl Amx {
 /// Sums per tile (32 bf16 = 64 bytes per tile row).
 const CHUNK: usize = 32;
 
+/// Pack rows `0..mb`, sums `0..kb` of `a` as `[16-row strip][32-sum chunk][16][32]` over
+/// `mb` rounded up to 32 rows and `kpad` sums (zeros past `mb` and `kb`). A row-major
+/// chunk is one masked 64-byte load (the mask zero-fills the sum tail).
+///
+/// # Safety
+/// The `mb × kb` block of `a` must be readable; the CPU must have AVX-512 F and BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn pack_a_tiles(a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [u16]) {
+    use std::arch::x86_64::*;
+    let chunks = kpad / CHUNK;
+    let rows = mb.next_multiple_of(32);
+    assert!(dst.len() >= rows * kpad, "AMX pack_a: buffer too small");
+    for i in 0..rows {
+        let (s, r) = (i / 16, i % 16);
+        for c in 0..chunks {
+            let o = (s * chunks + c) * 512 + r * CHUNK;
+            let row = &mut dst[o..o + CHUNK];
+            let k0 = c * CHUNK;
+            let len = if i < mb {
+                CHUNK.min(kb.saturating_sub(k0))
+            } else {
+                0
+            };
+            if len == 0 {
+                row.fill(0);
+            } else if a.cs == 1 {
+                let mask = if len == CHUNK {
+                    u32::MAX
+                } else {
+                    (1u32 << len) - 1
+                };
+                // SAFETY: row i < mb, sums k0..k0 + len <= kb are contiguous elements of
+                // the block; the masked load reads only those; `row` has 32 u16.
+                unsafe {
+                    let v = _mm512_maskz_loadu_epi16(mask, a.at(i, k0).ptr as *const i16);
+                    _mm512_storeu_si512(row.as_mut_ptr() as *mut __m512i, v);
+                }
+            } else {
+                for (t, v) in row.iter_mut().enumerate() {
+                    // SAFETY: (i, k0 + t) is inside the mb × kb block when t < len.
+                    *v = if t < len {
+                        unsafe { a.get(i, k0 + t) }
+                    } else {
+                        0
+                    };
+                }
+            }
+        }
+    }
+}
+
 impl Kernel for Amx {
     type P = u16;
     const MR: usize = 32;
     const NR: usize = 32;
     const KU: usize = CHUNK;
     const KC: usize = 512;
+    const KS: usize = 2048;
     const MC: usize = 256;
     const NC: usize = 512;
 
     unsafe fn pack_a(&self, a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [u16]) {
-        let chunks = kpad / CHUNK;
-        let rows = mb.next_multiple_of(Self::MR);
-        assert!(dst.len() >= rows * kpad, "AMX pack_a: buffer too small");
-        for i in 0..rows {
-            let (s, r) = (i / 16, i % 16);
-            for c in 0..chunks {
-                let o = (s * chunks + c) * 512 + r * CHUNK;
-                let row = &mut dst[o..o + CHUNK];
-                let k0 = c * CHUNK;
-                let len = if i < mb {
-                    CHUNK.min(kb.saturating_sub(k0))
-                } else {
-                    0
-                };
-                if a.cs == 1 && len > 0 {
-                    // SAFETY: row i < mb and sums k0..k0+len < kb are inside the block and
-                    // contiguous (unit column stride).
-                    let src = unsafe { std::slice::from_raw_parts(a.at(i, k0).ptr, len) };
-                    row[..len].copy_from_slice(src);
-                } else {
-                    for (t, v) in row[..len].iter_mut().enumerate() {
-                        // SAFETY: (i, k0 + t) is inside the mb × kb block.
-                        *v = unsafe { a.get(i, k0 + t) };
-                    }
-                }
-                row[len..].fill(0);
-            }
-        }
+        // SAFETY: forwarded contract; the AMX kernel exists only on CPUs with AVX-512 BW.
+        unsafe { pack_a_tiles(a, mb, kb, kpad, dst) }
     }
 
     unsafe fn pack_b(&self, b: Src, kb: usize, nb: usize, kpad: usize, dst: &mut [u16]) {
@@ -167,17 +193,23 @@ impl Kernel for Amx {
 
     unsafe fn micro(
         &self,
-        kpad: usize,
+        (k0, kb, kpad): (usize, usize, usize),
         a: *const u16,
         b: *const u16,
         c: *mut f32,
         ldc: isize,
         load: bool,
     ) {
-        let chunks = kpad / CHUNK;
-        // Second strip of each panel: 16 rows (A) or 16 columns (B) further, kpad sums each.
-        // SAFETY: each panel holds 32 · kpad elements (caller), so +16·kpad is inside it.
-        let (a1, b1) = unsafe { (a.add(16 * kpad), b.add(16 * kpad)) };
+        let chunks = kb / CHUNK;
+        // Chunk k0/32 of the first strip of each panel: A's tiles are 512 elements apart
+        // within a strip, B's 16 pairs (512 elements) too. The second strip is 16 rows (A)
+        // or 16 columns (B) further: kpad · 16 elements.
+        // SAFETY: each panel holds 32 · kpad elements and k0 + kb <= kpad (caller), so all
+        // four starting points and the `chunks` tiles after each are inside it.
+        let (a, b, a1, b1) = unsafe {
+            let (a0, b0) = (a.add(k0 * 16), b.add(k0 * 16));
+            (a0, b0, a0.add(16 * kpad), b0.add(16 * kpad))
+        };
         let ldc_bytes = ldc * 4;
         // SAFETY: C's lower 16 rows start 16 rows down, inside the 32-row tile.
         let c_lo = unsafe { c.offset(16 * ldc) };
@@ -185,7 +217,7 @@ impl Kernel for Amx {
         // panels hold `chunks` 1 KiB tiles per strip and C is a writable 32 × 32 f32 block
         // with row stride `ldc` (> 0 elements, columns contiguous). The tile registers are
         // used only inside this block; the loop counter is decremented to zero
-        // (chunks >= 1 since kpad >= 32).
+        // (chunks >= 1: kb is a positive multiple of 32).
         unsafe {
             std::arch::asm!(
                 "test {load}, {load}",

@@ -37,10 +37,13 @@ pub fn avx512bf16_available() -> bool {
 /// Pack sums `0..kb`, columns `0..nb` of `b` as strips of `W` columns, each
 /// `[kpad / 2 pairs][W columns][2]`, over `nb.next_multiple_of(nr)` columns (zeros past
 /// `nb` and `kb`). Used by the AMX kernel (`W = 16`, one tile per 16 pairs) and by
-/// [`DpBf16`] (`W = NR`).
+/// [`DpBf16`] (`W = NR`). Full pairs of full strips are vectorized: with B's rows
+/// contiguous, two rows are interleaved 16 columns at a time; with its columns contiguous
+/// (a transposed weight), a pair is one 32-bit word and 16 columns are one gather.
 ///
 /// # Safety
 /// The `kb × nb` block of `b` must be readable; the CPU must have AVX-512 F and BW.
+#[target_feature(enable = "avx512f,avx512bw")]
 pub(crate) unsafe fn pack_b_pairs<const W: usize>(
     b: Src,
     kb: usize,
@@ -49,31 +52,55 @@ pub(crate) unsafe fn pack_b_pairs<const W: usize>(
     nr: usize,
     dst: &mut [u16],
 ) {
+    const { assert!(W.is_multiple_of(16)) };
     let kp2 = kpad / 2;
     let cols = nb.next_multiple_of(nr);
     assert!(dst.len() >= cols * kpad, "pack_b_pairs: buffer too small");
+    // Byte offsets of 16 consecutive columns, for the gather (when they fit an i32).
+    let col_bytes =
+        b.cs.checked_mul(2)
+            .filter(|c| c.unsigned_abs() * 16 < i32::MAX as usize);
+    let gather = (b.rs == 1).then_some(col_bytes).flatten().map(|cb| {
+        let n = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        _mm512_mullo_epi32(n, _mm512_set1_epi32(cb as i32))
+    });
+    // SAFETY: IDX holds 32 u16 (64 bytes).
+    let idx = unsafe { _mm512_loadu_si512(INTERLEAVE.as_ptr() as *const __m512i) };
+    let full_pairs = kb / 2;
     for t in 0..cols / W {
         let strip = &mut dst[t * kp2 * W * 2..(t + 1) * kp2 * W * 2];
         let j0 = t * W;
         let w = W.min(nb.saturating_sub(j0));
-        for p in 0..kp2 {
+        let mut p = 0;
+        if w == W && (b.cs == 1 || gather.is_some()) {
+            while p < full_pairs {
+                for g in 0..W / 16 {
+                    let out = strip[(p * W + 16 * g) * 2..].as_mut_ptr() as *mut __m512i;
+                    // SAFETY: rows 2p, 2p + 1 < kb and columns j0 + 16g .. +16 <= nb are
+                    // inside the block; `out` has 32 more u16 (the strip holds kp2 · W
+                    // pairs). Row-major: each row's 16 columns are contiguous. Column-major
+                    // (rs = 1): each column's pair is one (unaligned) 32-bit word.
+                    unsafe {
+                        let r0 = b.at(2 * p, j0 + 16 * g).ptr;
+                        let v = if b.cs == 1 {
+                            let lo =
+                                _mm512_castsi256_si512(_mm256_loadu_si256(r0 as *const __m256i));
+                            let r1 = b.at(2 * p + 1, j0 + 16 * g).ptr;
+                            let hi =
+                                _mm512_castsi256_si512(_mm256_loadu_si256(r1 as *const __m256i));
+                            _mm512_permutex2var_epi16(lo, idx, hi)
+                        } else {
+                            _mm512_i32gather_epi32::<1>(gather.unwrap_unchecked(), r0 as *const i32)
+                        };
+                        _mm512_storeu_si512(out, v);
+                    }
+                }
+                p += 1;
+            }
+        }
+        for p in p..kp2 {
             let out = &mut strip[p * W * 2..(p + 1) * W * 2];
             let (k0, k1) = (2 * p, 2 * p + 1);
-            if w == W && k1 < kb && b.cs == 1 && W.is_multiple_of(16) {
-                for g in 0..W / 16 {
-                    // SAFETY: rows k0, k1 < kb and columns j0 + 16g .. +16 <= nb are inside
-                    // the block, contiguous (unit column stride); `out` has 32 u16 per group;
-                    // the caller guarantees AVX-512 F/BW.
-                    unsafe {
-                        interleave16(
-                            b.at(k0, j0 + 16 * g).ptr,
-                            b.at(k1, j0 + 16 * g).ptr,
-                            out[32 * g..].as_mut_ptr(),
-                        )
-                    };
-                }
-                continue;
-            }
             for (n, pair) in out.chunks_exact_mut(2).enumerate() {
                 let inside = n < w;
                 // SAFETY: each read is guarded to (k < kb, j0 + n < nb), inside the block.
@@ -94,30 +121,17 @@ pub(crate) unsafe fn pack_b_pairs<const W: usize>(
     }
 }
 
-/// Interleave 16 elements of two rows: `out = [r0[0], r1[0], r0[1], r1[1], …]`.
-///
-/// # Safety
-/// `r0`, `r1` readable for 16 u16, `out` writable for 32; AVX-512 F/BW present.
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn interleave16(r0: *const u16, r1: *const u16, out: *mut u16) {
-    static IDX: [u16; 32] = {
-        let mut v = [0u16; 32];
-        let mut n = 0;
-        while n < 16 {
-            v[2 * n] = n as u16;
-            v[2 * n + 1] = 32 + n as u16;
-            n += 1;
-        }
-        v
-    };
-    // SAFETY: the caller guarantees the pointers' extents; unaligned loads/stores.
-    unsafe {
-        let lo = _mm512_castsi256_si512(_mm256_loadu_si256(r0 as *const __m256i));
-        let hi = _mm512_castsi256_si512(_mm256_loadu_si256(r1 as *const __m256i));
-        let idx = _mm512_loadu_si512(IDX.as_ptr() as *const __m512i);
-        _mm512_storeu_si512(out as *mut __m512i, _mm512_permutex2var_epi16(lo, idx, hi));
+/// Word indices interleaving two 16-word rows: `[r0[0], r1[0], r0[1], r1[1], …]`.
+static INTERLEAVE: [u16; 32] = {
+    let mut v = [0u16; 32];
+    let mut n = 0;
+    while n < 16 {
+        v[2 * n] = n as u16;
+        v[2 * n + 1] = 32 + n as u16;
+        n += 1;
     }
-}
+    v
+};
 
 /// The `vdpbf16ps` micro-kernel (construct only when [`avx512bf16_available`]).
 pub(crate) struct DpBf16(());
@@ -135,6 +149,7 @@ impl Kernel for DpBf16 {
     const NR: usize = NR;
     const KU: usize = 2;
     const KC: usize = 512;
+    const KS: usize = 2048;
     const MC: usize = 192;
     const NC: usize = 1024;
 
@@ -148,6 +163,13 @@ impl Kernel for DpBf16 {
             for p in 0..kp2 {
                 let o = base + p * MR * 2;
                 let (k0, k1) = (2 * p, 2 * p + 1);
+                if i < mb && k1 < kb && a.cs == 1 {
+                    // SAFETY: sums k0, k1 < kb of row i < mb are adjacent elements of the
+                    // block (unit column stride); the pair is read unaligned.
+                    let pair = unsafe { (a.at(i, k0).ptr as *const [u16; 2]).read_unaligned() };
+                    dst[o..o + 2].copy_from_slice(&pair);
+                    continue;
+                }
                 // SAFETY: reads are guarded to i < mb and k < kb: inside the block.
                 unsafe {
                     dst[o] = if i < mb && k0 < kb { a.get(i, k0) } else { 0 };
@@ -164,15 +186,25 @@ impl Kernel for DpBf16 {
 
     unsafe fn micro(
         &self,
-        kpad: usize,
+        (k0, kb, _): (usize, usize, usize),
         a: *const u16,
         b: *const u16,
         c: *mut f32,
         ldc: isize,
         load: bool,
     ) {
-        // SAFETY: forwarded contract; DpBf16 exists only with AVX512_BF16 (and F/BW).
-        unsafe { dp_micro(kpad / 2, a as *const u32, b, c, ldc, load) }
+        // SAFETY: forwarded contract (pair k0/2 of each panel starts MR·k0 / NR·k0 elements
+        // in and kb more sums follow inside it); DpBf16 exists only with AVX512_BF16.
+        unsafe {
+            dp_micro(
+                kb / 2,
+                a.add(k0 * MR) as *const u32,
+                b.add(k0 * NR),
+                c,
+                ldc,
+                load,
+            )
+        }
     }
 }
 
@@ -231,6 +263,7 @@ impl Kernel for Fma32 {
     const NR: usize = NR;
     const KU: usize = 1;
     const KC: usize = 256;
+    const KS: usize = 1024;
     const MC: usize = 144;
     const NC: usize = 1024;
 
@@ -238,10 +271,24 @@ impl Kernel for Fma32 {
         let rows = mb.next_multiple_of(MR);
         assert!(dst.len() >= rows * kpad, "Fma32 pack_a: buffer too small");
         let kind = self.kind;
+        let mut wide = [0f32; 16];
         for i in 0..rows {
             let (panel, r) = (i / MR, i % MR);
             let base = panel * kpad * MR + r;
-            for p in 0..kpad {
+            let mut p = 0;
+            if i < mb && a.cs == 1 {
+                // A contiguous row: widen 16 sums at a time, then scatter to the panel.
+                while p + 16 <= kb {
+                    // SAFETY: sums p..p+16 <= kb of row i < mb are contiguous elements of
+                    // the block; AVX-512 F/BW present (Fma32::new).
+                    unsafe { widen16(kind, a.at(i, p).ptr, wide.as_mut_ptr()) };
+                    for (t, &v) in wide.iter().enumerate() {
+                        dst[base + (p + t) * MR] = v;
+                    }
+                    p += 16;
+                }
+            }
+            for p in p..kpad {
                 dst[base + p * MR] = if i < mb && p < kb {
                     // SAFETY: guarded to i < mb, p < kb: inside the block.
                     kind.to_f32(unsafe { a.get(i, p) })
@@ -286,15 +333,16 @@ impl Kernel for Fma32 {
 
     unsafe fn micro(
         &self,
-        kpad: usize,
+        (k0, kb, _): (usize, usize, usize),
         a: *const f32,
         b: *const f32,
         c: *mut f32,
         ldc: isize,
         load: bool,
     ) {
-        // SAFETY: forwarded contract; Fma32 exists only with AVX-512 F/BW.
-        unsafe { fma_micro(kpad, a, b, c, ldc, load) }
+        // SAFETY: forwarded contract (sum k0 of each panel starts MR·k0 / NR·k0 elements in
+        // and kb more sums follow inside it); Fma32 exists only with AVX-512 F/BW.
+        unsafe { fma_micro(kb, a.add(k0 * MR), b.add(k0 * NR), c, ldc, load) }
     }
 }
 

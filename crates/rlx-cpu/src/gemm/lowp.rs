@@ -136,6 +136,9 @@ pub trait HalfFloat: Copy + Send + Sync + 'static + sealed::Sealed {
     fn from_f32_rne(v: f32) -> Self;
     /// The exact f32 value.
     fn to_f32_exact(self) -> f32;
+    /// `out[i] = src[i]` as f32 (exact), for equal lengths.
+    #[doc(hidden)]
+    fn widen_slice(src: &[Self], out: &mut [f32]);
 }
 
 mod sealed {
@@ -153,6 +156,9 @@ impl HalfFloat for bf16 {
     fn to_f32_exact(self) -> f32 {
         self.to_f32()
     }
+    fn widen_slice(src: &[Self], out: &mut [f32]) {
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, out)
+    }
 }
 
 impl HalfFloat for f16 {
@@ -163,6 +169,9 @@ impl HalfFloat for f16 {
     }
     fn to_f32_exact(self) -> f32 {
         self.to_f32()
+    }
+    fn widen_slice(src: &[Self], out: &mut [f32]) {
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, out)
     }
 }
 
@@ -325,12 +334,16 @@ fn cast_path<T: HalfFloat>(
     threads: usize,
 ) {
     let dense = |v: &MatRef<'_, T>| -> Vec<f32> {
-        let mut out = Vec::with_capacity(v.rows * v.cols);
-        for i in 0..v.rows {
-            for j in 0..v.cols {
-                out.push(
-                    v.data[super::at(v.offset, v.row_stride, v.col_stride, i, j)].to_f32_exact(),
-                );
+        let mut out = vec![0f32; v.rows * v.cols];
+        for (i, row) in out.chunks_exact_mut(v.cols.max(1)).enumerate() {
+            if v.col_stride == 1 {
+                // A contiguous row: the slice conversion (vectorized where the CPU can).
+                let at = super::at(v.offset, v.row_stride, 1, i, 0);
+                T::widen_slice(&v.data[at..at + v.cols], row);
+                continue;
+            }
+            for (j, o) in row.iter_mut().enumerate() {
+                *o = v.data[super::at(v.offset, v.row_stride, v.col_stride, i, j)].to_f32_exact();
             }
         }
         out

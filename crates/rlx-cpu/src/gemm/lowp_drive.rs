@@ -1,17 +1,22 @@
 //! The blocked driver shared by the low-precision GEMM kernels (AMX tiles,
 //! `vdpbf16ps`, f32 FMA over converted halves).
 //!
-//! GotoBLAS order: for each block of `NC` columns of B and `KC` of the sum, B's block is
-//! packed once into the kernel's panel layout; for each block of `MC` rows of A, A's block
-//! is packed too; then every `MR × NR` tile of C gets one micro-kernel call over the packed
-//! panels. Packing reads the operands through their strides (transposes and slices cost no
+//! Loop order: for each super-block of `KS` sums and each block of `NC` columns, B's block
+//! (`KS × NC`) is packed once into the kernel's panel layout; for each block of `MC` rows,
+//! A's block (`MC × KS`) is packed too; then the sum runs in steps of `KC` and, per step,
+//! every `MR × NR` tile of the `MC × NC` block of C gets one micro-kernel call. The C block
+//! stays in L2 across the `KC` steps (one pass over C per `KS` sums, not per `KC`: with
+//! AMX, C's round trips to memory at every `KC` step cost as much as the products), the
+//! `NR`-column panel of B stays in L1 across a column of tiles, A's `MC × KC` slice in L2.
+//! Packing reads the operands through their strides (transposes and slices cost no
 //! copy of the whole tensor), converts them to the kernel's element type, and zero-pads
 //! the tails (rows past M, columns past N, sums past K up to the kernel's granularity), so
 //! the micro-kernels only ever see full tiles. Zero padding is exact: a padded product is
 //! `0 · 0`, never `0 · ∞`.
 //!
-//! Each C element's sum runs over the same `KC` blocks in the same order whichever block
-//! of rows or columns a thread owns, so results do not depend on the thread count.
+//! Each C element's sum runs through the same sequence of kernel steps whichever block of
+//! rows or columns a thread owns (C is stored and reloaded exactly between steps), so
+//! results do not depend on the thread count.
 
 use std::cell::RefCell;
 
@@ -30,9 +35,27 @@ impl Half {
     pub(crate) fn to_f32(self, bits: u16) -> f32 {
         match self {
             Half::Bf16 => f32::from_bits((bits as u32) << 16),
-            Half::F16 => half::f16::from_bits(bits).to_f32(),
+            Half::F16 => f16_to_f32(bits),
         }
     }
+}
+
+/// The exact f32 value of binary16 bits, inlinable (`half`'s conversion is an out-of-line
+/// call per element; measured as the bulk of an f16 packing loop).
+#[inline(always)]
+pub(crate) fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let mag = match exp {
+        // Zero and subnormals: man · 2⁻²⁴, exact in f32.
+        0 => (man as f32 * f32::from_bits(0x3380_0000)).to_bits(),
+        // Infinities and NaNs (payload kept, shifted like the significand).
+        31 => 0x7f80_0000 | (man << 13),
+        // Normal: rebias the exponent (15 → 127).
+        _ => ((exp + 112) << 23) | (man << 13),
+    };
+    f32::from_bits(sign | mag)
 }
 
 /// A strided source matrix of 16-bit elements: element `(i, j)` is at
@@ -104,8 +127,10 @@ pub(crate) trait Kernel: Sync {
     const NR: usize;
     /// Granularity of the sum (packed sums are zero-padded to a multiple of it).
     const KU: usize;
-    /// Sum length per block.
+    /// Sum length per micro-kernel call (a multiple of `KU`).
     const KC: usize;
+    /// Sums per packed super-block (a multiple of `KC`).
+    const KS: usize;
     /// Rows of A per packed block.
     const MC: usize;
     /// Columns of B per packed block.
@@ -125,16 +150,17 @@ pub(crate) trait Kernel: Sync {
     /// The `kb × nb` block of `b` must be readable.
     unsafe fn pack_b(&self, b: Src, kb: usize, nb: usize, kpad: usize, dst: &mut [Self::P]);
 
-    /// `C[MR × NR] (+)= A panel · B panel` over `kpad` sums; C's rows are `ldc` elements
-    /// apart, its columns contiguous. `load = false` overwrites C without reading it.
+    /// `C[MR × NR] (+)= A panel · B panel` over the `kb` (a multiple of `KU`) sums from `k0`
+    /// of panels packed with `kpad` sums each (`sums = (k0, kb, kpad)`); C's rows are `ldc` elements apart, its
+    /// columns contiguous. `load = false` overwrites C without reading it.
     ///
     /// # Safety
-    /// The panels must hold `MR · kpad` and `NR · kpad` packed elements, `c` must address a
-    /// writable `MR × NR` tile with row stride `ldc`, and [`Kernel::begin`] must have run
-    /// on this thread since the last [`Kernel::end`].
+    /// The panels must hold `MR · kpad` and `NR · kpad` packed elements with
+    /// `k0 + kb <= kpad`, `c` must address a writable `MR × NR` tile with row stride `ldc`,
+    /// and [`Kernel::begin`] must have run on this thread since the last [`Kernel::end`].
     unsafe fn micro(
         &self,
-        kpad: usize,
+        sums: (usize, usize, usize),
         a: *const Self::P,
         b: *const Self::P,
         c: *mut f32,
@@ -202,66 +228,61 @@ pub(crate) unsafe fn drive<K: Kernel>(
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
 ) {
-    let kc_max = K::KC.min(k.next_multiple_of(K::KU));
-    let kpad_max = kc_max.next_multiple_of(K::KU);
-    let mc_max = K::MC.min(m.next_multiple_of(K::MR));
-    let nc_max = K::NC.min(n.next_multiple_of(K::NR));
-    let a_len = mc_max.next_multiple_of(K::MR) * kpad_max;
-    let b_len = nc_max.next_multiple_of(K::NR) * kpad_max;
-    with_buffers::<K::P, ()>(a_len, b_len, |ap, bp| {
+    let kpad_max = K::KS.min(k).next_multiple_of(K::KU);
+    let mc_max = K::MC.min(m).next_multiple_of(K::MR);
+    let nc_max = K::NC.min(n).next_multiple_of(K::NR);
+    with_buffers::<K::P, ()>(mc_max * kpad_max, nc_max * kpad_max, |ap, bp| {
         kern.begin();
         // An edge tile (or a C the micro-kernel cannot address) goes through this buffer.
         let mut edge = vec![0f32; K::MR * K::NR];
         let direct_layout = c.cs == 1 && c.rs > 0;
-        for jc in (0..n).step_by(K::NC) {
-            let nb = K::NC.min(n - jc);
-            for pc in (0..k).step_by(K::KC) {
-                let kb = K::KC.min(k - pc);
-                let kpad = kb.next_multiple_of(K::KU);
-                let load = accumulate || pc > 0;
-                // SAFETY: (pc, jc) is inside B (pc < k, jc < n) and the kb × nb block too.
-                unsafe { kern.pack_b(b.at(pc, jc), kb, nb, kpad, bp) };
+        for ks in (0..k).step_by(K::KS) {
+            let kb_all = K::KS.min(k - ks);
+            let kpad = kb_all.next_multiple_of(K::KU);
+            for jc in (0..n).step_by(K::NC) {
+                let nb = K::NC.min(n - jc);
+                // SAFETY: (ks, jc) is inside B (ks < k, jc < n) and the kb_all × nb block too.
+                unsafe { kern.pack_b(b.at(ks, jc), kb_all, nb, kpad, bp) };
                 for ic in (0..m).step_by(K::MC) {
                     let mb = K::MC.min(m - ic);
-                    // SAFETY: (ic, pc) and the mb × kb block are inside A.
-                    unsafe { kern.pack_a(a.at(ic, pc), mb, kb, kpad, ap) };
-                    for jr in (0..nb).step_by(K::NR) {
-                        let nr = K::NR.min(nb - jr);
-                        let bpanel = bp[jr * kpad..].as_ptr();
-                        for ir in (0..mb).step_by(K::MR) {
-                            let mr = K::MR.min(mb - ir);
-                            let apanel = ap[ir * kpad..].as_ptr();
-                            // SAFETY: (ic + ir, jc + jr) is an element of C.
-                            let cp = unsafe { c.at(ic + ir, jc + jr) };
-                            if direct_layout && mr == K::MR && nr == K::NR {
-                                // SAFETY: the full MR × NR tile at cp lies inside C (rows
-                                // with stride c.rs > 0, columns contiguous); the panels
-                                // were packed above with kpad sums; begin() ran.
-                                unsafe { kern.micro(kpad, apanel, bpanel, cp, c.rs, load) };
-                                continue;
-                            }
-                            // SAFETY: every (i, j) < (mr, nr) is an element of C from cp.
-                            unsafe {
-                                if load {
-                                    for i in 0..mr {
-                                        for j in 0..nr {
-                                            edge[i * K::NR + j] =
-                                                *cp.offset(i as isize * c.rs + j as isize * c.cs);
+                    // SAFETY: (ic, ks) and the mb × kb_all block are inside A.
+                    unsafe { kern.pack_a(a.at(ic, ks), mb, kb_all, kpad, ap) };
+                    for pc in (0..kpad).step_by(K::KC) {
+                        let kb = K::KC.min(kpad - pc);
+                        let load = accumulate || ks > 0 || pc > 0;
+                        for jr in (0..nb).step_by(K::NR) {
+                            let nr = K::NR.min(nb - jr);
+                            let bpanel = bp[jr * kpad..].as_ptr();
+                            for ir in (0..mb).step_by(K::MR) {
+                                let mr = K::MR.min(mb - ir);
+                                let apanel = ap[ir * kpad..].as_ptr();
+                                // SAFETY: (ic + ir, jc + jr) is an element of C.
+                                let cp = unsafe { c.at(ic + ir, jc + jr) };
+                                let ks3 = (pc, kb, kpad);
+                                if direct_layout && mr == K::MR && nr == K::NR {
+                                    // SAFETY: the full MR × NR tile at cp lies inside C (rows
+                                    // with stride c.rs > 0, columns contiguous); the panels
+                                    // were packed above with kpad >= pc + kb sums; begin() ran.
+                                    unsafe { kern.micro(ks3, apanel, bpanel, cp, c.rs, load) };
+                                    continue;
+                                }
+                                let at = |i: usize, j: usize| i as isize * c.rs + j as isize * c.cs;
+                                // SAFETY: every (i, j) < (mr, nr) is an element of C from cp;
+                                // the edge buffer is a full MR × NR tile with row stride NR.
+                                unsafe {
+                                    if load {
+                                        for i in 0..mr {
+                                            for j in 0..nr {
+                                                edge[i * K::NR + j] = *cp.offset(at(i, j));
+                                            }
                                         }
                                     }
-                                }
-                                kern.micro(
-                                    kpad,
-                                    apanel,
-                                    bpanel,
-                                    edge.as_mut_ptr(),
-                                    K::NR as isize,
-                                    load,
-                                );
-                                for i in 0..mr {
-                                    for j in 0..nr {
-                                        *cp.offset(i as isize * c.rs + j as isize * c.cs) =
-                                            edge[i * K::NR + j];
+                                    let e = edge.as_mut_ptr();
+                                    kern.micro(ks3, apanel, bpanel, e, K::NR as isize, load);
+                                    for i in 0..mr {
+                                        for j in 0..nr {
+                                            *cp.offset(at(i, j)) = edge[i * K::NR + j];
+                                        }
                                     }
                                 }
                             }

@@ -1,0 +1,252 @@
+//! Half-precision GEMM speed on this machine: f32 `sgemm` against every bf16 / f16 path of
+//! `rlx_cpu::gemm::lowp` (AMX tiles, AVX512_BF16, f32 FMA over halves widened while
+//! packing, and the old cast-to-f32 path), square products at 256³, 1024³ and 2048³ on 1
+//! and 2 threads, GFLOP/s and ratios printed in the same run. With `/tmp/peers/bin/python`
+//! (or `$RLX_PEER_PYTHON`) and PyTorch, `torch.matmul` on bf16 tensors is timed right after
+//! and the ratio rlx / torch printed.
+//!
+//! `cargo run --release -p rlx-bench --example gemm_lowp [-- sizes… [--only=amx,f32,…] [--threads=1]]`
+//! (`--only` takes path names — `f32` is sgemm here, `cast` the old bf16 cast path — and
+//! skips the other columns; `--no-torch` skips the peer).
+
+use rlx_cpu::gemm::lowp::{HalfFloat, LowpPath, bf16, f16, gemm_half_with};
+use rlx_cpu::gemm::{MatMut, MatRef, sgemm};
+use std::time::{Duration, Instant};
+
+/// Best time of repeated runs (at least 3, and at least ~0.3 s of work in all).
+fn best(mut f: impl FnMut()) -> Duration {
+    f();
+    let mut best = Duration::MAX;
+    let start = Instant::now();
+    let mut reps = 0;
+    while reps < 3 || start.elapsed() < Duration::from_millis(300) {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed());
+        reps += 1;
+    }
+    best
+}
+
+fn data(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn gflops(n: usize, t: Duration) -> f64 {
+    2.0 * (n as f64).powi(3) / t.as_secs_f64() / 1e9
+}
+
+fn time_half<T: HalfFloat>(path: LowpPath, n: usize, threads: usize) -> Option<f64> {
+    if !path.available::<T>()
+        || !wanted(if path == LowpPath::CastF32 {
+            "cast"
+        } else {
+            path.name()
+        })
+    {
+        return None;
+    }
+    let a: Vec<T> = data(n * n, 1).into_iter().map(T::from_f32_rne).collect();
+    let b: Vec<T> = data(n * n, 2).into_iter().map(T::from_f32_rne).collect();
+    let mut c = vec![0f32; n * n];
+    let t = best(|| {
+        gemm_half_with(
+            path,
+            MatRef::row_major(&a, n, n),
+            MatRef::row_major(&b, n, n),
+            MatMut::row_major(&mut c, n, n),
+            false,
+            threads,
+        )
+    });
+    Some(gflops(n, t))
+}
+
+/// Whether the `--only` list (if any) names this column.
+fn wanted(name: &str) -> bool {
+    let only: Vec<String> = std::env::args()
+        .filter_map(|a| a.strip_prefix("--only=").map(|s| s.to_string()))
+        .collect();
+    only.is_empty() || only.iter().any(|l| l.split(',').any(|x| x == name))
+}
+
+fn time_f32(n: usize, threads: usize) -> f64 {
+    if !wanted("f32") {
+        return f64::NAN;
+    }
+    let a = data(n * n, 1);
+    let b = data(n * n, 2);
+    let mut c = vec![0f32; n * n];
+    let t = best(|| {
+        sgemm(
+            1.0,
+            MatRef::row_major(&a, n, n),
+            MatRef::row_major(&b, n, n),
+            0.0,
+            MatMut::row_major(&mut c, n, n),
+            threads,
+        )
+    });
+    gflops(n, t)
+}
+
+/// torch.matmul GFLOP/s on bf16 `n×n` tensors per (size, threads), if PyTorch runs here.
+fn torch_bf16(sizes: &[usize], threads: &[usize]) -> Option<Vec<((usize, usize), f64)>> {
+    let py = std::env::var("RLX_PEER_PYTHON").unwrap_or_else(|_| "/tmp/peers/bin/python".into());
+    if !std::path::Path::new(&py).exists() {
+        println!("torch: {py} not found; no peer comparison");
+        return None;
+    }
+    let script = format!(
+        r#"
+import time, torch
+for th in {threads:?}:
+    torch.set_num_threads(th)
+    for n in {sizes:?}:
+        a = torch.rand(n, n).sub(0.5).to(torch.bfloat16)
+        b = torch.rand(n, n).sub(0.5).to(torch.bfloat16)
+        torch.matmul(a, b)
+        best, reps, t0 = 1e9, 0, time.perf_counter()
+        while reps < 3 or time.perf_counter() - t0 < 0.3:
+            t = time.perf_counter(); torch.matmul(a, b); best = min(best, time.perf_counter() - t); reps += 1
+        print(n, th, 2 * n ** 3 / best / 1e9, flush=True)
+"#
+    );
+    let out = std::process::Command::new(&py)
+        .args(["-c", &script])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        println!(
+            "torch: {py} failed: {}",
+            err.lines().last().unwrap_or("(no message)")
+        );
+        return None;
+    }
+    let rows = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let v: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                (v.first()?.parse().ok()?, v.get(1)?.parse().ok()?),
+                v.get(2)?.parse().ok()?,
+            ))
+        })
+        .collect();
+    Some(rows)
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let sizes = if sizes.is_empty() {
+        vec![256, 1024, 2048]
+    } else {
+        sizes
+    };
+    let threads: Vec<usize> = std::env::args()
+        .filter_map(|a| a.strip_prefix("--threads=").and_then(|s| s.parse().ok()))
+        .collect();
+    let threads = if threads.is_empty() {
+        vec![1, 2]
+    } else {
+        threads
+    };
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    println!("CPU: {cpu}");
+    let avail: Vec<&str> = LowpPath::ALL
+        .iter()
+        .filter(|p| p.available::<bf16>())
+        .map(|p| p.name())
+        .collect();
+    println!(
+        "bf16 paths available: {avail:?}; default bf16 {}, f16 {}",
+        LowpPath::default_for::<bf16>().name(),
+        LowpPath::default_for::<f16>().name()
+    );
+    let bf_paths = [
+        LowpPath::Amx,
+        LowpPath::Avx512Bf16,
+        LowpPath::Avx512F32,
+        LowpPath::CastF32,
+    ];
+    let f16_paths = [LowpPath::Avx512F32, LowpPath::CastF32];
+    let mut best_bf16 = std::collections::HashMap::new();
+    println!(
+        "\n{:>6} {:>3} | {:>8} | {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} | {:>7} {:>7}",
+        "n",
+        "thr",
+        "f32",
+        "bf16:amx",
+        "avx512bf",
+        "bf:wide",
+        "bf:cast",
+        "f16:wide",
+        "f16:cast",
+        "best/f32",
+        "best/cast"
+    );
+    for &th in &threads {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(th)
+            .build()
+            .expect("thread pool");
+        for &n in &sizes {
+            pool.install(|| {
+                let f = time_f32(n, th);
+                let bf: Vec<Option<f64>> =
+                    bf_paths.iter().map(|&p| time_half::<bf16>(p, n, th)).collect();
+                let hf: Vec<Option<f64>> =
+                    f16_paths.iter().map(|&p| time_half::<f16>(p, n, th)).collect();
+                let cell = |v: Option<f64>| v.map_or("-".to_string(), |g| format!("{g:.0}"));
+                let top = bf.iter().flatten().cloned().fold(0.0, f64::max);
+                let cast = bf[3].unwrap_or(f64::NAN);
+                best_bf16.insert((n, th), top);
+                println!(
+                    "{n:>6} {th:>3} | {f:>8.0} | {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} | {:>6.2}x {:>6.2}x",
+                    cell(bf[0]),
+                    cell(bf[1]),
+                    cell(bf[2]),
+                    cell(bf[3]),
+                    cell(hf[0]),
+                    cell(hf[1]),
+                    top / f,
+                    top / cast
+                );
+            });
+        }
+    }
+    println!("(GFLOP/s, best of repeated runs; bf:wide/f16:wide = widened to f32 while packing)");
+    let peer = !std::env::args().any(|a| a == "--no-torch");
+    if let Some(rows) = peer.then(|| torch_bf16(&sizes, &threads)).flatten() {
+        println!(
+            "\n{:>6} {:>3} | {:>10} {:>10} | {:>8}",
+            "n", "thr", "torch bf16", "rlx bf16", "rlx/torch"
+        );
+        for ((n, th), g) in rows {
+            let ours = best_bf16.get(&(n, th)).copied().unwrap_or(f64::NAN);
+            println!(
+                "{n:>6} {th:>3} | {g:>10.0} {ours:>10.0} | {:>7.2}x",
+                ours / g
+            );
+        }
+    }
+}
