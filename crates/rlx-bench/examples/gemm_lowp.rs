@@ -7,7 +7,8 @@
 //!
 //! `cargo run --release -p rlx-bench --example gemm_lowp [-- sizes… [--only=amx,f32,…] [--threads=1]]`
 //! (`--only` takes path names — `f32` is sgemm here, `cast` the old bf16 cast path — and
-//! skips the other columns; `--no-torch` skips the peer).
+//! skips the other columns; `--no-torch` skips the peer; `--ta` / `--tb` make A / B
+//! column-major, i.e. transposed views).
 
 use rlx_cpu::gemm::lowp::{HalfFloat, LowpPath, bf16, f16, gemm_half_with};
 use rlx_cpu::gemm::{MatMut, MatRef, sgemm};
@@ -60,14 +61,25 @@ fn time_half<T: HalfFloat>(path: LowpPath, n: usize, threads: usize) -> Option<f
     let t = best(|| {
         gemm_half_with(
             path,
-            MatRef::row_major(&a, n, n),
-            MatRef::row_major(&b, n, n),
+            operand(&a, n, "--ta"),
+            operand(&b, n, "--tb"),
             MatMut::row_major(&mut c, n, n),
             false,
             threads,
         )
     });
     Some(gflops(n, t))
+}
+
+/// An `n × n` operand over `data`: row-major, or the transpose of the row-major matrix
+/// (column-major storage) when `flag` is on the command line.
+fn operand<'a, T>(data: &'a [T], n: usize, flag: &str) -> MatRef<'a, T> {
+    let m = MatRef::row_major(data, n, n);
+    if std::env::args().any(|a| a == flag) {
+        m.t()
+    } else {
+        m
+    }
 }
 
 /// Whether the `--only` list (if any) names this column.
@@ -88,8 +100,8 @@ fn time_f32(n: usize, threads: usize) -> f64 {
     let t = best(|| {
         sgemm(
             1.0,
-            MatRef::row_major(&a, n, n),
-            MatRef::row_major(&b, n, n),
+            operand(&a, n, "--ta"),
+            operand(&b, n, "--tb"),
             0.0,
             MatMut::row_major(&mut c, n, n),
             threads,

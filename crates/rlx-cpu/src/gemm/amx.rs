@@ -122,7 +122,9 @@ const CHUNK: usize = 32;
 
 /// Pack rows `0..mb`, sums `0..kb` of `a` as `[16-row strip][32-sum chunk][16][32]` over
 /// `mb` rounded up to 32 rows and `kpad` sums (zeros past `mb` and `kb`). A row-major
-/// chunk is one masked 64-byte load (the mask zero-fills the sum tail).
+/// chunk row is one masked 64-byte load (the mask zero-fills the sum tail); a full tile of
+/// a column-major A (a transposed activation, as in a weight gradient) is transposed in
+/// registers.
 ///
 /// # Safety
 /// The `mb × kb` block of `a` must be readable; the CPU must have AVX-512 F and BW.
@@ -132,41 +134,99 @@ unsafe fn pack_a_tiles(a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [u16
     let chunks = kpad / CHUNK;
     let rows = mb.next_multiple_of(32);
     assert!(dst.len() >= rows * kpad, "AMX pack_a: buffer too small");
-    for i in 0..rows {
-        let (s, r) = (i / 16, i % 16);
+    for s in 0..rows / 16 {
         for c in 0..chunks {
-            let o = (s * chunks + c) * 512 + r * CHUNK;
-            let row = &mut dst[o..o + CHUNK];
-            let k0 = c * CHUNK;
-            let len = if i < mb {
-                CHUNK.min(kb.saturating_sub(k0))
-            } else {
-                0
-            };
-            if len == 0 {
-                row.fill(0);
-            } else if a.cs == 1 {
-                let mask = if len == CHUNK {
-                    u32::MAX
+            let tile = &mut dst[(s * chunks + c) * 512..(s * chunks + c + 1) * 512];
+            let (i0, k0) = (16 * s, c * CHUNK);
+            if a.rs == 1 && a.cs != 1 && i0 + 16 <= mb && k0 + CHUNK <= kb {
+                // SAFETY: rows i0..i0+16 <= mb, sums k0..k0+32 <= kb are inside the block,
+                // and each sum's 16 rows are contiguous (unit row stride); the tile holds
+                // 512 u16.
+                unsafe { transpose_tile(a.at(i0, k0), tile) };
+                continue;
+            }
+            for (r, row) in tile.chunks_exact_mut(CHUNK).enumerate() {
+                let i = i0 + r;
+                let len = if i < mb {
+                    CHUNK.min(kb.saturating_sub(k0))
                 } else {
-                    (1u32 << len) - 1
+                    0
                 };
-                // SAFETY: row i < mb, sums k0..k0 + len <= kb are contiguous elements of
-                // the block; the masked load reads only those; `row` has 32 u16.
-                unsafe {
-                    let v = _mm512_maskz_loadu_epi16(mask, a.at(i, k0).ptr as *const i16);
-                    _mm512_storeu_si512(row.as_mut_ptr() as *mut __m512i, v);
-                }
-            } else {
-                for (t, v) in row.iter_mut().enumerate() {
-                    // SAFETY: (i, k0 + t) is inside the mb × kb block when t < len.
-                    *v = if t < len {
-                        unsafe { a.get(i, k0 + t) }
+                if len == 0 {
+                    row.fill(0);
+                } else if a.cs == 1 {
+                    let mask = if len == CHUNK {
+                        u32::MAX
                     } else {
-                        0
+                        (1u32 << len) - 1
                     };
+                    // SAFETY: row i < mb, sums k0..k0 + len <= kb are contiguous elements of
+                    // the block; the masked load reads only those; `row` has 32 u16.
+                    unsafe {
+                        let v = _mm512_maskz_loadu_epi16(mask, a.at(i, k0).ptr as *const i16);
+                        _mm512_storeu_si512(row.as_mut_ptr() as *mut __m512i, v);
+                    }
+                } else {
+                    for (t, v) in row.iter_mut().enumerate() {
+                        *v = if t < len {
+                            // SAFETY: (i, k0 + t) is inside the mb × kb block when t < len.
+                            unsafe { a.get(i, k0 + t) }
+                        } else {
+                            0
+                        };
+                    }
                 }
             }
+        }
+    }
+}
+
+/// One A tile from a column-major source: `tile[r][t] = a(r, t)` for 16 rows × 32 sums.
+/// Sum pairs are interleaved into 32-bit words (lane r of word vector q holds
+/// `a(r, 2q), a(r, 2q + 1)`), then the 16 × 16 word matrix is transposed (unpack 32, unpack
+/// 64, two 128-bit lane shuffles).
+///
+/// # Safety
+/// `a` must be readable over 16 rows × 32 sums with unit row stride; AVX-512 F/BW present.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn transpose_tile(a: Src, tile: &mut [u16]) {
+    use std::arch::x86_64::*;
+    assert!(tile.len() >= 512);
+    // SAFETY: INTERLEAVE holds 32 u16; each sum's 16 rows are contiguous (caller).
+    unsafe {
+        let idx = _mm512_loadu_si512(super::bf16_avx512::INTERLEAVE.as_ptr() as *const __m512i);
+        let mut v = [_mm512_setzero_si512(); 16];
+        for (q, vq) in v.iter_mut().enumerate() {
+            let lo = _mm256_loadu_si256(a.at(0, 2 * q).ptr as *const __m256i);
+            let hi = _mm256_loadu_si256(a.at(0, 2 * q + 1).ptr as *const __m256i);
+            *vq = _mm512_permutex2var_epi16(
+                _mm512_castsi256_si512(lo),
+                idx,
+                _mm512_castsi256_si512(hi),
+            );
+        }
+        let mut t = [_mm512_setzero_si512(); 16];
+        for i in 0..8 {
+            t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+        }
+        for i in 0..4 {
+            v[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+            v[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+            v[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+            v[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+        }
+        for g in 0..2 {
+            for x in 0..4 {
+                let (p, q) = (v[8 * g + x], v[8 * g + 4 + x]);
+                t[8 * g + x] = _mm512_shuffle_i32x4::<0x88>(p, q);
+                t[8 * g + 4 + x] = _mm512_shuffle_i32x4::<0xdd>(p, q);
+            }
+        }
+        let out = tile.as_mut_ptr() as *mut __m512i;
+        for x in 0..8 {
+            _mm512_storeu_si512(out.add(x), _mm512_shuffle_i32x4::<0x88>(t[x], t[8 + x]));
+            _mm512_storeu_si512(out.add(8 + x), _mm512_shuffle_i32x4::<0xdd>(t[x], t[8 + x]));
         }
     }
 }

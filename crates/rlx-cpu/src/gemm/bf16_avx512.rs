@@ -122,7 +122,7 @@ pub(crate) unsafe fn pack_b_pairs<const W: usize>(
 }
 
 /// Word indices interleaving two 16-word rows: `[r0[0], r1[0], r0[1], r1[1], …]`.
-static INTERLEAVE: [u16; 32] = {
+pub(crate) static INTERLEAVE: [u16; 32] = {
     let mut v = [0u16; 32];
     let mut n = 0;
     while n < 16 {
