@@ -20,8 +20,13 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
                 bw.give(a, ga)?;
             }
             if bw.wants(node, 1) {
-                let at = bw.t(a)?;
-                let gb = bw.matmul(at, g)?;
+                let gb = match weight_grad_flat(bw, a, b, g)? {
+                    Some(gb) => gb,
+                    None => {
+                        let at = bw.t(a)?;
+                        bw.matmul(at, g)?
+                    }
+                };
                 bw.give(b, gb)?;
             }
             Ok(())
@@ -48,6 +53,45 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
         Op::ScaledQuantize { .. } | Op::ScaledQuantScale { .. } => Ok(()),
         other => unreachable!("linalg::vjp got {}", other.name()),
     }
+}
+
+/// The gradient of a matrix `b: [K, N]` shared by every batch of `a: [.., M, K]`, as
+/// one product over all rows: `reshape(a, [R, K])ᵀ · reshape(g, [R, N])` with `R` the
+/// rows of all batches. Batched (`aᵀ·g` per batch, then summed by `give`) it would
+/// materialize one `[K, N]` product per batch and reduce them — for a transformer's
+/// `[B, T, d]` activations, `B` times the weight's bytes and `B` small products instead
+/// of one. `None` unless `b` is 2-D, `a` has batch axes, and their sizes are static.
+fn weight_grad_flat(bw: &mut Bw, a: NodeId, b: NodeId, g: NodeId) -> IrResult<Option<NodeId>> {
+    let (da, db) = (bw.dims(a), bw.dims(b));
+    if db.len() != 2 || da.len() < 3 {
+        return Ok(None);
+    }
+    let Some(sa) = da
+        .iter()
+        .map(|d| d.as_static())
+        .collect::<Option<Vec<usize>>>()
+    else {
+        return Ok(None);
+    };
+    let Some(n) = db[1].as_static() else {
+        return Ok(None);
+    };
+    let k = sa[sa.len() - 1];
+    let rows: usize = sa[..sa.len() - 1].iter().product();
+    let a2 = bw.op(
+        Op::Reshape {
+            new_shape: vec![rows as i64, k as i64],
+        },
+        vec![a],
+    )?;
+    let g2 = bw.op(
+        Op::Reshape {
+            new_shape: vec![rows as i64, n as i64],
+        },
+        vec![g],
+    )?;
+    let at = bw.t(a2)?;
+    Ok(Some(bw.matmul(at, g2)?))
 }
 
 /// `y = act(x·w + bias)` with `x: [.., K]`, `w: [K, N]`, `bias: [N]`.
@@ -92,7 +136,9 @@ fn linear(
         bw.give(x, gx)?;
     }
     if ww {
-        let gw = if xr >= 2 {
+        let gw = if let Some(gw) = weight_grad_flat(bw, x, w, gz)? {
+            gw
+        } else if xr >= 2 {
             // [.., K, M] × [.., M, N]; leading axes are summed by `give`.
             let xt = bw.t(x)?;
             bw.matmul(xt, gz)?

@@ -309,3 +309,47 @@ fn linear_gelu_recomputes_the_preactivation_but_relu_reads_the_output() {
         assert_eq!(recomputed, extra, "{act:?}");
     }
 }
+
+#[test]
+fn a_weight_shared_by_batches_gets_one_flat_product_not_a_batched_one_and_a_sum() {
+    // x [2, 3, 4] · w [4, 5]: dW = reshape(x, [6, 4])ᵀ · reshape(ct, [6, 5]).
+    for fused in [false, true] {
+        let mut g = Graph::new("flat");
+        let x = g.input("x", Shape::new(&[2, 3, 4], DType::F64));
+        let w = g.input("w", Shape::new(&[4, 5], DType::F64));
+        let y = if fused {
+            let b = constant(&mut g, vals(&[5], &[0.5; 5]));
+            op(
+                &mut g,
+                Op::FusedMatMulBiasAct { activation: None },
+                vec![x, w, b],
+            )
+        } else {
+            op(&mut g, Op::MatMul, vec![x, w])
+        };
+        let ct = g.input("ct", Shape::new(&[2, 3, 5], DType::F64));
+        let before = g.len();
+        append_vjp(&mut g, &[y], &[ct], &[w]).unwrap();
+        let new = &g.nodes()[before..];
+        let products: Vec<Vec<usize>> = new
+            .iter()
+            .filter(|n| matches!(n.op, Op::MatMul))
+            .map(|n| {
+                n.inputs
+                    .iter()
+                    .flat_map(|&i| g.shape(i).static_dims().unwrap())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(products, vec![vec![4, 6, 6, 5]], "fused {fused}: {g}");
+        assert!(
+            !new.iter().any(|n| matches!(n.op, Op::Reduce { .. })),
+            "no sum over the batch axis: {g}"
+        );
+    }
+    check(
+        "matmul [2,3,4]x[4,5]",
+        vec![("a", rand(&[2, 3, 4], 7)), ("b", rand(&[4, 5], 8))],
+        |g, x| op(g, Op::MatMul, vec![x[0], x[1]]),
+    );
+}

@@ -8,6 +8,7 @@ mod conv;
 mod ew;
 mod loads;
 mod movement;
+mod nn_ops;
 mod opaque;
 mod ops;
 pub(crate) mod par;

@@ -99,8 +99,11 @@ impl OpaquePlan {
             Some(r) => r?,
             None => match super::conv::eval(&self.op, &refs, &dims)
                 .or_else(|| super::scaled::eval(&self.op, &refs, &dims))
+                .map(Ok)
+                .or_else(|| super::nn_ops::eval(&self.op, &refs, &dims))
             {
-                Some(b) => b,
+                Some(Err(e)) => return Err(e),
+                Some(Ok(b)) => b,
                 None => {
                     interp::eval_op(&self.op, &refs, &self.out)
                         .map_err(|e| e.to_string())?
