@@ -37,9 +37,9 @@ fn slabs_of(g: &Graph, x: NodeId) -> Option<Slabs> {
         &Op::Pad {
             axis,
             before,
-            value,
+            value: 0.0,
             ..
-        } if value == 0.0 => {
+        } => {
             let inner = n.inputs[0];
             let len = g.shape(inner).dims()[axis].as_static()?;
             let parts = match &g.node(inner).op {
