@@ -153,9 +153,10 @@ fn paths<T: HalfFloat>(want: &[LowpPath]) -> Vec<LowpPath> {
         .collect()
 }
 
-/// (m, n, k) cases: tails of every tile size, M = 1, N = 1, K odd, K past one block (512),
-/// M past one block of rows (256).
-const SHAPES: [(usize, usize, usize); 12] = [
+/// (m, n, k) cases: tails of every tile size, M = 1, N = 1, K odd, K past one micro-kernel
+/// step (256 / 512 sums) and past one packed super-block (1024 / 2048 sums), M past one
+/// block of rows (128 / 144 / 192).
+const SHAPES: [(usize, usize, usize); 13] = [
     (1, 1, 1),
     (1, 64, 33),
     (70, 1, 45),
@@ -168,6 +169,7 @@ const SHAPES: [(usize, usize, usize); 12] = [
     (300, 40, 17),
     (20, 33, 1100),
     (520, 35, 70),
+    (35, 70, 2100),
 ];
 
 /// Every shape × a rotation of A and B layouts, C row-major or column-major, overwrite or
