@@ -16,7 +16,9 @@
 //! with `F` the frontier bytes per element (a frontier buffer read at full size
 //! counts its element size; one broadcast into the value's space counts nothing — it
 //! stays in cache), `b` the value's element size, `ops` the inlined ops the value
-//! drags along and `c` = [`OP_BYTES`]. The value is stored when `store < recompute`.
+//! drags along and `c` = [`OP_BYTES`]. The value is stored when `store < recompute`
+//! — except a bool mask, which stays inline: a comparison fuses into the select that
+//! reads it, and backends keep masks in registers rather than loading them.
 //!
 //! A residual stream `x_{l+1} = x_l + f_l(x_l)` is the case this exists for: left
 //! inlined, the stream at layer `l` is a sum over `l` stored buffers that every later

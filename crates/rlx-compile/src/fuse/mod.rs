@@ -517,7 +517,10 @@ impl Cx<'_> {
                             value_bytes: node.shape.dtype().size_bytes(),
                             ops: d,
                         };
-                        if c.should_store() {
+                        // Masks stay inline: a comparison is one instruction that fuses
+                        // into the select reading it, and backends keep masks in
+                        // registers (the CPU JIT compiles no load of a stored mask).
+                        if c.should_store() && node.shape.dtype() != DType::Bool {
                             Sharing::StoredByCost(c)
                         } else {
                             Sharing::Recomputed(c)

@@ -642,3 +642,23 @@ fn explain_reports_each_shared_value_with_its_costs_and_decision() {
     assert!(p.sharing.iter().all(|v| !v.sharing.stored()));
     assert!(crate::explain(&p, "test", None).contains("-> recomputed"));
 }
+
+#[test]
+fn a_mask_read_by_two_kernels_stays_inline_even_when_storing_it_moves_fewer_bytes() {
+    // x > y (a 1-byte bool from two f32 buffers) read by a select and a cast-multiply:
+    // by bytes alone storing it would win; masks are kept in registers instead.
+    let mut g = Graph::new("mask");
+    let x = f32s(&mut g, "x", &[64]);
+    let y = f32s(&mut g, "y", &[64]);
+    let gr = f32s(&mut g, "g", &[64]);
+    let m = op(&mut g, Op::Compare(rlx_ir::CmpOp::Gt), vec![x, y]);
+    let zero = scalar(&mut g, 0.0);
+    let sel = op(&mut g, Op::Where, vec![m, gr, zero]);
+    let mf = op(&mut g, Op::Cast { to: DType::F32 }, vec![m]);
+    let prod = op(&mut g, Op::Binary(BinaryOp::Mul), vec![gr, mf]);
+    g.set_outputs(vec![sel, prod]);
+    let p = compile(&g, &CompileOptions::default()).unwrap();
+    assert!(!p.buffers.iter().any(|b| b.kind == BufKind::Temp), "{p:#?}");
+    let mask = p.sharing.iter().find(|v| v.op == "gt").expect("reported");
+    assert!(!mask.sharing.stored(), "{mask}");
+}
