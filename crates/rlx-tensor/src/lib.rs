@@ -37,6 +37,8 @@ mod ndarray_interop;
 #[cfg(feature = "optim")]
 mod qat;
 mod rng;
+#[cfg(feature = "safetensors")]
+pub mod safetensors;
 mod scope;
 mod slice;
 mod tensor;
@@ -65,6 +67,13 @@ pub use rlx_ir::{DType, Dim, Graph, NodeId, ScaleLayout, ScaledFormat, Shape};
 pub use rlx_optim::{
     Adam, AdamCoeffs, AdamW, FusedRule, FusedUpdate, Lion, Muon, OptItem, Optimizer, ParamGroup,
     Sgd, Unfused,
+};
+#[cfg(all(feature = "safetensors", feature = "eval"))]
+pub use safetensors::save_safetensors;
+#[cfg(feature = "safetensors")]
+pub use safetensors::{
+    ParamMismatch, SafeTensors, StoredDType, save_safetensors_data,
+    save_safetensors_data_with_metadata,
 };
 pub use scope::{GraphScope, graph, graph_with};
 pub use slice::{SliceAxis, SliceSpec, ax, ix, rg, tail};
