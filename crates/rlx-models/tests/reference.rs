@@ -69,6 +69,7 @@ fn check_f32(name: &str, dtype: Option<DType>, key: &str, tol: f64) {
         let mut cache = lm.new_cache();
         let logits = lm.forward(&mut cache, &ids).unwrap();
         let err = rel_err(&logits, &f32s(&p["last_logits"]));
+        eprintln!("{name} ({key}) prompt {i}: logits within {err:.2e} of their scale");
         assert!(
             err <= tol,
             "{name} ({key}) prompt {i}: logits differ by {err:e} of their scale (allowed {tol:e})"
@@ -108,10 +109,11 @@ fn a_bf16_checkpoint_run_in_f32_matches_transformers_on_the_same_weights() {
     check_f32("llama_bf16", Some(DType::F32), "prompts", 1e-4);
 }
 
-/// bf16 keeps 8 significant bits: every matmul, norm and the attention round their
-/// results, so the last-position logits of this 2-layer model land within 3% of their
-/// scale of torch's bf16 run (measured: see the assertion message when it fails). The
-/// greedy choices, whose margins in this fixture are above 10 logits, agree exactly.
+/// bf16 keeps 8 significant bits and every matmul, norm and the attention round their
+/// results, in a different order than torch's kernels: the last-position logits of this
+/// 2-layer model land within 2% of their scale of torch's bf16 run of the same file
+/// (measured 4.6e-3 and 5.1e-3 for the two prompts). The greedy choices, whose margins in
+/// this fixture are above 10 logits, agree exactly.
 #[test]
 fn a_bf16_checkpoint_run_in_bf16_is_within_the_stated_tolerance_of_torch_bf16() {
     let lm = CausalLm::load(fixture("llama_bf16"), None).unwrap();
@@ -121,7 +123,7 @@ fn a_bf16_checkpoint_run_in_bf16_is_within_the_stated_tolerance_of_torch_bf16() 
         "the checkpoint's dtype is the default"
     );
     drop(lm);
-    check_f32("llama_bf16", None, "bf16", 3e-2);
+    check_f32("llama_bf16", None, "bf16", 2e-2);
 }
 
 #[test]
