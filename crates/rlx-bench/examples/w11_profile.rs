@@ -152,7 +152,7 @@ fn main() {
             .trim()
     );
     println!(
-        "step {step_ms:.2} ms (median) = kernels {:.2} ms (profile mean) + {:.2} ms outside kernels; forward alone {fwd_ms:.2} ms, forward+backward {vg_ms:.2} ms",
+        "step {step_ms:.2} ms (median of the timed steps); kernels {:.2} ms (profile mean over every run, the first included) leaves {:.2} ms outside kernels; forward alone {fwd_ms:.2} ms, forward+backward {vg_ms:.2} ms",
         total_us / 1e3,
         step_ms - total_us / 1e3
     );
@@ -182,6 +182,30 @@ fn main() {
         );
     }
 
+    // Per kind and iteration space: which shapes the time goes to (e.g. the attention
+    // backward's [B, H, T, T] kernels, the per-batch weight-gradient products).
+    let mut by_space: BTreeMap<(String, String), (usize, f64)> = BTreeMap::new();
+    for k in &ks {
+        let e = by_space
+            .entry((k.label.clone(), k.space.clone()))
+            .or_default();
+        e.0 += 1;
+        e.1 += k.us;
+    }
+    let mut by_space: Vec<_> = by_space.into_iter().collect();
+    by_space.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
+    println!(
+        "
+per kernel kind and iteration space (top {top}):"
+    );
+    for ((kind, space), (n, us)) in by_space.iter().take(top) {
+        println!(
+            "  {kind:<26} over {space:<32} {n:>4} kernels {:>9.3} ms {:>5.1} %",
+            us / 1e3,
+            100.0 * us / total_us
+        );
+    }
+
     let mut order: Vec<usize> = (0..ks.len()).collect();
     order.sort_by(|&a, &b| ks[b].us.total_cmp(&ks[a].us));
     println!("\ntop {top} kernels:");
@@ -198,7 +222,8 @@ fn main() {
         );
     }
 
-    let report = |title: &str, pick: &dyn Fn(&Kernel) -> bool| {
+    // The selected kernels' total; each one listed when `list` (the slowest 8 otherwise).
+    let report = |title: &str, list: bool, pick: &dyn Fn(&Kernel) -> bool| {
         let sel: Vec<usize> = (0..ks.len()).filter(|&i| pick(&ks[i])).collect();
         let us: f64 = sel.iter().map(|&i| ks[i].us).sum();
         let adds: usize = sel.iter().map(|&i| count(&ks[i].ops, "add")).sum();
@@ -208,7 +233,12 @@ fn main() {
             us / 1e3,
             100.0 * us / total_us
         );
-        for &i in &sel {
+        let mut shown = sel.clone();
+        if !list {
+            shown.sort_by(|&a, &b| ks[b].us.total_cmp(&ks[a].us));
+            shown.truncate(8);
+        }
+        for &i in &shown {
             let k = &ks[i];
             println!(
                 "  kernel {i:>3} {:>9.1} µs  {} over {}: {} adds; {}",
@@ -220,19 +250,25 @@ fn main() {
             );
         }
     };
-    report("LayerNorm kernels (forward and backward)", &|k| {
+    report("LayerNorm kernels (forward and backward)", true, &|k| {
         k.label.contains("layer_norm") || k.ops.iter().any(|o| o.contains("layer_norm"))
     });
-    report("cross-entropy kernels", &|k| {
+    report("cross-entropy kernels", true, &|k| {
         k.label.contains("cross_entropy") || k.ops.iter().any(|o| o.contains("cross_entropy"))
     });
     report(
         "kernels with narrow / pad / concat (the qkv split and its backward)",
+        true,
         &|k| {
             k.ops
                 .iter()
                 .any(|o| o == "narrow" || o == "pad" || o == "concat" || o == "slice")
         },
+    );
+    report(
+        "kernels applying the AdamW update (they fuse sqrt; most also reduce the gradient), slowest 8",
+        false,
+        &|k| k.ops.iter().any(|o| o == "sqrt"),
     );
     residual_adds(&c, &f0);
 }

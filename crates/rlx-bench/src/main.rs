@@ -38,6 +38,8 @@ struct Args {
     w11_steps: usize,
     /// W11: the depth variants besides the 4-block W11 model.
     w11_layers: Vec<usize>,
+    /// W11: also time the model with `[B·T, d]` activations.
+    w11_flat: bool,
 }
 
 fn parse_args() -> Args {
@@ -53,6 +55,7 @@ fn parse_args() -> Args {
         kernels: false,
         w11_steps: 60,
         w11_layers: vec![2, 4, 8],
+        w11_flat: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -86,6 +89,7 @@ fn parse_args() -> Args {
                     "--w11-steps must exceed the 10 untimed steps"
                 );
             }
+            "--w11-flat" => a.w11_flat = true,
             "--w11-layers" => {
                 a.w11_layers = value("--w11-layers")
                     .split(',')
@@ -94,7 +98,7 @@ fn parse_args() -> Args {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels] [--w11-steps 60] [--w11-layers 2,4,8]"
+                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels] [--w11-steps 60] [--w11-layers 2,4,8] [--w11-flat]"
                 );
                 std::process::exit(0);
             }
@@ -445,7 +449,7 @@ fn main() {
     }
     let mut after = Vec::new();
     if w("W11") {
-        after = w11::rows(&mut rows, args.w11_steps, &args.w11_layers);
+        after = w11::rows(&mut rows, args.w11_steps, &args.w11_layers, args.w11_flat);
     }
     if w("OPS") {
         ops::rows(&mut rows, plan);

@@ -13,10 +13,11 @@ use rlx_bench::gpt::{self, GptConfig, Layout, TokenStream};
 #[cfg(feature = "train")]
 const UNTIMED: usize = 10;
 
-/// The `W11_gpt_train_step` row (4 blocks) and one `W11_L{n}` row per depth in `layers`;
-/// returns lines to print after the table (the per-block slope).
+/// The `W11_gpt_train_step` row (4 blocks; with `flat` also the same model with `[B·T, d]`
+/// activations) and one `W11_L{n}` row per depth in `layers`; returns lines to print after
+/// the table (the per-block slope).
 #[cfg(feature = "train")]
-pub fn rows(rows: &mut Vec<Row>, steps: usize, layers: &[usize]) -> Vec<String> {
+pub fn rows(rows: &mut Vec<Row>, steps: usize, layers: &[usize], flat: bool) -> Vec<String> {
     let mut depths: Vec<usize> = layers.to_vec();
     if !depths.contains(&4) {
         depths.push(4);
@@ -38,14 +39,16 @@ pub fn rows(rows: &mut Vec<Row>, steps: usize, layers: &[usize]) -> Vec<String> 
                         c.param_count() as f64 / 1e6
                     )),
             );
-            // The same model with [B·T, d] activations: how much the batched form costs.
-            let (t2, note2) = measure(&c, Layout::Flat, steps);
-            rows.push(
-                Row::new("W11_gpt_train_step", "rlx_2d_activations", t2)
-                    .flops(c.step_flops())
-                    .steps()
-                    .note(&format!("[B·T, d] between the ops (Layout::Flat); {note2}")),
-            );
+            if flat {
+                // The same model with [B·T, d] activations: what the batched form costs.
+                let (t2, note2) = measure(&c, Layout::Flat, steps);
+                rows.push(
+                    Row::new("W11_gpt_train_step", "rlx_2d_activations", t2)
+                        .flops(c.step_flops())
+                        .steps()
+                        .note(&format!("[B·T, d] between the ops (Layout::Flat); {note2}")),
+                );
+            }
         }
         if layers.contains(&l) {
             rows.push(
@@ -98,6 +101,6 @@ fn measure(c: &GptConfig, layout: Layout, steps: usize) -> (Timing, String) {
 }
 
 #[cfg(not(feature = "train"))]
-pub fn rows(_: &mut Vec<Row>, _: usize, _: &[usize]) -> Vec<String> {
+pub fn rows(_: &mut Vec<Row>, _: usize, _: &[usize], _: bool) -> Vec<String> {
     vec!["note: W11 on rlx skipped: built without feature `train` (Func::train_step_all)".into()]
 }
