@@ -21,7 +21,7 @@
 //! results flushed to zero (MXCSR is ignored). The order of the sum within one
 //! instruction is the hardware's; across instructions it is fixed by the blocking.
 
-use super::lowp_drive::{Kernel, Src};
+use super::lowp_drive::{CTile, Kernel, Src};
 use std::sync::OnceLock;
 
 /// Whether AMX-BF16 tiles can be used by this process (detected and, on Linux, the
@@ -259,9 +259,7 @@ impl Kernel for Amx {
         (k0, kb, kpad): (usize, usize, usize),
         a: *const u16,
         b: *const u16,
-        c: *mut f32,
-        ldc: isize,
-        load: bool,
+        c: CTile,
     ) {
         let chunks = kb / CHUNK;
         // Chunk k0/32 of the first strip of each panel: A's tiles are 512 elements apart
@@ -273,22 +271,23 @@ impl Kernel for Amx {
             let (a0, b0) = (a.add(k0 * 16), b.add(k0 * 16));
             (a0, b0, a0.add(16 * kpad), b0.add(16 * kpad))
         };
-        let ldc_bytes = ldc * 4;
-        // SAFETY: C's lower 16 rows start 16 rows down, inside the 32-row tile.
-        let c_lo = unsafe { c.offset(16 * ldc) };
         // SAFETY: the caller loaded this thread's tile config (begin) and guarantees the
-        // panels hold `chunks` 1 KiB tiles per strip and C is a writable 32 × 32 f32 block
-        // with row stride `ldc` (> 0 elements, columns contiguous). The tile registers are
-        // used only inside this block; the loop counter is decremented to zero
-        // (chunks >= 1: kb is a positive multiple of 32).
+        // panels hold `chunks` 1 KiB tiles per strip, `c.inp` (unless null) a readable and
+        // `c.out` a writable 32 × 32 f32 block with positive row strides and contiguous
+        // columns (the lower 16 rows start 16 strides down, computed into {s}). The tile
+        // registers are used only inside this block; the loop counter is decremented to
+        // zero (chunks >= 1: kb is a positive multiple of 32).
         unsafe {
             std::arch::asm!(
-                "test {load}, {load}",
+                "test {cin}, {cin}",
                 "jz 2f",
-                "tileloadd tmm0, [{c} + {ldc}*1]",
-                "tileloadd tmm1, [{c} + {ldc}*1 + 64]",
-                "tileloadd tmm2, [{clo} + {ldc}*1]",
-                "tileloadd tmm3, [{clo} + {ldc}*1 + 64]",
+                "mov {s}, {ldin}",
+                "shl {s}, 4",
+                "add {s}, {cin}",
+                "tileloadd tmm0, [{cin} + {ldin}*1]",
+                "tileloadd tmm1, [{cin} + {ldin}*1 + 64]",
+                "tileloadd tmm2, [{s} + {ldin}*1]",
+                "tileloadd tmm3, [{s} + {ldin}*1 + 64]",
                 "jmp 3f",
                 "2:",
                 "tilezero tmm0",
@@ -312,14 +311,17 @@ impl Kernel for Amx {
                 "add {b1}, 1024",
                 "dec {n}",
                 "jnz 4b",
-                "tilestored [{c} + {ldc}*1], tmm0",
-                "tilestored [{c} + {ldc}*1 + 64], tmm1",
-                "tilestored [{clo} + {ldc}*1], tmm2",
-                "tilestored [{clo} + {ldc}*1 + 64], tmm3",
-                load = in(reg) load as usize,
-                c = in(reg) c,
-                clo = in(reg) c_lo,
-                ldc = in(reg) ldc_bytes,
+                "mov {s}, {ldout}",
+                "shl {s}, 4",
+                "add {s}, {cout}",
+                "tilestored [{cout} + {ldout}*1], tmm0",
+                "tilestored [{cout} + {ldout}*1 + 64], tmm1",
+                "tilestored [{s} + {ldout}*1], tmm2",
+                "tilestored [{s} + {ldout}*1 + 64], tmm3",
+                cin = in(reg) c.inp,
+                ldin = in(reg) c.ld_in * 4,
+                cout = in(reg) c.out,
+                ldout = in(reg) c.ld_out * 4,
                 a0 = inout(reg) a => _,
                 a1 = inout(reg) a1 => _,
                 b0 = inout(reg) b => _,

@@ -16,7 +16,7 @@
 //! Both use a 12 × 32 tile of C (24 zmm accumulators, 2 B vectors, broadcasts folded into
 //! the multiply-adds).
 
-use super::lowp_drive::{Half, Kernel, Src};
+use super::lowp_drive::{CTile, Half, Kernel, Src};
 use std::arch::x86_64::*;
 
 /// Rows of C per micro-kernel call.
@@ -189,22 +189,11 @@ impl Kernel for DpBf16 {
         (k0, kb, _): (usize, usize, usize),
         a: *const u16,
         b: *const u16,
-        c: *mut f32,
-        ldc: isize,
-        load: bool,
+        c: CTile,
     ) {
         // SAFETY: forwarded contract (pair k0/2 of each panel starts MR·k0 / NR·k0 elements
         // in and kb more sums follow inside it); DpBf16 exists only with AVX512_BF16.
-        unsafe {
-            dp_micro(
-                kb / 2,
-                a.add(k0 * MR) as *const u32,
-                b.add(k0 * NR),
-                c,
-                ldc,
-                load,
-            )
-        }
+        unsafe { dp_micro(kb / 2, a.add(k0 * MR) as *const u32, b.add(k0 * NR), c) }
     }
 }
 
@@ -213,14 +202,15 @@ impl Kernel for DpBf16 {
 /// # Safety
 /// As [`Kernel::micro`]; the CPU has AVX512_BF16.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn dp_micro(kp2: usize, a: *const u32, b: *const u16, c: *mut f32, ldc: isize, load: bool) {
+unsafe fn dp_micro(kp2: usize, a: *const u32, b: *const u16, c: CTile) {
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-    // SAFETY: the caller guarantees a 12 × 32 writable f32 tile at c (row stride ldc),
+    // SAFETY: the caller guarantees 12 × 32 f32 tiles at c.inp (readable, unless null) and
+    // c.out (writable) with their row strides,
     // MR·kp2 pairs in A's panel and NR·kp2 pairs in B's.
     unsafe {
-        if load {
+        if !c.inp.is_null() {
             for (r, row) in acc.iter_mut().enumerate() {
-                let cr = c.offset(r as isize * ldc);
+                let cr = c.inp.offset(r as isize * c.ld_in);
                 row[0] = _mm512_loadu_ps(cr);
                 row[1] = _mm512_loadu_ps(cr.add(16));
             }
@@ -237,7 +227,7 @@ unsafe fn dp_micro(kp2: usize, a: *const u32, b: *const u16, c: *mut f32, ldc: i
             }
         }
         for (r, row) in acc.iter().enumerate() {
-            let cr = c.offset(r as isize * ldc);
+            let cr = c.out.offset(r as isize * c.ld_out);
             _mm512_storeu_ps(cr, row[0]);
             _mm512_storeu_ps(cr.add(16), row[1]);
         }
@@ -336,13 +326,11 @@ impl Kernel for Fma32 {
         (k0, kb, _): (usize, usize, usize),
         a: *const f32,
         b: *const f32,
-        c: *mut f32,
-        ldc: isize,
-        load: bool,
+        c: CTile,
     ) {
         // SAFETY: forwarded contract (sum k0 of each panel starts MR·k0 / NR·k0 elements in
         // and kb more sums follow inside it); Fma32 exists only with AVX-512 F/BW.
-        unsafe { fma_micro(kb, a.add(k0 * MR), b.add(k0 * NR), c, ldc, load) }
+        unsafe { fma_micro(kb, a.add(k0 * MR), b.add(k0 * NR), c) }
     }
 }
 
@@ -368,14 +356,15 @@ unsafe fn widen16(kind: Half, src: *const u16, out: *mut f32) {
 /// # Safety
 /// As [`Kernel::micro`]; the CPU has AVX-512 F.
 #[target_feature(enable = "avx512f")]
-unsafe fn fma_micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: isize, load: bool) {
+unsafe fn fma_micro(kc: usize, a: *const f32, b: *const f32, c: CTile) {
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-    // SAFETY: the caller guarantees a 12 × 32 writable f32 tile at c (row stride ldc),
+    // SAFETY: the caller guarantees 12 × 32 f32 tiles at c.inp (readable, unless null) and
+    // c.out (writable) with their row strides,
     // MR·kc elements in A's panel and NR·kc in B's.
     unsafe {
-        if load {
+        if !c.inp.is_null() {
             for (r, row) in acc.iter_mut().enumerate() {
-                let cr = c.offset(r as isize * ldc);
+                let cr = c.inp.offset(r as isize * c.ld_in);
                 row[0] = _mm512_loadu_ps(cr);
                 row[1] = _mm512_loadu_ps(cr.add(16));
             }
@@ -392,7 +381,7 @@ unsafe fn fma_micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: i
             }
         }
         for (r, row) in acc.iter().enumerate() {
-            let cr = c.offset(r as isize * ldc);
+            let cr = c.out.offset(r as isize * c.ld_out);
             _mm512_storeu_ps(cr, row[0]);
             _mm512_storeu_ps(cr.add(16), row[1]);
         }
