@@ -74,6 +74,7 @@ impl Row {
         self
     }
     /// Report the row as a fraction of this machine limit.
+    #[cfg_attr(not(all(feature = "train", feature = "transforms")), allow(dead_code))]
     pub fn bound(mut self, b: Bound) -> Row {
         self.bound = Some(b);
         self
