@@ -449,13 +449,14 @@ fn shapes_that_do_not_chain_panic_with_the_shapes() {
 }
 
 #[test]
-fn default_path_is_the_environment_choice_or_the_fastest_available() {
+fn default_path_is_the_environment_choice_or_the_first_available_preference() {
     for (var, bf) in [("RLX_GEMM_BF16", true), ("RLX_GEMM_F16", false)] {
+        let order = LowpPath::preference();
         let (got, first) = if bf {
-            let first = LowpPath::ALL.into_iter().find(|p| p.available::<bf16>());
+            let first = order.into_iter().find(|p| p.available::<bf16>());
             (LowpPath::default_for::<bf16>(), first)
         } else {
-            let first = LowpPath::ALL.into_iter().find(|p| p.available::<f16>());
+            let first = order.into_iter().find(|p| p.available::<f16>());
             (LowpPath::default_for::<f16>(), first)
         };
         match std::env::var(var).ok().and_then(|v| LowpPath::parse(&v)) {
@@ -465,6 +466,11 @@ fn default_path_is_the_environment_choice_or_the_fastest_available() {
             _ => assert_eq!(Some(got), first, "{var}: fastest available"),
         }
     }
+    assert_eq!(
+        order_head(),
+        LowpPath::Amx,
+        "AMX, where present, is always preferred"
+    );
     assert_eq!(LowpPath::parse("avx512bf16"), Some(LowpPath::Avx512Bf16));
     assert_eq!(LowpPath::parse("tpu"), None);
 }
