@@ -6,12 +6,14 @@
 //! and the ratio rlx / torch printed.
 //!
 //! `cargo run --release -p rlx-bench --example gemm_lowp [-- sizes… [--only=amx,f32,…] [--threads=1]]`
-//! (`--only` takes path names — `f32` is sgemm here, `cast` the old bf16 cast path — and
+//! (`--only` takes path names — `f32` is sgemm here, `cast` the old bf16 cast path, `graph`
+//! the bf16 W4 graph through `rlx_tensor` — and
 //! skips the other columns; `--no-torch` skips the peer; `--ta` / `--tb` make A / B
 //! column-major, i.e. transposed views; `--cpu-time`: see [`best`]).
 
 use rlx_cpu::gemm::lowp::{HalfFloat, LowpPath, bf16, f16, gemm_half_with};
 use rlx_cpu::gemm::{MatMut, MatRef, sgemm};
+use rlx_tensor::{DType, Func, Shape};
 use std::time::{Duration, Instant};
 
 /// Best time of repeated runs (at least 3, and at least ~0.3 s of work in all). With
@@ -123,6 +125,30 @@ fn operand<'a, T>(data: &'a [T], n: usize, flag: &str) -> MatRef<'a, T> {
     } else {
         m
     }
+}
+
+/// W4 in bf16 through the public API (as `rlx-bench` runs it): f32 inputs cast to bf16 in
+/// the graph, `a @ b` in bf16, read back; on the rlx thread pool (`threads` is the pool the
+/// caller installed). GFLOP/s of the whole call, casts and read-back included.
+fn time_graph(n: usize) -> Option<f64> {
+    if !wanted("graph") {
+        return None;
+    }
+    let f = Func::new("w4_bf16", |s| {
+        let a = s
+            .input("a", Shape::new(&[n, n], DType::F32))
+            .cast(DType::BF16);
+        let b = s
+            .input("b", Shape::new(&[n, n], DType::F32))
+            .cast(DType::BF16);
+        a.matmul(&b)
+    })
+    .jit();
+    let (a, b) = (data(n * n, 1), data(n * n, 2));
+    let t = best(|| {
+        std::hint::black_box(f.run(&[("a", &a), ("b", &b)]));
+    });
+    Some(gflops(n, t))
 }
 
 /// Whether the `--only` list (if any) names this column.
@@ -246,7 +272,7 @@ fn main() {
     let f16_paths = [LowpPath::Avx512F32, LowpPath::CastF32];
     let mut best_bf16 = std::collections::HashMap::new();
     println!(
-        "\n{:>6} {:>3} | {:>8} | {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} | {:>7} {:>7}",
+        "\n{:>6} {:>3} | {:>8} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} | {:>7} {:>7}",
         "n",
         "thr",
         "f32",
@@ -254,6 +280,7 @@ fn main() {
         "avx512bf",
         "bf:wide",
         "bf:cast",
+        "bf:graph",
         "f16:wide",
         "f16:cast",
         "best/f32",
@@ -269,6 +296,7 @@ fn main() {
                 let f = time_f32(n, th);
                 let bf: Vec<Option<f64>> =
                     bf_paths.iter().map(|&p| time_half::<bf16>(p, n, th)).collect();
+                let graph = time_graph(n);
                 let hf: Vec<Option<f64>> =
                     f16_paths.iter().map(|&p| time_half::<f16>(p, n, th)).collect();
                 let cell = |v: Option<f64>| v.map_or("-".to_string(), |g| format!("{g:.0}"));
@@ -276,11 +304,12 @@ fn main() {
                 let cast = bf[3].unwrap_or(f64::NAN);
                 best_bf16.insert((n, th), top);
                 println!(
-                    "{n:>6} {th:>3} | {f:>8.0} | {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} | {:>6.2}x {:>6.2}x",
+                    "{n:>6} {th:>3} | {f:>8.0} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} | {:>6.2}x {:>6.2}x",
                     cell(bf[0]),
                     cell(bf[1]),
                     cell(bf[2]),
                     cell(bf[3]),
+                    cell(graph),
                     cell(hf[0]),
                     cell(hf[1]),
                     top / f,
@@ -289,7 +318,10 @@ fn main() {
             });
         }
     }
-    println!("(GFLOP/s, best of repeated runs; bf:wide/f16:wide = widened to f32 while packing)");
+    println!(
+        "(GFLOP/s, best of repeated runs; bf:wide/f16:wide = widened to f32 while packing; \
+         bf:graph = W4 bf16 through rlx_tensor, casts of the f32 inputs included)"
+    );
     let peer = !std::env::args().any(|a| a == "--no-torch");
     if let Some(rows) = peer.then(|| torch_bf16(&sizes, &threads)).flatten() {
         println!(

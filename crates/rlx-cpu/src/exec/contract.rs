@@ -156,10 +156,18 @@ impl ContractPlan {
         let halves = self.a.dtype == self.dtype && self.b.dtype == self.dtype;
         if (native32 || native64) && strided {
             self.gemm(bases, c_ptr, native32);
-        } else if strided && halves && self.dtype == DType::BF16 {
-            self.lowp_gemm::<bf16>(bases, c_ptr as *mut f32);
-        } else if strided && halves && self.dtype == DType::F16 {
-            self.lowp_gemm::<f16>(bases, c_ptr as *mut f32);
+        } else if strided && halves && matches!(self.dtype, DType::BF16 | DType::F16) {
+            // Without an epilogue the rounded product goes straight into the output's
+            // 16-bit storage (one pass, instead of an f32 product the epilogue re-reads).
+            let out = self.trivial.then(|| bases[self.out_buf] as *mut u16);
+            if self.dtype == DType::BF16 {
+                self.lowp_gemm::<bf16>(bases, c_ptr as *mut f32, out);
+            } else {
+                self.lowp_gemm::<f16>(bases, c_ptr as *mut f32, out);
+            }
+            if out.is_some() {
+                return Ok(());
+            }
         } else if matches!(self.dtype, DType::F16 | DType::BF16 | DType::F32) {
             self.half_gemm(bases, c_ptr as *mut f32);
         } else {
@@ -216,9 +224,11 @@ impl ContractPlan {
 
     /// bf16 or f16 operands read in place through their views by the half-precision GEMM
     /// (AMX / AVX512_BF16 / f32 FMA over panels widened while packing, chosen at run time:
-    /// [`crate::gemm::lowp`]), accumulated in f32 and rounded once to the dtype, as the
-    /// oracle stores the matmul node. The epilogue then reads the rounded f32 product.
-    fn lowp_gemm<T: HalfFloat>(&self, bases: &[*mut u8], c: *mut f32) {
+    /// [`crate::gemm::lowp`]), accumulated in f32 into `c` and rounded once to the dtype
+    /// (to nearest, ties to even), as the oracle stores the matmul node: into `out` (the
+    /// output's dense 16-bit storage, `nb·m·n` elements overlapping no operand) when given,
+    /// else in place in `c` for the epilogue to read.
+    fn lowp_gemm<T: HalfFloat>(&self, bases: &[*mut u8], c: *mut f32, out: Option<*mut u16>) {
         let nb: usize = self.batch.iter().product();
         let (m, n, k) = (self.m, self.n, self.k);
         let ra = self.a.strides.len();
@@ -233,6 +243,7 @@ impl ContractPlan {
             SendPtr(c),
         );
         let dtype = self.dtype;
+        let out = out.map(SendPtr);
         let one = |bi: usize, th: usize| {
             let mut idx = vec![0usize; self.batch.len()];
             let (ao, bo) = self.offsets(bi, &mut idx);
@@ -265,8 +276,13 @@ impl ContractPlan {
                 offset: bo,
             };
             gemm_half(am, bm, MatMut::row_major(&mut *cs, m, n), false, th);
-            for v in cs.iter_mut() {
-                *v = super::value::round_f32(dtype, *v);
+            match out {
+                // SAFETY: the output holds `nb·m·n` 16-bit elements (the caller's contract);
+                // batch `bi`'s `m·n` of them are written by this call only.
+                Some(o) => round_into(dtype, cs, unsafe {
+                    std::slice::from_raw_parts_mut(o.get().add(bi * m * n), m * n)
+                }),
+                None => round_in_place(dtype, cs),
             }
         };
         if nb > 1 && (small || nb >= threads && m * n * k < (1 << 21)) {
@@ -521,6 +537,46 @@ impl ContractPlan {
                     }
                 }
             }
+        }
+    }
+}
+
+/// bf16 bits of `v`, rounded to nearest, ties to even (as `half::bf16::from_f32`; NaN
+/// stays NaN, quieted). Inlined so the loops over a product vectorize.
+#[inline(always)]
+fn bf16_bits(v: f32) -> u16 {
+    let x = v.to_bits();
+    if v.is_nan() {
+        return ((x >> 16) | 0x40) as u16;
+    }
+    ((x + 0x7fff + ((x >> 16) & 1)) >> 16) as u16
+}
+
+/// `out[i]` = the `dt` (bf16 or f16) bits of `src[i]`, rounded to nearest, ties to even.
+fn round_into(dt: DType, src: &[f32], out: &mut [u16]) {
+    if dt == DType::BF16 {
+        out.iter_mut()
+            .zip(src)
+            .for_each(|(o, &v)| *o = bf16_bits(v));
+    } else {
+        for (o, s) in out.chunks_mut(256).zip(src.chunks(256)) {
+            let mut h = [f16::ZERO; 256];
+            half::slice::HalfFloatSliceExt::convert_from_f32_slice(&mut h[..s.len()], s);
+            o.iter_mut().zip(&h).for_each(|(o, h)| *o = h.to_bits());
+        }
+    }
+}
+
+/// `v` rounded to the `dt` (bf16 or f16) grid in place (kept as f32).
+fn round_in_place(dt: DType, v: &mut [f32]) {
+    if dt == DType::BF16 {
+        v.iter_mut()
+            .for_each(|x| *x = f32::from_bits((bf16_bits(*x) as u32) << 16));
+    } else {
+        for c in v.chunks_mut(256) {
+            let mut h = [f16::ZERO; 256];
+            half::slice::HalfFloatSliceExt::convert_from_f32_slice(&mut h[..c.len()], c);
+            half::slice::HalfFloatSliceExt::convert_to_f32_slice(&h[..c.len()], c);
         }
     }
 }
