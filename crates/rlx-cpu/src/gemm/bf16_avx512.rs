@@ -148,10 +148,11 @@ impl Kernel for DpBf16 {
     const MR: usize = MR;
     const NR: usize = NR;
     const KU: usize = 2;
+    // Packed B is KS × NC (2 MiB here), kept per thread between calls.
     const KC: usize = 512;
     const KS: usize = 2048;
     const MC: usize = 192;
-    const NC: usize = 1024;
+    const NC: usize = 512;
 
     unsafe fn pack_a(&self, a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [u16]) {
         let kp2 = kpad / 2;
@@ -252,10 +253,12 @@ impl Kernel for Fma32 {
     const MR: usize = MR;
     const NR: usize = NR;
     const KU: usize = 1;
+    // Within noise of 192/1024/384/1536 and 48/1024/256/1024 (gemm_lowp --cpu-time);
+    // packed B is KS × NC f32 (2 MiB), kept per thread between calls.
     const KC: usize = 256;
     const KS: usize = 1024;
     const MC: usize = 144;
-    const NC: usize = 1024;
+    const NC: usize = 512;
 
     unsafe fn pack_a(&self, a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [f32]) {
         let rows = mb.next_multiple_of(MR);
