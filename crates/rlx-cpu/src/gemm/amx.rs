@@ -232,7 +232,9 @@ unsafe fn transpose_tile(a: Src, tile: &mut [u16]) {
 }
 
 impl Kernel for Amx {
+    type E = u16;
     type P = u16;
+    type C = f32;
     const MR: usize = 32;
     const NR: usize = 32;
     const KU: usize = CHUNK;

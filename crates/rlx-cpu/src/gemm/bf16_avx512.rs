@@ -144,7 +144,9 @@ impl DpBf16 {
 }
 
 impl Kernel for DpBf16 {
+    type E = u16;
     type P = u16;
+    type C = f32;
     const MR: usize = MR;
     const NR: usize = NR;
     const KU: usize = 2;
@@ -249,7 +251,9 @@ impl Fma32 {
 }
 
 impl Kernel for Fma32 {
+    type E = u16;
     type P = f32;
+    type C = f32;
     const MR: usize = MR;
     const NR: usize = NR;
     const KU: usize = 1;

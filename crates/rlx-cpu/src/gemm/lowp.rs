@@ -420,7 +420,7 @@ fn packed_path<T: HalfFloat>(
         cs: c.col_stride,
     };
     let threads = threads.min((m * n * k / PAR_MNK_PER_THREAD).max(1)).max(1);
-    let job = Job {
+    let job = super::lowp_drive::Job {
         a: sa,
         b: sb,
         c: dst,
@@ -437,82 +437,6 @@ fn packed_path<T: HalfFloat>(
             LowpPath::Avx512Bf16 => job.run(&DpBf16::new().expect("AVX512_BF16 checked")),
             LowpPath::Avx512F32 => job.run(&Fma32::new(kind::<T>()).expect("AVX-512 checked")),
             LowpPath::CastF32 => unreachable!("handled by the caller"),
-        }
-    }
-}
-
-/// One product's operands, handed to the worker threads.
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-struct Job {
-    a: super::lowp_drive::Src,
-    b: super::lowp_drive::Src,
-    c: super::lowp_drive::Dst,
-    mnk: (usize, usize, usize),
-    accumulate: bool,
-    threads: usize,
-}
-
-// SAFETY: a Job carries one product's views into the blocks of a blocking parallel loop:
-// A and B are only read, each block writes a disjoint range of C's rows or columns, and
-// the views outlive the loop.
-#[cfg(target_arch = "x86_64")]
-unsafe impl Send for Job {}
-// SAFETY: as for Send.
-#[cfg(target_arch = "x86_64")]
-unsafe impl Sync for Job {}
-
-#[cfg(target_arch = "x86_64")]
-impl Job {
-    /// Split C into blocks of rows (or columns, when wider than tall) whose edges are
-    /// multiples of the kernel's tile, one per thread, and drive each.
-    ///
-    /// # Safety
-    /// As [`super::lowp_drive::drive`] for the whole product.
-    unsafe fn run<K: super::lowp_drive::Kernel>(&self, kern: &K) {
-        let (m, n, k) = self.mnk;
-        let rows = m >= n;
-        let (len, grain) = if rows { (m, K::MR) } else { (n, K::NR) };
-        let per = len.div_ceil(self.threads).next_multiple_of(grain);
-        let parts = len.div_ceil(per);
-        let block = |part: usize| {
-            let lo = part * per;
-            let hi = (lo + per).min(len);
-            // SAFETY: rows (or columns) lo..hi of C, A's rows (or B's columns) with them,
-            // are inside the views; blocks are disjoint in C.
-            unsafe {
-                if rows {
-                    super::lowp_drive::drive(
-                        kern,
-                        self.a.at(lo, 0),
-                        self.b,
-                        super::lowp_drive::Dst {
-                            ptr: self.c.at(lo, 0),
-                            ..self.c
-                        },
-                        (hi - lo, n, k),
-                        self.accumulate,
-                    )
-                } else {
-                    super::lowp_drive::drive(
-                        kern,
-                        self.a,
-                        self.b.at(0, lo),
-                        super::lowp_drive::Dst {
-                            ptr: self.c.at(0, lo),
-                            ..self.c
-                        },
-                        (m, hi - lo, k),
-                        self.accumulate,
-                    )
-                }
-            }
-        };
-        if parts <= 1 {
-            block(0);
-        } else {
-            use rayon::prelude::*;
-            (0..parts).into_par_iter().for_each(block);
         }
     }
 }

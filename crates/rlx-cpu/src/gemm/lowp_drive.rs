@@ -64,22 +64,29 @@ pub(crate) fn f16_to_f32(h: u16) -> f32 {
     f32::from_bits(sign | mag)
 }
 
-/// A strided source matrix of 16-bit elements: element `(i, j)` is at
+/// A strided source matrix (16-bit float bits, or 8-bit integers): element `(i, j)` is at
 /// `ptr + i·rs + j·cs` (in elements; strides may be negative).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Src {
-    pub(crate) ptr: *const u16,
+#[derive(Debug)]
+pub(crate) struct Src<E = u16> {
+    pub(crate) ptr: *const E,
     pub(crate) rs: isize,
     pub(crate) cs: isize,
 }
 
-impl Src {
+impl<E> Clone for Src<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E> Copy for Src<E> {}
+
+impl<E: Copy> Src<E> {
     /// The view of the sub-matrix starting at `(i, j)`.
     ///
     /// # Safety
     /// `(i, j)` must be an element of the view (or one past the end of an empty one).
     #[inline(always)]
-    pub(crate) unsafe fn at(self, i: usize, j: usize) -> Src {
+    pub(crate) unsafe fn at(self, i: usize, j: usize) -> Src<E> {
         Src {
             // SAFETY: the caller keeps (i, j) inside the operand, so the offset stays
             // inside its allocation.
@@ -88,32 +95,39 @@ impl Src {
         }
     }
 
-    /// The bits of element `(i, j)`.
+    /// Element `(i, j)`.
     ///
     /// # Safety
     /// `(i, j)` must be an element of the view.
     #[inline(always)]
-    pub(crate) unsafe fn get(self, i: usize, j: usize) -> u16 {
-        // SAFETY: the caller keeps (i, j) inside the operand; 16-bit elements are aligned.
+    pub(crate) unsafe fn get(self, i: usize, j: usize) -> E {
+        // SAFETY: the caller keeps (i, j) inside the operand, whose elements are aligned.
         unsafe { *self.ptr.offset(i as isize * self.rs + j as isize * self.cs) }
     }
 }
 
-/// A strided f32 output: element `(i, j)` at `ptr + i·rs + j·cs`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Dst {
-    pub(crate) ptr: *mut f32,
+/// A strided output of accumulators (f32 or i32): element `(i, j)` at `ptr + i·rs + j·cs`.
+#[derive(Debug)]
+pub(crate) struct Dst<T = f32> {
+    pub(crate) ptr: *mut T,
     pub(crate) rs: isize,
     pub(crate) cs: isize,
 }
 
-impl Dst {
+impl<T> Clone for Dst<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Dst<T> {}
+
+impl<T> Dst<T> {
     /// Pointer to element `(i, j)`.
     ///
     /// # Safety
     /// `(i, j)` must be an element of the view.
     #[inline(always)]
-    pub(crate) unsafe fn at(self, i: usize, j: usize) -> *mut f32 {
+    pub(crate) unsafe fn at(self, i: usize, j: usize) -> *mut T {
         // SAFETY: the caller keeps (i, j) inside the output view.
         unsafe { self.ptr.offset(i as isize * self.rs + j as isize * self.cs) }
     }
@@ -122,11 +136,43 @@ impl Dst {
 /// Where a micro-kernel reads its starting C tile (null: start from zero) and writes its
 /// result; strides in elements.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CTile {
-    pub(crate) inp: *const f32,
+pub(crate) struct CTile<T = f32> {
+    pub(crate) inp: *const T,
     pub(crate) ld_in: isize,
-    pub(crate) out: *mut f32,
+    pub(crate) out: *mut T,
     pub(crate) ld_out: isize,
+}
+
+/// An accumulator type: f32 (float products) or i32 (integer products, wrapping).
+pub(crate) trait Accum: Copy + Default + Send + Sync + 'static {
+    /// `row[j] = src[j]`, or `row[j] += src[j]` with `add`, for contiguous elements.
+    ///
+    /// # Safety
+    /// `row` must be writable for `src.len()` elements not overlapping `src`; AVX-512 F
+    /// present (every kernel of this driver needs it).
+    unsafe fn row(src: &[Self], row: *mut Self, add: bool);
+    /// `self + other` (wrapping for integers).
+    fn plus(self, other: Self) -> Self;
+}
+
+impl Accum for f32 {
+    unsafe fn row(src: &[f32], row: *mut f32, add: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { row_f32(src, row, add) }
+    }
+    fn plus(self, other: f32) -> f32 {
+        self + other
+    }
+}
+
+impl Accum for i32 {
+    unsafe fn row(src: &[i32], row: *mut i32, add: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { row_i32(src, row, add) }
+    }
+    fn plus(self, other: i32) -> i32 {
+        self.wrapping_add(other)
+    }
 }
 
 /// One micro-kernel and its packing formats.
@@ -135,8 +181,12 @@ pub(crate) struct CTile {
 /// `NR`-column panels, each `NR · kpad` contiguous, where `kpad` is the block's sum length
 /// rounded up to `KU`. The layout inside a panel is the kernel's own.
 pub(crate) trait Kernel: Sync {
+    /// Source element type (bf16/f16 bits as u16, or i8).
+    type E: Copy;
     /// Packed element type.
     type P: Copy + Default;
+    /// Accumulator type of C.
+    type C: Accum;
     /// Rows of C per micro-kernel call.
     const MR: usize;
     /// Columns of C per micro-kernel call.
@@ -157,14 +207,28 @@ pub(crate) trait Kernel: Sync {
     ///
     /// # Safety
     /// The `mb × kb` block of `a` must be readable.
-    unsafe fn pack_a(&self, a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [Self::P]);
+    unsafe fn pack_a(
+        &self,
+        a: Src<Self::E>,
+        mb: usize,
+        kb: usize,
+        kpad: usize,
+        dst: &mut [Self::P],
+    );
 
     /// Pack sums `0..kb`, columns `0..nb` of `b` into `dst`
     /// (`nb.next_multiple_of(NR) · kpad` elements).
     ///
     /// # Safety
     /// The `kb × nb` block of `b` must be readable.
-    unsafe fn pack_b(&self, b: Src, kb: usize, nb: usize, kpad: usize, dst: &mut [Self::P]);
+    unsafe fn pack_b(
+        &self,
+        b: Src<Self::E>,
+        kb: usize,
+        nb: usize,
+        kpad: usize,
+        dst: &mut [Self::P],
+    );
 
     /// `c.out[MR × NR] = c.inp + A panel · B panel` (or without `c.inp` when it is null)
     /// over the `kb` (a multiple of `KU`) sums from `k0` of panels packed with `kpad` sums
@@ -181,7 +245,7 @@ pub(crate) trait Kernel: Sync {
         sums: (usize, usize, usize),
         a: *const Self::P,
         b: *const Self::P,
-        c: CTile,
+        c: CTile<Self::C>,
     );
 
     /// Per-thread set-up before the first micro-kernel call (AMX: load the tile config).
@@ -198,11 +262,11 @@ thread_local! {
 }
 
 /// Run `f` with two 64-byte aligned packing buffers of `na` and `nb` elements of `T` and a
-/// C block of `nc` f32 (contents unspecified: the packers and kernels write every element
-/// before reading it).
-fn with_buffers<T: Copy + Default, R>(
+/// C block of `nc` accumulators (contents unspecified: the packers and kernels write every
+/// element before reading it).
+fn with_buffers<T: Copy + Default, A: Accum, R>(
     (na, nb, nc): (usize, usize, usize),
-    f: impl FnOnce(&mut [T], &mut [T], &mut [f32]) -> R,
+    f: impl FnOnce(&mut [T], &mut [T], &mut [A]) -> R,
 ) -> R {
     let words = |bytes: usize| bytes.div_ceil(8) + 8;
     let [mut va, mut vb, mut vc] = BUFS
@@ -211,7 +275,7 @@ fn with_buffers<T: Copy + Default, R>(
     for (v, bytes) in [
         (&mut va, na * size_of::<T>()),
         (&mut vb, nb * size_of::<T>()),
-        (&mut vc, nc * 4),
+        (&mut vc, nc * size_of::<A>()),
     ] {
         if v.len() < words(bytes) {
             *v = vec![0u64; words(bytes)];
@@ -220,7 +284,7 @@ fn with_buffers<T: Copy + Default, R>(
     let r = f(
         align_view::<T>(&mut va, na),
         align_view::<T>(&mut vb, nb),
-        align_view::<f32>(&mut vc, nc),
+        align_view::<A>(&mut vc, nc),
     );
     let _ = BUFS.try_with(|p| *p.borrow_mut() = [va, vb, vc]);
     r
@@ -246,9 +310,9 @@ fn align_view<T: Copy + Default>(v: &mut [u64], n: usize) -> &mut [T] {
 /// pairwise distinct elements not overlapping A or B. `k > 0`, `m > 0`, `n > 0`.
 pub(crate) unsafe fn drive<K: Kernel>(
     kern: &K,
-    a: Src,
-    b: Src,
-    c: Dst,
+    a: Src<K::E>,
+    b: Src<K::E>,
+    c: Dst<K::C>,
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
 ) {
@@ -256,7 +320,7 @@ pub(crate) unsafe fn drive<K: Kernel>(
     let mc_max = K::MC.min(m).next_multiple_of(K::MR);
     let nc_max = K::NC.min(n).next_multiple_of(K::NR);
     let lens = (mc_max * kpad_max, nc_max * kpad_max, mc_max * nc_max);
-    with_buffers::<K::P, ()>(lens, |ap, bp, cb| {
+    with_buffers::<K::P, K::C, ()>(lens, |ap, bp, cb| {
         kern.begin();
         let direct_layout = c.cs == 1 && c.rs > 0;
         for ks in (0..k).step_by(K::KS) {
@@ -292,9 +356,9 @@ pub(crate) unsafe fn drive<K: Kernel>(
                                 let ct = cb[tile(ir, jr)..].as_mut_ptr();
                                 let nr_ld = K::NR as isize;
                                 let (inp, ld_in) = match (first, add && direct) {
-                                    (true, true) => (cp as *const f32, c.rs),
+                                    (true, true) => (cp as *const K::C, c.rs),
                                     (true, false) => (std::ptr::null(), 0),
-                                    (false, _) => (ct as *const f32, nr_ld),
+                                    (false, _) => (ct as *const K::C, nr_ld),
                                 };
                                 let (out, ld_out) = if last && direct {
                                     (cp, c.rs)
@@ -335,6 +399,77 @@ pub(crate) unsafe fn drive<K: Kernel>(
     });
 }
 
+/// One product's operands, handed to the worker threads.
+pub(crate) struct Job<E, C> {
+    pub(crate) a: Src<E>,
+    pub(crate) b: Src<E>,
+    pub(crate) c: Dst<C>,
+    pub(crate) mnk: (usize, usize, usize),
+    pub(crate) accumulate: bool,
+    pub(crate) threads: usize,
+}
+
+// SAFETY: a Job carries one product's views into the blocks of a blocking parallel loop:
+// A and B are only read, each block writes a disjoint range of C's rows or columns, and
+// the views outlive the loop.
+unsafe impl<E, C> Send for Job<E, C> {}
+// SAFETY: as for Send.
+unsafe impl<E, C> Sync for Job<E, C> {}
+
+impl<E: Copy, C> Job<E, C> {
+    /// Split C into blocks of rows (or columns, when wider than tall) whose edges are
+    /// multiples of the kernel's tile, one per thread, and drive each.
+    ///
+    /// # Safety
+    /// As [`drive`] for the whole product.
+    pub(crate) unsafe fn run<K: Kernel<E = E, C = C>>(&self, kern: &K) {
+        let (m, n, k) = self.mnk;
+        let rows = m >= n;
+        let (len, grain) = if rows { (m, K::MR) } else { (n, K::NR) };
+        let per = len.div_ceil(self.threads).next_multiple_of(grain);
+        let parts = len.div_ceil(per);
+        let block = |part: usize| {
+            let lo = part * per;
+            let hi = (lo + per).min(len);
+            // SAFETY: rows (or columns) lo..hi of C, A's rows (or B's columns) with them,
+            // are inside the views; blocks are disjoint in C.
+            unsafe {
+                if rows {
+                    drive(
+                        kern,
+                        self.a.at(lo, 0),
+                        self.b,
+                        Dst {
+                            ptr: self.c.at(lo, 0),
+                            ..self.c
+                        },
+                        (hi - lo, n, k),
+                        self.accumulate,
+                    )
+                } else {
+                    drive(
+                        kern,
+                        self.a,
+                        self.b.at(0, lo),
+                        Dst {
+                            ptr: self.c.at(0, lo),
+                            ..self.c
+                        },
+                        (m, hi - lo, k),
+                        self.accumulate,
+                    )
+                }
+            }
+        };
+        if parts <= 1 {
+            block(0);
+        } else {
+            use rayon::prelude::*;
+            (0..parts).into_par_iter().for_each(block);
+        }
+    }
+}
+
 /// Ask for the cache lines of C's `mr × nr` tile at `cp` in the exclusive state
 /// (PREFETCHW) before the micro-kernel computes it: its stores then find C in cache
 /// instead of stalling on a read-for-ownership per line.
@@ -342,9 +477,10 @@ pub(crate) unsafe fn drive<K: Kernel>(
 /// # Safety
 /// Every `(i, j) < (mr, nr)` must be an element of C from `cp` (only addresses are formed).
 #[inline(always)]
-unsafe fn prefetch_tile(cp: *mut f32, c: Dst, (mr, nr): (usize, usize)) {
+unsafe fn prefetch_tile<T>(cp: *mut T, c: Dst<T>, (mr, nr): (usize, usize)) {
     use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch};
-    let lines = if c.cs == 1 { (nr * 4).div_ceil(64) } else { nr };
+    // 16 accumulators (f32 or i32) per 64-byte line.
+    let lines = if c.cs == 1 { nr.div_ceil(16) } else { nr };
     for i in 0..mr {
         for l in 0..lines {
             let j = if c.cs == 1 { (16 * l).min(nr - 1) } else { l };
@@ -372,8 +508,8 @@ unsafe fn prefetch_tile(cp: *mut f32, c: Dst, (mr, nr): (usize, usize)) {
 /// # Safety
 /// Every `(i, j) < (mr, nr)` must be a writable element of C from `c`, not inside `tile`.
 unsafe fn write_tile<K: Kernel>(
-    tile: &[f32],
-    c: *mut f32,
+    tile: &[K::C],
+    c: *mut K::C,
     (rs, cs): (isize, isize),
     (mr, nr): (usize, usize),
     add: bool,
@@ -383,27 +519,26 @@ unsafe fn write_tile<K: Kernel>(
         let row = unsafe { c.offset(i as isize * rs) };
         if cs == 1 && nr == K::NR && K::NR.is_multiple_of(16) {
             // SAFETY: the row's NR elements are contiguous in C (unit column stride).
-            unsafe { row_simd(src, row, add) };
+            unsafe { K::C::row(src, row, add) };
             continue;
         }
         for (j, &v) in src[..nr].iter().enumerate() {
             // SAFETY: column j < nr of row i (caller).
             unsafe {
                 let d = row.offset(j as isize * cs);
-                *d = if add { *d + v } else { v };
+                *d = if add { (*d).plus(v) } else { v };
             }
         }
     }
 }
 
 /// `row[j] (+)= src[j]` for `src.len()` (a multiple of 16) contiguous f32, 16 at a time
-/// (a plain loop here becomes a `memcpy` call per row: 13% of an AMX product).
+/// (a plain loop here becomes a `memcpy` call per row).
 ///
 /// # Safety
-/// `row` must be writable for `src.len()` f32 not overlapping `src`; AVX-512 F present
-/// (every kernel of this driver needs it).
+/// `row` must be writable for `src.len()` f32 not overlapping `src`; AVX-512 F present.
 #[target_feature(enable = "avx512f")]
-unsafe fn row_simd(src: &[f32], row: *mut f32, add: bool) {
+unsafe fn row_f32(src: &[f32], row: *mut f32, add: bool) {
     use std::arch::x86_64::*;
     for (g, s) in src.chunks_exact(16).enumerate() {
         // SAFETY: 16 f32 of `src` and of the row at 16·g (caller); unaligned accesses.
@@ -416,6 +551,28 @@ unsafe fn row_simd(src: &[f32], row: *mut f32, add: bool) {
                 v
             };
             _mm512_storeu_ps(d, v);
+        }
+    }
+}
+
+/// [`row_f32`] for i32 accumulators (wrapping adds).
+///
+/// # Safety
+/// As [`row_f32`].
+#[target_feature(enable = "avx512f")]
+unsafe fn row_i32(src: &[i32], row: *mut i32, add: bool) {
+    use std::arch::x86_64::*;
+    for (g, s) in src.chunks_exact(16).enumerate() {
+        // SAFETY: 16 i32 of `src` and of the row at 16·g (caller); unaligned accesses.
+        unsafe {
+            let v = _mm512_loadu_si512(s.as_ptr() as *const __m512i);
+            let d = row.add(16 * g) as *mut __m512i;
+            let v = if add {
+                _mm512_add_epi32(_mm512_loadu_si512(d), v)
+            } else {
+                v
+            };
+            _mm512_storeu_si512(d, v);
         }
     }
 }
