@@ -59,6 +59,8 @@ pub enum StoredDType {
     F6E3M2,
     /// `F4`: packed 4-bit MX values; not loadable.
     F4,
+    /// A type named by a newer version of the format than this build reads; not loadable.
+    Unknown,
 }
 
 impl StoredDType {
@@ -87,7 +89,7 @@ impl StoredDType {
             StDtype::F6_E3M2 => StoredDType::F6E3M2,
             StDtype::F4 => StoredDType::F4,
             // The enum is non-exhaustive upstream; a newer format version's type.
-            _ => StoredDType::F4,
+            _ => StoredDType::Unknown,
         }
     }
 
@@ -125,7 +127,9 @@ impl StoredDType {
             StoredDType::U16 | StoredDType::I16 | StoredDType::F16 | StoredDType::BF16 => 2,
             StoredDType::U32 | StoredDType::I32 | StoredDType::F32 => 4,
             StoredDType::U64 | StoredDType::I64 | StoredDType::F64 | StoredDType::C64 => 8,
-            StoredDType::F6E2M3 | StoredDType::F6E3M2 | StoredDType::F4 => return None,
+            StoredDType::F6E2M3 | StoredDType::F6E3M2 | StoredDType::F4 | StoredDType::Unknown => {
+                return None;
+            }
         })
     }
 
@@ -196,6 +200,7 @@ impl StoredDType {
             StoredDType::F6E2M3 => "F6_E2M3",
             StoredDType::F6E3M2 => "F6_E3M2",
             StoredDType::F4 => "F4",
+            StoredDType::Unknown => "unknown",
         }
     }
 }
@@ -403,6 +408,7 @@ pub(crate) fn convert(
     }
     Err(refuse(match st {
         StoredDType::C64 => "complex values load only as C64",
+        StoredDType::Unknown => "this build does not know the type; a newer rlx may",
         _ => "rlx has no conversion for this packed MX type; unpack it with its scales first",
     }))
 }

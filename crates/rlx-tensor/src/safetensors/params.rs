@@ -228,4 +228,31 @@ impl SafeTensors {
         }
         Ok(out)
     }
+
+    /// Bind every param of `model` (compiled from `graph`) from this checkpoint, after
+    /// the checks of [`SafeTensors::params_for`]; nothing is bound when any fails.
+    /// Each tensor is converted to the param's declared dtype (f32 → bf16 rounds to
+    /// nearest even; bf16/f16/fp8 → f32 is exact).
+    ///
+    /// ```
+    /// use rlx_ir::TensorData;
+    /// use rlx_tensor::{graph, shape, Model, SafeTensors, save_safetensors_data};
+    /// let path = std::env::temp_dir().join("rlx_doc_st_model.safetensors");
+    /// save_safetensors_data(&path, &[("w", &TensorData::from_f32(&[2], &[2.0, 3.0]))]).unwrap();
+    /// let g = graph("scale", |s| &s.input("x", shape![2]) * &s.param("w", shape![2]));
+    /// let mut m = Model::new(g.clone());
+    /// SafeTensors::open(&path).unwrap().load_into_model(&mut m, &g, |n| Some(n.into())).unwrap();
+    /// assert_eq!(m.run(&[("x", &[1.0, 1.0])]), vec![vec![2.0, 3.0]]);
+    /// ```
+    #[cfg(feature = "eval")]
+    pub fn load_into_model(
+        &self,
+        model: &mut crate::Model,
+        graph: &Graph,
+        rename: impl FnMut(&str) -> Option<String>,
+    ) -> Result<()> {
+        let params = self.params_for(graph, rename)?;
+        model.try_load_exact(params.iter().map(|(n, d)| (n.as_str(), d.as_slice())))?;
+        Ok(())
+    }
 }
