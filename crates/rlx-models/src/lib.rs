@@ -12,6 +12,10 @@
 //!   cache's sequence axis a dynamic dim — no recompile per token; greedy, temperature,
 //!   top-k and top-p sampling with a seed; EOS; a streaming callback.
 //!
+//! Limits today: batch size 1; rotary embeddings over whole heads (no
+//! `partial_rotary_factor` < 1) and no `longrope`; the prefill and decode graphs are two
+//! compiled `Model`s, each holding its own copy of the weights.
+//!
 //! ```no_run
 //! use rlx_models::{CausalLm, GenerateOptions, Tokenizer};
 //! use std::ops::ControlFlow;
