@@ -8,6 +8,7 @@ use super::ew::{EwPlan, ew_chunk};
 use super::loads::LoadPlan;
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into};
 use super::value::{Sv, Ty, cast_bits, read_bits};
+use crate::gemm::int8::gemm_i8;
 use crate::gemm::lowp::{HalfFloat, bf16, f16, gemm_half};
 use crate::gemm::{MatMut, MatRef, dgemm, sgemm};
 use rlx_compile::program::{Kernel, KernelKind, Program};
@@ -168,6 +169,8 @@ impl ContractPlan {
             if out.is_some() {
                 return Ok(());
             }
+        } else if strided && halves && self.dtype == DType::I8 {
+            self.i8_gemm(bases, c_ptr as *mut u64);
         } else if matches!(self.dtype, DType::F16 | DType::BF16 | DType::F32) {
             self.half_gemm(bases, c_ptr as *mut f32);
         } else {
@@ -229,6 +232,72 @@ impl ContractPlan {
     /// output's dense 16-bit storage, `nb·m·n` elements overlapping no operand) when given,
     /// else in place in `c` for the epilogue to read.
     fn lowp_gemm<T: HalfFloat>(&self, bases: &[*mut u8], c: *mut f32, out: Option<*mut u16>) {
+        let mn = self.m * self.n;
+        let (pc, out, dtype) = (SendPtr(c), out.map(SendPtr), self.dtype);
+        let batch = |bi: usize, am: MatRef<'_, T>, bm: MatRef<'_, T>, th: usize| {
+            // SAFETY: C holds `nb·m·n` f32 and the output (if given) `nb·m·n` 16-bit
+            // elements (the caller's contract); batch `bi`'s `m·n` of each are written by
+            // this call only, and neither overlaps an operand.
+            let (cs, os) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(pc.get().add(bi * mn), mn),
+                    out.map(|o| std::slice::from_raw_parts_mut(o.get().add(bi * mn), mn)),
+                )
+            };
+            gemm_half(
+                am,
+                bm,
+                MatMut::row_major(&mut *cs, self.m, self.n),
+                false,
+                th,
+            );
+            match os {
+                Some(o) => round_into(dtype, cs, o),
+                None => round_in_place(dtype, cs),
+            }
+        };
+        // SAFETY: the caller checked both operand dtypes equal the product's (T's).
+        unsafe { self.per_batch::<T>(bases, batch) }
+    }
+
+    /// i8 operands read in place by the int8 GEMM ([`crate::gemm::int8`]: AMX-INT8,
+    /// AVX-512 or portable, chosen at run time) into i32 (wrapping), then written as the
+    /// product's compute bits (i64) of the i8 result: the low 8 bits of the sum, exactly
+    /// as the oracle's wrapping i64 sum stored as i8.
+    fn i8_gemm(&self, bases: &[*mut u8], c: *mut u64) {
+        let mn = self.m * self.n;
+        let pc = SendPtr(c);
+        let batch = |bi: usize, am: MatRef<'_, i8>, bm: MatRef<'_, i8>, th: usize| {
+            // SAFETY: C holds `nb·m·n` compute words; batch `bi`'s `m·n` are written by this
+            // call only, and C (a fresh scratch) overlaps no operand.
+            let cs = unsafe { std::slice::from_raw_parts_mut(pc.get().add(bi * mn), mn) };
+            let mut acc = vec![0i32; mn];
+            gemm_i8(
+                am,
+                bm,
+                MatMut::row_major(&mut acc, self.m, self.n),
+                false,
+                th,
+            );
+            for (o, &v) in cs.iter_mut().zip(&acc) {
+                *o = cast_bits(DType::I64, DType::I8, v as i64 as u64);
+            }
+        };
+        // SAFETY: the caller checked both operand dtypes are i8.
+        unsafe { self.per_batch::<i8>(bases, batch) }
+    }
+
+    /// `f(batch, A view, B view, threads)` for every batch of the product, with the
+    /// operands read in place as `E`: many small batches side by side on one thread each,
+    /// else one after another with every thread on each.
+    ///
+    /// # Safety
+    /// Both operand buffers must hold elements of type `E`.
+    unsafe fn per_batch<E: Copy + Sync>(
+        &self,
+        bases: &[*mut u8],
+        f: impl Fn(usize, MatRef<'_, E>, MatRef<'_, E>, usize) + Sync,
+    ) {
         let nb: usize = self.batch.iter().product();
         let (m, n, k) = (self.m, self.n, self.k);
         let ra = self.a.strides.len();
@@ -237,26 +306,20 @@ impl ContractPlan {
         let (brs, bcs) = (self.b.strides[rb - 2], self.b.strides[rb - 1]);
         let threads = rayon::current_num_threads();
         let small = m * n * k < (1 << 15);
-        let (pa, pb, pc) = (
-            SendPtr(bases[self.a.buf] as *mut T),
-            SendPtr(bases[self.b.buf] as *mut T),
-            SendPtr(c),
+        let (pa, pb) = (
+            SendPtr(bases[self.a.buf] as *mut E),
+            SendPtr(bases[self.b.buf] as *mut E),
         );
-        let dtype = self.dtype;
-        let out = out.map(SendPtr);
         let one = |bi: usize, th: usize| {
             let mut idx = vec![0usize; self.batch.len()];
             let (ao, bo) = self.offsets(bi, &mut idx);
-            // SAFETY: A and B are bound buffers of `a_len` / `b_len` elements of T (the
-            // caller checked both dtypes equal the product's, T's), only read; C holds
-            // `nb·m·n` f32, batch `bi`'s `m·n` written by this call only, and overlaps no
-            // operand (a product target overlaps no load; the scratch is fresh). The GEMM
-            // re-checks every view against these slice lengths.
-            let (a, b, cs) = unsafe {
+            // SAFETY: A and B are bound buffers of `a_len` / `b_len` elements of E (the
+            // caller's contract), only read; the GEMMs re-check every view against these
+            // slice lengths.
+            let (a, b) = unsafe {
                 (
-                    std::slice::from_raw_parts(pa.get() as *const T, self.a_len),
-                    std::slice::from_raw_parts(pb.get() as *const T, self.b_len),
-                    std::slice::from_raw_parts_mut(pc.get().add(bi * m * n), m * n),
+                    std::slice::from_raw_parts(pa.get() as *const E, self.a_len),
+                    std::slice::from_raw_parts(pb.get() as *const E, self.b_len),
                 )
             };
             let am = MatRef {
@@ -275,15 +338,7 @@ impl ContractPlan {
                 col_stride: bcs,
                 offset: bo,
             };
-            gemm_half(am, bm, MatMut::row_major(&mut *cs, m, n), false, th);
-            match out {
-                // SAFETY: the output holds `nb·m·n` 16-bit elements (the caller's contract);
-                // batch `bi`'s `m·n` of them are written by this call only.
-                Some(o) => round_into(dtype, cs, unsafe {
-                    std::slice::from_raw_parts_mut(o.get().add(bi * m * n), m * n)
-                }),
-                None => round_in_place(dtype, cs),
-            }
+            f(bi, am, bm, th);
         };
         if nb > 1 && (small || nb >= threads && m * n * k < (1 << 21)) {
             let _ = par_for(nb, |bi| {

@@ -1,17 +1,18 @@
 //! bf16 GEMM on Intel AMX tiles (`tdpbf16ps`: a 16×16 f32 tile += a 16×32 bf16 tile times
-//! a 32×16 bf16 tile, 16 384 flops per instruction).
+//! a 32×16 bf16 tile, 16 384 flops per instruction), and the tile loop the int8 kernel
+//! ([`super::int8`], `tdpbssd`: i32 += 16×64 i8 · 64×16 i8) shares.
 //!
 //! - **Availability** is decided at run time, once: CPUID leaf 7 must report AMX-TILE
-//!   (EDX bit 24) and AMX-BF16 (EDX bit 22), the OS must enable the tile state in XCR0
+//!   (EDX bit 24) and AMX-BF16 (EDX bit 22) or AMX-INT8 (bit 25), the OS must enable the tile state in XCR0
 //!   (bits 17 and 18), and on Linux the process must be granted the XTILEDATA state
 //!   through `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)` — without the grant the
 //!   first tile instruction raises SIGILL. Other operating systems: not used.
 //! - **Micro-kernel**: 2×2 tiles of C (a 32×32 f32 block in tmm0–3), two A tiles (tmm4–5,
 //!   16 rows × 32 sums each) and two B tiles (tmm6–7, 16 sum pairs × 16 columns × 2), so
 //!   each A and B tile load feeds two `tdpbf16ps`. The whole sum loop runs inside one
-//!   `asm!` block, so tile contents never live across Rust code; only the tile
-//!   configuration (palette 1, every tile 16 rows × 64 bytes) is loaded once per thread
-//!   and block of work ([`Amx::begin`]) and released after it ([`Amx::end`]).
+//!   `asm!` block ([`tile_product`]), so tile contents never live across Rust code; only
+//!   the tile configuration (palette 1, every tile 16 rows × 64 bytes) is loaded once per
+//!   thread and block of work ([`load_config`]) and released after it ([`release`]).
 //! - **Packing**: A's panel is `[16-row strip][32-sum chunk][16 rows][32 sums]` (one tile
 //!   per 1 KiB, row stride 64 bytes); B's is the VNNI pair layout
 //!   `[16-column strip][sum pair][16 columns][2]`, so chunk `c` of a strip is one tile.
@@ -27,35 +28,46 @@ use std::sync::OnceLock;
 /// Whether AMX-BF16 tiles can be used by this process (detected and, on Linux, the
 /// tile-data permission requested once).
 pub fn available() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
+    detected().0
+}
+
+/// Whether AMX-INT8 tiles (`tdpbssd`) can be used by this process.
+pub fn int8_available() -> bool {
+    detected().1
+}
+
+/// (AMX-BF16, AMX-INT8) usable, decided once per process.
+fn detected() -> (bool, bool) {
+    static OK: OnceLock<(bool, bool)> = OnceLock::new();
     *OK.get_or_init(detect)
 }
 
 #[cfg(target_os = "linux")]
-fn detect() -> bool {
+fn detect() -> (bool, bool) {
     use std::arch::x86_64::{__cpuid_count, _xgetbv};
     let max_leaf = __cpuid_count(0, 0).eax;
     if max_leaf < 7 {
-        return false;
+        return (false, false);
     }
     let l7 = __cpuid_count(7, 0);
     let amx_bf16 = l7.edx & (1 << 22) != 0;
     let amx_tile = l7.edx & (1 << 24) != 0;
+    let amx_int8 = l7.edx & (1 << 25) != 0;
     let osxsave = __cpuid_count(1, 0).ecx & (1 << 27) != 0;
-    if !(amx_bf16 && amx_tile && osxsave) {
-        return false;
+    if !(amx_tile && (amx_bf16 || amx_int8) && osxsave) {
+        return (false, false);
     }
     // SAFETY: OSXSAVE is set, so XGETBV with ECX = 0 is enabled.
     let xcr0 = unsafe { _xgetbv(0) };
-    if xcr0 & (0b11 << 17) != (0b11 << 17) {
-        return false;
+    if xcr0 & (0b11 << 17) != (0b11 << 17) || !request_tile_permission() {
+        return (false, false);
     }
-    request_tile_permission()
+    (amx_bf16, amx_int8)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn detect() -> bool {
-    false
+fn detect() -> (bool, bool) {
+    (false, false)
 }
 
 /// Ask Linux for the XTILEDATA state component (dynamic since Linux 5.16) and confirm it
@@ -106,6 +118,114 @@ static CONFIG: TileConfig = TileConfig {
     colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
     rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
 };
+
+/// The 2 × 2-tile product shared by the bf16 (`tdpbf16ps`) and int8 (`tdpbssd`) kernels:
+/// C (32 × 32 f32 or i32, four tiles) starts from `cin` (or zero when it is null), gains
+/// `chunks` products of A tiles (`a[0]`, `a[1]`: the panel's two 16-row strips) and B
+/// tiles (`a[2]`, `a[3]`: its two 16-column strips), each tile 1 KiB with 64-byte rows and
+/// the next chunk 1 KiB further, and is stored to `cout`. Row strides in bytes.
+///
+/// # Safety
+/// This thread's tile configuration must be loaded ([`Kernel::begin`] of an AMX kernel);
+/// `chunks >= 1`; the four panels must hold `chunks` tiles each from their pointers;
+/// `cin` (unless null) must be readable and `cout` writable as 32 rows of 128 bytes with
+/// their (positive) row strides. The tile registers are used only inside this call.
+pub(crate) unsafe fn tile_product(
+    int8: bool,
+    chunks: usize,
+    [a0, a1, b0, b1]: [*const u8; 4],
+    (cin, ld_in): (*const u8, isize),
+    (cout, ld_out): (*mut u8, isize),
+) {
+    macro_rules! product {
+        ($dot:literal) => {
+            std::arch::asm!(
+                "test {cin}, {cin}",
+                "jz 2f",
+                // {s} = the lower 16 rows of the input tile.
+                "mov {s}, {ldin}",
+                "shl {s}, 4",
+                "add {s}, {cin}",
+                "tileloadd tmm0, [{cin} + {ldin}*1]",
+                "tileloadd tmm1, [{cin} + {ldin}*1 + 64]",
+                "tileloadd tmm2, [{s} + {ldin}*1]",
+                "tileloadd tmm3, [{s} + {ldin}*1 + 64]",
+                "jmp 3f",
+                "2:",
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                "3:",
+                "mov {s}, 64",
+                "4:",
+                "tileloadd tmm4, [{a0} + {s}*1]",
+                "tileloadd tmm6, [{b0} + {s}*1]",
+                concat!($dot, " tmm0, tmm4, tmm6"),
+                "tileloadd tmm5, [{a1} + {s}*1]",
+                concat!($dot, " tmm2, tmm5, tmm6"),
+                "tileloadd tmm7, [{b1} + {s}*1]",
+                concat!($dot, " tmm1, tmm4, tmm7"),
+                concat!($dot, " tmm3, tmm5, tmm7"),
+                "add {a0}, 1024",
+                "add {a1}, 1024",
+                "add {b0}, 1024",
+                "add {b1}, 1024",
+                "dec {n}",
+                "jnz 4b",
+                // {s} = the lower 16 rows of the output tile.
+                "mov {s}, {ldout}",
+                "shl {s}, 4",
+                "add {s}, {cout}",
+                "tilestored [{cout} + {ldout}*1], tmm0",
+                "tilestored [{cout} + {ldout}*1 + 64], tmm1",
+                "tilestored [{s} + {ldout}*1], tmm2",
+                "tilestored [{s} + {ldout}*1 + 64], tmm3",
+                cin = in(reg) cin,
+                ldin = in(reg) ld_in,
+                cout = in(reg) cout,
+                ldout = in(reg) ld_out,
+                a0 = inout(reg) a0 => _,
+                a1 = inout(reg) a1 => _,
+                b0 = inout(reg) b0 => _,
+                b1 = inout(reg) b1 => _,
+                n = inout(reg) chunks => _,
+                s = out(reg) _,
+                options(nostack),
+            )
+        };
+    }
+    // SAFETY: the caller's contract covers every address the loop forms; the loop counter
+    // starts at chunks >= 1 and is decremented to zero.
+    unsafe {
+        if int8 {
+            product!("tdpbssd")
+        } else {
+            product!("tdpbf16ps")
+        }
+    }
+}
+
+/// Load the tile configuration on this thread.
+///
+/// # Safety
+/// AMX must be available and permitted ([`available`] or [`int8_available`]).
+pub(crate) unsafe fn load_config() {
+    // SAFETY: the caller guarantees the tile state is enabled and permitted; CONFIG is a
+    // valid 64-byte palette-1 config.
+    unsafe {
+        std::arch::asm!("ldtilecfg [{0}]", in(reg) &CONFIG as *const TileConfig, options(nostack, readonly))
+    };
+}
+
+/// Return the tiles to their initial state on this thread.
+///
+/// # Safety
+/// As [`load_config`].
+pub(crate) unsafe fn release() {
+    // SAFETY: tile instructions are permitted (caller); TILERELEASE touches no memory.
+    unsafe { std::arch::asm!("tilerelease", options(nostack, nomem)) };
+}
 
 /// The AMX-BF16 micro-kernel (construct only when [`available`]).
 pub(crate) struct Amx(());
@@ -273,79 +393,31 @@ impl Kernel for Amx {
             let (a0, b0) = (a.add(k0 * 16), b.add(k0 * 16));
             (a0, b0, a0.add(16 * kpad), b0.add(16 * kpad))
         };
-        // SAFETY: the caller loaded this thread's tile config (begin) and guarantees the
-        // panels hold `chunks` 1 KiB tiles per strip, `c.inp` (unless null) a readable and
-        // `c.out` a writable 32 × 32 f32 block with positive row strides and contiguous
-        // columns (the lower 16 rows start 16 strides down, computed into {s}). The tile
-        // registers are used only inside this block; the loop counter is decremented to
-        // zero (chunks >= 1: kb is a positive multiple of 32).
+        // SAFETY: forwarded contract (see tile_product): the panels hold `chunks` tiles per
+        // strip from these starting points; C tiles as the caller guarantees.
         unsafe {
-            std::arch::asm!(
-                "test {cin}, {cin}",
-                "jz 2f",
-                "mov {s}, {ldin}",
-                "shl {s}, 4",
-                "add {s}, {cin}",
-                "tileloadd tmm0, [{cin} + {ldin}*1]",
-                "tileloadd tmm1, [{cin} + {ldin}*1 + 64]",
-                "tileloadd tmm2, [{s} + {ldin}*1]",
-                "tileloadd tmm3, [{s} + {ldin}*1 + 64]",
-                "jmp 3f",
-                "2:",
-                "tilezero tmm0",
-                "tilezero tmm1",
-                "tilezero tmm2",
-                "tilezero tmm3",
-                "3:",
-                "mov {s}, 64",
-                "4:",
-                "tileloadd tmm4, [{a0} + {s}*1]",
-                "tileloadd tmm6, [{b0} + {s}*1]",
-                "tdpbf16ps tmm0, tmm4, tmm6",
-                "tileloadd tmm5, [{a1} + {s}*1]",
-                "tdpbf16ps tmm2, tmm5, tmm6",
-                "tileloadd tmm7, [{b1} + {s}*1]",
-                "tdpbf16ps tmm1, tmm4, tmm7",
-                "tdpbf16ps tmm3, tmm5, tmm7",
-                "add {a0}, 1024",
-                "add {a1}, 1024",
-                "add {b0}, 1024",
-                "add {b1}, 1024",
-                "dec {n}",
-                "jnz 4b",
-                "mov {s}, {ldout}",
-                "shl {s}, 4",
-                "add {s}, {cout}",
-                "tilestored [{cout} + {ldout}*1], tmm0",
-                "tilestored [{cout} + {ldout}*1 + 64], tmm1",
-                "tilestored [{s} + {ldout}*1], tmm2",
-                "tilestored [{s} + {ldout}*1 + 64], tmm3",
-                cin = in(reg) c.inp,
-                ldin = in(reg) c.ld_in * 4,
-                cout = in(reg) c.out,
-                ldout = in(reg) c.ld_out * 4,
-                a0 = inout(reg) a => _,
-                a1 = inout(reg) a1 => _,
-                b0 = inout(reg) b => _,
-                b1 = inout(reg) b1 => _,
-                n = inout(reg) chunks => _,
-                s = out(reg) _,
-                options(nostack),
-            );
+            tile_product(
+                false,
+                chunks,
+                [
+                    a as *const u8,
+                    a1 as *const u8,
+                    b as *const u8,
+                    b1 as *const u8,
+                ],
+                (c.inp as *const u8, c.ld_in * 4),
+                (c.out as *mut u8, c.ld_out * 4),
+            )
         }
     }
 
     fn begin(&self) {
-        // SAFETY: `available()` held when this kernel was built (Amx::new), so the tile
-        // state is enabled and permitted; CONFIG is a valid 64-byte palette-1 config.
-        unsafe {
-            std::arch::asm!("ldtilecfg [{0}]", in(reg) &CONFIG as *const TileConfig, options(nostack, readonly))
-        };
+        // SAFETY: `available()` held when this kernel was built (Amx::new).
+        unsafe { load_config() }
     }
 
     fn end(&self) {
-        // SAFETY: as in begin: tile instructions are permitted; TILERELEASE returns the
-        // tile state to its initial (unused) state and touches no memory.
-        unsafe { std::arch::asm!("tilerelease", options(nostack, nomem)) };
+        // SAFETY: as in begin.
+        unsafe { release() }
     }
 }

@@ -17,6 +17,7 @@
 mod amx;
 #[cfg(target_arch = "x86_64")]
 mod bf16_avx512;
+pub mod int8;
 pub mod lowp;
 #[cfg(target_arch = "x86_64")]
 mod lowp_drive;
