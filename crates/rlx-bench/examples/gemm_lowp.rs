@@ -1,16 +1,18 @@
-//! Half-precision GEMM speed on this machine: f32 `sgemm` against every bf16 / f16 path of
+//! Low-precision GEMM speed on this machine: f32 `sgemm` against every bf16 / f16 path of
 //! `rlx_cpu::gemm::lowp` (AMX tiles, AVX512_BF16, f32 FMA over halves widened while
-//! packing, and the old cast-to-f32 path), square products at 256³, 1024³ and 2048³ on 1
-//! and 2 threads, GFLOP/s and ratios printed in the same run. With `/tmp/peers/bin/python`
-//! (or `$RLX_PEER_PYTHON`) and PyTorch, `torch.matmul` on bf16 tensors is timed right after
-//! and the ratio rlx / torch printed.
+//! packing, and the old cast-to-f32 path) and every int8 path of `rlx_cpu::gemm::int8`,
+//! square products at 256³, 1024³ and 2048³ on 1 and 2 threads, GFLOP/s (GOP/s) and ratios
+//! printed in the same run. With `/tmp/peers/bin/python` (or `$RLX_PEER_PYTHON`) and
+//! PyTorch, `torch.matmul` on bf16 tensors and `torch._int_mm` on int8 ones are timed right
+//! after and the ratios rlx / torch printed.
 //!
 //! `cargo run --release -p rlx-bench --example gemm_lowp [-- sizes… [--only=amx,f32,…] [--threads=1]]`
 //! (`--only` takes path names — `f32` is sgemm here, `cast` the old bf16 cast path, `graph`
-//! the bf16 W4 graph through `rlx_tensor` — and
+//! the bf16 W4 graph through `rlx_tensor`, `i8` the int8 table — and
 //! skips the other columns; `--no-torch` skips the peer; `--ta` / `--tb` make A / B
 //! column-major, i.e. transposed views; `--cpu-time`: see [`best`]).
 
+use rlx_cpu::gemm::int8::{I8Path, gemm_i8_with};
 use rlx_cpu::gemm::lowp::{HalfFloat, LowpPath, bf16, f16, gemm_half_with};
 use rlx_cpu::gemm::{MatMut, MatRef, sgemm};
 use rlx_tensor::{DType, Func, Shape};
@@ -159,6 +161,26 @@ fn wanted(name: &str) -> bool {
     only.is_empty() || only.iter().any(|l| l.split(',').any(|x| x == name))
 }
 
+fn time_i8(path: I8Path, n: usize, threads: usize) -> Option<f64> {
+    if !path.available() || (path == I8Path::Portable && n > 1024) {
+        return None;
+    }
+    let to_i8 = |v: Vec<f32>| -> Vec<i8> { v.into_iter().map(|x| (x * 127.0) as i8).collect() };
+    let (a, b) = (to_i8(data(n * n, 1)), to_i8(data(n * n, 2)));
+    let mut c = vec![0i32; n * n];
+    let t = best(|| {
+        gemm_i8_with(
+            path,
+            operand(&a, n, "--ta"),
+            operand(&b, n, "--tb"),
+            MatMut::row_major(&mut c, n, n),
+            false,
+            threads,
+        )
+    });
+    Some(gflops(n, t))
+}
+
 fn time_f32(n: usize, threads: usize) -> f64 {
     if !wanted("f32") {
         return f64::NAN;
@@ -180,7 +202,29 @@ fn time_f32(n: usize, threads: usize) -> f64 {
 }
 
 /// torch.matmul GFLOP/s on bf16 `n×n` tensors per (size, threads), if PyTorch runs here.
-fn torch_bf16(sizes: &[usize], threads: &[usize]) -> Option<Vec<((usize, usize), f64)>> {
+/// The torch expression timed per kind: bf16 `torch.matmul`, or int8 `torch._int_mm`
+/// (i8 × i8 → i32).
+fn torch_expr(int8: bool) -> (&'static str, &'static str) {
+    if int8 {
+        (
+            "torch.randint(-128, 128, (n, n), dtype=torch.int8)",
+            "torch._int_mm(a, b)",
+        )
+    } else {
+        (
+            "torch.rand(n, n).sub(0.5).to(torch.bfloat16)",
+            "torch.matmul(a, b)",
+        )
+    }
+}
+
+/// GFLOP/s (GOP/s for int8) of PyTorch on `n×n` products per (size, threads), if it runs.
+fn torch_peer(
+    int8: bool,
+    sizes: &[usize],
+    threads: &[usize],
+) -> Option<Vec<((usize, usize), f64)>> {
+    let (make, op) = torch_expr(int8);
     let py = std::env::var("RLX_PEER_PYTHON").unwrap_or_else(|_| "/tmp/peers/bin/python".into());
     if !std::path::Path::new(&py).exists() {
         println!("torch: {py} not found; no peer comparison");
@@ -192,12 +236,12 @@ import time, torch
 for th in {threads:?}:
     torch.set_num_threads(th)
     for n in {sizes:?}:
-        a = torch.rand(n, n).sub(0.5).to(torch.bfloat16)
-        b = torch.rand(n, n).sub(0.5).to(torch.bfloat16)
-        torch.matmul(a, b)
+        a = {make}
+        b = {make}
+        {op}
         best, reps, t0 = 1e9, 0, time.perf_counter()
         while reps < 3 or time.perf_counter() - t0 < 0.3:
-            t = time.perf_counter(); torch.matmul(a, b); best = min(best, time.perf_counter() - t); reps += 1
+            t = time.perf_counter(); {op}; best = min(best, time.perf_counter() - t); reps += 1
         print(n, th, 2 * n ** 3 / best / 1e9, flush=True)
 "#
     );
@@ -271,6 +315,7 @@ fn main() {
     ];
     let f16_paths = [LowpPath::Avx512F32, LowpPath::CastF32];
     let mut best_bf16 = std::collections::HashMap::new();
+    let mut f32_seen = std::collections::HashMap::new();
     println!(
         "\n{:>6} {:>3} | {:>8} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} | {:>7} {:>7}",
         "n",
@@ -303,6 +348,7 @@ fn main() {
                 let top = bf.iter().flatten().cloned().fold(0.0, f64::max);
                 let cast = bf[3].unwrap_or(f64::NAN);
                 best_bf16.insert((n, th), top);
+                f32_seen.insert((n, th), f);
                 println!(
                     "{n:>6} {th:>3} | {f:>8.0} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} | {:>6.2}x {:>6.2}x",
                     cell(bf[0]),
@@ -323,13 +369,57 @@ fn main() {
          bf:graph = W4 bf16 through rlx_tensor, casts of the f32 inputs included)"
     );
     let peer = !std::env::args().any(|a| a == "--no-torch");
-    if let Some(rows) = peer.then(|| torch_bf16(&sizes, &threads)).flatten() {
+    if let Some(rows) = peer.then(|| torch_peer(false, &sizes, &threads)).flatten() {
         println!(
             "\n{:>6} {:>3} | {:>10} {:>10} | {:>8}",
             "n", "thr", "torch bf16", "rlx bf16", "rlx/torch"
         );
         for ((n, th), g) in rows {
             let ours = best_bf16.get(&(n, th)).copied().unwrap_or(f64::NAN);
+            println!(
+                "{n:>6} {th:>3} | {g:>10.0} {ours:>10.0} | {:>7.2}x",
+                ours / g
+            );
+        }
+    }
+    if !wanted("i8") {
+        return;
+    }
+    println!(
+        "\n{:>6} {:>3} | {:>8} {:>8} {:>8} | {:>8}",
+        "n", "thr", "i8:amx", "i8:avx512", "i8:loops", "amx/f32"
+    );
+    let mut best_i8 = std::collections::HashMap::new();
+    for &th in &threads {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(th)
+            .build()
+            .expect("thread pool");
+        for &n in &sizes {
+            pool.install(|| {
+                let g: Vec<Option<f64>> = I8Path::ALL.iter().map(|&p| time_i8(p, n, th)).collect();
+                let cell = |v: Option<f64>| v.map_or("-".to_string(), |g| format!("{g:.0}"));
+                let top = g.iter().flatten().cloned().fold(0.0, f64::max);
+                best_i8.insert((n, th), top);
+                let f = f32_seen.get(&(n, th)).copied().unwrap_or(f64::NAN);
+                println!(
+                    "{n:>6} {th:>3} | {:>8} {:>8} {:>8} | {:>7.2}x",
+                    cell(g[0]),
+                    cell(g[1]),
+                    cell(g[2]),
+                    top / f
+                );
+            });
+        }
+    }
+    println!("(GOP/s, i8 · i8 → i32; loops only up to 1024; amx/f32 against this run's sgemm)");
+    if let Some(rows) = peer.then(|| torch_peer(true, &sizes, &threads)).flatten() {
+        println!(
+            "\n{:>6} {:>3} | {:>10} {:>10} | {:>8}",
+            "n", "thr", "torch i8", "rlx i8", "rlx/torch"
+        );
+        for ((n, th), g) in rows {
+            let ours = best_i8.get(&(n, th)).copied().unwrap_or(f64::NAN);
             println!(
                 "{n:>6} {th:>3} | {g:>10.0} {ours:>10.0} | {:>7.2}x",
                 ours / g

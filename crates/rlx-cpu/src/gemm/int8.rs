@@ -170,17 +170,27 @@ pub fn gemm_i8_with(
     unreachable!("only the portable int8 path exists off x86-64 ({threads} threads)");
 }
 
-/// The portable path (and `k = 0`): i32 wrapping sums, row by row.
+/// The portable path (and `k = 0`): both operands copied to dense i32 once, then for
+/// each row of C, rows of B scaled by A's elements and added (wrapping): contiguous inner
+/// loops the compiler vectorizes for whatever SIMD the target has.
 fn portable(a: &MatRef<'_, i8>, b: &MatRef<'_, i8>, c: &mut MatMut<'_, i32>, accumulate: bool) {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     let at = super::at;
+    let dense = |v: &MatRef<'_, i8>| -> Vec<i32> {
+        let mut out = Vec::with_capacity(v.rows * v.cols);
+        for i in 0..v.rows {
+            for j in 0..v.cols {
+                out.push(v.data[at(v.offset, v.row_stride, v.col_stride, i, j)] as i32);
+            }
+        }
+        out
+    };
+    let (ad, bd) = (dense(a), dense(b));
     let mut row = vec![0i32; n];
     for i in 0..m {
         row.fill(0);
-        for p in 0..k {
-            let x = a.data[at(a.offset, a.row_stride, a.col_stride, i, p)] as i32;
-            for (j, r) in row.iter_mut().enumerate() {
-                let y = b.data[at(b.offset, b.row_stride, b.col_stride, p, j)] as i32;
+        for (p, &x) in ad[i * k..(i + 1) * k].iter().enumerate() {
+            for (r, &y) in row.iter_mut().zip(&bd[p * n..(p + 1) * n]) {
                 *r = r.wrapping_add(x.wrapping_mul(y));
             }
         }
