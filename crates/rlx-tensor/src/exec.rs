@@ -13,6 +13,11 @@ pub(crate) struct PreparedGraph {
     pub(crate) prepared: Prepared,
     pub(crate) lifted: Vec<(String, TensorData)>,
     keys: Mutex<Vec<(Device, (u64, u64))>>,
+    /// Declared inputs and params no output depends on (dropped from the program).
+    /// A run accepts values for them and ignores them, as for any other declared
+    /// name: a gradient of a function linear in `w` does not read `w`, yet `w` is
+    /// one of its inputs.
+    unused: Vec<String>,
 }
 
 impl PreparedGraph {
@@ -41,11 +46,36 @@ impl PreparedGraph {
             })
             .collect();
         let keys = Mutex::new(vec![(Device::Cpu, (prepared.key, prepared.structure_key))]);
+        let kept: std::collections::HashSet<&str> = prepared
+            .graph
+            .nodes()
+            .iter()
+            .filter_map(|n| match &n.op {
+                Op::Input { name } | Op::Param { name } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        let unused = graph
+            .nodes()
+            .iter()
+            .filter_map(|n| match &n.op {
+                Op::Input { name } | Op::Param { name } if !kept.contains(name.as_str()) => {
+                    Some(name.clone())
+                }
+                _ => None,
+            })
+            .collect();
         PreparedGraph {
             prepared,
             lifted,
             keys,
+            unused,
         }
+    }
+
+    /// Whether `name` is a declared input or param that no output reads.
+    pub(crate) fn is_unused(&self, name: &str) -> bool {
+        self.unused.iter().any(|n| n == name)
     }
 
     /// The cache key and structure key on `device` (memoized).
@@ -136,7 +166,8 @@ fn run_f32_with<R>(
     check_no_outputs(what, compiled)?;
     check_unique(what, inputs.iter().map(|(n, _)| *n))?;
     for (name, _) in inputs {
-        if !compiled.slots().iter().any(|s| s.name == *name) || name.starts_with("__arg") {
+        let known = compiled.slots().iter().any(|s| s.name == *name) || prepared.is_unused(name);
+        if !known || name.starts_with("__arg") {
             return Err(unknown_name(what, name, compiled.slots()));
         }
     }
@@ -255,7 +286,8 @@ pub(crate) fn run_typed(
     check_no_outputs(what, compiled)?;
     check_unique(what, inputs.iter().map(|(n, _)| *n))?;
     for (name, _) in inputs {
-        if !compiled.slots().iter().any(|s| s.name == *name) || name.starts_with("__arg") {
+        let known = compiled.slots().iter().any(|s| s.name == *name) || prepared.is_unused(name);
+        if !known || name.starts_with("__arg") {
             return Err(unknown_name(what, name, compiled.slots()));
         }
     }

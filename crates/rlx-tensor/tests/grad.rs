@@ -290,3 +290,27 @@ fn a_mean_over_a_dynamic_batch_differentiates_like_the_static_function() {
         }
     }
 }
+
+#[test]
+fn a_gradient_that_does_not_read_an_input_still_accepts_it_by_name() {
+    // d/dw Σ(w[i]·g) does not depend on w: the compiled gradient has no `w` slot, but
+    // `w` is one of the function's inputs and every run passes it.
+    let f = Func::new("g", |s| {
+        let w = s.input("w", rlx_tensor::Shape::new(&[4, 2], DType::F32));
+        let i = s.input("i", rlx_tensor::Shape::new(&[3], DType::I32));
+        let g = s.input("g", rlx_tensor::Shape::new(&[3, 2], DType::F32));
+        (&w.gather(&i, 0) * &g).sum_all()
+    })
+    .grad(&["w"]);
+    assert!(f.input_names().iter().any(|n| n == "w"));
+    let g: Vec<f32> = (1..=6).map(|v| v as f32).collect();
+    let args: [(&str, &[f32]); 3] = [("w", &[0.0; 8]), ("i", &[0.0, 1.0, 3.0]), ("g", &g)];
+    // Rows 0, 1 and 3 of the gradient are rows 0, 1, 2 of g; row 2 is zero.
+    let want = [1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 5.0, 6.0];
+    assert_eq!(f.try_run(&args).unwrap()[0], want);
+    assert_eq!(f.jit().try_run(&args).unwrap()[0], want);
+    // A name the function never declared is still an error.
+    let bad: [(&str, &[f32]); 1] = [("nope", &[0.0])];
+    let e = f.jit().try_run(&bad).unwrap_err().to_string();
+    assert!(e.contains("no input or param named `nope`"), "{e}");
+}
