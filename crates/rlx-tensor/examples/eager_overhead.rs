@@ -23,5 +23,8 @@ fn main() {
         let per = t.elapsed().as_secs_f64() / calls as f64;
         println!("round {round}: {:.3} µs per call", per * 1e6);
     }
-    println!("compiles: {} (checksum {sink})", rlx_tensor::cache_compile_count());
+    println!(
+        "compiles: {} (checksum {sink})",
+        rlx_tensor::cache_compile_count()
+    );
 }
