@@ -15,7 +15,7 @@
 //!
 //! AMX packing: A as `[16-row strip][64-sum chunk][16][64]`, B in the quad layout
 //! `[16-column strip][sum quad][16 columns][4]` (one 1 KiB tile per 16 quads), so the
-//! shared tile loop of [`super::amx`] runs unchanged with `tdpbssd`.
+//! shared AMX tile loop (`gemm/amx.rs`) runs unchanged with `tdpbssd`.
 
 use super::{MatMut, MatRef, check_in_bounds, no_self_overlap};
 use std::sync::OnceLock;
