@@ -111,6 +111,8 @@ fn every_supported_unary_op_gives_the_interpreters_bits() {
         Activation::GeluApprox,
         Activation::Tanh,
         Activation::Log,
+        Activation::Erf,
+        Activation::Gelu,
     ] {
         for n in [5, 16, 1000, 3 * 1024 + 7] {
             let mut g = Graph::new(format!("{act:?}_{n}"));
@@ -381,5 +383,184 @@ fn explain_says_which_kernels_run_as_machine_code_and_why_others_do_not() {
             after.contains("interpreted (JIT off or no AVX-512)"),
             "{after}"
         );
+    }
+}
+
+/// Inputs at every branch point of erf and exact GELU (the erf polynomial's 0.75, erfc's
+/// 0.5 and 10.5, GELU's ±16 clamp, each with its neighbours), ±0, subnormals, huge
+/// values, ±∞, NaNs of both signs, and a dense sweep of [−20, 20].
+fn erf_values() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        1e-45,
+        -1e-45,
+        1e-40,
+        -1e-40,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+        1e-20,
+        -1e-20,
+        1e30,
+        -1e30,
+        3.4e38,
+        -3.4e38,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+    ];
+    for b in [
+        0.5f32,
+        0.75,
+        0.5 * std::f32::consts::SQRT_2,
+        10.5,
+        10.5 * std::f32::consts::SQRT_2,
+        16.0,
+    ] {
+        for x in [
+            b,
+            f32::from_bits(b.to_bits() - 1),
+            f32::from_bits(b.to_bits() + 1),
+        ] {
+            v.extend([x, -x]);
+        }
+    }
+    v.extend((0..4001).map(|i| -20.0 + i as f32 * 0.01));
+    v
+}
+
+#[test]
+fn erf_and_exact_gelu_give_the_interpreters_bits_at_every_branch_point() {
+    let xs = erf_values();
+    let n = xs.len();
+    for act in [Activation::Erf, Activation::Gelu] {
+        let mut g = Graph::new(format!("{act:?}_edges"));
+        let x = g.input("x", Shape::new(&[n], DType::F32));
+        let y = op(&mut g, Op::Activation(act), vec![x]);
+        g.set_outputs(vec![y]);
+        let compiled = same_bits(&g, &[TensorData::from_f32(&[n], &xs)]);
+        if jit_available() {
+            assert!(compiled > 0, "{act:?} was compiled");
+        }
+    }
+}
+
+#[test]
+fn compiled_erf_and_exact_gelu_match_reference_values() {
+    // erf and Φ from tables (f64), to a few ulp; −0 of GELU at −∞; NaN through.
+    let cases: [(Activation, f32, f64); 10] = [
+        (Activation::Erf, 0.5, 0.520_499_877_813_046_5),
+        (Activation::Erf, -1.0, -0.842_700_792_949_714_9),
+        (Activation::Erf, 2.0, 0.995_322_265_018_952_7),
+        (Activation::Erf, 1e-20, 1.128_379_167_095_512_6e-20),
+        (Activation::Erf, -30.0, -1.0),
+        (Activation::Gelu, 1.0, 0.841_344_746_068_542_9),
+        (Activation::Gelu, -1.0, -0.158_655_253_931_457_05),
+        (Activation::Gelu, -3.0, -0.004_049_694_048_799_875),
+        (Activation::Gelu, 0.25, 0.149_676_581_420_492_6),
+        (Activation::Gelu, 50.0, 50.0),
+    ];
+    let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    rlx_cpu::set_jit(true);
+    for act in [Activation::Erf, Activation::Gelu] {
+        let mine: Vec<_> = cases.iter().filter(|c| c.0 == act).collect();
+        let mut xs: Vec<f32> = mine.iter().map(|c| c.1).collect();
+        xs.extend([f32::NEG_INFINITY, f32::NAN]);
+        let n = xs.len();
+        let mut g = Graph::new(format!("{act:?}_reference"));
+        let x = g.input("x", Shape::new(&[n], DType::F32));
+        let y = op(&mut g, Op::Activation(act), vec![x]);
+        g.set_outputs(vec![y]);
+        let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+        let before = rlx_cpu::jit_compiled_count();
+        let out = exe.run(&[TensorData::from_f32(&[n], &xs).view()]).unwrap();
+        if jit_available() {
+            assert!(
+                rlx_cpu::jit_compiled_count() > before,
+                "{act:?} was compiled"
+            );
+        }
+        let got = out[0].to_f64_vec();
+        for (c, &v) in mine.iter().zip(&got) {
+            let ulp = (c.2 as f32).abs().max(f32::MIN_POSITIVE) * f32::EPSILON;
+            assert!(
+                (v - c.2).abs() <= 4.0 * ulp as f64,
+                "{act:?}({}) = {v:e}, want {:e}",
+                c.1,
+                c.2
+            );
+        }
+        let at_neg_inf = got[n - 2];
+        match act {
+            Activation::Gelu => assert!(at_neg_inf == 0.0 && at_neg_inf.is_sign_negative()),
+            _ => assert_eq!(at_neg_inf, -1.0),
+        }
+        assert!(got[n - 1].is_nan(), "{act:?}(NaN) is NaN");
+    }
+}
+
+#[test]
+fn gelu_forward_and_backward_matmul_epilogues_are_compiled_with_the_interpreters_bits() {
+    // The MLP's forward `gelu(x·W1 + b)`, and its backward `(dy·W2ᵀ)·gelu′(h)` with
+    // gelu′(h) = ½(1 + erf(h/√2)) + h·e^(−h²/2)/√(2π), as autodiff writes it.
+    let (m, k, n) = (70, 48, 90);
+    let mut g = Graph::new("gelu_mlp");
+    let x = g.input("x", Shape::new(&[m, k], DType::F32));
+    let w = g.input("w", Shape::new(&[k, n], DType::F32));
+    let b = g.input("b", Shape::new(&[n], DType::F32));
+    let w2 = g.input("w2", Shape::new(&[k, n], DType::F32));
+    let h = g.input("h", Shape::new(&[m, n], DType::F32));
+    let y = op(&mut g, Op::MatMul, vec![x, w]);
+    let yb = op(&mut g, Op::Binary(BinaryOp::Add), vec![y, b]);
+    let fwd = op(&mut g, Op::Activation(Activation::Gelu), vec![yb]);
+    let dh = op(&mut g, Op::MatMul, vec![x, w2]);
+    let mul_s = |g: &mut Graph, v, c: f32| {
+        let c = scalar(g, c);
+        op(g, Op::Binary(BinaryOp::Mul), vec![v, c])
+    };
+    let u = mul_s(&mut g, h, std::f32::consts::FRAC_1_SQRT_2);
+    let e = op(&mut g, Op::Activation(Activation::Erf), vec![u]);
+    let one = scalar(&mut g, 1.0);
+    let e1 = op(&mut g, Op::Binary(BinaryOp::Add), vec![e, one]);
+    let cdf = mul_s(&mut g, e1, 0.5);
+    let hh = op(&mut g, Op::Binary(BinaryOp::Mul), vec![h, h]);
+    let q = mul_s(&mut g, hh, -0.5);
+    let ex = op(&mut g, Op::Activation(Activation::Exp), vec![q]);
+    let pdf = mul_s(&mut g, ex, 1.0 / (2.0 * std::f32::consts::PI).sqrt());
+    let hp = op(&mut g, Op::Binary(BinaryOp::Mul), vec![h, pdf]);
+    let d = op(&mut g, Op::Binary(BinaryOp::Add), vec![cdf, hp]);
+    let bwd = op(&mut g, Op::Binary(BinaryOp::Mul), vec![dh, d]);
+    g.set_outputs(vec![fwd, bwd]);
+    let small = |n: usize, s: u32| -> Vec<f32> {
+        values(n, s)
+            .iter()
+            .map(|v| {
+                if v.is_finite() {
+                    v.clamp(-3.0, 3.0)
+                } else {
+                    0.5
+                }
+            })
+            .collect()
+    };
+    let args = [
+        TensorData::from_f32(&[m, k], &small(m * k, 31)),
+        TensorData::from_f32(&[k, n], &small(k * n, 32)),
+        TensorData::from_f32(&[n], &values(n, 33)),
+        TensorData::from_f32(&[k, n], &small(k * n, 35)),
+        TensorData::from_f32(&[m, n], &values(m * n, 34)),
+    ];
+    let compiled = same_bits(&g, &args);
+    if jit_available() {
+        assert!(compiled > 0);
+        let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+        rlx_cpu::set_jit(true);
+        let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+        let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+        exe.run(&views).unwrap();
+        let why = exe.explain();
+        assert!(!why.contains("not compiled"), "{why}");
+        assert!(why.contains("machine code"), "{why}");
     }
 }

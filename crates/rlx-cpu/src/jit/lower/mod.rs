@@ -15,6 +15,7 @@
 //! reader), and stores each export through `outs`. Every arithmetic step mirrors the
 //! interpreter's (see the lane kernels in `math`), so the bits agree.
 
+mod erf;
 mod special;
 
 use super::JitKernel;
@@ -22,6 +23,7 @@ use super::mem::ExecMem;
 use super::x86::{Asm, Cmp, Gpr, JAE, Mem, R11, RAX, RDI, RDX, RSI, Src};
 use crate::exec::value::Ty;
 use crate::exec::vm::{IOp, TileProg};
+use erf::erf_consts;
 use rlx_ir::{Activation, BinaryOp, CmpOp, DType};
 use special::{GELU_CONSTS, exp_consts, exp_parts, load_const, minmax, tanh_log_consts};
 
@@ -63,6 +65,8 @@ fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
                     | Activation::GeluApprox
                     | Activation::Tanh
                     | Activation::Log
+                    | Activation::Erf
+                    | Activation::Gelu
             )
         }
         IOp::Binary(b) if f64 => matches!(
@@ -356,6 +360,10 @@ impl<'a> Lower<'a> {
                     pooled.extend(GELU_CONSTS.map(f32::to_bits));
                     pooled.extend(tanh_log_consts());
                 }
+                IOp::Unary(Activation::Erf | Activation::Gelu) => {
+                    pooled.extend(exp_consts());
+                    pooled.extend(erf_consts());
+                }
                 _ => {}
             }
         }
@@ -470,6 +478,16 @@ impl<'a> Lower<'a> {
                         Activation::Log => {
                             let mut t = Temps::take(&mut free, 10)?;
                             self.log(a, &mut t, d, x);
+                            t.give_back(&mut free);
+                        }
+                        Activation::Erf => {
+                            let mut t = Temps::take(&mut free, 14)?;
+                            self.erf(a, &mut t, d, x);
+                            t.give_back(&mut free);
+                        }
+                        Activation::Gelu => {
+                            let mut t = Temps::take(&mut free, 16)?;
+                            self.gelu_erf(a, &mut t, d, x);
                             t.give_back(&mut free);
                         }
                         _ => unreachable!("checked by `supported`"),

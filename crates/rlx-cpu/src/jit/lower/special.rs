@@ -344,7 +344,7 @@ pub(super) fn exp_parts(
 
 /// `d = clamp(x, lo, hi)` as `math::simd::clamp`: `x < lo → lo`, then `> hi → hi`, NaN
 /// kept (uses mask k2).
-fn clamp(a: &mut Asm, d: u8, x: u8, lo: Src, hi: Src) {
+pub(super) fn clamp(a: &mut Asm, d: u8, x: u8, lo: Src, hi: Src) {
     a.vcmpps(2, x, lo, Cmp::LtOq);
     a.vblendmps(d, 2, x, lo);
     a.vcmpps(2, d, hi, Cmp::GtOq);
