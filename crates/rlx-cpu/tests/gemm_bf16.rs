@@ -634,3 +634,27 @@ fn graph_half_matmuls_match_the_oracle_on_every_path() {
         );
     }
 }
+
+#[test]
+#[should_panic(
+    expected = "gemm_half: view B (3x2, strides (2, 1), offset 1) reaches storage indices 1..=6 but its slice has 5 elements"
+)]
+fn a_view_past_its_slice_panics_naming_the_view() {
+    let x = [bf16::ONE; 6];
+    let mut c = vec![0f32; 4];
+    let b = MatRef {
+        data: &x[..5],
+        rows: 3,
+        cols: 2,
+        row_stride: 2,
+        col_stride: 1,
+        offset: 1,
+    };
+    gemm_half(
+        MatRef::row_major(&x[..], 2, 3),
+        b,
+        MatMut::row_major(&mut c, 2, 2),
+        false,
+        1,
+    );
+}

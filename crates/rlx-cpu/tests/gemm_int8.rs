@@ -357,3 +357,28 @@ fn graph_i8_matmuls_equal_the_oracle_on_every_path() {
         );
     }
 }
+
+#[test]
+#[should_panic(
+    expected = "gemm_i8: output view C (2x2, strides (1, 1)) maps distinct elements to the same storage"
+)]
+fn an_output_whose_elements_share_storage_panics() {
+    let x = [1i8; 6];
+    let mut c = [0i32; 4];
+    let c = MatMut {
+        data: &mut c[..],
+        rows: 2,
+        cols: 2,
+        row_stride: 1,
+        col_stride: 1,
+        offset: 0,
+    };
+    gemm_i8_with(
+        I8Path::Portable,
+        MatRef::row_major(&x[..], 2, 3),
+        MatRef::row_major(&x[..], 3, 2),
+        c,
+        false,
+        1,
+    );
+}

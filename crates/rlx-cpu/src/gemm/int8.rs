@@ -17,7 +17,7 @@
 //! `[16-column strip][sum quad][16 columns][4]` (one 1 KiB tile per 16 quads), so the
 //! shared AMX tile loop (`gemm/amx.rs`) runs unchanged with `tdpbssd`.
 
-use super::{MatMut, MatRef, check_in_bounds, no_self_overlap};
+use super::{MatMut, MatRef};
 use std::sync::OnceLock;
 
 /// Which unit computes an int8 product.
@@ -124,33 +124,7 @@ pub fn gemm_i8_with(
          avx512 needs AVX-512 F/BW); use I8Path::default_path or check I8Path::available",
         path.name()
     );
-    assert!(
-        a.cols == b.rows && a.rows == c.rows && b.cols == c.cols,
-        "{op}: shapes do not chain: A is {}x{}, B is {}x{}, C is {}x{}; need A m×k, B k×n, C m×n",
-        a.rows,
-        a.cols,
-        b.rows,
-        b.cols,
-        c.rows,
-        c.cols
-    );
-    let dims = |r: usize, c: usize, rs: isize, cs: isize| ((r, c), (rs, cs));
-    let (d, s) = dims(a.rows, a.cols, a.row_stride, a.col_stride);
-    check_in_bounds(op, "A", d, s, a.offset, a.data.len());
-    let (d, s) = dims(b.rows, b.cols, b.row_stride, b.col_stride);
-    check_in_bounds(op, "B", d, s, b.offset, b.data.len());
-    let (d, s) = dims(c.rows, c.cols, c.row_stride, c.col_stride);
-    check_in_bounds(op, "C", d, s, c.offset, c.data.len());
-    assert!(
-        no_self_overlap(c.rows, c.cols, c.row_stride, c.col_stride),
-        "{op}: output view C ({}x{}, strides ({}, {})) maps distinct elements to the same storage; \
-         give C non-overlapping strides (e.g. row-major: ({}, 1))",
-        c.rows,
-        c.cols,
-        c.row_stride,
-        c.col_stride,
-        c.cols
-    );
+    super::check_views(op, &a, &b, &c);
     let (m, n, k) = (c.rows, c.cols, a.cols);
     if m == 0 || n == 0 {
         return;

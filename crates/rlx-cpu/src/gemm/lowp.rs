@@ -28,7 +28,7 @@
 //!
 //! [`sgemm`]: super::sgemm
 
-use super::{MatMut, MatRef, check_in_bounds, no_self_overlap, sgemm};
+use super::{MatMut, MatRef, check_in_bounds, sgemm};
 use std::sync::OnceLock;
 
 pub use half::{bf16, f16};
@@ -250,56 +250,7 @@ pub fn gemm_half_with<T: HalfFloat>(
         path.name(),
         T::NAME
     );
-    assert!(
-        a.cols == b.rows && a.rows == c.rows && b.cols == c.cols,
-        "{op}: shapes do not chain: A is {}x{}, B is {}x{}, C is {}x{}; need A m×k, B k×n, C m×n",
-        a.rows,
-        a.cols,
-        b.rows,
-        b.cols,
-        c.rows,
-        c.cols
-    );
-    let view = |w: &str, r: usize, c: usize, rs: isize, cs: isize, off: usize, len: usize| {
-        check_in_bounds(op, w, (r, c), (rs, cs), off, len)
-    };
-    view(
-        "A",
-        a.rows,
-        a.cols,
-        a.row_stride,
-        a.col_stride,
-        a.offset,
-        a.data.len(),
-    );
-    view(
-        "B",
-        b.rows,
-        b.cols,
-        b.row_stride,
-        b.col_stride,
-        b.offset,
-        b.data.len(),
-    );
-    view(
-        "C",
-        c.rows,
-        c.cols,
-        c.row_stride,
-        c.col_stride,
-        c.offset,
-        c.data.len(),
-    );
-    assert!(
-        no_self_overlap(c.rows, c.cols, c.row_stride, c.col_stride),
-        "{op}: output view C ({}x{}, strides ({}, {})) maps distinct elements to the same storage; \
-         give C non-overlapping strides (e.g. row-major: ({}, 1))",
-        c.rows,
-        c.cols,
-        c.row_stride,
-        c.col_stride,
-        c.cols
-    );
+    super::check_views(op, &a, &b, &c);
     let (m, n, k) = (c.rows, c.cols, a.cols);
     if m == 0 || n == 0 {
         return;

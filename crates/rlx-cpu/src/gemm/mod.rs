@@ -148,6 +148,56 @@ fn no_self_overlap(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
     }
 }
 
+/// The checks every GEMM entry point makes before touching memory, panicking with a
+/// message that names `op`: the shapes chain (A m×k, B k×n, C m×n), each view stays
+/// inside its slice, and C's strides give distinct elements distinct storage.
+fn check_views<A, B, C>(op: &str, a: &MatRef<'_, A>, b: &MatRef<'_, B>, c: &MatMut<'_, C>) {
+    assert!(
+        a.cols == b.rows && a.rows == c.rows && b.cols == c.cols,
+        "{op}: shapes do not chain: A is {}x{}, B is {}x{}, C is {}x{}; need A m×k, B k×n, C m×n",
+        a.rows,
+        a.cols,
+        b.rows,
+        b.cols,
+        c.rows,
+        c.cols
+    );
+    check_in_bounds(
+        op,
+        "A",
+        (a.rows, a.cols),
+        (a.row_stride, a.col_stride),
+        a.offset,
+        a.data.len(),
+    );
+    check_in_bounds(
+        op,
+        "B",
+        (b.rows, b.cols),
+        (b.row_stride, b.col_stride),
+        b.offset,
+        b.data.len(),
+    );
+    check_in_bounds(
+        op,
+        "C",
+        (c.rows, c.cols),
+        (c.row_stride, c.col_stride),
+        c.offset,
+        c.data.len(),
+    );
+    assert!(
+        no_self_overlap(c.rows, c.cols, c.row_stride, c.col_stride),
+        "{op}: output view C ({}x{}, strides ({}, {})) maps distinct elements to the same storage; \
+         give C non-overlapping strides (e.g. row-major: ({}, 1))",
+        c.rows,
+        c.cols,
+        c.row_stride,
+        c.col_stride,
+        c.cols
+    );
+}
+
 macro_rules! gemm_fn {
     ($name:ident, $t:ty) => {
         /// `C = alpha·A·B + beta·C` with `A` m×k, `B` k×n, `C` m×n (any strides, so
@@ -156,22 +206,15 @@ macro_rules! gemm_fn {
         ///
         /// Panics (naming the shapes or the view) if the shapes do not chain, a view reaches
         /// outside its slice, or `C`'s strides make two elements share storage.
-        pub fn $name(alpha: $t, a: MatRef<'_, $t>, b: MatRef<'_, $t>, beta: $t, mut c: MatMut<'_, $t>, threads: usize) {
-            let op = stringify!($name);
-            assert!(
-                a.cols == b.rows && a.rows == c.rows && b.cols == c.cols,
-                "{op}: shapes do not chain: A is {}x{}, B is {}x{}, C is {}x{}; need A m×k, B k×n, C m×n",
-                a.rows, a.cols, b.rows, b.cols, c.rows, c.cols
-            );
-            check_in_bounds(op, "A", (a.rows, a.cols), (a.row_stride, a.col_stride), a.offset, a.data.len());
-            check_in_bounds(op, "B", (b.rows, b.cols), (b.row_stride, b.col_stride), b.offset, b.data.len());
-            check_in_bounds(op, "C", (c.rows, c.cols), (c.row_stride, c.col_stride), c.offset, c.data.len());
-            assert!(
-                no_self_overlap(c.rows, c.cols, c.row_stride, c.col_stride),
-                "{op}: output view C ({}x{}, strides ({}, {})) maps distinct elements to the same storage; \
-                 give C non-overlapping strides (e.g. row-major: ({}, 1))",
-                c.rows, c.cols, c.row_stride, c.col_stride, c.cols
-            );
+        pub fn $name(
+            alpha: $t,
+            a: MatRef<'_, $t>,
+            b: MatRef<'_, $t>,
+            beta: $t,
+            mut c: MatMut<'_, $t>,
+            threads: usize,
+        ) {
+            check_views(stringify!($name), &a, &b, &c);
             let (m, n, k) = (c.rows, c.cols, a.cols);
             if m == 0 || n == 0 {
                 return;
@@ -188,19 +231,38 @@ macro_rules! gemm_fn {
             let cm = unsafe {
                 faer::MatMut::from_raw_parts_mut(
                     c.data.as_mut_ptr().offset(c.offset as isize),
-                    m, n, c.row_stride, c.col_stride,
+                    m,
+                    n,
+                    c.row_stride,
+                    c.col_stride,
                 )
             };
             // SAFETY: A's extent (checked above) lies inside `a.data`, so the offset
             // pointer and every element of the m×k view are in bounds; only read.
             let am = unsafe {
-                faer::MatRef::from_raw_parts(a.data.as_ptr().offset(a.offset as isize), m, k, a.row_stride, a.col_stride)
+                faer::MatRef::from_raw_parts(
+                    a.data.as_ptr().offset(a.offset as isize),
+                    m,
+                    k,
+                    a.row_stride,
+                    a.col_stride,
+                )
             };
             // SAFETY: B's extent (checked above) lies inside `b.data`; only read.
             let bm = unsafe {
-                faer::MatRef::from_raw_parts(b.data.as_ptr().offset(b.offset as isize), k, n, b.row_stride, b.col_stride)
+                faer::MatRef::from_raw_parts(
+                    b.data.as_ptr().offset(b.offset as isize),
+                    k,
+                    n,
+                    b.row_stride,
+                    b.col_stride,
+                )
             };
-            let accum = if beta == 0.0 { Accum::Replace } else { Accum::Add };
+            let accum = if beta == 0.0 {
+                Accum::Replace
+            } else {
+                Accum::Add
+            };
             let narrow = narrow::Narrow {
                 a: am.as_ptr(),
                 a_strides: (a.row_stride, a.col_stride),
@@ -248,15 +310,39 @@ macro_rules! gemm_fn {
                 unsafe {
                     let (c, a, b) = if split.rows {
                         (
-                            faer::MatMut::from_raw_parts_mut(cp.get().offset(lo as isize * crs), hi - lo, n, crs, ccs),
-                            faer::MatRef::from_raw_parts(ap.get().offset(lo as isize * ars), hi - lo, k, ars, acs),
+                            faer::MatMut::from_raw_parts_mut(
+                                cp.get().offset(lo as isize * crs),
+                                hi - lo,
+                                n,
+                                crs,
+                                ccs,
+                            ),
+                            faer::MatRef::from_raw_parts(
+                                ap.get().offset(lo as isize * ars),
+                                hi - lo,
+                                k,
+                                ars,
+                                acs,
+                            ),
                             faer::MatRef::from_raw_parts(bp.get(), k, n, brs, bcs),
                         )
                     } else {
                         (
-                            faer::MatMut::from_raw_parts_mut(cp.get().offset(lo as isize * ccs), m, hi - lo, crs, ccs),
+                            faer::MatMut::from_raw_parts_mut(
+                                cp.get().offset(lo as isize * ccs),
+                                m,
+                                hi - lo,
+                                crs,
+                                ccs,
+                            ),
                             faer::MatRef::from_raw_parts(ap.get(), m, k, ars, acs),
-                            faer::MatRef::from_raw_parts(bp.get().offset(lo as isize * bcs), k, hi - lo, brs, bcs),
+                            faer::MatRef::from_raw_parts(
+                                bp.get().offset(lo as isize * bcs),
+                                k,
+                                hi - lo,
+                                brs,
+                                bcs,
+                            ),
                         )
                     };
                     matmul(c, accum, a, b, alpha, Par::Seq);
