@@ -78,18 +78,8 @@ fn weight_grad_flat(bw: &mut Bw, a: NodeId, b: NodeId, g: NodeId) -> IrResult<Op
     };
     let k = sa[sa.len() - 1];
     let rows: usize = sa[..sa.len() - 1].iter().product();
-    let a2 = bw.op(
-        Op::Reshape {
-            new_shape: vec![rows as i64, k as i64],
-        },
-        vec![a],
-    )?;
-    let g2 = bw.op(
-        Op::Reshape {
-            new_shape: vec![rows as i64, n as i64],
-        },
-        vec![g],
-    )?;
+    let a2 = bw.reshape_to(a, &[Dim::Static(rows), Dim::Static(k)])?;
+    let g2 = bw.reshape_to(g, &[Dim::Static(rows), Dim::Static(n)])?;
     let at = bw.t(a2)?;
     Ok(Some(bw.matmul(at, g2)?))
 }
