@@ -4,7 +4,6 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, Op, TensorData, TensorView};
 use rlx_runtime::{CompiledGraph, Lifted, Prepared};
-use std::fmt;
 use std::rc::Rc;
 use std::sync::Once;
 
@@ -242,32 +241,6 @@ impl Tensor {
         self.to_data().to_bool_vec()
     }
 
-    /// A printable rendering: `Tensor[2, 2] F32` then nested brackets of values.
-    #[track_caller]
-    pub fn show(&self) -> String {
-        let data = self.to_data();
-        let mut out = format!("Tensor{:?} {:?}\n", data.dims, data.dtype);
-        let vals: Vec<String> = match data.dtype {
-            DType::Bool => data.to_bool_vec().iter().map(|b| b.to_string()).collect(),
-            d if d.is_int() => data.to_i64_vec().iter().map(|v| v.to_string()).collect(),
-            DType::F64 | DType::C128 => data.to_f64_vec().iter().map(|v| v.to_string()).collect(),
-            _ => data
-                .to_f64_vec()
-                .iter()
-                .map(|&v| (v as f32).to_string())
-                .collect(),
-        };
-        let dims = if data.dtype.is_complex() {
-            let mut d = data.dims.clone();
-            d.push(2);
-            d
-        } else {
-            data.dims.clone()
-        };
-        nest(&mut out, &vals, &dims);
-        out
-    }
-
     /// Pick a device explicitly: `t.on(Device::Cpu).to_vec()`.
     pub fn on(&self, device: Device) -> Materialize<'_> {
         Materialize {
@@ -351,22 +324,6 @@ impl<'a> LiftedArgs<'a> {
     }
 }
 
-fn nest(out: &mut String, vals: &[String], dims: &[usize]) {
-    if dims.is_empty() {
-        out.push_str(vals.first().map(String::as_str).unwrap_or(""));
-        return;
-    }
-    let inner: usize = dims[1..].iter().product();
-    out.push('[');
-    for i in 0..dims[0] {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        nest(out, &vals[i * inner..(i + 1) * inner], &dims[1..]);
-    }
-    out.push(']');
-}
-
 /// Fluent device selector returned by [`Tensor::on`].
 #[derive(Debug)]
 pub struct Materialize<'a> {
@@ -379,14 +336,5 @@ impl Materialize<'_> {
     #[track_caller]
     pub fn to_vec(self) -> Vec<f32> {
         self.tensor.to_vec_on(self.device)
-    }
-}
-
-impl fmt::Display for Tensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.try_to_data() {
-            Ok(_) => f.write_str(&self.show()),
-            Err(e) => write!(f, "Tensor{} (not computable: {e})", self.shape()),
-        }
     }
 }

@@ -27,6 +27,7 @@ mod error;
 mod eval;
 #[cfg(feature = "eval")]
 mod exec;
+mod format;
 mod func;
 pub mod lowp;
 mod macros;

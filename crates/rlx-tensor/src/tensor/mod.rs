@@ -78,7 +78,7 @@ impl GraphCell {
 /// let c = (&a + &b).relu();      // graphs merge; nothing runs yet
 /// assert_eq!(c.dims(), vec![3]);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Tensor {
     pub(crate) cell: Rc<GraphCell>,
     pub(crate) id: NodeId,
