@@ -29,6 +29,10 @@ mod eval;
 mod exec;
 mod format;
 mod func;
+#[cfg(feature = "eval")]
+mod host_data;
+pub mod init;
+mod logging;
 pub mod lowp;
 mod macros;
 #[cfg(feature = "eval")]
@@ -43,6 +47,8 @@ pub mod safetensors;
 mod scope;
 mod slice;
 mod tensor;
+#[cfg(feature = "eval")]
+mod threads;
 #[cfg(feature = "optim")]
 mod train;
 #[cfg(feature = "optim")]
@@ -60,6 +66,9 @@ pub use error::{Error, Result};
 pub use func::Func;
 #[cfg(feature = "eval")]
 pub use func::Jitted;
+#[cfg(feature = "eval")]
+pub use host_data::*;
+pub use logging::*;
 #[cfg(feature = "eval")]
 pub use model::Model;
 pub use rlx_ir::op::{Activation, MaskKind};
@@ -79,6 +88,8 @@ pub use safetensors::{
 pub use scope::{GraphScope, graph, graph_with};
 pub use slice::{SliceAxis, SliceSpec, ax, ix, rg, tail};
 pub use tensor::{Scalar, Tensor};
+#[cfg(feature = "eval")]
+pub use threads::*;
 #[cfg(feature = "optim")]
 pub use train::LrSchedule;
 

@@ -1,0 +1,1 @@
+//! Typed host data fed to compiled functions.

@@ -1,0 +1,1 @@
+//! Parameter initializers and a seeded host random-number generator.
