@@ -30,7 +30,7 @@ pub use cache::{
 };
 pub use compiled::{ArgSlot, CompiledGraph};
 pub use device::Device;
-pub use error::{RuntimeError, RuntimeResult};
+pub use error::{RuntimeError, RuntimeErrorKind, RuntimeResult};
 pub use prepare::{
     BAKE_MAX_ELEMENTS, LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, graph_key, prepare,
 };
