@@ -308,7 +308,7 @@ impl TensorData {
 pub fn try_alloc_zeroed(bytes: usize, what: &str) -> IrResult<Vec<u8>> {
     let mut v: Vec<u8> = Vec::new();
     v.try_reserve_exact(bytes).map_err(|_| {
-        IrError::new(
+        IrError::out_of_memory(
             "alloc",
             format!(
                 "out of memory: cannot allocate {bytes} bytes ({}) for {what}; use smaller shapes",

@@ -175,7 +175,7 @@ fn arity(name: &str, inputs: &[&Shape], n: usize, what: &str) -> IrResult<()> {
 
 fn require_float(name: &str, what: &str, s: &Shape) -> IrResult<()> {
     if !s.dtype().is_float() {
-        return Err(err(
+        return Err(IrError::dtype(
             name,
             format!("{what} must be floating-point, got {s}; cast it with .cast(DType::F32) first"),
         ));
@@ -186,7 +186,7 @@ fn require_float(name: &str, what: &str, s: &Shape) -> IrResult<()> {
 /// Real numbers: integers and floats, not `Bool` and not complex.
 fn require_real(name: &str, what: &str, s: &Shape) -> IrResult<()> {
     if s.dtype() == DType::Bool || s.dtype().is_complex() {
-        return Err(err(
+        return Err(IrError::dtype(
             name,
             format!(
                 "{what} must be a real number type (integer or float), got {s}; cast it with .cast(DType::F32) first"
@@ -198,7 +198,7 @@ fn require_real(name: &str, what: &str, s: &Shape) -> IrResult<()> {
 
 fn require_same_dtype(name: &str, a: (&str, &Shape), b: (&str, &Shape)) -> IrResult<()> {
     if a.1.dtype() != b.1.dtype() {
-        return Err(err(
+        return Err(IrError::dtype(
             name,
             format!(
                 "{} {} and {} {} have different dtypes; cast one with .cast(DType::{:?}) so both match",

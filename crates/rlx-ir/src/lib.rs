@@ -32,7 +32,7 @@ mod verify;
 
 pub use data::{TensorData, TensorView, human_bytes, try_alloc_zeroed};
 pub use dtype::DType;
-pub use error::{IrError, IrResult};
+pub use error::{IrError, IrErrorKind, IrResult};
 pub use float_format::FloatFormat;
 pub use graph::{Graph, Node, NodeId, NodeOrigin};
 pub use guard::DimGuards;

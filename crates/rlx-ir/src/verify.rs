@@ -27,7 +27,7 @@ impl Graph {
         let mut names: HashMap<&str, &str> = HashMap::new();
         for (idx, n) in self.nodes().iter().enumerate() {
             if n.id.index() != idx {
-                return Err(IrError::new(
+                return Err(IrError::graph(
                     "verify",
                     format!(
                         "the node at position {idx} of graph `{}` has id {}; ids must be dense insertion indices (build nodes with Graph::add_node)",
@@ -37,7 +37,7 @@ impl Graph {
             }
             for &i in &n.inputs {
                 if i.index() >= idx {
-                    return Err(IrError::new(
+                    return Err(IrError::graph(
                         n.op.name(),
                         format!(
                             "operand {i} does not precede its user {} in graph `{}`; nodes must be added after their operands (topological order)",
@@ -48,7 +48,7 @@ impl Graph {
                 }
             }
             if n.op.is_leaf() && !n.inputs.is_empty() {
-                return Err(IrError::new(
+                return Err(IrError::graph(
                     n.op.name(),
                     format!(
                         "a leaf node takes no operands, but {} lists [{}]; build leaves with Graph::input, Graph::param or Graph::add_node(op, vec![], shape)",
@@ -66,7 +66,7 @@ impl Graph {
                         "param"
                     };
                     if let Some(prev) = names.insert(name.as_str(), kind) {
-                        return Err(IrError::new(
+                        return Err(IrError::graph(
                             kind,
                             format!(
                                 "the name `{name}` is used by an earlier {prev} too; input and param names must be unique because data is bound by name"
@@ -79,14 +79,15 @@ impl Graph {
                 op => {
                     if let Op::Scan { body, .. } = op {
                         body.verify().map_err(|e| {
-                            IrError::new("scan", format!("body `{}`: {e}", body.name)).at(n.id)
+                            IrError::of_kind(e.kind, "scan", format!("body `{}`: {e}", body.name))
+                                .at(n.id)
                         })?;
                     }
                     let shapes: Vec<&Shape> = n.inputs.iter().map(|&i| self.shape(i)).collect();
                     let inferred = infer_shape(op, &shapes).map_err(|e| e.at(n.id))?;
                     if inferred != n.shape {
                         let given: Vec<String> = shapes.iter().map(|s| s.to_string()).collect();
-                        return Err(IrError::new(
+                        return Err(IrError::graph(
                             op.name(),
                             format!(
                                 "node {} claims result type {} but its operands [{}] give {inferred}; build it with Graph::add_op to infer the type",
@@ -102,7 +103,7 @@ impl Graph {
         }
         for &o in &self.outputs {
             if o.index() >= self.len() {
-                return Err(IrError::new(
+                return Err(IrError::graph(
                     "verify",
                     format!(
                         "output {o} is not a node of graph `{}` ({} nodes); set_outputs must name ids from this graph",
@@ -118,13 +119,13 @@ impl Graph {
 
 fn check_constant(data: &[u8], shape: &Shape) -> IrResult<()> {
     let Some(bytes) = shape.size_bytes() else {
-        return Err(IrError::new(
+        return Err(IrError::graph(
             "constant",
             format!("constants must have a static shape, got {shape}; give every dim a size"),
         ));
     };
     if bytes != data.len() {
-        return Err(IrError::new(
+        return Err(IrError::graph(
             "constant",
             format!(
                 "the payload has {} bytes but {shape} needs {bytes} ({} elements × {} bytes); fix the data or the shape",

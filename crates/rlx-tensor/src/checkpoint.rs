@@ -108,18 +108,19 @@ struct Contents {
 
 fn read(what: &str, path: &Path) -> Result<Contents> {
     let bytes = std::fs::read(path)
-        .map_err(|e| Error::new(format!("{what}: cannot read {}: {e}", path.display())))?;
+        .map_err(|e| Error::io(format!("{what}: cannot read {}: {e}", path.display()), e))?;
     let bad = |e: safetensors::SafeTensorError| {
-        Error::new(format!(
+        let message = format!(
             "{what}: {} is not a valid safetensors file: {e}; it may be truncated or corrupt — \
              write it again with save_checkpoint",
             path.display()
-        ))
+        );
+        Error::checkpoint_caused_by(message, e)
     };
     let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(bad)?;
     let meta = metadata.metadata().clone().unwrap_or_default();
     if meta.get("rlx.format").map(String::as_str) != Some(FORMAT) {
-        return Err(Error::new(format!(
+        return Err(Error::checkpoint(format!(
             "{what}: {} was not written by save_checkpoint (metadata rlx.format is {:?}, expected {FORMAT:?})",
             path.display(),
             meta.get("rlx.format")
@@ -206,10 +207,11 @@ impl Func {
             })
             .collect::<Result<_>>()?;
         safetensors::serialize_to_file(views, Some(meta), path).map_err(|e| {
-            Error::new(format!(
-                "save_checkpoint: cannot write {}: {e}",
-                path.display()
-            ))
+            let message = format!("save_checkpoint: cannot write {}: {e}", path.display());
+            match e {
+                safetensors::SafeTensorError::IoError(io) => Error::io(message, io),
+                other => Error::checkpoint_caused_by(message, other),
+            }
         })
     }
 
@@ -362,7 +364,7 @@ impl Func {
         }
 
         if !problems.is_empty() {
-            return Err(Error::new(format!(
+            return Err(Error::checkpoint(format!(
                 "{what}: {} does not fit Func `{}` (nothing was loaded): {}",
                 path.display(),
                 g.name,
@@ -371,9 +373,7 @@ impl Func {
         }
         let mut f = self.clone();
         for (name, _, data) in c.params {
-            f = f
-                .try_with_param(name, data)
-                .map_err(|e| Error::new(format!("{what}: {e}")))?;
+            f = f.try_with_param(name, data).map_err(|e| e.context(what))?;
         }
         if let (Some(opt), Some(step)) = (opt, step) {
             let state = OptimizerState {
@@ -382,7 +382,7 @@ impl Func {
                 ..Default::default()
             };
             if !opt.load_state_dict(&state) {
-                return Err(Error::new(format!(
+                return Err(Error::checkpoint(format!(
                     "{what}: the saved optimizer state does not fit this optimizer (a different optimizer type, or buffers it does not keep); load it into the kind of optimizer that saved it"
                 )));
             }

@@ -63,7 +63,7 @@ pub fn try_stack(tensors: &[&Tensor], axis: usize) -> Result<Tensor> {
     for (i, t) in tensors.iter().enumerate() {
         let s = t.shape();
         if s != first {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "stack: tensor {i} is {s} but tensor 0 is {first}; every stacked tensor needs the same shape and dtype"
             )));
         }
@@ -72,7 +72,7 @@ pub fn try_stack(tensors: &[&Tensor], axis: usize) -> Result<Tensor> {
         .iter()
         .map(|t| t.try_unsqueeze(axis))
         .collect::<Result<Vec<_>>>()
-        .map_err(|e| Error::new(format!("stack: {e}")))?;
+        .map_err(|e| e.context("stack"))?;
     let refs: Vec<&Tensor> = lifted.iter().collect();
     try_cat(&refs, axis)
 }

@@ -62,7 +62,7 @@ pub use concat::{cat, stack, try_cat, try_stack};
 #[cfg(feature = "dsl")]
 #[doc(hidden)]
 pub use dsl::{__rlx_build, __rlx_expr, __rlx_support};
-pub use error::{Error, Result};
+pub use error::{Cause, Error, Result};
 pub use func::Func;
 #[cfg(feature = "eval")]
 pub use func::Jitted;

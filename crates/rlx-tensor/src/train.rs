@@ -353,7 +353,7 @@ impl Func {
                 } else {
                     format!("Func `{}` has no param named `{name}`", g.name)
                 };
-                return Err(Error::new(format!(
+                return Err(Error::unknown_name(format!(
                     "train_step: {what}; wrt names the params to update (declared params: {:?})",
                     self.param_names()
                 )));

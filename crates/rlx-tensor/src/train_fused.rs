@@ -97,13 +97,13 @@ impl Func {
                         continue;
                     }
                     c.set_param(&name, TensorData::from_f64_as(dtype, &[], &[v]))
-                        .map_err(|e| Error::new(format!("train_step (fused): {e}")))?;
+                        .map_err(|e| Error::from(e).context("train_step (fused)"))?;
                 }
             }
             if clip {
                 let bound = TensorData::from_f64(&[], &[max_grad_norm as f64]);
                 c.set_param(CLIP_BOUND, bound)
-                    .map_err(|e| Error::new(format!("train_step (fused): {e}")))?;
+                    .map_err(|e| Error::from(e).context("train_step (fused)"))?;
             }
         }
 
@@ -441,7 +441,7 @@ impl B {
     fn op(&mut self, op: Op, inputs: Vec<NodeId>) -> Result<NodeId> {
         self.g
             .add_op(op, inputs)
-            .map_err(|e| Error::new(format!("train_step (fused update): {e}")))
+            .map_err(|e| Error::from(e).context("train_step (fused update)"))
     }
     fn bin(&mut self, op: BinaryOp, a: NodeId, b: NodeId) -> Result<NodeId> {
         self.op(Op::Binary(op), vec![a, b])

@@ -54,7 +54,7 @@ impl Tensor {
             .map(|(i, &id)| tensor_label(&graph, id, i))
             .collect();
         let grads = autodiff::append_grad(&mut graph, self.id, &ids, Some(&labels))
-            .map_err(|e| Error::new(format!("Tensor::grad: {}", e.message)))?;
+            .map_err(|e| Error::from_ir_kind(e.kind, format!("Tensor::grad: {}", e.message)))?;
         graph.set_outputs(grads.clone());
         let cell = GraphCell::new(graph);
         // Forward values already computed stay computed in the new graph.
@@ -165,7 +165,7 @@ impl Func {
         g.input_id(name)
             .or_else(|| g.param_id(name))
             .ok_or_else(|| {
-                Error::new(format!(
+                Error::unknown_name(format!(
                     "Func: no input or param named `{name}` in `{}` (inputs: {:?}, params: {:?})",
                     g.name,
                     g.input_names(),
@@ -189,8 +189,12 @@ impl Func {
         let labels: Vec<String> = wrt.iter().map(|n| format!("`{n}`")).collect();
         let mut graph = src.clone();
         graph.name = format!("{}_{what}", src.name);
-        let grads = autodiff::append_grad(&mut graph, loss, &ids, Some(&labels))
-            .map_err(|e| Error::new(format!("Func `{}`: {what}: {}", src.name, e.message)))?;
+        let grads = autodiff::append_grad(&mut graph, loss, &ids, Some(&labels)).map_err(|e| {
+            Error::from_ir_kind(
+                e.kind,
+                format!("Func `{}`: {what}: {}", src.name, e.message),
+            )
+        })?;
         let mut outs = if keep_loss { vec![loss] } else { Vec::new() };
         outs.extend(grads);
         graph.set_outputs(outs);

@@ -53,7 +53,7 @@ impl Func {
                     g.name,
                     g.input_names()
                 ))),
-                None => Err(Error::new(format!(
+                None => Err(Error::unknown_name(format!(
                     "Func `{}`: vmap: no input named `{name}` (inputs: {:?})",
                     g.name,
                     g.input_names()
@@ -61,7 +61,7 @@ impl Func {
             })
             .collect::<Result<Vec<NodeId>>>()?;
         let mut out = vmap::vmap(g, &ids, batch_size)
-            .map_err(|e| Error::new(format!("Func `{}`: {e}", g.name)))?;
+            .map_err(|e| Error::from(e).context(format_args!("Func `{}`", g.name)))?;
         out.name = format!("{}_vmap", g.name);
         Ok(self.with_graph(out))
     }
@@ -96,8 +96,8 @@ impl Func {
     pub fn try_jvp(&self, tangent_for: &[&str]) -> Result<Func> {
         let g = self.graph();
         let ids = resolve(g, tangent_for)?;
-        let mut out =
-            jvp::jvp_graph(g, &ids).map_err(|e| Error::new(format!("Func `{}`: {e}", g.name)))?;
+        let mut out = jvp::jvp_graph(g, &ids)
+            .map_err(|e| Error::from(e).context(format_args!("Func `{}`", g.name)))?;
         out.name = format!("{}_jvp", g.name);
         Ok(self.with_graph(out))
     }
@@ -135,8 +135,9 @@ impl Func {
     pub fn try_hvp(&self, wrt: &[&str]) -> Result<Func> {
         let vg = self.try_value_and_grad(wrt)?;
         let ids = resolve(vg.graph(), wrt)?;
-        let mut out = jvp::jvp_graph(vg.graph(), &ids)
-            .map_err(|e| Error::new(format!("Func `{}`: hvp: {e}", self.graph().name)))?;
+        let mut out = jvp::jvp_graph(vg.graph(), &ids).map_err(|e| {
+            Error::from(e).context(format_args!("Func `{}`: hvp", self.graph().name))
+        })?;
         out.name = format!("{}_hvp", self.graph().name);
         Ok(self.with_graph(out))
     }
@@ -150,7 +151,7 @@ fn resolve(g: &Graph, names: &[&str]) -> Result<Vec<NodeId>> {
             let id = g.input_id(name).or_else(|| g.param_id(name));
             match id.map(|id| (id, &g.node(id).op)) {
                 Some((id, Op::Input { .. } | Op::Param { .. })) => Ok(id),
-                _ => Err(Error::new(format!(
+                _ => Err(Error::unknown_name(format!(
                     "Func: no input or param named `{name}` in `{}` (inputs: {:?}, params: {:?})",
                     g.name,
                     g.input_names(),

@@ -1,6 +1,7 @@
 //! Element-wise ops: activations, casts, binary ops, comparisons, `where`.
 
 use super::{arity, err, require_float, require_same_dtype};
+use crate::IrError;
 use crate::{Activation, BinaryOp, CmpOp, DType, IrResult, Op, Shape};
 
 pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
@@ -94,7 +95,7 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
 pub(super) fn check_activation_dtype(name: &str, a: Activation, x: &Shape) -> IrResult<()> {
     let dt = x.dtype();
     if dt == DType::Bool || dt.is_complex() || (dt.is_int() && !a.integer_closed()) {
-        return Err(err(
+        return Err(IrError::dtype(
             name,
             format!(
                 "{} is not defined for dtype {dt} (input {x}); cast to a float type first with .cast(DType::F32)",
@@ -120,7 +121,7 @@ fn binary(name: &str, b: BinaryOp, l: &Shape, r: &Shape) -> IrResult<Shape> {
         let ok = |d: DType| d.is_int() || (d == DType::Bool && !shift);
         if !ok(dl) || !ok(dr) {
             let need = if shift { "integer" } else { "integer or bool" };
-            return Err(err(
+            return Err(IrError::dtype(
                 name,
                 format!(
                     "needs {need} operands, got {l} and {r}; cast both with .cast(DType::I32) first"
@@ -128,7 +129,7 @@ fn binary(name: &str, b: BinaryOp, l: &Shape, r: &Shape) -> IrResult<Shape> {
             ));
         }
     } else if dl == DType::Bool && !matches!(b, BinaryOp::Max | BinaryOp::Min) {
-        return Err(err(
+        return Err(IrError::dtype(
             name,
             format!(
                 "arithmetic on a bool left operand ({l} with {r}); cast it to f32 or an integer type first"

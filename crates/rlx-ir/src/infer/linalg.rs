@@ -2,6 +2,7 @@
 
 use super::elementwise::check_activation_dtype;
 use super::{arity, dims_str, err, require_float, require_real, require_same_dtype};
+use crate::IrError;
 use crate::op::SynthKind;
 use crate::{DType, Dim, IrResult, Op, Shape};
 
@@ -184,7 +185,7 @@ fn synth_shape(name: &str, inputs: &[&Shape], ed: usize, ne: usize) -> IrResult<
     }
     require_float(name, "the codebook", cb)?;
     if idx.dtype() != DType::U8 || idx.rank() != 2 {
-        return Err(err(
+        return Err(IrError::dtype(
             name,
             format!(
                 "indices must be u8 [n, k/entry_dim], got {idx}; cast them with .cast(DType::U8)"

@@ -1,6 +1,7 @@
 //! Data movement: reshape, transpose, narrow, pad, concat, expand, broadcast-like, gather, scatter.
 
 use super::{arity, check_axis, err, require_same_dtype};
+use crate::IrError;
 use crate::{DType, Dim, IrResult, Op, Shape};
 
 pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
@@ -123,7 +124,7 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
 fn gather_shape(name: &str, axis: usize, table: &Shape, idx: &Shape) -> IrResult<Shape> {
     check_axis(name, axis, table)?;
     if idx.dtype() == DType::Bool || idx.dtype().is_complex() {
-        return Err(err(
+        return Err(IrError::dtype(
             name,
             format!(
                 "indices must be integers (or integer-valued floats), got {idx}; cast them with .cast(DType::I64)"

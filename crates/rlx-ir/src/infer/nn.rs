@@ -1,6 +1,7 @@
 //! Neural-network ops: norms, softmax, losses, attention, rope, splines.
 
 use super::{arity, dims_str, err, norm_axis, require_float, require_real};
+use crate::IrError;
 use crate::op::MaskKind;
 use crate::{Dim, IrResult, Op, Shape};
 
@@ -222,7 +223,7 @@ fn attention_shape(name: &str, inputs: &[&Shape], spec: &AttentionSpec) -> IrRes
     }
     require_float(name, "q", q)?;
     if q.dtype() != k.dtype() || q.dtype() != v.dtype() {
-        return Err(err(
+        return Err(IrError::dtype(
             name,
             format!("q {q}, k {k}, v {v} must share one float dtype; cast them to match"),
         ));
@@ -282,7 +283,7 @@ fn attention_shape(name: &str, inputs: &[&Shape], spec: &AttentionSpec) -> IrRes
             }
             // Bool masks read as 0/1, which is what `≥ 0.5 attends` means.
             if m.dtype().is_complex() {
-                return Err(err(
+                return Err(IrError::dtype(
                     name,
                     format!(
                         "the custom mask {m} must be bool or real (≥ 0.5 attends); cast it with .cast(DType::F32)"

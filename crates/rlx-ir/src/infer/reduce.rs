@@ -1,6 +1,7 @@
 //! Reductions along axes: reduce, argmax/argmin, cumsum.
 
 use super::{arity, err, norm_axis, require_real};
+use crate::IrError;
 use crate::op::ReduceOp;
 use crate::{DType, Dim, IrResult, Op, Shape};
 
@@ -18,7 +19,7 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
                 ));
             }
             if x.dtype() == DType::Bool && !matches!(op, ReduceOp::Max | ReduceOp::Min) {
-                return Err(err(
+                return Err(IrError::dtype(
                     name,
                     format!(
                         "{} of bool input {x} is not defined; cast to an integer or float type first (max/min act as any/all)",

@@ -1,6 +1,7 @@
 //! Structured ops: `scan` (a loop over a body graph) and `fft`.
 
 use super::{arity, err};
+use crate::IrError;
 use crate::{Dim, Graph, IrResult, Op, Shape};
 
 pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
@@ -61,7 +62,7 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
                     ));
                 }
             } else if !x.dtype().is_complex() {
-                return Err(err(
+                return Err(IrError::dtype(
                     name,
                     format!(
                         "needs a float (block layout) or complex input, got {x}; cast it with .cast(DType::F32)"

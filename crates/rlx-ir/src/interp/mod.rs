@@ -51,7 +51,7 @@ pub fn run_all(graph: &Graph, inputs: &[(&str, &TensorData)]) -> IrResult<Vec<Op
         // instead of an abort inside the op (the op's own `vec!` cannot fail softly).
         let bytes = out_shape.size_bytes().unwrap_or(usize::MAX);
         if Vec::<u8>::new().try_reserve_exact(bytes).is_err() {
-            return Err(IrError::new(
+            return Err(IrError::out_of_memory(
                 node.op.name(),
                 format!(
                     "out of memory: the value {out_shape} takes {bytes} bytes ({}), more than can be allocated",

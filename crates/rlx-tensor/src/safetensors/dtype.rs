@@ -235,7 +235,7 @@ pub(crate) fn st_dtype_of(d: DType) -> Option<StDtype> {
 fn reserve<T>(what: &str, n: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| {
-        Error::new(format!(
+        Error::out_of_memory(format!(
             "{what}: out of memory: cannot allocate {} for {n} converted values",
             rlx_ir::human_bytes(n.saturating_mul(std::mem::size_of::<T>()))
         ))
@@ -334,7 +334,7 @@ pub(crate) fn convert(
         });
     }
     let refuse = |why: &str| {
-        Error::new(format!(
+        Error::dtype(format!(
             "{what}: the tensor is stored as {st} and cannot be loaded as {to}: {why}"
         ))
     };

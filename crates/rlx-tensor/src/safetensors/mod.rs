@@ -124,7 +124,7 @@ impl std::fmt::Debug for SafeTensors {
 /// The error for a file that does not parse, naming it and what is wrong.
 fn bad_file(path: Option<&Path>, e: impl std::fmt::Display) -> Error {
     let what = path.map_or("the bytes".to_string(), |p| p.display().to_string());
-    Error::new(format!(
+    Error::checkpoint(format!(
         "safetensors: {what} is not a valid safetensors file: {e}; it may be truncated or \
          corrupt — download or write it again"
     ))
@@ -146,8 +146,12 @@ impl SafeTensors {
     /// processes truncating the file, at the cost of reading all of it now).
     pub fn read(path: impl AsRef<Path>) -> Result<SafeTensors> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::new(format!("safetensors: cannot read {}: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::io(
+                format!("safetensors: cannot read {}: {e}", path.display()),
+                e,
+            )
+        })?;
         let shard = parse_shard(Some(path.to_path_buf()), Backing::Owned(bytes))?;
         SafeTensors::from_shards(vec![shard])
     }
@@ -198,7 +202,7 @@ impl SafeTensors {
                             .as_ref()
                             .map_or("<memory>".into(), |p| p.display().to_string())
                     };
-                    return Err(Error::new(format!(
+                    return Err(Error::checkpoint(format!(
                         "safetensors: tensor `{name}` is stored twice, in {} and in {}; a \
                          checkpoint must store every tensor once",
                         file(prev.shard),
@@ -266,7 +270,7 @@ impl SafeTensors {
                 .take(5)
                 .map(String::as_str)
                 .collect();
-            Error::new(format!(
+            Error::unknown_name(format!(
                 "safetensors: no tensor named `{name}` ({} tensors stored{}); list them with names()",
                 self.entries.len(),
                 if near.is_empty() {
@@ -336,11 +340,20 @@ fn similar(a: &str, b: &str) -> bool {
 
 /// Map `path` and parse its header.
 fn map_file(path: &Path) -> Result<(Shard, Metadata)> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| Error::new(format!("safetensors: cannot open {}: {e}", path.display())))?;
+    let file = std::fs::File::open(path).map_err(|e| {
+        Error::io(
+            format!("safetensors: cannot open {}: {e}", path.display()),
+            e,
+        )
+    })?;
     let len = file
         .metadata()
-        .map_err(|e| Error::new(format!("safetensors: cannot stat {}: {e}", path.display())))?
+        .map_err(|e| {
+            Error::io(
+                format!("safetensors: cannot stat {}: {e}", path.display()),
+                e,
+            )
+        })?
         .len();
     if len < 8 {
         return Err(bad_file(
@@ -351,8 +364,12 @@ fn map_file(path: &Path) -> Result<(Shard, Metadata)> {
     // SAFETY: the map is read-only and private to this process. Its contents stay valid
     // as long as no other process truncates or rewrites the file while it is open, which
     // the type's docs require of the caller (the contract of every memory-mapped reader).
-    let map = unsafe { memmap2::Mmap::map(&file) }
-        .map_err(|e| Error::new(format!("safetensors: cannot map {}: {e}", path.display())))?;
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| {
+        Error::io(
+            format!("safetensors: cannot map {}: {e}", path.display()),
+            e,
+        )
+    })?;
     parse_shard(Some(path.to_path_buf()), Backing::Mapped(map))
 }
 

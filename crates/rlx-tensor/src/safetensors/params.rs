@@ -191,7 +191,7 @@ impl SafeTensors {
     ) -> Result<Vec<(String, Vec<f32>)>> {
         let report = self.check_params(graph, &mut rename);
         if !report.is_empty() {
-            return Err(Error::new(format!(
+            return Err(Error::checkpoint(format!(
                 "safetensors: {self:?} does not fit the params of graph `{}`: {report}",
                 graph.name
             )));

@@ -49,13 +49,13 @@ pub fn save_safetensors_data_with_metadata(
             )));
         }
         let Some(dt) = st_dtype_of(data.dtype) else {
-            return Err(Error::new(format!(
+            return Err(Error::dtype(format!(
                 "{what}: `{name}` is {}, which safetensors cannot store; cast it (e.g. to C64)",
                 data.dtype
             )));
         };
         let view = TensorView::new(dt, data.dims.clone(), &data.bytes).map_err(|e| {
-            Error::new(format!(
+            Error::shape(format!(
                 "{what}: `{name}` ({:?} {}, {} bytes) is inconsistent: {e}",
                 data.dims,
                 data.dtype,
@@ -67,8 +67,13 @@ pub fn save_safetensors_data_with_metadata(
     let tmp = temp_path(path);
     let meta = (!metadata.is_empty()).then(|| metadata.clone());
     let written = safetensors::serialize_to_file(views, meta, &tmp)
-        .map_err(|e| Error::new(format!("{what}: {e}")))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::new(format!("{what}: {e}"))));
+        .map_err(|e| match e {
+            ::safetensors::SafeTensorError::IoError(io) => Error::io(format!("{what}: {io}"), io),
+            other => Error::checkpoint(format!("{what}: {other}")),
+        })
+        .and_then(|()| {
+            std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("{what}: {e}"), e))
+        });
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

@@ -30,7 +30,7 @@ pub(super) fn open_sharded(path: &Path) -> Result<SafeTensors> {
                     .collect()
             })
             .unwrap_or_default();
-        return Err(Error::new(format!(
+        return Err(Error::checkpoint(format!(
             "safetensors: {} holds neither {INDEX} nor {SINGLE} (safetensors/json files there: \
              {found:?}); pass the file to open, or the index to open_sharded",
             path.display()
@@ -48,7 +48,7 @@ fn shard_path(index: &Path, dir: &Path, file: &str) -> Result<PathBuf> {
     let p = Path::new(file);
     let inside = !file.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
     if !inside {
-        return Err(Error::new(format!(
+        return Err(Error::checkpoint(format!(
             "safetensors: {} names shard {file:?}, which is not a file name inside the index's \
              directory; a weight_map value must be a relative path without `..`",
             index.display()
@@ -59,21 +59,30 @@ fn shard_path(index: &Path, dir: &Path, file: &str) -> Result<PathBuf> {
 
 fn open_index(index: &Path) -> Result<SafeTensors> {
     let bad = |why: String| {
-        Error::new(format!(
+        Error::checkpoint(format!(
             "safetensors: {} is not a valid safetensors index: {why}",
             index.display()
         ))
     };
     let len = std::fs::metadata(index)
-        .map_err(|e| Error::new(format!("safetensors: cannot open {}: {e}", index.display())))?
+        .map_err(|e| {
+            Error::io(
+                format!("safetensors: cannot open {}: {e}", index.display()),
+                e,
+            )
+        })?
         .len();
     if len > MAX_INDEX_BYTES {
         return Err(bad(format!(
             "it is {len} bytes long (an index is at most {MAX_INDEX_BYTES} bytes)"
         )));
     }
-    let text = std::fs::read_to_string(index)
-        .map_err(|e| Error::new(format!("safetensors: cannot read {}: {e}", index.display())))?;
+    let text = std::fs::read_to_string(index).map_err(|e| {
+        Error::io(
+            format!("safetensors: cannot read {}: {e}", index.display()),
+            e,
+        )
+    })?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
     let Some(map) = json.get("weight_map").and_then(|m| m.as_object()) else {

@@ -100,18 +100,18 @@ impl Tensor {
     ) -> Result<Tensor> {
         let (x, ws, bs) = (self.shape(), w.shape(), b.shape());
         if ws.rank() != 2 {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "linear: the weight must be 2-D [out, in], got {ws} (x is {x})"
             )));
         }
         if x.rank() == 0 || x.dim(x.rank() - 1) != ws.dim(1) {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "linear: x {x} must end in the weight's in dim {}: w is {ws} in [out, in] layout; pass the weight untransposed or fix x's last axis",
                 ws.dim(1)
             )));
         }
         if bs.rank() != 1 || bs.dim(0) != ws.dim(0) {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "linear: the bias must be [out] = [{}] for the weight {ws}, got {bs}",
                 ws.dim(0)
             )));
@@ -140,7 +140,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         let (l, r) = (self.shape(), rhs.shape());
         if l.rank() != 2 || r.rank() != 2 || l.dim(1) != r.dim(1) {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "scaled_matmul: operands must be [m, k] and [n, k] (both K-last), got {l} and {r}; transpose the rhs with .t() if it is [k, n]"
             )));
         }
@@ -202,7 +202,7 @@ impl Tensor {
         let dims = s.static_dims().unwrap_or_default();
         let r = dims.len();
         if !s.is_static() || r < 2 || dims[r - 1] != dims[r - 2] {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "inv: needs a square matrix [.., n, n] with static dims, got {s}"
             )));
         }
@@ -218,8 +218,7 @@ impl Tensor {
             let target: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
             eye = eye.try_broadcast_to(target)?;
         }
-        self.try_solve(&eye)
-            .map_err(|e| Error::new(format!("inv: {e}")))
+        self.try_solve(&eye).map_err(|e| e.context("inv"))
     }
 
     /// Solve `self · x = b` for `x` (`self: [.., n, n]`, `b: [.., n]` or `[.., n, k]`).

@@ -275,12 +275,12 @@ impl Tensor {
         let rank = shape.rank();
         for (i, &a) in axes.iter().enumerate() {
             if a >= rank {
-                return Err(Error::new(format!(
+                return Err(Error::shape(format!(
                     "{op}: axis {a} is out of range for {shape} (rank {rank}); valid axes are 0..{rank}"
                 )));
             }
             if axes[..i].contains(&a) {
-                return Err(Error::new(format!(
+                return Err(Error::shape(format!(
                     "{op}: axis {a} is listed twice in {axes:?} for {shape}; list each axis once"
                 )));
             }

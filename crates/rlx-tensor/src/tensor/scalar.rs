@@ -72,7 +72,7 @@ impl BinaryRhs<'_> {
                 }
                 let (lo, hi) = int_range(dtype);
                 if (v as i128) < lo || (v as i128) > hi {
-                    return Err(Error::new(format!(
+                    return Err(Error::dtype(format!(
                         "scalar operand {v} does not fit the {dtype} of the tensor it meets ({} {dtype}; range {lo}..={hi}); cast the tensor to a wider integer dtype first",
                         recv.shape()
                     )));

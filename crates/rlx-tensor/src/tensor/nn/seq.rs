@@ -147,7 +147,7 @@ impl Tensor {
     pub fn try_fft_axis(&self, axis: usize, inverse: bool) -> Result<Tensor> {
         let r = self.rank();
         if axis >= r {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "fft: axis {axis} is out of range for {} (rank {r}); valid axes are 0..{r}",
                 self.shape()
             )));
@@ -227,12 +227,12 @@ impl Tensor {
         let (idx, cb) = (self.shape(), codebook.shape());
         let ed = entry_dim as usize;
         let (Some(id), Some(cd)) = (idx.static_dims(), cb.static_dims()) else {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "synth_reconstruct: indices {idx} and codebook {cb} need static shapes"
             )));
         };
         if id.len() != 2 || cd.len() != 2 || cd[1] != ed || ed == 0 {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "synth_reconstruct: indices must be [n, k/entry_dim] and the codebook [num_entries, entry_dim = {entry_dim}], got {idx} and {cb}"
             )));
         }
