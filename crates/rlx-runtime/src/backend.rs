@@ -9,6 +9,12 @@ use std::sync::{Arc, RwLock};
 /// Arguments are positional, in the order of [`arg_order`]: every `Op::Input` and
 /// `Op::Param` node of the compiled graph, in node order. Results come back in the
 /// order of the graph's outputs.
+///
+/// Executables are `Send + Sync` and every run method takes `&self`: an implementation
+/// must allow several threads to run the same executable at once, each run seeing only
+/// its own arguments and returning what it would return alone (per-run storage such as
+/// an arena comes from a pool, or device state sits behind an internal lock; the
+/// implementation's rustdoc says which).
 pub trait Executable: Send + Sync {
     /// Run once. Dynamic dims are bound from the argument dims.
     fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>>;
@@ -113,7 +119,10 @@ fn f32_bytes(v: &[f32]) -> &[u8] {
 }
 
 /// One result of [`Executable::run_host`].
+///
+/// `#[non_exhaustive]`: more host forms (half precision, say) may be added.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum HostOutput {
     /// An f32 result, already in host form; its dims are the second field.
     F32(Vec<f32>, Vec<usize>),

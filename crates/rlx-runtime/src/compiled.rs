@@ -18,6 +18,28 @@ pub struct ArgSlot {
 }
 
 /// A graph compiled for one device, with its parameter bindings.
+///
+/// # Running from several threads
+///
+/// `CompiledGraph` is `Send + Sync`, and every run method ([`CompiledGraph::run`],
+/// [`CompiledGraph::run_host`], [`CompiledGraph::run_host_donating`]) takes `&self`:
+/// share one compiled program as `Arc<CompiledGraph>` (or borrow it into scoped
+/// threads) and run it from several threads at once. Runs do not observe each other:
+/// each gets its own intermediate storage, and results equal those of the same runs
+/// made one after another. Binding params ([`CompiledGraph::set_param`]) needs
+/// `&mut self`, so it happens before sharing (or on a clone: cloning shares the
+/// compiled code and copies only the bindings).
+///
+/// How much runs overlap depends on the backend: the CPU backend runs them truly
+/// concurrently (each run takes its own arena from a pool, and their kernels share the
+/// CPU worker threads); GPU backends serialize the parts that touch device state
+/// behind an internal lock, as their executables document.
+///
+/// ```
+/// fn assert_send_sync<T: Send + Sync>() {}
+/// assert_send_sync::<rlx_runtime::CompiledGraph>();
+/// assert_send_sync::<std::sync::Arc<rlx_runtime::CompiledGraph>>();
+/// ```
 #[derive(Clone)]
 pub struct CompiledGraph {
     exec: Arc<dyn Executable>,
@@ -27,6 +49,15 @@ pub struct CompiledGraph {
     outputs: Vec<Shape>,
     params: HashMap<String, TensorData>,
 }
+
+/// Compile-time proof that compiled programs can be shared across threads: a field
+/// added later that is not `Send + Sync` breaks the build here, not in a user's code.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync + ?Sized>() {}
+    assert_send_sync::<CompiledGraph>();
+    assert_send_sync::<dyn Executable>();
+    assert_send_sync::<Arc<dyn Executable>>();
+};
 
 impl std::fmt::Debug for CompiledGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

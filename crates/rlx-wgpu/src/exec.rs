@@ -59,6 +59,11 @@ struct Bound {
 type BindingKey = Vec<(u32, usize)>;
 
 /// A program compiled for a wgpu device.
+///
+/// `Send + Sync`, so one compiled program may be run from several threads: each run
+/// takes its own device arena from the device's pool (a `Mutex` held only while taking
+/// or returning one) and submits to the device's queue, which wgpu serializes
+/// internally; the pipeline and plan caches sit behind short-lived `Mutex`es.
 pub(crate) struct WgpuExecutable {
     gpu: Arc<Gpu>,
     program: Program,
@@ -69,6 +74,13 @@ pub(crate) struct WgpuExecutable {
     /// Per buffer: read by some GPU kernel.
     gpu_reads: Vec<bool>,
 }
+
+// Compiled programs are shared between threads: fail the build here if a field stops
+// being `Send + Sync`.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<WgpuExecutable>();
+};
 
 /// Print a fallback reason once per process when `RLX_LOG` is set.
 fn log_fallback(what: &str) {

@@ -94,6 +94,13 @@ fn tune_malloc() {
 type BindCache = Mutex<Vec<(Vec<(u32, usize)>, Arc<Bound>)>>;
 
 /// A program compiled for the CPU.
+///
+/// Runs from several threads at once are truly concurrent: no lock is held across a
+/// run. Each run takes an arena from `pool` (allocating one when all are in use) and
+/// hands it back afterwards; the bound plans, constants and compiled JIT code are only
+/// read (JIT code is compiled once, behind a `OnceLock`); the per-thread tile scratch
+/// is thread-local; profiling counters are updated under a short lock per kernel. The
+/// kernels of concurrent runs share the CPU worker pool.
 pub(crate) struct CpuExecutable {
     program: Program,
     /// The plan for static programs (bound once at compile time).
@@ -106,6 +113,13 @@ pub(crate) struct CpuExecutable {
     /// Per-kernel `(total seconds, runs)` when `RLX_PROFILE` is set.
     profile: Option<Mutex<Vec<(f64, u64)>>>,
 }
+
+// Compiled CPU programs are shared between threads (`Arc<CompiledGraph>`): fail the
+// build, not a user's, if a field stops being `Send + Sync`.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<CpuExecutable>();
+};
 
 /// Whether `RLX_PROFILE` asks for per-kernel timings (read once per process).
 fn profiling() -> bool {

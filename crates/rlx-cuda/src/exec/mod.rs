@@ -24,6 +24,11 @@ struct Arena {
 }
 
 /// A program compiled for a CUDA device (or the host emulator).
+///
+/// `Send + Sync`, so one compiled program may be run from several threads; the device
+/// arena sits behind an internal `Mutex` held from the upload of the arguments to the
+/// download of the results, so concurrent runs of one executable are serialized (runs
+/// of different executables only share the device's stream).
 pub(crate) struct CudaExecutable {
     program: Program,
     generated: Generated,
@@ -35,6 +40,13 @@ pub(crate) struct CudaExecutable {
     cache: PlanCache,
     arena: Mutex<Arena>,
 }
+
+// Compiled programs are shared between threads: fail the build here if a field stops
+// being `Send + Sync`.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<CudaExecutable>();
+};
 
 impl Drop for CudaExecutable {
     fn drop(&mut self) {
