@@ -1,29 +1,107 @@
-//! The per-thread compile cache.
+//! The per-thread compile cache: a least-recently-used map from graph keys to compiled
+//! programs, holding at most [`cache_capacity`] entries per thread.
 
 use crate::{CompiledGraph, Device, RuntimeResult};
+use lru::LruCache;
 use rlx_ir::{Graph, NodeId};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Entries kept before the whole cache is cleared.
+/// The default number of compiled programs each thread's cache keeps (see
+/// [`cache_capacity`] for how to change it).
 pub const CACHE_CAPACITY: usize = 512;
 
 /// A cached compiled graph, shared by every user on this thread.
 pub type CachedGraph = Rc<RefCell<CompiledGraph>>;
 
-#[derive(Default)]
+/// The capacity set by [`set_cache_capacity`] (0: not set).
+static CAPACITY_SET: AtomicUsize = AtomicUsize::new(0);
+
+/// The capacity from `RLX_CACHE_CAPACITY` (read once), else [`CACHE_CAPACITY`].
+fn env_capacity() -> usize {
+    static ENV: OnceLock<usize> = OnceLock::new();
+    *ENV.get_or_init(|| {
+        let Ok(v) = std::env::var("RLX_CACHE_CAPACITY") else {
+            return CACHE_CAPACITY;
+        };
+        match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                tracing::warn!(
+                    target: "rlx::cache",
+                    value = %v,
+                    "RLX_CACHE_CAPACITY is not a positive integer; using the default {CACHE_CAPACITY}"
+                );
+                CACHE_CAPACITY
+            }
+        }
+    })
+}
+
+/// How many compiled programs each thread's compile cache keeps before evicting the
+/// least recently used one: the value given to [`set_cache_capacity`], else the
+/// `RLX_CACHE_CAPACITY` environment variable (read once, at the first cache use; a
+/// positive integer), else [`CACHE_CAPACITY`] (512).
+///
+/// ```
+/// // Unless RLX_CACHE_CAPACITY or set_cache_capacity said otherwise:
+/// if std::env::var_os("RLX_CACHE_CAPACITY").is_none() {
+///     assert_eq!(rlx_runtime::cache_capacity(), rlx_runtime::CACHE_CAPACITY);
+/// }
+/// ```
+pub fn cache_capacity() -> usize {
+    match CAPACITY_SET.load(Ordering::Relaxed) {
+        0 => env_capacity(),
+        n => n,
+    }
+}
+
+/// Set how many compiled programs each thread's compile cache keeps (process-wide,
+/// overriding `RLX_CACHE_CAPACITY`; at least 1 — `0` is taken as 1). A thread whose
+/// cache holds more evicts its least recently used entries at its next insertion.
+/// Each cached program holds its compiled code and constants, so a lower capacity
+/// trades memory for recompiles of graphs that come back after a while.
+///
+/// ```
+/// use rlx_runtime::{cache_capacity, set_cache_capacity};
+/// set_cache_capacity(64);
+/// assert_eq!(cache_capacity(), 64);
+/// ```
+pub fn set_cache_capacity(n: usize) {
+    CAPACITY_SET.store(n.max(1), Ordering::Relaxed);
+}
+
+/// One thread's cache. The three maps are bounded by [`cache_capacity`] and evict
+/// their least recently used entries independently.
 struct CacheState {
-    map: HashMap<u64, CachedGraph>,
-    /// The same entries by structure key (see `Prepared::structure_key`).
-    by_structure: HashMap<u64, CachedGraph>,
+    /// Cached programs by key, with the structure key each was inserted under.
+    map: LruCache<u64, (CachedGraph, u64)>,
+    /// The same programs by structure key (see `Prepared::structure_key`).
+    by_structure: LruCache<u64, CachedGraph>,
     hits: u64,
     misses: u64,
     /// Programs actually compiled (a miss may reuse a structurally equal program).
     compiles: u64,
     /// What each cached key was compiled from, for explaining later misses.
-    seen: HashMap<u64, Fingerprint>,
+    seen: LruCache<u64, Fingerprint>,
     last_miss: Option<String>,
+}
+
+impl Default for CacheState {
+    fn default() -> CacheState {
+        // Unbounded maps trimmed by hand, so a capacity change applies at once.
+        CacheState {
+            map: LruCache::unbounded(),
+            by_structure: LruCache::unbounded(),
+            hits: 0,
+            misses: 0,
+            compiles: 0,
+            seen: LruCache::unbounded(),
+            last_miss: None,
+        }
+    }
 }
 
 /// A compact description of a compiled graph: enough to say how another graph differs.
@@ -116,7 +194,11 @@ pub fn cache_get_or_compile(
     key: u64,
     build: impl FnOnce() -> RuntimeResult<CompiledGraph>,
 ) -> RuntimeResult<CachedGraph> {
-    lookup(key, key, build).map(|(g, _)| g)
+    let (g, served) = lookup(key, key, build)?;
+    if served != Served::Hit {
+        trace_miss(key, &graph_name(&g), served, "key not cached");
+    }
+    Ok(g)
 }
 
 /// How a lookup was served.
@@ -135,7 +217,9 @@ fn lookup(
 ) -> RuntimeResult<(CachedGraph, Served)> {
     let found = CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        if let Some(h) = c.map.get(&key).cloned() {
+        if let Some((h, sk)) = c.map.get(&key).cloned() {
+            // Using a program keeps its structure entry fresh too.
+            c.by_structure.promote(&sk);
             c.hits += 1;
             return Some((h, Served::Hit));
         }
@@ -156,15 +240,45 @@ fn lookup(
     Ok((compiled, Served::Compiled))
 }
 
+/// Insert `g` under `key` and `structure_key`, evicting least recently used entries
+/// beyond the capacity.
 fn insert(c: &mut CacheState, key: u64, structure_key: u64, g: &CachedGraph) {
-    if c.map.len() >= CACHE_CAPACITY {
-        c.map.clear();
+    let cap = cache_capacity();
+    c.map.put(key, (g.clone(), structure_key));
+    c.by_structure.put(structure_key, g.clone());
+    while c.map.len() > cap {
+        let Some((old, (g, _))) = c.map.pop_lru() else {
+            break;
+        };
+        tracing::debug!(
+            target: "rlx::cache",
+            key = old,
+            graph = %graph_name(&g),
+            capacity = cap,
+            "compile cache full: evicted the least recently used program"
+        );
     }
-    if c.by_structure.len() >= CACHE_CAPACITY {
-        c.by_structure.clear();
+    while c.by_structure.len() > cap {
+        c.by_structure.pop_lru();
     }
-    c.map.insert(key, g.clone());
-    c.by_structure.insert(structure_key, g.clone());
+}
+
+/// The graph name of a cached program (a placeholder while a caller holds it mutably).
+fn graph_name(g: &CachedGraph) -> String {
+    g.try_borrow()
+        .map_or_else(|_| "(in use)".to_string(), |g| g.name().to_string())
+}
+
+/// Emit the `rlx::cache` debug event of a miss.
+fn trace_miss(key: u64, graph: &str, served: Served, reason: &str) {
+    tracing::debug!(
+        target: "rlx::cache",
+        key,
+        graph,
+        compiled = served == Served::Compiled,
+        reason,
+        "compile cache miss"
+    );
 }
 
 /// [`cache_get_or_compile`] that also remembers what `graph` looked like, so that a
@@ -192,19 +306,22 @@ pub fn cache_get_or_compile_prepared(
     match served {
         Served::Hit => {}
         // Keep this path cheap: eager code lands here on every call with new data.
-        Served::Reused => CACHE.with(|c| {
-            c.borrow_mut().last_miss = Some(format!(
+        Served::Reused => {
+            let reason = format!(
                 "graph `{}` differs from a cached graph only in the values of small constants (keyed by value, API.md §6.2); its compiled program was reused (no recompile)",
                 graph.name
-            ));
-        }),
+            );
+            trace_miss(key, &graph.name, served, &reason);
+            CACHE.with(|c| c.borrow_mut().last_miss = Some(reason));
+        }
         Served::Compiled => {
             let fp = Fingerprint::of(graph, device);
             CACHE.with(|c| {
                 let mut c = c.borrow_mut();
                 let reason = c
                     .seen
-                    .values()
+                    .iter()
+                    .map(|(_, f)| f)
                     .filter(|f| f.name == fp.name)
                     .max_by_key(|f| (f.common_prefix(&fp), f.device == fp.device))
                     .map(|was| fp.difference(was))
@@ -214,11 +331,13 @@ pub fn cache_get_or_compile_prepared(
                             fp.name
                         )
                     });
+                trace_miss(key, &graph.name, served, &reason);
                 c.last_miss = Some(reason);
-                if c.seen.len() >= CACHE_CAPACITY {
-                    c.seen.clear();
+                c.seen.put(key, fp);
+                let cap = cache_capacity();
+                while c.seen.len() > cap {
+                    c.seen.pop_lru();
                 }
-                c.seen.insert(key, fp);
             });
         }
     }
@@ -251,12 +370,15 @@ pub fn cache_last_miss() -> Option<String> {
     CACHE.with(|c| c.borrow().last_miss.clone())
 }
 
-/// Whether `key` is cached on this thread (does not count as a lookup).
+/// Whether `key` is cached on this thread (does not count as a lookup, and does not
+/// make the entry more recently used).
 pub fn cache_contains(key: u64) -> bool {
-    CACHE.with(|c| c.borrow().map.contains_key(&key))
+    CACHE.with(|c| c.borrow().map.contains(&key))
 }
 
-/// `(hits, misses)` for the calling thread.
+/// `(hits, misses)` for the calling thread: every lookup counts exactly one of them.
+/// A miss is a key not in the cache (never seen, or evicted as least recently used),
+/// whether or not a structurally equal program could be reused for it.
 pub fn cache_stats() -> (u64, u64) {
     CACHE.with(|c| {
         let c = c.borrow();

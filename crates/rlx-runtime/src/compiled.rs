@@ -104,6 +104,11 @@ impl CompiledGraph {
         })
     }
 
+    /// The name of the graph it was compiled from.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The device it runs on.
     pub fn device(&self) -> Device {
         self.device

@@ -4,7 +4,10 @@
 //! the backend registry and detection ([`is_available`], [`available_devices`],
 //! [`fastest_device`], [`fastest_device_for`]), compiled graphs ([`CompiledGraph`]),
 //! graph preparation for compilation ([`prepare`]), and the per-thread compile
-//! cache ([`cache_stats`], [`clear_cache`]).
+//! cache, least recently used entries evicted beyond [`cache_capacity`] (512 unless
+//! `RLX_CACHE_CAPACITY` or [`set_cache_capacity`] says otherwise; [`cache_stats`],
+//! [`clear_cache`]; misses and evictions are `tracing` debug events, target
+//! `rlx::cache`).
 //!
 //! The runtime never names a backend crate: `rlx-tensor` registers the backends its
 //! Cargo features enable with [`register_backend`].
@@ -24,9 +27,9 @@ pub use backend::{
     register_backend, registered_backends, unavailable,
 };
 pub use cache::{
-    CACHE_CAPACITY, CachedGraph, cache_compile_count, cache_contains, cache_get_or_compile,
-    cache_get_or_compile_graph, cache_get_or_compile_prepared, cache_last_miss, cache_len,
-    cache_stats, clear_cache,
+    CACHE_CAPACITY, CachedGraph, cache_capacity, cache_compile_count, cache_contains,
+    cache_get_or_compile, cache_get_or_compile_graph, cache_get_or_compile_prepared,
+    cache_last_miss, cache_len, cache_stats, clear_cache, set_cache_capacity,
 };
 pub use compiled::{ArgSlot, CompiledGraph};
 pub use device::Device;
