@@ -28,15 +28,19 @@
 //! plan (peak arena bytes vs. bytes if every intermediate were materialized).
 //!
 //! Work is split into fixed-size chunks spread over the cores with rayon, so results
-//! are bit-identical from run to run.
+//! are bit-identical from run to run and for any thread count ([`set_num_threads`],
+//! `RLX_NUM_THREADS`). One compiled program may run from several threads at once:
+//! each run takes its own arena from the program's pool.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod exec;
 pub mod gemm;
 mod jit;
+mod threads;
 
 pub use jit::{compiled_count as jit_compiled_count, set_enabled as set_jit};
+pub use threads::{num_threads, set_num_threads};
 pub mod math;
 
 use rlx_compile::{CompileOptions, compile};

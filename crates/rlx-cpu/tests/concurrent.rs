@@ -132,3 +132,43 @@ fn a_static_program_shared_by_scoped_threads_gives_identical_bits() {
         }
     });
 }
+
+#[test]
+fn concurrent_runs_stay_exact_while_the_thread_count_changes() {
+    // Runs in flight keep the pool they started in; new runs pick up the new one.
+    let (k, n) = (64, 48);
+    let cg = compiled(k, n);
+    let inputs: Vec<TensorData> = (0..THREADS * 10).map(|i| input_for(i, k)).collect();
+    let want: Vec<Vec<TensorData>> = inputs
+        .iter()
+        .map(|x| cg.run(&[("x", x.view())]).unwrap())
+        .collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let done = &done;
+        s.spawn(move || {
+            let mut i = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                rlx_cpu::set_num_threads([1, 2, 0, 3][i % 4]);
+                i += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            rlx_cpu::set_num_threads(0);
+        });
+        let runners: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (cg, inputs, want) = (&cg, &inputs, &want);
+                s.spawn(move || {
+                    for (i, x) in inputs.iter().enumerate().skip(t).step_by(THREADS) {
+                        let got = cg.run(&[("x", x.view())]).unwrap();
+                        assert_eq!(got, want[i], "thread {t}, input {i}");
+                    }
+                })
+            })
+            .collect();
+        for r in runners {
+            r.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}

@@ -128,34 +128,40 @@ fn profiling() -> bool {
 }
 
 impl CpuExecutable {
-    /// The per-kernel timings so far, one line per kernel, slowest first.
-    fn profile_report(&self) -> Option<String> {
+    /// The per-kernel timings so far, slowest kernel first (`None` without
+    /// `RLX_PROFILE` or before the first run).
+    fn profile_data(&self) -> Option<rlx_runtime::Profile> {
         let prof = self.profile.as_ref()?;
         let prof = prof.lock().unwrap_or_else(|e| e.into_inner());
-        let total: f64 = prof.iter().map(|(t, _)| t).sum();
         let runs = prof.iter().map(|&(_, n)| n).max().unwrap_or(0);
         if runs == 0 {
             return None;
         }
-        let mut order: Vec<usize> = (0..prof.len()).collect();
-        order.sort_by(|&a, &b| prof[b].0.total_cmp(&prof[a].0));
-        let mut s = format!(
-            "profile of `{}` (RLX_PROFILE): {runs} run(s), {:.1} µs of kernels per run\n",
-            self.program.name,
-            total / runs as f64 * 1e6
-        );
-        for k in order {
-            let (t, n) = prof[k];
-            let kernel = &self.program.kernels[k];
-            s.push_str(&format!(
-                "  kernel {k:>3}: {:>9.1} µs/run {:>5.1} %  {} [{}]\n",
-                t / n.max(1) as f64 * 1e6,
-                100.0 * t / total.max(1e-30),
-                kernel.label(),
-                kernel.fused_names.join(", ")
-            ));
-        }
-        Some(s)
+        let mut kernels: Vec<rlx_runtime::KernelProfile> = prof
+            .iter()
+            .zip(&self.program.kernels)
+            .enumerate()
+            .map(
+                |(index, (&(total_s, calls), kernel))| rlx_runtime::KernelProfile {
+                    index,
+                    kind: kernel.label(),
+                    ops: kernel.fused_names.clone(),
+                    calls,
+                    total_s,
+                },
+            )
+            .collect();
+        kernels.sort_by(|a, b| b.total_s.total_cmp(&a.total_s));
+        Some(rlx_runtime::Profile {
+            program: self.program.name.clone(),
+            runs,
+            kernels,
+        })
+    }
+
+    /// The per-kernel timings so far as the printed table.
+    fn profile_report(&self) -> Option<String> {
+        self.profile_data().map(|p| p.to_string())
     }
 }
 
@@ -241,6 +247,14 @@ struct DonatedBuf {
     into: Option<usize>,
 }
 
+// SAFETY: `ptr` is the storage of a caller's donated vector, alive (and used by nothing
+// else) for the whole run, whose caller waits for it; a run may move to a pool worker
+// (`ThreadPool::install`), and its kernels read or write that storage exactly as they
+// do the arena's: inputs read, outputs written in disjoint chunks.
+unsafe impl Send for DonatedBuf {}
+// SAFETY: as for Send: shared references only read the pointer value.
+unsafe impl Sync for DonatedBuf {}
+
 /// Storage of one output buffer: bytes, or (for a host caller reading f32 results)
 /// a `Vec<f32>` handed over as is.
 #[derive(Clone)]
@@ -307,6 +321,10 @@ impl Executable for CpuExecutable {
     ) -> RuntimeResult<Vec<HostOutput>> {
         check_donations(args, donations)?;
         self.run_donating(args, donations)
+    }
+
+    fn profile(&self) -> Option<rlx_runtime::Profile> {
+        self.profile_data()
     }
 
     fn explain(&self) -> String {
@@ -396,6 +414,29 @@ impl CpuExecutable {
         f32_host: bool,
         donated: &[DonatedBuf],
         stores: &mut Vec<(usize, Vec<f32>)>,
+    ) -> RuntimeResult<Vec<HostOutput>> {
+        // With a thread count set, the whole run happens in that pool, so every
+        // parallel loop of every kernel is forked on its workers (a loop started
+        // outside it would go to rayon's global pool).
+        if let Some(pool) = crate::threads::run_pool()
+            && pool.current_thread_index().is_none()
+        {
+            return pool.install(|| self.run_here(args, f32_host, donated, stores, true));
+        }
+        let top = rayon::current_thread_index().is_none();
+        self.run_here(args, f32_host, donated, stores, top)
+    }
+
+    /// [`CpuExecutable::run_with_donated`] on the current thread; `top`: this run
+    /// started the pool's work itself (it did not come from inside a parallel loop),
+    /// so it may keep the other workers warm between its kernels.
+    fn run_here(
+        &self,
+        args: &[TensorView<'_>],
+        f32_host: bool,
+        donated: &[DonatedBuf],
+        stores: &mut Vec<(usize, Vec<f32>)>,
+        top: bool,
     ) -> RuntimeResult<Vec<HostOutput>> {
         let p = &self.program;
         if args.len() != p.args.len() {
@@ -525,7 +566,7 @@ impl CpuExecutable {
         // The whole program runs on a pool thread: each kernel's parallel loop is then
         // forked from inside the pool instead of injected from outside, which would
         // park this thread and wake it again once per kernel (microseconds each).
-        let result = if bound.kernels.len() > 1 && rayon::current_thread_index().is_none() {
+        let result = if bound.kernels.len() > 1 && top {
             // The other workers stay awake between kernels (taking each kernel's chunks
             // as soon as they are forked) instead of falling asleep during the serial
             // stretches and being woken through the OS per kernel.
