@@ -49,6 +49,12 @@ pub trait Executable: Send + Sync {
 
     /// A human-readable account of what the compiler did (kernels, fusion, memory plan).
     fn explain(&self) -> String;
+
+    /// The per-kernel timings of the runs so far, when `RLX_PROFILE=1` had the backend
+    /// collect them (`None` otherwise, and from backends that do not time kernels).
+    fn profile(&self) -> Option<crate::Profile> {
+        None
+    }
 }
 
 /// An f32 argument whose storage is handed to [`Executable::run_host_donating`].

@@ -267,6 +267,12 @@ impl CompiledGraph {
     pub fn explain(&self) -> String {
         self.exec.explain()
     }
+
+    /// The per-kernel timings of the runs so far (`RLX_PROFILE=1`; see
+    /// [`Executable::profile`]).
+    pub fn profile(&self) -> Option<crate::Profile> {
+        self.exec.profile()
+    }
 }
 
 fn check_arg(slot: &ArgSlot, v: &TensorView<'_>, graph: &str) -> RuntimeResult<()> {

@@ -20,6 +20,7 @@ mod compiled;
 mod device;
 mod error;
 mod prepare;
+mod profile;
 
 pub use backend::{
     Backend, Donation, Executable, HostOutput, arg_order, available_devices, backend_for,
@@ -37,3 +38,4 @@ pub use error::{RuntimeError, RuntimeErrorKind, RuntimeResult};
 pub use prepare::{
     BAKE_MAX_ELEMENTS, LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, graph_key, prepare,
 };
+pub use profile::{KernelProfile, Profile};
