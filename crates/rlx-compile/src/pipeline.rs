@@ -3,6 +3,7 @@
 use crate::program::Program;
 use crate::{decompose, fuse, memplan, schedule, simplify};
 use rlx_ir::{Graph, IrError, Op};
+use std::time::Instant;
 
 /// What the backend tells the compiler.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,14 +60,49 @@ pub fn compile(graph: &Graph, opts: &CompileOptions) -> Result<Program, IrError>
             _ => None,
         })
         .collect::<Vec<_>>();
-    let g = simplify::simplify(graph);
-    let g = decompose::decompose(&g, &opts.keep_whole)?;
-    let g = simplify::simplify(&g);
-    let mut p = fuse::fuse(&g, &args, opts)?;
-    schedule::schedule(&mut p);
-    p.liveness = memplan::liveness(&p);
+    let _compile = tracing::debug_span!(
+        target: "rlx::compile",
+        "compile",
+        graph = %graph.name,
+        nodes = graph.len()
+    )
+    .entered();
+    let start = Instant::now();
+    let g = phase("simplify", || simplify::simplify(graph));
+    let g = phase("decompose", || decompose::decompose(&g, &opts.keep_whole))?;
+    let g = phase("simplify", || simplify::simplify(&g));
+    let mut p = phase("fuse", || fuse::fuse(&g, &args, opts))?;
+    phase("schedule", || schedule::schedule(&mut p));
+    p.liveness = phase("memplan", || memplan::liveness(&p));
     // From the graph as the user traced it: a narrow that simplification folds away
     // still promised to read rows the run-time data must have.
     p.guards = rlx_ir::DimGuards::from_graph(graph);
+    tracing::debug!(
+        target: "rlx::compile",
+        kernels = p.kernels.len(),
+        buffers = p.buffers.len(),
+        elapsed_us = start.elapsed().as_micros() as u64,
+        "compiled {} nodes into {} kernels",
+        graph.len(),
+        p.kernels.len()
+    );
     Ok(p)
+}
+
+/// Runs one compiler phase inside a debug span of target `rlx::compile` and reports its
+/// duration as an event when it ends, so a subscriber that does not time spans (the
+/// default fmt layer) still shows where compile time goes.
+fn phase<T>(name: &'static str, f: impl FnOnce() -> T) -> T {
+    let span = tracing::debug_span!(target: "rlx::compile", "phase", name);
+    let _entered = span.enter();
+    let start = Instant::now();
+    let out = f();
+    tracing::debug!(
+        target: "rlx::compile",
+        phase = name,
+        elapsed_us = start.elapsed().as_micros() as u64,
+        "{name} took {:?}",
+        start.elapsed()
+    );
+    out
 }

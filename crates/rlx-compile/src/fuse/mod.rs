@@ -264,6 +264,15 @@ pub(crate) fn analyze<'g>(
     };
     let mut st = cx.pass(&vec![None; n]);
     let (store, sharing) = cx.sharing(&st);
+    for v in &sharing {
+        tracing::debug!(
+            target: "rlx::fusion",
+            node = v.node.index(),
+            op = %v.op,
+            stored = v.sharing.stored(),
+            "{v}"
+        );
+    }
     if store.iter().any(|&d| d) {
         for (c, d) in cx.cut.iter_mut().zip(&store) {
             *c |= *d;

@@ -79,8 +79,9 @@ impl I8Path {
                 Ok(v) => match I8Path::parse(&v) {
                     Some(p) if p.available() => p,
                     _ => {
-                        eprintln!(
-                            "rlx-cpu: RLX_GEMM_I8={v} is not an available int8 GEMM path here \
+                        tracing::warn!(
+                            target: "rlx::gemm",
+                            "RLX_GEMM_I8={v} is not an available int8 GEMM path here \
                              (amx, avx512, portable); using {}",
                             best.name()
                         );

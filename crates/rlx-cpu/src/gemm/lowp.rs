@@ -120,8 +120,9 @@ impl LowpPath {
             match LowpPath::parse(&v) {
                 Some(p) if p.available::<T>() => p,
                 Some(p) => {
-                    eprintln!(
-                        "rlx-cpu: {var}={v}: the {} path is not available for {} on this CPU; using {}",
+                    tracing::warn!(
+                        target: "rlx::gemm",
+                        "{var}={v}: the {} path is not available for {} on this CPU; using {}",
                         p.name(),
                         T::NAME,
                         best.name()
@@ -129,8 +130,9 @@ impl LowpPath {
                     best
                 }
                 None => {
-                    eprintln!(
-                        "rlx-cpu: {var}={v} is not a GEMM path (expected amx, avx512bf16, avx512f32 \
+                    tracing::warn!(
+                        target: "rlx::gemm",
+                        "{var}={v} is not a GEMM path (expected amx, avx512bf16, avx512f32 \
                          or f32); using {}",
                         best.name()
                     );

@@ -130,8 +130,41 @@ pub(crate) fn compile(
     scalar_mask: u64,
     streaming: bool,
 ) -> Option<JitKernel> {
-    if !super::enabled() || prog.instrs.is_empty() || exports.is_empty() || exports.len() > 32 {
+    if !super::enabled() || prog.instrs.is_empty() || exports.is_empty() {
         return None;
+    }
+    match lower(prog, exports, scalar_mask, streaming) {
+        Ok(k) => {
+            tracing::trace!(
+                target: "rlx::jit",
+                instrs = prog.instrs.len(),
+                exports = exports.len(),
+                "tile program compiled to machine code"
+            );
+            Some(k)
+        }
+        Err(reason) => {
+            // The interpreter gives the same bits, only slower: a diagnostic, not an error.
+            tracing::debug!(
+                target: "rlx::jit",
+                instrs = prog.instrs.len(),
+                exports = exports.len(),
+                "tile program falls back to the interpreter: {reason}"
+            );
+            None
+        }
+    }
+}
+
+/// [`compile`] past the cheap checks; `Err` says why the program stays interpreted.
+fn lower(
+    prog: &TileProg,
+    exports: &[usize],
+    scalar_mask: u64,
+    streaming: bool,
+) -> Result<JitKernel, String> {
+    if exports.len() > 32 {
+        return Err(format!("{} exports (at most 32)", exports.len()));
     }
     let exports_ok = exports.iter().all(|&x| {
         let ins = &prog.instrs[x];
@@ -140,28 +173,28 @@ pub(crate) fn compile(
             (DType::F32, Ty::F32) | (DType::F64, Ty::F64)
         )
     });
-    if !exports_ok || !prog.instrs.iter().all(|i| supported(prog, i)) {
-        if std::env::var_os("RLX_JIT_WHY").is_some() {
-            let bad: Vec<_> = prog.instrs.iter().filter(|i| !supported(prog, i)).collect();
-            eprintln!("jit: unsupported {bad:?} (exports ok: {exports_ok})");
-        }
-        return None;
+    if !exports_ok {
+        return Err("an export is neither f32 nor f64".to_string());
+    }
+    if let Some(what) = unsupported(prog) {
+        return Err(format!("no machine code for {what}"));
     }
     let inputs: Vec<usize> = (0..prog.instrs.len())
         .filter(|&i| matches!(prog.instrs[i].op, IOp::Load(_) | IOp::Core))
         .collect();
     if inputs.len() > 64 {
-        return None;
+        return Err(format!("{} inputs (at most 64)", inputs.len()));
     }
+    let no_regs = || "the vector registers do not suffice".to_string();
     let mut l = Lower::new(prog, &inputs, exports, scalar_mask);
     l.streaming = streaming;
     let mut a = Asm::default();
-    l.prologue(&mut a)?;
+    l.prologue(&mut a).ok_or_else(no_regs)?;
     a.zero(R11);
     let top = a.code.len();
     a.cmp(R11, RDX);
     let to_tail = a.jump(Some(JAE));
-    l.body(&mut a, false)?;
+    l.body(&mut a, false).ok_or_else(no_regs)?;
     a.add_imm(R11, 64);
     let back = a.jump(None);
     a.patch(back, top);
@@ -169,7 +202,7 @@ pub(crate) fn compile(
     a.low_mask_cl(RAX);
     a.kmovw_from(1, RAX);
     a.kshiftrw(4, 1, 8); // the mask of f64 lanes 8–15
-    l.body(&mut a, true)?;
+    l.body(&mut a, true).ok_or_else(no_regs)?;
     a.vzeroupper();
     a.ret();
     super::note_compiled();
@@ -179,8 +212,10 @@ pub(crate) fn compile(
             std::path::Path::new(&dir).join(format!("rlx-jit-{}.bin", super::compiled_count()));
         let _ = std::fs::write(path, &a.code);
     }
-    Some(JitKernel {
-        code: ExecMem::new(&a.code)?,
+    let code =
+        ExecMem::new(&a.code).ok_or_else(|| "executable memory could not be mapped".to_string())?;
+    Ok(JitKernel {
+        code,
         consts: l.consts,
         inputs: inputs.len(),
         scalar_mask,
