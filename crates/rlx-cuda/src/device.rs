@@ -1,7 +1,7 @@
 //! What the executor needs from a device: memory, modules of generated kernels,
 //! launches, and BLAS calls with cuBLAS semantics.
 //!
-//! Two implementations: the CUDA driver ([`crate::cuda`], through cudarc) and the host
+//! Two implementations: the CUDA driver (the private `cuda` module, through cudarc) and the host
 //! emulator ([`crate::emu`]), which runs the same generated source compiled by the
 //! system C++ compiler and implements the BLAS calls literally — so everything above
 //! this trait (planning, argument marshalling, the BLAS operand mapping) is tested on

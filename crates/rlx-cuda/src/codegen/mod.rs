@@ -3,7 +3,7 @@
 //!
 //! Each program kernel becomes one or more `extern "C"` entry points sharing a parameter
 //! block `P<k> { char* b[..]; long long m[..]; }` (buffer pointers, then run-time
-//! integers, see [`meta`]):
+//! integers, see the private `meta` module):
 //! - elementwise: one grid-stride kernel over the iteration space;
 //! - reduction: a main kernel (segmented block tree when the last axis is reduced, one
 //!   thread per output otherwise), optionally split over the reduced extent with a

@@ -30,7 +30,7 @@
 //! tensors' byte ranges must tile the data section exactly (no gaps, no overlaps,
 //! nothing past the end), each range holding exactly `product(shape) × dtype size`
 //! bytes (products that overflow are errors). No buffer is sized from a header before
-//! that check, so a truncated or lying file is an [`Error`](crate::Error), never a
+//! that check, so a truncated or lying file is an [`Error`], never a
 //! crash or a huge allocation.
 //!
 //! [safetensors]: https://huggingface.co/docs/safetensors
