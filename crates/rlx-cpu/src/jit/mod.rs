@@ -13,7 +13,8 @@
 //! gelu gelu_approx`; f64 loads, constants, `+ − · ÷ sqrt` (an f64 value lives in two registers, lanes 0–7 and
 //! 8–15); casts between f32 and f64; f32 comparisons as masks (held as 1.0 / 0.0), the
 //! selects on them and their casts to f32. Anything else leaves the program to the
-//! interpreter. Debugging aids: `RLX_JIT_WHY=1` prints the instructions that kept a
+//! interpreter. Debugging aids: a `tracing` debug event of target `rlx::jit` (e.g.
+//! `RLX_LOG=rlx::jit=debug` through rlx-tensor) names the instruction that kept a
 //! program interpreted, `RLX_JIT_DUMP=<dir>` writes each compiled function for
 //! `objdump -D -b binary -m i386:x86-64`.
 
