@@ -4,7 +4,7 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, Op, TensorData, TensorView};
 use rlx_runtime::{CompiledGraph, Lifted, Prepared};
-use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::Once;
 
 pub use rlx_runtime::{Device, cache_compile_count, cache_last_miss, cache_stats, clear_cache};
@@ -43,16 +43,63 @@ pub fn fastest_device() -> Device {
 }
 
 /// The device `graph` runs on by default (`RLX_FORCE_DEVICE` overrides).
+///
+/// When the choice is not the device asked for — `RLX_FORCE_DEVICE` names a device that
+/// is unknown or unavailable, or the fastest device is passed over (a small graph stays
+/// on the CPU, or the fastest backend does not support one of its ops) — a `debug` event
+/// with target `rlx::device` says what was chosen and why (`RLX_LOG=rlx::device=debug`).
 pub fn fastest_device_for(graph: &Graph) -> Device {
     ensure_backends();
-    rlx_runtime::fastest_device_for(graph)
+    let chosen = rlx_runtime::fastest_device_for(graph);
+    if tracing::enabled!(target: "rlx::device", tracing::Level::DEBUG) {
+        log_device_choice(graph, chosen);
+    }
+    chosen
+}
+
+/// The `rlx::device` debug event for a device choice that is a fallback.
+fn log_device_choice(graph: &Graph, chosen: Device) {
+    if let Ok(asked) = std::env::var("RLX_FORCE_DEVICE") {
+        match asked.parse::<Device>() {
+            Ok(d) if d == chosen => {}
+            Ok(d) => tracing::debug!(
+                target: "rlx::device",
+                graph = %graph.name,
+                asked = %d,
+                chosen = %chosen,
+                "RLX_FORCE_DEVICE asks for {d}, which is not available; falling back to {chosen}"
+            ),
+            Err(_) => tracing::debug!(
+                target: "rlx::device",
+                graph = %graph.name,
+                asked = %asked,
+                chosen = %chosen,
+                "RLX_FORCE_DEVICE={asked:?} names no device; ignoring it and using {chosen}"
+            ),
+        }
+        return;
+    }
+    let fastest = rlx_runtime::fastest_device();
+    if fastest != chosen {
+        tracing::debug!(
+            target: "rlx::device",
+            graph = %graph.name,
+            fastest = %fastest,
+            chosen = %chosen,
+            "graph `{}` runs on {chosen} instead of the fastest device {fastest} (too small to \
+             pay for the transfer, or an op {fastest} does not support)",
+            graph.name
+        );
+    }
 }
 
 /// Compile `prepared` for `device` through the per-thread cache.
 pub(crate) fn cached(prepared: &Prepared, device: Device) -> Result<rlx_runtime::CachedGraph> {
     ensure_backends();
     if !rlx_runtime::is_available(device) {
-        return Err(rlx_runtime::unavailable(device).to_string().into_error());
+        return Err(Error::DeviceUnavailable {
+            message: rlx_runtime::unavailable(device).to_string(),
+        });
     }
     rlx_runtime::cache_get_or_compile_prepared(
         prepared.key,
@@ -61,23 +108,16 @@ pub(crate) fn cached(prepared: &Prepared, device: Device) -> Result<rlx_runtime:
         device,
         || CompiledGraph::new(device, &prepared.graph),
     )
-    .map_err(|e| Error::new(e.to_string()))
-}
-
-trait IntoError {
-    fn into_error(self) -> Error;
-}
-impl IntoError for String {
-    fn into_error(self) -> Error {
-        Error::new(self)
-    }
+    .map_err(|e| Error::Compile {
+        message: e.to_string(),
+    })
 }
 
 impl Tensor {
     /// Compute this tensor on `device` (or read it back when already computed).
-    fn materialize(&self, device: Device) -> Result<Rc<TensorData>> {
+    fn materialize(&self, device: Device) -> Result<Arc<TensorData>> {
         if let Some(d) = self.raw_constant() {
-            return Ok(Rc::new(d));
+            return Ok(Arc::new(d));
         }
         let prepared = {
             let st = self.cell.state();
@@ -108,7 +148,7 @@ impl Tensor {
                 }
             })?
         };
-        let value = Rc::new(outputs.into_iter().next().expect("one output"));
+        let value = Arc::new(outputs.into_iter().next().expect("one output"));
         self.cell
             .state_mut()
             .realized
@@ -278,7 +318,7 @@ impl<'a> LiftedArgs<'a> {
     pub(crate) fn new(
         prepared: &Prepared,
         graph: &'a Graph,
-        realized: &'a std::collections::HashMap<NodeId, Rc<TensorData>>,
+        realized: &'a std::collections::HashMap<NodeId, Arc<TensorData>>,
     ) -> LiftedArgs<'a> {
         let parts = prepared
             .lifted

@@ -1,6 +1,7 @@
 //! Running prepared graphs with host inputs: name checks, dynamic-dim binding from
 //! flat slices, dtype conversion, lifted constants, bound params.
 
+use crate::host_data::HostData;
 use crate::{Error, Result};
 use rlx_ir::{Dim, DimBinding, Graph, Op, Shape, TensorData, TensorView};
 use rlx_runtime::{ArgSlot, CompiledGraph, Device, Prepared};
@@ -93,7 +94,9 @@ impl PreparedGraph {
     pub(crate) fn compiled(&self, device: Device) -> Result<rlx_runtime::CachedGraph> {
         crate::eval::ensure_backends();
         if !rlx_runtime::is_available(device) {
-            return Err(Error::new(rlx_runtime::unavailable(device).to_string()));
+            return Err(Error::DeviceUnavailable {
+                message: rlx_runtime::unavailable(device).to_string(),
+            });
         }
         let (key, structure_key) = self.key(device);
         rlx_runtime::cache_get_or_compile_prepared(
@@ -103,8 +106,17 @@ impl PreparedGraph {
             device,
             || CompiledGraph::new(device, &self.prepared.graph),
         )
-        .map_err(|e| Error::new(e.to_string()))
+        .map_err(|e| Error::Compile {
+            message: e.to_string(),
+        })
     }
+}
+
+/// The compiled program of a per-thread cache entry as an `Arc` that can cross threads
+/// (a `Jitted` is `Send + Sync`): a clone shares the compiled code and copies only the
+/// param bindings, which a cached program does not have (params are passed as inputs).
+pub(crate) fn shared(cached: &rlx_runtime::CachedGraph) -> std::sync::Arc<CompiledGraph> {
+    std::sync::Arc::new(cached.borrow().clone())
 }
 
 /// Run `compiled` with f32 host inputs, bound params and lifted constants, returning
@@ -132,12 +144,15 @@ pub(crate) fn run_f32_host_donating(
     donated: &mut [(&str, &mut Vec<f32>, usize)],
 ) -> Result<Vec<Vec<f32>>> {
     let names: Vec<&str> = donated.iter().map(|(n, _, _)| *n).collect();
-    let out = run_f32_with(
+    let inputs: Vec<(&str, HostData<'_>)> =
+        inputs.iter().map(|&(n, d)| (n, HostData::F32(d))).collect();
+    let out = run_host_with(
         what,
         compiled,
         prepared,
         params,
-        inputs,
+        &inputs,
+        Convert::FromF32,
         &names,
         |c, named| {
             if donated.is_empty() {
@@ -153,13 +168,48 @@ pub(crate) fn run_f32_host_donating(
         .collect())
 }
 
-/// Bind f32 host inputs, params and lifted constants by name, then `call` the graph.
-fn run_f32_with<R>(
+/// Run `compiled` with typed flat host slices (dims from the declared shapes, dtypes
+/// exactly as declared), returning every output in its own dtype.
+pub(crate) fn run_host_data(
     what: &str,
     compiled: &CompiledGraph,
     prepared: &PreparedGraph,
     params: &[(String, Vec<f32>)],
-    inputs: &[(&str, &[f32])],
+    inputs: &[(&str, HostData<'_>)],
+) -> Result<Vec<TensorData>> {
+    run_host_with(
+        what,
+        compiled,
+        prepared,
+        params,
+        inputs,
+        Convert::Exact,
+        &[],
+        |c, named| c.run(named),
+    )
+}
+
+/// How host data whose dtype differs from the declared one is treated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Convert {
+    /// The `&[f32]` API: f32 data for a non-f32 input is converted to the declared dtype
+    /// (the published behaviour: integer ids passed as f32 values).
+    FromF32,
+    /// The typed API: the dtype must match exactly (an error names the fix).
+    Exact,
+}
+
+/// Bind host inputs, params (f32, converted to their declared dtype) and lifted
+/// constants by name, then `call` the graph. One path for the `&[f32]` and the typed
+/// APIs: data of the declared dtype is passed to the backend in place (no copy).
+#[allow(clippy::too_many_arguments)]
+fn run_host_with<R>(
+    what: &str,
+    compiled: &CompiledGraph,
+    prepared: &PreparedGraph,
+    params: &[(String, Vec<f32>)],
+    inputs: &[(&str, HostData<'_>)],
+    convert: Convert,
     donated: &[&str],
     call: impl FnOnce(&CompiledGraph, &[(&str, TensorView<'_>)]) -> rlx_runtime::RuntimeResult<R>,
 ) -> Result<R> {
@@ -181,18 +231,20 @@ fn run_f32_with<R>(
             if owned.iter().any(|(n, _)| *n == slot.name) || donated_slot(&slot.name) {
                 continue;
             }
-            let data: Option<&[f32]> = inputs
+            let given = inputs
                 .iter()
                 .find(|(n, _)| *n == slot.name)
-                .map(|(_, d)| *d)
-                .or_else(|| {
-                    params
-                        .iter()
-                        .find(|(n, _)| *n == slot.name)
-                        .map(|(_, d)| d.as_slice())
-                });
-            let Some(data) = data else { continue };
-            if let Some(t) = borrowed_from_f32(what, slot, data, &mut binding)? {
+                .map(|(_, d)| (*d, convert));
+            let data = given.or_else(|| {
+                params
+                    .iter()
+                    .find(|(n, _)| *n == slot.name)
+                    .map(|(_, d)| (HostData::F32(d), Convert::FromF32))
+            });
+            let Some((data, convert)) = data else {
+                continue;
+            };
+            if let Some(t) = arg_from_host(what, slot, data, convert, &mut binding)? {
                 owned.push((slot.name.clone(), t));
             }
         }
@@ -208,7 +260,7 @@ fn run_f32_with<R>(
         let given = inputs.iter().any(|(n, _)| *n == slot.name)
             || params.iter().any(|(n, _)| *n == slot.name);
         return Err(if given {
-            Error::new(format!(
+            Error::shape(format!(
                 "{what}: cannot infer the dynamic dims of `{}` (declared {}) from a flat slice; bind them through another input or use run_data with explicit dims",
                 slot.name, slot.shape
             ))
@@ -232,22 +284,24 @@ fn run_f32_with<R>(
     let mut named: Vec<(&str, TensorView<'_>)> =
         owned.iter().map(|(n, d)| (n.as_str(), d.view())).collect();
     named.extend(prepared.lifted.iter().map(|(n, d)| (n.as_str(), d.view())));
-    call(compiled, &named).map_err(|e| Error::new(format!("{what}: {e}")))
+    call(compiled, &named).map_err(|e| Error::Runtime {
+        message: format!("{what}: {e}"),
+    })
 }
 
-/// The data of one argument slot: f32 slices are passed to the backend in place (no
-/// copy of possibly large inputs per call); other dtypes are converted.
+/// The data of one argument slot: host data of the declared dtype is passed to the
+/// backend in place (no copy of possibly large inputs per call); converted data is owned.
 pub(crate) enum ArgData<'a> {
     Owned(TensorData),
-    F32(Vec<usize>, &'a [u8]),
+    Borrowed(rlx_ir::DType, Vec<usize>, &'a [u8]),
 }
 
 impl ArgData<'_> {
     fn view(&self) -> TensorView<'_> {
         match self {
             ArgData::Owned(d) => d.view(),
-            ArgData::F32(dims, bytes) => TensorView {
-                dtype: rlx_ir::DType::F32,
+            ArgData::Borrowed(dtype, dims, bytes) => TensorView {
+                dtype: *dtype,
                 dims,
                 bytes,
             },
@@ -255,24 +309,52 @@ impl ArgData<'_> {
     }
 }
 
-/// [`typed_from_f32`] that borrows the slice when the slot is f32.
-fn borrowed_from_f32<'a>(
+/// The argument for `slot` from flat host data: dims resolved from its length (binding
+/// dynamic dims), borrowed when the dtype matches, converted from f32 when `convert`
+/// allows, an error naming both dtypes otherwise. `Ok(None)` when the dims cannot be
+/// resolved yet.
+fn arg_from_host<'a>(
     what: &str,
     slot: &ArgSlot,
-    data: &'a [f32],
+    data: HostData<'a>,
+    convert: Convert,
     binding: &mut DimBinding,
 ) -> Result<Option<ArgData<'a>>> {
-    if slot.shape.dtype() == rlx_ir::DType::F32 && cfg!(target_endian = "little") {
-        let Some(dims) = resolve_dims(what, &slot.name, &slot.shape, data.len(), binding)? else {
-            return Ok(None);
+    let want = slot.shape.dtype();
+    if data.dtype() != want {
+        return match (convert, data) {
+            (Convert::FromF32, HostData::F32(d)) => {
+                Ok(typed_from_f32(what, slot, d, binding)?.map(ArgData::Owned))
+            }
+            _ => Err(dtype_mismatch(what, slot, data)),
         };
-        // SAFETY: `data` is a live, initialized `&[f32]` borrowed for `'a`; its bytes
-        // (`len * 4`, u8 alignment 1) are little-endian f32 on this little-endian host.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len() * 4) };
-        return Ok(Some(ArgData::F32(dims, bytes)));
     }
-    Ok(typed_from_f32(what, slot, data, binding)?.map(ArgData::Owned))
+    let Some(dims) = resolve_dims(what, &slot.name, &slot.shape, data.len(), binding)? else {
+        return Ok(None);
+    };
+    Ok(Some(match data.le_bytes() {
+        std::borrow::Cow::Borrowed(bytes) => ArgData::Borrowed(want, dims, bytes),
+        std::borrow::Cow::Owned(bytes) => ArgData::Owned(TensorData {
+            dtype: want,
+            dims,
+            bytes,
+        }),
+    }))
+}
+
+/// The error for typed host data whose dtype is not the declared one.
+fn dtype_mismatch(what: &str, slot: &ArgSlot, data: HostData<'_>) -> Error {
+    let want = slot.shape.dtype();
+    crate::host_data::dtype_error(format!(
+        "{what}: input `{}` is declared {} ({want}) but got {} data; typed inputs are not \
+         converted — pass a slice of {} (HostData::{}), or declare the input as {}",
+        slot.name,
+        slot.shape,
+        data.dtype(),
+        crate::host_data::rust_type_of(want),
+        crate::host_data::variant_of(want),
+        data.dtype(),
+    ))
 }
 
 /// Run `compiled` with typed host data (explicit dims and dtypes).
@@ -326,9 +408,9 @@ pub(crate) fn run_typed(
         .collect();
     named.extend(owned.iter().map(|(n, d)| (n.as_str(), d.view())));
     named.extend(prepared.lifted.iter().map(|(n, d)| (n.as_str(), d.view())));
-    compiled
-        .run(&named)
-        .map_err(|e| Error::new(format!("{what}: {e}")))
+    compiled.run(&named).map_err(|e| Error::Runtime {
+        message: format!("{what}: {e}"),
+    })
 }
 
 /// `Err` when a name appears twice among the inputs: binding is by name, so all but
@@ -367,7 +449,7 @@ fn check_typed_input(what: &str, name: &str, d: &TensorData, slot: &ArgSlot) -> 
         .and_then(|n| n.checked_mul(d.dtype.size_bytes()));
     if need != Some(d.bytes.len()) {
         let need = need.map_or("more than usize holds".to_string(), |n| format!("{n}"));
-        return Err(Error::new(format!(
+        return Err(Error::shape(format!(
             "{what}: input `{name}` has dims {:?} of {} ({need} bytes) but holds {} bytes; \
              build it with TensorData::from_f32/from_f64/from_f64_as so that data and dims agree",
             d.dims,
@@ -377,7 +459,7 @@ fn check_typed_input(what: &str, name: &str, d: &TensorData, slot: &ArgSlot) -> 
     }
     let want = slot.shape.dtype();
     if d.dtype != want && d.dtype.is_complex() != want.is_complex() {
-        return Err(Error::new(format!(
+        return Err(Error::dtype(format!(
             "{what}: input `{name}` is declared {} but got {} data; complex and real data do \
              not convert — pass {want} data",
             slot.shape, d.dtype
@@ -397,7 +479,7 @@ fn unknown_name(what: &str, name: &str, slots: &[ArgSlot]) -> Error {
         .filter(|s| s.is_param)
         .map(|s| s.name.as_str())
         .collect();
-    Error::new(format!(
+    Error::unknown_name(format!(
         "{what}: no input or param named `{name}` (inputs: {inputs:?}, params: {params:?}); check the spelling"
     ))
 }
@@ -456,7 +538,7 @@ pub(crate) fn resolve_dims(
     match unknown.as_slice() {
         [] => {
             if known != len {
-                return Err(Error::new(format!(
+                return Err(Error::shape(format!(
                     "{what}: `{name}` is declared {shape} and needs {known} values, got {len}"
                 )));
             }
@@ -474,7 +556,7 @@ pub(crate) fn resolve_dims(
                     binding.set(*s, n)
                 }
                 _ => {
-                    return Err(Error::new(format!(
+                    return Err(Error::shape(format!(
                         "{what}: `{name}` is declared {shape}: {len} values do not fit (the static part holds {known} per dynamic step)"
                     )));
                 }

@@ -113,7 +113,7 @@ impl Func {
     ) -> Result<Func> {
         let (name, data) = (name.into(), data.into());
         let Some(id) = self.graph.param_id(&name) else {
-            return Err(Error::new(format!(
+            return Err(Error::unknown_name(format!(
                 "Func `{}`: no param named `{name}` (declared params: {:?})",
                 self.graph.name,
                 self.param_names()
@@ -123,7 +123,7 @@ impl Func {
         if let Some(n) = shape.num_elements()
             && n != data.len()
         {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "Func `{}`: param `{name}` is declared {shape} ({n} values) but got {} values",
                 self.graph.name,
                 data.len()
@@ -331,10 +331,9 @@ pub(crate) fn check_graph(what: &str, graph: &Graph) -> Result<()> {
 mod run {
     use super::*;
     use crate::eval::Device;
-    use crate::exec::{PreparedGraph, run_f32_host, run_typed};
+    use crate::exec::{PreparedGraph, run_f32_host, run_host_data, run_typed};
+    use crate::host_data::HostData;
     use rlx_ir::TensorData;
-    use std::cell::RefCell;
-    use std::rc::Rc;
 
     impl Func {
         pub(crate) fn prepared(&self) -> &PreparedGraph {
@@ -398,6 +397,46 @@ mod run {
             run_typed(&self.what(), &compiled.borrow(), p, &self.params, inputs)
         }
 
+        /// Run on the fastest device with typed flat host slices (dims from the declared
+        /// shapes), returning every output in its own dtype. Panics on bad input (see
+        /// [`Func::try_run_host`]).
+        ///
+        /// ```
+        /// use rlx_tensor::{DType, Dim, Func, HostData, TensorDataExt};
+        /// let f = Func::new("scale", |s| {
+        ///     let x = s.input_dyn("x", &[Dim::Dynamic(0)], DType::F64);
+        ///     &x * 2.0
+        /// });
+        /// let xs = vec![1.5f64, -4.0];
+        /// let out = f.run_host(&[("x", HostData::from(&xs))]);
+        /// assert_eq!(out[0].to_vec_of::<f64>(), vec![3.0, -8.0]);
+        /// ```
+        #[track_caller]
+        pub fn run_host(&self, inputs: &[(&str, HostData<'_>)]) -> Vec<TensorData> {
+            self.try_run_host(inputs).unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        /// [`Func::run_host`] returning an error: an unknown input name, a name given
+        /// twice, data whose dtype is not the declared one (no silent conversion; the
+        /// message names the input, both dtypes and the fix), a wrong element count, or
+        /// a missing input.
+        ///
+        /// ```
+        /// use rlx_tensor::{DType, Func, HostData, shape};
+        /// let f = Func::new("ids", |s| s.input("ids", shape![I64; 2]) + 1.0);
+        /// let wrong = [1.0f32, 2.0];
+        /// let err = f.try_run_host(&[("ids", HostData::from(&wrong))]).unwrap_err();
+        /// assert!(err.to_string().contains("declared"), "{err}");
+        /// let ids = [1i64, 2];
+        /// assert_eq!(f.try_run_host(&[("ids", (&ids).into())]).unwrap()[0].to_i64_vec(), vec![2, 3]);
+        /// ```
+        pub fn try_run_host(&self, inputs: &[(&str, HostData<'_>)]) -> Result<Vec<TensorData>> {
+            let device = crate::eval::fastest_device_for(&self.graph);
+            let p = self.prepared();
+            let compiled = p.compiled(device)?;
+            run_host_data(&self.what(), &compiled.borrow(), p, &self.params, inputs)
+        }
+
         /// Compile once for the fastest device; the returned handle runs without cache lookups.
         #[track_caller]
         pub fn jit(&self) -> Jitted {
@@ -415,9 +454,9 @@ mod run {
             let p = self.prepared();
             let compiled = p.compiled(device)?;
             Ok(Jitted {
-                compiled,
+                compiled: crate::exec::shared(&compiled),
                 prepared: self.prepared.clone(),
-                params: Rc::new(self.params.clone()),
+                params: Arc::new(self.params.clone()),
                 name: self.graph.name.clone(),
             })
         }
@@ -433,22 +472,21 @@ mod run {
     }
 
     /// A compiled [`Func`]: runs without cache lookups. Clones share the compiled artifact.
+    ///
+    /// `Send + Sync`: one `Jitted` (or its clones) can be run from several threads at
+    /// once; each run binds its own inputs and gets its own results, equal to those of
+    /// the same runs made one after another.
     #[derive(Clone)]
     pub struct Jitted {
-        compiled: Rc<RefCell<rlx_runtime::CompiledGraph>>,
+        compiled: Arc<rlx_runtime::CompiledGraph>,
         prepared: Arc<OnceLock<PreparedGraph>>,
-        params: Rc<Vec<(String, Vec<f32>)>>,
+        params: Arc<Vec<(String, Vec<f32>)>>,
         name: String,
     }
 
     impl std::fmt::Debug for Jitted {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(
-                f,
-                "Jitted({:?} on {})",
-                self.name,
-                self.compiled.borrow().device()
-            )
+            write!(f, "Jitted({:?} on {})", self.name, self.compiled.device())
         }
     }
 
@@ -464,7 +502,33 @@ mod run {
             let p = self.prepared.get().expect("prepared before jit");
             run_f32_host(
                 &format!("Jitted `{}`", self.name),
-                &self.compiled.borrow(),
+                &self.compiled,
+                p,
+                &self.params,
+                inputs,
+            )
+        }
+
+        /// Run with typed flat host slices, returning every output in its own dtype
+        /// (see [`Func::run_host`]). Panics on bad input (see [`Jitted::try_run_host`]).
+        ///
+        /// ```
+        /// use rlx_tensor::{DType, Func, HostData, shape};
+        /// let j = Func::new("bump", |s| s.input("n", shape![I32; 3]) + 1.0).jit();
+        /// let out = j.run_host(&[("n", HostData::from(&[1i32, 2, 3]))]);
+        /// assert_eq!(out[0].to_i64_vec(), vec![2, 3, 4]);
+        /// ```
+        #[track_caller]
+        pub fn run_host(&self, inputs: &[(&str, HostData<'_>)]) -> Vec<TensorData> {
+            self.try_run_host(inputs).unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        /// [`Jitted::run_host`] returning an error (the cases of [`Func::try_run_host`]).
+        pub fn try_run_host(&self, inputs: &[(&str, HostData<'_>)]) -> Result<Vec<TensorData>> {
+            let p = self.prepared.get().expect("prepared before jit");
+            run_host_data(
+                &format!("Jitted `{}`", self.name),
+                &self.compiled,
                 p,
                 &self.params,
                 inputs,
@@ -473,12 +537,12 @@ mod run {
 
         /// The device it runs on.
         pub fn device(&self) -> Device {
-            self.compiled.borrow().device()
+            self.compiled.device()
         }
 
         /// What the compiler did.
         pub fn explain(&self) -> String {
-            self.compiled.borrow().explain()
+            self.compiled.explain()
         }
     }
 }
@@ -486,9 +550,21 @@ mod run {
 #[cfg(feature = "eval")]
 pub use run::Jitted;
 
-// Func crosses threads (users move it into spawned workers).
+// Everything a user hands to worker threads or shares in a server is `Send + Sync`; a
+// field added later that is not breaks the build here rather than in a user's code.
 const _: fn() = || {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Func>();
     assert_send_sync::<Graph>();
+    assert_send_sync::<Tensor>();
+    assert_send_sync::<GraphScope>();
+};
+
+#[cfg(feature = "eval")]
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Jitted>();
+    assert_send_sync::<crate::Model>();
+    assert_send_sync::<crate::Device>();
+    assert_send_sync::<crate::HostData<'static>>();
 };

@@ -62,8 +62,10 @@ impl Model {
         crate::func::check_graph(&format!("Model `{}`", graph.name), &graph)?;
         crate::eval::ensure_backends();
         let prepared = PreparedGraph::new(&graph);
-        let compiled = CompiledGraph::new(device, &prepared.prepared.graph)
-            .map_err(|e| Error::new(e.to_string()))?;
+        let compiled =
+            CompiledGraph::new(device, &prepared.prepared.graph).map_err(|e| Error::Compile {
+                message: e.to_string(),
+            })?;
         Ok(Model {
             compiled,
             prepared,
@@ -107,12 +109,12 @@ impl Model {
         else {
             let mut declared: Vec<&str> = self.declared.iter().map(String::as_str).collect();
             declared.sort_unstable();
-            return Err(Error::new(format!(
+            return Err(Error::unknown_name(format!(
                 "{what}: no param named `{name}` (declared params: {declared:?})"
             )));
         };
         let Some(t) = typed_from_f32(&what, &slot, data, &mut DimBinding::new())? else {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "{what}: param `{name}` has several dynamic dims; it cannot be bound from a flat slice"
             )));
         };

@@ -2,7 +2,7 @@
 
 use crate::tensor::{GraphCell, Tensor};
 use rlx_ir::{DType, Dim, Graph, NodeId, Op, Shape, TensorData};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Owns a graph while you build symbolic tensors in it.
 ///
@@ -18,7 +18,7 @@ use std::rc::Rc;
 /// ```
 #[derive(Debug)]
 pub struct GraphScope {
-    cell: Rc<GraphCell>,
+    cell: Arc<GraphCell>,
     next_symbol: u32,
 }
 
@@ -201,7 +201,7 @@ impl GraphScope {
     pub fn cat(&mut self, tensors: &[&Tensor], axis: usize) -> Tensor {
         for (i, t) in tensors.iter().enumerate() {
             assert!(
-                Rc::ptr_eq(&t.cell, &self.cell),
+                Arc::ptr_eq(&t.cell, &self.cell),
                 "GraphScope::cat: tensor {i} lives in another graph; use rlx_tensor::cat, which merges graphs"
             );
         }

@@ -265,11 +265,13 @@ mod tests {
         let st = t.cell.state();
         let node = st.graph.node(t.id);
         match &node.op {
-            rlx_ir::Op::Constant { data } => {
-                TensorData::new(node.shape.dtype(), &t.dims(), data.clone())
-                    .unwrap()
-                    .to_f32_vec()
-            }
+            rlx_ir::Op::Constant { data } => TensorData::new(
+                node.shape.dtype(),
+                &node.shape.static_dims().unwrap(),
+                data.clone(),
+            )
+            .unwrap()
+            .to_f32_vec(),
             _ => panic!("not a constant"),
         }
     }

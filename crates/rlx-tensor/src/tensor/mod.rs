@@ -19,10 +19,9 @@ pub(crate) use scalar::BinaryRhs;
 
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, NodeOrigin, Op, Shape, TensorData};
-use std::cell::{Ref, RefCell, RefMut};
 use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 static NEXT_GRAPH_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -34,21 +33,28 @@ pub(crate) struct GraphState {
     adopted: HashMap<(u64, NodeId), NodeId>,
     /// Values already computed for nodes of this graph; evaluation reads these
     /// instead of recomputing their history.
-    pub(crate) realized: HashMap<NodeId, Rc<TensorData>>,
+    pub(crate) realized: HashMap<NodeId, Arc<TensorData>>,
 }
 
 /// A graph shared by every tensor built on it.
+///
+/// The state sits behind a `Mutex` so that tensors are `Send + Sync` (they are handed to
+/// worker threads and servers). Every access takes the lock for one short, non-reentrant
+/// step: a caller never holds one cell's guard while calling a `Tensor` method that locks
+/// the same cell (a `Mutex` is not reentrant), and code that holds two cells' guards at once
+/// ([`Tensor::adopt`]) takes them in `uid` order so two threads adopting in opposite
+/// directions cannot deadlock.
 #[derive(Debug)]
 pub(crate) struct GraphCell {
     pub(crate) uid: u64,
-    state: RefCell<GraphState>,
+    state: Mutex<GraphState>,
 }
 
 impl GraphCell {
-    pub(crate) fn new(graph: Graph) -> Rc<GraphCell> {
-        Rc::new(GraphCell {
+    pub(crate) fn new(graph: Graph) -> Arc<GraphCell> {
+        Arc::new(GraphCell {
             uid: NEXT_GRAPH_UID.fetch_add(1, Ordering::Relaxed),
-            state: RefCell::new(GraphState {
+            state: Mutex::new(GraphState {
                 graph,
                 adopted: HashMap::new(),
                 realized: HashMap::new(),
@@ -56,18 +62,24 @@ impl GraphCell {
         })
     }
 
-    pub(crate) fn state(&self) -> Ref<'_, GraphState> {
-        self.state.borrow()
+    /// Lock the state for reading. A panic while the lock was held (an op's shape check
+    /// panicking mid-build) leaves a graph that is still well formed — nodes are appended
+    /// whole — so a poisoned lock is taken over rather than turned into a second panic.
+    pub(crate) fn state(&self) -> MutexGuard<'_, GraphState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn state_mut(&self) -> RefMut<'_, GraphState> {
-        self.state.borrow_mut()
+    /// Lock the state for appending nodes or recording values (same lock as [`GraphCell::state`];
+    /// two names so that call sites say what they do).
+    pub(crate) fn state_mut(&self) -> MutexGuard<'_, GraphState> {
+        self.state()
     }
 }
 
 /// A symbolic tensor: a node in a traced graph.
 ///
-/// Cloning is a reference-count bump. Nothing is computed until a result is read
+/// Cloning is a reference-count bump. Tensors are `Send + Sync`: clones of one tensor can be
+/// used from several threads at once (each op takes the graph's lock briefly). Nothing is computed until a result is read
 /// (with the `eval` feature: `to_vec`, `item`, `realize`, …); then the whole
 /// expression is compiled and run.
 ///
@@ -80,7 +92,7 @@ impl GraphCell {
 /// ```
 #[derive(Clone)]
 pub struct Tensor {
-    pub(crate) cell: Rc<GraphCell>,
+    pub(crate) cell: Arc<GraphCell>,
     pub(crate) id: NodeId,
 }
 
@@ -98,7 +110,7 @@ impl From<&Tensor> for NodeId {
 
 impl Tensor {
     /// Wrap node `id` of a shared graph.
-    pub(crate) fn from_parts(cell: Rc<GraphCell>, id: NodeId) -> Tensor {
+    pub(crate) fn from_parts(cell: Arc<GraphCell>, id: NodeId) -> Tensor {
         Tensor { cell, id }
     }
 
@@ -154,7 +166,7 @@ impl Tensor {
 
     /// True when both tensors live in the same graph.
     pub fn shares_graph(&self, other: &Tensor) -> bool {
-        Rc::ptr_eq(&self.cell, &other.cell)
+        Arc::ptr_eq(&self.cell, &other.cell)
     }
 
     /// Bytes of constant payload held by the backing graph (views add nothing).
@@ -181,11 +193,17 @@ impl Tensor {
     /// The id of `other`'s node inside this tensor's graph, copying its history in
     /// (once) when it lives elsewhere.
     pub(crate) fn adopt(&self, other: &Tensor) -> Result<NodeId> {
-        if Rc::ptr_eq(&self.cell, &other.cell) {
+        if Arc::ptr_eq(&self.cell, &other.cell) {
             return Ok(other.id);
         }
-        let src = other.cell.state();
-        let mut dst = self.cell.state_mut();
+        // Lock in uid order: another thread may be adopting in the other direction.
+        let (src, mut dst) = if other.cell.uid < self.cell.uid {
+            let src = other.cell.state();
+            (src, self.cell.state_mut())
+        } else {
+            let dst = self.cell.state_mut();
+            (other.cell.state(), dst)
+        };
         adopt_into(&mut dst, other.cell.uid, &src, other.id)
     }
 
