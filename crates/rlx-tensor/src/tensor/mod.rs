@@ -6,6 +6,7 @@
 //! a foreign node is never duplicated.
 
 mod constructors;
+mod convert;
 mod elementwise;
 mod nn;
 mod ops;
