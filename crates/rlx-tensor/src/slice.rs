@@ -64,6 +64,88 @@ pub fn tail(start: i64) -> SliceAxis {
     SliceAxis::From(start)
 }
 
+/// Positions as `i64`; a `usize` past `i64::MAX` saturates, which the range check then
+/// reports as out of range.
+trait Position: Copy {
+    fn pos(self) -> i64;
+}
+
+macro_rules! position {
+    ($($t:ty),*) => {$(
+        impl Position for $t {
+            fn pos(self) -> i64 {
+                i64::try_from(self).unwrap_or(i64::MAX)
+            }
+        }
+    )*};
+}
+position!(i32, i64, isize, usize);
+
+/// The exclusive end of an inclusive range ending at `end`: `..=-1` reaches the end of the
+/// axis, which no exclusive negative end can say, so it becomes `start..`.
+fn inclusive(start: i64, end: i64) -> SliceAxis {
+    if end == -1 {
+        SliceAxis::From(start)
+    } else {
+        SliceAxis::Range {
+            start,
+            end: end.saturating_add(1),
+        }
+    }
+}
+
+// Rust ranges and integers as slice entries, so `s![0..2, .., -1]` reads like NumPy's
+// `x[0:2, :, -1:]`-with-kept-axis. Implemented for i32 (the type unsuffixed literals fall
+// back to), i64, isize and usize.
+macro_rules! slice_axis_from {
+    ($($t:ty),*) => {$(
+        /// An integer: [`SliceAxis::Index`] (the axis stays, with size 1).
+        impl From<$t> for SliceAxis {
+            fn from(i: $t) -> SliceAxis {
+                SliceAxis::Index(i.pos())
+            }
+        }
+        /// `start..end`: [`SliceAxis::Range`].
+        impl From<std::ops::Range<$t>> for SliceAxis {
+            fn from(r: std::ops::Range<$t>) -> SliceAxis {
+                SliceAxis::Range { start: r.start.pos(), end: r.end.pos() }
+            }
+        }
+        /// `start..`: [`SliceAxis::From`].
+        impl From<std::ops::RangeFrom<$t>> for SliceAxis {
+            fn from(r: std::ops::RangeFrom<$t>) -> SliceAxis {
+                SliceAxis::From(r.start.pos())
+            }
+        }
+        /// `..end`: [`SliceAxis::Range`] from 0.
+        impl From<std::ops::RangeTo<$t>> for SliceAxis {
+            fn from(r: std::ops::RangeTo<$t>) -> SliceAxis {
+                SliceAxis::Range { start: 0, end: r.end.pos() }
+            }
+        }
+        /// `start..=end` (`..=-1` reaches the last element).
+        impl From<std::ops::RangeInclusive<$t>> for SliceAxis {
+            fn from(r: std::ops::RangeInclusive<$t>) -> SliceAxis {
+                inclusive(r.start().pos(), r.end().pos())
+            }
+        }
+        /// `..=end` (`..=-1` is the whole axis).
+        impl From<std::ops::RangeToInclusive<$t>> for SliceAxis {
+            fn from(r: std::ops::RangeToInclusive<$t>) -> SliceAxis {
+                inclusive(0, r.end.pos())
+            }
+        }
+    )*};
+}
+slice_axis_from!(i32, i64, isize, usize);
+
+/// `..`: [`SliceAxis::All`].
+impl From<std::ops::RangeFull> for SliceAxis {
+    fn from(_: std::ops::RangeFull) -> SliceAxis {
+        SliceAxis::All
+    }
+}
+
 /// A multi-axis slice: one [`SliceAxis`] per leading axis of the tensor (axes past the
 /// end of the list are kept whole). Build it with [`s!`](crate::s) and apply it with
 /// [`Tensor::slice`].
@@ -74,7 +156,7 @@ pub fn tail(start: i64) -> SliceAxis {
 /// let y = x.slice(s![ax(), rg(1, -1)]);
 /// assert_eq!(y.dims(), vec![4, 4]);
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SliceSpec {
     axes: Vec<SliceAxis>,
 }
@@ -103,7 +185,7 @@ impl SliceSpec {
     pub fn try_apply(&self, t: &Tensor) -> Result<Tensor> {
         let shape = t.shape();
         if self.axes.len() > shape.rank() {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "slice: {} axis entries for the rank-{} tensor {shape}; give at most one entry per axis",
                 self.axes.len(),
                 shape.rank()
@@ -134,7 +216,7 @@ fn resolve(
         }
         match dim {
             Dim::Static(n) => Ok(n as i128 + v as i128),
-            Dim::Dynamic(_) => Err(Error::new(format!(
+            Dim::Dynamic(_) => Err(Error::shape(format!(
                 "slice: {entry:?} on axis {axis} of {shape} counts from the end of a dynamic axis ({dim}); use non-negative positions there"
             ))),
         }
@@ -149,7 +231,7 @@ fn resolve(
         SliceAxis::Range { start, end } => (pos(start)?, pos(end)?),
         SliceAxis::From(start) => {
             let Some(n) = size else {
-                return Err(Error::new(format!(
+                return Err(Error::shape(format!(
                     "slice: {entry:?} on axis {axis} of {shape} needs the end of the axis, which is dynamic ({dim}); use rg(start, end) with an explicit end"
                 )));
             };
@@ -161,12 +243,12 @@ fn resolve(
     let in_range = start >= 0 && end <= size.unwrap_or(isize::MAX as i128);
     if !in_range {
         let n = size.map_or(dim.to_string(), |n| n.to_string());
-        return Err(Error::new(format!(
+        return Err(Error::shape(format!(
             "slice: {entry:?} on axis {axis} of {shape} resolves to {start}..{end}, outside 0..{n}; keep positions within -{n}..{n}"
         )));
     }
     if end <= start {
-        return Err(Error::new(format!(
+        return Err(Error::shape(format!(
             "slice: {entry:?} on axis {axis} of {shape} resolves to the empty range {start}..{end}; the end must come after the start"
         )));
     }
@@ -196,14 +278,35 @@ impl Tensor {
     }
 }
 
-/// Build a [`SliceSpec`] from axis expressions (`ax()`, `ix(i)`, `rg(a, b)`, `tail(a)`,
-/// or any expression of type [`SliceAxis`]). An empty `s![]` keeps everything.
+/// Build a [`SliceSpec`] from one entry per leading axis. Each entry is anything that
+/// converts into a [`SliceAxis`]:
+///
+/// | entry | meaning |
+/// |---|---|
+/// | `..` or `ax()` | the whole axis |
+/// | `a..b` or `rg(a, b)` | positions `a` up to (not including) `b` |
+/// | `a..` or `tail(a)` | `a` through the end |
+/// | `..b` | `0..b` |
+/// | `a..=b`, `..=b` | through `b` inclusive (`..=-1` reaches the last element) |
+/// | `i` or `ix(i)` | position `i`; the axis stays with size 1 (use [`Tensor::select`] to drop it) |
+/// | any [`SliceAxis`] | itself |
+///
+/// Integers may be `i32` (unsuffixed literals), `i64`, `isize` or `usize`; negative
+/// positions count from the end of the axis, as in NumPy. An empty `s![]` keeps
+/// everything; a trailing comma is allowed. Empty or out-of-range entries are errors
+/// when the slice is applied.
 ///
 /// ```
-/// use rlx_tensor::{ax, rg, s, SliceAxis};
+/// use rlx_tensor::{ax, rg, s, SliceAxis, Tensor};
 /// let spec = s![ax(), rg(0, 64),];
 /// assert_eq!(spec.axes(), &[SliceAxis::All, SliceAxis::Range { start: 0, end: 64 }]);
 /// assert!(s![].axes().is_empty());
+/// assert_eq!(s![0..2, .., -1], s![rg(0, 2), ax(), -1i64]);
+///
+/// let x = Tensor::arange(24).reshape([2, 3, 4]);
+/// assert_eq!(x.slice(s![1.., ..2, ..=2]).dims(), vec![1, 2, 3]);
+/// # #[cfg(feature = "eval")]
+/// assert_eq!(x.slice(s![0, -1, 1..-1]).to_vec(), vec![9.0, 10.0]);
 /// ```
 #[macro_export]
 macro_rules! s {
@@ -211,6 +314,6 @@ macro_rules! s {
         $crate::SliceSpec::new(::std::vec::Vec::new())
     };
     ($($axis:expr),+ $(,)?) => {
-        $crate::SliceSpec::new(::std::vec![$($axis),+])
+        $crate::SliceSpec::new(::std::vec![$(<$crate::SliceAxis as ::std::convert::From<_>>::from($axis)),+])
     };
 }

@@ -45,17 +45,118 @@ fn axis_error(op: &str, shape: &Shape, axis: usize) -> Error {
     ))
 }
 
+/// A reshape target: the new dims, with at most one `-1` to be inferred.
+///
+/// Implemented for arrays, slices, `Vec`s (owned or borrowed) of `i64`, `i32` (what
+/// unsuffixed literals such as `[2, -1]` become), `isize` and `usize` — so
+/// `t.reshape([2, -1])`, `t.reshape(vec![n, m])` with `usize` sizes and
+/// `t.reshape(other.dims())` all work — and for `&[Dim]` (`shape.dims()`: a static dim is
+/// its size, one dynamic dim becomes `-1`).
+pub trait ReshapeTarget {
+    /// The target as the IR's `i64` dims (`-1` = inferred), or an error naming `op`.
+    fn reshape_dims(self, op: &str) -> Result<Vec<i64>>;
+}
+
+/// One entry of a reshape target as `i64`.
+trait ReshapeDim: Copy + std::fmt::Debug {
+    fn dim(self) -> Option<i64>;
+}
+
+macro_rules! reshape_target {
+    ($($t:ty),*) => {$(
+        impl ReshapeDim for $t {
+            fn dim(self) -> Option<i64> {
+                i64::try_from(self).ok()
+            }
+        }
+        impl ReshapeTarget for &[$t] {
+            fn reshape_dims(self, op: &str) -> Result<Vec<i64>> {
+                dims_of(op, self)
+            }
+        }
+        impl ReshapeTarget for &mut [$t] {
+            fn reshape_dims(self, op: &str) -> Result<Vec<i64>> {
+                dims_of(op, self)
+            }
+        }
+        impl ReshapeTarget for Vec<$t> {
+            fn reshape_dims(self, op: &str) -> Result<Vec<i64>> {
+                dims_of(op, &self)
+            }
+        }
+        impl ReshapeTarget for &Vec<$t> {
+            fn reshape_dims(self, op: &str) -> Result<Vec<i64>> {
+                dims_of(op, self)
+            }
+        }
+        impl<const N: usize> ReshapeTarget for [$t; N] {
+            fn reshape_dims(self, op: &str) -> Result<Vec<i64>> {
+                dims_of(op, &self)
+            }
+        }
+        impl<const N: usize> ReshapeTarget for &[$t; N] {
+            fn reshape_dims(self, op: &str) -> Result<Vec<i64>> {
+                dims_of(op, self)
+            }
+        }
+    )*};
+}
+reshape_target!(i64, i32, isize, usize);
+
+fn dims_of<T: ReshapeDim>(op: &str, dims: &[T]) -> Result<Vec<i64>> {
+    dims.iter()
+        .map(|&d| {
+            d.dim().ok_or_else(|| {
+                Error::shape(format!(
+                    "{op}: the size {d:?} in the target {dims:?} does not fit in i64; use sizes below 2^63"
+                ))
+            })
+        })
+        .collect()
+}
+
+impl ReshapeTarget for &[Dim] {
+    fn reshape_dims(self, op: &str) -> Result<Vec<i64>> {
+        reshape_target(self).ok_or_else(|| {
+            Error::shape(format!(
+                "{op}: the target {self:?} has more than one dynamic dim, which one -1 cannot express; make all but one static"
+            ))
+        })
+    }
+}
+
+impl ReshapeTarget for &Vec<Dim> {
+    fn reshape_dims(self, op: &str) -> Result<Vec<i64>> {
+        self.as_slice().reshape_dims(op)
+    }
+}
+
+impl ReshapeTarget for Vec<Dim> {
+    fn reshape_dims(self, op: &str) -> Result<Vec<i64>> {
+        self.as_slice().reshape_dims(op)
+    }
+}
+
 impl Tensor {
     /// Row-major reshape to `new_shape`; one entry may be `-1` (inferred). Emits
     /// `Op::Reshape`. Panics when the element counts differ (see [`Tensor::try_reshape`]).
+    ///
+    /// The target may be given as `i64`/`i32` (literals) or `usize` sizes, as an array, a
+    /// slice or a `Vec`, or as another shape's dims (see `ReshapeTarget`):
     ///
     /// ```
     /// use rlx_tensor::Tensor;
     /// let x = Tensor::arange(6).reshape([2, -1]);
     /// assert_eq!(x.dims(), vec![2, 3]);
+    /// let (rows, cols): (usize, usize) = (3, 2);
+    /// assert_eq!(x.reshape([rows, cols]).dims(), vec![3, 2]);
+    /// assert_eq!(x.reshape(vec![6i64]).dims(), vec![6]);
+    /// let y = Tensor::zeros([3, 2]);
+    /// assert_eq!(x.reshape(y.dims()).dims(), vec![3, 2]);
+    /// assert_eq!(x.reshape(y.shape().dims()).dims(), vec![3, 2]);
     /// ```
     #[track_caller]
-    pub fn reshape(&self, new_shape: impl Into<Vec<i64>>) -> Tensor {
+    pub fn reshape(&self, new_shape: impl ReshapeTarget) -> Tensor {
         self.try_reshape(new_shape)
             .unwrap_or_else(|e| panic!("{e}"))
     }
@@ -68,13 +169,9 @@ impl Tensor {
     /// assert!(err.to_string().contains("cannot reshape [2, 3] f32 (6 elements)"));
     /// ```
     #[track_caller]
-    pub fn try_reshape(&self, new_shape: impl Into<Vec<i64>>) -> Result<Tensor> {
-        self.try_apply(
-            Op::Reshape {
-                new_shape: new_shape.into(),
-            },
-            &[self],
-        )
+    pub fn try_reshape(&self, new_shape: impl ReshapeTarget) -> Result<Tensor> {
+        let new_shape = new_shape.reshape_dims("reshape")?;
+        self.try_apply(Op::Reshape { new_shape }, &[self])
     }
 
     /// Permute axes: output axis `i` is input axis `perm[i]`. Emits `Op::Transpose`.
