@@ -48,7 +48,10 @@ fn values_round_trip_in_row_major_order() {
     );
     let t = Tensor::from([[[1, 2], [3, 4]], [[5, 6], [7, 8]]]);
     assert_eq!(t.to_vec_i64(), (1..=8).collect::<Vec<i64>>());
-    assert_eq!(Vec::<i64>::try_from(&t).unwrap(), (1..=8).collect::<Vec<_>>());
+    assert_eq!(
+        Vec::<i64>::try_from(&t).unwrap(),
+        (1..=8).collect::<Vec<_>>()
+    );
     let b = Tensor::from([false, true]);
     assert_eq!(Vec::<bool>::try_from(&b).unwrap(), vec![false, true]);
     let owned: Vec<f32> = Tensor::from(vec![2.5f32]).try_into().unwrap();

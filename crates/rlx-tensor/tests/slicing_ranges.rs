@@ -56,7 +56,7 @@ fn typed_integers_and_usize_variables_work_in_every_position() {
 fn slices_with_ranges_have_numpy_shapes() {
     let x = Tensor::arange(24).reshape([2, 3, 4]);
     assert_eq!(x.slice(s![0..2, .., -1]).dims(), vec![2, 3, 1]);
-    assert_eq!(x.slice(s![1.., ..3, ..=2, ]).dims(), vec![1, 3, 3]);
+    assert_eq!(x.slice(s![1.., ..3, ..=2,]).dims(), vec![1, 3, 3]);
     assert_eq!(x.slice(s![.., 1..-1]).dims(), vec![2, 1, 4]);
     assert_eq!(x.slice(s![-1, -2.., ..=-1]).dims(), vec![1, 2, 4]);
 }
@@ -73,7 +73,7 @@ fn slices_with_ranges_read_the_numpy_values() {
     );
     // x[1:, :3, :3][.., 0] → 12, 13, 14; 16, 17, 18; 20, 21, 22
     assert_eq!(
-        x.slice(s![1.., ..3, ..=2, ]).to_vec(),
+        x.slice(s![1.., ..3, ..=2,]).to_vec(),
         vec![12.0, 13.0, 14.0, 16.0, 17.0, 18.0, 20.0, 21.0, 22.0]
     );
     // x[-1, -2:, 1:-1] = [[17, 18], [21, 22]]
