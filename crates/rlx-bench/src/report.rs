@@ -101,34 +101,34 @@ impl Row {
         }
     }
 
-    /// One JSON object in the format of `peers.py` records.
+    /// One JSON object in the format of `peers.py` records (rates rounded to 4
+    /// decimals; the note escaped as JSON requires).
     pub fn json(&self) -> String {
-        let mut s = format!(
-            "{{\"peer\": \"{}\", \"workload\": \"{}\", \"median_s\": {:e}, \"min_s\": {:e}, \"max_s\": {:e}, \"repeats\": {}, \"inner\": {}",
-            self.system,
-            self.workload,
-            self.t.median_s,
-            self.t.min_s,
-            self.t.max_s,
-            self.t.repeats,
-            self.t.inner
-        );
+        let round4 = |x: f64| (x * 1e4).round() / 1e4;
+        let mut o = serde_json::Map::new();
+        o.insert("peer".into(), self.system.clone().into());
+        o.insert("workload".into(), self.workload.clone().into());
+        o.insert("median_s".into(), self.t.median_s.into());
+        o.insert("min_s".into(), self.t.min_s.into());
+        o.insert("max_s".into(), self.t.max_s.into());
+        o.insert("repeats".into(), self.t.repeats.into());
+        o.insert("inner".into(), self.t.inner.into());
         if let Some(g) = self.rate_gbps() {
-            s += &format!(", \"gbps\": {g:.4}");
+            o.insert("gbps".into(), round4(g).into());
         }
         if let Some(g) = self.rate_gflops() {
-            s += &format!(", \"gflops\": {g:.4}");
+            o.insert("gflops".into(), round4(g).into());
         }
         if self.steps {
-            s += &format!(", \"steps_per_s\": {:.4}", 1.0 / self.t.median_s);
+            o.insert("steps_per_s".into(), round4(1.0 / self.t.median_s).into());
         }
         if let Some(c) = self.check {
-            s += &format!(", \"check\": {c:e}");
+            o.insert("check".into(), c.into());
         }
         if !self.note.is_empty() {
-            s += &format!(", \"note\": \"{}\"", self.note.replace('"', "'"));
+            o.insert("note".into(), self.note.clone().into());
         }
-        s + "}"
+        serde_json::Value::Object(o).to_string()
     }
 }
 
@@ -278,4 +278,37 @@ pub fn print_table(rows: &[Row], bounds: &Bounds) {
     println!(
         "check: largest |x − ref| / max(1, |ref|) against the ndarray result (W8: hand value)."
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_rows_parse_back_with_rates_and_an_escaped_note() {
+        let t = Timing {
+            median_s: 0.002,
+            min_s: 0.0019,
+            max_s: 0.0031,
+            repeats: 7,
+            inner: 25,
+        };
+        let row = Row::new("W1", "rlx", t)
+            .bytes(3.0e6)
+            .steps()
+            .check(1.5e-7)
+            .note("fused \"a + b\"\nthen relu");
+        let v: serde_json::Value = serde_json::from_str(&row.json()).unwrap();
+        assert_eq!(v["peer"], "rlx");
+        assert_eq!(v["workload"], "W1");
+        assert_eq!(v["median_s"], 0.002);
+        assert_eq!(v["repeats"], 7);
+        assert_eq!(v["inner"], 25);
+        // 3e6 bytes in 2 ms: 1.5 GB/s; 500 steps/s.
+        assert_eq!(v["gbps"], 1.5);
+        assert_eq!(v["steps_per_s"], 500.0);
+        assert_eq!(v["check"], 1.5e-7);
+        assert_eq!(v["note"], "fused \"a + b\"\nthen relu");
+        assert!(v.get("gflops").is_none());
+    }
 }

@@ -14,6 +14,7 @@ static REGISTER: Once = Once::new();
 /// Register the backends this build's features enable (idempotent, cheap after the first call).
 pub(crate) fn ensure_backends() {
     REGISTER.call_once(|| {
+        crate::logging::init_from_env();
         rlx_runtime::register_backend(std::sync::Arc::new(rlx_cpu::CpuBackend));
         // CUDA through run-time loaded libraries (available where a driver, NVRTC and a GPU are).
         #[cfg(feature = "eval-cuda")]
