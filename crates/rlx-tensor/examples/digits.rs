@@ -1,13 +1,19 @@
 //! Train an MLP on the 8×8 handwritten digits (1797 images, 10 classes) and report
 //! held-out accuracy.
 //!
+//! Weights come from an `rlx_tensor::init` rule set (Kaiming for the GELU layers, zero
+//! biases); the data is shuffled and batched with the seeded host `Rng`, so every run
+//! prints the same numbers.
+//!
 //! `cargo run --release -p rlx-tensor --features optim --example digits`
 
+use rlx_tensor::init::{self, Init, Rng};
 use rlx_tensor::{AdamW, Func, LrSchedule, Optimizer, shape};
 use std::io::Write;
 use std::time::Instant;
 
-const RAW: &[u8] = include_bytes!("../../../data/digits/digits.u8");
+/// The data ships inside the package (examples/data/digits, with its provenance).
+const RAW: &[u8] = include_bytes!("data/digits/digits.u8");
 const PIXELS: usize = 64;
 const CLASSES: usize = 10;
 const HIDDEN: usize = 128;
@@ -24,21 +30,15 @@ impl Split {
 }
 
 /// Parse the flat record layout (64 pixels 0..=16, then the label), shuffle with a fixed
-/// seed and hold out the last 20% as the test split.
+/// seed and hold out 20% as the test split.
 fn load(seed: u64) -> (Split, Split) {
     let records: Vec<&[u8]> = RAW.chunks_exact(PIXELS + 1).collect();
-    assert_eq!(records.len(), 1797, "data/digits/digits.u8 is damaged");
-    let mut order: Vec<usize> = (0..records.len()).collect();
-    let mut state = seed;
-    for i in (1..order.len()).rev() {
-        // SplitMix64 step for a reproducible Fisher–Yates shuffle
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        order.swap(i, (z % (i as u64 + 1)) as usize);
-    }
+    assert_eq!(
+        records.len(),
+        1797,
+        "examples/data/digits/digits.u8 is damaged"
+    );
+    let order = Rng::new(seed).permutation(records.len());
     let n_test = records.len() / 5;
     let split = |idx: &[usize]| Split {
         x: idx
@@ -88,30 +88,12 @@ fn main() {
         let (_, logits) = mlp(s);
         logits.argmax(1, false)
     });
-    let mut model = loss_fn.init_params(|name, dims| {
-        // He-style init for weights (fan-in is the last dim of a [out, in] weight), zero biases
-        let n: usize = dims.iter().product();
-        if name.starts_with('b') {
-            return vec![0.0; n];
-        }
-        let std = (2.0 / dims[1] as f32).sqrt();
-        let mut state = name
-            .bytes()
-            .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
-        (0..n)
-            .map(|_| {
-                // sum of 4 uniforms ≈ normal, cheap and deterministic
-                let mut acc = 0.0f32;
-                for _ in 0..4 {
-                    state = state
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    acc += (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-                }
-                acc * std * 1.73
-            })
-            .collect()
-    });
+    // Biases (rank 1) start at zero; [out, in] weights get Kaiming-uniform draws, whose
+    // fan_in is the `in` axis.
+    let rules = Init::new(7)
+        .rule(|_, shape| shape.len() < 2, init::zeros())
+        .default(init::kaiming_uniform());
+    let mut model = loss_fn.init_params(rules.to_fn());
 
     let epochs = 40;
     let batch = 64;
@@ -124,18 +106,21 @@ fn main() {
         total,
     };
     let mut opt = AdamW::new(3e-3);
+    let mut rng = Rng::new(2025);
     let start = Instant::now();
     let mut step = 0;
     for epoch in 1..=epochs {
         let t0 = Instant::now();
         let mut loss_sum = 0.0;
-        for b in 0..steps_per_epoch {
-            let lo = b * batch;
-            let hi = (lo + batch).min(train.len());
-            let inputs: [(&str, &[f32]); 2] = [
-                ("x", &train.x[lo * PIXELS..hi * PIXELS]),
-                ("y", &train.y[lo..hi]),
-            ];
+        // A fresh shuffle every epoch, cut into mini-batches of example indices.
+        for idx in rng.batches(train.len(), batch) {
+            let x: Vec<f32> = idx
+                .iter()
+                .flat_map(|&i| &train.x[i * PIXELS..(i + 1) * PIXELS])
+                .copied()
+                .collect();
+            let y: Vec<f32> = idx.iter().map(|&i| train.y[i]).collect();
+            let inputs: [(&str, &[f32]); 2] = [("x", &x), ("y", &y)];
             let (next, loss) =
                 model.train_step_all_at(&mut opt as &mut dyn Optimizer, &schedule, step, &inputs);
             model = next;
