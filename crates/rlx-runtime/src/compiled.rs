@@ -73,7 +73,23 @@ impl std::fmt::Debug for CompiledGraph {
 impl CompiledGraph {
     /// Verify and compile `graph` for `device`.
     pub fn new(device: Device, graph: &Graph) -> RuntimeResult<CompiledGraph> {
+        // The backend's whole compile (the compiler pipeline's phases are spans inside).
+        let _span = tracing::debug_span!(
+            target: "rlx::compile",
+            "backend_compile",
+            graph = %graph.name,
+            %device
+        )
+        .entered();
+        let start = std::time::Instant::now();
         let exec = compile(device, graph)?;
+        tracing::debug!(
+            target: "rlx::compile",
+            elapsed_us = start.elapsed().as_micros() as u64,
+            "compiled `{}` for {device} in {:?}",
+            graph.name,
+            start.elapsed()
+        );
         let slots = arg_order(graph)
             .into_iter()
             .map(|id| {

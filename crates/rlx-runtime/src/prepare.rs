@@ -69,6 +69,9 @@ pub fn prepare(
     is_realized: &dyn Fn(NodeId) -> bool,
     device: Device,
 ) -> Prepared {
+    // A span only (no clock read): this runs on every evaluation, cache hits included.
+    let _span =
+        tracing::trace_span!(target: "rlx::compile", "prepare", graph = %src.name).entered();
     let out_set: Vec<NodeId> = outputs.to_vec();
     // live cone, cut at realized interior nodes
     let mut live = vec![false; src.len()];

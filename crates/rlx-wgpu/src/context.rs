@@ -73,9 +73,7 @@ impl Gpu {
         let r = match pollster::block_on(scope.pop()) {
             None => Ok(Arc::new(pipeline)),
             Some(e) => {
-                if std::env::var_os("RLX_WGPU_DUMP").is_some() {
-                    eprintln!("[rlx-wgpu] rejected shader:\n{wgsl}");
-                }
+                tracing::debug!(target: "rlx::wgpu", "rejected shader:\n{wgsl}");
                 Err(format!("shader rejected by the wgpu device: {e}"))
             }
         };

@@ -82,15 +82,17 @@ const _: () = {
     assert_send_sync::<WgpuExecutable>();
 };
 
-/// Print a fallback reason once per process when `RLX_LOG` is set.
+/// Report a kernel's fallback to the host once per process, as an info event of target
+/// `rlx::wgpu` (`RLX_LOG=info` shows it through rlx-tensor).
 fn log_fallback(what: &str) {
     static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    if std::env::var("RLX_LOG").is_ok_and(|v| !v.is_empty() && v != "0") {
-        let mut s = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-        if !s.iter().any(|x| x == what) {
-            eprintln!("[rlx-wgpu] {what}");
-            s.push(what.to_string());
-        }
+    if !tracing::enabled!(target: "rlx::wgpu", tracing::Level::INFO) {
+        return;
+    }
+    let mut s = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if !s.iter().any(|x| x == what) {
+        tracing::info!(target: "rlx::wgpu", "{what}");
+        s.push(what.to_string());
     }
 }
 
