@@ -1,69 +1,44 @@
-//! Executable memory for generated code: mapped writable, filled, then switched to
-//! read + execute (never writable and executable at once), unmapped on drop.
+//! Executable memory for generated code: an anonymous mapping made writable, filled,
+//! then switched to read + execute (never writable and executable at once, W^X), and
+//! unmapped on drop — all through `memmap2`.
+
+use memmap2::{Mmap, MmapMut};
 
 /// A read-only, executable copy of some machine code.
 pub(crate) struct ExecMem {
-    ptr: *mut u8,
-    len: usize,
+    /// Read + execute pages holding the code at offset 0; never writable again.
+    map: Mmap,
 }
 
 impl ExecMem {
-    /// Map `code` as executable; `None` if the OS refuses (or is not Unix-like).
-    #[cfg(not(unix))]
-    pub(crate) fn new(_code: &[u8]) -> Option<ExecMem> {
-        None
-    }
-
-    /// Map `code` as executable; `None` if the OS refuses.
-    #[cfg(unix)]
+    /// Map `code` as executable; `None` if the OS refuses (the refusal is logged at
+    /// debug level, target `rlx::jit`, and the caller falls back to the interpreter).
     pub(crate) fn new(code: &[u8]) -> Option<ExecMem> {
-        let len = code.len().max(1).next_multiple_of(4096);
-        // SAFETY: mmap with a null hint and MAP_PRIVATE | MAP_ANONYMOUS creates a fresh
-        // mapping of `len >= code.len()` bytes that aliases nothing (failure checked);
-        // the copy writes `code.len()` bytes inside it while it is still writable; the
-        // mprotect to read + execute covers exactly this mapping, after which it is
-        // never writable again (W^X); on failure it is unmapped before returning.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                return None;
+        let fill = || -> std::io::Result<Mmap> {
+            // A fresh private anonymous mapping (read + write), rounded up to whole
+            // pages by the OS; `max(1)`: an empty mapping is an error on some systems.
+            let mut map = MmapMut::map_anon(code.len().max(1))?;
+            map[..code.len()].copy_from_slice(code);
+            // Consumes the writable mapping: from here on the pages are read +
+            // execute only, and no writable alias of them exists.
+            map.make_exec()
+        };
+        match fill() {
+            Ok(map) => Some(ExecMem { map }),
+            Err(e) => {
+                tracing::debug!(
+                    target: "rlx::jit",
+                    bytes = code.len(),
+                    error = %e,
+                    "executable memory could not be mapped; interpreting instead"
+                );
+                None
             }
-            std::ptr::copy_nonoverlapping(code.as_ptr(), p as *mut u8, code.len());
-            if libc::mprotect(p, len, libc::PROT_READ | libc::PROT_EXEC) != 0 {
-                libc::munmap(p, len);
-                return None;
-            }
-            Some(ExecMem {
-                ptr: p as *mut u8,
-                len,
-            })
         }
     }
 
     /// The start of the code.
     pub(crate) fn ptr(&self) -> *const u8 {
-        self.ptr
-    }
-}
-
-impl Drop for ExecMem {
-    #[cfg(not(unix))]
-    fn drop(&mut self) {
-        let _ = (self.ptr, self.len);
-    }
-
-    #[cfg(unix)]
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are exactly the mapping made in `new` (an ExecMem exists
-        // only when that succeeded), unmapped once here; no JitKernel code can run after
-        // the drop because running it borrows the owning JitKernel.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+        self.map.as_ptr()
     }
 }

@@ -39,13 +39,12 @@ pub(crate) struct JitKernel {
     pub(crate) exports: Vec<usize>,
 }
 
-// SAFETY: the only non-Send part is ExecMem's raw pointer: its pages are private to
-// this kernel, read + execute only after construction (never written again), and
-// unmapped only by ExecMem's drop, which needs ownership; `consts` is only read.
-unsafe impl Send for JitKernel {}
-// SAFETY: as for Send: running the code only reads the kernel (code pages and
-// `consts`), so concurrent `run` calls through `&JitKernel` share nothing mutable.
-unsafe impl Sync for JitKernel {}
+// Compiled programs (and so their kernels) are run from several threads at once:
+// running only reads the code pages (a read + execute `memmap2::Mmap`) and `consts`.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<JitKernel>();
+};
 
 type KernelFn = unsafe extern "sysv64" fn(
     ins: *const *const f32,
