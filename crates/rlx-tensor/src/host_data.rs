@@ -241,7 +241,7 @@ impl TensorDataExt for TensorData {
             )));
         }
         let size = std::mem::size_of::<T>();
-        if self.bytes.len() % size != 0 {
+        if !self.bytes.len().is_multiple_of(size) {
             return Err(Error::shape(format!(
                 "TensorData::to_vec_of::<{}>: {} bytes are not a whole number of {size}-byte \
                  elements; the data is malformed (build it with TensorData::from_*)",
@@ -260,8 +260,8 @@ impl TensorDataExt for TensorData {
         fn cast<T: HostElement>(bytes: &[u8]) -> Option<&[T]> {
             let size = std::mem::size_of::<T>();
             if !cfg!(target_endian = "little")
-                || bytes.len() % size != 0
-                || (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0
+                || !bytes.len().is_multiple_of(size)
+                || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
             {
                 return None;
             }
