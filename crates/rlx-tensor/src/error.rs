@@ -26,77 +26,64 @@ pub type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
 /// }
 /// ```
 #[non_exhaustive]
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone)]
 pub enum Error {
     /// Operands whose shapes, axes or lengths do not fit the op (also a dynamic dim bound
     /// at run time to a size that does not fit).
-    #[error("{message}")]
     Shape {
         /// The full message.
         message: String,
     },
     /// An operand or input of the wrong element type.
-    #[error("{message}")]
     DType {
         /// The full message.
         message: String,
     },
     /// An input, param or tensor name that is not declared.
-    #[error("{message}")]
     UnknownName {
         /// The full message.
         message: String,
     },
     /// A device that is not built in, has no driver, or was not found.
-    #[error("{message}")]
     DeviceUnavailable {
         /// The full message.
         message: String,
     },
     /// A file could not be read or written.
-    #[error("{message}")]
     Io {
         /// The full message, naming the file.
         message: String,
         /// The operating system's error.
-        #[source]
         source: Arc<std::io::Error>,
     },
     /// A checkpoint or weights file that is malformed or does not match the model.
-    #[error("{message}")]
     Checkpoint {
         /// The full message, naming the file and tensors.
         message: String,
         /// The parser's error, when one caused it.
-        #[source]
         source: Option<Cause>,
     },
     /// The graph could not be compiled (a malformed graph, a backend's compiler failing).
-    #[error("{message}")]
     Compile {
         /// The full message.
         message: String,
     },
     /// A compiled program failed while running.
-    #[error("{message}")]
     Runtime {
         /// The full message.
         message: String,
     },
     /// An allocation failed.
-    #[error("{message}")]
     OutOfMemory {
         /// The full message, with the byte count.
         message: String,
     },
     /// Something valid that rlx (or the chosen device) does not implement.
-    #[error("{message}")]
     Unsupported {
         /// The full message.
         message: String,
     },
     /// Any other bad argument (a wrong option value, an empty list where one is needed).
-    #[error("{message}")]
     InvalidArgument {
         /// The full message.
         message: String,
@@ -209,6 +196,28 @@ impl Error {
         };
         *m = format!("{context}: {m}");
         e
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+// Written by hand rather than derived: the causes sit behind an `Arc` (so `Error` stays
+// `Clone`), and `source()` must hand out the cause itself, not the `Arc`, for
+// `downcast_ref::<std::io::Error>()` to work.
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source.as_ref()),
+            Error::Checkpoint {
+                source: Some(cause),
+                ..
+            } => Some(cause.as_ref()),
+            _ => None,
+        }
     }
 }
 

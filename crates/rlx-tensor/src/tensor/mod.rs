@@ -220,7 +220,7 @@ impl Tensor {
         let id = st
             .graph
             .add_op(op, ids)
-            .map_err(|e| Error::new(format!("{e} (at {origin})")))?;
+            .map_err(|e| Error::from_ir_kind(e.kind, format!("{e} (at {origin})")))?;
         st.graph.set_origin(id, origin);
         drop(st);
         Ok(Tensor::from_parts(self.cell.clone(), id))
