@@ -292,7 +292,9 @@ impl Tensor {
 /// | any [`SliceAxis`] | itself |
 ///
 /// Integers may be `i32` (unsuffixed literals), `i64`, `isize` or `usize`; negative
-/// positions count from the end of the axis, as in NumPy. An empty `s![]` keeps
+/// positions count from the end of the axis, as in NumPy (`s![1..-1]` drops the first
+/// and last entries; the macro silences clippy's `reversed_empty_ranges` for its
+/// entries, since such a range is not empty once resolved). An empty `s![]` keeps
 /// everything; a trailing comma is allowed. Empty or out-of-range entries are errors
 /// when the slice is applied.
 ///
@@ -314,6 +316,12 @@ macro_rules! s {
         $crate::SliceSpec::new(::std::vec::Vec::new())
     };
     ($($axis:expr),+ $(,)?) => {
-        $crate::SliceSpec::new(::std::vec![$(<$crate::SliceAxis as ::std::convert::From<_>>::from($axis)),+])
+        $crate::SliceSpec::new(::std::vec![$({
+            // `1..-1` is NumPy's "drop the first and last": an empty range to Rust, not
+            // to a slice, so clippy's reversed-range lint does not apply here.
+            #[allow(clippy::reversed_empty_ranges)]
+            let axis = $axis;
+            <$crate::SliceAxis as ::std::convert::From<_>>::from(axis)
+        }),+])
     };
 }

@@ -1,6 +1,10 @@
 //! `Tensor::from` host arrays, vectors and slices (dtypes kept), `Vec::try_from(&Tensor)`,
 //! and `reshape` accepting every published target form plus `usize` shapes.
 
+// Borrowed targets (`&[6, 4]`, `&v`) are forms user code passes; these tests prove they
+// compile, so clippy's advice to drop the borrow does not apply.
+#![allow(clippy::needless_borrows_for_generic_args)]
+
 use rlx_tensor::{DType, Tensor};
 
 #[test]
