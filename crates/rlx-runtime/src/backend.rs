@@ -82,7 +82,12 @@ pub fn check_donations(args: &[TensorView<'_>], donations: &[Donation<'_>]) -> R
         };
         let n: usize = v.dims.iter().product();
         if v.dtype != rlx_ir::DType::F32 || d.data.len() != n {
-            return Err(RuntimeError::new(format!(
+            let error = if v.dtype != rlx_ir::DType::F32 {
+                RuntimeError::dtype
+            } else {
+                RuntimeError::shape
+            };
+            return Err(error(format!(
                 "donated argument {} is declared {:?} {} but {} f32 values were donated; donate f32 data of the declared size",
                 d.arg,
                 v.dims,
@@ -281,7 +286,7 @@ pub fn compile(device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executabl
 /// The error for a device nobody can serve.
 pub fn unavailable(device: Device) -> RuntimeError {
     let avail: Vec<&str> = available_devices().iter().map(|d| d.name()).collect();
-    RuntimeError::new(format!(
+    RuntimeError::device_unavailable(format!(
         "device {device} is not available in this build or on this host (available: {}); enable its cargo feature (e.g. `eval-gpu`, `eval-cuda`) or pick one of the available devices",
         avail.join(", ")
     ))

@@ -149,7 +149,7 @@ impl CompiledGraph {
                 .filter(|s| s.is_param)
                 .map(|s| s.name.as_str())
                 .collect();
-            return Err(RuntimeError::new(format!(
+            return Err(RuntimeError::unknown_name(format!(
                 "graph `{}` declares no param `{name}` (declared params: {declared:?})",
                 self.name
             )));
@@ -245,7 +245,7 @@ impl CompiledGraph {
         for (n, _) in inputs {
             if !self.slots.iter().any(|s| s.name == *n) {
                 let names: Vec<&str> = self.slots.iter().map(|s| s.name.as_str()).collect();
-                return Err(RuntimeError::new(format!(
+                return Err(RuntimeError::unknown_name(format!(
                     "graph `{}` has no input or param named `{n}` (it has: {names:?})",
                     self.name
                 )));
@@ -301,7 +301,13 @@ fn check_arg(slot: &ArgSlot, v: &TensorView<'_>, graph: &str) -> RuntimeResult<(
             .zip(v.dims)
             .all(|(d, &n)| d.as_static().is_none_or(|s| s == n));
     if !ok_dims || v.dtype != slot.shape.dtype() {
-        return Err(RuntimeError::new(format!(
+        // A wrong element type is a dtype error even when the dims are wrong too.
+        let error = if v.dtype != slot.shape.dtype() {
+            RuntimeError::dtype
+        } else {
+            RuntimeError::shape
+        };
+        return Err(error(format!(
             "graph `{graph}`: `{}` is declared {} but got {:?} {}; pass data of the declared type",
             slot.name, slot.shape, v.dims, v.dtype
         )));
