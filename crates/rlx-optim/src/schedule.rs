@@ -21,7 +21,10 @@ use crate::widen;
 /// assert_eq!(s.lr_at(1000), 1e-5);       // and ends at min
 /// assert_eq!(s.lr_at(5000), 1e-5);
 /// ```
+///
+/// `#[non_exhaustive]`: more schedules may be added; match it with a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum LrSchedule {
     /// The same rate at every step.
     Constant(f32),

@@ -13,7 +13,11 @@ use std::fmt;
 /// assert_eq!(Device::Cuda.to_string(), "CUDA");
 /// assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda);
 /// ```
+///
+/// New devices are added as backends land, so the enum is `#[non_exhaustive]`: match it
+/// with a wildcard arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Device {
     Cpu,
     Metal,
