@@ -85,7 +85,10 @@ impl ShareCost {
 }
 
 /// What fusion decided for an elementwise value that several kernels read.
+///
+/// `#[non_exhaustive]`: fusion may learn more reasons to store a value.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Sharing {
     /// Inlined into each reader: recomputing costs no more than storing.
     Recomputed(ShareCost),
