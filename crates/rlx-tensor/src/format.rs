@@ -30,7 +30,8 @@ impl fmt::Debug for Tensor {
             let state = if st.realized.contains_key(&self.id) {
                 "realized".to_string()
             } else {
-                format!("lazy, {} ops", cone_size(&st.graph, self.id))
+                let n = cone_size(&st.graph, self.id);
+                format!("lazy, {n} op{}", if n == 1 { "" } else { "s" })
             };
             (shape, state)
         };

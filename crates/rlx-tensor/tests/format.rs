@@ -6,7 +6,7 @@ use rlx_tensor::Tensor;
 #[test]
 fn debug_is_a_summary_counting_the_ops_that_feed_the_tensor() {
     let x = Tensor::ones([64, 64]);
-    assert_eq!(format!("{x:?}"), "Tensor[dims [64, 64]; f32; lazy, 1 ops]");
+    assert_eq!(format!("{x:?}"), "Tensor[dims [64, 64]; f32; lazy, 1 op]");
     let mut y = x.clone();
     for _ in 0..50 {
         y = (&y + 1.0).relu();
@@ -28,7 +28,7 @@ fn debug_is_a_summary_counting_the_ops_that_feed_the_tensor() {
 fn debug_shows_dynamic_dims_and_other_dtypes() {
     let g = rlx_tensor::graph("g", |s| {
         let x = s.input("x", rlx_tensor::shape![I64; ?, 3]);
-        assert_eq!(format!("{x:?}"), "Tensor[dims [?0, 3]; i64; lazy, 1 ops]");
+        assert_eq!(format!("{x:?}"), "Tensor[dims [?0, 3]; i64; lazy, 1 op]");
         x
     });
     assert_eq!(g.outputs.len(), 1);
