@@ -31,8 +31,12 @@ fn from_env() -> Option<Arc<ThreadPool>> {
     }
 }
 
-/// A pool of `n` workers, or `None` (with a warning) when the OS refuses the threads.
+/// A pool of `n` workers, or `None` when rayon's global pool already has `n` (runs
+/// then use it directly, with no hand-off) or the OS refuses the threads (logged).
 fn build(n: usize) -> Option<Arc<ThreadPool>> {
+    if n == global_threads() {
+        return None;
+    }
     match ThreadPoolBuilder::new()
         .num_threads(n)
         .thread_name(|i| format!("rlx-cpu-{i}"))
@@ -76,15 +80,16 @@ fn global_threads() -> usize {
 ///
 /// `0` means all cores (rayon's global pool, which honours `RAYON_NUM_THREADS`).
 /// Any other `n` starts a pool of `n` workers of its own (the previous one is shut
-/// down once its last run ends). Before the first call, the `RLX_NUM_THREADS`
+/// down once its last run ends), unless the global pool has `n` workers already. Before the first call, the `RLX_NUM_THREADS`
 /// environment variable (read once, at the first use) gives the count the same way.
 /// If the OS refuses to start the threads, a warning is logged (target `rlx::cpu`)
 /// and the previous count stays.
 ///
 /// Results do not depend on the thread count: work is split into chunks whose size
 /// depends only on the shapes, and partial results are combined in a fixed order.
-/// With a count set, each run from a thread outside the pool is handed to the pool
-/// (a few microseconds per run).
+/// With a count of its own set, each run from a thread outside the pool is handed to
+/// a worker of the pool and the caller waits for it: tens of microseconds per run at
+/// worst, which shows only on programs that small.
 ///
 /// ```
 /// rlx_cpu::set_num_threads(2);
@@ -100,7 +105,9 @@ pub fn set_num_threads(n: usize) {
     if slot.as_ref().is_some_and(|p| p.current_num_threads() == n) {
         return;
     }
-    if let Some(p) = build(n) {
+    if n == global_threads() {
+        *slot = None;
+    } else if let Some(p) = build(n) {
         *slot = Some(p);
     }
 }

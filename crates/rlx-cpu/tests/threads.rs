@@ -66,7 +66,7 @@ fn set_num_threads_changes_the_reported_count() {
 }
 
 #[test]
-fn results_are_bit_identical_with_one_and_two_threads() {
+fn results_are_bit_identical_with_one_two_and_three_threads() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let (m, k, n) = (192, 160, 320);
     let g = graph(m, k, n);
@@ -79,9 +79,12 @@ fn results_are_bit_identical_with_one_and_two_threads() {
     set_num_threads(2);
     assert_eq!(num_threads(), 2);
     let two = run_all(&g, &args);
+    set_num_threads(3);
+    let three = run_all(&g, &args);
     set_num_threads(0);
     let all = run_all(&g, &args);
     assert_eq!(one, two, "1 vs 2 threads");
+    assert_eq!(one, three, "1 vs 3 threads");
     assert_eq!(one, all, "1 thread vs all cores");
     // The outputs are real values, not an untouched buffer.
     let total = one[1].to_f32_vec()[0];
@@ -92,7 +95,11 @@ fn results_are_bit_identical_with_one_and_two_threads() {
 #[test]
 fn a_thread_count_starts_that_many_named_workers() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    set_num_threads(5);
+    // A count unlike the global pool's, so a pool of its own starts.
+    let n = rayon::current_num_threads() + 3;
+    let last = format!("rlx-cpu-{}", n - 1);
+    set_num_threads(n);
+    assert_eq!(num_threads(), n);
     let worker_names = || -> Vec<String> {
         std::fs::read_dir("/proc/self/task")
             .unwrap()
@@ -103,13 +110,13 @@ fn a_thread_count_starts_that_many_named_workers() {
     // Workers name themselves as they start: give them a moment.
     let mut names = worker_names();
     for _ in 0..100 {
-        if names.iter().any(|n| n == "rlx-cpu-4") {
+        if names.contains(&last) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
         names = worker_names();
     }
     set_num_threads(0);
-    // Only a pool of at least 5 workers names one `rlx-cpu-4`.
-    assert!(names.iter().any(|n| n == "rlx-cpu-4"), "threads: {names:?}");
+    // Only a pool of at least n workers names one `rlx-cpu-{n-1}`.
+    assert!(names.contains(&last), "no {last} among threads {names:?}");
 }
