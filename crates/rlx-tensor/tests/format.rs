@@ -75,6 +75,16 @@ mod eval {
     }
 
     #[test]
+    fn complex_values_print_as_real_and_imaginary_parts() {
+        let parts: [f32; 4] = [1.0, 2.0, 0.5, -3.0];
+        let bytes: Vec<u8> = parts.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let data = rlx_tensor::TensorData::new(rlx_tensor::DType::C64, &[2], bytes).unwrap();
+        let t = Tensor::from_data(data);
+        assert_eq!(format!("{t}"), "Tensor[2] C64\n[1+2j, 0.5-3j]");
+        assert_eq!(format!("{t:.1}"), "Tensor[2] C64\n[1.0+2.0j, 0.5-3.0j]");
+    }
+
+    #[test]
     fn precision_and_width_apply_to_every_element() {
         let t = Tensor::from([[1.0, -2.26], [1.0 / 3.0, 100.0]]);
         assert_eq!(
