@@ -260,4 +260,31 @@ mod tests {
             "{quiet}"
         );
     }
+
+    /// A tile program with an op the JIT does not compile (`sin`) runs interpreted and
+    /// says why under `rlx::jit=debug` (where the JIT exists: AVX-512F and FMA).
+    #[cfg(all(feature = "eval", target_arch = "x86_64"))]
+    #[test]
+    fn an_interpreted_tile_program_reports_why() {
+        use crate::Tensor;
+        let jit = std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::env::var_os("RLX_JIT").is_none_or(|v| v != "0");
+        let xs: Vec<f32> = (0..50).map(|i| i as f32 * 0.1).collect();
+        let y = Tensor::from_vec(xs.clone(), [50]).sin() * 2.0;
+        let mut out = Vec::new();
+        let log = captured("rlx::jit=debug", || out = y.to_vec());
+        for (o, x) in out.iter().zip(&xs) {
+            assert!(
+                (*o as f64 - 2.0 * (*x as f64).sin()).abs() < 1e-5,
+                "{o} vs {x}"
+            );
+        }
+        if jit {
+            assert!(
+                log.contains("falls back to the interpreter") && log.contains("sin"),
+                "no JIT fallback event in:\n{log}"
+            );
+        }
+    }
 }
