@@ -133,6 +133,10 @@ impl Tensor {
         if let Some(v) = self.cell.state().realized.get(&self.id) {
             return Ok(v.clone());
         }
+        // The graph stays locked while the program runs: the lifted arguments borrow
+        // constant payloads from it (copying them out would copy every large constant on
+        // each read). Other threads using this graph wait for the run; concurrent runs of
+        // one program go through `Func::jit` instead.
         let outputs = {
             let st = self.cell.state();
             let args = LiftedArgs::new(&prepared, &st.graph, &st.realized);

@@ -12,6 +12,9 @@ use std::sync::{Arc, Mutex};
 
 /// A function of named inputs and parameters, traced into a graph.
 ///
+/// `Send + Sync`: move it into worker threads or share it; each thread compiles it once
+/// into its own compile cache (use [`Func::jit`] to compile once for all threads).
+///
 /// ```
 /// use rlx_tensor::{shape, Func};
 /// let f = Func::new("affine", |s| {

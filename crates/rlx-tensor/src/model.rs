@@ -9,6 +9,10 @@ use std::collections::HashSet;
 
 /// A compiled, runnable model with by-name weight binding.
 ///
+/// `Send + Sync`: a model can be moved into a worker thread or shared by reference
+/// (running needs `&mut`, as binding does; for concurrent runs of one program use
+/// [`Func::jit`](crate::Func::jit), whose [`Jitted`](crate::Jitted) runs through `&self`).
+///
 /// Binding is strict: a name the graph does not declare, or data of the wrong
 /// length, is an error that lists the declared names.
 ///

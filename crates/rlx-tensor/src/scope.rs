@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 /// Owns a graph while you build symbolic tensors in it.
 ///
+/// `Send + Sync`, like the tensors built in it: a scope and its tensors may be moved into
+/// another thread to finish the graph there.
+///
 /// ```
 /// use rlx_tensor::{shape, GraphScope};
 /// let mut s = GraphScope::new("affine");
