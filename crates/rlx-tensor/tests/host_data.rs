@@ -3,7 +3,7 @@
 #![cfg(feature = "eval")]
 
 use half::{bf16, f16};
-use rlx_tensor::{DType, Dim, Func, HostData, TensorData, TensorDataExt, shape};
+use rlx_tensor::{DType, Dim, Error, Func, HostData, TensorData, TensorDataExt, shape};
 
 /// An embedding lookup: i64 token ids (any count) into a 4×3 table.
 fn embed() -> Func {
@@ -191,4 +191,22 @@ fn typed_readers_refuse_another_dtype_and_borrow_when_aligned() {
     }
     let bytes = TensorData::new(DType::U8, &[2], vec![9, 8]).unwrap();
     assert_eq!(bytes.as_host_data(), Some(HostData::U8(&[9, 8])));
+}
+
+#[test]
+fn each_bad_input_has_its_error_kind() {
+    let f = embed();
+    let (ids, floats, none) = ([0i64, 1], [0.0f32], [0i64; 0]);
+    let unknown = f.try_run_host(&[("nope", HostData::from(&ids))]);
+    assert!(
+        matches!(unknown, Err(Error::UnknownName { .. })),
+        "{unknown:?}"
+    );
+    let dtype = f.try_run_host(&[("ids", HostData::from(&floats))]);
+    assert!(matches!(dtype, Err(Error::DType { .. })), "{dtype:?}");
+    let g = Func::new("three", |s| s.input("x", shape![I64; 3]).sum_all());
+    let shape = g.try_run_host(&[("x", HostData::from(&none))]);
+    assert!(matches!(shape, Err(Error::Shape { .. })), "{shape:?}");
+    let read = TensorData::from_f32(&[1], &[1.0]).try_to_vec_of::<i64>();
+    assert!(matches!(read, Err(Error::DType { .. })), "{read:?}");
 }

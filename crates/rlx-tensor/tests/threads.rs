@@ -122,6 +122,24 @@ fn a_func_moves_into_a_thread_and_runs_there() {
 }
 
 #[test]
+fn one_func_runs_from_four_threads_at_once_each_compiling_into_its_own_cache() {
+    let f = affine();
+    let serial: Vec<Vec<Vec<f32>>> = (0..4).map(|k| f.run(&[("x", &input(k))])).collect();
+    let barrier = Barrier::new(4);
+    std::thread::scope(|s| {
+        for k in 0..4 {
+            let (f, barrier, serial) = (&f, &barrier, &serial);
+            s.spawn(move || {
+                barrier.wait();
+                for _ in 0..20 {
+                    assert_eq!(f.run(&[("x", &input(k))]), serial[k], "thread {k}");
+                }
+            });
+        }
+    });
+}
+
+#[test]
 fn one_jitted_runs_from_four_threads_at_once_with_the_serial_results() {
     let j = affine().jit();
     let serial: Vec<Vec<Vec<f32>>> = (0..4).map(|k| j.run(&[("x", &input(k))])).collect();
