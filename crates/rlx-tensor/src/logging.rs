@@ -1,52 +1,5 @@
-//! Diagnostics through `tracing`.
-//!
-//! The compiler and the backends report what they do as [`tracing`] spans and events;
-//! any subscriber the application installs receives them. The targets:
-//!
-//! | target | level | what |
-//! |---|---|---|
-//! | `rlx::compile` | debug | a span per compile and per compiler phase (simplify, decompose, fuse, schedule, memplan), each phase's duration (`elapsed_us`), kernel and buffer counts |
-//! | `rlx::fusion` | debug | each recompute-or-store decision for a value several kernels read, with its cost |
-//! | `rlx::jit` | debug | a CPU tile program that stays interpreted, and why |
-//! | `rlx::cache` | debug | compile-cache misses (and why) and evictions |
-//! | `rlx::wgpu` | info, debug | a wgpu kernel that runs on the host instead (info); the WGSL of a shader the device rejects (debug) |
-//! | `rlx::device` | debug | a graph that does not run on the device asked for, and why |
-//! | `rlx::gemm`, `rlx::cpu`, `rlx::cache` | warn | an environment variable's value that cannot be used |
-//!
-//! Without a subscriber of its own, an application sets `RLX_LOG` to a filter in
-//! [`EnvFilter`](tracing_subscriber::EnvFilter) syntax (`RLX_LOG=debug`,
-//! `RLX_LOG=rlx::fusion=debug,rlx::jit=debug`); the first evaluation then installs a
-//! stderr subscriber with that filter, unless a global subscriber is already set.
-//! [`init_logging`] does the same from code.
-//!
-//! # Environment variables
-//!
-//! Every variable rlx reads, in one place. All are read once per process.
-//!
-//! | variable | crate | effect |
-//! |---|---|---|
-//! | `RLX_LOG=<filter>` | rlx-tensor | install a stderr `tracing` subscriber with this filter at the first evaluation (`1` means `info`; `0` or empty: none) |
-//! | `RLX_PROFILE=1` | rlx-cpu | time every kernel of every compiled CPU program: `explain()` then ends with the per-kernel table, and each program prints it to stderr when dropped |
-//! | `RLX_FORCE_DEVICE=<device>` | rlx-runtime | run every graph on this device when it is available (`cpu`, `gpu`, `cuda`, …) |
-//! | `RLX_CACHE_CAPACITY=<n>` | rlx-runtime | programs each thread's compile cache keeps (least recently used evicted beyond) |
-//! | `RLX_NUM_THREADS=<n>` | rlx-cpu | CPU worker threads (unset or `0`: all cores) |
-//! | `RLX_JIT=0` | rlx-cpu | interpret elementwise tile programs instead of compiling them to AVX-512 machine code (same bits, slower) |
-//! | `RLX_JIT_DUMP=<dir>` | rlx-cpu | write each JIT-compiled tile program's machine code to `<dir>/rlx-jit-<n>.bin` |
-//! | `RLX_JIT_PREFETCH=<bytes>` | rlx-cpu | prefetch distance of the JIT's loops (default 2048; `0` turns prefetching off) |
-//! | `RLX_GEMM_BF16`, `RLX_GEMM_F16` = `amx` / `avx512bf16` / `avx512f32` / `f32` | rlx-cpu | the half-precision GEMM path (default: the fastest available) |
-//! | `RLX_GEMM_I8` = `amx` / `avx512` / `portable` | rlx-cpu | the int8 GEMM path (default: the fastest available) |
-//! | `RLX_NO_MALLOC_TUNING` | rlx-cpu | leave glibc's malloc thresholds alone |
-//! | `RLX_CUDA_LIB_DIR=<dirs>` | rlx-cuda | directories searched first for the CUDA libraries (a path list) |
-//! | `RLX_NVRTC_LIB=<path>` | rlx-cuda | the NVRTC library (a file or its directory) |
-//! | `RLX_PYTHON_PATH=<dirs>` | rlx-cuda | Python site directories searched for NVIDIA wheels (as `PYTHONPATH`) |
-//! | `RLX_CUDA_TF32=1` | rlx-cuda | let cuBLAS use TF32 tensor cores for f32 contractions |
-//! | `RLX_CUDA_NO_BLAS=1` | rlx-cuda | generated kernels instead of cuBLAS for contractions |
-//! | `RLX_CUDA_SPLIT_MIN=<n>` | rlx-cuda | the smallest reduction the CUDA backend splits across blocks |
-//! | `RLX_CUDA_EMU_DIR=<dir>` | rlx-cuda | cache directory of the host emulator's compiled kernels (tests) |
-//!
-//! Test suites also read `RLX_DIFF_SEED` (differential suites), `RLX_FUZZ_SEED`,
-//! `RLX_FUZZ_CASES`, `RLX_FUZZ_CASE`, `RLX_FUZZ_KNOWN` (the fuzz suite), `RLX_SEED`,
-//! `RLX_LARGE`, `RLX_WGPU_CASES` and `RLX_GPU_CASES`; their tests document them.
+//! Diagnostics through `tracing`: [`init_logging`], `RLX_LOG`, and the table of every
+//! `RLX_*` environment variable (on [`init_logging`], so it shows in the crate docs).
 
 use std::sync::Once;
 use tracing_subscriber::EnvFilter;
@@ -134,11 +87,61 @@ fn parse_filter(filter: &str) -> Result<EnvFilter, LogFilterError> {
 /// error naming the filter when it does not parse.
 ///
 /// ```
-/// // Fusion decisions and JIT fallbacks, nothing else.
-/// let installed = rlx_tensor::init_logging("rlx::fusion=debug,rlx::jit=debug").unwrap();
-/// assert!(installed || !installed); // false only if the program set a subscriber first
-/// assert!(rlx_tensor::init_logging("rlx::fusion=loud").is_err());
+/// // Fusion decisions and JIT fallbacks, nothing else (`false`: a global subscriber
+/// // was set before, and it receives them instead).
+/// let _installed: bool = rlx_tensor::init_logging("rlx::fusion=debug,rlx::jit=debug").unwrap();
+/// let err = rlx_tensor::init_logging("rlx::fusion=loud").unwrap_err();
+/// assert!(err.to_string().contains("rlx::fusion=loud"));
 /// ```
+///
+/// # Tracing targets
+///
+/// The compiler and the backends report what they do as [`tracing`] spans and events;
+/// any subscriber the application installs receives them. The targets:
+///
+/// | target | level | what |
+/// |---|---|---|
+/// | `rlx::compile` | debug | a span per compile and per compiler phase (simplify, decompose, fuse, schedule, memplan), each phase's duration (`elapsed_us`), kernel and buffer counts |
+/// | `rlx::fusion` | debug | each recompute-or-store decision for a value several kernels read, with its cost |
+/// | `rlx::jit` | debug | a CPU tile program that stays interpreted, and why |
+/// | `rlx::cache` | debug | compile-cache misses (and why) and evictions |
+/// | `rlx::wgpu` | info, debug | a wgpu kernel that runs on the host instead (info); the WGSL of a shader the device rejects (debug) |
+/// | `rlx::device` | debug | a graph that does not run on the device asked for, and why |
+/// | `rlx::gemm`, `rlx::cpu`, `rlx::cache` | warn | an environment variable's value that cannot be used |
+///
+/// Without a subscriber of its own, an application sets `RLX_LOG` to a filter in
+/// [`EnvFilter`](tracing_subscriber::EnvFilter) syntax (`RLX_LOG=debug`,
+/// `RLX_LOG=rlx::fusion=debug,rlx::jit=debug`); the first evaluation then installs a
+/// stderr subscriber with that filter, unless a global subscriber is already set.
+///
+/// # Environment variables
+///
+/// Every variable rlx reads, in one place. All are read once per process.
+///
+/// | variable | crate | effect |
+/// |---|---|---|
+/// | `RLX_LOG=<filter>` | rlx-tensor | install a stderr `tracing` subscriber with this filter at the first evaluation (`1` means `info`; `0` or empty: none) |
+/// | `RLX_PROFILE=1` | rlx-cpu | time every kernel of every compiled CPU program: `explain()` then ends with the per-kernel table, and each program prints it to stderr when dropped |
+/// | `RLX_FORCE_DEVICE=<device>` | rlx-runtime | run every graph on this device when it is available (`cpu`, `gpu`, `cuda`, …) |
+/// | `RLX_CACHE_CAPACITY=<n>` | rlx-runtime | programs each thread's compile cache keeps (least recently used evicted beyond) |
+/// | `RLX_NUM_THREADS=<n>` | rlx-cpu | CPU worker threads (unset or `0`: all cores) |
+/// | `RLX_JIT=0` | rlx-cpu | interpret elementwise tile programs instead of compiling them to AVX-512 machine code (same bits, slower) |
+/// | `RLX_JIT_DUMP=<dir>` | rlx-cpu | write each JIT-compiled tile program's machine code to `<dir>/rlx-jit-<n>.bin` |
+/// | `RLX_JIT_PREFETCH=<bytes>` | rlx-cpu | prefetch distance of the JIT's loops (default 2048; `0` turns prefetching off) |
+/// | `RLX_GEMM_BF16`, `RLX_GEMM_F16` = `amx` / `avx512bf16` / `avx512f32` / `f32` | rlx-cpu | the half-precision GEMM path (default: the fastest available) |
+/// | `RLX_GEMM_I8` = `amx` / `avx512` / `portable` | rlx-cpu | the int8 GEMM path (default: the fastest available) |
+/// | `RLX_NO_MALLOC_TUNING` | rlx-cpu | leave glibc's malloc thresholds alone |
+/// | `RLX_CUDA_LIB_DIR=<dirs>` | rlx-cuda | directories searched first for the CUDA libraries (a path list) |
+/// | `RLX_NVRTC_LIB=<path>` | rlx-cuda | the NVRTC library (a file or its directory) |
+/// | `RLX_PYTHON_PATH=<dirs>` | rlx-cuda | Python site directories searched for NVIDIA wheels (as `PYTHONPATH`) |
+/// | `RLX_CUDA_TF32=1` | rlx-cuda | let cuBLAS use TF32 tensor cores for f32 contractions |
+/// | `RLX_CUDA_NO_BLAS=1` | rlx-cuda | generated kernels instead of cuBLAS for contractions |
+/// | `RLX_CUDA_SPLIT_MIN=<n>` | rlx-cuda | the smallest reduction the CUDA backend splits across blocks |
+/// | `RLX_CUDA_EMU_DIR=<dir>` | rlx-cuda | cache directory of the host emulator's compiled kernels (tests) |
+///
+/// Test suites also read `RLX_DIFF_SEED` (differential suites), `RLX_FUZZ_SEED`,
+/// `RLX_FUZZ_CASES`, `RLX_FUZZ_CASE`, `RLX_FUZZ_KNOWN` (the fuzz suite), `RLX_SEED`,
+/// `RLX_LARGE`, `RLX_WGPU_CASES` and `RLX_GPU_CASES`; their tests document them.
 pub fn init_logging(filter: &str) -> Result<bool, LogFilterError> {
     let filter = parse_filter(filter)?;
     Ok(tracing_subscriber::fmt()
