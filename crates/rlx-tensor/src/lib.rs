@@ -87,7 +87,7 @@ pub use safetensors::{
 };
 pub use scope::{GraphScope, graph, graph_with};
 pub use slice::{SliceAxis, SliceSpec, ax, ix, rg, tail};
-pub use tensor::{Scalar, Tensor};
+pub use tensor::{ReshapeTarget, Scalar, Tensor};
 #[cfg(feature = "eval")]
 pub use threads::*;
 #[cfg(feature = "optim")]

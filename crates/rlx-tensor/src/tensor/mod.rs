@@ -16,6 +16,7 @@ mod scalar;
 mod shape_ops;
 
 pub use ops::Scalar;
+pub use shape_ops::ReshapeTarget;
 pub(crate) use scalar::BinaryRhs;
 
 use crate::{Error, Result};

@@ -45,12 +45,12 @@ fn axis_error(op: &str, shape: &Shape, axis: usize) -> Error {
     ))
 }
 
-/// A reshape target: the new dims, with at most one `-1` to be inferred.
+/// A target for [`Tensor::reshape_to`]: the new dims, with at most one `-1` to be inferred.
 ///
 /// Implemented for arrays, slices, `Vec`s (owned or borrowed) of `i64`, `i32` (what
 /// unsuffixed literals such as `[2, -1]` become), `isize` and `usize` — so
-/// `t.reshape([2, -1])`, `t.reshape(vec![n, m])` with `usize` sizes and
-/// `t.reshape(other.dims())` all work — and for `&[Dim]` (`shape.dims()`: a static dim is
+/// `t.reshape_to([2, -1])`, `t.reshape_to(vec![n, m])` with `usize` sizes and
+/// `t.reshape_to(other.dims())` all work — and for `&[Dim]` (`shape.dims()`: a static dim is
 /// its size, one dynamic dim becomes `-1`).
 pub trait ReshapeTarget {
     /// The target as the IR's `i64` dims (`-1` = inferred), or an error naming `op`.
@@ -141,22 +141,18 @@ impl Tensor {
     /// Row-major reshape to `new_shape`; one entry may be `-1` (inferred). Emits
     /// `Op::Reshape`. Panics when the element counts differ (see [`Tensor::try_reshape`]).
     ///
-    /// The target may be given as `i64`/`i32` (literals) or `usize` sizes, as an array, a
-    /// slice or a `Vec`, or as another shape's dims (see `ReshapeTarget`):
+    /// The signature is the published one (`impl Into<Vec<i64>>`); to pass `usize` sizes
+    /// or another shape's dims without `as i64`, use [`Tensor::reshape_to`].
     ///
     /// ```
     /// use rlx_tensor::Tensor;
     /// let x = Tensor::arange(6).reshape([2, -1]);
     /// assert_eq!(x.dims(), vec![2, 3]);
-    /// let (rows, cols): (usize, usize) = (3, 2);
-    /// assert_eq!(x.reshape([rows, cols]).dims(), vec![3, 2]);
     /// assert_eq!(x.reshape(vec![6i64]).dims(), vec![6]);
-    /// let y = Tensor::zeros([3, 2]);
-    /// assert_eq!(x.reshape(y.dims()).dims(), vec![3, 2]);
-    /// assert_eq!(x.reshape(y.shape().dims()).dims(), vec![3, 2]);
+    /// assert_eq!(Tensor::ones([1, 1]).reshape([]).dims(), Vec::<usize>::new());
     /// ```
     #[track_caller]
-    pub fn reshape(&self, new_shape: impl ReshapeTarget) -> Tensor {
+    pub fn reshape(&self, new_shape: impl Into<Vec<i64>>) -> Tensor {
         self.try_reshape(new_shape)
             .unwrap_or_else(|e| panic!("{e}"))
     }
@@ -169,7 +165,48 @@ impl Tensor {
     /// assert!(err.to_string().contains("cannot reshape [2, 3] f32 (6 elements)"));
     /// ```
     #[track_caller]
-    pub fn try_reshape(&self, new_shape: impl ReshapeTarget) -> Result<Tensor> {
+    pub fn try_reshape(&self, new_shape: impl Into<Vec<i64>>) -> Result<Tensor> {
+        self.try_apply(
+            Op::Reshape {
+                new_shape: new_shape.into(),
+            },
+            &[self],
+        )
+    }
+
+    /// [`Tensor::reshape`] with the target in any common form (see [`ReshapeTarget`]):
+    /// `usize` sizes, `i64`/`i32` sizes with one `-1`, an array, slice or `Vec`, or another
+    /// shape's dims.
+    ///
+    /// `reshape` itself keeps the published `impl Into<Vec<i64>>` bound (generic code that
+    /// forwards such a value, and `reshape([])`, must keep compiling); Rust cannot accept
+    /// both that bound and `usize` arrays in one parameter.
+    ///
+    /// ```
+    /// use rlx_tensor::Tensor;
+    /// let x = Tensor::arange(6);
+    /// let (rows, cols): (usize, usize) = (3, 2);
+    /// assert_eq!(x.reshape_to([rows, cols]).dims(), vec![3, 2]);
+    /// assert_eq!(x.reshape_to([2, -1]).dims(), vec![2, 3]);
+    /// let y = Tensor::zeros([3, 2]);
+    /// assert_eq!(x.reshape_to(y.dims()).dims(), vec![3, 2]);
+    /// assert_eq!(x.reshape_to(y.shape().dims()).dims(), vec![3, 2]);
+    /// ```
+    #[track_caller]
+    pub fn reshape_to(&self, new_shape: impl ReshapeTarget) -> Tensor {
+        self.try_reshape_to(new_shape)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Tensor::reshape_to`] returning an error instead of panicking.
+    ///
+    /// ```
+    /// use rlx_tensor::Tensor;
+    /// let err = Tensor::zeros([2, 3]).try_reshape_to([4usize, 2]).unwrap_err();
+    /// assert!(err.to_string().contains("cannot reshape [2, 3] f32 (6 elements)"));
+    /// ```
+    #[track_caller]
+    pub fn try_reshape_to(&self, new_shape: impl ReshapeTarget) -> Result<Tensor> {
         let new_shape = new_shape.reshape_dims("reshape")?;
         self.try_apply(Op::Reshape { new_shape }, &[self])
     }
