@@ -11,7 +11,7 @@ fn count(what: &str, shape: &[usize]) -> Result<usize> {
     rlx_ir::checked_bytes(shape.iter().copied(), DType::F32)
         .map(|b| b / 4)
         .ok_or_else(|| {
-            Error::new(format!(
+            Error::shape(format!(
                 "{what}: shape {shape:?} is too large: {} f32 bytes exceed the {} bytes one tensor may hold; use a smaller shape",
                 if rlx_ir::checked_elements(shape).is_some() { "its" } else { "its element count overflows usize, and its" },
                 rlx_ir::MAX_TENSOR_BYTES
@@ -25,7 +25,7 @@ fn f32_bytes(what: &str, n: usize, mut f: impl FnMut(usize) -> f32) -> Result<Ve
     let bytes = n * 4; // n comes from `count`, so this cannot overflow
     let mut v: Vec<u8> = Vec::new();
     v.try_reserve_exact(bytes).map_err(|_| {
-        Error::new(format!(
+        Error::out_of_memory(format!(
             "{what}: out of memory: cannot allocate {bytes} bytes ({}) for {n} f32 values; use a smaller shape",
             rlx_ir::human_bytes(bytes)
         ))
@@ -167,7 +167,7 @@ impl Tensor {
             (span + step.abs() - 1) / step.abs()
         };
         let Ok(len) = usize::try_from(len) else {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "arange_step: {len} values from {start} to {end} by {step} is more than one tensor can hold; use a larger step or a shorter range"
             )));
         };
@@ -250,7 +250,7 @@ impl Tensor {
 fn check_len(what: &str, len: usize, shape: &[usize]) -> Result<()> {
     let n = count(what, shape)?;
     if n != len {
-        return Err(Error::new(format!(
+        return Err(Error::shape(format!(
             "{what}: {len} values do not fill shape {shape:?} ({n} elements); pass {n} values or change the shape"
         )));
     }

@@ -30,7 +30,7 @@ fn static_axis(op: &str, shape: &Shape, axis: usize, why: &str) -> Result<usize>
         return Err(axis_error(op, shape, axis));
     }
     shape.dim(axis).as_static().ok_or_else(|| {
-        Error::new(format!(
+        Error::shape(format!(
             "{op}: axis {axis} of {shape} is dynamic ({}); {why}",
             shape.dim(axis)
         ))
@@ -38,7 +38,7 @@ fn static_axis(op: &str, shape: &Shape, axis: usize, why: &str) -> Result<usize>
 }
 
 fn axis_error(op: &str, shape: &Shape, axis: usize) -> Error {
-    Error::new(format!(
+    Error::shape(format!(
         "{op}: axis {axis} is out of range for {shape} (rank {}); valid axes are 0..{}",
         shape.rank(),
         shape.rank()
@@ -244,7 +244,7 @@ impl Tensor {
     pub fn try_t(&self) -> Result<Tensor> {
         let r = self.rank();
         if r < 2 {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "t: swaps the last two axes, but {} has rank {r}; use .unsqueeze(0) to make a vector a [1, n] row first",
                 self.shape()
             )));
@@ -302,14 +302,14 @@ impl Tensor {
             (false, _) => index,
             (true, Some(n)) => index + n as i64,
             (true, None) => {
-                return Err(Error::new(format!(
+                return Err(Error::shape(format!(
                     "select: index {index} counts from the end of axis {axis} of {shape}, which is dynamic; use a non-negative index"
                 )));
             }
         };
         if resolved < 0 || size.is_some_and(|n| resolved >= n as i64) {
             let n = size.unwrap_or(0);
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "select: index {index} is out of range for axis {axis} of {shape}; valid indices are -{n}..{n}"
             )));
         }
@@ -378,7 +378,7 @@ impl Tensor {
         let shape = self.shape();
         let r = shape.rank();
         if axis > r {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "unsqueeze: axis {axis} is out of range for {shape}; a new axis goes at 0..={r}"
             )));
         }
@@ -417,7 +417,7 @@ impl Tensor {
             return Err(axis_error("squeeze", &shape, axis));
         }
         if shape.dim(axis) != Dim::Static(1) {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "squeeze: axis {axis} of {shape} has size {}, not 1; only size-1 axes can be dropped (use narrow or select to pick one element)",
                 shape.dim(axis)
             )));
@@ -490,14 +490,14 @@ impl Tensor {
             return Err(axis_error("split", &shape, axis));
         }
         let Some(total) = sizes.iter().try_fold(0usize, |acc, &n| acc.checked_add(n)) else {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "split: sizes {sizes:?} add up to more than usize holds (axis {axis} of {shape}); make them add up to the axis length"
             )));
         };
         if let Some(n) = shape.dim(axis).as_static()
             && total != n
         {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "split: sizes {sizes:?} add up to {total} but axis {axis} of {shape} has {n} elements; make them add up to {n}"
             )));
         }
@@ -568,7 +568,7 @@ impl Tensor {
             return Err(axis_error("tile", &shape, axis));
         }
         if reps == 0 {
-            return Err(Error::new(format!(
+            return Err(Error::shape(format!(
                 "tile: reps must be at least 1 (tiling axis {axis} of {shape}); use narrow(axis, 0, 0) for an empty tensor"
             )));
         }
@@ -578,7 +578,7 @@ impl Tensor {
                 .checked_mul(reps)
                 .map(|m| shape.with_dim(axis, Dim::Static(m)));
             if out.is_none_or(|s| s.check_size().is_err()) {
-                return Err(Error::new(format!(
+                return Err(Error::shape(format!(
                     "tile: {reps} copies of axis {axis} of {shape} are too large: the result would exceed {} bytes; use fewer reps",
                     rlx_ir::MAX_TENSOR_BYTES
                 )));
@@ -728,7 +728,7 @@ impl Tensor {
 /// naming the op and the count when the allocator refuses (never an abort).
 fn reserve_or_err<T>(op: &str, v: &mut Vec<T>, n: usize) -> Result<()> {
     v.try_reserve_exact(n).map_err(|_| {
-        Error::new(format!(
+        Error::out_of_memory(format!(
             "{op}: out of memory: cannot allocate room for {n} pieces; ask for fewer"
         ))
     })
