@@ -43,7 +43,7 @@ fn lines(bytes: usize, what: &str) -> RuntimeResult<Vec<Line>> {
 }
 
 fn out_of_memory(bytes: usize, what: &str) -> RuntimeError {
-    RuntimeError::new(format!(
+    RuntimeError::out_of_memory(format!(
         "cpu: out of memory: cannot allocate {bytes} bytes ({}) for {what}; use smaller inputs or shapes",
         rlx_ir::human_bytes(bytes)
     ))
@@ -444,7 +444,12 @@ impl CpuExecutable {
                 .find(|d| d.arg == i)
                 .map_or(a.bytes.len(), |d| d.bytes);
             if a.dtype != shape.dtype() || bytes != a.numel() * a.dtype.size_bytes() {
-                return Err(RuntimeError::new(format!(
+                let error = if a.dtype != shape.dtype() {
+                    RuntimeError::dtype
+                } else {
+                    RuntimeError::shape
+                };
+                return Err(error(format!(
                     "graph `{}`: argument `{name}` is declared {shape} but got {:?} {} ({} bytes)",
                     p.name,
                     a.dims,
@@ -457,7 +462,7 @@ impl CpuExecutable {
         if self.fixed.is_some() {
             for (a, (name, shape)) in args.iter().zip(&p.args) {
                 if shape.static_dims().as_deref() != Some(a.dims) {
-                    return Err(RuntimeError::new(format!(
+                    return Err(RuntimeError::shape(format!(
                         "graph `{}`: argument `{name}` is declared {shape} but got {:?} {}",
                         p.name, a.dims, a.dtype
                     )));
@@ -543,7 +548,7 @@ impl CpuExecutable {
                 }
                 if let Err(e) = r {
                     let kernel = &p.kernels[k];
-                    return Err(RuntimeError::new(format!(
+                    return Err(RuntimeError::run(format!(
                         "graph `{}`, kernel {k} ({} of [{}]): {e}",
                         p.name,
                         kernel.label(),
