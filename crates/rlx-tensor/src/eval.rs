@@ -109,9 +109,7 @@ pub(crate) fn cached(prepared: &Prepared, device: Device) -> Result<rlx_runtime:
         device,
         || CompiledGraph::new(device, &prepared.graph),
     )
-    .map_err(|e| Error::Compile {
-        message: e.to_string(),
-    })
+    .map_err(Error::from)
 }
 
 impl Tensor {
@@ -149,7 +147,7 @@ impl Tensor {
                         "cannot read a tensor that depends on graph inputs or params without their data ({e}); build a Func (Func::from_graph) and call run with the inputs"
                     ))
                 } else {
-                    Error::new(e.to_string())
+                    Error::from(e)
                 }
             })?
         };

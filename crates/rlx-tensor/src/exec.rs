@@ -106,9 +106,7 @@ impl PreparedGraph {
             device,
             || CompiledGraph::new(device, &self.prepared.graph),
         )
-        .map_err(|e| Error::Compile {
-            message: e.to_string(),
-        })
+        .map_err(Error::from)
     }
 }
 

@@ -66,10 +66,7 @@ impl Model {
         crate::func::check_graph(&format!("Model `{}`", graph.name), &graph)?;
         crate::eval::ensure_backends();
         let prepared = PreparedGraph::new(&graph);
-        let compiled =
-            CompiledGraph::new(device, &prepared.prepared.graph).map_err(|e| Error::Compile {
-                message: e.to_string(),
-            })?;
+        let compiled = CompiledGraph::new(device, &prepared.prepared.graph).map_err(Error::from)?;
         Ok(Model {
             compiled,
             prepared,
@@ -122,9 +119,7 @@ impl Model {
                 "{what}: param `{name}` has several dynamic dims; it cannot be bound from a flat slice"
             )));
         };
-        self.compiled
-            .set_param(name, t)
-            .map_err(|e| Error::new(e.to_string()))?;
+        self.compiled.set_param(name, t).map_err(Error::from)?;
         Ok(self)
     }
 
