@@ -16,6 +16,68 @@ use crate::Tensor;
 #[cfg(feature = "eval")]
 use rlx_ir::{DType, TensorData};
 
+/// A one-line summary: the name, the inputs and params with their shapes, which params
+/// are bound, and the graph's size — never the graph's nodes or any data.
+///
+/// ```
+/// use rlx_tensor::{Func, shape};
+/// let f = Func::new("affine", |s| {
+///     let x = s.input("x", shape![?, 2]);
+///     let w = s.param("w", shape![2, 1]);
+///     x.matmul(&w)
+/// })
+/// .with_param("w", vec![1.0, -1.0]);
+/// assert_eq!(
+///     format!("{f:?}"),
+///     "Func(\"affine\"; inputs [x: [?0, 2] f32]; params [w: [2, 1] f32 (bound)]; 3 nodes, 1 output)"
+/// );
+/// ```
+impl fmt::Debug for crate::Func {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let g = self.graph();
+        let entry = |name: &str, id: Option<rlx_ir::NodeId>, bound: bool| {
+            let shape = id.map(|id| g.shape(id).to_string()).unwrap_or_default();
+            format!("{name}: {shape}{}", if bound { " (bound)" } else { "" })
+        };
+        let inputs: Vec<String> = g
+            .input_names()
+            .iter()
+            .map(|n| entry(n, g.input_id(n), false))
+            .collect();
+        let params: Vec<String> = g
+            .param_names()
+            .iter()
+            .map(|n| entry(n, g.param_id(n), self.param_binding(n).is_some()))
+            .collect();
+        let outs = g.outputs.len();
+        write!(
+            f,
+            "Func({:?}; inputs [{}]; params [{}]; {} node{}, {outs} output{})",
+            g.name,
+            inputs.join(", "),
+            params.join(", "),
+            g.len(),
+            if g.len() == 1 { "" } else { "s" },
+            if outs == 1 { "" } else { "s" },
+        )
+    }
+}
+
+/// A one-line summary: the graph's name and size.
+impl fmt::Debug for crate::GraphScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (name, n) = {
+            let st = self.cell.state();
+            (st.graph.name.clone(), st.graph.len())
+        };
+        write!(
+            f,
+            "GraphScope({name:?}; {n} node{})",
+            if n == 1 { "" } else { "s" }
+        )
+    }
+}
+
 impl fmt::Debug for Tensor {
     /// ```
     /// use rlx_tensor::Tensor;

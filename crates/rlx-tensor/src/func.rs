@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 /// assert_eq!(f.run(&[("x", &[5.0, 6.0])]), vec![vec![65.0]]); // any batch size, one compile
 /// # }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Func {
     graph: Graph,
     params: Vec<(String, Vec<f32>)>,

@@ -19,9 +19,8 @@ use std::sync::Arc;
 /// let g = s.finish();
 /// assert_eq!(g.outputs.len(), 1);
 /// ```
-#[derive(Debug)]
 pub struct GraphScope {
-    cell: Arc<GraphCell>,
+    pub(crate) cell: Arc<GraphCell>,
     next_symbol: u32,
 }
 

@@ -167,3 +167,19 @@ mod eval {
         assert!(text.starts_with("Tensor[2] f32 (not computable:"), "{text}");
     }
 }
+
+#[test]
+fn func_and_scope_debug_are_one_line_without_data() {
+    let f = rlx_tensor::Func::new("big", |s| {
+        let w = s.param("w", rlx_tensor::shape![1000]);
+        (&w * 2.0).sum_all()
+    })
+    .with_param("w", vec![0.123_456_79; 1000]);
+    let d = format!("{f:?}");
+    assert!(!d.contains('\n'), "{d}");
+    assert!(!d.contains("0.1234"), "no param data in Debug: {d}");
+    assert!(d.starts_with("Func(\"big\"; inputs []; params [w: [1000] f32 (bound)]"), "{d}");
+    let mut scope = rlx_tensor::GraphScope::new("g");
+    let _x = scope.input("x", rlx_tensor::shape![2]);
+    assert_eq!(format!("{scope:?}"), "GraphScope(\"g\"; 1 node)");
+}
