@@ -17,6 +17,7 @@ pub mod decompose;
 pub mod explain;
 pub mod fuse;
 pub mod jvp;
+pub mod kinks;
 pub mod memplan;
 mod pipeline;
 pub mod program;

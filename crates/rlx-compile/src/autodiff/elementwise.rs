@@ -3,7 +3,8 @@
 
 use super::builder::Bw;
 use crate::build::Build;
-use rlx_ir::{Activation, BinaryOp, CmpOp, IrResult, Node, NodeId, Op, TensorData};
+use crate::kinks;
+use rlx_ir::{Activation, BinaryOp, IrResult, Node, NodeId, Op, TensorData};
 use std::f64::consts::PI;
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
@@ -61,9 +62,8 @@ pub(super) fn needs_input(a: Activation) -> bool {
 }
 
 /// `g · a′(x)`, with `y = a(x)` available; `x` may be `None` when
-/// [`needs_input`] is false. Piecewise activations use the derivative of the
-/// branch that holds at `x` (at a kink: relu, elu → the left branch; hard_swish,
-/// hard_sigmoid → the middle branch on the closed interval [−3, 3]).
+/// [`needs_input`] is false. At kinks the piecewise activations follow the
+/// conventions of [`crate::kinks`], built by the same helpers as forward mode.
 pub(super) fn activation_grad(
     bw: &mut Bw,
     a: Activation,
@@ -116,7 +116,7 @@ pub(super) fn activation_grad(
         }
         // y > 0 exactly where x > 0.
         A::Relu => {
-            let m = bw.cmp_scalar(CmpOp::Gt, y, 0.0)?;
+            let m = kinks::positive(bw, y)?;
             return bw.keep_where(m, g);
         }
         A::Sigmoid => {
@@ -139,7 +139,7 @@ pub(super) fn activation_grad(
             bw.scale(yyy, -0.5)?
         }
         A::Neg => return bw.neg(g),
-        A::Abs => bw.act(A::Sign, x())?,
+        A::Abs => kinks::abs_slope(bw, x())?,
         A::Sin => bw.act(A::Cos, x())?,
         A::Cos => {
             let s = bw.act(A::Sin, x())?;
@@ -165,13 +165,8 @@ pub(super) fn activation_grad(
             unreachable!("flow::blocked stops gradients at {}", a.name())
         }
         A::Softplus => bw.act(A::Sigmoid, x())?,
-        A::Elu => {
-            // x > 0: 1; else eˣ = y + 1 (y > 0 exactly where x > 0).
-            let m = bw.cmp_scalar(CmpOp::Gt, y, 0.0)?;
-            let y1 = bw.add_scalar(y, 1.0)?;
-            let gy = bw.mul(g, y1)?;
-            return bw.select(m, g, gy);
-        }
+        // y > 0 exactly where x > 0.
+        A::Elu => kinks::elu_slope(bw, y, y)?,
         A::Erf => {
             let x = x();
             let xx = bw.mul(x, x)?;
@@ -179,26 +174,8 @@ pub(super) fn activation_grad(
             let e = bw.act(A::Exp, n)?;
             bw.scale(e, 2.0 / PI.sqrt())?
         }
-        A::HardSwish => {
-            // 0 below −3, 1 above 3, (2x + 3)/6 = x/3 + 1/2 between.
-            let x = x();
-            let lin = bw.scale(x, 1.0 / 3.0)?;
-            let mid = bw.add_scalar(lin, 0.5)?;
-            let hi = bw.cmp_scalar(CmpOp::Gt, x, 3.0)?;
-            let one = bw.scalar_like(1.0, x);
-            let upper = bw.select(hi, one, mid)?;
-            let lo = bw.cmp_scalar(CmpOp::Lt, x, -3.0)?;
-            bw.zero_where(lo, upper)?
-        }
-        A::HardSigmoid => {
-            // 1/6 on [−3, 3], 0 outside.
-            let x = x();
-            let lo = bw.cmp_scalar(CmpOp::Lt, x, -3.0)?;
-            let hi = bw.cmp_scalar(CmpOp::Gt, x, 3.0)?;
-            let sixth = bw.scale(g, 1.0 / 6.0)?;
-            let inner = bw.zero_where(hi, sixth)?;
-            return bw.zero_where(lo, inner);
-        }
+        A::HardSwish => kinks::hard_swish_slope(bw, x())?,
+        A::HardSigmoid => kinks::hard_sigmoid_slope(bw, x())?,
         A::Mish => {
             // tanh(sp) + x·(1 − tanh²(sp))·σ(x), sp = softplus(x).
             let x = x();
@@ -280,14 +257,8 @@ fn binary(bw: &mut Bw, node: &Node, b: BinaryOp, g: NodeId) -> IrResult<()> {
             (Some(q), gr)
         }
         BinaryOp::Max | BinaryOp::Min => {
-            // The winner takes the gradient; exact ties split it evenly.
-            let wins = if b == BinaryOp::Max {
-                CmpOp::Gt
-            } else {
-                CmpOp::Lt
-            };
-            let l_wins = bw.cmp(wins, l, rv)?;
-            let r_wins = bw.cmp(wins, rv, l)?;
+            // The winner takes the gradient; ties split it evenly (crate::kinks).
+            let (l_wins, r_wins) = kinks::winners(bw, b, l, rv)?;
             let half = bw.scale(g, 0.5)?;
             let side = |bw: &mut Bw, other_wins: NodeId, me_wins: NodeId| -> IrResult<NodeId> {
                 let tie_or_lose = bw.zero_where(other_wins, half)?;
@@ -309,33 +280,30 @@ fn binary(bw: &mut Bw, node: &Node, b: BinaryOp, g: NodeId) -> IrResult<()> {
         BinaryOp::Pow => {
             let gl = if wl {
                 // r·l^(r−1); a constant exponent folds r − 1 at build time.
-                let rm1 = match scalar_constant(bw, r) {
+                // 0 where r = 0 (crate::kinks), unless r is a nonzero constant.
+                let c = scalar_constant(bw, r);
+                let rm1 = match c {
                     Some(e) => bw.scalar(e - 1.0, dt),
                     None => bw.add_scalar(rv, -1.0)?,
                 };
-                let p = bw.bin(BinaryOp::Pow, l, rm1)?;
-                let rp = bw.mul(rv, p)?;
+                let rp = kinks::pow_base_slope(bw, l, rv, rm1, c.is_some_and(|e| e != 0.0))?;
                 Some(bw.mul(g, rp)?)
             } else {
                 None
             };
             let gr = if wr {
-                // y·ln l, taken as 0 at l = 0 (where 0^r is flat in r for r > 0).
-                let ln = bw.act(Activation::Log, l)?;
-                let yl = bw.mul(y, ln)?;
-                let gyl = bw.mul(g, yl)?;
-                let z = bw.cmp_scalar(CmpOp::Eq, l, 0.0)?;
-                Some(bw.zero_where(z, gyl)?)
+                // y·ln l, taken as 0 at l = 0 (crate::kinks).
+                let d = kinks::pow_exponent_slope(bw, l, y)?;
+                Some(bw.mul(g, d)?)
             } else {
                 None
             };
             (gl, gr)
         }
         BinaryOp::Mod => {
-            // fmod(l, r) = l − trunc(l/r)·r: ∂/∂l = 1, ∂/∂r = −trunc(l/r) = −(l − y)/r.
+            // fmod(l, r) = l − trunc(l/r)·r: ∂/∂l = 1, ∂/∂r = −trunc(l/r) (crate::kinks).
             let gr = if wr {
-                let ly = bw.sub(l, y)?;
-                let t = bw.div(ly, rv)?;
+                let t = kinks::mod_quotient(bw, l, y, rv)?;
                 let gt = bw.mul(g, t)?;
                 Some(bw.neg(gt)?)
             } else {

@@ -4,7 +4,8 @@
 use super::builder::Bw;
 use super::prod::others_product;
 use crate::build::Build;
-use rlx_ir::{CmpOp, IrResult, Node, NodeId, Op, ReduceOp, norm_axis};
+use crate::kinks;
+use rlx_ir::{IrResult, Node, NodeId, Op, ReduceOp, norm_axis};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
     if !bw.wants(node, 0) {
@@ -69,9 +70,9 @@ fn reduce(
             bw.broadcast_like(share, x)
         }
         ReduceOp::Max | ReduceOp::Min => {
-            // Every element equal to the extremum shares the gradient evenly.
+            // Every element equal to the extremum shares the gradient evenly (crate::kinks).
             let yk = if keep_dim { y } else { bw.reshape_to(y, &kd)? };
-            let hit = bw.cmp(CmpOp::Eq, x, yk)?;
+            let hit = kinks::extremum_hits(bw, x, yk)?;
             let hits = bw.cast(hit, dt)?;
             let n = bw.sum(hits, axes.to_vec(), true)?;
             let share = bw.div(gk, n)?;

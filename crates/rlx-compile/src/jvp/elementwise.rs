@@ -3,7 +3,8 @@
 use super::emit::Em;
 use super::{Fwd, carries_tangent};
 use crate::build::Build;
-use rlx_ir::{Activation, BinaryOp, CmpOp, IrResult, Node, NodeId, Op, TensorData};
+use crate::kinks;
+use rlx_ir::{Activation, BinaryOp, IrResult, Node, NodeId, Op, TensorData};
 use std::f64::consts::PI;
 
 pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
@@ -52,35 +53,13 @@ pub(crate) fn activation_tangent(
         A::Round => return Ok(Some(t)),
         A::Neg => return Ok(Some(e.neg(t)?)),
         A::Relu => {
-            let pos = e.cmp_scalar(CmpOp::Gt, x, 0.0)?;
+            let pos = kinks::positive(e, x)?;
             return Ok(Some(e.keep_where(pos, t)?));
         }
-        A::Elu => {
-            // x > 0: 1; else eˣ = y + 1.
-            let pos = e.cmp_scalar(CmpOp::Gt, x, 0.0)?;
-            let neg_d = e.add_scalar(y, 1.0)?;
-            let one = e.scalar_like(1.0, x);
-            e.select(pos, one, neg_d)?
-        }
-        A::HardSwish => {
-            // 0 below −3, 1 above 3, (2x + 3)/6 between.
-            let lo = e.cmp_scalar(CmpOp::Lt, x, -3.0)?;
-            let hi = e.cmp_scalar(CmpOp::Gt, x, 3.0)?;
-            let two_x = e.scale(x, 2.0)?;
-            let mid = e.add_scalar(two_x, 3.0)?;
-            let mid = e.scale(mid, 1.0 / 6.0)?;
-            let one = e.scalar_like(1.0, x);
-            let zero = e.scalar_like(0.0, x);
-            let upper = e.select(hi, one, mid)?;
-            e.select(lo, zero, upper)?
-        }
-        A::HardSigmoid => {
-            let abs = e.act(A::Abs, x)?;
-            let inside = e.cmp_scalar(CmpOp::Lt, abs, 3.0)?;
-            let sixth = e.scalar_like(1.0 / 6.0, x);
-            let zero = e.scalar_like(0.0, x);
-            e.select(inside, sixth, zero)?
-        }
+        // The kink conventions are shared with reverse mode (crate::kinks).
+        A::Elu => kinks::elu_slope(e, x, y)?,
+        A::HardSwish => kinks::hard_swish_slope(e, x)?,
+        A::HardSigmoid => kinks::hard_sigmoid_slope(e, x)?,
         A::Gelu => {
             // Φ(x) + x·φ(x) with Φ(x) = ½(1 + erf(x/√2)), φ(x) = e^(−x²/2)/√(2π).
             let xs = e.scale(x, std::f64::consts::FRAC_1_SQRT_2)?;
@@ -141,7 +120,7 @@ pub(crate) fn activation_tangent(
             let y3 = e.mul(y2, y)?;
             e.scale(y3, -0.5)?
         }
-        A::Abs => e.act(A::Sign, x)?,
+        A::Abs => kinks::abs_slope(e, x)?,
         A::Sin => e.act(A::Cos, x)?,
         A::Cos => {
             let s = e.act(A::Sin, x)?;
@@ -256,13 +235,8 @@ fn binary(f: &mut Fwd, node: &Node, b: BinaryOp) -> IrResult<Option<NodeId>> {
                 Some(z) => e.cast(z, dt)?,
                 None => zero,
             };
-            let (win, lose) = if b == BinaryOp::Max {
-                (CmpOp::Gt, CmpOp::Lt)
-            } else {
-                (CmpOp::Lt, CmpOp::Gt)
-            };
-            let a_wins = e.cmp(win, a, r)?;
-            let r_wins = e.cmp(lose, a, r)?;
+            let rr = e.cast(r, dt)?;
+            let (a_wins, r_wins) = kinks::winners(e, b, a, rr)?;
             let both = e.add(tx, tz)?;
             let half = e.scale(both, 0.5)?;
             let inner = e.select(r_wins, tz, half)?;
@@ -272,31 +246,22 @@ fn binary(f: &mut Fwd, node: &Node, b: BinaryOp) -> IrResult<Option<NodeId>> {
             let mut terms = Vec::new();
             if let Some(x) = ta {
                 // r·a^(r−1)·ta; where r = 0 the term is 0 (a^(−1)·0 would be NaN at a = 0).
-                let rm1 = e.add_scalar(r, -1.0)?;
-                let p = e.bin(BinaryOp::Pow, a, rm1)?;
-                let p = e.mul(p, r)?;
-                let p = match constant_values(e, r) {
-                    Some(v) if v.iter().all(|&v| v != 0.0) => p,
-                    _ => {
-                        let rz = e.cmp_scalar(CmpOp::Eq, r, 0.0)?;
-                        let zero = e.scalar(0.0, dt);
-                        e.select(rz, zero, p)?
-                    }
-                };
+                let rr = e.cast(r, dt)?;
+                let rm1 = e.add_scalar(rr, -1.0)?;
+                let nonzero = constant_values(e, r).is_some_and(|v| v.iter().all(|&v| v != 0.0));
+                let p = kinks::pow_base_slope(e, a, rr, rm1, nonzero)?;
                 terms.push(e.mul(x, p)?);
             }
             if let Some(z) = tr {
-                // y·ln(a)·tr.
+                // y·ln(a)·tr, 0 at a = 0 (crate::kinks).
                 let z = e.cast(z, dt)?;
-                let ln = e.act(Activation::Log, a)?;
-                let yl = e.mul(y, ln)?;
+                let yl = kinks::pow_exponent_slope(e, a, y)?;
                 terms.push(e.mul(yl, z)?);
             }
             e.sum_terms(terms)?
         }
         BinaryOp::Mod => {
-            // fmod(a, r) = a − trunc(a/r)·r → ta − trunc(a/r)·tr, with trunc(a/r) =
-            // (a − y)/r rounded to the integer it is.
+            // fmod(a, r) = a − trunc(a/r)·r → ta − trunc(a/r)·tr (crate::kinks).
             let mut terms = Vec::new();
             if let Some(x) = ta {
                 terms.push(x);
@@ -304,9 +269,7 @@ fn binary(f: &mut Fwd, node: &Node, b: BinaryOp) -> IrResult<Option<NodeId>> {
             if let Some(z) = tr {
                 let z = e.cast(z, dt)?;
                 let rr = e.cast(r, dt)?;
-                let diff = e.sub(a, y)?;
-                let q = e.div(diff, rr)?;
-                let q = e.act(Activation::Round, q)?;
+                let q = kinks::mod_quotient(e, a, y, rr)?;
                 let qz = e.mul(q, z)?;
                 terms.push(e.neg(qz)?);
             }

@@ -4,7 +4,8 @@
 use super::Fwd;
 use crate::autodiff::prod::others_product;
 use crate::build::Build;
-use rlx_ir::{CmpOp, IrResult, Node, NodeId, Op, ReduceOp};
+use crate::kinks;
+use rlx_ir::{IrResult, Node, NodeId, Op, ReduceOp};
 
 pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
     match &node.op {
@@ -88,13 +89,13 @@ fn reduce(
     match op {
         ReduceOp::Sum | ReduceOp::Mean => Ok(Some(e.op(node.op.clone(), vec![t])?)),
         ReduceOp::Max | ReduceOp::Min => {
-            // The tangent at the extremal elements, averaged over ties.
+            // The tangent at the extremal elements, averaged over ties (crate::kinks).
             let yk = if keep_dim {
                 node.id
             } else {
                 e.reduce(op, x, axes.clone(), true)?
             };
-            let hit = e.cmp(CmpOp::Eq, x, yk)?;
+            let hit = kinks::extremum_hits(e, x, yk)?;
             let picked = e.keep_where(hit, t)?;
             let num = e.sum(picked, axes.clone(), keep_dim)?;
             let dt = e.dtype(x);
