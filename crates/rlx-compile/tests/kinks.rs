@@ -418,3 +418,93 @@ fn reduce_max_and_min_split_ties_evenly_in_both_modes() {
         &[0.0, 1.0, 0.0, 0.0],
     );
 }
+
+/// Max pooling over one 2×2 window of the 4 values `xs` (reshaped to `[1, 1, 2, 2]`):
+/// both modes agree and route the derivative to the first maximal tap.
+#[track_caller]
+fn max_pool(xs: [f64; 4], want: [f64; 4]) {
+    let m = Modes::new(1, 4, |g, ids| {
+        let x4 = op(
+            g,
+            Op::Reshape {
+                new_shape: vec![1, 1, 2, 2],
+            },
+            vec![ids[0]],
+        );
+        let p = op(
+            g,
+            Op::Pool {
+                kind: ReduceOp::Max,
+                kernel_size: vec![2, 2],
+                stride: vec![2, 2],
+                padding: vec![0, 0],
+            },
+            vec![x4],
+        );
+        op(g, Op::Reshape { new_shape: vec![1] }, vec![p])
+    });
+    let x = vec![xs.to_vec()];
+    let grad = m.grad(&x, vec![1.0]).swap_remove(0);
+    assert_eq!(grad, want, "max pool of {xs:?}: the gradient");
+    let v = tangents(4, 31);
+    let jv = m.jvp(&x, std::slice::from_ref(&v))[0];
+    let dot: f64 = grad.iter().zip(&v).map(|(g, v)| g * v).sum();
+    assert!(
+        same(jv, dot),
+        "max pool of {xs:?}: jvp·v = {jv} but ⟨grad, v⟩ = {dot}"
+    );
+}
+
+#[test]
+fn max_pool_routes_ties_to_the_first_maximal_tap_in_both_modes() {
+    max_pool([1.0; 4], [1.0, 0.0, 0.0, 0.0]);
+    max_pool([0.0, 2.0, 2.0, 1.0], [0.0, 1.0, 0.0, 0.0]);
+    max_pool([0.0, 2.0 - D, 2.0, 1.0], [0.0, 0.0, 1.0, 0.0]);
+}
+
+/// `linear(x, w = 1, b = 0)` with a fused activation at the activation's kinks:
+/// the fused op's rules reuse the activation rules, so the conventions hold there too.
+#[test]
+fn fused_linear_activations_follow_the_same_conventions_in_both_modes() {
+    let s = 1.0 / 6.0;
+    let cases: [(Activation, &[f64], &[f64]); 5] = [
+        (Activation::Relu, &[0.0, D, -D], &[0.0, 1.0, 0.0]),
+        (Activation::Elu, &[0.0, D], &[1.0, 1.0]),
+        (Activation::Abs, &[0.0, D, -D], &[0.0, 1.0, -1.0]),
+        (
+            Activation::HardSigmoid,
+            &[-3.0, 3.0, 3.0 - D],
+            &[0.0, 0.0, s],
+        ),
+        (
+            Activation::HardSwish,
+            &[-3.0, 3.0, 3.0 + D],
+            &[-0.5, 1.5, 1.0],
+        ),
+    ];
+    for (a, xs, want) in cases {
+        let n = xs.len() as i64;
+        unary(&format!("linear+{}", a.name()), xs, want, 0.0, |g, x| {
+            let one = TensorData::from_f64(&[1, 1], &[1.0]);
+            let zero = TensorData::from_f64(&[1], &[0.0]);
+            let (ws, bs) = (one.shape(), zero.shape());
+            let w = g.add_node(Op::Constant { data: one.bytes }, vec![], ws);
+            let b = g.add_node(Op::Constant { data: zero.bytes }, vec![], bs);
+            let x2 = op(
+                g,
+                Op::Reshape {
+                    new_shape: vec![n, 1],
+                },
+                vec![x],
+            );
+            let y = op(
+                g,
+                Op::FusedMatMulBiasAct {
+                    activation: Some(a),
+                },
+                vec![x2, w, b],
+            );
+            op(g, Op::Reshape { new_shape: vec![n] }, vec![y])
+        });
+    }
+}
