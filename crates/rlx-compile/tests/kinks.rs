@@ -128,7 +128,7 @@ fn unary(name: &str, xs: &[f64], want: &[f64], tol: f64, f: impl Fn(&mut Graph, 
             grad[i]
         );
         assert!(
-            same(jv[i], (grad[i] * v[i])),
+            same(jv[i], grad[i] * v[i]),
             "{at}: jvp·v = {} but grad·v = {} (v = {})",
             jv[i],
             grad[i] * v[i],

@@ -13,6 +13,9 @@
 //! second-order derivatives, and the compiler fuses and memory-plans it like any other.
 //!
 //! Conventions worth knowing:
+//! - At non-differentiable points every piecewise op takes the derivative tabled in
+//!   [`crate::kinks`], built by the same helpers as forward mode ([`crate::jvp`]), so
+//!   `jvp(f)(x)·v == ⟨grad f(x), v⟩` holds there too.
 //! - `maximum`/`minimum` and the `max`/`min` reductions split the gradient evenly
 //!   between tied operands/elements (so `clamp` at exactly its bound passes 1/2).
 //! - `round` and `round_to_format` are straight-through (identity gradient);
