@@ -81,8 +81,13 @@ pub(crate) fn plan_load(
     }
 }
 
-/// Bind `p` under `binding`.
-pub(crate) fn bind(p: &Program, binding: &DimBinding) -> IrResult<Bound> {
+/// Bind `p` under `binding`; the kernels' machine code comes from (and goes to) `jit`,
+/// the program's cache shared by all its bindings.
+pub(crate) fn bind(
+    p: &Program,
+    binding: &DimBinding,
+    jit: &std::sync::Arc<crate::jit::JitCache>,
+) -> IrResult<Bound> {
     p.guards.check(binding)?;
     let (buf_dims, buf_bytes) = p.bound_buffers(binding)?;
     let (offsets, arena) = memplan::plan_offsets(p, &buf_bytes);
@@ -91,17 +96,17 @@ pub(crate) fn bind(p: &Program, binding: &DimBinding) -> IrResult<Bound> {
         let bk = match &k.kind {
             KernelKind::Elementwise { space, expr } => {
                 let dims = concrete(space, binding).expect("bound");
-                BKernel::Ew(EwPlan::new(p, &buf_dims, k, expr, &dims, binding)?)
+                BKernel::Ew(EwPlan::new(p, &buf_dims, k, expr, &dims, binding, jit)?)
             }
             KernelKind::Reduce { .. } => {
-                BKernel::Reduce(ReducePlan::new(p, &buf_dims, k, binding)?)
+                BKernel::Reduce(ReducePlan::new(p, &buf_dims, k, binding, jit)?)
             }
-            KernelKind::Row { .. } => BKernel::Row(RowPlan::new(p, &buf_dims, k, binding)?),
+            KernelKind::Row { .. } => BKernel::Row(RowPlan::new(p, &buf_dims, k, binding, jit)?),
             KernelKind::Contraction { .. } => {
-                BKernel::Contract(ContractPlan::new(p, &buf_dims, k, binding)?)
+                BKernel::Contract(ContractPlan::new(p, &buf_dims, k, binding, jit)?)
             }
             KernelKind::Attention { .. } => {
-                match super::attention::AttnPlan::new(p, &buf_dims, k, binding)? {
+                match super::attention::AttnPlan::new(p, &buf_dims, k, binding, jit)? {
                     Some(a) => BKernel::Attn(a),
                     None => BKernel::Opaque(OpaquePlan::new(p, &buf_dims, k, binding)?),
                 }

@@ -70,6 +70,7 @@ impl ContractPlan {
         bd: &[Vec<usize>],
         kern: &Kernel,
         bnd: &DimBinding,
+        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<ContractPlan> {
         let KernelKind::Contraction {
             a,
@@ -98,7 +99,7 @@ impl ContractPlan {
         // The product is written into the last store's buffer (the kernel root's): the
         // epilogue stores it last in each tile, after every value that reads the product.
         let st = *kern.stores.last().expect("a contraction stores its result");
-        let ep = EwPlan::with_stores(p, bd, kern, epilogue, &kern.stores, &out, bnd)?;
+        let ep = EwPlan::with_stores(p, bd, kern, epilogue, &kern.stores, &out, bnd, jit)?;
         let out_dt = p.buffers[st.buf].shape.dtype();
         Ok(ContractPlan {
             a_bstr: batch_strides(&ap, &a_dims, &batch),

@@ -60,14 +60,17 @@ pub(crate) struct EwPlan {
     work: usize,
     /// The stored slots (each once): what a compiled tile program writes out.
     exports: Vec<usize>,
-    /// The tile program compiled to machine code, built on the first tile (`None`
-    /// inside: not compilable; see [`crate::jit`]).
-    jit: std::sync::OnceLock<Option<crate::jit::JitKernel>>,
+    /// The tile program compiled to machine code, looked up (or compiled) on the first
+    /// tile (`None` inside: not compilable; see [`crate::jit`]).
+    jit: std::sync::OnceLock<Option<std::sync::Arc<crate::jit::JitKernel>>>,
+    /// The program's machine code for every binding of its dynamic dims: a plan bound
+    /// for a new binding reuses what an earlier one compiled.
+    shared: std::sync::Arc<crate::jit::JitCache>,
     /// Streaming plans: per export, the one f32 buffer it is stored to, when every
     /// export has one (the compiled code then writes them with non-temporal stores).
     nt_targets: Option<Vec<usize>>,
     /// The streaming variant of `jit`.
-    jit_nt: std::sync::OnceLock<Option<crate::jit::JitKernel>>,
+    jit_nt: std::sync::OnceLock<Option<std::sync::Arc<crate::jit::JitKernel>>>,
 }
 
 /// Whether a run of `dt` elements can be copied as is from compute type `ty`.
@@ -248,8 +251,9 @@ impl EwPlan {
         expr: &Expr,
         dims: &[usize],
         b: &DimBinding,
+        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<EwPlan> {
-        Self::with_stores(p, bd, k, expr, &k.stores, dims, b)
+        Self::with_stores(p, bd, k, expr, &k.stores, dims, b, jit)
     }
 
     /// A plan for `expr` over `dims` storing node `store.0` into buffer `store.1`
@@ -262,12 +266,13 @@ impl EwPlan {
         store: (u32, usize),
         dims: &[usize],
         b: &DimBinding,
+        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<EwPlan> {
         let st = Store {
             value: store.0,
             buf: store.1,
         };
-        Self::with_stores(p, bd, k, expr, &[st], dims, b)
+        Self::with_stores(p, bd, k, expr, &[st], dims, b, jit)
     }
 
     /// A plan for `expr` over `dims` storing every entry of `stores` (each tile computes
@@ -280,6 +285,7 @@ impl EwPlan {
         stores: &[Store],
         dims: &[usize],
         b: &DimBinding,
+        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<EwPlan> {
         let mut loads = plan_used(p, bd, k, expr, dims, b)?;
         let store_dt = |st: &Store| p.buffers[st.buf].shape.dtype();
@@ -344,6 +350,7 @@ impl EwPlan {
         Ok(EwPlan {
             exports,
             jit: std::sync::OnceLock::new(),
+            shared: jit.clone(),
             nt_targets,
             jit_nt: std::sync::OnceLock::new(),
             stream,
@@ -486,8 +493,9 @@ impl EwPlan {
             return false;
         }
         // Known not to compile: interpret without fetching the inputs twice.
-        let failed =
-            |c: &std::sync::OnceLock<Option<crate::jit::JitKernel>>| matches!(c.get(), Some(None));
+        let failed = |c: &std::sync::OnceLock<Option<std::sync::Arc<crate::jit::JitKernel>>>| {
+            matches!(c.get(), Some(None))
+        };
         if failed(&self.jit) && (self.nt_targets.is_none() || failed(&self.jit_nt)) {
             return false;
         }
@@ -529,14 +537,18 @@ impl EwPlan {
         }
     }
 
-    /// The compiled program (the non-temporal-store variant with `nt`), compiled on
-    /// first use for inputs of scalar pattern `mask`; `None` if it does not compile or
-    /// was compiled for another pattern.
+    /// The compiled program (the non-temporal-store variant with `nt`), taken from the
+    /// program's cache (compiled there if no binding needed it before) on first use for
+    /// inputs of scalar pattern `mask`; `None` if it does not compile or was compiled
+    /// for another pattern.
     fn compiled(&self, nt: bool, mask: u64) -> Option<&crate::jit::JitKernel> {
         let cell = if nt { &self.jit_nt } else { &self.jit };
-        cell.get_or_init(|| crate::jit::compile(&self.prog, &self.exports, mask, nt))
-            .as_ref()
-            .filter(|j| j.scalar_mask == mask)
+        cell.get_or_init(|| {
+            self.shared
+                .get_or_compile(&self.prog, &self.exports, mask, nt)
+        })
+        .as_deref()
+        .filter(|j| j.scalar_mask == mask)
     }
 
     /// How this plan's tiles run, for `explain`: compiled to machine code (or will be on

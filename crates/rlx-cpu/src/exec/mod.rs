@@ -98,14 +98,17 @@ type BindCache = Mutex<Vec<(Vec<(u32, usize)>, Arc<Bound>)>>;
 /// Runs from several threads at once are truly concurrent: no lock is held across a
 /// run. Each run takes an arena from `pool` (allocating one when all are in use) and
 /// hands it back afterwards; the bound plans, constants and compiled JIT code are only
-/// read (JIT code is compiled once, behind a `OnceLock`); the per-thread tile scratch
-/// is thread-local; profiling counters are updated under a short lock per kernel. The
-/// kernels of concurrent runs share the CPU worker pool.
+/// read (JIT code is compiled once per program, under the short lock of its
+/// [`crate::jit::JitCache`], then held by each plan behind a `OnceLock`); the
+/// per-thread tile scratch is thread-local; profiling counters are updated under a
+/// short lock per kernel. The kernels of concurrent runs share the CPU worker pool.
 pub(crate) struct CpuExecutable {
     program: Program,
     /// The plan for static programs (bound once at compile time).
     fixed: Option<Arc<Bound>>,
     cache: BindCache,
+    /// Machine code of the tile programs, shared by the plans of every binding.
+    jit: Arc<crate::jit::JitCache>,
     /// Arenas handed back after runs (reused: no allocation per call).
     pool: Mutex<Vec<Vec<Line>>>,
     /// Aligned copies of the baked constants, per buffer.
@@ -192,15 +195,17 @@ impl CpuExecutable {
             })
             .collect::<RuntimeResult<Vec<_>>>()?;
         let program_kernels = program.kernels.len();
+        let jit = crate::jit::JitCache::for_kernels(program_kernels);
         let fixed = if program.is_dynamic() {
             None
         } else {
-            Some(Arc::new(bind(&program, &rlx_ir::DimBinding::new())?))
+            Some(Arc::new(bind(&program, &rlx_ir::DimBinding::new(), &jit)?))
         };
         Ok(CpuExecutable {
             program,
             fixed,
             cache: Mutex::new(Vec::new()),
+            jit,
             pool: Mutex::new(Vec::new()),
             consts,
             profile: profiling().then(|| Mutex::new(vec![(0.0, 0); program_kernels])),
@@ -218,7 +223,7 @@ impl CpuExecutable {
         if let Some((_, b)) = c.iter().find(|(k, _)| *k == key) {
             return Ok(b.clone());
         }
-        let b = Arc::new(bind(&self.program, &binding)?);
+        let b = Arc::new(bind(&self.program, &binding, &self.jit)?);
         if c.len() >= 64 {
             c.remove(0);
         }

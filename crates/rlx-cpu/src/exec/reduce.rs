@@ -164,6 +164,7 @@ impl ReducePlan {
         bd: &[Vec<usize>],
         k: &Kernel,
         b: &DimBinding,
+        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<ReducePlan> {
         let KernelKind::Reduce {
             op,
@@ -224,7 +225,7 @@ impl ReducePlan {
         let (dims, _) = collapse(&pdims, &groups, &mut loads);
         let in_dt = prologue.nodes[*input as usize].dtype;
         let in_ty = Ty::of(in_dt).ok_or_else(|| IrError::new("cpu", "complex reduction"))?;
-        let epilogue = EwPlan::with_stores(p, bd, k, epilogue, &k.stores, &out_dims, b)?;
+        let epilogue = EwPlan::with_stores(p, bd, k, epilogue, &k.stores, &out_dims, b, jit)?;
         Ok(ReducePlan {
             op: *op,
             prologue: TileProg::build(prologue)

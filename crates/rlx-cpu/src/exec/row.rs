@@ -37,6 +37,7 @@ impl RowPlan {
         bd: &[Vec<usize>],
         k: &Kernel,
         b: &DimBinding,
+        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<RowPlan> {
         let KernelKind::Row {
             op,
@@ -72,7 +73,7 @@ impl RowPlan {
             None => None,
         };
         let st = k.stores[0];
-        let ep = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &dims, b)?;
+        let ep = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &dims, b, jit)?;
         let trivial = epilogue.nodes.len() == 1
             && p.buffers[st.buf].shape.dtype() == DType::F32
             && *dtype == DType::F32;

@@ -13,7 +13,7 @@ use rlx_ir::{DType, FloatFormat};
 pub(crate) const TILE: usize = 1024;
 
 /// What one instruction does.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum IOp {
     Load(usize),
     Const(u64),
@@ -28,7 +28,7 @@ pub(crate) enum IOp {
 }
 
 /// One instruction: `dst = op(args)` with result dtype `dtype`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Instr {
     pub(crate) op: IOp,
     pub(crate) args: [u32; 3],

@@ -18,12 +18,14 @@
 //! program interpreted, `RLX_JIT_DUMP=<dir>` writes each compiled function for
 //! `objdump -D -b binary -m i386:x86-64`.
 
+mod cache;
 mod lower;
 mod mem;
 mod x86;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
+pub(crate) use cache::JitCache;
 pub(crate) use lower::{compile, unsupported};
 
 /// Compiled code for one tile program (and one pattern of scalar inputs).
@@ -114,6 +116,12 @@ static COMPILED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize
 
 /// How many tile programs have been compiled to machine code in this process (0 where
 /// the CPU lacks AVX-512 or the JIT is off).
+///
+/// A compiled program compiles each of its tile programs once, on its first run, and
+/// reuses that code for every later binding of its dynamic dims (the code reads the
+/// element count at run time), so a decode loop whose cache length grows each token
+/// stops adding to this count after its first steps. Compiling a graph again gives a
+/// new program that compiles its own code.
 pub fn compiled_count() -> usize {
     COMPILED.load(Ordering::Relaxed)
 }

@@ -94,6 +94,7 @@ impl AttnPlan {
         bd: &[Vec<usize>],
         k: &Kernel,
         bnd: &DimBinding,
+        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<Option<AttnPlan>> {
         let KernelKind::Attention {
             op,
@@ -197,7 +198,7 @@ impl AttnPlan {
         };
         let out = rlx_compile::program::concrete(out_space, bnd).expect("bound");
         let st = k.stores[0];
-        let ep = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &out, bnd)?;
+        let ep = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &out, bnd, jit)?;
         Ok(Some(AttnPlan {
             b,
             sq,
