@@ -86,7 +86,31 @@ struct CacheState {
     compiles: u64,
     /// What each cached key was compiled from, for explaining later misses.
     seen: LruCache<u64, Fingerprint>,
-    last_miss: Option<String>,
+    last_miss: Option<MissReason>,
+}
+
+/// Why the last miss missed; formatted only when asked ([`cache_last_miss`]), since
+/// eager code with new small data misses (and reuses a program) on every call.
+#[derive(Debug, Clone)]
+enum MissReason {
+    Text(String),
+    /// The graph of this name differs from a cached one only in small constants.
+    SmallConstants(String),
+}
+
+impl MissReason {
+    fn text(&self) -> String {
+        match self {
+            MissReason::Text(t) => t.clone(),
+            MissReason::SmallConstants(name) => small_constants_reason(name),
+        }
+    }
+}
+
+fn small_constants_reason(name: &str) -> String {
+    format!(
+        "graph `{name}` differs from a cached graph only in the values of small constants (keyed by value, API.md §6.2); its compiled program was reused (no recompile)"
+    )
 }
 
 impl Default for CacheState {
@@ -303,18 +327,57 @@ pub fn cache_get_or_compile_prepared(
     build: impl FnOnce() -> RuntimeResult<CompiledGraph>,
 ) -> RuntimeResult<CachedGraph> {
     let (out, served) = lookup(key, structure_key, build)?;
+    record(key, &graph.name, served, || Some(graph), device);
+    Ok(out)
+}
+
+/// [`cache_get_or_compile_prepared`] for keys computed without building the graph
+/// ([`crate::prepare_keys`]): `build` runs only when a program must be compiled and
+/// returns it with the graph it was compiled from (kept to explain later misses). A hit
+/// or a reuse touches no graph at all.
+pub fn cache_get_or_compile_keys(
+    key: u64,
+    structure_key: u64,
+    name: &str,
+    device: Device,
+    build: impl FnOnce() -> RuntimeResult<(CompiledGraph, Graph)>,
+) -> RuntimeResult<CachedGraph> {
+    let mut graph = None;
+    let (out, served) = lookup(key, structure_key, || {
+        let (compiled, g) = build()?;
+        graph = Some(g);
+        Ok(compiled)
+    })?;
+    record(key, name, served, || graph.as_ref(), device);
+    Ok(out)
+}
+
+/// Trace a miss and remember why it missed (the graph is needed only for a compile).
+fn record<'g>(
+    key: u64,
+    name: &str,
+    served: Served,
+    graph: impl FnOnce() -> Option<&'g Graph>,
+    device: Device,
+) {
     match served {
         Served::Hit => {}
         // Keep this path cheap: eager code lands here on every call with new data.
         Served::Reused => {
-            let reason = format!(
-                "graph `{}` differs from a cached graph only in the values of small constants (keyed by value, API.md §6.2); its compiled program was reused (no recompile)",
-                graph.name
-            );
-            trace_miss(key, &graph.name, served, &reason);
-            CACHE.with(|c| c.borrow_mut().last_miss = Some(reason));
+            if tracing::enabled!(target: "rlx::cache", tracing::Level::DEBUG) {
+                trace_miss(key, name, served, &small_constants_reason(name));
+            }
+            CACHE.with(|c| {
+                let mut c = c.borrow_mut();
+                if !matches!(&c.last_miss, Some(MissReason::SmallConstants(n)) if n == name) {
+                    c.last_miss = Some(MissReason::SmallConstants(name.to_string()));
+                }
+            });
         }
         Served::Compiled => {
+            let Some(graph) = graph() else {
+                return;
+            };
             let fp = Fingerprint::of(graph, device);
             CACHE.with(|c| {
                 let mut c = c.borrow_mut();
@@ -331,8 +394,8 @@ pub fn cache_get_or_compile_prepared(
                             fp.name
                         )
                     });
-                trace_miss(key, &graph.name, served, &reason);
-                c.last_miss = Some(reason);
+                trace_miss(key, name, served, &reason);
+                c.last_miss = Some(MissReason::Text(reason));
                 c.seen.put(key, fp);
                 let cap = cache_capacity();
                 while c.seen.len() > cap {
@@ -341,7 +404,6 @@ pub fn cache_get_or_compile_prepared(
             });
         }
     }
-    Ok(out)
 }
 
 /// How many programs this thread has compiled through the cache since the last
@@ -367,7 +429,7 @@ pub fn cache_compile_count() -> u64 {
 /// assert_eq!(cache_last_miss(), None);
 /// ```
 pub fn cache_last_miss() -> Option<String> {
-    CACHE.with(|c| c.borrow().last_miss.clone())
+    CACHE.with(|c| c.borrow().last_miss.as_ref().map(MissReason::text))
 }
 
 /// Whether `key` is cached on this thread (does not count as a lookup, and does not

@@ -29,13 +29,15 @@ pub use backend::{
 };
 pub use cache::{
     CACHE_CAPACITY, CachedGraph, cache_capacity, cache_compile_count, cache_contains,
-    cache_get_or_compile, cache_get_or_compile_graph, cache_get_or_compile_prepared,
+    cache_get_or_compile, cache_get_or_compile_graph, cache_get_or_compile_keys,
+    cache_get_or_compile_prepared,
     cache_last_miss, cache_len, cache_stats, clear_cache, set_cache_capacity,
 };
 pub use compiled::{ArgSlot, CompiledGraph};
 pub use device::Device;
 pub use error::{RuntimeError, RuntimeErrorKind, RuntimeResult};
 pub use prepare::{
-    BAKE_MAX_ELEMENTS, LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, graph_key, prepare,
+    BAKE_MAX_ELEMENTS, LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, PreparedKeys, graph_key,
+    lifted_arg_name, prepare, prepare_keys,
 };
 pub use profile::{KernelProfile, Profile};

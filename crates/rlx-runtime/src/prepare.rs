@@ -2,10 +2,15 @@
 //! the live cone of the requested outputs, with already-computed nodes and large
 //! constants lifted into arguments, plus a structural cache key.
 
+mod key;
+
 use crate::Device;
+use key::{KeyHasher, combine, hash_graph, hash_input_op, hash_node, hash_op, hash_outputs};
 use rlx_ir::{Graph, NodeId, Op};
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
+use std::sync::OnceLock;
 
 /// Constants with more elements than this are not part of the cache key (API.md,
 /// Deliberate deviation 2): new data of the same shape hits the cache.
@@ -26,6 +31,22 @@ pub enum Lifted {
     Constant(NodeId),
     /// The already-computed value of this node of the source graph.
     Realized(NodeId),
+}
+
+/// The name of lifted argument `i` in a prepared graph (`__arg{i}`), without allocating
+/// for the first 64.
+///
+/// ```
+/// assert_eq!(rlx_runtime::lifted_arg_name(3), "__arg3");
+/// assert_eq!(rlx_runtime::lifted_arg_name(100), "__arg100");
+/// ```
+pub fn lifted_arg_name(i: usize) -> Cow<'static, str> {
+    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| (0..64).map(|i| format!("__arg{i}")).collect());
+    match names.get(i) {
+        Some(n) => Cow::Borrowed(n.as_str()),
+        None => Cow::Owned(format!("__arg{i}")),
+    }
 }
 
 /// The program to compile for some outputs of a source graph.
@@ -53,10 +74,153 @@ impl Prepared {
     }
 }
 
-fn combine(keyed_payloads: u64, structure_key: u64) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (keyed_payloads, structure_key).hash(&mut h);
-    h.finish()
+/// The cache keys and lifted arguments of the program [`prepare`] would extract,
+/// computed without building it: the per-evaluation work of a cache hit. Argument `i`
+/// of the program is named [`lifted_arg_name`]`(i)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedKeys {
+    /// Equal to [`Prepared::key`].
+    pub key: u64,
+    /// Equal to [`Prepared::structure_key`].
+    pub structure_key: u64,
+    /// The sources of the lifted arguments, in argument order.
+    pub lifted: Vec<Lifted>,
+}
+
+/// Per-thread buffers of the cone walk, reused across evaluations (no allocation per
+/// call once they have grown to the graph size).
+#[derive(Default)]
+struct Scratch {
+    /// Per source node: [`DEAD`], [`LIVE`] or [`CUT`].
+    state: Vec<u8>,
+    /// Per live source node: its id in the extracted graph.
+    map: Vec<u32>,
+    stack: Vec<NodeId>,
+}
+
+const DEAD: u8 = 0;
+const LIVE: u8 = 1;
+const CUT: u8 = 2;
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Run `f` with this thread's scratch buffers (fresh ones if they are in use: an
+/// `is_realized` callback that prepares another graph).
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+impl Scratch {
+    /// Mark the live cone of `outputs`, cut at realized interior nodes.
+    fn walk(&mut self, src: &Graph, outputs: &[NodeId], is_realized: &dyn Fn(NodeId) -> bool) {
+        self.state.clear();
+        self.state.resize(src.len(), DEAD);
+        self.map.clear();
+        self.map.resize(src.len(), u32::MAX);
+        self.stack.clear();
+        self.stack.extend_from_slice(outputs);
+        while let Some(n) = self.stack.pop() {
+            if self.state[n.index()] != DEAD {
+                continue;
+            }
+            if !outputs.contains(&n) && is_realized(n) {
+                self.state[n.index()] = CUT;
+                continue;
+            }
+            self.state[n.index()] = LIVE;
+            self.stack.extend(src.node(n).inputs.iter().copied());
+        }
+    }
+}
+
+/// How a live node enters the extracted program.
+enum Role<'a> {
+    /// Copied with its op.
+    Kept,
+    /// Lifted into an argument; `Some(payload)` when the payload belongs to the key.
+    Lifted(Lifted, Option<&'a [u8]>),
+}
+
+fn role(node: &rlx_ir::Node, state: u8) -> Role<'_> {
+    if state == CUT {
+        return Role::Lifted(Lifted::Realized(node.id), None);
+    }
+    if let Op::Constant { data } = &node.op
+        && let Some(n) = node.shape.num_elements()
+        && n > BAKE_MAX_ELEMENTS
+    {
+        let keyed = (n <= LIFT_THRESHOLD_ELEMENTS).then_some(data.as_slice());
+        return Role::Lifted(Lifted::Constant(node.id), keyed);
+    }
+    Role::Kept
+}
+
+/// The keys of the cone of `outputs` in `src` (see [`prepare`], which returns the same
+/// keys with the extracted graph). Hashes the source nodes in place, remapping ids as
+/// extraction would: nothing is cloned, formatted or (after the first call on a
+/// thread) allocated except the lifted list.
+pub fn prepare_keys(
+    src: &Graph,
+    outputs: &[NodeId],
+    is_realized: &dyn Fn(NodeId) -> bool,
+    device: Device,
+) -> PreparedKeys {
+    with_scratch(|s| {
+        s.walk(src, outputs, is_realized);
+        let mut h = KeyHasher::default();
+        device.hash(&mut h);
+        src.name.hash(&mut h);
+        let mut payloads = KeyHasher::default();
+        let mut lifted = Vec::new();
+        let mut next = 0u32;
+        for node in src.nodes() {
+            let state = s.state[node.id.index()];
+            if state == DEAD {
+                continue;
+            }
+            match role(node, state) {
+                Role::Lifted(from, keyed) => {
+                    if let Some(data) = keyed {
+                        payloads.write_usize(lifted.len());
+                        data.hash(&mut payloads);
+                    }
+                    let name = lifted_arg_name(lifted.len());
+                    hash_node(
+                        &mut h,
+                        next,
+                        |h| hash_input_op(&name, h),
+                        std::iter::empty(),
+                        &node.shape,
+                    );
+                    lifted.push(from);
+                }
+                Role::Kept => {
+                    let map = &s.map;
+                    hash_node(
+                        &mut h,
+                        next,
+                        |h| hash_op(&node.op, h),
+                        node.inputs.iter().map(|i| map[i.index()]),
+                        &node.shape,
+                    );
+                }
+            }
+            s.map[node.id.index()] = next;
+            next += 1;
+        }
+        hash_outputs(outputs.iter().map(|o| s.map[o.index()]), &mut h);
+        let structure_key = h.finish();
+        PreparedKeys {
+            key: combine(payloads.finish(), structure_key),
+            structure_key,
+            lifted,
+        }
+    })
 }
 
 /// Extract the cone of `outputs` from `src`.
@@ -69,125 +233,69 @@ pub fn prepare(
     is_realized: &dyn Fn(NodeId) -> bool,
     device: Device,
 ) -> Prepared {
-    // A span only (no clock read): this runs on every evaluation, cache hits included.
+    // A span only (no clock read).
     let _span =
         tracing::trace_span!(target: "rlx::compile", "prepare", graph = %src.name).entered();
-    let out_set: Vec<NodeId> = outputs.to_vec();
-    // live cone, cut at realized interior nodes
-    let mut live = vec![false; src.len()];
-    let mut cut = vec![false; src.len()];
-    let mut stack: Vec<NodeId> = outputs.to_vec();
-    while let Some(n) = stack.pop() {
-        if live[n.index()] {
-            continue;
-        }
-        live[n.index()] = true;
-        if !out_set.contains(&n) && is_realized(n) {
-            cut[n.index()] = true;
-            continue;
-        }
-        stack.extend(src.node(n).inputs.iter().copied());
-    }
-    let mut g = Graph::new(src.name.clone());
-    let mut map: HashMap<NodeId, NodeId> = HashMap::new();
-    let mut lifted = Vec::new();
-    // The payloads of lifted constants that still belong to the key (API.md §6.2).
-    let mut keyed_payloads = std::collections::hash_map::DefaultHasher::new();
-    for node in src.nodes() {
-        if !live[node.id.index()] {
-            continue;
-        }
-        let lifted_const = match &node.op {
-            Op::Constant { data } => match node.shape.num_elements() {
-                Some(n) if n > BAKE_MAX_ELEMENTS => {
-                    if n <= LIFT_THRESHOLD_ELEMENTS {
-                        (lifted.len(), data).hash(&mut keyed_payloads);
-                    }
-                    true
-                }
-                _ => false,
-            },
-            _ => false,
-        };
-        let new_id = if cut[node.id.index()] || lifted_const {
-            let name = format!("__arg{}", lifted.len());
-            lifted.push((
-                name.clone(),
-                if cut[node.id.index()] {
-                    Lifted::Realized(node.id)
-                } else {
-                    Lifted::Constant(node.id)
-                },
-            ));
-            g.input(name, node.shape.clone())
-        } else {
-            let inputs = node.inputs.iter().map(|i| map[i]).collect();
-            let id = g.append_node(
-                node.op.clone(),
-                inputs,
-                node.shape.clone(),
-                node.name.clone(),
-            );
-            if let Some(o) = node.origin {
-                g.set_origin(id, o);
+    with_scratch(|s| {
+        s.walk(src, outputs, is_realized);
+        let mut g = Graph::new(src.name.clone());
+        let mut lifted = Vec::new();
+        // The payloads of lifted constants that still belong to the key (API.md §6.2).
+        let mut payloads = KeyHasher::default();
+        for node in src.nodes() {
+            let state = s.state[node.id.index()];
+            if state == DEAD {
+                continue;
             }
-            id
-        };
-        map.insert(node.id, new_id);
-    }
-    g.set_outputs(outputs.iter().map(|o| map[o]).collect());
-    let structure_key = graph_key(&g, device);
-    let keyed_payloads = keyed_payloads.finish();
-    Prepared {
-        graph: g,
-        key: combine(keyed_payloads, structure_key),
-        structure_key,
-        lifted,
-        keyed_payloads,
-    }
+            let new_id = match role(node, state) {
+                Role::Lifted(from, keyed) => {
+                    if let Some(data) = keyed {
+                        payloads.write_usize(lifted.len());
+                        data.hash(&mut payloads);
+                    }
+                    let name = lifted_arg_name(lifted.len()).into_owned();
+                    lifted.push((name.clone(), from));
+                    g.input(name, node.shape.clone())
+                }
+                Role::Kept => {
+                    let inputs = node
+                        .inputs
+                        .iter()
+                        .map(|i| NodeId(s.map[i.index()]))
+                        .collect();
+                    let id = g.append_node(
+                        node.op.clone(),
+                        inputs,
+                        node.shape.clone(),
+                        node.name.clone(),
+                    );
+                    if let Some(o) = node.origin {
+                        g.set_origin(id, o);
+                    }
+                    id
+                }
+            };
+            s.map[node.id.index()] = new_id.0;
+        }
+        g.set_outputs(outputs.iter().map(|o| NodeId(s.map[o.index()])).collect());
+        let structure_key = graph_key(&g, device);
+        let keyed_payloads = payloads.finish();
+        Prepared {
+            graph: g,
+            key: combine(keyed_payloads, structure_key),
+            structure_key,
+            lifted,
+            keyed_payloads,
+        }
+    })
 }
 
 /// The structural key of `graph` on `device` (outputs included).
 pub fn graph_key(graph: &Graph, device: Device) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = KeyHasher::default();
     device.hash(&mut h);
     hash_graph(graph, &mut h);
     h.finish()
-}
-
-fn hash_graph(graph: &Graph, h: &mut impl Hasher) {
-    graph.name.hash(h);
-    let mut buf = String::new();
-    for n in graph.nodes() {
-        n.id.hash(h);
-        match &n.op {
-            Op::Constant { data } => {
-                0u8.hash(h);
-                data.hash(h);
-            }
-            Op::Scan {
-                body,
-                length,
-                save_trajectory,
-                num_bcast,
-                num_xs,
-                num_checkpoints,
-            } => {
-                1u8.hash(h);
-                hash_graph(body, h);
-                (length, save_trajectory, num_bcast, num_xs, num_checkpoints).hash(h);
-            }
-            op => {
-                use std::fmt::Write;
-                buf.clear();
-                let _ = write!(buf, "{op:?}");
-                buf.hash(h);
-            }
-        }
-        n.inputs.hash(h);
-        n.shape.hash(h);
-    }
-    graph.outputs.hash(h);
 }
 
 #[cfg(test)]
@@ -257,5 +365,129 @@ mod tests {
         assert_eq!(p.lifted, vec![("__arg0".to_string(), Lifted::Realized(r))]);
         let q = prepare(&g, &[r], &|n| n == r, Device::Cpu);
         assert_eq!(q.graph.len(), 2, "the output itself is never cut");
+    }
+
+    /// Keys from `prepare_keys` (hashed in place) agree with `prepare` (hashed from the
+    /// extracted graph), including lifted constants, baked scalars and realized cuts.
+    #[test]
+    fn keys_hashed_in_place_equal_the_keys_of_the_extracted_graph() {
+        let mut g = Graph::new("g");
+        let a = g.input("a", Shape::new(&[3], DType::F32));
+        let big = constant(&mut g, &[0.5; 100]);
+        let small = constant(&mut g, &[1.0, 2.0, 3.0]);
+        let scalar = constant(&mut g, &[4.0]);
+        let r = g.add_op(Op::Activation(Activation::Relu), vec![a]).unwrap();
+        let s = g.add_op(Op::Binary(BinaryOp::Add), vec![r, small]).unwrap();
+        let t = g
+            .add_op(Op::Binary(BinaryOp::Mul), vec![s, scalar])
+            .unwrap();
+        let flat = g
+            .add_op(
+                Op::Reduce {
+                    op: rlx_ir::ReduceOp::Sum,
+                    axes: vec![0],
+                    keep_dim: true,
+                },
+                vec![big],
+            )
+            .unwrap();
+        let u = g.add_op(Op::Binary(BinaryOp::Add), vec![t, flat]).unwrap();
+        for realized in [None, Some(r), Some(s)] {
+            for device in [Device::Cpu, Device::Cuda] {
+                let is_realized = |n: NodeId| Some(n) == realized;
+                let p = prepare(&g, &[u], &is_realized, device);
+                let k = prepare_keys(&g, &[u], &is_realized, device);
+                assert_eq!((k.key, k.structure_key), (p.key, p.structure_key));
+                assert_eq!(p.structure_key, graph_key(&p.graph, device));
+                let names: Vec<String> = (0..k.lifted.len())
+                    .map(|i| lifted_arg_name(i).into_owned())
+                    .collect();
+                let lifted: Vec<(String, Lifted)> = names.into_iter().zip(k.lifted).collect();
+                assert_eq!(lifted, p.lifted);
+            }
+        }
+    }
+
+    /// Ops are hashed by their attributes: graphs that differ in one attribute (an
+    /// integer, a float, the sign of a zero, a list) get different keys.
+    #[test]
+    fn graphs_differing_only_in_one_op_attribute_get_different_keys() {
+        let key_of = |op: Op| {
+            let mut g = Graph::new("g");
+            let a = g.input("a", Shape::new(&[2, 4], DType::F32));
+            let r = g.add_op(op, vec![a]).unwrap();
+            let k = prepare_keys(&g, &[r], &|_| false, Device::Cpu);
+            assert_eq!(k.key, prepare(&g, &[r], &|_| false, Device::Cpu).key);
+            k.key
+        };
+        let pad = |value: f64| Op::Pad {
+            axis: 1,
+            before: 1,
+            after: 0,
+            value,
+        };
+        assert_ne!(
+            key_of(Op::Softmax { axis: 0 }),
+            key_of(Op::Softmax { axis: 1 })
+        );
+        assert_ne!(
+            key_of(Op::Softmax { axis: 1 }),
+            key_of(Op::LogSoftmax { axis: 1 })
+        );
+        assert_ne!(key_of(pad(0.0)), key_of(pad(1.0)));
+        assert_ne!(key_of(pad(0.0)), key_of(pad(-0.0)));
+        assert_eq!(key_of(pad(2.5)), key_of(pad(2.5)));
+        let reduce = |axes: Vec<usize>, keep_dim| Op::Reduce {
+            op: rlx_ir::ReduceOp::Sum,
+            axes,
+            keep_dim,
+        };
+        assert_ne!(
+            key_of(reduce(vec![0], false)),
+            key_of(reduce(vec![1], false))
+        );
+        assert_ne!(
+            key_of(reduce(vec![1], false)),
+            key_of(reduce(vec![1], true))
+        );
+        assert_ne!(
+            key_of(reduce(vec![0], false)),
+            key_of(reduce(vec![0, 1], false))
+        );
+        let round = |max_normal| Op::RoundToFormat {
+            exp_bits: 4,
+            man_bits: 3,
+            max_normal,
+        };
+        assert_ne!(key_of(round(448.0)), key_of(round(240.0)));
+        assert_ne!(
+            key_of(Op::Reshape { new_shape: vec![8] }),
+            key_of(Op::Reshape {
+                new_shape: vec![-1]
+            })
+        );
+        assert_ne!(
+            key_of(Op::Activation(Activation::Relu)),
+            key_of(Op::Activation(Activation::Exp))
+        );
+        assert_ne!(
+            key_of(Op::Cast { to: DType::F64 }),
+            key_of(Op::Cast { to: DType::I32 })
+        );
+    }
+
+    /// Input names are part of the key (two graphs reading different inputs are
+    /// different programs), and so is the graph name.
+    #[test]
+    fn input_names_and_graph_names_are_keyed() {
+        let key_of = |graph: &str, input: &str| {
+            let mut g = Graph::new(graph);
+            let a = g.input(input, Shape::new(&[3], DType::F32));
+            let r = g.add_op(Op::Activation(Activation::Relu), vec![a]).unwrap();
+            prepare_keys(&g, &[r], &|_| false, Device::Cpu).key
+        };
+        assert_ne!(key_of("g", "x"), key_of("g", "y"));
+        assert_ne!(key_of("g", "x"), key_of("h", "x"));
+        assert_eq!(key_of("g", "x"), key_of("g", "x"));
     }
 }

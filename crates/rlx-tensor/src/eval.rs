@@ -4,6 +4,7 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, Op, TensorData, TensorView};
 use rlx_runtime::{CompiledGraph, Lifted, Prepared};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::Once;
 
@@ -96,12 +97,7 @@ fn log_device_choice(graph: &Graph, chosen: Device) {
 
 /// Compile `prepared` for `device` through the per-thread cache.
 pub(crate) fn cached(prepared: &Prepared, device: Device) -> Result<rlx_runtime::CachedGraph> {
-    ensure_backends();
-    if !rlx_runtime::is_available(device) {
-        return Err(Error::DeviceUnavailable {
-            message: rlx_runtime::unavailable(device).to_string(),
-        });
-    }
+    check_available(device)?;
     rlx_runtime::cache_get_or_compile_prepared(
         prepared.key,
         prepared.structure_key,
@@ -112,50 +108,72 @@ pub(crate) fn cached(prepared: &Prepared, device: Device) -> Result<rlx_runtime:
     .map_err(Error::from)
 }
 
+/// Check that `device` can run graphs here (registering the backends first).
+fn check_available(device: Device) -> Result<()> {
+    ensure_backends();
+    if !rlx_runtime::is_available(device) {
+        return Err(Error::DeviceUnavailable {
+            message: rlx_runtime::unavailable(device).to_string(),
+        });
+    }
+    Ok(())
+}
+
 impl Tensor {
     /// Compute this tensor on `device` (or read it back when already computed).
+    ///
+    /// The graph stays locked for the whole evaluation: the cache key is hashed from
+    /// the graph in place (no extracted copy unless a compile is needed), the lifted
+    /// arguments borrow constant payloads from it (copying them out would copy every
+    /// large constant on each read), and the value is stored under the same lock. Other
+    /// threads using this graph wait; concurrent runs of one program go through
+    /// `Func::jit` instead.
     fn materialize(&self, device: Device) -> Result<Arc<TensorData>> {
         if let Some(d) = self.raw_constant() {
             return Ok(Arc::new(d));
         }
-        let prepared = {
-            let st = self.cell.state();
-            rlx_runtime::prepare(
-                &st.graph,
-                &[self.id],
-                &|n| st.realized.contains_key(&n),
-                device,
-            )
-        };
-        let compiled = cached(&prepared, device)?;
-        if let Some(v) = self.cell.state().realized.get(&self.id) {
+        let mut guard = self.cell.state();
+        let st = &mut *guard;
+        let (graph, realized) = (&st.graph, &st.realized);
+        let outputs = [self.id];
+        let is_realized = |n: NodeId| realized.contains_key(&n);
+        let keys = rlx_runtime::prepare_keys(graph, &outputs, &is_realized, device);
+        check_available(device)?;
+        let compiled = rlx_runtime::cache_get_or_compile_keys(
+            keys.key,
+            keys.structure_key,
+            &graph.name,
+            device,
+            || {
+                let p = rlx_runtime::prepare(graph, &outputs, &is_realized, device);
+                debug_assert_eq!((p.key, p.structure_key), (keys.key, keys.structure_key));
+                Ok((CompiledGraph::new(device, &p.graph)?, p.graph))
+            },
+        )
+        .map_err(Error::from)?;
+        if let Some(v) = realized.get(&self.id) {
             return Ok(v.clone());
         }
-        // The graph stays locked while the program runs: the lifted arguments borrow
-        // constant payloads from it (copying them out would copy every large constant on
-        // each read). Other threads using this graph wait for the run; concurrent runs of
-        // one program go through `Func::jit` instead.
-        let outputs = {
-            let st = self.cell.state();
-            let args = LiftedArgs::new(&prepared, &st.graph, &st.realized);
-            let named = args.named(&prepared);
-            compiled.borrow().run(&named).map_err(|e| {
-                let has_inputs =
-                    prepared.graph.input_names().iter().any(|n| !prepared.lifted.iter().any(|(l, _)| l == n));
-                if has_inputs || !prepared.graph.param_names().is_empty() {
-                    Error::new(format!(
-                        "cannot read a tensor that depends on graph inputs or params without their data ({e}); build a Func (Func::from_graph) and call run with the inputs"
-                    ))
-                } else {
-                    Error::from(e)
-                }
-            })?
-        };
+        let args = LiftedArgs::new(&keys.lifted, graph, realized);
+        let run = compiled.borrow().run(&args.named());
+        let outputs = run.map_err(|e| {
+            // Rare path: extract the program to see whether it reads graph inputs.
+            let p = rlx_runtime::prepare(graph, &outputs, &is_realized, device);
+            let has_inputs = p
+                .graph
+                .input_names()
+                .iter()
+                .any(|n| !p.lifted.iter().any(|(l, _)| l == n));
+            if has_inputs || !p.graph.param_names().is_empty() {
+                Error::new(format!(
+                    "cannot read a tensor that depends on graph inputs or params without their data ({e}); build a Func (Func::from_graph) and call run with the inputs"
+                ))
+            } else {
+                Error::from(e)
+            }
+        })?;
         let value = Arc::new(outputs.into_iter().next().expect("one output"));
-        self.cell
-            .state_mut()
-            .realized
-            .insert(self.id, value.clone());
+        st.realized.insert(self.id, value.clone());
         Ok(value)
     }
 
@@ -314,51 +332,93 @@ impl Tensor {
 /// The data of the lifted arguments of a prepared graph, borrowed from the source graph
 /// (constant payloads) and the realized values.
 pub(crate) struct LiftedArgs<'a> {
-    parts: Vec<(DType, Vec<usize>, &'a [u8])>,
+    /// `(argument name, dtype, dims, bytes)`.
+    parts: Vec<(Cow<'static, str>, DType, Dims<'a>, &'a [u8])>,
+}
+
+/// Argument dims: borrowed from a realized value, or a constant's static dims inline
+/// (no allocation per argument for ranks up to [`Dims::INLINE`]).
+enum Dims<'a> {
+    Borrowed(&'a [usize]),
+    Inline([usize; Dims::INLINE], usize),
+    Owned(Vec<usize>),
+}
+
+impl Dims<'_> {
+    const INLINE: usize = 6;
+
+    fn of_static(shape: &rlx_ir::Shape) -> Dims<'static> {
+        let dims = shape.dims();
+        let static_dim = |d: &rlx_ir::Dim| match d {
+            rlx_ir::Dim::Static(n) => *n,
+            rlx_ir::Dim::Dynamic(_) => unreachable!("constants have static shapes"),
+        };
+        if dims.len() <= Dims::INLINE {
+            let mut buf = [0; Dims::INLINE];
+            for (b, d) in buf.iter_mut().zip(dims) {
+                *b = static_dim(d);
+            }
+            Dims::Inline(buf, dims.len())
+        } else {
+            Dims::Owned(dims.iter().map(static_dim).collect())
+        }
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        match self {
+            Dims::Borrowed(d) => d,
+            Dims::Inline(buf, n) => &buf[..*n],
+            Dims::Owned(v) => v,
+        }
+    }
 }
 
 impl<'a> LiftedArgs<'a> {
     pub(crate) fn new(
-        prepared: &Prepared,
+        lifted: &[Lifted],
         graph: &'a Graph,
         realized: &'a std::collections::HashMap<NodeId, Arc<TensorData>>,
     ) -> LiftedArgs<'a> {
-        let parts = prepared
-            .lifted
+        let parts = lifted
             .iter()
-            .map(|(_, src)| match src {
+            .enumerate()
+            .map(|(i, src)| match src {
                 Lifted::Constant(id) => {
                     let node = graph.node(*id);
                     let Op::Constant { data } = &node.op else {
                         unreachable!("lifted constants are constants")
                     };
-                    let dims = node
-                        .shape
-                        .static_dims()
-                        .expect("constants have static shapes");
-                    (node.shape.dtype(), dims, data.as_slice())
+                    (
+                        rlx_runtime::lifted_arg_name(i),
+                        node.shape.dtype(),
+                        Dims::of_static(&node.shape),
+                        data.as_slice(),
+                    )
                 }
                 Lifted::Realized(id) => {
                     let d = &realized[id];
-                    (d.dtype, d.dims.clone(), d.bytes.as_slice())
+                    (
+                        rlx_runtime::lifted_arg_name(i),
+                        d.dtype,
+                        Dims::Borrowed(&d.dims),
+                        d.bytes.as_slice(),
+                    )
                 }
             })
             .collect();
         LiftedArgs { parts }
     }
 
-    /// `(name, view)` pairs for `CompiledGraph::run`.
-    pub(crate) fn named<'s>(&'s self, prepared: &'s Prepared) -> Vec<(&'s str, TensorView<'s>)> {
-        prepared
-            .lifted
+    /// `(name, view)` pairs for `CompiledGraph::run` (argument `i` is `__arg{i}`).
+    pub(crate) fn named(&self) -> Vec<(&str, TensorView<'_>)> {
+        self.parts
             .iter()
-            .zip(&self.parts)
-            .map(|((name, _), (dtype, dims, bytes))| {
+            .map(|(name, dtype, dims, bytes)| {
                 (
-                    name.as_str(),
+                    name.as_ref(),
                     TensorView {
                         dtype: *dtype,
-                        dims,
+                        dims: dims.as_slice(),
                         bytes,
                     },
                 )

@@ -1,0 +1,297 @@
+//! The cache-key hash: a fast keyed-by-structure hasher and the structural hash of ops,
+//! nodes and graphs. Runs on every evaluation (cache hits included), so it formats
+//! nothing and allocates nothing.
+
+use rlx_ir::{Graph, Op, Shape};
+use std::hash::{Hash, Hasher};
+
+/// Odd 64-bit constants (digits of π and e) for the multiply-fold mixer.
+const K0: u64 = 0x243f_6a88_85a3_08d3;
+const K1: u64 = 0xb7e1_5162_8aed_2a6b;
+
+/// `a × b` as 128 bits, folded to 64 by xor of the halves: every input bit reaches
+/// every output bit in one multiply.
+#[inline(always)]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = (a as u128).wrapping_mul(b as u128);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// The hasher of cache keys: one multiply-fold per 8 bytes (SipHash spends ~4× that;
+/// keys are not exposed to untrusted input, so flooding resistance is not needed),
+/// with a final avalanche so that near-equal graphs land far apart.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyHasher {
+    state: u64,
+}
+
+impl Default for KeyHasher {
+    fn default() -> KeyHasher {
+        KeyHasher { state: K1 }
+    }
+}
+
+impl KeyHasher {
+    #[inline(always)]
+    fn mix(&mut self, word: u64) {
+        self.state = fold_mul(self.state ^ word, K0).rotate_left(23);
+    }
+}
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.mix(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.mix(u64::from_le_bytes(last));
+        }
+        // The length keeps `[1, 0]` and `[1]` (zero padding) apart.
+        self.mix(bytes.len() as u64);
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.mix(i as u64);
+    }
+
+    fn write_u16(&mut self, i: u16) {
+        self.mix(i as u64);
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.mix(i as u64);
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.mix(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.mix(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        fold_mul(self.state ^ K1, K0 ^ 0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+/// Combine the hash of the keyed constant payloads with a structure key.
+pub(crate) fn combine(keyed_payloads: u64, structure_key: u64) -> u64 {
+    let mut h = KeyHasher::default();
+    h.write_u64(keyed_payloads);
+    h.write_u64(structure_key);
+    h.finish()
+}
+
+/// Hash an `f32` attribute by its bits: `0.0` and `-0.0` (and NaN payloads) compile to
+/// different programs, so they must be different keys.
+fn f32_bits(x: f32, h: &mut KeyHasher) {
+    h.write_u32(x.to_bits());
+}
+
+fn opt_f32_bits(x: Option<f32>, h: &mut KeyHasher) {
+    match x {
+        None => h.write_u8(0),
+        Some(x) => {
+            h.write_u8(1);
+            f32_bits(x, h);
+        }
+    }
+}
+
+/// A tag per variant, then every attribute (the exhaustive match makes a new variant
+/// or field a compile error here rather than a silently shared key). Constants hash
+/// their payload; a `Scan` hashes its body graph.
+pub(crate) fn hash_op(op: &Op, h: &mut KeyHasher) {
+    std::mem::discriminant(op).hash(h);
+    match op {
+        Op::Input { name } | Op::Param { name } => name.hash(h),
+        Op::Constant { data } => data.hash(h),
+        Op::Activation(a) => a.hash(h),
+        Op::Cast { to } => to.hash(h),
+        Op::Binary(b) => b.hash(h),
+        Op::Compare(c) => c.hash(h),
+        Op::StopGradient
+        | Op::Where
+        | Op::MatMul
+        | Op::DenseSolve
+        | Op::SoftmaxCrossEntropy
+        | Op::SoftmaxCrossEntropyWithLogits
+        | Op::BroadcastLike => {}
+        Op::LayerNorm { axis, eps } | Op::RmsNorm { axis, eps } => {
+            axis.hash(h);
+            f32_bits(*eps, h);
+        }
+        Op::Attention {
+            num_heads,
+            head_dim,
+            v_head_dim,
+            mask_kind,
+            score_scale,
+            attn_logit_softcap,
+        } => {
+            (num_heads, head_dim, v_head_dim, mask_kind).hash(h);
+            opt_f32_bits(*score_scale, h);
+            opt_f32_bits(*attn_logit_softcap, h);
+        }
+        Op::Rope {
+            head_dim,
+            n_rot,
+            style,
+        } => (head_dim, n_rot, style).hash(h),
+        Op::Reshape { new_shape } => new_shape.hash(h),
+        Op::Transpose { perm } => perm.hash(h),
+        Op::Narrow { axis, start, len } => (axis, start, len).hash(h),
+        Op::Concat { axis } | Op::Gather { axis } | Op::ScatterAdd { axis } => axis.hash(h),
+        Op::Expand { target_shape } => target_shape.hash(h),
+        Op::Reduce { op, axes, keep_dim } => (op, axes, keep_dim).hash(h),
+        Op::SynthMatMul { kind } => kind.hash(h),
+        Op::SplineActivation {
+            num_basis,
+            grid_min,
+            grid_max,
+        } => {
+            num_basis.hash(h);
+            f32_bits(*grid_min, h);
+            f32_bits(*grid_max, h);
+        }
+        Op::ScaledMatMul {
+            lhs_format,
+            rhs_format,
+            scale_layout,
+            has_bias,
+        } => (lhs_format, rhs_format, scale_layout, has_bias).hash(h),
+        Op::ScaledQuantize {
+            format,
+            scale_layout,
+        }
+        | Op::ScaledQuantScale {
+            format,
+            scale_layout,
+        } => (format, scale_layout).hash(h),
+        Op::Cumsum { axis, exclusive } => (axis, exclusive).hash(h),
+        Op::ArgMax { axis, keep_dim } | Op::ArgMin { axis, keep_dim } => (axis, keep_dim).hash(h),
+        Op::Softmax { axis } | Op::LogSoftmax { axis } => axis.hash(h),
+        Op::Conv {
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+        }
+        | Op::ConvGradInput {
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+        }
+        | Op::ConvGradWeight {
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+        } => (kernel_size, stride, padding, dilation, groups).hash(h),
+        Op::Pool {
+            kind,
+            kernel_size,
+            stride,
+            padding,
+        }
+        | Op::PoolGrad {
+            kind,
+            kernel_size,
+            stride,
+            padding,
+        } => (kind, kernel_size, stride, padding).hash(h),
+        Op::FusedMatMulBiasAct { activation } => activation.hash(h),
+        Op::Scan {
+            body,
+            length,
+            save_trajectory,
+            num_bcast,
+            num_xs,
+            num_checkpoints,
+        } => {
+            hash_graph(body, h);
+            (length, save_trajectory, num_bcast, num_xs, num_checkpoints).hash(h);
+        }
+        Op::Fft {
+            inverse,
+            norm,
+            algo,
+        } => (inverse, norm, algo).hash(h),
+        Op::Pad {
+            axis,
+            before,
+            after,
+            value,
+        } => {
+            (axis, before, after).hash(h);
+            h.write_u64(value.to_bits());
+        }
+        Op::RoundToFormat {
+            exp_bits,
+            man_bits,
+            max_normal,
+        } => {
+            (exp_bits, man_bits).hash(h);
+            f32_bits(*max_normal, h);
+        }
+    }
+}
+
+/// The hash of an `Op::Input { name }` without building the op (lifted arguments).
+pub(crate) fn hash_input_op(name: &str, h: &mut KeyHasher) {
+    std::mem::discriminant(&Op::Input {
+        name: String::new(),
+    })
+    .hash(h);
+    name.hash(h);
+}
+
+/// One node: its (dense) id, its op (hashed by `op`), its inputs and its shape. The one
+/// definition used both for whole graphs and for the cone `prepare` walks, so the two
+/// agree by construction.
+pub(crate) fn hash_node(
+    h: &mut KeyHasher,
+    id: u32,
+    op: impl FnOnce(&mut KeyHasher),
+    inputs: impl ExactSizeIterator<Item = u32>,
+    shape: &Shape,
+) {
+    h.write_u32(id);
+    op(h);
+    h.write_usize(inputs.len());
+    for i in inputs {
+        h.write_u32(i);
+    }
+    shape.hash(h);
+}
+
+/// Name, nodes and outputs of `graph`.
+pub(crate) fn hash_graph(graph: &Graph, h: &mut KeyHasher) {
+    graph.name.hash(h);
+    for n in graph.nodes() {
+        hash_node(
+            h,
+            n.id.0,
+            |h| hash_op(&n.op, h),
+            n.inputs.iter().map(|i| i.0),
+            &n.shape,
+        );
+    }
+    hash_outputs(graph.outputs.iter().map(|o| o.0), h);
+}
+
+pub(crate) fn hash_outputs(outputs: impl ExactSizeIterator<Item = u32>, h: &mut KeyHasher) {
+    h.write_usize(outputs.len());
+    for o in outputs {
+        h.write_u32(o);
+    }
+}
