@@ -438,6 +438,16 @@ pub fn cache_contains(key: u64) -> bool {
     CACHE.with(|c| c.borrow().map.contains(&key))
 }
 
+/// Whether a lookup of `(key, structure_key)` would be served without compiling (the
+/// key is cached, or a program of that structure is). Does not count as a lookup and
+/// does not make entries more recently used.
+pub fn cache_has_program(key: u64, structure_key: u64) -> bool {
+    CACHE.with(|c| {
+        let c = c.borrow();
+        c.map.contains(&key) || c.by_structure.contains(&structure_key)
+    })
+}
+
 /// `(hits, misses)` for the calling thread: every lookup counts exactly one of them.
 /// A miss is a key not in the cache (never seen, or evicted as least recently used),
 /// whether or not a structurally equal program could be reused for it.

@@ -242,6 +242,21 @@ impl CompiledGraph {
 
     /// The positional arguments for `inputs` by name, bound params filling the rest.
     fn args<'a>(&'a self, inputs: &[(&str, TensorView<'a>)]) -> RuntimeResult<Vec<TensorView<'a>>> {
+        // Fast path: every slot given, in slot order (how prepared graphs and eager
+        // reads pass their arguments) — no name search per slot.
+        if inputs.len() == self.slots.len()
+            && inputs
+                .iter()
+                .zip(&self.slots)
+                .all(|((n, _), s)| *n == s.name)
+        {
+            let mut args = Vec::with_capacity(inputs.len());
+            for ((_, v), slot) in inputs.iter().zip(&self.slots) {
+                check_arg(slot, v, &self.name)?;
+                args.push(*v);
+            }
+            return Ok(args);
+        }
         for (n, _) in inputs {
             if !self.slots.iter().any(|s| s.name == *n) {
                 let names: Vec<&str> = self.slots.iter().map(|s| s.name.as_str()).collect();

@@ -138,7 +138,11 @@ impl Tensor {
         let outputs = [self.id];
         let is_realized = |n: NodeId| realized.contains_key(&n);
         let keys = rlx_runtime::prepare_keys(graph, &outputs, &is_realized, device);
-        check_available(device)?;
+        // A cached program was compiled for `device`, so it is available: check (and
+        // register the backends) only when the lookup may compile.
+        if !rlx_runtime::cache_has_program(keys.key, keys.structure_key) {
+            check_available(device)?;
+        }
         let compiled = rlx_runtime::cache_get_or_compile_keys(
             keys.key,
             keys.structure_key,
@@ -377,7 +381,7 @@ impl<'a> LiftedArgs<'a> {
     pub(crate) fn new(
         lifted: &[Lifted],
         graph: &'a Graph,
-        realized: &'a std::collections::HashMap<NodeId, Arc<TensorData>>,
+        realized: &'a crate::tensor::IdMap<NodeId, Arc<TensorData>>,
     ) -> LiftedArgs<'a> {
         let parts = lifted
             .iter()

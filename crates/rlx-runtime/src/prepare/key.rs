@@ -248,10 +248,10 @@ pub(crate) fn hash_op(op: &Op, h: &mut KeyHasher) {
 
 /// The hash of an `Op::Input { name }` without building the op (lifted arguments).
 pub(crate) fn hash_input_op(name: &str, h: &mut KeyHasher) {
-    std::mem::discriminant(&Op::Input {
+    const INPUT: Op = Op::Input {
         name: String::new(),
-    })
-    .hash(h);
+    };
+    std::mem::discriminant(&INPUT).hash(h);
     name.hash(h);
 }
 

@@ -16,26 +16,70 @@ mod scalar;
 mod shape_ops;
 
 pub use ops::Scalar;
-pub use shape_ops::ReshapeTarget;
 pub(crate) use scalar::BinaryRhs;
+pub use shape_ops::ReshapeTarget;
 
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, NodeOrigin, Op, Shape, TensorData};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 static NEXT_GRAPH_UID: AtomicU64 = AtomicU64::new(1);
+
+/// Hasher of the per-graph maps keyed by node ids (and graph uids): one multiply-fold
+/// per word. SipHash's flooding resistance buys nothing for ids the library assigns,
+/// and these maps are touched on every op and every read.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl IdHasher {
+    #[inline(always)]
+    fn mix(&mut self, word: u64) {
+        let p = ((self.0 ^ word) as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = (p as u64) ^ ((p >> 64) as u64);
+    }
+}
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.mix(u64::from_le_bytes(w));
+        }
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.mix(i as u64);
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.mix(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.mix(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A map keyed by node ids (see [`IdHasher`]).
+pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// The mutable state behind a shared graph handle.
 #[derive(Debug)]
 pub(crate) struct GraphState {
     pub(crate) graph: Graph,
     /// (source graph uid, source node) → node in this graph.
-    adopted: HashMap<(u64, NodeId), NodeId>,
+    adopted: IdMap<(u64, NodeId), NodeId>,
     /// Values already computed for nodes of this graph; evaluation reads these
     /// instead of recomputing their history.
-    pub(crate) realized: HashMap<NodeId, Arc<TensorData>>,
+    pub(crate) realized: IdMap<NodeId, Arc<TensorData>>,
 }
 
 /// A graph shared by every tensor built on it.
@@ -58,8 +102,8 @@ impl GraphCell {
             uid: NEXT_GRAPH_UID.fetch_add(1, Ordering::Relaxed),
             state: Mutex::new(GraphState {
                 graph,
-                adopted: HashMap::new(),
-                realized: HashMap::new(),
+                adopted: IdMap::default(),
+                realized: IdMap::default(),
             }),
         })
     }
@@ -263,62 +307,73 @@ fn adopt_into(
     if let Some(&id) = dst.adopted.get(&(src_uid, root)) {
         return Ok(id);
     }
+    // A leaf (the usual operand in eager code: a fresh constant) needs no walk.
+    if src.graph.node(root).inputs.is_empty() {
+        return copy_node(dst, src_uid, src, root);
+    }
     // Iterative post-order walk: copy operands before users.
     let mut stack = vec![(root, false)];
     while let Some((n, expanded)) = stack.pop() {
         if dst.adopted.contains_key(&(src_uid, n)) {
             continue;
         }
-        let node = src.graph.node(n);
         if !expanded {
             stack.push((n, true));
-            for &i in node.inputs.iter().rev() {
+            for &i in src.graph.node(n).inputs.iter().rev() {
                 if !dst.adopted.contains_key(&(src_uid, i)) {
                     stack.push((i, false));
                 }
             }
             continue;
         }
-        let inputs: Vec<NodeId> = node
-            .inputs
-            .iter()
-            .map(|i| dst.adopted[&(src_uid, *i)])
-            .collect();
-        let new_id = match &node.op {
-            Op::Input { name } | Op::Param { name } => {
-                let existing = match &node.op {
-                    Op::Input { .. } => dst.graph.input_id(name),
-                    _ => dst.graph.param_id(name),
-                };
-                match existing {
-                    Some(e) if dst.graph.shape(e) == &node.shape => e,
-                    Some(e) => {
-                        return Err(Error::new(format!(
-                            "cannot combine tensors from graphs that both declare {} `{name}` with different types ({} vs {}); rename one",
-                            node.op.name(),
-                            dst.graph.shape(e),
-                            node.shape
-                        )));
-                    }
-                    None => dst.graph.append_node(
-                        node.op.clone(),
-                        vec![],
-                        node.shape.clone(),
-                        node.name.clone(),
-                    ),
-                }
-            }
-            op => dst
-                .graph
-                .append_node(op.clone(), inputs, node.shape.clone(), node.name.clone()),
-        };
-        if let Some(o) = node.origin {
-            dst.graph.set_origin(new_id, o);
-        }
-        if let Some(v) = src.realized.get(&n) {
-            dst.realized.insert(new_id, v.clone());
-        }
-        dst.adopted.insert((src_uid, n), new_id);
+        copy_node(dst, src_uid, src, n)?;
     }
     Ok(dst.adopted[&(src_uid, root)])
+}
+
+/// Copy node `n` of `src` into `dst` (its inputs already adopted), with its origin and
+/// value, and record the mapping.
+fn copy_node(dst: &mut GraphState, src_uid: u64, src: &GraphState, n: NodeId) -> Result<NodeId> {
+    let node = src.graph.node(n);
+    let inputs: Vec<NodeId> = node
+        .inputs
+        .iter()
+        .map(|i| dst.adopted[&(src_uid, *i)])
+        .collect();
+    let new_id = match &node.op {
+        Op::Input { name } | Op::Param { name } => {
+            let existing = match &node.op {
+                Op::Input { .. } => dst.graph.input_id(name),
+                _ => dst.graph.param_id(name),
+            };
+            match existing {
+                Some(e) if dst.graph.shape(e) == &node.shape => e,
+                Some(e) => {
+                    return Err(Error::new(format!(
+                        "cannot combine tensors from graphs that both declare {} `{name}` with different types ({} vs {}); rename one",
+                        node.op.name(),
+                        dst.graph.shape(e),
+                        node.shape
+                    )));
+                }
+                None => dst.graph.append_node(
+                    node.op.clone(),
+                    vec![],
+                    node.shape.clone(),
+                    node.name.clone(),
+                ),
+            }
+        }
+        op => dst
+            .graph
+            .append_node(op.clone(), inputs, node.shape.clone(), node.name.clone()),
+    };
+    if let Some(o) = node.origin {
+        dst.graph.set_origin(new_id, o);
+    }
+    if let Some(v) = src.realized.get(&n) {
+        dst.realized.insert(new_id, v.clone());
+    }
+    dst.adopted.insert((src_uid, n), new_id);
+    Ok(new_id)
 }
