@@ -1,11 +1,17 @@
 //! Generation compiles its two graphs once, when the model loads (each is a `Model`
 //! compiled in `CausalLm::load`); no step compiles a graph again, through the cache or
-//! otherwise. What the CPU backend does per new binding of the dynamic dims is checked
-//! separately (see the ignored test).
+//! otherwise. Nor does the CPU backend compile machine code again when a decode step
+//! binds a new cache length: its compiled programs share their JIT code across bindings
+//! of the dynamic dims.
 
 use rlx_models::{CausalLm, GenerateOptions};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// The counters read here are process-wide: the tests run one at a time, so that one
+/// test's model loading does not count as another's per-token compiles.
+static ONE: Mutex<()> = Mutex::new(());
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -25,6 +31,7 @@ fn generate(lm: &mut CausalLm, n: usize) -> Vec<u32> {
 
 #[test]
 fn generating_compiles_no_graph_per_token() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     rlx_tensor::clear_cache();
     let mut lm = CausalLm::load(fixture("llama_gqa"), None).unwrap();
     let before = rlx_tensor::cache_compile_count();
@@ -41,16 +48,24 @@ fn generating_compiles_no_graph_per_token() {
     assert_eq!(rlx_tensor::cache_compile_count(), before);
 }
 
-/// Fails today: rlx-cpu keeps a kernel's machine code in the plan bound for one binding
-/// of the dynamic dims, and a decode step binds a new cache length every token, so its
-/// elementwise tile programs are compiled to machine code again each token (5 per token
-/// for this model). Run with `--ignored` to check a fix.
+/// A decode step binds a new cache length every token; the elementwise tile programs of
+/// the decode graph were compiled to machine code by the first steps and are reused for
+/// every later length (before the fix: 5 compiles per token for this model). Without
+/// AVX-512 (or with `RLX_JIT=0`) nothing is compiled and the count stays 0.
 #[test]
-#[ignore = "rlx-cpu JIT-compiles elementwise kernels again for every new cache length"]
 fn decoding_compiles_no_machine_code_per_token() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let start = rlx_cpu::jit_compiled_count();
     let mut lm = CausalLm::load(fixture("llama_gqa"), None).unwrap();
     generate(&mut lm, 4);
     let before = rlx_cpu::jit_compiled_count();
+    let jit = std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::env::var_os("RLX_JIT").is_none_or(|v| v != "0");
+    if jit {
+        // The count is live: the warm-up compiled the model's kernels.
+        assert!(before > start, "the first steps compiled machine code");
+    }
     generate(&mut lm, 24);
     let after = rlx_cpu::jit_compiled_count();
     assert_eq!(
