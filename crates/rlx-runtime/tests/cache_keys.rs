@@ -1,0 +1,113 @@
+//! Keys computed in place (`prepare_keys`) through `cache_get_or_compile_keys`: a
+//! first read compiles (building the graph), the same data hits without building,
+//! new small data misses by key but reuses the program, and the explanation of that
+//! miss is the same as for prepared graphs.
+
+use rlx_ir::{Activation, DType, Graph, NodeId, Op, Shape, TensorData, TensorView};
+use rlx_runtime::*;
+use std::cell::Cell;
+use std::sync::Arc;
+
+/// A backend whose programs return nothing (the cache never runs them).
+struct NullBackend;
+
+struct NullExe;
+
+impl Executable for NullExe {
+    fn run(&self, _: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+        Ok(Vec::new())
+    }
+    fn explain(&self) -> String {
+        "null".into()
+    }
+}
+
+impl Backend for NullBackend {
+    fn name(&self) -> &'static str {
+        "test-null-cpu"
+    }
+    fn devices(&self) -> &[Device] {
+        &[Device::Cpu]
+    }
+    fn is_available(&self, device: Device) -> bool {
+        device == Device::Cpu
+    }
+    fn compile(&self, _: Device, _: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+        Ok(Arc::new(NullExe))
+    }
+}
+
+/// `relu(constant)` with a 3-element constant (lifted, keyed by value).
+fn graph(vals: &[f32]) -> (Graph, NodeId) {
+    let mut g = Graph::new("eager");
+    let d = TensorData::from_f32(&[vals.len()], vals);
+    let shape = d.shape();
+    let c = g.add_node(Op::Constant { data: d.bytes }, vec![], shape);
+    let r = g.add_op(Op::Activation(Activation::Relu), vec![c]).unwrap();
+    (g, r)
+}
+
+/// Look the keys of `g` up, counting the builds.
+fn read(g: &Graph, out: NodeId, builds: &Cell<u32>) -> PreparedKeys {
+    let keys = prepare_keys(g, &[out], &|_| false, Device::Cpu);
+    cache_get_or_compile_keys(keys.key, keys.structure_key, &g.name, Device::Cpu, || {
+        builds.set(builds.get() + 1);
+        let p = prepare(g, &[out], &|_| false, Device::Cpu);
+        assert_eq!((p.key, p.structure_key), (keys.key, keys.structure_key));
+        Ok((CompiledGraph::new(Device::Cpu, &p.graph)?, p.graph))
+    })
+    .unwrap();
+    keys
+}
+
+#[test]
+fn keys_computed_in_place_compile_once_hit_and_reuse_the_program() {
+    register_backend(Arc::new(NullBackend));
+    clear_cache();
+    let builds = Cell::new(0);
+    let (g1, r1) = graph(&[1.0, -2.0, 3.0]);
+    let (g2, r2) = graph(&[4.0, -5.0, 6.0]);
+    let k1 = prepare_keys(&g1, &[r1], &|_| false, Device::Cpu);
+    let k2 = prepare_keys(&g2, &[r2], &|_| false, Device::Cpu);
+    assert_ne!(k1.key, k2.key, "small constants are keyed by value");
+    assert_eq!(k1.structure_key, k2.structure_key);
+    assert_eq!(k1.lifted, vec![Lifted::Constant(NodeId(0))]);
+    assert!(!cache_has_program(k1.key, k1.structure_key));
+
+    read(&g1, r1, &builds);
+    assert_eq!(
+        (builds.get(), cache_compile_count(), cache_stats()),
+        (1, 1, (0, 1))
+    );
+    assert!(cache_has_program(k1.key, k1.structure_key));
+    assert_eq!(
+        cache_last_miss().as_deref(),
+        Some("graph `eager` had not been compiled on this thread before")
+    );
+
+    read(&g1, r1, &builds);
+    assert_eq!(
+        (builds.get(), cache_stats()),
+        (1, (1, 1)),
+        "same data: a hit"
+    );
+
+    assert!(
+        cache_has_program(k2.key, k2.structure_key),
+        "the structure is cached"
+    );
+    read(&g2, r2, &builds);
+    assert_eq!(
+        (builds.get(), cache_compile_count(), cache_stats()),
+        (1, 1, (1, 2)),
+        "new small data: a miss that reuses the program"
+    );
+    let why = cache_last_miss().unwrap();
+    assert!(
+        why.contains(
+            "graph `eager` differs from a cached graph only in the values of small constants"
+        ),
+        "{why}"
+    );
+    assert!(cache_contains(k2.key));
+}
