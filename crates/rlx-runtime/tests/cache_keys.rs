@@ -3,7 +3,7 @@
 //! new small data misses by key but reuses the program, and the explanation of that
 //! miss is the same as for prepared graphs.
 
-use rlx_ir::{Activation, DType, Graph, NodeId, Op, Shape, TensorData, TensorView};
+use rlx_ir::{Activation, Graph, NodeId, Op, TensorData, TensorView};
 use rlx_runtime::*;
 use std::cell::Cell;
 use std::sync::Arc;
