@@ -258,6 +258,9 @@ impl EwPlan {
 
     /// A plan for `expr` over `dims` storing node `store.0` into buffer `store.1`
     /// (also used for the epilogues of core kernels).
+    // (What every plan constructor takes to bind a kernel, plus the expression, its
+    // stores and its space: a struct would only rename them.)
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn with(
         p: &Program,
         bd: &[Vec<usize>],
@@ -277,6 +280,9 @@ impl EwPlan {
 
     /// A plan for `expr` over `dims` storing every entry of `stores` (each tile computes
     /// all values, then stores them).
+    // (What every plan constructor takes to bind a kernel, plus the expression, its
+    // stores and its space: a struct would only rename them.)
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn with_stores(
         p: &Program,
         bd: &[Vec<usize>],
