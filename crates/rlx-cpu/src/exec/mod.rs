@@ -131,34 +131,40 @@ fn profiling() -> bool {
 }
 
 impl CpuExecutable {
-    /// The per-kernel timings so far, one line per kernel, slowest first.
-    fn profile_report(&self) -> Option<String> {
+    /// The per-kernel timings so far, slowest kernel first (`None` without
+    /// `RLX_PROFILE` or before the first run).
+    fn profile_data(&self) -> Option<rlx_runtime::Profile> {
         let prof = self.profile.as_ref()?;
         let prof = prof.lock().unwrap_or_else(|e| e.into_inner());
-        let total: f64 = prof.iter().map(|(t, _)| t).sum();
         let runs = prof.iter().map(|&(_, n)| n).max().unwrap_or(0);
         if runs == 0 {
             return None;
         }
-        let mut order: Vec<usize> = (0..prof.len()).collect();
-        order.sort_by(|&a, &b| prof[b].0.total_cmp(&prof[a].0));
-        let mut s = format!(
-            "profile of `{}` (RLX_PROFILE): {runs} run(s), {:.1} µs of kernels per run\n",
-            self.program.name,
-            total / runs as f64 * 1e6
-        );
-        for k in order {
-            let (t, n) = prof[k];
-            let kernel = &self.program.kernels[k];
-            s.push_str(&format!(
-                "  kernel {k:>3}: {:>9.1} µs/run {:>5.1} %  {} [{}]\n",
-                t / n.max(1) as f64 * 1e6,
-                100.0 * t / total.max(1e-30),
-                kernel.label(),
-                kernel.fused_names.join(", ")
-            ));
-        }
-        Some(s)
+        let mut kernels: Vec<rlx_runtime::KernelProfile> = prof
+            .iter()
+            .zip(&self.program.kernels)
+            .enumerate()
+            .map(
+                |(index, (&(total_s, calls), kernel))| rlx_runtime::KernelProfile {
+                    index,
+                    kind: kernel.label(),
+                    ops: kernel.fused_names.clone(),
+                    calls,
+                    total_s,
+                },
+            )
+            .collect();
+        kernels.sort_by(|a, b| b.total_s.total_cmp(&a.total_s));
+        Some(rlx_runtime::Profile {
+            program: self.program.name.clone(),
+            runs,
+            kernels,
+        })
+    }
+
+    /// The per-kernel timings so far as the printed table.
+    fn profile_report(&self) -> Option<String> {
+        self.profile_data().map(|p| p.to_string())
     }
 }
 
@@ -320,6 +326,10 @@ impl Executable for CpuExecutable {
     ) -> RuntimeResult<Vec<HostOutput>> {
         check_donations(args, donations)?;
         self.run_donating(args, donations)
+    }
+
+    fn profile(&self) -> Option<rlx_runtime::Profile> {
+        self.profile_data()
     }
 
     fn explain(&self) -> String {
