@@ -178,7 +178,10 @@ fn func_and_scope_debug_are_one_line_without_data() {
     let d = format!("{f:?}");
     assert!(!d.contains('\n'), "{d}");
     assert!(!d.contains("0.1234"), "no param data in Debug: {d}");
-    assert!(d.starts_with("Func(\"big\"; inputs []; params [w: [1000] f32 (bound)]"), "{d}");
+    assert!(
+        d.starts_with("Func(\"big\"; inputs []; params [w: [1000] f32 (bound)]"),
+        "{d}"
+    );
     let mut scope = rlx_tensor::GraphScope::new("g");
     let _x = scope.input("x", rlx_tensor::shape![2]);
     assert_eq!(format!("{scope:?}"), "GraphScope(\"g\"; 1 node)");
