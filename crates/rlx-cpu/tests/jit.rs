@@ -95,8 +95,11 @@ fn same_bits(g: &Graph, args: &[TensorData]) -> usize {
     compiled
 }
 
+/// The JIT runs on AVX-512 machines unless `RLX_JIT=0` switches it off (as scripts/asan.sh
+/// does for its second pass).
 fn jit_available() -> bool {
     std::arch::is_x86_feature_detected!("avx512f")
+        && std::env::var_os("RLX_JIT").is_none_or(|v| v != "0")
 }
 
 #[test]
