@@ -351,6 +351,10 @@ mod run {
         /// Run on the fastest device for this graph; one `Vec` per output.
         /// Panics on an unknown input name, a name given twice, a wrong element count, or a
         /// missing input (see [`Func::try_run`]).
+        ///
+        /// Every name [`Func::input_names`] lists is accepted, including inputs no output
+        /// reads (a gradient that is constant in `x` still takes `x`); their data is
+        /// ignored. Names the graph does not declare are errors.
         #[track_caller]
         pub fn run(&self, inputs: &[(&str, &[f32])]) -> Vec<Vec<f32>> {
             self.try_run(inputs).unwrap_or_else(|e| panic!("{e}"))
@@ -495,6 +499,8 @@ mod run {
 
     impl Jitted {
         /// Run; one `Vec` per output. Panics on bad input (see [`Jitted::try_run`]).
+        /// Declared inputs that no output reads are accepted and ignored, as in
+        /// [`Func::run`].
         #[track_caller]
         pub fn run(&self, inputs: &[(&str, &[f32])]) -> Vec<Vec<f32>> {
             self.try_run(inputs).unwrap_or_else(|e| panic!("{e}"))
