@@ -131,11 +131,14 @@ impl Graph {
     /// Mutable node `id`.
     #[track_caller]
     pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        // The name is read only on the panic path (cloning it up front cost every call).
         let len = self.nodes.len();
-        let name = self.name.clone();
         match self.nodes.get_mut(id.index()) {
             Some(n) => n,
-            None => panic!("Graph `{name}`: node {id} does not exist (the graph has {len} nodes)"),
+            None => panic!(
+                "Graph `{}`: node {id} does not exist (the graph has {len} nodes)",
+                self.name
+            ),
         }
     }
 
