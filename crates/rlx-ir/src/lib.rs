@@ -23,6 +23,7 @@ mod error;
 mod float_format;
 mod graph;
 mod guard;
+mod hash;
 mod infer;
 pub mod interp;
 pub mod op;
@@ -36,6 +37,7 @@ pub use error::{IrError, IrErrorKind, IrResult};
 pub use float_format::FloatFormat;
 pub use graph::{Graph, Node, NodeId, NodeOrigin};
 pub use guard::DimGuards;
+pub use hash::{FastBuildHasher, FastHashMap, FastHasher};
 pub use infer::{infer_shape, norm_axis};
 pub use op::{
     Activation, BinaryOp, CmpOp, FftAlgo, FftNorm, MaskKind, Op, ReduceOp, RopeStyle, SynthKind,

@@ -3,39 +3,13 @@
 //! new small data misses by key but reuses the program, and the explanation of that
 //! miss is the same as for prepared graphs.
 
-use rlx_ir::{Activation, Graph, NodeId, Op, TensorData, TensorView};
+use rlx_ir::{Activation, Graph, NodeId, Op, TensorData};
 use rlx_runtime::*;
 use std::cell::Cell;
 use std::sync::Arc;
 
-/// A backend whose programs return nothing (the cache never runs them).
-struct NullBackend;
-
-struct NullExe;
-
-impl Executable for NullExe {
-    fn run(&self, _: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
-        Ok(Vec::new())
-    }
-    fn explain(&self) -> String {
-        "null".into()
-    }
-}
-
-impl Backend for NullBackend {
-    fn name(&self) -> &'static str {
-        "test-null-cpu"
-    }
-    fn devices(&self) -> &[Device] {
-        &[Device::Cpu]
-    }
-    fn is_available(&self, device: Device) -> bool {
-        device == Device::Cpu
-    }
-    fn compile(&self, _: Device, _: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
-        Ok(Arc::new(NullExe))
-    }
-}
+mod common;
+use common::NullBackend;
 
 /// `relu(constant)` with a 3-element constant (lifted, keyed by value).
 fn graph(vals: &[f32]) -> (Graph, NodeId) {

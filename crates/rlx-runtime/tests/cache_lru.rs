@@ -2,38 +2,12 @@
 //! re-used entry survives, the hit/miss/compile counts, the capacity setting, and the
 //! `rlx::cache` tracing events of misses and evictions.
 
-use rlx_ir::{DType, Graph, Shape, TensorData, TensorView};
+use rlx_ir::{DType, Graph, Shape};
 use rlx_runtime::*;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A backend whose programs return nothing (the cache never runs them).
-struct NullBackend;
-
-struct NullExe;
-
-impl Executable for NullExe {
-    fn run(&self, _: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
-        Ok(Vec::new())
-    }
-    fn explain(&self) -> String {
-        "null".into()
-    }
-}
-
-impl Backend for NullBackend {
-    fn name(&self) -> &'static str {
-        "test-null-cpu"
-    }
-    fn devices(&self) -> &[Device] {
-        &[Device::Cpu]
-    }
-    fn is_available(&self, device: Device) -> bool {
-        device == Device::Cpu
-    }
-    fn compile(&self, _: Device, _: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
-        Ok(Arc::new(NullExe))
-    }
-}
+mod common;
+use common::NullBackend;
 
 /// The capacity is process-wide: tests that set it run one at a time, each on a
 /// fresh cache (the cache itself is per thread).

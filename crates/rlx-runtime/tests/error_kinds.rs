@@ -1,38 +1,12 @@
 //! Errors of `CompiledGraph` and the registry carry the kind that says what went
 //! wrong (the messages are checked elsewhere).
 
-use rlx_ir::{DType, Graph, Shape, TensorData, TensorView};
+use rlx_ir::{DType, Graph, Shape, TensorData};
 use rlx_runtime::*;
 use std::sync::Arc;
 
-/// A backend whose programs return nothing (only argument checks are exercised).
-struct NullBackend;
-
-struct NullExe;
-
-impl Executable for NullExe {
-    fn run(&self, _: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
-        Ok(Vec::new())
-    }
-    fn explain(&self) -> String {
-        "null".into()
-    }
-}
-
-impl Backend for NullBackend {
-    fn name(&self) -> &'static str {
-        "test-kinds-cpu"
-    }
-    fn devices(&self) -> &[Device] {
-        &[Device::Cpu]
-    }
-    fn is_available(&self, device: Device) -> bool {
-        device == Device::Cpu
-    }
-    fn compile(&self, _: Device, _: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
-        Ok(Arc::new(NullExe))
-    }
-}
+mod common;
+use common::NullBackend;
 
 fn compiled() -> CompiledGraph {
     register_backend(Arc::new(NullBackend));

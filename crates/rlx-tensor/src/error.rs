@@ -90,6 +90,26 @@ pub enum Error {
     },
 }
 
+/// `$body` with `$m` bound to the message of any variant (by reference or by mutable
+/// reference, following `$e`), so each accessor lists the variants once.
+macro_rules! with_message {
+    ($e:expr, $m:ident => $body:expr) => {
+        match $e {
+            Error::Shape { message: $m }
+            | Error::DType { message: $m }
+            | Error::UnknownName { message: $m }
+            | Error::DeviceUnavailable { message: $m }
+            | Error::Io { message: $m, .. }
+            | Error::Checkpoint { message: $m, .. }
+            | Error::Compile { message: $m }
+            | Error::Runtime { message: $m }
+            | Error::OutOfMemory { message: $m }
+            | Error::Unsupported { message: $m }
+            | Error::InvalidArgument { message: $m } => $body,
+        }
+    };
+}
+
 impl Error {
     /// An [`Error::InvalidArgument`] with this message.
     pub fn new(message: impl Into<String>) -> Error {
@@ -163,38 +183,13 @@ impl Error {
 
     /// The full message (the same text `Display` prints).
     pub fn message(&self) -> &str {
-        match self {
-            Error::Shape { message }
-            | Error::DType { message }
-            | Error::UnknownName { message }
-            | Error::DeviceUnavailable { message }
-            | Error::Io { message, .. }
-            | Error::Checkpoint { message, .. }
-            | Error::Compile { message }
-            | Error::Runtime { message }
-            | Error::OutOfMemory { message }
-            | Error::Unsupported { message }
-            | Error::InvalidArgument { message } => message,
-        }
+        with_message!(self, message => message)
     }
 
     /// The same kind of error with `context: ` put before the message (the cause is kept).
     pub fn context(self, context: impl std::fmt::Display) -> Error {
         let mut e = self;
-        let m = match &mut e {
-            Error::Shape { message }
-            | Error::DType { message }
-            | Error::UnknownName { message }
-            | Error::DeviceUnavailable { message }
-            | Error::Io { message, .. }
-            | Error::Checkpoint { message, .. }
-            | Error::Compile { message }
-            | Error::Runtime { message }
-            | Error::OutOfMemory { message }
-            | Error::Unsupported { message }
-            | Error::InvalidArgument { message } => message,
-        };
-        *m = format!("{context}: {m}");
+        with_message!(&mut e, m => *m = format!("{context}: {m}"));
         e
     }
 }

@@ -316,6 +316,15 @@ impl Tensor {
 
     /// What the compiler does for this tensor on its default device.
     pub fn explain(&self) -> String {
+        match self.compiled_for_default_device() {
+            Ok(c) => c.borrow().explain(),
+            Err(e) => format!("cannot compile: {e}"),
+        }
+    }
+
+    /// The cached program that computes this tensor on its default device (compiled
+    /// now if the cache does not hold it).
+    pub(crate) fn compiled_for_default_device(&self) -> Result<rlx_runtime::CachedGraph> {
         let device = fastest_device_for(&self.cell.state().graph);
         let prepared = {
             let st = self.cell.state();
@@ -326,10 +335,7 @@ impl Tensor {
                 device,
             )
         };
-        match cached(&prepared, device) {
-            Ok(c) => c.borrow().explain(),
-            Err(e) => format!("cannot compile: {e}"),
-        }
+        cached(&prepared, device)
     }
 }
 

@@ -25,17 +25,7 @@ impl crate::Tensor {
     /// }
     /// ```
     pub fn profile(&self) -> Option<Profile> {
-        let device = crate::eval::fastest_device_for(&self.cell.state().graph);
-        let prepared = {
-            let st = self.cell.state();
-            rlx_runtime::prepare(
-                &st.graph,
-                &[self.id],
-                &|n| st.realized.contains_key(&n),
-                device,
-            )
-        };
-        crate::eval::cached(&prepared, device)
+        self.compiled_for_default_device()
             .ok()
             .and_then(|c| c.borrow().profile())
     }

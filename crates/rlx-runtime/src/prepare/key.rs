@@ -5,79 +5,8 @@
 use rlx_ir::{Graph, Op, Shape};
 use std::hash::{Hash, Hasher};
 
-/// Odd 64-bit constants (digits of π and e) for the multiply-fold mixer.
-const K0: u64 = 0x243f_6a88_85a3_08d3;
-const K1: u64 = 0xb7e1_5162_8aed_2a6b;
-
-/// `a × b` as 128 bits, folded to 64 by xor of the halves: every input bit reaches
-/// every output bit in one multiply.
-#[inline(always)]
-fn fold_mul(a: u64, b: u64) -> u64 {
-    let p = (a as u128).wrapping_mul(b as u128);
-    (p as u64) ^ ((p >> 64) as u64)
-}
-
-/// The hasher of cache keys: one multiply-fold per 8 bytes (SipHash spends ~4× that;
-/// keys are not exposed to untrusted input, so flooding resistance is not needed),
-/// with a final avalanche so that near-equal graphs land far apart.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct KeyHasher {
-    state: u64,
-}
-
-impl Default for KeyHasher {
-    fn default() -> KeyHasher {
-        KeyHasher { state: K1 }
-    }
-}
-
-impl KeyHasher {
-    #[inline(always)]
-    fn mix(&mut self, word: u64) {
-        self.state = fold_mul(self.state ^ word, K0).rotate_left(23);
-    }
-}
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.mix(u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.mix(u64::from_le_bytes(last));
-        }
-        // The length keeps `[1, 0]` and `[1]` (zero padding) apart.
-        self.mix(bytes.len() as u64);
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.mix(i as u64);
-    }
-
-    fn write_u16(&mut self, i: u16) {
-        self.mix(i as u64);
-    }
-
-    fn write_u32(&mut self, i: u32) {
-        self.mix(i as u64);
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.mix(i);
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.mix(i as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        fold_mul(self.state ^ K1, K0 ^ 0x9e37_79b9_7f4a_7c15)
-    }
-}
+/// The cache-key hasher (shared with the id maps of rlx-tensor).
+pub(crate) use rlx_ir::FastHasher as KeyHasher;
 
 /// Combine the hash of the keyed constant payloads with a structure key.
 pub(crate) fn combine(keyed_payloads: u64, structure_key: u64) -> u64 {

@@ -21,55 +21,14 @@ pub use shape_ops::ReshapeTarget;
 
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, NodeOrigin, Op, Shape, TensorData};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 static NEXT_GRAPH_UID: AtomicU64 = AtomicU64::new(1);
 
-/// Hasher of the per-graph maps keyed by node ids (and graph uids): one multiply-fold
-/// per word. SipHash's flooding resistance buys nothing for ids the library assigns,
-/// and these maps are touched on every op and every read.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
-
-impl IdHasher {
-    #[inline(always)]
-    fn mix(&mut self, word: u64) {
-        let p = ((self.0 ^ word) as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = (p as u64) ^ ((p >> 64) as u64);
-    }
-}
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.mix(u64::from_le_bytes(w));
-        }
-    }
-
-    fn write_u32(&mut self, i: u32) {
-        self.mix(i as u64);
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.mix(i);
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.mix(i as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A map keyed by node ids (see [`IdHasher`]).
-pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+/// A map keyed by node ids and graph uids: touched on every op and every read, and keyed
+/// only by ids the library assigns, so the fast hasher instead of SipHash.
+pub(crate) type IdMap<K, V> = rlx_ir::FastHashMap<K, V>;
 
 /// The mutable state behind a shared graph handle.
 #[derive(Debug)]

@@ -1,0 +1,36 @@
+//! A CPU backend whose programs return nothing: the cache and argument-check tests
+//! exercise the runtime without compiling or running anything real.
+
+use rlx_ir::{Graph, TensorData, TensorView};
+use rlx_runtime::{Backend, Device, Executable, RuntimeResult};
+use std::sync::Arc;
+
+/// Registers as the CPU backend; compiles every graph to [`NullExe`].
+pub struct NullBackend;
+
+/// A program that returns no outputs.
+pub struct NullExe;
+
+impl Executable for NullExe {
+    fn run(&self, _: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+        Ok(Vec::new())
+    }
+    fn explain(&self) -> String {
+        "null".into()
+    }
+}
+
+impl Backend for NullBackend {
+    fn name(&self) -> &'static str {
+        "test-null-cpu"
+    }
+    fn devices(&self) -> &[Device] {
+        &[Device::Cpu]
+    }
+    fn is_available(&self, device: Device) -> bool {
+        device == Device::Cpu
+    }
+    fn compile(&self, _: Device, _: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+        Ok(Arc::new(NullExe))
+    }
+}
