@@ -249,18 +249,21 @@ pub fn fastest_device() -> Device {
 /// Graphs with fewer than 2¹⁶ elements of work stay on the CPU, where launch latency
 /// dominates.
 pub fn fastest_device_for(graph: &Graph) -> Device {
-    if let Ok(name) = std::env::var("RLX_FORCE_DEVICE")
-        && let Ok(d) = name.parse::<Device>()
+    // Runs on every evaluation: `var_os` does not allocate, and the size walk stops as
+    // soon as the graph is big enough to consider another device.
+    if let Some(name) = std::env::var_os("RLX_FORCE_DEVICE")
+        && let Some(Ok(d)) = name.to_str().map(str::parse::<Device>)
         && is_available(d)
     {
         return d;
     }
-    let work: usize = graph
-        .nodes()
-        .iter()
-        .filter_map(|n| n.shape.num_elements())
-        .sum();
-    if work < 1 << 16 {
+    const SMALL: usize = 1 << 16;
+    let mut work = 0usize;
+    let big = graph.nodes().iter().any(|n| {
+        work = work.saturating_add(n.shape.num_elements().unwrap_or(0));
+        work >= SMALL
+    });
+    if !big {
         return Device::Cpu;
     }
     for &d in Device::priority_order() {
