@@ -164,7 +164,8 @@ pub fn ones() -> Initializer {
     constant(1.0)
 }
 
-/// Draws from N(mean, std²).
+/// Draws from N(mean, std²). Sampling panics unless `mean` is finite and `std` is finite
+/// and ≥ 0.
 ///
 /// ```
 /// use rlx_tensor::init::{normal, Rng};
@@ -177,7 +178,8 @@ pub fn normal(mean: f32, std: f32) -> Initializer {
     }
 }
 
-/// Draws uniformly from `[lo, hi)`.
+/// Draws uniformly from `[lo, hi)`. Sampling panics unless the bounds are finite and
+/// `lo < hi`.
 ///
 /// ```
 /// use rlx_tensor::init::{uniform, Rng};
@@ -337,8 +339,20 @@ impl Initializer {
         };
         match self.kind {
             Kind::Constant(v) => vec![v; n],
-            Kind::Normal { mean, std } => normal(rng, mean, std),
-            Kind::Uniform { lo, hi } => uniform(rng, lo, hi),
+            Kind::Normal { mean, std } => {
+                assert!(
+                    mean.is_finite() && std.is_finite() && std >= 0.0,
+                    "init::normal(mean {mean}, std {std}): needs a finite mean and a finite std ≥ 0"
+                );
+                normal(rng, mean, std)
+            }
+            Kind::Uniform { lo, hi } => {
+                assert!(
+                    lo.is_finite() && hi.is_finite() && lo < hi,
+                    "init::uniform(lo {lo}, hi {hi}): needs finite bounds with lo < hi (the range is [lo, hi))"
+                );
+                uniform(rng, lo, hi)
+            }
             Kind::TruncatedNormal { std, a, b } => {
                 assert!(
                     a < b && std > 0.0 && a < 6.0 * std && b > -6.0 * std,

@@ -59,6 +59,30 @@ fn truncated_normal_with_an_empty_interval_panics_with_its_arguments() {
 }
 
 #[test]
+#[should_panic(expected = "init::uniform(lo 1, hi 0)")]
+fn uniform_with_reversed_bounds_panics_with_its_arguments() {
+    init::uniform(1.0, 0.0).sample(&[3], &mut Rng::new(0));
+}
+
+#[test]
+#[should_panic(expected = "init::uniform")]
+fn uniform_with_an_infinite_bound_panics() {
+    init::uniform(0.0, f32::INFINITY).sample(&[3], &mut Rng::new(0));
+}
+
+#[test]
+#[should_panic(expected = "init::normal(mean 0, std -1)")]
+fn normal_with_a_negative_std_panics_with_its_arguments() {
+    init::normal(0.0, -1.0).sample(&[3], &mut Rng::new(0));
+}
+
+#[test]
+#[should_panic(expected = "init::normal")]
+fn normal_with_a_nan_std_panics() {
+    init::normal(0.0, f32::NAN).sample(&[3], &mut Rng::new(0));
+}
+
+#[test]
 fn fans_follow_the_pytorch_convention() {
     assert_eq!(init::fans(&[300, 100]), (100, 300));
     // conv kernel [out 8, in 4, 3, 3]: receptive field 9.
