@@ -40,7 +40,7 @@ mod jit;
 mod threads;
 
 pub use jit::{compiled_count as jit_compiled_count, set_enabled as set_jit};
-pub use threads::{num_threads, set_num_threads};
+pub use threads::{max_num_threads, num_threads, set_num_threads};
 pub mod math;
 
 use rlx_compile::{CompileOptions, compile};

@@ -34,6 +34,7 @@ fn from_env() -> Option<Arc<ThreadPool>> {
 /// A pool of `n` workers, or `None` when rayon's global pool already has `n` (runs
 /// then use it directly, with no hand-off) or the OS refuses the threads (logged).
 fn build(n: usize) -> Option<Arc<ThreadPool>> {
+    let n = capped(n);
     if n == global_threads() {
         return None;
     }
@@ -53,6 +54,28 @@ fn build(n: usize) -> Option<Arc<ThreadPool>> {
             None
         }
     }
+}
+
+/// The most workers a pool of this crate's own may have: 8 per core, at least 64. More
+/// buys nothing for compute-bound kernels, and a count from a typo or a hostile
+/// `RLX_NUM_THREADS` (a million) must not try to start that many OS threads.
+pub fn max_num_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    cores.saturating_mul(8).max(64)
+}
+
+/// `n` clamped to [`max_num_threads`], with a warning when it was larger.
+fn capped(n: usize) -> usize {
+    let max = max_num_threads();
+    if n > max {
+        tracing::warn!(
+            target: "rlx::cpu",
+            asked = n,
+            max,
+            "thread count {n} is more than {max} (8 per core); using {max}"
+        );
+    }
+    n.min(max)
 }
 
 /// The pool of this crate's own that runs should be installed in, if a thread count
@@ -82,8 +105,9 @@ fn global_threads() -> usize {
 /// Any other `n` starts a pool of `n` workers of its own (the previous one is shut
 /// down once its last run ends), unless the global pool has `n` workers already. Before the first call, the `RLX_NUM_THREADS`
 /// environment variable (read once, at the first use) gives the count the same way.
-/// If the OS refuses to start the threads, a warning is logged (target `rlx::cpu`)
-/// and the previous count stays.
+/// Counts above [`max_num_threads`] are clamped to it (with a warning). If the OS
+/// refuses to start the threads, a warning is logged (target `rlx::cpu`) and the
+/// previous count stays.
 ///
 /// Results do not depend on the thread count: work is split into chunks whose size
 /// depends only on the shapes, and partial results are combined in a fixed order.
@@ -102,6 +126,7 @@ pub fn set_num_threads(n: usize) {
         *slot = None;
         return;
     }
+    let n = capped(n);
     if slot.as_ref().is_some_and(|p| p.current_num_threads() == n) {
         return;
     }

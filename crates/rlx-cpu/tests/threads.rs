@@ -66,6 +66,18 @@ fn set_num_threads_changes_the_reported_count() {
 }
 
 #[test]
+fn an_absurd_thread_count_is_clamped_instead_of_starting_a_million_threads() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let max = rlx_cpu::max_num_threads();
+    assert!(max >= 64);
+    set_num_threads(1_000_000);
+    assert_eq!(num_threads(), max);
+    set_num_threads(usize::MAX);
+    assert_eq!(num_threads(), max);
+    set_num_threads(0);
+}
+
+#[test]
 fn results_are_bit_identical_with_one_two_and_three_threads() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let (m, k, n) = (192, 160, 320);
