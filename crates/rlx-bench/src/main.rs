@@ -17,6 +17,7 @@ mod report;
 mod rlx;
 mod timing;
 mod w11;
+mod w12;
 
 use ndarray::{Array1, Array2};
 use report::{Bounds, Row};
@@ -40,6 +41,8 @@ struct Args {
     w11_layers: Vec<usize>,
     /// W11: also time the model with `[B·T, d]` activations.
     w11_flat: bool,
+    /// W12: `--w12-*` options as (flag, value) pairs, interpreted by [`w12::rows`].
+    w12_args: Vec<(String, String)>,
 }
 
 fn parse_args() -> Args {
@@ -56,6 +59,7 @@ fn parse_args() -> Args {
         w11_steps: 60,
         w11_layers: vec![2, 4, 8],
         w11_flat: false,
+        w12_args: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -101,6 +105,10 @@ fn parse_args() -> Args {
                     "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels] [--w11-steps 60] [--w11-layers 2,4,8] [--w11-flat]"
                 );
                 std::process::exit(0);
+            }
+            flag if flag.starts_with("--w12-") => {
+                let v = value(flag);
+                a.w12_args.push((flag.to_string(), v));
             }
             other => panic!("rlx-bench: unknown argument `{other}`; see --help"),
         }
@@ -450,6 +458,9 @@ fn main() {
     let mut after = Vec::new();
     if w("W11") {
         after = w11::rows(&mut rows, args.w11_steps, &args.w11_layers, args.w11_flat);
+    }
+    if w("W12") {
+        after.extend(w12::rows(&mut rows, plan, &args.w12_args));
     }
     if w("OPS") {
         ops::rows(&mut rows, plan);

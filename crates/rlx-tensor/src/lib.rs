@@ -53,6 +53,8 @@ mod threads;
 mod train;
 #[cfg(feature = "optim")]
 mod train_fused;
+#[cfg(feature = "optim")]
+mod train_grads;
 #[cfg(feature = "autodiff")]
 mod transforms;
 #[cfg(feature = "autodiff")]
