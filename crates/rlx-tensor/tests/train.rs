@@ -245,3 +245,118 @@ fn checkpoint_loading_is_strict() {
     );
     std::fs::remove_file(&path).ok();
 }
+
+/// `Func::try_loss_and_grads` and `Func::try_apply_grads` (src/train_grads.rs): a step
+/// split into "compute gradients" and "apply gradients" equals one `train_step`.
+mod external_grads {
+    use rlx_tensor::{Adam, AdamW, Func, Lion, Muon, Optimizer, Sgd, shape};
+
+    fn mlp() -> (Func, Vec<f32>, Vec<f32>) {
+        let f = Func::new("mlp", |s| {
+            let x = s.input("x", shape![?, 3]);
+            let y = s.input("y", shape![?, 2]);
+            let w1 = s.param("w1", shape![3, 4]);
+            let b1 = s.param("b1", shape![4]);
+            let w2 = s.param("w2", shape![4, 2]);
+            let h = (&x.matmul(&w1) + &b1).tanh();
+            let d = &h.matmul(&w2) - &y;
+            (&d * &d).mean_all()
+        })
+        .init_randn(11, 0.5);
+        let x: Vec<f32> = (0..15).map(|i| ((i * 7 % 11) as f32 - 5.0) / 5.0).collect();
+        let y: Vec<f32> = (0..10).map(|i| ((i * 3 % 7) as f32 - 3.0) / 3.0).collect();
+        (f, x, y)
+    }
+
+    #[test]
+    fn loss_and_grads_equal_the_value_and_grad_outputs() {
+        let (f, x, y) = mlp();
+        let inputs: [(&str, &[f32]); 2] = [("x", &x), ("y", &y)];
+        let (loss, grads) = f.try_loss_and_grads(&["w1", "w2"], &inputs).unwrap();
+        let reference = f.value_and_grad(&["w1", "w2"]).run(&inputs);
+        assert_eq!(loss, reference[0]);
+        assert_eq!(grads, reference[1..].to_vec());
+        assert_eq!(grads[0].len(), 12);
+        assert_eq!(grads[1].len(), 8);
+    }
+
+    /// Ten steps of "grads, then apply" against ten `train_step`s with a fresh optimizer
+    /// of the same kind: equal params (the update programs are the same arithmetic).
+    fn split_step_matches_train_step(mut a: Box<dyn Optimizer>, mut b: Box<dyn Optimizer>) {
+        let (f, x, y) = mlp();
+        let inputs: [(&str, &[f32]); 2] = [("x", &x), ("y", &y)];
+        let wrt = ["w1", "b1", "w2"];
+        let (mut whole, mut split) = (f.clone(), f);
+        for step in 0..10 {
+            let (next, loss_whole) = whole.train_step(&mut *a, &wrt, &inputs);
+            whole = next;
+            let (loss_split, grads) = split.try_loss_and_grads(&wrt, &inputs).unwrap();
+            let refs: Vec<&[f32]> = grads.iter().map(Vec::as_slice).collect();
+            split = split.try_apply_grads(&mut *b, &wrt, &refs).unwrap();
+            assert_eq!(loss_whole, loss_split, "loss at step {step}");
+        }
+        for name in wrt {
+            let (p, q) = (
+                whole.param_binding(name).unwrap(),
+                split.param_binding(name).unwrap(),
+            );
+            for (i, (u, v)) in p.iter().zip(q).enumerate() {
+                let tol = 1e-6 * u.abs().max(1.0);
+                assert!(
+                    (u - v).abs() <= tol,
+                    "`{name}`[{i}]: train_step {u} vs apply_grads {v}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn applying_the_computed_grads_equals_train_step_for_every_optimizer() {
+        split_step_matches_train_step(Box::new(Sgd::new(0.1)), Box::new(Sgd::new(0.1)));
+        let sgdm = || Box::new(Sgd::new(0.05).with_momentum(0.9, true));
+        split_step_matches_train_step(sgdm(), sgdm());
+        split_step_matches_train_step(Box::new(Adam::new(0.01)), Box::new(Adam::new(0.01)));
+        split_step_matches_train_step(Box::new(AdamW::new(0.01)), Box::new(AdamW::new(0.01)));
+        split_step_matches_train_step(Box::new(Lion::new(0.001)), Box::new(Lion::new(0.001)));
+        // Muon has no fused rule: the host step_batch path.
+        split_step_matches_train_step(Box::new(Muon::new(0.01)), Box::new(Muon::new(0.01)));
+    }
+
+    #[test]
+    fn applying_given_grads_is_the_hand_computed_sgd_update() {
+        let (f, _, _) = mlp();
+        let b1 = f.param_binding("b1").unwrap().to_vec();
+        let g = [1.0f32, -2.0, 0.5, 0.0];
+        let next = f
+            .try_apply_grads(&mut Sgd::new(0.25), &["b1"], &[&g])
+            .unwrap();
+        let want: Vec<f32> = b1.iter().zip(g).map(|(p, g)| p - 0.25 * g).collect();
+        assert_eq!(next.param_binding("b1").unwrap(), &want[..]);
+        // untouched params keep their values
+        assert_eq!(next.param_binding("w1"), f.param_binding("w1"));
+    }
+
+    #[test]
+    fn wrong_gradient_lengths_counts_and_names_are_errors_naming_the_param() {
+        let (f, _, _) = mlp();
+        let mut opt = Sgd::new(0.1);
+        let e = f
+            .try_apply_grads(&mut opt, &["b1"], &[&[1.0; 3]])
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("gradient of `b1` has 3 values but the param has 4"),
+            "{e}"
+        );
+        let e = f
+            .try_apply_grads(&mut opt, &["b1", "w2"], &[&[1.0; 4]])
+            .unwrap_err();
+        assert!(e.to_string().contains("1 gradients for 2 params"), "{e}");
+        let e = f
+            .try_apply_grads(&mut opt, &["nope"], &[&[1.0]])
+            .unwrap_err();
+        assert!(e.to_string().contains("`nope` is not a bound param"), "{e}");
+        let e = f.try_loss_and_grads(&["nope"], &[]).unwrap_err();
+        assert!(e.to_string().contains("`nope` is not a bound param"), "{e}");
+    }
+}
