@@ -240,6 +240,11 @@ impl Communicator for MpiComm {
             self.wait_all(&op, vec![r]);
         });
         buf.resize(len as usize, 0);
+        if buf.is_empty() {
+            // An empty Vec<u8>'s dangling pointer is 0x1, which is MPI_IN_PLACE to
+            // OpenMPI (rejected by MPI_Ibcast); there is nothing to send anyway.
+            return Ok(());
+        }
         mpi::request::scope(|scope| {
             let r = self
                 .world
@@ -255,6 +260,10 @@ impl Communicator for MpiComm {
         let lens = self.all_gather_u64(op, mine.len() as u64);
         // Fixed-size blocks of the longest length (every rank computes the same one).
         let block = lens.iter().copied().max().unwrap_or(0) as usize;
+        if block == 0 {
+            // Nothing to send (and an empty buffer's pointer could read as MPI_IN_PLACE).
+            return Ok(vec![Vec::new(); self.size]);
+        }
         let mut send = mine.to_vec();
         send.resize(block, 0);
         let mut all = vec![0u8; block * self.size];
