@@ -12,6 +12,7 @@ pub struct Row {
     gbps: Option<f64>,
     gflops: Option<f64>,
     steps: bool,
+    tokens: bool,
     check: Option<f64>,
     note: String,
     bound: Option<Bound>,
@@ -38,6 +39,7 @@ impl Row {
             gbps: None,
             gflops: None,
             steps: false,
+            tokens: false,
             check: None,
             note: String::new(),
             bound: None,
@@ -68,6 +70,11 @@ impl Row {
         self.steps = true;
         self
     }
+    /// The timing is seconds per token: the rate is tokens/s (W12).
+    pub fn tokens(mut self) -> Row {
+        self.tokens = true;
+        self
+    }
     /// Largest relative difference from the reference result.
     pub fn check(mut self, c: f64) -> Row {
         self.check = Some(c);
@@ -96,6 +103,8 @@ impl Row {
             format!("{g:8.2} GB/s")
         } else if let Some(g) = self.rate_gflops() {
             format!("{g:8.1} GFLOP/s")
+        } else if self.tokens {
+            format!("{:8.1} tok/s", 1.0 / self.t.median_s)
         } else {
             String::new()
         }
@@ -121,6 +130,9 @@ impl Row {
         }
         if self.steps {
             o.insert("steps_per_s".into(), round4(1.0 / self.t.median_s).into());
+        }
+        if self.tokens {
+            o.insert("tokens_per_s".into(), round4(1.0 / self.t.median_s).into());
         }
         if let Some(c) = self.check {
             o.insert("check".into(), c.into());
