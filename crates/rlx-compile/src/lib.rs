@@ -18,6 +18,7 @@ pub mod explain;
 pub mod fuse;
 pub mod jvp;
 pub mod kinks;
+pub mod loops;
 pub mod memplan;
 mod pipeline;
 pub mod program;

@@ -1,0 +1,338 @@
+//! A reference interpreter of loop kernels on host buffers.
+//!
+//! It runs every work item in order with the compute types a GPU uses (f32 arithmetic
+//! in f32, not in f64 as the `rlx-ir` oracle does), so a lowered kernel can be checked
+//! against the oracle — and a renderer's output against this — without a GPU. Every
+//! index is bounds-checked: an out-of-range load or store is an error naming the kernel,
+//! the buffer slot and the index, never a silent read.
+
+use super::{Bin, Ex, Lit, LoopKernel, Stmt, Ty, Un};
+use rlx_ir::{DType, DimBinding};
+
+/// A computed value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// A bool.
+    Bool(bool),
+    /// An i64.
+    I64(i64),
+    /// An f32.
+    F32(f32),
+    /// An f64.
+    F64(f64),
+}
+
+impl Value {
+    fn ty(self) -> Ty {
+        match self {
+            Value::Bool(_) => Ty::Bool,
+            Value::I64(_) => Ty::I64,
+            Value::F32(_) => Ty::F32,
+            Value::F64(_) => Ty::F64,
+        }
+    }
+
+    fn as_f64(self) -> f64 {
+        match self {
+            Value::Bool(b) => b as u8 as f64,
+            Value::I64(v) => v as f64,
+            Value::F32(v) => v as f64,
+            Value::F64(v) => v,
+        }
+    }
+}
+
+/// Run `k` over host buffers given as f64 values per slot (exact for every float dtype
+/// and for bool); `binding` gives the dynamic dims.
+pub fn run(k: &LoopKernel, bufs: &mut [Vec<f64>], binding: &DimBinding) -> Result<(), String> {
+    if bufs.len() != k.bufs.len() {
+        return Err(format!(
+            "loop eval of {}: {} buffers given, the kernel has {} slots",
+            k.name,
+            bufs.len(),
+            k.bufs.len()
+        ));
+    }
+    let mut m = Machine {
+        k,
+        bufs,
+        binding,
+        vars: vec![None; k.vars.len()],
+        item: 0,
+    };
+    let items = match m.ex(&k.items)? {
+        Value::I64(n) if n >= 0 => n,
+        v => return Err(format!("loop eval of {}: item count {v:?}", k.name)),
+    };
+    for item in 0..items {
+        m.item = item;
+        m.block(&k.body)?;
+    }
+    Ok(())
+}
+
+struct Machine<'a> {
+    k: &'a LoopKernel,
+    bufs: &'a mut [Vec<f64>],
+    binding: &'a DimBinding,
+    vars: Vec<Option<Value>>,
+    item: i64,
+}
+
+impl Machine<'_> {
+    fn block(&mut self, body: &[Stmt]) -> Result<(), String> {
+        for s in body {
+            match s {
+                Stmt::Let { var, value } | Stmt::Assign { var, value } => {
+                    let v = self.ex(value)?;
+                    let want = self.k.vars[var.0 as usize];
+                    if v.ty() != want {
+                        return Err(format!(
+                            "loop eval of {}: variable {} is {want:?}, assigned {v:?}",
+                            self.k.name, var.0
+                        ));
+                    }
+                    self.vars[var.0 as usize] = Some(v);
+                }
+                Stmt::Store { buf, index, value } => {
+                    let i = self.index(*buf, index)?;
+                    let v = self.ex(value)?;
+                    self.bufs[*buf][i] = narrow(v, self.k.bufs[*buf].dtype);
+                }
+                Stmt::Loop {
+                    var,
+                    start,
+                    end,
+                    body,
+                } => {
+                    let (Value::I64(a), Value::I64(b)) = (self.ex(start)?, self.ex(end)?) else {
+                        return Err(format!("loop eval of {}: non-integer bounds", self.k.name));
+                    };
+                    for i in a..b {
+                        self.vars[var.0 as usize] = Some(Value::I64(i));
+                        self.block(body)?;
+                    }
+                }
+                Stmt::If { cond, body } => {
+                    if let Value::Bool(true) = self.ex(cond)? {
+                        self.block(body)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn index(&mut self, buf: usize, e: &Ex) -> Result<usize, String> {
+        let len = self.bufs[buf].len();
+        match self.ex(e)? {
+            Value::I64(i) if i >= 0 && (i as usize) < len => Ok(i as usize),
+            v => Err(format!(
+                "loop eval of {}: index {v:?} out of bounds of slot {buf} ({len} elements)",
+                self.k.name
+            )),
+        }
+    }
+
+    fn ex(&mut self, e: &Ex) -> Result<Value, String> {
+        Ok(match e {
+            Ex::Lit(l) => match *l {
+                Lit::Bool(b) => Value::Bool(b),
+                Lit::I64(v) => Value::I64(v),
+                Lit::F32(v) => Value::F32(v),
+                Lit::F64(v) => Value::F64(v),
+            },
+            Ex::Var(v) => self.vars[v.0 as usize]
+                .ok_or_else(|| format!("loop eval of {}: variable {} unset", self.k.name, v.0))?,
+            Ex::Item => Value::I64(self.item),
+            Ex::Dim(s) => Value::I64(self.binding.get(*s).ok_or_else(|| {
+                format!(
+                    "loop eval of {}: dynamic dim ?{s} is not bound",
+                    self.k.name
+                )
+            })? as i64),
+            Ex::Load { buf, index } => {
+                let i = self.index(*buf, index)?;
+                widen(self.bufs[*buf][i], self.k.bufs[*buf].dtype)
+            }
+            Ex::Un(op, a) => {
+                let a = self.ex(a)?;
+                unary(*op, a)
+                    .ok_or_else(|| format!("loop eval of {}: {op:?} of {a:?}", self.k.name))?
+            }
+            Ex::Bin(op, a, b) => {
+                let (a, b) = (self.ex(a)?, self.ex(b)?);
+                binary(*op, a, b).ok_or_else(|| {
+                    format!("loop eval of {}: {op:?} of {a:?} and {b:?}", self.k.name)
+                })?
+            }
+            Ex::Select(c, a, b) => {
+                let (c, a, b) = (self.ex(c)?, self.ex(a)?, self.ex(b)?);
+                match c {
+                    Value::Bool(c) if a.ty() == b.ty() => {
+                        if c {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                    _ => {
+                        return Err(format!(
+                            "loop eval of {}: select({c:?}, {a:?}, {b:?})",
+                            self.k.name
+                        ));
+                    }
+                }
+            }
+            Ex::Convert(t, a) => convert(*t, self.ex(a)?),
+        })
+    }
+}
+
+/// A stored element as the compute value of `dt`.
+fn widen(v: f64, dt: DType) -> Value {
+    match Ty::of(dt) {
+        Some(Ty::Bool) => Value::Bool(v != 0.0),
+        Some(Ty::I64) => Value::I64(v as i64),
+        Some(Ty::F64) => Value::F64(v),
+        _ => Value::F32(v as f32),
+    }
+}
+
+/// A compute value stored into a buffer of `dt` (already rounded by the kernel).
+fn narrow(v: Value, dt: DType) -> f64 {
+    match dt {
+        DType::F16 => half::f16::from_f64(v.as_f64()).to_f64(),
+        DType::BF16 => half::bf16::from_f64(v.as_f64()).to_f64(),
+        _ => v.as_f64(),
+    }
+}
+
+fn convert(t: Ty, a: Value) -> Value {
+    match (t, a) {
+        // NaN compares unequal to 0: true, like every nonzero value.
+        (Ty::Bool, v) => Value::Bool(v.as_f64() != 0.0),
+        (Ty::F32, Value::F64(v)) => Value::F32(v as f32),
+        (Ty::F32, v) => Value::F32(v.as_f64() as f32),
+        (Ty::F64, v) => Value::F64(v.as_f64()),
+        // Rust's float → int casts truncate toward zero, saturate, and map NaN to 0.
+        (Ty::I64, Value::F32(v)) => Value::I64(v as i64),
+        (Ty::I64, Value::F64(v)) => Value::I64(v as i64),
+        (Ty::I64, Value::Bool(b)) => Value::I64(b as i64),
+        (Ty::I64, v) => v,
+    }
+}
+
+fn unary(op: Un, a: Value) -> Option<Value> {
+    macro_rules! float {
+        ($x:ident => $e32:expr, $e64:expr) => {
+            match a {
+                Value::F32($x) => Value::F32($e32),
+                Value::F64($x) => Value::F64($e64),
+                _ => return None,
+            }
+        };
+    }
+    Some(match op {
+        Un::Neg => match a {
+            Value::I64(v) => Value::I64(v.wrapping_neg()),
+            _ => float!(x => -x, -x),
+        },
+        Un::Abs => match a {
+            Value::I64(v) => Value::I64(v.wrapping_abs()),
+            _ => float!(x => x.abs(), x.abs()),
+        },
+        Un::Sqrt => float!(x => x.sqrt(), x.sqrt()),
+        Un::Exp => float!(x => x.exp(), x.exp()),
+        Un::Expm1 => float!(x => x.exp_m1(), x.exp_m1()),
+        Un::Log => float!(x => x.ln(), x.ln()),
+        Un::Log1p => float!(x => x.ln_1p(), x.ln_1p()),
+        Un::Sin => float!(x => x.sin(), x.sin()),
+        Un::Cos => float!(x => x.cos(), x.cos()),
+        Un::Tan => float!(x => x.tan(), x.tan()),
+        Un::Atan => float!(x => x.atan(), x.atan()),
+        Un::Tanh => float!(x => x.tanh(), x.tanh()),
+        Un::Erf => float!(x => libm::erff(x), libm::erf(x)),
+        Un::Erfc => float!(x => libm::erfcf(x), libm::erfc(x)),
+        Un::Floor => float!(x => x.floor(), x.floor()),
+        Un::Ceil => float!(x => x.ceil(), x.ceil()),
+        Un::RoundEven => float!(x => x.round_ties_even(), x.round_ties_even()),
+        Un::IsNan => match a {
+            Value::F32(x) => Value::Bool(x.is_nan()),
+            Value::F64(x) => Value::Bool(x.is_nan()),
+            _ => Value::Bool(false),
+        },
+        Un::Not => match a {
+            Value::Bool(b) => Value::Bool(!b),
+            _ => return None,
+        },
+        Un::RoundF16 => match a {
+            Value::F32(x) => Value::F32(half::f16::from_f32(x).to_f32()),
+            _ => return None,
+        },
+        Un::RoundBf16 => match a {
+            Value::F32(x) => Value::F32(half::bf16::from_f32(x).to_f32()),
+            _ => return None,
+        },
+    })
+}
+
+fn binary(op: Bin, a: Value, b: Value) -> Option<Value> {
+    use Value::*;
+    Some(match (a, b) {
+        (F32(x), F32(y)) => match op {
+            Bin::Add => F32(x + y),
+            Bin::Sub => F32(x - y),
+            Bin::Mul => F32(x * y),
+            Bin::Div => F32(x / y),
+            Bin::Rem => F32(x % y),
+            Bin::Pow => F32(x.powf(y)),
+            Bin::Atan2 => F32(x.atan2(y)),
+            Bin::Min => F32(x.min(y)),
+            Bin::Max => F32(x.max(y)),
+            Bin::Lt => Bool(x < y),
+            Bin::Le => Bool(x <= y),
+            Bin::Eq => Bool(x == y),
+            Bin::Ne => Bool(x != y),
+            Bin::And | Bin::Or => return None,
+        },
+        (F64(x), F64(y)) => match op {
+            Bin::Add => F64(x + y),
+            Bin::Sub => F64(x - y),
+            Bin::Mul => F64(x * y),
+            Bin::Div => F64(x / y),
+            Bin::Rem => F64(x % y),
+            Bin::Pow => F64(x.powf(y)),
+            Bin::Atan2 => F64(x.atan2(y)),
+            Bin::Min => F64(x.min(y)),
+            Bin::Max => F64(x.max(y)),
+            Bin::Lt => Bool(x < y),
+            Bin::Le => Bool(x <= y),
+            Bin::Eq => Bool(x == y),
+            Bin::Ne => Bool(x != y),
+            Bin::And | Bin::Or => return None,
+        },
+        (I64(x), I64(y)) => match op {
+            Bin::Add => I64(x.wrapping_add(y)),
+            Bin::Sub => I64(x.wrapping_sub(y)),
+            Bin::Mul => I64(x.wrapping_mul(y)),
+            Bin::Div if y != 0 => I64(x.wrapping_div(y)),
+            Bin::Rem if y != 0 => I64(x.wrapping_rem(y)),
+            Bin::Min => I64(x.min(y)),
+            Bin::Max => I64(x.max(y)),
+            Bin::Lt => Bool(x < y),
+            Bin::Le => Bool(x <= y),
+            Bin::Eq => Bool(x == y),
+            Bin::Ne => Bool(x != y),
+            _ => return None,
+        },
+        (Bool(x), Bool(y)) => match op {
+            Bin::And => Bool(x && y),
+            Bin::Or => Bool(x || y),
+            Bin::Eq => Bool(x == y),
+            Bin::Ne => Bool(x != y),
+            _ => return None,
+        },
+        _ => return None,
+    })
+}

@@ -1,0 +1,326 @@
+//! The loop-level kernel IR: what one kernel of a [`Program`](crate::program::Program)
+//! does, spelled as work items, indexed loads and stores, and scalar arithmetic.
+//!
+//! A [`Program`](crate::program::Program) says *what* each kernel computes (an
+//! elementwise expression over a space, a reduction, a row op…). GPU backends need the
+//! same thing one level lower: which element a work item reads, through which index
+//! arithmetic, and which scalar operations turn the loads into the stored values. This
+//! module is that level, produced once per kernel by [`lower_kernel`]; a backend then only
+//! *renders* it ([`render_c`] for CUDA and HIP, one dialect table apart), so the index
+//! math of views, the dtype rules and the formula of every activation are written here
+//! once instead of once per backend.
+//!
+//! The IR is deliberately small:
+//! - a kernel runs [`LoopKernel::items`] independent work items; [`Ex::Item`] is the
+//!   current one (a GPU renderer maps items onto a grid, a CPU reference loops);
+//! - values have one of four compute types ([`Ty`]): storage dtypes are widened on load
+//!   (f16/bf16 → f32, every integer → i64) and narrowed on store; after each operation
+//!   of a narrow dtype the result is re-rounded ([`Un::RoundF16`], [`Un::RoundBf16`]) so
+//!   the arithmetic matches the oracle's per-op rounding;
+//! - statements are `let`, `store`, counted loops and conditionals;
+//! - dynamic dims are kernel parameters ([`Ex::Dim`]), bound per launch.
+//!
+//! [`eval`] runs a lowered kernel on host buffers: the reference against which renderers
+//! are checked, and the way the lowering itself is tested against the `rlx-ir` oracle
+//! without a GPU.
+
+mod build;
+pub mod eval;
+mod lower;
+mod render_c;
+
+pub use build::Builder;
+pub use lower::{LowerError, lower_kernel};
+pub use render_c::{Dialect, render_c};
+
+use rlx_ir::DType;
+
+/// The type a value is computed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ty {
+    /// A truth value.
+    Bool,
+    /// Indices and every integer dtype (wrapping).
+    I64,
+    /// f32, and f16/bf16 values widened to f32.
+    F32,
+    /// f64.
+    F64,
+}
+
+impl Ty {
+    /// The compute type of a storage dtype, or `None` for complex dtypes.
+    pub fn of(dt: DType) -> Option<Ty> {
+        Some(match dt {
+            DType::F32 | DType::F16 | DType::BF16 => Ty::F32,
+            DType::F64 => Ty::F64,
+            DType::Bool => Ty::Bool,
+            DType::C64 | DType::C128 => return None,
+            _ => Ty::I64,
+        })
+    }
+
+    /// Whether values of this type are floats.
+    pub fn is_float(self) -> bool {
+        matches!(self, Ty::F32 | Ty::F64)
+    }
+}
+
+/// A local variable of a kernel (its type is [`LoopKernel::vars`]`[id]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Var(pub u32);
+
+/// A unary operation on one compute value (the result has the operand's type unless
+/// noted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Un {
+    /// `−x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+    /// Square root.
+    Sqrt,
+    /// `eˣ`.
+    Exp,
+    /// `eˣ − 1`, accurate near 0.
+    Expm1,
+    /// Natural logarithm.
+    Log,
+    /// `ln(1 + x)`, accurate near 0.
+    Log1p,
+    /// Sine.
+    Sin,
+    /// Cosine.
+    Cos,
+    /// Tangent.
+    Tan,
+    /// Arc tangent.
+    Atan,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// The error function.
+    Erf,
+    /// The complementary error function `1 − erf(x)`, accurate where erf is near 1.
+    Erfc,
+    /// Round down.
+    Floor,
+    /// Round up.
+    Ceil,
+    /// Round half to even.
+    RoundEven,
+    /// Whether the value is NaN (bool result).
+    IsNan,
+    /// Logical not of a bool.
+    Not,
+    /// Round an f32 to the nearest f16 value (ties to even, overflow to ∞), kept as f32.
+    RoundF16,
+    /// Round an f32 to the nearest bf16 value (ties to even), kept as f32.
+    RoundBf16,
+}
+
+/// A binary operation; both operands have the same type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bin {
+    /// `a + b` (wrapping on integers).
+    Add,
+    /// `a − b`.
+    Sub,
+    /// `a · b`.
+    Mul,
+    /// `a / b` (integers: toward zero; the lowering never divides by a zero it cannot
+    /// rule out).
+    Div,
+    /// Remainder with the dividend's sign (C `fmod` / `%`).
+    Rem,
+    /// `aᵇ`.
+    Pow,
+    /// `atan2(a, b)`.
+    Atan2,
+    /// The smaller operand, for values known not to be NaN (IEEE `fmin` otherwise).
+    Min,
+    /// The larger operand (see [`Bin::Min`]).
+    Max,
+    /// `a < b` (bool result; false when either is NaN).
+    Lt,
+    /// `a ≤ b`.
+    Le,
+    /// `a == b`.
+    Eq,
+    /// `a ≠ b` (true when either is NaN).
+    Ne,
+    /// Logical and of bools.
+    And,
+    /// Logical or of bools.
+    Or,
+}
+
+impl Bin {
+    /// Whether the result is a bool (a comparison or a logical op).
+    pub fn is_predicate(self) -> bool {
+        matches!(
+            self,
+            Bin::Lt | Bin::Le | Bin::Eq | Bin::Ne | Bin::And | Bin::Or
+        )
+    }
+}
+
+/// A literal value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Lit {
+    /// A bool.
+    Bool(bool),
+    /// An i64.
+    I64(i64),
+    /// An f32.
+    F32(f32),
+    /// An f64.
+    F64(f64),
+}
+
+impl Lit {
+    /// Its compute type.
+    pub fn ty(self) -> Ty {
+        match self {
+            Lit::Bool(_) => Ty::Bool,
+            Lit::I64(_) => Ty::I64,
+            Lit::F32(_) => Ty::F32,
+            Lit::F64(_) => Ty::F64,
+        }
+    }
+}
+
+/// An expression (side-effect free).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ex {
+    /// A literal.
+    Lit(Lit),
+    /// A local variable.
+    Var(Var),
+    /// The index of the current work item (`0..items`), an i64.
+    Item,
+    /// The bound size of dynamic dim symbol `?s` (an i64 kernel parameter).
+    Dim(u32),
+    /// Element `index` of kernel buffer `buf` ([`LoopKernel::bufs`]), widened to the
+    /// compute type of the buffer's dtype.
+    Load {
+        /// Kernel buffer slot.
+        buf: usize,
+        /// Element index (i64).
+        index: Box<Ex>,
+    },
+    /// A unary operation.
+    Un(Un, Box<Ex>),
+    /// A binary operation.
+    Bin(Bin, Box<Ex>, Box<Ex>),
+    /// `cond ? a : b`, both branches evaluated (they have no side effects).
+    Select(Box<Ex>, Box<Ex>, Box<Ex>),
+    /// Numeric conversion to `Ty` (float → int truncates toward zero and saturates,
+    /// NaN → 0; bool → number is 0/1; number → bool is `≠ 0`).
+    Convert(Ty, Box<Ex>),
+}
+
+/// A statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stmt {
+    /// Define variable `var` (declared in [`LoopKernel::vars`]) as `value`.
+    Let {
+        /// The variable.
+        var: Var,
+        /// Its value.
+        value: Ex,
+    },
+    /// Overwrite an already defined variable (accumulators).
+    Assign {
+        /// The variable.
+        var: Var,
+        /// Its new value.
+        value: Ex,
+    },
+    /// Narrow `value` to the buffer's dtype and write it at `index`.
+    Store {
+        /// Kernel buffer slot.
+        buf: usize,
+        /// Element index (i64).
+        index: Ex,
+        /// The value (in the buffer dtype's compute type).
+        value: Ex,
+    },
+    /// `for var in start..end { body }` (i64 counter).
+    Loop {
+        /// The counter.
+        var: Var,
+        /// First value.
+        start: Ex,
+        /// One past the last value.
+        end: Ex,
+        /// The body.
+        body: Vec<Stmt>,
+    },
+    /// `if cond { body }`.
+    If {
+        /// A bool.
+        cond: Ex,
+        /// Run when `cond` holds.
+        body: Vec<Stmt>,
+    },
+}
+
+/// How a kernel uses one of its buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Only loaded.
+    Read,
+    /// Only stored.
+    Write,
+}
+
+/// A buffer parameter of a kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelBuf {
+    /// The program buffer bound to this slot.
+    pub buf: crate::program::BufId,
+    /// Its storage dtype.
+    pub dtype: DType,
+    /// Read or written.
+    pub access: Access,
+}
+
+/// One lowered kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopKernel {
+    /// A C/WGSL identifier.
+    pub name: String,
+    /// Buffer parameters, in slot order.
+    pub bufs: Vec<KernelBuf>,
+    /// Dynamic dim symbols read through [`Ex::Dim`], in parameter order.
+    pub dims: Vec<u32>,
+    /// Number of work items (i64; may read [`Ex::Dim`]).
+    pub items: Ex,
+    /// Type of every local variable.
+    pub vars: Vec<Ty>,
+    /// What one work item does.
+    pub body: Vec<Stmt>,
+}
+
+impl LoopKernel {
+    /// The compute type of `e` in this kernel.
+    pub fn ty(&self, e: &Ex) -> Ty {
+        match e {
+            Ex::Lit(l) => l.ty(),
+            Ex::Var(v) => self.vars[v.0 as usize],
+            Ex::Item | Ex::Dim(_) => Ty::I64,
+            Ex::Load { buf, .. } => Ty::of(self.bufs[*buf].dtype).expect("real dtype"),
+            Ex::Un(Un::IsNan | Un::Not, _) => Ty::Bool,
+            Ex::Un(_, a) => self.ty(a),
+            Ex::Bin(op, a, _) => {
+                if op.is_predicate() {
+                    Ty::Bool
+                } else {
+                    self.ty(a)
+                }
+            }
+            Ex::Select(_, a, _) => self.ty(a),
+            Ex::Convert(t, _) => *t,
+        }
+    }
+}

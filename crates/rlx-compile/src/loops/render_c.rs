@@ -1,0 +1,311 @@
+//! Loop kernels as CUDA or HIP C++ source (one renderer; the two dialects differ only
+//! in the lines of [`Dialect::preamble`]).
+//!
+//! Work items map onto a grid-stride loop, so any launch size is correct. The source
+//! includes no headers: f16 and bf16 travel as `unsigned short` bit patterns and are
+//! converted by the small functions of the prelude (round to nearest even, like the
+//! oracle), so NVRTC and hiprtc compile it without a toolkit's include tree.
+
+use super::{Bin, Ex, Lit, LoopKernel, Stmt, Ty, Un};
+use rlx_ir::DType;
+use std::fmt::Write;
+
+/// The C++ dialect to emit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// CUDA C++ for NVRTC.
+    Cuda,
+    /// HIP C++ for hiprtc (ROCm).
+    Hip,
+}
+
+impl Dialect {
+    /// Lines placed before the prelude.
+    pub fn preamble(self) -> &'static str {
+        match self {
+            Dialect::Cuda => "// CUDA C++ (NVRTC)\n",
+            // hiprtc predefines the HIP runtime's device API (blockIdx, __float_as_uint…).
+            Dialect::Hip => "// HIP C++ (hiprtc)\n",
+        }
+    }
+}
+
+/// Conversions shared by every kernel: f16/bf16 bit patterns ↔ f32 with round to
+/// nearest even, and float → i64 with the oracle's cast rule.
+const PRELUDE: &str = r#"typedef long long i64;
+static __device__ __forceinline__ float rlx_f16_to_f32(unsigned short h) {
+  unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+  unsigned int e = ((unsigned int)h >> 10) & 0x1fu, m = (unsigned int)h & 0x3ffu;
+  if (e == 0u) { float v = (float)m * 5.9604644775390625e-8f; return sign ? -v : v; }
+  if (e == 31u) return __uint_as_float(sign | 0x7f800000u | (m << 13));
+  return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+static __device__ __forceinline__ unsigned short rlx_f32_to_f16(float f) {
+  unsigned int x = __float_as_uint(f);
+  unsigned int sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+  if (ax < 0x38800000u) return (unsigned short)(sign | __float2uint_rn(__uint_as_float(ax) * 16777216.0f));
+  unsigned int r = ax - 0x38000000u;
+  r += 0xfffu + ((r >> 13) & 1u);
+  return (unsigned short)(sign | (r >> 13));
+}
+static __device__ __forceinline__ float rlx_round_f16(float f) { return rlx_f16_to_f32(rlx_f32_to_f16(f)); }
+static __device__ __forceinline__ float rlx_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
+static __device__ __forceinline__ float rlx_round_bf16(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return f;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return __uint_as_float(u & 0xffff0000u);
+}
+static __device__ __forceinline__ i64 rlx_f64_to_i64(double v) {
+  if (v != v) return 0;
+  if (v <= -9223372036854775808.0) return (-9223372036854775807ll - 1);
+  if (v >= 9223372036854775807.0) return 9223372036854775807ll;
+  return (i64)v;
+}
+"#;
+
+/// The complete source of `k` in `dialect`: prelude plus one `extern "C" __global__`
+/// function named `k.name` taking the buffers (slot order), then one `i64` per dynamic
+/// dim (`k.dims` order).
+pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
+    let mut s = String::new();
+    s.push_str(dialect.preamble());
+    s.push_str(PRELUDE);
+    let mut params: Vec<String> = k
+        .bufs
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let c = if b.access == super::Access::Read {
+                "const "
+            } else {
+                ""
+            };
+            format!("{c}{}* __restrict__ b{i}", storage(b.dtype))
+        })
+        .collect();
+    params.extend(k.dims.iter().map(|d| format!("i64 d{d}")));
+    let r = Renderer { k };
+    let _ = writeln!(
+        s,
+        "extern \"C\" __global__ void {}({}) {{",
+        k.name,
+        params.join(", ")
+    );
+    let _ = writeln!(s, "  const i64 n_items = {};", r.ex(&k.items));
+    s.push_str(
+        "  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < n_items;\n       item += (i64)gridDim.x * blockDim.x) {\n",
+    );
+    r.block(&mut s, &k.body, 2);
+    s.push_str("  }\n}\n");
+    s
+}
+
+/// The C type a buffer of `dt` is declared with.
+fn storage(dt: DType) -> &'static str {
+    match dt {
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::F16 | DType::BF16 => "unsigned short",
+        DType::Bool | DType::U8 => "unsigned char",
+        DType::I8 => "signed char",
+        DType::I16 => "short",
+        DType::I32 => "int",
+        DType::I64 => "long long",
+        DType::U32 => "unsigned int",
+        // Complex kernels are never lowered (`Ty::of` rejects them).
+        DType::C64 | DType::C128 => "void",
+    }
+}
+
+fn ctype(t: Ty) -> &'static str {
+    match t {
+        Ty::Bool => "bool",
+        Ty::I64 => "i64",
+        Ty::F32 => "float",
+        Ty::F64 => "double",
+    }
+}
+
+struct Renderer<'a> {
+    k: &'a LoopKernel,
+}
+
+impl Renderer<'_> {
+    fn block(&self, s: &mut String, body: &[Stmt], depth: usize) {
+        let pad = "  ".repeat(depth);
+        for st in body {
+            match st {
+                Stmt::Let { var, value } => {
+                    let t = ctype(self.k.vars[var.0 as usize]);
+                    let _ = writeln!(s, "{pad}const {t} v{} = {};", var.0, self.ex(value));
+                }
+                Stmt::Assign { var, value } => {
+                    let _ = writeln!(s, "{pad}v{} = {};", var.0, self.ex(value));
+                }
+                Stmt::Store { buf, index, value } => {
+                    let v = self.ex(value);
+                    let v = match self.k.bufs[*buf].dtype {
+                        DType::F16 => format!("rlx_f32_to_f16({v})"),
+                        // The kernel rounded the value to bf16 already: keep its top bits.
+                        DType::BF16 => format!("(unsigned short)(__float_as_uint({v}) >> 16)"),
+                        dt => format!("({})({v})", storage(dt)),
+                    };
+                    let _ = writeln!(s, "{pad}b{buf}[{}] = {v};", self.ex(index));
+                }
+                Stmt::Loop {
+                    var,
+                    start,
+                    end,
+                    body,
+                } => {
+                    let _ = writeln!(
+                        s,
+                        "{pad}for (i64 v{0} = {1}; v{0} < {2}; ++v{0}) {{",
+                        var.0,
+                        self.ex(start),
+                        self.ex(end)
+                    );
+                    self.block(s, body, depth + 1);
+                    let _ = writeln!(s, "{pad}}}");
+                }
+                Stmt::If { cond, body } => {
+                    let _ = writeln!(s, "{pad}if ({}) {{", self.ex(cond));
+                    self.block(s, body, depth + 1);
+                    let _ = writeln!(s, "{pad}}}");
+                }
+            }
+        }
+    }
+
+    fn ex(&self, e: &Ex) -> String {
+        match e {
+            Ex::Lit(l) => lit(*l),
+            Ex::Var(v) => format!("v{}", v.0),
+            Ex::Item => "item".into(),
+            Ex::Dim(d) => format!("d{d}"),
+            Ex::Load { buf, index } => {
+                let at = format!("b{buf}[{}]", self.ex(index));
+                match self.k.bufs[*buf].dtype {
+                    DType::F16 => format!("rlx_f16_to_f32({at})"),
+                    DType::BF16 => format!("rlx_bf16_to_f32({at})"),
+                    DType::Bool => format!("({at} != 0)"),
+                    dt if Ty::of(dt) == Some(Ty::I64) => format!("(i64){at}"),
+                    _ => at,
+                }
+            }
+            Ex::Un(op, a) => self.unary(*op, a),
+            Ex::Bin(op, a, b) => self.binary(*op, a, b),
+            Ex::Select(c, a, b) => {
+                format!("({} ? {} : {})", self.ex(c), self.ex(a), self.ex(b))
+            }
+            Ex::Convert(t, a) => {
+                let from = self.k.ty(a);
+                let a = self.ex(a);
+                match (t, from) {
+                    (Ty::Bool, _) => format!("({a} != 0)"),
+                    (Ty::I64, Ty::F32 | Ty::F64) => format!("rlx_f64_to_i64((double)({a}))"),
+                    (t, _) => format!("({})({a})", ctype(*t)),
+                }
+            }
+        }
+    }
+
+    fn unary(&self, op: Un, a: &Ex) -> String {
+        let t = self.k.ty(a);
+        let x = self.ex(a);
+        let f = |name32: &str, name64: &str| {
+            let n = if t == Ty::F64 { name64 } else { name32 };
+            format!("{n}({x})")
+        };
+        match op {
+            Un::Neg => format!("(-{x})"),
+            Un::Abs if t == Ty::I64 => format!("({x} < 0 ? -{x} : {x})"),
+            Un::Abs => f("fabsf", "fabs"),
+            Un::Sqrt => f("sqrtf", "sqrt"),
+            Un::Exp => f("expf", "exp"),
+            Un::Expm1 => f("expm1f", "expm1"),
+            Un::Log => f("logf", "log"),
+            Un::Log1p => f("log1pf", "log1p"),
+            Un::Sin => f("sinf", "sin"),
+            Un::Cos => f("cosf", "cos"),
+            Un::Tan => f("tanf", "tan"),
+            Un::Atan => f("atanf", "atan"),
+            Un::Tanh => f("tanhf", "tanh"),
+            Un::Erf => f("erff", "erf"),
+            Un::Erfc => f("erfcf", "erfc"),
+            Un::Floor => f("floorf", "floor"),
+            Un::Ceil => f("ceilf", "ceil"),
+            // rint rounds in the default mode: to nearest, ties to even.
+            Un::RoundEven => f("rintf", "rint"),
+            Un::IsNan => format!("({x} != {x})"),
+            Un::Not => format!("(!{x})"),
+            Un::RoundF16 => format!("rlx_round_f16({x})"),
+            Un::RoundBf16 => format!("rlx_round_bf16({x})"),
+        }
+    }
+
+    fn binary(&self, op: Bin, a: &Ex, b: &Ex) -> String {
+        let t = self.k.ty(a);
+        let (x, y) = (self.ex(a), self.ex(b));
+        let call = |name32: &str, name64: &str| {
+            let n = if t == Ty::F64 { name64 } else { name32 };
+            format!("{n}({x}, {y})")
+        };
+        let infix = |o: &str| format!("({x} {o} {y})");
+        match op {
+            Bin::Add => infix("+"),
+            Bin::Sub => infix("-"),
+            Bin::Mul => infix("*"),
+            Bin::Div => infix("/"),
+            Bin::Rem if t == Ty::I64 => infix("%"),
+            Bin::Rem => call("fmodf", "fmod"),
+            Bin::Pow => call("powf", "pow"),
+            Bin::Atan2 => call("atan2f", "atan2"),
+            Bin::Min if t.is_float() => call("fminf", "fmin"),
+            Bin::Max if t.is_float() => call("fmaxf", "fmax"),
+            Bin::Min => format!("({x} < {y} ? {x} : {y})"),
+            Bin::Max => format!("({x} < {y} ? {y} : {x})"),
+            Bin::Lt => infix("<"),
+            Bin::Le => infix("<="),
+            Bin::Eq => infix("=="),
+            Bin::Ne => infix("!="),
+            Bin::And => infix("&&"),
+            Bin::Or => infix("||"),
+        }
+    }
+}
+
+/// A C literal that reads back as exactly `l`.
+fn lit(l: Lit) -> String {
+    match l {
+        Lit::Bool(b) => b.to_string(),
+        Lit::I64(v) if v == i64::MIN => "(-9223372036854775807ll - 1)".into(),
+        Lit::I64(v) => format!("{v}ll"),
+        // `{:?}` is the shortest text that parses back to the same value.
+        Lit::F32(v) if v.is_finite() => format!("{v:?}f"),
+        Lit::F32(v) => format!("__uint_as_float(0x{:08x}u)", v.to_bits()),
+        Lit::F64(v) if v.is_finite() => format!("{v:?}"),
+        Lit::F64(v) => format!("__longlong_as_double(0x{:016x}ll)", v.to_bits()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_read_back_exactly_and_non_finite_ones_as_bit_patterns() {
+        assert_eq!(lit(Lit::F32(0.1)), "0.1f");
+        assert_eq!(lit(Lit::F32(1.0)), "1.0f");
+        assert_eq!(lit(Lit::F32(-0.0)), "-0.0f");
+        assert_eq!(lit(Lit::F32(1e20)), "1e20f");
+        assert_eq!(
+            lit(Lit::F32(f32::NEG_INFINITY)),
+            "__uint_as_float(0xff800000u)"
+        );
+        assert_eq!(lit(Lit::I64(i64::MIN)), "(-9223372036854775807ll - 1)");
+    }
+}

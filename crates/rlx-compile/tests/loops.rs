@@ -1,0 +1,398 @@
+//! The loop IR against the `rlx-ir` oracle: programs are compiled, every kernel is
+//! lowered with `loops::lower_kernel`, run by the loop IR's reference interpreter in
+//! kernel order over host buffers, and the outputs compared with `interp::run`.
+//!
+//! f32 chains of `+ − · /` and every view must match bit for bit (one f32 rounding
+//! per op either way); transcendental activations within a few f32 ulps (the oracle
+//! evaluates in f64), with NaN, ±∞ and the sign of zero exactly as the oracle gives them.
+
+use rlx_compile::loops::{self, Dialect, LowerError};
+use rlx_compile::program::{BufKind, Program};
+use rlx_compile::{CompileOptions, compile};
+use rlx_ir::{
+    Activation, BinaryOp, CmpOp, DType, Dim, DimBinding, Graph, NodeId, Op, Shape, TensorData,
+    interp,
+};
+
+/// Run every kernel of `p` through the loop IR; inputs by argument name.
+fn run_loops(p: &Program, inputs: &[(&str, TensorData)], binding: &DimBinding) -> Vec<TensorData> {
+    let bound = |s: &Shape| -> Vec<usize> {
+        s.dims()
+            .iter()
+            .map(|d| d.resolve(binding).expect("every dim bound"))
+            .collect()
+    };
+    let mut host: Vec<Vec<f64>> = p
+        .buffers
+        .iter()
+        .map(|b| match &b.kind {
+            BufKind::Arg(i) => {
+                let name = &p.args[*i].0;
+                let (_, d) = inputs
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .unwrap_or_else(|| panic!("no input `{name}`"));
+                d.to_f64_vec()
+            }
+            BufKind::Const(bytes) => {
+                TensorData::new(b.shape.dtype(), &bound(&b.shape), bytes.clone())
+                    .expect("constant bytes")
+                    .to_f64_vec()
+            }
+            BufKind::Temp | BufKind::Output(_) => vec![0.0; bound(&b.shape).iter().product()],
+        })
+        .collect();
+    for k in 0..p.kernels.len() {
+        let lk = loops::lower_kernel(p, k).unwrap_or_else(|e| panic!("{e}"));
+        // The renderer accepts every lowered kernel.
+        let src = loops::render_c(&lk, Dialect::Cuda);
+        assert!(src.contains(&lk.name), "{src}");
+        let mut slots: Vec<Vec<f64>> = lk
+            .bufs
+            .iter()
+            .map(|b| std::mem::take(&mut host[b.buf]))
+            .collect();
+        loops::eval::run(&lk, &mut slots, binding).unwrap_or_else(|e| panic!("{e}"));
+        for (b, v) in lk.bufs.iter().zip(slots) {
+            host[b.buf] = v;
+        }
+    }
+    p.outputs
+        .iter()
+        .map(|&o| {
+            let b = &p.buffers[o];
+            TensorData::from_f64_as(b.shape.dtype(), &bound(&b.shape), &host[o])
+        })
+        .collect()
+}
+
+/// Add `o` to `g` (the test graphs are valid by construction).
+fn op(g: &mut Graph, o: Op, inputs: Vec<NodeId>) -> NodeId {
+    g.add_op(o, inputs).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn oracle(g: &Graph, inputs: &[(&str, TensorData)]) -> Vec<TensorData> {
+    interp::run(g, inputs).unwrap_or_else(|e| panic!("oracle: {e}"))
+}
+
+fn compiled(g: &Graph) -> Program {
+    compile(g, &CompileOptions::default()).unwrap_or_else(|e| panic!("compile: {e}"))
+}
+
+/// Same bits (NaN payloads aside).
+fn same_bits_f32(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits();
+        assert!(ok, "{what}: element {i}: loop IR {g:?}, oracle {w:?}");
+    }
+}
+
+/// Within `ulps` f32 ulps of the oracle, NaN/∞/signed zero exact.
+fn close_f32(got: &[f32], want: &[f32], ulps: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if w.is_nan() || w.is_infinite() || *w == 0.0 {
+            let ok = (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits();
+            assert!(
+                ok,
+                "{what}: element {i}: loop IR {g:?}, oracle {w:?} (exact expected)"
+            );
+            continue;
+        }
+        let tol = ulps * f32::EPSILON * w.abs().max(f32::MIN_POSITIVE);
+        assert!(
+            (g - w).abs() <= tol,
+            "{what}: element {i}: loop IR {g:?}, oracle {w:?} (> {ulps} ulps)"
+        );
+    }
+}
+
+/// Interesting f32 inputs: the specials, kinks, and a spread of ordinary values.
+fn probe_values() -> Vec<f32> {
+    let mut v = vec![
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        3.0,
+        -3.0,
+        0.5,
+        -0.5,
+        1e-30,
+        -1e-30,
+        20.0,
+        -20.0,
+        88.0,
+        -88.0,
+        1e30,
+        -1e30,
+    ];
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..45 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v.push(((s >> 11) as f64 / (1u64 << 53) as f64 * 16.0 - 8.0) as f32);
+    }
+    v
+}
+
+#[test]
+fn every_activation_matches_the_oracle_at_specials_kinks_and_ordinary_values() {
+    let xs = probe_values();
+    for a in Activation::ALL {
+        let mut g = Graph::new("act");
+        let x = g.input("x", Shape::new(&[xs.len()], DType::F32));
+        let y = op(&mut g, Op::Activation(a), vec![x]);
+        g.set_outputs(vec![y]);
+        let inputs = [("x", TensorData::from_f32(&[xs.len()], &xs))];
+        let want = oracle(&g, &inputs)[0].to_f32_vec();
+        let got = run_loops(&compiled(&g), &inputs, &DimBinding::new())[0].to_f32_vec();
+        // Compositions (gelu via erfc, mish via tanh∘softplus…) round several times in f32.
+        let ulps = match a {
+            Activation::Relu
+            | Activation::Neg
+            | Activation::Abs
+            | Activation::Floor
+            | Activation::Ceil
+            | Activation::Round
+            | Activation::Sign
+            | Activation::Sqrt
+            | Activation::Recip => 0.5,
+            _ => 64.0,
+        };
+        close_f32(&got, &want, ulps, &format!("{a:?}"));
+    }
+}
+
+#[test]
+fn binary_ops_match_the_oracle_including_nan_and_signed_zero_rules() {
+    let xs = probe_values();
+    let n = xs.len();
+    let ys: Vec<f32> = xs.iter().rev().copied().collect();
+    for (bop, exact) in [
+        (BinaryOp::Add, true),
+        (BinaryOp::Sub, true),
+        (BinaryOp::Mul, true),
+        (BinaryOp::Div, true),
+        (BinaryOp::Max, true),
+        (BinaryOp::Min, true),
+        (BinaryOp::Mod, true),
+        (BinaryOp::Pow, false),
+        (BinaryOp::Atan2, false),
+    ] {
+        let mut g = Graph::new("bin");
+        let a = g.input("a", Shape::new(&[n], DType::F32));
+        let b = g.input("b", Shape::new(&[n], DType::F32));
+        let y = op(&mut g, Op::Binary(bop), vec![a, b]);
+        g.set_outputs(vec![y]);
+        let inputs = [
+            ("a", TensorData::from_f32(&[n], &xs)),
+            ("b", TensorData::from_f32(&[n], &ys)),
+        ];
+        let want = oracle(&g, &inputs)[0].to_f32_vec();
+        let got = run_loops(&compiled(&g), &inputs, &DimBinding::new())[0].to_f32_vec();
+        if exact {
+            same_bits_f32(&got, &want, bop.name());
+        } else {
+            close_f32(&got, &want, 8.0, bop.name());
+        }
+    }
+    // max/min of ±0 in both orders: +0 for max, −0 for min, as the oracle says.
+    let zeros = [0.0f32, -0.0, -0.0, 0.0];
+    let flip = [-0.0f32, 0.0, -0.0, 0.0];
+    for bop in [BinaryOp::Max, BinaryOp::Min] {
+        let mut g = Graph::new("zeros");
+        let a = g.input("a", Shape::new(&[4], DType::F32));
+        let b = g.input("b", Shape::new(&[4], DType::F32));
+        let y = op(&mut g, Op::Binary(bop), vec![a, b]);
+        g.set_outputs(vec![y]);
+        let inputs = [
+            ("a", TensorData::from_f32(&[4], &zeros)),
+            ("b", TensorData::from_f32(&[4], &flip)),
+        ];
+        let want = oracle(&g, &inputs)[0].to_f32_vec();
+        let got = run_loops(&compiled(&g), &inputs, &DimBinding::new())[0].to_f32_vec();
+        same_bits_f32(&got, &want, bop.name());
+    }
+}
+
+fn data(dims: &[usize], seed: usize) -> TensorData {
+    let n: usize = dims.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i * 37 + seed * 11) % 23) as f32 / 4.0 - 2.5)
+        .collect();
+    TensorData::from_f32(dims, &v)
+}
+
+#[test]
+fn fused_views_transpose_narrow_broadcast_and_reshape_of_a_transpose_read_the_right_elements() {
+    // y = reshape(transpose(a)) · narrow(b) + bias (broadcast), then compared, selected.
+    let mut g = Graph::new("views");
+    let a = g.input("a", Shape::new(&[4, 6], DType::F32));
+    let b = g.input("b", Shape::new(&[3, 10], DType::F32));
+    let bias = g.input("bias", Shape::new(&[8], DType::F32));
+    let at = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![a]); // [6, 4]
+    let ar = op(
+        &mut g,
+        Op::Reshape {
+            new_shape: vec![3, 8],
+        },
+        vec![at],
+    ); // a reshape of a transposed view: no strided form
+    let bn = op(
+        &mut g,
+        Op::Narrow {
+            axis: 1,
+            start: 1,
+            len: 8,
+        },
+        vec![b],
+    ); // [3, 8]
+    let m = op(&mut g, Op::Binary(BinaryOp::Mul), vec![ar, bn]);
+    let s = op(&mut g, Op::Binary(BinaryOp::Add), vec![m, bias]); // bias broadcasts
+    let c = op(&mut g, Op::Compare(CmpOp::Gt), vec![s, bn]);
+    let r = op(&mut g, Op::Activation(Activation::Relu), vec![s]);
+    let y = op(&mut g, Op::Where, vec![c, s, r]);
+    let yt = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![y]);
+    let z = op(&mut g, Op::Binary(BinaryOp::Div), vec![yt, yt]);
+    g.set_outputs(vec![y, z]);
+    let inputs = [
+        ("a", data(&[4, 6], 1)),
+        ("b", data(&[3, 10], 2)),
+        ("bias", data(&[8], 3)),
+    ];
+    let want = oracle(&g, &inputs);
+    let got = run_loops(&compiled(&g), &inputs, &DimBinding::new());
+    for (i, (gv, wv)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(gv.dims, wv.dims, "output {i} dims");
+        same_bits_f32(&gv.to_f32_vec(), &wv.to_f32_vec(), &format!("output {i}"));
+    }
+}
+
+#[test]
+fn dynamic_dims_become_kernel_parameters_bound_per_run() {
+    // x: [?0, 5], scale: [1, 5] broadcast over the dynamic axis; narrow + transpose too.
+    let mut g = Graph::new("dyn");
+    let x = g.input(
+        "x",
+        Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(5)], DType::F32),
+    );
+    let sc = g.input("scale", Shape::new(&[1, 5], DType::F32));
+    let m = op(&mut g, Op::Binary(BinaryOp::Mul), vec![x, sc]);
+    let n = op(
+        &mut g,
+        Op::Narrow {
+            axis: 1,
+            start: 2,
+            len: 3,
+        },
+        vec![m],
+    );
+    let t = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![n]);
+    let e = op(&mut g, Op::Activation(Activation::Tanh), vec![t]);
+    g.set_outputs(vec![e]);
+    let p = compiled(&g);
+    let lk = loops::lower_kernel(&p, p.kernels.len() - 1).expect("lowered");
+    assert_eq!(lk.dims, vec![0], "the dynamic symbol is a parameter");
+    assert!(loops::render_c(&lk, Dialect::Hip).contains("i64 d0"));
+    for rows in [1usize, 3, 7] {
+        let inputs = [("x", data(&[rows, 5], rows)), ("scale", data(&[1, 5], 9))];
+        let binding =
+            interp::bind_dims(&g, &inputs.iter().map(|(n, d)| (*n, d)).collect::<Vec<_>>())
+                .expect("bind");
+        let want = oracle(&g, &inputs)[0].to_f32_vec();
+        let got = run_loops(&p, &inputs, &binding)[0].to_f32_vec();
+        close_f32(&got, &want, 4.0, &format!("rows = {rows}"));
+    }
+}
+
+#[test]
+fn half_precision_chains_round_after_every_op_like_the_oracle() {
+    for dt in [DType::F16, DType::BF16] {
+        let mut g = Graph::new("half");
+        let a = g.input("a", Shape::new(&[64], dt));
+        let b = g.input("b", Shape::new(&[64], dt));
+        let s = op(&mut g, Op::Binary(BinaryOp::Mul), vec![a, b]);
+        let t = op(&mut g, Op::Binary(BinaryOp::Add), vec![s, a]);
+        let u = op(&mut g, Op::Activation(Activation::Sigmoid), vec![t]);
+        let w = op(&mut g, Op::Cast { to: DType::F32 }, vec![u]);
+        let back = op(&mut g, Op::Cast { to: dt }, vec![t]);
+        g.set_outputs(vec![w, back]);
+        let cast = |d: TensorData| TensorData::from_f64_as(dt, &d.dims, &d.to_f64_vec());
+        let inputs = [("a", cast(data(&[64], 4))), ("b", cast(data(&[64], 5)))];
+        let want = oracle(&g, &inputs);
+        let got = run_loops(&compiled(&g), &inputs, &DimBinding::new());
+        // The products and sums of these short values are exact in f32, so the per-op
+        // rounding gives the oracle's bits; sigmoid is within one unit of the format.
+        same_bits_f32(
+            &got[1].to_f32_vec(),
+            &want[1].to_f32_vec(),
+            &format!("{dt:?} t"),
+        );
+        let unit = if dt == DType::F16 {
+            1.0 / 1024.0
+        } else {
+            1.0 / 128.0
+        };
+        for (i, (g, w)) in got[0]
+            .to_f32_vec()
+            .iter()
+            .zip(want[0].to_f32_vec())
+            .enumerate()
+        {
+            assert!(
+                (g - w).abs() <= unit * w.abs(),
+                "{dt:?} sigmoid {i}: {g} vs {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn kernels_the_loop_ir_cannot_express_yet_are_named_errors() {
+    let mut g = Graph::new("mm");
+    let a = g.input("a", Shape::new(&[2, 3], DType::F32));
+    let b = g.input("b", Shape::new(&[3, 4], DType::F32));
+    let y = op(&mut g, Op::MatMul, vec![a, b]);
+    g.set_outputs(vec![y]);
+    let p = compiled(&g);
+    let e = loops::lower_kernel(&p, 0).expect_err("a matmul is not lowered yet");
+    let LowerError::Unsupported { label, .. } = &e;
+    assert_eq!(label, "matmul");
+    assert!(e.to_string().contains("matmul"), "{e}");
+
+    let mut g = Graph::new("ints");
+    let a = g.input("a", Shape::new(&[4], DType::I32));
+    let y = op(&mut g, Op::Binary(BinaryOp::Add), vec![a, a]);
+    g.set_outputs(vec![y]);
+    let p = compiled(&g);
+    let e = loops::lower_kernel(&p, 0).expect_err("integers are not lowered yet");
+    assert!(e.to_string().contains("integer"), "{e}");
+}
+
+#[test]
+fn rendered_source_declares_buffers_by_storage_type_and_loops_grid_stride() {
+    let mut g = Graph::new("render me");
+    let a = g.input("a", Shape::new(&[8], DType::BF16));
+    let b = g.input("b", Shape::new(&[8], DType::F32));
+    let ac = op(&mut g, Op::Cast { to: DType::F32 }, vec![a]);
+    let y = op(&mut g, Op::Binary(BinaryOp::Add), vec![ac, b]);
+    let yh = op(&mut g, Op::Cast { to: DType::F16 }, vec![y]);
+    g.set_outputs(vec![yh]);
+    let p = compiled(&g);
+    let lk = loops::lower_kernel(&p, 0).expect("lowered");
+    let src = loops::render_c(&lk, Dialect::Cuda);
+    assert!(
+        src.contains("extern \"C\" __global__ void render_me_k0("),
+        "{src}"
+    );
+    assert!(src.contains("const unsigned short* __restrict__"), "{src}");
+    assert!(src.contains("const float* __restrict__"), "{src}");
+    assert!(src.contains("rlx_f32_to_f16("), "{src}");
+    assert!(src.contains("item += (i64)gridDim.x * blockDim.x"), "{src}");
+}
