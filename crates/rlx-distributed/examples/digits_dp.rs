@@ -116,7 +116,6 @@ fn main() {
         let mut loss_sum = 0.0;
         for idx in rng
             .batches(train.y.len(), GLOBAL_BATCH)
-            .into_iter()
             .take(steps_per_epoch)
         {
             let mine = &idx[shard_range(idx.len(), rank, size)];

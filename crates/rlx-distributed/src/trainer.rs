@@ -450,7 +450,7 @@ mod tests {
             let w1 = s.param("w1", shape![3, hidden]);
             let w2 = s.param("w2", shape![hidden]);
             let h = x.matmul(&w1).tanh();
-            let d = &(&h * &w2).sum(&[1], false) - &y;
+            let d = &(&h * &w2).sum([1], false) - &y;
             (&d * &d).mean_all()
         })
         .init_randn(5, 0.5)
