@@ -156,7 +156,16 @@ impl ContractPlan {
         };
         let strided = self.a.table.is_none() && self.b.table.is_none();
         let halves = self.a.dtype == self.dtype && self.b.dtype == self.dtype;
-        if (native32 || native64) && strided {
+        // One output row (a decode step's linear layers): the matrix-vector kernels of
+        // exec/gemv.rs read B once in place; the GEMM would pack all of B for one row.
+        let gemv_bf16 = halves && self.dtype == DType::BF16;
+        if self.m == 1 && strided && (native32 || gemv_bf16) && self.gemv_fits() {
+            let out = (gemv_bf16 && self.trivial).then(|| bases[self.out_buf] as *mut u16);
+            self.gemv(bases, c_ptr as *mut f32, out);
+            if out.is_some() || (self.trivial && target.is_some()) {
+                return Ok(());
+            }
+        } else if (native32 || native64) && strided {
             self.gemm(bases, c_ptr, native32);
         } else if strided && halves && matches!(self.dtype, DType::BF16 | DType::F16) {
             // Without an epilogue the rounded product goes straight into the output's
@@ -259,6 +268,58 @@ impl ContractPlan {
         };
         // SAFETY: the caller checked both operand dtypes equal the product's (T's).
         unsafe { self.per_batch::<T>(bases, batch) }
+    }
+
+    /// Whether B's view is one the matrix-vector kernels read in place.
+    fn gemv_fits(&self) -> bool {
+        let rb = self.b.strides.len();
+        self.b.strides[rb - 2] == 1 || self.b.strides[rb - 1] == 1
+    }
+
+    /// `M = 1` through [`super::gemv::gemv`] (f32 or bf16 operands, f32 accumulation) into
+    /// `c` (`nb·n` f32); bf16 products are rounded once to the dtype, into `out` (the
+    /// output's 16-bit storage) when given, else in place for the epilogue — as
+    /// [`Self::lowp_gemm`] does.
+    fn gemv(&self, bases: &[*mut u8], c: *mut f32, out: Option<*mut u16>) {
+        let n = self.n;
+        let (pc, out, dtype) = (SendPtr(c), out.map(SendPtr), self.dtype);
+        fn batch<T: super::gemv::Widen>(
+            pc: SendPtr<f32>,
+            out: Option<SendPtr<u16>>,
+            dtype: DType,
+            n: usize,
+            bi: usize,
+            am: MatRef<'_, T>,
+            bm: MatRef<'_, T>,
+        ) {
+            // SAFETY: C holds `nb·n` f32 and the output (if given) `nb·n` 16-bit elements;
+            // batch `bi`'s `n` of each are written by this call only, and neither overlaps
+            // an operand (the caller's contract, as for the GEMM paths).
+            let (cs, os) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(pc.get().add(bi * n), n),
+                    out.map(|o| std::slice::from_raw_parts_mut(o.get().add(bi * n), n)),
+                )
+            };
+            super::gemv::gemv(am, bm, cs);
+            if dtype != DType::F32 {
+                match os {
+                    Some(o) => round_into(dtype, cs, o),
+                    None => round_in_place(dtype, cs),
+                }
+            }
+        }
+        if dtype == DType::F32 {
+            // SAFETY: the caller checked both operands are f32.
+            unsafe {
+                self.per_batch::<f32>(bases, |bi, am, bm, _| batch(pc, out, dtype, n, bi, am, bm))
+            }
+        } else {
+            // SAFETY: the caller checked both operands are bf16.
+            unsafe {
+                self.per_batch::<bf16>(bases, |bi, am, bm, _| batch(pc, out, dtype, n, bi, am, bm))
+            }
+        }
     }
 
     /// i8 operands read in place by the int8 GEMM ([`crate::gemm::int8`]: AMX-INT8,

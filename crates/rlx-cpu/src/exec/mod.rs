@@ -6,6 +6,7 @@ mod bind;
 mod contract;
 mod conv;
 mod ew;
+mod gemv;
 mod loads;
 mod movement;
 mod nn_ops;

@@ -1,0 +1,305 @@
+//! Matrix–vector products: contractions with one output row (`M = 1`), the shape of every
+//! linear layer when a language model decodes one token.
+//!
+//! The blocked GEMM packs its B operand into panels before multiplying; with one row of A
+//! each packed element is used once, so packing doubles the memory traffic of a kernel
+//! that is bound by reading B (a 100M-parameter model reads 400 MB of f32 weights per
+//! token). These kernels read B once, in place, in its storage order:
+//!
+//! - B contiguous along K (a `[N, K]` weight used as `x · Wᵀ`, PyTorch's `nn.Linear`):
+//!   one dot product per output, four outputs per pass over A;
+//! - B contiguous along N (a `[K, N]` weight, GPT-2's `Conv1D`): the rows of B scaled by
+//!   A's elements and summed into a block of outputs kept in registers.
+//!
+//! Outputs are split across threads in blocks. f32 operands accumulate in f32; bf16
+//! operands are widened to f32 as they are read and accumulate in f32, like the
+//! half-precision GEMM (the caller rounds the product once to bf16). Only the order of the
+//! sum differs from the GEMM paths.
+
+use super::par::{SendPtr, par_for};
+use crate::gemm::MatRef;
+use crate::gemm::lowp::bf16;
+
+/// An element of B widened to f32 as it is read.
+pub(crate) trait Widen: Copy + Send + Sync {
+    fn widen(self) -> f32;
+}
+
+impl Widen for f32 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+impl Widen for bf16 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        f32::from_bits((self.to_bits() as u32) << 16)
+    }
+}
+
+/// SIMD width the inner loops are written for (one zmm of f32).
+const L: usize = 16;
+/// Outputs per task: enough work per task (≥ 64 KiB of B at K = 768 in f32) to hide the
+/// pool's dispatch, small enough to balance two to a few dozen threads.
+const BLOCK: usize = 64;
+
+/// Whether [`gemv`] handles a product with these B strides (one of them 1).
+pub(crate) fn applies<T>(b: &MatRef<'_, T>) -> bool {
+    b.row_stride == 1 || b.col_stride == 1
+}
+
+/// `c[j] = Σₖ a[0, k] · b[k, j]` for the `1 × K` view `a` and the `K × N` view `b`,
+/// accumulated in f32. `b` must satisfy [`applies`]; `c` holds `N` values.
+pub(crate) fn gemv<T: Widen>(a: MatRef<'_, T>, b: MatRef<'_, T>, c: &mut [f32]) {
+    debug_assert_eq!(a.rows, 1);
+    debug_assert_eq!(a.cols, b.rows);
+    debug_assert_eq!(c.len(), b.cols);
+    let (k, n) = (b.rows, b.cols);
+    // A is small (K values): widen it once into a dense f32 row.
+    let av: Vec<f32> = (0..k)
+        .map(|i| a.data[(a.offset as isize + i as isize * a.col_stride) as usize].widen())
+        .collect();
+    if k == 0 {
+        c.fill(0.0);
+        return;
+    }
+    let cp = SendPtr(c.as_mut_ptr());
+    let tasks = n.div_ceil(BLOCK);
+    let _ = par_for(tasks, |t| {
+        let (j0, j1) = (t * BLOCK, ((t + 1) * BLOCK).min(n));
+        // SAFETY: task `t` writes only `c[j0..j1]`, disjoint from every other task's.
+        let out = unsafe { std::slice::from_raw_parts_mut(cp.get().add(j0), j1 - j0) };
+        if b.row_stride == 1 {
+            dot_rows(&av, &b, j0, out);
+        } else {
+            axpy_rows(&av, &b, j0, out);
+        }
+        Ok(())
+    });
+}
+
+/// The contiguous run of `len` elements of `b` starting at element `(row, col)`.
+fn run_at<'a, T>(b: &MatRef<'a, T>, row: usize, col: usize, len: usize) -> &'a [T] {
+    let start = b.offset as isize + row as isize * b.row_stride + col as isize * b.col_stride;
+    let start = start as usize;
+    &b.data[start..start + len]
+}
+
+/// B contiguous along K: `out[i] = a · b[:, j0 + i]`.
+fn dot_rows<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512 F (checked above).
+        return unsafe { dot_rows_avx512(a, b, j0, out) };
+    }
+    dot_rows_any(a, b, j0, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+fn dot_rows_avx512<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut [f32]) {
+    dot_rows_any(a, b, j0, out)
+}
+
+#[inline(always)]
+fn dot_rows_any<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut [f32]) {
+    let k = a.len();
+    let mut i = 0;
+    while i + 4 <= out.len() {
+        let r = [0, 1, 2, 3].map(|d| run_at(b, 0, j0 + i + d, k));
+        out[i..i + 4].copy_from_slice(&dot4(a, r));
+        i += 4;
+    }
+    for (o, i) in out[i..].iter_mut().zip(i..) {
+        let r = run_at(b, 0, j0 + i, k);
+        *o = dot4(a, [r, r, r, r])[0];
+    }
+}
+
+/// Four dot products sharing the loads of `a`; 16 lanes per row in independent
+/// accumulators (vectorized by the compiler), summed at the end.
+#[inline(always)]
+fn dot4<T: Widen>(a: &[f32], rows: [&[T]; 4]) -> [f32; 4] {
+    let k = a.len();
+    let mut acc = [[0f32; L]; 4];
+    let full = k / L * L;
+    let mut p = 0;
+    while p < full {
+        let av: &[f32; L] = a[p..p + L].try_into().expect("L lanes");
+        for (acc, row) in acc.iter_mut().zip(&rows) {
+            let rv: &[T; L] = row[p..p + L].try_into().expect("L lanes");
+            for l in 0..L {
+                acc[l] += av[l] * rv[l].widen();
+            }
+        }
+        p += L;
+    }
+    let mut res = [0f32; 4];
+    for ((r, acc), row) in res.iter_mut().zip(&acc).zip(&rows) {
+        let mut s = acc.iter().sum::<f32>();
+        for q in full..k {
+            s += a[q] * row[q].widen();
+        }
+        *r = s;
+    }
+    res
+}
+
+/// B contiguous along N: `out = Σₖ a[k] · b[k, j0 ..]`.
+fn axpy_rows<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512 F (checked above).
+        return unsafe { axpy_rows_avx512(a, b, j0, out) };
+    }
+    axpy_rows_any(a, b, j0, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+fn axpy_rows_avx512<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut [f32]) {
+    axpy_rows_any(a, b, j0, out)
+}
+
+#[inline(always)]
+fn axpy_rows_any<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut [f32]) {
+    let w = out.len();
+    let mut acc = [0f32; BLOCK];
+    let acc = &mut acc[..w];
+    for (kk, &s) in a.iter().enumerate() {
+        let row = run_at(b, kk, j0, w);
+        for (c, &x) in acc.iter_mut().zip(row) {
+            *c += s * x.widen();
+        }
+    }
+    out.copy_from_slice(acc);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// f64 reference of `a · b` through the views.
+    fn reference<T: Widen>(a: &MatRef<'_, T>, b: &MatRef<'_, T>) -> Vec<f64> {
+        (0..b.cols)
+            .map(|j| {
+                (0..b.rows)
+                    .map(|k| {
+                        let ai = (a.offset as isize + k as isize * a.col_stride) as usize;
+                        let bi = (b.offset as isize
+                            + k as isize * b.row_stride
+                            + j as isize * b.col_stride) as usize;
+                        a.data[ai].widen() as f64 * b.data[bi].widen() as f64
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let h = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed);
+                (h % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn check<T: Widen>(a: MatRef<'_, T>, b: MatRef<'_, T>, tol: f64) {
+        let mut c = vec![f32::NAN; b.cols];
+        gemv(a, b, &mut c);
+        let r = reference(&a, &b);
+        for (j, (&got, &want)) in c.iter().zip(&r).enumerate() {
+            assert!(
+                (got as f64 - want).abs() <= tol * (1.0 + want.abs()),
+                "column {j} of {}: {got} vs {want}",
+                b.cols
+            );
+        }
+    }
+
+    #[test]
+    fn weight_stored_n_by_k_matches_f64_dot_products_with_ragged_sizes() {
+        // K = 37 (two lane blocks and a tail), N = 131 (blocks of 64 and a 3-wide tail);
+        // B read as the transpose of a [N, K] weight with an offset, A strided.
+        for (k, n) in [(37, 131), (768, 70), (1, 5), (16, 4)] {
+            let w = values(n * k + 3, 1);
+            let av = values(2 * k + 1, 2);
+            let a = MatRef {
+                data: &av[..],
+                rows: 1,
+                cols: k,
+                row_stride: 0,
+                col_stride: 2,
+                offset: 1,
+            };
+            let b = MatRef {
+                data: &w[..],
+                rows: k,
+                cols: n,
+                row_stride: 1,
+                col_stride: k as isize,
+                offset: 3,
+            };
+            assert!(applies(&b));
+            check(a, b, 1e-5);
+        }
+    }
+
+    #[test]
+    fn weight_stored_k_by_n_matches_f64_row_sums() {
+        for (k, n) in [(37, 131), (5, 64), (200, 1)] {
+            let w = values(n * k, 3);
+            let av = values(k, 4);
+            let a = MatRef::row_major(&av[..], 1, k);
+            let b = MatRef::row_major(&w[..], k, n);
+            assert!(applies(&b));
+            check(a, b, 1e-5);
+        }
+    }
+
+    #[test]
+    fn bf16_operands_widen_exactly_and_accumulate_in_f32() {
+        let (k, n) = (100, 67);
+        let w: Vec<bf16> = values(n * k, 5).into_iter().map(bf16::from_f32).collect();
+        let av: Vec<bf16> = values(k, 6).into_iter().map(bf16::from_f32).collect();
+        let a = MatRef::row_major(&av[..], 1, k);
+        // Both layouts: [N, K] read transposed, and [K, N].
+        let bt = MatRef {
+            data: &w[..],
+            rows: k,
+            cols: n,
+            row_stride: 1,
+            col_stride: k as isize,
+            offset: 0,
+        };
+        check(a, bt, 1e-5);
+        check(a, MatRef::row_major(&w[..], k, n), 1e-5);
+        // 1.5 · 2 widened exactly: bf16 holds both.
+        let one = [bf16::from_f32(1.5)];
+        let two = [bf16::from_f32(2.0)];
+        let mut c = [0f32];
+        gemv(
+            MatRef::row_major(&one[..], 1, 1),
+            MatRef::row_major(&two[..], 1, 1),
+            &mut c,
+        );
+        assert_eq!(c, [3.0]);
+    }
+
+    #[test]
+    fn strided_b_in_both_axes_is_not_handled() {
+        let w = vec![0f32; 16];
+        let b = MatRef {
+            data: &w[..],
+            rows: 2,
+            cols: 2,
+            row_stride: 8,
+            col_stride: 2,
+            offset: 0,
+        };
+        assert!(!applies(&b));
+    }
+}
