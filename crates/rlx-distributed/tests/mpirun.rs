@@ -417,3 +417,61 @@ fn a_stalled_rank_makes_the_others_time_out_with_a_clear_error() {
     assert!(run.secs < 30.0, "took {:.1} s", run.secs);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Rank r sums `[r + 1; 1000]` and broadcasts rank 1's values through NCCL, then trains
+/// 5 steps with `DataParallel` over NCCL; writes `nccl_ok_rank<r>` and the losses.
+#[cfg(feature = "nccl")]
+#[test]
+#[ignore = "run by nccl_collectives_and_training_on_two_gpus_or_skip under mpirun"]
+fn worker_nccl() {
+    use rlx_distributed::NcclComm;
+    let Some(dir) = worker_dir() else { return };
+    let comm = NcclComm::init(MpiComm::init().unwrap(), None).unwrap();
+    let (rank, size) = (comm.rank(), comm.size());
+    let mut v = vec![rank as f32 + 1.0; 1000];
+    comm.all_reduce_sum(&mut v).unwrap();
+    assert!(v.iter().all(|&x| x == 3.0), "all-reduce gave {:?}", &v[..4]);
+    let mut b = vec![rank as f32 * 10.0; 7];
+    comm.broadcast(&mut b, 1).unwrap();
+    assert_eq!(b, vec![10.0; 7]);
+    let (dp, mut f) = DataParallel::new(comm, &model(8)).unwrap();
+    let mut opt = Adam::new(0.05);
+    let mut losses = Vec::new();
+    for step in 0..5 {
+        let (x, y) = batch(step, shard_range(GLOBAL_BATCH, rank, size));
+        let (next, loss) = dp.step(&f, &mut opt, &[("x", &x), ("y", &y)]).unwrap();
+        f = next;
+        losses.push(loss);
+    }
+    dp.check_in_sync(&f).unwrap();
+    write_losses(&dir.join(format!("nccl_rank{rank}")), &losses);
+}
+
+/// Needs 2 CUDA devices, the CUDA driver and libnccl; skips (printing why) without them.
+#[cfg(feature = "nccl")]
+#[test]
+fn nccl_collectives_and_training_on_two_gpus_or_skip() {
+    use rlx_distributed::NcclComm;
+    match NcclComm::available() {
+        Err(reason) => {
+            println!("skipping the NCCL test: {reason}");
+            return;
+        }
+        Ok(n) if n < 2 => {
+            println!("skipping the NCCL test: it needs 2 CUDA devices (one per rank), found {n}");
+            return;
+        }
+        Ok(_) => {}
+    }
+    let dir = temp_dir("nccl");
+    let run = mpirun("worker_nccl", &dir, &[], Duration::from_secs(300));
+    assert!(run.ok, "mpirun worker_nccl failed:\n{}", run.output);
+    let losses = read_losses(&dir.join("nccl_rank0"));
+    let reference = &single_process_losses()[..5];
+    let diff = max_relative_difference(&losses, reference);
+    assert!(
+        diff <= 1e-6,
+        "NCCL losses {losses:?} vs 1 rank {reference:?}: {diff:e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
