@@ -405,7 +405,8 @@ fn a_cubin_for_sm_90_is_produced_and_cached() {
 
 /// Kernels lowered to the loop IR (`rlx_compile::loops`) and rendered by its C++
 /// renderer compile to sm_80 / sm_90 PTX with the expected entry point: every
-/// activation, the binary ops and views, in each float dtype, with a dynamic dim.
+/// activation, the binary ops and views, reductions, row ops and a matmul, in each
+/// float dtype, with a dynamic dim.
 #[test]
 fn loop_ir_kernels_rendered_as_cuda_compile() {
     use rlx_compile::loops::{Dialect, lower_kernel, render_c};
@@ -447,8 +448,54 @@ fn loop_ir_kernels_rendered_as_cuda_compile() {
             vec![t],
         );
         let c = op(&mut g, Op::Cast { to: DType::F32 }, vec![n]);
-        g.set_outputs(vec![c]);
-        let p = rlx_compile::compile(&g, &rlx_compile::CompileOptions::default()).unwrap();
+        // Every other lowered kind: a reduction, the row ops, a batched matmul.
+        let s = op(
+            &mut g,
+            Op::Reduce {
+                op: ReduceOp::Max,
+                axes: vec![1],
+                keep_dim: true,
+            },
+            vec![w],
+        );
+        let gamma = g.input("gamma", Shape::new(&[7], dt));
+        let ln = op(
+            &mut g,
+            Op::LayerNorm {
+                axis: -1,
+                eps: 1e-5,
+            },
+            vec![w, gamma, y],
+        );
+        let rn = op(
+            &mut g,
+            Op::RmsNorm {
+                axis: -1,
+                eps: 1e-5,
+            },
+            vec![ln, gamma, y],
+        );
+        let sm = op(&mut g, Op::Softmax { axis: -1 }, vec![rn]);
+        let ls = op(&mut g, Op::LogSoftmax { axis: -1 }, vec![sm]);
+        let wt = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![w]);
+        let mm = op(&mut g, Op::MatMul, vec![wt, ls]);
+        g.set_outputs(vec![c, s, mm]);
+        let p = rlx_compile::compile(&g, &rlx_cuda::compile_options()).unwrap();
+        let kinds: Vec<String> = p.kernels.iter().map(|k| k.label()).collect();
+        for want in [
+            "elementwise",
+            "reduce_max",
+            "layer_norm",
+            "rms_norm",
+            "softmax",
+            "log_softmax",
+            "matmul",
+        ] {
+            assert!(
+                kinds.iter().any(|k| k == want),
+                "no {want} kernel in {kinds:?}"
+            );
+        }
         for k in 0..p.kernels.len() {
             let lk = lower_kernel(&p, k).unwrap_or_else(|e| panic!("{e}"));
             let src = render_c(&lk, Dialect::Cuda);

@@ -28,6 +28,12 @@ impl Builder {
     pub fn push(&mut self, s: Stmt) {
         self.body.push(s);
     }
+
+    /// A new variable of type `ty`, defined by a later statement.
+    pub fn var(&mut self, ty: Ty) -> Var {
+        self.vars.push(ty);
+        Var(self.vars.len() as u32 - 1)
+    }
 }
 
 /// An i64 literal.

@@ -87,7 +87,9 @@ pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
         })
         .collect();
     params.extend(k.dims.iter().map(|d| format!("i64 d{d}")));
-    let r = Renderer { k };
+    let mut assigned = vec![false; k.vars.len()];
+    mark_assigned(&k.body, &mut assigned);
+    let r = Renderer { k, assigned };
     let _ = writeln!(
         s,
         "extern \"C\" __global__ void {}({}) {{",
@@ -131,6 +133,18 @@ fn ctype(t: Ty) -> &'static str {
 
 struct Renderer<'a> {
     k: &'a LoopKernel,
+    /// Variables some [`Stmt::Assign`] updates (declared without `const`).
+    assigned: Vec<bool>,
+}
+
+fn mark_assigned(body: &[Stmt], out: &mut [bool]) {
+    for s in body {
+        match s {
+            Stmt::Assign { var, .. } => out[var.0 as usize] = true,
+            Stmt::Loop { body, .. } | Stmt::If { body, .. } => mark_assigned(body, out),
+            Stmt::Let { .. } | Stmt::Store { .. } => {}
+        }
+    }
 }
 
 impl Renderer<'_> {
@@ -140,7 +154,12 @@ impl Renderer<'_> {
             match st {
                 Stmt::Let { var, value } => {
                     let t = ctype(self.k.vars[var.0 as usize]);
-                    let _ = writeln!(s, "{pad}const {t} v{} = {};", var.0, self.ex(value));
+                    let c = if self.assigned[var.0 as usize] {
+                        ""
+                    } else {
+                        "const "
+                    };
+                    let _ = writeln!(s, "{pad}{c}{t} v{} = {};", var.0, self.ex(value));
                 }
                 Stmt::Assign { var, value } => {
                     let _ = writeln!(s, "{pad}v{} = {};", var.0, self.ex(value));

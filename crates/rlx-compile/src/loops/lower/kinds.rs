@@ -1,0 +1,414 @@
+//! One lowering per kernel kind; each returns the kernel's work-item count.
+
+use super::Cx;
+use super::expr::{Env, ieee_max, round};
+use crate::loops::build::{add, bin, float, int, mul, un};
+use crate::loops::{Access, Bin, Ex, Stmt, Ty, Un};
+use crate::program::{Expr, KernelKind, RowOp};
+use rlx_ir::{DType, Dim, ReduceOp};
+
+impl Cx<'_> {
+    /// Lower the kernel's body; returns the number of work items.
+    pub(super) fn kind(&mut self) -> Result<Ex, super::LowerError> {
+        let kernel = &self.p.kernels[self.k];
+        match &kernel.kind {
+            KernelKind::Elementwise { space, expr } => {
+                let mut env = Env {
+                    space,
+                    flat: Ex::Item,
+                    coords: None,
+                    core: None,
+                };
+                let values = self.expr(expr, &mut env)?;
+                self.stores(expr, &values, Ex::Item)?;
+                Ok(self.numel(space))
+            }
+            KernelKind::Reduce {
+                op,
+                in_space,
+                axes,
+                keep_dim,
+                prologue,
+                input,
+                out_space,
+                dtype,
+                epilogue,
+            } => {
+                let r = Reduction {
+                    op: *op,
+                    in_space,
+                    axes,
+                    keep_dim: *keep_dim,
+                    prologue,
+                    input: *input,
+                    out_space,
+                    dtype: *dtype,
+                    epilogue,
+                };
+                self.reduce(&r)
+            }
+            KernelKind::Row {
+                op,
+                space,
+                prologue,
+                input,
+                params,
+                dtype,
+                epilogue,
+            } => self.row(&RowKernel {
+                op: *op,
+                space,
+                prologue,
+                input: *input,
+                params: *params,
+                dtype: *dtype,
+                epilogue,
+            }),
+            KernelKind::Contraction {
+                a,
+                b,
+                out_space,
+                dtype,
+                epilogue,
+            } => self.contraction(*a, *b, out_space, *dtype, epilogue),
+            KernelKind::Attention { .. } | KernelKind::Opaque { .. } => {
+                Err(self.fail(format!("a `{}` kernel", kernel.label())))
+            }
+        }
+    }
+
+    /// Write every store of the kernel (values of `expr`) at `index`.
+    fn stores(&mut self, expr: &Expr, values: &[Ex], index: Ex) -> Result<(), super::LowerError> {
+        let stores = self.p.kernels[self.k].stores.clone();
+        for s in stores {
+            let slot = self.slot(s.buf, Access::Write)?;
+            let dt = self.p.buffers[s.buf].shape.dtype();
+            let node_dt = expr.nodes[s.value as usize].dtype;
+            if dt != node_dt {
+                return Err(self.fail(format!(
+                    "a store of a {node_dt:?} value into a {dt:?} buffer"
+                )));
+            }
+            self.b.push(Stmt::Store {
+                buf: slot,
+                index: index.clone(),
+                value: values[s.value as usize].clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The float compute type of a core's values, or an error naming what is not lowered.
+    fn float_ty(&self, dt: DType, what: &str) -> Result<Ty, super::LowerError> {
+        match Ty::of(dt) {
+            Some(t) if t.is_float() => Ok(t),
+            _ => Err(self.fail(format!("{what} over {dt:?} values"))),
+        }
+    }
+
+    /// The epilogue at a point of `space` (flat index `flat`, coordinates `coords`) with
+    /// the core's value `core` (already in the core dtype), then the stores at `flat`.
+    fn finish(
+        &mut self,
+        epilogue: &Expr,
+        space: &[Dim],
+        flat: Ex,
+        coords: Vec<Ex>,
+        core: Ex,
+    ) -> Result<(), super::LowerError> {
+        let mut env = Env {
+            space,
+            flat: flat.clone(),
+            coords: Some(coords),
+            core: Some(core),
+        };
+        let values = self.expr(epilogue, &mut env)?;
+        self.stores(epilogue, &values, flat)
+    }
+
+    /// One item per result element; a serial loop over the reduced positions.
+    fn reduce(&mut self, r: &Reduction<'_>) -> Result<Ex, super::LowerError> {
+        let in_dt = r.prologue.nodes[r.input as usize].dtype;
+        let ty = self.float_ty(in_dt, &format!("reduce_{}", r.op.name()))?;
+        let out_coords = self.unravel(Ex::Item, r.out_space);
+        let red_dims: Vec<Dim> = r.axes.iter().map(|&a| r.in_space[a]).collect();
+        let count = self.numel(&red_dims);
+        let init = match r.op {
+            ReduceOp::Sum | ReduceOp::Mean => 0.0,
+            ReduceOp::Prod => 1.0,
+            ReduceOp::Max => f64::NEG_INFINITY,
+            ReduceOp::Min => f64::INFINITY,
+        };
+        let acc = self.accumulator(ty, float(ty, init));
+        self.counted(count.clone(), |cx, i| {
+            let red = cx.unravel(i, &red_dims);
+            // Coordinates in the reduced tensor: kept axes from the result's, reduced
+            // axes from the loop's.
+            let mut kept = 0;
+            let coords: Vec<Ex> = (0..r.in_space.len())
+                .map(|a| {
+                    if let Some(j) = r.axes.iter().position(|&x| x == a) {
+                        if r.keep_dim {
+                            kept += 1;
+                        }
+                        red[j].clone()
+                    } else {
+                        kept += 1;
+                        out_coords[kept - 1].clone()
+                    }
+                })
+                .collect();
+            let flat = cx.ravel(&coords, r.in_space);
+            let flat = cx.b.bind(Ty::I64, flat);
+            let mut env = Env {
+                space: r.in_space,
+                flat,
+                coords: Some(coords),
+                core: None,
+            };
+            let v = cx.expr(r.prologue, &mut env)?[r.input as usize].clone();
+            let a = Ex::Var(acc);
+            let next = match r.op {
+                ReduceOp::Sum | ReduceOp::Mean => bin(Bin::Add, a, v),
+                ReduceOp::Prod => bin(Bin::Mul, a, v),
+                ReduceOp::Max => ieee_max(a, v, ty),
+                ReduceOp::Min => un(Un::Neg, ieee_max(un(Un::Neg, a), un(Un::Neg, v), ty)),
+            };
+            cx.assign(acc, next);
+            Ok(())
+        })?;
+        let mut core = Ex::Var(acc);
+        if r.op == ReduceOp::Mean {
+            core = bin(Bin::Div, core, Ex::Convert(ty, Box::new(count)));
+        }
+        let core = self.b.bind(ty, round(r.dtype, core));
+        self.finish(r.epilogue, r.out_space, Ex::Item, out_coords, core)?;
+        Ok(self.numel(r.out_space))
+    }
+
+    /// One item per row; serial passes over the row, re-evaluating the prologue in each.
+    fn row(&mut self, rk: &RowKernel<'_>) -> Result<Ex, super::LowerError> {
+        let RowKernel {
+            op,
+            space,
+            prologue,
+            input,
+            params,
+            dtype,
+            epilogue,
+        } = *rk;
+        let in_dt = prologue.nodes[input as usize].dtype;
+        let ty = self.float_ty(in_dt, op.name())?;
+        let r = space.len();
+        let c = self.dim(space[r - 1]);
+        let row_coords = self.unravel(Ex::Item, &space[..r - 1]);
+        let f = |v: f64| float(ty, v);
+        // The prologue's value at column `j` of this row, with its point.
+        let value = |cx: &mut Self, j: &Ex| -> Result<(Ex, Ex, Vec<Ex>), super::LowerError> {
+            let flat = cx.b.bind(Ty::I64, add(mul(Ex::Item, c.clone()), j.clone()));
+            let mut coords = row_coords.clone();
+            coords.push(j.clone());
+            let mut env = Env {
+                space,
+                flat: flat.clone(),
+                coords: Some(coords.clone()),
+                core: None,
+            };
+            let x = cx.expr(prologue, &mut env)?[input as usize].clone();
+            Ok((x, flat, coords))
+        };
+        let cf = self.b.bind(ty, Ex::Convert(ty, Box::new(c.clone())));
+        match op {
+            RowOp::Softmax | RowOp::LogSoftmax => {
+                // A NaN or +∞ anywhere, or a row of only −∞, gives a NaN row through
+                // these formulas, as in the oracle.
+                let m = self.accumulator(ty, f(f64::NEG_INFINITY));
+                self.counted(c.clone(), |cx, j| {
+                    let (x, _, _) = value(cx, &j)?;
+                    cx.assign(m, ieee_max(Ex::Var(m), x, ty));
+                    Ok(())
+                })?;
+                let s = self.accumulator(ty, f(0.0));
+                self.counted(c.clone(), |cx, j| {
+                    let (x, _, _) = value(cx, &j)?;
+                    let e = un(Un::Exp, bin(Bin::Sub, x, Ex::Var(m)));
+                    cx.assign(s, bin(Bin::Add, Ex::Var(s), e));
+                    Ok(())
+                })?;
+                self.counted(c.clone(), |cx, j| {
+                    let (x, flat, coords) = value(cx, &j)?;
+                    let shifted = bin(Bin::Sub, x, Ex::Var(m));
+                    let y = if op == RowOp::Softmax {
+                        bin(Bin::Div, un(Un::Exp, shifted), Ex::Var(s))
+                    } else {
+                        bin(Bin::Sub, shifted, un(Un::Log, Ex::Var(s)))
+                    };
+                    let core = cx.b.bind(ty, round(dtype, y));
+                    cx.finish(epilogue, space, flat, coords, core)
+                })?;
+            }
+            RowOp::LayerNorm { eps } | RowOp::RmsNorm { eps } => {
+                let rms = matches!(op, RowOp::RmsNorm { .. });
+                let Some((gl, bl)) = params else {
+                    return Err(self.fail(format!("{} without γ/β loads", op.name())));
+                };
+                let mean = if rms {
+                    f(0.0)
+                } else {
+                    let s1 = self.accumulator(ty, f(0.0));
+                    self.counted(c.clone(), |cx, j| {
+                        let (x, _, _) = value(cx, &j)?;
+                        cx.assign(s1, bin(Bin::Add, Ex::Var(s1), x));
+                        Ok(())
+                    })?;
+                    self.b.bind(ty, bin(Bin::Div, Ex::Var(s1), cf.clone()))
+                };
+                let s2 = self.accumulator(ty, f(0.0));
+                self.counted(c.clone(), |cx, j| {
+                    let (x, _, _) = value(cx, &j)?;
+                    let d = cx.b.bind(ty, bin(Bin::Sub, x, mean.clone()));
+                    cx.assign(s2, bin(Bin::Add, Ex::Var(s2), bin(Bin::Mul, d.clone(), d)));
+                    Ok(())
+                })?;
+                let var = bin(Bin::Div, Ex::Var(s2), cf.clone());
+                let inv = self.b.bind(
+                    ty,
+                    bin(
+                        Bin::Div,
+                        f(1.0),
+                        un(Un::Sqrt, bin(Bin::Add, var, f(eps as f64))),
+                    ),
+                );
+                self.counted(c.clone(), |cx, j| {
+                    let (x, flat, coords) = value(cx, &j)?;
+                    let gamma = cx.param(gl, &j, ty)?;
+                    let beta = cx.param(bl, &j, ty)?;
+                    let y = bin(
+                        Bin::Add,
+                        bin(
+                            Bin::Mul,
+                            bin(Bin::Mul, bin(Bin::Sub, x, mean.clone()), inv.clone()),
+                            gamma,
+                        ),
+                        beta,
+                    );
+                    let core = cx.b.bind(ty, round(dtype, y));
+                    cx.finish(epilogue, space, flat, coords, core)
+                })?;
+            }
+        }
+        Ok(self.numel(&space[..r - 1]))
+    }
+
+    /// Load `l` (a norm's γ or β over `[C]`) at column `j`, in compute type `ty`.
+    fn param(&mut self, l: usize, j: &Ex, ty: Ty) -> Result<Ex, super::LowerError> {
+        let load = self.p.kernels[self.k].loads[l].clone();
+        let dt = self.p.buffers[load.buf].shape.dtype();
+        if Ty::of(dt) != Some(ty) {
+            return Err(self.fail(format!("a {dt:?} γ/β with {ty:?} rows")));
+        }
+        let index = self.view_offset(&load, std::slice::from_ref(j));
+        Ok(Ex::Load {
+            buf: self.load_slots[l],
+            index: Box::new(index),
+        })
+    }
+
+    /// One item per result element `[batch.., m, n]`; a serial loop over K.
+    fn contraction(
+        &mut self,
+        a: usize,
+        b: usize,
+        out_space: &[Dim],
+        dtype: DType,
+        epilogue: &Expr,
+    ) -> Result<Ex, super::LowerError> {
+        let ty = self.float_ty(dtype, "a matmul")?;
+        let loads = self.p.kernels[self.k].loads.clone();
+        let view = |l: usize| {
+            super::chain_dims(self.p.buffers[loads[l].buf].shape.dims(), &loads[l].steps)
+                .pop()
+                .expect("a view has dims")
+        };
+        let (av, bv) = (view(a), view(b));
+        for (l, v) in [(a, &av), (b, &bv)] {
+            let dt = self.p.buffers[loads[l].buf].shape.dtype();
+            if Ty::of(dt) != Some(ty) || v.len() < 2 {
+                return Err(self.fail(format!("a matmul operand {dt:?} {v:?}")));
+            }
+        }
+        let coords = self.unravel(Ex::Item, out_space);
+        let r = out_space.len();
+        let (m, n) = (coords[r - 2].clone(), coords[r - 1].clone());
+        let k_len = self.dim(av[av.len() - 1]);
+        // An operand's batch axes align right with the result's; its size-1 axes broadcast.
+        let batch = |cx: &mut Self, v: &[Dim]| -> Vec<Ex> {
+            let vb = v.len() - 2;
+            (0..vb)
+                .map(|i| match v[i] {
+                    Dim::Static(1) => int(0),
+                    Dim::Static(_) => coords[r - 2 - vb + i].clone(),
+                    d => {
+                        let size = cx.dim(d);
+                        crate::loops::build::select(
+                            bin(Bin::Eq, size, int(1)),
+                            int(0),
+                            coords[r - 2 - vb + i].clone(),
+                        )
+                    }
+                })
+                .collect()
+        };
+        let (ab, bb) = (batch(self, &av), batch(self, &bv));
+        let acc = self.accumulator(ty, float(ty, 0.0));
+        self.counted(k_len, |cx, kk| {
+            let mut ac = ab.clone();
+            ac.extend([m.clone(), kk.clone()]);
+            let mut bc = bb.clone();
+            bc.extend([kk, n.clone()]);
+            let ai = cx.view_offset(&loads[a], &ac);
+            let bi = cx.view_offset(&loads[b], &bc);
+            let prod = bin(
+                Bin::Mul,
+                Ex::Load {
+                    buf: cx.load_slots[a],
+                    index: Box::new(ai),
+                },
+                Ex::Load {
+                    buf: cx.load_slots[b],
+                    index: Box::new(bi),
+                },
+            );
+            cx.assign(acc, bin(Bin::Add, Ex::Var(acc), prod));
+            Ok(())
+        })?;
+        let core = self.b.bind(ty, round(dtype, Ex::Var(acc)));
+        self.finish(epilogue, out_space, Ex::Item, coords, core)?;
+        Ok(self.numel(out_space))
+    }
+}
+
+/// The fields of a `Reduce` kernel.
+struct Reduction<'a> {
+    op: ReduceOp,
+    in_space: &'a [Dim],
+    axes: &'a [usize],
+    keep_dim: bool,
+    prologue: &'a Expr,
+    input: u32,
+    out_space: &'a [Dim],
+    dtype: DType,
+    epilogue: &'a Expr,
+}
+
+/// The fields of a `Row` kernel.
+#[derive(Clone, Copy)]
+struct RowKernel<'a> {
+    op: RowOp,
+    space: &'a [Dim],
+    prologue: &'a Expr,
+    input: u32,
+    params: Option<(usize, usize)>,
+    dtype: DType,
+    epilogue: &'a Expr,
+}

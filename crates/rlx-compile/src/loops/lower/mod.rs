@@ -1,0 +1,283 @@
+//! Program kernels → loop kernels.
+//!
+//! Every kernel becomes independent work items: one per element of an elementwise
+//! kernel's space, one per result element of a reduction or a contraction (a serial loop
+//! over the reduced positions or over K inside), one per row of a row op (serial passes
+//! over the row). Each item's coordinates are unravelled from the item index, every
+//! load's view chain is walked backwards to a buffer offset ([`Cx::view_offset`]), and
+//! expressions are spelled in scalar operations with the oracle's dtype rules
+//! (`expr.rs`, where every activation's formula lives — the one place GPU backends take
+//! it from). Work items that cooperate through shared memory are the next step of the
+//! IR; until then reductions and row ops run one item per output.
+//!
+//! What is not lowered yet (attention, opaque ops, integer dtypes, a few casts) is a
+//! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
+
+mod expr;
+mod kinds;
+
+use super::build::{Builder, add, bin, div, int, mul, rem, select};
+use super::{Access, Bin, Ex, KernelBuf, LoopKernel, Stmt, Ty};
+use crate::program::{BufId, Load, Program, ViewStep};
+use rlx_ir::Dim;
+use std::fmt;
+
+/// Why a kernel could not be lowered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LowerError {
+    /// The kernel uses something the loop IR does not lower yet.
+    Unsupported {
+        /// Index of the kernel in the program.
+        kernel: usize,
+        /// Its label (`elementwise`, `matmul`, …).
+        label: String,
+        /// The construct.
+        what: String,
+    },
+}
+
+impl fmt::Display for LowerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LowerError::Unsupported {
+                kernel,
+                label,
+                what,
+            } => write!(
+                f,
+                "loop lowering: kernel {kernel} ({label}): {what} is not lowered to the loop IR yet; \
+                 the backend must run this kernel another way"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LowerError {}
+
+/// Lower kernel `k` of `p`.
+pub fn lower_kernel(p: &Program, k: usize) -> Result<LoopKernel, LowerError> {
+    let kernel = &p.kernels[k];
+    let mut cx = Cx {
+        p,
+        k,
+        b: Builder::default(),
+        slots: Vec::new(),
+        dims: Vec::new(),
+        load_slots: Vec::new(),
+    };
+    cx.load_slots = kernel
+        .loads
+        .iter()
+        .map(|l| cx.slot(l.buf, Access::Read))
+        .collect::<Result<_, _>>()?;
+    let items = cx.kind()?;
+    Ok(LoopKernel {
+        name: format!("{}_k{k}", ident(&p.name)),
+        bufs: cx.slots,
+        dims: cx.dims,
+        items,
+        vars: cx.b.vars,
+        body: cx.b.body,
+    })
+}
+
+/// `name` as an identifier (letters, digits and `_`, not starting with a digit).
+fn ident(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert_str(0, "p_");
+    }
+    s
+}
+
+/// The state of one kernel's lowering.
+struct Cx<'a> {
+    p: &'a Program,
+    /// The kernel's index in the program.
+    k: usize,
+    b: Builder,
+    slots: Vec<KernelBuf>,
+    dims: Vec<u32>,
+    /// Buffer slot of each kernel load.
+    load_slots: Vec<usize>,
+}
+
+impl Cx<'_> {
+    fn slot(&mut self, buf: BufId, access: Access) -> Result<usize, LowerError> {
+        if let Some(i) = self.slots.iter().position(|s| s.buf == buf) {
+            if self.slots[i].access != access {
+                return Err(self.fail(format!("buffer {buf} both read and written by one kernel")));
+            }
+            return Ok(i);
+        }
+        let dtype = self.p.buffers[buf].shape.dtype();
+        self.slots.push(KernelBuf { buf, dtype, access });
+        Ok(self.slots.len() - 1)
+    }
+
+    fn dim(&mut self, d: Dim) -> Ex {
+        match d {
+            Dim::Static(n) => int(n as i64),
+            Dim::Dynamic(s) => {
+                if !self.dims.contains(&s) {
+                    self.dims.push(s);
+                }
+                Ex::Dim(s)
+            }
+        }
+    }
+
+    /// Row-major coordinates of flat index `f` over `dims`, each bound to a variable.
+    fn unravel(&mut self, f: Ex, dims: &[Dim]) -> Vec<Ex> {
+        let r = dims.len();
+        let mut idx = vec![int(0); r];
+        let mut rest = f;
+        for d in (0..r).rev() {
+            if d == 0 {
+                idx[0] = rest.clone();
+                break;
+            }
+            let n = self.dim(dims[d]);
+            idx[d] = self.b.bind(Ty::I64, rem(rest.clone(), n.clone()));
+            rest = self.b.bind(Ty::I64, div(rest, n));
+        }
+        idx
+    }
+
+    /// `((i0·d1 + i1)·d2 + i2)…`.
+    fn ravel(&mut self, idx: &[Ex], dims: &[Dim]) -> Ex {
+        let mut e = idx.first().cloned().unwrap_or(int(0));
+        for (i, &d) in idx.iter().zip(dims).skip(1) {
+            let n = self.dim(d);
+            e = add(mul(e, n), i.clone());
+        }
+        e
+    }
+
+    /// The buffer offset load `l` reads at `coords` of its space: its view steps walked
+    /// backwards, each mapping indices of its output to indices of its input.
+    fn view_offset(&mut self, l: &Load, coords: &[Ex]) -> Ex {
+        let dims = chain_dims(self.p.buffers[l.buf].shape.dims(), &l.steps);
+        let mut cur: Vec<Ex> = coords.to_vec();
+        for k in (1..=l.steps.len()).rev() {
+            let (din, dout) = (&dims[k - 1], &dims[k]);
+            cur = match &l.steps[k - 1] {
+                ViewStep::Reshape(_) => {
+                    let f = self.ravel(&cur, dout);
+                    let f = self.b.bind(Ty::I64, f);
+                    self.unravel(f, din)
+                }
+                ViewStep::Transpose(perm) => {
+                    let mut next = vec![int(0); perm.len()];
+                    for (i, &pi) in perm.iter().enumerate() {
+                        next[pi] = cur[i].clone();
+                    }
+                    next
+                }
+                ViewStep::Narrow { axis, start, .. } => {
+                    let mut next = cur.clone();
+                    next[*axis] = add(cur[*axis].clone(), int(*start as i64));
+                    next
+                }
+                ViewStep::Expand(_) => {
+                    let off = dout.len() - din.len();
+                    (0..din.len())
+                        .map(|j| match din[j] {
+                            Dim::Static(1) => int(0),
+                            Dim::Static(_) => cur[j + off].clone(),
+                            d => {
+                                // A dynamic axis broadcasts when it is bound to 1.
+                                let n = self.dim(d);
+                                let one = bin(Bin::Eq, n, int(1));
+                                select(one, int(0), cur[j + off].clone())
+                            }
+                        })
+                        .collect()
+                }
+            };
+        }
+        let f = self.ravel(&cur, &dims[0]);
+        self.b.bind(Ty::I64, f)
+    }
+
+    /// The error for something this kernel uses that is not lowered.
+    fn fail(&self, what: String) -> LowerError {
+        LowerError::Unsupported {
+            kernel: self.k,
+            label: self.p.kernels[self.k].label(),
+            what,
+        }
+    }
+
+    /// `Π dims` as an index expression.
+    fn numel(&mut self, dims: &[Dim]) -> Ex {
+        let mut n = int(1);
+        for &d in dims {
+            let v = self.dim(d);
+            n = mul(n, v);
+        }
+        n
+    }
+
+    /// The statements `f` appends, taken out of the body (a loop's or a branch's body).
+    fn nested<R>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<R, LowerError>,
+    ) -> Result<(Vec<Stmt>, R), LowerError> {
+        let outer = std::mem::take(&mut self.b.body);
+        let r = f(self);
+        let inner = std::mem::replace(&mut self.b.body, outer);
+        Ok((inner, r?))
+    }
+
+    /// `for var in 0..end { body }` where `body` is built by `f` from the counter.
+    fn counted(
+        &mut self,
+        end: Ex,
+        f: impl FnOnce(&mut Self, Ex) -> Result<(), LowerError>,
+    ) -> Result<(), LowerError> {
+        let var = self.b.var(Ty::I64);
+        let (body, ()) = self.nested(|cx| f(cx, Ex::Var(var)))?;
+        self.b.push(Stmt::Loop {
+            var,
+            start: int(0),
+            end,
+            body,
+        });
+        Ok(())
+    }
+
+    /// A variable initialised to `init`, to be updated with [`Cx::assign`].
+    fn accumulator(&mut self, ty: Ty, init: Ex) -> super::Var {
+        let var = self.b.var(ty);
+        self.b.push(Stmt::Let { var, value: init });
+        var
+    }
+
+    fn assign(&mut self, var: super::Var, value: Ex) {
+        self.b.push(Stmt::Assign { var, value });
+    }
+}
+
+/// The dims after each step of `steps` applied to a buffer of `buf` dims (index 0 is
+/// the buffer itself).
+pub(super) fn chain_dims(buf: &[Dim], steps: &[ViewStep]) -> Vec<Vec<Dim>> {
+    let mut out = vec![buf.to_vec()];
+    for s in steps {
+        let prev = out.last().expect("starts non-empty");
+        let next = match s {
+            ViewStep::Reshape(d) | ViewStep::Expand(d) => d.clone(),
+            ViewStep::Transpose(perm) => perm.iter().map(|&p| prev[p]).collect(),
+            ViewStep::Narrow { axis, len, .. } => {
+                let mut n = prev.clone();
+                n[*axis] = Dim::Static(*len);
+                n
+            }
+        };
+        out.push(next);
+    }
+    out
+}
