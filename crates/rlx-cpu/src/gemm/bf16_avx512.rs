@@ -6,23 +6,14 @@
 //!   broadcast), B's `[sum pair][NR columns][2]` (two vectors of 16 pairs).
 //!   Numerics (Intel SDM, VDPBF16PS): f32 accumulation, round-to-nearest-even, bf16
 //!   denormal inputs treated as zero, denormal results flushed to zero.
-//! - [`Fma32`]: f16 or bf16 operands converted to f32 while they are packed (exact), then
-//!   an f32 FMA kernel. This is the f16 path: AVX512_FP16 arithmetic would accumulate in
-//!   f16 (11-bit significand), far from the f32 accumulation the oracle's tolerance
-//!   allows, and converting f16 to bf16 would drop 3 bits of every input. Converting in
-//!   the packing step reads each operand once, panel by panel, instead of first copying
-//!   both whole tensors to f32.
 //!
-//! Both use a 12 × 32 tile of C (24 zmm accumulators, 2 B vectors, broadcasts folded into
-//! the multiply-adds).
+//! It uses the 12 × 32 tile of C of the f32 FMA kernel (`fma32.rs`: 24 zmm accumulators,
+//! 2 B vectors, broadcasts folded into the multiply-adds).
 
-use super::lowp_drive::{CTile, Half, Kernel, Src};
+use super::lowp_drive::{CTile, Kernel, Src};
 use std::arch::x86_64::*;
 
-/// Rows of C per micro-kernel call.
-const MR: usize = 12;
-/// Columns of C per micro-kernel call (two 16-lane vectors).
-const NR: usize = 32;
+use super::fma32::{MR, NR};
 
 /// Whether the CPU has AVX-512 F and BW (every kernel here needs them).
 pub(crate) fn avx512bw() -> bool {
@@ -227,164 +218,6 @@ unsafe fn dp_micro(kp2: usize, a: *const u32, b: *const u16, c: CTile) {
                 let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(*ap.add(r) as i32));
                 row[0] = _mm512_dpbf16_ps(row[0], av, b0);
                 row[1] = _mm512_dpbf16_ps(row[1], av, b1);
-            }
-        }
-        for (r, row) in acc.iter().enumerate() {
-            let cr = c.out.offset(r as isize * c.ld_out);
-            _mm512_storeu_ps(cr, row[0]);
-            _mm512_storeu_ps(cr.add(16), row[1]);
-        }
-    }
-}
-
-/// The f32-FMA micro-kernel over half operands converted while packing (construct only
-/// with AVX-512 F/BW). `kind` is the operands' storage type.
-pub(crate) struct Fma32 {
-    kind: Half,
-}
-
-impl Fma32 {
-    /// The kernel for operands stored as `kind`, if the CPU has AVX-512 F/BW.
-    pub(crate) fn new(kind: Half) -> Option<Fma32> {
-        avx512bw().then_some(Fma32 { kind })
-    }
-}
-
-impl Kernel for Fma32 {
-    type E = u16;
-    type P = f32;
-    type C = f32;
-    const MR: usize = MR;
-    const NR: usize = NR;
-    const KU: usize = 1;
-    // Within noise of 192/1024/384/1536 and 48/1024/256/1024 (gemm_lowp --cpu-time);
-    // packed B is KS × NC f32 (2 MiB), kept per thread between calls.
-    const KC: usize = 256;
-    const KS: usize = 1024;
-    const MC: usize = 144;
-    const NC: usize = 512;
-
-    unsafe fn pack_a(&self, a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [f32]) {
-        let rows = mb.next_multiple_of(MR);
-        assert!(dst.len() >= rows * kpad, "Fma32 pack_a: buffer too small");
-        let kind = self.kind;
-        let mut wide = [0f32; 16];
-        for i in 0..rows {
-            let (panel, r) = (i / MR, i % MR);
-            let base = panel * kpad * MR + r;
-            let mut p = 0;
-            if i < mb && a.cs == 1 {
-                // A contiguous row: widen 16 sums at a time, then scatter to the panel.
-                while p + 16 <= kb {
-                    // SAFETY: sums p..p+16 <= kb of row i < mb are contiguous elements of
-                    // the block; AVX-512 F/BW present (Fma32::new).
-                    unsafe { widen16(kind, a.at(i, p).ptr, wide.as_mut_ptr()) };
-                    for (t, &v) in wide.iter().enumerate() {
-                        dst[base + (p + t) * MR] = v;
-                    }
-                    p += 16;
-                }
-            }
-            for p in p..kpad {
-                dst[base + p * MR] = if i < mb && p < kb {
-                    // SAFETY: guarded to i < mb, p < kb: inside the block.
-                    kind.to_f32(unsafe { a.get(i, p) })
-                } else {
-                    0.0
-                };
-            }
-        }
-    }
-
-    unsafe fn pack_b(&self, b: Src, kb: usize, nb: usize, kpad: usize, dst: &mut [f32]) {
-        let cols = nb.next_multiple_of(NR);
-        assert!(dst.len() >= cols * kpad, "Fma32 pack_b: buffer too small");
-        let kind = self.kind;
-        for t in 0..cols / NR {
-            let j0 = t * NR;
-            let w = NR.min(nb.saturating_sub(j0));
-            for p in 0..kpad {
-                let out = &mut dst[(t * kpad + p) * NR..(t * kpad + p + 1) * NR];
-                if w == NR && p < kb && b.cs == 1 {
-                    for g in 0..NR / 16 {
-                        // SAFETY: row p < kb, columns j0 + 16g..+16 <= nb are contiguous
-                        // elements of the block; `out` holds 16 more f32; AVX-512 F/BW
-                        // present (Fma32::new).
-                        unsafe {
-                            widen16(kind, b.at(p, j0 + 16 * g).ptr, out[16 * g..].as_mut_ptr())
-                        };
-                    }
-                    continue;
-                }
-                for (n, o) in out.iter_mut().enumerate() {
-                    *o = if n < w && p < kb {
-                        // SAFETY: guarded to p < kb, j0 + n < nb: inside the block.
-                        kind.to_f32(unsafe { b.get(p, j0 + n) })
-                    } else {
-                        0.0
-                    };
-                }
-            }
-        }
-    }
-
-    unsafe fn micro(
-        &self,
-        (k0, kb, _): (usize, usize, usize),
-        a: *const f32,
-        b: *const f32,
-        c: CTile,
-    ) {
-        // SAFETY: forwarded contract (sum k0 of each panel starts MR·k0 / NR·k0 elements in
-        // and kb more sums follow inside it); Fma32 exists only with AVX-512 F/BW.
-        unsafe { fma_micro(kb, a.add(k0 * MR), b.add(k0 * NR), c) }
-    }
-}
-
-/// Convert 16 contiguous half elements to f32 (exact).
-///
-/// # Safety
-/// `src` readable for 16 u16, `out` writable for 16 f32; AVX-512 F/BW present.
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn widen16(kind: Half, src: *const u16, out: *mut f32) {
-    // SAFETY: the caller guarantees both extents; unaligned loads/stores.
-    unsafe {
-        let h = _mm256_loadu_si256(src as *const __m256i);
-        let v = match kind {
-            Half::F16 => _mm512_cvtph_ps(h),
-            Half::Bf16 => _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)),
-        };
-        _mm512_storeu_ps(out, v);
-    }
-}
-
-/// `C[12 × 32] (+)= A·B` over `kc` sums with f32 FMA.
-///
-/// # Safety
-/// As [`Kernel::micro`]; the CPU has AVX-512 F.
-#[target_feature(enable = "avx512f")]
-unsafe fn fma_micro(kc: usize, a: *const f32, b: *const f32, c: CTile) {
-    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-    // SAFETY: the caller guarantees 12 × 32 f32 tiles at c.inp (readable, unless null) and
-    // c.out (writable) with their row strides,
-    // MR·kc elements in A's panel and NR·kc in B's.
-    unsafe {
-        if !c.inp.is_null() {
-            for (r, row) in acc.iter_mut().enumerate() {
-                let cr = c.inp.offset(r as isize * c.ld_in);
-                row[0] = _mm512_loadu_ps(cr);
-                row[1] = _mm512_loadu_ps(cr.add(16));
-            }
-        }
-        for p in 0..kc {
-            let bp = b.add(p * NR);
-            let b0 = _mm512_loadu_ps(bp);
-            let b1 = _mm512_loadu_ps(bp.add(16));
-            let ap = a.add(p * MR);
-            for (r, row) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*ap.add(r));
-                row[0] = _mm512_fmadd_ps(av, b0, row[0]);
-                row[1] = _mm512_fmadd_ps(av, b1, row[1]);
             }
         }
         for (r, row) in acc.iter().enumerate() {

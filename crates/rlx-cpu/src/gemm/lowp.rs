@@ -355,7 +355,8 @@ fn packed_path<T: HalfFloat>(
     accumulate: bool,
     threads: usize,
 ) {
-    use super::bf16_avx512::{DpBf16, Fma32};
+    use super::bf16_avx512::DpBf16;
+    use super::fma32::Fma32;
     use super::lowp_drive::{Dst, Src};
     let (m, n, k) = (c.rows, c.cols, a.cols);
     let src = |v: &MatRef<'_, T>| Src {

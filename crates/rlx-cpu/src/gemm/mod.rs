@@ -17,6 +17,9 @@
 mod amx;
 #[cfg(target_arch = "x86_64")]
 mod bf16_avx512;
+mod f32_path;
+#[cfg(target_arch = "x86_64")]
+mod fma32;
 pub mod int8;
 pub mod lowp;
 #[cfg(target_arch = "x86_64")]
@@ -24,6 +27,8 @@ mod lowp_drive;
 mod narrow;
 
 use crate::exec::par::SendPtr;
+use f32_path::OwnGemm;
+pub use f32_path::{F32Path, sgemm_with};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Par};
 
@@ -200,13 +205,9 @@ fn check_views<A, B, C>(op: &str, a: &MatRef<'_, A>, b: &MatRef<'_, B>, c: &MatM
 
 macro_rules! gemm_fn {
     ($name:ident, $t:ty) => {
-        /// `C = alpha·A·B + beta·C` with `A` m×k, `B` k×n, `C` m×n (any strides, so
-        /// transposes are free), on at most `threads` worker threads of the current rayon
-        /// pool (`1` = serial on the calling thread).
-        ///
-        /// Panics (naming the shapes or the view) if the shapes do not chain, a view reaches
-        /// outside its slice, or `C`'s strides make two elements share storage.
-        pub fn $name(
+        /// The GEMM on `path` (the checks and semantics of the public entry points).
+        fn $name(
+            path: F32Path,
             alpha: $t,
             a: MatRef<'_, $t>,
             b: MatRef<'_, $t>,
@@ -285,6 +286,10 @@ macro_rules! gemm_fn {
             // (measured: 128³ takes 18 µs on one thread, 30 µs on two).
             let useful = (m * n * k / PAR_MNK_PER_THREAD).max(1);
             let threads = threads.min(useful);
+            // SAFETY: as for try_narrow above.
+            if unsafe { <$t as OwnGemm>::try_own(path, narrow, threads) } {
+                return;
+            }
             let Some(split) = Split::new(m, n, threads) else {
                 matmul(cm, accum, am, bm, alpha, Par::Seq);
                 return;
@@ -410,5 +415,36 @@ fn scale<T: Copy + PartialEq + std::ops::Mul<Output = T> + Default>(
     }
 }
 
-gemm_fn!(sgemm, f32);
-gemm_fn!(dgemm, f64);
+gemm_fn!(sgemm_on, f32);
+gemm_fn!(dgemm_on, f64);
+
+/// `C = alpha·A·B + beta·C` in f32 with `A` m×k, `B` k×n, `C` m×n (any strides, so
+/// transposes are free), on at most `threads` worker threads of the current rayon pool
+/// (`1` = serial on the calling thread), on the kernel [`F32Path::default_path`] picks for
+/// this CPU.
+///
+/// Panics (naming the shapes or the view) if the shapes do not chain, a view reaches
+/// outside its slice, or `C`'s strides make two elements share storage.
+pub fn sgemm(
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: MatRef<'_, f32>,
+    beta: f32,
+    c: MatMut<'_, f32>,
+    threads: usize,
+) {
+    sgemm_on(F32Path::default_path(), alpha, a, b, beta, c, threads);
+}
+
+/// `C = alpha·A·B + beta·C` in f64 (faer's kernels on every CPU); the views, threads and
+/// panics are those of [`sgemm`].
+pub fn dgemm(
+    alpha: f64,
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    beta: f64,
+    c: MatMut<'_, f64>,
+    threads: usize,
+) {
+    dgemm_on(F32Path::Faer, alpha, a, b, beta, c, threads);
+}

@@ -1,0 +1,178 @@
+//! Which kernel runs an f32 product: rlx's own packed AVX-512 kernel ([`super::fma32`],
+//! driven by the blocked driver the half-precision paths share) where the CPU has AVX-512
+//! F/BW, else faer's (portable, with its own AVX2 / AVX-512 micro-kernels).
+//!
+//! The choice is fixed per process from the CPU's features, never timed, so results are
+//! reproducible run to run. `RLX_GEMM_F32=faer` (or `avx512`) forces a path for testing
+//! and benchmarking; an unknown or unavailable value is reported once and the default is
+//! used. [`sgemm_with`] takes the path per call, so both can be compared in one process.
+//!
+//! The two paths sum in different orders (faer blocks k its own way; the own kernel sums
+//! each element in k order restarting every 256 sums from the stored partial), so their
+//! results differ in the last bits; each is deterministic and independent of the thread
+//! count. Products with `alpha ≠ 1` and outputs of at most 16 columns (the narrow kernels
+//! of `narrow.rs`) take the same route on both paths.
+
+use super::narrow::Narrow;
+use super::{MatMut, MatRef};
+use std::sync::OnceLock;
+
+/// The kernel family of an f32 GEMM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum F32Path {
+    /// faer's matmul (any CPU).
+    Faer,
+    /// rlx's packed 12 × 32 AVX-512 FMA kernel (AVX-512 F/BW CPUs).
+    Avx512,
+}
+
+impl F32Path {
+    /// Every path, in declaration order.
+    pub const ALL: [F32Path; 2] = [F32Path::Faer, F32Path::Avx512];
+
+    /// The name `RLX_GEMM_F32` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            F32Path::Faer => "faer",
+            F32Path::Avx512 => "avx512",
+        }
+    }
+
+    /// The path named `s` (as [`F32Path::name`] spells it).
+    pub fn parse(s: &str) -> Option<F32Path> {
+        F32Path::ALL.into_iter().find(|p| p.name() == s.trim())
+    }
+
+    /// Whether this path can run on this CPU.
+    pub fn available(self) -> bool {
+        match self {
+            F32Path::Faer => true,
+            #[cfg(target_arch = "x86_64")]
+            F32Path::Avx512 => super::bf16_avx512::avx512bw(),
+            #[cfg(not(target_arch = "x86_64"))]
+            F32Path::Avx512 => false,
+        }
+    }
+
+    /// The path `sgemm` uses: `RLX_GEMM_F32` if it names an available path, else the own
+    /// kernel on AVX-512 CPUs and faer elsewhere (AVX2-only CPUs keep faer: nothing here
+    /// was measured against it there). Decided once per process.
+    pub fn default_path() -> F32Path {
+        static PATH: OnceLock<F32Path> = OnceLock::new();
+        *PATH.get_or_init(|| {
+            let best = if F32Path::Avx512.available() {
+                F32Path::Avx512
+            } else {
+                F32Path::Faer
+            };
+            let Ok(v) = std::env::var("RLX_GEMM_F32") else {
+                return best;
+            };
+            match F32Path::parse(&v) {
+                Some(p) if p.available() => p,
+                Some(p) => {
+                    tracing::warn!(
+                        target: "rlx::gemm",
+                        "RLX_GEMM_F32={v}: the {} path needs AVX-512 F/BW, which this CPU lacks; \
+                         using {}",
+                        p.name(),
+                        best.name()
+                    );
+                    best
+                }
+                None => {
+                    tracing::warn!(
+                        target: "rlx::gemm",
+                        "RLX_GEMM_F32={v} is not an f32 GEMM path (expected faer or avx512); \
+                         using {}",
+                        best.name()
+                    );
+                    best
+                }
+            }
+        })
+    }
+}
+
+/// [`super::sgemm`] on a given path. Panics if the path is not available on this CPU
+/// (see [`F32Path::available`]), and as `sgemm` does on invalid views.
+pub fn sgemm_with(
+    path: F32Path,
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: MatRef<'_, f32>,
+    beta: f32,
+    c: MatMut<'_, f32>,
+    threads: usize,
+) {
+    assert!(
+        path.available(),
+        "sgemm_with: the {} path needs AVX-512 F/BW, which this CPU lacks; use \
+         F32Path::default_path() or check F32Path::available first",
+        path.name()
+    );
+    super::sgemm_on(path, alpha, a, b, beta, c, threads);
+}
+
+/// The element types with an own (non-faer) kernel.
+pub(crate) trait OwnGemm: Sized {
+    /// Compute `C (+)= A·B` on `path` if it is an own kernel that takes this product
+    /// (`alpha = 1`); `false` leaves it to faer.
+    ///
+    /// # Safety
+    /// The views must be in bounds for `p.mnk` (`m, n, k > 0`) and C's elements distinct
+    /// and not overlapping A or B (as `sgemm` checks).
+    unsafe fn try_own(path: F32Path, p: Narrow<Self>, threads: usize) -> bool;
+}
+
+impl OwnGemm for f64 {
+    unsafe fn try_own(_: F32Path, _: Narrow<f64>, _: usize) -> bool {
+        false
+    }
+}
+
+impl OwnGemm for f32 {
+    unsafe fn try_own(path: F32Path, p: Narrow<f32>, threads: usize) -> bool {
+        if path != F32Path::Avx512 || p.alpha != 1.0 {
+            return false;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            use super::fma32::{F32, Fma32};
+            use super::lowp_drive::{Dst, Job, Src};
+            let Some(kern) = Fma32::new(F32) else {
+                return false;
+            };
+            let job = Job {
+                a: Src {
+                    ptr: p.a,
+                    rs: p.a_strides.0,
+                    cs: p.a_strides.1,
+                },
+                b: Src {
+                    ptr: p.b,
+                    rs: p.b_strides.0,
+                    cs: p.b_strides.1,
+                },
+                c: Dst {
+                    ptr: p.c,
+                    rs: p.c_strides.0,
+                    cs: p.c_strides.1,
+                },
+                mnk: p.mnk,
+                accumulate: p.add,
+                threads: threads.max(1),
+            };
+            // SAFETY: the caller guarantees the views are in bounds with m, n, k > 0 and C
+            // distinct and disjoint from A and B (drive's contract); the kernel exists only
+            // with AVX-512 F/BW.
+            unsafe { job.run(&kern) };
+            true
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (p, threads);
+            false
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! The AVX-512 f32 FMA micro-kernel and its packing, shared by native f32 products
+//! (`sgemm` on AVX-512 CPUs) and by bf16 / f16 products whose operands are widened to f32
+//! while they are packed.
+//!
+//! One kernel type, [`Fma32`], is generic over the operands' storage ([`Widen`]): f32
+//! elements are copied into the panels as they are, half elements converted exactly. The
+//! widening is the f16 path's arithmetic: AVX512_FP16 would accumulate in f16 (11-bit
+//! significand), far from the f32 accumulation the oracle's tolerance allows, and
+//! converting f16 to bf16 would drop 3 bits of every input. Converting in the packing step
+//! reads each operand once, panel by panel, instead of first copying both whole tensors.
+//!
+//! The tile of C is 12 × 32 (24 zmm accumulators, 2 B vectors per sum, A's elements
+//! broadcast from memory into the multiply-adds): 24 FMAs per 2 loads + 12 broadcasts
+//! keeps both FMA ports busy on Sapphire Rapids. Blocking (see [`Kernel`] for the loop
+//! order): packed B is at most `KS × NC` = 1024 × 512 f32 (2 MiB, the L2 of one core),
+//! packed A `MC × KS` = 144 × 1024 f32 (576 KiB); one micro-kernel call runs `KC` = 256
+//! sums, so its B panel (32 KiB) stays in the 48 KiB L1 while the A panels stream past.
+//!
+//! Summation order: each C element is `((c₀ + a₀b₀) + a₁b₁) + …` in k order, one fused
+//! multiply-add per term (one rounding each), restarted from the stored partial sum
+//! every `KC` sums — the same sequence on every thread count and block split.
+
+use super::lowp_drive::{CTile, Half, Kernel, Src};
+use std::arch::x86_64::*;
+
+/// Rows of C per micro-kernel call.
+pub(crate) const MR: usize = 12;
+/// Columns of C per micro-kernel call (two 16-lane vectors).
+pub(crate) const NR: usize = 32;
+
+/// How an operand's elements become f32 in the packed panels.
+pub(crate) trait Widen: Copy + Send + Sync {
+    /// The stored element type.
+    type E: Copy;
+    /// The f32 value of one element (exact).
+    fn get(self, e: Self::E) -> f32;
+    /// `out[0..16] = f32 of src[0..n]`, zeros past `n` (`n <= 16`).
+    ///
+    /// # Safety
+    /// `src` readable for `n` elements, `out` writable for 16 f32; AVX-512 F/BW present.
+    unsafe fn widen(self, src: *const Self::E, n: usize, out: *mut f32);
+    /// Whether [`Widen::gather`] is one vector gather (else the packers prefer walking
+    /// memory in order).
+    const GATHERS: bool;
+    /// `out[0..16] = f32 of src[i·stride]` for `i < n`, zeros past `n` (`n <= 16`).
+    ///
+    /// # Safety
+    /// `src[i·stride]` readable for `i < n`, `out` writable for 16 f32,
+    /// `|stride| · 16 <= i32::MAX`; AVX-512 F/BW present.
+    unsafe fn gather(self, src: *const Self::E, stride: isize, n: usize, out: *mut f32);
+}
+
+/// The largest stride (in elements) [`Widen::gather`] takes.
+const GATHER_STRIDE_MAX: usize = i32::MAX as usize / 16;
+
+/// Native f32 operands (copied as they are).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct F32;
+
+impl Widen for F32 {
+    type E = f32;
+    #[inline(always)]
+    fn get(self, e: f32) -> f32 {
+        e
+    }
+    #[inline(always)]
+    unsafe fn widen(self, src: *const f32, n: usize, out: *mut f32) {
+        // SAFETY: forwarded contract.
+        unsafe { widen_f32(src, n, out) }
+    }
+    const GATHERS: bool = true;
+    #[inline(always)]
+    unsafe fn gather(self, src: *const f32, stride: isize, n: usize, out: *mut f32) {
+        // SAFETY: forwarded contract.
+        unsafe { gather_f32(src, stride, n, out) }
+    }
+}
+
+impl Widen for Half {
+    type E = u16;
+    #[inline(always)]
+    fn get(self, e: u16) -> f32 {
+        self.to_f32(e)
+    }
+    #[inline(always)]
+    unsafe fn widen(self, src: *const u16, n: usize, out: *mut f32) {
+        // SAFETY: forwarded contract.
+        unsafe { widen_half(self, src, n, out) }
+    }
+    const GATHERS: bool = false;
+    #[inline(always)]
+    unsafe fn gather(self, src: *const u16, stride: isize, n: usize, out: *mut f32) {
+        for i in 0..16 {
+            // SAFETY: element i < n at i·stride is readable, out[i] writable (caller).
+            unsafe {
+                *out.add(i) = if i < n {
+                    self.to_f32(*src.offset(i as isize * stride))
+                } else {
+                    0.0
+                }
+            };
+        }
+    }
+}
+
+/// `n <= 16` f32 `stride` elements apart into `out[0..16]`, zeros past `n`.
+///
+/// # Safety
+/// As [`Widen::gather`].
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn gather_f32(src: *const f32, stride: isize, n: usize, out: *mut f32) {
+    let lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    // |stride| · 15 fits an i32 (caller), so every lane's index does.
+    let idx = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(stride as i32));
+    // SAFETY: lanes below n address readable elements (caller); masked-off lanes are not
+    // accessed; out holds 16 f32.
+    unsafe {
+        let v = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), mask16(n), idx, src);
+        _mm512_storeu_ps(out, v);
+    }
+}
+
+/// `n <= 16` f32 copied, the rest of the 16 zeroed (a masked load never touches the lanes
+/// it skips, so reading near the end of a slice is safe).
+///
+/// # Safety
+/// As [`Widen::widen`].
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn widen_f32(src: *const f32, n: usize, out: *mut f32) {
+    let mask = mask16(n);
+    // SAFETY: lanes below n are readable (caller); masked-off lanes are not accessed.
+    unsafe { _mm512_storeu_ps(out, _mm512_maskz_loadu_ps(mask, src)) }
+}
+
+/// `n <= 16` half elements converted to f32, the rest of the 16 zeroed.
+///
+/// # Safety
+/// As [`Widen::widen`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn widen_half(kind: Half, src: *const u16, n: usize, out: *mut f32) {
+    // SAFETY: lanes below n are readable (caller); masked-off lanes are not accessed; the
+    // 16 f32 stored are writable (caller).
+    unsafe {
+        let h = if n == 16 {
+            _mm256_loadu_si256(src as *const __m256i)
+        } else {
+            _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(
+                mask16(n) as u32,
+                src as *const i16,
+            ))
+        };
+        let v = match kind {
+            Half::F16 => _mm512_cvtph_ps(h),
+            Half::Bf16 => _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)),
+        };
+        _mm512_storeu_ps(out, v);
+    }
+}
+
+/// The mask of the low `n <= 16` lanes.
+#[inline(always)]
+fn mask16(n: usize) -> u16 {
+    if n >= 16 { u16::MAX } else { (1u16 << n) - 1 }
+}
+
+/// The f32-FMA micro-kernel over operands stored as `W` (construct only with AVX-512 F/BW).
+pub(crate) struct Fma32<W> {
+    src: W,
+}
+
+impl<W: Widen> Fma32<W> {
+    /// The kernel for operands stored as `src`, if the CPU has AVX-512 F/BW.
+    pub(crate) fn new(src: W) -> Option<Fma32<W>> {
+        super::bf16_avx512::avx512bw().then_some(Fma32 { src })
+    }
+}
+
+impl<W: Widen> Kernel for Fma32<W> {
+    type E = W::E;
+    type P = f32;
+    type C = f32;
+    const MR: usize = MR;
+    const NR: usize = NR;
+    const KU: usize = 1;
+    // Within noise of 192/1024/384/1536 and 48/1024/256/1024 (gemm_lowp --cpu-time);
+    // packed B is KS × NC f32 (2 MiB), kept per thread between calls.
+    const KC: usize = 256;
+    const KS: usize = 1024;
+    const MC: usize = 144;
+    const NC: usize = 512;
+
+    unsafe fn pack_a(&self, a: Src<W::E>, mb: usize, kb: usize, kpad: usize, dst: &mut [f32]) {
+        // SAFETY: forwarded contract; Fma32 exists only with AVX-512 F/BW.
+        unsafe { pack_a(self.src, a, mb, kb, kpad, dst) }
+    }
+
+    unsafe fn pack_b(&self, b: Src<W::E>, kb: usize, nb: usize, kpad: usize, dst: &mut [f32]) {
+        // SAFETY: forwarded contract; Fma32 exists only with AVX-512 F/BW.
+        unsafe { pack_b(self.src, b, kb, nb, kpad, dst) }
+    }
+
+    unsafe fn micro(
+        &self,
+        (k0, kb, _): (usize, usize, usize),
+        a: *const f32,
+        b: *const f32,
+        c: CTile,
+    ) {
+        // SAFETY: forwarded contract (sum k0 of each panel starts MR·k0 / NR·k0 elements in
+        // and kb more sums follow inside it); Fma32 exists only with AVX-512 F/BW.
+        unsafe { fma_micro(kb, a.add(k0 * MR), b.add(k0 * NR), c) }
+    }
+}
+
+/// Pack rows `0..mb`, sums `0..kb` of `a` into `MR`-row panels, each `[kb sums][MR rows]`
+/// (zero rows past `mb`).
+///
+/// # Safety
+/// The `mb × kb` block of `a` must be readable; AVX-512 F/BW present.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn pack_a<W: Widen>(
+    src: W,
+    a: Src<W::E>,
+    mb: usize,
+    kb: usize,
+    kpad: usize,
+    dst: &mut [f32],
+) {
+    let panels = mb.div_ceil(MR);
+    assert!(
+        dst.len() >= panels * MR * kpad,
+        "Fma32 pack_a: buffer too small"
+    );
+    let mut wide = [0f32; 16];
+    for (panel, out) in dst.chunks_exact_mut(kpad * MR).take(panels).enumerate() {
+        let i0 = panel * MR;
+        let h = MR.min(mb - i0);
+        if a.rs == 1 {
+            // A's columns contiguous (a transposed operand): each sum's MR rows are
+            // one run of memory.
+            for (p, o) in out.chunks_exact_mut(MR).take(kb).enumerate() {
+                // SAFETY: rows i0..i0 + h < mb of sum p < kb are contiguous elements of
+                // the block; `wide` holds 16 f32; AVX-512 F/BW present (Fma32::new).
+                unsafe { src.widen(a.at(i0, p).ptr, h, wide.as_mut_ptr()) };
+                o.copy_from_slice(&wide[..MR]);
+            }
+            continue;
+        }
+        if W::GATHERS && a.rs.unsigned_abs() <= GATHER_STRIDE_MAX {
+            // Rows apart in memory (A row-major, or strided): one gather per sum collects
+            // its MR rows.
+            for (p, o) in out.chunks_exact_mut(MR).take(kb).enumerate() {
+                // SAFETY: rows i0..i0 + h < mb of sum p < kb are elements of the block,
+                // a.rs apart, |a.rs| within the gather's range; `wide` holds 16 f32.
+                unsafe { src.gather(a.at(i0, p).ptr, a.rs, h, wide.as_mut_ptr()) };
+                o.copy_from_slice(&wide[..MR]);
+            }
+            continue;
+        }
+        for r in 0..MR {
+            let mut p = 0;
+            if r < h && a.cs == 1 {
+                // A contiguous row: widen 16 sums at a time, then scatter to the panel.
+                while p + 16 <= kb {
+                    // SAFETY: sums p..p+16 <= kb of row i0 + r < mb are contiguous
+                    // elements of the block; AVX-512 F/BW present (Fma32::new).
+                    unsafe { src.widen(a.at(i0 + r, p).ptr, 16, wide.as_mut_ptr()) };
+                    for (t, &v) in wide.iter().enumerate() {
+                        out[(p + t) * MR + r] = v;
+                    }
+                    p += 16;
+                }
+            }
+            for p in p..kb {
+                out[p * MR + r] = if r < h {
+                    // SAFETY: guarded to i0 + r < mb, p < kb: inside the block.
+                    src.get(unsafe { a.get(i0 + r, p) })
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+}
+
+/// Pack sums `0..kb`, columns `0..nb` of `b` into `NR`-column strips, each
+/// `[kb sums][NR columns]` (zero columns past `nb`).
+///
+/// # Safety
+/// The `kb × nb` block of `b` must be readable; AVX-512 F/BW present.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn pack_b<W: Widen>(
+    src: W,
+    b: Src<W::E>,
+    kb: usize,
+    nb: usize,
+    kpad: usize,
+    dst: &mut [f32],
+) {
+    let strips = nb.div_ceil(NR);
+    assert!(
+        dst.len() >= strips * NR * kpad,
+        "Fma32 pack_b: buffer too small"
+    );
+    for (t, strip) in dst.chunks_exact_mut(kpad * NR).take(strips).enumerate() {
+        let j0 = t * NR;
+        let w = NR.min(nb - j0);
+        if b.cs == 1 {
+            // B's rows contiguous: each sum's columns are one or two runs of memory.
+            for (p, out) in strip.chunks_exact_mut(NR).take(kb).enumerate() {
+                for (g, o) in out.chunks_exact_mut(16).enumerate() {
+                    let n = w.saturating_sub(16 * g).min(16);
+                    if n == 0 {
+                        o.fill(0.0);
+                        continue;
+                    }
+                    // SAFETY: columns j0 + 16g .. + n <= nb of row p < kb are
+                    // contiguous elements of the block; `o` holds 16 f32; AVX-512 F/BW
+                    // present (Fma32::new).
+                    unsafe { src.widen(b.at(p, j0 + 16 * g).ptr, n, o.as_mut_ptr()) };
+                }
+            }
+            continue;
+        }
+        if W::GATHERS && b.cs.unsigned_abs() <= GATHER_STRIDE_MAX {
+            // Columns apart in memory (a transposed weight, or strided): two gathers per
+            // sum collect its NR columns.
+            for (p, out) in strip.chunks_exact_mut(NR).take(kb).enumerate() {
+                for (g, o) in out.chunks_exact_mut(16).enumerate() {
+                    let n = w.saturating_sub(16 * g).min(16);
+                    if n == 0 {
+                        o.fill(0.0);
+                        continue;
+                    }
+                    // SAFETY: columns j0 + 16g .. + n <= nb of row p < kb are elements of
+                    // the block, b.cs apart, |b.cs| within the gather's range; `o` holds
+                    // 16 f32.
+                    unsafe { src.gather(b.at(p, j0 + 16 * g).ptr, b.cs, n, o.as_mut_ptr()) };
+                }
+            }
+            continue;
+        }
+        // Columns contiguous (a transposed weight) or general strides: walk each column
+        // down its sums, which reads memory in order.
+        for n in 0..NR {
+            for p in 0..kb {
+                strip[p * NR + n] = if n < w {
+                    // SAFETY: guarded to p < kb, j0 + n < nb: inside the block.
+                    src.get(unsafe { b.get(p, j0 + n) })
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+}
+
+/// `C[12 × 32] (+)= A·B` over `kc` sums with f32 FMA.
+///
+/// # Safety
+/// As [`Kernel::micro`]; the CPU has AVX-512 F.
+#[target_feature(enable = "avx512f")]
+unsafe fn fma_micro(kc: usize, a: *const f32, b: *const f32, c: CTile) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    // SAFETY: the caller guarantees 12 × 32 f32 tiles at c.inp (readable, unless null) and
+    // c.out (writable) with their row strides, MR·kc elements in A's panel and NR·kc in B's.
+    unsafe {
+        if !c.inp.is_null() {
+            for (r, row) in acc.iter_mut().enumerate() {
+                let cr = c.inp.offset(r as isize * c.ld_in);
+                row[0] = _mm512_loadu_ps(cr);
+                row[1] = _mm512_loadu_ps(cr.add(16));
+            }
+        }
+        for p in 0..kc {
+            let bp = b.add(p * NR);
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
+            let ap = a.add(p * MR);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.add(r));
+                row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            let cr = c.out.offset(r as isize * c.ld_out);
+            _mm512_storeu_ps(cr, row[0]);
+            _mm512_storeu_ps(cr.add(16), row[1]);
+        }
+    }
+}
