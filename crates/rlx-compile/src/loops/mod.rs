@@ -31,7 +31,7 @@ mod render_c;
 
 pub use build::Builder;
 pub use lower::{LowerError, lower_kernel};
-pub use render_c::{Dialect, render_c};
+pub use render_c::{C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop};
 
 use rlx_ir::DType;
 

@@ -30,49 +30,74 @@ impl Dialect {
     }
 }
 
-/// Conversions shared by every kernel: f16/bf16 bit patterns ↔ f32 with round to
-/// nearest even, and float → i64 with the oracle's cast rule.
-const PRELUDE: &str = r#"typedef long long i64;
-static __device__ __forceinline__ float rlx_f16_to_f32(unsigned short h) {
+/// Helpers every rendered loop kernel may call: bit casts, f16/bf16 bit patterns ↔ f32
+/// with round to nearest even, float → i64 with the oracle's cast rule. Portable to a
+/// host C++ compiler when `RLX_EMU` is defined (the CUDA backend's emulator; `memcpy`
+/// must then be declared). Include it once per translation unit.
+pub const C_PRELUDE: &str = r#"#ifdef RLX_EMU
+#define RLX_LOOP_DEV static inline
+static inline float rlx_f32_of(unsigned int b) { float f; memcpy(&f, &b, 4); return f; }
+static inline unsigned int rlx_bits_f32(float f) { unsigned int b; memcpy(&b, &f, 4); return b; }
+static inline double rlx_f64_of(unsigned long long b) { double f; memcpy(&f, &b, 8); return f; }
+#else
+#define RLX_LOOP_DEV static __device__ __forceinline__
+RLX_LOOP_DEV float rlx_f32_of(unsigned int b) { return __uint_as_float(b); }
+RLX_LOOP_DEV unsigned int rlx_bits_f32(float f) { return __float_as_uint(f); }
+RLX_LOOP_DEV double rlx_f64_of(unsigned long long b) { return __longlong_as_double((long long)b); }
+#endif
+RLX_LOOP_DEV float rlx_f16_to_f32(unsigned short h) {
   unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
   unsigned int e = ((unsigned int)h >> 10) & 0x1fu, m = (unsigned int)h & 0x3ffu;
   if (e == 0u) { float v = (float)m * 5.9604644775390625e-8f; return sign ? -v : v; }
-  if (e == 31u) return __uint_as_float(sign | 0x7f800000u | (m << 13));
-  return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+  if (e == 31u) return rlx_f32_of(sign | 0x7f800000u | (m << 13));
+  return rlx_f32_of(sign | ((e + 112u) << 23) | (m << 13));
 }
-static __device__ __forceinline__ unsigned short rlx_f32_to_f16(float f) {
-  unsigned int x = __float_as_uint(f);
+RLX_LOOP_DEV unsigned short rlx_f32_to_f16(float f) {
+  unsigned int x = rlx_bits_f32(f);
   unsigned int sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
   if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
   if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
-  if (ax < 0x38800000u) return (unsigned short)(sign | __float2uint_rn(__uint_as_float(ax) * 16777216.0f));
+  if (ax < 0x38800000u) return (unsigned short)(sign | (unsigned int)rintf(rlx_f32_of(ax) * 16777216.0f));
   unsigned int r = ax - 0x38000000u;
   r += 0xfffu + ((r >> 13) & 1u);
   return (unsigned short)(sign | (r >> 13));
 }
-static __device__ __forceinline__ float rlx_round_f16(float f) { return rlx_f16_to_f32(rlx_f32_to_f16(f)); }
-static __device__ __forceinline__ float rlx_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned int)h << 16); }
-static __device__ __forceinline__ float rlx_round_bf16(float f) {
-  unsigned int u = __float_as_uint(f);
+RLX_LOOP_DEV float rlx_round_f16(float f) { return rlx_f16_to_f32(rlx_f32_to_f16(f)); }
+RLX_LOOP_DEV float rlx_bf16_to_f32(unsigned short h) { return rlx_f32_of((unsigned int)h << 16); }
+RLX_LOOP_DEV float rlx_round_bf16(float f) {
+  unsigned int u = rlx_bits_f32(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return f;
   u += 0x7fffu + ((u >> 16) & 1u);
-  return __uint_as_float(u & 0xffff0000u);
+  return rlx_f32_of(u & 0xffff0000u);
 }
-static __device__ __forceinline__ i64 rlx_f64_to_i64(double v) {
+RLX_LOOP_DEV long long rlx_f64_to_i64(double v) {
   if (v != v) return 0;
   if (v <= -9223372036854775808.0) return (-9223372036854775807ll - 1);
   if (v >= 9223372036854775807.0) return 9223372036854775807ll;
-  return (i64)v;
+  return (long long)v;
 }
 "#;
 
-/// The complete source of `k` in `dialect`: prelude plus one `extern "C" __global__`
-/// function named `k.name` taking the buffers (slot order), then one `i64` per dynamic
-/// dim (`k.dims` order).
+/// How a rendered loop kernel reaches its inputs when it is embedded in a larger
+/// translation unit (a backend with its own parameter convention).
+pub struct CEmbedding<'a> {
+    /// The C type of index arithmetic (`long long`, or a backend's narrower unsigned
+    /// type when every extent fits).
+    pub index_type: &'a str,
+    /// The untyped pointer expression of buffer slot `i` (cast by the renderer).
+    pub buf: &'a dyn Fn(usize) -> String,
+    /// The expression of dynamic dim `?s`.
+    pub dim: &'a dyn Fn(u32) -> String,
+}
+
+/// The complete source of `k` in `dialect`: [`C_PRELUDE`] plus one `extern "C"
+/// __global__` function named `k.name` taking the buffers (slot order), then one `i64`
+/// per dynamic dim (`k.dims` order).
 pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
     let mut s = String::new();
     s.push_str(dialect.preamble());
-    s.push_str(PRELUDE);
+    s.push_str("typedef long long i64;\n");
+    s.push_str(C_PRELUDE);
     let mut params: Vec<String> = k
         .bufs
         .iter()
@@ -87,21 +112,41 @@ pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
         })
         .collect();
     params.extend(k.dims.iter().map(|d| format!("i64 d{d}")));
-    let mut assigned = vec![false; k.vars.len()];
-    mark_assigned(&k.body, &mut assigned);
-    let r = Renderer { k, assigned };
     let _ = writeln!(
         s,
         "extern \"C\" __global__ void {}({}) {{",
         k.name,
         params.join(", ")
     );
-    let _ = writeln!(s, "  const i64 n_items = {};", r.ex(&k.items));
-    s.push_str(
-        "  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < n_items;\n       item += (i64)gridDim.x * blockDim.x) {\n",
+    let buf = |i: usize| format!("b{i}");
+    let dim = |d: u32| format!("d{d}");
+    s.push_str(&render_c_loop(
+        k,
+        &CEmbedding {
+            index_type: "i64",
+            buf: &buf,
+            dim: &dim,
+        },
+    ));
+    s.push_str("}\n");
+    s
+}
+
+/// The body of `k` (its grid-stride loop over the work items) for a kernel function
+/// whose header and parameters the caller writes; see [`CEmbedding`].
+pub fn render_c_loop(k: &LoopKernel, embed: &CEmbedding<'_>) -> String {
+    let mut assigned = vec![false; k.vars.len()];
+    mark_assigned(&k.body, &mut assigned);
+    let r = Renderer { k, assigned, embed };
+    let it = embed.index_type;
+    let mut s = String::new();
+    let _ = writeln!(s, "  const {it} n_items = {};", r.ex(&k.items));
+    let _ = writeln!(
+        s,
+        "  for ({it} item = ({it})blockIdx.x * blockDim.x + threadIdx.x; item < n_items;\n       item += ({it})gridDim.x * blockDim.x) {{"
     );
     r.block(&mut s, &k.body, 2);
-    s.push_str("  }\n}\n");
+    s.push_str("  }\n");
     s
 }
 
@@ -122,10 +167,10 @@ fn storage(dt: DType) -> &'static str {
     }
 }
 
-fn ctype(t: Ty) -> &'static str {
+fn ctype(t: Ty, index_type: &str) -> &str {
     match t {
         Ty::Bool => "bool",
-        Ty::I64 => "i64",
+        Ty::I64 => index_type,
         Ty::F32 => "float",
         Ty::F64 => "double",
     }
@@ -133,6 +178,7 @@ fn ctype(t: Ty) -> &'static str {
 
 struct Renderer<'a> {
     k: &'a LoopKernel,
+    embed: &'a CEmbedding<'a>,
     /// Variables some [`Stmt::Assign`] updates (declared without `const`).
     assigned: Vec<bool>,
 }
@@ -148,12 +194,23 @@ fn mark_assigned(body: &[Stmt], out: &mut [bool]) {
 }
 
 impl Renderer<'_> {
+    /// Slot `i` as a typed pointer.
+    fn ptr(&self, i: usize) -> String {
+        let b = &self.k.bufs[i];
+        let c = if b.access == super::Access::Read {
+            "const "
+        } else {
+            ""
+        };
+        format!("(({c}{}*){})", storage(b.dtype), (self.embed.buf)(i))
+    }
+
     fn block(&self, s: &mut String, body: &[Stmt], depth: usize) {
         let pad = "  ".repeat(depth);
         for st in body {
             match st {
                 Stmt::Let { var, value } => {
-                    let t = ctype(self.k.vars[var.0 as usize]);
+                    let t = ctype(self.k.vars[var.0 as usize], self.embed.index_type);
                     let c = if self.assigned[var.0 as usize] {
                         ""
                     } else {
@@ -169,10 +226,10 @@ impl Renderer<'_> {
                     let v = match self.k.bufs[*buf].dtype {
                         DType::F16 => format!("rlx_f32_to_f16({v})"),
                         // The kernel rounded the value to bf16 already: keep its top bits.
-                        DType::BF16 => format!("(unsigned short)(__float_as_uint({v}) >> 16)"),
+                        DType::BF16 => format!("(unsigned short)(rlx_bits_f32({v}) >> 16)"),
                         dt => format!("({})({v})", storage(dt)),
                     };
-                    let _ = writeln!(s, "{pad}b{buf}[{}] = {v};", self.ex(index));
+                    let _ = writeln!(s, "{pad}{}[{}] = {v};", self.ptr(*buf), self.ex(index));
                 }
                 Stmt::Loop {
                     var,
@@ -182,10 +239,11 @@ impl Renderer<'_> {
                 } => {
                     let _ = writeln!(
                         s,
-                        "{pad}for (i64 v{0} = {1}; v{0} < {2}; ++v{0}) {{",
+                        "{pad}for ({3} v{0} = {1}; v{0} < {2}; ++v{0}) {{",
                         var.0,
                         self.ex(start),
-                        self.ex(end)
+                        self.ex(end),
+                        self.embed.index_type
                     );
                     self.block(s, body, depth + 1);
                     let _ = writeln!(s, "{pad}}}");
@@ -204,9 +262,9 @@ impl Renderer<'_> {
             Ex::Lit(l) => lit(*l),
             Ex::Var(v) => format!("v{}", v.0),
             Ex::Item => "item".into(),
-            Ex::Dim(d) => format!("d{d}"),
+            Ex::Dim(d) => format!("(({}){})", self.embed.index_type, (self.embed.dim)(*d)),
             Ex::Load { buf, index } => {
-                let at = format!("b{buf}[{}]", self.ex(index));
+                let at = format!("{}[{}]", self.ptr(*buf), self.ex(index));
                 match self.k.bufs[*buf].dtype {
                     DType::F16 => format!("rlx_f16_to_f32({at})"),
                     DType::BF16 => format!("rlx_bf16_to_f32({at})"),
@@ -226,7 +284,7 @@ impl Renderer<'_> {
                 match (t, from) {
                     (Ty::Bool, _) => format!("({a} != 0)"),
                     (Ty::I64, Ty::F32 | Ty::F64) => format!("rlx_f64_to_i64((double)({a}))"),
-                    (t, _) => format!("({})({a})", ctype(*t)),
+                    (t, _) => format!("({})({a})", ctype(*t, self.embed.index_type)),
                 }
             }
         }
@@ -302,12 +360,14 @@ fn lit(l: Lit) -> String {
     match l {
         Lit::Bool(b) => b.to_string(),
         Lit::I64(v) if v == i64::MIN => "(-9223372036854775807ll - 1)".into(),
+        // Plain `int` literals where they fit, so a narrow index type stays narrow.
+        Lit::I64(v) if i32::try_from(v).is_ok() => format!("{v}"),
         Lit::I64(v) => format!("{v}ll"),
         // `{:?}` is the shortest text that parses back to the same value.
         Lit::F32(v) if v.is_finite() => format!("{v:?}f"),
-        Lit::F32(v) => format!("__uint_as_float(0x{:08x}u)", v.to_bits()),
+        Lit::F32(v) => format!("rlx_f32_of(0x{:08x}u)", v.to_bits()),
         Lit::F64(v) if v.is_finite() => format!("{v:?}"),
-        Lit::F64(v) => format!("__longlong_as_double(0x{:016x}ll)", v.to_bits()),
+        Lit::F64(v) => format!("rlx_f64_of(0x{:016x}ull)", v.to_bits()),
     }
 }
 
@@ -321,10 +381,7 @@ mod tests {
         assert_eq!(lit(Lit::F32(1.0)), "1.0f");
         assert_eq!(lit(Lit::F32(-0.0)), "-0.0f");
         assert_eq!(lit(Lit::F32(1e20)), "1e20f");
-        assert_eq!(
-            lit(Lit::F32(f32::NEG_INFINITY)),
-            "__uint_as_float(0xff800000u)"
-        );
+        assert_eq!(lit(Lit::F32(f32::NEG_INFINITY)), "rlx_f32_of(0xff800000u)");
         assert_eq!(lit(Lit::I64(i64::MIN)), "(-9223372036854775807ll - 1)");
     }
 }

@@ -265,6 +265,7 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
         "typedef unsigned long long I;\n"
     });
     source.push_str("RLX_DEV I imin(I a, I b) { return a < b ? a : b; }\n");
+    source.push_str(rlx_compile::loops::C_PRELUDE);
     let mut kernels = Vec::with_capacity(p.kernels.len());
     for (kid, k) in p.kernels.iter().enumerate() {
         let mut g = KGen::new(p, k, kid, fixed.as_deref());
@@ -298,6 +299,30 @@ impl KGen<'_> {
     /// An elementwise kernel: one thread per element of `space`, grid-stride.
     fn gen_ew(&mut self, space: &[Dim], e: &rlx_compile::program::Expr) -> Result<KCode, String> {
         let name = format!("k{}", self.kid);
+        // Kernels the loop IR lowers are rendered from it (the semantics shared by every
+        // GPU backend); the rest (integer arithmetic) by the generator below.
+        if let Ok(lk) = rlx_compile::loops::lower_kernel(self.p, self.kid) {
+            let ptrs: Vec<String> = lk.bufs.iter().map(|b| self.buf(b.buf)).collect();
+            let dims: HashMap<u32, String> = lk
+                .dims
+                .iter()
+                .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
+                .collect();
+            let body = rlx_compile::loops::render_c_loop(
+                &lk,
+                &rlx_compile::loops::CEmbedding {
+                    index_type: "I",
+                    buf: &|i| ptrs[i].clone(),
+                    dim: &|s| dims[&s].clone(),
+                },
+            );
+            self.entries
+                .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&name)));
+            return Ok(KCode::Ew {
+                entry: name,
+                space: space.to_vec(),
+            });
+        }
         let mut body = String::new();
         let n = self.numel(space);
         body.push_str(&format!("  const I n = {n};\n"));
