@@ -133,15 +133,23 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// the job with an error naming the rank and the operation.
 pub fn timeout_from_env() -> Result<Duration> {
     match std::env::var(TIMEOUT_VAR) {
-        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_TIMEOUT),
+        Err(std::env::VarError::NotPresent) => parse_timeout(None),
         Err(e) => Err(DistError::new(format!("{TIMEOUT_VAR}: {e}"))),
-        Ok(text) => match text.trim().parse::<f64>() {
-            Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
-            _ => Err(DistError::new(format!(
-                "{TIMEOUT_VAR}={text:?} is not a positive number of seconds; set it to e.g. 60, or unset it for the default of {} s",
-                DEFAULT_TIMEOUT.as_secs()
-            ))),
-        },
+        Ok(text) => parse_timeout(Some(&text)),
+    }
+}
+
+/// The timeout for a value of [`TIMEOUT_VAR`] (`None`: unset).
+fn parse_timeout(text: Option<&str>) -> Result<Duration> {
+    let Some(text) = text else {
+        return Ok(DEFAULT_TIMEOUT);
+    };
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(DistError::new(format!(
+            "{TIMEOUT_VAR}={text:?} is not a positive number of seconds; set it to e.g. 60, or unset it for the default of {} s",
+            DEFAULT_TIMEOUT.as_secs()
+        ))),
     }
 }
 
@@ -193,5 +201,21 @@ mod tests {
                 .contains("1 buffer lengths but 2 output buffers"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_timeout_is_300_s_unless_set_to_a_positive_number_of_seconds() {
+        assert_eq!(parse_timeout(None).unwrap(), Duration::from_secs(300));
+        assert_eq!(
+            parse_timeout(Some(" 2.5 ")).unwrap(),
+            Duration::from_millis(2500)
+        );
+        for bad in ["0", "-3", "abc", "", "inf", "NaN", "1e300"] {
+            let e = parse_timeout(Some(bad)).unwrap_err();
+            assert!(
+                e.message().contains("is not a positive number of seconds"),
+                "{bad}: {e}"
+            );
+        }
     }
 }
