@@ -102,33 +102,10 @@ impl WgpuExecutable {
         drop(std::mem::take(
             &mut *gpu.graveyard.lock().unwrap_or_else(|e| e.into_inner()),
         ));
-        let consts_bytes = program
-            .buffers
-            .iter()
-            .map(|b| match &b.kind {
-                BufKind::Const(bytes) => align(bytes.len() as u64, REGION_ALIGN),
-                _ => 0,
-            })
-            .sum();
-        let static_layout = if program.is_dynamic() {
-            None
-        } else {
-            Some(layout(&program, &DimBinding::new(), consts_bytes)?)
-        };
+        let consts_bytes = consts_bytes(&program);
+        let shaders = shaders(&program, consts_bytes)?;
         let mut plans = Vec::with_capacity(program.kernels.len());
-        for (i, k) in program.kernels.iter().enumerate() {
-            let shader = match &static_layout {
-                Some((dims, offsets, _, _)) => {
-                    let bases: Vec<u64> = offsets.iter().map(|o| o / 4).collect();
-                    let env = Env {
-                        binding: &DimBinding::new(),
-                        bases: &bases,
-                        strided: strided_loads(k, dims, &DimBinding::new()),
-                    };
-                    wgsl::kernels::generate(&program, k, Some(&env))
-                }
-                None => wgsl::kernels::generate(&program, k, None),
-            };
+        for (i, (k, shader)) in program.kernels.iter().zip(shaders).enumerate() {
             let plan = match shader.and_then(|s| gpu.pipeline(&s.wgsl).map(|p| (s, p))) {
                 Ok((shader, pipeline)) => Plan::Gpu { shader, pipeline },
                 Err(reason) => {
@@ -675,4 +652,53 @@ impl WgpuExecutable {
         self.give_arena(size, arena);
         out
     }
+}
+
+/// Bytes the baked constants take at the start of the arena.
+fn consts_bytes(program: &Program) -> u64 {
+    program
+        .buffers
+        .iter()
+        .map(|b| match &b.kind {
+            BufKind::Const(bytes) => align(bytes.len() as u64, REGION_ALIGN),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The shader of every kernel (static programs with their offsets and strides baked in),
+/// or why the GPU does not run it.
+pub(crate) fn shaders(
+    program: &Program,
+    consts_bytes: u64,
+) -> RuntimeResult<Vec<Result<wgsl::Shader, String>>> {
+    let static_layout = if program.is_dynamic() {
+        None
+    } else {
+        Some(layout(program, &DimBinding::new(), consts_bytes)?)
+    };
+    Ok(program
+        .kernels
+        .iter()
+        .map(|k| match &static_layout {
+            Some((dims, offsets, _, _)) => {
+                let bases: Vec<u64> = offsets.iter().map(|o| o / 4).collect();
+                let env = Env {
+                    binding: &DimBinding::new(),
+                    bases: &bases,
+                    strided: strided_loads(k, dims, &DimBinding::new()),
+                };
+                wgsl::kernels::generate(program, k, Some(&env))
+            }
+            None => wgsl::kernels::generate(program, k, None),
+        })
+        .collect())
+}
+
+/// The WGSL of every kernel of `program` (`Err`: why that kernel runs on the host).
+pub(crate) fn wgsl_sources(program: &Program) -> RuntimeResult<Vec<Result<String, String>>> {
+    Ok(shaders(program, consts_bytes(program))?
+        .into_iter()
+        .map(|s| s.map(|s| s.wgsl))
+        .collect())
 }

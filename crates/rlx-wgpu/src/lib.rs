@@ -127,3 +127,14 @@ pub fn compile_with_placement(
     let placement = exe.placement();
     Ok((Arc::new(exe), placement))
 }
+
+/// The WGSL this backend generates for each kernel of `graph` (compiled with
+/// [`compile_options`]), without an adapter; `Err` says why a kernel runs on the host.
+/// For checking shaders offline (e.g. translating them to MSL with naga).
+pub fn generated_wgsl(graph: &Graph) -> RuntimeResult<Vec<Result<String, String>>> {
+    graph
+        .verify()
+        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
+    let program = compile(graph, &compile_options())?;
+    exec::wgsl_sources(&program)
+}

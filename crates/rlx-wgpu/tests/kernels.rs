@@ -532,3 +532,126 @@ fn device_selectors_map_onto_the_adapter_of_their_api() {
         assert!(!WgpuBackend.is_hardware(Device::Gpu));
     }
 }
+
+/// Graphs covering every kernel kind the wgpu backend generates, in f32 and f16.
+fn every_kind_graphs() -> Vec<Graph> {
+    let mut out = Vec::new();
+    for dt in [DType::F32, DType::F16] {
+        let mut g = Graph::new(format!("kinds_{dt}"));
+        let x = g.input("x", Shape::new(&[4, 8, 16], dt));
+        let w = g.input("w", Shape::new(&[16, 16], dt));
+        let gamma = g.input("gamma", Shape::new(&[16], dt));
+        let mut acc = x;
+        for a in Activation::ALL {
+            let v = g.add_op(Op::Activation(a), vec![x]).unwrap();
+            acc = g.add_op(Op::Binary(BinaryOp::Add), vec![acc, v]).unwrap();
+        }
+        let m = g.add_op(Op::Compare(CmpOp::Lt), vec![acc, x]).unwrap();
+        let acc = g.add_op(Op::Where, vec![m, acc, x]).unwrap();
+        let mm = g.add_op(Op::MatMul, vec![acc, w]).unwrap();
+        let ln = g
+            .add_op(
+                Op::LayerNorm {
+                    axis: -1,
+                    eps: 1e-5,
+                },
+                vec![mm, gamma, gamma],
+            )
+            .unwrap();
+        let sm = g.add_op(Op::Softmax { axis: -1 }, vec![ln]).unwrap();
+        let r = g
+            .add_op(
+                Op::Reduce {
+                    op: ReduceOp::Sum,
+                    axes: vec![1],
+                    keep_dim: false,
+                },
+                vec![sm],
+            )
+            .unwrap();
+        let long = g
+            .add_op(
+                Op::Reduce {
+                    op: ReduceOp::Max,
+                    axes: vec![0, 1, 2],
+                    keep_dim: false,
+                },
+                vec![sm],
+            )
+            .unwrap();
+        let at = g
+            .add_op(
+                Op::Attention {
+                    num_heads: 2,
+                    head_dim: 8,
+                    v_head_dim: None,
+                    mask_kind: MaskKind::Causal,
+                    score_scale: None,
+                    attn_logit_softcap: None,
+                },
+                vec![sm, sm, sm],
+            )
+            .unwrap();
+        let c = g.add_op(Op::Concat { axis: 2 }, vec![at, x]).unwrap();
+        g.set_outputs(vec![r, long, c]);
+        out.push(g);
+    }
+    // A dynamic dim (sizes read from the uniform block).
+    let mut g = Graph::new("dynamic");
+    let x = g.input(
+        "x",
+        Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(32)], DType::F32),
+    );
+    let y = g.add_op(Op::Activation(Activation::Gelu), vec![x]).unwrap();
+    let s = g
+        .add_op(
+            Op::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![0],
+                keep_dim: false,
+            },
+            vec![y],
+        )
+        .unwrap();
+    g.set_outputs(vec![s]);
+    out.push(g);
+    out
+}
+
+/// `eval-metal` runs through wgpu's Metal adapter, which translates WGSL to MSL with naga:
+/// every shader this backend generates must translate (checked on any host, no adapter).
+#[test]
+fn every_generated_shader_translates_to_msl() {
+    let mut translated = 0;
+    for g in every_kind_graphs() {
+        let shaders = rlx_wgpu::generated_wgsl(&g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
+        for (i, s) in shaders.iter().enumerate() {
+            let Ok(wgsl) = s else { continue };
+            let module = naga::front::wgsl::parse_str(wgsl)
+                .unwrap_or_else(|e| panic!("{} kernel {i}: WGSL parse: {e}\n{wgsl}", g.name));
+            let info = naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::all(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{} kernel {i}: validation: {e:?}", g.name));
+            let options = naga::back::msl::Options {
+                lang_version: (2, 4),
+                ..Default::default()
+            };
+            let (msl, _) = naga::back::msl::write_string(
+                &module,
+                &info,
+                &options,
+                &naga::back::msl::PipelineOptions::default(),
+            )
+            .unwrap_or_else(|e| panic!("{} kernel {i}: MSL: {e:?}", g.name));
+            assert!(msl.contains("kernel void"), "{} kernel {i}: {msl}", g.name);
+            translated += 1;
+        }
+    }
+    assert!(
+        translated >= 15,
+        "only {translated} shaders were translated"
+    );
+}
