@@ -66,13 +66,13 @@ struct Common {
     seq: Dim,
     /// Prefill: the index of the position whose logits are returned.
     last: Option<Tensor>,
-    /// Decode: the one-hot row of the new token, `[1, T, 1]`, in the model dtype.
+    /// Decode: the one-hot row of the new token, `[1, T, 1]` (f32, like the cache).
     slot: Option<Tensor>,
     /// Decode with a sliding window: the key mask `[1, T]`.
     key_mask: Option<Tensor>,
 }
 
-fn common(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Common {
+fn common(s: &mut GraphScope, c: &Config, step: Step) -> Common {
     let seq = match step {
         Step::Prefill => SEQ,
         Step::Decode => st(1),
@@ -87,7 +87,6 @@ fn common(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Common {
         Step::Decode => {
             let slot = s
                 .input("slot", shape(&[CACHE], DType::F32))
-                .cast(dt)
                 .reshape([1, -1, 1]);
             let mask = c
                 .sliding_window
@@ -105,7 +104,12 @@ fn common(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Common {
 }
 
 /// Attention of the new queries `q` over the new keys/values (prefill) or the cache
-/// with them written in (decode). Returns the attention output and the new `k`, `v`.
+/// with them written in (decode). Returns the attention output (in `dt`).
+///
+/// Attention itself runs in f32 whatever `dt` is: casting bf16/f16 to f32 is exact, the
+/// scores and softmax accumulate in f32 as `transformers`' CPU attention does for
+/// half-precision inputs, and the output is rounded once to `dt`. The cache is kept in
+/// f32 (holding `dt`-rounded values), so decode reads it without a cast.
 #[allow(clippy::too_many_arguments)]
 fn attend(
     s: &mut GraphScope,
@@ -118,34 +122,41 @@ fn attend(
     v: &Tensor,
 ) -> Tensor {
     let (h, hd) = (c.num_heads, c.head_dim);
-    match &cm.slot {
+    let f32 = |t: &Tensor| {
+        if dt == DType::F32 {
+            t.clone()
+        } else {
+            t.cast(DType::F32)
+        }
+    };
+    let (q, k, v) = (f32(q), f32(k), f32(v));
+    let out = match &cm.slot {
         None => {
             // HF's window admits keys with q − k < window; rlx's admits q − k ≤ w.
             let mask = match c.sliding_window {
                 Some(w) => MaskKind::SlidingWindow(w.saturating_sub(1)),
                 None => MaskKind::Causal,
             };
-            q.attention(k, v, h, hd, mask)
+            q.attention(&k, &v, h, hd, mask)
         }
         Some(slot) => {
             let width = c.kv_width();
             let mut cached = |kind: &str, new: &Tensor| {
-                let past = s
-                    .input(
-                        names::cache(kind, l),
-                        shape(&[st(1), CACHE, st(width)], DType::F32),
-                    )
-                    .cast(dt);
+                let past = s.input(
+                    names::cache(kind, l),
+                    shape(&[st(1), CACHE, st(width)], DType::F32),
+                );
                 // The appended row of the cache is zero: adding slot·new writes it in.
                 &past + &(slot * new)
             };
-            let (kk, vv) = (cached("k", k), cached("v", v));
+            let (kk, vv) = (cached("k", &k), cached("v", &v));
             match &cm.key_mask {
                 Some(m) => q.attention_masked(&kk, &vv, m, h, hd),
                 None => q.attention(&kk, &vv, h, hd, MaskKind::None),
             }
         }
-    }
+    };
+    if dt == DType::F32 { out } else { out.cast(dt) }
 }
 
 /// The logits `[1, vocab]` (f32) from the final hidden states `[1, S, d]`.
@@ -171,7 +182,7 @@ fn llama(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Vec<Tensor> {
     let p = |s: &mut GraphScope, name: &str, dims: &[usize]| {
         s.param(name.to_string(), Shape::new(dims, dt))
     };
-    let cm = common(s, c, dt, step);
+    let cm = common(s, c, step);
     let half = hd / 2;
     let cos = s
         .input("rope_cos", shape(&[cm.seq, st(half)], DType::F32))
@@ -235,7 +246,7 @@ fn gpt2(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Vec<Tensor> {
     let p = |s: &mut GraphScope, name: &str, dims: &[usize]| {
         s.param(name.to_string(), Shape::new(dims, dt))
     };
-    let cm = common(s, c, dt, step);
+    let cm = common(s, c, step);
     let pos = s.input("pos", shape(&[st(1), cm.seq], DType::I32));
     let wte = p(s, "wte.weight", &[c.vocab_size, d]);
     let wpe = p(s, "wpe.weight", &[c.max_position_embeddings, d]);
