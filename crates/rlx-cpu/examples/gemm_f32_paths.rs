@@ -6,7 +6,8 @@
 //! small products run one per thread as the contraction executor runs them. Layouts: `NN`
 //! both row-major, `NT` B read transposed, `TN` A read transposed.
 //!
-//! `cargo run --release -p rlx-cpu --example gemm_f32_paths [-- --quick] [--only W11]`
+//! `cargo run --release -p rlx-cpu --example gemm_f32_paths [-- --quick] [--cpu-time] [--only W11]`
+//! (`--cpu-time`: single-thread rows timed by the thread's CPU time, not wall time.)
 //! (`crates/rlx-bench/peers/w4_torch.py --gemm-shapes` prints torch's rates for the same rows.)
 
 use rlx_cpu::gemm::{F32Path, MatMut, MatRef, sgemm_with};
@@ -122,6 +123,17 @@ fn run(cs: &Case, bufs: &mut Bufs, path: F32Path, threads: usize) {
     });
 }
 
+/// CPU time of the calling thread, in seconds.
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -130,6 +142,7 @@ fn median(v: &mut [f64]) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let cpu_time = args.iter().any(|a| a == "--cpu-time");
     // `--only <text>`: just the cases whose name contains it.
     let only = args
         .iter()
@@ -175,9 +188,16 @@ fn main() {
             }
             for _ in 0..reps {
                 for (i, path) in [F32Path::Faer, own].into_iter().enumerate() {
-                    let s = Instant::now();
+                    // One serial product runs on this thread: its CPU time leaves out the
+                    // time other processes held the core (`--cpu-time`).
+                    let thread_cpu = cpu_time && threads == 1 && cs.batch == 1;
+                    let (s, c0) = (Instant::now(), thread_cpu_s());
                     run(cs, &mut bufs, path, threads);
-                    t[i].push(s.elapsed().as_secs_f64());
+                    t[i].push(if thread_cpu {
+                        thread_cpu_s() - c0
+                    } else {
+                        s.elapsed().as_secs_f64()
+                    });
                 }
             }
             // Median, and best (the least disturbed call on a shared machine).

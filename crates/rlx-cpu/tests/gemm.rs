@@ -783,3 +783,36 @@ fn own_and_faer_paths_agree_within_the_dot_product_bound() {
         }
     }
 }
+
+#[test]
+fn auto_path_takes_the_own_kernel_exactly_for_transposed_a() {
+    // Auto's rule: A read transposed (its columns contiguous) → the own kernel, any other
+    // layout → faer; checked by comparing bits with the two forced paths.
+    let Some(own) = own_path() else { return };
+    let mut rng = Lcg(25);
+    let (m, k, n) = (70, 300, 90);
+    for (la, want_own) in [(Layout::ColMajor, true), (Layout::RowMajor, false)] {
+        let a = make(&mut rng, m, k, la, |v| v as f32);
+        let b = make(&mut rng, k, n, Layout::RowMajor, |v| v as f32);
+        let run = |p| {
+            let mut c = vec![0f32; m * n];
+            sgemm_with(
+                p,
+                1.0,
+                a.view(),
+                b.view(),
+                0.0,
+                MatMut::row_major(&mut c, m, n),
+                1,
+            );
+            c.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        };
+        let (auto, own_bits, faer) = (run(F32Path::Auto), run(own), run(F32Path::Faer));
+        assert_ne!(
+            own_bits, faer,
+            "{la:?}: the paths should sum in different orders here"
+        );
+        let want = if want_own { &own_bits } else { &faer };
+        assert_eq!(&auto, want, "{la:?}: auto took the wrong kernel");
+    }
+}

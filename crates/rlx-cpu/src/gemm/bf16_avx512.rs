@@ -7,13 +7,16 @@
 //!   Numerics (Intel SDM, VDPBF16PS): f32 accumulation, round-to-nearest-even, bf16
 //!   denormal inputs treated as zero, denormal results flushed to zero.
 //!
-//! It uses the 12 × 32 tile of C of the f32 FMA kernel (`fma32.rs`: 24 zmm accumulators,
+//! It uses the 12 × 32 tile of C that the half path of the f32 FMA kernel uses (`fma32.rs`: 24 zmm accumulators,
 //! 2 B vectors, broadcasts folded into the multiply-adds).
 
 use super::lowp_drive::{CTile, Kernel, Src};
 use std::arch::x86_64::*;
 
-use super::fma32::{MR, NR};
+/// Rows of C per micro-kernel call.
+const MR: usize = 12;
+/// Columns of C per micro-kernel call (two 16-lane vectors).
+const NR: usize = 32;
 
 /// Whether the CPU has AVX-512 F and BW (every kernel here needs them).
 pub(crate) fn avx512bw() -> bool {

@@ -1,11 +1,14 @@
-//! Which kernel runs an f32 product: rlx's own packed AVX-512 kernel ([`super::fma32`],
-//! driven by the blocked driver the half-precision paths share) where the CPU has AVX-512
-//! F/BW, else faer's (portable, with its own AVX2 / AVX-512 micro-kernels).
+//! Which kernel runs an f32 product: faer's (portable, with its own AVX2 / AVX-512
+//! micro-kernels) or rlx's own packed AVX-512 kernel ([`super::fma32`], driven by the
+//! blocked driver the half-precision paths share). On AVX-512 F/BW CPUs the default,
+//! [`F32Path::Auto`], takes the own kernel for the layouts where it measured faster than
+//! faer (A read transposed) and faer for the rest; other CPUs use faer.
 //!
-//! The choice is fixed per process from the CPU's features, never timed, so results are
-//! reproducible run to run. `RLX_GEMM_F32=faer` (or `avx512`) forces a path for testing
-//! and benchmarking; an unknown or unavailable value is reported once and the default is
-//! used. [`sgemm_with`] takes the path per call, so both can be compared in one process.
+//! The choice is fixed per process from the CPU's features and per product from the
+//! operands' layout, never timed, so results are reproducible run to run.
+//! `RLX_GEMM_F32=faer`, `avx512` or `auto` forces a path for testing and benchmarking; an
+//! unknown or unavailable value is reported once and the default is used. [`sgemm_with`]
+//! takes the path per call, so paths can be compared in one process.
 //!
 //! The two paths sum in different orders (faer blocks k its own way; the own kernel sums
 //! each element in k order restarting every 256 sums from the stored partial), so their
@@ -22,19 +25,25 @@ use std::sync::OnceLock;
 pub enum F32Path {
     /// faer's matmul (any CPU).
     Faer,
-    /// rlx's packed 12 × 32 AVX-512 FMA kernel (AVX-512 F/BW CPUs).
+    /// rlx's packed 12 × 32 AVX-512 FMA kernel for every product (AVX-512 F/BW CPUs).
     Avx512,
+    /// On AVX-512 F/BW CPUs, the own kernel where it measured faster than faer — products
+    /// that read A transposed (A's columns contiguous: the weight gradients `Xᵀ·dY`,
+    /// 1.05–1.8× faer on one core) — and faer for the rest (own/faer 0.85–0.95 on
+    /// row-major A, 0.7 on batches of tiny products; `examples/gemm_f32_paths.rs`).
+    Auto,
 }
 
 impl F32Path {
     /// Every path, in declaration order.
-    pub const ALL: [F32Path; 2] = [F32Path::Faer, F32Path::Avx512];
+    pub const ALL: [F32Path; 3] = [F32Path::Faer, F32Path::Avx512, F32Path::Auto];
 
     /// The name `RLX_GEMM_F32` uses.
     pub fn name(self) -> &'static str {
         match self {
             F32Path::Faer => "faer",
             F32Path::Avx512 => "avx512",
+            F32Path::Auto => "auto",
         }
     }
 
@@ -48,20 +57,20 @@ impl F32Path {
         match self {
             F32Path::Faer => true,
             #[cfg(target_arch = "x86_64")]
-            F32Path::Avx512 => super::bf16_avx512::avx512bw(),
+            F32Path::Avx512 | F32Path::Auto => super::bf16_avx512::avx512bw(),
             #[cfg(not(target_arch = "x86_64"))]
-            F32Path::Avx512 => false,
+            F32Path::Avx512 | F32Path::Auto => false,
         }
     }
 
-    /// The path `sgemm` uses: `RLX_GEMM_F32` if it names an available path, else the own
-    /// kernel on AVX-512 CPUs and faer elsewhere (AVX2-only CPUs keep faer: nothing here
-    /// was measured against it there). Decided once per process.
+    /// The path `sgemm` uses: `RLX_GEMM_F32` if it names an available path, else
+    /// [`F32Path::Auto`] on AVX-512 CPUs and faer elsewhere (AVX2-only CPUs keep faer:
+    /// nothing here was measured against it there). Decided once per process.
     pub fn default_path() -> F32Path {
         static PATH: OnceLock<F32Path> = OnceLock::new();
         *PATH.get_or_init(|| {
-            let best = if F32Path::Avx512.available() {
-                F32Path::Avx512
+            let best = if F32Path::Auto.available() {
+                F32Path::Auto
             } else {
                 F32Path::Faer
             };
@@ -83,7 +92,7 @@ impl F32Path {
                 None => {
                     tracing::warn!(
                         target: "rlx::gemm",
-                        "RLX_GEMM_F32={v} is not an f32 GEMM path (expected faer or avx512); \
+                        "RLX_GEMM_F32={v} is not an f32 GEMM path (expected faer, avx512 or auto); \
                          using {}",
                         best.name()
                     );
@@ -133,16 +142,19 @@ impl OwnGemm for f64 {
 
 impl OwnGemm for f32 {
     unsafe fn try_own(path: F32Path, p: Narrow<f32>, threads: usize) -> bool {
-        if path != F32Path::Avx512 || p.alpha != 1.0 {
+        let transposed_a = p.a_strides.0 == 1 && p.a_strides.1 != 1;
+        let own = match path {
+            F32Path::Faer => false,
+            F32Path::Avx512 => true,
+            F32Path::Auto => transposed_a,
+        };
+        if !own || p.alpha != 1.0 {
             return false;
         }
         #[cfg(target_arch = "x86_64")]
         {
             use super::fma32::{F32, Fma32};
             use super::lowp_drive::{Dst, Job, Src};
-            let Some(kern) = Fma32::new(F32) else {
-                return false;
-            };
             let job = Job {
                 a: Src {
                     ptr: p.a,
@@ -165,8 +177,9 @@ impl OwnGemm for f32 {
             };
             // SAFETY: the caller guarantees the views are in bounds with m, n, k > 0 and C
             // distinct and disjoint from A and B (drive's contract); the kernel exists only
-            // with AVX-512 F/BW.
-            unsafe { job.run(&kern) };
+            // with AVX-512 F/BW. 12 × 32 tiles: 6 × 64, 14 × 32, 7 × 64, 8 × 48 and 4 × 96
+            // measured the same or slower (own/faer per shape, --cpu-time).
+            unsafe { job.run(&Fma32::<F32, 12, 2>::new(F32).expect("AVX-512 F/BW checked")) };
             true
         }
         #[cfg(not(target_arch = "x86_64"))]

@@ -23,11 +23,6 @@
 use super::lowp_drive::{CTile, Half, Kernel, Src};
 use std::arch::x86_64::*;
 
-/// Rows of C per micro-kernel call.
-pub(crate) const MR: usize = 12;
-/// Columns of C per micro-kernel call (two 16-lane vectors).
-pub(crate) const NR: usize = 32;
-
 /// How an operand's elements become f32 in the packed panels.
 pub(crate) trait Widen: Copy + Send + Sync {
     /// The stored element type.
@@ -166,40 +161,44 @@ fn mask16(n: usize) -> u16 {
     if n >= 16 { u16::MAX } else { (1u16 << n) - 1 }
 }
 
-/// The f32-FMA micro-kernel over operands stored as `W` (construct only with AVX-512 F/BW).
-pub(crate) struct Fma32<W> {
+/// The f32-FMA micro-kernel over operands stored as `W`, computing `MR × 16·NV` tiles of C
+/// (`MR · NV` zmm accumulators, at most 28 of the 32 registers); construct only with
+/// AVX-512 F/BW.
+pub(crate) struct Fma32<W, const MR: usize, const NV: usize> {
     src: W,
 }
 
-impl<W: Widen> Fma32<W> {
+impl<W: Widen, const MR: usize, const NV: usize> Fma32<W, MR, NV> {
     /// The kernel for operands stored as `src`, if the CPU has AVX-512 F/BW.
-    pub(crate) fn new(src: W) -> Option<Fma32<W>> {
+    pub(crate) fn new(src: W) -> Option<Fma32<W, MR, NV>> {
+        const { assert!(MR * NV <= 28 && MR <= 16 && NV >= 1) };
         super::bf16_avx512::avx512bw().then_some(Fma32 { src })
     }
 }
 
-impl<W: Widen> Kernel for Fma32<W> {
+impl<W: Widen, const MR: usize, const NV: usize> Kernel for Fma32<W, MR, NV> {
     type E = W::E;
     type P = f32;
     type C = f32;
     const MR: usize = MR;
-    const NR: usize = NR;
+    const NR: usize = 16 * NV;
     const KU: usize = 1;
-    // Within noise of 192/1024/384/1536 and 48/1024/256/1024 (gemm_lowp --cpu-time);
-    // packed B is KS × NC f32 (2 MiB), kept per thread between calls.
-    const KC: usize = 256;
+    // One B micro-panel (KC × NR f32) is 32 KiB, inside the 48 KiB L1 beside an A panel;
+    // 12 × 32 at KC 256 was within noise of 192/1024/384/1536 and 48/1024/256/1024
+    // (gemm_lowp --cpu-time). Packed B is KS × NC f32 (2 MiB), kept per thread.
+    const KC: usize = 512 / NV;
     const KS: usize = 1024;
-    const MC: usize = 144;
-    const NC: usize = 512;
+    const MC: usize = 144 / MR * MR;
+    const NC: usize = 512 / (16 * NV) * (16 * NV);
 
     unsafe fn pack_a(&self, a: Src<W::E>, mb: usize, kb: usize, kpad: usize, dst: &mut [f32]) {
         // SAFETY: forwarded contract; Fma32 exists only with AVX-512 F/BW.
-        unsafe { pack_a(self.src, a, mb, kb, kpad, dst) }
+        unsafe { pack_a::<W, MR>(self.src, a, mb, kb, kpad, dst) }
     }
 
     unsafe fn pack_b(&self, b: Src<W::E>, kb: usize, nb: usize, kpad: usize, dst: &mut [f32]) {
         // SAFETY: forwarded contract; Fma32 exists only with AVX-512 F/BW.
-        unsafe { pack_b(self.src, b, kb, nb, kpad, dst) }
+        unsafe { pack_b::<W, NV>(self.src, b, kb, nb, kpad, dst) }
     }
 
     unsafe fn micro(
@@ -211,7 +210,7 @@ impl<W: Widen> Kernel for Fma32<W> {
     ) {
         // SAFETY: forwarded contract (sum k0 of each panel starts MR·k0 / NR·k0 elements in
         // and kb more sums follow inside it); Fma32 exists only with AVX-512 F/BW.
-        unsafe { fma_micro(kb, a.add(k0 * MR), b.add(k0 * NR), c) }
+        unsafe { fma_micro::<MR, NV>(kb, a.add(k0 * MR), b.add(k0 * 16 * NV), c) }
     }
 }
 
@@ -221,7 +220,7 @@ impl<W: Widen> Kernel for Fma32<W> {
 /// # Safety
 /// The `mb × kb` block of `a` must be readable; AVX-512 F/BW present.
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn pack_a<W: Widen>(
+unsafe fn pack_a<W: Widen, const MR: usize>(
     src: W,
     a: Src<W::E>,
     mb: usize,
@@ -292,7 +291,7 @@ unsafe fn pack_a<W: Widen>(
 /// # Safety
 /// The `kb × nb` block of `b` must be readable; AVX-512 F/BW present.
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn pack_b<W: Widen>(
+unsafe fn pack_b<W: Widen, const NV: usize>(
     src: W,
     b: Src<W::E>,
     kb: usize,
@@ -300,17 +299,18 @@ unsafe fn pack_b<W: Widen>(
     kpad: usize,
     dst: &mut [f32],
 ) {
-    let strips = nb.div_ceil(NR);
+    let nr = 16 * NV;
+    let strips = nb.div_ceil(nr);
     assert!(
-        dst.len() >= strips * NR * kpad,
+        dst.len() >= strips * nr * kpad,
         "Fma32 pack_b: buffer too small"
     );
-    for (t, strip) in dst.chunks_exact_mut(kpad * NR).take(strips).enumerate() {
-        let j0 = t * NR;
-        let w = NR.min(nb - j0);
+    for (t, strip) in dst.chunks_exact_mut(kpad * nr).take(strips).enumerate() {
+        let j0 = t * nr;
+        let w = nr.min(nb - j0);
         if b.cs == 1 {
             // B's rows contiguous: each sum's columns are one or two runs of memory.
-            for (p, out) in strip.chunks_exact_mut(NR).take(kb).enumerate() {
+            for (p, out) in strip.chunks_exact_mut(nr).take(kb).enumerate() {
                 for (g, o) in out.chunks_exact_mut(16).enumerate() {
                     let n = w.saturating_sub(16 * g).min(16);
                     if n == 0 {
@@ -327,8 +327,8 @@ unsafe fn pack_b<W: Widen>(
         }
         if W::GATHERS && b.cs.unsigned_abs() <= GATHER_STRIDE_MAX {
             // Columns apart in memory (a transposed weight, or strided): two gathers per
-            // sum collect its NR columns.
-            for (p, out) in strip.chunks_exact_mut(NR).take(kb).enumerate() {
+            // sum collect its nr columns.
+            for (p, out) in strip.chunks_exact_mut(nr).take(kb).enumerate() {
                 for (g, o) in out.chunks_exact_mut(16).enumerate() {
                     let n = w.saturating_sub(16 * g).min(16);
                     if n == 0 {
@@ -345,9 +345,9 @@ unsafe fn pack_b<W: Widen>(
         }
         // Columns contiguous (a transposed weight) or general strides: walk each column
         // down its sums, which reads memory in order.
-        for n in 0..NR {
+        for n in 0..nr {
             for p in 0..kb {
-                strip[p * NR + n] = if n < w {
+                strip[p * nr + n] = if n < w {
                     // SAFETY: guarded to p < kb, j0 + n < nb: inside the block.
                     src.get(unsafe { b.get(p, j0 + n) })
                 } else {
@@ -358,38 +358,49 @@ unsafe fn pack_b<W: Widen>(
     }
 }
 
-/// `C[12 × 32] (+)= A·B` over `kc` sums with f32 FMA.
+/// `C[MR × 16·NV] (+)= A·B` over `kc` sums with f32 FMA.
 ///
 /// # Safety
 /// As [`Kernel::micro`]; the CPU has AVX-512 F.
 #[target_feature(enable = "avx512f")]
-unsafe fn fma_micro(kc: usize, a: *const f32, b: *const f32, c: CTile) {
-    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-    // SAFETY: the caller guarantees 12 × 32 f32 tiles at c.inp (readable, unless null) and
-    // c.out (writable) with their row strides, MR·kc elements in A's panel and NR·kc in B's.
+unsafe fn fma_micro<const MR: usize, const NV: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: CTile,
+) {
+    let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+    // SAFETY: the caller guarantees MR × 16·NV f32 tiles at c.inp (readable, unless null)
+    // and c.out (writable) with their row strides, MR·kc elements in A's panel and
+    // 16·NV·kc in B's.
     unsafe {
         if !c.inp.is_null() {
             for (r, row) in acc.iter_mut().enumerate() {
                 let cr = c.inp.offset(r as isize * c.ld_in);
-                row[0] = _mm512_loadu_ps(cr);
-                row[1] = _mm512_loadu_ps(cr.add(16));
+                for (v, x) in row.iter_mut().enumerate() {
+                    *x = _mm512_loadu_ps(cr.add(16 * v));
+                }
             }
         }
         for p in 0..kc {
-            let bp = b.add(p * NR);
-            let b0 = _mm512_loadu_ps(bp);
-            let b1 = _mm512_loadu_ps(bp.add(16));
+            let bp = b.add(p * 16 * NV);
+            let mut bv = [_mm512_setzero_ps(); NV];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm512_loadu_ps(bp.add(16 * v));
+            }
             let ap = a.add(p * MR);
             for (r, row) in acc.iter_mut().enumerate() {
                 let av = _mm512_set1_ps(*ap.add(r));
-                row[0] = _mm512_fmadd_ps(av, b0, row[0]);
-                row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+                for (x, &bx) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_fmadd_ps(av, bx, *x);
+                }
             }
         }
         for (r, row) in acc.iter().enumerate() {
             let cr = c.out.offset(r as isize * c.ld_out);
-            _mm512_storeu_ps(cr, row[0]);
-            _mm512_storeu_ps(cr.add(16), row[1]);
+            for (v, x) in row.iter().enumerate() {
+                _mm512_storeu_ps(cr.add(16 * v), *x);
+            }
         }
     }
 }

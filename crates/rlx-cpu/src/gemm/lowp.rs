@@ -389,7 +389,9 @@ fn packed_path<T: HalfFloat>(
         match path {
             LowpPath::Amx => job.run(&super::amx::Amx::new().expect("AMX checked available")),
             LowpPath::Avx512Bf16 => job.run(&DpBf16::new().expect("AVX512_BF16 checked")),
-            LowpPath::Avx512F32 => job.run(&Fma32::new(kind::<T>()).expect("AVX-512 checked")),
+            LowpPath::Avx512F32 => {
+                job.run(&Fma32::<_, 12, 2>::new(kind::<T>()).expect("AVX-512 checked"))
+            }
             LowpPath::CastF32 => unreachable!("handled by the caller"),
         }
     }
