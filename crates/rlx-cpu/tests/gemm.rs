@@ -787,10 +787,12 @@ fn own_and_faer_paths_agree_within_the_dot_product_bound() {
 #[test]
 fn auto_path_takes_the_own_kernel_exactly_for_transposed_a() {
     // Auto's rule: A read transposed (its columns contiguous) → the own kernel, any other
-    // layout → faer; checked by comparing bits with the two forced paths.
+    // layout → faer; checked by comparing bits with the two forced paths at a K where
+    // their summation orders differ (for short sums both are one FMA chain in k order and
+    // agree bit for bit).
     let Some(own) = own_path() else { return };
     let mut rng = Lcg(25);
-    let (m, k, n) = (70, 300, 90);
+    let (m, k, n) = (40, 2100, 50);
     for (la, want_own) in [(Layout::ColMajor, true), (Layout::RowMajor, false)] {
         let a = make(&mut rng, m, k, la, |v| v as f32);
         let b = make(&mut rng, k, n, Layout::RowMajor, |v| v as f32);
@@ -808,9 +810,10 @@ fn auto_path_takes_the_own_kernel_exactly_for_transposed_a() {
             c.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
         };
         let (auto, own_bits, faer) = (run(F32Path::Auto), run(own), run(F32Path::Faer));
-        assert_ne!(
-            own_bits, faer,
-            "{la:?}: the paths should sum in different orders here"
+        let differ = own_bits.iter().zip(&faer).filter(|(x, y)| x != y).count();
+        assert!(
+            differ > 0,
+            "{la:?}: the paths should sum in different orders at k = {k}"
         );
         let want = if want_own { &own_bits } else { &faer };
         assert_eq!(&auto, want, "{la:?}: auto took the wrong kernel");

@@ -10,9 +10,11 @@
 //! unknown or unavailable value is reported once and the default is used. [`sgemm_with`]
 //! takes the path per call, so paths can be compared in one process.
 //!
-//! The two paths sum in different orders (faer blocks k its own way; the own kernel sums
-//! each element in k order restarting every 256 sums from the stored partial), so their
-//! results differ in the last bits; each is deterministic and independent of the thread
+//! Exactness: the own kernel sums each element as one chain of fused multiply-adds in k
+//! order (partial sums stored exactly between blocks of 256). faer's order is the same on
+//! short sums (bit-identical results were seen at k = 300) but not on long ones (k = 2100
+//! differs in the last bits), so the two paths agree within the dot-product error bound,
+//! not bit for bit; each is deterministic and independent of the thread
 //! count. Products with `alpha ≠ 1` and outputs of at most 16 columns (the narrow kernels
 //! of `narrow.rs`) take the same route on both paths.
 
