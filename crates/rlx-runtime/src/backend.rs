@@ -289,8 +289,14 @@ pub fn compile(device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executabl
 /// The error for a device nobody can serve.
 pub fn unavailable(device: Device) -> RuntimeError {
     let avail: Vec<&str> = available_devices().iter().map(|d| d.name()).collect();
+    let what = match device.support() {
+        crate::Support::Runs => "is not available in this build or on this host",
+        crate::Support::CompileTested => "cannot run graphs yet",
+        _ => "is not supported by rlx",
+    };
     RuntimeError::device_unavailable(format!(
-        "device {device} is not available in this build or on this host (available: {}); enable its cargo feature (e.g. `eval-gpu`, `eval-cuda`) or pick one of the available devices",
+        "device {device} {what}: {}; available here: {}",
+        device.how_to_enable(),
         avail.join(", ")
     ))
 }

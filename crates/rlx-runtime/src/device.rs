@@ -107,6 +107,91 @@ impl Device {
     }
 }
 
+/// What rlx can do with a kind of device, whatever this build and host are.
+///
+/// ```
+/// use rlx_runtime::{Device, Support};
+/// assert_eq!(Device::Cuda.support(), Support::Runs);
+/// assert_eq!(Device::Rocm.support(), Support::CompileTested);
+/// assert_eq!(Device::Mlx.support(), Support::NotImplemented);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Support {
+    /// A backend runs graphs on it where the hardware and its driver are present.
+    Runs,
+    /// rlx generates and compiles its kernels (tested in CI), but nothing launches them
+    /// yet: it is never available.
+    CompileTested,
+    /// No backend exists: it is never available, and asking for it is an error that says so.
+    NotImplemented,
+}
+
+impl Device {
+    /// What rlx can do with this device (see [`Support`]); [`crate::is_available`] says
+    /// whether it can be used in this build on this host.
+    pub fn support(self) -> Support {
+        match self {
+            Device::Cpu
+            | Device::Cuda
+            | Device::Gpu
+            | Device::Vulkan
+            | Device::Metal
+            | Device::DirectX => Support::Runs,
+            Device::Rocm => Support::CompileTested,
+            Device::Mlx
+            | Device::Ane
+            | Device::Xdna
+            | Device::Egpu
+            | Device::OneApi
+            | Device::Tpu
+            | Device::Hexagon
+            | Device::OpenGl
+            | Device::WebGpu => Support::NotImplemented,
+        }
+    }
+
+    /// How to get this device, or why it cannot be had: the sentence error messages use.
+    pub fn how_to_enable(self) -> &'static str {
+        match self {
+            Device::Cpu => "the CPU backend is always built with `eval`",
+            Device::Cuda => {
+                "build with the `eval-cuda` feature on a host with an NVIDIA GPU, its driver \
+                 and NVRTC"
+            }
+            Device::Gpu | Device::Vulkan | Device::DirectX => {
+                "build with the `eval-gpu` feature on a host with a GPU adapter of that API \
+                 (wgpu)"
+            }
+            Device::Metal => {
+                "build with the `eval-metal` (or `eval-gpu`) feature on a Mac: it runs through \
+                 wgpu's Metal adapter"
+            }
+            Device::Rocm => {
+                "rlx has no ROCm run-time backend yet: kernels compile for AMD GPUs (crate \
+                 rlx-rocm, hiprtc) but nothing launches them, and the `eval-rocm` feature \
+                 enables no device"
+            }
+            Device::Mlx => {
+                "rlx has no MLX backend (not implemented; the `eval-mlx` feature enables no \
+                 device); on a Mac use Device::Metal"
+            }
+            Device::Ane => {
+                "rlx has no Apple Neural Engine / Core ML backend (not implemented; the \
+                 `eval-coreml` feature enables no device)"
+            }
+            Device::WebGpu => {
+                "rlx has no WebGPU (browser) backend: wgpu's browser backend is not built and \
+                 rlx has no wasm build (not implemented)"
+            }
+            Device::OpenGl => "rlx has no OpenGL backend (not implemented); use Device::Vulkan",
+            Device::Tpu | Device::Xdna | Device::Egpu | Device::OneApi | Device::Hexagon => {
+                "rlx has no backend for this device (not implemented)"
+            }
+        }
+    }
+}
+
 impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -34,7 +34,7 @@ pub use cache::{
     clear_cache, set_cache_capacity,
 };
 pub use compiled::{ArgSlot, CompiledGraph};
-pub use device::Device;
+pub use device::{Device, Support};
 pub use error::{RuntimeError, RuntimeErrorKind, RuntimeResult};
 pub use prepare::{
     BAKE_MAX_ELEMENTS, LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, PreparedKeys, graph_key,

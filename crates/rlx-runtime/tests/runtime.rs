@@ -111,9 +111,51 @@ fn software_backends_are_available_but_never_the_fastest() {
         .unwrap()
         .to_string();
     assert!(
-        err.contains("TPU is not available") && err.contains("CPU, Vulkan"),
+        err.contains("TPU is not supported by rlx")
+            && err.contains("not implemented")
+            && err.contains("available here: CPU, Vulkan"),
         "{err}"
     );
+}
+
+#[test]
+fn every_device_kind_says_whether_it_runs_and_how_to_get_it() {
+    use rlx_runtime::Support;
+    register_all();
+    for &d in Device::all() {
+        let msg = unavailable(d).to_string();
+        assert!(msg.contains(d.how_to_enable()), "{d}: {msg}");
+        match d.support() {
+            Support::Runs => assert!(msg.contains("is not available in this build"), "{msg}"),
+            Support::CompileTested => {
+                assert!(msg.contains("cannot run graphs yet"), "{msg}");
+                assert!(!is_available(d), "{d} must never be available");
+            }
+            _ => {
+                assert!(msg.contains("not implemented"), "{d}: {msg}");
+                assert!(!is_available(d), "{d} must never be available");
+            }
+        }
+    }
+    for d in [
+        Device::Mlx,
+        Device::Ane,
+        Device::Tpu,
+        Device::OpenGl,
+        Device::WebGpu,
+    ] {
+        assert_eq!(d.support(), Support::NotImplemented, "{d}");
+    }
+    assert_eq!(Device::Rocm.support(), Support::CompileTested);
+    for d in [
+        Device::Cpu,
+        Device::Cuda,
+        Device::Metal,
+        Device::Vulkan,
+        Device::Gpu,
+    ] {
+        assert_eq!(d.support(), Support::Runs, "{d}");
+    }
 }
 
 #[test]

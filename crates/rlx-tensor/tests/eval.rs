@@ -155,9 +155,26 @@ fn an_unavailable_device_is_a_clear_error() {
     let t = Tensor::from_vec(vec![1.0], [1]).relu();
     let err = t.try_to_vec_on(Device::Tpu).unwrap_err().to_string();
     assert!(
-        err.contains("TPU is not available") && err.contains("CPU"),
+        err.contains("TPU is not supported by rlx") && err.contains("available here: CPU"),
         "{err}"
     );
+    // Devices rlx cannot run on are never available, whatever features this build has
+    // (`--all-features` turns on eval-mlx, eval-coreml, eval-rocm, eval-apple): asking for
+    // one is an error naming it, never a silent CPU run.
+    for d in [
+        Device::Mlx,
+        Device::Ane,
+        Device::Rocm,
+        Device::Tpu,
+        Device::WebGpu,
+    ] {
+        assert!(!rlx_tensor::is_available(d), "{d}");
+        let err = t.try_to_vec_on(d).unwrap_err().to_string();
+        assert!(
+            err.contains(d.name()) && err.contains(d.how_to_enable()),
+            "{err}"
+        );
+    }
     assert!(rlx_tensor::is_available(Device::Cpu));
     assert_eq!(rlx_tensor::available_devices()[0], Device::Cpu);
 }
