@@ -246,6 +246,7 @@ impl Func {
     /// in, not copied; binding order kept) and the others cloned — what `clone` followed
     /// by `with_param` per update gives, without copying the replaced data first. Used by
     /// the training steps; every update must name a bound param of the right length.
+    #[cfg(feature = "optim")]
     pub(crate) fn with_updated_params(&self, mut updates: Vec<(&str, Vec<f32>)>) -> Func {
         let params = self
             .params
@@ -266,6 +267,7 @@ impl Func {
     }
 
     /// A Func over `graph` keeping these bound params (used by the transforms).
+    #[cfg(feature = "autodiff")]
     pub(crate) fn with_graph(&self, graph: Graph) -> Func {
         let mut f = Func::from_graph_unchecked(graph);
         f.params = self
