@@ -368,3 +368,31 @@ fn norms_over_rows_beyond_the_f32_square_range_match_the_oracle() {
     ];
     assert_matches_oracle(&g, &args, 1e-5);
 }
+
+#[test]
+fn gather_of_table_rows_reads_the_table_in_place_with_negative_and_bad_indices() {
+    // The embedding-lookup shape: a dense [vocab, d] table, [1, S] indices on axis 0.
+    let mut g = Graph::new("embed");
+    let t = g.input("t", Shape::new(&[4, 3], DType::F32));
+    let i = g.input("i", Shape::new(&[1, 3], DType::I64));
+    let o = op(&mut g, Op::Gather { axis: 0 }, vec![t, i]);
+    g.set_outputs(vec![o]);
+    let table = TensorData::from_f32(&[4, 3], &(0..12).map(|v| v as f32).collect::<Vec<_>>());
+    let idx = TensorData::from_i64(&[1, 3], &[2, -1, 0]);
+    let out = run(&g, &[table.clone(), idx]);
+    assert_eq!(out[0].dims, [1, 3, 3]);
+    assert_eq!(
+        out[0].to_f32_vec(),
+        [6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 0.0, 1.0, 2.0]
+    );
+    let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+    let bad = TensorData::from_i64(&[1, 3], &[0, 4, 1]);
+    let err = exe
+        .run(&[table.view(), bad.view()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("index 4 is out of range for axis 0 of size 4"),
+        "{err}"
+    );
+}

@@ -77,7 +77,29 @@ fn gather(
     axis: usize,
     dims: &[usize],
 ) -> Result<Vec<u8>, String> {
+    let idx = gather_indices(&table.dims, indices, axis)?;
+    let w = table.dtype.size_bytes();
     let n = table.dims[axis];
+    let outer: usize = table.dims[..axis].iter().product();
+    let inner: usize = table.dims[axis + 1..].iter().product();
+    let mut out = Vec::with_capacity(dims.iter().product::<usize>() * w);
+    for o in 0..outer {
+        for &k in &idx {
+            let src = (o * n + k) * inner * w;
+            out.extend_from_slice(&table.bytes[src..src + inner * w]);
+        }
+    }
+    Ok(out)
+}
+
+/// The indices of a gather along `axis` of a table of `table_dims`, checked to be whole
+/// numbers in range (negative ones counting from the end) and made non-negative.
+pub(crate) fn gather_indices(
+    table_dims: &[usize],
+    indices: &TensorData,
+    axis: usize,
+) -> Result<Vec<usize>, String> {
+    let n = table_dims[axis];
     let raw: Vec<i64> = if indices.dtype.is_float() {
         let mut v = Vec::with_capacity(indices.numel());
         for (i, x) in indices.to_f64_vec().into_iter().enumerate() {
@@ -99,27 +121,17 @@ fn gather(
     } else {
         indices.to_i64_vec()
     };
-    let w = table.dtype.size_bytes();
-    let outer: usize = table.dims[..axis].iter().product();
-    let inner: usize = table.dims[axis + 1..].iter().product();
     let mut idx = Vec::with_capacity(raw.len());
     for i in raw {
         let r = if i < 0 { i + n as i64 } else { i };
         if r < 0 || r >= n as i64 {
             return Err(format!(
                 "gather: index {i} is out of range for axis {axis} of size {n} (table dims {:?}); valid indices are {}..{n}",
-                table.dims,
+                table_dims,
                 -(n as i64)
             ));
         }
         idx.push(r as usize);
     }
-    let mut out = Vec::with_capacity(dims.iter().product::<usize>() * w);
-    for o in 0..outer {
-        for &k in &idx {
-            let src = (o * n + k) * inner * w;
-            out.extend_from_slice(&table.bytes[src..src + inner * w]);
-        }
-    }
-    Ok(out)
+    Ok(idx)
 }
