@@ -297,6 +297,7 @@ fn main() {
             rows.push(Row::new(&id, "rlx", t_f32).flops(flops).check(check));
             if n == W4_LOWP {
                 rows.extend(w4_lowp(plan, n, &a, &b, &reference, f32_s));
+                rows.extend(w4_lowp_kernels(plan, n, &a, &b, &reference, threads));
             }
         }
     }
@@ -547,6 +548,111 @@ fn w10_rlx(_: &mut Vec<Row>, _: Plan, _: &[f32], _: &[f32], _: f64) {
     println!(
         "note: W10 on rlx skipped: built without feature `transforms` (Func::grad, Func::vmap)"
     );
+}
+
+/// W4 at `n = W4_LOWP`: the low-precision GEMM kernels alone (no graph), on 1 and
+/// `threads` threads, beside the `rlx_cpu::sgemm_*` rows: bf16 and f16 operands with f32
+/// accumulation (`gemm_half`, on the default unit for this CPU: AMX, AVX512_BF16, widened
+/// to f32 on AVX-512, or cast) and int8 with i32 accumulation (`gemm_i8`: AMX-INT8, VNNI
+/// or portable). The int8 operands are the f32 ones scaled by 32 and rounded; its check
+/// is against the exact integer product. Notes name the unit used.
+fn w4_lowp_kernels(
+    plan: Plan,
+    n: usize,
+    a: &[f32],
+    b: &[f32],
+    reference: &[f32],
+    threads: usize,
+) -> Vec<Row> {
+    use rlx_cpu::gemm::int8::{I8Path, gemm_i8};
+    use rlx_cpu::gemm::lowp::{HalfFloat, LowpPath, bf16, f16, gemm_half};
+    use rlx_cpu::gemm::{MatMut, MatRef};
+    let id = format!("W4_matmul_{n}");
+    let flops = 2.0 * (n as f64).powi(3);
+    let mut rows = Vec::new();
+    fn half_rows<T: HalfFloat>(
+        plan: Plan,
+        (id, n, flops): (&str, usize, f64),
+        (a, b, reference): (&[f32], &[f32], &[f32]),
+        threads: usize,
+        rows: &mut Vec<Row>,
+    ) {
+        let (ah, bh): (Vec<T>, Vec<T>) = (
+            a.iter().map(|&v| T::from_f32_rne(v)).collect(),
+            b.iter().map(|&v| T::from_f32_rne(v)).collect(),
+        );
+        let note = format!(
+            "{} kernel alone, {} unit, f32 accumulation",
+            T::NAME,
+            LowpPath::default_for::<T>().name()
+        );
+        for th in [1, threads] {
+            let mut c = vec![0f32; n * n];
+            let t = time(plan, || {
+                gemm_half(
+                    MatRef::row_major(&ah, n, n),
+                    MatRef::row_major(&bh, n, n),
+                    MatMut::row_major(&mut c, n, n),
+                    false,
+                    th,
+                )
+            });
+            let check = rel_err(&c, reference);
+            rows.push(
+                Row::new(id, &format!("rlx_cpu::gemm_half_{}_{th}t", T::NAME), t)
+                    .flops(flops)
+                    .check(check)
+                    .note(&note),
+            );
+        }
+    }
+    half_rows::<bf16>(plan, (&id, n, flops), (a, b, reference), threads, &mut rows);
+    half_rows::<f16>(plan, (&id, n, flops), (a, b, reference), threads, &mut rows);
+    let q = |v: &[f32]| -> Vec<i8> {
+        v.iter()
+            .map(|&x| (x * 32.0).round().clamp(-127.0, 127.0) as i8)
+            .collect()
+    };
+    let (ai, bi) = (q(a), q(b));
+    // The exact product of 64 rows, in i64, for the check.
+    let rows_checked = 64.min(n);
+    let mut exact = vec![0i64; rows_checked * n];
+    for i in 0..rows_checked {
+        for p in 0..n {
+            let x = ai[i * n + p] as i64;
+            for (j, e) in exact[i * n..(i + 1) * n].iter_mut().enumerate() {
+                *e += x * bi[p * n + j] as i64;
+            }
+        }
+    }
+    let note = format!(
+        "int8 kernel alone, {} unit, i32 accumulation (ops counted as FLOP); check = elements of the first 64 rows that differ from the exact product",
+        I8Path::default_path().name()
+    );
+    for th in [1, threads] {
+        let mut c = vec![0i32; n * n];
+        let t = time(plan, || {
+            gemm_i8(
+                MatRef::row_major(&ai, n, n),
+                MatRef::row_major(&bi, n, n),
+                MatMut::row_major(&mut c, n, n),
+                false,
+                th,
+            )
+        });
+        let wrong = exact
+            .iter()
+            .zip(&c)
+            .filter(|&(&e, &g)| e != g as i64)
+            .count();
+        rows.push(
+            Row::new(&id, &format!("rlx_cpu::gemm_i8_{th}t"), t)
+                .flops(flops)
+                .check(wrong as f64)
+                .note(&note),
+        );
+    }
+    rows
 }
 
 /// W4 at `n = W4_LOWP` in low precision: a bf16 matmul (bf16 operands and result,
