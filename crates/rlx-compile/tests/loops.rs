@@ -6,6 +6,7 @@
 //! per op either way); transcendental activations within a few f32 ulps (the oracle
 //! evaluates in f64), with NaN, ±∞ and the sign of zero exactly as the oracle gives them.
 
+use rlx_compile::loops::eval::HostBuf;
 use rlx_compile::loops::{self, Dialect, LowerError};
 use rlx_compile::program::{BufKind, Program};
 use rlx_compile::{CompileOptions, compile};
@@ -16,13 +17,29 @@ use rlx_ir::{
 
 /// Run every kernel of `p` through the loop IR; inputs by argument name.
 fn run_loops(p: &Program, inputs: &[(&str, TensorData)], binding: &DimBinding) -> Vec<TensorData> {
+    try_run_loops(p, inputs, binding).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`run_loops`], with a kernel's run-time error as `Err`.
+fn try_run_loops(
+    p: &Program,
+    inputs: &[(&str, TensorData)],
+    binding: &DimBinding,
+) -> Result<Vec<TensorData>, String> {
     let bound = |s: &Shape| -> Vec<usize> {
         s.dims()
             .iter()
             .map(|d| d.resolve(binding).expect("every dim bound"))
             .collect()
     };
-    let mut host: Vec<Vec<f64>> = p
+    let host_of = |d: &TensorData| {
+        if d.dtype.is_int() {
+            HostBuf::Int(d.to_i64_vec())
+        } else {
+            HostBuf::Float(d.to_f64_vec())
+        }
+    };
+    let mut host: Vec<HostBuf> = p
         .buffers
         .iter()
         .map(|b| match &b.kind {
@@ -32,14 +49,15 @@ fn run_loops(p: &Program, inputs: &[(&str, TensorData)], binding: &DimBinding) -
                     .iter()
                     .find(|(n, _)| n == name)
                     .unwrap_or_else(|| panic!("no input `{name}`"));
-                d.to_f64_vec()
+                host_of(d)
             }
-            BufKind::Const(bytes) => {
-                TensorData::new(b.shape.dtype(), &bound(&b.shape), bytes.clone())
-                    .expect("constant bytes")
-                    .to_f64_vec()
+            BufKind::Const(bytes) => host_of(
+                &TensorData::new(b.shape.dtype(), &bound(&b.shape), bytes.clone())
+                    .expect("constant bytes"),
+            ),
+            BufKind::Temp | BufKind::Output(_) => {
+                HostBuf::zeros(b.shape.dtype(), bound(&b.shape).iter().product())
             }
-            BufKind::Temp | BufKind::Output(_) => vec![0.0; bound(&b.shape).iter().product()],
         })
         .collect();
     for k in 0..p.kernels.len() {
@@ -47,23 +65,27 @@ fn run_loops(p: &Program, inputs: &[(&str, TensorData)], binding: &DimBinding) -
         // The renderer accepts every lowered kernel.
         let src = loops::render_c(&lk, Dialect::Cuda);
         assert!(src.contains(&lk.name), "{src}");
-        let mut slots: Vec<Vec<f64>> = lk
+        let mut slots: Vec<HostBuf> = lk
             .bufs
             .iter()
-            .map(|b| std::mem::take(&mut host[b.buf]))
+            .map(|b| std::mem::replace(&mut host[b.buf], HostBuf::Int(Vec::new())))
             .collect();
-        loops::eval::run(&lk, &mut slots, binding).unwrap_or_else(|e| panic!("{e}"));
+        loops::eval::run(&lk, &mut slots, binding)?;
         for (b, v) in lk.bufs.iter().zip(slots) {
             host[b.buf] = v;
         }
     }
-    p.outputs
+    Ok(p.outputs
         .iter()
         .map(|&o| {
             let b = &p.buffers[o];
-            TensorData::from_f64_as(b.shape.dtype(), &bound(&b.shape), &host[o])
+            let dims = bound(&b.shape);
+            match &host[o] {
+                HostBuf::Int(v) => TensorData::from_i64_as(b.shape.dtype(), &dims, v),
+                HostBuf::Float(v) => TensorData::from_f64_as(b.shape.dtype(), &dims, v),
+            }
         })
-        .collect()
+        .collect())
 }
 
 /// Add `o` to `g` (the test graphs are valid by construction).
@@ -574,14 +596,214 @@ fn kernels_the_loop_ir_cannot_express_yet_are_named_errors() {
     let LowerError::Unsupported { label, .. } = &e;
     assert!(label.starts_with("opaque"), "{label}");
     assert!(e.to_string().contains("not lowered"), "{e}");
+}
 
-    let mut g = Graph::new("ints");
-    let a = g.input("a", Shape::new(&[4], DType::I32));
-    let y = op(&mut g, Op::Binary(BinaryOp::Add), vec![a, a]);
-    g.set_outputs(vec![y]);
-    let p = compiled(&g);
-    let e = loops::lower_kernel(&p, 0).expect_err("integers are not lowered yet");
-    assert!(e.to_string().contains("integer"), "{e}");
+/// Small integers of every sign, the dtype's extremes, and values past them.
+fn int_values(dt: DType, n: usize, seed: i64) -> Vec<i64> {
+    let (lo, hi): (i64, i64) = match dt {
+        DType::I8 => (-128, 127),
+        DType::I16 => (-32768, 32767),
+        DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+        DType::U8 => (0, 255),
+        DType::U32 => (0, u32::MAX as i64),
+        _ => (i64::MIN, i64::MAX),
+    };
+    let mut v = vec![lo, hi, 0, 1, lo + 1, hi - 1];
+    if lo < 0 {
+        v.extend([-1, -2, -7]);
+    }
+    let mut s = seed as u64 | 1;
+    while v.len() < n {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let r = (s % 19) as i64 - 9;
+        v.push(if lo < 0 { r } else { r.abs() });
+    }
+    v.truncate(n);
+    v
+}
+
+#[test]
+fn integer_arithmetic_wraps_and_shifts_and_casts_exactly_like_the_oracle() {
+    let n = 24;
+    for dt in [
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::U32,
+    ] {
+        let mut g = Graph::new("ints");
+        let a = g.input("a", Shape::new(&[n], dt));
+        let b = g.input("b", Shape::new(&[n], dt));
+        let sh = g.input("sh", Shape::new(&[n], dt));
+        let mut outs = Vec::new();
+        for bop in [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Max,
+            BinaryOp::Min,
+            BinaryOp::BitAnd,
+            BinaryOp::BitOr,
+            BinaryOp::BitXor,
+            BinaryOp::Div,
+            BinaryOp::Mod,
+        ] {
+            outs.push(op(&mut g, Op::Binary(bop), vec![a, b]));
+        }
+        for bop in [BinaryOp::Shl, BinaryOp::Shr, BinaryOp::Pow] {
+            outs.push(op(&mut g, Op::Binary(bop), vec![a, sh]));
+        }
+        for act in [
+            Activation::Neg,
+            Activation::Abs,
+            Activation::Relu,
+            Activation::Sign,
+            Activation::Floor,
+        ] {
+            outs.push(op(&mut g, Op::Activation(act), vec![a]));
+        }
+        for to in [
+            DType::I8,
+            DType::U8,
+            DType::I32,
+            DType::I64,
+            DType::F32,
+            DType::F64,
+            DType::Bool,
+        ] {
+            outs.push(op(&mut g, Op::Cast { to }, vec![a]));
+        }
+        outs.push(op(&mut g, Op::Compare(CmpOp::Lt), vec![a, b]));
+        g.set_outputs(outs);
+        let av = int_values(dt, n, 3);
+        // Divisors without zero (the zero case is an error, tested below); −1 included.
+        let bv: Vec<i64> = int_values(dt, n, 5)
+            .into_iter()
+            .rev()
+            .map(|x| match (x, dt) {
+                (0, DType::U8 | DType::U32) => 1,
+                (0, _) => -1,
+                _ => x,
+            })
+            .collect();
+        // Shift amounts and exponents 0..=width+2 (past the width on purpose).
+        let width = (dt.size_bytes() * 8) as i64;
+        let shv: Vec<i64> = (0..n as i64).map(|i| (i * 5) % (width + 3)).collect();
+        let shv: Vec<i64> = shv
+            .into_iter()
+            .map(|x| {
+                if dt == DType::I8 || dt == DType::U8 {
+                    x.min(127)
+                } else {
+                    x
+                }
+            })
+            .collect();
+        let inputs = [
+            ("a", TensorData::from_i64_as(dt, &[n], &av)),
+            ("b", TensorData::from_i64_as(dt, &[n], &bv)),
+            ("sh", TensorData::from_i64_as(dt, &[n], &shv)),
+        ];
+        let want = oracle(&g, &inputs);
+        let got = run_loops(&compiled(&g), &inputs, &DimBinding::new());
+        for (i, (gv, wv)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(gv.dtype, wv.dtype);
+            assert_eq!(
+                gv.bytes,
+                wv.bytes,
+                "{dt:?} output {i}: {:?} vs {:?}",
+                gv.to_f64_vec(),
+                wv.to_f64_vec()
+            );
+        }
+    }
+}
+
+#[test]
+fn float_to_integer_casts_truncate_saturate_and_map_nan_to_zero() {
+    let xs = probe_values();
+    let n = xs.len();
+    let mut g = Graph::new("f2i");
+    let x = g.input("x", Shape::new(&[n], DType::F32));
+    let outs: Vec<NodeId> = [
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::U32,
+    ]
+    .into_iter()
+    .map(|to| op(&mut g, Op::Cast { to }, vec![x]))
+    .collect();
+    g.set_outputs(outs);
+    let inputs = [("x", TensorData::from_f32(&[n], &xs))];
+    let want = oracle(&g, &inputs);
+    let got = run_loops(&compiled(&g), &inputs, &DimBinding::new());
+    for (i, (gv, wv)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            gv.bytes,
+            wv.bytes,
+            "cast {i}: {:?} vs {:?}",
+            gv.to_f64_vec(),
+            wv.to_f64_vec()
+        );
+    }
+}
+
+#[test]
+fn integer_division_by_zero_and_negative_shifts_are_run_time_errors_like_the_oracle() {
+    for (bop, b, want) in [
+        (BinaryOp::Div, 0i64, "division by zero"),
+        (BinaryOp::Mod, 0, "division by zero"),
+        (BinaryOp::Shl, -1, "negative shift"),
+        (BinaryOp::Shr, -3, "negative shift"),
+    ] {
+        let mut g = Graph::new("fault");
+        let a = g.input("a", Shape::new(&[3], DType::I32));
+        let d = g.input("d", Shape::new(&[3], DType::I32));
+        let y = op(&mut g, Op::Binary(bop), vec![a, d]);
+        g.set_outputs(vec![y]);
+        let inputs = [
+            ("a", TensorData::from_i64_as(DType::I32, &[3], &[7, 8, 9])),
+            ("d", TensorData::from_i64_as(DType::I32, &[3], &[2, b, 3])),
+        ];
+        let oracle_err = interp::run(&g, &inputs).expect_err("the oracle refuses it");
+        assert!(oracle_err.to_string().contains(want), "{oracle_err}");
+        let e = try_run_loops(&compiled(&g), &inputs, &DimBinding::new())
+            .expect_err("the loop IR raises it");
+        assert!(e.contains(want), "{e}");
+    }
+}
+
+#[test]
+fn bool_logic_max_min_and_xor_match_the_oracle() {
+    let a = [false, false, true, true];
+    let b = [false, true, false, true];
+    for bop in [
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+        BinaryOp::Max,
+        BinaryOp::Min,
+    ] {
+        let mut g = Graph::new("bools");
+        let x = g.input("a", Shape::new(&[4], DType::Bool));
+        let y = g.input("b", Shape::new(&[4], DType::Bool));
+        let z = op(&mut g, Op::Binary(bop), vec![x, y]);
+        g.set_outputs(vec![z]);
+        let inputs = [
+            ("a", TensorData::from_bool(&[4], &a)),
+            ("b", TensorData::from_bool(&[4], &b)),
+        ];
+        let want = oracle(&g, &inputs);
+        let got = run_loops(&compiled(&g), &inputs, &DimBinding::new());
+        assert_eq!(got[0].bytes, want[0].bytes, "{}", bop.name());
+    }
 }
 
 #[test]

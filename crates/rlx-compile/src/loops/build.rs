@@ -36,14 +36,14 @@ impl Builder {
     }
 }
 
-/// An i64 literal.
+/// An index literal.
 pub fn int(v: i64) -> Ex {
-    Ex::Lit(Lit::I64(v))
+    Ex::Lit(Lit::Index(v))
 }
 
 fn as_int(e: &Ex) -> Option<i64> {
     match e {
-        Ex::Lit(Lit::I64(v)) => Some(*v),
+        Ex::Lit(Lit::Index(v)) => Some(*v),
         _ => None,
     }
 }
@@ -135,10 +135,10 @@ mod tests {
     #[test]
     fn bind_reuses_atoms_and_names_compound_values() {
         let mut b = Builder::default();
-        assert_eq!(b.bind(Ty::I64, Ex::Item), Ex::Item);
-        let v = b.bind(Ty::I64, add(Ex::Item, int(2)));
+        assert_eq!(b.bind(Ty::Index, Ex::Item), Ex::Item);
+        let v = b.bind(Ty::Index, add(Ex::Item, int(2)));
         assert_eq!(v, Ex::Var(Var(0)));
-        assert_eq!(b.vars, vec![Ty::I64]);
+        assert_eq!(b.vars, vec![Ty::Index]);
         assert_eq!(b.body.len(), 1);
     }
 }

@@ -42,9 +42,43 @@ impl Value {
     }
 }
 
-/// Run `k` over host buffers given as f64 values per slot (exact for every float dtype
-/// and for bool); `binding` gives the dynamic dims.
-pub fn run(k: &LoopKernel, bufs: &mut [Vec<f64>], binding: &DimBinding) -> Result<(), String> {
+/// A host buffer: float and bool elements as f64 (exact for every float dtype), integer
+/// elements as i64.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostBuf {
+    /// f16, bf16, f32, f64 or bool elements.
+    Float(Vec<f64>),
+    /// Integer elements.
+    Int(Vec<i64>),
+}
+
+impl HostBuf {
+    /// `n` zeros of the representation `dt` uses.
+    pub fn zeros(dt: DType, n: usize) -> HostBuf {
+        if dt.is_int() {
+            HostBuf::Int(vec![0; n])
+        } else {
+            HostBuf::Float(vec![0.0; n])
+        }
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            HostBuf::Float(v) => v.len(),
+            HostBuf::Int(v) => v.len(),
+        }
+    }
+
+    /// Whether it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Run `k` over host buffers (one per slot, see [`HostBuf`]); `binding` gives the
+/// dynamic dims.
+pub fn run(k: &LoopKernel, bufs: &mut [HostBuf], binding: &DimBinding) -> Result<(), String> {
     if bufs.len() != k.bufs.len() {
         return Err(format!(
             "loop eval of {}: {} buffers given, the kernel has {} slots",
@@ -73,7 +107,7 @@ pub fn run(k: &LoopKernel, bufs: &mut [Vec<f64>], binding: &DimBinding) -> Resul
 
 struct Machine<'a> {
     k: &'a LoopKernel,
-    bufs: &'a mut [Vec<f64>],
+    bufs: &'a mut [HostBuf],
     binding: &'a DimBinding,
     vars: Vec<Option<Value>>,
     item: i64,
@@ -86,6 +120,8 @@ impl Machine<'_> {
                 Stmt::Let { var, value } | Stmt::Assign { var, value } => {
                     let v = self.ex(value)?;
                     let want = self.k.vars[var.0 as usize];
+                    // Index and i64 values share one representation here.
+                    let want = if want == Ty::Index { Ty::I64 } else { want };
                     if v.ty() != want {
                         return Err(format!(
                             "loop eval of {}: variable {} is {want:?}, assigned {v:?}",
@@ -97,7 +133,17 @@ impl Machine<'_> {
                 Stmt::Store { buf, index, value } => {
                     let i = self.index(*buf, index)?;
                     let v = self.ex(value)?;
-                    self.bufs[*buf][i] = narrow(v, self.k.bufs[*buf].dtype);
+                    let dt = self.k.bufs[*buf].dtype;
+                    match (&mut self.bufs[*buf], v) {
+                        (HostBuf::Int(b), Value::I64(x)) => b[i] = x,
+                        (HostBuf::Float(b), v) => b[i] = narrow(v, dt),
+                        (HostBuf::Int(_), v) => {
+                            return Err(format!(
+                                "loop eval of {}: {v:?} stored into integer slot {buf}",
+                                self.k.name
+                            ));
+                        }
+                    }
                 }
                 Stmt::Loop {
                     var,
@@ -117,6 +163,9 @@ impl Machine<'_> {
                     if let Value::Bool(true) = self.ex(cond)? {
                         self.block(body)?;
                     }
+                }
+                Stmt::Fail(f) => {
+                    return Err(format!("{}: {}", self.k.name, f.message()));
                 }
             }
         }
@@ -138,7 +187,7 @@ impl Machine<'_> {
         Ok(match e {
             Ex::Lit(l) => match *l {
                 Lit::Bool(b) => Value::Bool(b),
-                Lit::I64(v) => Value::I64(v),
+                Lit::I64(v) | Lit::Index(v) => Value::I64(v),
                 Lit::F32(v) => Value::F32(v),
                 Lit::F64(v) => Value::F64(v),
             },
@@ -153,7 +202,10 @@ impl Machine<'_> {
             })? as i64),
             Ex::Load { buf, index } => {
                 let i = self.index(*buf, index)?;
-                widen(self.bufs[*buf][i], self.k.bufs[*buf].dtype)
+                match &self.bufs[*buf] {
+                    HostBuf::Int(b) => Value::I64(b[i]),
+                    HostBuf::Float(b) => widen(b[i], self.k.bufs[*buf].dtype),
+                }
             }
             Ex::Un(op, a) => {
                 let a = self.ex(a)?;
@@ -216,10 +268,10 @@ fn convert(t: Ty, a: Value) -> Value {
         (Ty::F32, v) => Value::F32(v.as_f64() as f32),
         (Ty::F64, v) => Value::F64(v.as_f64()),
         // Rust's float → int casts truncate toward zero, saturate, and map NaN to 0.
-        (Ty::I64, Value::F32(v)) => Value::I64(v as i64),
-        (Ty::I64, Value::F64(v)) => Value::I64(v as i64),
-        (Ty::I64, Value::Bool(b)) => Value::I64(b as i64),
-        (Ty::I64, v) => v,
+        (Ty::I64 | Ty::Index, Value::F32(v)) => Value::I64(v as i64),
+        (Ty::I64 | Ty::Index, Value::F64(v)) => Value::I64(v as i64),
+        (Ty::I64 | Ty::Index, Value::Bool(b)) => Value::I64(b as i64),
+        (Ty::I64 | Ty::Index, v) => v,
     }
 }
 
@@ -274,6 +326,17 @@ fn unary(op: Un, a: Value) -> Option<Value> {
             Value::F32(x) => Value::F32(half::bf16::from_f32(x).to_f32()),
             _ => return None,
         },
+        Un::Wrap(dt) => match a {
+            Value::I64(x) => Value::I64(match dt {
+                DType::I8 => x as i8 as i64,
+                DType::I16 => x as i16 as i64,
+                DType::I32 => x as i32 as i64,
+                DType::U8 => x as u8 as i64,
+                DType::U32 => x as u32 as i64,
+                _ => x,
+            }),
+            _ => return None,
+        },
     })
 }
 
@@ -294,7 +357,7 @@ fn binary(op: Bin, a: Value, b: Value) -> Option<Value> {
             Bin::Le => Bool(x <= y),
             Bin::Eq => Bool(x == y),
             Bin::Ne => Bool(x != y),
-            Bin::And | Bin::Or => return None,
+            _ => return None,
         },
         (F64(x), F64(y)) => match op {
             Bin::Add => F64(x + y),
@@ -310,7 +373,7 @@ fn binary(op: Bin, a: Value, b: Value) -> Option<Value> {
             Bin::Le => Bool(x <= y),
             Bin::Eq => Bool(x == y),
             Bin::Ne => Bool(x != y),
-            Bin::And | Bin::Or => return None,
+            _ => return None,
         },
         (I64(x), I64(y)) => match op {
             Bin::Add => I64(x.wrapping_add(y)),
@@ -324,6 +387,11 @@ fn binary(op: Bin, a: Value, b: Value) -> Option<Value> {
             Bin::Le => Bool(x <= y),
             Bin::Eq => Bool(x == y),
             Bin::Ne => Bool(x != y),
+            Bin::BitAnd => I64(x & y),
+            Bin::BitOr => I64(x | y),
+            Bin::BitXor => I64(x ^ y),
+            Bin::Shl if (0..64).contains(&y) => I64(((x as u64) << y) as i64),
+            Bin::Shr if (0..64).contains(&y) => I64(x >> y),
             _ => return None,
         },
         (Bool(x), Bool(y)) => match op {
@@ -331,6 +399,8 @@ fn binary(op: Bin, a: Value, b: Value) -> Option<Value> {
             Bin::Or => Bool(x || y),
             Bin::Eq => Bool(x == y),
             Bin::Ne => Bool(x != y),
+            Bin::Lt => Bool(!x & y),
+            Bin::Le => Bool(x <= y),
             _ => return None,
         },
         _ => return None,

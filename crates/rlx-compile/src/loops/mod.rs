@@ -40,8 +40,12 @@ use rlx_ir::DType;
 pub enum Ty {
     /// A truth value.
     Bool,
-    /// Indices and every integer dtype (wrapping).
+    /// Every integer dtype's values, computed in wrapping i64 and wrapped to the dtype's
+    /// width after each operation ([`Un::Wrap`]).
     I64,
+    /// Index arithmetic (work items, coordinates, offsets): never negative, never
+    /// overflowing; a backend renders it in its index type.
+    Index,
     /// f32, and f16/bf16 values widened to f32.
     F32,
     /// f64.
@@ -116,6 +120,9 @@ pub enum Un {
     RoundF16,
     /// Round an f32 to the nearest bf16 value (ties to even), kept as f32.
     RoundBf16,
+    /// Wrap an i64 to the width of an integer dtype (two's complement; sign- or
+    /// zero-extended back to i64).
+    Wrap(DType),
 }
 
 /// A binary operation; both operands have the same type.
@@ -152,6 +159,16 @@ pub enum Bin {
     And,
     /// Logical or of bools.
     Or,
+    /// Bitwise and of integers.
+    BitAnd,
+    /// Bitwise or of integers.
+    BitOr,
+    /// Bitwise exclusive or of integers.
+    BitXor,
+    /// `a << b` on an i64, `0 ≤ b < 64` (the lowering guarantees it).
+    Shl,
+    /// Arithmetic `a >> b` on an i64, `0 ≤ b < 64`.
+    Shr,
 }
 
 impl Bin {
@@ -169,8 +186,10 @@ impl Bin {
 pub enum Lit {
     /// A bool.
     Bool(bool),
-    /// An i64.
+    /// An i64 value.
     I64(i64),
+    /// An index.
+    Index(i64),
     /// An f32.
     F32(f32),
     /// An f64.
@@ -183,6 +202,7 @@ impl Lit {
         match self {
             Lit::Bool(_) => Ty::Bool,
             Lit::I64(_) => Ty::I64,
+            Lit::Index(_) => Ty::Index,
             Lit::F32(_) => Ty::F32,
             Lit::F64(_) => Ty::F64,
         }
@@ -196,16 +216,16 @@ pub enum Ex {
     Lit(Lit),
     /// A local variable.
     Var(Var),
-    /// The index of the current work item (`0..items`), an i64.
+    /// The index of the current work item (`0..items`).
     Item,
-    /// The bound size of dynamic dim symbol `?s` (an i64 kernel parameter).
+    /// The bound size of dynamic dim symbol `?s` (an index-typed kernel parameter).
     Dim(u32),
     /// Element `index` of kernel buffer `buf` ([`LoopKernel::bufs`]), widened to the
     /// compute type of the buffer's dtype.
     Load {
         /// Kernel buffer slot.
         buf: usize,
-        /// Element index (i64).
+        /// Element index.
         index: Box<Ex>,
     },
     /// A unary operation.
@@ -214,8 +234,8 @@ pub enum Ex {
     Bin(Bin, Box<Ex>, Box<Ex>),
     /// `cond ? a : b`, both branches evaluated (they have no side effects).
     Select(Box<Ex>, Box<Ex>, Box<Ex>),
-    /// Numeric conversion to `Ty` (float → int truncates toward zero and saturates,
-    /// NaN → 0; bool → number is 0/1; number → bool is `≠ 0`).
+    /// Numeric conversion to `Ty` (float → i64 truncates toward zero and saturates to the
+    /// i64 range, NaN → 0; bool → number is 0/1; number → bool is `≠ 0`).
     Convert(Ty, Box<Ex>),
 }
 
@@ -240,12 +260,12 @@ pub enum Stmt {
     Store {
         /// Kernel buffer slot.
         buf: usize,
-        /// Element index (i64).
+        /// Element index.
         index: Ex,
         /// The value (in the buffer dtype's compute type).
         value: Ex,
     },
-    /// `for var in start..end { body }` (i64 counter).
+    /// `for var in start..end { body }` (an index counter).
     Loop {
         /// The counter.
         var: Var,
@@ -263,6 +283,38 @@ pub enum Stmt {
         /// Run when `cond` holds.
         body: Vec<Stmt>,
     },
+    /// Record a run-time error of the program (execution continues with a harmless
+    /// value; the backend reports the error after the kernel).
+    Fail(Fault),
+}
+
+/// A run-time error a kernel can raise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// An integer `/` or `%` by zero.
+    IntegerDivisionByZero,
+    /// A negative shift amount.
+    NegativeShift,
+}
+
+impl Fault {
+    /// Its code in a backend's error word (1: division by zero, 2: negative shift).
+    pub fn code(self) -> u64 {
+        match self {
+            Fault::IntegerDivisionByZero => 1,
+            Fault::NegativeShift => 2,
+        }
+    }
+
+    /// The message the oracle gives for it.
+    pub fn message(self) -> &'static str {
+        match self {
+            Fault::IntegerDivisionByZero => {
+                "integer division by zero; mask the zero divisors or cast to a float type"
+            }
+            Fault::NegativeShift => "negative shift amount; shift amounts must be ≥ 0",
+        }
+    }
 }
 
 /// How a kernel uses one of its buffers.
@@ -303,12 +355,17 @@ pub struct LoopKernel {
 }
 
 impl LoopKernel {
+    /// Whether the kernel can raise a run-time error ([`Stmt::Fail`]).
+    pub fn can_fail(&self) -> bool {
+        render_c::raises(&self.body)
+    }
+
     /// The compute type of `e` in this kernel.
     pub fn ty(&self, e: &Ex) -> Ty {
         match e {
             Ex::Lit(l) => l.ty(),
             Ex::Var(v) => self.vars[v.0 as usize],
-            Ex::Item | Ex::Dim(_) => Ty::I64,
+            Ex::Item | Ex::Dim(_) => Ty::Index,
             Ex::Load { buf, .. } => Ty::of(self.bufs[*buf].dtype).expect("real dtype"),
             Ex::Un(Un::IsNan | Un::Not, _) => Ty::Bool,
             Ex::Un(_, a) => self.ty(a),

@@ -6,7 +6,7 @@
 //! converted by the small functions of the prelude (round to nearest even, like the
 //! oracle), so NVRTC and hiprtc compile it without a toolkit's include tree.
 
-use super::{Bin, Ex, Lit, LoopKernel, Stmt, Ty, Un};
+use super::{Bin, Ex, Fault, Lit, LoopKernel, Stmt, Ty, Un};
 use rlx_ir::DType;
 use std::fmt::Write;
 
@@ -88,6 +88,8 @@ pub struct CEmbedding<'a> {
     pub buf: &'a dyn Fn(usize) -> String,
     /// The expression of dynamic dim `?s`.
     pub dim: &'a dyn Fn(u32) -> String,
+    /// The statement recording a run-time error.
+    pub fail: &'a dyn Fn(Fault) -> String,
 }
 
 /// The complete source of `k` in `dialect`: [`C_PRELUDE`] plus one `extern "C"
@@ -112,6 +114,10 @@ pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
         })
         .collect();
     params.extend(k.dims.iter().map(|d| format!("i64 d{d}")));
+    // The first error raised (see `Fault::code`), for kernels that can raise one.
+    if k.can_fail() {
+        params.push("unsigned long long* __restrict__ err".into());
+    }
     let _ = writeln!(
         s,
         "extern \"C\" __global__ void {}({}) {{",
@@ -120,12 +126,14 @@ pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
     );
     let buf = |i: usize| format!("b{i}");
     let dim = |d: u32| format!("d{d}");
+    let fail = |f: Fault| format!("if (err[0] == 0ull) err[0] = {}ull;", f.code());
     s.push_str(&render_c_loop(
         k,
         &CEmbedding {
             index_type: "i64",
             buf: &buf,
             dim: &dim,
+            fail: &fail,
         },
     ));
     s.push_str("}\n");
@@ -170,7 +178,8 @@ fn storage(dt: DType) -> &'static str {
 fn ctype(t: Ty, index_type: &str) -> &str {
     match t {
         Ty::Bool => "bool",
-        Ty::I64 => index_type,
+        Ty::Index => index_type,
+        Ty::I64 => "long long",
         Ty::F32 => "float",
         Ty::F64 => "double",
     }
@@ -188,9 +197,18 @@ fn mark_assigned(body: &[Stmt], out: &mut [bool]) {
         match s {
             Stmt::Assign { var, .. } => out[var.0 as usize] = true,
             Stmt::Loop { body, .. } | Stmt::If { body, .. } => mark_assigned(body, out),
-            Stmt::Let { .. } | Stmt::Store { .. } => {}
+            Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Fail(_) => {}
         }
     }
+}
+
+/// Whether `body` can raise a run-time error.
+pub(super) fn raises(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::Fail(_) => true,
+        Stmt::Loop { body, .. } | Stmt::If { body, .. } => raises(body),
+        _ => false,
+    })
 }
 
 impl Renderer<'_> {
@@ -253,6 +271,9 @@ impl Renderer<'_> {
                     self.block(s, body, depth + 1);
                     let _ = writeln!(s, "{pad}}}");
                 }
+                Stmt::Fail(f) => {
+                    let _ = writeln!(s, "{pad}{}", (self.embed.fail)(*f));
+                }
             }
         }
     }
@@ -269,7 +290,7 @@ impl Renderer<'_> {
                     DType::F16 => format!("rlx_f16_to_f32({at})"),
                     DType::BF16 => format!("rlx_bf16_to_f32({at})"),
                     DType::Bool => format!("({at} != 0)"),
-                    dt if Ty::of(dt) == Some(Ty::I64) => format!("(i64){at}"),
+                    dt if Ty::of(dt) == Some(Ty::I64) => format!("(long long){at}"),
                     _ => at,
                 }
             }
@@ -283,7 +304,9 @@ impl Renderer<'_> {
                 let a = self.ex(a);
                 match (t, from) {
                     (Ty::Bool, _) => format!("({a} != 0)"),
-                    (Ty::I64, Ty::F32 | Ty::F64) => format!("rlx_f64_to_i64((double)({a}))"),
+                    (Ty::I64 | Ty::Index, Ty::F32 | Ty::F64) => {
+                        format!("rlx_f64_to_i64((double)({a}))")
+                    }
                     (t, _) => format!("({})({a})", ctype(*t, self.embed.index_type)),
                 }
             }
@@ -298,8 +321,10 @@ impl Renderer<'_> {
             format!("{n}({x})")
         };
         match op {
+            // Wrapping negation: no signed overflow at the minimum.
+            Un::Neg if t == Ty::I64 => format!("(long long)(0ull - (unsigned long long){x})"),
             Un::Neg => format!("(-{x})"),
-            Un::Abs if t == Ty::I64 => format!("({x} < 0 ? -{x} : {x})"),
+            Un::Abs if t != Ty::F32 && t != Ty::F64 => format!("({x} < 0 ? -{x} : {x})"),
             Un::Abs => f("fabsf", "fabs"),
             Un::Sqrt => f("sqrtf", "sqrt"),
             Un::Exp => f("expf", "exp"),
@@ -321,6 +346,14 @@ impl Renderer<'_> {
             Un::Not => format!("(!{x})"),
             Un::RoundF16 => format!("rlx_round_f16({x})"),
             Un::RoundBf16 => format!("rlx_round_bf16({x})"),
+            Un::Wrap(dt) => match dt {
+                DType::I8 => format!("(long long)(signed char){x}"),
+                DType::I16 => format!("(long long)(short){x}"),
+                DType::I32 => format!("(long long)(int){x}"),
+                DType::U8 => format!("(long long)(unsigned char){x}"),
+                DType::U32 => format!("(long long)(unsigned int){x}"),
+                _ => x,
+            },
         }
     }
 
@@ -332,12 +365,21 @@ impl Renderer<'_> {
             format!("{n}({x}, {y})")
         };
         let infix = |o: &str| format!("({x} {o} {y})");
+        // i64 values wrap: their + − · go through unsigned arithmetic.
+        let wrapping =
+            |o: &str| format!("(long long)((unsigned long long){x} {o} (unsigned long long){y})");
         match op {
+            Bin::Add | Bin::Sub | Bin::Mul | Bin::Shl if t == Ty::I64 => wrapping(match op {
+                Bin::Add => "+",
+                Bin::Sub => "-",
+                Bin::Mul => "*",
+                _ => "<<",
+            }),
             Bin::Add => infix("+"),
             Bin::Sub => infix("-"),
             Bin::Mul => infix("*"),
             Bin::Div => infix("/"),
-            Bin::Rem if t == Ty::I64 => infix("%"),
+            Bin::Rem if !t.is_float() => infix("%"),
             Bin::Rem => call("fmodf", "fmod"),
             Bin::Pow => call("powf", "pow"),
             Bin::Atan2 => call("atan2f", "atan2"),
@@ -351,6 +393,11 @@ impl Renderer<'_> {
             Bin::Ne => infix("!="),
             Bin::And => infix("&&"),
             Bin::Or => infix("||"),
+            Bin::BitAnd => infix("&"),
+            Bin::BitOr => infix("|"),
+            Bin::BitXor => infix("^"),
+            Bin::Shl => infix("<<"),
+            Bin::Shr => infix(">>"),
         }
     }
 }
@@ -359,10 +406,11 @@ impl Renderer<'_> {
 fn lit(l: Lit) -> String {
     match l {
         Lit::Bool(b) => b.to_string(),
-        Lit::I64(v) if v == i64::MIN => "(-9223372036854775807ll - 1)".into(),
-        // Plain `int` literals where they fit, so a narrow index type stays narrow.
-        Lit::I64(v) if i32::try_from(v).is_ok() => format!("{v}"),
+        Lit::I64(v) | Lit::Index(v) if v == i64::MIN => "(-9223372036854775807ll - 1)".into(),
         Lit::I64(v) => format!("{v}ll"),
+        // Plain `int` literals where they fit, so a narrow index type stays narrow.
+        Lit::Index(v) if i32::try_from(v).is_ok() => format!("{v}"),
+        Lit::Index(v) => format!("{v}ll"),
         // `{:?}` is the shortest text that parses back to the same value.
         Lit::F32(v) if v.is_finite() => format!("{v:?}f"),
         Lit::F32(v) => format!("rlx_f32_of(0x{:08x}u)", v.to_bits()),

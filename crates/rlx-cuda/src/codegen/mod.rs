@@ -300,9 +300,17 @@ impl KGen<'_> {
     fn gen_ew(&mut self, space: &[Dim], e: &rlx_compile::program::Expr) -> Result<KCode, String> {
         let name = format!("k{}", self.kid);
         // Kernels the loop IR lowers are rendered from it (the semantics shared by every
-        // GPU backend); the rest (integer arithmetic) by the generator below.
+        // GPU backend); the rest (emulated float formats, casts to f16/bf16 from f64 or
+        // integers, comparisons across dtype classes) by the generator below.
         if let Ok(lk) = rlx_compile::loops::lower_kernel(self.p, self.kid) {
             let ptrs: Vec<String> = lk.bufs.iter().map(|b| self.buf(b.buf)).collect();
+            // Faults land in the run's error word with this kernel's code (`error_of`).
+            let errp = if lk.can_fail() {
+                self.err_ptr()
+            } else {
+                String::new()
+            };
+            let code = ((self.kid as u64) + 1) << 8;
             let dims: HashMap<u32, String> = lk
                 .dims
                 .iter()
@@ -314,6 +322,7 @@ impl KGen<'_> {
                     index_type: "I",
                     buf: &|i| ptrs[i].clone(),
                     dim: &|s| dims[&s].clone(),
+                    fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
                 },
             );
             self.entries

@@ -3,8 +3,8 @@
 //! one definition every GPU renderer takes them from.
 
 use super::{Cx, LowerError};
-use crate::loops::build::{bin, float, select, un};
-use crate::loops::{Bin, Ex, Lit, Ty, Un};
+use crate::loops::build::{bin, float, int, select, un};
+use crate::loops::{Bin, Ex, Fault, Lit, Stmt, Ty, Un};
 use crate::program::{EOp, Expr, Scalar, ViewStep};
 use rlx_ir::{Activation, BinaryOp, CmpOp, DType, Dim};
 
@@ -28,9 +28,6 @@ impl Cx<'_> {
             let Some(ty) = Ty::of(dt) else {
                 return Err(self.fail(format!("a {dt:?} value")));
             };
-            if ty == Ty::I64 {
-                return Err(self.fail(format!("integer arithmetic ({dt:?})")));
-            }
             let arg = |i: usize| v[n.args[i] as usize].clone();
             let arg_dt = |i: usize| e.nodes[n.args[i] as usize].dtype;
             let value = match &n.op {
@@ -42,6 +39,12 @@ impl Cx<'_> {
                     }
                 }
                 EOp::Const(s) => round(dt, literal(*s, ty)),
+                EOp::Unary(a) if ty == Ty::I64 => round(dt, self.int_activation(*a, arg(0))?),
+                EOp::Binary(op) if ty == Ty::I64 => {
+                    let r = self.int_binary(*op, arg(0), arg(1), dt)?;
+                    round(dt, r)
+                }
+                EOp::Binary(op) if ty == Ty::Bool => self.bool_binary(*op, arg(0), arg(1))?,
                 EOp::Core => match &env.core {
                     Some(c) => c.clone(),
                     None => return Err(self.fail("the kernel core outside an epilogue".into())),
@@ -51,7 +54,7 @@ impl Cx<'_> {
                 EOp::Compare(c) => {
                     let (a, b) = (arg(0), arg(1));
                     let (ta, tb) = (Ty::of(arg_dt(0)), Ty::of(arg_dt(1)));
-                    if ta != tb || ta == Some(Ty::I64) {
+                    if ta != tb {
                         return Err(self.fail(format!(
                             "a comparison of {:?} with {:?}",
                             arg_dt(0),
@@ -102,9 +105,155 @@ impl Cx<'_> {
             (Some(Ty::Bool), Some(t)) if t.is_float() => {
                 round(to, select(a, float(t, 1.0), float(t, 0.0)))
             }
+            (Some(Ty::I64), Some(Ty::Bool)) => bin(Bin::Ne, a, Ex::Lit(Lit::I64(0))),
+            (Some(Ty::Bool), Some(Ty::I64)) => {
+                select(a, Ex::Lit(Lit::I64(1)), Ex::Lit(Lit::I64(0)))
+            }
+            // Integers wrap to the narrower width.
+            (Some(Ty::I64), Some(Ty::I64)) => round(to, a),
+            // One rounding of the exact integer: f32/f64 directly from the i64.
+            (Some(Ty::I64), Some(t)) if matches!(to, DType::F32 | DType::F64) => {
+                Ex::Convert(t, Box::new(a))
+            }
+            // Truncate toward zero, saturate to the target's range, NaN → 0 (the bounds
+            // are compared in f64, where every one of them is exact).
+            (Some(t), Some(Ty::I64)) if t.is_float() => {
+                let x = if t == Ty::F64 {
+                    a
+                } else {
+                    Ex::Convert(Ty::F64, Box::new(a))
+                };
+                let (lo, hi) = int_range(to);
+                let f = |v: f64| Ex::Lit(Lit::F64(v));
+                let clamped = select(
+                    bin(Bin::Le, x.clone(), f(lo)),
+                    f(lo),
+                    select(bin(Bin::Le, f(hi), x.clone()), f(hi), x),
+                );
+                Ex::Convert(Ty::I64, Box::new(clamped))
+            }
             _ => {
                 return Err(self.fail(format!("a cast from {from:?} to {to:?}")));
             }
+        })
+    }
+
+    /// An activation on integer values: only the integer-closed ones are defined.
+    fn int_activation(&self, a: Activation, x: Ex) -> Result<Ex, LowerError> {
+        let i = |v: i64| Ex::Lit(Lit::I64(v));
+        Ok(match a {
+            Activation::Neg => un(Un::Neg, x),
+            Activation::Abs => select(bin(Bin::Lt, x.clone(), i(0)), un(Un::Neg, x.clone()), x),
+            Activation::Relu => select(bin(Bin::Lt, x.clone(), i(0)), i(0), x),
+            Activation::Sign => select(
+                bin(Bin::Lt, i(0), x.clone()),
+                i(1),
+                select(bin(Bin::Lt, x, i(0)), i(-1), i(0)),
+            ),
+            Activation::Round | Activation::Floor | Activation::Ceil => x,
+            other => {
+                return Err(self.fail(format!("`{}` on integer values", other.name())));
+            }
+        })
+    }
+
+    /// A binary op on integer values of dtype `dt` (the result is wrapped by the caller).
+    /// Division by zero and negative shifts raise the oracle's errors; the value computed
+    /// alongside never divides by zero or shifts out of range.
+    fn int_binary(&mut self, op: BinaryOp, a: Ex, b: Ex, dt: DType) -> Result<Ex, LowerError> {
+        let i = |v: i64| Ex::Lit(Lit::I64(v));
+        let width = (dt.size_bytes() * 8) as i64;
+        let a = self.b.bind(Ty::I64, a);
+        let b = self.b.bind(Ty::I64, b);
+        let guard = |cx: &mut Self, cond: Ex, fault: Fault| {
+            cx.b.push(Stmt::If {
+                cond,
+                body: vec![Stmt::Fail(fault)],
+            });
+        };
+        Ok(match op {
+            BinaryOp::Add => bin(Bin::Add, a, b),
+            BinaryOp::Sub => bin(Bin::Sub, a, b),
+            BinaryOp::Mul => bin(Bin::Mul, a, b),
+            BinaryOp::Max => select(bin(Bin::Lt, a.clone(), b.clone()), b, a),
+            BinaryOp::Min => select(bin(Bin::Lt, b.clone(), a.clone()), b, a),
+            BinaryOp::BitAnd => bin(Bin::BitAnd, a, b),
+            BinaryOp::BitOr => bin(Bin::BitOr, a, b),
+            BinaryOp::BitXor => bin(Bin::BitXor, a, b),
+            BinaryOp::Div | BinaryOp::Mod => {
+                guard(
+                    self,
+                    bin(Bin::Eq, b.clone(), i(0)),
+                    Fault::IntegerDivisionByZero,
+                );
+                let safe = select(bin(Bin::Eq, b.clone(), i(0)), i(1), b.clone());
+                // MIN / −1 wraps to MIN (and MIN % −1 is 0) without overflowing.
+                let minus_one = bin(Bin::Eq, b, i(-1));
+                if op == BinaryOp::Div {
+                    select(minus_one, un(Un::Neg, a.clone()), bin(Bin::Div, a, safe))
+                } else {
+                    select(minus_one, i(0), bin(Bin::Rem, a, safe))
+                }
+            }
+            BinaryOp::Shl | BinaryOp::Shr => {
+                guard(self, bin(Bin::Lt, b.clone(), i(0)), Fault::NegativeShift);
+                let out = bin(Bin::Le, i(width), b.clone());
+                let safe = select(
+                    bin(Bin::Or, out.clone(), bin(Bin::Lt, b.clone(), i(0))),
+                    i(0),
+                    b,
+                );
+                if op == BinaryOp::Shl {
+                    select(out, i(0), bin(Bin::Shl, a, safe))
+                } else {
+                    let fill = select(bin(Bin::Lt, a.clone(), i(0)), i(-1), i(0));
+                    select(out, fill, bin(Bin::Shr, a, safe))
+                }
+            }
+            BinaryOp::Pow => {
+                // Square-and-multiply over the 63 bits of a non-negative exponent,
+                // wrapping; a negative exponent gives the integer part of the real power.
+                let acc = self.accumulator(Ty::I64, i(1));
+                let base = self.accumulator(Ty::I64, a.clone());
+                let e = b.clone();
+                self.counted(int(63), |cx, bit| {
+                    let bit = Ex::Convert(Ty::I64, Box::new(bit));
+                    let set = bin(
+                        Bin::Ne,
+                        bin(Bin::BitAnd, bin(Bin::Shr, e.clone(), bit), i(1)),
+                        i(0),
+                    );
+                    cx.b.push(Stmt::If {
+                        cond: set,
+                        body: vec![Stmt::Assign {
+                            var: acc,
+                            value: bin(Bin::Mul, Ex::Var(acc), Ex::Var(base)),
+                        }],
+                    });
+                    cx.assign(base, bin(Bin::Mul, Ex::Var(base), Ex::Var(base)));
+                    Ok(())
+                })?;
+                let odd = bin(Bin::Ne, bin(Bin::BitAnd, b.clone(), i(1)), i(0));
+                let negative = select(
+                    bin(Bin::Eq, a.clone(), i(1)),
+                    i(1),
+                    select(bin(Bin::Eq, a, i(-1)), select(odd, i(-1), i(1)), i(0)),
+                );
+                select(bin(Bin::Lt, b, i(0)), negative, Ex::Var(acc))
+            }
+            BinaryOp::Atan2 => {
+                return Err(self.fail("`atan2` on integer values".into()));
+            }
+        })
+    }
+
+    /// A binary op on bools: `and`/`or`/`xor` are logical, `max` is or, `min` is and.
+    fn bool_binary(&self, op: BinaryOp, a: Ex, b: Ex) -> Result<Ex, LowerError> {
+        Ok(match op {
+            BinaryOp::BitAnd | BinaryOp::Min => bin(Bin::And, a, b),
+            BinaryOp::BitOr | BinaryOp::Max => bin(Bin::Or, a, b),
+            BinaryOp::BitXor => bin(Bin::Ne, a, b),
+            other => return Err(self.fail(format!("`{}` on bool values", other.name()))),
         })
     }
 
@@ -123,23 +272,38 @@ impl Cx<'_> {
     }
 }
 
-/// Re-round a value computed in f32 to the node's narrow float dtype.
+/// Re-round a value computed in f32 to the node's narrow float dtype, or wrap an
+/// integer to the node's width.
 pub(super) fn round(dt: DType, e: Ex) -> Ex {
     match dt {
         DType::F16 => un(Un::RoundF16, e),
         DType::BF16 => un(Un::RoundBf16, e),
+        DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U32 => un(Un::Wrap(dt), e),
         _ => e,
     }
 }
 
+/// The value range of an integer dtype, as f64 (exact for every bound).
+fn int_range(dt: DType) -> (f64, f64) {
+    match dt {
+        DType::I8 => (-128.0, 127.0),
+        DType::I16 => (-32768.0, 32767.0),
+        DType::I32 => (-2147483648.0, 2147483647.0),
+        DType::U8 => (0.0, 255.0),
+        DType::U32 => (0.0, 4294967295.0),
+        // i64: the conversion itself saturates.
+        _ => (f64::NEG_INFINITY, f64::INFINITY),
+    }
+}
+
 fn literal(s: Scalar, ty: Ty) -> Ex {
-    let v = match s {
-        Scalar::F(v) => v,
-        Scalar::I(v) => v as f64,
-    };
-    match ty {
-        Ty::Bool => Ex::Lit(Lit::Bool(v != 0.0)),
-        _ => float(ty, v),
+    match (s, ty) {
+        (Scalar::I(v), Ty::I64) => Ex::Lit(Lit::I64(v)),
+        (Scalar::F(v), Ty::I64) => Ex::Lit(Lit::I64(v as i64)),
+        (Scalar::I(v), Ty::Bool) => Ex::Lit(Lit::Bool(v != 0)),
+        (Scalar::F(v), Ty::Bool) => Ex::Lit(Lit::Bool(v != 0.0)),
+        (Scalar::I(v), _) => float(ty, v as f64),
+        (Scalar::F(v), _) => float(ty, v),
     }
 }
 

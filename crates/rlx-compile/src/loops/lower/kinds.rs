@@ -159,7 +159,7 @@ impl Cx<'_> {
                 })
                 .collect();
             let flat = cx.ravel(&coords, r.in_space);
-            let flat = cx.b.bind(Ty::I64, flat);
+            let flat = cx.b.bind(Ty::Index, flat);
             let mut env = Env {
                 space: r.in_space,
                 flat,
@@ -205,7 +205,8 @@ impl Cx<'_> {
         let f = |v: f64| float(ty, v);
         // The prologue's value at column `j` of this row, with its point.
         let value = |cx: &mut Self, j: &Ex| -> Result<(Ex, Ex, Vec<Ex>), super::LowerError> {
-            let flat = cx.b.bind(Ty::I64, add(mul(Ex::Item, c.clone()), j.clone()));
+            let flat =
+                cx.b.bind(Ty::Index, add(mul(Ex::Item, c.clone()), j.clone()));
             let mut coords = row_coords.clone();
             coords.push(j.clone());
             let mut env = Env {

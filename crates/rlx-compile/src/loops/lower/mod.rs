@@ -141,8 +141,8 @@ impl Cx<'_> {
                 break;
             }
             let n = self.dim(dims[d]);
-            idx[d] = self.b.bind(Ty::I64, rem(rest.clone(), n.clone()));
-            rest = self.b.bind(Ty::I64, div(rest, n));
+            idx[d] = self.b.bind(Ty::Index, rem(rest.clone(), n.clone()));
+            rest = self.b.bind(Ty::Index, div(rest, n));
         }
         idx
     }
@@ -167,7 +167,7 @@ impl Cx<'_> {
             cur = match &l.steps[k - 1] {
                 ViewStep::Reshape(_) => {
                     let f = self.ravel(&cur, dout);
-                    let f = self.b.bind(Ty::I64, f);
+                    let f = self.b.bind(Ty::Index, f);
                     self.unravel(f, din)
                 }
                 ViewStep::Transpose(perm) => {
@@ -200,7 +200,7 @@ impl Cx<'_> {
             };
         }
         let f = self.ravel(&cur, &dims[0]);
-        self.b.bind(Ty::I64, f)
+        self.b.bind(Ty::Index, f)
     }
 
     /// The error for something this kernel uses that is not lowered.
@@ -239,7 +239,7 @@ impl Cx<'_> {
         end: Ex,
         f: impl FnOnce(&mut Self, Ex) -> Result<(), LowerError>,
     ) -> Result<(), LowerError> {
-        let var = self.b.var(Ty::I64);
+        let var = self.b.var(Ty::Index);
         let (body, ()) = self.nested(|cx| f(cx, Ex::Var(var)))?;
         self.b.push(Stmt::Loop {
             var,
