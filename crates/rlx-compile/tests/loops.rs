@@ -827,3 +827,84 @@ fn rendered_source_declares_buffers_by_storage_type_and_loops_grid_stride() {
     assert!(src.contains("rlx_f32_to_f16("), "{src}");
     assert!(src.contains("item += (i64)gridDim.x * blockDim.x"), "{src}");
 }
+
+#[test]
+fn emulated_formats_narrowing_casts_and_mixed_comparisons_match_the_oracle_bit_for_bit() {
+    let xs = probe_values();
+    let n = xs.len();
+    let xd: Vec<f64> = xs
+        .iter()
+        .map(|&x| x as f64 * 1.000_000_123)
+        .chain([65519.9, 65520.0, 1e-8, 3.3961775e38])
+        .collect();
+    let nd = xd.len();
+    let big: Vec<i64> = vec![
+        i64::MAX,
+        i64::MIN,
+        (1 << 53) + 1,
+        (1 << 60) + (1 << 52) + 1,
+        -((1 << 55) + 3),
+        65519,
+        65520,
+        2049,
+        -2051,
+        0,
+    ];
+    let mut g = Graph::new("formats");
+    let x = g.input("x", Shape::new(&[n], DType::F32));
+    let d = g.input("d", Shape::new(&[nd], DType::F64));
+    let i = g.input("i", Shape::new(&[big.len()], DType::I64));
+    let mut outs = Vec::new();
+    for (e, m, max) in [
+        (4, 3, 448.0f32),
+        (5, 2, 57344.0),
+        (5, 10, 65504.0),
+        (8, 7, 3.389_531_4e38),
+    ] {
+        let f = Op::RoundToFormat {
+            exp_bits: e,
+            man_bits: m,
+            max_normal: max,
+        };
+        outs.push(op(&mut g, f.clone(), vec![x]));
+        outs.push(op(&mut g, f, vec![d]));
+    }
+    for to in [DType::F16, DType::BF16, DType::F32] {
+        outs.push(op(&mut g, Op::Cast { to }, vec![d]));
+        outs.push(op(&mut g, Op::Cast { to }, vec![i]));
+    }
+    // Mixed-class comparisons: f32 with f64 slices of the same length.
+    let dn = op(
+        &mut g,
+        Op::Narrow {
+            axis: 0,
+            start: 0,
+            len: n,
+        },
+        vec![d],
+    );
+    outs.push(op(&mut g, Op::Compare(CmpOp::Lt), vec![x, dn]));
+    outs.push(op(&mut g, Op::Compare(CmpOp::Eq), vec![x, dn]));
+    g.set_outputs(outs);
+    let inputs = [
+        ("x", TensorData::from_f32(&[n], &xs)),
+        ("d", TensorData::from_f64(&[nd], &xd)),
+        ("i", TensorData::from_i64(&[big.len()], &big)),
+    ];
+    let want = oracle(&g, &inputs);
+    let got = run_loops(&compiled(&g), &inputs, &DimBinding::new());
+    for (k, (gv, wv)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(gv.dtype, wv.dtype, "output {k}");
+        let same = gv
+            .to_f64_vec()
+            .iter()
+            .zip(wv.to_f64_vec())
+            .all(|(a, b)| (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits());
+        assert!(
+            same,
+            "output {k}: {:?} vs {:?}",
+            gv.to_f64_vec(),
+            wv.to_f64_vec()
+        );
+    }
+}

@@ -326,6 +326,30 @@ fn unary(op: Un, a: Value) -> Option<Value> {
             Value::F32(x) => Value::F32(half::bf16::from_f32(x).to_f32()),
             _ => return None,
         },
+        Un::RoundHalf(dt) => match a {
+            Value::F64(x) if dt == DType::F16 => Value::F64(half::f16::from_f64(x).to_f64()),
+            Value::F64(x) => Value::F64(half::bf16::from_f64(x).to_f64()),
+            _ => return None,
+        },
+        Un::IntToF64 { prec } => match a {
+            Value::I64(x) => Value::F64(int_to_f64(x, prec)),
+            _ => return None,
+        },
+        Un::RoundFormat {
+            exp_bits,
+            man_bits,
+            max_normal,
+        } => match a {
+            Value::F64(x) => Value::F64(
+                rlx_ir::FloatFormat {
+                    exp_bits,
+                    man_bits,
+                    max_normal,
+                }
+                .round_f64(x),
+            ),
+            _ => return None,
+        },
         Un::Wrap(dt) => match a {
             Value::I64(x) => Value::I64(match dt {
                 DType::I8 => x as i8 as i64,
@@ -405,4 +429,25 @@ fn binary(op: Bin, a: Value, b: Value) -> Option<Value> {
         },
         _ => return None,
     })
+}
+
+/// `v` rounded to `prec` significant bits (ties to even) as an f64: one rounding of the
+/// exact integer.
+fn int_to_f64(v: i64, prec: u32) -> f64 {
+    let mag = v.unsigned_abs();
+    let bits = 64 - mag.leading_zeros();
+    if bits <= 53 || bits <= prec {
+        return v as f64;
+    }
+    let shift = bits - prec;
+    let (mut q, rem, half) = (
+        mag >> shift,
+        mag & ((1u64 << shift) - 1),
+        1u64 << (shift - 1),
+    );
+    if rem > half || (rem == half && q & 1 == 1) {
+        q += 1;
+    }
+    let r = q as f64 * 2f64.powi(shift as i32);
+    if v < 0 { -r } else { r }
 }

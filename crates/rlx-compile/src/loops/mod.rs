@@ -76,7 +76,7 @@ pub struct Var(pub u32);
 
 /// A unary operation on one compute value (the result has the operand's type unless
 /// noted).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Un {
     /// `−x`.
     Neg,
@@ -123,6 +123,25 @@ pub enum Un {
     /// Wrap an i64 to the width of an integer dtype (two's complement; sign- or
     /// zero-extended back to i64).
     Wrap(DType),
+    /// Round an f64 once to the nearest value of `F16` or `BF16` (ties to even, overflow
+    /// to ∞), kept as f64 (exact in f32).
+    RoundHalf(DType),
+    /// An i64 as the f64 nearest to it after rounding the exact integer to `prec`
+    /// significant bits (one rounding even beyond 2⁵³; f64 result).
+    IntToF64 {
+        /// Significant bits kept (11 for f16, 8 for bf16).
+        prec: u32,
+    },
+    /// An f64 rounded to an emulated float format (the oracle's `round_to_format`:
+    /// saturating at `max_normal`, flushing below the f32 normal range).
+    RoundFormat {
+        /// Exponent bits.
+        exp_bits: u32,
+        /// Mantissa bits.
+        man_bits: u32,
+        /// Saturation bound.
+        max_normal: f32,
+    },
 }
 
 /// A binary operation; both operands have the same type.
@@ -368,6 +387,7 @@ impl LoopKernel {
             Ex::Item | Ex::Dim(_) => Ty::Index,
             Ex::Load { buf, .. } => Ty::of(self.bufs[*buf].dtype).expect("real dtype"),
             Ex::Un(Un::IsNan | Un::Not, _) => Ty::Bool,
+            Ex::Un(Un::IntToF64 { .. }, _) => Ty::F64,
             Ex::Un(_, a) => self.ty(a),
             Ex::Bin(op, a, _) => {
                 if op.is_predicate() {

@@ -70,6 +70,39 @@ RLX_LOOP_DEV float rlx_round_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return rlx_f32_of(u & 0xffff0000u);
 }
+RLX_LOOP_DEV double rlx_round_grid(double x, int man, int emin, double maxv, double inf_at) {
+  if (x == 0.0 || x != x || fabs(x) == rlx_f64_of(0x7ff0000000000000ull)) return x;
+  int k; frexp(fabs(x), &k);
+  int e = k - 1 < emin ? emin : k - 1;
+  double r = ldexp(rint(ldexp(fabs(x), man - e)), e - man);
+  if (r >= inf_at || r > maxv) r = rlx_f64_of(0x7ff0000000000000ull);
+  return copysign(r, x);
+}
+RLX_LOOP_DEV double rlx_int_to_f64(long long v, int prec) {
+  unsigned long long mag = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+  int bits = 0;
+  for (unsigned long long t = mag; t; t >>= 1) bits++;
+  if (bits <= 53 || bits <= prec) return (double)v;
+  int shift = bits - prec;
+  unsigned long long q = mag >> shift, rem = mag & ((1ull << shift) - 1ull), half = 1ull << (shift - 1);
+  if (rem > half || (rem == half && (q & 1ull))) q += 1ull;
+  double r = ldexp((double)q, shift);
+  return v < 0 ? -r : r;
+}
+RLX_LOOP_DEV double rlx_round_format(double x, int man, int bias, double maxv) {
+  const double min_normal = 1.1754943508222875e-38;
+  if (x == 0.0 || x != x) return x;
+  double zero = copysign(0.0, x), a = fabs(x);
+  if (a < min_normal) return zero;
+  if (a >= maxv) return copysign(maxv, x);
+  int k; frexp(a, &k);
+  int e = k - 1 < 1 - bias ? 1 - bias : k - 1;
+  int step = e - (man < 52 ? man : 52);
+  double r = ldexp(rint(ldexp(a, -step)), step);
+  if (r > maxv) r = maxv;
+  if (r < min_normal) return zero;
+  return copysign(r, x);
+}
 RLX_LOOP_DEV long long rlx_f64_to_i64(double v) {
   if (v != v) return 0;
   if (v <= -9223372036854775808.0) return (-9223372036854775807ll - 1);
@@ -346,6 +379,25 @@ impl Renderer<'_> {
             Un::Not => format!("(!{x})"),
             Un::RoundF16 => format!("rlx_round_f16({x})"),
             Un::RoundBf16 => format!("rlx_round_bf16({x})"),
+            // f16: 10 fraction bits, min normal exponent −14, max 65504, ∞ from 65520.
+            Un::RoundHalf(DType::F16) => {
+                format!("rlx_round_grid({x}, 10, -14, 65504.0, 65520.0)")
+            }
+            Un::RoundHalf(_) => format!(
+                "rlx_round_grid({x}, 7, -126, 3.3895313892515355e38, 3.3961775292304135e38)"
+            ),
+            Un::IntToF64 { prec } => format!("rlx_int_to_f64({x}, {prec})"),
+            Un::RoundFormat {
+                exp_bits,
+                man_bits,
+                max_normal,
+            } => {
+                let bias = (1i64 << (exp_bits.clamp(1, 30) - 1)) - 1;
+                format!(
+                    "rlx_round_format({x}, {man_bits}, {bias}, {})",
+                    lit(Lit::F64(max_normal as f64))
+                )
+            }
             Un::Wrap(dt) => match dt {
                 DType::I8 => format!("(long long)(signed char){x}"),
                 DType::I16 => format!("(long long)(short){x}"),

@@ -4,7 +4,8 @@
 //! Each program kernel becomes one or more `extern "C"` entry points sharing a parameter
 //! block `P<k> { char* b[..]; long long m[..]; }` (buffer pointers, then run-time
 //! integers, see the private `meta` module):
-//! - elementwise: one grid-stride kernel over the iteration space;
+//! - elementwise: one grid-stride kernel over the iteration space, lowered to the loop IR
+//!   (`rlx_compile::loops`) and rendered by its C++ renderer;
 //! - reduction: a main kernel (segmented block tree when the last axis is reduced, one
 //!   thread per output otherwise), optionally split over the reduced extent with a
 //!   finalize kernel combining the partials in a fixed order (bit-identical results);
@@ -270,7 +271,7 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
     for (kid, k) in p.kernels.iter().enumerate() {
         let mut g = KGen::new(p, k, kid, fixed.as_deref());
         let kind = match &k.kind {
-            KernelKind::Elementwise { space, expr } => g.gen_ew(space, expr),
+            KernelKind::Elementwise { space, .. } => g.gen_ew(space),
             KernelKind::Reduce { .. } => g.gen_reduce().map(KCode::Reduce),
             KernelKind::Row { .. } => g.gen_row().map(KCode::Row),
             KernelKind::Attention { .. } => g.gen_attention().map(KCode::Attention),
@@ -297,61 +298,33 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
 
 impl KGen<'_> {
     /// An elementwise kernel: one thread per element of `space`, grid-stride.
-    fn gen_ew(&mut self, space: &[Dim], e: &rlx_compile::program::Expr) -> Result<KCode, String> {
+    fn gen_ew(&mut self, space: &[Dim]) -> Result<KCode, String> {
         let name = format!("k{}", self.kid);
-        // Kernels the loop IR lowers are rendered from it (the semantics shared by every
-        // GPU backend); the rest (emulated float formats, casts to f16/bf16 from f64 or
-        // integers, comparisons across dtype classes) by the generator below.
-        if let Ok(lk) = rlx_compile::loops::lower_kernel(self.p, self.kid) {
-            let ptrs: Vec<String> = lk.bufs.iter().map(|b| self.buf(b.buf)).collect();
-            // Faults land in the run's error word with this kernel's code (`error_of`).
-            let errp = if lk.can_fail() {
-                self.err_ptr()
-            } else {
-                String::new()
-            };
-            let code = ((self.kid as u64) + 1) << 8;
-            let dims: HashMap<u32, String> = lk
-                .dims
-                .iter()
-                .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
-                .collect();
-            let body = rlx_compile::loops::render_c_loop(
-                &lk,
-                &rlx_compile::loops::CEmbedding {
-                    index_type: "I",
-                    buf: &|i| ptrs[i].clone(),
-                    dim: &|s| dims[&s].clone(),
-                    fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
-                },
-            );
-            self.entries
-                .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&name)));
-            return Ok(KCode::Ew {
-                entry: name,
-                space: space.to_vec(),
-            });
-        }
-        let mut body = String::new();
-        let n = self.numel(space);
-        body.push_str(&format!("  const I n = {n};\n"));
-        body.push_str(
-            "  for (I f = (I)blockIdx.x * blockDim.x + threadIdx.x; f < n; f += (I)gridDim.x * blockDim.x) {\n",
-        );
-        let idx = self.unravel_stmts(&mut body, "    ", "f", space, "x");
-        let env = expr::Env {
-            idx: &idx,
-            flat: "f",
-            core: None,
+        // Lowered once to the loop IR (the semantics every GPU backend shares), rendered
+        // into this backend's parameter-block convention.
+        let lk = rlx_compile::loops::lower_kernel(self.p, self.kid).map_err(|e| e.to_string())?;
+        let ptrs: Vec<String> = lk.bufs.iter().map(|b| self.buf(b.buf)).collect();
+        // Faults land in the run's error word with this kernel's code (`error_of`).
+        let errp = if lk.can_fail() {
+            self.err_ptr()
+        } else {
+            String::new()
         };
-        let vars = self.expr(&mut body, "    ", e, "v", &env)?;
-        let st = self.k.stores[0];
-        let st_line = self.store(
-            &vars[st.value as usize],
-            e.nodes[st.value as usize].dtype,
-            "f",
+        let code = ((self.kid as u64) + 1) << 8;
+        let dims: HashMap<u32, String> = lk
+            .dims
+            .iter()
+            .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
+            .collect();
+        let body = rlx_compile::loops::render_c_loop(
+            &lk,
+            &rlx_compile::loops::CEmbedding {
+                index_type: "I",
+                buf: &|i| ptrs[i].clone(),
+                dim: &|s| dims[&s].clone(),
+                fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
+            },
         );
-        body.push_str(&format!("    {st_line}\n  }}\n"));
         self.entries
             .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&name)));
         Ok(KCode::Ew {

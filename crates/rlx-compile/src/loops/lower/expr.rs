@@ -54,19 +54,48 @@ impl Cx<'_> {
                 EOp::Compare(c) => {
                     let (a, b) = (arg(0), arg(1));
                     let (ta, tb) = (Ty::of(arg_dt(0)), Ty::of(arg_dt(1)));
-                    if ta != tb {
+                    if ta == tb {
+                        compare(*c, a, b)
+                    } else if ta == Some(Ty::Bool)
+                        || tb == Some(Ty::Bool)
+                        || ta.is_none()
+                        || tb.is_none()
+                    {
                         return Err(self.fail(format!(
                             "a comparison of {:?} with {:?}",
                             arg_dt(0),
                             arg_dt(1)
                         )));
+                    } else {
+                        // Across classes (integer with float, f32 with f64): both in f64,
+                        // exact for every float and for integers up to 2⁵³.
+                        let f = |x: Ex| Ex::Convert(Ty::F64, Box::new(x));
+                        compare(*c, f(a), f(b))
                     }
-                    compare(*c, a, b)
                 }
                 EOp::Where => select(arg(0), arg(1), arg(2)),
                 EOp::Cast => self.cast(arg(0), arg_dt(0), dt)?,
-                EOp::RoundToFormat { .. } => {
-                    return Err(self.fail("round_to_format".into()));
+                EOp::RoundToFormat {
+                    exp_bits,
+                    man_bits,
+                    max_normal,
+                } => {
+                    if !matches!(Ty::of(arg_dt(0)), Some(Ty::F32 | Ty::F64)) {
+                        return Err(
+                            self.fail(format!("round_to_format of a {:?} value", arg_dt(0)))
+                        );
+                    }
+                    let x = Ex::Convert(Ty::F64, Box::new(arg(0)));
+                    let r = un(
+                        Un::RoundFormat {
+                            exp_bits: *exp_bits,
+                            man_bits: *man_bits,
+                            max_normal: *max_normal,
+                        },
+                        x,
+                    );
+                    from_f64(r, dt)
+                        .ok_or_else(|| self.fail(format!("round_to_format to {dt:?}")))?
                 }
             };
             let value = self.b.bind(ty, value);
@@ -99,7 +128,9 @@ impl Cx<'_> {
             _ if from == to => a,
             (Some(Ty::F32), Some(Ty::F32)) => round(to, a),
             (Some(Ty::F32), Some(Ty::F64)) => Ex::Convert(Ty::F64, Box::new(a)),
-            (Some(Ty::F64), Some(Ty::F32)) if to == DType::F32 => Ex::Convert(Ty::F32, Box::new(a)),
+            (Some(Ty::F64), Some(Ty::F32)) => {
+                from_f64(a, to).ok_or_else(|| self.fail(format!("a cast to {to:?}")))?
+            }
             // NaN is true, like every nonzero value.
             (Some(t), Some(Ty::Bool)) if t.is_float() => bin(Bin::Ne, a, float(t, 0.0)),
             (Some(Ty::Bool), Some(t)) if t.is_float() => {
@@ -111,9 +142,15 @@ impl Cx<'_> {
             }
             // Integers wrap to the narrower width.
             (Some(Ty::I64), Some(Ty::I64)) => round(to, a),
-            // One rounding of the exact integer: f32/f64 directly from the i64.
+            // One rounding of the exact integer: f32/f64 directly from the i64, f16/bf16
+            // through the integer rounded to their precision (exact in f64).
             (Some(Ty::I64), Some(t)) if matches!(to, DType::F32 | DType::F64) => {
                 Ex::Convert(t, Box::new(a))
+            }
+            (Some(Ty::I64), Some(Ty::F32)) => {
+                let prec = if to == DType::F16 { 11 } else { 8 };
+                let x = un(Un::IntToF64 { prec }, a);
+                from_f64(x, to).ok_or_else(|| self.fail(format!("a cast to {to:?}")))?
             }
             // Truncate toward zero, saturate to the target's range, NaN → 0 (the bounds
             // are compared in f64, where every one of them is exact).
@@ -281,6 +318,17 @@ pub(super) fn round(dt: DType, e: Ex) -> Ex {
         DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U32 => un(Un::Wrap(dt), e),
         _ => e,
     }
+}
+
+/// An f64 value as a value of float dtype `dt`, rounded once (`None`: not a float dtype).
+fn from_f64(x: Ex, dt: DType) -> Option<Ex> {
+    Some(match dt {
+        DType::F64 => x,
+        DType::F32 => Ex::Convert(Ty::F32, Box::new(x)),
+        // One rounding to the half grid; the result is exact in f32.
+        DType::F16 | DType::BF16 => Ex::Convert(Ty::F32, Box::new(un(Un::RoundHalf(dt), x))),
+        _ => return None,
+    })
 }
 
 /// The value range of an integer dtype, as f64 (exact for every bound).
