@@ -12,7 +12,7 @@ use rlx_ir::{
     Activation, BinaryOp, CmpOp, DType, Dim, DimBinding, IrError, IrResult, NodeId, Op, ReduceOp,
     Shape,
 };
-pub use view::{Strided, ViewStep, bind_load};
+pub use view::{Strided, ViewStep, bind_load, chain_dims};
 
 /// Index of a buffer in [`Program::buffers`].
 pub type BufId = usize;

@@ -70,6 +70,26 @@ impl Strided {
     }
 }
 
+/// The dims after each step of `steps` applied to a buffer of `buf` dims (index 0 is
+/// the buffer itself, the last entry the view's dims).
+pub fn chain_dims(buf: &[Dim], steps: &[ViewStep]) -> Vec<Vec<Dim>> {
+    let mut out = vec![buf.to_vec()];
+    for s in steps {
+        let prev = out.last().expect("starts non-empty");
+        let next = match s {
+            ViewStep::Reshape(d) | ViewStep::Expand(d) => d.clone(),
+            ViewStep::Transpose(perm) => perm.iter().map(|&p| prev[p]).collect(),
+            ViewStep::Narrow { axis, len, .. } => {
+                let mut n = prev.clone();
+                n[*axis] = Dim::Static(*len);
+                n
+            }
+        };
+        out.push(next);
+    }
+    out
+}
+
 /// Bind dims of a step list under `binding`.
 fn bind_dims(d: &[Dim], binding: &DimBinding) -> Option<Vec<usize>> {
     d.iter().map(|x| x.resolve(binding)).collect()

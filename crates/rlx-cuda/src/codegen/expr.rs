@@ -130,8 +130,8 @@ pub(crate) fn cast(a: &str, from: DType, to: DType) -> String {
             }
         }
         (_, DType::F32) => match to {
-            DType::F16 => format!("d2h(i2d_prec({a}, 11))"),
-            DType::BF16 => format!("d2bf(i2d_prec({a}, 8))"),
+            DType::F16 => format!("d2h(rlx_int_to_f64({a}, 11))"),
+            DType::BF16 => format!("d2bf(rlx_int_to_f64({a}, 8))"),
             _ => format!("(float)({a})"),
         },
         (_, DType::F64) => format!("(double)({a})"),
@@ -237,7 +237,7 @@ impl KGen<'_> {
                 } => {
                     let bias = (1i64 << (exp_bits.clamp(&1, &30) - 1)) - 1;
                     let r = format!(
-                        "round_format((double)({}), {man_bits}, {bias}, f64_of(0x{:016x}ull))",
+                        "rlx_round_format((double)({}), {man_bits}, {bias}, f64_of(0x{:016x}ull))",
                         a(0),
                         (*max_normal as f64).to_bits()
                     );

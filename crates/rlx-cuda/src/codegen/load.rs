@@ -25,25 +25,7 @@ pub(crate) enum Form {
     Chain,
 }
 
-/// The dims after each step of `steps` applied to a buffer of `buf` dims (index 0 is the
-/// buffer itself).
-pub(crate) fn chain_dims(buf: &[Dim], steps: &[ViewStep]) -> Vec<Vec<Dim>> {
-    let mut out = vec![buf.to_vec()];
-    for s in steps {
-        let prev = out.last().unwrap();
-        let next = match s {
-            ViewStep::Reshape(d) | ViewStep::Expand(d) => d.clone(),
-            ViewStep::Transpose(perm) => perm.iter().map(|&p| prev[p]).collect(),
-            ViewStep::Narrow { axis, len, .. } => {
-                let mut n = prev.clone();
-                n[*axis] = Dim::Static(*len);
-                n
-            }
-        };
-        out.push(next);
-    }
-    out
-}
+pub(crate) use rlx_compile::program::chain_dims;
 
 impl KGen<'_> {
     /// The form of kernel load `l`.

@@ -259,6 +259,8 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
         .as_ref()
         .is_some_and(|bd| max_extent(p, bd) < (1usize << 31));
     let mut source = String::with_capacity(16 * 1024);
+    // The loop-IR helpers first: the backend's own prelude builds on them.
+    source.push_str(rlx_compile::loops::C_PRELUDE);
     source.push_str(prelude::PRELUDE);
     source.push_str(if small {
         "typedef unsigned int I;\n"
@@ -266,7 +268,6 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
         "typedef unsigned long long I;\n"
     });
     source.push_str("RLX_DEV I imin(I a, I b) { return a < b ? a : b; }\n");
-    source.push_str(rlx_compile::loops::C_PRELUDE);
     let mut kernels = Vec::with_capacity(p.kernels.len());
     for (kid, k) in p.kernels.iter().enumerate() {
         let mut g = KGen::new(p, k, kid, fixed.as_deref());

@@ -134,37 +134,11 @@ RLX_DEV u16 f2bf(float f) { return f2bf_soft(f); }
 RLX_DEV float rnd_h(float x) { return h2f(f2h(x)); }
 RLX_DEV float rnd_bf(float x) { return bf2f(f2bf(x)); }
 
-// Round a double once to a binary format with `man` fraction bits, minimum normal
-// exponent `emin`, largest finite `maxv` (beyond it: infinity). The result is exact
-// in f32 for f16 and bf16, so a later f32 -> f16/bf16 conversion is exact.
-RLX_DEV double round_to_grid(double x, int man, int emin, double maxv, double inf_at) {
-  if (x == 0.0 || x != x) return x;
-  double a = fabs(x);
-  if (a == d_inf()) return x;
-  int k; frexp(a, &k);
-  int e = k - 1;
-  if (e < emin) e = emin;
-  double q = rint(ldexp(a, man - e));
-  double r = ldexp(q, e - man);
-  if (r >= inf_at || r > maxv) r = d_inf();
-  return copysign(r, x);
-}
-RLX_DEV float d2h(double x) { return (float)round_to_grid(x, 10, -14, 65504.0, 65536.0); }
+// Doubles rounded once to f16 / bf16 (`rlx_round_grid` of the loop-IR prelude, which
+// precedes this one); the result is exact in f32.
+RLX_DEV float d2h(double x) { return (float)rlx_round_grid(x, 10, -14, 65504.0, 65520.0); }
 RLX_DEV float d2bf(double x) {
-  return (float)round_to_grid(x, 7, -126, 3.3895313892515355e38, 3.402823669209385e38);
-}
-// The double nearest an integer after rounding it to `prec` significant bits
-// (integers beyond 2^53 would otherwise round twice on their way to a narrow float).
-RLX_DEV double i2d_prec(i64 v, int prec) {
-  u64 mag = v < 0 ? (u64)0 - (u64)v : (u64)v;
-  int bits = 0;
-  for (u64 t = mag; t; t >>= 1) bits++;
-  if (bits <= 53 || bits <= prec) return (double)v;
-  int shift = bits - prec;
-  u64 q = mag >> shift, rem = mag & ((1ull << shift) - 1ull), half = 1ull << (shift - 1);
-  if (rem > half || (rem == half && (q & 1ull))) q += 1ull;
-  double r = ldexp((double)q, shift);
-  return v < 0 ? -r : r;
+  return (float)rlx_round_grid(x, 7, -126, 3.3895313892515355e38, 3.3961775292304135e38);
 }
 // Float -> integer: truncate toward zero, saturate, NaN -> 0.
 RLX_DEV i64 f2i(double x, double lo, double hi, i64 ilo, i64 ihi) {
@@ -333,19 +307,4 @@ RLX_DEV i64 i_min(i64 a, i64 b) { return a < b ? a : b; }
 
 // ---------------------------------------------------------------- emulated formats
 // FloatFormat::round_f64: saturating round to a (exp, man, max) grid; f32 subnormals flush.
-RLX_DEV double round_format(double x, int man, int bias, double maxv) {
-  const double f32_min_normal = 1.1754943508222875e-38;
-  if (x == 0.0 || x != x) return x;
-  double zero = copysign(0.0, x), a = fabs(x);
-  if (a < f32_min_normal) return zero;
-  if (a >= maxv) return copysign(maxv, x);
-  int k; frexp(a, &k);
-  int e = k - 1;
-  if (e < 1 - bias) e = 1 - bias;
-  int step = e - (man < 52 ? man : 52);
-  double r = ldexp(rint(ldexp(a, -step)), step);
-  if (r > maxv) r = maxv;
-  if (r < f32_min_normal) return zero;
-  return copysign(r, x);
-}
 "#;

@@ -327,7 +327,7 @@ impl Cx<'_> {
         let ty = self.float_ty(dtype, "a matmul")?;
         let loads = self.p.kernels[self.k].loads.clone();
         let view = |l: usize| {
-            super::chain_dims(self.p.buffers[loads[l].buf].shape.dims(), &loads[l].steps)
+            crate::program::chain_dims(self.p.buffers[loads[l].buf].shape.dims(), &loads[l].steps)
                 .pop()
                 .expect("a view has dims")
         };

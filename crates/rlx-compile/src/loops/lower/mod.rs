@@ -18,7 +18,7 @@ mod kinds;
 
 use super::build::{Builder, add, bin, div, int, mul, rem, select};
 use super::{Access, Bin, Ex, KernelBuf, LoopKernel, Stmt, Ty};
-use crate::program::{BufId, Load, Program, ViewStep};
+use crate::program::{BufId, Load, Program, ViewStep, chain_dims};
 use rlx_ir::Dim;
 use std::fmt;
 
@@ -260,24 +260,4 @@ impl Cx<'_> {
     fn assign(&mut self, var: super::Var, value: Ex) {
         self.b.push(Stmt::Assign { var, value });
     }
-}
-
-/// The dims after each step of `steps` applied to a buffer of `buf` dims (index 0 is
-/// the buffer itself).
-pub(super) fn chain_dims(buf: &[Dim], steps: &[ViewStep]) -> Vec<Vec<Dim>> {
-    let mut out = vec![buf.to_vec()];
-    for s in steps {
-        let prev = out.last().expect("starts non-empty");
-        let next = match s {
-            ViewStep::Reshape(d) | ViewStep::Expand(d) => d.clone(),
-            ViewStep::Transpose(perm) => perm.iter().map(|&p| prev[p]).collect(),
-            ViewStep::Narrow { axis, len, .. } => {
-                let mut n = prev.clone();
-                n[*axis] = Dim::Static(*len);
-                n
-            }
-        };
-        out.push(next);
-    }
-    out
 }
