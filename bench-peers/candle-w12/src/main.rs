@@ -5,7 +5,9 @@
 //! Times prefill and decode separately over `--repeats` runs after one warm-up run and prints
 //! one machine-readable line per dtype:
 //!
-//! `W12PEER candle <dtype> prefill_tok_s=<median> decode_tok_s=<median> tokens=<ids of the last run>`
+//! `W12PEER candle <dtype> prefill_tok_s=<r1,r2,…> decode_tok_s=<r1,r2,…> tokens=<ids of the last run>`
+//!
+//! (one rate per timed run; rlx-bench reports their median).
 //!
 //! The prompt ids are the same arithmetic sequence rlx-bench's W12 uses
 //! (`(i * 7919 + 13) % vocab`), so the greedy tokens can be compared across engines.
@@ -52,11 +54,6 @@ fn parse_args() -> Result<Args, String> {
         return Err("--prompt-len, --gen and --repeats must be at least 1".into());
     }
     Ok(args)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn argmax_last(logits: &Tensor) -> candle_core::Result<u32> {
@@ -120,12 +117,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             tokens = t;
         }
-        let decode = if dec.is_empty() { 0.0 } else { median(dec) };
+        let list = |v: &[f64]| {
+            v.iter()
+                .map(|r| format!("{r:.3}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         let ids: Vec<String> = tokens.iter().map(u32::to_string).collect();
         println!(
-            "W12PEER candle {dtype_name} prefill_tok_s={:.2} decode_tok_s={:.2} tokens={}",
-            median(pre),
-            decode,
+            "W12PEER candle {dtype_name} prefill_tok_s={} decode_tok_s={} tokens={}",
+            list(&pre),
+            list(&dec),
             ids.join(",")
         );
     }

@@ -6,15 +6,15 @@ greedily one token at a time through `past_key_values` (a hand-written loop rath
 `generate()`, so that prefill and decode are timed separately and nothing else runs
 between steps). One warm-up run, then `--repeats` timed runs; prints per dtype
 
-    W12PEER torch <dtype> prefill_tok_s=<median> decode_tok_s=<median> tokens=<ids>
+    W12PEER torch <dtype> prefill_tok_s=<r1,r2,...> decode_tok_s=<r1,r2,...> tokens=<ids>
 
+(one rate per timed run; rlx-bench reports their median);
 decode counts the generated tokens after the first (which comes from the prefill logits).
 Threads: `torch.set_num_threads(--threads)` (default: $OMP_NUM_THREADS, else 2).
 """
 
 import argparse
 import os
-import statistics
 import time
 
 import torch
@@ -72,10 +72,10 @@ def main():
             pre.append(a.prompt_len / p)
             if a.gen > 1:
                 dec.append((a.gen - 1) / d)
-        decode = statistics.median(dec) if dec else 0.0
         print(
-            f"W12PEER torch {name} prefill_tok_s={statistics.median(pre):.2f} "
-            f"decode_tok_s={decode:.2f} tokens={','.join(map(str, tokens))}",
+            f"W12PEER torch {name} prefill_tok_s={','.join(f'{r:.3f}' for r in pre)} "
+            f"decode_tok_s={','.join(f'{r:.3f}' for r in dec)} "
+            f"tokens={','.join(map(str, tokens))}",
             flush=True,
         )
 

@@ -1,6 +1,7 @@
 //! Running the W12 peers (PyTorch eager and candle) on the same checkpoint and parsing
 //! the one line each prints per dtype:
-//! `W12PEER <system> <dtype> prefill_tok_s=<x> decode_tok_s=<y> tokens=<id,id,…>`.
+//! `W12PEER <system> <dtype> prefill_tok_s=<x,…> decode_tok_s=<y,…> tokens=<id,id,…>`,
+//! one rate per timed run.
 
 use super::{Measured, Opts};
 use std::path::Path;
@@ -42,24 +43,29 @@ pub(crate) fn parse_line(out: &str, system: &str, dtype: &str) -> Result<Measure
             .find_map(|f| f.strip_prefix(key))
             .ok_or_else(|| format!("`{key}` missing from `{line}`"))
     };
-    let rate = |key: &str| -> Result<f64, String> {
+    // One rate per timed run, comma-separated (empty: nothing timed, e.g. `--gen 1`).
+    let rates = |key: &str| -> Result<Vec<f64>, String> {
         field(key)?
-            .parse::<f64>()
-            .map_err(|e| format!("`{key}` in `{line}`: {e}"))
+            .split(',')
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                r.parse::<f64>()
+                    .map_err(|e| format!("`{key}` in `{line}`: {e}"))
+            })
+            .collect()
     };
     let tokens = field("tokens=")?
         .split(',')
         .filter(|t| !t.is_empty())
         .map(|t| t.parse::<u32>().map_err(|e| format!("token `{t}`: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
-    let decode = rate("decode_tok_s=")?;
+    let prefill_tok_s = rates("prefill_tok_s=")?;
+    if prefill_tok_s.is_empty() {
+        return Err(format!("no prefill rate in `{line}`"));
+    }
     Ok(Measured {
-        prefill_tok_s: vec![rate("prefill_tok_s=")?],
-        decode_tok_s: if decode > 0.0 {
-            vec![decode]
-        } else {
-            Vec::new()
-        },
+        prefill_tok_s,
+        decode_tok_s: rates("decode_tok_s=")?,
         tokens,
     })
 }
@@ -127,9 +133,10 @@ mod tests {
 
     #[test]
     fn a_peer_line_parses_into_rates_and_tokens() {
-        let out = "noise\nW12PEER torch f32 prefill_tok_s=512.5 decode_tok_s=31.25 tokens=5,6,7\n";
+        let out =
+            "noise\nW12PEER torch f32 prefill_tok_s=512.5,500 decode_tok_s=31.25 tokens=5,6,7\n";
         let m = parse_line(out, "torch", "f32").unwrap();
-        assert_eq!(m.prefill_tok_s, [512.5]);
+        assert_eq!(m.prefill_tok_s, [512.5, 500.0]);
         assert_eq!(m.decode_tok_s, [31.25]);
         assert_eq!(m.tokens, [5, 6, 7]);
         let e = parse_line(out, "torch", "bf16").err().unwrap();
