@@ -31,19 +31,9 @@ pub(crate) fn view_dims(buf: &[usize], steps: &[ViewStep], b: &DimBinding) -> Op
 
 /// Symbolic dims of the view `steps` over a buffer of `buf` dims.
 pub(crate) fn view_dims_sym(buf: &[Dim], steps: &[ViewStep]) -> Vec<Dim> {
-    let mut d = buf.to_vec();
-    for s in steps {
-        d = match s {
-            ViewStep::Reshape(x) | ViewStep::Expand(x) => x.clone(),
-            ViewStep::Transpose(p) => p.iter().map(|&i| d[i]).collect(),
-            ViewStep::Narrow { axis, len, .. } => {
-                let mut n = d.clone();
-                n[*axis] = Dim::Static(*len);
-                n
-            }
-        };
-    }
-    d
+    rlx_compile::program::chain_dims(buf, steps)
+        .pop()
+        .expect("the chain starts with the buffer's dims")
 }
 
 /// The elements load `l` reads from `buf`, as dense data.
