@@ -237,6 +237,12 @@ impl Machine<'_> {
                 }
             }
             Ex::Convert(t, a) => convert(*t, self.ex(a)?),
+            Ex::External { name, .. } => {
+                return Err(format!(
+                    "loop eval of {}: `{name}` is defined by the host kernel; fragments are rendered, not run",
+                    self.k.name
+                ));
+            }
         })
     }
 }

@@ -30,8 +30,8 @@ mod lower;
 mod render_c;
 
 pub use build::Builder;
-pub use lower::{LowerError, lower_kernel};
-pub use render_c::{C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop};
+pub use lower::{LowerError, lower_epilogue, lower_kernel};
+pub use render_c::{C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop, render_c_statements};
 
 use rlx_ir::DType;
 
@@ -253,6 +253,14 @@ pub enum Ex {
     Bin(Bin, Box<Ex>, Box<Ex>),
     /// `cond ? a : b`, both branches evaluated (they have no side effects).
     Select(Box<Ex>, Box<Ex>, Box<Ex>),
+    /// A value the surrounding code defines (a fragment's inputs, see
+    /// [`lower_epilogue`]): rendered as `name`.
+    External {
+        /// The variable name in the host kernel.
+        name: String,
+        /// Its compute type.
+        ty: Ty,
+    },
     /// Numeric conversion to `Ty` (float → i64 truncates toward zero and saturates to the
     /// i64 range, NaN → 0; bool → number is 0/1; number → bool is `≠ 0`).
     Convert(Ty, Box<Ex>),
@@ -398,6 +406,7 @@ impl LoopKernel {
             }
             Ex::Select(_, a, _) => self.ty(a),
             Ex::Convert(t, _) => *t,
+            Ex::External { ty, .. } => *ty,
         }
     }
 }

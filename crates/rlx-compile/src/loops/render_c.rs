@@ -123,6 +123,9 @@ pub struct CEmbedding<'a> {
     pub dim: &'a dyn Fn(u32) -> String,
     /// The statement recording a run-time error.
     pub fail: &'a dyn Fn(Fault) -> String,
+    /// Prefix of the kernel's local variable names (`v` → `v0`, `v1`, …), distinct from
+    /// the host code's own names.
+    pub var_prefix: &'a str,
 }
 
 /// The complete source of `k` in `dialect`: [`C_PRELUDE`] plus one `extern "C"
@@ -167,9 +170,21 @@ pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
             buf: &buf,
             dim: &dim,
             fail: &fail,
+            var_prefix: "v",
         },
     ));
     s.push_str("}\n");
+    s
+}
+
+/// The statements of a fragment (see [`super::lower_epilogue`]), indented by `depth`
+/// levels of two spaces, for a kernel the caller writes.
+pub fn render_c_statements(k: &LoopKernel, embed: &CEmbedding<'_>, depth: usize) -> String {
+    let mut assigned = vec![false; k.vars.len()];
+    mark_assigned(&k.body, &mut assigned);
+    let r = Renderer { k, assigned, embed };
+    let mut s = String::new();
+    r.block(&mut s, &k.body, depth);
     s
 }
 
@@ -267,10 +282,22 @@ impl Renderer<'_> {
                     } else {
                         "const "
                     };
-                    let _ = writeln!(s, "{pad}{c}{t} v{} = {};", var.0, self.ex(value));
+                    let _ = writeln!(
+                        s,
+                        "{pad}{c}{t} {}{} = {};",
+                        self.embed.var_prefix,
+                        var.0,
+                        self.ex(value)
+                    );
                 }
                 Stmt::Assign { var, value } => {
-                    let _ = writeln!(s, "{pad}v{} = {};", var.0, self.ex(value));
+                    let _ = writeln!(
+                        s,
+                        "{pad}{}{} = {};",
+                        self.embed.var_prefix,
+                        var.0,
+                        self.ex(value)
+                    );
                 }
                 Stmt::Store { buf, index, value } => {
                     let v = self.ex(value);
@@ -290,11 +317,12 @@ impl Renderer<'_> {
                 } => {
                     let _ = writeln!(
                         s,
-                        "{pad}for ({3} v{0} = {1}; v{0} < {2}; ++v{0}) {{",
+                        "{pad}for ({3} {4}{0} = {1}; {4}{0} < {2}; ++{4}{0}) {{",
                         var.0,
                         self.ex(start),
                         self.ex(end),
-                        self.embed.index_type
+                        self.embed.index_type,
+                        self.embed.var_prefix
                     );
                     self.block(s, body, depth + 1);
                     let _ = writeln!(s, "{pad}}}");
@@ -314,7 +342,8 @@ impl Renderer<'_> {
     fn ex(&self, e: &Ex) -> String {
         match e {
             Ex::Lit(l) => lit(*l),
-            Ex::Var(v) => format!("v{}", v.0),
+            Ex::Var(v) => format!("{}{}", self.embed.var_prefix, v.0),
+            Ex::External { name, .. } => name.clone(),
             Ex::Item => "item".into(),
             Ex::Dim(d) => format!("(({}){})", self.embed.index_type, (self.embed.dim)(*d)),
             Ex::Load { buf, index } => {

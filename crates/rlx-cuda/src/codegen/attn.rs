@@ -201,7 +201,7 @@ impl KGen<'_> {
             "  if (live) {{\n    #pragma unroll\n    for (I dd = 0; dd < {dv}; dd++) {{\n      float y = cnt == 0 ? 0.f : ((bad || m == -f_inf()) ? f_nan() : acc[dd] / l);\n      I of = ((b * Sq + qi) * H + h) * {dv} + dd;\n      {} core = y;\n",
             ctype(*dtype)
         ));
-        b.push_str(&self.epilogue("      ", epilogue, out_space, "of", "core")?);
+        b.push_str(&self.epilogue("      ", epilogue, out_space, "of", "core", *dtype)?);
         b.push_str("    }\n  }\n");
         self.entries
             .push_str(&format!("{} {{\n{b}}}\n", self.entry_header(&name)));

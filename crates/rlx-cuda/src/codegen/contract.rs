@@ -154,7 +154,7 @@ impl KGen<'_> {
             ctype(dtype),
             expr::dt_name(dtype)
         );
-        s.push_str(&self.epilogue("    ", epilogue, out_space, "f", "core")?);
+        s.push_str(&self.epilogue("    ", epilogue, out_space, "f", "core", dtype)?);
         s.push_str("  }\n");
         self.entries
             .push_str(&format!("{} {{\n{s}}}\n", self.entry_header(&epi)));
@@ -212,7 +212,7 @@ impl KGen<'_> {
             ctype(dtype),
             expr::cast("acc", acc_dt, dtype)
         ));
-        s.push_str(&self.epilogue("    ", epilogue, out_space, "f", "core")?);
+        s.push_str(&self.epilogue("    ", epilogue, out_space, "f", "core", dtype)?);
         s.push_str("  }\n");
         self.entries
             .push_str(&format!("{} {{\n{s}}}\n", self.entry_header(&generic)));

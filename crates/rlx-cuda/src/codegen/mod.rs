@@ -324,6 +324,7 @@ impl KGen<'_> {
                 buf: &|i| ptrs[i].clone(),
                 dim: &|s| dims[&s].clone(),
                 fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
+                var_prefix: "v",
             },
         );
         self.entries
@@ -335,7 +336,8 @@ impl KGen<'_> {
     }
 
     /// Emit an epilogue: `core` (a variable of `core_dt`) at out-space flat index `flat`,
-    /// evaluated with `epi` and stored. Returns the statements.
+    /// evaluated with `epi` and stored. Returns the statements (lowered once to the loop
+    /// IR and rendered into this kernel; `indent` is the host code's indentation).
     pub(crate) fn epilogue(
         &mut self,
         indent: &str,
@@ -343,22 +345,34 @@ impl KGen<'_> {
         out_space: &[Dim],
         flat: &str,
         core: &str,
+        core_dt: DType,
     ) -> Result<String, String> {
-        let mut s = String::new();
-        let idx = self.unravel_stmts(&mut s, indent, flat, out_space, "e");
-        let env = expr::Env {
-            idx: &idx,
-            flat,
-            core: Some(core),
+        let frag = rlx_compile::loops::lower_epilogue(
+            self.p, self.kid, epi, out_space, flat, core, core_dt,
+        )
+        .map_err(|e| e.to_string())?;
+        let ptrs: Vec<String> = frag.bufs.iter().map(|b| self.buf(b.buf)).collect();
+        let errp = if frag.can_fail() {
+            self.err_ptr()
+        } else {
+            String::new()
         };
-        let vars = self.expr(&mut s, indent, epi, "w", &env)?;
-        let st = self.k.stores[0];
-        let line = self.store(
-            &vars[st.value as usize],
-            epi.nodes[st.value as usize].dtype,
-            flat,
-        );
-        s.push_str(&format!("{indent}{line}\n"));
-        Ok(s)
+        let code = ((self.kid as u64) + 1) << 8;
+        let dims: HashMap<u32, String> = frag
+            .dims
+            .iter()
+            .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
+            .collect();
+        Ok(rlx_compile::loops::render_c_statements(
+            &frag,
+            &rlx_compile::loops::CEmbedding {
+                index_type: "I",
+                buf: &|i| ptrs[i].clone(),
+                dim: &|s| dims[&s].clone(),
+                fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
+                var_prefix: "ep",
+            },
+            indent.len() / 2,
+        ))
     }
 }

@@ -152,7 +152,7 @@ impl KGen<'_> {
             }
             let core = expr::cast("tot", cls, dtype);
             s.push_str(&format!("{ind}{} core = {core};\n", ctype(dtype)));
-            s.push_str(&g.epilogue(ind, epilogue, out_space, flat, "core")?);
+            s.push_str(&g.epilogue(ind, epilogue, out_space, flat, "core", dtype)?);
             Ok(s)
         };
 

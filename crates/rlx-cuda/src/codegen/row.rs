@@ -84,7 +84,7 @@ impl KGen<'_> {
         let out_line = |g: &mut Self, y: &str| -> Result<String, String> {
             let core = expr::cast(y, cls, *dtype);
             let mut s = format!("      {} core = {core};\n", ctype(*dtype));
-            s.push_str(&g.epilogue("      ", epilogue, space, "jf", "core")?);
+            s.push_str(&g.epilogue("      ", epilogue, space, "jf", "core", *dtype)?);
             Ok(s)
         };
         match op {

@@ -126,6 +126,25 @@ impl Cx<'_> {
         self.stores(epilogue, &values, flat)
     }
 
+    /// The epilogue at flat point `flat` of `space` with core value `core`, then the
+    /// stores (coordinates unravelled from `flat` on first need).
+    pub(super) fn epilogue_fragment(
+        &mut self,
+        epilogue: &Expr,
+        space: &[Dim],
+        flat: Ex,
+        core: Ex,
+    ) -> Result<(), super::LowerError> {
+        let mut env = Env {
+            space,
+            flat: flat.clone(),
+            coords: None,
+            core: Some(core),
+        };
+        let values = self.expr(epilogue, &mut env)?;
+        self.stores(epilogue, &values, flat)
+    }
+
     /// One item per result element; a serial loop over the reduced positions.
     fn reduce(&mut self, r: &Reduction<'_>) -> Result<Ex, super::LowerError> {
         let in_dt = r.prologue.nodes[r.input as usize].dtype;

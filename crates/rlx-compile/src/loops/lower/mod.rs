@@ -81,6 +81,61 @@ pub fn lower_kernel(p: &Program, k: usize) -> Result<LoopKernel, LowerError> {
     })
 }
 
+/// An epilogue of kernel `k` as a fragment for a backend that writes the rest of the
+/// kernel itself: `epilogue` evaluated at the point of `space` whose flat row-major index
+/// is the host variable `flat` (an index), with the kernel core's value in the host
+/// variable `core` (of dtype `core_dtype`'s compute type), then every store of the kernel
+/// at `flat`. The returned kernel's `body` is the fragment (render it with
+/// [`crate::loops::render_c_statements`]); its `items` is unused.
+pub fn lower_epilogue(
+    p: &Program,
+    k: usize,
+    epilogue: &crate::program::Expr,
+    space: &[Dim],
+    flat: &str,
+    core: &str,
+    core_dtype: rlx_ir::DType,
+) -> Result<LoopKernel, LowerError> {
+    let kernel = &p.kernels[k];
+    let mut cx = Cx {
+        p,
+        k,
+        b: Builder::default(),
+        slots: Vec::new(),
+        dims: Vec::new(),
+        load_slots: Vec::new(),
+    };
+    cx.load_slots = kernel
+        .loads
+        .iter()
+        .map(|l| cx.slot(l.buf, Access::Read))
+        .collect::<Result<_, _>>()?;
+    let Some(core_ty) = Ty::of(core_dtype) else {
+        return Err(cx.fail(format!("an epilogue over {core_dtype:?} values")));
+    };
+    let flat = Ex::External {
+        name: flat.to_string(),
+        ty: Ty::Index,
+    };
+    cx.epilogue_fragment(
+        epilogue,
+        space,
+        flat,
+        Ex::External {
+            name: core.to_string(),
+            ty: core_ty,
+        },
+    )?;
+    Ok(LoopKernel {
+        name: format!("{}_k{k}_epilogue", ident(&p.name)),
+        bufs: cx.slots,
+        dims: cx.dims,
+        items: int(0),
+        vars: cx.b.vars,
+        body: cx.b.body,
+    })
+}
+
 /// `name` as an identifier (letters, digits and `_`, not starting with a digit).
 fn ident(name: &str) -> String {
     let mut s: String = name
