@@ -30,8 +30,10 @@ mod lower;
 mod render_c;
 
 pub use build::Builder;
-pub use lower::{LowerError, lower_epilogue, lower_kernel};
-pub use render_c::{C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop, render_c_statements};
+pub use lower::{LowerError, lower_epilogue, lower_kernel, lower_value};
+pub use render_c::{
+    C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop, render_c_statements, render_c_value,
+};
 
 use rlx_ir::DType;
 

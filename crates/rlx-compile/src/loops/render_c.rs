@@ -188,6 +188,16 @@ pub fn render_c_statements(k: &LoopKernel, embed: &CEmbedding<'_>, depth: usize)
     s
 }
 
+/// Expression `e` of fragment `k` (see [`super::lower_value`]) as C.
+pub fn render_c_value(k: &LoopKernel, embed: &CEmbedding<'_>, e: &Ex) -> String {
+    let r = Renderer {
+        k,
+        assigned: vec![false; k.vars.len()],
+        embed,
+    };
+    r.ex(e)
+}
+
 /// The body of `k` (its grid-stride loop over the work items) for a kernel function
 /// whose header and parameters the caller writes; see [`CEmbedding`].
 pub fn render_c_loop(k: &LoopKernel, embed: &CEmbedding<'_>) -> String {

@@ -1,11 +1,11 @@
-//! Expressions as C statements, one SSA variable per node, with the oracle's dtype
-//! rules: f32/f16/bf16 compute in `float` (f16/bf16 results rounded after every op),
-//! f64 in `double`, integers and bool in wrapping `i64` (wrapped to their width after
-//! every op).
+//! Dtype names, C compute types, literals and casts for the code this backend still
+//! writes by hand (attention, the native opaque kernels, contraction operands): f32/f16/
+//! bf16 compute in `float`, f64 in `double`, integers and bool in `i64`. Fused
+//! expressions (elementwise kernels, prologues, epilogues) are lowered to the loop IR
+//! (`rlx_compile::loops`) and rendered by its C renderer instead.
 
-use super::KGen;
-use rlx_compile::program::{EOp, Expr, Scalar, compute_class};
-use rlx_ir::{Activation, BinaryOp, CmpOp, DType};
+use rlx_compile::program::{Scalar, compute_class};
+use rlx_ir::DType;
 
 /// The prelude's name of a dtype (`ld_f16`, `st_bool`).
 pub(crate) fn dt_name(dt: DType) -> &'static str {
@@ -67,21 +67,6 @@ fn int_lit(v: i64) -> String {
     }
 }
 
-/// Statement rounding/wrapping variable `v` (fresh result of an op) to `dt`.
-fn post(dt: DType, v: &str) -> String {
-    match dt {
-        DType::F16 => format!(" {v} = rnd_h({v});"),
-        DType::BF16 => format!(" {v} = rnd_bf({v});"),
-        DType::I8 => format!(" {v} = (i64)(i8){v};"),
-        DType::I16 => format!(" {v} = (i64)(i16){v};"),
-        DType::I32 => format!(" {v} = (i64)(i32){v};"),
-        DType::U8 => format!(" {v} = (i64)(u8){v};"),
-        DType::U32 => format!(" {v} = (i64)(u32){v};"),
-        DType::Bool => format!(" {v} = {v} != 0;"),
-        _ => String::new(),
-    }
-}
-
 /// `(lo, hi)` saturation bounds of a float → integer conversion into `to`.
 fn int_bounds(to: DType) -> (&'static str, &'static str, &'static str, &'static str) {
     match to {
@@ -140,191 +125,5 @@ pub(crate) fn cast(a: &str, from: DType, to: DType) -> String {
             DType::I64 => format!("(i64)({a})"),
             other => format!("(i64)({})({a})", dt_name(other)),
         },
-    }
-}
-
-fn act_name(a: Activation) -> &'static str {
-    a.name()
-}
-
-/// What an expression reads besides its own nodes.
-pub(crate) struct Env<'e> {
-    /// Names of the space's index variables (row-major) and its flat index.
-    pub idx: &'e [String],
-    pub flat: &'e str,
-    /// The core value (epilogues), already of the core node's compute type.
-    pub core: Option<&'e str>,
-}
-
-impl KGen<'_> {
-    /// Emit `e` as statements (`T {prefix}N = …;`) and return each node's variable.
-    pub(crate) fn expr(
-        &mut self,
-        out: &mut String,
-        indent: &str,
-        e: &Expr,
-        prefix: &str,
-        env: &Env<'_>,
-    ) -> Result<Vec<String>, String> {
-        let mut vars: Vec<String> = Vec::with_capacity(e.nodes.len());
-        let errp = self.err_ptr();
-        let code = ((self.kid as u64) + 1) << 8;
-        for (i, n) in e.nodes.iter().enumerate() {
-            if n.dtype.is_complex()
-                || n.args
-                    .iter()
-                    .any(|&a| e.nodes[a as usize].dtype.is_complex())
-            {
-                return Err("an elementwise expression computes on complex values".into());
-            }
-            let v = format!("{prefix}{i}");
-            let t = ctype(n.dtype);
-            let a = |k: usize| vars[n.args[k] as usize].clone();
-            let adt = |k: usize| e.nodes[n.args[k] as usize].dtype;
-            let cls = class(n.dtype);
-            let (rhs, needs_post) = match &n.op {
-                EOp::Load(l) => (self.read(*l, env.flat, env.idx), false),
-                EOp::Const(s) => (literal(*s, n.dtype), false),
-                EOp::Core => (
-                    env.core
-                        .ok_or("internal: core value read outside an epilogue")?
-                        .to_string(),
-                    false,
-                ),
-                EOp::Unary(act) => {
-                    if cls == DType::I64 {
-                        let f = match act {
-                            Activation::Neg => format!("iact_neg({})", a(0)),
-                            Activation::Abs => format!("iact_abs({})", a(0)),
-                            Activation::Relu => format!("iact_relu({})", a(0)),
-                            Activation::Sign => format!("iact_sign({})", a(0)),
-                            Activation::Round | Activation::Floor | Activation::Ceil => a(0),
-                            other => {
-                                return Err(format!(
-                                    "{} is not defined on integer values; cast to a float type first",
-                                    other.name()
-                                ));
-                            }
-                        };
-                        (f, true)
-                    } else {
-                        (format!("act_{}<{t}>({})", act_name(*act), a(0)), true)
-                    }
-                }
-                EOp::Binary(b) => (self.binary(*b, n.dtype, &a(0), &a(1), &errp, code)?, true),
-                EOp::Compare(c) => {
-                    let (da, db) = (adt(0), adt(1));
-                    let (x, y) = match (class(da), class(db)) {
-                        (DType::I64, DType::I64) | (DType::F32, DType::F32) => (a(0), a(1)),
-                        _ => (format!("(double)({})", a(0)), format!("(double)({})", a(1))),
-                    };
-                    let op = match c {
-                        CmpOp::Eq => "==",
-                        CmpOp::Ne => "!=",
-                        CmpOp::Lt => "<",
-                        CmpOp::Le => "<=",
-                        CmpOp::Gt => ">",
-                        CmpOp::Ge => ">=",
-                    };
-                    (format!("(i64)(({x}) {op} ({y}))"), false)
-                }
-                EOp::Where => (format!("{} ? {} : {}", a(0), a(1), a(2)), false),
-                EOp::Cast => (cast(&a(0), adt(0), n.dtype), false),
-                EOp::RoundToFormat {
-                    exp_bits,
-                    man_bits,
-                    max_normal,
-                } => {
-                    let bias = (1i64 << (exp_bits.clamp(&1, &30) - 1)) - 1;
-                    let r = format!(
-                        "rlx_round_format((double)({}), {man_bits}, {bias}, f64_of(0x{:016x}ull))",
-                        a(0),
-                        (*max_normal as f64).to_bits()
-                    );
-                    let rhs = match n.dtype {
-                        DType::F16 => format!("d2h({r})"),
-                        DType::BF16 => format!("d2bf({r})"),
-                        DType::F32 => format!("(float)({r})"),
-                        DType::F64 => r,
-                        other => {
-                            return Err(format!(
-                                "round_to_format needs a float input, got {other}; cast it to f32 first"
-                            ));
-                        }
-                    };
-                    (rhs, false)
-                }
-            };
-            let p = if needs_post {
-                post(n.dtype, &v)
-            } else {
-                String::new()
-            };
-            out.push_str(&format!("{indent}{t} {v} = {rhs};{p}\n"));
-            vars.push(v);
-        }
-        Ok(vars)
-    }
-
-    fn binary(
-        &mut self,
-        b: BinaryOp,
-        dt: DType,
-        x: &str,
-        y: &str,
-        errp: &str,
-        code: u64,
-    ) -> Result<String, String> {
-        use BinaryOp::*;
-        let cls = class(dt);
-        if cls != DType::I64 {
-            return Ok(match b {
-                Add => format!("{x} + {y}"),
-                Sub => format!("{x} - {y}"),
-                Mul => format!("{x} * {y}"),
-                Div => format!("{x} / {y}"),
-                Max => format!("b_max({x}, {y})"),
-                Min => format!("b_min({x}, {y})"),
-                Pow => format!("b_pow({x}, {y})"),
-                Mod => format!("m_fmod({x}, {y})"),
-                Atan2 => format!("b_atan2({x}, {y})"),
-                _ => {
-                    return Err(format!(
-                        "{} needs integer (or bool) operands; cast the float operands first",
-                        b.name()
-                    ));
-                }
-            });
-        }
-        let width = (dt.size_bytes() * 8) as i64;
-        if dt == DType::Bool {
-            return Ok(match b {
-                BitAnd | Min => format!("{x} & {y}"),
-                BitOr | Max => format!("{x} | {y}"),
-                BitXor => format!("{x} ^ {y}"),
-                _ => {
-                    return Err(format!(
-                        "{} is not defined on bool operands; cast to an integer or float type first",
-                        b.name()
-                    ));
-                }
-            });
-        }
-        Ok(match b {
-            Add => format!("i_add({x}, {y})"),
-            Sub => format!("i_sub({x}, {y})"),
-            Mul => format!("i_mul({x}, {y})"),
-            Div => format!("i_div({x}, {y}, {errp}, {code}ull)"),
-            Mod => format!("i_rem({x}, {y}, {errp}, {code}ull)"),
-            Max => format!("i_max({x}, {y})"),
-            Min => format!("i_min({x}, {y})"),
-            Pow => format!("i_pow({x}, {y})"),
-            BitAnd => format!("{x} & {y}"),
-            BitOr => format!("{x} | {y}"),
-            BitXor => format!("{x} ^ {y}"),
-            Shl => format!("i_shl({x}, {y}, {width}, {errp}, {code}ull)"),
-            Shr => format!("i_shr({x}, {y}, {width}, {errp}, {code}ull)"),
-            Atan2 => return Err("atan2 needs float operands; cast first".into()),
-        })
     }
 }

@@ -87,6 +87,15 @@ impl Generated {
     }
 }
 
+/// A point of a kernel's iteration space as host variables: its flat row-major index
+/// and its coordinates.
+#[derive(Clone, Copy)]
+pub(crate) struct Point<'a> {
+    pub space: &'a [Dim],
+    pub flat: &'a str,
+    pub coords: &'a [String],
+}
+
 /// The code generator's state for one kernel.
 pub(crate) struct KGen<'a> {
     pub(crate) p: &'a Program,
@@ -333,6 +342,47 @@ impl KGen<'_> {
             entry: name,
             space: space.to_vec(),
         })
+    }
+
+    /// The statements computing node `node` of prologue `e` at point `at`, appended to
+    /// `out` at `indent`; returns the value as C. Lowered once to the loop IR.
+    pub(crate) fn value(
+        &mut self,
+        out: &mut String,
+        indent: &str,
+        e: &rlx_compile::program::Expr,
+        node: u32,
+        at: Point<'_>,
+    ) -> Result<String, String> {
+        let (frag, value) = rlx_compile::loops::lower_value(
+            self.p, self.kid, e, node, at.space, at.flat, at.coords,
+        )
+        .map_err(|e| e.to_string())?;
+        let ptrs: Vec<String> = frag.bufs.iter().map(|b| self.buf(b.buf)).collect();
+        let errp = if frag.can_fail() {
+            self.err_ptr()
+        } else {
+            String::new()
+        };
+        let code = ((self.kid as u64) + 1) << 8;
+        let dims: HashMap<u32, String> = frag
+            .dims
+            .iter()
+            .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
+            .collect();
+        let embed = rlx_compile::loops::CEmbedding {
+            index_type: "I",
+            buf: &|i| ptrs[i].clone(),
+            dim: &|s| dims[&s].clone(),
+            fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
+            var_prefix: "pv",
+        };
+        out.push_str(&rlx_compile::loops::render_c_statements(
+            &frag,
+            &embed,
+            indent.len() / 2,
+        ));
+        Ok(rlx_compile::loops::render_c_value(&frag, &embed, &value))
     }
 
     /// Emit an epilogue: `core` (a variable of `core_dt`) at out-space flat index `flat`,

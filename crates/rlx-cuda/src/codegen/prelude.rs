@@ -179,129 +179,16 @@ RLX_DEV void rlx_fail(u64* err, u64 code) {
 }
 
 // ---------------------------------------------------------------- activations
-template <class T> RLX_DEV T a_sigmoid(T x) {
-  if (x >= (T)0) return (T)1 / ((T)1 + m_exp(-x));
-  T e = m_exp(x);
-  return e / ((T)1 + e);
-}
-template <class T> RLX_DEV T a_softplus(T x) {
-  return (x > (T)0 ? x : (T)0) + m_log1p(m_exp(-m_fabs(x)));
-}
-template <class T> RLX_DEV T a_hsig(T x) {
-  T y = x + (T)3;
-  y = y < (T)0 ? (T)0 : (y > (T)6 ? (T)6 : y);
-  return y / (T)6;
-}
-template <class T> RLX_DEV bool is_ninf(T x) { return x == -m_inf(x); }
-template <class T> RLX_DEV T act_gelu(T x) {
-  if (x != x) return x;
-  if (is_ninf(x)) return -(T)0;
-  return x * (T)0.5 * m_erfc(-x * (T)0.70710678118654752440);
-}
-template <class T> RLX_DEV T act_gelu_approx(T x) {
-  if (x != x) return x;
-  if (is_ninf(x)) return -(T)0;
-  T u = (T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x);
-  return x * a_sigmoid((T)2 * u);
-}
-template <class T> RLX_DEV T act_silu(T x) {
-  if (x != x) return x;
-  if (is_ninf(x)) return -(T)0;
-  return x * a_sigmoid(x);
-}
-template <class T> RLX_DEV T act_relu(T x) { if (x != x) return x; return x > (T)0 ? x : (T)0; }
-template <class T> RLX_DEV T act_sigmoid(T x) { if (x != x) return x; return a_sigmoid(x); }
-template <class T> RLX_DEV T act_tanh(T x) { return m_tanh(x); }
-template <class T> RLX_DEV T act_exp(T x) { return m_exp(x); }
-template <class T> RLX_DEV T act_log(T x) { return m_log(x); }
-template <class T> RLX_DEV T act_sqrt(T x) { return m_sqrt(x); }
-template <class T> RLX_DEV T act_rsqrt(T x) { return (T)1 / m_sqrt(x); }
-template <class T> RLX_DEV T act_neg(T x) { return -x; }
-template <class T> RLX_DEV T act_abs(T x) { return m_fabs(x); }
-template <class T> RLX_DEV T act_sin(T x) { return m_sin(x); }
-template <class T> RLX_DEV T act_cos(T x) { return m_cos(x); }
-template <class T> RLX_DEV T act_tan(T x) { return m_tan(x); }
-template <class T> RLX_DEV T act_atan(T x) { return m_atan(x); }
-template <class T> RLX_DEV T act_recip(T x) { return (T)1 / x; }
-template <class T> RLX_DEV T act_round(T x) { return m_rint(x); }
-template <class T> RLX_DEV T act_floor(T x) { return m_floor(x); }
-template <class T> RLX_DEV T act_ceil(T x) { return m_ceil(x); }
-template <class T> RLX_DEV T act_sign(T x) {
-  if (x != x) return x;
-  return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : (T)0);
-}
-template <class T> RLX_DEV T act_softplus(T x) { if (x != x) return x; return a_softplus(x); }
-template <class T> RLX_DEV T act_elu(T x) { if (x != x) return x; return x > (T)0 ? x : m_expm1(x); }
-template <class T> RLX_DEV T act_erf(T x) { return m_erf(x); }
-template <class T> RLX_DEV T act_hard_swish(T x) {
-  if (x != x) return x;
-  if (is_ninf(x)) return -(T)0;
-  return x * a_hsig(x);
-}
-template <class T> RLX_DEV T act_hard_sigmoid(T x) { if (x != x) return x; return a_hsig(x); }
-template <class T> RLX_DEV T act_mish(T x) {
-  if (x != x) return x;
-  if (is_ninf(x)) return -(T)0;
-  return x * m_tanh(a_softplus(x));
-}
-template <class T> RLX_DEV T act_softsign(T x) {
-  if (x != x) return x;
-  if (m_fabs(x) == m_inf(x)) return x > (T)0 ? (T)1 : (T)-1;
-  return x / ((T)1 + m_fabs(x));
-}
-template <class T> RLX_DEV T act_log_sigmoid(T x) {
-  if (x != x) return x;
-  return (x < (T)0 ? x : (T)0) - m_log1p(m_exp(-m_fabs(x)));
-}
 // Integer-closed activations (wrapping like the oracle).
-RLX_DEV i64 iact_neg(i64 x) { return (i64)((u64)0 - (u64)x); }
-RLX_DEV i64 iact_abs(i64 x) { return x < 0 ? iact_neg(x) : x; }
-RLX_DEV i64 iact_relu(i64 x) { return x > 0 ? x : 0; }
-RLX_DEV i64 iact_sign(i64 x) { return x > 0 ? 1 : (x < 0 ? -1 : 0); }
 
 // ---------------------------------------------------------------- binary ops
 // IEEE 754-2019 maximum/minimum: NaN propagates, +0 > -0.
-template <class T> RLX_DEV T b_max(T a, T b) {
-  if (a != a || b != b) return a + b;
-  if (a == b) return m_and(a, b);
-  return a > b ? a : b;
-}
-template <class T> RLX_DEV T b_min(T a, T b) {
-  if (a != a || b != b) return a + b;
-  if (a == b) return m_or(a, b);
-  return a < b ? a : b;
-}
 RLX_DEV float b_pow(float a, float b) { return (float)pow((double)a, (double)b); }
 RLX_DEV double b_pow(double a, double b) { return pow(a, b); }
 RLX_DEV float b_atan2(float a, float b) { return (float)atan2((double)a, (double)b); }
 RLX_DEV double b_atan2(double a, double b) { return atan2(a, b); }
 RLX_DEV i64 i_add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
-RLX_DEV i64 i_sub(i64 a, i64 b) { return (i64)((u64)a - (u64)b); }
 RLX_DEV i64 i_mul(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }
-RLX_DEV i64 i_div(i64 a, i64 b, u64* err, u64 code) {
-  if (b == 0) { rlx_fail(err, code | 1u); return 0; }
-  if (b == -1) return iact_neg(a);
-  return a / b;
-}
-RLX_DEV i64 i_rem(i64 a, i64 b, u64* err, u64 code) {
-  if (b == 0) { rlx_fail(err, code | 1u); return 0; }
-  if (b == -1) return 0;
-  return a % b;
-}
-RLX_DEV i64 i_pow(i64 x, i64 y) {
-  if (y < 0) return x == 1 ? 1 : (x == -1 ? ((y & 1) ? -1 : 1) : 0);
-  u64 base = (u64)x, acc = 1, e = (u64)y;
-  while (e) { if (e & 1u) acc *= base; base *= base; e >>= 1; }
-  return (i64)acc;
-}
-RLX_DEV i64 i_shl(i64 a, i64 q, i64 width, u64* err, u64 code) {
-  if (q < 0) { rlx_fail(err, code | 2u); return 0; }
-  return q >= width ? 0 : (i64)((u64)a << q);
-}
-RLX_DEV i64 i_shr(i64 a, i64 q, i64 width, u64* err, u64 code) {
-  if (q < 0) { rlx_fail(err, code | 2u); return 0; }
-  return q >= width ? (a < 0 ? -1 : 0) : (a >> q);
-}
 RLX_DEV i64 i_max(i64 a, i64 b) { return a > b ? a : b; }
 RLX_DEV i64 i_min(i64 a, i64 b) { return a < b ? a : b; }
 

@@ -175,17 +175,14 @@ impl KGen<'_> {
             ));
             index(self, &mut pro, "      ", "o", "r", "i")
         };
-        let env = expr::Env {
-            idx: &env_idx,
+        let at = super::Point {
+            space: in_space,
             flat: "xf",
-            core: None,
+            coords: &env_idx,
         };
-        let vars = self.expr(&mut pro, "      ", prologue, "v", &env)?;
+        let x = self.value(&mut pro, "      ", prologue, *input, at)?;
         b.push_str(&pro);
-        b.push_str(&format!(
-            "      {}\n    }}\n",
-            fold(op, cls, "acc", &vars[*input as usize])
-        ));
+        b.push_str(&format!("      {}\n    }}\n", fold(op, cls, "acc", &x)));
         if last_reduced {
             b.push_str("  }\n  sh[threadIdx.x] = acc;\n  __syncthreads();\n");
             b.push_str(&format!(

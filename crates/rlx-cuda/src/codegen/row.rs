@@ -8,7 +8,7 @@
 //! The norms take two passes for the statistics (mean, then the centred sum of squares).
 
 use super::KGen;
-use super::expr::{self, Env, ctype};
+use super::expr::{self, ctype};
 use rlx_compile::program::{KernelKind, RowOp, compute_class};
 use rlx_ir::{DType, Dim};
 
@@ -67,13 +67,13 @@ impl KGen<'_> {
         // The prologue value at column j, as `x`.
         let value = |g: &mut Self| -> Result<String, String> {
             let mut s = String::from("      I jf = rr * C + j;\n");
-            let env = Env {
-                idx: &ridx,
+            let at = super::Point {
+                space,
                 flat: "jf",
-                core: None,
+                coords: &ridx,
             };
-            let vars = g.expr(&mut s, "      ", prologue, "v", &env)?;
-            s.push_str(&format!("      {acc} x = {};\n", vars[*input as usize]));
+            let x = g.value(&mut s, "      ", prologue, *input, at)?;
+            s.push_str(&format!("      {acc} x = {x};\n"));
             Ok(s)
         };
         let tree_sum = |b: &mut String, var: &str, out: &str| {

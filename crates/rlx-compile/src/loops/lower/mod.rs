@@ -136,6 +136,56 @@ pub fn lower_epilogue(
     })
 }
 
+/// Node `node` of expression `e` (a prologue of kernel `k`) as a fragment for a backend
+/// that writes the rest of the kernel: evaluated at the point of `space` whose flat
+/// row-major index is the host variable `flat` and whose coordinates are the host
+/// variables `coords` (all indices). Returns the fragment (its `body` computes the value;
+/// `items` is unused) and the value (render it with [`crate::loops::render_c_value`]).
+pub fn lower_value(
+    p: &Program,
+    k: usize,
+    e: &crate::program::Expr,
+    node: u32,
+    space: &[Dim],
+    flat: &str,
+    coords: &[String],
+) -> Result<(LoopKernel, Ex), LowerError> {
+    let mut cx = Cx {
+        p,
+        k,
+        b: Builder::default(),
+        slots: Vec::new(),
+        dims: Vec::new(),
+        load_slots: Vec::new(),
+    };
+    cx.load_slots = p.kernels[k]
+        .loads
+        .iter()
+        .map(|l| cx.slot(l.buf, Access::Read))
+        .collect::<Result<_, _>>()?;
+    let host = |name: &str| Ex::External {
+        name: name.to_string(),
+        ty: Ty::Index,
+    };
+    let mut env = expr::Env {
+        space,
+        flat: host(flat),
+        coords: Some(coords.iter().map(|c| host(c)).collect()),
+        core: None,
+    };
+    let values = cx.expr(e, &mut env)?;
+    let value = values[node as usize].clone();
+    let kernel = LoopKernel {
+        name: format!("{}_k{k}_value", ident(&p.name)),
+        bufs: cx.slots,
+        dims: cx.dims,
+        items: int(0),
+        vars: cx.b.vars,
+        body: cx.b.body,
+    };
+    Ok((kernel, value))
+}
+
 /// `name` as an identifier (letters, digits and `_`, not starting with a digit).
 fn ident(name: &str) -> String {
     let mut s: String = name
