@@ -177,6 +177,18 @@ fn head(
     norm(s, &x).matmul_t(lm_head).cast(DType::F32)
 }
 
+/// RMSNorm of `x` (in `dt`) computed in f32 and rounded once to `dt`, as `transformers`'
+/// `LlamaRMSNorm` upcasts half-precision activations (the CPU backend's f32 row kernels
+/// are also its fast ones).
+fn rms_norm_f32(x: &Tensor, w: &Tensor, zero: &Tensor, eps: f32, dt: DType) -> Tensor {
+    if dt == DType::F32 {
+        return x.rms_norm(w, zero, eps);
+    }
+    x.cast(DType::F32)
+        .rms_norm(&w.cast(DType::F32), zero, eps)
+        .cast(dt)
+}
+
 fn llama(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Vec<Tensor> {
     let (d, hd, w) = (c.hidden_size, c.head_dim, c.kv_width());
     let p = |s: &mut GraphScope, name: &str, dims: &[usize]| {
@@ -190,7 +202,7 @@ fn llama(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Vec<Tensor> {
     let sin = s
         .input("rope_sin", shape(&[cm.seq, st(half)], DType::F32))
         .cast(dt);
-    let zero = s.constant(0.0, dt);
+    let zero32 = s.constant(0.0, DType::F32);
     let embed = p(s, "model.embed_tokens.weight", &[c.vocab_size, d]);
     let mut x = embed.gather(&cm.ids, 0); // [1, S, d]
     let mut outs = Vec::new();
@@ -203,7 +215,7 @@ fn llama(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Vec<Tensor> {
                 linear(x, &wt, b.as_ref())
             };
         let ln1 = p(s, &format!("{pre}input_layernorm.weight"), &[d]);
-        let h = x.rms_norm(&ln1, &zero, c.norm_eps);
+        let h = rms_norm_f32(&x, &ln1, &zero32, c.norm_eps, dt);
         let q = lin(s, &h, "self_attn.q_proj", c.num_heads * hd, d, c.qkv_bias);
         let k = lin(s, &h, "self_attn.k_proj", w, d, c.qkv_bias);
         let v = lin(s, &h, "self_attn.v_proj", w, d, c.qkv_bias);
@@ -213,7 +225,7 @@ fn llama(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Vec<Tensor> {
         let o = lin(s, &a, "self_attn.o_proj", d, c.num_heads * hd, c.o_bias);
         x = &x + &o;
         let ln2 = p(s, &format!("{pre}post_attention_layernorm.weight"), &[d]);
-        let h = x.rms_norm(&ln2, &zero, c.norm_eps);
+        let h = rms_norm_f32(&x, &ln2, &zero32, c.norm_eps, dt);
         let (f, mb) = (c.intermediate_size, c.mlp_bias);
         let gate = lin(s, &h, "mlp.gate_proj", f, d, mb).silu();
         let up = lin(s, &h, "mlp.up_proj", f, d, mb);
@@ -234,7 +246,7 @@ fn llama(s: &mut GraphScope, c: &Config, dt: DType, step: Step) -> Vec<Tensor> {
         c,
         &cm,
         &x,
-        |_, x| x.rms_norm(&norm_w, &zero, eps),
+        |_, x| rms_norm_f32(x, &norm_w, &zero32, eps, dt),
         &lm_head,
     );
     outs.insert(0, logits);
