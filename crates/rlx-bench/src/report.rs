@@ -323,4 +323,20 @@ mod tests {
         assert_eq!(v["note"], "fused \"a + b\"\nthen relu");
         assert!(v.get("gflops").is_none());
     }
+
+    #[test]
+    fn token_rows_report_the_inverse_of_seconds_per_token() {
+        let t = Timing {
+            median_s: 0.025,
+            min_s: 0.02,
+            max_s: 0.03,
+            repeats: 3,
+            inner: 1,
+        };
+        let row = Row::new("W12_llama100m_decode_f32", "rlx", t).tokens();
+        assert_eq!(row.rate().trim(), "40.0 tok/s");
+        let v: serde_json::Value = serde_json::from_str(&row.json()).unwrap();
+        assert_eq!(v["tokens_per_s"], 40.0);
+        assert!(v.get("gbps").is_none());
+    }
 }
