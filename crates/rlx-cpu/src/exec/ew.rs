@@ -229,6 +229,8 @@ pub(crate) unsafe fn store(
                             std::ptr::copy(p, d, n * w);
                         }
                     }
+                } else if ty == Ty::F32 && matches!(dt, DType::F16 | DType::BF16) {
+                    super::value::narrow_halves(dt, p as *const f32, dst.add(flat * 2), n);
                 } else if ty == Ty::F32 {
                     for i in 0..n {
                         write_bits(dt, dst, flat + i, *(p as *const u32).add(i) as u64);

@@ -190,6 +190,9 @@ pub(crate) unsafe fn fetch(
             }
             if native(dt, ty) {
                 Sv::Vec(base.add(off * dt.size_bytes()))
+            } else if matches!(dt, DType::F16 | DType::BF16) {
+                super::value::widen_halves(dt, base.add(off * 2), reg as *mut f32, n);
+                Sv::Vec(reg)
             } else {
                 gather(dt, ty, base, reg, n, |i| off + i);
                 Sv::Vec(reg)

@@ -94,9 +94,7 @@ unsafe fn post(ty: Ty, dt: DType, v: Sv, n: usize) -> Sv {
             (Ty::F32, _) if matches!(dt, DType::F16 | DType::BF16) => match v {
                 Sv::Scal(b) => Sv::Scal(round_f32(dt, f32::from_bits(b as u32)).to_bits() as u64),
                 Sv::Vec(p) => {
-                    for x in slm::<f32>(p as *mut u8, n) {
-                        *x = round_f32(dt, *x);
-                    }
+                    super::value::round_f32_slice(dt, slm::<f32>(p as *mut u8, n));
                     v
                 }
             },
@@ -512,6 +510,14 @@ pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize)
     unsafe {
         match (fty, tty, x) {
             (Ty::F32, Ty::F32, _) if to == DType::F32 => x,
+            // Between f32-class dtypes: one rounding to the narrower format.
+            (Ty::F32, Ty::F32, Sv::Vec(p)) => {
+                let src = sl::<f32>(p, n);
+                let dst = slm::<f32>(out, n);
+                dst.copy_from_slice(src);
+                super::value::round_f32_slice(to, dst);
+                Sv::Vec(out)
+            }
             (Ty::F32, Ty::F64, _) => map1::<f32, f64>(x, out, n, |v| v as f64),
             (Ty::F64, Ty::F32, _) if to == DType::F32 => map1::<f64, f32>(x, out, n, |v| v as f32),
             (Ty::I64, Ty::F32, _) if to == DType::F32 => map1::<i64, f32>(x, out, n, |v| v as f32),

@@ -130,6 +130,76 @@ pub(crate) fn round_f32(dt: DType, v: f32) -> f32 {
     }
 }
 
+/// Round every f32 of `v` to the precision of `dt` (f16/bf16; nothing for f32), in place,
+/// with the bits of [`round_f32`] per element (ties to even; NaN stays NaN). The loop is
+/// branch-free for bf16 and goes through `half`'s SIMD slice conversions for f16.
+pub(crate) fn round_f32_slice(dt: DType, v: &mut [f32]) {
+    match dt {
+        DType::BF16 => {
+            for x in v {
+                let u = x.to_bits();
+                let rounded = (u.wrapping_add(0x7fff + ((u >> 16) & 1))) & 0xffff_0000;
+                // NaN keeps its bits (as `bf16::from_f32` keeps it NaN, quieted).
+                let nan = (u & 0x7fff_ffff) > 0x7f80_0000;
+                *x = f32::from_bits(if nan {
+                    (u | 0x0040_0000) & 0xffff_0000
+                } else {
+                    rounded
+                });
+            }
+        }
+        DType::F16 => {
+            use half::slice::HalfFloatSliceExt;
+            let mut buf = [f16::ZERO; 256];
+            for chunk in v.chunks_mut(256) {
+                let h = &mut buf[..chunk.len()];
+                h.convert_from_f32_slice(chunk);
+                h.convert_to_f32_slice(chunk);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Widen `n` contiguous f16/bf16 elements at `src` into f32s at `dst`.
+///
+/// # Safety
+/// `src` must hold `n` aligned elements of `dt` (F16 or BF16) and `dst` room for `n` f32s,
+/// not overlapping.
+pub(crate) unsafe fn widen_halves(dt: DType, src: *const u8, dst: *mut f32, n: usize) {
+    use half::slice::HalfFloatSliceExt;
+    // SAFETY: the caller guarantees both ranges and that they do not overlap.
+    unsafe {
+        let out = std::slice::from_raw_parts_mut(dst, n);
+        match dt {
+            DType::F16 => {
+                std::slice::from_raw_parts(src as *const f16, n).convert_to_f32_slice(out)
+            }
+            _ => std::slice::from_raw_parts(src as *const bf16, n).convert_to_f32_slice(out),
+        }
+    }
+}
+
+/// Narrow `n` f32s at `src` into contiguous f16/bf16 elements at `dst` (round to nearest
+/// even, as [`round_f32`]).
+///
+/// # Safety
+/// `src` must hold `n` f32s and `dst` room for `n` aligned elements of `dt` (F16 or BF16),
+/// not overlapping.
+pub(crate) unsafe fn narrow_halves(dt: DType, src: *const f32, dst: *mut u8, n: usize) {
+    use half::slice::HalfFloatSliceExt;
+    // SAFETY: the caller guarantees both ranges and that they do not overlap.
+    unsafe {
+        let input = std::slice::from_raw_parts(src, n);
+        match dt {
+            DType::F16 => {
+                std::slice::from_raw_parts_mut(dst as *mut f16, n).convert_from_f32_slice(input)
+            }
+            _ => std::slice::from_raw_parts_mut(dst as *mut bf16, n).convert_from_f32_slice(input),
+        }
+    }
+}
+
 /// Read element `i` of a `dt` buffer at `p` as compute bits of `Ty::of(dt)`.
 ///
 /// # Safety
@@ -311,6 +381,67 @@ mod tests {
             unsafe {
                 write_bits(dt, p, 1, v);
                 assert_eq!(read_bits(dt, p, 1), v, "{dt}");
+            }
+        }
+    }
+
+    #[test]
+    fn slice_rounding_and_half_conversions_give_the_per_element_bits() {
+        // Every sign/exponent with low-mantissa patterns around the rounding point,
+        // specials (±0, ±inf, NaNs), and a pseudo-random spread.
+        let mut xs: Vec<f32> = Vec::new();
+        for hi in 0..512u32 {
+            for lo in [0u32, 1, 0x7fff, 0x8000, 0x8001, 0xffff, 0x1000, 0xf000] {
+                xs.push(f32::from_bits((hi << 23) | lo));
+                xs.push(f32::from_bits((hi << 23) | (1 << 13) | lo));
+            }
+        }
+        xs.extend([
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7f80_0001),
+            f32::from_bits(0xffc1_2345),
+        ]);
+        let mut s = 0x9e37_79b9u32;
+        for _ in 0..20_000 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            xs.push(f32::from_bits(s));
+        }
+        for dt in [DType::F16, DType::BF16] {
+            let mut v = xs.clone();
+            round_f32_slice(dt, &mut v);
+            for (i, (&x, &r)) in xs.iter().zip(&v).enumerate() {
+                let want = round_f32(dt, x);
+                assert!(
+                    r.to_bits() == want.to_bits() || (r.is_nan() && want.is_nan()),
+                    "{dt:?} element {i}: {x:e} ({:#x}) rounded to {r:e}, want {want:e}",
+                    x.to_bits()
+                );
+            }
+            // Narrow then widen: the per-element write/read bits.
+            let mut halves = vec![0u16; xs.len()];
+            let mut back = vec![0f32; xs.len()];
+            // SAFETY: both buffers hold xs.len() elements and do not overlap.
+            unsafe {
+                narrow_halves(dt, xs.as_ptr(), halves.as_mut_ptr() as *mut u8, xs.len());
+                widen_halves(
+                    dt,
+                    halves.as_ptr() as *const u8,
+                    back.as_mut_ptr(),
+                    xs.len(),
+                );
+            }
+            for (i, &x) in xs.iter().enumerate() {
+                let mut one = [0u16];
+                // SAFETY: a one-element buffer of dt.
+                let bits = unsafe {
+                    write_bits(dt, one.as_mut_ptr() as *mut u8, 0, x.to_bits() as u64);
+                    read_bits(dt, one.as_ptr() as *const u8, 0)
+                };
+                assert_eq!(halves[i], one[0], "{dt:?} element {i}: {x:e}");
+                assert_eq!(back[i].to_bits(), bits as u32, "{dt:?} element {i}");
             }
         }
     }
