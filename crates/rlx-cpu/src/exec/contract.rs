@@ -263,7 +263,7 @@ impl ContractPlan {
             );
             match os {
                 Some(o) => round_into(dtype, cs, o),
-                None => round_in_place(dtype, cs),
+                None => super::value::round_f32_slice(dtype, cs),
             }
         };
         // SAFETY: the caller checked both operand dtypes equal the product's (T's).
@@ -305,7 +305,7 @@ impl ContractPlan {
             if dtype != DType::F32 {
                 match os {
                     Some(o) => round_into(dtype, cs, o),
-                    None => round_in_place(dtype, cs),
+                    None => super::value::round_f32_slice(dtype, cs),
                 }
             }
         }
@@ -464,11 +464,7 @@ impl ContractPlan {
             };
             sgemm(1.0, am, bm, 0.0, cm, threads);
         }
-        if self.dtype != DType::F32 {
-            for v in cs.iter_mut() {
-                *v = super::value::round_f32(self.dtype, *v);
-            }
-        }
+        super::value::round_f32_slice(self.dtype, cs);
     }
 
     /// Operand offsets of batch `bi`.
@@ -658,44 +654,11 @@ impl ContractPlan {
     }
 }
 
-/// bf16 bits of `v`, rounded to nearest, ties to even (as `half::bf16::from_f32`; NaN
-/// stays NaN, quieted). Inlined so the loops over a product vectorize.
-#[inline(always)]
-fn bf16_bits(v: f32) -> u16 {
-    let x = v.to_bits();
-    if v.is_nan() {
-        return ((x >> 16) | 0x40) as u16;
-    }
-    ((x + 0x7fff + ((x >> 16) & 1)) >> 16) as u16
-}
-
 /// `out[i]` = the `dt` (bf16 or f16) bits of `src[i]`, rounded to nearest, ties to even.
 fn round_into(dt: DType, src: &[f32], out: &mut [u16]) {
-    if dt == DType::BF16 {
-        out.iter_mut()
-            .zip(src)
-            .for_each(|(o, &v)| *o = bf16_bits(v));
-    } else {
-        for (o, s) in out.chunks_mut(256).zip(src.chunks(256)) {
-            let mut h = [f16::ZERO; 256];
-            half::slice::HalfFloatSliceExt::convert_from_f32_slice(&mut h[..s.len()], s);
-            o.iter_mut().zip(&h).for_each(|(o, h)| *o = h.to_bits());
-        }
-    }
-}
-
-/// `v` rounded to the `dt` (bf16 or f16) grid in place (kept as f32).
-fn round_in_place(dt: DType, v: &mut [f32]) {
-    if dt == DType::BF16 {
-        v.iter_mut()
-            .for_each(|x| *x = f32::from_bits((bf16_bits(*x) as u32) << 16));
-    } else {
-        for c in v.chunks_mut(256) {
-            let mut h = [f16::ZERO; 256];
-            half::slice::HalfFloatSliceExt::convert_from_f32_slice(&mut h[..c.len()], c);
-            half::slice::HalfFloatSliceExt::convert_to_f32_slice(&h[..c.len()], c);
-        }
-    }
+    let n = src.len().min(out.len());
+    // SAFETY: both slices hold at least `n` elements and are distinct borrows.
+    unsafe { super::value::narrow_halves(dt, src.as_ptr(), out.as_mut_ptr() as *mut u8, n) }
 }
 
 /// Offset of element (i, j) of an operand: dense copies are row-major with `cols`.
