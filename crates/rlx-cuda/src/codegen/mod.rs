@@ -306,36 +306,64 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
     Ok(Generated { source, kernels })
 }
 
+/// What a lowered loop kernel (or fragment) needs from this kernel to be rendered into
+/// it: its buffer slots as parameter-block pointers, the error word and code for its
+/// faults, its dynamic dims as parameter slots, and a variable prefix.
+struct LoopHost {
+    ptrs: Vec<String>,
+    errp: String,
+    code: u64,
+    dims: HashMap<u32, String>,
+    prefix: &'static str,
+}
+
+impl LoopHost {
+    /// Call `f` with the renderer's view of this host.
+    fn with<R>(&self, f: impl FnOnce(&rlx_compile::loops::CEmbedding<'_>) -> R) -> R {
+        let (errp, code) = (&self.errp, self.code);
+        f(&rlx_compile::loops::CEmbedding {
+            index_type: "I",
+            buf: &|i| self.ptrs[i].clone(),
+            dim: &|s| self.dims[&s].clone(),
+            // Faults land in the run's error word with this kernel's code (`error_of`).
+            fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
+            var_prefix: self.prefix,
+        })
+    }
+}
+
 impl KGen<'_> {
-    /// An elementwise kernel: one thread per element of `space`, grid-stride.
-    fn gen_ew(&mut self, space: &[Dim]) -> Result<KCode, String> {
-        let name = format!("k{}", self.kid);
-        // Lowered once to the loop IR (the semantics every GPU backend shares), rendered
-        // into this backend's parameter-block convention.
-        let lk = rlx_compile::loops::lower_kernel(self.p, self.kid).map_err(|e| e.to_string())?;
-        let ptrs: Vec<String> = lk.bufs.iter().map(|b| self.buf(b.buf)).collect();
-        // Faults land in the run's error word with this kernel's code (`error_of`).
+    /// The host bindings of lowered kernel `lk` in this kernel (registers its pointer and
+    /// parameter slots).
+    fn loop_host(&mut self, lk: &rlx_compile::loops::LoopKernel, prefix: &'static str) -> LoopHost {
+        let ptrs = lk.bufs.iter().map(|b| self.buf(b.buf)).collect();
         let errp = if lk.can_fail() {
             self.err_ptr()
         } else {
             String::new()
         };
-        let code = ((self.kid as u64) + 1) << 8;
-        let dims: HashMap<u32, String> = lk
+        let dims = lk
             .dims
             .iter()
             .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
             .collect();
-        let body = rlx_compile::loops::render_c_loop(
-            &lk,
-            &rlx_compile::loops::CEmbedding {
-                index_type: "I",
-                buf: &|i| ptrs[i].clone(),
-                dim: &|s| dims[&s].clone(),
-                fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
-                var_prefix: "v",
-            },
-        );
+        LoopHost {
+            ptrs,
+            errp,
+            code: ((self.kid as u64) + 1) << 8,
+            dims,
+            prefix,
+        }
+    }
+
+    /// An elementwise kernel: one thread per element of `space`, grid-stride, lowered
+    /// once to the loop IR (the semantics every GPU backend shares) and rendered into this
+    /// backend's parameter-block convention.
+    fn gen_ew(&mut self, space: &[Dim]) -> Result<KCode, String> {
+        let name = format!("k{}", self.kid);
+        let lk = rlx_compile::loops::lower_kernel(self.p, self.kid).map_err(|e| e.to_string())?;
+        let host = self.loop_host(&lk, "v");
+        let body = host.with(|e| rlx_compile::loops::render_c_loop(&lk, e));
         self.entries
             .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&name)));
         Ok(KCode::Ew {
@@ -358,31 +386,15 @@ impl KGen<'_> {
             self.p, self.kid, e, node, at.space, at.flat, at.coords,
         )
         .map_err(|e| e.to_string())?;
-        let ptrs: Vec<String> = frag.bufs.iter().map(|b| self.buf(b.buf)).collect();
-        let errp = if frag.can_fail() {
-            self.err_ptr()
-        } else {
-            String::new()
-        };
-        let code = ((self.kid as u64) + 1) << 8;
-        let dims: HashMap<u32, String> = frag
-            .dims
-            .iter()
-            .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
-            .collect();
-        let embed = rlx_compile::loops::CEmbedding {
-            index_type: "I",
-            buf: &|i| ptrs[i].clone(),
-            dim: &|s| dims[&s].clone(),
-            fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
-            var_prefix: "pv",
-        };
-        out.push_str(&rlx_compile::loops::render_c_statements(
-            &frag,
-            &embed,
-            indent.len() / 2,
-        ));
-        Ok(rlx_compile::loops::render_c_value(&frag, &embed, &value))
+        let host = self.loop_host(&frag, "pv");
+        Ok(host.with(|embed| {
+            out.push_str(&rlx_compile::loops::render_c_statements(
+                &frag,
+                embed,
+                indent.len() / 2,
+            ));
+            rlx_compile::loops::render_c_value(&frag, embed, &value)
+        }))
     }
 
     /// Emit an epilogue: `core` (a variable of `core_dt`) at out-space flat index `flat`,
@@ -401,28 +413,7 @@ impl KGen<'_> {
             self.p, self.kid, epi, out_space, flat, core, core_dt,
         )
         .map_err(|e| e.to_string())?;
-        let ptrs: Vec<String> = frag.bufs.iter().map(|b| self.buf(b.buf)).collect();
-        let errp = if frag.can_fail() {
-            self.err_ptr()
-        } else {
-            String::new()
-        };
-        let code = ((self.kid as u64) + 1) << 8;
-        let dims: HashMap<u32, String> = frag
-            .dims
-            .iter()
-            .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
-            .collect();
-        Ok(rlx_compile::loops::render_c_statements(
-            &frag,
-            &rlx_compile::loops::CEmbedding {
-                index_type: "I",
-                buf: &|i| ptrs[i].clone(),
-                dim: &|s| dims[&s].clone(),
-                fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
-                var_prefix: "ep",
-            },
-            indent.len() / 2,
-        ))
+        let host = self.loop_host(&frag, "ep");
+        Ok(host.with(|e| rlx_compile::loops::render_c_statements(&frag, e, indent.len() / 2)))
     }
 }

@@ -56,29 +56,9 @@ impl std::error::Error for LowerError {}
 
 /// Lower kernel `k` of `p`.
 pub fn lower_kernel(p: &Program, k: usize) -> Result<LoopKernel, LowerError> {
-    let kernel = &p.kernels[k];
-    let mut cx = Cx {
-        p,
-        k,
-        b: Builder::default(),
-        slots: Vec::new(),
-        dims: Vec::new(),
-        load_slots: Vec::new(),
-    };
-    cx.load_slots = kernel
-        .loads
-        .iter()
-        .map(|l| cx.slot(l.buf, Access::Read))
-        .collect::<Result<_, _>>()?;
+    let mut cx = Cx::new(p, k)?;
     let items = cx.kind()?;
-    Ok(LoopKernel {
-        name: format!("{}_k{k}", ident(&p.name)),
-        bufs: cx.slots,
-        dims: cx.dims,
-        items,
-        vars: cx.b.vars,
-        body: cx.b.body,
-    })
+    Ok(cx.into_kernel("", items))
 }
 
 /// An epilogue of kernel `k` as a fragment for a backend that writes the rest of the
@@ -96,20 +76,7 @@ pub fn lower_epilogue(
     core: &str,
     core_dtype: rlx_ir::DType,
 ) -> Result<LoopKernel, LowerError> {
-    let kernel = &p.kernels[k];
-    let mut cx = Cx {
-        p,
-        k,
-        b: Builder::default(),
-        slots: Vec::new(),
-        dims: Vec::new(),
-        load_slots: Vec::new(),
-    };
-    cx.load_slots = kernel
-        .loads
-        .iter()
-        .map(|l| cx.slot(l.buf, Access::Read))
-        .collect::<Result<_, _>>()?;
+    let mut cx = Cx::new(p, k)?;
     let Some(core_ty) = Ty::of(core_dtype) else {
         return Err(cx.fail(format!("an epilogue over {core_dtype:?} values")));
     };
@@ -126,14 +93,7 @@ pub fn lower_epilogue(
             ty: core_ty,
         },
     )?;
-    Ok(LoopKernel {
-        name: format!("{}_k{k}_epilogue", ident(&p.name)),
-        bufs: cx.slots,
-        dims: cx.dims,
-        items: int(0),
-        vars: cx.b.vars,
-        body: cx.b.body,
-    })
+    Ok(cx.into_kernel("_epilogue", int(0)))
 }
 
 /// Node `node` of expression `e` (a prologue of kernel `k`) as a fragment for a backend
@@ -150,19 +110,7 @@ pub fn lower_value(
     flat: &str,
     coords: &[String],
 ) -> Result<(LoopKernel, Ex), LowerError> {
-    let mut cx = Cx {
-        p,
-        k,
-        b: Builder::default(),
-        slots: Vec::new(),
-        dims: Vec::new(),
-        load_slots: Vec::new(),
-    };
-    cx.load_slots = p.kernels[k]
-        .loads
-        .iter()
-        .map(|l| cx.slot(l.buf, Access::Read))
-        .collect::<Result<_, _>>()?;
+    let mut cx = Cx::new(p, k)?;
     let host = |name: &str| Ex::External {
         name: name.to_string(),
         ty: Ty::Index,
@@ -175,15 +123,7 @@ pub fn lower_value(
     };
     let values = cx.expr(e, &mut env)?;
     let value = values[node as usize].clone();
-    let kernel = LoopKernel {
-        name: format!("{}_k{k}_value", ident(&p.name)),
-        bufs: cx.slots,
-        dims: cx.dims,
-        items: int(0),
-        vars: cx.b.vars,
-        body: cx.b.body,
-    };
-    Ok((kernel, value))
+    Ok((cx.into_kernel("_value", int(0)), value))
 }
 
 /// `name` as an identifier (letters, digits and `_`, not starting with a digit).
@@ -210,7 +150,37 @@ struct Cx<'a> {
     load_slots: Vec<usize>,
 }
 
-impl Cx<'_> {
+impl<'a> Cx<'a> {
+    /// The lowering state of kernel `k`, every load given a buffer slot.
+    fn new(p: &'a Program, k: usize) -> Result<Cx<'a>, LowerError> {
+        let mut cx = Cx {
+            p,
+            k,
+            b: Builder::default(),
+            slots: Vec::new(),
+            dims: Vec::new(),
+            load_slots: Vec::new(),
+        };
+        cx.load_slots = p.kernels[k]
+            .loads
+            .iter()
+            .map(|l| cx.slot(l.buf, Access::Read))
+            .collect::<Result<_, _>>()?;
+        Ok(cx)
+    }
+
+    /// The lowered kernel (`suffix` distinguishes fragments in its name).
+    fn into_kernel(self, suffix: &str, items: Ex) -> LoopKernel {
+        LoopKernel {
+            name: format!("{}_k{}{suffix}", ident(&self.p.name), self.k),
+            bufs: self.slots,
+            dims: self.dims,
+            items,
+            vars: self.b.vars,
+            body: self.b.body,
+        }
+    }
+
     fn slot(&mut self, buf: BufId, access: Access) -> Result<usize, LowerError> {
         if let Some(i) = self.slots.iter().position(|s| s.buf == buf) {
             if self.slots[i].access != access {
