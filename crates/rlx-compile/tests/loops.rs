@@ -908,3 +908,71 @@ fn emulated_formats_narrowing_casts_and_mixed_comparisons_match_the_oracle_bit_f
         );
     }
 }
+
+#[test]
+fn the_reference_interpreter_refuses_wrong_buffers_instead_of_reading_past_them() {
+    let mut g = Graph::new("bounds");
+    let x = g.input("x", Shape::new(&[8], DType::F32));
+    let y = op(&mut g, Op::Activation(Activation::Exp), vec![x]);
+    g.set_outputs(vec![y]);
+    let p = compiled(&g);
+    let lk = loops::lower_kernel(&p, 0).expect("lowered");
+    assert_eq!(lk.bufs.len(), 2);
+    let e = loops::eval::run(&lk, &mut [], &DimBinding::new()).expect_err("no buffers");
+    assert!(e.contains("0 buffers given, the kernel has 2 slots"), "{e}");
+    // A buffer shorter than the kernel's space: the first read past it is an error.
+    let mut bufs = [HostBuf::Float(vec![1.0; 5]), HostBuf::Float(vec![0.0; 8])];
+    let e = loops::eval::run(&lk, &mut bufs, &DimBinding::new()).expect_err("short input");
+    assert!(e.contains("out of bounds of slot"), "{e}");
+}
+
+#[test]
+fn fragments_bind_only_the_buffers_they_use_and_refuse_what_they_cannot_express() {
+    let mut g = Graph::new("frag");
+    let a = g.input("a", Shape::new(&[2, 3], DType::F32));
+    let b = g.input("b", Shape::new(&[3, 4], DType::F32));
+    let bias = g.input("bias", Shape::new(&[4], DType::F32));
+    let y = op(&mut g, Op::MatMul, vec![a, b]);
+    let y = op(&mut g, Op::Binary(BinaryOp::Add), vec![y, bias]);
+    g.set_outputs(vec![y]);
+    let p = compiled(&g);
+    let (k, epilogue, space) = p
+        .kernels
+        .iter()
+        .enumerate()
+        .find_map(|(k, kern)| match &kern.kind {
+            rlx_compile::program::KernelKind::Contraction {
+                epilogue,
+                out_space,
+                ..
+            } => Some((k, epilogue.clone(), out_space.clone())),
+            _ => None,
+        })
+        .expect("a contraction");
+    let frag =
+        loops::lower_epilogue(&p, k, &epilogue, &space, "f", "core", DType::F32).expect("lowered");
+    // The bias (read) and the output (written); not the product's operands.
+    assert_eq!(frag.bufs.len(), 2, "{:?}", frag.bufs);
+    let src = loops::render_c(&frag, Dialect::Cuda);
+    assert!(src.contains("core") && src.contains("f"), "{src}");
+    let e = loops::lower_epilogue(&p, k, &epilogue, &space, "f", "core", DType::C64)
+        .expect_err("a complex core");
+    assert!(e.to_string().contains("C64"), "{e}");
+    // The epilogue reads the core: as a prologue (no core) it is refused by name.
+    let core_node = epilogue
+        .nodes
+        .iter()
+        .position(|n| matches!(n.op, rlx_compile::program::EOp::Core))
+        .expect("the epilogue reads the core") as u32;
+    let e = loops::lower_value(
+        &p,
+        k,
+        &epilogue,
+        core_node,
+        &space,
+        "f",
+        &["i".into(), "j".into()],
+    )
+    .expect_err("no core outside an epilogue");
+    assert!(e.to_string().contains("core outside an epilogue"), "{e}");
+}

@@ -169,3 +169,18 @@ fn kernels_not_lowered_yet_are_named_errors_not_guesses() {
     let e = compile_program(&p, "gfx90a").expect_err("cumsum is an opaque kernel");
     assert!(e.contains("opaque(cumsum)"), "{e}");
 }
+
+#[test]
+fn an_unknown_target_or_a_nul_in_the_source_is_refused_before_compiling() {
+    if !hiprtc_ok() {
+        return;
+    }
+    if hiprtc::supported_archs().is_ok() {
+        let e = hiprtc::compile("extern \"C\" __global__ void k() {}", "k.hip", "gfx9999")
+            .expect_err("no such target");
+        assert!(e.contains("cannot target gfx9999"), "{e}");
+    }
+    let e = hiprtc::compile("extern \"C\" __global__ void k() {}\0", "k.hip", "gfx90a")
+        .expect_err("a NUL byte");
+    assert!(e.contains("NUL"), "{e}");
+}

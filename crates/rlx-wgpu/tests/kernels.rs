@@ -655,3 +655,13 @@ fn every_generated_shader_translates_to_msl() {
         "only {translated} shaders were translated"
     );
 }
+
+#[test]
+fn generated_wgsl_refuses_a_malformed_graph() {
+    let mut g = Graph::new("malformed");
+    let x = g.input("x", Shape::new(&[4], DType::F32));
+    // An output that names no node of the graph.
+    g.set_outputs(vec![x, NodeId(99)]);
+    let e = rlx_wgpu::generated_wgsl(&g).expect_err("a malformed graph");
+    assert!(e.to_string().contains("malformed"), "{e}");
+}

@@ -34,7 +34,7 @@ impl Cx<'_> {
                 EOp::Load(i) => {
                     let index = self.load_index(*i, env);
                     Ex::Load {
-                        buf: self.load_slots[*i],
+                        buf: self.load_slot(*i)?,
                         index: Box::new(index),
                     }
                 }

@@ -329,7 +329,7 @@ impl Cx<'_> {
         }
         let index = self.view_offset(&load, std::slice::from_ref(j));
         Ok(Ex::Load {
-            buf: self.load_slots[l],
+            buf: self.load_slot(l)?,
             index: Box::new(index),
         })
     }
@@ -391,11 +391,11 @@ impl Cx<'_> {
             let prod = bin(
                 Bin::Mul,
                 Ex::Load {
-                    buf: cx.load_slots[a],
+                    buf: cx.load_slot(a)?,
                     index: Box::new(ai),
                 },
                 Ex::Load {
-                    buf: cx.load_slots[b],
+                    buf: cx.load_slot(b)?,
                     index: Box::new(bi),
                 },
             );

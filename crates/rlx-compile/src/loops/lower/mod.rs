@@ -56,7 +56,7 @@ impl std::error::Error for LowerError {}
 
 /// Lower kernel `k` of `p`.
 pub fn lower_kernel(p: &Program, k: usize) -> Result<LoopKernel, LowerError> {
-    let mut cx = Cx::new(p, k)?;
+    let mut cx = Cx::new(p, k);
     let items = cx.kind()?;
     Ok(cx.into_kernel("", items))
 }
@@ -76,7 +76,7 @@ pub fn lower_epilogue(
     core: &str,
     core_dtype: rlx_ir::DType,
 ) -> Result<LoopKernel, LowerError> {
-    let mut cx = Cx::new(p, k)?;
+    let mut cx = Cx::new(p, k);
     let Some(core_ty) = Ty::of(core_dtype) else {
         return Err(cx.fail(format!("an epilogue over {core_dtype:?} values")));
     };
@@ -110,7 +110,7 @@ pub fn lower_value(
     flat: &str,
     coords: &[String],
 ) -> Result<(LoopKernel, Ex), LowerError> {
-    let mut cx = Cx::new(p, k)?;
+    let mut cx = Cx::new(p, k);
     let host = |name: &str| Ex::External {
         name: name.to_string(),
         ty: Ty::Index,
@@ -146,27 +146,25 @@ struct Cx<'a> {
     b: Builder,
     slots: Vec<KernelBuf>,
     dims: Vec<u32>,
-    /// Buffer slot of each kernel load.
-    load_slots: Vec<usize>,
 }
 
 impl<'a> Cx<'a> {
-    /// The lowering state of kernel `k`, every load given a buffer slot.
-    fn new(p: &'a Program, k: usize) -> Result<Cx<'a>, LowerError> {
-        let mut cx = Cx {
+    /// The lowering state of kernel `k` (buffers get slots as the lowering reads or
+    /// writes them, so a fragment binds only what it uses).
+    fn new(p: &'a Program, k: usize) -> Cx<'a> {
+        Cx {
             p,
             k,
             b: Builder::default(),
             slots: Vec::new(),
             dims: Vec::new(),
-            load_slots: Vec::new(),
-        };
-        cx.load_slots = p.kernels[k]
-            .loads
-            .iter()
-            .map(|l| cx.slot(l.buf, Access::Read))
-            .collect::<Result<_, _>>()?;
-        Ok(cx)
+        }
+    }
+
+    /// The buffer slot of kernel load `l`.
+    fn load_slot(&mut self, l: usize) -> Result<usize, LowerError> {
+        let buf = self.p.kernels[self.k].loads[l].buf;
+        self.slot(buf, Access::Read)
     }
 
     /// The lowered kernel (`suffix` distinguishes fragments in its name).
