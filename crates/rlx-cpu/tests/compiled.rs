@@ -396,3 +396,68 @@ fn gather_of_table_rows_reads_the_table_in_place_with_negative_and_bad_indices()
         "{err}"
     );
 }
+
+/// `x · w` for an `x` of `x_dims` viewed through `view` (a transpose or narrow of the
+/// input, or nothing) and a `w` of `w_dims`, in `dt`.
+fn batched_product(
+    dt: DType,
+    x_dims: &[usize],
+    view: Option<Op>,
+    w_dims: &[usize],
+) -> (Graph, Vec<TensorData>) {
+    let mut g = Graph::new("bmm");
+    let x = g.input("x", Shape::new(x_dims, dt));
+    let w = g.input("w", Shape::new(w_dims, dt));
+    let xv = match view {
+        Some(v) => op(&mut g, v, vec![x]),
+        None => x,
+    };
+    let y = op(&mut g, Op::MatMul, vec![xv, w]);
+    g.set_outputs(vec![y]);
+    let data = |dims: &[usize], scale: f32| {
+        let n = dims.iter().product();
+        let v: Vec<f64> = seq(n, scale).iter().map(|&e| e as f64).collect();
+        TensorData::from_f64_as(dt, dims, &v)
+    };
+    let args = vec![data(x_dims, 1.0), data(w_dims, 0.7)];
+    (g, args)
+}
+
+#[test]
+fn batched_products_with_a_shared_weight_match_the_oracle_whether_or_not_they_fold() {
+    // Batches whose rows chain into one `(batch·m) × k` GEMM (contiguous activations,
+    // size-1 batch axes, a broadcast weight with a leading 1) and batches that must stay
+    // per-batch products (a transposed batch order, rows narrowed inside each batch, a
+    // weight that differs per batch): every one equals the oracle, in f32 and f64, with
+    // products large enough to run on every thread.
+    let k = 40;
+    let cases: Vec<(Vec<usize>, Option<Op>, Vec<usize>)> = vec![
+        (vec![3, 4, 33, k], None, vec![k, 70]),
+        (vec![5, 1, 33, k], None, vec![1, k, 70]),
+        (
+            vec![4, 3, 33, k],
+            Some(Op::Transpose {
+                perm: vec![1, 0, 2, 3],
+            }),
+            vec![k, 70],
+        ),
+        (
+            vec![6, 50, k],
+            Some(Op::Narrow {
+                axis: 1,
+                start: 3,
+                len: 41,
+            }),
+            vec![k, 70],
+        ),
+        (vec![6, 50, k], None, vec![6, k, 70]),
+    ];
+    for dt in [DType::F32, DType::F64] {
+        for (x_dims, view, w_dims) in &cases {
+            let (g, args) = batched_product(dt, x_dims, view.clone(), w_dims);
+            let (got, want) = (run(&g, &args), oracle(&g, &args));
+            assert_eq!(got[0].dims, want[0].dims, "{x_dims:?} · {w_dims:?}");
+            close(&got[0], &want[0], 1e-5);
+        }
+    }
+}
