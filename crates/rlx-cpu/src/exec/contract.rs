@@ -586,7 +586,13 @@ impl ContractPlan {
         }
         // (size, stride) from the innermost axis (A's rows) outwards, size-1 axes dropped.
         let axes = std::iter::once((self.m, row_stride))
-            .chain(self.batch.iter().copied().zip(self.a_bstr.iter().copied()).rev())
+            .chain(
+                self.batch
+                    .iter()
+                    .copied()
+                    .zip(self.a_bstr.iter().copied())
+                    .rev(),
+            )
             .filter(|&(size, _)| size > 1);
         let mut folded: Option<(isize, isize)> = None; // (stride of the axis, its span)
         for (size, stride) in axes {
