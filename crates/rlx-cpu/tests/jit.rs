@@ -567,3 +567,100 @@ fn gelu_forward_and_backward_matmul_epilogues_are_compiled_with_the_interpreters
         assert!(why.contains("machine code"), "{why}");
     }
 }
+
+/// [`values`] plus the cases of rounding to bf16 and f16: exact ties (which round to
+/// even), values just off a tie, f16's overflow to ∞ and its subnormals, and NaNs whose
+/// payload sits in the bits the rounding drops.
+fn half_values(n: usize, salt: u32) -> Vec<f32> {
+    let ties = [
+        f32::from_bits(0x3F80_8000), // bf16 tie: 1 + 2⁻⁸ → 1
+        f32::from_bits(0x3F81_8000), // bf16 tie → 1 + 2⁻⁶ (even)
+        f32::from_bits(0x3F80_8001), // just above a bf16 tie → up
+        f32::from_bits(0xBF80_7FFF), // just below a bf16 tie → down
+        f32::from_bits(0x7F7F_FFFF), // f32::MAX: rounds to bf16 ∞
+        f32::from_bits(0x7FC0_1234), // NaN with low payload bits
+        f32::from_bits(0xFF80_0001), // signalling NaN
+        1.0 + 2f32.powi(-11),        // f16 tie → 1
+        1.0 + 3.0 * 2f32.powi(-11),  // f16 tie → even
+        65520.0,                     // f16 overflow → ∞
+        6.0e-8,                      // f16 subnormal
+        -3.0e-5,
+        1.0e-8, // below f16's smallest subnormal → 0
+    ];
+    values(n, salt)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            if (i as u32 ^ salt).is_multiple_of(3) {
+                ties[(i / 3 + salt as usize) % ties.len()]
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn bf16_and_f16_arithmetic_held_as_f32_gives_the_interpreters_bits() {
+    // Casts into the format, every compiled op on values of the format (each result
+    // rounded to it, as the interpreter rounds every node), comparisons and selects on
+    // them, inputs stored in the format, casts between the two formats, and outputs in
+    // the format and widened to f32 and f64.
+    for dt in [DType::BF16, DType::F16] {
+        let other = if dt == DType::BF16 {
+            DType::F16
+        } else {
+            DType::BF16
+        };
+        for n in [5, 16, 1000, 3 * 1024 + 7] {
+            let mut g = Graph::new(format!("{dt}_{n}"));
+            let x = g.input("x", Shape::new(&[n], DType::F32));
+            let y = g.input("y", Shape::new(&[n], DType::F32));
+            let z = g.input("z", Shape::new(&[n], dt));
+            let cast = |g: &mut Graph, to, v| op(g, Op::Cast { to }, vec![v]);
+            let (xh, yh) = (cast(&mut g, dt, x), cast(&mut g, dt, y));
+            let s = op(&mut g, Op::Binary(BinaryOp::Add), vec![xh, yh]);
+            let m = op(&mut g, Op::Binary(BinaryOp::Mul), vec![s, z]);
+            let d = op(&mut g, Op::Binary(BinaryOp::Div), vec![m, yh]);
+            let mx = op(&mut g, Op::Binary(BinaryOp::Max), vec![d, xh]);
+            let e = op(&mut g, Op::Activation(Activation::Exp), vec![xh]);
+            let ge = op(&mut g, Op::Activation(Activation::Gelu), vec![yh]);
+            let th = op(&mut g, Op::Activation(Activation::Tanh), vec![z]);
+            let gt = op(&mut g, Op::Compare(rlx_ir::CmpOp::Gt), vec![xh, yh]);
+            let sel = op(&mut g, Op::Where, vec![gt, e, ge]);
+            let sum = op(&mut g, Op::Binary(BinaryOp::Sub), vec![sel, th]);
+            let cross = cast(&mut g, other, sum);
+            let back = cast(&mut g, dt, cross);
+            let wide = cast(&mut g, DType::F32, mx);
+            let wider = cast(&mut g, DType::F64, back);
+            g.set_outputs(vec![sum, back, wide, wider, cross]);
+            let zh: Vec<f64> = half_values(n, 5).iter().map(|&v| v as f64).collect();
+            let args = [
+                TensorData::from_f32(&[n], &half_values(n, 3)),
+                TensorData::from_f32(&[n], &half_values(n, 4)),
+                TensorData::from_f64_as(dt, &[n], &zh),
+            ];
+            let compiled = same_bits(&g, &args);
+            if jit_available() {
+                assert!(compiled > 0, "{dt}, n = {n}: the chain was compiled");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_cast_from_f32_to_bf16_or_f16_alone_is_compiled_with_the_interpreters_bits() {
+    // The kernel a mixed-precision program runs most: one rounding pass over a tensor.
+    for dt in [DType::BF16, DType::F16] {
+        for n in [3, 16, 4099] {
+            let mut g = Graph::new(format!("cast_{dt}_{n}"));
+            let x = g.input("x", Shape::new(&[n], DType::F32));
+            let y = op(&mut g, Op::Cast { to: dt }, vec![x]);
+            g.set_outputs(vec![y]);
+            let compiled = same_bits(&g, &[TensorData::from_f32(&[n], &half_values(n, 9))]);
+            if jit_available() {
+                assert!(compiled > 0, "{dt}, n = {n}: the cast was compiled");
+            }
+        }
+    }
+}

@@ -12,7 +12,10 @@
 //! an epilogue, `+ − · ÷ max min`, `neg abs sqrt relu exp log tanh sigmoid erf
 //! gelu gelu_approx`; f64 loads, constants, `+ − · ÷ sqrt` (an f64 value lives in two registers, lanes 0–7 and
 //! 8–15); casts between f32 and f64; f32 comparisons as masks (held as 1.0 / 0.0), the
-//! selects on them and their casts to f32. Anything else leaves the program to the
+//! selects on them and their casts to f32; and bf16 / f16 values held as f32 like the
+//! interpreter holds them: every f32 op above on them, each result rounded to its
+//! format (to nearest, ties to even, in registers), casts into and between the formats
+//! and out of them to f32 and f64. Anything else leaves the program to the
 //! interpreter. Debugging aids: a `tracing` debug event of target `rlx::jit` (e.g.
 //! `RLX_LOG=rlx::jit=debug` through rlx-tensor) names the instruction that kept a
 //! program interpreted, `RLX_JIT_DUMP=<dir>` writes each compiled function for

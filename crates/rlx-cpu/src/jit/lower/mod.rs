@@ -36,10 +36,14 @@ const NZMM: u8 = 32;
 /// module docs; f64 values with loads, constants, `+ − · ÷`, `sqrt`, and casts
 /// between f32 and f64.
 fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
-    let f32 = ins.dtype == DType::F32 && ins.ty == Ty::F32;
+    // f32 values, and bf16 / f16 values held as f32 (rounded to their format after
+    // every op, as the interpreter's `post` does).
+    let is_f32 = |x: &crate::exec::vm::Instr| {
+        x.ty == Ty::F32 && matches!(x.dtype, DType::F32 | DType::BF16 | DType::F16)
+    };
+    let f32 = is_f32(ins);
     let f64 = ins.dtype == DType::F64 && ins.ty == Ty::F64;
     let arg = |k: usize| &prog.instrs[ins.args[k] as usize];
-    let is_f32 = |x: &crate::exec::vm::Instr| x.dtype == DType::F32 && x.ty == Ty::F32;
     // A mask the code computes itself (kept as 1.0 / 0.0 in a register).
     let is_mask = |x: &crate::exec::vm::Instr| matches!(x.op, IOp::Compare(_, Ty::F32));
     match &ins.op {
@@ -84,10 +88,24 @@ fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
                     | BinaryOp::Min
             )
         }
-        IOp::Cast(from) => (f32 || f64) && matches!(from, DType::F32 | DType::F64),
+        // Widening is exact; narrowing rounds once (f64 → bf16 / f16 would round twice
+        // through f32, so it stays interpreted).
+        IOp::Cast(from) if f64 => matches!(from, DType::F32 | DType::F64) || is_half(*from),
+        IOp::Cast(from) => {
+            f32 && (matches!(from, DType::F32) || is_half(*from))
+                || (ins.dtype == DType::F32 && *from == DType::F64)
+        }
         _ => false,
     }
 }
+
+/// Whether `dt` is a 16-bit float format whose values the JIT holds as f32.
+fn is_half(dt: DType) -> bool {
+    matches!(dt, DType::BF16 | DType::F16)
+}
+
+/// Pooled constants of the bf16 rounding sequence ([`Lower::round_half`]).
+const BF16_ROUND_CONSTS: [u32; 4] = [1, 0x7FFF, 0xFFFF_0000, 0x0040_0000];
 
 /// The first instruction of `prog` the JIT cannot compile, described (`None`: all can).
 pub(crate) fn unsupported(prog: &TileProg) -> Option<String> {
@@ -170,11 +188,11 @@ fn lower(
         let ins = &prog.instrs[x];
         matches!(
             (ins.dtype, ins.ty),
-            (DType::F32, Ty::F32) | (DType::F64, Ty::F64)
+            (DType::F32 | DType::BF16 | DType::F16, Ty::F32) | (DType::F64, Ty::F64)
         )
     });
     if !exports_ok {
-        return Err("an export is neither f32 nor f64".to_string());
+        return Err("an export is neither f32 (bf16, f16) nor f64".to_string());
     }
     if let Some(what) = unsupported(prog) {
         return Err(format!("no machine code for {what}"));
@@ -252,9 +270,12 @@ impl<'a> Lower<'a> {
         let n = prog.instrs.len();
         let mut root: Vec<usize> = (0..n).collect();
         for (i, ins) in prog.instrs.iter().enumerate() {
-            // Identity casts, and bool → f32 of a mask (held as 1.0 / 0.0 already).
+            // Identity casts, bool → f32 of a mask (held as 1.0 / 0.0 already), and
+            // bf16 / f16 → f32 (their f32 values are exact already).
             if let IOp::Cast(from) = ins.op
-                && (from == ins.dtype || from == DType::Bool)
+                && (from == ins.dtype
+                    || from == DType::Bool
+                    || (ins.dtype == DType::F32 && is_half(from)))
             {
                 root[i] = root[ins.args[0] as usize];
             }
@@ -373,6 +394,11 @@ impl<'a> Lower<'a> {
                     self.hoist(a, *b, true)?;
                 }
                 continue;
+            }
+            if ins.dtype == DType::BF16
+                && matches!(ins.op, IOp::Unary(_) | IOp::Binary(_) | IOp::Cast(_))
+            {
+                pooled.extend(BF16_ROUND_CONSTS);
             }
             match &ins.op {
                 IOp::Const(b) => {
@@ -552,9 +578,18 @@ impl<'a> Lower<'a> {
                     a.vblendmps(d, 2, arg(2), arg(1));
                     d
                 }
+                IOp::Cast(_) if is_half(ins.dtype) => {
+                    let d = free.pop()?;
+                    self.round_half(a, &mut free, ins.dtype, d, arg(0))?;
+                    d
+                }
                 IOp::Cast(_) => unreachable!("identity casts forward their operand"),
                 _ => return None,
             };
+            if is_half(ins.dtype) && matches!(ins.op, IOp::Unary(_) | IOp::Binary(_)) {
+                // The interpreter rounds every op's f32 result to the node's format.
+                self.round_half(a, &mut free, ins.dtype, dst, dst)?;
+            }
             reg[i] = dst;
             self.release(i, ins, &reg, &hi, &mut free);
         }
@@ -570,6 +605,40 @@ impl<'a> Lower<'a> {
                 a.vmovups_store(Mem::BaseIndex(RAX, R11), reg[r], k);
             }
         }
+        Some(())
+    }
+
+    /// `dst = x` rounded to `dt` (bf16 or f16: to nearest, ties to even) and held as
+    /// f32 again — bit for bit what `value::round_f32_slice` computes. bf16 is the
+    /// integer rounding of the f32 bits (`u + 0x7FFF + bit 16`, low half cleared; a NaN
+    /// is quieted and truncated instead); f16 goes through the hardware conversion with
+    /// an explicit round-to-nearest-even, as `half`'s slice conversion does. `dst` may be
+    /// `x`.
+    fn round_half(&self, a: &mut Asm, free: &mut Vec<u8>, dt: DType, dst: u8, x: u8) -> Option<()> {
+        let t = free.pop()?;
+        if dt == DType::F16 {
+            a.vcvtps2ph(t, x);
+            a.vcvtph2ps(dst, t);
+            free.push(t);
+            return Some(());
+        }
+        debug_assert_eq!(dt, DType::BF16);
+        let Some(q) = free.pop() else {
+            free.push(t);
+            return None;
+        };
+        let [one, half_ulp, high, quiet] = BF16_ROUND_CONSTS.map(|c| self.creg(c));
+        a.vpsrld(t, x, 16);
+        a.vpandd(t, t, one);
+        a.vpaddd(t, t, half_ulp);
+        a.vpaddd(t, t, x);
+        a.vpandd(t, t, high);
+        a.vcmpps(2, x, x, Cmp::UnordQ);
+        a.vpord(q, x, quiet);
+        a.vpandd(q, q, high);
+        a.vblendmps(dst, 2, t, q);
+        free.push(q);
+        free.push(t);
         Some(())
     }
 
@@ -652,8 +721,9 @@ impl<'a> Lower<'a> {
                 }
                 (d, e)
             }
-            IOp::Cast(DType::F32) => {
-                // f32 → f64: each half of the 16 floats widened.
+            IOp::Cast(DType::F32 | DType::BF16 | DType::F16) => {
+                // f32 (or an exact bf16 / f16 value held as f32) → f64: each half of the
+                // 16 floats widened.
                 let (d, e, t) = (free.pop()?, free.pop()?, free.pop()?);
                 let x = arg(0);
                 a.vcvtps2pd(d, x);

@@ -271,6 +271,32 @@ impl Asm {
         self.byte(imm);
     }
 
+    /// `dst = src >> imm` (logical) on 32-bit lanes.
+    pub(crate) fn vpsrld(&mut self, dst: u8, src: u8, imm: u8) {
+        // 66 0F 72 /2 ib: the destination is vvvv, the ModRM.reg field is the extension.
+        self.op3(Map::M0F, Pp::P66, false, 0x72, 2, dst, src);
+        self.byte(imm);
+    }
+
+    /// `dst = a | b` on 32-bit integer lanes.
+    pub(crate) fn vpord(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.op3(Map::M0F, Pp::P66, false, 0xEB, dst, a, b);
+    }
+
+    /// 16 floats rounded to binary16, to nearest even, into ymm `dst` (a zmm register's
+    /// low half): `vcvtps2ph ymm, zmm, 0`.
+    pub(crate) fn vcvtps2ph(&mut self, dst: u8, src: u8) {
+        // 66 0F3A 1D /r ib: the source is ModRM.reg, the destination ModRM.rm; imm8 0 =
+        // round to nearest even (not MXCSR's mode).
+        self.op3(Map::M0F3A, Pp::P66, false, 0x1D, src, 0, dst);
+        self.byte(0);
+    }
+
+    /// The 16 binary16 values of ymm `src` widened to floats: `vcvtph2ps zmm, ymm`.
+    pub(crate) fn vcvtph2ps(&mut self, dst: u8, src: u8) {
+        self.op3(Map::M0F38, Pp::P66, false, 0x13, dst, 0, src);
+    }
+
     /// `k = a <pred> b` per lane.
     pub(crate) fn vcmpps(&mut self, k: u8, a: u8, b: impl Into<Src>, pred: Cmp) {
         self.op3(Map::M0F, Pp::None, false, 0xC2, k, a, b);

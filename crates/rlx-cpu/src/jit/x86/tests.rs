@@ -101,6 +101,17 @@ fn encodings_disassemble_to_the_intended_instructions() {
     add(&mut a, &|a| a.vpsubd(22, 6, 1), "vpsubd zmm22,zmm6,zmm1");
     add(&mut a, &|a| a.vpsrad(9, 26, 1), "vpsrad zmm9,zmm26,0x1");
     add(&mut a, &|a| a.vpslld(17, 3, 23), "vpslld zmm17,zmm3,0x17");
+    add(&mut a, &|a| a.vpsrld(4, 29, 16), "vpsrld zmm4,zmm29,0x10");
+    add(&mut a, &|a| a.vpord(19, 2, 30), "vpord zmm19,zmm2,zmm30");
+    add(
+        &mut a,
+        &|a| a.vpord(1, 12, Src::Pool(0x10)),
+        "vpord zmm1,zmm12,DWORD BCST [r8+0x10]",
+    );
+    add(&mut a, &|a| a.vcvtps2ph(5, 27), "vcvtps2ph ymm5,zmm27,0x0");
+    add(&mut a, &|a| a.vcvtps2ph(20, 3), "vcvtps2ph ymm20,zmm3,0x0");
+    add(&mut a, &|a| a.vcvtph2ps(26, 5), "vcvtph2ps zmm26,ymm5");
+    add(&mut a, &|a| a.vcvtph2ps(2, 18), "vcvtph2ps zmm2,ymm18");
     add(
         &mut a,
         &|a| a.vcmpps(1, 2, 29, Cmp::LtOq),
