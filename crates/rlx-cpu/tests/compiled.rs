@@ -400,7 +400,7 @@ fn gather_of_table_rows_reads_the_table_in_place_with_negative_and_bad_indices()
 /// `x · w` for an `x` of `x_dims` viewed through `view` (a transpose or narrow of the
 /// input, or nothing) and a `w` of `w_dims`, in `dt`.
 fn batched_product(
-    dt: DType,
+    (dt, scale): (DType, f32),
     x_dims: &[usize],
     view: Option<Op>,
     w_dims: &[usize],
@@ -419,7 +419,7 @@ fn batched_product(
         let v: Vec<f64> = seq(n, scale).iter().map(|&e| e as f64).collect();
         TensorData::from_f64_as(dt, dims, &v)
     };
-    let args = vec![data(x_dims, 1.0), data(w_dims, 0.7)];
+    let args = vec![data(x_dims, scale), data(w_dims, 0.7 * scale)];
     (g, args)
 }
 
@@ -428,8 +428,9 @@ fn batched_products_with_a_shared_weight_match_the_oracle_whether_or_not_they_fo
     // Batches whose rows chain into one `(batch·m) × k` GEMM (contiguous activations,
     // size-1 batch axes, a broadcast weight with a leading 1) and batches that must stay
     // per-batch products (a transposed batch order, rows narrowed inside each batch, a
-    // weight that differs per batch): every one equals the oracle, in f32 and f64, with
-    // products large enough to run on every thread.
+    // weight that differs per batch): every one equals the oracle, in f32, f64, bf16,
+    // f16 (one rounding of an f32 sum vs the oracle's f64 sum: a format ulp) and i8
+    // (exact, wrapping), with products large enough to run on every thread.
     let k = 40;
     let cases: Vec<(Vec<usize>, Option<Op>, Vec<usize>)> = vec![
         (vec![3, 4, 33, k], None, vec![k, 70]),
@@ -452,12 +453,18 @@ fn batched_products_with_a_shared_weight_match_the_oracle_whether_or_not_they_fo
         ),
         (vec![6, 50, k], None, vec![6, k, 70]),
     ];
-    for dt in [DType::F32, DType::F64] {
+    for (dt, scale, tol) in [
+        (DType::F32, 1.0, 1e-5),
+        (DType::F64, 1.0, 1e-5),
+        (DType::BF16, 1.0, 1e-2),
+        (DType::F16, 1.0, 2e-3),
+        (DType::I8, 60.0, 0.0),
+    ] {
         for (x_dims, view, w_dims) in &cases {
-            let (g, args) = batched_product(dt, x_dims, view.clone(), w_dims);
+            let (g, args) = batched_product((dt, scale), x_dims, view.clone(), w_dims);
             let (got, want) = (run(&g, &args), oracle(&g, &args));
-            assert_eq!(got[0].dims, want[0].dims, "{x_dims:?} · {w_dims:?}");
-            close(&got[0], &want[0], 1e-5);
+            assert_eq!(got[0].dims, want[0].dims, "{dt}: {x_dims:?} · {w_dims:?}");
+            close(&got[0], &want[0], tol);
         }
     }
 }

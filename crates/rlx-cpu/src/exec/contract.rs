@@ -291,13 +291,15 @@ impl ContractPlan {
         let mn = self.m * self.n;
         let (pc, out, dtype) = (SendPtr(c), out.map(SendPtr), self.dtype);
         let batch = |bi: usize, am: MatRef<'_, T>, bm: MatRef<'_, T>, th: usize| {
-            // SAFETY: C holds `nb·m·n` f32 (the caller's contract); batch `bi`'s `m·n` are
+            // `am.rows` is `m`, or `nb·m` for a folded batch (then `bi = 0`).
+            let len = am.rows * self.n;
+            // SAFETY: C holds `nb·m·n` f32 (the caller's contract); batch `bi`'s rows are
             // written by this call only, and C overlaps no operand.
-            let cs = unsafe { std::slice::from_raw_parts_mut(pc.get().add(bi * mn), mn) };
-            gemm_half(am, bm, MatMut::row_major(cs, self.m, self.n), false, th);
+            let cs = unsafe { std::slice::from_raw_parts_mut(pc.get().add(bi * mn), len) };
+            gemm_half(am, bm, MatMut::row_major(cs, am.rows, self.n), false, th);
         };
         // SAFETY: the caller checked both operand dtypes equal the product's (T's).
-        unsafe { self.per_batch::<T>(bases, batch) };
+        unsafe { self.per_batch::<T>(bases, true, batch) };
         // The rounding pass runs on every thread after the products (per batch, it ran on
         // one thread: 1 M elements of one product were a fifth of a 1024³ bf16 matmul).
         let total = self.batch.iter().product::<usize>() * mn;
@@ -363,12 +365,16 @@ impl ContractPlan {
         if dtype == DType::F32 {
             // SAFETY: the caller checked both operands are f32.
             unsafe {
-                self.per_batch::<f32>(bases, |bi, am, bm, _| batch(pc, out, dtype, n, bi, am, bm))
+                self.per_batch::<f32>(bases, false, |bi, am, bm, _| {
+                    batch(pc, out, dtype, n, bi, am, bm)
+                })
             }
         } else {
             // SAFETY: the caller checked both operands are bf16.
             unsafe {
-                self.per_batch::<bf16>(bases, |bi, am, bm, _| batch(pc, out, dtype, n, bi, am, bm))
+                self.per_batch::<bf16>(bases, false, |bi, am, bm, _| {
+                    batch(pc, out, dtype, n, bi, am, bm)
+                })
             }
         }
     }
@@ -381,14 +387,16 @@ impl ContractPlan {
         let mn = self.m * self.n;
         let pc = SendPtr(c);
         let batch = |bi: usize, am: MatRef<'_, i8>, bm: MatRef<'_, i8>, th: usize| {
-            // SAFETY: C holds `nb·m·n` compute words; batch `bi`'s `m·n` are written by this
-            // call only, and C (a fresh scratch) overlaps no operand.
-            let cs = unsafe { std::slice::from_raw_parts_mut(pc.get().add(bi * mn), mn) };
-            let mut acc = vec![0i32; mn];
+            // `am.rows` is `m`, or `nb·m` for a folded batch (then `bi = 0`).
+            let len = am.rows * self.n;
+            // SAFETY: C holds `nb·m·n` compute words; batch `bi`'s rows are written by this
+            // call only, and C (a product scratch) overlaps no operand.
+            let cs = unsafe { std::slice::from_raw_parts_mut(pc.get().add(bi * mn), len) };
+            let mut acc = vec![0i32; len];
             gemm_i8(
                 am,
                 bm,
-                MatMut::row_major(&mut acc, self.m, self.n),
+                MatMut::row_major(&mut acc, am.rows, self.n),
                 false,
                 th,
             );
@@ -397,18 +405,21 @@ impl ContractPlan {
             }
         };
         // SAFETY: the caller checked both operand dtypes are i8.
-        unsafe { self.per_batch::<i8>(bases, batch) }
+        unsafe { self.per_batch::<i8>(bases, true, batch) }
     }
 
     /// `f(batch, A view, B view, threads)` for every batch of the product, with the
     /// operands read in place as `E`: many small batches side by side on one thread each,
-    /// else one after another with every thread on each.
+    /// else one after another with every thread on each. With `fold`, a batch whose
+    /// weight is shared and whose rows chain (see [`Self::folded_row_stride`]) is one call
+    /// `f(0, A of nb·m rows, B, threads)` — `f` must then size C by `A.rows`.
     ///
     /// # Safety
     /// Both operand buffers must hold elements of type `E`.
     unsafe fn per_batch<E: Copy + Sync>(
         &self,
         bases: &[*mut u8],
+        fold: bool,
         f: impl Fn(usize, MatRef<'_, E>, MatRef<'_, E>, usize) + Sync,
     ) {
         let nb: usize = self.batch.iter().product();
@@ -423,6 +434,44 @@ impl ContractPlan {
             SendPtr(bases[self.a.buf] as *mut E),
             SendPtr(bases[self.b.buf] as *mut E),
         );
+        if fold
+            && nb > 1
+            && let Some(rs) = self.folded_row_stride(ars)
+        {
+            // One `(nb·m) × k` product, as in `gemm` (B packed once).
+            let rows = nb * m;
+            // SAFETY: as in `one` below; the folded rows visit exactly the elements the
+            // per-batch views would (folded_row_stride checked the strides chain).
+            let (a, b) = unsafe {
+                (
+                    std::slice::from_raw_parts(pa.get() as *const E, self.a_len),
+                    std::slice::from_raw_parts(pb.get() as *const E, self.b_len),
+                )
+            };
+            let am = MatRef {
+                data: a,
+                rows,
+                cols: k,
+                row_stride: rs,
+                col_stride: acs,
+                offset: self.a.offset,
+            };
+            let bm = MatRef {
+                data: b,
+                rows: k,
+                cols: n,
+                row_stride: brs,
+                col_stride: bcs,
+                offset: self.b.offset,
+            };
+            f(
+                0,
+                am,
+                bm,
+                if rows * n * k < (1 << 15) { 1 } else { threads },
+            );
+            return;
+        }
         let one = |bi: usize, th: usize| {
             let mut idx = vec![0usize; self.batch.len()];
             let (ao, bo) = self.offsets(bi, &mut idx);
