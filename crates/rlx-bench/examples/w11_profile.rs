@@ -1,7 +1,7 @@
 //! W11 broken down: where the time of one compiled GPT training step goes.
 //!
 //! `cargo run --release -p rlx-bench --example w11_profile [-- --layers 4] [-- --steps 20]
-//! [-- --top 15] [-- --explain] [-- --flat]`
+//! [-- --top 15] [-- --explain] [-- --flat] [-- --bf16]`
 //!
 //! Runs the W11 model (`rlx_bench::gpt`, `--layers` blocks) through `Func::train_step_all`
 //! with `RLX_PROFILE=1` (set here when unset), then reads the compiled step's `explain()`
@@ -15,7 +15,8 @@
 //!   how many times each residual-stream add is computed across kernels.
 //!
 //! `--explain` also prints the whole `explain()` text; `--flat` profiles the same model with
-//! `[B·T, d]` activations (`gpt::Layout::Flat`) instead of `[B, T, d]`.
+//! `[B·T, d]` activations (`gpt::Layout::Flat`) instead of `[B, T, d]`; `--bf16` the model
+//! with bf16 matmuls (`gpt::Precision::Bf16Matmuls`).
 
 use rlx_bench::gpt::{self, GptConfig, TokenStream};
 use std::collections::BTreeMap;
@@ -110,7 +111,12 @@ fn main() {
     } else {
         gpt::Layout::Batched
     };
-    let f0 = gpt::model_with(&c, layout, 0);
+    let prec = if args.iter().any(|a| a == "--bf16") {
+        gpt::Precision::Bf16Matmuls
+    } else {
+        gpt::Precision::F32
+    };
+    let f0 = gpt::model_in(&c, layout, prec, 0);
     let wrt_owned = f0.param_names();
     let wrt: Vec<&str> = wrt_owned.iter().map(String::as_str).collect();
 

@@ -129,9 +129,57 @@ pub enum Layout {
     Flat,
 }
 
+/// The arithmetic of the matmuls.
+///
+/// Mixed precision is asked for the way a JAX user writes it, with explicit casts: a
+/// product in bf16 is `x.cast(DType::BF16).matmul(&w.cast(DType::BF16))`, its result cast
+/// back to f32 (see [`Precision::matmul`]). Params, optimizer state, LayerNorm,
+/// attention, softmax and the cross-entropy stay f32 — what `torch.autocast("cpu",
+/// dtype=torch.bfloat16)` does for these ops, except that it also runs attention in bf16.
+/// Gradients flow through the casts: the backward's products are bf16 products too, and
+/// the f32 master weights receive f32 gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// Every op in f32.
+    F32,
+    /// Every matmul (projections, MLP, the tied head) on bf16 operands with f32
+    /// accumulation, rounded to bf16, then widened back to f32.
+    Bf16Matmuls,
+}
+
+impl Precision {
+    /// `x · w` in this precision (an f32 result either way).
+    pub fn matmul(self, x: &Tensor, w: &Tensor) -> Tensor {
+        match self {
+            Precision::F32 => x.matmul(w),
+            Precision::Bf16Matmuls => x
+                .cast(DType::BF16)
+                .matmul(&w.cast(DType::BF16))
+                .cast(DType::F32),
+        }
+    }
+
+    /// `x · wᵀ` in this precision (an f32 result either way).
+    pub fn matmul_t(self, x: &Tensor, w: &Tensor) -> Tensor {
+        match self {
+            Precision::F32 => x.matmul_t(w),
+            Precision::Bf16Matmuls => x
+                .cast(DType::BF16)
+                .matmul_t(&w.cast(DType::BF16))
+                .cast(DType::F32),
+        }
+    }
+}
+
 /// One pre-LN block on the residual stream `x` (`[B, T, d]`, or `[B·T, d]` for
 /// [`Layout::Flat`]); params named `h{l}.*`.
-fn block(s: &mut GraphScope, c: &GptConfig, layout: Layout, l: usize, x: &Tensor) -> Tensor {
+fn block(
+    s: &mut GraphScope,
+    c: &GptConfig,
+    (layout, prec): (Layout, Precision),
+    l: usize,
+    x: &Tensor,
+) -> Tensor {
     let d = c.d_model;
     let mut p = |n: &str, dims: &[usize]| s.param(format!("h{l}.{n}"), f32s(dims));
     let (ln1_g, ln1_b) = (p("ln1.g", &[d]), p("ln1.b", &[d]));
@@ -142,7 +190,7 @@ fn block(s: &mut GraphScope, c: &GptConfig, layout: Layout, l: usize, x: &Tensor
     let (fc2_w, fc2_b) = (p("fc2.w", &[4 * d, d]), p("fc2.b", &[d]));
 
     let h = x.layer_norm(&ln1_g, &ln1_b, LN_EPS);
-    let qkv = &h.matmul(&qkv_w) + &qkv_b; // [B, T, 3d] (or [B·T, 3d])
+    let qkv = &prec.matmul(&h, &qkv_w) + &qkv_b; // [B, T, 3d] (or [B·T, 3d])
     let ax = qkv.dims().len() - 1;
     let (q, k, v) = (
         qkv.narrow(ax, 0, d),
@@ -159,10 +207,10 @@ fn block(s: &mut GraphScope, c: &GptConfig, layout: Layout, l: usize, x: &Tensor
                 .reshape([c.tokens() as i64, d as i64])
         }
     };
-    let x = x + &(&y.matmul(&proj_w) + &proj_b);
+    let x = x + &(&prec.matmul(&y, &proj_w) + &proj_b);
     let h = x.layer_norm(&ln2_g, &ln2_b, LN_EPS);
-    let h = (&h.matmul(&fc_w) + &fc_b).gelu();
-    &x + &(&h.matmul(&fc2_w) + &fc2_b)
+    let h = (&prec.matmul(&h, &fc_w) + &fc_b).gelu();
+    &x + &(&prec.matmul(&h, &fc2_w) + &fc2_b)
 }
 
 /// The GPT's mean cross-entropy as a [`Func`] (params unbound; see [`init_params`]), with
@@ -177,6 +225,12 @@ pub fn loss_func(c: &GptConfig) -> Func {
 
 /// [`loss_func`] with the activations shaped by `layout` (the same function either way).
 pub fn loss_func_with(c: &GptConfig, layout: Layout) -> Func {
+    loss_func_in(c, layout, Precision::F32)
+}
+
+/// [`loss_func_with`] with the matmuls in precision `prec` (the same params; see
+/// [`Precision`]).
+pub fn loss_func_in(c: &GptConfig, layout: Layout, prec: Precision) -> Func {
     assert!(
         c.d_model.is_multiple_of(c.heads),
         "GPT config: d_model {} is not a multiple of heads {}",
@@ -187,6 +241,10 @@ pub fn loss_func_with(c: &GptConfig, layout: Layout) -> Func {
     let name = match layout {
         Layout::Batched => format!("gpt_l{}", c.layers),
         Layout::Flat => format!("gpt_l{}_2d", c.layers),
+    };
+    let name = match prec {
+        Precision::F32 => name,
+        Precision::Bf16Matmuls => format!("{name}_bf16"),
     };
     Func::new(name, move |s| {
         let (b, t, d, v) = (c.batch, c.seq, c.d_model, c.vocab);
@@ -199,14 +257,14 @@ pub fn loss_func_with(c: &GptConfig, layout: Layout) -> Func {
             x = x.reshape([(b * t) as i64, d as i64]);
         }
         for l in 0..c.layers {
-            x = block(s, &c, layout, l, &x);
+            x = block(s, &c, (layout, prec), l, &x);
         }
         let lnf_g = s.param("lnf.g", f32s(&[d]));
         let lnf_b = s.param("lnf.b", f32s(&[d]));
         let h = x
             .layer_norm(&lnf_g, &lnf_b, LN_EPS)
             .reshape([(b * t) as i64, d as i64]);
-        h.matmul_t(&wte)
+        prec.matmul_t(&h, &wte)
             .softmax_cross_entropy_with_logits(&tgt)
             .mean_all()
     })
@@ -242,6 +300,12 @@ pub fn model(c: &GptConfig, seed: u64) -> Func {
 /// [`model`] with the activations shaped by `layout` (same params, same init for a seed).
 pub fn model_with(c: &GptConfig, layout: Layout, seed: u64) -> Func {
     init_params(loss_func_with(c, layout), seed)
+}
+
+/// [`model_with`] with the matmuls in precision `prec` (same params, same init for a
+/// seed).
+pub fn model_in(c: &GptConfig, layout: Layout, prec: Precision, seed: u64) -> Func {
+    init_params(loss_func_in(c, layout, prec), seed)
 }
 
 /// `transformer.py`'s data: a fixed random token stream of 2¹⁶ tokens; each batch takes

@@ -7,7 +7,7 @@ use crate::report::Row;
 #[cfg(feature = "train")]
 use crate::timing::{Timing, median};
 #[cfg(feature = "train")]
-use rlx_bench::gpt::{self, GptConfig, Layout, TokenStream};
+use rlx_bench::gpt::{self, GptConfig, Layout, Precision, TokenStream};
 
 /// Steps excluded from the median (as in `transformer.py`).
 #[cfg(feature = "train")]
@@ -27,7 +27,7 @@ pub fn rows(rows: &mut Vec<Row>, steps: usize, layers: &[usize], flat: bool) -> 
     let mut per_depth: Vec<(usize, f64)> = Vec::new();
     for &l in &depths {
         let c = GptConfig::w11(l);
-        let (t, note) = measure(&c, Layout::Batched, steps);
+        let (t, note) = measure(&c, Layout::Batched, Precision::F32, steps);
         per_depth.push((l, t.median_s * 1e3));
         if l == 4 {
             rows.push(
@@ -39,9 +39,22 @@ pub fn rows(rows: &mut Vec<Row>, steps: usize, layers: &[usize], flat: bool) -> 
                         c.param_count() as f64 / 1e6
                     )),
             );
+            // Mixed precision: bf16 products, f32 master weights (peer:
+            // peers/w11_torch_bf16.py, torch.autocast).
+            let (tb, note_b) = measure(&c, Layout::Batched, Precision::Bf16Matmuls, steps);
+            let ratio = tb.median_s / t.median_s;
+            rows.push(
+                Row::new("W11_gpt_train_step", "rlx_bf16", tb)
+                    .flops(c.step_flops())
+                    .steps()
+                    .note(&format!(
+                        "bf16 matmuls (x.cast(BF16).matmul(&w.cast(BF16))), f32 weights; \
+                         {ratio:.2}x the f32 step; {note_b}"
+                    )),
+            );
             if flat {
                 // The same model with [B·T, d] activations: what the batched form costs.
-                let (t2, note2) = measure(&c, Layout::Flat, steps);
+                let (t2, note2) = measure(&c, Layout::Flat, Precision::F32, steps);
                 rows.push(
                     Row::new("W11_gpt_train_step", "rlx_2d_activations", t2)
                         .flops(c.step_flops())
@@ -81,8 +94,8 @@ pub fn rows(rows: &mut Vec<Row>, steps: usize, layers: &[usize], flat: bool) -> 
 /// `steps` training steps of the model of `c`: the median step time after the first
 /// [`UNTIMED`] and a note (per-block time, first and last loss, compile step, path).
 #[cfg(feature = "train")]
-fn measure(c: &GptConfig, layout: Layout, steps: usize) -> (Timing, String) {
-    let f = gpt::model_with(c, layout, 0);
+fn measure(c: &GptConfig, layout: Layout, prec: Precision, steps: usize) -> (Timing, String) {
+    let f = gpt::model_in(c, layout, prec, 0);
     let mut opt = gpt::adamw();
     let wrt = f.param_names();
     let wrt: Vec<&str> = wrt.iter().map(String::as_str).collect();
