@@ -197,6 +197,40 @@ fn exact_data_gives_the_oracle_bit_for_bit_for_every_layout_and_format() {
     }
 }
 
+#[test]
+fn tiny_block_scales_give_the_oracle_bit_for_bit_where_a_bf16_unit_would_flush() {
+    // Data around 2⁻¹²⁸: MX block scales near 2⁻¹³⁰ decode to f32 subnormals, which a bf16
+    // unit (AMX, vdpbf16ps) treats as zero. Such products must keep the exact f32 path:
+    // the result is the oracle's bit for bit (the data is exact and its sums
+    // representable), where a flushed element would give zeros.
+    let mut rng = Rng(0x51ed_2701_aa55_0f0f);
+    let tiny = 2f32.powi(-128);
+    for layout in LAYOUTS {
+        for (m, n, k) in [(4, 24, 64), (40, 33, 96)] {
+            let fmts = [ScaledFormat::F8E4M3, ScaledFormat::F8E4M3];
+            let x: Vec<f32> = exact_rows(&mut rng, m, k, fmts[0], layout)
+                .iter()
+                .map(|v| v * tiny)
+                .collect();
+            let w = exact_rows(&mut rng, n, k, fmts[1], layout);
+            let g = graph(m, n, k, fmts, layout, false);
+            let args = [
+                ("x", TensorData::from_f32(&[m, k], &x)),
+                ("w", TensorData::from_f32(&[n, k], &w)),
+            ];
+            let (got, want) = both(&g, &args);
+            assert_eq!(got[0], want[0], "{m}x{n}x{k} {layout}");
+            if matches!(layout, ScaleLayout::BlockMxE8M0 { .. }) {
+                let y = got[0].to_f32_vec();
+                assert!(
+                    y.iter().any(|v| *v != 0.0 && v.abs() < f32::MIN_POSITIVE),
+                    "the MX case must produce subnormal results (else it tests nothing)"
+                );
+            }
+        }
+    }
+}
+
 /// Decoded operand values (f64) from codes and scales, the oracle's definition.
 fn decoded(f: ScaledFormat, layout: ScaleLayout, q: &TensorData, s: &TensorData) -> Vec<f64> {
     let k = q.dims[1];

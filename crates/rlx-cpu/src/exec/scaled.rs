@@ -13,6 +13,17 @@
 //! after the first panel. Tiles of `C` are spread over the cores; their sizes depend
 //! only on the shapes, so results do not depend on the thread count.
 //!
+//! # On bf16 hardware
+//!
+//! Where the bf16 GEMM has a hardware unit (AMX tiles or `vdpbf16ps`, see
+//! [`crate::gemm::lowp::LowpPath`]) and every decoded element of both operands is a
+//! normal bf16 number or zero (checked once per product from the code table and the range
+//! of the block scales: MX and NVFP4 elements have at most 6 significant bits, bf16
+//! holds 8), the panels are decoded to bf16 instead — the same values — and multiplied
+//! by the bf16 GEMM with f32 accumulation: the same error bound as below, at the bf16
+//! unit's speed. Products with elements outside that range (tiny or huge block scales)
+//! keep the f32 path, so AMX's flushing of bf16 subnormals never changes a result.
+//!
 //! # Accuracy against the oracle
 //!
 //! The oracle sums exact f64 products in f64 and rounds once. Here every decoded
@@ -25,6 +36,8 @@
 //! the partial sums are representable (e.g. small integers times powers of two).
 
 use super::scaled_quant::{clean_upper, decode_scale, quant_scale, quantize};
+use crate::gemm::lowp::{LowpPath, bf16, gemm_half_with};
+use crate::gemm::{MatMut, MatRef};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Par};
 use rayon::prelude::*;
@@ -69,11 +82,20 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
                 [ins[2], ins[3]],
                 ins.get(4).copied(),
             )?;
-            (out_dims == [ins[0].dims[0], ins[1].dims[0]])
-                .then(|| out.iter().flat_map(|v| v.to_le_bytes()).collect())
+            (out_dims == [ins[0].dims[0], ins[1].dims[0]]).then(|| f32_bytes(&out))
         }
         _ => None,
     }
+}
+
+/// The little-endian bytes of `v` (a byte-wise `flat_map` collect of a 1024² result
+/// took longer than the bf16 product itself).
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    let mut out = vec![0u8; v.len() * 4];
+    for (o, x) in out.chunks_exact_mut(4).zip(v) {
+        o.copy_from_slice(&x.to_le_bytes());
+    }
+    out
 }
 
 /// One operand: codes `[rows, k]`, the code table, and its scales decoded to f32.
@@ -153,6 +175,68 @@ impl<'a> Operand<'a> {
         }
     }
 
+    /// The smallest and largest magnitude of a nonzero finite decoded element (over the
+    /// code table and the block scales present); `None` if a block scale is not finite
+    /// or every code decodes to zero or a non-finite value.
+    fn decoded_range(&self) -> Option<(f32, f32)> {
+        let mags = self
+            .lut
+            .iter()
+            .map(|v| v.abs())
+            .filter(|v| v.is_finite() && *v > 0.0);
+        let (lo, hi) = mags.fold((f32::INFINITY, 0f32), |(l, h), v| (l.min(v), h.max(v)));
+        if hi == 0.0 {
+            return None;
+        }
+        let Some(sc) = &self.scales else {
+            return Some((lo, hi));
+        };
+        let mut range = (f32::INFINITY, 0f32);
+        for &v in sc {
+            if !v.is_finite() {
+                return None;
+            }
+            if v != 0.0 {
+                range = (range.0.min(v.abs()), range.1.max(v.abs()));
+            }
+        }
+        // (All-zero scales: every element is zero, any path gives zeros.)
+        Some(if range.1 == 0.0 {
+            (lo, hi)
+        } else {
+            (lo * range.0, hi * range.1)
+        })
+    }
+
+    /// Whether every decoded element is zero, non-finite (kept as is by the bf16
+    /// conversion) or a normal bf16 number (so the conversion is exact and no unit flushes
+    /// it): the nonzero magnitudes lie in `[2⁻¹²⁶, 2¹²⁷]`.
+    fn bf16_exact(&self) -> bool {
+        self.decoded_range()
+            .is_some_and(|(lo, hi)| lo >= f32::MIN_POSITIVE && hi <= 2f32.powi(127))
+    }
+
+    /// Whether the smallest nonzero product of an element of `self` and one of `other`
+    /// is a normal f32 (a bf16 unit flushes subnormal products and sums to zero).
+    fn tiny_products_ok(&self, other: &Operand<'_>) -> bool {
+        match (self.decoded_range(), other.decoded_range()) {
+            (Some((a, _)), Some((b, _))) => a as f64 * b as f64 >= f32::MIN_POSITIVE as f64,
+            _ => false,
+        }
+    }
+
+    /// [`Operand::decode`] into bf16 (exact where [`Operand::bf16_exact`] holds).
+    fn decode_bf16(&self, r0: usize, rows: usize, k0: usize, kb: usize, dst: &mut [bf16]) {
+        let mut row = vec![0f32; kb];
+        for r in 0..rows {
+            self.decode(r0 + r, 1, k0, kb, &mut row);
+            for (o, &v) in dst[r * kb..][..kb].iter_mut().zip(&row) {
+                // The low 16 bits of an exactly representable value are zero.
+                *o = bf16::from_bits((v.to_bits() >> 16) as u16);
+            }
+        }
+    }
+
     /// The per-tensor scale (f64), if the layout is per-tensor.
     fn tensor_scale(s: &TensorData, layout: ScaleLayout) -> Option<f64> {
         match layout {
@@ -204,7 +288,12 @@ fn scaled_matmul(
     };
     let mut c = vec![0f32; m * n];
     if m > 0 && n > 0 && k > 0 {
-        accumulate(&a, &b, m, n, k, &mut c);
+        match bf16_unit() {
+            Some(path) if a.bf16_exact() && b.bf16_exact() && a.tiny_products_ok(&b) => {
+                accumulate_bf16(path, &a, &b, (m, n, k), &mut c)
+            }
+            _ => accumulate(&a, &b, m, n, k, &mut c),
+        }
     }
     // Per-tensor scales and the bias are applied in f64 (as the oracle adds the bias to
     // its f64 sum), then rounded once.
@@ -219,6 +308,72 @@ fn scaled_matmul(
         });
     }
     Some(c)
+}
+
+/// The bf16 GEMM path with a hardware bf16 unit, if this CPU has one.
+fn bf16_unit() -> Option<LowpPath> {
+    let p = LowpPath::default_for::<bf16>();
+    matches!(p, LowpPath::Amx | LowpPath::Avx512Bf16).then_some(p)
+}
+
+/// Rows of `A` decoded per bf16 block (with [`KC_BF16`]: a 4 MiB panel at most).
+const MC_BF16: usize = 4096;
+/// K columns per bf16 panel.
+const KC_BF16: usize = 512;
+
+/// `C = A·Bᵀ` on the bf16 unit `path`: per block of rows of A, columns of B and K, both
+/// panels decoded to bf16 in parallel, then one bf16 GEMM on every thread (f32
+/// accumulation into C, added after the first K panel).
+fn accumulate_bf16(
+    path: LowpPath,
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    (m, n, k): (usize, usize, usize),
+    c: &mut [f32],
+) {
+    let threads = rayon::current_num_threads();
+    let kcap = KC_BF16.min(k);
+    let mut ap = vec![bf16::ZERO; MC_BF16.min(m) * kcap];
+    let mut bp = vec![bf16::ZERO; NC.min(n) * kcap];
+    for n0 in (0..n).step_by(NC) {
+        let nb = NC.min(n - n0);
+        for m0 in (0..m).step_by(MC_BF16) {
+            let mb = MC_BF16.min(m - m0);
+            for k0 in (0..k).step_by(KC_BF16) {
+                let kb = KC_BF16.min(k - k0);
+                let (apk, bpk) = (&mut ap[..mb * kb], &mut bp[..nb * kb]);
+                apk.par_chunks_mut(16 * kb)
+                    .enumerate()
+                    .for_each(|(i, rows)| {
+                        a.decode_bf16(m0 + 16 * i, rows.len() / kb, k0, kb, rows)
+                    });
+                bpk.par_chunks_mut(16 * kb)
+                    .enumerate()
+                    .for_each(|(i, rows)| {
+                        b.decode_bf16(n0 + 16 * i, rows.len() / kb, k0, kb, rows)
+                    });
+                let am = MatRef::row_major(&*apk, mb, kb);
+                // Bᵀ: element (p, j) of the K × nb view is row j, column p of the panel.
+                let bm = MatRef {
+                    data: &*bpk,
+                    rows: kb,
+                    cols: nb,
+                    row_stride: 1,
+                    col_stride: kb as isize,
+                    offset: 0,
+                };
+                let cm = MatMut {
+                    data: &mut *c,
+                    rows: mb,
+                    cols: nb,
+                    row_stride: n as isize,
+                    col_stride: 1,
+                    offset: m0 * n + n0,
+                };
+                gemm_half_with(path, am, bm, cm, k0 > 0, threads);
+            }
+        }
+    }
 }
 
 /// `C = A·Bᵀ` in f32, panel by panel.
