@@ -225,14 +225,30 @@ impl<'a> Operand<'a> {
         }
     }
 
-    /// [`Operand::decode`] into bf16 (exact where [`Operand::bf16_exact`] holds).
+    /// [`Operand::decode`] into bf16 (exact where [`Operand::bf16_exact`] holds: the
+    /// low 16 bits of every decoded f32 are zero, so dropping them is the conversion).
     fn decode_bf16(&self, r0: usize, rows: usize, k0: usize, kb: usize, dst: &mut [bf16]) {
-        let mut row = vec![0f32; kb];
+        let per_row = self.k / self.block;
+        let to_bf16 = |v: f32| bf16::from_bits((v.to_bits() >> 16) as u16);
         for r in 0..rows {
-            self.decode(r0 + r, 1, k0, kb, &mut row);
-            for (o, &v) in dst[r * kb..][..kb].iter_mut().zip(&row) {
-                // The low 16 bits of an exactly representable value are zero.
-                *o = bf16::from_bits((v.to_bits() >> 16) as u16);
+            let src = &self.codes[(r0 + r) * self.k + k0..][..kb];
+            let out = &mut dst[r * kb..][..kb];
+            let Some(s) = &self.scales else {
+                for (o, &c) in out.iter_mut().zip(src) {
+                    *o = to_bf16(self.lut[c as usize]);
+                }
+                continue;
+            };
+            let srow = &s[(r0 + r) * per_row..][..per_row];
+            let mut p = 0;
+            while p < kb {
+                let kk = k0 + p;
+                let end = ((kk / self.block + 1) * self.block - k0).min(kb);
+                let sc = srow[kk / self.block];
+                for (o, &c) in out[p..end].iter_mut().zip(&src[p..end]) {
+                    *o = to_bf16(self.lut[c as usize] * sc);
+                }
+                p = end;
             }
         }
     }
