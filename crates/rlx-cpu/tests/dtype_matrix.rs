@@ -18,7 +18,9 @@
 
 mod dtype_matrix {
     pub mod cases;
+    pub mod reduce_rows;
     pub mod rng;
+    pub mod views;
 }
 
 use dtype_matrix::cases::{self, Case, In};

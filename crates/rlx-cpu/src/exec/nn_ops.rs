@@ -5,13 +5,17 @@
 //! because its labels are data: a label outside `0..C` (or not a whole number) is an
 //! error naming the row, which a lowered compare-and-select would turn into a silent
 //! `logsumexp` loss. Run through the oracle (f64, element by element) it cost 240 ms
-//! of a 1.3 s W11 step at `[1024, 512]`; this kernel computes the same values with
-//! the vectorized `exp` in one pass.
+//! of a 1.3 s W11 step at `[1024, 512]`; this kernel reads each f32 row where it lies
+//! (max, then the vectorized `exp` of the shifted row in an L1-sized scratch, summed in
+//! f64 lanes), rows spread over the pool.
 
+use super::opaque::{Operand, gather, gather_into};
+use super::par::{SendPtr, par_for};
 use crate::math;
 use rlx_ir::{Activation, DType, Op, TensorData};
 
-/// The op's result bytes, when this module has a kernel for it.
+/// The op's result bytes, when this module has a kernel for it (operands materialized:
+/// the path for views that only an index table expresses).
 pub(crate) fn eval(
     op: &Op,
     ins: &[&TensorData],
@@ -21,72 +25,152 @@ pub(crate) fn eval(
         Op::SoftmaxCrossEntropyWithLogits
             if ins.len() == 2 && ins[0].dtype == DType::F32 && !ins[0].dims.is_empty() =>
         {
-            Some(cross_entropy_labels_f32(op, ins[0], ins[1], out_dims))
+            let (logits, labels) = (ins[0], ins[1]);
+            let c = *logits.dims.last().expect("checked non-scalar");
+            let rows: usize = out_dims.iter().product();
+            Some((|| {
+                let y = class_labels(op, &logits.dims, labels, rows, c)?;
+                let l = logits.to_f32_vec();
+                let mut out = vec![0f32; rows];
+                // SAFETY: `l` holds `rows·c` f32 (class_labels checked the count), `out`
+                // `rows`.
+                unsafe { cross_entropy_rows(l.as_ptr(), c, &y, out.as_mut_ptr()) };
+                Ok(out.iter().flat_map(|v| v.to_le_bytes()).collect())
+            })())
         }
         _ => None,
     }
 }
 
-/// Per row: `logsumexp(l) − l[label]`, evaluated as the oracle does (the max-shifted
-/// sum in f64, NaN for a row holding a NaN or an infinite maximum), with the same
-/// error for a label that is not a class index.
-fn cross_entropy_labels_f32(
+/// The labels as class indices, checked like the oracle checks them (its error).
+fn class_labels(
     op: &Op,
-    logits: &TensorData,
+    logits_dims: &[usize],
     labels: &TensorData,
-    out_dims: &[usize],
-) -> Result<Vec<u8>, String> {
-    let c = *logits.dims.last().expect("checked non-scalar");
-    let rows: usize = out_dims.iter().product();
-    let l = logits.to_f32_vec();
+    rows: usize,
+    c: usize,
+) -> Result<Vec<usize>, String> {
     let y = labels.to_f64_vec();
-    if y.len() != rows || l.len() != rows * c {
+    if y.len() != rows || logits_dims.iter().product::<usize>() != rows * c {
         return Err(format!(
-            "{}: labels {:?} must hold one class index per row of logits {:?}",
+            "{}: labels {:?} must hold one class index per row of logits {logits_dims:?}",
             op.name(),
             labels.dims,
-            logits.dims
         ));
     }
-    for (r, &label) in y.iter().enumerate() {
-        if !(label.fract() == 0.0 && label >= 0.0 && label < c as f64) {
-            return Err(format!(
-                "{}: label {label} of row {r} is not a class index in 0..{c}; labels must be whole numbers below the class count",
-                op.name()
-            ));
+    y.iter()
+        .enumerate()
+        .map(|(r, &label)| {
+            if label.fract() == 0.0 && label >= 0.0 && label < c as f64 {
+                Ok(label as usize)
+            } else {
+                Err(format!(
+                    "{}: label {label} of row {r} is not a class index in 0..{c}; labels must be whole numbers below the class count",
+                    op.name()
+                ))
+            }
+        })
+        .collect()
+}
+
+/// `softmax_cross_entropy_with_logits` of f32 `logits` (rows of the last axis) and
+/// `labels` into `out` (one f32 per row), reading the logits in place when they are a
+/// dense block.
+///
+/// # Safety
+/// The operands must be bound to the buffers of `bases`; `out` must hold one f32 per
+/// logits row and overlap neither operand.
+pub(crate) unsafe fn cross_entropy_native(
+    op: &Op,
+    logits: &Operand,
+    labels: &Operand,
+    bases: &[*mut u8],
+    out: *mut f32,
+) -> Result<(), String> {
+    let c = *logits.dims.last().expect("non-scalar logits");
+    let rows: usize = logits.dims[..logits.dims.len() - 1].iter().product();
+    let y = class_labels(op, &logits.dims, &gather(labels, bases), rows, c)?;
+    let own: Vec<f32>;
+    let l = match logits.dense_offset() {
+        Some(off) => (bases[logits.buf] as *const f32).wrapping_add(off),
+        None => {
+            let mut v = vec![0f32; rows * c];
+            // SAFETY: `logits` is a bound operand of `rows·c` f32 (caller); `v` holds them.
+            unsafe { gather_into(logits, bases, v.as_mut_ptr() as *mut u8) };
+            own = v;
+            own.as_ptr()
+        }
+    };
+    // SAFETY: `l` holds `rows·c` f32 (the dense view or `own`), `out` `rows` (caller).
+    unsafe { cross_entropy_rows(l, c, &y, out) };
+    Ok(())
+}
+
+/// The maximum of `row` and whether it holds a NaN, in 16 independent lanes (a
+/// compare-and-select per lane vectorizes; `f32::max`, NaN-aware, stays scalar and cost
+/// this kernel most of its time).
+fn row_max(row: &[f32]) -> (f32, bool) {
+    let mut mx = [f32::NEG_INFINITY; 16];
+    let mut nan = [0u32; 16];
+    let mut it = row.chunks_exact(16);
+    for ch in &mut it {
+        for k in 0..16 {
+            let v = ch[k];
+            mx[k] = if v > mx[k] { v } else { mx[k] };
+            nan[k] |= v.is_nan() as u32;
         }
     }
-    let maxima: Vec<f32> = l
-        .chunks_exact(c.max(1))
-        .map(|row| {
-            row.iter().fold(f32::NEG_INFINITY, |m, &v| {
-                if m.is_nan() || v.is_nan() {
-                    f32::NAN
-                } else {
-                    m.max(v)
+    let mut m = f32::NEG_INFINITY;
+    let mut any = nan.iter().any(|&x| x != 0);
+    for &v in mx.iter().chain(it.remainder()) {
+        any |= v.is_nan();
+        m = if v > m { v } else { m };
+    }
+    (m, any)
+}
+
+/// Per row `r`: `logsumexp(l[r]) − l[r][y[r]]`, evaluated as the oracle does (the
+/// max-shifted sum, its log in f64, NaN for a row holding a NaN or an infinite maximum).
+///
+/// # Safety
+/// `l` must hold `y.len()·c` f32, `out` `y.len()` f32, not overlapping; every label `< c`.
+unsafe fn cross_entropy_rows(l: *const f32, c: usize, y: &[usize], out: *mut f32) {
+    let rows = y.len();
+    // About 64 KiB of logits per task.
+    let per = (16384 / c.max(1)).max(1);
+    let (lp, op) = (SendPtr(l as *mut f32), SendPtr(out));
+    let _ = par_for(rows.div_ceil(per), |t| {
+        let mut shifted = vec![0f32; c];
+        for r in t * per..((t + 1) * per).min(rows) {
+            // SAFETY: row `r < rows` of the `rows·c` logits (caller).
+            let row = unsafe { std::slice::from_raw_parts(lp.get().add(r * c), c) };
+            let (m, nan) = row_max(row);
+            let loss = if nan || !m.is_finite() {
+                f32::NAN
+            } else {
+                for (s, &v) in shifted.iter_mut().zip(row) {
+                    *s = v - m;
                 }
-            })
-        })
-        .collect();
-    // exp(l − max) for every element at once (one call keeps the vector loop long).
-    let mut shifted: Vec<f32> = Vec::with_capacity(l.len());
-    for (row, &m) in l.chunks_exact(c.max(1)).zip(&maxima) {
-        shifted.extend(row.iter().map(|&v| v - m));
-    }
-    math::unary_f32_inplace(Activation::Exp, &mut shifted);
-    let mut out = Vec::with_capacity(rows * 4);
-    for r in 0..rows {
-        let m = maxima[r];
-        let loss = if !m.is_finite() {
-            f32::NAN
-        } else {
-            let sum: f64 = shifted[r * c..(r + 1) * c].iter().map(|&e| e as f64).sum();
-            let lse = m as f64 + sum.ln();
-            (lse - l[r * c + y[r] as usize] as f64) as f32
-        };
-        out.extend_from_slice(&loss.to_le_bytes());
-    }
-    Ok(out)
+                math::unary_f32_inplace(Activation::Exp, &mut shifted);
+                // f64 lanes: as accurate as the oracle's f64 sum, and vectorizable.
+                let mut lanes = [0f64; 8];
+                let mut it = shifted.chunks_exact(8);
+                for ch in &mut it {
+                    for k in 0..8 {
+                        lanes[k] += ch[k] as f64;
+                    }
+                }
+                let mut sum: f64 = lanes.iter().sum();
+                for &e in it.remainder() {
+                    sum += e as f64;
+                }
+                (m as f64 + sum.ln() - row[y[r]] as f64) as f32
+            };
+            // SAFETY: element `r < rows` of `out`, written by this task only.
+            unsafe { *op.get().add(r) = loss };
+        }
+        Ok(())
+    });
 }
 
 #[cfg(test)]

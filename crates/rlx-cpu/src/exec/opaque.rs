@@ -1,20 +1,67 @@
-//! Opaque kernels: ops without a specialized CPU kernel run on materialized operands —
-//! natively for data movement (`concat`, `pad`, `gather`) and f32 convolution
-//! (im2col + GEMM), else through the oracle's
-//! `eval_op` (correct, slow) — writing the result once.
+//! Opaque kernels: ops without a fused CPU kernel, run whole.
+//!
+//! Native paths read their operands where they lie: `concat` and `pad` are strided
+//! copies from each operand's view straight into the output (see [`super::copy`]),
+//! `scatter_add` copies its base in and adds the update rows (see [`super::scatter`]),
+//! `softmax_cross_entropy_with_logits` reads f32 logit rows in place, and a gather from a
+//! dense table copies only the selected rows. Every other op runs on materialized
+//! operands — natively for f32 convolution (im2col + GEMM) and the scaled formats, else
+//! through the oracle's `eval_op` (correct, slow) — writing the result once.
 
 use super::bind::plan_load;
+use super::copy::{Copies, FineView, Job, Src, dense_strides, fine_view};
 use super::loads::LoadPlan;
 use super::par::unravel_into;
 use rlx_compile::program::{Kernel, KernelKind, Program, ViewStep};
 use rlx_ir::{DType, DimBinding, IrResult, Op, Shape, TensorData, interp};
 
+/// How an operand's elements are found.
+pub(crate) enum Read {
+    /// Fine strided axes, with the copy that materializes them densely.
+    Fine(FineView, Copies),
+    /// An offset per element (views strides cannot express even split into factors).
+    Table(LoadPlan),
+}
+
+/// One bound operand of an opaque kernel.
+pub(crate) struct Operand {
+    pub(crate) buf: usize,
+    pub(crate) dtype: DType,
+    pub(crate) dims: Vec<usize>,
+    pub(crate) read: Read,
+}
+
+impl Operand {
+    /// `Some(offset)` when the operand is `numel` consecutive elements of its buffer.
+    pub(crate) fn dense_offset(&self) -> Option<usize> {
+        match &self.read {
+            Read::Fine(v, _) => v.dense_offset(),
+            Read::Table(_) => None,
+        }
+    }
+}
+
+/// The native path an op takes, decided at bind time.
+enum Native {
+    /// Strided copies (and fills) straight into the output: concat, pad.
+    Copy(Copies),
+    /// The base copied into the output, then the update rows added.
+    ScatterAdd { axis: usize, base: Copies },
+    /// f32 cross-entropy rows.
+    CrossEntropy,
+    /// Rows of a dense table.
+    GatherRows { axis: usize },
+    /// Materialize the operands and evaluate.
+    None,
+}
+
 /// A bound opaque kernel.
 pub(crate) struct OpaquePlan {
     op: Op,
-    inputs: Vec<(LoadPlan, Vec<usize>)>,
+    inputs: Vec<Operand>,
     out: Shape,
     out_buf: usize,
+    native: Native,
 }
 
 /// Dims of a load's view.
@@ -34,6 +81,73 @@ pub(crate) fn view_dims(buf: &[usize], steps: &[ViewStep], b: &DimBinding) -> Ve
         };
     }
     d
+}
+
+/// The copy of a view into a dense destination of its dims, from element `dst_off` on,
+/// where view dim `d` steps `dst[d]` elements.
+fn job(op: &Operand, dst: &[isize], dst_off: usize) -> Option<Job> {
+    match &op.read {
+        Read::Fine(v, _) => Some(Job {
+            src: Src::Buf {
+                buf: op.buf,
+                offset: v.offset,
+            },
+            dst_off,
+            axes: v.axes(dst),
+        }),
+        Read::Table(_) => None,
+    }
+}
+
+/// Copies writing the operands of a concat along `axis` into their slabs of `out`.
+fn concat_copies(ins: &[Operand], axis: usize, out: &[usize], w: usize) -> Option<Copies> {
+    let dst = dense_strides(out);
+    let mut jobs = Vec::with_capacity(ins.len());
+    let mut at = 0usize;
+    for o in ins {
+        jobs.push(job(o, &dst, at * dst[axis] as usize)?);
+        at += o.dims[axis];
+    }
+    Some(Copies::new(jobs, w))
+}
+
+/// Copies writing a pad of `x` along `axis` (`before` fill elements first, the fill
+/// `value` converted like the oracle's cast) into `out`.
+fn pad_copies(
+    x: &Operand,
+    axis: usize,
+    before: usize,
+    value: f64,
+    out: &[usize],
+) -> Option<Copies> {
+    let w = x.dtype.size_bytes();
+    let fill = interp::eval_op(
+        &Op::Cast { to: x.dtype },
+        &[&TensorData::from_f64(&[], &[value])],
+        &Shape::scalar(x.dtype),
+    )
+    .map(|d| d.bytes)
+    .ok()
+    .filter(|b| b.len() == w)?;
+    let dst = dense_strides(out);
+    let axis_stride = dst[axis] as usize;
+    let mut jobs = vec![job(x, &dst, before * axis_stride)?];
+    let after = out[axis] - before - x.dims[axis];
+    // The fill: the `before` and `after` slabs of every outer row.
+    for (start, len) in [(0, before), (before + x.dims[axis], after)] {
+        if len == 0 {
+            continue;
+        }
+        let mut dims = out.to_vec();
+        dims[axis] = len;
+        let fv = FineView::broadcast(&dims);
+        jobs.push(Job {
+            src: Src::Fill(fill.clone()),
+            dst_off: start * axis_stride,
+            axes: fv.axes(&dst),
+        });
+    }
+    Some(Copies::new(jobs, w))
 }
 
 impl OpaquePlan {
@@ -63,7 +177,30 @@ impl OpaquePlan {
             .map(|&i| {
                 let l = &k.loads[i];
                 let dims = view_dims(&bd[l.buf], &l.steps, b);
-                Ok((plan_load(p, bd, l, &dims, b)?, dims))
+                let dtype = p.buffers[l.buf].shape.dtype();
+                let read = match fine_view(&bd[l.buf], &l.steps, b) {
+                    Some(v) => {
+                        let c = Copies::new(
+                            vec![Job {
+                                src: Src::Buf {
+                                    buf: l.buf,
+                                    offset: v.offset,
+                                },
+                                dst_off: 0,
+                                axes: v.dense_axes(),
+                            }],
+                            dtype.size_bytes(),
+                        );
+                        Read::Fine(v, c)
+                    }
+                    None => Read::Table(plan_load(p, bd, l, &dims, b)?),
+                };
+                Ok(Operand {
+                    buf: l.buf,
+                    dtype,
+                    dims,
+                    read,
+                })
             })
             .collect::<IrResult<Vec<_>>>()?;
         let (out, out_buf) = (out.bind(b), k.stores[0].buf);
@@ -79,25 +216,107 @@ impl OpaquePlan {
                 ),
             ));
         }
+        let dims = out.static_dims().unwrap_or_default();
+        let same_dtype = inputs.iter().all(|i| i.dtype == out.dtype());
+        let w = out.dtype().size_bytes();
+        let native = match op {
+            Op::Concat { axis } if same_dtype => concat_copies(&inputs, axis, &dims, w),
+            Op::Pad {
+                axis,
+                before,
+                value,
+                ..
+            } if same_dtype && before + inputs[0].dims[axis] <= dims[axis] => {
+                pad_copies(&inputs[0], axis, before, value, &dims)
+            }
+            _ => None,
+        }
+        .map(Native::Copy)
+        .unwrap_or_else(|| match op {
+            Op::ScatterAdd { axis }
+                if inputs[0].dtype == out.dtype()
+                    && inputs[2].dtype == out.dtype()
+                    && inputs[0].dims == dims =>
+            {
+                match job(&inputs[0], &dense_strides(&dims), 0) {
+                    Some(j) => Native::ScatterAdd {
+                        axis,
+                        base: Copies::new(vec![j], w),
+                    },
+                    None => Native::None,
+                }
+            }
+            Op::SoftmaxCrossEntropyWithLogits
+                if inputs[0].dtype == DType::F32
+                    && out.dtype() == DType::F32
+                    && !inputs[0].dims.is_empty() =>
+            {
+                Native::CrossEntropy
+            }
+            Op::Gather { axis } => Native::GatherRows { axis },
+            _ => Native::None,
+        });
         Ok(OpaquePlan {
             op,
             inputs,
             out,
             out_buf,
+            native,
         })
     }
 
     pub(crate) fn run(&self, bases: &[*mut u8]) -> Result<(), String> {
-        if let Op::Gather { axis } = self.op
-            && let Some(r) = self.gather_rows(axis, bases)
-        {
-            return r;
+        let dst = bases[self.out_buf];
+        match &self.native {
+            Native::Copy(c) => {
+                // SAFETY: the copies were built from the bound views of this kernel's loads
+                // (in bounds of their buffers) and the dense output dims (whose size
+                // OpaquePlan::new checked against the store buffer); the slabs of a concat
+                // and the interior and fill of a pad are disjoint; the store buffer is never
+                // a buffer an opaque kernel reads (memplan writes in place only for
+                // elementwise kernels, donation only for elementwise and contractions).
+                unsafe { c.run(bases, dst) };
+                return Ok(());
+            }
+            Native::ScatterAdd { axis, base } => {
+                let [_, idx, upd] = &self.inputs[..] else {
+                    unreachable!("scatter_add has three operands")
+                };
+                let (dims, dt) = (self.out.static_dims().unwrap_or_default(), self.out.dtype());
+                let r =
+                    // SAFETY: as for Copy; `base` writes the dense output, `dst` holds the
+                    // bound result (checked in new), `upd` reads its bound view.
+                    unsafe { super::scatter::run(*axis, dt, &dims, base, idx, upd, bases, dst) };
+                if let Some(r) = r {
+                    return r;
+                }
+            }
+            Native::CrossEntropy => {
+                // SAFETY: the output buffer holds one f32 per logits row (checked in new),
+                // the operands are the bound views of this kernel's loads.
+                return unsafe {
+                    super::nn_ops::cross_entropy_native(
+                        &self.op,
+                        &self.inputs[0],
+                        &self.inputs[1],
+                        bases,
+                        dst as *mut f32,
+                    )
+                };
+            }
+            Native::GatherRows { axis } => {
+                if let Some(r) = self.gather_rows(*axis, bases) {
+                    return r;
+                }
+            }
+            Native::None => {}
         }
-        let datas: Vec<TensorData> = self
-            .inputs
-            .iter()
-            .map(|(p, dims)| gather(p, dims, bases))
-            .collect();
+        self.run_materialized(bases)
+    }
+
+    /// The generic path: every operand materialized, the op evaluated, the result copied.
+    fn run_materialized(&self, bases: &[*mut u8]) -> Result<(), String> {
+        let datas: Vec<TensorData> = self.inputs.iter().map(|o| gather(o, bases)).collect();
         let refs: Vec<&TensorData> = datas.iter().collect();
         let dims = self.out.static_dims().unwrap_or_default();
         let bytes = match super::movement::eval(&self.op, &refs, &dims) {
@@ -117,44 +336,38 @@ impl OpaquePlan {
             },
         };
         let want = self.out.size_bytes().unwrap_or(0);
-        let r = TensorData {
-            dtype: self.out.dtype(),
-            dims,
-            bytes,
-        };
-        if r.bytes.len() != want {
+        if bytes.len() != want {
             return Err(format!(
                 "{} produced {} bytes, expected {want} for {}",
                 self.op.name(),
-                r.bytes.len(),
+                bytes.len(),
                 self.out
             ));
         }
-        // SAFETY: `r.bytes` has exactly `want` bytes (checked above) and OpaquePlan::new
+        // SAFETY: `bytes` has exactly `want` bytes (checked above) and OpaquePlan::new
         // checked that `want` is the store buffer's bound size, so the copy stays inside both;
         // the result is a fresh Vec, distinct from every executor buffer.
-        unsafe { std::ptr::copy_nonoverlapping(r.bytes.as_ptr(), bases[self.out_buf], want) };
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), bases[self.out_buf], want) };
         Ok(())
     }
-}
 
-impl OpaquePlan {
     /// A gather from a table stored densely in row-major order, read in place: only the
     /// indices are materialized and only the selected rows copied. Materializing the
     /// whole table cost an embedding lookup a copy of the table per call (98 MB per
     /// decoded token for a 32000 × 768 f32 embedding). `None`: the generic path.
     fn gather_rows(&self, axis: usize, bases: &[*mut u8]) -> Option<Result<(), String>> {
-        let (tp, tdims) = &self.inputs[0];
-        let dense = rlx_compile::program::Strided::dense(tdims).strides;
-        if tp.table.is_some() || tp.strides != dense || tp.dtype != self.out.dtype() {
+        let t = &self.inputs[0];
+        let offset = t.dense_offset()?;
+        if t.dtype != self.out.dtype() {
             return None;
         }
-        let (ip, idims) = &self.inputs[1];
-        let idx = match super::movement::gather_indices(tdims, &gather(ip, idims, bases), axis) {
-            Ok(i) => i,
-            Err(e) => return Some(Err(e)),
-        };
-        let w = tp.dtype.size_bytes();
+        let tdims = &t.dims;
+        let idx =
+            match super::movement::gather_indices(tdims, &gather(&self.inputs[1], bases), axis) {
+                Ok(i) => i,
+                Err(e) => return Some(Err(e)),
+            };
+        let w = t.dtype.size_bytes();
         let n = tdims[axis];
         let outer: usize = tdims[..axis].iter().product();
         let row = tdims[axis + 1..].iter().product::<usize>() * w;
@@ -162,7 +375,7 @@ impl OpaquePlan {
         if outer * idx.len() * row != want {
             return None;
         }
-        let src = bases[tp.buf] as *const u8;
+        let src = bases[t.buf] as *const u8;
         let dst = bases[self.out_buf];
         for o in 0..outer {
             for (j, &k) in idx.iter().enumerate() {
@@ -172,7 +385,7 @@ impl OpaquePlan {
                 // (checked against its bound size above); the buffers are distinct.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
-                        src.add(tp.offset * w + (o * n + k) * row),
+                        src.add(offset * w + (o * n + k) * row),
                         dst.add((o * idx.len() + j) * row),
                         row,
                     );
@@ -183,44 +396,55 @@ impl OpaquePlan {
     }
 }
 
-/// The elements a load reads, as owned dense data.
-pub(crate) fn gather(p: &LoadPlan, dims: &[usize], bases: &[*mut u8]) -> TensorData {
-    let dt: DType = p.dtype;
-    let w = dt.size_bytes();
-    let n: usize = dims.iter().product();
-    let src = bases[p.buf] as *const u8;
-    let mut bytes = vec![0u8; n * w];
-    if p.table.is_none() && p.flat_dense {
-        // SAFETY: a dense plan reads elements `offset..offset + n` of its buffer (n = the
-        // view's element count, inside the buffer by the binder's construction); `bytes` is a
-        // fresh Vec of `n·w` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(src.add(p.offset * w), bytes.as_mut_ptr(), n * w) };
-    } else {
-        let mut idx = vec![0usize; dims.len()];
-        for f in 0..n {
-            let off = match &p.table {
-                Some(t) => t[f],
-                None => {
-                    unravel_into(f, dims, &mut idx);
-                    (p.offset as isize
-                        + idx
-                            .iter()
-                            .zip(&p.strides)
-                            .map(|(&i, &s)| i as isize * s)
-                            .sum::<isize>()) as usize
-                }
-            };
-            // SAFETY: `off` is a table entry or `offset + Σ idx·stride` of the bound plan for
-            // an index inside `dims`: an element of the source buffer; `f < n` is an element of
-            // the fresh `bytes` (`n·w` bytes).
-            unsafe {
-                std::ptr::copy_nonoverlapping(src.add(off * w), bytes.as_mut_ptr().add(f * w), w)
-            };
-        }
-    }
+/// The elements an operand reads, as owned dense data.
+pub(crate) fn gather(o: &Operand, bases: &[*mut u8]) -> TensorData {
+    let n: usize = o.dims.iter().product();
+    let mut bytes = vec![0u8; n * o.dtype.size_bytes()];
+    // SAFETY: `o` is a bound operand of `n` elements; `bytes` is a fresh Vec of `n·w` bytes.
+    unsafe { gather_into(o, bases, bytes.as_mut_ptr()) };
     TensorData {
-        dtype: dt,
-        dims: dims.to_vec(),
+        dtype: o.dtype,
+        dims: o.dims.clone(),
         bytes,
+    }
+}
+
+/// Write the elements an operand reads, densely, at `dst`.
+///
+/// # Safety
+/// `o` must be bound to the buffers of `bases`; `dst` must hold its `numel` elements and
+/// overlap none of them.
+pub(crate) unsafe fn gather_into(o: &Operand, bases: &[*mut u8], dst: *mut u8) {
+    let w = o.dtype.size_bytes();
+    let n: usize = o.dims.iter().product();
+    match &o.read {
+        Read::Fine(_, c) => {
+            debug_assert_eq!(c.elems(), n);
+            // SAFETY: the copy reads the operand's bound view (inside its buffer) and writes
+            // its `n` elements at `dst` (caller), each once.
+            unsafe { c.run(bases, dst) };
+        }
+        Read::Table(p) => {
+            let src = bases[p.buf] as *const u8;
+            let mut idx = vec![0usize; o.dims.len()];
+            for f in 0..n {
+                let off = match &p.table {
+                    Some(t) => t[f],
+                    None => {
+                        unravel_into(f, &o.dims, &mut idx);
+                        (p.offset as isize
+                            + idx
+                                .iter()
+                                .zip(&p.strides)
+                                .map(|(&i, &s)| i as isize * s)
+                                .sum::<isize>()) as usize
+                    }
+                };
+                // SAFETY: `off` is a table entry or `offset + Σ idx·stride` of the bound plan
+                // for an index inside `dims`: an element of the source buffer; `f < n` is an
+                // element of `dst` (caller).
+                unsafe { std::ptr::copy_nonoverlapping(src.add(off * w), dst.add(f * w), w) };
+            }
+        }
     }
 }

@@ -2,7 +2,9 @@
 //! permuted order (kept axes, reduced axes, trailing kept axes), folded into
 //! accumulators (f64 for floats, wrapping i64 or exact i128 for integers), then the
 //! epilogue over the result. Partial sums combine in a fixed order, so results are
-//! bit-identical from run to run whatever the thread count.
+//! bit-identical from run to run whatever the thread count: each output folds its
+//! elements in order within a block of the reduced axes, and the blocks (cut by sizes
+//! alone) combine in block order.
 
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse, permute};
@@ -326,10 +328,14 @@ impl ReducePlan {
                 return self.run_split(bases);
             }
             let per = (super::ew::CHUNK / self.l.max(1)).max(1);
+            let short = self.l >= 1 && self.l <= TILE / 2 && self.tiles_span_rows();
             par_for(chunks(self.o, per), |c| {
                 let (o0, o1) = (c * per, ((c + 1) * per).min(self.o));
                 let mut out = vec![0u64; o1 - o0];
                 with_scratch(|s| -> Result<(), String> {
+                    if short {
+                        return self.fold_short_rows(bs.get(), s, o0, o1, &mut out);
+                    }
                     for o in o0..o1 {
                         let mut a = init(self.op, self.in_ty);
                         let mut first = true;
@@ -348,6 +354,8 @@ impl ReducePlan {
                 let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - o0) * w) });
                 self.epilogue.run_range(bs.get(), o0, o1, Some(&core))
             })
+        } else if self.multi_row_ok() {
+            self.run_rows(bases)
         } else {
             // Vector accumulators over chunks of the trailing kept axes. A single output
             // row (a bias gradient) is split so every core folds a part of it; each
@@ -439,6 +447,184 @@ impl ReducePlan {
                 self.epilogue.run_range(bs.get(), f0, f0 + n, Some(&core))
             })
         }
+    }
+
+    /// Whether every load reads a tile in place whatever rows it spans (dense or
+    /// uniform), so a tile may cover several rows at no gather cost.
+    fn tiles_span_rows(&self) -> bool {
+        self.loads
+            .iter()
+            .all(|p| p.table.is_none() && (p.flat_dense || p.uniform))
+    }
+
+    /// Outputs `o0..o1` of short rows (`l <= TILE / 2`, one output each) into `out`:
+    /// `TILE / l` rows per tile, each row's segment folded by one [`fold_tile`] (as a
+    /// row's own single tile would be), at a fraction of the tiles: a LayerNorm
+    /// backward's row means over 256 elements paid the tile program's fixed cost per row.
+    fn fold_short_rows(
+        &self,
+        bases: &[*mut u8],
+        s: &mut super::vm::Scratch,
+        o0: usize,
+        o1: usize,
+        out: &mut [u64],
+    ) -> Result<(), String> {
+        let (l, k) = (self.l, TILE / self.l);
+        let w = if self.out_ty == Ty::F32 { 4 } else { 8 };
+        let r = self.dims.len();
+        let mut idx = vec![0usize; r];
+        let mut o = o0;
+        while o < o1 {
+            let rows = k.min(o1 - o);
+            let flat = o * l;
+            unravel_into(flat, &self.dims, &mut idx);
+            let t = TilePos {
+                flat,
+                idx: &idx,
+                dims: &self.dims,
+                len: rows * l,
+                in_row: r <= 1 || idx[r - 1] + rows * l <= self.dims[r - 1],
+            };
+            let env = TileEnv {
+                loads: &self.loads,
+                bases,
+                core: None,
+                direct: &[],
+                prefetch: true,
+                spread: &[],
+            };
+            // SAFETY: bound plan and buffers as in fold_run; the tile covers rows `o..o +
+            // rows` (`flat..flat + rows·l`, `rows·l <= TILE`) inside the space; every load
+            // is dense or uniform (tiles_span_rows), so a tile across rows reads in place.
+            unsafe { run_tile(&self.prologue, &env, &t, s)? };
+            let v = s.slots[self.input as usize];
+            for j in 0..rows {
+                let seg = match v {
+                    // SAFETY: row `j < rows` of the tile value's `rows·l` elements.
+                    Sv::Vec(p) => Sv::Vec(unsafe { p.add(j * l * self.in_ty.size()) }),
+                    scal => scal,
+                };
+                let mut a = init(self.op, self.in_ty);
+                // SAFETY: `seg` holds the `l` elements of row `o + j` of `in_ty`.
+                unsafe { fold_tile(self.op, self.in_ty, &mut a, seg, l, true) };
+                let bits = finish(self.op, a, l, self.out_dt);
+                // SAFETY: `out` has `o1 - o0` u64 slots and `o0 <= o + j < o1`; `w <= 8`.
+                unsafe { put(out.as_mut_ptr() as *mut u8, w, o + j - o0, bits) };
+            }
+            o += rows;
+        }
+        Ok(())
+    }
+
+    /// Whether [`Self::run_rows`] applies: a float sum or mean into few output rows
+    /// (a bias gradient, `[B, T, d] → [d]`) of short rows, over many rows, whose loads
+    /// read whole tiles in place (dense or uniform: a tile then spans several rows).
+    fn multi_row_ok(&self) -> bool {
+        matches!(self.op, ReduceOp::Sum | ReduceOp::Mean)
+            && matches!(self.in_ty, Ty::F32 | Ty::F64)
+            && self.o < 4
+            && self.inner <= TILE
+            && self.l >= 2 * (TILE / self.inner)
+            && self.tiles_span_rows()
+    }
+
+    /// Short rows folded several per tile: one tile of `TILE / inner` whole rows, each
+    /// row added into f64 sums per output element (row by row, in order), instead of a
+    /// tile per half-row (each paying the tile program's fixed cost on 128 elements:
+    /// W11's bias gradients ran at a third of the bound). The rows are cut into fixed
+    /// blocks (by size only, never by thread count) reduced in parallel; the blocks'
+    /// sums combine in block order.
+    fn run_rows(&self, bases: &[*mut u8]) -> Result<(), String> {
+        let inner = self.inner;
+        let k = TILE / inner;
+        // About CHUNK elements per block, at most 64 blocks per output row.
+        let nb = (self.l * inner / super::ew::CHUNK).clamp(1, 64);
+        let per = self.l.div_ceil(nb).next_multiple_of(k);
+        let nb = self.l.div_ceil(per);
+        let bs = Bases(bases);
+        let parts: Vec<std::sync::Mutex<Vec<f64>>> = (0..self.o * nb)
+            .map(|_| std::sync::Mutex::new(Vec::new()))
+            .collect();
+        let esize = if self.in_ty == Ty::F32 { 4 } else { 8 };
+        par_for(self.o * nb, |c| {
+            let (o, b) = (c / nb, c % nb);
+            let (r0, r1) = (b * per, ((b + 1) * per).min(self.l));
+            let mut sums = vec![0f64; inner];
+            with_scratch(|s| -> Result<(), String> {
+                let r = self.dims.len();
+                let mut idx = vec![0usize; r];
+                let mut rr = r0;
+                while rr < r1 {
+                    let rows = k.min(r1 - rr);
+                    let flat = (o * self.l + rr) * inner;
+                    unravel_into(flat, &self.dims, &mut idx);
+                    let t = TilePos {
+                        flat,
+                        idx: &idx,
+                        dims: &self.dims,
+                        len: rows * inner,
+                        in_row: r <= 1 || idx[r - 1] + rows * inner <= self.dims[r - 1],
+                    };
+                    let env = TileEnv {
+                        loads: &self.loads,
+                        bases: bs.get(),
+                        core: None,
+                        direct: &[],
+                        prefetch: true,
+                        spread: &[],
+                    };
+                    // SAFETY: bound plan and buffers as in fold_run; the tile covers
+                    // `flat..flat + rows·inner` with `rows·inner <= k·inner <= TILE`, inside
+                    // the space (rows `rr..rr + rows` of output row `o`); every load is
+                    // dense or uniform (multi_row_ok), so a tile across rows reads in place.
+                    unsafe { run_tile(&self.prologue, &env, &t, s)? };
+                    let v = s.slots[self.input as usize];
+                    for j in 0..rows {
+                        let row = match v {
+                            // SAFETY: row `j < rows` of the tile value's `rows·inner` elements.
+                            Sv::Vec(p) => Sv::Vec(unsafe { p.add(j * inner * esize) }),
+                            scal => scal,
+                        };
+                        // SAFETY: `row` holds `inner = sums.len()` elements of `in_ty`.
+                        unsafe { add_row(&mut sums, row, self.in_ty) };
+                    }
+                    rr += rows;
+                }
+                Ok(())
+            })?;
+            *parts[c].lock().unwrap() = sums;
+            Ok(())
+        })?;
+        let w = if self.out_ty == Ty::F32 { 4 } else { 8 };
+        for o in 0..self.o {
+            let mut total = std::mem::take(&mut *parts[o * nb].lock().unwrap());
+            for b in 1..nb {
+                let p = parts[o * nb + b].lock().unwrap();
+                for (t, &x) in total.iter_mut().zip(p.iter()) {
+                    *t += x;
+                }
+            }
+            let mut out = vec![0u64; inner];
+            for (i, &v) in total.iter().enumerate() {
+                // SAFETY: `out` has `inner` u64 slots, `i < inner`, `w <= 8`, 8-aligned.
+                unsafe {
+                    put(
+                        out.as_mut_ptr() as *mut u8,
+                        w,
+                        i,
+                        finish(self.op, Acc::F(v), self.l, self.out_dt),
+                    )
+                };
+            }
+            let f0 = o * inner;
+            let base = out.as_ptr() as *const u8;
+            // SAFETY: run_range calls the core only for tiles inside `f0..f0 + inner`, so
+            // `flat - f0 < inner`, the length of `out`.
+            let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - f0) * w) });
+            self.epilogue
+                .run_range(bases, f0, f0 + inner, Some(&core))?;
+        }
+        Ok(())
     }
 
     /// Few outputs over long rows: fixed-size blocks reduced in parallel, partials
