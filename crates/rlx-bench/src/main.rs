@@ -695,5 +695,29 @@ fn w4_lowp(plan: Plan, n: usize, a: &[f32], b: &[f32], reference: &[f32], f32_s:
             .check(check)
             .note(&note),
     );
+    // The scaled matmul alone, on operands quantized once (as a quantized model's weights
+    // are): the kernel the rlx_scaled_mxfp8 row runs after its quantizations.
+    let (quantize, matmul) = rlx::w4_mxfp8_parts(n);
+    use rlx_tensor::HostData;
+    let q = quantize.run_host(&[("a", HostData::F32(a)), ("bt", HostData::F32(&bt))]);
+    let ins = [
+        ("lq", HostData::U8(&q[0].bytes)),
+        ("rq", HostData::U8(&q[1].bytes)),
+        ("ls", HostData::U8(&q[2].bytes)),
+        ("rs", HostData::U8(&q[3].bytes)),
+    ];
+    let run = || matmul.run_host(&ins)[0].to_f32_vec();
+    let check = rel_err(&run(), reference);
+    let t = time(plan, run);
+    let note = format!(
+        "the MX fp8 scaled matmul alone on operands quantized once, {:.2}x the f32 rlx time",
+        t.median_s / f32_s
+    );
+    rows.push(
+        Row::new(&id, "rlx_scaled_mxfp8_matmul", t)
+            .flops(flops)
+            .check(check)
+            .note(&note),
+    );
     rows
 }

@@ -70,6 +70,51 @@ pub fn w4_scaled_mxfp8(n: usize) -> Jitted {
     .jit()
 }
 
+/// W4's MX fp8 operands quantized once, and the scaled matmul alone on them: `quantize`
+/// maps `a [n, n]` and `bt [n, n]` (f32) to `(lq, rq, ls, rs)` (e4m3 codes and E8M0
+/// block scales, u8), `matmul` maps those to `a · btᵀ` (f32) — the kernel a quantized
+/// model runs per call, without the quantization of both operands.
+pub fn w4_mxfp8_parts(n: usize) -> (Jitted, Jitted) {
+    use rlx_ir::Op;
+    let (fmt, layout) = (ScaledFormat::F8E4M3, ScaleLayout::mx());
+    let mut g = rlx_ir::Graph::new("w4_mxfp8_quantize");
+    let quant = |g: &mut rlx_ir::Graph, name: &str| {
+        let x = g.input(name, f32s(&[n, n]));
+        let scale = Op::ScaledQuantScale {
+            format: fmt,
+            scale_layout: layout,
+        };
+        let s = g.add_op(scale, vec![x]).expect("quant scale");
+        let q = Op::ScaledQuantize {
+            format: fmt,
+            scale_layout: layout,
+        };
+        (g.add_op(q, vec![x, s]).expect("quantize"), s)
+    };
+    let (lq, ls) = quant(&mut g, "a");
+    let (rq, rs) = quant(&mut g, "bt");
+    g.set_outputs(vec![lq, rq, ls, rs]);
+    let quantize = Func::from_graph(g).jit();
+    let mut g = rlx_ir::Graph::new("w4_mxfp8_matmul");
+    let blocks = n / layout.block().expect("MX has blocks") as usize;
+    let u8s = |dims: &[usize]| Shape::new(dims, DType::U8);
+    let ins = vec![
+        g.input("lq", u8s(&[n, n])),
+        g.input("rq", u8s(&[n, n])),
+        g.input("ls", u8s(&[n, blocks])),
+        g.input("rs", u8s(&[n, blocks])),
+    ];
+    let op = Op::ScaledMatMul {
+        lhs_format: fmt,
+        rhs_format: fmt,
+        scale_layout: layout,
+        has_bias: false,
+    };
+    let y = g.add_op(op, ins).expect("scaled matmul");
+    g.set_outputs(vec![y]);
+    (quantize, Func::from_graph(g).jit())
+}
+
 /// The MLP body shared by W5, W6 and W9: params `w1, b1, w2, b2, w3, b3`.
 fn mlp_logits(s: &mut GraphScope, x: &Tensor) -> Tensor {
     let mut h = x.clone();
