@@ -249,10 +249,10 @@ pub fn fastest_device() -> Device {
 /// Graphs with fewer than 2¹⁶ elements of work stay on the CPU, where launch latency
 /// dominates.
 pub fn fastest_device_for(graph: &Graph) -> Device {
-    // Runs on every evaluation: `var_os` does not allocate, and the size walk stops as
+    // Runs on every evaluation: the variable is read once per process (a `getenv` scans
+    // the whole environment, ~400 instructions per call), and the size walk stops as
     // soon as the graph is big enough to consider another device.
-    if let Some(name) = std::env::var_os("RLX_FORCE_DEVICE")
-        && let Some(Ok(d)) = name.to_str().map(str::parse::<Device>)
+    if let Some(d) = forced_device()
         && is_available(d)
     {
         return d;
@@ -275,6 +275,18 @@ pub fn fastest_device_for(graph: &Graph) -> Device {
         }
     }
     Device::Cpu
+}
+
+/// The device `RLX_FORCE_DEVICE` names, read and parsed once per process (`None` when it
+/// is unset or names no device).
+fn forced_device() -> Option<Device> {
+    static FORCED: std::sync::OnceLock<Option<Device>> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| {
+        std::env::var_os("RLX_FORCE_DEVICE")?
+            .to_str()?
+            .parse::<Device>()
+            .ok()
+    })
 }
 
 /// Compile `graph` for `device` through the registered backend.

@@ -166,15 +166,13 @@ impl CompiledGraph {
 
     /// Run with `inputs` by name (params may be given here too, overriding bound ones).
     pub fn run(&self, inputs: &[(&str, TensorView<'_>)]) -> RuntimeResult<Vec<TensorData>> {
-        let args = self.args(inputs)?;
-        self.exec.run(&args)
+        self.with_args(inputs, |args| self.exec.run(args))
     }
 
     /// [`CompiledGraph::run`] for a host caller that reads f32 results as `Vec<f32>`
     /// (see [`Executable::run_host`]: no copy of f32 results on backends that support it).
     pub fn run_host(&self, inputs: &[(&str, TensorView<'_>)]) -> RuntimeResult<Vec<HostOutput>> {
-        let args = self.args(inputs)?;
-        self.exec.run_host(&args)
+        self.with_args(inputs, |args| self.exec.run_host(args))
     }
 
     /// [`CompiledGraph::run_host`] with some f32 inputs donated by name: `(name, values,
@@ -240,16 +238,39 @@ impl CompiledGraph {
         self.exec.run_host_donating(&args, &mut donations)
     }
 
-    /// The positional arguments for `inputs` by name, bound params filling the rest.
-    fn args<'a>(&'a self, inputs: &[(&str, TensorView<'a>)]) -> RuntimeResult<Vec<TensorView<'a>>> {
-        // Fast path: every slot given, in slot order (how prepared graphs and eager
-        // reads pass their arguments) — no name search per slot.
-        if inputs.len() == self.slots.len()
+    /// Call `f` with the positional arguments for `inputs` (see [`CompiledGraph::args`]):
+    /// on the stack when every slot is given in slot order and there are at most
+    /// [`INLINE_ARGS`] of them (a run of a small program then allocates nothing here).
+    fn with_args<'a, R>(
+        &'a self,
+        inputs: &[(&str, TensorView<'a>)],
+        f: impl FnOnce(&[TensorView<'a>]) -> RuntimeResult<R>,
+    ) -> RuntimeResult<R> {
+        if inputs.len() <= INLINE_ARGS && self.in_slot_order(inputs) {
+            let mut args = [EMPTY_VIEW; INLINE_ARGS];
+            for ((a, (_, v)), slot) in args.iter_mut().zip(inputs).zip(&self.slots) {
+                check_arg(slot, v, &self.name)?;
+                *a = *v;
+            }
+            return f(&args[..inputs.len()]);
+        }
+        f(&self.args(inputs)?)
+    }
+
+    /// Whether `inputs` name every slot, in slot order.
+    fn in_slot_order(&self, inputs: &[(&str, TensorView<'_>)]) -> bool {
+        inputs.len() == self.slots.len()
             && inputs
                 .iter()
                 .zip(&self.slots)
                 .all(|((n, _), s)| *n == s.name)
-        {
+    }
+
+    /// The positional arguments for `inputs` by name, bound params filling the rest.
+    fn args<'a>(&'a self, inputs: &[(&str, TensorView<'a>)]) -> RuntimeResult<Vec<TensorView<'a>>> {
+        // Fast path: every slot given, in slot order (how prepared graphs and eager
+        // reads pass their arguments) — no name search per slot.
+        if self.in_slot_order(inputs) {
             let mut args = Vec::with_capacity(inputs.len());
             for ((_, v), slot) in inputs.iter().zip(&self.slots) {
                 check_arg(slot, v, &self.name)?;
@@ -305,6 +326,16 @@ impl CompiledGraph {
         self.exec.profile()
     }
 }
+
+/// Arguments passed on the stack by [`CompiledGraph::with_args`].
+const INLINE_ARGS: usize = 8;
+
+/// Filler for the unused entries of an argument array.
+const EMPTY_VIEW: TensorView<'static> = TensorView {
+    dtype: rlx_ir::DType::F32,
+    dims: &[],
+    bytes: &[],
+};
 
 fn check_arg(slot: &ArgSlot, v: &TensorView<'_>, graph: &str) -> RuntimeResult<()> {
     let ok_rank = v.dims.len() == slot.shape.rank();

@@ -38,6 +38,6 @@ pub use device::{Device, Support};
 pub use error::{RuntimeError, RuntimeErrorKind, RuntimeResult};
 pub use prepare::{
     BAKE_MAX_ELEMENTS, LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, PreparedKeys, graph_key,
-    lifted_arg_name, prepare, prepare_keys,
+    lifted_arg_name, prepare, prepare_keys, prepare_keys_into,
 };
 pub use profile::{KernelProfile, Profile};

@@ -170,13 +170,32 @@ pub fn prepare_keys(
     is_realized: &dyn Fn(NodeId) -> bool,
     device: Device,
 ) -> PreparedKeys {
+    let mut lifted = Vec::new();
+    let (key, structure_key) = prepare_keys_into(src, outputs, is_realized, device, &mut lifted);
+    PreparedKeys {
+        key,
+        structure_key,
+        lifted,
+    }
+}
+
+/// [`prepare_keys`] writing the lifted arguments into `lifted` (cleared first) and
+/// returning `(key, structure_key)`: a caller that keeps `lifted` between evaluations
+/// allocates nothing per call.
+pub fn prepare_keys_into(
+    src: &Graph,
+    outputs: &[NodeId],
+    is_realized: &dyn Fn(NodeId) -> bool,
+    device: Device,
+    lifted: &mut Vec<Lifted>,
+) -> (u64, u64) {
+    lifted.clear();
     with_scratch(|s| {
         s.walk(src, outputs, is_realized);
         let mut h = KeyHasher::default();
         device.hash(&mut h);
         src.name.hash(&mut h);
         let mut payloads = KeyHasher::default();
-        let mut lifted = Vec::new();
         let mut next = 0u32;
         for node in src.nodes() {
             let state = s.state[node.id.index()];
@@ -215,11 +234,7 @@ pub fn prepare_keys(
         }
         hash_outputs(outputs.iter().map(|o| s.map[o.index()]), &mut h);
         let structure_key = h.finish();
-        PreparedKeys {
-            key: combine(payloads.finish(), structure_key),
-            structure_key,
-            lifted,
-        }
+        (combine(payloads.finish(), structure_key), structure_key)
     })
 }
 

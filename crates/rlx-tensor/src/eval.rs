@@ -1,5 +1,6 @@
 //! Reading results: compile (through the per-thread cache) and run.
 
+use crate::exec::Dims;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, Op, TensorData, TensorView};
@@ -11,6 +12,11 @@ use std::sync::Once;
 pub use rlx_runtime::{Device, cache_compile_count, cache_last_miss, cache_stats, clear_cache};
 
 static REGISTER: Once = Once::new();
+
+thread_local! {
+    /// The lifted-argument list of the previous read on this thread, kept for the next.
+    static LIFTED: std::cell::Cell<Vec<Lifted>> = const { std::cell::Cell::new(Vec::new()) };
+}
 
 /// Register the backends this build's features enable (idempotent, cheap after the first call).
 pub(crate) fn ensure_backends() {
@@ -137,29 +143,29 @@ impl Tensor {
         let (graph, realized) = (&st.graph, &st.realized);
         let outputs = [self.id];
         let is_realized = |n: NodeId| realized.contains_key(&n);
-        let keys = rlx_runtime::prepare_keys(graph, &outputs, &is_realized, device);
+        // This thread's list from its previous read (no allocation per read); a read
+        // nested in this one (none today) would find it taken and start a new one.
+        let mut lifted = LIFTED.take();
+        let (key, structure_key) =
+            rlx_runtime::prepare_keys_into(graph, &outputs, &is_realized, device, &mut lifted);
         // A cached program was compiled for `device`, so it is available: check (and
         // register the backends) only when the lookup may compile.
-        if !rlx_runtime::cache_has_program(keys.key, keys.structure_key) {
+        if !rlx_runtime::cache_has_program(key, structure_key) {
             check_available(device)?;
         }
-        let compiled = rlx_runtime::cache_get_or_compile_keys(
-            keys.key,
-            keys.structure_key,
-            &graph.name,
-            device,
-            || {
+        let compiled =
+            rlx_runtime::cache_get_or_compile_keys(key, structure_key, &graph.name, device, || {
                 let p = rlx_runtime::prepare(graph, &outputs, &is_realized, device);
-                debug_assert_eq!((p.key, p.structure_key), (keys.key, keys.structure_key));
+                debug_assert_eq!((p.key, p.structure_key), (key, structure_key));
                 Ok((CompiledGraph::new(device, &p.graph)?, p.graph))
-            },
-        )
-        .map_err(Error::from)?;
+            })
+            .map_err(Error::from)?;
         if let Some(v) = realized.get(&self.id) {
+            LIFTED.set(lifted);
             return Ok(v.clone());
         }
-        let args = LiftedArgs::new(&keys.lifted, graph, realized);
-        let run = compiled.borrow().run(&args.named());
+        let run = with_lifted_args(&lifted, graph, realized, |args| compiled.borrow().run(args));
+        LIFTED.set(lifted);
         let outputs = run.map_err(|e| {
             // Rare path: extract the program to see whether it reads graph inputs.
             let p = rlx_runtime::prepare(graph, &outputs, &is_realized, device);
@@ -339,89 +345,76 @@ impl Tensor {
     }
 }
 
-/// The data of the lifted arguments of a prepared graph, borrowed from the source graph
-/// (constant payloads) and the realized values.
-pub(crate) struct LiftedArgs<'a> {
-    /// `(argument name, dtype, dims, bytes)`.
-    parts: Vec<(Cow<'static, str>, DType, Dims<'a>, &'a [u8])>,
-}
+/// Lifted arguments passed on the stack by [`with_lifted_args`].
+const INLINE_LIFTED: usize = 4;
 
-/// Argument dims: borrowed from a realized value, or a constant's static dims inline
-/// (no allocation per argument for ranks up to [`Dims::INLINE`]).
-enum Dims<'a> {
-    Borrowed(&'a [usize]),
-    Inline([usize; Dims::INLINE], usize),
-    Owned(Vec<usize>),
-}
+/// Filler for the unused entries of the stack arrays of [`with_lifted_args`].
+const EMPTY_VIEW: TensorView<'static> = TensorView {
+    dtype: DType::F32,
+    dims: &[],
+    bytes: &[],
+};
 
-impl Dims<'_> {
-    const INLINE: usize = 6;
-
-    fn of_static(shape: &rlx_ir::Shape) -> Dims<'static> {
-        let dims = shape.dims();
-        let static_dim = |d: &rlx_ir::Dim| match d {
-            rlx_ir::Dim::Static(n) => *n,
-            rlx_ir::Dim::Dynamic(_) => unreachable!("constants have static shapes"),
-        };
-        if dims.len() <= Dims::INLINE {
-            let mut buf = [0; Dims::INLINE];
-            for (b, d) in buf.iter_mut().zip(dims) {
-                *b = static_dim(d);
+/// Call `f` with the `(name, view)` pairs of the lifted arguments of a prepared graph
+/// (argument `i` is `__arg{i}`), borrowed from the source graph's constant payloads and
+/// the realized values: copying them out would copy every large constant on each read.
+/// Up to [`INLINE_LIFTED`] arguments live on the stack (an eager read of a small
+/// expression allocates nothing here).
+pub(crate) fn with_lifted_args<R>(
+    lifted: &[Lifted],
+    graph: &Graph,
+    realized: &crate::tensor::IdMap<NodeId, Arc<TensorData>>,
+    f: impl FnOnce(&[(&str, TensorView<'_>)]) -> R,
+) -> R {
+    // `(dtype, dims, bytes)` of argument `i`.
+    let part = |i: usize| -> (DType, Dims<'_>, &[u8]) {
+        match lifted[i] {
+            Lifted::Constant(id) => {
+                let node = graph.node(id);
+                let Op::Constant { data } = &node.op else {
+                    unreachable!("lifted constants are constants")
+                };
+                (node.shape.dtype(), Dims::of_static(&node.shape), data)
             }
-            Dims::Inline(buf, dims.len())
-        } else {
-            Dims::Owned(dims.iter().map(static_dim).collect())
+            Lifted::Realized(id) => {
+                let d = &realized[&id];
+                (d.dtype, Dims::Borrowed(&d.dims), &d.bytes)
+            }
         }
-    }
-
-    fn as_slice(&self) -> &[usize] {
-        match self {
-            Dims::Borrowed(d) => d,
-            Dims::Inline(buf, n) => &buf[..*n],
-            Dims::Owned(v) => v,
+    };
+    let n = lifted.len();
+    if n <= INLINE_LIFTED {
+        let parts: [(DType, Dims<'_>, &[u8]); INLINE_LIFTED] = std::array::from_fn(|i| {
+            if i < n {
+                part(i)
+            } else {
+                (DType::F32, Dims::Borrowed(&[]), &[][..])
+            }
+        });
+        let mut views = [("", EMPTY_VIEW); INLINE_LIFTED];
+        for (i, (v, (dtype, dims, bytes))) in views.iter_mut().zip(&parts).take(n).enumerate() {
+            let name = match rlx_runtime::lifted_arg_name(i) {
+                Cow::Borrowed(name) => name,
+                Cow::Owned(_) => unreachable!("the first names are static"),
+            };
+            *v = (
+                name,
+                TensorView {
+                    dtype: *dtype,
+                    dims: dims.as_slice(),
+                    bytes,
+                },
+            );
         }
-    }
-}
-
-impl<'a> LiftedArgs<'a> {
-    pub(crate) fn new(
-        lifted: &[Lifted],
-        graph: &'a Graph,
-        realized: &'a crate::tensor::IdMap<NodeId, Arc<TensorData>>,
-    ) -> LiftedArgs<'a> {
-        let parts = lifted
-            .iter()
-            .enumerate()
-            .map(|(i, src)| match src {
-                Lifted::Constant(id) => {
-                    let node = graph.node(*id);
-                    let Op::Constant { data } = &node.op else {
-                        unreachable!("lifted constants are constants")
-                    };
-                    (
-                        rlx_runtime::lifted_arg_name(i),
-                        node.shape.dtype(),
-                        Dims::of_static(&node.shape),
-                        data.as_slice(),
-                    )
-                }
-                Lifted::Realized(id) => {
-                    let d = &realized[id];
-                    (
-                        rlx_runtime::lifted_arg_name(i),
-                        d.dtype,
-                        Dims::Borrowed(&d.dims),
-                        d.bytes.as_slice(),
-                    )
-                }
+        f(&views[..n])
+    } else {
+        let parts: Vec<(Cow<'static, str>, DType, Dims<'_>, &[u8])> = (0..n)
+            .map(|i| {
+                let (dtype, dims, bytes) = part(i);
+                (rlx_runtime::lifted_arg_name(i), dtype, dims, bytes)
             })
             .collect();
-        LiftedArgs { parts }
-    }
-
-    /// `(name, view)` pairs for `CompiledGraph::run` (argument `i` is `__arg{i}`).
-    pub(crate) fn named(&self) -> Vec<(&str, TensorView<'_>)> {
-        self.parts
+        let views: Vec<(&str, TensorView<'_>)> = parts
             .iter()
             .map(|(name, dtype, dims, bytes)| {
                 (
@@ -433,7 +426,8 @@ impl<'a> LiftedArgs<'a> {
                     },
                 )
             })
-            .collect()
+            .collect();
+        f(&views)
     }
 }
 
@@ -449,5 +443,61 @@ impl Materialize<'_> {
     #[track_caller]
     pub fn to_vec(self) -> Vec<f32> {
         self.tensor.to_vec_on(self.device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Tensor, cache_compile_count, cache_stats};
+
+    /// Eager reads with new data every call reuse one compiled program per structure and
+    /// this thread's buffers (the lifted-argument list, the executor's buffer tables):
+    /// every call must still read its own data. Two structures alternate — two lifted
+    /// arguments (passed on the stack) and six (more than the stack holds) — so a list
+    /// or table left over from the other structure would show as a wrong value.
+    #[test]
+    fn eager_reads_with_new_data_never_recompile_and_never_see_another_calls_data() {
+        let compiles = cache_compile_count();
+        for i in 0..30 {
+            let x = i as f32;
+            let a = Tensor::from_vec(vec![x, -x, 2.0 * x], [3]);
+            let b = Tensor::from_vec(vec![0.5, 1.5, -x], [3]);
+            assert_eq!(
+                (&a + &b).relu().to_vec(),
+                vec![x + 0.5, (1.5 - x).max(0.0), x]
+            );
+            let terms: Vec<Tensor> = (0..6)
+                .map(|k| Tensor::from_vec(vec![x + k as f32, k as f32, -1.0], [3]))
+                .collect();
+            let sum = terms[1..].iter().fold(terms[0].clone(), |s, t| &s + t);
+            assert_eq!(sum.to_vec(), vec![6.0 * x + 15.0, 15.0, -6.0]);
+        }
+        assert_eq!(
+            cache_compile_count() - compiles,
+            2,
+            "one compile per structure, none for new data"
+        );
+    }
+
+    /// A read of data seen before is a cache hit by key (no miss, no compile), and so is
+    /// a second read of one tensor (its stored value is returned).
+    #[test]
+    fn rereading_seen_data_is_a_hit_without_a_compile() {
+        let read = |v: f32| {
+            let a = Tensor::from_vec(vec![v, 1.0, 2.0], [3]);
+            (&a * &a).to_vec()
+        };
+        assert_eq!(read(3.0), vec![9.0, 1.0, 4.0]);
+        let (hits, misses) = cache_stats();
+        let compiles = cache_compile_count();
+        assert_eq!(read(3.0), vec![9.0, 1.0, 4.0]);
+        assert_eq!(cache_stats(), (hits + 1, misses));
+        let a = Tensor::from_vec(vec![-1.0, 4.0, 0.5], [3]);
+        let y = &a * &a;
+        assert_eq!(y.to_vec(), vec![1.0, 16.0, 0.25]);
+        let (hits, misses) = cache_stats();
+        assert_eq!(y.to_vec(), vec![1.0, 16.0, 0.25]);
+        assert_eq!(cache_stats(), (hits + 1, misses));
+        assert_eq!(cache_compile_count(), compiles);
     }
 }

@@ -7,6 +7,85 @@ use rlx_ir::{Dim, DimBinding, Graph, Op, Shape, TensorData, TensorView};
 use rlx_runtime::{ArgSlot, CompiledGraph, Device, Prepared};
 use std::sync::Mutex;
 
+/// Who runs a program, for error messages: formatted only when an error is built (a
+/// `format!` per successful run cost an allocation on every call).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum What<'a> {
+    /// The text as is.
+    Text(&'a str),
+    /// ``{kind} `{name}` `` (`Jitted`, `Func`, `Model`).
+    Named(&'static str, &'a str),
+}
+
+impl std::fmt::Display for What<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            What::Text(t) => f.write_str(t),
+            What::Named(kind, name) => write!(f, "{kind} `{name}`"),
+        }
+    }
+}
+
+impl<'a> From<&'a str> for What<'a> {
+    fn from(t: &'a str) -> What<'a> {
+        What::Text(t)
+    }
+}
+
+impl What<'_> {
+    /// Whether the text starts with `prefix` (error paths only).
+    fn starts_with(&self, prefix: &str) -> bool {
+        match self {
+            What::Text(t) => t.starts_with(prefix),
+            What::Named(kind, _) => kind.starts_with(prefix),
+        }
+    }
+}
+
+/// Argument dims: borrowed, inline up to [`Dims::INLINE`] axes, or owned — binding an
+/// argument allocates nothing for the usual ranks.
+#[derive(Debug, Clone)]
+pub(crate) enum Dims<'a> {
+    Borrowed(&'a [usize]),
+    Inline([usize; Dims::INLINE], usize),
+    Owned(Vec<usize>),
+}
+
+impl Dims<'_> {
+    pub(crate) const INLINE: usize = 6;
+
+    /// Dims `f(0), …, f(len - 1)`; `None` as soon as one is `None`.
+    pub(crate) fn try_from_fn(
+        len: usize,
+        mut f: impl FnMut(usize) -> Option<usize>,
+    ) -> Option<Dims<'static>> {
+        if len <= Dims::INLINE {
+            let mut buf = [0; Dims::INLINE];
+            for (i, b) in buf.iter_mut().enumerate().take(len) {
+                *b = f(i)?;
+            }
+            Some(Dims::Inline(buf, len))
+        } else {
+            (0..len).map(f).collect::<Option<Vec<_>>>().map(Dims::Owned)
+        }
+    }
+
+    /// The static dims of a shape (constants and lifted arguments are static).
+    pub(crate) fn of_static(shape: &Shape) -> Dims<'static> {
+        let dims = shape.dims();
+        Dims::try_from_fn(dims.len(), |i| dims[i].as_static())
+            .expect("constants have static shapes")
+    }
+
+    pub(crate) fn as_slice(&self) -> &[usize] {
+        match self {
+            Dims::Borrowed(d) => d,
+            Dims::Inline(buf, n) => &buf[..*n],
+            Dims::Owned(v) => v,
+        }
+    }
+}
+
 /// A graph made ready for compilation once: its live cone with large constants lifted,
 /// their data, and the cache key per device.
 #[derive(Debug)]
@@ -121,7 +200,7 @@ pub(crate) fn shared(cached: &rlx_runtime::CachedGraph) -> std::sync::Arc<Compil
 /// every result as `Vec<f32>`; f32 results come straight from the backend's output
 /// buffers (no copy where the backend supports it).
 pub(crate) fn run_f32_host(
-    what: &str,
+    what: What<'_>,
     compiled: &CompiledGraph,
     prepared: &PreparedGraph,
     params: &[(String, Vec<f32>)],
@@ -134,7 +213,7 @@ pub(crate) fn run_f32_host(
 /// the backend compute graph output `output` over `values`' storage (see
 /// `CompiledGraph::run_host_donating`; afterwards `values` is untouched or empty).
 pub(crate) fn run_f32_host_donating(
-    what: &str,
+    what: What<'_>,
     compiled: &CompiledGraph,
     prepared: &PreparedGraph,
     params: &[(String, Vec<f32>)],
@@ -142,14 +221,12 @@ pub(crate) fn run_f32_host_donating(
     donated: &mut [(&str, &mut Vec<f32>, usize)],
 ) -> Result<Vec<Vec<f32>>> {
     let names: Vec<&str> = donated.iter().map(|(n, _, _)| *n).collect();
-    let inputs: Vec<(&str, HostData<'_>)> =
-        inputs.iter().map(|&(n, d)| (n, HostData::F32(d))).collect();
     let out = run_host_with(
         what,
         compiled,
         prepared,
         params,
-        &inputs,
+        inputs,
         Convert::FromF32,
         &names,
         |c, named| {
@@ -169,7 +246,7 @@ pub(crate) fn run_f32_host_donating(
 /// Run `compiled` with typed flat host slices (dims from the declared shapes, dtypes
 /// exactly as declared), returning every output in its own dtype.
 pub(crate) fn run_host_data(
-    what: &str,
+    what: What<'_>,
     compiled: &CompiledGraph,
     prepared: &PreparedGraph,
     params: &[(String, Vec<f32>)],
@@ -200,19 +277,22 @@ enum Convert {
 /// Bind host inputs, params (f32, converted to their declared dtype) and lifted
 /// constants by name, then `call` the graph. One path for the `&[f32]` and the typed
 /// APIs: data of the declared dtype is passed to the backend in place (no copy).
+///
+/// Inputs are `&[f32]` slices or [`HostData`] (each converted where it is read, so the
+/// `&[f32]` API builds no list of its own per call).
 #[allow(clippy::too_many_arguments)]
-fn run_host_with<R>(
-    what: &str,
+fn run_host_with<'d, D: Copy + Into<HostData<'d>>, R>(
+    what: What<'_>,
     compiled: &CompiledGraph,
     prepared: &PreparedGraph,
     params: &[(String, Vec<f32>)],
-    inputs: &[(&str, HostData<'_>)],
+    inputs: &[(&str, D)],
     convert: Convert,
     donated: &[&str],
     call: impl FnOnce(&CompiledGraph, &[(&str, TensorView<'_>)]) -> rlx_runtime::RuntimeResult<R>,
 ) -> Result<R> {
     check_no_outputs(what, compiled)?;
-    check_unique(what, inputs.iter().map(|(n, _)| *n))?;
+    check_unique(what, inputs)?;
     for (name, _) in inputs {
         let known = compiled.slots().iter().any(|s| s.name == *name) || prepared.is_unused(name);
         if !known || name.starts_with("__arg") {
@@ -220,7 +300,7 @@ fn run_host_with<R>(
         }
     }
     let mut binding = DimBinding::new();
-    let mut owned: Vec<(String, ArgData<'_>)> = Vec::new();
+    let mut owned: SmallList<(&str, ArgData<'_>)> = SmallList::new();
     // Donated inputs are passed by `call` itself (their values are not borrowed here).
     let donated_slot = |name: &str| donated.contains(&name);
     // two passes so that inputs whose dynamic dims are bound by others resolve too
@@ -232,7 +312,7 @@ fn run_host_with<R>(
             let given = inputs
                 .iter()
                 .find(|(n, _)| *n == slot.name)
-                .map(|(_, d)| (*d, convert));
+                .map(|(_, d)| ((*d).into(), convert));
             let data = given.or_else(|| {
                 params
                     .iter()
@@ -243,8 +323,11 @@ fn run_host_with<R>(
                 continue;
             };
             if let Some(t) = arg_from_host(what, slot, data, convert, &mut binding)? {
-                owned.push((slot.name.clone(), t));
+                owned.push((slot.name.as_str(), t));
             }
+        }
+        if owned.len() + donated.len() >= compiled.slots().len() {
+            break; // every slot has its data: no second pass
         }
     }
     for slot in compiled.slots() {
@@ -279,19 +362,92 @@ fn run_host_with<R>(
             ))
         });
     }
-    let mut named: Vec<(&str, TensorView<'_>)> =
-        owned.iter().map(|(n, d)| (n.as_str(), d.view())).collect();
-    named.extend(prepared.lifted.iter().map(|(n, d)| (n.as_str(), d.view())));
-    call(compiled, &named).map_err(|e| Error::Runtime {
+    let named = owned
+        .iter()
+        .map(|(n, d)| (*n, d.view()))
+        .chain(prepared.lifted.iter().map(|(n, d)| (n.as_str(), d.view())));
+    let ran = with_slice(
+        owned.len() + prepared.lifted.len(),
+        named,
+        EMPTY_ARG,
+        |named| call(compiled, named),
+    );
+    ran.map_err(|e| Error::Runtime {
         message: format!("{what}: {e}"),
     })
+}
+
+/// How many items [`SmallList`] and [`with_slice`] keep on the stack.
+const INLINE_ITEMS: usize = 8;
+
+/// Filler for the unused entries of an argument array on the stack.
+const EMPTY_ARG: (&str, TensorView<'static>) = (
+    "",
+    TensorView {
+        dtype: rlx_ir::DType::F32,
+        dims: &[],
+        bytes: &[],
+    },
+);
+
+/// A list whose first [`INLINE_ITEMS`] items live on the stack: the per-run lists of a
+/// call with a few arguments allocate nothing.
+struct SmallList<T> {
+    inline: [Option<T>; INLINE_ITEMS],
+    len: usize,
+    spilled: Vec<T>,
+}
+
+impl<T> SmallList<T> {
+    fn new() -> SmallList<T> {
+        SmallList {
+            inline: std::array::from_fn(|_| None),
+            len: 0,
+            spilled: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = Some(item),
+            None => self.spilled.push(item),
+        }
+        self.len += 1;
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.inline.iter().flatten().chain(&self.spilled)
+    }
+}
+
+/// Call `f` with the `n` items of `items` as a slice: on the stack (the rest filled with
+/// `fill`) when `n <= INLINE_ITEMS`, else in a vector.
+fn with_slice<T: Copy, R>(
+    n: usize,
+    items: impl Iterator<Item = T>,
+    fill: T,
+    f: impl FnOnce(&[T]) -> R,
+) -> R {
+    if n <= INLINE_ITEMS {
+        let mut buf = [fill; INLINE_ITEMS];
+        for (b, item) in buf.iter_mut().zip(items) {
+            *b = item;
+        }
+        f(&buf[..n])
+    } else {
+        f(&items.collect::<Vec<T>>())
+    }
 }
 
 /// The data of one argument slot: host data of the declared dtype is passed to the
 /// backend in place (no copy of possibly large inputs per call); converted data is owned.
 pub(crate) enum ArgData<'a> {
     Owned(TensorData),
-    Borrowed(rlx_ir::DType, Vec<usize>, &'a [u8]),
+    Borrowed(rlx_ir::DType, Dims<'static>, &'a [u8]),
 }
 
 impl ArgData<'_> {
@@ -300,7 +456,7 @@ impl ArgData<'_> {
             ArgData::Owned(d) => d.view(),
             ArgData::Borrowed(dtype, dims, bytes) => TensorView {
                 dtype: *dtype,
-                dims,
+                dims: dims.as_slice(),
                 bytes,
             },
         }
@@ -312,7 +468,7 @@ impl ArgData<'_> {
 /// allows, an error naming both dtypes otherwise. `Ok(None)` when the dims cannot be
 /// resolved yet.
 fn arg_from_host<'a>(
-    what: &str,
+    what: What<'_>,
     slot: &ArgSlot,
     data: HostData<'a>,
     convert: Convert,
@@ -334,14 +490,14 @@ fn arg_from_host<'a>(
         std::borrow::Cow::Borrowed(bytes) => ArgData::Borrowed(want, dims, bytes),
         std::borrow::Cow::Owned(bytes) => ArgData::Owned(TensorData {
             dtype: want,
-            dims,
+            dims: dims.as_slice().to_vec(),
             bytes,
         }),
     }))
 }
 
 /// The error for typed host data whose dtype is not the declared one.
-fn dtype_mismatch(what: &str, slot: &ArgSlot, data: HostData<'_>) -> Error {
+fn dtype_mismatch(what: What<'_>, slot: &ArgSlot, data: HostData<'_>) -> Error {
     let want = slot.shape.dtype();
     crate::host_data::dtype_error(format!(
         "{what}: input `{}` is declared {} ({want}) but got {} data; typed inputs are not \
@@ -357,14 +513,14 @@ fn dtype_mismatch(what: &str, slot: &ArgSlot, data: HostData<'_>) -> Error {
 
 /// Run `compiled` with typed host data (explicit dims and dtypes).
 pub(crate) fn run_typed(
-    what: &str,
+    what: What<'_>,
     compiled: &CompiledGraph,
     prepared: &PreparedGraph,
     params: &[(String, Vec<f32>)],
     inputs: &[(&str, TensorData)],
 ) -> Result<Vec<TensorData>> {
     check_no_outputs(what, compiled)?;
-    check_unique(what, inputs.iter().map(|(n, _)| *n))?;
+    check_unique(what, inputs)?;
     for (name, _) in inputs {
         let known = compiled.slots().iter().any(|s| s.name == *name) || prepared.is_unused(name);
         if !known || name.starts_with("__arg") {
@@ -413,21 +569,28 @@ pub(crate) fn run_typed(
 
 /// `Err` when a name appears twice among the inputs: binding is by name, so all but
 /// one of the values would be silently ignored.
-fn check_unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<()> {
-    let mut seen = std::collections::HashSet::new();
-    for name in names {
-        if !seen.insert(name) {
-            return Err(Error::new(format!(
-                "{what}: `{name}` is given twice in the inputs; inputs (and params passed as \
-                 inputs) are bound by name, so only one value could be used — pass every name once"
-            )));
-        }
+fn check_unique<T>(what: What<'_>, inputs: &[(&str, T)]) -> Result<()> {
+    // A few inputs (the usual case, on every run) are compared pairwise: no set to build.
+    const PAIRWISE: usize = 16;
+    let twice = if inputs.len() <= PAIRWISE {
+        (1..inputs.len())
+            .find(|&i| inputs[..i].iter().any(|(n, _)| *n == inputs[i].0))
+            .map(|i| inputs[i].0)
+    } else {
+        let mut seen = std::collections::HashSet::new();
+        inputs.iter().map(|(n, _)| *n).find(|n| !seen.insert(*n))
+    };
+    match twice {
+        Some(name) => Err(Error::new(format!(
+            "{what}: `{name}` is given twice in the inputs; inputs (and params passed as \
+             inputs) are bound by name, so only one value could be used — pass every name once"
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// `Err` for a compiled graph without outputs (a run could only produce nothing).
-fn check_no_outputs(what: &str, compiled: &CompiledGraph) -> Result<()> {
+fn check_no_outputs(what: What<'_>, compiled: &CompiledGraph) -> Result<()> {
     if compiled.output_shapes().is_empty() {
         return Err(Error::new(format!(
             "{what} has no outputs, so running it could only fail; give the graph at least \
@@ -439,7 +602,7 @@ fn check_no_outputs(what: &str, compiled: &CompiledGraph) -> Result<()> {
 
 /// `Err` unless typed input `d` is self-consistent (its bytes fill its dims) and can be
 /// converted to `slot`'s dtype.
-fn check_typed_input(what: &str, name: &str, d: &TensorData, slot: &ArgSlot) -> Result<()> {
+fn check_typed_input(what: What<'_>, name: &str, d: &TensorData, slot: &ArgSlot) -> Result<()> {
     let need = d
         .dims
         .iter()
@@ -466,7 +629,7 @@ fn check_typed_input(what: &str, name: &str, d: &TensorData, slot: &ArgSlot) -> 
     Ok(())
 }
 
-fn unknown_name(what: &str, name: &str, slots: &[ArgSlot]) -> Error {
+fn unknown_name(what: What<'_>, name: &str, slots: &[ArgSlot]) -> Error {
     let inputs: Vec<&str> = slots
         .iter()
         .filter(|s| !s.is_param && !s.name.starts_with("__arg"))
@@ -485,7 +648,7 @@ fn unknown_name(what: &str, name: &str, slots: &[ArgSlot]) -> Error {
 /// Convert a flat f32 slice into typed data for `slot`, binding dynamic dims from its
 /// length. `Ok(None)` when the dims cannot be resolved yet (more than one unknown).
 pub(crate) fn typed_from_f32(
-    what: &str,
+    what: What<'_>,
     slot: &ArgSlot,
     data: &[f32],
     binding: &mut DimBinding,
@@ -493,36 +656,41 @@ pub(crate) fn typed_from_f32(
     let Some(dims) = resolve_dims(what, &slot.name, &slot.shape, data.len(), binding)? else {
         return Ok(None);
     };
+    let dims = dims.as_slice();
     let t = if slot.shape.dtype() == rlx_ir::DType::F32 {
-        TensorData::from_f32(&dims, data)
+        TensorData::from_f32(dims, data)
     } else {
         let v: Vec<f64> = data.iter().map(|&x| x as f64).collect();
-        TensorData::from_f64_as(slot.shape.dtype(), &dims, &v)
+        TensorData::from_f64_as(slot.shape.dtype(), dims, &v)
     };
     Ok(Some(t))
 }
 
 /// Concrete dims of `shape` for a flat buffer of `len` elements.
 pub(crate) fn resolve_dims(
-    what: &str,
+    what: What<'_>,
     name: &str,
     shape: &Shape,
     len: usize,
     binding: &mut DimBinding,
-) -> Result<Option<Vec<usize>>> {
+) -> Result<Option<Dims<'static>>> {
     // Saturating: a product past usize cannot equal any slice length, and reports below.
     let mut known = 1usize;
-    let mut unknown: Vec<u32> = Vec::new();
+    // The distinct unbound symbols; past the second the dims cannot be resolved yet.
+    let mut unknown: [Option<u32>; 2] = [None, None];
+    let mut more_unknown = false;
     for d in shape.dims() {
         match d {
             Dim::Static(n) => known = known.saturating_mul(*n),
             Dim::Dynamic(s) => match binding.get(*s) {
                 Some(n) => known = known.saturating_mul(n),
-                None => {
-                    if !unknown.contains(s) {
-                        unknown.push(*s);
-                    }
-                }
+                None => match unknown {
+                    [Some(a), _] if a == *s => {}
+                    [_, Some(b)] if b == *s => {}
+                    [None, _] => unknown[0] = Some(*s),
+                    [_, None] => unknown[1] = Some(*s),
+                    _ => more_unknown = true,
+                },
             },
         }
     }
@@ -533,16 +701,17 @@ pub(crate) fn resolve_dims(
             .filter(|d| **d == Dim::Dynamic(s))
             .count() as u32
     };
-    match unknown.as_slice() {
-        [] => {
+    match unknown {
+        _ if more_unknown => return Ok(None),
+        [None, _] => {
             if known != len {
                 return Err(Error::shape(format!(
                     "{what}: `{name}` is declared {shape} and needs {known} values, got {len}"
                 )));
             }
         }
-        [s] => {
-            let k = occurrences(*s);
+        [Some(s), None] => {
+            let k = occurrences(s);
             let per = if known == 0 { 0 } else { len / known.max(1) };
             let n = if k == 1 {
                 Some(per)
@@ -551,7 +720,7 @@ pub(crate) fn resolve_dims(
             };
             match n {
                 Some(n) if n.checked_pow(k).and_then(|p| p.checked_mul(known)) == Some(len) => {
-                    binding.set(*s, n)
+                    binding.set(s, n)
                 }
                 _ => {
                     return Err(Error::shape(format!(
@@ -562,7 +731,12 @@ pub(crate) fn resolve_dims(
         }
         _ => return Ok(None),
     }
-    Ok(Some(shape.concrete(binding).expect("all symbols bound")))
+    let dims = shape.dims();
+    let resolved = Dims::try_from_fn(dims.len(), |i| match dims[i] {
+        Dim::Static(n) => Some(n),
+        Dim::Dynamic(s) => binding.get(s),
+    });
+    Ok(Some(resolved.expect("all symbols bound")))
 }
 
 /// The integer `n` with `n^k == x`, if there is one (`k ≥ 2`). Constant time: a float
@@ -597,12 +771,142 @@ mod tests {
             rlx_ir::DType::F32,
         );
         let mut b = DimBinding::new();
-        let dims = resolve_dims("t", "x", &shape, 18, &mut b).unwrap();
-        assert_eq!(dims, Some(vec![3, 3, 2]));
+        let dims = resolve_dims("t".into(), "x", &shape, 18, &mut b).unwrap();
+        assert_eq!(dims.map(|d| d.as_slice().to_vec()), Some(vec![3, 3, 2]));
         let mut b = DimBinding::new();
-        let err = resolve_dims("t", "x", &shape, 20, &mut b)
+        let err = resolve_dims("t".into(), "x", &shape, 20, &mut b)
             .unwrap_err()
             .to_string();
         assert!(err.contains("20 values do not fit"), "{err}");
+    }
+
+    /// Duplicate names are found both by the pairwise scan (few inputs) and the set
+    /// (many inputs), and the message names the duplicate.
+    #[test]
+    fn a_name_given_twice_is_reported_among_few_and_many_inputs() {
+        for n in [2usize, 5, 16, 17, 40] {
+            let names: Vec<String> = (0..n).map(|i| format!("x{i}")).collect();
+            let mut inputs: Vec<(&str, ())> = names.iter().map(|s| (s.as_str(), ())).collect();
+            assert!(
+                check_unique("t".into(), &inputs).is_ok(),
+                "{n} distinct names"
+            );
+            inputs.push((names[n / 2].as_str(), ()));
+            let err = check_unique(What::Named("Jitted", "g"), &inputs)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("Jitted `g`: `x{}` is given twice", n / 2)),
+                "{err}"
+            );
+        }
+    }
+
+    /// Two distinct unbound dynamic symbols cannot be resolved from one flat length (the
+    /// caller retries once another input has bound one of them).
+    #[test]
+    fn two_unbound_dynamic_dims_wait_for_another_input() {
+        let shape = Shape::from_dims(&[Dim::Dynamic(0), Dim::Dynamic(1)], rlx_ir::DType::F32);
+        let mut b = DimBinding::new();
+        assert!(
+            resolve_dims("t".into(), "x", &shape, 6, &mut b)
+                .unwrap()
+                .is_none()
+        );
+        b.set(1, 3);
+        let dims = resolve_dims("t".into(), "x", &shape, 6, &mut b).unwrap();
+        assert_eq!(dims.map(|d| d.as_slice().to_vec()), Some(vec![2, 3]));
+        let wide: Vec<Dim> = (0..8).map(|i| Dim::Static(i + 1)).collect();
+        let shape = Shape::from_dims(&wide, rlx_ir::DType::F32);
+        let dims = resolve_dims("t".into(), "x", &shape, 40320, &mut b).unwrap();
+        assert_eq!(
+            dims.map(|d| d.as_slice().to_vec()),
+            Some((1..=8).collect::<Vec<usize>>()),
+            "more axes than the inline dims hold"
+        );
+    }
+
+    /// `Jitted::run` binds every call's own data: more inputs than the argument array
+    /// on the stack holds, and inputs given out of declaration order, with new values
+    /// each call (a stale argument would show as a wrong sum).
+    #[test]
+    fn jitted_runs_bind_each_calls_data_for_many_inputs_and_any_order() {
+        use crate::{Func, Tensor, shape};
+        let names: Vec<String> = (0..10).map(|i| format!("x{i}")).collect();
+        let many = Func::new("many", |s| {
+            let xs: Vec<Tensor> = names.iter().map(|n| s.input(n, shape![2])).collect();
+            xs[1..].iter().fold(xs[0].clone(), |acc, x| &acc + x)
+        })
+        .jit();
+        let two = Func::new("two", |s| {
+            let a = s.input("a", shape![3]);
+            let b = s.input("b", shape![3]);
+            &a - &b
+        })
+        .jit();
+        for call in 0..6 {
+            let c = call as f32;
+            let data: Vec<[f32; 2]> = (0..10).map(|k| [c + k as f32, -(k as f32)]).collect();
+            let inputs: Vec<(&str, &[f32])> = names
+                .iter()
+                .zip(&data)
+                .rev()
+                .map(|(n, d)| (n.as_str(), &d[..]))
+                .collect();
+            assert_eq!(many.run(&inputs), vec![vec![10.0 * c + 45.0, -45.0]]);
+            let (a, b) = ([c, 2.0, -c], [1.0, c, 4.0]);
+            assert_eq!(
+                two.run(&[("b", &b), ("a", &a)]),
+                vec![vec![c - 1.0, 2.0 - c, -c - 4.0]]
+            );
+            assert_eq!(
+                two.run(&[("a", &a), ("b", &b)]),
+                vec![vec![c - 1.0, 2.0 - c, -c - 4.0]]
+            );
+        }
+        let err = two
+            .try_run(&[("a", &[1.0; 3]), ("c", &[1.0; 3])])
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("Jitted `two`: no input or param named `c`"),
+            "{err}"
+        );
+    }
+
+    /// A program that lists one output several times returns it at every position, and
+    /// runs of two programs with different buffer counts alternate on one thread (the
+    /// executor's per-thread buffer tables are resized between them) with new data each
+    /// call.
+    #[test]
+    fn repeated_outputs_and_alternating_programs_return_each_calls_values() {
+        use crate::Func;
+        use rlx_ir::{Activation, BinaryOp};
+        let mut g = Graph::new("dup");
+        let a = g.input("a", Shape::new(&[2], rlx_ir::DType::F32));
+        let r = g.add_op(Op::Activation(Activation::Relu), vec![a]).unwrap();
+        let n = g.add_op(Op::Activation(Activation::Neg), vec![a]).unwrap();
+        let m = g.add_op(Op::Binary(BinaryOp::Mul), vec![r, n]).unwrap();
+        g.set_outputs(vec![r, m, r, n]);
+        let dup = Func::from_graph(g).jit();
+        let mut g = Graph::new("one");
+        let x = g.input("x", Shape::new(&[3], rlx_ir::DType::F32));
+        let e = g.add_op(Op::Activation(Activation::Abs), vec![x]).unwrap();
+        g.set_outputs(vec![e]);
+        let one = Func::from_graph(g).jit();
+        for call in 0..5 {
+            let c = call as f32;
+            let out = dup.run(&[("a", &[c, -1.0])]);
+            assert_eq!(
+                out,
+                vec![
+                    vec![c, 0.0],
+                    vec![-c * c, -0.0],
+                    vec![c, 0.0],
+                    vec![-c, 1.0]
+                ]
+            );
+            assert_eq!(one.run(&[("x", &[-c, c, -2.0])]), vec![vec![c, c, 2.0]]);
+        }
     }
 }

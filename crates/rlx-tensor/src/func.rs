@@ -336,7 +336,7 @@ pub(crate) fn check_graph(what: &str, graph: &Graph) -> Result<()> {
 mod run {
     use super::*;
     use crate::eval::Device;
-    use crate::exec::{PreparedGraph, run_f32_host, run_host_data, run_typed};
+    use crate::exec::{PreparedGraph, What, run_f32_host, run_host_data, run_typed};
     use crate::host_data::HostData;
     use rlx_ir::TensorData;
 
@@ -346,8 +346,8 @@ mod run {
                 .get_or_init(|| PreparedGraph::new(&self.graph))
         }
 
-        fn what(&self) -> String {
-            format!("Func `{}`", self.graph.name)
+        fn what(&self) -> What<'_> {
+            What::Named("Func", &self.graph.name)
         }
 
         /// Run on the fastest device for this graph; one `Vec` per output.
@@ -382,7 +382,7 @@ mod run {
         ) -> Result<Vec<Vec<f32>>> {
             let p = self.prepared();
             let compiled = p.compiled(device)?;
-            run_f32_host(&self.what(), &compiled.borrow(), p, &self.params, inputs)
+            run_f32_host(self.what(), &compiled.borrow(), p, &self.params, inputs)
         }
 
         /// Run on `device` with an explicit param list instead of the bound params.
@@ -395,7 +395,7 @@ mod run {
         ) -> Result<Vec<Vec<f32>>> {
             let p = self.prepared();
             let compiled = p.compiled(device)?;
-            run_f32_host(&self.what(), &compiled.borrow(), p, params, inputs)
+            run_f32_host(self.what(), &compiled.borrow(), p, params, inputs)
         }
 
         /// Run with typed data (explicit dims and dtypes), returning typed outputs.
@@ -403,7 +403,7 @@ mod run {
             let device = crate::eval::fastest_device_for(&self.graph);
             let p = self.prepared();
             let compiled = p.compiled(device)?;
-            run_typed(&self.what(), &compiled.borrow(), p, &self.params, inputs)
+            run_typed(self.what(), &compiled.borrow(), p, &self.params, inputs)
         }
 
         /// Run on the fastest device with typed flat host slices (dims from the declared
@@ -443,7 +443,7 @@ mod run {
             let device = crate::eval::fastest_device_for(&self.graph);
             let p = self.prepared();
             let compiled = p.compiled(device)?;
-            run_host_data(&self.what(), &compiled.borrow(), p, &self.params, inputs)
+            run_host_data(self.what(), &compiled.borrow(), p, &self.params, inputs)
         }
 
         /// Compile once for the fastest device; the returned handle runs without cache lookups.
@@ -512,7 +512,7 @@ mod run {
         pub fn try_run(&self, inputs: &[(&str, &[f32])]) -> Result<Vec<Vec<f32>>> {
             let p = self.prepared.get().expect("prepared before jit");
             run_f32_host(
-                &format!("Jitted `{}`", self.name),
+                What::Named("Jitted", &self.name),
                 &self.compiled,
                 p,
                 &self.params,
@@ -538,7 +538,7 @@ mod run {
         pub fn try_run_host(&self, inputs: &[(&str, HostData<'_>)]) -> Result<Vec<TensorData>> {
             let p = self.prepared.get().expect("prepared before jit");
             run_host_data(
-                &format!("Jitted `{}`", self.name),
+                What::Named("Jitted", &self.name),
                 &self.compiled,
                 p,
                 &self.params,

@@ -1,7 +1,7 @@
 //! [`Model`]: a compiled graph plus its parameter roster, with strict by-name binding.
 
 use crate::eval::{Device, fastest_device_for};
-use crate::exec::{PreparedGraph, run_f32_host, typed_from_f32};
+use crate::exec::{PreparedGraph, What, run_f32_host, typed_from_f32};
 use crate::{Error, Result};
 use rlx_ir::{DimBinding, Graph};
 use rlx_runtime::CompiledGraph;
@@ -114,7 +114,8 @@ impl Model {
                 "{what}: no param named `{name}` (declared params: {declared:?})"
             )));
         };
-        let Some(t) = typed_from_f32(&what, &slot, data, &mut DimBinding::new())? else {
+        let Some(t) = typed_from_f32(what.as_str().into(), &slot, data, &mut DimBinding::new())?
+        else {
             return Err(Error::shape(format!(
                 "{what}: param `{name}` has several dynamic dims; it cannot be bound from a flat slice"
             )));
@@ -203,7 +204,7 @@ impl Model {
                 unknown.push(name);
                 continue;
             };
-            match typed_from_f32(&what, slot, data, &mut DimBinding::new()) {
+            match typed_from_f32(what.as_str().into(), slot, data, &mut DimBinding::new()) {
                 Ok(Some(_)) => {}
                 Ok(None) => misfit.push(format!(
                     "`{name}` has several dynamic dims and cannot be bound from a flat slice"
@@ -271,7 +272,7 @@ impl Model {
     /// [`Model::run`] returning an error.
     pub fn try_run(&mut self, inputs: &[(&str, &[f32])]) -> Result<Vec<Vec<f32>>> {
         run_f32_host(
-            &format!("Model `{}`", self.name),
+            What::Named("Model", &self.name),
             &self.compiled,
             &self.prepared,
             &[],

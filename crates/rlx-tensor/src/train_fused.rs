@@ -171,7 +171,7 @@ impl Func {
             // f32 results come back as the backend's own `Vec<f32>`s (no copy on the
             // CPU), and are moved on below: into the next Func and the optimizer.
             crate::exec::run_f32_host_donating(
-                &what,
+                what.as_str().into(),
                 &compiled.borrow(),
                 prepared,
                 params,

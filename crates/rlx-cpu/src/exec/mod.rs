@@ -5,7 +5,6 @@ mod attention;
 mod bind;
 mod contract;
 mod conv;
-mod copy;
 mod ew;
 mod gemv;
 mod loads;
@@ -18,7 +17,6 @@ mod reduce;
 mod row;
 mod scaled;
 mod scaled_quant;
-mod scatter;
 pub(crate) mod value;
 pub(crate) mod vm;
 
@@ -91,6 +89,15 @@ fn tune_malloc() {
             libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
         }
     });
+}
+
+thread_local! {
+    /// The output stores of the previous run on this thread, by buffer (all `None`
+    /// between runs): reused so that a run of a small program allocates only its results.
+    static RUN_OUTPUTS: std::cell::Cell<Vec<Option<OutStore>>> =
+        const { std::cell::Cell::new(Vec::new()) };
+    /// The buffer base pointers of the previous run on this thread (reused likewise).
+    static RUN_BASES: std::cell::Cell<Vec<*mut u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Bound plans cached per binding of the dynamic dims.
@@ -479,7 +486,14 @@ impl CpuExecutable {
         let bound = self.bound_for(args)?;
         if self.fixed.is_some() {
             for (a, (name, shape)) in args.iter().zip(&p.args) {
-                if shape.static_dims().as_deref() != Some(a.dims) {
+                // Compared in place (collecting the static dims allocated per argument).
+                let same = shape.rank() == a.dims.len()
+                    && shape
+                        .dims()
+                        .iter()
+                        .zip(a.dims)
+                        .all(|(d, &n)| d.as_static() == Some(n));
+                if !same {
                     return Err(RuntimeError::shape(format!(
                         "graph `{}`: argument `{name}` is declared {shape} but got {:?} {}",
                         p.name, a.dims, a.dtype
@@ -501,8 +515,14 @@ impl CpuExecutable {
         }
         // Arguments whose bytes are not aligned for their dtype are copied once.
         let mut realigned: Vec<Vec<Line>> = Vec::new();
-        let mut outputs: Vec<Option<OutStore>> = vec![None; p.buffers.len()];
-        let mut bases: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
+        // The per-buffer tables come from this thread's previous run (no allocation per
+        // run once they have grown); a nested run on this thread finds them taken and
+        // allocates its own.
+        let mut outputs = RUN_OUTPUTS.take();
+        outputs.clear();
+        outputs.resize_with(p.buffers.len(), || None);
+        let mut bases = RUN_BASES.take();
+        bases.clear();
         for (i, b) in p.buffers.iter().enumerate() {
             // A donated argument, and the output written over it, use its storage.
             let donor = donated
@@ -611,23 +631,21 @@ impl CpuExecutable {
         for (b, v) in stores.drain(..) {
             outputs[b] = Some(OutStore::F32(v));
         }
-        // An output listed more than once is moved into its last position and cloned
-        // into the earlier ones.
-        let mut out: Vec<Option<HostOutput>> = vec![None; p.outputs.len()];
-        for (j, &b) in p.outputs.iter().enumerate().rev() {
-            let store = if p.outputs[j + 1..].contains(&b) {
-                let later = p.outputs[j + 1..].iter().position(|&x| x == b).unwrap() + j + 1;
-                out[j] = out[later].clone();
+        // An output listed more than once is moved into its first position and cloned
+        // into the later ones.
+        let mut out: Vec<HostOutput> = Vec::with_capacity(p.outputs.len());
+        for (j, &b) in p.outputs.iter().enumerate() {
+            if let Some(first) = p.outputs[..j].iter().position(|&x| x == b) {
+                let copy = out[first].clone();
+                out.push(copy);
                 continue;
-            } else {
-                outputs[b].take().expect("output written")
-            };
+            }
+            let store = outputs[b].take().expect("output written");
             let buf = &p.buffers[b];
-            out[j] = Some(store.into_host(buf.shape.dtype(), bound.buf_dims[b].clone()));
+            out.push(store.into_host(buf.shape.dtype(), bound.buf_dims[b].clone()));
         }
-        Ok(out
-            .into_iter()
-            .map(|o| o.expect("every output set"))
-            .collect())
+        RUN_OUTPUTS.set(outputs);
+        RUN_BASES.set(bases);
+        Ok(out)
     }
 }
