@@ -134,12 +134,16 @@ impl Tensor {
     /// large constant on each read), and the value is stored under the same lock. Other
     /// threads using this graph wait; concurrent runs of one program go through
     /// `Func::jit` instead.
-    fn materialize(&self, device: Device) -> Result<Arc<TensorData>> {
-        if let Some(d) = self.raw_constant() {
-            return Ok(Arc::new(d));
-        }
+    ///
+    /// `device: None` runs on the fastest device for the graph, chosen under the same
+    /// lock (one lock per read instead of three).
+    fn materialize(&self, device: Option<Device>) -> Result<Arc<TensorData>> {
         let mut guard = self.cell.state();
         let st = &mut *guard;
+        let device = device.unwrap_or_else(|| fastest_device_for(&st.graph));
+        if let Some(d) = raw_constant(&st.graph, self.id) {
+            return Ok(Arc::new(d));
+        }
         let (graph, realized) = (&st.graph, &st.realized);
         let outputs = [self.id];
         let is_realized = |n: NodeId| realized.contains_key(&n);
@@ -193,28 +197,14 @@ impl Tensor {
         self.cell.state().realized.contains_key(&self.id)
     }
 
-    /// The payload when this node is a plain constant (no compile, no cache).
-    fn raw_constant(&self) -> Option<TensorData> {
-        let st = self.cell.state();
-        let node = st.graph.node(self.id);
-        match &node.op {
-            Op::Constant { data } => {
-                let dims = node.shape.static_dims()?;
-                TensorData::new(node.shape.dtype(), &dims, data.clone()).ok()
-            }
-            _ => None,
-        }
-    }
-
     /// The computed value with its dtype and dims (compiles through the cache).
     pub fn try_to_data(&self) -> Result<TensorData> {
-        let device = fastest_device_for(&self.cell.state().graph);
-        self.try_to_data_on(device)
+        Ok((*self.materialize(None)?).clone())
     }
 
     /// [`Tensor::try_to_data`] on an explicit device.
     pub fn try_to_data_on(&self, device: Device) -> Result<TensorData> {
-        Ok((*self.materialize(device)?).clone())
+        Ok((*self.materialize(Some(device))?).clone())
     }
 
     /// The computed value with its dtype and dims. Panics on failure.
@@ -238,8 +228,7 @@ impl Tensor {
 
     /// [`Tensor::to_vec`] returning an error instead of panicking.
     pub fn try_to_vec(&self) -> Result<Vec<f32>> {
-        let device = fastest_device_for(&self.cell.state().graph);
-        self.try_to_vec_on(device)
+        Ok(self.materialize(None)?.to_f32_vec())
     }
 
     /// Compute on `device` and read back as f32.
@@ -250,7 +239,7 @@ impl Tensor {
 
     /// [`Tensor::to_vec_on`] returning an error.
     pub fn try_to_vec_on(&self, device: Device) -> Result<Vec<f32>> {
-        Ok(self.materialize(device)?.to_f32_vec())
+        Ok(self.materialize(Some(device))?.to_f32_vec())
     }
 
     /// Compute now (same as [`Tensor::to_vec`]); later expressions reuse the value.
@@ -342,6 +331,18 @@ impl Tensor {
             )
         };
         cached(&prepared, device)
+    }
+}
+
+/// The payload when node `id` is a plain constant (no compile, no cache).
+fn raw_constant(graph: &Graph, id: NodeId) -> Option<TensorData> {
+    let node = graph.node(id);
+    match &node.op {
+        Op::Constant { data } => {
+            let dims = node.shape.static_dims()?;
+            TensorData::new(node.shape.dtype(), &dims, data.clone()).ok()
+        }
+        _ => None,
     }
 }
 
