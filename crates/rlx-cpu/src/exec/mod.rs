@@ -5,6 +5,7 @@ mod attention;
 mod bind;
 mod contract;
 mod conv;
+mod copy;
 mod ew;
 mod gemv;
 mod loads;
@@ -17,6 +18,7 @@ mod reduce;
 mod row;
 mod scaled;
 mod scaled_quant;
+mod scatter;
 pub(crate) mod value;
 pub(crate) mod vm;
 
