@@ -371,7 +371,7 @@ pub(crate) fn family(op: &Op) -> Family {
         | Op::SoftmaxCrossEntropyWithLogits
         | Op::Rope { .. }
         | Op::SplineActivation { .. } => Family::Nn,
-        Op::Attention { .. } => Family::Attention,
+        Op::Attention { .. } | Op::AttentionVjp { .. } => Family::Attention,
         Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Narrow { .. }

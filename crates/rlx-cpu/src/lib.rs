@@ -49,18 +49,26 @@ use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult};
 use std::sync::Arc;
 
 /// High-level ops the CPU executes whole (the compiler does not decompose them).
-pub const KEPT_WHOLE: [&str; 5] = [
+pub const KEPT_WHOLE: [&str; 6] = [
     "softmax",
     "log_softmax",
     "layer_norm",
     "rms_norm",
     "attention",
+    "attention_vjp",
 ];
 
-/// The compile options the CPU backend uses.
+/// The compile options the CPU backend uses. `RLX_CPU_ATTENTION_VJP=decomposed` leaves
+/// the attention backward to `decompose` (batched matmuls and a softmax instead of the
+/// fused kernel), for A/B measurements in one binary.
 pub fn compile_options() -> CompileOptions {
+    let decomposed_vjp = std::env::var("RLX_CPU_ATTENTION_VJP").is_ok_and(|v| v == "decomposed");
     CompileOptions {
-        keep_whole: KEPT_WHOLE.iter().map(|s| s.to_string()).collect(),
+        keep_whole: KEPT_WHOLE
+            .iter()
+            .filter(|k| !(decomposed_vjp && **k == "attention_vjp"))
+            .map(|s| s.to_string())
+            .collect(),
         multi_store: true,
         ..Default::default()
     }

@@ -5,6 +5,8 @@
 //! probe for the W7 shape (`--ignored`, release build).
 
 mod common;
+#[path = "attention_fast/vjp.rs"]
+mod vjp;
 
 use common::{Rng, check_against_oracle, random_data};
 use rlx_cpu::CpuBackend;

@@ -317,6 +317,9 @@ pub enum SynthKind {
 /// - `DenseSolve`: `[a: …×n×n, b: …×n or …×n×k]` → `x` with `a·x = b`.
 /// - `LayerNorm`/`RmsNorm`: `[x, gamma, beta]`.
 /// - `Attention`: `[q, k, v]` (+ `mask` for `Custom`, `bias` for `Bias`).
+/// - `AttentionVjp`: `[q, k, v, (mask | bias), g]` with `g` the cotangent of the
+///   attention output → `[B, Sq·H·D + Sk·Hk·D + Sk·Hk·Dv]`: per batch row, dq, dk, dv
+///   flattened in the layouts of q, k, v (see the variant's doc).
 /// - `Rope`: `[x, cos, sin]`.
 /// - `Gather`: `[table, indices]`; `ScatterAdd`: `[base, indices, updates]`.
 /// - `Conv`: `[x, w]` or `[x, w, bias]`; `ConvGradInput`: `[x, w, grad_out]`;
@@ -363,6 +366,22 @@ pub enum Op {
         eps: f32,
     },
     Attention {
+        num_heads: usize,
+        head_dim: usize,
+        v_head_dim: Option<usize>,
+        mask_kind: MaskKind,
+        score_scale: Option<f32>,
+        attn_logit_softcap: Option<f32>,
+    },
+    /// The vector-Jacobian product of [`Op::Attention`] with the same attributes: the
+    /// gradients of q, k and v for the output cotangent `g` (q's layout, v's head dim),
+    /// packed per batch row as `[B, Sq·H·D + Sk·Hk·D + Sk·Hk·Dv]`: row `b` holds
+    /// `dq[b]`, then `dk[b]`, then `dv[b]`, each flattened in its operand's own layout
+    /// (`[S, H, D]` and `[S, H·D]` are the same bytes). The sequence lengths and head
+    /// counts must be static; the batch axis may be dynamic. A mask or bias operand
+    /// gets no gradient here (differentiate a learned bias through the primitive form).
+    /// Backends that do not keep it whole get its primitive form from `decompose`.
+    AttentionVjp {
         num_heads: usize,
         head_dim: usize,
         v_head_dim: Option<usize>,
@@ -552,6 +571,7 @@ impl Op {
             Op::LayerNorm { .. } => "LayerNorm",
             Op::RmsNorm { .. } => "RmsNorm",
             Op::Attention { .. } => "Attention",
+            Op::AttentionVjp { .. } => "AttentionVjp",
             Op::Rope { .. } => "Rope",
             Op::Reshape { .. } => "Reshape",
             Op::Transpose { .. } => "Transpose",
@@ -588,7 +608,7 @@ impl Op {
     }
 
     /// Every variant's [`Op::variant_name`], in declaration order.
-    pub const VARIANT_NAMES: [&'static str; 46] = [
+    pub const VARIANT_NAMES: [&'static str; 47] = [
         "Input",
         "Param",
         "Constant",
@@ -603,6 +623,7 @@ impl Op {
         "LayerNorm",
         "RmsNorm",
         "Attention",
+        "AttentionVjp",
         "Rope",
         "Reshape",
         "Transpose",
@@ -654,6 +675,7 @@ impl Op {
             Op::LayerNorm { .. } => "layer_norm".into(),
             Op::RmsNorm { .. } => "rms_norm".into(),
             Op::Attention { .. } => "attention".into(),
+            Op::AttentionVjp { .. } => "attention_vjp".into(),
             Op::Rope { .. } => "rope".into(),
             Op::Reshape { .. } => "reshape".into(),
             Op::Transpose { .. } => "transpose".into(),

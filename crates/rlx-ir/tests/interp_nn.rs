@@ -4,6 +4,8 @@
 
 #[path = "interp_nn/attention.rs"]
 mod attention;
+#[path = "interp_nn/attention_vjp.rs"]
+mod attention_vjp;
 #[path = "interp_nn/conv.rs"]
 mod conv;
 #[path = "interp_nn/fft.rs"]

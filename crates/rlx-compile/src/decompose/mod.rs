@@ -7,18 +7,27 @@
 //!   not the last one: kept row ops work on the last axis).
 //! - `layer_norm`/`rms_norm` become mean/variance reductions and elementwise math.
 //! - `cross_entropy` (dense targets) becomes `logsumexp − Σ t·l`.
+//! - `attention_vjp` (the fused attention backward) becomes the batched matmuls,
+//!   softmax and reductions of [`attention`], unless the backend keeps it whole for
+//!   f32; the narrows that unpack its result read the pieces directly.
 //!
 //! Everything else stays as it is (the backend runs it as an opaque kernel).
 
+pub(crate) mod attention;
+
+use crate::jvp::emit::Em;
 use crate::rebuild::Rebuild;
 use rlx_ir::{
     Activation, BinaryOp, DType, Graph, IrResult, NodeId, Op, ReduceOp, TensorData, norm_axis,
 };
+use std::collections::HashMap;
 
 /// Lower the ops of `g` that the backend does not keep whole.
 pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
     let keeps = |op: &Op| keep_whole.iter().any(|k| *k == op.name());
     let mut rb = Rebuild::new(g);
+    // Lowered `attention_vjp` results → their three `[B, n]` pieces.
+    let mut pieces: HashMap<NodeId, [NodeId; 3]> = HashMap::new();
     for node in g.nodes() {
         let ins: Vec<NodeId> = node.inputs.iter().map(|&i| rb.map(i)).collect();
         let rank = node.shape.rank();
@@ -47,6 +56,17 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
             Op::SoftmaxCrossEntropy if !keeps(&node.op) => {
                 Some(cross_entropy(&mut rb.g, ins[0], ins[1])?)
             }
+            Op::AttentionVjp { .. } if !(keeps(&node.op) && node.shape.dtype() == DType::F32) => {
+                let mut em = Em::new(&mut rb.g, "decompose");
+                let (packed, parts) = attention::lower_vjp(&mut em, &node.op, &ins)?;
+                pieces.insert(packed, parts);
+                Some(packed)
+            }
+            Op::Narrow {
+                axis: 1,
+                start,
+                len,
+            } if pieces.contains_key(&ins[0]) => piece_of(&rb.g, &pieces[&ins[0]], *start, *len),
             _ => None,
         };
         let id = match out {
@@ -68,6 +88,20 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
         rb.set(node.id, id);
     }
     Ok(rb.finish())
+}
+
+/// The piece of a lowered `attention_vjp` that a narrow of `start..start + len` along
+/// its row reads whole, if any.
+fn piece_of(g: &Graph, parts: &[NodeId; 3], start: usize, len: usize) -> Option<NodeId> {
+    let mut at = 0;
+    for &p in parts {
+        let n = g.shape(p).dims()[1].as_static()?;
+        if at == start && n == len {
+            return Some(p);
+        }
+        at += n;
+    }
+    None
 }
 
 fn bin(g: &mut Graph, b: BinaryOp, x: NodeId, y: NodeId) -> IrResult<NodeId> {
@@ -203,7 +237,7 @@ fn cross_entropy(g: &mut Graph, l: NodeId, t: NodeId) -> IrResult<NodeId> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlx_ir::{DType, Shape, interp};
+    use rlx_ir::{DType, MaskKind, Shape, interp};
 
     fn close(a: &[f64], b: &[f64], tol: f64) {
         assert_eq!(a.len(), b.len());
@@ -268,6 +302,71 @@ mod tests {
             Op::FusedMatMulBiasAct { activation: None },
             &[&[2, 2, 3], &[3, 4], &[4]],
             &[],
+        );
+    }
+
+    #[test]
+    fn attention_vjp_lowers_to_what_the_oracle_op_computes() {
+        let vjp = |mask_kind, v_head_dim| Op::AttentionVjp {
+            num_heads: 2,
+            head_dim: 2,
+            v_head_dim,
+            mask_kind,
+            score_scale: None,
+            attn_logit_softcap: Some(1.5),
+        };
+        let (q, k) = (&[2, 3, 2, 2][..], &[2, 4, 1, 2][..]);
+        check(vjp(MaskKind::Causal, None), &[q, k, k, q], &[]);
+        check(
+            vjp(MaskKind::Bias, Some(3)),
+            &[&[1, 3, 4], &[1, 2, 4], &[1, 2, 6], &[2, 3, 2], &[1, 3, 6]],
+            &[],
+        );
+        // Kept whole only for f32: this f64 graph is lowered even when kept.
+        check(vjp(MaskKind::None, None), &[q, k, k, q], &["attention_vjp"]);
+    }
+
+    #[test]
+    fn narrows_of_a_lowered_attention_vjp_read_its_pieces() {
+        let mut g = Graph::new("d");
+        let s = |d: &[usize]| Shape::new(d, DType::F32);
+        let ins: Vec<NodeId> = ["q", "k", "v", "g"]
+            .iter()
+            .map(|n| g.input(*n, s(&[2, 3, 8])))
+            .collect();
+        let op = Op::AttentionVjp {
+            num_heads: 2,
+            head_dim: 4,
+            v_head_dim: None,
+            mask_kind: MaskKind::Causal,
+            score_scale: None,
+            attn_logit_softcap: None,
+        };
+        let packed = g.add_op(op, ins).unwrap();
+        let dk = g
+            .add_op(
+                Op::Narrow {
+                    axis: 1,
+                    start: 24,
+                    len: 24,
+                },
+                vec![packed],
+            )
+            .unwrap();
+        g.set_outputs(vec![dk]);
+        let d = crate::simplify::simplify(&decompose(&g, &[]).unwrap());
+        assert!(
+            d.nodes()
+                .iter()
+                .all(|n| !matches!(n.op, Op::Concat { .. } | Op::Narrow { .. })),
+            "the narrow reads the dk piece, so the concatenation is dead: {d}"
+        );
+        let kept = decompose(&g, &["attention_vjp".to_string()]).unwrap();
+        assert!(
+            kept.nodes()
+                .iter()
+                .any(|n| matches!(n.op, Op::AttentionVjp { .. })),
+            "{kept}"
         );
     }
 

@@ -224,7 +224,10 @@ fn classify(g: &Graph, n: &rlx_ir::Node, args: &[(String, Shape)], keep_whole: &
         }
         Op::LayerNorm { eps, .. } if keeps(&n.op) => Class::Row(RowOp::LayerNorm { eps: *eps }),
         Op::RmsNorm { eps, .. } if keeps(&n.op) => Class::Row(RowOp::RmsNorm { eps: *eps }),
-        Op::Attention { .. } if keeps(&n.op) && dt == DType::F32 => Class::Attention,
+        // The fused backward is a kernel of its own too (decompose lowered it otherwise).
+        Op::Attention { .. } | Op::AttentionVjp { .. } if keeps(&n.op) && dt == DType::F32 => {
+            Class::Attention
+        }
         _ => Class::Opaque,
     }
 }

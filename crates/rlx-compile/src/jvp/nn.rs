@@ -104,6 +104,11 @@ pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
             grid_max,
         } => spline(f, node, *num_basis as usize, *grid_min, *grid_max),
         Op::Attention { .. } => attention::rule(f, node),
+        Op::AttentionVjp { .. } => {
+            // Through the primitive form (the lowering `decompose` uses).
+            let (op, inputs) = (node.op.clone(), node.inputs.clone());
+            f.through(|e| Ok(crate::decompose::attention::lower_vjp(e, &op, &inputs)?.0))
+        }
         other => unreachable!("nn::rule got {}", other.name()),
     }
 }

@@ -234,7 +234,8 @@ pub enum KernelKind {
         /// Expression over the product.
         epilogue: Expr,
     },
-    /// Fused attention (`Op::Attention`); inputs are loads of q, k, v (+ mask/bias).
+    /// Fused attention (`Op::Attention`; inputs are loads of q, k, v (+ mask/bias)) or
+    /// its fused backward (`Op::AttentionVjp`; the cotangent's load comes last).
     Attention {
         /// The op with its attributes.
         op: Op,
@@ -281,7 +282,7 @@ impl Kernel {
             KernelKind::Reduce { op, .. } => format!("reduce_{}", op.name()),
             KernelKind::Row { op, .. } => op.name().into(),
             KernelKind::Contraction { .. } => "matmul".into(),
-            KernelKind::Attention { .. } => "attention".into(),
+            KernelKind::Attention { op, .. } => op.name(),
             KernelKind::Opaque { op, .. } => format!("opaque({})", op.name()),
         }
     }

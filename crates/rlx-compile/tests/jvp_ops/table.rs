@@ -524,6 +524,43 @@ fn nn(v: &mut Vec<Case>) {
             f("v", &[1, 3, 2, 3]),
         ],
     ));
+    // The fused backward, differentiated through its primitive form (second
+    // derivatives of attention): every operand, the cotangent included, gets a tangent.
+    v.push(attn(
+        "attention_vjp_causal",
+        Op::AttentionVjp {
+            num_heads: 2,
+            head_dim: 2,
+            v_head_dim: None,
+            mask_kind: MaskKind::Causal,
+            score_scale: None,
+            attn_logit_softcap: None,
+        },
+        vec![
+            f("q", &[1, 3, 2, 2]),
+            f("k", &[1, 3, 2, 2]),
+            f("v", &[1, 3, 2, 2]),
+            f("g", &[1, 3, 2, 2]),
+        ],
+    ));
+    v.push(attn(
+        "attention_vjp_gqa_bias_softcap",
+        Op::AttentionVjp {
+            num_heads: 2,
+            head_dim: 2,
+            v_head_dim: Some(3),
+            mask_kind: MaskKind::Bias,
+            score_scale: Some(0.8),
+            attn_logit_softcap: Some(1.5),
+        },
+        vec![
+            f("q", &[1, 2, 4]),
+            f("k", &[1, 3, 2]),
+            f("v", &[1, 3, 3]),
+            f("bias", &[2, 2, 3]),
+            f("g", &[1, 2, 6]),
+        ],
+    ));
     let rope = |head_dim, n_rot, style| Op::Rope {
         head_dim,
         n_rot,

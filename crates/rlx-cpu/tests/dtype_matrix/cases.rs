@@ -502,6 +502,24 @@ fn linalg_nn() -> Vec<Case> {
             ],
         ),
         case(
+            "attention_vjp_custom_mask",
+            Op::AttentionVjp {
+                num_heads: 2,
+                head_dim: 4,
+                v_head_dim: None,
+                mask_kind: MaskKind::Custom,
+                score_scale: None,
+                attn_logit_softcap: None,
+            },
+            vec![
+                d(&[1, 5, 2, 4]),
+                d(&[1, 6, 2, 4]),
+                d(&[1, 6, 2, 4]),
+                t(&[1, 6], DType::Bool),
+                d(&[1, 5, 2, 4]),
+            ],
+        ),
+        case(
             "rope",
             Op::Rope {
                 head_dim: 4,

@@ -99,6 +99,24 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
             };
             attention_shape(name, inputs, &spec)
         }
+        Op::AttentionVjp {
+            num_heads,
+            head_dim,
+            v_head_dim,
+            mask_kind,
+            score_scale,
+            attn_logit_softcap,
+        } => {
+            let spec = AttentionSpec {
+                num_heads: *num_heads,
+                head_dim: *head_dim,
+                v_head_dim: *v_head_dim,
+                mask_kind: *mask_kind,
+                score_scale: *score_scale,
+                softcap: *attn_logit_softcap,
+            };
+            attention_vjp_shape(name, inputs, &spec)
+        }
         Op::Rope {
             head_dim, n_rot, ..
         } => {
@@ -325,6 +343,56 @@ fn attention_shape(name: &str, inputs: &[&Shape], spec: &AttentionSpec) -> IrRes
         dims[2] = Dim::Static(num_heads * dv);
     }
     Ok(q.with_dims(dims))
+}
+
+/// `[B, Sq·H·D + Sk·Hk·D + Sk·Hk·Dv]` for `[q, k, v, (mask | bias), g]`: the forward
+/// operands must make a valid attention, `g` must have its output's type, and every
+/// axis but the batch must be static (the packed row length is a number).
+fn attention_vjp_shape(name: &str, inputs: &[&Shape], spec: &AttentionSpec) -> IrResult<Shape> {
+    let (needed, list) = match spec.mask_kind {
+        MaskKind::Custom => (5, "q, k, v, mask, g"),
+        MaskKind::Bias => (5, "q, k, v, bias, g"),
+        _ => (4, "q, k, v, g"),
+    };
+    if inputs.len() != needed {
+        let got: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
+        return Err(err(
+            name,
+            format!(
+                "with mask {:?} takes {needed} inputs ({list}; g is the cotangent of the attention output), got {}: [{}]",
+                spec.mask_kind,
+                inputs.len(),
+                got.join("; ")
+            ),
+        ));
+    }
+    let out = attention_shape(name, &inputs[..needed - 1], spec)?;
+    let g = inputs[needed - 1];
+    if g.dims() != out.dims() || g.dtype() != out.dtype() {
+        return Err(err(
+            name,
+            format!(
+                "the cotangent g is {g} but the attention output is {out}; pass the gradient of the attention result"
+            ),
+        ));
+    }
+    let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
+    let mut row = 0usize;
+    for (what, s) in [("q", q), ("k", k), ("v", v)] {
+        let per: Option<usize> = s.dims()[1..].iter().map(|d| d.as_static()).product();
+        match per {
+            Some(n) => row += n,
+            None => {
+                return Err(err(
+                    name,
+                    format!(
+                        "{what} is {s}: every axis but the batch must be static to pack the gradients; differentiate through the primitive form instead"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(Shape::from_dims(&[q.dim(0), Dim::Static(row)], q.dtype()))
 }
 
 fn rope_shape(name: &str, inputs: &[&Shape], head_dim: usize, n_rot: usize) -> IrResult<Shape> {

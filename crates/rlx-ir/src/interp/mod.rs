@@ -137,6 +137,7 @@ pub fn eval_op(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<TensorD
         | Op::LayerNorm { .. }
         | Op::RmsNorm { .. }
         | Op::Attention { .. }
+        | Op::AttentionVjp { .. }
         | Op::Rope { .. }
         | Op::SoftmaxCrossEntropy
         | Op::SoftmaxCrossEntropyWithLogits

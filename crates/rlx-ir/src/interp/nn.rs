@@ -31,6 +31,7 @@ pub(super) fn eval(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<Ten
             normalize(op, inputs, *axis, *eps, true)?
         }
         Op::Attention { .. } => attention::eval(op, inputs)?,
+        Op::AttentionVjp { .. } => attention::eval_vjp(op, inputs)?,
         Op::Rope {
             head_dim,
             n_rot,

@@ -445,3 +445,70 @@ fn attention_output_for_every_mask_kind_matches_reference_layout() {
         assert_eq!(ok(&attn(2, 4, None, mk), &inputs), q, "{mk:?}");
     }
 }
+
+fn attn_vjp(num_heads: usize, head_dim: usize, mask_kind: MaskKind) -> Op {
+    Op::AttentionVjp {
+        num_heads,
+        head_dim,
+        v_head_dim: None,
+        mask_kind,
+        score_scale: None,
+        attn_logit_softcap: None,
+    }
+}
+
+#[test]
+fn attention_vjp_packs_dq_dk_dv_per_batch_row() {
+    // Sq·H·D + Sk·Hk·D + Sk·Hk·Dv = 5·32 + 7·16 + 7·16.
+    let (q, kv) = (f32s(&[2, 5, 32]), f32s(&[2, 7, 16]));
+    let y = ok(&attn_vjp(4, 8, MaskKind::Causal), &[&q, &kv, &kv, &q]);
+    assert_eq!(y, f32s(&[2, 384]));
+    // A dynamic batch survives; the mask operand comes before g.
+    let (qd, kd) = (
+        dy(&[d(0), s(3), s(2), s(4)], DType::F32),
+        dy(&[d(0), s(6), s(2), s(4)], DType::F32),
+    );
+    let m = dy(&[d(0), s(6)], DType::Bool);
+    let y = ok(&attn_vjp(2, 4, MaskKind::Custom), &[&qd, &kd, &kd, &m, &qd]);
+    assert_eq!(y, dy(&[d(0), s(24 + 48 + 48)], DType::F32));
+}
+
+#[test]
+fn attention_vjp_rejects_wrong_arity_cotangent_and_dynamic_sequence() {
+    let (q, kv) = (f32s(&[2, 5, 32]), f32s(&[2, 7, 32]));
+    bad(
+        &attn_vjp(4, 8, MaskKind::None),
+        &[&q, &kv, &kv],
+        &["takes 4 inputs", "q, k, v, g"],
+    );
+    bad(
+        &attn_vjp(4, 8, MaskKind::Bias),
+        &[&q, &kv, &kv, &q],
+        &["takes 5 inputs", "q, k, v, bias, g"],
+    );
+    bad(
+        &attn_vjp(4, 8, MaskKind::None),
+        &[&q, &kv, &kv, &f32s(&[2, 5, 16])],
+        &[
+            "cotangent g is [2, 5, 16] f32",
+            "attention output is [2, 5, 32] f32",
+        ],
+    );
+    bad(
+        &attn_vjp(4, 8, MaskKind::None),
+        &[&q, &kv, &kv, &sh(&[2, 5, 32], DType::F64)],
+        &["cotangent g"],
+    );
+    // The forward checks still apply (here: heads that do not divide).
+    bad(
+        &attn_vjp(4, 8, MaskKind::None),
+        &[&q, &f32s(&[2, 7, 24]), &f32s(&[2, 7, 24]), &q],
+        &["3 heads", "divide"],
+    );
+    let qd = dy(&[s(2), d(1), s(32)], DType::F32);
+    bad(
+        &attn_vjp(4, 8, MaskKind::None),
+        &[&qd, &qd, &qd, &qd],
+        &["q is", "static"],
+    );
+}

@@ -69,6 +69,17 @@ fn attention(mask_kind: MaskKind) -> Op {
     }
 }
 
+fn attention_vjp(mask_kind: MaskKind) -> Op {
+    Op::AttentionVjp {
+        num_heads: 4,
+        head_dim: 8,
+        v_head_dim: None,
+        mask_kind,
+        score_scale: None,
+        attn_logit_softcap: None,
+    }
+}
+
 fn scaled_mm(has_bias: bool) -> Op {
     Op::ScaledMatMul {
         lhs_format: ScaledFormat::F8E4M3,
@@ -143,6 +154,16 @@ fn good_cases() -> Vec<(Op, Vec<Shape>, Shape)> {
             Op::RmsNorm { axis: 1, eps: 1e-6 },
             vec![f32s(&[2, 5]), f32s(&[5]), f32s(&[5])],
             f32s(&[2, 5]),
+        ),
+        (
+            attention_vjp(MaskKind::Causal),
+            vec![
+                f32s(&[2, 5, 4, 8]),
+                f32s(&[2, 7, 4, 8]),
+                f32s(&[2, 7, 4, 8]),
+                f32s(&[2, 5, 4, 8]),
+            ],
+            f32s(&[2, 5 * 32 + 7 * 32 + 7 * 32]),
         ),
         (
             attention(MaskKind::Causal),
@@ -432,6 +453,16 @@ fn bad_cases() -> Vec<(Op, Vec<Shape>, Vec<&'static str>)> {
             },
             vec![f32s(&[2, 5]), f32s(&[4]), f32s(&[5])],
             vec!["gamma", "[4] f32", "[5]"],
+        ),
+        (
+            attention_vjp(MaskKind::None),
+            vec![
+                f32s(&[2, 5, 4, 8]),
+                f32s(&[2, 7, 4, 8]),
+                f32s(&[2, 7, 4, 8]),
+                f32s(&[2, 7, 4, 8]),
+            ],
+            vec!["cotangent g is [2, 7, 4, 8] f32", "[2, 5, 4, 8] f32"],
         ),
         (
             attention(MaskKind::None),

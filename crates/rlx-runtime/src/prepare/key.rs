@@ -62,6 +62,14 @@ pub(crate) fn hash_op(op: &Op, h: &mut KeyHasher) {
             mask_kind,
             score_scale,
             attn_logit_softcap,
+        }
+        | Op::AttentionVjp {
+            num_heads,
+            head_dim,
+            v_head_dim,
+            mask_kind,
+            score_scale,
+            attn_logit_softcap,
         } => {
             (num_heads, head_dim, v_head_dim, mask_kind).hash(h);
             opt_f32_bits(*score_scale, h);

@@ -10,7 +10,12 @@
 //! sliding-window masks skip the key blocks no query of the block may see and mask only
 //! the blocks that straddle the edge. Items of at most four queries (decode steps) take
 //! a per-query path instead ([`narrow`]).
+//!
+//! The same plan runs `Op::AttentionVjp`, the fused backward ([`backward`]): one work
+//! item per (batch, kv head) recomputes the probabilities block by block and writes the
+//! packed dq, dk, dv.
 
+mod backward;
 mod block;
 mod gemm;
 mod narrow;
@@ -82,6 +87,9 @@ pub(crate) struct AttnPlan {
     k: (usize, Layout),
     v: (usize, Layout),
     extra: Option<(LoadPlan, [isize; 4])>,
+    /// The output cotangent of `AttentionVjp` (`[B, Sq, H, Dv]`-like); `None` for the
+    /// forward.
+    g: Option<(usize, Layout)>,
     out_buf: usize,
     epilogue: EwPlan,
     trivial: bool,
@@ -106,17 +114,26 @@ impl AttnPlan {
         else {
             unreachable!()
         };
-        let Op::Attention {
+        let (Op::Attention {
             num_heads,
             head_dim,
             v_head_dim,
             mask_kind,
             score_scale,
             attn_logit_softcap,
-        } = op
+        }
+        | Op::AttentionVjp {
+            num_heads,
+            head_dim,
+            v_head_dim,
+            mask_kind,
+            score_scale,
+            attn_logit_softcap,
+        }) = op
         else {
             unreachable!()
         };
+        let vjp = matches!(op, Op::AttentionVjp { .. });
         if *dtype != DType::F32 || attn_logit_softcap.is_some_and(|c| !(c.is_finite() && c > 0.0)) {
             return Ok(None);
         }
@@ -154,6 +171,18 @@ impl AttnPlan {
             Layout::of(&plans[2].0, vd, dv),
         ) else {
             return Ok(None);
+        };
+        let g = if vjp {
+            let (gp, gd) = &plans[plans.len() - 1];
+            if gd.len() != qd.len() || gd[..2] != qd[..2] || heads(gd, dv) != h {
+                return Ok(None);
+            }
+            match Layout::of(gp, gd, dv) {
+                Some(l) => Some((gp.buf, l)),
+                None => return Ok(None),
+            }
+        } else {
+            None
         };
         let extra = match mask_kind {
             MaskKind::Custom | MaskKind::Bias => {
@@ -214,6 +243,7 @@ impl AttnPlan {
             k: (plans[1].0.buf, kl),
             v: (plans[2].0.buf, vl),
             extra,
+            g,
             out_buf: st.buf,
             trivial: epilogue.nodes.len() == 1 && p.buffers[st.buf].shape.dtype() == DType::F32,
             epilogue: ep,
@@ -221,6 +251,9 @@ impl AttnPlan {
     }
 
     pub(crate) fn run(&self, bases: &[*mut u8]) -> Result<(), String> {
+        if self.g.is_some() {
+            return self.run_vjp(bases);
+        }
         let total = self.b * self.sq * self.h * self.dv;
         if total == 0 {
             return Ok(());
@@ -248,20 +281,25 @@ impl AttnPlan {
             Ok(())
         })?;
         if !self.trivial {
-            let cp = SendPtr(out as *mut u8);
-            par_for(chunks(total, CHUNK), |ch| {
-                let (c0, c1) = (ch * CHUNK, ((ch + 1) * CHUNK).min(total));
-                let core = |flat: usize, _n: usize| {
-                    // SAFETY: run_range calls the core only for tiles inside `c0..c1 <= total`,
-                    // and `out` (the scratch) holds `total` f32s, so `flat·4` bytes is inside
-                    // it.
-                    Sv::Vec(unsafe { cp.get().add(flat * 4) as *const u8 })
-                };
-                self.epilogue.run_range(bs.get(), c0, c1, Some(&core))
-            })?;
+            self.epilogue_from(bases, &scratch)?;
         }
-        drop(scratch);
         Ok(())
+    }
+
+    /// Run the fused epilogue over the dense result in `scratch` into the store buffer.
+    fn epilogue_from(&self, bases: &[*mut u8], scratch: &[f32]) -> Result<(), String> {
+        let total = scratch.len();
+        let bs = Bases(bases);
+        let cp = SendPtr(scratch.as_ptr() as *mut u8);
+        par_for(chunks(total, CHUNK), |ch| {
+            let (c0, c1) = (ch * CHUNK, ((ch + 1) * CHUNK).min(total));
+            let core = |flat: usize, _n: usize| {
+                // SAFETY: run_range calls the core only for tiles inside `c0..c1 <= total`,
+                // and `scratch` holds `total` f32s, so `flat·4` bytes is inside it.
+                Sv::Vec(unsafe { cp.get().add(flat * 4) as *const u8 })
+            };
+            self.epilogue.run_range(bs.get(), c0, c1, Some(&core))
+        })
     }
 
     /// Work item `item` of `b·h·nqb`: query blocks from the last (the most keys under

@@ -11,6 +11,9 @@
 //! 5. `p` = softmax of `s` over the allowed keys (max-shifted, as [`super::softmax_row`]);
 //! 6. `out[b,qi,h,:] = Σ_ki p[ki]·v[b,ki,kh,:]`; a row with no allowed key is all zeros.
 //!
+//! [`Op::AttentionVjp`] ([`eval_vjp`]) recomputes the same probabilities and returns
+//! the gradients of q, k and v packed per batch row.
+//!
 //! Layouts `[B, S, H, D]` and `[B, S, H·D]` are the same bytes, so one flat indexing
 //! `((b·S + s)·H + h)·D + d` serves both; the output keeps q's layout with `Dv` per head.
 
@@ -32,21 +35,69 @@ fn bsh(op: &Op, t: &TensorData, d: usize, what: &str) -> IrResult<(usize, usize,
     }
 }
 
-pub(super) fn eval(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
-    let Op::Attention {
-        num_heads,
-        head_dim,
-        v_head_dim,
-        mask_kind,
-        score_scale,
-        attn_logit_softcap,
-    } = op
-    else {
-        unreachable!("attention::eval is only called for Op::Attention")
-    };
+/// The checked operands and attributes of an attention (or its VJP) node.
+struct Setup {
+    b: usize,
+    sq: usize,
+    sk: usize,
+    h: usize,
+    hk: usize,
+    d: usize,
+    dv: usize,
+    scale: f64,
+    softcap: Option<f64>,
+    mask: MaskKind,
+    q: Vec<f64>,
+    k: Vec<f64>,
+    v: Vec<f64>,
+    extra: Option<Vec<f64>>,
+    bias_strides: Option<[usize; 4]>,
+}
+
+/// The attributes of `Attention` and `AttentionVjp` (the same fields).
+type Attrs = (
+    usize,
+    usize,
+    Option<usize>,
+    MaskKind,
+    Option<f32>,
+    Option<f32>,
+);
+
+fn attrs(op: &Op) -> Attrs {
+    match op {
+        Op::Attention {
+            num_heads,
+            head_dim,
+            v_head_dim,
+            mask_kind,
+            score_scale,
+            attn_logit_softcap,
+        }
+        | Op::AttentionVjp {
+            num_heads,
+            head_dim,
+            v_head_dim,
+            mask_kind,
+            score_scale,
+            attn_logit_softcap,
+        } => (
+            *num_heads,
+            *head_dim,
+            *v_head_dim,
+            *mask_kind,
+            *score_scale,
+            *attn_logit_softcap,
+        ),
+        _ => unreachable!("attention::attrs is only called for the attention ops"),
+    }
+}
+
+/// Check the forward operands `inputs` (`q, k, v` and the mask or bias) of `op`.
+fn setup(op: &Op, inputs: &[&TensorData]) -> IrResult<Setup> {
+    let (num_heads, head_dim, v_head_dim, mask_kind, score_scale, attn_logit_softcap) = attrs(op);
     let extra = matches!(mask_kind, MaskKind::Custom | MaskKind::Bias);
-    arity(op, inputs, if extra { 4 } else { 3 })?;
-    let (h, d) = (*num_heads, *head_dim);
+    let (h, d) = (num_heads, head_dim);
     let dv = v_head_dim.unwrap_or(d);
     let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
     let (b, sq, qh) = bsh(op, q, d, "q")?;
@@ -74,14 +125,13 @@ pub(super) fn eval(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
             ),
         ));
     }
-    let group = h / hk;
     let scale = match score_scale {
-        Some(s) => *s as f64,
+        Some(s) => s as f64,
         None => 1.0 / (d as f64).sqrt(),
     };
     let softcap = match attn_logit_softcap {
         None => None,
-        Some(c) if c.is_finite() && *c > 0.0 => Some(*c as f64),
+        Some(c) if c.is_finite() && c > 0.0 => Some(c as f64),
         Some(c) => {
             return Err(err(
                 op,
@@ -95,12 +145,12 @@ pub(super) fn eval(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
     } else {
         None
     };
-    let bias_strides = if *mask_kind == MaskKind::Bias {
+    let bias_strides = if mask_kind == MaskKind::Bias {
         Some(bias_strides(op, &inputs[3].dims, [b, h, sq, sk])?)
     } else {
         None
     };
-    if *mask_kind == MaskKind::Custom && inputs[3].dims != [b, sk] {
+    if mask_kind == MaskKind::Custom && inputs[3].dims != [b, sk] {
         return Err(err(
             op,
             format!(
@@ -109,45 +159,149 @@ pub(super) fn eval(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
             ),
         ));
     }
-    let (qv, kv, vv) = (q.to_f64_vec(), k.to_f64_vec(), v.to_f64_vec());
+    Ok(Setup {
+        b,
+        sq,
+        sk,
+        h,
+        hk,
+        d,
+        dv,
+        scale,
+        softcap,
+        mask: mask_kind,
+        q: q.to_f64_vec(),
+        k: k.to_f64_vec(),
+        v: v.to_f64_vec(),
+        extra: extra_vals,
+        bias_strides,
+    })
+}
+
+/// The probabilities of query `qi` of batch `bi`, head `hi` over the keys it may
+/// attend: `(key, p, tanh(raw/c))` (the tanh is 0 without a softcap). Steps 1–5 of
+/// the module doc.
+fn probs(st: &Setup, bi: usize, hi: usize, qi: usize) -> Vec<(usize, f64, f64)> {
+    let kh = hi / (st.h / st.hk);
+    let (d, sk) = (st.d, st.sk);
+    let q_at = ((bi * st.sq + qi) * st.h + hi) * d;
+    let mut scores = Vec::new();
+    let mut keys = Vec::new();
+    for ki in 0..sk {
+        let allowed = match st.mask {
+            MaskKind::None | MaskKind::Bias => true,
+            MaskKind::Causal => ki <= qi,
+            MaskKind::SlidingWindow(w) => ki <= qi && qi - ki <= w,
+            MaskKind::Custom => st.extra.as_ref().unwrap()[bi * sk + ki] >= 0.5,
+        };
+        if !allowed {
+            continue;
+        }
+        let k_at = ((bi * sk + ki) * st.hk + kh) * d;
+        let dot: f64 = (0..d).map(|j| st.q[q_at + j] * st.k[k_at + j]).sum();
+        let mut s = st.scale * dot;
+        let mut th = 0.0;
+        if let Some(c) = st.softcap {
+            th = (s / c).tanh();
+            s = c * th;
+        }
+        if let Some(bs) = &st.bias_strides {
+            let at = bi * bs[0] + hi * bs[1] + qi * bs[2] + ki * bs[3];
+            s += st.extra.as_ref().unwrap()[at];
+        }
+        scores.push(s);
+        keys.push((ki, th));
+    }
+    // No allowed key: the row stays empty (zero output) rather than 0/0.
+    let p = softmax_row(&scores);
+    keys.iter()
+        .zip(p)
+        .map(|(&(ki, th), pk)| (ki, pk, th))
+        .collect()
+}
+
+pub(super) fn eval(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
+    let (.., mask_kind, _, _) = attrs(op);
+    let extra = matches!(mask_kind, MaskKind::Custom | MaskKind::Bias);
+    arity(op, inputs, if extra { 4 } else { 3 })?;
+    let st = setup(op, inputs)?;
+    let (b, sq, sk, h, hk, dv) = (st.b, st.sq, st.sk, st.h, st.hk, st.dv);
     let mut out = vec![0.0; b * sq * h * dv];
     for bi in 0..b {
         for hi in 0..h {
-            let kh = hi / group;
+            let kh = hi / (h / hk);
             for qi in 0..sq {
-                let q_at = ((bi * sq + qi) * h + hi) * d;
-                let mut scores = Vec::new();
-                let mut keys = Vec::new();
-                for ki in 0..sk {
-                    let allowed = match mask_kind {
-                        MaskKind::None | MaskKind::Bias => true,
-                        MaskKind::Causal => ki <= qi,
-                        MaskKind::SlidingWindow(w) => ki <= qi && qi - ki <= *w,
-                        MaskKind::Custom => extra_vals.as_ref().unwrap()[bi * sk + ki] >= 0.5,
-                    };
-                    if !allowed {
-                        continue;
-                    }
-                    let k_at = ((bi * sk + ki) * hk + kh) * d;
-                    let dot: f64 = (0..d).map(|j| qv[q_at + j] * kv[k_at + j]).sum();
-                    let mut s = scale * dot;
-                    if let Some(c) = softcap {
-                        s = c * (s / c).tanh();
-                    }
-                    if let Some(st) = &bias_strides {
-                        let at = bi * st[0] + hi * st[1] + qi * st[2] + ki * st[3];
-                        s += extra_vals.as_ref().unwrap()[at];
-                    }
-                    scores.push(s);
-                    keys.push(ki);
-                }
-                // No allowed key: the row stays zero rather than 0/0.
-                let p = softmax_row(&scores);
                 let o_at = ((bi * sq + qi) * h + hi) * dv;
-                for (pk, &ki) in p.iter().zip(&keys) {
+                for (ki, pk, _) in probs(&st, bi, hi, qi) {
                     let v_at = ((bi * sk + ki) * hk + kh) * dv;
                     for j in 0..dv {
-                        out[o_at + j] += pk * vv[v_at + j];
+                        out[o_at + j] += pk * st.v[v_at + j];
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`Op::AttentionVjp`]: with `p` the probabilities of a query row (as the forward)
+/// and `g` the output cotangent,
+/// `dv[k] += p[k]·g`, `dp[k] = g·v[k]`, `ds[k] = p[k]·(dp[k] − Σ_j p[j]·dp[j])`,
+/// through a softcap `ds[k] ·= 1 − tanh²(raw[k]/c)`, then
+/// `dq += scale·ds[k]·k[k]` and `dk[k] += scale·ds[k]·q`. Grouped-query k/v heads sum
+/// the contributions of their query heads. Packed per batch row as dq, dk, dv.
+pub(super) fn eval_vjp(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
+    let (.., mask_kind, _, _) = attrs(op);
+    let extra = matches!(mask_kind, MaskKind::Custom | MaskKind::Bias);
+    arity(op, inputs, if extra { 5 } else { 4 })?;
+    let st = setup(op, inputs)?;
+    let (b, sq, sk, h, hk, d, dv) = (st.b, st.sq, st.sk, st.h, st.hk, st.d, st.dv);
+    let g = inputs[inputs.len() - 1];
+    if g.dims.iter().product::<usize>() != b * sq * h * dv || g.dims[..2] != [b, sq] {
+        return Err(err(
+            op,
+            format!(
+                "the cotangent g has dims {:?}; it must have the attention output's dims (q's layout with {dv} per head)",
+                g.dims
+            ),
+        ));
+    }
+    let gv = g.to_f64_vec();
+    let (nq, nk) = (sq * h * d, sk * hk * d);
+    let row = nq + nk + sk * hk * dv;
+    let mut out = vec![0.0; b * row];
+    for bi in 0..b {
+        let base = bi * row;
+        for hi in 0..h {
+            let kh = hi / (h / hk);
+            for qi in 0..sq {
+                let row_p = probs(&st, bi, hi, qi);
+                let g_at = ((bi * sq + qi) * h + hi) * dv;
+                let q_at = ((bi * sq + qi) * h + hi) * d;
+                let dp: Vec<f64> = row_p
+                    .iter()
+                    .map(|&(ki, _, _)| {
+                        let v_at = ((bi * sk + ki) * hk + kh) * dv;
+                        (0..dv).map(|j| gv[g_at + j] * st.v[v_at + j]).sum()
+                    })
+                    .collect();
+                let centre: f64 = row_p.iter().zip(&dp).map(|(r, x)| r.1 * x).sum();
+                for (&(ki, pk, th), &dpk) in row_p.iter().zip(&dp) {
+                    let mut ds = pk * (dpk - centre);
+                    if st.softcap.is_some() {
+                        ds *= 1.0 - th * th;
+                    }
+                    let ds = st.scale * ds;
+                    let k_at = ((bi * sk + ki) * hk + kh) * d;
+                    let dq_at = base + (qi * h + hi) * d;
+                    let dk_at = base + nq + (ki * hk + kh) * d;
+                    for j in 0..d {
+                        out[dq_at + j] += ds * st.k[k_at + j];
+                        out[dk_at + j] += ds * st.q[q_at + j];
+                    }
+                    let dv_at = base + nq + nk + (ki * hk + kh) * dv;
+                    for j in 0..dv {
+                        out[dv_at + j] += pk * gv[g_at + j];
                     }
                 }
             }
