@@ -33,8 +33,8 @@ use crate::{DType, Graph, IrError, IrResult, NodeId, Op, Shape};
 /// assert!(err.to_string().contains("inner dimensions"));
 /// ```
 pub fn infer_shape(op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
-    let name = op.name();
-    let shape = infer_unchecked(name.as_str(), op, inputs)?;
+    let name = op_name(op);
+    let shape = infer_unchecked(&name, op, inputs)?;
     shape.check_size().map_err(|m| {
         let operands: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
         err(
@@ -46,6 +46,18 @@ pub fn infer_shape(op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
         )
     })?;
     Ok(shape)
+}
+
+/// [`Op::name`] without an allocation for the ops eager code builds most (binary,
+/// activation, comparison): shape inference runs on every op a user applies.
+fn op_name(op: &Op) -> std::borrow::Cow<'static, str> {
+    use std::borrow::Cow;
+    match op {
+        Op::Activation(a) => Cow::Borrowed(a.name()),
+        Op::Binary(b) => Cow::Borrowed(b.name()),
+        Op::Compare(c) => Cow::Borrowed(c.name()),
+        _ => Cow::Owned(op.name()),
+    }
 }
 
 fn infer_unchecked(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
@@ -116,8 +128,21 @@ impl Graph {
                 ));
             }
         }
-        let shapes: Vec<&Shape> = inputs.iter().map(|&i| self.shape(i)).collect();
-        let shape = infer_shape(&op, &shapes)?;
+        // Operand types on the stack for the usual arities (no allocation per op).
+        const INLINE: usize = 4;
+        let shape = match inputs.first() {
+            Some(&first) if inputs.len() <= INLINE => {
+                let mut shapes = [self.shape(first); INLINE];
+                for (s, &i) in shapes.iter_mut().zip(&inputs) {
+                    *s = self.shape(i);
+                }
+                infer_shape(&op, &shapes[..inputs.len()])?
+            }
+            _ => {
+                let shapes: Vec<&Shape> = inputs.iter().map(|&i| self.shape(i)).collect();
+                infer_shape(&op, &shapes)?
+            }
+        };
         Ok(self.add_node(op, inputs, shape))
     }
 }
