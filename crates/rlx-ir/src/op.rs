@@ -318,8 +318,8 @@ pub enum SynthKind {
 /// - `LayerNorm`/`RmsNorm`: `[x, gamma, beta]`.
 /// - `Attention`: `[q, k, v]` (+ `mask` for `Custom`, `bias` for `Bias`).
 /// - `AttentionVjp`: `[q, k, v, (mask | bias), g]` with `g` the cotangent of the
-///   attention output → `[B, Sq·H·D + Sk·Hk·D + Sk·Hk·Dv]`: per batch row, dq, dk, dv
-///   flattened in the layouts of q, k, v (see the variant's doc).
+///   attention output → `[|q| + |k| + |v|]`: dq, dk, dv flattened one after the other
+///   (see the variant's doc).
 /// - `Rope`: `[x, cos, sin]`.
 /// - `Gather`: `[table, indices]`; `ScatterAdd`: `[base, indices, updates]`.
 /// - `Conv`: `[x, w]` or `[x, w, bias]`; `ConvGradInput`: `[x, w, grad_out]`;
@@ -375,10 +375,9 @@ pub enum Op {
     },
     /// The vector-Jacobian product of [`Op::Attention`] with the same attributes: the
     /// gradients of q, k and v for the output cotangent `g` (q's layout, v's head dim),
-    /// packed per batch row as `[B, Sq·H·D + Sk·Hk·D + Sk·Hk·Dv]`: row `b` holds
-    /// `dq[b]`, then `dk[b]`, then `dv[b]`, each flattened in its operand's own layout
-    /// (`[S, H, D]` and `[S, H·D]` are the same bytes). The sequence lengths and head
-    /// counts must be static; the batch axis may be dynamic. A mask or bias operand
+    /// packed into one vector `[|q| + |k| + |v|]`: all of dq, then dk, then dv, each
+    /// flattened in its operand's own layout (so each is a contiguous slice, read by a
+    /// narrow and a reshape). Every operand dim must be static. A mask or bias operand
     /// gets no gradient here (differentiate a learned bias through the primitive form).
     /// Backends that do not keep it whole get its primitive form from `decompose`.
     AttentionVjp {

@@ -1,12 +1,12 @@
 //! VJPs of [`Op::Attention`] and of its fused backward [`Op::AttentionVjp`].
 //!
 //! Attention's VJP is one `AttentionVjp` node (q, k, v, the mask or bias, and the
-//! output cotangent in; dq, dk, dv packed per batch row out), unpacked by views. A
+//! output cotangent in; dq, dk, dv packed one after the other out), unpacked by views. A
 //! backend with a fused kernel keeps it whole; `decompose` lowers it to primitives for
 //! the others. Two cases build the primitive form here directly
 //! ([`crate::decompose::attention::grads`]): an additive bias that wants its gradient
-//! (the fused op returns none), and q/k/v with a dynamic axis past the batch (the
-//! packed row length must be a number).
+//! (the fused op returns none), and q/k/v with a dynamic axis (the packed length must
+//! be a number).
 //!
 //! `AttentionVjp`'s own VJP (second derivatives through attention) differentiates its
 //! primitive form: the form is appended on identity proxies of the operands and a
@@ -14,7 +14,7 @@
 
 use super::builder::Bw;
 use crate::build::Build;
-use crate::decompose::attention::{Attrs, Want, grads, lower_vjp, row_len, unpack};
+use crate::decompose::attention::{Attrs, Want, grads, lower_vjp, packed_len, unpack};
 use rlx_ir::{IrResult, MaskKind, Node, NodeId, Op};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
@@ -34,7 +34,7 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
     }
     let extra = a.has_extra().then(|| node.inputs[3]);
     let fused = !want.bias
-        && [q, k, v].iter().all(|&x| row_len(bw, x).is_some())
+        && [q, k, v].iter().all(|&x| packed_len(bw, x).is_some())
         && bw.shape(g) == node.shape;
     if fused {
         let mut ins = node.inputs.clone();

@@ -191,14 +191,14 @@ pub(crate) fn grads<B: Build>(
     Ok(out)
 }
 
-/// Row length of `x`'s gradient in the packed `AttentionVjp` result (`x` without its
-/// batch axis), or `None` when an axis past the batch is dynamic.
-pub(crate) fn row_len<B: Build>(bw: &B, x: NodeId) -> Option<usize> {
-    bw.dims(x)[1..].iter().map(|d| d.as_static()).product()
+/// Length of `x`'s gradient in the packed `AttentionVjp` result, or `None` when a dim
+/// of `x` is dynamic.
+pub(crate) fn packed_len<B: Build>(bw: &B, x: NodeId) -> Option<usize> {
+    bw.dims(x).iter().map(|d| d.as_static()).product()
 }
 
 /// The primitive form of `AttentionVjp` over `inputs` (`q, k, v, (mask | bias), g`):
-/// the packed `[B, |dq| + |dk| + |dv|]` result and its three pieces, each `[B, n]`.
+/// the packed `[|dq| + |dk| + |dv|]` result and its three flat pieces.
 pub(crate) fn lower_vjp<B: Build>(
     bw: &mut B,
     op: &Op,
@@ -215,23 +215,22 @@ pub(crate) fn lower_vjp<B: Build>(
         bias: false,
     };
     let gr = grads(bw, a, q, k, v, extra, g, all)?;
-    let batch = bw.dims(q)[0];
     let mut parts = [q; 3];
     for (i, (x, gx)) in [(q, gr.q), (k, gr.k), (v, gr.v)].into_iter().enumerate() {
-        let n = row_len(bw, x).ok_or_else(|| {
+        let n = packed_len(bw, x).ok_or_else(|| {
             IrError::new(
                 "attention_vjp",
                 format!(
-                    "operand {} is {}: every axis but the batch must be static",
+                    "operand {} is {}: every axis must be static",
                     ["q", "k", "v"][i],
                     bw.shape(x)
                 ),
             )
         })?;
         let gx = gx.expect("every gradient was asked for");
-        parts[i] = bw.reshape_to(gx, &[batch, Dim::Static(n)])?;
+        parts[i] = bw.reshape_to(gx, &[Dim::Static(n)])?;
     }
-    let packed = bw.op(Op::Concat { axis: 1 }, parts.to_vec())?;
+    let packed = bw.op(Op::Concat { axis: 0 }, parts.to_vec())?;
     Ok((packed, parts))
 }
 
@@ -246,10 +245,10 @@ pub(crate) fn unpack<B: Build>(
     let mut start = 0;
     let mut out = [packed; 3];
     for (i, x) in [q, k, v].into_iter().enumerate() {
-        let len = row_len(bw, x).expect("AttentionVjp has static rows");
+        let len = packed_len(bw, x).expect("AttentionVjp has static operands");
         let piece = bw.op(
             Op::Narrow {
-                axis: 1,
+                axis: 0,
                 start,
                 len,
             },

@@ -63,7 +63,7 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
                 Some(packed)
             }
             Op::Narrow {
-                axis: 1,
+                axis: 0,
                 start,
                 len,
             } if pieces.contains_key(&ins[0]) => piece_of(&rb.g, &pieces[&ins[0]], *start, *len),
@@ -90,12 +90,12 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
     Ok(rb.finish())
 }
 
-/// The piece of a lowered `attention_vjp` that a narrow of `start..start + len` along
-/// its row reads whole, if any.
+/// The piece of a lowered `attention_vjp` that a narrow of `start..start + len` reads
+/// whole, if any.
 fn piece_of(g: &Graph, parts: &[NodeId; 3], start: usize, len: usize) -> Option<NodeId> {
     let mut at = 0;
     for &p in parts {
-        let n = g.shape(p).dims()[1].as_static()?;
+        let n = g.shape(p).dims()[0].as_static()?;
         if at == start && n == len {
             return Some(p);
         }
@@ -346,9 +346,9 @@ mod tests {
         let dk = g
             .add_op(
                 Op::Narrow {
-                    axis: 1,
-                    start: 24,
-                    len: 24,
+                    axis: 0,
+                    start: 48,
+                    len: 48,
                 },
                 vec![packed],
             )

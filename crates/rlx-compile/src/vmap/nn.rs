@@ -100,9 +100,9 @@ pub(super) fn rule(
             }
             unroll(bt, &node.op, ins)
         }
-        Op::Attention { mask_kind, .. } | Op::AttentionVjp { mask_kind, .. } => {
-            attention(bt, node, ins, *mask_kind)
-        }
+        Op::Attention { mask_kind, .. } => attention(bt, node, ins, *mask_kind),
+        // The packed result has no batch axis to fold into: one op per example.
+        Op::AttentionVjp { .. } => unroll(bt, &node.op, ins),
         other => unreachable!("vmap nn::rule got {}", other.name()),
     }
 }
@@ -113,19 +113,13 @@ fn shift(axis: i32) -> i32 {
 }
 
 /// Fold the batch into attention's own batch axis: `[B, b, S, …] → [B·b, S, …]` for
-/// q, k, v, the custom mask (`[B, b, Sk]`) and a bias that varies per example. For
-/// `AttentionVjp` the cotangent (its last operand) folds like q, and its packed
-/// `[B·b, n]` result unfolds to `[B, b, n]` (the rows are per example).
+/// q, k, v, the custom mask (`[B, b, Sk]`) and a bias that varies per example.
 fn attention(bt: &mut Batcher, node: &Node, ins: &[BVal], kind: MaskKind) -> IrResult<BVal> {
-    let vjp = matches!(node.op, Op::AttentionVjp { .. });
     let mut args = Vec::with_capacity(ins.len());
     for &v in &ins[..3] {
         let x = bt.batch(v)?;
         match bt.fold(x)? {
             Some(f) => args.push(f),
-            // A dynamic own batch axis: folding into the heads would reorder the
-            // packed rows of `AttentionVjp`, so it is unrolled instead.
-            None if vjp => return unroll(bt, &node.op, ins),
             None => return attention_over_heads(bt, node, ins),
         }
     }
@@ -167,13 +161,6 @@ fn attention(bt: &mut Batcher, node: &Node, ins: &[BVal], kind: MaskKind) -> IrR
             }
         }
         _ => {}
-    }
-    if vjp {
-        let g = bt.batch(ins[ins.len() - 1])?;
-        match bt.fold(g)? {
-            Some(f) => args.push(f),
-            None => return unroll(bt, &node.op, ins),
-        }
     }
     let y = bt.e.op(node.op.clone(), args)?;
     Ok(BVal::batched(bt.unfold(y)?))

@@ -345,9 +345,9 @@ fn attention_shape(name: &str, inputs: &[&Shape], spec: &AttentionSpec) -> IrRes
     Ok(q.with_dims(dims))
 }
 
-/// `[B, Sq·H·D + Sk·Hk·D + Sk·Hk·Dv]` for `[q, k, v, (mask | bias), g]`: the forward
-/// operands must make a valid attention, `g` must have its output's type, and every
-/// axis but the batch must be static (the packed row length is a number).
+/// `[|q| + |k| + |v|]` for `[q, k, v, (mask | bias), g]`: the forward operands must make
+/// a valid attention, `g` must have its output's type, and every axis must be static
+/// (the packed length is a number).
 fn attention_vjp_shape(name: &str, inputs: &[&Shape], spec: &AttentionSpec) -> IrResult<Shape> {
     let (needed, list) = match spec.mask_kind {
         MaskKind::Custom => (5, "q, k, v, mask, g"),
@@ -379,20 +379,20 @@ fn attention_vjp_shape(name: &str, inputs: &[&Shape], spec: &AttentionSpec) -> I
     let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
     let mut row = 0usize;
     for (what, s) in [("q", q), ("k", k), ("v", v)] {
-        let per: Option<usize> = s.dims()[1..].iter().map(|d| d.as_static()).product();
+        let per: Option<usize> = s.dims().iter().map(|d| d.as_static()).product();
         match per {
             Some(n) => row += n,
             None => {
                 return Err(err(
                     name,
                     format!(
-                        "{what} is {s}: every axis but the batch must be static to pack the gradients; differentiate through the primitive form instead"
+                        "{what} is {s}: every axis must be static to pack the gradients; differentiate through the primitive form instead"
                     ),
                 ));
             }
         }
     }
-    Ok(Shape::from_dims(&[q.dim(0), Dim::Static(row)], q.dtype()))
+    Ok(Shape::from_dims(&[Dim::Static(row)], q.dtype()))
 }
 
 fn rope_shape(name: &str, inputs: &[&Shape], head_dim: usize, n_rot: usize) -> IrResult<Shape> {

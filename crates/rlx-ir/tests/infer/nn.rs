@@ -458,19 +458,16 @@ fn attn_vjp(num_heads: usize, head_dim: usize, mask_kind: MaskKind) -> Op {
 }
 
 #[test]
-fn attention_vjp_packs_dq_dk_dv_per_batch_row() {
-    // Sq·H·D + Sk·Hk·D + Sk·Hk·Dv = 5·32 + 7·16 + 7·16.
+fn attention_vjp_packs_dq_dk_dv_into_one_vector() {
+    // |q| + |k| + |v| = 2·5·32 + 2·7·16 + 2·7·16.
     let (q, kv) = (f32s(&[2, 5, 32]), f32s(&[2, 7, 16]));
     let y = ok(&attn_vjp(4, 8, MaskKind::Causal), &[&q, &kv, &kv, &q]);
-    assert_eq!(y, f32s(&[2, 384]));
-    // A dynamic batch survives; the mask operand comes before g.
-    let (qd, kd) = (
-        dy(&[d(0), s(3), s(2), s(4)], DType::F32),
-        dy(&[d(0), s(6), s(2), s(4)], DType::F32),
-    );
-    let m = dy(&[d(0), s(6)], DType::Bool);
-    let y = ok(&attn_vjp(2, 4, MaskKind::Custom), &[&qd, &kd, &kd, &m, &qd]);
-    assert_eq!(y, dy(&[d(0), s(24 + 48 + 48)], DType::F32));
+    assert_eq!(y, f32s(&[768]));
+    // The mask operand comes before g.
+    let (q4, k4) = (f32s(&[1, 3, 2, 4]), f32s(&[1, 6, 2, 4]));
+    let m = sh(&[1, 6], DType::Bool);
+    let y = ok(&attn_vjp(2, 4, MaskKind::Custom), &[&q4, &k4, &k4, &m, &q4]);
+    assert_eq!(y, f32s(&[24 + 48 + 48]));
 }
 
 #[test]
@@ -505,10 +502,14 @@ fn attention_vjp_rejects_wrong_arity_cotangent_and_dynamic_sequence() {
         &[&q, &f32s(&[2, 7, 24]), &f32s(&[2, 7, 24]), &q],
         &["3 heads", "divide"],
     );
-    let qd = dy(&[s(2), d(1), s(32)], DType::F32);
-    bad(
-        &attn_vjp(4, 8, MaskKind::None),
-        &[&qd, &qd, &qd, &qd],
-        &["q is", "static"],
-    );
+    for qd in [
+        dy(&[s(2), d(1), s(32)], DType::F32),
+        dy(&[d(0), s(3), s(32)], DType::F32),
+    ] {
+        bad(
+            &attn_vjp(4, 8, MaskKind::None),
+            &[&qd, &qd, &qd, &qd],
+            &["q is", "static"],
+        );
+    }
 }

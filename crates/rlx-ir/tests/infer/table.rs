@@ -163,7 +163,7 @@ fn good_cases() -> Vec<(Op, Vec<Shape>, Shape)> {
                 f32s(&[2, 7, 4, 8]),
                 f32s(&[2, 5, 4, 8]),
             ],
-            f32s(&[2, 5 * 32 + 7 * 32 + 7 * 32]),
+            f32s(&[2 * (5 * 32 + 7 * 32 + 7 * 32)]),
         ),
         (
             attention(MaskKind::Causal),

@@ -41,9 +41,12 @@ struct Scratch {
 }
 
 impl AttnPlan {
-    /// Row length of the packed result: `Sq·H·D + Sk·Hk·D + Sk·Hk·Dv`.
-    fn vjp_row(&self) -> usize {
-        self.sq * self.h * self.d + self.sk * self.hk * (self.d + self.dv)
+    /// Lengths of dq and dk in the packed result (dv follows them).
+    fn vjp_lens(&self) -> (usize, usize) {
+        (
+            self.b * self.sq * self.h * self.d,
+            self.b * self.sk * self.hk * self.d,
+        )
     }
 
     fn scratch(&self) -> Scratch {
@@ -70,10 +73,10 @@ impl AttnPlan {
         }
     }
 
-    /// Run the fused backward into the packed `[B, row]` result.
+    /// Run the fused backward into the packed `[|q| + |k| + |v|]` result.
     pub(super) fn run_vjp(&self, bases: &[*mut u8]) -> Result<(), String> {
-        let row = self.vjp_row();
-        let total = self.b * row;
+        let (nq, nk) = self.vjp_lens();
+        let total = nq + nk + self.b * self.sk * self.hk * self.dv;
         if total == 0 {
             return Ok(());
         }
@@ -163,7 +166,7 @@ impl AttnPlan {
     /// The item (batch `bi`, kv head `kh`), inlined into a function compiled for level `L`.
     /// # Safety
     /// `bases` must be the buffers this plan was bound to, `out` the dense packed
-    /// `[B, row]` f32 result that no other thread writes at this item's rows, `buf` at
+    /// f32 result that no other thread writes at this item's rows, `buf` at
     /// least `sc.len` long, and the CPU must have level `L`'s features.
     #[inline(always)]
     unsafe fn vjp_body<const L: u8>(
@@ -178,7 +181,7 @@ impl AttnPlan {
         let (sq, sk, h, hk, d, dv) = (self.sq, self.sk, self.h, self.hk, self.d, self.dv);
         let group = h / hk;
         let skp = sc.skp;
-        let row = self.vjp_row();
+        let (nqt, nkt) = self.vjp_lens();
         let (ql, kl, vl) = (self.q.1, self.k.1, self.v.1);
         let (gbuf, gl) = self.g.expect("a VJP plan has a cotangent");
         let qb = bases[self.q.0] as *const f32;
@@ -188,7 +191,7 @@ impl AttnPlan {
         let bp = buf.as_mut_ptr();
         // SAFETY: every offset in this block indexes q/k/v/g through their bound
         // layouts at indices inside [B, S, H, D] (the plan checked the bound dims), the
-        // packed output inside row `bi` (at this item's dq rows and kv head), and the
+        // packed output inside dq, dk, dv (at this item's batch and heads), and the
         // scratch inside the regions `Scratch` laid out within `sc.len <= buf.len()`.
         unsafe {
             let (kt, vt) = (bp.add(sc.kt), bp.add(sc.vt));
@@ -212,7 +215,7 @@ impl AttnPlan {
                 while q0 < sq {
                     let q1 = (q0 + bq).min(sq);
                     let nq = q1 - q0;
-                    let dq = out.add(bi * row + (q0 * h + hi) * d);
+                    let dq = out.add(((bi * sq + q0) * h + hi) * d);
                     let (klo, khi) = (self.key_lo(q0), self.key_hi(q1 - 1));
                     if khi <= klo {
                         for r in 0..nq {
@@ -288,12 +291,10 @@ impl AttnPlan {
                     q0 = q1;
                 }
             }
-            let base = out.add(bi * row);
-            let nqt = sq * h * d;
             for ki in 0..sk {
-                let dkr = base.add(nqt + (ki * hk + kh) * d);
-                std::ptr::copy_nonoverlapping(dka.add(ki * d), dkr, d);
-                let dvr = base.add(nqt + sk * hk * d + (ki * hk + kh) * dv);
+                let at = (bi * sk + ki) * hk + kh;
+                std::ptr::copy_nonoverlapping(dka.add(ki * d), out.add(nqt + at * d), d);
+                let dvr = out.add(nqt + nkt + at * dv);
                 std::ptr::copy_nonoverlapping(dva.add(ki * dv), dvr, dv);
             }
         }

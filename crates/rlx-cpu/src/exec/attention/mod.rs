@@ -12,8 +12,8 @@
 //! a per-query path instead ([`narrow`]).
 //!
 //! The same plan runs `Op::AttentionVjp`, the fused backward ([`backward`]): one work
-//! item per (batch, kv head) recomputes the probabilities block by block and writes the
-//! packed dq, dk, dv.
+//! item per (batch, kv head) recomputes the probabilities block by block and writes its
+//! slices of the packed dq, dk, dv.
 
 mod backward;
 mod block;

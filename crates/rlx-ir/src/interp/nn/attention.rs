@@ -12,7 +12,7 @@
 //! 6. `out[b,qi,h,:] = Σ_ki p[ki]·v[b,ki,kh,:]`; a row with no allowed key is all zeros.
 //!
 //! [`Op::AttentionVjp`] ([`eval_vjp`]) recomputes the same probabilities and returns
-//! the gradients of q, k and v packed per batch row.
+//! the gradients of q, k and v packed one after the other.
 //!
 //! Layouts `[B, S, H, D]` and `[B, S, H·D]` are the same bytes, so one flat indexing
 //! `((b·S + s)·H + h)·D + d` serves both; the output keeps q's layout with `Dv` per head.
@@ -249,7 +249,7 @@ pub(super) fn eval(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
 /// `dv[k] += p[k]·g`, `dp[k] = g·v[k]`, `ds[k] = p[k]·(dp[k] − Σ_j p[j]·dp[j])`,
 /// through a softcap `ds[k] ·= 1 − tanh²(raw[k]/c)`, then
 /// `dq += scale·ds[k]·k[k]` and `dk[k] += scale·ds[k]·q`. Grouped-query k/v heads sum
-/// the contributions of their query heads. Packed per batch row as dq, dk, dv.
+/// the contributions of their query heads. Packed as all of dq, then dk, then dv.
 pub(super) fn eval_vjp(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
     let (.., mask_kind, _, _) = attrs(op);
     let extra = matches!(mask_kind, MaskKind::Custom | MaskKind::Bias);
@@ -267,11 +267,10 @@ pub(super) fn eval_vjp(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
         ));
     }
     let gv = g.to_f64_vec();
-    let (nq, nk) = (sq * h * d, sk * hk * d);
-    let row = nq + nk + sk * hk * dv;
-    let mut out = vec![0.0; b * row];
+    // dq at q's flat index, dk after all of dq, dv after all of dk.
+    let (nq, nk) = (b * sq * h * d, b * sk * hk * d);
+    let mut out = vec![0.0; nq + nk + b * sk * hk * dv];
     for bi in 0..b {
-        let base = bi * row;
         for hi in 0..h {
             let kh = hi / (h / hk);
             for qi in 0..sq {
@@ -293,13 +292,13 @@ pub(super) fn eval_vjp(op: &Op, inputs: &[&TensorData]) -> IrResult<Vec<f64>> {
                     }
                     let ds = st.scale * ds;
                     let k_at = ((bi * sk + ki) * hk + kh) * d;
-                    let dq_at = base + (qi * h + hi) * d;
-                    let dk_at = base + nq + (ki * hk + kh) * d;
+                    let dq_at = q_at;
+                    let dk_at = nq + k_at;
                     for j in 0..d {
                         out[dq_at + j] += ds * st.k[k_at + j];
                         out[dk_at + j] += ds * st.q[q_at + j];
                     }
-                    let dv_at = base + nq + nk + (ki * hk + kh) * dv;
+                    let dv_at = nq + nk + ((bi * sk + ki) * hk + kh) * dv;
                     for j in 0..dv {
                         out[dv_at + j] += pk * gv[g_at + j];
                     }
