@@ -8,8 +8,8 @@
 //! - `layer_norm`/`rms_norm` become mean/variance reductions and elementwise math.
 //! - `cross_entropy` (dense targets) becomes `logsumexp − Σ t·l`.
 //! - `attention_vjp` (the fused attention backward) becomes the batched matmuls,
-//!   softmax and reductions of [`attention`], unless the backend keeps it whole for
-//!   f32; the narrows that unpack its result read the pieces directly.
+//!   softmax and reductions of this module's `attention` lowering, unless the backend
+//!   keeps it whole for f32; the narrows that unpack its result read the pieces directly.
 //!
 //! Everything else stays as it is (the backend runs it as an opaque kernel).
 
