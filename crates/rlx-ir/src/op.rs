@@ -545,7 +545,75 @@ pub enum Op {
     },
 }
 
+/// The attributes [`Op::Attention`] and [`Op::AttentionVjp`] share (see
+/// [`Op::attention_attrs`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionAttrs {
+    /// Query heads.
+    pub num_heads: usize,
+    /// Width of a query / key head.
+    pub head_dim: usize,
+    /// Width of a value head (`None`: `head_dim`).
+    pub v_head_dim: Option<usize>,
+    /// Which keys each query sees.
+    pub mask_kind: MaskKind,
+    /// The score scale (`None`: `1/√head_dim`).
+    pub score_scale: Option<f32>,
+    /// The logit soft cap `c` (`s ← c·tanh(s/c)`), if any.
+    pub attn_logit_softcap: Option<f32>,
+}
+
+impl AttentionAttrs {
+    /// The fused attention backward ([`Op::AttentionVjp`]) with these attributes.
+    pub fn vjp_op(self) -> Op {
+        Op::AttentionVjp {
+            num_heads: self.num_heads,
+            head_dim: self.head_dim,
+            v_head_dim: self.v_head_dim,
+            mask_kind: self.mask_kind,
+            score_scale: self.score_scale,
+            attn_logit_softcap: self.attn_logit_softcap,
+        }
+    }
+
+    /// Whether the op takes a mask or bias operand after q, k, v.
+    pub fn has_extra_operand(self) -> bool {
+        matches!(self.mask_kind, MaskKind::Custom | MaskKind::Bias)
+    }
+}
+
 impl Op {
+    /// The attributes of an [`Op::Attention`] or [`Op::AttentionVjp`]; `None` for every
+    /// other op.
+    pub fn attention_attrs(&self) -> Option<AttentionAttrs> {
+        match self {
+            Op::Attention {
+                num_heads,
+                head_dim,
+                v_head_dim,
+                mask_kind,
+                score_scale,
+                attn_logit_softcap,
+            }
+            | Op::AttentionVjp {
+                num_heads,
+                head_dim,
+                v_head_dim,
+                mask_kind,
+                score_scale,
+                attn_logit_softcap,
+            } => Some(AttentionAttrs {
+                num_heads: *num_heads,
+                head_dim: *head_dim,
+                v_head_dim: *v_head_dim,
+                mask_kind: *mask_kind,
+                score_scale: *score_scale,
+                attn_logit_softcap: *attn_logit_softcap,
+            }),
+            _ => None,
+        }
+    }
+
     /// The variant's name (`"MatMul"`, `"Activation"`, …), for tables and coverage checks
     /// that must list every variant. Exhaustive: a new variant must be named here, and
     /// in [`Op::VARIANT_NAMES`] beside it.

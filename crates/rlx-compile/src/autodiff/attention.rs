@@ -14,14 +14,14 @@
 
 use super::builder::Bw;
 use crate::build::Build;
-use crate::decompose::attention::{Attrs, Want, grads, lower_vjp, packed_len, unpack};
+use crate::decompose::attention::{Want, attrs_of, grads, lower_vjp, packed_len, unpack};
 use rlx_ir::{IrResult, MaskKind, Node, NodeId, Op};
 
 pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
     if matches!(node.op, Op::AttentionVjp { .. }) {
         return vjp_of_vjp(bw, node, g);
     }
-    let a = Attrs::of(&node.op);
+    let a = attrs_of(&node.op);
     let (q, k, v) = (node.inputs[0], node.inputs[1], node.inputs[2]);
     let want = Want {
         q: bw.wants(node, 0),
@@ -32,7 +32,7 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
     if !(want.q || want.k || want.v || want.bias) {
         return Ok(());
     }
-    let extra = a.has_extra().then(|| node.inputs[3]);
+    let extra = a.has_extra_operand().then(|| node.inputs[3]);
     let fused = !want.bias
         && [q, k, v].iter().all(|&x| packed_len(bw, x).is_some())
         && bw.shape(g) == node.shape;

@@ -15,64 +15,13 @@ use crate::build::Build;
 use crate::jvp::attention::causal_keys;
 use rlx_ir::{Activation, CmpOp, DType, Dim, IrError, IrResult, MaskKind, NodeId, Op};
 
-/// The attributes shared by `Attention` and `AttentionVjp`.
-#[derive(Clone, Copy)]
-pub(crate) struct Attrs {
-    pub(crate) num_heads: usize,
-    pub(crate) head_dim: usize,
-    pub(crate) v_head_dim: Option<usize>,
-    pub(crate) mask_kind: MaskKind,
-    pub(crate) score_scale: Option<f32>,
-    pub(crate) softcap: Option<f32>,
-}
+/// The attributes shared by `Attention` and `AttentionVjp` (rlx-ir's accessor).
+pub(crate) type Attrs = rlx_ir::AttentionAttrs;
 
-impl Attrs {
-    /// The attributes of an `Attention` or `AttentionVjp` op.
-    pub(crate) fn of(op: &Op) -> Attrs {
-        match op {
-            Op::Attention {
-                num_heads,
-                head_dim,
-                v_head_dim,
-                mask_kind,
-                score_scale,
-                attn_logit_softcap,
-            }
-            | Op::AttentionVjp {
-                num_heads,
-                head_dim,
-                v_head_dim,
-                mask_kind,
-                score_scale,
-                attn_logit_softcap,
-            } => Attrs {
-                num_heads: *num_heads,
-                head_dim: *head_dim,
-                v_head_dim: *v_head_dim,
-                mask_kind: *mask_kind,
-                score_scale: *score_scale,
-                softcap: *attn_logit_softcap,
-            },
-            other => unreachable!("Attrs::of got {}", other.name()),
-        }
-    }
-
-    /// The fused backward op with these attributes.
-    pub(crate) fn vjp_op(self) -> Op {
-        Op::AttentionVjp {
-            num_heads: self.num_heads,
-            head_dim: self.head_dim,
-            v_head_dim: self.v_head_dim,
-            mask_kind: self.mask_kind,
-            score_scale: self.score_scale,
-            attn_logit_softcap: self.softcap,
-        }
-    }
-
-    /// Whether the op takes a mask or bias operand after q, k, v.
-    pub(crate) fn has_extra(self) -> bool {
-        matches!(self.mask_kind, MaskKind::Custom | MaskKind::Bias)
-    }
+/// The attributes of `op`, which must be `Attention` or `AttentionVjp`.
+pub(crate) fn attrs_of(op: &Op) -> Attrs {
+    op.attention_attrs()
+        .unwrap_or_else(|| unreachable!("attention attributes of {}", op.name()))
 }
 
 /// Which gradients to build.
@@ -129,7 +78,7 @@ pub(crate) fn grads<B: Build>(
     let s0 = bw.matmul(qt, ktt)?;
     let mut s = bw.scale(s0, scale)?;
     let mut capped = None;
-    if let Some(c) = a.softcap {
+    if let Some(c) = a.attn_logit_softcap {
         let c = c as f64;
         let u = bw.scale(s, 1.0 / c)?;
         let th = bw.act(Activation::Tanh, u)?;
@@ -204,9 +153,9 @@ pub(crate) fn lower_vjp<B: Build>(
     op: &Op,
     inputs: &[NodeId],
 ) -> IrResult<(NodeId, [NodeId; 3])> {
-    let a = Attrs::of(op);
+    let a = attrs_of(op);
     let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
-    let extra = a.has_extra().then(|| inputs[3]);
+    let extra = a.has_extra_operand().then(|| inputs[3]);
     let g = inputs[inputs.len() - 1];
     let all = Want {
         q: true,

@@ -114,30 +114,22 @@ impl AttnPlan {
         else {
             unreachable!()
         };
-        let (Op::Attention {
+        let Some(rlx_ir::AttentionAttrs {
             num_heads,
             head_dim,
             v_head_dim,
             mask_kind,
             score_scale,
             attn_logit_softcap,
-        }
-        | Op::AttentionVjp {
-            num_heads,
-            head_dim,
-            v_head_dim,
-            mask_kind,
-            score_scale,
-            attn_logit_softcap,
-        }) = op
+        }) = op.attention_attrs()
         else {
-            unreachable!()
+            unreachable!("an attention kernel holds an attention op")
         };
         let vjp = matches!(op, Op::AttentionVjp { .. });
         if *dtype != DType::F32 || attn_logit_softcap.is_some_and(|c| !(c.is_finite() && c > 0.0)) {
             return Ok(None);
         }
-        let (h, d) = (*num_heads, *head_dim);
+        let (h, d) = (num_heads, head_dim);
         let dv = v_head_dim.unwrap_or(d);
         let mut plans = Vec::new();
         for &i in inputs {
@@ -190,12 +182,12 @@ impl AttnPlan {
                 if pl.table.is_some() {
                     return Ok(None);
                 }
-                let full = if *mask_kind == MaskKind::Custom {
+                let full = if mask_kind == MaskKind::Custom {
                     vec![b, sk]
                 } else {
                     vec![b, h, sq, sk]
                 };
-                if dims.len() > full.len() || (*mask_kind == MaskKind::Custom && dims != full) {
+                if dims.len() > full.len() || (mask_kind == MaskKind::Custom && dims != full) {
                     return Ok(None);
                 }
                 // Every bias axis must broadcast (1) or match: the kernel indexes it up to
@@ -210,7 +202,7 @@ impl AttnPlan {
                 }
                 // Right-align to [B, H, Sq, Sk] (custom masks are [B, Sk]: axes 0 and 3).
                 let mut st = [0isize; 4];
-                if *mask_kind == MaskKind::Custom {
+                if mask_kind == MaskKind::Custom {
                     st[0] = pl.strides[0];
                     st[3] = pl.strides[1];
                 } else {
@@ -237,8 +229,8 @@ impl AttnPlan {
             d,
             dv,
             scale: score_scale.unwrap_or((1.0 / (d as f64).sqrt()) as f32),
-            softcap: *attn_logit_softcap,
-            mask: *mask_kind,
+            softcap: attn_logit_softcap,
+            mask: mask_kind,
             q: (plans[0].0.buf, ql),
             k: (plans[1].0.buf, kl),
             v: (plans[2].0.buf, vl),

@@ -65,32 +65,17 @@ type Attrs = (
 );
 
 fn attrs(op: &Op) -> Attrs {
-    match op {
-        Op::Attention {
-            num_heads,
-            head_dim,
-            v_head_dim,
-            mask_kind,
-            score_scale,
-            attn_logit_softcap,
-        }
-        | Op::AttentionVjp {
-            num_heads,
-            head_dim,
-            v_head_dim,
-            mask_kind,
-            score_scale,
-            attn_logit_softcap,
-        } => (
-            *num_heads,
-            *head_dim,
-            *v_head_dim,
-            *mask_kind,
-            *score_scale,
-            *attn_logit_softcap,
-        ),
-        _ => unreachable!("attention::attrs is only called for the attention ops"),
-    }
+    let a = op
+        .attention_attrs()
+        .unwrap_or_else(|| unreachable!("attention attributes of {}", op.name()));
+    (
+        a.num_heads,
+        a.head_dim,
+        a.v_head_dim,
+        a.mask_kind,
+        a.score_scale,
+        a.attn_logit_softcap,
+    )
 }
 
 /// Check the forward operands `inputs` (`q, k, v` and the mask or bias) of `op`.
