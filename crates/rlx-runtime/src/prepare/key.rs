@@ -55,25 +55,13 @@ pub(crate) fn hash_op(op: &Op, h: &mut KeyHasher) {
             axis.hash(h);
             f32_bits(*eps, h);
         }
-        Op::Attention {
-            num_heads,
-            head_dim,
-            v_head_dim,
-            mask_kind,
-            score_scale,
-            attn_logit_softcap,
-        }
-        | Op::AttentionVjp {
-            num_heads,
-            head_dim,
-            v_head_dim,
-            mask_kind,
-            score_scale,
-            attn_logit_softcap,
-        } => {
-            (num_heads, head_dim, v_head_dim, mask_kind).hash(h);
-            opt_f32_bits(*score_scale, h);
-            opt_f32_bits(*attn_logit_softcap, h);
+        Op::Attention { .. } | Op::AttentionVjp { .. } => {
+            let a = op
+                .attention_attrs()
+                .expect("an attention op has attention attributes");
+            (a.num_heads, a.head_dim, a.v_head_dim, a.mask_kind).hash(h);
+            opt_f32_bits(a.score_scale, h);
+            opt_f32_bits(a.attn_logit_softcap, h);
         }
         Op::Rope {
             head_dim,
