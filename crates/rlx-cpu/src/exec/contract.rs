@@ -580,98 +580,31 @@ impl ContractPlan {
     }
 
     fn gemm(&self, bases: &[*mut u8], c_ptr: *mut u8, f32s: bool) {
-        let nb: usize = self.batch.iter().product();
-        let (m, n, k) = (self.m, self.n, self.k);
-        let ra = self.a.strides.len();
-        let rb = self.b.strides.len();
-        let (ars, acs) = (self.a.strides[ra - 2], self.a.strides[ra - 1]);
-        let (brs, bcs) = (self.b.strides[rb - 2], self.b.strides[rb - 1]);
-        let threads = rayon::current_num_threads();
-        if nb > 1
-            && let Some(rs) = self.folded_row_stride(ars)
-        {
-            // A `[batch…, m, k]` activation times a weight shared by every batch is one
-            // `(batch·m) × k` product: B is packed once instead of once per batch, and the
-            // threads split 1024 rows instead of 8 products of 128 (W11's projections).
-            let rows = nb * m;
-            let shape = Operands {
-                a: (bases[self.a.buf], self.a_len, rs, acs, self.a.offset),
-                b: (bases[self.b.buf], self.b_len, brs, bcs, self.b.offset),
-                c: (c_ptr, 0),
-                mnk: (rows, n, k),
+        let (mn, n) = (self.m * self.n, self.n);
+        let pc = SendPtr(c_ptr);
+        // `am.rows` is `m`, or `nb·m` for a folded batch (then `bi = 0`).
+        let f32_batch = |bi: usize, am: MatRef<'_, f32>, bm: MatRef<'_, f32>, th: usize| {
+            // SAFETY: C is `nb·m·n` f32; batch `bi`'s rows are written by this call only,
+            // and C (a product target that overlaps no load, or the scratch) never
+            // overlaps A or B. sgemm re-checks every view.
+            let cs = unsafe {
+                std::slice::from_raw_parts_mut((pc.get() as *mut f32).add(bi * mn), am.rows * n)
             };
-            let th = if k == 0 || rows * n * k < (1 << 15) {
-                1
+            sgemm(1.0, am, bm, 0.0, MatMut::row_major(cs, am.rows, n), th);
+        };
+        let f64_batch = |bi: usize, am: MatRef<'_, f64>, bm: MatRef<'_, f64>, th: usize| {
+            // SAFETY: as for f32_batch, with f64 elements (dgemm re-checks every view).
+            let cs = unsafe {
+                std::slice::from_raw_parts_mut((pc.get() as *mut f64).add(bi * mn), am.rows * n)
+            };
+            dgemm(1.0, am, bm, 0.0, MatMut::row_major(cs, am.rows, n), th);
+        };
+        // SAFETY: native32 / native64 checked both operand dtypes (the caller).
+        unsafe {
+            if f32s {
+                self.per_batch::<f32>(bases, true, f32_batch)
             } else {
-                threads
-            };
-            // SAFETY: as for `one` below: A and B are bound buffers of `a_len` / `b_len`
-            // elements of the product's type; the folded rows visit exactly the elements
-            // the per-batch views would (folded_row_stride checked that batch and row
-            // strides chain), and C holds the `nb·m·n` products contiguously, overlapping
-            // neither operand. sgemm/dgemm re-check every view against the slice lengths.
-            unsafe {
-                if f32s {
-                    let (a, b, c) = shape.views::<f32>();
-                    sgemm(1.0, a, b, 0.0, c, th);
-                } else {
-                    let (a, b, c) = shape.views::<f64>();
-                    dgemm(1.0, a, b, 0.0, c, th);
-                }
-            }
-            return;
-        }
-        let work = m * n * k;
-        // Many small products: one thread each; few large ones: every thread on each.
-        let per_batch_threads = if nb >= threads && work < (1 << 21) {
-            1
-        } else {
-            threads
-        };
-        let (pa, pb, pc) = (
-            SendPtr(bases[self.a.buf]),
-            SendPtr(bases[self.b.buf]),
-            SendPtr(c_ptr),
-        );
-        let one = |bi: usize, th: usize| {
-            let mut idx = vec![0usize; self.batch.len()];
-            let (ao, bo) = self.offsets(bi, &mut idx);
-            let shape = Operands {
-                a: (pa.get(), self.a_len, ars, acs, ao),
-                b: (pb.get(), self.b_len, brs, bcs, bo),
-                c: (pc.get(), bi * m * n),
-                mnk: (m, n, k),
-            };
-            // SAFETY: A and B are bound f32/f64 buffers (native32/native64 check their dtypes)
-            // of `a_len` and `b_len` elements; C is `nb·m·n` elements, batch `bi`'s `m·n` of
-            // them written by this call only, and never overlaps A or B (a product target
-            // overlaps no load; the scratch is fresh). sgemm/dgemm re-check every view against
-            // these slice lengths.
-            unsafe {
-                if f32s {
-                    let (a, b, c) = shape.views::<f32>();
-                    sgemm(1.0, a, b, 0.0, c, th);
-                } else {
-                    let (a, b, c) = shape.views::<f64>();
-                    dgemm(1.0, a, b, 0.0, c, th);
-                }
-            }
-        };
-        if per_batch_threads == 1 && nb > 1 {
-            let _ = par_for(nb, |bi| {
-                one(bi, 1);
-                Ok(())
-            });
-        } else {
-            for bi in 0..nb {
-                one(
-                    bi,
-                    if k == 0 || m * n * k < (1 << 15) {
-                        1
-                    } else {
-                        per_batch_threads
-                    },
-                );
+                self.per_batch::<f64>(bases, true, f64_batch)
             }
         }
     }
@@ -887,58 +820,4 @@ fn dense_batch_strides(dims: &[usize], batch: &[usize]) -> Vec<usize> {
             }
         })
         .collect()
-}
-
-/// Raw operands of one batch of a dense-output GEMM: `(base, elements, row stride,
-/// column stride, offset)` of A and B, `(base, element offset)` of C, and `(m, n, k)`.
-struct Operands {
-    a: (*mut u8, usize, isize, isize, usize),
-    b: (*mut u8, usize, isize, isize, usize),
-    c: (*mut u8, usize),
-    mnk: (usize, usize, usize),
-}
-
-impl Operands {
-    /// The GEMM views over elements of type `T` (C row-major `m × n`).
-    ///
-    /// # Safety
-    /// The bases must hold `T`s: A and B at least their element counts, C at least
-    /// `offset + m·n`; C must not overlap A or B.
-    unsafe fn views<'a, T>(&self) -> (MatRef<'a, T>, MatRef<'a, T>, MatMut<'a, T>) {
-        let (m, n, k) = self.mnk;
-        let (pa, a_len, ars, acs, ao) = self.a;
-        let (pb, b_len, brs, bcs, bo) = self.b;
-        let (pc, co) = self.c;
-        // SAFETY: the caller guarantees `pa`/`pb` hold `a_len`/`b_len` aligned `T`s, `pc` holds
-        // `co + m·n` `T`s, and C overlaps neither A nor B, so the shared and the mutable slices
-        // do not alias.
-        unsafe {
-            (
-                MatRef {
-                    data: std::slice::from_raw_parts(pa as *const T, a_len),
-                    rows: m,
-                    cols: k,
-                    row_stride: ars,
-                    col_stride: acs,
-                    offset: ao,
-                },
-                MatRef {
-                    data: std::slice::from_raw_parts(pb as *const T, b_len),
-                    rows: k,
-                    cols: n,
-                    row_stride: brs,
-                    col_stride: bcs,
-                    offset: bo,
-                },
-                MatMut {
-                    data: std::slice::from_raw_parts_mut((pc as *mut T).add(co), m * n),
-                    rows: m,
-                    cols: n,
-                    row_stride: n as isize,
-                    col_stride: 1,
-                    offset: 0,
-                },
-            )
-        }
-    }
 }

@@ -10,7 +10,7 @@ use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse, permute};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, cast_bits, wrap_int};
-use super::vm::{TILE, TileEnv, TileProg, run_tile};
+use super::vm::{Scratch, TILE, TileEnv, TileProg, run_tile};
 use rlx_compile::program::{Kernel, KernelKind, Program};
 use rlx_ir::{DType, DimBinding, IrError, IrResult, ReduceOp};
 
@@ -245,12 +245,37 @@ impl ReducePlan {
         })
     }
 
+    /// The reduced input's value on tile `t`: the prologue evaluated over it into `s`.
+    ///
+    /// # Safety
+    /// `bases` are the buffers this plan was bound to (so every load plan is in bounds
+    /// for a tile inside the space), `t` lies inside the space with `t.len <= TILE`, and
+    /// a tile spanning rows reads only loads that are dense or uniform across them.
+    unsafe fn prologue_value(
+        &self,
+        bases: &[*mut u8],
+        t: &TilePos<'_>,
+        s: &mut Scratch,
+    ) -> Result<Sv, String> {
+        let env = TileEnv {
+            loads: &self.loads,
+            bases,
+            core: None,
+            direct: &[],
+            prefetch: true,
+            spread: &[],
+        };
+        // SAFETY: forwarded contract.
+        unsafe { run_tile(&self.prologue, &env, t, s)? };
+        Ok(s.slots[self.input as usize])
+    }
+
     /// Fold flat prologue elements `f0..f0 + l·stride` (`stride` apart when `inner > 1`
     /// is handled by the caller) of one output into `a`.
     fn fold_run(
         &self,
         bases: &[*mut u8],
-        s: &mut super::vm::Scratch,
+        s: &mut Scratch,
         f0: usize,
         len: usize,
         a: &mut Acc,
@@ -281,20 +306,11 @@ impl ReducePlan {
                 len: n,
                 in_row,
             };
-            let env = TileEnv {
-                loads: &self.loads,
-                bases,
-                core: None,
-                direct: &[],
-                prefetch: true,
-                spread: &[],
-            };
             // SAFETY: `bases` are the buffers this plan was bound to (ReducePlan::new over the
             // program's bound dims), so every load plan is in bounds for a tile inside the
             // space; the tile covers `flat..flat + n` with `n <= TILE` (`min(TILE)` above)
             // inside `f0..f0 + len`, which the callers keep inside the space.
-            unsafe { run_tile(&self.prologue, &env, &t, s)? };
-            let v = s.slots[self.input as usize];
+            let v = unsafe { self.prologue_value(bases, &t, s)? };
             // SAFETY: `v` is the prologue's value for this tile: `n` elements of `in_ty`
             // in a scratch register or read in place from an input buffer.
             unsafe { fold_tile(self.op, self.in_ty, a, v, n, *first) };
@@ -390,19 +406,10 @@ impl ReducePlan {
                             len: n,
                             in_row,
                         };
-                        let env = TileEnv {
-                            loads: &self.loads,
-                            bases: bs.get(),
-                            core: None,
-                            direct: &[],
-                            prefetch: true,
-                            spread: &[],
-                        };
                         // SAFETY: bound plan and buffers as in fold_run; the tile covers
                         // `flat..flat + n` with `n = i1 - i0 <= per_i <= TILE` (per_i is TILE,
                         // or half of an `inner <= TILE` rounded up to 16) inside the space.
-                        unsafe { run_tile(&self.prologue, &env, &t, s)? };
-                        let v = s.slots[self.input as usize];
+                        let v = unsafe { self.prologue_value(bs.get(), &t, s)? };
                         if lanes {
                             // SAFETY: `v` is the prologue's tile value of `n = sums.len()`
                             // elements of `in_ty`.
@@ -464,7 +471,7 @@ impl ReducePlan {
     fn fold_short_rows(
         &self,
         bases: &[*mut u8],
-        s: &mut super::vm::Scratch,
+        s: &mut Scratch,
         o0: usize,
         o1: usize,
         out: &mut [u64],
@@ -485,19 +492,10 @@ impl ReducePlan {
                 len: rows * l,
                 in_row: r <= 1 || idx[r - 1] + rows * l <= self.dims[r - 1],
             };
-            let env = TileEnv {
-                loads: &self.loads,
-                bases,
-                core: None,
-                direct: &[],
-                prefetch: true,
-                spread: &[],
-            };
             // SAFETY: bound plan and buffers as in fold_run; the tile covers rows `o..o +
             // rows` (`flat..flat + rows·l`, `rows·l <= TILE`) inside the space; every load
             // is dense or uniform (tiles_span_rows), so a tile across rows reads in place.
-            unsafe { run_tile(&self.prologue, &env, &t, s)? };
-            let v = s.slots[self.input as usize];
+            let v = unsafe { self.prologue_value(bases, &t, s)? };
             for j in 0..rows {
                 let seg = match v {
                     // SAFETY: row `j < rows` of the tile value's `rows·l` elements.
@@ -565,20 +563,11 @@ impl ReducePlan {
                         len: rows * inner,
                         in_row: r <= 1 || idx[r - 1] + rows * inner <= self.dims[r - 1],
                     };
-                    let env = TileEnv {
-                        loads: &self.loads,
-                        bases: bs.get(),
-                        core: None,
-                        direct: &[],
-                        prefetch: true,
-                        spread: &[],
-                    };
                     // SAFETY: bound plan and buffers as in fold_run; the tile covers
                     // `flat..flat + rows·inner` with `rows·inner <= k·inner <= TILE`, inside
                     // the space (rows `rr..rr + rows` of output row `o`); every load is
                     // dense or uniform (multi_row_ok), so a tile across rows reads in place.
-                    unsafe { run_tile(&self.prologue, &env, &t, s)? };
-                    let v = s.slots[self.input as usize];
+                    let v = unsafe { self.prologue_value(bs.get(), &t, s)? };
                     for j in 0..rows {
                         let row = match v {
                             // SAFETY: row `j < rows` of the tile value's `rows·inner` elements.

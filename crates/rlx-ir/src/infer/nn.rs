@@ -81,40 +81,12 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
             require_float(name, "coefficients", c)?;
             Ok(x.clone())
         }
-        Op::Attention {
-            num_heads,
-            head_dim,
-            v_head_dim,
-            mask_kind,
-            score_scale,
-            attn_logit_softcap,
-        } => {
-            let spec = AttentionSpec {
-                num_heads: *num_heads,
-                head_dim: *head_dim,
-                v_head_dim: *v_head_dim,
-                mask_kind: *mask_kind,
-                score_scale: *score_scale,
-                softcap: *attn_logit_softcap,
-            };
+        Op::Attention { .. } => {
+            let spec = op.attention_attrs().expect("attention attributes");
             attention_shape(name, inputs, &spec)
         }
-        Op::AttentionVjp {
-            num_heads,
-            head_dim,
-            v_head_dim,
-            mask_kind,
-            score_scale,
-            attn_logit_softcap,
-        } => {
-            let spec = AttentionSpec {
-                num_heads: *num_heads,
-                head_dim: *head_dim,
-                v_head_dim: *v_head_dim,
-                mask_kind: *mask_kind,
-                score_scale: *score_scale,
-                softcap: *attn_logit_softcap,
-            };
+        Op::AttentionVjp { .. } => {
+            let spec = op.attention_attrs().expect("attention attributes");
             attention_vjp_shape(name, inputs, &spec)
         }
         Op::Rope {
@@ -155,14 +127,8 @@ fn norm_shape(name: &str, axis: i32, inputs: &[&Shape]) -> IrResult<Shape> {
     Ok(x.clone())
 }
 
-struct AttentionSpec {
-    num_heads: usize,
-    head_dim: usize,
-    v_head_dim: Option<usize>,
-    mask_kind: MaskKind,
-    score_scale: Option<f32>,
-    softcap: Option<f32>,
-}
+/// The attributes attention's shape rules read.
+type AttentionSpec = crate::op::AttentionAttrs;
 
 /// Heads of a q/k/v operand: axis 2 of `[B, S, H, D]` (whose last axis must be `d`),
 /// or `hidden / d` of `[B, S, H·d]`. `None` when the head axis is dynamic.
@@ -225,7 +191,7 @@ fn attention_shape(name: &str, inputs: &[&Shape], spec: &AttentionSpec) -> IrRes
             format!("score_scale must be finite, got {s}; use None for 1/√head_dim"),
         ));
     }
-    if let Some(c) = spec.softcap
+    if let Some(c) = spec.attn_logit_softcap
         && !(c.is_finite() && c > 0.0)
     {
         return Err(err(
