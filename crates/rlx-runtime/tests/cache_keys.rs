@@ -85,3 +85,16 @@ fn keys_computed_in_place_compile_once_hit_and_reuse_the_program() {
     );
     assert!(cache_contains(k2.key));
 }
+
+#[test]
+fn keys_into_a_reused_list_clear_its_stale_contents_and_equal_prepare_keys() {
+    // The per-thread list eager reads reuse: whatever a previous graph left in it (here
+    // more entries than this graph lifts) must be gone, and the keys must be those of
+    // `prepare_keys`.
+    let (g, r) = graph(&[1.0, -2.0, 3.0]);
+    let want = prepare_keys(&g, &[r], &|_| false, Device::Cpu);
+    let mut lifted = vec![Lifted::Constant(NodeId(7)); 5];
+    let keys = prepare_keys_into(&g, &[r], &|_| false, Device::Cpu, &mut lifted);
+    assert_eq!(keys, (want.key, want.structure_key));
+    assert_eq!(lifted, want.lifted);
+}

@@ -513,3 +513,43 @@ fn attention_vjp_rejects_wrong_arity_cotangent_and_dynamic_sequence() {
         );
     }
 }
+
+#[test]
+fn attention_attrs_are_read_from_both_attention_ops_and_no_other() {
+    let fwd = Op::Attention {
+        num_heads: 4,
+        head_dim: 16,
+        v_head_dim: Some(8),
+        mask_kind: MaskKind::Bias,
+        score_scale: Some(0.5),
+        attn_logit_softcap: Some(30.0),
+    };
+    let a = fwd
+        .attention_attrs()
+        .expect("Attention has attention attributes");
+    assert_eq!((a.num_heads, a.head_dim, a.v_head_dim), (4, 16, Some(8)));
+    assert_eq!(
+        (a.score_scale, a.attn_logit_softcap),
+        (Some(0.5), Some(30.0))
+    );
+    assert!(a.has_extra_operand(), "a bias is a fourth operand");
+    let vjp = a.vjp_op();
+    assert!(matches!(vjp, Op::AttentionVjp { .. }));
+    assert_eq!(
+        vjp.attention_attrs(),
+        Some(a),
+        "the backward keeps every attribute"
+    );
+    let causal = rlx_ir::AttentionAttrs {
+        mask_kind: MaskKind::Causal,
+        ..a
+    };
+    assert!(!causal.has_extra_operand());
+    for other in [
+        Op::MatMul,
+        Op::Activation(rlx_ir::Activation::Relu),
+        Op::Softmax { axis: -1 },
+    ] {
+        assert_eq!(other.attention_attrs(), None, "{}", other.name());
+    }
+}
