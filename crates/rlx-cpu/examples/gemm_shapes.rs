@@ -1,97 +1,226 @@
-//! Throughput of the f32 GEMM (`rlx_cpu::gemm::sgemm`) alone at the shapes of the W6
-//! training step (including its narrow products with N or K = 10) and at 1024³: on 1
-//! and 2 threads, with the operands transposed, and as two explicit single-threaded
-//! halves side by side (the split `sgemm` itself uses on two threads; faer's own
-//! two-thread matmul reached only 337–435 GFLOP/s on these shapes). Best of 30 warm
-//! calls. Compare with the per-kernel times `RLX_PROFILE=1` reports for the same GEMMs
-//! inside a program.
+//! f32 GEMM throughput of rlx's paths against MKL in one process: faer's path, the own
+//! AVX-512 path (`RLX_GEMM_F32=avx512`), the default (`auto`) and, with `--mkl <lib>`,
+//! MKL's Fortran `SGEMM` loaded at run time from a library that exports it (torch's
+//! `libtorch_cpu.so` does; its thread count is set per call with
+//! `MKL_Set_Num_Threads_Local`). Calls are interleaved (faer, own, auto, MKL, faer, …) so
+//! that every library sees the same machine load; medians and bests of many calls, on 1
+//! and 2 threads, single-thread rows timed by the thread's CPU time. Shapes: squares
+//! 256³–2048³ and W11's transformer products (M = B·T = 1024 rows; forward `NN`, the
+//! input gradient `dY·Wᵀ` reads B transposed (`NT`), the weight gradient `Xᵀ·dY` reads A
+//! transposed (`TN`)).
 //!
-//! `cargo run --release -p rlx-cpu --example gemm_shapes`
+//! `cargo run --release -p rlx-cpu --example gemm_shapes -- [--mkl /path/libtorch_cpu.so] [--only W11] [--threads 2]`
+//! (set `OMP_WAIT_POLICY=PASSIVE` so MKL's idle OpenMP threads do not spin between its calls).
 
-use rlx_cpu::gemm::{MatMut, MatRef, sgemm};
-fn bench(m: usize, k: usize, n: usize, threads: usize, trans: bool) -> f64 {
-    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
-    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
-    let mut c = vec![0f32; m * n];
-    let mut best = f64::MAX;
-    for _ in 0..30 {
-        let t = std::time::Instant::now();
-        if trans {
-            // Cᵀ (n×m, col-major view of row-major C) = Bᵀ·Aᵀ
-            let bt = MatRef::row_major(&b, k, n).t();
-            let at = MatRef::row_major(&a, m, k).t();
-            let mut ct = MatMut::row_major(&mut c, m, n);
-            (ct.rows, ct.cols, ct.row_stride, ct.col_stride) = (n, m, 1, n as isize);
-            sgemm(1.0, bt, at, 0.0, ct, threads);
-        } else {
-            sgemm(
-                1.0,
-                MatRef::row_major(&a, m, k),
-                MatRef::row_major(&b, k, n),
-                0.0,
-                MatMut::row_major(&mut c, m, n),
-                threads,
-            );
-        }
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    2.0 * (m * n * k) as f64 / best / 1e9
-}
+use rlx_cpu::gemm::{F32Path, MatMut, MatRef, sgemm_with};
+use std::time::Instant;
 
-/// Two single-threaded GEMMs side by side, each over half of C's rows.
-fn bench_split(m: usize, k: usize, n: usize) -> f64 {
-    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
-    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
-    let mut c = vec![0f32; m * n];
-    let h = m / 2;
-    let mut best = f64::MAX;
-    for _ in 0..30 {
-        let t = std::time::Instant::now();
-        let (c0, c1) = c.split_at_mut(h * n);
-        let (a0, a1) = a.split_at(h * k);
-        rayon::join(
-            || {
-                sgemm(
-                    1.0,
-                    MatRef::row_major(a0, h, k),
-                    MatRef::row_major(&b, k, n),
-                    0.0,
-                    MatMut::row_major(c0, h, n),
-                    1,
-                )
-            },
-            || {
-                sgemm(
-                    1.0,
-                    MatRef::row_major(a1, m - h, k),
-                    MatRef::row_major(&b, k, n),
-                    0.0,
-                    MatMut::row_major(c1, m - h, n),
-                    1,
-                )
-            },
+const CASES: &[(&str, usize, usize, usize, &str)] = &[
+    ("sq256", 256, 256, 256, "NN"),
+    ("sq512", 512, 512, 512, "NN"),
+    ("sq1024", 1024, 1024, 1024, "NN"),
+    ("sq2048", 2048, 2048, 2048, "NN"),
+    ("W11 qkv", 1024, 256, 768, "NN"),
+    ("W11 proj", 1024, 256, 256, "NN"),
+    ("W11 fc", 1024, 256, 1024, "NN"),
+    ("W11 fc2", 1024, 1024, 256, "NN"),
+    ("W11 head", 1024, 256, 512, "NT"),
+    ("W11 dXqkv", 1024, 768, 256, "NT"),
+    ("W11 dXfc2", 1024, 256, 1024, "NT"),
+    ("W11 dXhead", 1024, 512, 256, "NN"),
+    ("W11 dWqkv", 256, 1024, 768, "TN"),
+    ("W11 dWfc2", 1024, 1024, 256, "TN"),
+    ("W11 dWhead", 512, 1024, 256, "TN"),
+];
+
+/// Fortran `SGEMM(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`.
+type Sgemm = unsafe extern "C" fn(
+    *const u8,
+    *const u8,
+    *const i32,
+    *const i32,
+    *const i32,
+    *const f32,
+    *const f32,
+    *const i32,
+    *const f32,
+    *const i32,
+    *const f32,
+    *mut f32,
+    *const i32,
+);
+/// `MKL_Set_Num_Threads_Local(n)`.
+type SetThreads = unsafe extern "C" fn(i32) -> i32;
+
+/// MKL's entry points from the library at `path`.
+fn load_mkl(path: &str) -> (Sgemm, SetThreads) {
+    let name = std::ffi::CString::new(path).expect("library path");
+    // SAFETY: dlopen/dlsym with NUL-terminated strings; the symbols are transmuted to the
+    // signatures MKL documents for them.
+    unsafe {
+        let h = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL);
+        assert!(!h.is_null(), "dlopen {path} failed");
+        let s = libc::dlsym(h, c"SGEMM".as_ptr());
+        let t = libc::dlsym(h, c"MKL_Set_Num_Threads_Local".as_ptr());
+        assert!(
+            !s.is_null() && !t.is_null(),
+            "{path} exports no SGEMM / MKL_Set_Num_Threads_Local"
         );
-        best = best.min(t.elapsed().as_secs_f64());
+        (
+            std::mem::transmute::<*mut libc::c_void, Sgemm>(s),
+            std::mem::transmute::<*mut libc::c_void, SetThreads>(t),
+        )
     }
-    2.0 * (m * n * k) as f64 / best / 1e9
 }
+
+/// Row-major `C = A·B` through column-major `SGEMM` (as `Cᵀ = Bᵀ·Aᵀ`).
+#[allow(clippy::too_many_arguments)]
+fn mkl_call(
+    f: Sgemm,
+    lay: &str,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
+    let (ta, lda) = if lay.starts_with('T') {
+        (b'T', m)
+    } else {
+        (b'N', k)
+    };
+    let (tb, ldb) = if lay.ends_with('T') {
+        (b'T', k)
+    } else {
+        (b'N', n)
+    };
+    let d = |x: usize| x as i32;
+    // SAFETY: the buffers hold the m×k, k×n and m×n matrices the leading dimensions
+    // describe.
+    unsafe {
+        f(
+            &tb,
+            &ta,
+            &d(n),
+            &d(m),
+            &d(k),
+            &1.0,
+            b.as_ptr(),
+            &d(ldb),
+            a.as_ptr(),
+            &d(lda),
+            &0.0,
+            c.as_mut_ptr(),
+            &d(n),
+        )
+    };
+}
+
+/// CPU time of the calling thread, in seconds.
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 fn main() {
-    for &(m, k, n) in &[
-        (256, 784, 512),
-        (256, 512, 512),
-        (784, 256, 512),
-        (512, 256, 512),
-        (256, 512, 10),
-        (512, 256, 10),
-        (256, 10, 512),
-        (1024, 1024, 1024),
-    ] {
-        println!(
-            "{m}x{k}x{n}: 1t {:.0}  2t {:.0}  2t-trans {:.0}  2x1t rows {:.0} GFLOP/s",
-            bench(m, k, n, 1, false),
-            bench(m, k, n, 2, false),
-            bench(m, k, n, 2, true),
-            bench_split(m, k, n)
-        );
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
+    let only = arg("--only");
+    let mkl = arg("--mkl").map(|p| load_mkl(p));
+    let thread_counts: Vec<usize> = match arg("--threads") {
+        Some(t) => vec![t.parse().expect("--threads N")],
+        None => vec![1, 2],
+    };
+    let mut paths = vec![F32Path::Faer];
+    if F32Path::Avx512.available() {
+        paths.extend([F32Path::Avx512, F32Path::Auto]);
+    }
+    let mut head = format!("{:<11} {:>15} {:>3}", "case", "m×k×n", "thr");
+    for p in &paths {
+        head += &format!(" {:>11}", p.name());
+    }
+    if mkl.is_some() {
+        head += &format!(" {:>11} {:>9}", "mkl", "auto/mkl");
+    }
+    println!("f32 GEMM GFLOP/s, median/best of interleaved calls\n{head}");
+    for &(name, m, k, n, lay) in CASES {
+        if only.is_some_and(|o| !name.contains(o.as_str())) {
+            continue;
+        }
+        let mut seed = 1u32;
+        let mut fill = |len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+                })
+                .collect()
+        };
+        let (a, b) = (fill(m * k), fill(k * n));
+        let mut c = vec![0f32; m * n];
+        let av = if lay.starts_with('T') {
+            MatRef::row_major(&a, k, m).t()
+        } else {
+            MatRef::row_major(&a, m, k)
+        };
+        let bv = if lay.ends_with('T') {
+            MatRef::row_major(&b, n, k).t()
+        } else {
+            MatRef::row_major(&b, k, n)
+        };
+        let flops = 2.0 * (m * n * k) as f64;
+        let reps = ((6e9 / flops) as usize).clamp(9, 201);
+        for &threads in &thread_counts {
+            let runs = paths.len() + mkl.is_some() as usize;
+            let mut t = vec![Vec::new(); runs];
+            if let Some((_, set)) = mkl {
+                // SAFETY: MKL's documented thread-count call.
+                unsafe { set(threads as i32) };
+            }
+            for rep in 0..reps + 2 {
+                for (i, slot) in t.iter_mut().enumerate() {
+                    let (s, c0) = (Instant::now(), thread_cpu_s());
+                    match paths.get(i) {
+                        Some(&p) => {
+                            let cv = MatMut::row_major(&mut c, m, n);
+                            sgemm_with(p, 1.0, av, bv, 0.0, cv, threads)
+                        }
+                        None => mkl_call(mkl.expect("mkl").0, lay, m, k, n, &a, &b, &mut c),
+                    }
+                    // The first two rounds warm the packing buffers and pages.
+                    if rep >= 2 {
+                        slot.push(if threads == 1 {
+                            thread_cpu_s() - c0
+                        } else {
+                            s.elapsed().as_secs_f64()
+                        });
+                    }
+                }
+            }
+            let mut line = format!(
+                "{name:<11} {:>15} {threads:>3}",
+                format!("{m}×{k}×{n} {lay}")
+            );
+            let mut med = Vec::new();
+            for v in &mut t {
+                v.sort_by(f64::total_cmp);
+                med.push(flops / v[v.len() / 2] / 1e9);
+                line += &format!(" {:>5.0}/{:<5.0}", med[med.len() - 1], flops / v[0] / 1e9);
+            }
+            if mkl.is_some() {
+                line += &format!(" {:>9.2}", med[paths.len() - 1] / med[paths.len()]);
+            }
+            println!("{line}");
+        }
     }
 }

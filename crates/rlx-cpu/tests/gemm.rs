@@ -819,3 +819,96 @@ fn auto_path_takes_the_own_kernel_exactly_for_transposed_a() {
         assert_eq!(&auto, want, "{la:?}: auto took the wrong kernel");
     }
 }
+
+#[test]
+fn own_f32_kernel_block_edges_match_naive_in_the_packed_layouts_and_any_thread_count() {
+    // The own kernel's blocks: 12 × 32 tiles, KC = 256 sums, MC = 192 rows, NC = 2048
+    // columns; 16-sum register transposes when A's rows or B's columns are contiguous.
+    // Sizes one short of / one past each block, exact multiples, and outputs wider than
+    // tall (split by columns on several threads), in the four contiguous layouts of A and
+    // B (the vectorized packers) with row- and column-major C, overwrite and accumulate.
+    let Some(own) = own_path() else { return };
+    let mut rng = Lcg(26);
+    let sizes = [
+        (12, 16, 32),
+        (191, 15, 33),
+        (193, 17, 31),
+        (385, 257, 65),
+        (24, 512, 64),
+        (13, 20, 2049),
+        (5, 3, 2080),
+    ];
+    let contiguous = [Layout::RowMajor, Layout::ColMajor];
+    for &(m, k, n) in &sizes {
+        for (li, &la) in contiguous.iter().enumerate() {
+            for &lb in &contiguous {
+                let lc = contiguous[(li + m) % 2];
+                let a = make(&mut rng, m, k, la, |v| v as f32);
+                let b = make(&mut rng, k, n, lb, |v| v as f32);
+                let c = make(&mut rng, m, n, lc, |v| v as f32);
+                for beta in [0.0, 1.0] {
+                    let mut runs = Vec::new();
+                    for threads in [1, 2, 3] {
+                        let mut cc = Mat {
+                            store: c.store.clone(),
+                            vals: c.vals.clone(),
+                            ..c
+                        };
+                        let (av, bv) = (a.view(), b.view());
+                        sgemm_with(own, 1.0, av, bv, beta as f32, cc.view_mut(), threads);
+                        let what = format!("{m}x{k}x{n} {la:?}·{lb:?}→{lc:?} β={beta} t={threads}");
+                        check(&what, (1.0, beta), &a, &b, &c.vals, &cc, 2f64.powi(-24));
+                        runs.push(cc.store.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+                    }
+                    assert!(
+                        runs.windows(2).all(|w| w[0] == w[1]),
+                        "{m}x{k}x{n} {la:?}·{lb:?}: the thread count changed bits"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn own_f32_kernel_carries_nan_and_inf_across_sum_blocks() {
+    // A NaN and an ∞ in the second block of 256 sums reach the partial sums stored after
+    // the first block: C rows / columns through them must come out NaN / ∞, when C is
+    // overwritten and when it is added to, in both packed layouts of A.
+    let Some(own) = own_path() else { return };
+    let (m, k, n) = (30, 600, 70);
+    let mut rng = Lcg(27);
+    for la in [Layout::RowMajor, Layout::ColMajor] {
+        let mut a = make(&mut rng, m, k, la, |v| v as f32);
+        let mut b = make(&mut rng, k, n, Layout::RowMajor, |v| v as f32);
+        for i in 0..m {
+            let at = (a.off as isize + i as isize * a.rs + 300 * a.cs) as usize;
+            a.store[at] = if i == 4 { f32::NAN } else { 1.0 };
+        }
+        b.store[300 * n + 9] = f32::INFINITY;
+        for beta in [0.0f32, 1.0] {
+            let mut c = vec![if beta == 0.0 { f32::NAN } else { 0.5 }; m * n];
+            sgemm_with(
+                own,
+                1.0,
+                a.view(),
+                b.view(),
+                beta,
+                MatMut::row_major(&mut c, m, n),
+                2,
+            );
+            for i in 0..m {
+                for j in 0..n {
+                    let v = c[i * n + j];
+                    if i == 4 {
+                        assert!(v.is_nan(), "{la:?} β={beta} C[{i},{j}] = {v}, want NaN");
+                    } else if j == 9 {
+                        assert_eq!(v, f32::INFINITY, "{la:?} β={beta} C[{i},{j}]");
+                    } else {
+                        assert!(v.is_finite(), "{la:?} β={beta} C[{i},{j}] = {v}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,8 +1,9 @@
 //! Which kernel runs an f32 product: faer's (portable, with its own AVX2 / AVX-512
-//! micro-kernels) or rlx's own packed AVX-512 kernel ([`super::fma32`], driven by the
-//! blocked driver the half-precision paths share). On AVX-512 F/BW CPUs the default,
-//! [`F32Path::Auto`], takes the own kernel for the layouts where it measured faster than
-//! faer (A read transposed) and faer for the rest; other CPUs use faer.
+//! micro-kernels) or rlx's own packed AVX-512 kernel ([`super::f32_avx512`]: vectorized
+//! packing, a 12 × 32 FMA micro-kernel, blocks sized for a 48 KiB L1 and 2 MiB L2). On
+//! AVX-512 F/BW CPUs the default, [`F32Path::Auto`], takes the own kernel for the layouts
+//! where it measured faster than faer (A read transposed) and faer for the rest; other
+//! CPUs use faer.
 //!
 //! The choice is fixed per process from the CPU's features and per product from the
 //! operands' layout, never timed, so results are reproducible run to run.
@@ -10,13 +11,13 @@
 //! unknown or unavailable value is reported once and the default is used. [`sgemm_with`]
 //! takes the path per call, so paths can be compared in one process.
 //!
-//! Exactness: the own kernel sums each element as one chain of fused multiply-adds in k
-//! order (partial sums stored exactly between blocks of 256). faer's order is the same on
-//! short sums (bit-identical results were seen at k = 300) but not on long ones (k = 2100
-//! differs in the last bits), so the two paths agree within the dot-product error bound,
-//! not bit for bit; each is deterministic and independent of the thread
-//! count. Products with `alpha ≠ 1` and outputs of at most 16 columns (the narrow kernels
-//! of `narrow.rs`) take the same route on both paths.
+//! Exactness: the own kernel sums each element in blocks of 256 sums, each one chain of
+//! fused multiply-adds in k order from zero, added to the stored partial sum; faer blocks
+//! its sums differently on long ones (k = 2100 differs in the last bits), so the two
+//! paths agree within the dot-product error bound, not bit for bit. Each is
+//! deterministic and independent of the thread count. Products with `alpha ≠ 1` and
+//! outputs of at most 16 columns (the narrow kernels of `narrow.rs`) take the same route
+//! on both paths.
 
 use super::narrow::Narrow;
 use super::{MatMut, MatRef};
@@ -27,12 +28,14 @@ use std::sync::OnceLock;
 pub enum F32Path {
     /// faer's matmul (any CPU).
     Faer,
-    /// rlx's packed 12 × 32 AVX-512 FMA kernel for every product (AVX-512 F/BW CPUs).
+    /// rlx's packed 12 × 32 AVX-512 FMA kernel (`f32_avx512.rs`) for every product
+    /// (AVX-512 F/BW CPUs).
     Avx512,
     /// On AVX-512 F/BW CPUs, the own kernel where it measured faster than faer — products
     /// that read A transposed (A's columns contiguous: the weight gradients `Xᵀ·dY`,
-    /// 1.05–1.8× faer on one core) — and faer for the rest (own/faer 0.85–0.95 on
-    /// row-major A, 0.7 on batches of tiny products; `examples/gemm_f32_paths.rs`).
+    /// 1.5–1.9× faer at W11's shapes) — and faer for the rest (own/faer 0.9–1.1 on
+    /// row-major A, 0.7–0.9 on batches of tiny products; `examples/gemm_shapes.rs`,
+    /// `examples/gemm_f32_paths.rs`).
     Auto,
 }
 
@@ -59,7 +62,7 @@ impl F32Path {
         match self {
             F32Path::Faer => true,
             #[cfg(target_arch = "x86_64")]
-            F32Path::Avx512 | F32Path::Auto => super::bf16_avx512::avx512bw(),
+            F32Path::Avx512 | F32Path::Auto => super::f32_avx512::available(),
             #[cfg(not(target_arch = "x86_64"))]
             F32Path::Avx512 | F32Path::Auto => false,
         }
@@ -155,33 +158,28 @@ impl OwnGemm for f32 {
         }
         #[cfg(target_arch = "x86_64")]
         {
-            use super::fma32::{F32, Fma32};
-            use super::lowp_drive::{Dst, Job, Src};
-            let job = Job {
-                a: Src {
+            use super::lowp_drive::{Dst, Src};
+            let (a, b, c) = (
+                Src {
                     ptr: p.a,
                     rs: p.a_strides.0,
                     cs: p.a_strides.1,
                 },
-                b: Src {
+                Src {
                     ptr: p.b,
                     rs: p.b_strides.0,
                     cs: p.b_strides.1,
                 },
-                c: Dst {
+                Dst {
                     ptr: p.c,
                     rs: p.c_strides.0,
                     cs: p.c_strides.1,
                 },
-                mnk: p.mnk,
-                accumulate: p.add,
-                threads: threads.max(1),
-            };
+            );
             // SAFETY: the caller guarantees the views are in bounds with m, n, k > 0 and C
-            // distinct and disjoint from A and B (drive's contract); the kernel exists only
-            // with AVX-512 F/BW. 12 × 32 tiles: 6 × 64, 14 × 32, 7 × 64, 8 × 48 and 4 × 96
-            // measured the same or slower (own/faer per shape, --cpu-time).
-            unsafe { job.run(&Fma32::<F32, 12, 2>::new(F32).expect("AVX-512 F/BW checked")) };
+            // distinct and disjoint from A and B (sgemm's contract); `path.available()`
+            // (checked by every entry point) is the kernel's AVX-512 F/BW requirement.
+            unsafe { super::f32_avx512::sgemm(a, b, c, p.mnk, p.add, threads.max(1)) };
             true
         }
         #[cfg(not(target_arch = "x86_64"))]

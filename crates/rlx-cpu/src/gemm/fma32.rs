@@ -1,9 +1,9 @@
-//! The AVX-512 f32 FMA micro-kernel and its packing, shared by native f32 products
-//! (`sgemm` on AVX-512 CPUs) and by bf16 / f16 products whose operands are widened to f32
-//! while they are packed.
+//! The AVX-512 f32 FMA micro-kernel and its packing for bf16 / f16 products whose
+//! operands are widened to f32 while they are packed (native f32 products have their own
+//! kernel and driver in `f32_avx512.rs`).
 //!
-//! One kernel type, [`Fma32`], is generic over the operands' storage ([`Widen`]): f32
-//! elements are copied into the panels as they are, half elements converted exactly. The
+//! One kernel type, [`Fma32`], is generic over the operands' storage ([`Widen`]): half
+//! elements are converted exactly. The
 //! widening is the f16 path's arithmetic: AVX512_FP16 would accumulate in f16 (11-bit
 //! significand), far from the f32 accumulation the oracle's tolerance allows, and
 //! converting f16 to bf16 would drop 3 bits of every input. Converting in the packing step
@@ -34,41 +34,6 @@ pub(crate) trait Widen: Copy + Send + Sync {
     /// # Safety
     /// `src` readable for `n` elements, `out` writable for 16 f32; AVX-512 F/BW present.
     unsafe fn widen(self, src: *const Self::E, n: usize, out: *mut f32);
-    /// Whether [`Widen::gather`] is one vector gather (else the packers prefer walking
-    /// memory in order).
-    const GATHERS: bool;
-    /// `out[0..16] = f32 of src[i·stride]` for `i < n`, zeros past `n` (`n <= 16`).
-    ///
-    /// # Safety
-    /// `src[i·stride]` readable for `i < n`, `out` writable for 16 f32,
-    /// `|stride| · 16 <= i32::MAX`; AVX-512 F/BW present.
-    unsafe fn gather(self, src: *const Self::E, stride: isize, n: usize, out: *mut f32);
-}
-
-/// The largest stride (in elements) [`Widen::gather`] takes.
-const GATHER_STRIDE_MAX: usize = i32::MAX as usize / 16;
-
-/// Native f32 operands (copied as they are).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct F32;
-
-impl Widen for F32 {
-    type E = f32;
-    #[inline(always)]
-    fn get(self, e: f32) -> f32 {
-        e
-    }
-    #[inline(always)]
-    unsafe fn widen(self, src: *const f32, n: usize, out: *mut f32) {
-        // SAFETY: forwarded contract.
-        unsafe { widen_f32(src, n, out) }
-    }
-    const GATHERS: bool = true;
-    #[inline(always)]
-    unsafe fn gather(self, src: *const f32, stride: isize, n: usize, out: *mut f32) {
-        // SAFETY: forwarded contract.
-        unsafe { gather_f32(src, stride, n, out) }
-    }
 }
 
 impl Widen for Half {
@@ -82,51 +47,6 @@ impl Widen for Half {
         // SAFETY: forwarded contract.
         unsafe { widen_half(self, src, n, out) }
     }
-    const GATHERS: bool = false;
-    #[inline(always)]
-    unsafe fn gather(self, src: *const u16, stride: isize, n: usize, out: *mut f32) {
-        for i in 0..16 {
-            // SAFETY: element i < n at i·stride is readable, out[i] writable (caller).
-            unsafe {
-                *out.add(i) = if i < n {
-                    self.to_f32(*src.offset(i as isize * stride))
-                } else {
-                    0.0
-                }
-            };
-        }
-    }
-}
-
-/// `n <= 16` f32 `stride` elements apart into `out[0..16]`, zeros past `n`.
-///
-/// # Safety
-/// As [`Widen::gather`].
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn gather_f32(src: *const f32, stride: isize, n: usize, out: *mut f32) {
-    let lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    // |stride| · 15 fits an i32 (caller), so every lane's index does.
-    let idx = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(stride as i32));
-    // SAFETY: lanes below n address readable elements (caller); masked-off lanes are not
-    // accessed; out holds 16 f32.
-    unsafe {
-        let v = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), mask16(n), idx, src);
-        _mm512_storeu_ps(out, v);
-    }
-}
-
-/// `n <= 16` f32 copied, the rest of the 16 zeroed (a masked load never touches the lanes
-/// it skips, so reading near the end of a slice is safe).
-///
-/// # Safety
-/// As [`Widen::widen`].
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn widen_f32(src: *const f32, n: usize, out: *mut f32) {
-    let mask = mask16(n);
-    // SAFETY: lanes below n are readable (caller); masked-off lanes are not accessed.
-    unsafe { _mm512_storeu_ps(out, _mm512_maskz_loadu_ps(mask, src)) }
 }
 
 /// `n <= 16` half elements converted to f32, the rest of the 16 zeroed.
@@ -248,17 +168,6 @@ unsafe fn pack_a<W: Widen, const MR: usize>(
             }
             continue;
         }
-        if W::GATHERS && a.rs.unsigned_abs() <= GATHER_STRIDE_MAX {
-            // Rows apart in memory (A row-major, or strided): one gather per sum collects
-            // its MR rows.
-            for (p, o) in out.chunks_exact_mut(MR).take(kb).enumerate() {
-                // SAFETY: rows i0..i0 + h < mb of sum p < kb are elements of the block,
-                // a.rs apart, |a.rs| within the gather's range; `wide` holds 16 f32.
-                unsafe { src.gather(a.at(i0, p).ptr, a.rs, h, wide.as_mut_ptr()) };
-                o.copy_from_slice(&wide[..MR]);
-            }
-            continue;
-        }
         for r in 0..MR {
             let mut p = 0;
             if r < h && a.cs == 1 {
@@ -321,24 +230,6 @@ unsafe fn pack_b<W: Widen, const NV: usize>(
                     // contiguous elements of the block; `o` holds 16 f32; AVX-512 F/BW
                     // present (Fma32::new).
                     unsafe { src.widen(b.at(p, j0 + 16 * g).ptr, n, o.as_mut_ptr()) };
-                }
-            }
-            continue;
-        }
-        if W::GATHERS && b.cs.unsigned_abs() <= GATHER_STRIDE_MAX {
-            // Columns apart in memory (a transposed weight, or strided): two gathers per
-            // sum collect its nr columns.
-            for (p, out) in strip.chunks_exact_mut(nr).take(kb).enumerate() {
-                for (g, o) in out.chunks_exact_mut(16).enumerate() {
-                    let n = w.saturating_sub(16 * g).min(16);
-                    if n == 0 {
-                        o.fill(0.0);
-                        continue;
-                    }
-                    // SAFETY: columns j0 + 16g .. + n <= nb of row p < kb are elements of
-                    // the block, b.cs apart, |b.cs| within the gather's range; `o` holds
-                    // 16 f32.
-                    unsafe { src.gather(b.at(p, j0 + 16 * g).ptr, b.cs, n, o.as_mut_ptr()) };
                 }
             }
             continue;

@@ -2,7 +2,7 @@
 //!
 //! Views carry a row and a column stride in elements, either of which may be negative, so
 //! transposed, reversed or sliced operands cost nothing. On AVX-512 CPUs, f32 products
-//! that read A transposed run on rlx's own packed kernel (`f32_path.rs`, `fma32.rs`);
+//! that read A transposed run on rlx's own packed kernel (`f32_path.rs`, `f32_avx512.rs`);
 //! everything else (and every product on other CPUs) on `faer`'s matmul
 //! (cache-blocked, packed, with AVX2/AVX-512 micro-kernels chosen at run time), chosen
 //! after measuring it against `gemm`, `matrixmultiply` and OpenBLAS on this project's
@@ -19,6 +19,8 @@
 mod amx;
 #[cfg(target_arch = "x86_64")]
 mod bf16_avx512;
+#[cfg(target_arch = "x86_64")]
+mod f32_avx512;
 mod f32_path;
 #[cfg(target_arch = "x86_64")]
 mod fma32;
