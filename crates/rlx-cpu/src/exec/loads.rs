@@ -216,31 +216,73 @@ pub(crate) unsafe fn fetch(
         if p.flat_dense {
             return contiguous(p.offset + t.flat);
         }
-        // General: walk the multi-index (odometer) across rows.
-        let r = t.dims.len();
-        let mut idx: Vec<usize> = t.idx.to_vec();
-        let mut off = p.offset as isize;
-        for (i, s) in idx.iter().zip(&p.strides) {
-            off += *i as isize * s;
-        }
-        let dims = t.dims;
-        let strides = &p.strides;
-        gather(dt, ty, base, reg, n, |_| {
-            let cur = off as usize;
-            let mut d = r;
-            while d > 0 {
-                d -= 1;
-                idx[d] += 1;
-                off += strides[d];
-                if idx[d] < dims[d] {
-                    break;
-                }
-                off -= strides[d] * dims[d] as isize;
-                idx[d] = 0;
-            }
-            cur
-        });
+        rows_into(p, base, t, ty, reg);
         Sv::Vec(reg)
+    }
+}
+
+/// A tile that spans rows of a strided load, row segment by row segment: the row's
+/// first offset once (an odometer over the outer dims), then the segment filled with
+/// one value (innermost stride 0: a per-row operand such as a LayerNorm's mean),
+/// converted or copied from a contiguous run (stride 1), or gathered at its stride.
+/// Gives the elements a per-element walk of the multi-index gives, at the cost of a
+/// copy: multi-row tiles of short rows (reductions over the last axis) take such loads.
+///
+/// # Safety
+/// As [`fetch`]: `base` is the load's buffer covering every element the plan reads for
+/// indices inside `t.dims`, `reg` holds `t.len` elements of `ty`, and `p` has no table.
+#[inline(always)]
+unsafe fn rows_into(p: &LoadPlan, base: *const u8, t: &TilePos<'_>, ty: Ty, reg: *mut u8) {
+    let (r, dt) = (t.dims.len(), p.dtype);
+    let last = r - 1;
+    let (row_len, s) = (t.dims[last], p.strides[last]);
+    let mut idx: Vec<usize> = t.idx.to_vec();
+    let mut off = p.offset as isize;
+    for (i, st) in idx.iter().zip(&p.strides) {
+        off += *i as isize * st;
+    }
+    let esize = match ty {
+        Ty::F32 => 4,
+        Ty::F64 | Ty::I64 => 8,
+    };
+    let mut done = 0;
+    while done < t.len {
+        let seg = (row_len - idx[last]).min(t.len - done);
+        // SAFETY: elements `done..done + seg` of `reg` (which holds `t.len` of `ty`) are
+        // the segment's; the segment's offsets `off + i·s` (`i < seg`) are the plan's
+        // offsets of indices inside `t.dims` (this row, columns `idx[last]..` up to the
+        // row's or the tile's end), in bounds by the caller's contract.
+        unsafe {
+            let dst = reg.add(done * esize);
+            if s == 0 {
+                let bits = read_bits(dt, base, off as usize);
+                if esize == 4 {
+                    std::slice::from_raw_parts_mut(dst as *mut u32, seg).fill(bits as u32);
+                } else {
+                    std::slice::from_raw_parts_mut(dst as *mut u64, seg).fill(bits);
+                }
+            } else if s == 1 && native(dt, ty) {
+                let b = dt.size_bytes();
+                std::ptr::copy_nonoverlapping(base.add(off as usize * b), dst, seg * b);
+            } else {
+                gather(dt, ty, base, dst, seg, |i| (off + i as isize * s) as usize);
+            }
+        }
+        done += seg;
+        // The next row: its first column, the outer dims advanced like an odometer.
+        off -= idx[last] as isize * s;
+        idx[last] = 0;
+        let mut d = last;
+        while d > 0 {
+            d -= 1;
+            idx[d] += 1;
+            off += p.strides[d];
+            if idx[d] < t.dims[d] {
+                break;
+            }
+            off -= p.strides[d] * t.dims[d] as isize;
+            idx[d] = 0;
+        }
     }
 }
 

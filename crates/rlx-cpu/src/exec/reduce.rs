@@ -249,8 +249,7 @@ impl ReducePlan {
     ///
     /// # Safety
     /// `bases` are the buffers this plan was bound to (so every load plan is in bounds
-    /// for a tile inside the space), `t` lies inside the space with `t.len <= TILE`, and
-    /// a tile spanning rows reads only loads that are dense or uniform across them.
+    /// for a tile inside the space) and `t` lies inside the space with `t.len <= TILE`.
     unsafe fn prologue_value(
         &self,
         bases: &[*mut u8],
@@ -344,7 +343,7 @@ impl ReducePlan {
                 return self.run_split(bases);
             }
             let per = (super::ew::CHUNK / self.l.max(1)).max(1);
-            let short = self.l >= 1 && self.l <= TILE / 2 && self.tiles_span_rows();
+            let short = self.l >= 1 && self.l <= TILE / 2;
             par_for(chunks(self.o, per), |c| {
                 let (o0, o1) = (c * per, ((c + 1) * per).min(self.o));
                 let mut out = vec![0u64; o1 - o0];
@@ -456,18 +455,14 @@ impl ReducePlan {
         }
     }
 
-    /// Whether every load reads a tile in place whatever rows it spans (dense or
-    /// uniform), so a tile may cover several rows at no gather cost.
-    fn tiles_span_rows(&self) -> bool {
-        self.loads
-            .iter()
-            .all(|p| p.table.is_none() && (p.flat_dense || p.uniform))
-    }
-
     /// Outputs `o0..o1` of short rows (`l <= TILE / 2`, one output each) into `out`:
     /// `TILE / l` rows per tile, each row's segment folded by one [`fold_tile`] (as a
     /// row's own single tile would be), at a fraction of the tiles: a LayerNorm
     /// backward's row means over 256 elements paid the tile program's fixed cost per row.
+    /// Any load may span rows: dense and uniform ones are read in place, the others
+    /// (a per-row mean or rstd broadcast along the row, a strided view) are copied row
+    /// segment by row segment ([`super::loads::fetch`]), the same elements a tile per
+    /// row reads.
     fn fold_short_rows(
         &self,
         bases: &[*mut u8],
@@ -493,8 +488,7 @@ impl ReducePlan {
                 in_row: r <= 1 || idx[r - 1] + rows * l <= self.dims[r - 1],
             };
             // SAFETY: bound plan and buffers as in fold_run; the tile covers rows `o..o +
-            // rows` (`flat..flat + rows·l`, `rows·l <= TILE`) inside the space; every load
-            // is dense or uniform (tiles_span_rows), so a tile across rows reads in place.
+            // rows` (`flat..flat + rows·l`, `rows·l <= TILE`) inside the space.
             let v = unsafe { self.prologue_value(bases, &t, s)? };
             for j in 0..rows {
                 let seg = match v {
@@ -515,15 +509,14 @@ impl ReducePlan {
     }
 
     /// Whether [`Self::run_rows`] applies: a float sum or mean into few output rows
-    /// (a bias gradient, `[B, T, d] → [d]`) of short rows, over many rows, whose loads
-    /// read whole tiles in place (dense or uniform: a tile then spans several rows).
+    /// (a bias gradient, `[B, T, d] → [d]`, or a LayerNorm gain's gradient, whose
+    /// prologue reads the per-row mean and rstd) of short rows, over many rows.
     fn multi_row_ok(&self) -> bool {
         matches!(self.op, ReduceOp::Sum | ReduceOp::Mean)
             && matches!(self.in_ty, Ty::F32 | Ty::F64)
             && self.o < 4
             && self.inner <= TILE
             && self.l >= 2 * (TILE / self.inner)
-            && self.tiles_span_rows()
     }
 
     /// Short rows folded several per tile: one tile of `TILE / inner` whole rows, each
@@ -565,8 +558,7 @@ impl ReducePlan {
                     };
                     // SAFETY: bound plan and buffers as in fold_run; the tile covers
                     // `flat..flat + rows·inner` with `rows·inner <= k·inner <= TILE`, inside
-                    // the space (rows `rr..rr + rows` of output row `o`); every load is
-                    // dense or uniform (multi_row_ok), so a tile across rows reads in place.
+                    // the space (rows `rr..rr + rows` of output row `o`).
                     let v = unsafe { self.prologue_value(bs.get(), &t, s)? };
                     for j in 0..rows {
                         let row = match v {

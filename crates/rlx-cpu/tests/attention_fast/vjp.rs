@@ -150,6 +150,48 @@ fn attention_vjp_with_a_fully_masked_batch_is_zero_there() {
     check_against_oracle(&g, &args);
 }
 
+#[test]
+fn attention_vjp_at_head_dim_32_and_long_windows_matches_the_oracle() {
+    // W11's head width; causal and window masks whose edges cut the 16-key bands and the
+    // 16-query vectors at every offset (window 0: each query sees only its own key).
+    let cases = [
+        (Case::new(2, 128, 128, 2, 2, 32, MaskKind::Causal), 170),
+        (
+            Case::new(1, 130, 150, 4, 2, 32, MaskKind::SlidingWindow(20)),
+            171,
+        ),
+        (
+            Case::new(2, 70, 40, 2, 1, 8, MaskKind::SlidingWindow(0)),
+            172,
+        ),
+        (
+            Case::new(1, 97, 97, 2, 2, 16, MaskKind::SlidingWindow(33)),
+            173,
+        ),
+        (Case::new(1, 200, 50, 2, 2, 8, MaskKind::Causal), 174),
+    ];
+    for (c, seed) in cases {
+        check_vjp(c, seed);
+    }
+}
+
+#[test]
+fn attention_vjp_gives_the_same_bits_run_to_run() {
+    let mut c = Case::new(3, 130, 130, 4, 2, 32, MaskKind::Causal);
+    c.softcap = Some(2.0);
+    let (g, args) = vjp_graph(&c, 180);
+    let first = run_compiled(&g, &args);
+    assert!(first.iter().all(|x| x.is_finite()) && first.iter().any(|&x| x != 0.0));
+    for _ in 0..3 {
+        let again = run_compiled(&g, &args);
+        let same = first
+            .iter()
+            .zip(&again)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "attention_vjp changed bits between runs");
+    }
+}
+
 /// `loss = Σ w ⊙ attention(q, k, v)`; gradients of q, k, v.
 fn grad_of_attention(c: &Case, seed: u64) -> (Graph, Vec<TensorData>) {
     let mut rng = Rng::new(seed);

@@ -2,7 +2,8 @@
 //! tiles span several rows, rows are cut into fixed blocks whose sums combine in block
 //! order. Checked against the oracle (f64 sums) for f32 and f64, sums and means, with
 //! an elementwise prologue, a broadcast operand, and row counts that do not divide into
-//! tiles or blocks; and run to run bit-identical.
+//! tiles or blocks; and run to run bit-identical. Also reductions whose prologue reads
+//! one value per row (a LayerNorm backward's mean and rstd) or a transposed view.
 
 use super::cases::random;
 use super::rng::Rng;
@@ -131,6 +132,90 @@ fn short_row_reductions_over_trailing_axes_match_the_oracle_for_every_reduce_op(
                         );
                     }
                 }
+            }
+        }
+    }
+}
+
+/// `Σ (x − m)·r + xᵀ` over `axes` of `dims` (rank 3, the last two equal): `m` and `r`
+/// hold one value per row (`[.., 1]`, broadcast along the last axis, as a LayerNorm
+/// backward's mean and rstd), `xᵀ` is a strided view (the last two axes swapped).
+fn per_row_graph(
+    rng: &mut Rng,
+    dims: &[usize],
+    axes: Vec<usize>,
+    rop: ReduceOp,
+    dt: DType,
+) -> (Graph, Vec<TensorData>) {
+    let mut g = Graph::new("reduce_per_row");
+    let mut args = Vec::new();
+    let mut input = |g: &mut Graph, name: &str, d: &[usize]| {
+        let t = random(rng, d, dt);
+        let id = g.input(name, t.shape());
+        args.push(t);
+        id
+    };
+    let mut row_dims = dims.to_vec();
+    *row_dims.last_mut().unwrap() = 1;
+    let x = input(&mut g, "x", dims);
+    let m = input(&mut g, "m", &row_dims);
+    let r = input(&mut g, "r", &row_dims);
+    let y = input(&mut g, "y", dims);
+    let c = g.add_op(Op::Binary(BinaryOp::Sub), vec![x, m]).unwrap();
+    let n = g.add_op(Op::Binary(BinaryOp::Mul), vec![c, r]).unwrap();
+    let yt = g
+        .add_op(
+            Op::Transpose {
+                perm: vec![0, 2, 1],
+            },
+            vec![y],
+        )
+        .unwrap();
+    let body = g.add_op(Op::Binary(BinaryOp::Add), vec![n, yt]).unwrap();
+    let out = g
+        .add_op(
+            Op::Reduce {
+                op: rop,
+                axes,
+                keep_dim: false,
+            },
+            vec![body],
+        )
+        .unwrap();
+    g.set_outputs(vec![out]);
+    (g, args)
+}
+
+#[test]
+fn reductions_reading_per_row_operands_and_strided_views_match_the_oracle() {
+    // Row means of a LayerNorm backward (last axis, 256 and odd widths: several rows per
+    // tile) and its gain gradient (leading axes into one row), with the per-row operands
+    // and a transposed view read across the rows a tile spans.
+    let mut rng = Rng::new(47);
+    for (dims, axes) in [
+        (vec![8, 256, 256], vec![2]),
+        (vec![3, 100, 100], vec![2]),
+        (vec![5, 37, 37], vec![2]),
+        (vec![8, 128, 128], vec![0, 1]),
+        (vec![2, 300, 300], vec![0, 1]),
+    ] {
+        for dt in [DType::F32, DType::F64] {
+            for rop in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max] {
+                let (g, args) = per_row_graph(&mut rng, &dims, axes.clone(), rop, dt);
+                let got = run(&g, &args);
+                let names = ["x", "m", "r", "y"];
+                let named: Vec<(&str, &TensorData)> =
+                    names.iter().copied().zip(args.iter()).collect();
+                let want = interp::run_refs(&g, &named).unwrap().remove(0);
+                assert_eq!(got.dims, want.dims);
+                let tol = if dt == DType::F32 { 1e-5 } else { 1e-12 };
+                for (i, (a, b)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
+                    assert!(
+                        (a - b).abs() <= tol * b.abs().max(1.0),
+                        "{dims:?} {axes:?} {dt} {rop:?}: [{i}] {a} vs {b}"
+                    );
+                }
+                assert_eq!(run(&g, &args).bytes, got.bytes, "run to run");
             }
         }
     }
