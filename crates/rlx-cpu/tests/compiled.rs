@@ -468,3 +468,124 @@ fn batched_products_with_a_shared_weight_match_the_oracle_whether_or_not_they_fo
         }
     }
 }
+
+/// Random values of every magnitude class the rope's vector path treats apart: ordinary,
+/// zero, tiny (subnormal results in f32 and bf16), huge (overflowing products), ±∞ and NaN.
+fn rope_values(n: usize, seed: u64, specials: bool) -> Vec<f64> {
+    let mut s = seed;
+    (0..n)
+        .map(|i| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+            match (specials, i % 37) {
+                (true, 3) => 0.0,
+                (true, 7) => u * 1e-39,
+                (true, 11) => u * 3e38,
+                (true, 13) => f64::INFINITY,
+                (true, 17) => f64::NAN,
+                (true, 19) => -0.0,
+                _ => u * 4.0,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn rope_rotates_rows_in_place_with_the_oracles_bits() {
+    use rlx_ir::RopeStyle;
+    // (x dims, head_dim, n_rot, table width): whole heads of 32 (two 8-pair vector groups
+    // per half), a partial rotation with scalar tail pairs and pass-through dimensions,
+    // tables wider than half a rotation, and a [B, S, H, D] input.
+    let shapes: [(&[usize], usize, usize, usize); 4] = [
+        (&[2, 5, 96], 32, 32, 16),
+        (&[1, 7, 48], 24, 20, 10),
+        (&[1, 3, 64], 64, 48, 30),
+        (&[2, 4, 3, 16], 16, 16, 8),
+    ];
+    for dt in [DType::F32, DType::BF16, DType::F16, DType::F64] {
+        for style in [RopeStyle::NeoX, RopeStyle::GptJ] {
+            for (si, &(dims, head_dim, n_rot, width)) in shapes.iter().enumerate() {
+                for specials in [false, true] {
+                    let seq = dims[1];
+                    let mut g = Graph::new("rope");
+                    let x = g.input("x", Shape::new(dims, dt));
+                    let c = g.input("cos", Shape::new(&[seq, width], dt));
+                    let s = g.input("sin", Shape::new(&[seq, width], dt));
+                    let r = op(
+                        &mut g,
+                        Op::Rope {
+                            head_dim,
+                            n_rot,
+                            style,
+                        },
+                        vec![x, c, s],
+                    );
+                    g.set_outputs(vec![r]);
+                    let n: usize = dims.iter().product();
+                    let seed = si as u64 * 31 + specials as u64;
+                    let args = vec![
+                        TensorData::from_f64_as(dt, dims, &rope_values(n, seed, specials)),
+                        TensorData::from_f64_as(
+                            dt,
+                            &[seq, width],
+                            &rope_values(seq * width, seed + 7, specials),
+                        ),
+                        TensorData::from_f64_as(
+                            dt,
+                            &[seq, width],
+                            &rope_values(seq * width, seed + 9, false),
+                        ),
+                    ];
+                    let (got, want) = (run(&g, &args), oracle(&g, &args));
+                    assert_eq!(
+                        got[0].bytes, want[0].bytes,
+                        "rope {dt} {style:?} x {dims:?} head_dim {head_dim} n_rot {n_rot} specials {specials}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn rope_of_a_transposed_view_and_of_bad_tables_behaves_like_the_oracle() {
+    use rlx_ir::RopeStyle;
+    let rope = Op::Rope {
+        head_dim: 16,
+        n_rot: 16,
+        style: RopeStyle::NeoX,
+    };
+    // x read through a transpose (not dense): the generic path, same bits.
+    let mut g = Graph::new("rope_view");
+    let x = g.input("x", Shape::new(&[1, 32, 6], DType::F32));
+    let xt = op(
+        &mut g,
+        Op::Transpose {
+            perm: vec![0, 2, 1],
+        },
+        vec![x],
+    );
+    let c = g.input("cos", Shape::new(&[6, 8], DType::F32));
+    let s = g.input("sin", Shape::new(&[6, 8], DType::F32));
+    let r = op(&mut g, rope.clone(), vec![xt, c, s]);
+    g.set_outputs(vec![r]);
+    let args = vec![
+        TensorData::from_f64_as(DType::F32, &[1, 32, 6], &rope_values(192, 1, false)),
+        TensorData::from_f64_as(DType::F32, &[6, 8], &rope_values(48, 2, false)),
+        TensorData::from_f64_as(DType::F32, &[6, 8], &rope_values(48, 3, false)),
+    ];
+    assert_eq!(run(&g, &args)[0].bytes, oracle(&g, &args)[0].bytes);
+    // A table too short for the sequence is refused when the graph is built, naming the
+    // op and both shapes (so no kernel can read past the table).
+    let mut g = Graph::new("rope_short_table");
+    let x = g.input("x", Shape::new(&[1, 6, 32], DType::F32));
+    let c = g.input("cos", Shape::new(&[4, 8], DType::F32));
+    let s = g.input("sin", Shape::new(&[4, 8], DType::F32));
+    let err = g.add_op(rope, vec![x, c, s]).unwrap_err().to_string();
+    assert!(
+        err.contains("rope") && err.contains("[4, 8]") && err.contains("6 positions"),
+        "{err}"
+    );
+}

@@ -174,6 +174,18 @@ impl CausalLm {
         self.prefill.device()
     }
 
+    /// The compiled prefill and decode programs' per-kernel timings over their runs so far
+    /// (`RLX_PROFILE=1`; `None` without it, before a run, or on a backend that does not
+    /// time kernels), to see where a generation's time goes.
+    pub fn profiles(&self) -> (Option<rlx_tensor::Profile>, Option<rlx_tensor::Profile>) {
+        (self.prefill.profile(), self.decode.profile())
+    }
+
+    /// The compiled prefill and decode programs' reports (kernels, fused ops, memory plan).
+    pub fn explain(&self) -> (String, String) {
+        (self.prefill.explain(), self.decode.explain())
+    }
+
     /// An empty cache for this model.
     pub fn new_cache(&self) -> KvCache {
         KvCache {

@@ -284,4 +284,27 @@ impl Model {
     pub fn device(&self) -> Device {
         self.compiled.device()
     }
+
+    /// The per-kernel timings of this model's runs so far (`RLX_PROFILE=1`), slowest
+    /// kernel first; `None` without `RLX_PROFILE=1`, before the first run, or on a backend
+    /// that does not time kernels. See [`Tensor::profile`](crate::Tensor::profile).
+    ///
+    /// ```
+    /// use rlx_tensor::{graph, shape, Model};
+    /// let mut m = Model::new(graph("double", |s| &s.input("x", shape![4]) * 2.0));
+    /// m.run(&[("x", &[1.0, 2.0, 3.0, 4.0])]);
+    /// if let Some(p) = m.profile() {
+    ///     // Only when the process runs with RLX_PROFILE=1.
+    ///     assert_eq!(p.runs, 1);
+    /// }
+    /// ```
+    pub fn profile(&self) -> Option<crate::Profile> {
+        self.compiled.profile()
+    }
+
+    /// The compiled program's report: kernels, fused ops, memory plan, and with
+    /// `RLX_PROFILE=1` the per-kernel times.
+    pub fn explain(&self) -> String {
+        self.compiled.explain()
+    }
 }

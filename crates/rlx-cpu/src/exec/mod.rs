@@ -15,6 +15,7 @@ mod opaque;
 mod ops;
 pub(crate) mod par;
 mod reduce;
+mod rope;
 mod row;
 mod scaled;
 mod scaled_quant;

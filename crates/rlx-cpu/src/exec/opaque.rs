@@ -4,7 +4,8 @@
 //! copies from each operand's view straight into the output (see [`super::copy`]),
 //! `scatter_add` copies its base in and adds the update rows (see [`super::scatter`]),
 //! `softmax_cross_entropy_with_logits` reads f32 logit rows in place, and a gather from a
-//! dense table copies only the selected rows. Every other op runs on materialized
+//! dense table copies only the selected rows, and `rope` rotates dense rows in place
+//! (see [`super::rope`]). Every other op runs on materialized
 //! operands — natively for f32 convolution (im2col + GEMM) and the scaled formats, else
 //! through the oracle's `eval_op` (correct, slow) — writing the result once.
 
@@ -51,6 +52,8 @@ enum Native {
     CrossEntropy,
     /// Rows of a dense table.
     GatherRows { axis: usize },
+    /// Rotary embedding of dense operands.
+    Rope(super::rope::RopePlan),
     /// Materialize the operands and evaluate.
     None,
 }
@@ -254,6 +257,12 @@ impl OpaquePlan {
                 Native::CrossEntropy
             }
             Op::Gather { axis } => Native::GatherRows { axis },
+            Op::Rope {
+                head_dim,
+                n_rot,
+                style,
+            } => super::rope::RopePlan::new(&inputs, head_dim, n_rot, style, out.dtype(), &dims)
+                .map_or(Native::None, Native::Rope),
             _ => Native::None,
         });
         Ok(OpaquePlan {
@@ -308,6 +317,14 @@ impl OpaquePlan {
                 if let Some(r) = self.gather_rows(*axis, bases) {
                     return r;
                 }
+            }
+            Native::Rope(plan) => {
+                let bufs = [self.inputs[0].buf, self.inputs[1].buf, self.inputs[2].buf];
+                // SAFETY: the plan was built from this kernel's bound dense operands; the
+                // store buffer holds the result (checked in new) and is never one an
+                // opaque kernel reads.
+                unsafe { plan.run(bufs, bases, dst) };
+                return Ok(());
             }
             Native::None => {}
         }
