@@ -31,6 +31,14 @@ const CASES: &[(&str, usize, usize, usize, &str)] = &[
     ("W11 dWqkv", 256, 1024, 768, "TN"),
     ("W11 dWfc2", 1024, 1024, 256, "TN"),
     ("W11 dWhead", 512, 1024, 256, "TN"),
+    // Small products of attention blocks (one per thread in a batch).
+    ("small 64", 64, 64, 64, "TN"),
+    ("mid TN1", 256, 64, 256, "TN"),
+    ("mid TN2", 128, 512, 128, "TN"),
+    ("mid TN3", 256, 256, 256, "TN"),
+    ("small dK", 128, 128, 32, "TN"),
+    ("small dQ", 128, 128, 32, "NN"),
+    ("small S", 128, 32, 128, "NT"),
 ];
 
 /// Fortran `SGEMM(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`.

@@ -785,15 +785,19 @@ fn own_and_faer_paths_agree_within_the_dot_product_bound() {
 }
 
 #[test]
-fn auto_path_takes_the_own_kernel_exactly_for_transposed_a() {
-    // Auto's rule: A read transposed (its columns contiguous) → the own kernel, any other
-    // layout → faer; checked by comparing bits with the two forced paths at a K where
-    // their summation orders differ (for short sums both are one FMA chain in k order and
-    // agree bit for bit).
+fn auto_path_takes_the_own_kernel_exactly_for_large_products_with_transposed_a() {
+    // Auto's rule: A read transposed (its columns contiguous) and at least 2²⁴
+    // multiply-adds → the own kernel; a smaller product or any other layout → faer.
+    // Checked by comparing bits with the two forced paths at a K where their summation
+    // orders differ.
     let Some(own) = own_path() else { return };
     let mut rng = Lcg(25);
-    let (m, k, n) = (40, 2100, 50);
-    for (la, want_own) in [(Layout::ColMajor, true), (Layout::RowMajor, false)] {
+    let k = 2100;
+    for (m, n, la, want_own) in [
+        (64, 128, Layout::ColMajor, true),
+        (40, 50, Layout::ColMajor, false),
+        (64, 128, Layout::RowMajor, false),
+    ] {
         let a = make(&mut rng, m, k, la, |v| v as f32);
         let b = make(&mut rng, k, n, Layout::RowMajor, |v| v as f32);
         let run = |p| {
@@ -813,10 +817,13 @@ fn auto_path_takes_the_own_kernel_exactly_for_transposed_a() {
         let differ = own_bits.iter().zip(&faer).filter(|(x, y)| x != y).count();
         assert!(
             differ > 0,
-            "{la:?}: the paths should sum in different orders at k = {k}"
+            "{m}x{k}x{n} {la:?}: the paths should sum in different orders at k = {k}"
         );
         let want = if want_own { &own_bits } else { &faer };
-        assert_eq!(&auto, want, "{la:?}: auto took the wrong kernel");
+        assert_eq!(
+            &auto, want,
+            "{m}x{k}x{n} {la:?}: auto took the wrong kernel"
+        );
     }
 }
 

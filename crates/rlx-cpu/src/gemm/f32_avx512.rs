@@ -108,8 +108,15 @@ pub(crate) unsafe fn sgemm(
     if parts <= 1 {
         block(0);
     } else {
-        use rayon::prelude::*;
-        (0..parts).into_par_iter().for_each(block);
+        // The calling thread computes block 0 itself and wakes workers only for the rest
+        // (a parallel iterator started outside the pool would wake two workers and put
+        // the caller to sleep until they finish).
+        rayon::in_place_scope(|s| {
+            for part in 1..parts {
+                s.spawn(move |_| block(part));
+            }
+            block(0);
+        });
     }
 }
 
@@ -259,7 +266,7 @@ fn mask16(n: usize) -> u16 {
 /// Transpose the 16 × 16 f32 matrix whose rows are `r` in place (three rounds of
 /// shuffles: pairs within 128-bit lanes, quadruples, then lanes).
 #[inline(always)]
-fn transpose16(r: &mut [__m512; 16]) {
+pub(crate) fn transpose16(r: &mut [__m512; 16]) {
     // SAFETY: register-only shuffles; callers run with AVX-512 F enabled.
     unsafe {
         let mut t = [_mm512_setzero_ps(); 16];

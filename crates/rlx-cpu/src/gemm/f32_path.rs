@@ -32,7 +32,8 @@ pub enum F32Path {
     /// (AVX-512 F/BW CPUs).
     Avx512,
     /// On AVX-512 F/BW CPUs, the own kernel where it measured faster than faer — products
-    /// that read A transposed (A's columns contiguous: the weight gradients `Xᵀ·dY`,
+    /// of at least 2²⁴ multiply-adds that read A transposed (A's columns contiguous: the
+    /// weight gradients `Xᵀ·dY`,
     /// 1.5–1.9× faer at W11's shapes) — and faer for the rest (own/faer 0.9–1.1 on
     /// row-major A, 0.7–0.9 on batches of tiny products; `examples/gemm_shapes.rs`,
     /// `examples/gemm_f32_paths.rs`).
@@ -128,6 +129,12 @@ pub fn sgemm_with(
     super::sgemm_on(path, alpha, a, b, beta, c, threads);
 }
 
+/// Multiply-adds from which [`F32Path::Auto`] gives a transposed-A product to the own
+/// kernel: below, faer's small-matrix kernels win (own/faer 0.75–0.9 at 64³ and
+/// 128×128×32, 0.93 at 128×512×128, 1.0–1.05 at 256³ and 256×64×256;
+/// `examples/gemm_shapes.rs`).
+const AUTO_OWN_MIN_MNK: usize = 1 << 24;
+
 /// The element types with an own (non-faer) kernel.
 pub(crate) trait OwnGemm: Sized {
     /// Compute `C (+)= A·B` on `path` if it is an own kernel that takes this product
@@ -148,10 +155,11 @@ impl OwnGemm for f64 {
 impl OwnGemm for f32 {
     unsafe fn try_own(path: F32Path, p: Narrow<f32>, threads: usize) -> bool {
         let transposed_a = p.a_strides.0 == 1 && p.a_strides.1 != 1;
+        let (m, n, k) = p.mnk;
         let own = match path {
             F32Path::Faer => false,
             F32Path::Avx512 => true,
-            F32Path::Auto => transposed_a,
+            F32Path::Auto => transposed_a && m * n * k >= AUTO_OWN_MIN_MNK,
         };
         if !own || p.alpha != 1.0 {
             return false;
