@@ -21,7 +21,7 @@ mod qblock;
 
 use super::super::par::{Bases, SendPtr, par_for};
 use super::block::{level, with_buf};
-use super::gemm::{AVX2, AVX512, PORTABLE};
+use super::gemm::{self, AVX2, AVX512, Init, PORTABLE};
 use super::{AttnPlan, BQ};
 use qblock::Block;
 use std::cell::Cell;
@@ -159,16 +159,31 @@ impl AttnPlan {
         let (sq, sk, h, hk, d, dv) = (self.sq, self.sk, self.h, self.hk, self.d, self.dv);
         let group = h / hk;
         let (nqt, nkt) = self.vjp_lens();
-        // The block bodies accumulate dK and dV into the result's rows: start them at zero.
-        for ki in 0..sk {
-            let at = (bi * sk + ki) * hk + kh;
-            // SAFETY: `bi < B`, `ki < Sk`, `kh < Hk`: row `at` of dk (`d` floats after the
-            // `nqt` of dq) and of dv (`dv` floats after dq and dk) lies in the packed result,
-            // whose rows of (bi, kh) only this item writes.
-            unsafe {
-                std::ptr::write_bytes(out.add(nqt + at * d), 0, d);
-                std::ptr::write_bytes(out.add(nqt + nkt + at * dv), 0, dv);
-            }
+        // The block bodies accumulate dK and dV into the result's rows: start them at zero,
+        // as products with no terms (vector stores of whole rows; a memset call per short
+        // row cost more than the stores).
+        let at = (bi * sk) * hk + kh;
+        let none = buf.as_ptr();
+        // SAFETY: rows (bi, 0..Sk, kh) of dk (`d` floats, `hk·d` apart, after the `nqt` of
+        // dq) and of dv (`dv` floats, `hk·dv` apart, after dq and dk) lie in the packed
+        // result, and only this item writes them; with `k = 0` the `A` and `B` pointers
+        // (thread scratch) are never read.
+        unsafe {
+            gemm::gemm::<L>(
+                sk,
+                d,
+                0,
+                none,
+                0,
+                0,
+                none,
+                0,
+                out.add(nqt + at * d),
+                hk * d,
+                Init::Zero,
+            );
+            let dvp = out.add(nqt + nkt + at * dv);
+            gemm::gemm::<L>(sk, dv, 0, none, 0, 0, none, 0, dvp, hk * dv, Init::Zero);
         }
         const { assert!(BQ == 64) };
         for hi in kh * group..(kh + 1) * group {

@@ -10,9 +10,10 @@
 //!    maxima; then `exp(S − m)` over the whole block, the sums `l` and `Σ e·dP` in one
 //!    fold, and one pass making `P = e/l` and `dS = scale·P⊙(dP − D)` with
 //!    `D = Σ P⊙dP` (times `1 − tanh²` under a softcap);
-//! 3. `dV += Pᵀ·dO` and `dK += dSᵀ·Q` per band over the band's queries (dO and Q read in
-//!    place, the result's rows accumulated in place), and `dQ = dS·K` per vector of 16
-//!    queries over only the keys those queries may see, straight into the result.
+//! 3. per band over the band's query vectors: `dV += Pᵀ·dO` and `dK += dSᵀ·Q` (dO and Q
+//!    read in place, the result's rows accumulated in place) and `dQᵀ += Kᵀ·dSᵀ` (K read
+//!    in place; `dQᵀ` has the lanes as columns, so its tiles are 64 wide where a `dQ`
+//!    tile would be `d` = 32 wide), transposed into the result at the end.
 //!
 //! The softmax is evaluated once per (query, key) pair; the forward's row statistics are
 //! not an operand of `AttentionVjp`, so they are recomputed from the whole key row, which
@@ -52,11 +53,12 @@ pub(super) struct Block {
 }
 
 impl AttnPlan {
-    /// f32s of scratch one backward item needs: `Qᵀ` (`d × BQ`), `dOᵀ` (`dv × BQ`), and
+    /// f32s of scratch one backward item needs: `Qᵀ` and `dQᵀ` (`d × BQ`), `dOᵀ`
+    /// (`dv × BQ`), and
     /// `Sᵀ`, `dPᵀ` (and the softcap's `tanh`) as `Sk` rows of `BQ` lanes.
     pub(super) fn vjp_scratch_len(&self) -> usize {
         let rows = if self.softcap.is_some() { 3 } else { 2 };
-        (self.d + self.dv + rows * self.sk) * BQ
+        (2 * self.d + self.dv + rows * self.sk) * BQ
     }
 
     /// The lanes (`a..b`, relative to `q0`) of queries `q0..q1` that see key `kj` under
@@ -130,6 +132,7 @@ impl AttnPlan {
         let nk = khi - klo;
         let (qt, rest) = buf.split_at_mut(d * LQ);
         let (gt, rest) = rest.split_at_mut(dv * LQ);
+        let (dqt, rest) = rest.split_at_mut(d * LQ);
         let (st, rest) = rest.split_at_mut(sk * LQ);
         let (dpt, rest) = rest.split_at_mut(sk * LQ);
         let (st, dpt) = (&mut st[..nk * LQ], &mut dpt[..nk * LQ]);
@@ -144,10 +147,13 @@ impl AttnPlan {
         // SAFETY: key row `klo < sk` of kv head `kh` lies in k's and v's buffers.
         let (k0p, v0p) = unsafe { (kb.add(kl.at(bi, klo, kh)), vb.add(vl.at(bi, klo, kh))) };
         let (kss, vss) = (kl.ss, vl.ss);
-        // Padding lanes stay zero, so their scores are finite; they are masked below and
+        // Padding lanes are zero, so their scores are finite; they are masked below and
         // never read by a product.
-        qt.fill(0.0);
-        gt.fill(0.0);
+        if nq < LQ {
+            qt.fill(0.0);
+            gt.fill(0.0);
+        }
+        dqt.fill(0.0);
         // SAFETY: rows `q0..q1` of q and g hold `d` / `dv` values `ss` apart (in bounds as
         // above); `qt` is `d × LQ` and `gt` `dv × LQ` thread scratch, `nq <= LQ` columns
         // written; the caller guarantees level `L`.
@@ -258,7 +264,9 @@ impl AttnPlan {
             // apart, thread scratch); `B` is query rows `q0 + c0 .. q0 + c1` of g / q (in
             // their buffers, `dv` / `d` values each); `C` is the dk / dv rows of keys
             // `klo + b0 .. klo + b1` of this item (in the result, written by this item only,
-            // overlapping no operand).
+            // overlapping no operand). For dQᵀ, `A` is `Kᵀ` of the band's keys (read in
+            // k's buffer), `B` the band's rows of `dpt`, `C` columns `c0..c1` of `dqt`
+            // (`d` rows of `LQ`, thread scratch).
             unsafe {
                 gemm::gemm::<L>(
                     b1 - b0,
@@ -286,40 +294,26 @@ impl AttnPlan {
                     dks,
                     Init::Add,
                 );
-            }
-        }
-        // dQ per vector of 16 queries, over the keys its queries may see.
-        for i0 in (0..nq).step_by(16) {
-            let i1 = (i0 + 16).min(nq);
-            let ka = self.key_lo(q0 + i0).max(klo);
-            let kb = self.key_hi(q0 + i1 - 1).min(khi);
-            if kb <= ka {
-                for r in i0..i1 {
-                    // SAFETY: row `r < nq` of the block's dq is in the result (this item's).
-                    unsafe { std::ptr::write_bytes(dq0.add(r * dqs), 0, d) };
-                }
-                continue;
-            }
-            // SAFETY: `A` is `dS` of queries `i0..i1` and keys `ka..kb` read from `dpt`
-            // (rows `ka − klo .. kb − klo < nk`, lanes `i0..i1 <= nq`); `B` is key rows
-            // `ka..kb <= sk` of k (in its buffer); `C` is dq rows `i0..i1` of the block (in
-            // the result, this item's only).
-            unsafe {
                 gemm::gemm::<L>(
-                    i1 - i0,
                     d,
-                    kb - ka,
-                    dpt.as_ptr().add((ka - klo) * LQ + i0),
+                    c1 - c0,
+                    b1 - b0,
+                    k0p.offset(b0 as isize * kss),
                     1,
-                    LQ as isize,
-                    k0p.offset((ka - klo) as isize * kss),
                     kss,
-                    dq0.add(i0 * dqs),
-                    dqs,
-                    Init::Zero,
+                    dpt.as_ptr().add(b0 * LQ + c0),
+                    LQ as isize,
+                    dqt.as_mut_ptr().add(c0),
+                    LQ,
+                    Init::Add,
                 );
             }
         }
+        // dQᵀ (d × lanes) to dq rows.
+        // SAFETY: `dqt` holds `d` rows of `LQ` lanes (columns `< nq` read); the block's dq
+        // rows `q0..q1` of head `hi` are `nq` rows of `d` values `dqs` apart in the result,
+        // written only by this item.
+        unsafe { gemm::transpose::<L>(nq, d, dqt.as_ptr(), LQ as isize, dq0, dqs, |_| 1.0) };
     }
 
     /// Softcap, bias and mask over the block's `Sᵀ` rows (`st`, keys from `klo`), zero
