@@ -311,8 +311,7 @@ macro_rules! gemm_fn {
             let (crs, ccs) = (cm.row_stride(), cm.col_stride());
             let (ars, acs) = (am.row_stride(), am.col_stride());
             let (brs, bcs) = (bm.row_stride(), bm.col_stride());
-            use rayon::prelude::*;
-            (0..split.parts).into_par_iter().for_each(|part| {
+            let block = |part: usize| {
                 let (lo, hi) = split.range(part);
                 // SAFETY: the blocks are disjoint slices of C (rows or columns lo..hi),
                 // inside the views checked above; A and B are only read.
@@ -356,6 +355,15 @@ macro_rules! gemm_fn {
                     };
                     matmul(c, accum, a, b, alpha, Par::Seq);
                 }
+            };
+            // The calling thread computes block 0 and wakes workers only for the rest (a
+            // parallel iterator started outside the pool would wake one worker per block
+            // and put the caller to sleep).
+            rayon::in_place_scope(|s| {
+                for part in 1..split.parts {
+                    s.spawn(move |_| block(part));
+                }
+                block(0);
             });
         }
     };
