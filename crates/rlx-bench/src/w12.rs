@@ -14,7 +14,10 @@
 //! - `dtypes f32,bf16`: which dtypes to run;
 //! - `prompt-len N`, `gen N`: token counts (default 128 and 128);
 //! - `python PATH`, `candle BIN`: run the peers in this same process run and add their rows
-//!   (otherwise the commands to run them are printed).
+//!   (otherwise the commands to run them are printed);
+//! - `rounds N` (default 1): alternate the engines N times per dtype — rlx, then each peer,
+//!   each timing its share of the repeats per round — so a change in the machine's load
+//!   (it is shared) falls on every engine alike instead of on whichever ran during it.
 
 mod checkpoint;
 mod peers;
@@ -35,6 +38,7 @@ pub(crate) struct Opts {
     pub gen_tokens: usize,
     pub python: Option<String>,
     pub candle: Option<String>,
+    pub rounds: usize,
 }
 
 fn parse(args: &[(String, String)]) -> Result<Opts, String> {
@@ -45,6 +49,7 @@ fn parse(args: &[(String, String)]) -> Result<Opts, String> {
         gen_tokens: 128,
         python: None,
         candle: None,
+        rounds: 1,
     };
     for (flag, value) in args {
         let count = || {
@@ -61,10 +66,11 @@ fn parse(args: &[(String, String)]) -> Result<Opts, String> {
             "--w12-gen" => o.gen_tokens = count()?,
             "--w12-python" => o.python = Some(value.clone()),
             "--w12-candle" => o.candle = Some(value.clone()),
+            "--w12-rounds" => o.rounds = count()?,
             other => {
                 return Err(format!(
                     "unknown option {other}; W12 takes --w12-checkpoint-dir, --w12-dtypes, \
-                     --w12-prompt-len, --w12-gen, --w12-python, --w12-candle"
+                     --w12-prompt-len, --w12-gen, --w12-python, --w12-candle, --w12-rounds"
                 ));
             }
         }
@@ -91,32 +97,62 @@ pub(crate) struct Measured {
     pub tokens: Vec<u32>,
 }
 
-fn run_rlx(o: &Opts, dtype: DType, repeats: usize) -> Result<Measured, String> {
-    let mut lm = CausalLm::load(&o.dir, Some(dtype)).map_err(|e| e.to_string())?;
-    let ids = prompt(o.prompt_len, lm.config().vocab_size);
-    let opts = GenerateOptions {
-        eos_token_ids: Some(Vec::new()),
-        ..GenerateOptions::greedy(o.gen_tokens)
-    };
-    let mut m = Measured {
-        prefill_tok_s: Vec::new(),
-        decode_tok_s: Vec::new(),
-        tokens: Vec::new(),
-    };
-    // The first run warms the JIT and the allocator; it is not timed.
-    for run in 0..=repeats {
-        let g = lm
-            .generate(&ids, &opts, |_| ControlFlow::Continue(()))
-            .map_err(|e| e.to_string())?;
-        if run > 0 {
-            m.prefill_tok_s.push(g.prefill_tokens_per_sec());
-            if g.tokens.len() > 1 {
-                m.decode_tok_s.push(g.decode_tokens_per_sec());
-            }
+impl Measured {
+    fn empty() -> Measured {
+        Measured {
+            prefill_tok_s: Vec::new(),
+            decode_tok_s: Vec::new(),
+            tokens: Vec::new(),
         }
-        m.tokens = g.tokens;
     }
-    Ok(m)
+
+    /// Adds another round's rates; the tokens are the latest round's.
+    fn extend(&mut self, other: Measured) {
+        self.prefill_tok_s.extend(other.prefill_tok_s);
+        self.decode_tok_s.extend(other.decode_tok_s);
+        self.tokens = other.tokens;
+    }
+}
+
+/// rlx's engine: the model loaded (and warmed up) once, timed round after round.
+struct RlxEngine {
+    lm: CausalLm,
+    ids: Vec<u32>,
+    opts: GenerateOptions,
+}
+
+impl RlxEngine {
+    fn load(o: &Opts, dtype: DType) -> Result<RlxEngine, String> {
+        let lm = CausalLm::load(&o.dir, Some(dtype)).map_err(|e| e.to_string())?;
+        let ids = prompt(o.prompt_len, lm.config().vocab_size);
+        let opts = GenerateOptions {
+            eos_token_ids: Some(Vec::new()),
+            ..GenerateOptions::greedy(o.gen_tokens)
+        };
+        let mut e = RlxEngine { lm, ids, opts };
+        // The first run warms the JIT and the allocator; it is not timed.
+        e.timed(0)?;
+        Ok(e)
+    }
+
+    /// `runs` timed generations (0: one untimed).
+    fn timed(&mut self, runs: usize) -> Result<Measured, String> {
+        let mut m = Measured::empty();
+        for _ in 0..runs.max(1) {
+            let g = self
+                .lm
+                .generate(&self.ids, &self.opts, |_| ControlFlow::Continue(()))
+                .map_err(|e| e.to_string())?;
+            if runs > 0 {
+                m.prefill_tok_s.push(g.prefill_tokens_per_sec());
+                if g.tokens.len() > 1 {
+                    m.decode_tok_s.push(g.decode_tokens_per_sec());
+                }
+            }
+            m.tokens = g.tokens;
+        }
+        Ok(m)
+    }
 }
 
 /// How many leading tokens two greedy runs share.
@@ -167,21 +203,56 @@ pub fn rows(rows: &mut Vec<Row>, plan: Plan, args: &[(String, String)]) -> Vec<S
         Err(e) => return vec![format!("W12: {e}")],
     }
     let repeats = plan.repeats.clamp(1, 5);
+    let rounds = o.rounds.min(repeats);
+    // Each round times its share of the repeats on every engine.
+    let per_round = repeats.div_ceil(rounds);
     for dtype_name in &o.dtypes {
         let dtype = if dtype_name == "bf16" {
             DType::BF16
         } else {
             DType::F32
         };
-        let rlx = match run_rlx(&o, dtype, repeats) {
-            Ok(m) => m,
+        let mut engine = match RlxEngine::load(&o, dtype) {
+            Ok(e) => e,
             Err(e) => {
                 after.push(format!("W12 rlx {dtype_name}: {e}"));
                 continue;
             }
         };
+        let mut rlx = Measured::empty();
+        let mut peers: Vec<(&'static str, Result<Measured, String>)> = Vec::new();
+        for _ in 0..rounds {
+            match engine.timed(per_round) {
+                Ok(m) => rlx.extend(m),
+                Err(e) => {
+                    after.push(format!("W12 rlx {dtype_name}: {e}"));
+                    break;
+                }
+            }
+            for (system, result) in peers::run(&o, dtype_name, per_round) {
+                let Some(entry) = peers.iter_mut().find(|(s, _)| *s == system) else {
+                    peers.push((system, result));
+                    continue;
+                };
+                // An engine that failed once stays failed.
+                let failed = match (&mut entry.1, result) {
+                    (Ok(acc), Ok(m)) => {
+                        acc.extend(m);
+                        None
+                    }
+                    (Ok(_), Err(e)) => Some(e),
+                    (Err(_), _) => None,
+                };
+                if let Some(e) = failed {
+                    entry.1 = Err(e);
+                }
+            }
+        }
+        if rlx.prefill_tok_s.is_empty() {
+            continue;
+        }
         push_rows(rows, "rlx", dtype_name, &rlx, None);
-        for (system, result) in peers::run(&o, dtype_name, repeats) {
+        for (system, result) in peers {
             match result {
                 Ok(m) => push_rows(rows, system, dtype_name, &m, Some(&rlx.tokens)),
                 Err(e) => after.push(format!("W12 {system} {dtype_name}: {e}")),
@@ -213,8 +284,11 @@ mod tests {
             ("--w12-checkpoint-dir", "/x/y"),
             ("--w12-dtypes", "bf16"),
             ("--w12-gen", "5"),
+            ("--w12-rounds", "3"),
         ]))
         .unwrap();
+        assert_eq!(o.rounds, 3);
+        assert!(parse(&a(&[("--w12-rounds", "0")])).is_err());
         assert_eq!(o.dir, PathBuf::from("/x/y"));
         assert_eq!(o.dtypes, ["bf16"]);
         assert_eq!((o.prompt_len, o.gen_tokens), (128, 5));
