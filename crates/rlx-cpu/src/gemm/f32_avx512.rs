@@ -5,8 +5,7 @@
 //!
 //! Micro-kernel: a 12 × 32 tile of C in 24 zmm accumulators; per sum, two vectors of B
 //! and twelve broadcasts of A feed 24 FMAs, so the two FMA ports stay busy while the load
-//! ports have slack. The C tile's lines are prefetched into L2 before the sums, A's
-//! panel into L1 32 sums ahead.
+//! ports have slack. The C tile's lines are prefetched into L2 before the sums.
 //!
 //! Blocking (per thread): for each `NC`-column block of B and each `KC`-sum block, B's
 //! `KC × NC` block is packed into 32-column strips; for each `MC`-row block of A, A's
@@ -431,24 +430,35 @@ unsafe fn micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: isize
         }
     }
     let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-    for p in 0..kc {
-        // SAFETY: p < kc, so both panel reads are inside the panels; the prefetch (A's
-        // panel 32 sums ahead, streaming from L2) never faults.
-        unsafe {
-            let bp = b.add(p * NR);
-            let mut bv = [_mm512_setzero_ps(); NV];
-            for (v, x) in bv.iter_mut().enumerate() {
-                *x = _mm512_load_ps(bp.add(16 * v));
-            }
-            let ap = a.add(p * MR);
-            _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(32 * MR) as *const i8);
-            for (r, row) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*ap.add(r));
-                for (x, &bx) in row.iter_mut().zip(&bv) {
-                    *x = _mm512_fmadd_ps(av, bx, *x);
-                }
+    // One sum: NV vectors of B, MR broadcasts of A, MR·NV FMAs.
+    // SAFETY (every call): p < kc, so both panel reads are inside the panels.
+    let step = |acc: &mut [[__m512; NV]; MR], p: usize| unsafe {
+        let bp = b.add(p * NR);
+        let mut bv = [_mm512_setzero_ps(); NV];
+        for (v, x) in bv.iter_mut().enumerate() {
+            *x = _mm512_load_ps(bp.add(16 * v));
+        }
+        let ap = a.add(p * MR);
+        for (r, row) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*ap.add(r));
+            for (x, &bx) in row.iter_mut().zip(&bv) {
+                *x = _mm512_fmadd_ps(av, bx, *x);
             }
         }
+    };
+    // Four sums per trip: the loop's own instructions fall to under one per sum. With a
+    // busy hyperthread sibling the two threads share the front end, and ~38 instead of
+    // ~42 instructions per sum (no software prefetch of A's panel either: the hardware
+    // streams it from L2 as well) measured 5–9 % faster at W11's shapes.
+    let mut p = 0;
+    while p + 4 <= kc {
+        for q in p..p + 4 {
+            step(&mut acc, q);
+        }
+        p += 4;
+    }
+    for q in p..kc {
+        step(&mut acc, q);
     }
     for (r, row) in acc.iter().enumerate() {
         for (v, x) in row.iter().enumerate() {
