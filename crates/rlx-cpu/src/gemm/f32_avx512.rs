@@ -431,18 +431,20 @@ unsafe fn micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: isize
     }
     let mut acc = [[_mm512_setzero_ps(); NV]; MR];
     // One sum: NV vectors of B, MR broadcasts of A, MR·NV FMAs.
-    // SAFETY (every call): p < kc, so both panel reads are inside the panels.
-    let step = |acc: &mut [[__m512; NV]; MR], p: usize| unsafe {
-        let bp = b.add(p * NR);
-        let mut bv = [_mm512_setzero_ps(); NV];
-        for (v, x) in bv.iter_mut().enumerate() {
-            *x = _mm512_load_ps(bp.add(16 * v));
-        }
-        let ap = a.add(p * MR);
-        for (r, row) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(*ap.add(r));
-            for (x, &bx) in row.iter_mut().zip(&bv) {
-                *x = _mm512_fmadd_ps(av, bx, *x);
+    let step = |acc: &mut [[__m512; NV]; MR], p: usize| {
+        // SAFETY: callers keep p < kc, so both panel reads are inside the panels.
+        unsafe {
+            let bp = b.add(p * NR);
+            let mut bv = [_mm512_setzero_ps(); NV];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm512_load_ps(bp.add(16 * v));
+            }
+            let ap = a.add(p * MR);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.add(r));
+                for (x, &bx) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_fmadd_ps(av, bx, *x);
+                }
             }
         }
     };
