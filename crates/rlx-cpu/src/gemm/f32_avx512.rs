@@ -18,10 +18,10 @@
 //! kept between calls, so a call allocates nothing once a thread has seen its sizes.
 //!
 //! Measured (2-core Xeon, family 6 model 207, interleaved calls in one process against
-//! faer's path and MKL's `SGEMM` from torch's build, `examples/gemm_shapes.rs`): at W11's
-//! shapes on one thread 0.9–1.0× MKL and about faer's speed when A's rows are contiguous,
-//! 1.5–1.9× faer when A is read transposed (`Xᵀ·dY`, where faer repacks poorly); on two
-//! threads 0.85–1.0× MKL.
+//! faer's path and MKL's `SGEMM` from torch's build, `examples/gemm_shapes.rs --mkl`; a
+//! shared, noisy machine, so ratios, not rates): 0.86–1.04× MKL on one thread and
+//! 0.88–1.05× on two over 256³–2048³ and W11's products; 0.9–1.1× faer's path when A's
+//! rows are contiguous, 1.4–2× when A is read transposed (`Xᵀ·dY`).
 //!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C

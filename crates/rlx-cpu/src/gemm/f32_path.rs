@@ -33,10 +33,9 @@ pub enum F32Path {
     Avx512,
     /// On AVX-512 F/BW CPUs, the own kernel where it measured faster than faer — products
     /// of at least 2²⁴ multiply-adds that read A transposed (A's columns contiguous: the
-    /// weight gradients `Xᵀ·dY`,
-    /// 1.5–1.9× faer at W11's shapes) — and faer for the rest (own/faer 0.9–1.1 on
-    /// row-major A, 0.7–0.9 on batches of tiny products; `examples/gemm_shapes.rs`,
-    /// `examples/gemm_f32_paths.rs`).
+    /// weight gradients `Xᵀ·dY`, 1.4–2× faer at W11's shapes) — and faer for the rest
+    /// (own/faer 0.9–1.1 with A's rows contiguous, no consistent winner on a noisy
+    /// machine; 0.75–0.9 on small products; `examples/gemm_shapes.rs`).
     Auto,
 }
 
