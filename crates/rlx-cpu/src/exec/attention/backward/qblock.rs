@@ -30,8 +30,8 @@ const NEG_INF: f32 = f32::NEG_INFINITY;
 /// Keys per band: the tiles a causal or window mask may skip are 16 keys × 16 queries.
 const BAND: usize = 16;
 
-/// Most bands a block can have is `Sk / 16` (the caller's keys); a fixed cap would not
-/// fit long sequences, so bands are produced by an iterator.
+/// A band of a block: 16 keys and the query lanes they may see. A block has up to
+/// `Sk / 16` of them (no fixed cap fits long sequences), so they come from an iterator.
 #[derive(Clone, Copy)]
 struct Band {
     /// Rows `b0..b1` of the block (keys `klo + b0 .. klo + b1`).
@@ -54,8 +54,8 @@ pub(super) struct Block {
 
 impl AttnPlan {
     /// f32s of scratch one backward item needs: `Qᵀ` and `dQᵀ` (`d × BQ`), `dOᵀ`
-    /// (`dv × BQ`), and
-    /// `Sᵀ`, `dPᵀ` (and the softcap's `tanh`) as `Sk` rows of `BQ` lanes.
+    /// (`dv × BQ`), and `Sᵀ`, `dPᵀ` (and the softcap's `tanh`) as `Sk` rows of `BQ`
+    /// lanes.
     pub(super) fn vjp_scratch_len(&self) -> usize {
         let rows = if self.softcap.is_some() { 3 } else { 2 };
         (2 * self.d + self.dv + rows * self.sk) * BQ
@@ -367,6 +367,13 @@ impl AttnPlan {
             g[..a].fill(0.0);
             s[b.max(a)..].fill(NEG_INF);
             g[b.max(a)..].fill(0.0);
+            if self.softcap.is_some() {
+                // An unwritten lane's tanh came from stale scratch (NaN after a NaN input
+                // of an earlier call): zero it, so that dS = 0·(…)·(1 − t²) stays 0.
+                let t = &mut tt[j * LQ..(j + 1) * LQ];
+                t[..a].fill(0.0);
+                t[b.max(a)..].fill(0.0);
+            }
             for i in 0..LQ {
                 let v = s[i];
                 mx[i] = if v > mx[i] || v.is_nan() { v } else { mx[i] };
