@@ -29,6 +29,12 @@ pub(crate) struct RowPlan {
     direct: Option<usize>,
     /// The prologue is one dense f32 load: rows are read where they are, not copied.
     in_place: Option<LoadPlan>,
+    /// The prologue is one dense bf16/f16 load cast to f32 (a half model's norm input):
+    /// rows are widened straight from the buffer, a tile at a time.
+    in_half: Option<LoadPlan>,
+    /// The epilogue only casts the f32 result to bf16/f16 and stores it: rows are
+    /// narrowed straight into this buffer (same rounding as the epilogue's store).
+    direct_half: Option<(usize, DType)>,
 }
 
 impl RowPlan {
@@ -88,8 +94,48 @@ impl RowPlan {
             },
             _ => None,
         };
+        let half = |dt: DType| matches!(dt, DType::BF16 | DType::F16);
+        let in_half = match &prologue.nodes[..] {
+            [l, c]
+                if *input == 1
+                    && half(l.dtype)
+                    && c.dtype == DType::F32
+                    && matches!(c.op, rlx_compile::program::EOp::Cast)
+                    && c.args == [0] =>
+            {
+                match l.op {
+                    rlx_compile::program::EOp::Load(i) => loads
+                        .get(i)
+                        .filter(|p| p.dtype == l.dtype && p.flat_dense && p.table.is_none())
+                        .cloned(),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let store_dt = p.buffers[st.buf].shape.dtype();
+        let direct_half = match &epilogue.nodes[..] {
+            [core, c]
+                if k.stores.len() == 1
+                    && st.value == 1
+                    && *dtype == DType::F32
+                    && matches!(core.op, rlx_compile::program::EOp::Core)
+                    && matches!(c.op, rlx_compile::program::EOp::Cast)
+                    && c.args == [0]
+                    && half(c.dtype)
+                    && store_dt == c.dtype =>
+            {
+                Some((st.buf, store_dt))
+            }
+            _ => None,
+        }
+        // Rows are read a group at a time before the group is written: never narrow into
+        // the buffer the rows come from.
+        .filter(|(buf, _)| in_half.as_ref().is_none_or(|l| l.buf != *buf));
         Ok(RowPlan {
             in_place,
+            in_half,
+            direct_half,
             op: *op,
             prologue: TileProg::build(prologue)
                 .ok_or_else(|| IrError::new("cpu", "complex row input"))?,
@@ -231,7 +277,23 @@ impl RowPlan {
                         std::slice::from_raw_parts((p.get() as *const f32).add(r * c), m)
                     },
                     None => {
-                        with_scratch(|s| self.load_rows(bs.get(), s, (r, k), &mut x32, &mut x64))?;
+                        match &self.in_half {
+                            // SAFETY: the load is a dense bf16/f16 view of the whole
+                            // `rows × c` space from element `offset` (checked in new), so rows
+                            // r..r + k (`m` elements) lie inside its buffer; x32 holds `span
+                            // >= m` floats.
+                            Some(l) => unsafe {
+                                super::value::widen_halves(
+                                    l.dtype,
+                                    (bs.get()[l.buf] as *const u8).add((l.offset + r * c) * 2),
+                                    x32.as_mut_ptr(),
+                                    m,
+                                )
+                            },
+                            None => with_scratch(|s| {
+                                self.load_rows(bs.get(), s, (r, k), &mut x32, &mut x64)
+                            })?,
+                        }
                         &x32[..x32.len().min(m)]
                     }
                 };
@@ -253,6 +315,22 @@ impl RowPlan {
                         row_f32(self.op, x, y, g32.as_deref(), b32.as_deref());
                     }
                     if self.direct.is_some() {
+                        r += k;
+                        continue;
+                    }
+                    if let Some((buf, dt)) = self.direct_half {
+                        // SAFETY: the store buffer holds the whole `rows × c` space densely
+                        // in `dt` (one store of the kernel's space), so rows r..r + k lie
+                        // inside it; each chunk writes only its own rows, and the input
+                        // rows were already read into x32 (no overlap matters).
+                        unsafe {
+                            super::value::narrow_halves(
+                                dt,
+                                y32.as_ptr(),
+                                (bs.get()[buf]).add(r * c * 2),
+                                m,
+                            )
+                        };
                         r += k;
                         continue;
                     }
