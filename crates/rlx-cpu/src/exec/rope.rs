@@ -32,6 +32,15 @@ impl Elem {
         })
     }
 
+    /// Bytes per element.
+    fn width(self) -> usize {
+        match self {
+            Elem::F32 => 4,
+            Elem::F64 => 8,
+            Elem::F16 | Elem::Bf16 => 2,
+        }
+    }
+
     /// # Safety
     /// `p` points at element `i` of a buffer of this dtype.
     #[inline(always)]
@@ -136,21 +145,21 @@ impl RopePlan {
     /// `dst` holds the result (`rows · head_dim` elements of the output dtype) and is none
     /// of the operands' buffers.
     pub(crate) unsafe fn run(&self, bufs: [usize; 3], bases: &[*mut u8], dst: *mut u8) {
-        let at = |(e, off): (Elem, usize), buf: usize| -> (Elem, SendPtr<u8>) {
-            let w = match e {
-                Elem::F32 => 4,
-                Elem::F64 => 8,
-                Elem::F16 | Elem::Bf16 => 2,
-            };
+        let at = |(e, off): (Elem, usize), buf: usize| {
             // SAFETY: `off` is the operand's dense offset inside its bound buffer.
-            (e, SendPtr(unsafe { bases[buf].add(off * w) }))
+            SendPtr(unsafe { bases[buf].add(off * e.width()) })
         };
-        let (x, cos, sin) = (
-            at(self.x, bufs[0]),
-            at(self.cos, bufs[1]),
-            at(self.sin, bufs[2]),
-        );
-        let out = SendPtr(dst);
+        let ptrs = Ptrs {
+            x: at(self.x, bufs[0]),
+            cos: at(self.cos, bufs[1]),
+            sin: at(self.sin, bufs[2]),
+            out: SendPtr(dst),
+        };
+        #[cfg(target_arch = "x86_64")]
+        let vector = self.style == RopeStyle::NeoX
+            && simd::usable(self.x.0, self.cos.0, self.sin.0, self.out);
+        #[cfg(not(target_arch = "x86_64"))]
+        let vector = false;
         // A few hundred rows per task: each row is head_dim elements.
         let per = (16384 / self.head_dim.max(1)).max(1);
         let tasks = chunks(self.rows, per);
@@ -162,101 +171,75 @@ impl RopePlan {
                 let s = (row / self.heads) % self.seq;
                 // SAFETY: `row < rows` and every index below stays in `row`'s head_dim
                 // elements of x / out or in the tables' `seq` rows (checked in new).
-                unsafe { self.rotate_row(row, s, x, cos, sin, out) };
+                unsafe { self.rotate_row(row, s, ptrs, vector) };
             }
             Ok(())
         });
     }
 
     /// # Safety
-    /// As [`RopePlan::run`], for one row `row` at position `s`.
+    /// As [`RopePlan::run`], for one row `row` at position `s`; `vector` only when
+    /// [`simd::usable`] holds.
     #[inline(always)]
-    unsafe fn rotate_row(
-        &self,
-        row: usize,
-        s: usize,
-        (xe, x): (Elem, SendPtr<u8>),
-        (ce, cos): (Elem, SendPtr<u8>),
-        (se, sin): (Elem, SendPtr<u8>),
-        out: SendPtr<u8>,
-    ) {
-        let base = row * self.head_dim;
-        let (x, cos, sin, out) = (x.get(), cos.get(), sin.get(), out.get());
-        let (cos_row, sin_row) = (s * self.cos_stride, s * self.sin_stride);
+    unsafe fn rotate_row(&self, row: usize, s: usize, p: Ptrs, vector: bool) {
+        let at = Row {
+            base: row * self.head_dim,
+            cos: s * self.cos_stride,
+            sin: s * self.sin_stride,
+        };
         let mut i = 0;
         #[cfg(target_arch = "x86_64")]
-        if self.style == RopeStyle::NeoX && simd::usable(xe, ce, se, self.out) {
-            // SAFETY: AVX-512 F present (usable); groups of 8 stay below `half` and so
-            // inside the row and the tables' row `s` (caller).
-            unsafe {
-                while i + 8 <= self.half {
-                    let lanes = simd::Lanes {
-                        x,
-                        a: base + i,
-                        b: base + i + self.half,
-                        cos,
-                        c: cos_row + i,
-                        sin,
-                        t: sin_row + i,
-                    };
-                    if !simd::rotate8(lanes, (xe, ce, se), self.out, out) {
-                        // A lane outside bf16's normal range: the exact scalar rule.
-                        self.rotate_pairs(
-                            base,
-                            (cos_row, sin_row),
-                            i..i + 8,
-                            (xe, x),
-                            (ce, cos),
-                            (se, sin),
-                            out,
-                        );
-                    }
-                    i += 8;
+        if vector {
+            while i + 8 <= self.half {
+                let lanes = simd::Lanes {
+                    x: p.x.get(),
+                    a: at.base + i,
+                    b: at.base + i + self.half,
+                    cos: p.cos.get(),
+                    c: at.cos + i,
+                    sin: p.sin.get(),
+                    t: at.sin + i,
+                };
+                let elems = (self.x.0, self.cos.0, self.sin.0);
+                // SAFETY: AVX-512 F present (vector); the group stays below `half` and so
+                // inside the row and the tables' row `s` (caller).
+                if !unsafe { simd::rotate8(lanes, elems, self.out, p.out.get()) } {
+                    // A lane outside bf16's normal range: the exact scalar rule.
+                    // SAFETY: as above.
+                    unsafe { self.rotate_pairs(at, i..i + 8, p) };
                 }
+                i += 8;
             }
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = vector;
         // SAFETY: caller (indices inside this row and the tables' row `s`).
         unsafe {
-            self.rotate_pairs(
-                base,
-                (cos_row, sin_row),
-                i..self.half,
-                (xe, x),
-                (ce, cos),
-                (se, sin),
-                out,
-            );
+            self.rotate_pairs(at, i..self.half, p);
             // Dimensions past n_rot pass through (rounded to the output dtype once).
             for i in 2 * self.half..self.head_dim {
-                self.out.store(out, base + i, xe.load(x, base + i));
+                let v = self.x.0.load(p.x.get(), at.base + i);
+                self.out.store(p.out.get(), at.base + i, v);
             }
         }
     }
 
-    /// The oracle's arithmetic for pairs `range` of the row at `base`, one at a time.
+    /// The oracle's arithmetic for pairs `range` of one row, one at a time.
     ///
     /// # Safety
     /// As [`RopePlan::rotate_row`]; `range` inside `0..half`.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn rotate_pairs(
-        &self,
-        base: usize,
-        (cos_row, sin_row): (usize, usize),
-        range: std::ops::Range<usize>,
-        (xe, x): (Elem, *mut u8),
-        (ce, cos): (Elem, *mut u8),
-        (se, sin): (Elem, *mut u8),
-        out: *mut u8,
-    ) {
+    unsafe fn rotate_pairs(&self, at: Row, range: std::ops::Range<usize>, p: Ptrs) {
+        let (xe, ce, se) = (self.x.0, self.cos.0, self.sin.0);
+        let (x, out) = (p.x.get(), p.out.get());
         for i in range {
             // SAFETY: caller.
             unsafe {
-                let c = ce.load(cos, cos_row + i);
-                let t = se.load(sin, sin_row + i);
+                let c = ce.load(p.cos.get(), at.cos + i);
+                let t = se.load(p.sin.get(), at.sin + i);
                 let (ia, ib) = match self.style {
-                    RopeStyle::NeoX => (base + i, base + i + self.half),
-                    RopeStyle::GptJ => (base + 2 * i, base + 2 * i + 1),
+                    RopeStyle::NeoX => (at.base + i, at.base + i + self.half),
+                    RopeStyle::GptJ => (at.base + 2 * i, at.base + 2 * i + 1),
                 };
                 let (a, b) = (xe.load(x, ia), xe.load(x, ib));
                 self.out.store(out, ia, a * c - b * t);
@@ -264,6 +247,23 @@ impl RopePlan {
             }
         }
     }
+}
+
+/// Where the operands' first elements and the result's lie (shared by the row tasks).
+#[derive(Clone, Copy)]
+struct Ptrs {
+    x: SendPtr<u8>,
+    cos: SendPtr<u8>,
+    sin: SendPtr<u8>,
+    out: SendPtr<u8>,
+}
+
+/// Element offsets of one row: its first element in x / out, its table rows' starts.
+#[derive(Clone, Copy)]
+struct Row {
+    base: usize,
+    cos: usize,
+    sin: usize,
 }
 
 /// Eight rotate-half pairs at a time in f64 (AVX-512 F), rounded to f32 or bf16 with the
@@ -307,29 +307,6 @@ mod simd {
         }
     }
 
-    /// Stores eight results rounded to `e` at element `i`; `false` (nothing stored) when
-    /// a bf16 result needs the scalar rule (outside the normal range, NaN or ∞).
-    #[target_feature(enable = "avx512f")]
-    unsafe fn store8(e: Elem, p: *mut u8, i: usize, v: __m512d) -> bool {
-        // SAFETY: caller (8 writable elements of `e` from `i`).
-        unsafe {
-            match e {
-                Elem::Bf16 => match bf16_bits(v) {
-                    Some(h) => {
-                        _mm_storeu_si128((p as *mut u16).add(i) as *mut __m128i, h);
-                        true
-                    }
-                    None => false,
-                },
-                _ => {
-                    // cvtpd_ps rounds to nearest even, as `v as f32` does.
-                    _mm256_storeu_ps((p as *mut f32).add(i), _mm512_cvtpd_ps(v));
-                    true
-                }
-            }
-        }
-    }
-
     /// `half`'s f64 → bf16 rule (the oracle's): the high word of the f64 is rounded to
     /// nearest with ties to even, its low 32 mantissa bits ignored. `None` when a lane is
     /// not a normal bf16 after rebiasing (then the scalar conversion decides); f64 zeros
@@ -360,7 +337,8 @@ mod simd {
         Some(_mm512_cvtepi64_epi16(bits))
     }
 
-    /// Rotates eight pairs; `false` when nothing was stored (see [`store8`]).
+    /// Rotates eight pairs; `false` (nothing stored) when a bf16 result needs the
+    /// scalar rule (outside the normal range, NaN or ∞).
     ///
     /// # Safety
     /// AVX-512 F present; the eight elements at each offset of `l` readable, those at
@@ -379,10 +357,19 @@ mod simd {
             // Separate roundings in the oracle's order (no fused multiply-add).
             let ra = _mm512_sub_pd(_mm512_mul_pd(a, c), _mm512_mul_pd(b, t));
             let rb = _mm512_add_pd(_mm512_mul_pd(b, c), _mm512_mul_pd(a, t));
-            if oe == Elem::Bf16 && (bf16_bits(ra).is_none() || bf16_bits(rb).is_none()) {
-                return false;
+            if oe == Elem::Bf16 {
+                // Both halves convert before either is stored: all or nothing.
+                let (Some(ha), Some(hb)) = (bf16_bits(ra), bf16_bits(rb)) else {
+                    return false;
+                };
+                _mm_storeu_si128((out as *mut u16).add(l.a) as *mut __m128i, ha);
+                _mm_storeu_si128((out as *mut u16).add(l.b) as *mut __m128i, hb);
+            } else {
+                // cvtpd_ps rounds to nearest even, as `v as f32` does.
+                _mm256_storeu_ps((out as *mut f32).add(l.a), _mm512_cvtpd_ps(ra));
+                _mm256_storeu_ps((out as *mut f32).add(l.b), _mm512_cvtpd_ps(rb));
             }
-            store8(oe, out, l.a, ra) && store8(oe, out, l.b, rb)
+            true
         }
     }
 }
