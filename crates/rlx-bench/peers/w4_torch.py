@@ -1,42 +1,17 @@
-"""PyTorch's rates for rlx-bench's W4 rows and for the f32 GEMM shape table of
-`crates/rlx-cpu/examples/gemm_f32_paths.rs`, on 1 and 2 threads, medians of many calls.
+"""PyTorch's rates for rlx-bench's W4 rows, on 1 and 2 threads, medians of many calls.
 
     python w4_torch.py              # W4 rows: matmul 1024/2048 f32, 1024 bf16 / f16 / int8
-    python w4_torch.py --gemm-shapes  # the f32 shape table (same rows as the rlx example)
+
+(The f32 shape table against MKL is `cargo run --release -p rlx-cpu --example gemm_shapes
+-- --mkl <libtorch_cpu.so>`, which calls MKL in the same process, interleaved with rlx.)
 
 torch's f32 matmul is MKL (or oneDNN) on x86; bf16 goes through oneDNN (AMX where present);
 int8 through torch._int_mm (oneDNN VNNI / AMX-INT8) where the build has it.
 """
 
-import sys
 import time
 
 import torch
-
-CASES = [
-    ("sq256", 256, 256, 256, "NN", 1),
-    ("sq512", 512, 512, 512, "NN", 1),
-    ("sq1024", 1024, 1024, 1024, "NN", 1),
-    ("sq2048", 2048, 2048, 2048, "NN", 1),
-    ("W5 l1", 1024, 784, 512, "NN", 1),
-    ("W5 l2", 1024, 512, 512, "NN", 1),
-    ("W6 l1", 256, 784, 512, "NN", 1),
-    ("W6 l2", 256, 512, 512, "NN", 1),
-    ("W6 dW1", 784, 256, 512, "TN", 1),
-    ("W6 dX2", 256, 512, 512, "NT", 1),
-    ("W11 qkv", 1024, 256, 768, "NN", 1),
-    ("W11 proj", 1024, 256, 256, "NN", 1),
-    ("W11 fc", 1024, 256, 1024, "NN", 1),
-    ("W11 fc2", 1024, 1024, 256, "NN", 1),
-    ("W11 head", 1024, 256, 512, "NT", 1),
-    ("W11 dXqkv", 1024, 768, 256, "NT", 1),
-    ("W11 dXfc2", 1024, 256, 1024, "NT", 1),
-    ("W11 dWqkv", 256, 1024, 768, "TN", 1),
-    ("W11 dWfc2", 1024, 1024, 256, "TN", 1),
-    ("att qk 64x", 128, 32, 128, "NT", 64),
-    ("att pv 64x", 128, 128, 32, "NN", 64),
-]
-
 
 def median_rate(fn, flops, budget=1.5e10):
     reps = max(9, min(201, int(budget / flops)))
@@ -64,19 +39,6 @@ def operands(m, k, n, lay, batch, dtype=torch.float32):
     return a, b
 
 
-def gemm_shapes():
-    print(f"torch {torch.__version__}, f32 GEMM GFLOP/s, median")
-    print(f"{'case':<12} {'m×k×n':>16} {'thr':>4} {'torch':>9}")
-    for name, m, k, n, lay, batch in CASES:
-        a, b = operands(m, k, n, lay, batch)
-        out = torch.empty((batch, m, n) if batch > 1 else (m, n))
-        flops = 2.0 * m * n * k * batch
-        for th in (1, 2):
-            torch.set_num_threads(th)
-            r = median_rate(lambda: torch.matmul(a, b, out=out), flops)
-            print(f"{name:<12} {f'{m}×{k}×{n} {lay}':>16} {th:>4} {r:>9.1f}")
-
-
 def w4_rows():
     print(f"torch {torch.__version__}, W4 rows, GFLOP/s, median")
     for th in (1, 2):
@@ -100,7 +62,4 @@ def w4_rows():
 
 
 if __name__ == "__main__":
-    if "--gemm-shapes" in sys.argv:
-        gemm_shapes()
-    else:
-        w4_rows()
+    w4_rows()

@@ -5,9 +5,9 @@
 //! `MKL_Set_Num_Threads_Local`). Calls are interleaved (faer, own, auto, MKL, faer, …) so
 //! that every library sees the same machine load; medians and bests of many calls, on 1
 //! and 2 threads, single-thread rows timed by the thread's CPU time. Shapes: squares
-//! 256³–2048³ and W11's transformer products (M = B·T = 1024 rows; forward `NN`, the
-//! input gradient `dY·Wᵀ` reads B transposed (`NT`), the weight gradient `Xᵀ·dY` reads A
-//! transposed (`TN`)).
+//! 256³–2048³, W5/W6's MLP products and W11's transformer products (M = B·T = 1024
+//! rows; forward `NN`, the input gradient `dY·Wᵀ` reads B transposed (`NT`), the weight
+//! gradient `Xᵀ·dY` reads A transposed (`TN`)).
 //!
 //! `cargo run --release -p rlx-cpu --example gemm_shapes -- [--mkl /path/libtorch_cpu.so] [--only W11] [--threads 2]`
 //! (set `OMP_WAIT_POLICY=PASSIVE` so MKL's idle OpenMP threads do not spin between its calls).
@@ -20,6 +20,12 @@ const CASES: &[(&str, usize, usize, usize, &str)] = &[
     ("sq512", 512, 512, 512, "NN"),
     ("sq1024", 1024, 1024, 1024, "NN"),
     ("sq2048", 2048, 2048, 2048, "NN"),
+    ("W5 l1", 1024, 784, 512, "NN"),
+    ("W5 l2", 1024, 512, 512, "NN"),
+    ("W6 l1", 256, 784, 512, "NN"),
+    ("W6 l2", 256, 512, 512, "NN"),
+    ("W6 dW1", 784, 256, 512, "TN"),
+    ("W6 dX2", 256, 512, 512, "NT"),
     ("W11 qkv", 1024, 256, 768, "NN"),
     ("W11 proj", 1024, 256, 256, "NN"),
     ("W11 fc", 1024, 256, 1024, "NN"),
