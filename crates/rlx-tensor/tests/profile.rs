@@ -2,7 +2,7 @@
 //! binary: the variable is read once per process, before the first compile.
 #![cfg(feature = "eval")]
 
-use rlx_tensor::Tensor;
+use rlx_tensor::{Model, Tensor, graph, shape};
 
 #[test]
 fn profiled_runs_fill_the_profile_with_each_kernels_calls_and_time() {
@@ -51,4 +51,24 @@ fn profiled_runs_fill_the_profile_with_each_kernels_calls_and_time() {
     assert!(p.kernels.windows(2).all(|w| w[0].total_s >= w[1].total_s));
     assert!(p.total_s() > 0.0);
     assert!(p.to_string().contains("1 run(s)"), "{p}");
+
+    // A Model's program profiles the same way, over all its runs.
+    let mut m = Model::new(graph("scaled_sum", |s| {
+        let x = s.input("x", shape![256]);
+        let w = s.param("w", shape![256]);
+        (&x * &w).exp().sum_all()
+    }));
+    m.set("w", &[0.5; 256]);
+    assert!(m.profile().is_none(), "the model has not run yet");
+    for _ in 0..2 {
+        assert_eq!(m.run(&[("x", &[0.0; 256])]), vec![vec![256.0]]);
+    }
+    let p = m.profile().expect("RLX_PROFILE=1 and two runs: a profile");
+    assert_eq!(p.runs, 2);
+    assert!(p.kernels.iter().all(|k| k.calls == 2), "{p}");
+    let text = m.explain();
+    assert!(
+        text.contains("µs/run"),
+        "explain() ends with the profile table:\n{text}"
+    );
 }
