@@ -75,3 +75,29 @@ fn decoding_compiles_no_machine_code_per_token() {
         after - before
     );
 }
+
+/// The two compiled programs' reports: prefill first (the prompt's causal attention),
+/// decode second (attention over the cache, the `slot` write); no timings unless the
+/// process runs with `RLX_PROFILE=1`.
+#[test]
+fn explain_and_profiles_report_the_prefill_and_decode_programs() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut lm = CausalLm::load(fixture("llama_gqa"), None).unwrap();
+    generate(&mut lm, 3);
+    let (prefill, decode) = lm.explain();
+    assert!(prefill.contains("llama_prefill"), "{prefill}");
+    assert!(decode.contains("llama_decode"), "{decode}");
+    for text in [&prefill, &decode] {
+        assert!(
+            text.contains("attention") && text.contains("rms_norm"),
+            "{text}"
+        );
+    }
+    let (p, d) = lm.profiles();
+    if std::env::var_os("RLX_PROFILE").is_none() {
+        assert!(p.is_none() && d.is_none(), "timed without RLX_PROFILE");
+    } else {
+        assert_eq!(p.expect("a prefill profile").runs, 1);
+        assert_eq!(d.expect("a decode profile").runs, 2);
+    }
+}
