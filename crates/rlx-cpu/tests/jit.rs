@@ -111,6 +111,7 @@ fn every_supported_unary_op_gives_the_interpreters_bits() {
         Activation::Sqrt,
         Activation::Exp,
         Activation::Sigmoid,
+        Activation::Silu,
         Activation::GeluApprox,
         Activation::Tanh,
         Activation::Log,
@@ -644,6 +645,56 @@ fn bf16_and_f16_arithmetic_held_as_f32_gives_the_interpreters_bits() {
             if jit_available() {
                 assert!(compiled > 0, "{dt}, n = {n}: the chain was compiled");
             }
+        }
+    }
+}
+
+#[test]
+fn a_half_precision_matmul_with_the_swiglu_epilogue_is_compiled_with_the_interpreters_bits() {
+    // A Llama MLP's up projection: silu(gate) · (x · Wᵀ), all in the format (the
+    // epilogue ran interpreted before silu was compiled: 0.8 ms of a 1.0 ms product).
+    for dt in [DType::BF16, DType::F16] {
+        let (m, k, n) = (37, 64, 80);
+        let mut g = Graph::new(format!("swiglu_{dt}"));
+        let x = g.input("x", Shape::new(&[m, k], dt));
+        let w = g.input("w", Shape::new(&[n, k], dt));
+        let gate = g.input("gate", Shape::new(&[m, n], dt));
+        let wt = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![w]);
+        let up = op(&mut g, Op::MatMul, vec![x, wt]);
+        let act = op(&mut g, Op::Activation(Activation::Silu), vec![gate]);
+        let out = op(&mut g, Op::Binary(BinaryOp::Mul), vec![act, up]);
+        g.set_outputs(vec![out]);
+        let half = |len: usize, salt: u32, scale: f32| -> Vec<f64> {
+            half_values(len, salt)
+                .iter()
+                .map(|&v| {
+                    if v.is_finite() {
+                        (v * scale).clamp(-60.0, 60.0) as f64
+                    } else {
+                        v as f64
+                    }
+                })
+                .collect()
+        };
+        let args = [
+            TensorData::from_f64_as(dt, &[m, k], &half(m * k, 11, 0.1)),
+            TensorData::from_f64_as(dt, &[n, k], &half(n * k, 12, 0.1)),
+            // The gate with every special value (±0, ±∞, NaN, overflow of exp).
+            TensorData::from_f64_as(
+                dt,
+                &[m, n],
+                &values(m * n, 13)
+                    .iter()
+                    .map(|&v| v as f64)
+                    .collect::<Vec<_>>(),
+            ),
+        ];
+        let compiled = same_bits(&g, &args);
+        if jit_available() {
+            assert!(
+                compiled > 0,
+                "{dt}: the silu · product epilogue was compiled"
+            );
         }
     }
 }

@@ -9,7 +9,7 @@
 //! fused multiply-adds, in the same order, as the `math` lane kernels compiled for FMA
 //! hardware), so results are bit-identical to the interpreter's; the tests pin that.
 //! Supported: f32 loads (vectors or broadcast scalars), constants, the product value of
-//! an epilogue, `+ − · ÷ max min`, `neg abs sqrt relu exp log tanh sigmoid erf
+//! an epilogue, `+ − · ÷ max min`, `neg abs sqrt relu exp log tanh sigmoid silu erf
 //! gelu gelu_approx`; f64 loads, constants, `+ − · ÷ sqrt` (an f64 value lives in two registers, lanes 0–7 and
 //! 8–15); casts between f32 and f64; f32 comparisons as masks (held as 1.0 / 0.0), the
 //! selects on them and their casts to f32; and bf16 / f16 values held as f32 like the

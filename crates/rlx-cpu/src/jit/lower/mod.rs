@@ -66,6 +66,7 @@ fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
                     | Activation::Sqrt
                     | Activation::Exp
                     | Activation::Sigmoid
+                    | Activation::Silu
                     | Activation::GeluApprox
                     | Activation::Tanh
                     | Activation::Log
@@ -412,12 +413,13 @@ impl<'a> Lower<'a> {
                 IOp::Unary(
                     Activation::Exp
                     | Activation::Sigmoid
+                    | Activation::Silu
                     | Activation::GeluApprox
                     | Activation::Tanh
                     | Activation::Log,
                 ) => {
                     pooled.extend(exp_consts());
-                    pooled.extend([0x8000_0000, 1f32.to_bits()]);
+                    pooled.extend([0x8000_0000, 1f32.to_bits(), f32::NEG_INFINITY.to_bits()]);
                     pooled.extend(GELU_CONSTS.map(f32::to_bits));
                     pooled.extend(tanh_log_consts());
                 }
@@ -524,6 +526,15 @@ impl<'a> Lower<'a> {
                         Activation::Sigmoid => {
                             let mut t = Temps::take(&mut free, 11)?;
                             self.sigmoid_dd_mul(a, &mut t, d, x, None, None);
+                            t.give_back(&mut free);
+                        }
+                        Activation::Silu => {
+                            // x·σ(x) with x as the multiplier (`math::special::silu`);
+                            // that is ∞·0 = NaN at −∞, where silu is −0.
+                            let mut t = Temps::take(&mut free, 11)?;
+                            self.sigmoid_dd_mul(a, &mut t, d, x, None, Some(x));
+                            a.vcmpps(3, x, self.creg(f32::NEG_INFINITY.to_bits()), Cmp::EqOq);
+                            a.vblendmps(d, 3, d, self.creg(0x8000_0000));
                             t.give_back(&mut free);
                         }
                         Activation::GeluApprox => {
