@@ -328,6 +328,13 @@ pub(crate) unsafe fn drive<K: Kernel>(
             let kpad = kb_all.next_multiple_of(K::KU);
             // Add to C unless this is the first super-block of an overwriting product.
             let add = accumulate || ks > 0;
+            // One block of A's rows (a prompt through a Linear layer): packed once for
+            // every block of B's columns.
+            let a_once = m <= K::MC;
+            if a_once {
+                // SAFETY: (0, ks) and the m × kb_all block are inside A.
+                unsafe { kern.pack_a(a.at(0, ks), m, kb_all, kpad, ap) };
+            }
             for jc in (0..n).step_by(K::NC) {
                 let nb = K::NC.min(n - jc);
                 let tiles_n = nb.div_ceil(K::NR);
@@ -335,8 +342,10 @@ pub(crate) unsafe fn drive<K: Kernel>(
                 unsafe { kern.pack_b(b.at(ks, jc), kb_all, nb, kpad, bp) };
                 for ic in (0..m).step_by(K::MC) {
                     let mb = K::MC.min(m - ic);
-                    // SAFETY: (ic, ks) and the mb × kb_all block are inside A.
-                    unsafe { kern.pack_a(a.at(ic, ks), mb, kb_all, kpad, ap) };
+                    if !a_once {
+                        // SAFETY: (ic, ks) and the mb × kb_all block are inside A.
+                        unsafe { kern.pack_a(a.at(ic, ks), mb, kb_all, kpad, ap) };
+                    }
                     let tile =
                         |ir: usize, jr: usize| (ir / K::MR * tiles_n + jr / K::NR) * K::MR * K::NR;
                     for pc in (0..kpad).step_by(K::KC) {
