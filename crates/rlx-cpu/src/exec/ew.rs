@@ -3,6 +3,7 @@
 //! chunks of tiles spread over the cores.
 
 use super::bind::plan_load;
+use super::copy::{Axis, Copies, Job, Src};
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, read_bits, write_bits};
@@ -58,6 +59,9 @@ pub(crate) struct EwPlan {
     /// Tile instructions per element that do work (constants cost nothing) plus the
     /// stores: the estimate behind the parallel split.
     work: usize,
+    /// A copy through a strided view (a `narrow`, a transpose): the load's runs moved
+    /// row by row ([`Copies`]) instead of element by element.
+    strided_copy: Option<Copies>,
     /// The stored slots (each once): what a compiled tile program writes out.
     exports: Vec<usize>,
     /// The tile program compiled to machine code, looked up (or compiled) on the first
@@ -355,7 +359,14 @@ impl EwPlan {
                     .collect::<Option<Vec<usize>>>()
             })
             .flatten();
+        let strided_copy = match loads.first() {
+            Some(l) if copy && !l.flat_dense && l.table.is_none() => {
+                Some(strided_copy_plan(l, &cdims, store_dt(&stores[0])))
+            }
+            _ => None,
+        };
         Ok(EwPlan {
+            strided_copy,
             exports,
             jit: std::sync::OnceLock::new(),
             shared: jit.clone(),
@@ -662,6 +673,17 @@ impl EwPlan {
         let w = store_dt.size_bytes();
         let src = bases[p.buf] as *const u8;
         let dst = bases[store_buf];
+        if let Some(c) = &self.strided_copy {
+            let out = (dst as usize, dst as usize + self.numel * w);
+            if !self.reads_overlap(bases, out.0, out.1) {
+                // SAFETY: the plan's strides and offset were bound for the load's buffer
+                // (every element of the view lies inside it) and the destination is the
+                // store buffer of `numel` dense elements; the two do not overlap (checked
+                // above); each destination element is one job element, written once.
+                unsafe { c.run(bases, dst) };
+                return Ok(());
+            }
+        }
         if p.flat_dense && p.table.is_none() {
             // SAFETY: the load is dense over `numel` elements of the same dtype as the store (a
             // copy plan requires equal dtypes), so `offset·w .. (offset + numel)·w` lies inside
@@ -704,6 +726,27 @@ impl EwPlan {
             Ok(())
         })
     }
+}
+
+/// The row-by-row copy of strided load `l` over the (collapsed) space `dims` into a
+/// dense output of `dt` elements.
+fn strided_copy_plan(l: &LoadPlan, dims: &[usize], dt: DType) -> Copies {
+    let dst = super::copy::dense_strides(dims);
+    let axes = dims
+        .iter()
+        .zip(&l.strides)
+        .zip(dst)
+        .map(|((&n, &src), dst)| Axis { n, src, dst })
+        .collect();
+    let job = Job {
+        src: Src::Buf {
+            buf: l.buf,
+            offset: l.offset,
+        },
+        dst_off: 0,
+        axes,
+    };
+    Copies::new(vec![job], dt.size_bytes())
 }
 
 /// Stop computing into the direct store target (of `spans`: base, bytes) that contains

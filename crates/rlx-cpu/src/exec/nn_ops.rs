@@ -109,6 +109,7 @@ pub(crate) unsafe fn cross_entropy_native(
 /// The maximum of `row` and whether it holds a NaN, in 16 independent lanes (a
 /// compare-and-select per lane vectorizes; `f32::max`, NaN-aware, stays scalar and cost
 /// this kernel most of its time).
+#[inline(always)]
 fn row_max(row: &[f32]) -> (f32, bool) {
     let mut mx = [f32::NEG_INFINITY; 16];
     let mut nan = [0u32; 16];
@@ -129,6 +130,35 @@ fn row_max(row: &[f32]) -> (f32, bool) {
     (m, any)
 }
 
+math::wide_fn! {
+    baseline = row_loss_base;
+    /// `logsumexp(row) − row[label]` as the oracle evaluates it (see [`cross_entropy_rows`]);
+    /// `shifted` is scratch of the row's length. Compiled for the CPU's widest vectors.
+    fn row_loss(row: &[f32], shifted: &mut [f32], label: usize) -> f32 {
+        let (m, nan) = row_max(row);
+        if nan || !m.is_finite() {
+            return f32::NAN;
+        }
+        for (s, &v) in shifted.iter_mut().zip(row) {
+            *s = v - m;
+        }
+        math::unary_f32_inplace(Activation::Exp, shifted);
+        // f64 lanes: as accurate as the oracle's f64 sum, and vectorizable.
+        let mut lanes = [0f64; 8];
+        let mut it = shifted.chunks_exact(8);
+        for ch in &mut it {
+            for k in 0..8 {
+                lanes[k] += ch[k] as f64;
+            }
+        }
+        let mut sum: f64 = lanes.iter().sum();
+        for &e in it.remainder() {
+            sum += e as f64;
+        }
+        (m as f64 + sum.ln() - row[label] as f64) as f32
+    }
+}
+
 /// Per row `r`: `logsumexp(l[r]) − l[r][y[r]]`, evaluated as the oracle does (the
 /// max-shifted sum, its log in f64, NaN for a row holding a NaN or an infinite maximum).
 ///
@@ -141,31 +171,11 @@ unsafe fn cross_entropy_rows(l: *const f32, c: usize, y: &[usize], out: *mut f32
     let (lp, op) = (SendPtr(l as *mut f32), SendPtr(out));
     let _ = par_for(rows.div_ceil(per), |t| {
         let mut shifted = vec![0f32; c];
-        for r in t * per..((t + 1) * per).min(rows) {
+        let r0 = t * per;
+        for (r, &label) in y.iter().enumerate().take((r0 + per).min(rows)).skip(r0) {
             // SAFETY: row `r < rows` of the `rows·c` logits (caller).
             let row = unsafe { std::slice::from_raw_parts(lp.get().add(r * c), c) };
-            let (m, nan) = row_max(row);
-            let loss = if nan || !m.is_finite() {
-                f32::NAN
-            } else {
-                for (s, &v) in shifted.iter_mut().zip(row) {
-                    *s = v - m;
-                }
-                math::unary_f32_inplace(Activation::Exp, &mut shifted);
-                // f64 lanes: as accurate as the oracle's f64 sum, and vectorizable.
-                let mut lanes = [0f64; 8];
-                let mut it = shifted.chunks_exact(8);
-                for ch in &mut it {
-                    for k in 0..8 {
-                        lanes[k] += ch[k] as f64;
-                    }
-                }
-                let mut sum: f64 = lanes.iter().sum();
-                for &e in it.remainder() {
-                    sum += e as f64;
-                }
-                (m as f64 + sum.ln() - row[y[r]] as f64) as f32
-            };
+            let loss = row_loss(row, &mut shifted, label);
             // SAFETY: element `r < rows` of `out`, written by this task only.
             unsafe { *op.get().add(r) = loss };
         }
@@ -250,6 +260,23 @@ mod tests {
             );
         }
         assert!(got[3].is_finite());
+    }
+
+    #[test]
+    fn row_losses_compiled_wide_have_the_baseline_bits_at_every_length() {
+        // `row_loss` runs the row passes compiled for AVX-512/AVX2; the loss must keep the
+        // bits of the baseline (SSE2) code for row lengths with and without tails.
+        for c in [1, 7, 8, 15, 16, 17, 100, 512, 513] {
+            let row: Vec<f32> = (0..c)
+                .map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 30.0)
+                .collect();
+            let mut s1 = vec![0f32; c];
+            let mut s2 = vec![0f32; c];
+            let label = (c * 5) / 7;
+            let base = row_loss_base(&row, &mut s1, label);
+            let wide = row_loss(&row, &mut s2, label);
+            assert_eq!(base.to_bits(), wide.to_bits(), "c = {c}: {base} vs {wide}");
+        }
     }
 
     #[test]

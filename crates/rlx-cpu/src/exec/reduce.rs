@@ -10,7 +10,7 @@ use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse, permute};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, cast_bits, wrap_int};
-use super::vm::{Scratch, TILE, TileEnv, TileProg, run_tile};
+use super::vm::{IOp, Scratch, TILE, TileEnv, TileProg, fetch_inputs, run_tile, run_tile_jit};
 use rlx_compile::program::{Kernel, KernelKind, Program};
 use rlx_ir::{DType, DimBinding, IrError, IrResult, ReduceOp};
 
@@ -47,6 +47,13 @@ pub(crate) struct ReducePlan {
     /// L2, where the 64 prefetch instructions per tile and load were a tenth of the
     /// kernel's time).
     prefetch: bool,
+    /// The prologue computes (not only loads): worth evaluating as machine code.
+    computes: bool,
+    /// The prologue compiled to machine code (exporting the reduced value), looked up or
+    /// compiled on the first tile (`None` inside: not compilable; see [`crate::jit`]).
+    jit: std::sync::OnceLock<Option<std::sync::Arc<crate::jit::JitKernel>>>,
+    /// The program's machine-code cache (shared with every binding and kernel).
+    shared: std::sync::Arc<crate::jit::JitCache>,
 }
 
 fn init(op: ReduceOp, ty: Ty) -> Acc {
@@ -131,7 +138,21 @@ unsafe fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut firs
         // SAFETY: the caller guarantees a vector `v` holds `n` aligned, unwritten f32s (ty is
         // F32 here).
         let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
-        // f64 lanes: sums of many cancelling f32 terms stay as accurate as the oracle's.
+        *acc += sum_f64_lanes(xs);
+        return;
+    }
+    for i in 0..n {
+        // SAFETY: `i < n` and the caller guarantees a vector `v` holds `n` elements of `ty`.
+        fold1(op, ty, a, unsafe { elem(v, ty, i) }, first);
+        first = false;
+    }
+}
+
+crate::math::wide_fn! {
+    baseline = sum_f64_lanes_base;
+    /// Σ `xs` in eight f64 lanes (sums of many cancelling f32 terms stay as accurate as the
+    /// oracle's), the lanes then added in order, then the remainder. Compiled for the CPU's widest vectors.
+    fn sum_f64_lanes(xs: &[f32]) -> f64 {
         let mut lanes = [0f64; 8];
         let mut it = xs.chunks_exact(8);
         for c in &mut it {
@@ -143,13 +164,7 @@ unsafe fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut firs
         for &x in it.remainder() {
             s += x as f64;
         }
-        *acc += s;
-        return;
-    }
-    for i in 0..n {
-        // SAFETY: `i < n` and the caller guarantees a vector `v` holds `n` elements of `ty`.
-        fold1(op, ty, a, unsafe { elem(v, ty, i) }, first);
-        first = false;
+        s
     }
 }
 
@@ -242,10 +257,18 @@ impl ReducePlan {
             .iter()
             .filter(|pl| pl.flat_dense && pl.table.is_none());
         let bytes = dense.map(|pl| pl.dtype.size_bytes()).sum::<usize>() * o * l * inner;
+        let prologue =
+            TileProg::build(prologue).ok_or_else(|| IrError::new("cpu", "complex prologue"))?;
+        let computes = prologue
+            .instrs
+            .iter()
+            .any(|i| !matches!(i.op, IOp::Load(_) | IOp::Const(_)));
         Ok(ReducePlan {
             op: *op,
-            prologue: TileProg::build(prologue)
-                .ok_or_else(|| IrError::new("cpu", "complex prologue"))?,
+            prologue,
+            computes,
+            jit: std::sync::OnceLock::new(),
+            shared: jit.clone(),
             input: *input,
             in_ty,
             loads,
@@ -280,8 +303,45 @@ impl ReducePlan {
             spread: &[],
         };
         // SAFETY: forwarded contract.
+        if unsafe { self.prologue_jit(&env, t, s) } {
+            return Ok(s.slots[self.input as usize]);
+        }
+        // SAFETY: forwarded contract.
         unsafe { run_tile(&self.prologue, &env, t, s)? };
         Ok(s.slots[self.input as usize])
+    }
+
+    /// Evaluate the prologue on tile `t` as machine code (one pass in vector registers
+    /// instead of one interpreted pass per instruction; the same bits), compiled on first
+    /// use for the scalar pattern of the first tile's inputs; `false` when the tile is to
+    /// be interpreted (nothing computed, JIT off, not compilable, another pattern).
+    ///
+    /// # Safety
+    /// As [`Self::prologue_value`].
+    unsafe fn prologue_jit(&self, env: &TileEnv<'_>, t: &TilePos<'_>, s: &mut Scratch) -> bool {
+        if !self.computes || !crate::jit::enabled() || matches!(self.jit.get(), Some(None)) {
+            return false;
+        }
+        let exports = [self.input as usize];
+        // SAFETY: the caller's contract is run_tile's, which fetch_inputs shares.
+        let Some(mut inputs) = (unsafe { fetch_inputs(&self.prologue, env, t, s, 1) }) else {
+            let _ = self.jit.set(None);
+            return false;
+        };
+        let code = self.jit.get_or_init(|| {
+            self.shared
+                .get_or_compile(&self.prologue, &exports, inputs.mask, false)
+        });
+        match code.as_deref().filter(|j| j.scalar_mask == inputs.mask) {
+            Some(j) => {
+                // SAFETY: run_tile's contract holds (caller) and `j` was compiled for this
+                // `inputs.mask`; with no direct targets the export goes to a scratch
+                // register that fetch_inputs sized.
+                unsafe { run_tile_jit(&self.prologue, j, &mut inputs, env, t, s, None) };
+                true
+            }
+            None => false,
+        }
     }
 
     /// Fold flat prologue elements `f0..f0 + l·stride` (`stride` apart when `inner > 1`
@@ -672,37 +732,41 @@ impl ReducePlan {
     }
 }
 
-/// `sums[i] += v[i]` in f64 for a tile value of compute type `ty` (f32 or f64): the
-/// sum fold of [`fold1`], element by element in the same order.
-///
-/// # Safety
-/// A vector `v` must hold `sums.len()` elements.
-unsafe fn add_row(sums: &mut [f64], v: Sv, ty: Ty) {
-    let n = sums.len();
-    match v {
-        Sv::Vec(p) if ty == Ty::F32 => {
-            // SAFETY: the caller guarantees a vector `v` holds `sums.len()` f32s (ty is F32 in
-            // this arm).
-            let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
-            for (a, &x) in sums.iter_mut().zip(xs) {
-                *a += x as f64;
+crate::math::wide_fn! {
+    baseline = add_row_base;
+    /// `sums[i] += v[i]` in f64 for a tile value of compute type `ty` (f32 or f64): the
+    /// sum fold of [`fold1`], element by element in the same order; compiled for the
+    /// CPU's widest vectors.
+    ///
+    /// # Safety
+    /// A vector `v` must hold `sums.len()` elements.
+    unsafe fn add_row(sums: &mut [f64], v: Sv, ty: Ty) {
+        let n = sums.len();
+        match v {
+            Sv::Vec(p) if ty == Ty::F32 => {
+                // SAFETY: the caller guarantees a vector `v` holds `sums.len()` f32s (ty is F32 in
+                // this arm).
+                let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
+                for (a, &x) in sums.iter_mut().zip(xs) {
+                    *a += x as f64;
+                }
             }
-        }
-        Sv::Vec(p) => {
-            // SAFETY: the caller guarantees a vector `v` holds `sums.len()` f64s (ty is F64
-            // here).
-            let xs = unsafe { std::slice::from_raw_parts(p as *const f64, n) };
-            for (a, &x) in sums.iter_mut().zip(xs) {
-                *a += x;
+            Sv::Vec(p) => {
+                // SAFETY: the caller guarantees a vector `v` holds `sums.len()` f64s (ty is F64
+                // here).
+                let xs = unsafe { std::slice::from_raw_parts(p as *const f64, n) };
+                for (a, &x) in sums.iter_mut().zip(xs) {
+                    *a += x;
+                }
             }
-        }
-        Sv::Scal(b) => {
-            let x = match ty {
-                Ty::F32 => f32::from_bits(b as u32) as f64,
-                _ => f64::from_bits(b),
-            };
-            for a in sums.iter_mut() {
-                *a += x;
+            Sv::Scal(b) => {
+                let x = match ty {
+                    Ty::F32 => f32::from_bits(b as u32) as f64,
+                    _ => f64::from_bits(b),
+                };
+                for a in sums.iter_mut() {
+                    *a += x;
+                }
             }
         }
     }
@@ -719,6 +783,32 @@ unsafe fn put(p: *mut u8, w: usize, i: usize, bits: u64) {
             *(p as *mut u32).add(i) = bits as u32;
         } else {
             *(p as *mut u64).add(i) = bits;
+        }
+    }
+}
+
+#[cfg(test)]
+mod wide_tests {
+    use super::*;
+
+    #[test]
+    fn f64_lane_sums_compiled_wide_have_the_baseline_bits() {
+        for n in [0, 1, 7, 8, 9, 255, 256, 1000, 1024] {
+            // Cancelling terms of mixed magnitude: any reordering would change the bits.
+            let xs: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 10f32.powi((i % 9) as i32 - 4))
+                .collect();
+            let base = sum_f64_lanes_base(&xs);
+            let wide = sum_f64_lanes(&xs);
+            assert_eq!(base.to_bits(), wide.to_bits(), "n = {n}");
+            let mut s1 = vec![0.5f64; n];
+            let mut s2 = s1.clone();
+            // SAFETY: both sums hold `n` slots and the tile value `n` f32s.
+            unsafe {
+                add_row_base(&mut s1, Sv::Vec(xs.as_ptr() as *mut u8), Ty::F32);
+                add_row(&mut s2, Sv::Vec(xs.as_ptr() as *mut u8), Ty::F32);
+            }
+            assert_eq!(s1, s2, "n = {n}");
         }
     }
 }

@@ -12,6 +12,9 @@ use crate::math;
 use rlx_compile::program::{Kernel, KernelKind, Program, RowOp};
 use rlx_ir::{Activation, DType, DimBinding, IrError, IrResult};
 
+mod onehot;
+use onehot::OneHot;
+
 /// A bound row kernel.
 pub(crate) struct RowPlan {
     op: RowOp,
@@ -35,6 +38,12 @@ pub(crate) struct RowPlan {
     /// The epilogue only casts the f32 result to bf16/f16 and stores it: rows are
     /// narrowed straight into this buffer (same rounding as the epilogue's store).
     direct_half: Option<(usize, DType)>,
+    /// The epilogue is a softmax cross-entropy's backward, `(p − onehot(label))·s`:
+    /// computed on the softmax rows in place in the output (see [`OneHot`]).
+    /// (Boxed: most row kernels have none, and a bound kernel's size is its largest kind's.)
+    onehot: Option<Box<OneHot>>,
+    /// The store buffer, which a one-hot epilogue writes rows straight into.
+    onehot_buf: usize,
 }
 
 impl RowPlan {
@@ -132,7 +141,15 @@ impl RowPlan {
         // Rows are read a group at a time before the group is written: never narrow into
         // the buffer the rows come from.
         .filter(|(buf, _)| in_half.as_ref().is_none_or(|l| l.buf != *buf));
+        let onehot: Option<Box<OneHot>> = match (op, k.stores.len()) {
+            (RowOp::Softmax, 1) if *dtype == DType::F32 && store_dt == DType::F32 => {
+                OneHot::detect(p, bd, k, epilogue, &dims, b)?.map(Box::new)
+            }
+            _ => None,
+        };
         Ok(RowPlan {
+            onehot_buf: st.buf,
+            onehot,
             in_place,
             in_half,
             direct_half,
@@ -154,13 +171,13 @@ impl RowPlan {
 
     /// Row 0 of the input, to read rows where they lie: when the prologue is a plain
     /// dense f32 load and the result is not written over the input.
-    fn in_place_rows(&self, bases: &[*mut u8]) -> Option<*const f32> {
+    fn in_place_rows(&self, bases: &[*mut u8], direct: Option<usize>) -> Option<*const f32> {
         let l = self.in_place.as_ref()?;
         // SAFETY: `in_place` is a dense f32 load of this plan's bound input, so element
         // `l.offset` (its first) lies inside the buffer `bases[l.buf]`.
         let start = unsafe { (bases[l.buf] as *const f32).add(l.offset) };
         let bytes = self.rows * self.c * 4;
-        if let Some(buf) = self.direct {
+        if let Some(buf) = direct {
             let (a, out) = (start as usize, bases[buf] as usize);
             if a < out + bytes && out < a + bytes {
                 return None;
@@ -241,6 +258,15 @@ impl RowPlan {
                 .map(|v| v.iter().map(|&x| x as f32).collect::<Vec<f32>>())
         };
         let (g32, b32) = (to32(&gamma), to32(&beta));
+        // The one-hot epilogue applies when its class iota holds 0..C (checked per run
+        // when it is not a baked constant); its rows are then written straight into the
+        // output, like an epilogue-free row op's.
+        // SAFETY: `bases` are the buffers this plan was bound to.
+        let onehot = self
+            .onehot
+            .as_ref()
+            .filter(|o| unsafe { o.iota_holds(bases) });
+        let direct = self.direct.or(onehot.map(|_| self.onehot_buf));
         let per = (super::ew::CHUNK / self.c).max(1);
         // Short rows are handled a tile's worth at a time: one prologue tile and one
         // epilogue pass per group instead of per row (a row of 10 logits would
@@ -249,7 +275,9 @@ impl RowPlan {
         let c = self.c;
         let bs = Bases(bases);
         let f32_path = self.in_ty == Ty::F32;
-        let src = self.in_place_rows(bases).map(|p| SendPtr(p as *mut u8));
+        let src = self
+            .in_place_rows(bases, direct)
+            .map(|p| SendPtr(p as *mut u8));
         par_for(chunks(self.rows, per), |ch| {
             let (r0, r1) = (ch * per, ((ch + 1) * per).min(self.rows));
             let span = group.min(r1 - r0) * c;
@@ -257,7 +285,7 @@ impl RowPlan {
             let mut x64 = vec![0f64; if f32_path { 0 } else { span }];
             let mut y32 = vec![
                 0f32;
-                if f32_path && self.direct.is_none() {
+                if f32_path && direct.is_none() {
                     span
                 } else {
                     0
@@ -298,7 +326,7 @@ impl RowPlan {
                     }
                 };
                 let (core_ptr, w): (*const u8, usize) = if f32_path {
-                    let y: &mut [f32] = match self.direct {
+                    let y: &mut [f32] = match direct {
                         // SAFETY: the direct output is an f32 buffer of the whole `rows × c`
                         // space, so rows `r..r + k` (`m` floats) lie inside it; each chunk
                         // writes only its own rows, and the input rows read above do not
@@ -314,7 +342,12 @@ impl RowPlan {
                     for (x, y) in x32.chunks_exact(c).zip(y.chunks_exact_mut(c)) {
                         row_f32(self.op, x, y, g32.as_deref(), b32.as_deref());
                     }
-                    if self.direct.is_some() {
+                    if let Some(oh) = onehot {
+                        // SAFETY: `bases` are this plan's bound buffers (OneHot::detect bound
+                        // its loads over the same space); rows r..r + k are inside it.
+                        unsafe { oh.apply(bs.get(), r, y) };
+                    }
+                    if direct.is_some() {
                         r += k;
                         continue;
                     }
@@ -383,6 +416,7 @@ fn param(p: &LoadPlan, bases: &[*mut u8], c: usize) -> Vec<f64> {
 }
 
 /// Maximum with NaN propagation (NaN if any element is NaN; −∞ for an empty row).
+#[inline(always)]
 fn nan_max32(x: &[f32]) -> f32 {
     let mut m = [f32::NEG_INFINITY; 8];
     let mut nan = false;
@@ -404,6 +438,7 @@ fn nan_max32(x: &[f32]) -> f32 {
 }
 
 /// Σ x in f64 via eight f32 lanes per 1024-element block.
+#[inline(always)]
 fn sum32(x: &[f32]) -> f64 {
     let mut total = 0f64;
     for blk in x.chunks(1024) {
@@ -425,75 +460,79 @@ fn sum32(x: &[f32]) -> f64 {
     total
 }
 
-fn row_f32(op: RowOp, x: &[f32], y: &mut [f32], gamma: Option<&[f32]>, beta: Option<&[f32]>) {
-    let n = x.len();
-    match op {
-        RowOp::Softmax => {
-            let m = nan_max32(x);
-            for (o, &v) in y.iter_mut().zip(x) {
-                *o = v - m;
-            }
-            math::unary_f32_inplace(Activation::Exp, y);
-            let s = sum32(y) as f32;
-            for o in y.iter_mut() {
-                *o /= s;
-            }
-        }
-        RowOp::LogSoftmax => {
-            let m = nan_max32(x);
-            for (o, &v) in y.iter_mut().zip(x) {
-                *o = v - m;
-            }
-            let mut tmp = [0f32; 1024];
-            let mut s = 0f64;
-            for c in y.chunks(1024) {
-                let t = &mut tmp[..c.len()];
-                math::unary_f32(Activation::Exp, c, t);
-                s += sum32(t);
-            }
-            let lse = s.ln() as f32;
-            for o in y.iter_mut() {
-                *o -= lse;
-            }
-        }
-        RowOp::LayerNorm { eps } | RowOp::RmsNorm { eps } => {
-            let rms = matches!(op, RowOp::RmsNorm { .. });
-            let mean = if rms {
-                0.0
-            } else {
-                (sum32(x) / n as f64) as f32
-            };
-            let mut sq = 0f64;
-            for c in x.chunks(1024) {
-                let mut lanes = [0f32; 8];
-                let mut it = c.chunks_exact(8);
-                for ch in &mut it {
-                    for k in 0..8 {
-                        let d = ch[k] - mean;
-                        lanes[k] += d * d;
-                    }
+math::wide_fn! {
+    baseline = row_f32_base;
+    /// One row of `op` in f32 (compiled for the CPU's widest vectors).
+    fn row_f32(op: RowOp, x: &[f32], y: &mut [f32], gamma: Option<&[f32]>, beta: Option<&[f32]>) {
+        let n = x.len();
+        match op {
+            RowOp::Softmax => {
+                let m = nan_max32(x);
+                for (o, &v) in y.iter_mut().zip(x) {
+                    *o = v - m;
                 }
-                sq += lanes.iter().map(|&v| v as f64).sum::<f64>();
-                sq += it
-                    .remainder()
-                    .iter()
-                    .map(|&v| ((v - mean) * (v - mean)) as f64)
-                    .sum::<f64>();
+                math::unary_f32_inplace(Activation::Exp, y);
+                let s = sum32(y) as f32;
+                for o in y.iter_mut() {
+                    *o /= s;
+                }
             }
-            if !sq.is_finite() {
-                // Squares of elements beyond ≈ 1.8e19 overflow the f32 lanes: redo the
-                // sum in f64 (rare; a row holding ∞ or NaN stays ∞ or NaN).
-                let mean = mean as f64;
-                sq = x
-                    .iter()
-                    .map(|&v| (v as f64 - mean) * (v as f64 - mean))
-                    .sum();
+            RowOp::LogSoftmax => {
+                let m = nan_max32(x);
+                for (o, &v) in y.iter_mut().zip(x) {
+                    *o = v - m;
+                }
+                let mut tmp = [0f32; 1024];
+                let mut s = 0f64;
+                for c in y.chunks(1024) {
+                    let t = &mut tmp[..c.len()];
+                    math::unary_f32(Activation::Exp, c, t);
+                    s += sum32(t);
+                }
+                let lse = s.ln() as f32;
+                for o in y.iter_mut() {
+                    *o -= lse;
+                }
             }
-            let d = ((sq / n as f64) + eps as f64).sqrt();
-            let inv = (1.0 / d) as f32;
-            let (g, b) = (gamma.unwrap(), beta.unwrap());
-            for j in 0..n {
-                y[j] = (x[j] - mean) * inv * g[j] + b[j];
+            RowOp::LayerNorm { eps } | RowOp::RmsNorm { eps } => {
+                let rms = matches!(op, RowOp::RmsNorm { .. });
+                let mean = if rms {
+                    0.0
+                } else {
+                    (sum32(x) / n as f64) as f32
+                };
+                let mut sq = 0f64;
+                for c in x.chunks(1024) {
+                    let mut lanes = [0f32; 8];
+                    let mut it = c.chunks_exact(8);
+                    for ch in &mut it {
+                        for k in 0..8 {
+                            let d = ch[k] - mean;
+                            lanes[k] += d * d;
+                        }
+                    }
+                    sq += lanes.iter().map(|&v| v as f64).sum::<f64>();
+                    sq += it
+                        .remainder()
+                        .iter()
+                        .map(|&v| ((v - mean) * (v - mean)) as f64)
+                        .sum::<f64>();
+                }
+                if !sq.is_finite() {
+                    // Squares of elements beyond ≈ 1.8e19 overflow the f32 lanes: redo the
+                    // sum in f64 (rare; a row holding ∞ or NaN stays ∞ or NaN).
+                    let mean = mean as f64;
+                    sq = x
+                        .iter()
+                        .map(|&v| (v as f64 - mean) * (v as f64 - mean))
+                        .sum();
+                }
+                let d = ((sq / n as f64) + eps as f64).sqrt();
+                let inv = (1.0 / d) as f32;
+                let (g, b) = (gamma.unwrap(), beta.unwrap());
+                for j in 0..n {
+                    y[j] = (x[j] - mean) * inv * g[j] + b[j];
+                }
             }
         }
     }
@@ -530,6 +569,36 @@ fn row_f64(op: RowOp, x: &[f64], y: &mut [f64], gamma: Option<&[f64]>, beta: Opt
             let (g, b) = (gamma.unwrap(), beta.unwrap());
             for (j, (o, &a)) in y.iter_mut().zip(x).enumerate() {
                 *o = (a - mean) / d * g[j] + b[j];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_compiled_wide_have_the_baseline_bits_at_every_length() {
+        // `row_f32` runs compiled for AVX-512/AVX2: every row op must keep the
+        // bits of the baseline code, for lengths with and without vector tails.
+        for c in [1, 3, 8, 9, 16, 31, 256, 1000, 1025, 2100] {
+            let x: Vec<f32> = (0..c)
+                .map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 9.0)
+                .collect();
+            let g: Vec<f32> = (0..c).map(|i| 1.0 + (i % 7) as f32 * 0.03).collect();
+            let b: Vec<f32> = (0..c).map(|i| (i % 5) as f32 * 0.01 - 0.02).collect();
+            for op in [
+                RowOp::Softmax,
+                RowOp::LogSoftmax,
+                RowOp::LayerNorm { eps: 1e-5 },
+                RowOp::RmsNorm { eps: 1e-6 },
+            ] {
+                let (mut y1, mut y2) = (vec![0f32; c], vec![0f32; c]);
+                row_f32_base(op, &x, &mut y1, Some(&g), Some(&b));
+                row_f32(op, &x, &mut y2, Some(&g), Some(&b));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&y1), bits(&y2), "{op:?}, c = {c}");
             }
         }
     }

@@ -107,54 +107,61 @@ pub(crate) unsafe fn run(
     Some(r)
 }
 
-/// `row += Σ srcs` (in order) over `inner` elements of `dt`, as the oracle adds:
-/// floats in f64 from the row's value, rounded once; integers wrapping; bool as or.
-///
-/// # Safety
-/// `row` and every source hold `inner` elements of `dt`, aligned; `row` is written by
-/// no one else meanwhile and overlaps no source.
-unsafe fn add_rows(
-    dt: DType,
-    row: *mut u8,
-    srcs: impl Iterator<Item = *const u8>,
-    inner: usize,
-    acc: &mut Vec<f64>,
-) {
-    let comps = if dt.is_complex() { 2 * inner } else { inner };
-    // SAFETY: in every arm `row` and each source hold `comps` components of the arm's
-    // type, aligned (caller).
-    unsafe {
-        match dt {
-            DType::F32 | DType::C64 => {
-                let r = std::slice::from_raw_parts_mut(row as *mut f32, comps);
-                acc.clear();
-                acc.extend(r.iter().map(|&x| x as f64));
-                for s in srcs {
-                    let s = std::slice::from_raw_parts(s as *const f32, comps);
-                    for (a, &x) in acc.iter_mut().zip(s) {
-                        *a += x as f64;
+crate::math::wide_fn! {
+    baseline = add_rows_base;
+    /// `row += Σ srcs` (in order) over `inner` elements of `dt`, as the oracle adds:
+    /// floats in f64 from the row's value, rounded once; integers wrapping; bool as or.
+    ///
+    /// # Safety
+    /// `row` and every source hold `inner` elements of `dt`, aligned; `row` is written by
+    /// no one else meanwhile and overlaps no source.
+    unsafe fn add_rows(
+        dt: DType,
+        row: *mut u8,
+        srcs: impl Iterator<Item = *const u8>,
+        inner: usize,
+        acc: &mut Vec<f64>,
+    ) {
+        let comps = if dt.is_complex() { 2 * inner } else { inner };
+        // SAFETY: in every arm `row` and each source hold `comps` components of the arm's
+        // type, aligned (caller).
+        unsafe {
+            match dt {
+                DType::F32 | DType::C64 => {
+                    let r = std::slice::from_raw_parts_mut(row as *mut f32, comps);
+                    // Plain indexed loops (no `extend` through an iterator adapter that may
+                    // stay out of line): they vectorize under `math::wide`.
+                    acc.resize(comps, 0.0);
+                    for (a, &x) in acc.iter_mut().zip(r.iter()) {
+                        *a = x as f64;
+                    }
+                    for s in srcs {
+                        let s = std::slice::from_raw_parts(s as *const f32, comps);
+                        for (a, &x) in acc.iter_mut().zip(s) {
+                            *a += x as f64;
+                        }
+                    }
+                    for (x, &a) in r.iter_mut().zip(acc.iter()) {
+                        *x = a as f32;
                     }
                 }
-                for (x, &a) in r.iter_mut().zip(acc.iter()) {
-                    *x = a as f32;
-                }
-            }
-            DType::F64 | DType::C128 => {
-                let r = std::slice::from_raw_parts_mut(row as *mut f64, comps);
-                for s in srcs {
-                    let s = std::slice::from_raw_parts(s as *const f64, comps);
-                    for (a, &x) in r.iter_mut().zip(s) {
-                        *a += x;
+                DType::F64 | DType::C128 => {
+                    let r = std::slice::from_raw_parts_mut(row as *mut f64, comps);
+                    for s in srcs {
+                        let s = std::slice::from_raw_parts(s as *const f64, comps);
+                        for (a, &x) in r.iter_mut().zip(s) {
+                            *a += x;
+                        }
                     }
                 }
+                DType::F16 => halves::<f16>(row, srcs, comps, acc),
+                DType::BF16 => halves::<bf16>(row, srcs, comps, acc),
+                DType::I8 | DType::U8 => wrapping::<u8>(row, srcs, comps, u8::wrapping_add),
+                DType::I16 => wrapping::<u16>(row, srcs, comps, u16::wrapping_add),
+                DType::I32 | DType::U32 => wrapping::<u32>(row, srcs, comps, u32::wrapping_add),
+                DType::I64 => wrapping::<u64>(row, srcs, comps, u64::wrapping_add),
+                DType::Bool => wrapping::<u8>(row, srcs, comps, |a, b| ((a | b) != 0) as u8),
             }
-            DType::F16 => halves::<f16>(row, srcs, comps, acc),
-            DType::BF16 => halves::<bf16>(row, srcs, comps, acc),
-            DType::I8 | DType::U8 => wrapping::<u8>(row, srcs, comps, u8::wrapping_add),
-            DType::I16 => wrapping::<u16>(row, srcs, comps, u16::wrapping_add),
-            DType::I32 | DType::U32 => wrapping::<u32>(row, srcs, comps, u32::wrapping_add),
-            DType::I64 => wrapping::<u64>(row, srcs, comps, u64::wrapping_add),
-            DType::Bool => wrapping::<u8>(row, srcs, comps, |a, b| ((a | b) != 0) as u8),
         }
     }
 }
@@ -222,6 +229,50 @@ unsafe fn wrapping<T: Copy>(
             for (a, &x) in r.iter_mut().zip(s) {
                 *a = add(*a, x);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f32_rows_added_wide_have_the_baseline_bits() {
+        for inner in [1, 5, 8, 16, 17, 256, 259] {
+            let row0: Vec<f32> = (0..inner).map(|i| (i % 13) as f32 * 0.37 - 2.0).collect();
+            let srcs: Vec<Vec<f32>> = (0..3)
+                .map(|k| {
+                    (0..inner)
+                        .map(|i| ((i * 31 + k * 7) % 101) as f32 * 1e-3 * 10f32.powi(k as i32))
+                        .collect()
+                })
+                .collect();
+            let (mut a, mut b) = (row0.clone(), row0.clone());
+            let ptrs = || srcs.iter().map(|s| s.as_ptr() as *const u8);
+            let mut acc = Vec::new();
+            // SAFETY: the row and every source hold `inner` aligned f32s; no overlap.
+            unsafe {
+                add_rows_base(
+                    DType::F32,
+                    a.as_mut_ptr() as *mut u8,
+                    ptrs(),
+                    inner,
+                    &mut acc,
+                );
+                add_rows(
+                    DType::F32,
+                    b.as_mut_ptr() as *mut u8,
+                    ptrs(),
+                    inner,
+                    &mut acc,
+                );
+            }
+            let want: Vec<f32> = (0..inner)
+                .map(|i| srcs.iter().fold(row0[i] as f64, |a, s| a + s[i] as f64) as f32)
+                .collect();
+            assert_eq!(a, want, "inner = {inner}");
+            assert_eq!(b, want, "inner = {inner}");
         }
     }
 }

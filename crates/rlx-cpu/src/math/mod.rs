@@ -74,6 +74,92 @@ impl Isa {
     }
 }
 
+/// Which code [`wide_fn!`] runs: 3 = AVX-512, 2 = AVX2+FMA, 1 = the baseline (checked
+/// once per process).
+#[inline(always)]
+pub(crate) fn wide_level() -> u8 {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    static LEVEL: AtomicU8 = AtomicU8::new(0);
+    let level = LEVEL.load(Ordering::Relaxed);
+    if level != 0 {
+        return level;
+    }
+    let level = match Isa::detect() {
+        Isa::Avx512 => 3,
+        Isa::Avx2Fma => 2,
+        Isa::Portable => 1,
+    };
+    LEVEL.store(level, Ordering::Relaxed);
+    level
+}
+
+/// A function compiled three times — for AVX-512, for AVX2+FMA and for the baseline — and
+/// run on the widest the CPU has: the crate is built for baseline x86-64 (SSE2, 4 lanes),
+/// so a plain loop in the executor runs 4 lanes wide unless it is compiled for more.
+///
+/// `wide_fn! { baseline = f_base; fn f(args) -> R { body } }` defines `f_base` (the body
+/// as written, `#[inline(always)]`) and `f`, which dispatches. Helpers the body's loops
+/// call should be `#[inline(always)]` too. The bits never change with the path: Rust
+/// never contracts `a·b + c` into a fused multiply-add or reorders float operations, so
+/// every variant performs the same IEEE operations (the math kernels' explicit fused
+/// `mad::<true>` dispatch on their own); the tests of each user compare `f` with `f_base`.
+macro_rules! wide_fn {
+    (
+        baseline = $base:ident;
+        $(#[$m:meta])*
+        $vis:vis unsafe fn $name:ident($($a:ident : $t:ty),* $(,)?) $(-> $r:ty)? $body:block
+    ) => {
+        $crate::math::wide_fn!(@ [unsafe] $base; $(#[$m])* $vis $name($($a: $t),*) $(-> $r)? $body);
+    };
+    (
+        baseline = $base:ident;
+        $(#[$m:meta])*
+        $vis:vis fn $name:ident($($a:ident : $t:ty),* $(,)?) $(-> $r:ty)? $body:block
+    ) => {
+        $crate::math::wide_fn!(@ [] $base; $(#[$m])* $vis $name($($a: $t),*) $(-> $r)? $body);
+    };
+    (
+        @ [$($kw:tt)*] $base:ident;
+        $(#[$m:meta])*
+        $vis:vis $name:ident($($a:ident : $t:ty),*) $(-> $r:ty)? $body:block
+    ) => {
+        #[inline(always)]
+        #[allow(clippy::missing_safety_doc)]
+        $vis $($kw)* fn $base($($a: $t),*) $(-> $r)? $body
+
+        $(#[$m])*
+        $vis $($kw)* fn $name($($a: $t),*) $(-> $r)? {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")]
+            unsafe fn v512($($a: $t),*) $(-> $r)? {
+                // SAFETY: the caller's contract, passed through (a safe function has none).
+                #[allow(unused_unsafe)]
+                unsafe { $base($($a),*) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn v2($($a: $t),*) $(-> $r)? {
+                // SAFETY: as in v512.
+                #[allow(unused_unsafe)]
+                unsafe { $base($($a),*) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            match $crate::math::wide_level() {
+                // SAFETY: level 3 means `Isa::Avx512` is available (v512's features);
+                // the caller's contract is passed through.
+                3 => return unsafe { v512($($a),*) },
+                // SAFETY: level 2 means `Isa::Avx2Fma` is available (v2's features).
+                2 => return unsafe { v2($($a),*) },
+                _ => {}
+            }
+            // SAFETY: the caller's contract, passed through.
+            #[allow(unused_unsafe)]
+            unsafe { $base($($a),*) }
+        }
+    };
+}
+pub(crate) use wide_fn;
+
 fn check_len(name: &str, x: usize, out: usize) {
     assert!(
         x == out,
