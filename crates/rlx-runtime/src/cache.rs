@@ -5,6 +5,7 @@ use crate::{CompiledGraph, Device, RuntimeResult};
 use lru::LruCache;
 use rlx_ir::{Graph, NodeId};
 use std::cell::RefCell;
+use std::num::NonZeroUsize;
 use std::rc::Rc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -115,15 +116,84 @@ fn small_constants_reason(name: &str) -> String {
 
 impl Default for CacheState {
     fn default() -> CacheState {
-        // Unbounded maps trimmed by hand, so a capacity change applies at once.
+        // Bounded maps: an insertion into a full map reuses the evicted entry's storage
+        // (eager code with new small data inserts a key on every read). `fit` resizes
+        // them when the capacity changes, so a change applies at the next insertion.
+        let cap = capacity_nonzero();
         CacheState {
-            map: LruCache::unbounded(),
-            by_structure: LruCache::unbounded(),
+            map: LruCache::new(cap),
+            by_structure: LruCache::new(cap),
             hits: 0,
             misses: 0,
             compiles: 0,
-            seen: LruCache::unbounded(),
+            seen: LruCache::new(cap),
             last_miss: None,
+        }
+    }
+}
+
+/// [`cache_capacity`] as the maps' capacity type (it is at least 1).
+fn capacity_nonzero() -> NonZeroUsize {
+    NonZeroUsize::new(cache_capacity()).unwrap_or(NonZeroUsize::MIN)
+}
+
+impl CacheState {
+    /// Resize the maps to the current capacity (evicting least recently used entries
+    /// when it shrank).
+    fn fit(&mut self) -> NonZeroUsize {
+        let cap = capacity_nonzero();
+        if self.map.cap() != cap {
+            self.map.resize(cap);
+            self.by_structure.resize(cap);
+            self.seen.resize(cap);
+        }
+        cap
+    }
+
+    /// The program for `(key, structure_key)` when one is cached, counting the hit (by
+    /// key) or the miss (served by a structurally equal program, now also cached under
+    /// `key`). `None` — nothing counted — when a compile is needed.
+    fn served(&mut self, key: u64, structure_key: u64) -> Option<(CachedGraph, Served)> {
+        if let Some((h, sk)) = self.map.get(&key) {
+            let (h, sk) = (h.clone(), *sk);
+            // Using a program keeps its structure entry fresh too.
+            self.by_structure.promote(&sk);
+            self.hits += 1;
+            return Some((h, Served::Hit));
+        }
+        let same = self.by_structure.get(&structure_key)?.clone();
+        self.misses += 1;
+        self.insert(key, structure_key, &same);
+        Some((same, Served::Reused))
+    }
+
+    /// Trace a miss served by a structurally equal program and remember why it missed.
+    fn note_reused(&mut self, key: u64, name: &str) {
+        if tracing::enabled!(target: "rlx::cache", tracing::Level::DEBUG) {
+            trace_miss(key, name, Served::Reused, &small_constants_reason(name));
+        }
+        if !matches!(&self.last_miss, Some(MissReason::SmallConstants(n)) if n == name) {
+            self.last_miss = Some(MissReason::SmallConstants(name.to_string()));
+        }
+    }
+
+    /// Insert `g` under `key` and `structure_key`; a full map evicts its least recently
+    /// used entry.
+    fn insert(&mut self, key: u64, structure_key: u64, g: &CachedGraph) {
+        let cap = self.fit();
+        if let Some((old, (evicted, _))) = self.map.push(key, (g.clone(), structure_key))
+            && old != key
+        {
+            tracing::debug!(
+                target: "rlx::cache",
+                key = old,
+                graph = %graph_name(&evicted),
+                capacity = cap.get(),
+                "compile cache full: evicted the least recently used program"
+            );
+        }
+        if !self.by_structure.promote(&structure_key) {
+            self.by_structure.push(structure_key, g.clone());
         }
     }
 }
@@ -239,52 +309,17 @@ fn lookup(
     structure_key: u64,
     build: impl FnOnce() -> RuntimeResult<CompiledGraph>,
 ) -> RuntimeResult<(CachedGraph, Served)> {
-    let found = CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if let Some((h, sk)) = c.map.get(&key).cloned() {
-            // Using a program keeps its structure entry fresh too.
-            c.by_structure.promote(&sk);
-            c.hits += 1;
-            return Some((h, Served::Hit));
-        }
-        c.misses += 1;
-        let same = c.by_structure.get(&structure_key).cloned()?;
-        insert(&mut c, key, structure_key, &same);
-        Some((same, Served::Reused))
-    });
-    if let Some(f) = found {
-        return Ok(f);
+    if let Some(found) = CACHE.with(|c| c.borrow_mut().served(key, structure_key)) {
+        return Ok(found);
     }
+    CACHE.with(|c| c.borrow_mut().misses += 1);
     let compiled = Rc::new(RefCell::new(build()?));
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         c.compiles += 1;
-        insert(&mut c, key, structure_key, &compiled);
+        c.insert(key, structure_key, &compiled);
     });
     Ok((compiled, Served::Compiled))
-}
-
-/// Insert `g` under `key` and `structure_key`, evicting least recently used entries
-/// beyond the capacity.
-fn insert(c: &mut CacheState, key: u64, structure_key: u64, g: &CachedGraph) {
-    let cap = cache_capacity();
-    c.map.put(key, (g.clone(), structure_key));
-    c.by_structure.put(structure_key, g.clone());
-    while c.map.len() > cap {
-        let Some((old, (g, _))) = c.map.pop_lru() else {
-            break;
-        };
-        tracing::debug!(
-            target: "rlx::cache",
-            key = old,
-            graph = %graph_name(&g),
-            capacity = cap,
-            "compile cache full: evicted the least recently used program"
-        );
-    }
-    while c.by_structure.len() > cap {
-        c.by_structure.pop_lru();
-    }
 }
 
 /// The graph name of a cached program (a placeholder while a caller holds it mutably).
@@ -352,6 +387,31 @@ pub fn cache_get_or_compile_keys(
     Ok(out)
 }
 
+/// The cached program for keys computed without building the graph
+/// ([`crate::prepare_keys`]) when one is cached, counted as
+/// [`cache_get_or_compile_keys`] counts it: a hit by key, or a miss served by a
+/// structurally equal program (nothing compiled; [`cache_last_miss`] says so). `None`,
+/// with nothing counted, when a program must be compiled: call
+/// [`cache_get_or_compile_keys`] then. One look at this thread's cache — the whole
+/// cache work of an eager read whose program is cached.
+///
+/// ```
+/// use rlx_runtime::{cache_get_keys, cache_stats, clear_cache};
+/// clear_cache();
+/// assert!(cache_get_keys(1, 2, "g").is_none());
+/// assert_eq!(cache_stats(), (0, 0), "a lookup that finds nothing counts nothing");
+/// ```
+pub fn cache_get_keys(key: u64, structure_key: u64, name: &str) -> Option<CachedGraph> {
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        let (g, served) = c.served(key, structure_key)?;
+        if served == Served::Reused {
+            c.note_reused(key, name);
+        }
+        Some(g)
+    })
+}
+
 /// Trace a miss and remember why it missed (the graph is needed only for a compile).
 fn record<'g>(
     key: u64,
@@ -363,17 +423,7 @@ fn record<'g>(
     match served {
         Served::Hit => {}
         // Keep this path cheap: eager code lands here on every call with new data.
-        Served::Reused => {
-            if tracing::enabled!(target: "rlx::cache", tracing::Level::DEBUG) {
-                trace_miss(key, name, served, &small_constants_reason(name));
-            }
-            CACHE.with(|c| {
-                let mut c = c.borrow_mut();
-                if !matches!(&c.last_miss, Some(MissReason::SmallConstants(n)) if n == name) {
-                    c.last_miss = Some(MissReason::SmallConstants(name.to_string()));
-                }
-            });
-        }
+        Served::Reused => CACHE.with(|c| c.borrow_mut().note_reused(key, name)),
         Served::Compiled => {
             let Some(graph) = graph() else {
                 return;
@@ -396,11 +446,8 @@ fn record<'g>(
                     });
                 trace_miss(key, name, served, &reason);
                 c.last_miss = Some(MissReason::Text(reason));
+                c.fit();
                 c.seen.put(key, fp);
-                let cap = cache_capacity();
-                while c.seen.len() > cap {
-                    c.seen.pop_lru();
-                }
             });
         }
     }

@@ -29,7 +29,7 @@ pub use backend::{
 };
 pub use cache::{
     CACHE_CAPACITY, CachedGraph, cache_capacity, cache_compile_count, cache_contains,
-    cache_get_or_compile, cache_get_or_compile_graph, cache_get_or_compile_keys,
+    cache_get_keys, cache_get_or_compile, cache_get_or_compile_graph, cache_get_or_compile_keys,
     cache_get_or_compile_prepared, cache_has_program, cache_last_miss, cache_len, cache_stats,
     clear_cache, set_cache_capacity,
 };

@@ -6,6 +6,7 @@
 use rlx_ir::{Activation, Graph, NodeId, Op, TensorData};
 use rlx_runtime::*;
 use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 mod common;
@@ -97,4 +98,45 @@ fn keys_into_a_reused_list_clear_its_stale_contents_and_equal_prepare_keys() {
     let keys = prepare_keys_into(&g, &[r], &|_| false, Device::Cpu, &mut lifted);
     assert_eq!(keys, (want.key, want.structure_key));
     assert_eq!(lifted, want.lifted);
+}
+
+/// `cache_get_keys` (the one-look path of eager reads) counts exactly what
+/// `cache_get_or_compile_keys` counts when a program is cached, returns that program,
+/// and counts nothing when a compile is needed — so a caller that falls back to
+/// `cache_get_or_compile_keys` still counts one miss per read.
+#[test]
+fn the_one_look_lookup_counts_like_the_compiling_one_and_nothing_when_it_finds_nothing() {
+    register_backend(Arc::new(NullBackend));
+    clear_cache();
+    let builds = Cell::new(0);
+    let (g1, r1) = graph(&[1.0, -2.0, 3.0]);
+    let (g2, r2) = graph(&[4.0, -5.0, 6.0]);
+    let k1 = prepare_keys(&g1, &[r1], &|_| false, Device::Cpu);
+    let k2 = prepare_keys(&g2, &[r2], &|_| false, Device::Cpu);
+
+    assert!(cache_get_keys(k1.key, k1.structure_key, &g1.name).is_none());
+    assert_eq!((cache_stats(), cache_len()), ((0, 0), 0), "nothing counted");
+    read(&g1, r1, &builds);
+    assert_eq!((builds.get(), cache_stats()), (1, (0, 1)));
+
+    let hit = cache_get_keys(k1.key, k1.structure_key, &g1.name).expect("cached");
+    assert_eq!(cache_stats(), (1, 1), "same data: a hit");
+    let reused = cache_get_keys(k2.key, k2.structure_key, &g2.name).expect("same structure");
+    assert!(
+        Rc::ptr_eq(&hit, &reused),
+        "new small data reuses the program"
+    );
+    assert_eq!(
+        (
+            builds.get(),
+            cache_compile_count(),
+            cache_stats(),
+            cache_len()
+        ),
+        (1, 1, (1, 2), 2),
+        "a miss served without a compile, now cached under its own key"
+    );
+    assert!(cache_last_miss().unwrap().contains("small constants"));
+    assert!(cache_get_keys(k2.key, k2.structure_key, &g2.name).is_some());
+    assert_eq!(cache_stats(), (2, 2), "the reused key now hits");
 }

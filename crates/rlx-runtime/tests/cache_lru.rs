@@ -173,3 +173,32 @@ fn misses_and_evictions_emit_rlx_cache_debug_events() {
     let evictions = ev.iter().filter(|m| m.contains("evicted")).count();
     assert_eq!((misses, evictions), (3, 1), "events: {ev:?}");
 }
+
+/// With the map full, new keys of one structure (eager reads of new small data) evict
+/// the least recently used key but never the structure's program: every lookup is
+/// served by `cache_get_keys` without a compile, and the cache stays at capacity.
+#[test]
+fn a_full_cache_keeps_serving_new_keys_of_a_cached_structure() {
+    let _g = setup(4);
+    let g = graph("eager");
+    let structure = 1_000;
+    cache_get_or_compile_prepared(0, structure, &g, Device::Cpu, || {
+        CompiledGraph::new(Device::Cpu, &g)
+    })
+    .unwrap();
+    for key in 1..=20 {
+        assert!(
+            cache_get_keys(key, structure, "eager").is_some(),
+            "key {key}"
+        );
+        assert!(cache_len() <= 4);
+    }
+    assert_eq!((cache_compile_count(), cache_len()), (1, 4));
+    assert_eq!(cache_stats(), (0, 21));
+    assert!(
+        cache_contains(20) && !cache_contains(16),
+        "the oldest keys went"
+    );
+    assert!(cache_get_keys(20, structure, "eager").is_some());
+    assert_eq!(cache_stats(), (1, 21), "a recent key hits");
+}
