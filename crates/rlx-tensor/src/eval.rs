@@ -152,18 +152,27 @@ impl Tensor {
         let mut lifted = LIFTED.take();
         let (key, structure_key) =
             rlx_runtime::prepare_keys_into(graph, &outputs, &is_realized, device, &mut lifted);
-        // A cached program was compiled for `device`, so it is available: check (and
-        // register the backends) only when the lookup may compile.
-        if !rlx_runtime::cache_has_program(key, structure_key) {
-            check_available(device)?;
-        }
-        let compiled =
-            rlx_runtime::cache_get_or_compile_keys(key, structure_key, &graph.name, device, || {
-                let p = rlx_runtime::prepare(graph, &outputs, &is_realized, device);
-                debug_assert_eq!((p.key, p.structure_key), (key, structure_key));
-                Ok((CompiledGraph::new(device, &p.graph)?, p.graph))
-            })
-            .map_err(Error::from)?;
+        // One look at the cache when the program is cached (it was compiled for
+        // `device`, so the device is available); otherwise check the device (and
+        // register the backends) before the lookup that compiles.
+        let compiled = match rlx_runtime::cache_get_keys(key, structure_key, &graph.name) {
+            Some(c) => c,
+            None => {
+                check_available(device)?;
+                rlx_runtime::cache_get_or_compile_keys(
+                    key,
+                    structure_key,
+                    &graph.name,
+                    device,
+                    || {
+                        let p = rlx_runtime::prepare(graph, &outputs, &is_realized, device);
+                        debug_assert_eq!((p.key, p.structure_key), (key, structure_key));
+                        Ok((CompiledGraph::new(device, &p.graph)?, p.graph))
+                    },
+                )
+                .map_err(Error::from)?
+            }
+        };
         if let Some(v) = realized.get(&self.id) {
             LIFTED.set(lifted);
             return Ok(v.clone());
@@ -478,6 +487,32 @@ mod tests {
             2,
             "one compile per structure, none for new data"
         );
+    }
+
+    /// Eager reads whose shape changes from call to call (pooled cells and cached
+    /// programs reused across them) compile once per shape and read their own data;
+    /// mismatched shapes are an error naming both shapes, and the next read is fine.
+    #[test]
+    fn eager_reads_of_changing_shapes_compile_per_shape_and_never_mix_data() {
+        let compiles = cache_compile_count();
+        for i in 0..12 {
+            let n = [3, 5, 2][i % 3];
+            let a: Vec<f32> = (0..n).map(|k| (i * 10 + k) as f32).collect();
+            let b: Vec<f32> = (0..n).map(|k| -(k as f32)).collect();
+            let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| (x + y).max(0.0)).collect();
+            let ta = Tensor::from_vec(a, [n]);
+            let tb = Tensor::from_vec(b, [n]);
+            assert_eq!((&ta + &tb).relu().to_vec(), want, "call {i}, shape [{n}]");
+            if i == 4 {
+                let other = Tensor::from_vec(vec![1.0; 4], [4]);
+                let e = ta
+                    .try_binary(rlx_ir::BinaryOp::Add, (&other).into())
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains("[5]") && e.contains("[4]"), "{e}");
+            }
+        }
+        assert_eq!(cache_compile_count() - compiles, 3, "one compile per shape");
     }
 
     /// A read of data seen before is a cache hit by key (no miss, no compile), and so is

@@ -36,6 +36,31 @@ fn f32_bytes(what: &str, n: usize, mut f: impl FnMut(usize) -> f32) -> Result<Ve
     Ok(v)
 }
 
+/// `data` as little-endian f32 bytes, allocated fallibly like [`f32_bytes`]; one copy
+/// of the whole slice on little-endian targets (eager code calls this per operand).
+fn f32_slice_bytes(what: &str, data: &[f32]) -> Result<Vec<u8>> {
+    #[cfg(target_endian = "little")]
+    {
+        let mut v: Vec<u8> = Vec::new();
+        let bytes = std::mem::size_of_val(data);
+        v.try_reserve_exact(bytes).map_err(|_| {
+            Error::out_of_memory(format!(
+                "{what}: out of memory: cannot allocate {bytes} bytes ({}) for {} f32 values; use a smaller shape",
+                rlx_ir::human_bytes(bytes),
+                data.len()
+            ))
+        })?;
+        // SAFETY: an f32 has no padding and every byte of it is initialized, and u8 has
+        // alignment 1, so the slice's memory read as bytes is valid for `bytes` bytes; on
+        // a little-endian target these are exactly the `to_le_bytes` of each element.
+        let raw = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), bytes) };
+        v.extend_from_slice(raw);
+        Ok(v)
+    }
+    #[cfg(not(target_endian = "little"))]
+    f32_bytes(what, data.len(), |i| data[i])
+}
+
 /// An f32 constant of `shape` from already-encoded bytes.
 fn f32_tensor(shape: &[usize], bytes: Vec<u8>) -> Tensor {
     Tensor::new_constant(Shape::new(shape, DType::F32), bytes)
@@ -63,7 +88,7 @@ impl Tensor {
         let data = data.into();
         let shape = shape.as_ref();
         check_len("from_vec", data.len(), shape)?;
-        let bytes = f32_bytes("from_vec", data.len(), |i| data[i])?;
+        let bytes = f32_slice_bytes("from_vec", &data)?;
         Ok(f32_tensor(shape, bytes))
     }
 
@@ -260,6 +285,27 @@ fn check_len(what: &str, len: usize, shape: &[usize]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `from_vec` copies the slice's bytes whole: every value keeps its exact bits
+    /// (signed zero, a NaN payload, subnormals, infinities) in element order.
+    #[test]
+    fn from_vec_payload_holds_each_values_exact_little_endian_bits() {
+        let vals = [
+            -0.0f32,
+            f32::from_bits(0x7fc0_1234),
+            f32::from_bits(1),
+            f32::NEG_INFINITY,
+            1.5,
+            -3.25e-20,
+        ];
+        let t = Tensor::from_vec(vals.to_vec(), [2, 3]);
+        let st = t.cell.state();
+        let rlx_ir::Op::Constant { data } = &st.graph.node(t.id).op else {
+            panic!("not a constant")
+        };
+        let want: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(data, &want);
+    }
 
     fn consts(t: &Tensor) -> Vec<f32> {
         let st = t.cell.state();

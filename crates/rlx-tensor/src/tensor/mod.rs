@@ -10,6 +10,7 @@ mod convert;
 mod elementwise;
 mod nn;
 mod ops;
+mod pool;
 mod quant;
 mod reduce;
 mod scalar;
@@ -21,6 +22,7 @@ pub use shape_ops::ReshapeTarget;
 
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, NodeOrigin, Op, Shape, TensorData};
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -97,8 +99,18 @@ impl GraphCell {
 /// ```
 #[derive(Clone)]
 pub struct Tensor {
-    pub(crate) cell: Arc<GraphCell>,
+    /// Dropped by hand (`impl Drop for Tensor`): the last handle
+    /// to a small graph gives its cell back to a per-thread pool for the next tensor.
+    pub(crate) cell: ManuallyDrop<Arc<GraphCell>>,
     pub(crate) id: NodeId,
+}
+
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        // SAFETY: `cell` is taken exactly once, here, and never used again.
+        let cell = unsafe { ManuallyDrop::take(&mut self.cell) };
+        pool::recycle(cell);
+    }
 }
 
 impl From<Tensor> for NodeId {
@@ -116,14 +128,29 @@ impl From<&Tensor> for NodeId {
 impl Tensor {
     /// Wrap node `id` of a shared graph.
     pub(crate) fn from_parts(cell: Arc<GraphCell>, id: NodeId) -> Tensor {
-        Tensor { cell, id }
+        Tensor {
+            cell: ManuallyDrop::new(cell),
+            id,
+        }
     }
 
-    /// A tensor holding one constant in a fresh graph named `"rlx"`.
+    /// Another handle to this tensor's graph cell.
+    pub(crate) fn share_cell(&self) -> Arc<GraphCell> {
+        Arc::clone(&self.cell)
+    }
+
+    /// A tensor holding one constant in a fresh graph named `"rlx"` (a pooled cell
+    /// when this thread has one: see `pool`).
     pub(crate) fn new_constant(shape: Shape, data: Vec<u8>) -> Tensor {
-        let mut g = Graph::new("rlx");
+        let mut cell = pool::fresh_cell("rlx");
+        let c = Arc::get_mut(&mut cell).expect("a fresh cell is unique");
+        let g = &mut c
+            .state
+            .get_mut()
+            .expect("a fresh cell is not poisoned")
+            .graph;
         let id = g.add_node(Op::Constant { data }, vec![], shape);
-        Tensor::from_parts(GraphCell::new(g), id)
+        Tensor::from_parts(cell, id)
     }
 
     /// The node id in its graph.
@@ -227,7 +254,7 @@ impl Tensor {
             .map_err(|e| Error::from_ir_kind(e.kind, format!("{e} (at {origin})")))?;
         st.graph.set_origin(id, origin);
         drop(st);
-        Ok(Tensor::from_parts(self.cell.clone(), id))
+        Ok(Tensor::from_parts(self.share_cell(), id))
     }
 
     /// [`Tensor::try_apply`] that panics with the error's message.
@@ -252,7 +279,7 @@ impl Tensor {
             .state_mut()
             .graph
             .add_node(Op::Constant { data }, vec![], shape);
-        Tensor::from_parts(self.cell.clone(), id)
+        Tensor::from_parts(self.share_cell(), id)
     }
 }
 
