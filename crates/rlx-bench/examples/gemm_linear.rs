@@ -8,6 +8,9 @@
 //! Each call gets the next of enough weight copies to fill 64 MiB, so the weight comes
 //! from outside the core's caches as in a prefill (`--hot`: one weight, cache-resident).
 
+#[path = "common/mod.rs"]
+mod common;
+
 use rlx_cpu::gemm::MatMut;
 use rlx_cpu::gemm::MatRef;
 use rlx_cpu::gemm::lowp::{LowpPath, bf16, gemm_half};
@@ -74,11 +77,6 @@ fn time_rlx((m, n, k): (usize, usize, usize), threads: usize) -> f64 {
 
 /// `F.linear` GFLOP/s per (shape, threads), if PyTorch runs here.
 fn torch(shapes: &[(usize, usize, usize)], threads: &[usize]) -> Option<Vec<f64>> {
-    let py = std::env::var("RLX_PEER_PYTHON").unwrap_or_else(|_| "/tmp/peers/bin/python".into());
-    if !std::path::Path::new(&py).exists() {
-        println!("torch: {py} not found; no peer column");
-        return None;
-    }
     let hot = if std::env::args().any(|a| a == "--hot") {
         1
     } else {
@@ -103,20 +101,9 @@ for th in {threads:?}:
         print(2 * m * n * k / best / 1e9, flush=True)
 "#
     );
-    let out = std::process::Command::new(&py)
-        .args(["-c", &script])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        println!(
-            "torch failed: {}",
-            err.lines().last().unwrap_or("(no message)")
-        );
-        return None;
-    }
+    let stdout = common::run_python(&script)?;
     Some(
-        String::from_utf8_lossy(&out.stdout)
+        stdout
             .lines()
             .filter_map(|l| l.trim().parse().ok())
             .collect(),
@@ -147,13 +134,7 @@ fn main() {
         Some(t) => vec![t.parse().expect("--threads=N")],
         None => vec![1, 2],
     };
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("model name"))?;
-            Some(l.split(':').nth(1)?.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
+    let cpu = common::cpu_name();
     println!("CPU: {cpu}");
     println!("bf16 path: {}", LowpPath::default_for::<bf16>().name());
     let mut rows = Vec::new();

@@ -12,6 +12,9 @@
 //! skips the other columns; `--no-torch` skips the peer; `--ta` / `--tb` make A / B
 //! column-major, i.e. transposed views; `--cpu-time`: see [`best`]).
 
+#[path = "common/mod.rs"]
+mod common;
+
 use rlx_cpu::gemm::int8::{I8Path, gemm_i8_with};
 use rlx_cpu::gemm::lowp::{HalfFloat, LowpPath, bf16, f16, gemm_half_with};
 use rlx_cpu::gemm::{MatMut, MatRef, sgemm};
@@ -225,11 +228,6 @@ fn torch_peer(
     threads: &[usize],
 ) -> Option<Vec<((usize, usize), f64)>> {
     let (make, op) = torch_expr(int8);
-    let py = std::env::var("RLX_PEER_PYTHON").unwrap_or_else(|_| "/tmp/peers/bin/python".into());
-    if !std::path::Path::new(&py).exists() {
-        println!("torch: {py} not found; no peer comparison");
-        return None;
-    }
     let script = format!(
         r#"
 import time, torch
@@ -245,19 +243,8 @@ for th in {threads:?}:
         print(n, th, 2 * n ** 3 / best / 1e9, flush=True)
 "#
     );
-    let out = std::process::Command::new(&py)
-        .args(["-c", &script])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        println!(
-            "torch: {py} failed: {}",
-            err.lines().last().unwrap_or("(no message)")
-        );
-        return None;
-    }
-    let rows = String::from_utf8_lossy(&out.stdout)
+    let stdout = common::run_python(&script)?;
+    let rows = stdout
         .lines()
         .filter_map(|l| {
             let v: Vec<&str> = l.split_whitespace().collect();
@@ -288,14 +275,7 @@ fn main() {
     } else {
         threads
     };
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
+    let cpu = common::cpu_name();
     println!("CPU: {cpu}");
     let avail: Vec<&str> = LowpPath::ALL
         .iter()
