@@ -42,23 +42,18 @@ fn copies(n: usize, k: usize) -> usize {
     }
 }
 
-fn data(n: usize, seed: u64) -> Vec<bf16> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            bf16::from_f32(((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
-        })
+fn bf16_data(n: usize, seed: u64) -> Vec<bf16> {
+    common::data(n, seed)
+        .into_iter()
+        .map(bf16::from_f32)
         .collect()
 }
 
 /// GFLOP/s of `x · Wᵀ` on rlx's default bf16 path.
 fn time_rlx((m, n, k): (usize, usize, usize), threads: usize) -> f64 {
-    let x = data(m * k, 1);
+    let x = bf16_data(m * k, 1);
     let ws: Vec<Vec<bf16>> = (0..copies(n, k))
-        .map(|i| data(n * k, 2 + i as u64))
+        .map(|i| bf16_data(n * k, 2 + i as u64))
         .collect();
     let mut y = vec![0f32; m * n];
     let mut turn = 0;

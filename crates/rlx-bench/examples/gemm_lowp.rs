@@ -79,18 +79,6 @@ fn thread_cpu_time() -> Option<Duration> {
     }
 }
 
-fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
 fn gflops(n: usize, t: Duration) -> f64 {
     2.0 * (n as f64).powi(3) / t.as_secs_f64() / 1e9
 }
@@ -105,8 +93,14 @@ fn time_half<T: HalfFloat>(path: LowpPath, n: usize, threads: usize) -> Option<f
     {
         return None;
     }
-    let a: Vec<T> = data(n * n, 1).into_iter().map(T::from_f32_rne).collect();
-    let b: Vec<T> = data(n * n, 2).into_iter().map(T::from_f32_rne).collect();
+    let a: Vec<T> = common::data(n * n, 1)
+        .into_iter()
+        .map(T::from_f32_rne)
+        .collect();
+    let b: Vec<T> = common::data(n * n, 2)
+        .into_iter()
+        .map(T::from_f32_rne)
+        .collect();
     let mut c = vec![0f32; n * n];
     let t = best(|| {
         gemm_half_with(
@@ -149,7 +143,7 @@ fn time_graph(n: usize) -> Option<f64> {
         a.matmul(&b)
     })
     .jit();
-    let (a, b) = (data(n * n, 1), data(n * n, 2));
+    let (a, b) = (common::data(n * n, 1), common::data(n * n, 2));
     let t = best(|| {
         std::hint::black_box(f.run(&[("a", &a), ("b", &b)]));
     });
@@ -169,7 +163,7 @@ fn time_i8(path: I8Path, n: usize, threads: usize) -> Option<f64> {
         return None;
     }
     let to_i8 = |v: Vec<f32>| -> Vec<i8> { v.into_iter().map(|x| (x * 127.0) as i8).collect() };
-    let (a, b) = (to_i8(data(n * n, 1)), to_i8(data(n * n, 2)));
+    let (a, b) = (to_i8(common::data(n * n, 1)), to_i8(common::data(n * n, 2)));
     let mut c = vec![0i32; n * n];
     let t = best(|| {
         gemm_i8_with(
@@ -188,8 +182,8 @@ fn time_f32(n: usize, threads: usize) -> f64 {
     if !wanted("f32") {
         return f64::NAN;
     }
-    let a = data(n * n, 1);
-    let b = data(n * n, 2);
+    let a = common::data(n * n, 1);
+    let b = common::data(n * n, 2);
     let mut c = vec![0f32; n * n];
     let t = best(|| {
         sgemm(

@@ -676,16 +676,15 @@ pub(crate) fn typed_from_f32(
 /// rounding, so f32 `0x3f80_8001` became bf16 `0x3f80` instead of `0x3f81`.
 fn halves_from_f32(dt: rlx_ir::DType, dims: &[usize], data: &[f32]) -> TensorData {
     use half::slice::HalfFloatSliceExt;
-    let bits: Vec<u16> = if dt == rlx_ir::DType::BF16 {
+    let bytes: Vec<u8> = if dt == rlx_ir::DType::BF16 {
         let mut h = vec![half::bf16::ZERO; data.len()];
         h.convert_from_f32_slice(data);
-        h.iter().map(|v| v.to_bits()).collect()
+        h.iter().flat_map(|v| v.to_le_bytes()).collect()
     } else {
         let mut h = vec![half::f16::ZERO; data.len()];
         h.convert_from_f32_slice(data);
-        h.iter().map(|v| v.to_bits()).collect()
+        h.iter().flat_map(|v| v.to_le_bytes()).collect()
     };
-    let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
     TensorData::new(dt, dims, bytes).expect("2 bytes per element for the dims just resolved")
 }
 
