@@ -360,8 +360,8 @@ fn main() {
         return;
     }
     println!(
-        "\n{:>6} {:>3} | {:>8} {:>8} {:>8} | {:>8}",
-        "n", "thr", "i8:amx", "i8:avx512", "i8:loops", "amx/f32"
+        "\n{:>6} {:>3} | {:>8} {:>8} {:>8} {:>8} | {:>8}",
+        "n", "thr", "i8:amx", "i8:vnni", "i8:madd", "i8:loops", "best/f32"
     );
     let mut best_i8 = std::collections::HashMap::new();
     for &th in &threads {
@@ -377,16 +377,19 @@ fn main() {
                 best_i8.insert((n, th), top);
                 let f = f32_seen.get(&(n, th)).copied().unwrap_or(f64::NAN);
                 println!(
-                    "{n:>6} {th:>3} | {:>8} {:>8} {:>8} | {:>7.2}x",
+                    "{n:>6} {th:>3} | {:>8} {:>8} {:>8} {:>8} | {:>7.2}x",
                     cell(g[0]),
                     cell(g[1]),
                     cell(g[2]),
+                    cell(g[3]),
                     top / f
                 );
             });
         }
     }
-    println!("(GOP/s, i8 · i8 → i32; loops only up to 1024; amx/f32 against this run's sgemm)");
+    println!(
+        "(GOP/s, i8 · i8 → i32; vnni = vpdpbusd, madd = vpmaddwd over i16; loops only up to 1024; best/f32 against this run's sgemm)"
+    );
     if let Some(rows) = peer.then(|| torch_peer(true, &sizes, &threads)).flatten() {
         println!(
             "\n{:>6} {:>3} | {:>10} {:>10} | {:>8}",

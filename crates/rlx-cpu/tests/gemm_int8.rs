@@ -1,5 +1,5 @@
-//! The int8 GEMM (`rlx_cpu::gemm::int8`) on each of its paths — AMX-INT8 tiles, AVX-512
-//! `vpmaddwd`, portable loops — against an exact reference (i64 sums wrapped to i32), and
+//! The int8 GEMM (`rlx_cpu::gemm::int8`) on each of its paths — AMX-INT8 tiles, AVX512_VNNI
+//! `vpdpbusd`, AVX-512 `vpmaddwd`, portable loops — against an exact reference (i64 sums wrapped to i32), and
 //! i8 matmul graphs run by the CPU backend against the oracle interpreter, once per path.
 //! Integer products are exact, so every comparison is for equal bits. Paths the CPU lacks
 //! are skipped with a message on stderr.
@@ -187,6 +187,51 @@ fn amx_int8_equals_the_exact_product_on_tails_layouts_and_k_blocks() {
 }
 
 #[test]
+fn avx512_vnni_int8_equals_the_exact_product_on_tails_layouts_and_k_blocks() {
+    paths()
+        .into_iter()
+        .filter(|&p| p == I8Path::Avx512Vnni)
+        .for_each(check_path);
+}
+
+/// The VNNI kernel biases B by +128 and subtracts 128·Σa per row: the extremes of both
+/// operands (−128 · −128, −128 · 127, 127 · 127) and columns whose sums are extreme must
+/// still give the exact product.
+#[test]
+fn avx512_vnni_bias_correction_is_exact_at_the_byte_extremes() {
+    if !I8Path::Avx512Vnni.available() {
+        eprintln!("skipped: the avx512vnni int8 path is not available here");
+        return;
+    }
+    let (m, n, k) = (14, 40, 1030);
+    for (fa, fb) in [(-128i8, -128i8), (-128, 127), (127, 127), (127, -128)] {
+        let mut flip = 0u32;
+        let mut alt = |v: i8| {
+            flip += 1;
+            if flip.is_multiple_of(5) { -1 - v } else { v }
+        };
+        let a = Mat::new(m, k, 0, || alt(fa));
+        let b = Mat::new(k, n, 2, || fb);
+        let want = reference(&a, &b);
+        let mut c = vec![0i32; m * n];
+        gemm_i8_with(
+            I8Path::Avx512Vnni,
+            a.view(),
+            b.view(),
+            MatMut::row_major(&mut c, m, n),
+            false,
+            1,
+        );
+        assert_eq!(
+            c,
+            want,
+            "A filled with {fa} (every 5th {}), B with {fb}",
+            -1 - fa
+        );
+    }
+}
+
+#[test]
 fn avx512_int8_equals_the_exact_product_on_tails_layouts_and_k_blocks() {
     paths()
         .into_iter()
@@ -269,6 +314,7 @@ fn default_path_is_the_environment_choice_or_the_first_available() {
     }
     assert_eq!(I8Path::parse("portable"), Some(I8Path::Portable));
     assert_eq!(I8Path::parse("vnni"), None);
+    assert_eq!(I8Path::parse("avx512vnni"), Some(I8Path::Avx512Vnni));
 }
 
 // ---- graphs through the CPU backend vs the oracle -------------------------------------

@@ -4,11 +4,12 @@
 //! | path | needs | how |
 //! |---|---|---|
 //! | [`I8Path::Amx`] | AMX-TILE + AMX-INT8, Linux | `tdpbssd`: 16×16 i32 tile += 16×64 i8 tile · 64×16 i8 tile |
+//! | [`I8Path::Avx512Vnni`] | AVX512_VNNI | `vpdpbusd` on A biased to unsigned bytes, the bias's column sums subtracted (`int8_vnni.rs`) |
 //! | [`I8Path::Avx512`] | AVX-512 F/BW | operands widened to i16 while packing, `vpmaddwd` + `vpaddd` |
 //! | [`I8Path::Portable`] | nothing | i32 loops over the strided views |
 //!
-//! The default is the first available path in that order; `RLX_GEMM_I8` (`amx`, `avx512`,
-//! `portable`) forces one for testing and benchmarking (an unknown or unavailable value is
+//! The default is the first available path in that order; `RLX_GEMM_I8` (`amx`,
+//! `avx512vnni`, `avx512`, `portable`) forces one for testing and benchmarking (an unknown or unavailable value is
 //! reported once on stderr and the default used). Every path gives the same bits: integer
 //! sums are exact, and wrapping sums do not depend on their order. An i8 matmul stored as
 //! i8 (the IR's `MatMul` on `I8`) wraps the i32 sum to 8 bits, as the oracle's i64 sum does.
@@ -25,6 +26,9 @@ use std::sync::OnceLock;
 pub enum I8Path {
     /// Intel AMX tiles (`tdpbssd`).
     Amx,
+    /// AVX512_VNNI `vpdpbusd` (four byte products per 32-bit lane) with A biased to
+    /// unsigned bytes.
+    Avx512Vnni,
     /// AVX-512 `vpmaddwd` over operands widened to i16.
     Avx512,
     /// Plain i32 loops (any CPU).
@@ -33,12 +37,18 @@ pub enum I8Path {
 
 impl I8Path {
     /// Every path, in the order the default tries them.
-    pub const ALL: [I8Path; 3] = [I8Path::Amx, I8Path::Avx512, I8Path::Portable];
+    pub const ALL: [I8Path; 4] = [
+        I8Path::Amx,
+        I8Path::Avx512Vnni,
+        I8Path::Avx512,
+        I8Path::Portable,
+    ];
 
     /// The name used by `RLX_GEMM_I8`.
     pub fn name(self) -> &'static str {
         match self {
             I8Path::Amx => "amx",
+            I8Path::Avx512Vnni => "avx512vnni",
             I8Path::Avx512 => "avx512",
             I8Path::Portable => "portable",
         }
@@ -55,6 +65,7 @@ impl I8Path {
         {
             match self {
                 I8Path::Amx => super::amx::int8_available() && super::bf16_avx512::avx512bw(),
+                I8Path::Avx512Vnni => super::int8_vnni::available(),
                 I8Path::Avx512 => super::bf16_avx512::avx512bw(),
                 I8Path::Portable => true,
             }
@@ -82,7 +93,7 @@ impl I8Path {
                         tracing::warn!(
                             target: "rlx::gemm",
                             "RLX_GEMM_I8={v} is not an available int8 GEMM path here \
-                             (amx, avx512, portable); using {}",
+                             (amx, avx512vnni, avx512, portable); using {}",
                             best.name()
                         );
                         best
@@ -122,7 +133,7 @@ pub fn gemm_i8_with(
     assert!(
         path.available(),
         "{op}: the {} int8 path is not available on this CPU (amx needs AMX-INT8 and Linux, \
-         avx512 needs AVX-512 F/BW); use I8Path::default_path or check I8Path::available",
+         avx512vnni needs AVX512_VNNI, avx512 needs AVX-512 F/BW); use I8Path::default_path or check I8Path::available",
         path.name()
     );
     super::check_views(op, &a, &b, &c);
@@ -176,6 +187,9 @@ fn portable(a: &MatRef<'_, i8>, b: &MatRef<'_, i8>, c: &mut MatMut<'_, i32>, acc
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+pub(super) use kernels::pack_b_quads;
+
 /// The x86-64 kernels and the parallel driver call.
 #[cfg(target_arch = "x86_64")]
 mod kernels {
@@ -183,7 +197,7 @@ mod kernels {
     use super::{I8Path, MatMut, MatRef};
     use std::arch::x86_64::*;
 
-    /// Run the product on `path` (Amx or Avx512) over the rayon pool.
+    /// Run the product on `path` (any but Portable) over the rayon pool.
     ///
     /// # Safety
     /// The views must be in bounds of their slices, C's elements pairwise distinct and
@@ -230,6 +244,7 @@ mod kernels {
         unsafe {
             match path {
                 I8Path::Amx => job.run(&AmxI8),
+                I8Path::Avx512Vnni => job.run(&super::super::int8_vnni::DpBusd),
                 I8Path::Avx512 => job.run(&Madd16),
                 I8Path::Portable => unreachable!("the portable path runs without kernels"),
             }
@@ -262,7 +277,7 @@ mod kernels {
 
         unsafe fn pack_b(&self, b: Src<i8>, kb: usize, nb: usize, kpad: usize, dst: &mut [i8]) {
             // SAFETY: forwarded contract; AVX-512 BW is present where this kernel runs.
-            unsafe { pack_b_quads(b, kb, nb, kpad, dst) }
+            unsafe { pack_b_quads(b, (kb, nb), kpad, 32, dst) }
         }
 
         unsafe fn micro(
@@ -359,16 +374,23 @@ mod kernels {
     }
 
     /// Pack sums `0..kb`, columns `0..nb` of `b` as strips of 16 columns, each
-    /// `[kpad / 4 quads][16 columns][4]`, over `nb` rounded up to 32 columns (zeros past `nb`
-    /// and `kb`). Row-major B: four rows interleaved by byte and word unpacks; column-major B
+    /// `[kpad / 4 quads][16 columns][4]`, over `nb` rounded up to `nr` columns (a multiple
+    /// of 16: the kernel's panel width; zeros past `nb` and `kb`). Row-major B: four rows interleaved by byte and word unpacks; column-major B
     /// (a transposed weight): each column's quad is one 32-bit word, 16 columns one gather.
     ///
     /// # Safety
     /// The `kb × nb` block of `b` must be readable; AVX-512 F/BW present.
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn pack_b_quads(b: Src<i8>, kb: usize, nb: usize, kpad: usize, dst: &mut [i8]) {
+    pub(in crate::gemm) unsafe fn pack_b_quads(
+        b: Src<i8>,
+        (kb, nb): (usize, usize),
+        kpad: usize,
+        nr: usize,
+        dst: &mut [i8],
+    ) {
+        debug_assert!(nr.is_multiple_of(16));
         let kq = kpad / 4;
-        let cols = nb.next_multiple_of(32);
+        let cols = nb.next_multiple_of(nr);
         assert!(
             dst.len() >= cols * kpad,
             "AMX int8 pack_b: buffer too small"

@@ -25,6 +25,8 @@ mod f32_path;
 #[cfg(target_arch = "x86_64")]
 mod fma32;
 pub mod int8;
+#[cfg(target_arch = "x86_64")]
+mod int8_vnni;
 pub mod lowp;
 #[cfg(target_arch = "x86_64")]
 mod lowp_drive;
