@@ -390,9 +390,10 @@ fn explain_says_which_kernels_run_as_machine_code_and_why_others_do_not() {
     }
 }
 
-/// Inputs at every branch point of erf and exact GELU (the erf polynomial's 0.75, erfc's
-/// 0.5 and 10.5, GELU's ±16 clamp, each with its neighbours), ±0, subnormals, huge
-/// values, ±∞, NaNs of both signs, and a dense sweep of [−20, 20].
+/// Inputs at every branch point of erf and exact GELU (the erf polynomial's 0.75, the
+/// ±16 clamp of the tail, the exponential's −120 clamp at √120 for erf and √240 for GELU,
+/// and the earlier formulation's 0.5 and 10.5, each with its neighbours), ±0,
+/// subnormals, huge values, ±∞, NaNs of both signs, and a dense sweep of [−20, 20].
 fn erf_values() -> Vec<f32> {
     let mut v = vec![
         0.0,
@@ -421,6 +422,8 @@ fn erf_values() -> Vec<f32> {
         10.5,
         10.5 * std::f32::consts::SQRT_2,
         16.0,
+        120f32.sqrt(),
+        240f32.sqrt(),
     ] {
         for x in [
             b,
@@ -446,6 +449,59 @@ fn erf_and_exact_gelu_give_the_interpreters_bits_at_every_branch_point() {
         let compiled = same_bits(&g, &[TensorData::from_f32(&[n], &xs)]);
         if jit_available() {
             assert!(compiled > 0, "{act:?} was compiled");
+        }
+    }
+}
+
+#[test]
+fn exact_gelu_backward_chain_on_bf16_and_f32_is_compiled_with_the_interpreters_bits() {
+    // The autodiff rule's g·(Φ(u) + u·φ(u)) with Φ(u) = ½(1 + erf(u/√2)) and
+    // φ(u) = e^(−u²/2)/√(2π), as one elementwise kernel in each format: erf and exp both
+    // compiled (the OPS `gelu_erf rlx_bwd` row), every node rounded as the interpreter
+    // rounds it, over erf's branch points and the dense sweep of [−20, 20].
+    let xs = erf_values();
+    let n = xs.len();
+    let gs: Vec<f32> = (0..n).map(|i| 1.0 - (i % 7) as f32 * 0.375).collect();
+    for dt in [DType::F32, DType::BF16] {
+        let mut g = Graph::new(format!("gelu_bwd_{dt}"));
+        let u0 = g.input("u", Shape::new(&[n], DType::F32));
+        let g0 = g.input("g", Shape::new(&[n], DType::F32));
+        let u = op(&mut g, Op::Cast { to: dt }, vec![u0]);
+        let gy = op(&mut g, Op::Cast { to: dt }, vec![g0]);
+        let mul = |g: &mut Graph, a, b| op(g, Op::Binary(BinaryOp::Mul), vec![a, b]);
+        let add = |g: &mut Graph, a, b| op(g, Op::Binary(BinaryOp::Add), vec![a, b]);
+        let sc = |g: &mut Graph, v: f64| {
+            let c = scalar(g, v as f32);
+            if dt == DType::F32 {
+                c
+            } else {
+                op(g, Op::Cast { to: dt }, vec![c])
+            }
+        };
+        let k = sc(&mut g, std::f64::consts::FRAC_1_SQRT_2);
+        let us = mul(&mut g, u, k);
+        let e = op(&mut g, Op::Activation(Activation::Erf), vec![us]);
+        let one = sc(&mut g, 1.0);
+        let e1 = add(&mut g, e, one);
+        let half = sc(&mut g, 0.5);
+        let cdf = mul(&mut g, e1, half);
+        let uu = mul(&mut g, u, u);
+        let mhalf = sc(&mut g, -0.5);
+        let hh = mul(&mut g, uu, mhalf);
+        let ex = op(&mut g, Op::Activation(Activation::Exp), vec![hh]);
+        let c = sc(&mut g, 1.0 / (2.0 * std::f64::consts::PI).sqrt());
+        let pdf = mul(&mut g, ex, c);
+        let up = mul(&mut g, u, pdf);
+        let d = add(&mut g, cdf, up);
+        let du = mul(&mut g, gy, d);
+        g.set_outputs(vec![du]);
+        let args = [
+            TensorData::from_f32(&[n], &xs),
+            TensorData::from_f32(&[n], &gs),
+        ];
+        let compiled = same_bits(&g, &args);
+        if jit_available() {
+            assert!(compiled > 0, "{dt}: the backward chain was compiled");
         }
     }
 }

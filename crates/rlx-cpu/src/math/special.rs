@@ -1,10 +1,10 @@
-//! Lane kernels of the composite functions: tanh, sigmoid, erf/erfc, GELU (both forms),
+//! Lane kernels of the composite functions: tanh, sigmoid, erf, GELU (both forms),
 //! SiLU, softplus, Mish. Each is written so that no step cancels catastrophically; where an
 //! exponential's argument is itself a rounded product (GELU), the argument is carried as an
 //! unevaluated sum `hi + lo` so its rounding does not grow into the result.
 
 use super::expo::{exp, exp_parts, expm1, log1p_unit};
-use super::simd::{clamp, mad, sel, two_prod, two_sum};
+use super::simd::{clamp, mad, mad64, sel, two_prod, two_sum};
 
 /// `tanh x = expm1(2|x|) / (expm1(2|x|) + 2)` with the sign of `x`.
 #[inline(always)]
@@ -87,87 +87,79 @@ fn erf_small<const F: bool>(z: f32) -> f32 {
     mad::<F>(z, E0_HI, z * mad::<F>(w, p, E0_LO))
 }
 
-// erfc a = t·exp(−a² + P(t − ½)), t = 2/(2 + a), a ∈ [0.5, 10.5]: a degree-9 minimax P
-// (absolute error 1.5·10⁻⁹, i.e. that relative error in erfc). P's constant term is split
-// into hi + lo because it sits next to −a² in the exponent.
-const ERFC_SMALL: f32 = 0.5;
-const ERFC_MAX: f32 = 10.5;
-const P0_HI: f32 = -0.671_794_06;
-const P0_LO: f32 = -2.777_248_5e-8;
-const P1: f32 = 1.345_286_4;
-const P2: f32 = 0.189_373_57;
-const P3: f32 = -0.375_156_55;
-const P4: f32 = -0.157_993_76;
-const P5: f32 = 0.281_960_96;
-const P6: f32 = 0.113_567_48;
-const P7: f32 = -0.290_806_8;
-const P8: f32 = -0.051_781_89;
-const P9: f32 = 0.252_995_4;
+// The Gaussian tail through its scaled form: Φ(−a) = e^(−a²/2)·M(a) with M(a) =
+// ½·erfcx(a/√2) (Φ(−a)/φ(a) up to 1/√(2π)): M falls smoothly from ½ at 0 like 1/(a√(2π)),
+// and a rational function of degrees 4/5 fits it on [0, MILLS_MAX] to a relative error of
+// 7.1·10⁻⁹ (Lawson-weighted least squares against f64 erfcx, done once at development
+// time). It is evaluated in f64 (then rounded once): in f32 the nine Horner steps alone
+// would add up to 5 ulp. Past MILLS_MAX every caller's exponential is already 0.
+const MILLS_MAX: f32 = 16.0;
+const MP: [f64; 5] = [
+    0.500_000_003_538_417_2,
+    0.441_111_884_614_508,
+    0.185_331_654_513_189_6,
+    0.041_342_550_845_268_2,
+    0.004_222_257_742_586_323,
+];
+/// `Q1..=Q5` (`Q0 = 1`).
+const MQ: [f64; 5] = [
+    1.680_108_827_093_342_2,
+    1.211_190_616_618_024_4,
+    0.475_007_123_027_391_4,
+    0.103_635_944_527_397_91,
+    0.010_583_532_814_844_848,
+];
 
-/// `m·erfc(a + al)` for `a ≥ 0` (`a` clamped to [`ERFC_MAX`], beyond which erfc underflows).
+/// `M(a) = Φ(−a)·e^(a²/2)` for `a ∈ [0, MILLS_MAX]` (`a` in f64: the erf caller scales
+/// its argument by √2 there), rounded once to f32.
 #[inline(always)]
-fn erfc_pos_mul<const F: bool>(a: f32, al: f32, m: f32) -> f32 {
-    let big = a > ERFC_MAX;
-    let a = sel(big, ERFC_MAX, a);
-    let al = sel(big, 0.0, al);
-    let (d, de) = two_sum(2.0, a);
-    let t = 2.0 / d;
-    // t enters both as a factor and through P: its rounding error t_lo would cost ~1 ulp, so
-    // it is recovered (t_lo = (2 − t·d − t·de)/d) and folded into the exponent below, using
-    // erfc = t·e^(…+P(t)) ⇒ d(ln erfc)/dt = 1/t + P'(t) ≈ d/2 + P1.
-    let (td, tde) = two_prod::<F>(t, d);
-    let t_lo = (((2.0 - td) - tde) - t * de) / d;
-    let u = t - 0.5;
-    let p = mad::<F>(u, P9, P8);
-    let p = mad::<F>(u, p, P7);
-    let p = mad::<F>(u, p, P6);
-    let p = mad::<F>(u, p, P5);
-    let p = mad::<F>(u, p, P4);
-    let p = mad::<F>(u, p, P3);
-    let p = mad::<F>(u, p, P2);
-    let p = mad::<F>(u, p, P1) * u;
-    let (a2h, a2l) = two_prod::<F>(a, a);
-    let a2l = mad::<F>(2.0 * a, al, a2l);
-    // exponent = −a² + P as hi + lo, with |lo| tiny (exp's reduction assumes that).
-    let (c, ce) = two_sum(P0_HI, p);
-    let (sh, sl) = two_sum(-a2h, c);
-    let corr = t_lo * (0.5 * d + P1);
-    let (q, s1, s2) = exp_parts::<F>(sh, sl + (((ce + P0_LO) - a2l) + corr));
-    // Past the clamp erfc is 0 (also when a huge m comes with it, as in GELU at −∞·…).
-    sel(big, 0.0 * m, ((q * (m * t)) * s1) * s2)
+fn mills<const F: bool>(a: f64) -> f32 {
+    let p = mad64::<F>(a, MP[4], MP[3]);
+    let p = mad64::<F>(a, p, MP[2]);
+    let p = mad64::<F>(a, p, MP[1]);
+    let p = mad64::<F>(a, p, MP[0]);
+    let q = mad64::<F>(a, MQ[4], MQ[3]);
+    let q = mad64::<F>(a, q, MQ[2]);
+    let q = mad64::<F>(a, q, MQ[1]);
+    let q = mad64::<F>(a, q, MQ[0]);
+    let q = mad64::<F>(a, q, 1.0);
+    (p / q) as f32
 }
 
-/// `erf x`.
+/// `(c, e^(−c²) or e^(−c²/2) as exp_parts)` with `c = min(|x|, MILLS_MAX)`: c² is carried
+/// as hi + lo (at c = 13, rounding c² alone would cost tens of ulp).
+#[inline(always)]
+fn gauss_parts<const F: bool, const HALF: bool>(x: f32) -> (f32, (f32, f32, f32)) {
+    let a = x.abs();
+    let c = sel(a > MILLS_MAX, MILLS_MAX, a);
+    let (h, l) = two_prod::<F>(c, c);
+    let (h, l) = if HALF { (h * -0.5, l * -0.5) } else { (-h, -l) };
+    (c, exp_parts::<F>(h, l))
+}
+
+/// `erf x`: the small-argument polynomial below 0.75 in magnitude; elsewhere
+/// `1 − erfc|x|` with the sign of `x`, `erfc a = 2Φ(−a√2) = 2e^(−a²)·M(a√2)`.
 #[inline(always)]
 pub(crate) fn erf<const F: bool>(x: f32) -> f32 {
-    let a = x.abs();
-    let large = (1.0 - erfc_pos_mul::<F>(a, 0.0, 1.0)).copysign(x);
-    sel(a < ERF_SMALL, erf_small::<F>(x), large)
+    let (c, (p, s1, s2)) = gauss_parts::<F, false>(x);
+    let m = mills::<F>(c as f64 * std::f64::consts::SQRT_2);
+    // ½·erfc|x| (0 past the clamp, where exp_parts gives p = 0)
+    let h = ((p * m) * s1) * s2;
+    let large = mad::<F>(-2.0, h, 1.0).copysign(x);
+    sel(x.abs() < ERF_SMALL, erf_small::<F>(x), large)
 }
 
-/// `m·erfc(zh + zl)` for any sign (`zl` a small correction of `zh`).
-#[inline(always)]
-pub(crate) fn erfc_dd_mul<const F: bool>(zh: f32, zl: f32, m: f32) -> f32 {
-    let neg = zh < 0.0;
-    // erfc(−a) = 2 − erfc(a) ≥ 1 needs no subnormal care: multiply by m afterwards there.
-    let e = erfc_pos_mul::<F>(zh.abs(), sel(neg, -zl, zl), sel(neg, 1.0, m));
-    let large = sel(neg, m * (2.0 - e), e);
-    sel(zh.abs() < ERFC_SMALL, m * (1.0 - erf_small::<F>(zh)), large)
-}
-
-const FRAC_1_SQRT2_HI: f32 = 0.707_106_77;
-const FRAC_1_SQRT2_LO: f32 = 1.210_161_7e-8;
-
-/// Exact GELU `x·Φ(x) = ½x·erfc(−x/√2)` (−0 at −∞).
+/// Exact GELU `x·Φ(x)` (−0 at −∞): with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)`, `x·v` for
+/// negative x (the multiplier folded in before the last power-of-two scaling, so that a
+/// subnormal result is rounded once) and `x·(1 − v)` otherwise (v ≤ ½: no cancellation).
 #[inline(always)]
 pub(crate) fn gelu<const F: bool>(x: f32) -> f32 {
-    // |x| > 16 is in the saturated range (Φ = 1 or x·Φ underflows); the clamp keeps the
-    // error-free products finite.
-    let xc = clamp(x, -16.0, 16.0);
-    let (zh, zl) = two_prod::<F>(xc, -FRAC_1_SQRT2_HI);
-    let zl = mad::<F>(xc, -FRAC_1_SQRT2_LO, zl);
-    let v = erfc_dd_mul::<F>(zh, zl, 0.5 * x);
-    sel(x == f32::NEG_INFINITY, -0.0, v)
+    let (c, (p, s1, s2)) = gauss_parts::<F, true>(x);
+    let m = mills::<F>(c as f64);
+    let neg = x < 0.0;
+    let v = ((p * (sel(neg, x, 1.0) * m)) * s1) * s2;
+    let y = sel(neg, v, x * (1.0 - v));
+    sel(x == f32::NEG_INFINITY, -0.0, y)
 }
 
 // 2·√(2/π) and 2·√(2/π)·0.044715 as hi + lo pairs.

@@ -1,14 +1,15 @@
 //! The error-function lane kernels the JIT emits in full — `erf` and exact GELU
-//! (`½x·erfc(−x/√2)`) — each as the same sequence of IEEE operations as its
-//! `math::special` lane kernel on the FMA path (`F = true`, which both the AVX2+FMA and
-//! the AVX-512 interpreter paths run), so the bits agree.
+//! (`x·Φ(x)`) — each as the same sequence of IEEE operations as its `math::special` lane
+//! kernel on the FMA path (`F = true`, which both the AVX2+FMA and the AVX-512
+//! interpreter paths run), so the bits agree.
 //!
-//! Masks: `k5` holds erfc's "past the clamp" lanes across the exponential (which uses
-//! `k2`); `k6` and `k7` hold the callers' lane choices across the erfc call.
+//! Both go through the Gaussian tail `Φ(−a) = e^(−a²/2)·M(a)`, whose smooth factor `M` is a
+//! rational function evaluated in f64 (the two 8-double halves of the 16 lanes one after
+//! the other). Masks: `k6` holds the callers' lane choices; the exponential uses `k2`.
 
-use super::special::{clamp, exp_parts, load_const};
-use super::{Lower, Temps};
-use crate::jit::x86::{Asm, Cmp};
+use super::special::{exp_parts, load_const};
+use super::{Lower, R8, Temps};
+use crate::jit::x86::{Asm, Cmp, Mem, Src};
 
 // Constants of `math::special::erf_small`: erf z = z·E(z²) on |z| < ERF_SMALL.
 const ERF_SMALL: f32 = 0.75;
@@ -22,123 +23,192 @@ const E: [f32; 5] = [
     -0.000_674_951_24,
 ];
 
-// Constants of `math::special::erfc_pos_mul`: erfc a = t·exp(−a² + P(t − ½)),
-// t = 2/(2 + a), P's constant term split into hi + lo.
-const ERFC_SMALL: f32 = 0.5;
-const ERFC_MAX: f32 = 10.5;
-const P0_HI: f32 = -0.671_794_06;
-const P0_LO: f32 = -2.777_248_5e-8;
-/// `P1..=P9`.
-const P: [f32; 9] = [
-    1.345_286_4,
-    0.189_373_57,
-    -0.375_156_55,
-    -0.157_993_76,
-    0.281_960_96,
-    0.113_567_48,
-    -0.290_806_8,
-    -0.051_781_89,
-    0.252_995_4,
+// Constants of `math::special::mills`: M(a) = P(a)/Q(a) on [0, MILLS_MAX], Q0 = 1.
+const MILLS_MAX: f32 = 16.0;
+const MP: [f64; 5] = [
+    0.500_000_003_538_417_2,
+    0.441_111_884_614_508,
+    0.185_331_654_513_189_6,
+    0.041_342_550_845_268_2,
+    0.004_222_257_742_586_323,
 ];
-
-// Constants of `math::special::gelu`: the clamp ±16 and −1/√2 as hi + lo.
-const GELU_LIM: f32 = 16.0;
-const NEG_FRAC_1_SQRT2_HI: f32 = -0.707_106_77;
-const NEG_FRAC_1_SQRT2_LO: f32 = -1.210_161_7e-8;
+/// `Q1..=Q5`.
+const MQ: [f64; 5] = [
+    1.680_108_827_093_342_2,
+    1.211_190_616_618_024_4,
+    0.475_007_123_027_391_4,
+    0.103_635_944_527_397_91,
+    0.010_583_532_814_844_848,
+];
 
 const SIGN: u32 = 0x8000_0000;
 const ABS: u32 = 0x7FFF_FFFF;
 
-/// Every constant erf and GELU read from the pool (besides [`super::special::exp_consts`]).
+/// Every f32 constant erf and GELU read from the pool (besides
+/// [`super::special::exp_consts`]).
 pub(super) fn erf_consts() -> Vec<u32> {
     let mut v = vec![
         ERF_SMALL.to_bits(),
         E0_HI.to_bits(),
         E0_LO.to_bits(),
-        ERFC_SMALL.to_bits(),
-        ERFC_MAX.to_bits(),
-        P0_HI.to_bits(),
-        P0_LO.to_bits(),
-        GELU_LIM.to_bits(),
-        (-GELU_LIM).to_bits(),
-        NEG_FRAC_1_SQRT2_HI.to_bits(),
-        NEG_FRAC_1_SQRT2_LO.to_bits(),
+        MILLS_MAX.to_bits(),
         SIGN,
         ABS,
         0,
-        0.5f32.to_bits(),
         1f32.to_bits(),
-        2f32.to_bits(),
+        (-0.5f32).to_bits(),
+        (-2f32).to_bits(),
         f32::NEG_INFINITY.to_bits(),
     ];
     v.extend(E.map(f32::to_bits));
-    v.extend(P.map(f32::to_bits));
     v
 }
 
-/// Scratch registers `erfc_pos_mul` takes from its caller's [`Temps`].
-const ERFC_TEMPS: usize = 10;
+/// Every f64 constant erf and GELU read from the pool (each two adjacent 32-bit slots).
+pub(super) fn erf_consts64() -> Vec<u64> {
+    let mut v: Vec<u64> = MP.iter().chain(&MQ).map(|c| c.to_bits()).collect();
+    v.extend([1f64.to_bits(), std::f64::consts::SQRT_2.to_bits()]);
+    v
+}
 
 impl Lower<'_> {
-    fn cf(&self, v: f32) -> crate::jit::x86::Src {
+    fn cf(&self, v: f32) -> Src {
         self.creg(v.to_bits())
     }
 
-    /// `erf x` as `math::special::erf`: the small-argument polynomial below 0.75 in
-    /// magnitude, `1 − erfc|x|` with the sign of `x` elsewhere; into `d` (14 temps).
-    pub(super) fn erf(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
-        let [ax, e] = t.many::<2>();
-        a.vandps(ax, x, self.creg(ABS));
-        self.erfc_pos_mul(a, t, e, ax, None, None);
-        // large = copysign(1 − e, x)
-        let [l, s] = t.many::<2>();
-        load_const(a, l, self.cf(1.0));
-        a.vsubps(l, l, e);
-        a.vandps(l, l, self.creg(ABS));
-        a.vandps(e, x, self.creg(SIGN));
-        a.vorps(l, l, e);
-        self.erf_small(a, (s, e), x);
-        // |x| < 0.75 (false for NaN) → the polynomial
-        a.vcmpps(6, ax, self.cf(ERF_SMALL), Cmp::LtOq);
-        a.vblendmps(d, 6, l, s);
+    /// The pool slot of f64 constant `v` (pooled by the prologue from [`erf_consts64`]).
+    fn creg64(&self, v: f64) -> Src {
+        let b = v.to_bits();
+        let (lo, hi) = (b as u32, (b >> 32) as u32);
+        let k = (0..self.consts.len().saturating_sub(1))
+            .find(|&k| self.consts[k] == lo && self.consts[k + 1] == hi)
+            .expect("pooled");
+        Src::Pool(4 * k as i32)
     }
 
-    /// Exact GELU as `math::special::gelu`: `m·erfc(zh + zl)` with `m = ½x` and
-    /// `zh + zl = −x/√2` (x clamped to ±16) a double-float; −0 at −∞; into `d` (16 temps).
+    /// `erf x` as `math::special::erf`: the small-argument polynomial below 0.75 in
+    /// magnitude, `copysign(1 − 2·e^(−x²)·M(|x|√2), x)` elsewhere; into `d` (13 temps).
+    pub(super) fn erf(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+        let [c, m, h, l, e1, e2] = t.many::<6>();
+        let (p, s1, s2) = self.gauss_parts(a, t, (c, h, l), x, false);
+        let mut mt = Temps {
+            regs: vec![h, l, e1, e2],
+            next: 0,
+        };
+        self.mills(a, &mut mt, m, c, true);
+        // ½·erfc|x| = ((p·m)·s1)·s2
+        a.vmulps(m, p, m);
+        a.vmulps(m, m, s1);
+        a.vmulps(m, m, s2);
+        // large = copysign(fma(−2, ½erfc, 1), x)  (into l)
+        load_const(a, l, self.cf(-2.0));
+        a.vfmadd213ps(l, m, self.cf(1.0));
+        a.vandps(l, l, self.creg(ABS));
+        a.vandps(h, x, self.creg(SIGN));
+        a.vorps(l, l, h);
+        // |x| < 0.75 (c = min(|x|, 16); false for NaN) → the polynomial
+        a.vcmpps(6, c, self.cf(ERF_SMALL), Cmp::LtOq);
+        self.erf_small(a, (m, h), x);
+        a.vblendmps(d, 6, l, m);
+    }
+
+    /// Exact GELU as `math::special::gelu`: with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)`,
+    /// `((p·(x·M))·s1)·s2` for negative x and `x·(1 − v)` otherwise; −0 at −∞; into `d`
+    /// (13 temps).
     pub(super) fn gelu_erf(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
-        let [xc, zh, zl, m, az, e] = t.many::<6>();
-        // xc = clamp(x, −16, 16)
-        clamp(a, xc, x, self.cf(-GELU_LIM), self.cf(GELU_LIM));
-        // (zh, zl) = two_prod(xc, −HI); zl = fma(xc, −LO, zl)
-        a.vmulps(zh, xc, self.cf(NEG_FRAC_1_SQRT2_HI));
-        a.vmovaps(zl, xc);
-        load_const(a, m, self.cf(NEG_FRAC_1_SQRT2_HI));
-        a.vfmsub213ps(zl, m, zh);
-        a.vfmadd231ps(zl, xc, self.cf(NEG_FRAC_1_SQRT2_LO));
-        a.vmulps(m, x, self.cf(0.5));
-        // erfc_dd_mul(zh, zl, m): neg = zh < 0 (k6) picks erfc(−a) = 2 − erfc(a),
-        // evaluated as erfc_pos_mul(|zh|, −zl, 1) and multiplied by m afterwards.
-        a.vcmpps(6, zh, self.cf(0.0), Cmp::LtOq);
-        a.vandps(az, zh, self.creg(ABS));
-        a.vxorps(xc, zl, self.creg(SIGN));
-        a.vblendmps(zl, 6, zl, xc);
-        a.vblendmps(xc, 6, m, self.cf(1.0)); // xc = the multiplier
-        self.erfc_pos_mul(a, t, e, az, Some(zl), Some(xc));
-        // large = neg ? m·(2 − e) : e  (into xc)
-        load_const(a, xc, self.cf(2.0));
-        a.vsubps(xc, xc, e);
-        a.vmulps(xc, m, xc);
-        a.vblendmps(xc, 6, e, xc);
-        // small = m·(1 − erf_small(zh))  (into zl)
-        self.erf_small(a, (zl, e), zh);
-        load_const(a, e, self.cf(1.0));
-        a.vsubps(e, e, zl);
-        a.vmulps(zl, m, e);
-        // |zh| < 0.5 → small; then x = −∞ → −0
-        a.vcmpps(7, az, self.cf(ERFC_SMALL), Cmp::LtOq);
-        a.vblendmps(xc, 7, xc, zl);
-        a.vcmpps(7, x, self.cf(f32::NEG_INFINITY), Cmp::EqOq);
-        a.vblendmps(d, 7, xc, self.creg(SIGN));
+        let [c, m, h, l, e1, e2] = t.many::<6>();
+        let (p, s1, s2) = self.gauss_parts(a, t, (c, h, l), x, true);
+        let mut mt = Temps {
+            regs: vec![h, l, e1, e2],
+            next: 0,
+        };
+        self.mills(a, &mut mt, m, c, false);
+        // neg = x < 0 (k6); v = ((p·(sel(neg, x, 1)·M))·s1)·s2  (into c)
+        a.vcmpps(6, x, self.cf(0.0), Cmp::LtOq);
+        load_const(a, c, self.cf(1.0));
+        a.vblendmps(c, 6, c, x);
+        a.vmulps(c, c, m);
+        a.vmulps(c, p, c);
+        a.vmulps(c, c, s1);
+        a.vmulps(c, c, s2);
+        // neg ? v : x·(1 − v)  (into h); then x = −∞ → −0
+        load_const(a, h, self.cf(1.0));
+        a.vsubps(h, h, c);
+        a.vmulps(h, x, h);
+        a.vblendmps(h, 6, h, c);
+        a.vcmpps(6, x, self.cf(f32::NEG_INFINITY), Cmp::EqOq);
+        a.vblendmps(d, 6, h, self.creg(SIGN));
+    }
+
+    /// `math::special::gauss_parts`: `c = min(|x|, 16)` and the registers `(p, s1, s2)`
+    /// of `e^(−c²)` (`half`: `e^(−c²/2)`) with c² as the exact `h + l`; `c`, `h`, `l`
+    /// given, 7 more temps from `t` (`h` and `l` are free again afterwards).
+    fn gauss_parts(
+        &self,
+        a: &mut Asm,
+        t: &mut Temps,
+        (c, h, l): (u8, u8, u8),
+        x: u8,
+        half: bool,
+    ) -> (u8, u8, u8) {
+        a.vandps(c, x, self.creg(ABS));
+        a.vcmpps(6, c, self.cf(MILLS_MAX), Cmp::GtOq);
+        a.vblendmps(c, 6, c, self.cf(MILLS_MAX));
+        // (h, l) = two_prod(c, c)
+        a.vmulps(h, c, c);
+        a.vmovaps(l, c);
+        a.vfmsub213ps(l, c, h);
+        if half {
+            a.vmulps(h, h, self.cf(-0.5));
+            a.vmulps(l, l, self.cf(-0.5));
+        } else {
+            a.vxorps(h, h, self.creg(SIGN));
+            a.vxorps(l, l, self.creg(SIGN));
+        }
+        exp_parts(a, &self.exp_regs(), t, h, Some(l))
+    }
+
+    /// `math::special::mills` of the 16 floats in `c` (scaled by √2 in f64 when `sqrt2`)
+    /// into `d`: each 8-double half widened, `P(a)/Q(a)` by Horner from `fma(a, P4, P3)`
+    /// and `fma(a, Q5, Q4)`, rounded back; 4 temps, `c` and `d` distinct and kept apart
+    /// from them.
+    fn mills(&self, a: &mut Asm, t: &mut Temps, d: u8, c: u8, sqrt2: bool) {
+        let [w, p, q, hi] = t.many::<4>();
+        for half in 0..2 {
+            if half == 0 {
+                a.vcvtps2pd(w, c);
+            } else {
+                a.vextract_hi(hi, c);
+                a.vcvtps2pd(w, hi);
+            }
+            if sqrt2 {
+                a.pd(0x59, w, w, self.creg64(std::f64::consts::SQRT_2));
+            }
+            self.load64(a, p, MP[4]);
+            for k in (0..4).rev() {
+                a.vfmadd213pd(p, w, self.creg64(MP[k]));
+            }
+            self.load64(a, q, MQ[4]);
+            for k in (0..4).rev() {
+                a.vfmadd213pd(q, w, self.creg64(MQ[k]));
+            }
+            a.vfmadd213pd(q, w, self.creg64(1.0));
+            a.pd(0x5E, p, p, q);
+            if half == 0 {
+                a.vcvtpd2ps(d, p);
+            } else {
+                a.vcvtpd2ps(hi, p);
+                a.vinsert_hi(d, d, hi);
+            }
+        }
+    }
+
+    /// Broadcast pooled f64 constant `v` into register `r`.
+    fn load64(&self, a: &mut Asm, r: u8, v: f64) {
+        let Src::Pool(off) = self.creg64(v) else {
+            unreachable!("a pooled constant")
+        };
+        a.vbroadcastsd(r, Mem::BaseDisp(R8, off));
     }
 
     /// `math::special::erf_small(z)` into `d` (`w` scratch): `fma(z, E0_HI, z·fma(w,
@@ -152,125 +222,5 @@ impl Lower<'_> {
         a.vfmadd213ps(d, w, self.cf(E0_LO));
         a.vmulps(d, z, d);
         a.vfmadd231ps(d, z, self.cf(E0_HI));
-    }
-
-    /// `m·erfc(a + al)` for `a ≥ 0` as `math::special::erfc_pos_mul` (`al = None`: 0,
-    /// `m = None`: 1), into `d`; `a`, `al` and `m` are left unchanged. Takes
-    /// [`ERFC_TEMPS`] registers from `t`.
-    fn erfc_pos_mul(
-        &self,
-        a: &mut Asm,
-        t: &mut Temps,
-        d: u8,
-        x: u8,
-        al: Option<u8>,
-        m: Option<u8>,
-    ) {
-        let c = self.exp_regs();
-        let [a1, r1, dd, bb, de, tt, td, tde, r8, r9] = t.many::<ERFC_TEMPS>();
-        let two = self.cf(2.0);
-        // big = a > 10.5 (k5): a clamped, al zeroed there
-        a.vcmpps(5, x, self.cf(ERFC_MAX), Cmp::GtOq);
-        a.vblendmps(a1, 5, x, self.cf(ERFC_MAX));
-        let al1 = al.map(|al| {
-            a.vblendmps(r1, 5, al, self.cf(0.0));
-            r1
-        });
-        // (dd, de) = two_sum(2, a1)
-        a.vaddps(dd, a1, two);
-        a.vsubps(bb, dd, two);
-        a.vsubps(de, dd, bb);
-        load_const(a, td, two);
-        a.vsubps(de, td, de);
-        a.vsubps(bb, a1, bb);
-        a.vaddps(de, de, bb);
-        // t = 2/dd; (td, tde) = two_prod(t, dd)
-        load_const(a, tt, two);
-        a.vdivps(tt, tt, dd);
-        a.vmulps(td, tt, dd);
-        a.vmovaps(tde, tt);
-        a.vfmsub213ps(tde, dd, td);
-        // t_lo = (((2 − td) − tde) − t·de)/dd; corr = t_lo·(0.5·dd + P1)  (into bb)
-        load_const(a, bb, two);
-        a.vsubps(bb, bb, td);
-        a.vsubps(bb, bb, tde);
-        a.vmulps(tde, tt, de);
-        a.vsubps(bb, bb, tde);
-        a.vdivps(bb, bb, dd);
-        a.vmulps(de, dd, self.cf(0.5));
-        a.vaddps(de, de, self.cf(P[0]));
-        a.vmulps(bb, bb, de);
-        // u = t − 0.5 (de); p = P(u)·u by Horner from fma(u, P9, P8)  (td)
-        let (u, p) = (de, td);
-        a.vsubps(u, tt, self.cf(0.5));
-        a.vmovaps(p, u);
-        load_const(a, tde, self.cf(P[8]));
-        a.vfmadd213ps(p, tde, self.cf(P[7]));
-        for k in (0..7).rev() {
-            a.vfmadd213ps(p, u, self.cf(P[k]));
-        }
-        a.vmulps(p, p, u);
-        // (a2h, a2l) = two_prod(a1, a1); a2l = fma(2·a1, al, a2l)
-        let (a2h, a2l) = (dd, de);
-        a.vmulps(a2h, a1, a1);
-        a.vmovaps(a2l, a1);
-        a.vfmsub213ps(a2l, a1, a2h);
-        a.vaddps(a1, a1, a1);
-        match al1 {
-            Some(l) => a.vfmadd231ps(a2l, a1, l),
-            None => a.vfmadd231ps(a2l, a1, self.cf(0.0)),
-        }
-        // (c, ce) = two_sum(P0_HI, p)  (c in a1, ce in p)
-        let cc = a1;
-        a.vaddps(cc, p, self.cf(P0_HI));
-        let bb2 = r1; // free once al is folded in
-        a.vsubps(bb2, cc, self.cf(P0_HI));
-        a.vsubps(tde, cc, bb2);
-        load_const(a, r8, self.cf(P0_HI));
-        a.vsubps(r8, r8, tde);
-        a.vsubps(tde, p, bb2);
-        a.vaddps(p, r8, tde);
-        let ce = p;
-        // (sh, sl) = two_sum(−a2h, c)  (sh in a2h's register, sl in r8)
-        a.vxorps(bb2, a2h, self.creg(SIGN)); // −a2h
-        let nah = bb2;
-        a.vaddps(a2h, nah, cc);
-        let sh = a2h;
-        a.vsubps(tde, sh, nah); // bb
-        a.vsubps(r8, sh, tde);
-        a.vsubps(r8, nah, r8);
-        a.vsubps(tde, cc, tde);
-        a.vaddps(r8, r8, tde);
-        // lo = sl + (((ce + P0_LO) − a2l) + corr)  (into ce's register)
-        a.vaddps(ce, ce, self.cf(P0_LO));
-        a.vsubps(ce, ce, a2l);
-        a.vaddps(ce, ce, bb);
-        a.vaddps(ce, r8, ce);
-        let lo = ce;
-        // e^(sh + lo) = (q·s1)·s2 in the seven registers free now
-        let mut sub = Temps {
-            regs: vec![a1, bb2, bb, de, tde, r8, r9],
-            next: 0,
-        };
-        let (q, s1, s2) = exp_parts(a, &c, &mut sub, sh, Some(lo));
-        // big ? 0·m : ((q·(m·t))·s1)·s2
-        let v = sh;
-        match m {
-            Some(m) => {
-                // (m·t)·q: a NaN input comes out as the interpreter's (with x's sign).
-                a.vmulps(v, m, tt);
-                a.vmulps(v, v, q);
-            }
-            None => a.vmulps(v, q, tt),
-        }
-        a.vmulps(v, v, s1);
-        a.vmulps(v, v, s2);
-        match m {
-            Some(m) => {
-                a.vmulps(lo, m, self.cf(0.0));
-                a.vblendmps(d, 5, v, lo);
-            }
-            None => a.vblendmps(d, 5, v, self.cf(0.0)),
-        }
     }
 }

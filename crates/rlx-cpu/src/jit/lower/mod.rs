@@ -23,7 +23,7 @@ use super::mem::ExecMem;
 use super::x86::{Asm, Cmp, Gpr, JAE, Mem, R11, RAX, RDI, RDX, RSI, Src};
 use crate::exec::value::Ty;
 use crate::exec::vm::{IOp, TileProg};
-use erf::erf_consts;
+use erf::{erf_consts, erf_consts64};
 use rlx_ir::{Activation, BinaryOp, CmpOp, DType};
 use special::{GELU_CONSTS, exp_consts, exp_parts, load_const, minmax, tanh_log_consts};
 
@@ -389,6 +389,7 @@ impl<'a> Lower<'a> {
             }
         }
         let mut pooled: Vec<u32> = Vec::new();
+        let mut pooled64: Vec<u64> = Vec::new();
         for ins in &self.prog.instrs {
             if ins.ty == Ty::F64 {
                 if let IOp::Const(b) = &ins.op {
@@ -426,12 +427,16 @@ impl<'a> Lower<'a> {
                 IOp::Unary(Activation::Erf | Activation::Gelu) => {
                     pooled.extend(exp_consts());
                     pooled.extend(erf_consts());
+                    pooled64.extend(erf_consts64());
                 }
                 _ => {}
             }
         }
         for b in pooled {
             self.pool(b);
+        }
+        for b in pooled64 {
+            self.pool64(b);
         }
         Some(())
     }
@@ -553,12 +558,12 @@ impl<'a> Lower<'a> {
                             t.give_back(&mut free);
                         }
                         Activation::Erf => {
-                            let mut t = Temps::take(&mut free, 14)?;
+                            let mut t = Temps::take(&mut free, 13)?;
                             self.erf(a, &mut t, d, x);
                             t.give_back(&mut free);
                         }
                         Activation::Gelu => {
-                            let mut t = Temps::take(&mut free, 16)?;
+                            let mut t = Temps::take(&mut free, 13)?;
                             self.gelu_erf(a, &mut t, d, x);
                             t.give_back(&mut free);
                         }

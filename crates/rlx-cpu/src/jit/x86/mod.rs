@@ -223,6 +223,11 @@ impl Asm {
         self.op3(Map::M0F38, Pp::P66, false, 0xA8, dst, a, b);
     }
 
+    /// `dst = a·dst + b` on 8 doubles (`vfmadd213pd`).
+    pub(crate) fn vfmadd213pd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
+        self.op3(Map::M0F38, Pp::P66, true, 0xA8, dst, a, b);
+    }
+
     /// `dst = a·b + dst` (`vfmadd231ps`).
     pub(crate) fn vfmadd231ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
         self.op3(Map::M0F38, Pp::P66, false, 0xB8, dst, a, b);

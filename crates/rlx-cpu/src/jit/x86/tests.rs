@@ -175,6 +175,11 @@ fn encodings_disassemble_to_the_intended_instructions() {
         "vdivpd zmm20,zmm2,QWORD BCST [r8+0x10]",
     );
     add(&mut a, &|a| a.pd(0x51, 9, 0, 25), "vsqrtpd zmm9,zmm25");
+    add(
+        &mut a,
+        &|a| a.vfmadd213pd(7, 19, Src::Pool(24)),
+        "vfmadd213pd zmm7,zmm19,QWORD BCST [r8+0x18]",
+    );
     add(&mut a, &|a| a.vcvtps2pd(5, 21), "vcvtps2pd zmm5,ymm21");
     add(&mut a, &|a| a.vcvtpd2ps(22, 6), "vcvtpd2ps ymm22,zmm6");
     add(
