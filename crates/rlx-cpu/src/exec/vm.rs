@@ -186,6 +186,60 @@ impl Scratch {
     }
 }
 
+/// A short list of `Copy` values: on the stack up to `N`, on the heap beyond (per-run
+/// index and pointer tables, which for the usual kernel are a few entries and would
+/// otherwise be an allocation each per run).
+pub(crate) enum Small<T: Copy, const N: usize> {
+    Inline([T; N], usize),
+    Heap(Vec<T>),
+}
+
+impl<T: Copy, const N: usize> Small<T, N> {
+    /// `n` copies of `v`.
+    pub(crate) fn filled(n: usize, v: T) -> Self {
+        if n <= N {
+            Small::Inline([v; N], n)
+        } else {
+            Small::Heap(vec![v; n])
+        }
+    }
+
+    /// Append `v` (moving to the heap when the inline room is full).
+    pub(crate) fn push(&mut self, v: T) {
+        match self {
+            Small::Inline(a, n) if *n < N => {
+                a[*n] = v;
+                *n += 1;
+            }
+            Small::Inline(a, n) => {
+                let mut h = a[..*n].to_vec();
+                h.push(v);
+                *self = Small::Heap(h);
+            }
+            Small::Heap(h) => h.push(v),
+        }
+    }
+}
+
+impl<T: Copy, const N: usize> std::ops::Deref for Small<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Small::Inline(a, n) => &a[..*n],
+            Small::Heap(h) => h,
+        }
+    }
+}
+
+impl<T: Copy, const N: usize> std::ops::DerefMut for Small<T, N> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Small::Inline(a, n) => &mut a[..*n],
+            Small::Heap(h) => h,
+        }
+    }
+}
+
 /// Everything a tile evaluation reads.
 pub(crate) struct TileEnv<'a> {
     pub(crate) loads: &'a [LoadPlan],
@@ -233,6 +287,18 @@ pub(crate) struct TileInputs {
     pub(crate) mask: u64,
 }
 
+impl TileInputs {
+    /// No inputs yet (filled by [`fetch_inputs_into`]).
+    pub(crate) fn new() -> TileInputs {
+        TileInputs {
+            ptrs: [std::ptr::null(); 64],
+            scal: [0; 64],
+            n: 0,
+            mask: 0,
+        }
+    }
+}
+
 /// Fetch the inputs of `prog` for tile `t` exactly as [`run_tile`] fetches them (into
 /// `s.slots` too), into scratch registers past those the interpreter and `exports`
 /// outputs use; `None` beyond 64 inputs.
@@ -246,6 +312,25 @@ pub(crate) unsafe fn fetch_inputs(
     s: &mut Scratch,
     exports: usize,
 ) -> Option<TileInputs> {
+    let mut x = TileInputs::new();
+    // SAFETY: this function's contract is fetch_inputs_into's.
+    unsafe { fetch_inputs_into(prog, env, t, s, exports, &mut x) }.then_some(x)
+}
+
+/// [`fetch_inputs`] into the caller's `x` (a kilobyte: filled in place instead of
+/// moved out through an `Option`, which cost two copies per tile of a small eager
+/// call); `false` beyond 64 inputs.
+///
+/// # Safety
+/// As [`run_tile`].
+pub(crate) unsafe fn fetch_inputs_into(
+    prog: &TileProg,
+    env: &TileEnv<'_>,
+    t: &TilePos<'_>,
+    s: &mut Scratch,
+    exports: usize,
+    x: &mut TileInputs,
+) -> bool {
     let inputs = prog
         .instrs
         .iter()
@@ -253,16 +338,12 @@ pub(crate) unsafe fn fetch_inputs(
         .filter(|(_, ins)| matches!(ins.op, IOp::Load(_) | IOp::Core));
     let n = inputs.clone().count();
     if n > 64 {
-        return None;
+        return false;
     }
     // Sized once, before any register pointer is taken.
     s.ensure(prog.nregs + n + exports, prog.instrs.len());
-    let mut x = TileInputs {
-        ptrs: [std::ptr::null(); 64],
-        scal: [0; 64],
-        n,
-        mask: 0,
-    };
+    x.n = n;
+    x.mask = 0;
     for (j, (i, ins)) in inputs.enumerate() {
         let v = match &ins.op {
             IOp::Load(l) => {
@@ -270,7 +351,7 @@ pub(crate) unsafe fn fetch_inputs(
                 let reg = s.reg((prog.nregs + j) as u32);
                 // No burst prefetch: the compiled loop streams its inputs in order,
                 // which the hardware prefetcher follows.
-                // SAFETY: `fetch_inputs` has run_tile's contract (every load plan in bounds of
+                // SAFETY: `fetch_inputs_into` has run_tile's contract (every load plan in bounds of
                 // its buffer for this tile, `t.len <= TILE`), which is fetch's; `reg` is
                 // scratch register `prog.nregs + j`, sized by `ensure` above for `TILE >=
                 // t.len` elements.
@@ -287,7 +368,7 @@ pub(crate) unsafe fn fetch_inputs(
         }
         s.slots[i] = v;
     }
-    Some(x)
+    true
 }
 
 /// Evaluate `prog` on tile `t` with `jit` (see [`crate::jit`]), compiled for the scalar
@@ -486,4 +567,30 @@ unsafe fn run_tile_body(
         s.slots[i] = v;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Small;
+
+    /// Filled and pushed lists read back the same values whether they stay inline or
+    /// move to the heap (at the push past the inline room, and when filled beyond it).
+    #[test]
+    fn small_lists_hold_the_same_values_inline_and_on_the_heap() {
+        let mut s = Small::<u32, 3>::filled(0, 0);
+        for v in 1..=5 {
+            s.push(v * 10);
+            assert_eq!(matches!(s, Small::Inline(..)), v <= 3, "after {v} pushes");
+        }
+        assert_eq!(&*s, &[10, 20, 30, 40, 50]);
+        s[4] = 7;
+        assert_eq!(s.iter().sum::<u32>(), 10 + 20 + 30 + 40 + 7);
+        let inline = Small::<u8, 4>::filled(4, 9);
+        let heap = Small::<u8, 4>::filled(6, 9);
+        assert!(matches!(inline, Small::Inline(..)) && matches!(heap, Small::Heap(_)));
+        assert_eq!((&*inline, &*heap), (&[9u8; 4][..], &[9u8; 6][..]));
+        let mut empty = Small::<u8, 4>::filled(2, 1);
+        empty[1] = 2;
+        assert_eq!(&*empty, &[1, 2]);
+    }
 }
