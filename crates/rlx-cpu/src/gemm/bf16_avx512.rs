@@ -2,21 +2,21 @@
 //! - [`DpBf16`]: bf16 × bf16 with `vdpbf16ps` (AVX512_BF16): each 32-bit lane of the
 //!   accumulator adds the products of one bf16 pair, `c += a₀·b₀ + a₁·b₁`, so one
 //!   instruction does 32 multiply-adds (twice an f32 FMA's 16). Pair-interleaved
-//!   ("VNNI") packing: A's panel is `[sum pair][MR rows][2]` (a row's pair is one 32-bit
-//!   broadcast), B's `[sum pair][NR columns][2]` (two vectors of 16 pairs).
+//!   ("VNNI") packing: A's panel is `[sum pair][16 rows][2]` (a row's pair is one 32-bit
+//!   broadcast, [`pack_a_words`]), B's `[sum pair][16 columns][2]` (one vector of 16 pairs).
 //!   Numerics (Intel SDM, VDPBF16PS): f32 accumulation, round-to-nearest-even, bf16
 //!   denormal inputs treated as zero, denormal results flushed to zero.
 //!
-//! It uses the 12 × 32 tile of C that the half path of the f32 FMA kernel uses (`fma32.rs`: 24 zmm accumulators,
-//! 2 B vectors, broadcasts folded into the multiply-adds).
+//! The C tile is 16 × 16 (16 zmm accumulators, one B vector, each row's pair broadcast
+//! from memory inside its multiply-add).
 
 use super::lowp_drive::{CTile, Kernel, Src};
 use std::arch::x86_64::*;
 
 /// Rows of C per micro-kernel call.
-const MR: usize = 12;
-/// Columns of C per micro-kernel call (two 16-lane vectors).
-const NR: usize = 32;
+const MR: usize = A_PANEL;
+/// Columns of C per micro-kernel call (one 16-lane vector).
+const NR: usize = 16;
 
 /// Whether the CPU has AVX-512 F and BW (every kernel here needs them).
 pub(crate) fn avx512bw() -> bool {
@@ -139,6 +139,88 @@ pub(crate) unsafe fn pack_b_pairs<const W: usize>(
     }
 }
 
+/// Rows per A panel of [`pack_a_words`].
+pub(crate) const A_PANEL: usize = 16;
+
+/// Pack rows `0..mb`, sums `0..kb` of `a` as panels of [`A_PANEL`] rows, each
+/// `[kpad / PER words][16 rows][PER elements]`, where a word is `PER` consecutive sums of
+/// one row in 32 bits (bf16 pairs, `PER = 2`; int8 quads, `PER = 4`): the layout of the
+/// `vdpbf16ps` / `vpdpbusd` kernels, whose broadcast operand is one row's word. Rows past
+/// `mb` and sums past `kb` are zeros. With contiguous rows, a full panel's words are
+/// moved 16 × 16 at a time by a transposition in registers (a 32-bit copy per word cost
+/// ~9% of a 2048³ int8 product).
+///
+/// # Safety
+/// The `mb × kb` block of `a` must be readable; AVX-512 F present.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn pack_a_words<E: Copy + Default, const PER: usize>(
+    a: Src<E>,
+    mb: usize,
+    kb: usize,
+    kpad: usize,
+    dst: &mut [E],
+) {
+    const { assert!(size_of::<E>() * PER == 4) };
+    let rows = mb.next_multiple_of(A_PANEL);
+    assert!(dst.len() >= rows * kpad, "pack_a_words: buffer too small");
+    let words_per_row = kpad / PER;
+    let full = kb / PER;
+    let words = dst.as_mut_ptr() as *mut u32;
+    // Words of full panels moved by the transposition.
+    let fast = if a.cs == 1 { full - full % 16 } else { 0 };
+    for p0 in (0..rows).step_by(A_PANEL) {
+        let panel = words.wrapping_add(p0 * words_per_row);
+        let whole = p0 + A_PANEL <= mb && fast > 0;
+        if whole {
+            for q in (0..fast).step_by(16) {
+                let mut v = [_mm512_setzero_ps(); 16];
+                for (t, x) in v.iter_mut().enumerate() {
+                    // SAFETY: row p0 + t < mb; its sums PER·q .. PER·(q + 16) <= kb are
+                    // contiguous (64 bytes).
+                    *x = unsafe { _mm512_loadu_ps(a.at(p0 + t, PER * q).ptr as *const f32) };
+                }
+                super::f32_avx512::transpose16(&mut v);
+                for (t, x) in v.iter().enumerate() {
+                    // SAFETY: word q + t < words_per_row: 16 words at panel + (q + t)·16.
+                    unsafe { _mm512_storeu_ps(panel.add((q + t) * A_PANEL) as *mut f32, *x) };
+                }
+            }
+        }
+        for r in 0..A_PANEL {
+            let i = p0 + r;
+            let mut q = if whole { fast } else { 0 };
+            if i < mb && a.cs == 1 {
+                // SAFETY: row i < mb; its sums PER·q .. PER·(q + 1) <= kb are contiguous.
+                let row = unsafe { a.at(i, 0).ptr };
+                while q < full {
+                    // SAFETY: as above (read unaligned); word q·16 + r of the panel is
+                    // inside `dst`.
+                    unsafe {
+                        let w = (row.add(PER * q) as *const u32).read_unaligned();
+                        *panel.add(q * A_PANEL + r) = w;
+                    }
+                    q += 1;
+                }
+            }
+            for q in q..words_per_row {
+                let mut w = [E::default(); PER];
+                if i < mb {
+                    for (e, v) in w.iter_mut().enumerate() {
+                        if PER * q + e < kb {
+                            // SAFETY: guarded to i < mb, PER·q + e < kb: inside the block.
+                            *v = unsafe { a.get(i, PER * q + e) };
+                        }
+                    }
+                }
+                // SAFETY: word q·16 + r of the panel is inside `dst`; `w` is 4 bytes.
+                unsafe {
+                    *panel.add(q * A_PANEL + r) = (w.as_ptr() as *const u32).read_unaligned()
+                };
+            }
+        }
+    }
+}
+
 /// Word indices interleaving two 16-word rows: `[r0[0], r1[0], r0[1], r1[1], …]`.
 pub(crate) static INTERLEAVE: [u16; 32] = {
     let mut v = [0u16; 32];
@@ -168,36 +250,16 @@ impl Kernel for DpBf16 {
     const MR: usize = MR;
     const NR: usize = NR;
     const KU: usize = 2;
-    // Packed B is KS × NC (2 MiB here), kept per thread between calls.
-    const KC: usize = 512;
-    const KS: usize = 2048;
+    // Per call, a 16 × 256-sum A panel and B panel (8 KiB each) stay in L1; the packed B
+    // block (KS × NC, 512 KiB) and A's KC slice (MC × KC, 96 KiB) in a 1 MiB L2 (Zen 4).
+    const KC: usize = 256;
+    const KS: usize = 1024;
     const MC: usize = 192;
-    const NC: usize = 512;
+    const NC: usize = 256;
 
     unsafe fn pack_a(&self, a: Src, mb: usize, kb: usize, kpad: usize, dst: &mut [u16]) {
-        let kp2 = kpad / 2;
-        let rows = mb.next_multiple_of(MR);
-        assert!(dst.len() >= rows * kpad, "DpBf16 pack_a: buffer too small");
-        for i in 0..rows {
-            let (panel, r) = (i / MR, i % MR);
-            let base = panel * kp2 * MR * 2 + r * 2;
-            for p in 0..kp2 {
-                let o = base + p * MR * 2;
-                let (k0, k1) = (2 * p, 2 * p + 1);
-                if i < mb && k1 < kb && a.cs == 1 {
-                    // SAFETY: sums k0, k1 < kb of row i < mb are adjacent elements of the
-                    // block (unit column stride); the pair is read unaligned.
-                    let pair = unsafe { (a.at(i, k0).ptr as *const [u16; 2]).read_unaligned() };
-                    dst[o..o + 2].copy_from_slice(&pair);
-                    continue;
-                }
-                // SAFETY: reads are guarded to i < mb and k < kb: inside the block.
-                unsafe {
-                    dst[o] = if i < mb && k0 < kb { a.get(i, k0) } else { 0 };
-                    dst[o + 1] = if i < mb && k1 < kb { a.get(i, k1) } else { 0 };
-                }
-            }
-        }
+        // SAFETY: forwarded contract; DpBf16 exists only with AVX-512 F/BW.
+        unsafe { pack_a_words::<u16, 2>(a, mb, kb, kpad, dst) }
     }
 
     unsafe fn pack_b(&self, b: Src, kb: usize, nb: usize, kpad: usize, dst: &mut [u16]) {
@@ -218,39 +280,35 @@ impl Kernel for DpBf16 {
     }
 }
 
-/// `C[12 × 32] (+)= A·B` over `kp2` sum pairs with `vdpbf16ps`.
+/// `C[16 × 16] (+)= A·B` over `kp2` sum pairs with `vdpbf16ps`: per pair, B's 16 columns
+/// are one vector and each row's pair is broadcast from memory into its multiply-add
+/// (`{1to16}`: one instruction per product step; a 12 × 32 tile whose broadcasts fed two
+/// vectors each needed a separate `vpbroadcastd` per row).
 ///
 /// # Safety
 /// As [`Kernel::micro`]; the CPU has AVX512_BF16.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn dp_micro(kp2: usize, a: *const u32, b: *const u16, c: CTile) {
-    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-    // SAFETY: the caller guarantees 12 × 32 f32 tiles at c.inp (readable, unless null) and
-    // c.out (writable) with their row strides,
-    // MR·kp2 pairs in A's panel and NR·kp2 pairs in B's.
+    let mut acc = [_mm512_setzero_ps(); MR];
+    // SAFETY: the caller guarantees 16 × 16 f32 tiles at c.inp (readable, unless null) and
+    // c.out (writable) with their row strides, MR·kp2 pairs in A's panel and NR·kp2 in B's.
     unsafe {
         if !c.inp.is_null() {
             for (r, row) in acc.iter_mut().enumerate() {
-                let cr = c.inp.offset(r as isize * c.ld_in);
-                row[0] = _mm512_loadu_ps(cr);
-                row[1] = _mm512_loadu_ps(cr.add(16));
+                *row = _mm512_loadu_ps(c.inp.offset(r as isize * c.ld_in));
             }
         }
         for p in 0..kp2 {
-            let bp = b.add(p * 2 * NR) as *const __m512i;
-            let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(bp));
-            let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(bp.add(1)));
+            let bv: __m512bh =
+                std::mem::transmute(_mm512_loadu_si512(b.add(p * 2 * NR) as *const __m512i));
             let ap = a.add(p * MR);
             for (r, row) in acc.iter_mut().enumerate() {
                 let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(*ap.add(r) as i32));
-                row[0] = _mm512_dpbf16_ps(row[0], av, b0);
-                row[1] = _mm512_dpbf16_ps(row[1], av, b1);
+                *row = _mm512_dpbf16_ps(*row, bv, av);
             }
         }
         for (r, row) in acc.iter().enumerate() {
-            let cr = c.out.offset(r as isize * c.ld_out);
-            _mm512_storeu_ps(cr, row[0]);
-            _mm512_storeu_ps(cr.add(16), row[1]);
+            _mm512_storeu_ps(c.out.offset(r as isize * c.ld_out), *row);
         }
     }
 }

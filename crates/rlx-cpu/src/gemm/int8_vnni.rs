@@ -50,8 +50,9 @@ impl Kernel for DpBusd {
     const NC: usize = 512;
 
     unsafe fn pack_a(&self, a: Src<i8>, mb: usize, kb: usize, kpad: usize, dst: &mut [i8]) {
-        // SAFETY: forwarded contract.
-        unsafe { pack_a_quads(a, mb, kb, kpad, dst) }
+        const { assert!(MR == super::bf16_avx512::A_PANEL) };
+        // SAFETY: forwarded contract; AVX-512 BW is present where this kernel runs.
+        unsafe { super::bf16_avx512::pack_a_words::<i8, 4>(a, mb, kb, kpad, dst) }
     }
 
     unsafe fn pack_b(&self, b: Src<i8>, kb: usize, nb: usize, kpad: usize, dst: &mut [i8]) {
@@ -70,75 +71,6 @@ impl Kernel for DpBusd {
         // strip, kb more sums follow inside them (caller); AVX512_VNNI is present where
         // this kernel runs.
         unsafe { micro(kb / 4, a.add(MR * k0) as *const i32, b.add(16 * k0), c) }
-    }
-}
-
-/// Pack rows `0..mb`, sums `0..kb` of `a` as `[quad][MR][4]` panels over `mb` rounded up
-/// to `MR` rows (zeros past `mb` and `kb`). With contiguous rows, a full panel's 16 quads
-/// at a time are 16 vectors transposed in registers (a 32-bit copy per quad cost ~9% of a
-/// 2048³ product).
-///
-/// # Safety
-/// The `mb × kb` block of `a` must be readable; AVX-512 F present.
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn pack_a_quads(a: Src<i8>, mb: usize, kb: usize, kpad: usize, dst: &mut [i8]) {
-    let rows = mb.next_multiple_of(MR);
-    assert!(
-        dst.len() >= rows * kpad,
-        "int8 vnni pack_a: buffer too small"
-    );
-    let quads = kpad / 4;
-    let words = dst.as_mut_ptr() as *mut u32;
-    let full = kb / 4;
-    // Quads of full panels done by the transposition.
-    let fast = if a.cs == 1 { full - full % 16 } else { 0 };
-    for p0 in (0..rows).step_by(MR) {
-        let panel = words.wrapping_add(p0 * quads);
-        let whole = p0 + MR <= mb && fast > 0;
-        if whole {
-            for q in (0..fast).step_by(16) {
-                let mut v = [_mm512_setzero_ps(); 16];
-                for (t, x) in v.iter_mut().enumerate() {
-                    // SAFETY: row p0 + t < mb, sums 4q .. 4q + 64 <= kb are contiguous.
-                    *x = unsafe { _mm512_loadu_ps(a.at(p0 + t, 4 * q).ptr as *const f32) };
-                }
-                super::f32_avx512::transpose16(&mut v);
-                for (t, x) in v.iter().enumerate() {
-                    // SAFETY: quad q + t < quads: MR words at panel + (q + t)·MR.
-                    unsafe { _mm512_storeu_ps(panel.add((q + t) * MR) as *mut f32, *x) };
-                }
-            }
-        }
-        for r in 0..MR {
-            let i = p0 + r;
-            let mut q = if whole { fast } else { 0 };
-            if i < mb && a.cs == 1 {
-                // A contiguous row: each quad is one unaligned 32-bit load.
-                // SAFETY: row i < mb; sums 4q..4q + 4 <= kb are contiguous bytes of it.
-                let row = unsafe { a.at(i, 0).ptr } as *const u8;
-                while q < full {
-                    // SAFETY: as above; word q·MR + r of the panel is inside `dst`.
-                    unsafe {
-                        *panel.add(q * MR + r) = (row.add(4 * q) as *const u32).read_unaligned()
-                    };
-                    q += 1;
-                }
-            }
-            for q in q..quads {
-                let mut w = [0u8; 4];
-                if i < mb {
-                    for (e, v) in w.iter_mut().enumerate() {
-                        let kk = 4 * q + e;
-                        if kk < kb {
-                            // SAFETY: guarded to i < mb, kk < kb: inside the block.
-                            *v = unsafe { a.get(i, kk) } as u8;
-                        }
-                    }
-                }
-                // SAFETY: word q·MR + r of the panel is inside `dst`.
-                unsafe { *panel.add(q * MR + r) = u32::from_ne_bytes(w) };
-            }
-        }
     }
 }
 
