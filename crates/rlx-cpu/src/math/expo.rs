@@ -46,8 +46,18 @@ fn expm1_poly<const F: bool>(r: f32) -> f32 {
 
 /// `2ⁿ` for `n ∈ [−126, 127]`.
 #[inline(always)]
-fn pow2i(n: i32) -> f32 {
+pub(crate) fn pow2i(n: i32) -> f32 {
     f32::from_bits((n.wrapping_add(127) << 23) as u32)
+}
+
+/// `e^(x + lo) = p·2ⁿ` as `(p, n)` with `p ∈ [½√2, √2]`, for `x ∈ [−120, 89]` (no clamp:
+/// the caller bounds `x`) and `lo` a small correction of `x`.
+#[inline(always)]
+pub(crate) fn exp_mant<const F: bool>(x: f32, lo: f32) -> (f32, i32) {
+    let (n, ni) = reduce::<F>(x);
+    let r = mad::<F>(-n, LN2_HI, x);
+    let r = mad::<F>(-n, LN2_LO, r) + lo;
+    (expm1_poly::<F>(r) + 1.0, ni)
 }
 
 /// `e^(hi + lo) = p·s1·s2` with `p ∈ [½√2, √2]` and `s1`, `s2` powers of two, where `lo` is a
@@ -59,10 +69,7 @@ pub(crate) fn exp_parts<const F: bool>(hi: f32, lo: f32) -> (f32, f32, f32) {
     // Beyond this range eˣ is ∞, or so small that even a multiplier near 2¹⁰ (a GELU/SiLU
     // argument) leaves 0; clamping keeps both scale factors normal.
     let x = clamp(hi, -120.0, 89.0);
-    let (n, ni) = reduce::<F>(x);
-    let r = mad::<F>(-n, LN2_HI, x);
-    let r = mad::<F>(-n, LN2_LO, r) + lo;
-    let p = expm1_poly::<F>(r) + 1.0;
+    let (p, ni) = exp_mant::<F>(x, lo);
     // 2ⁿ = 2^(n/2)·2^(n − n/2): both factors are normal for n ∈ [−174, 128], and the second
     // product is the only one that rounds (also into the subnormal range).
     let n1 = ni >> 1;

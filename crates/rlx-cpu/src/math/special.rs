@@ -3,7 +3,7 @@
 //! exponential's argument is itself a rounded product (GELU), the argument is carried as an
 //! unevaluated sum `hi + lo` so its rounding does not grow into the result.
 
-use super::expo::{exp, exp_parts, expm1, log1p_unit};
+use super::expo::{exp, exp_mant, exp_parts, expm1, log1p_unit, pow2i};
 use super::simd::{clamp, mad, mad64, sel, two_prod, two_sum};
 
 /// `tanh x = expm1(2|x|) / (expm1(2|x|) + 2)` with the sign of `x`.
@@ -89,11 +89,10 @@ fn erf_small<const F: bool>(z: f32) -> f32 {
 
 // The Gaussian tail through its scaled form: Φ(−a) = e^(−a²/2)·M(a) with M(a) =
 // ½·erfcx(a/√2) (Φ(−a)/φ(a) up to 1/√(2π)): M falls smoothly from ½ at 0 like 1/(a√(2π)),
-// and a rational function of degrees 4/5 fits it on [0, MILLS_MAX] to a relative error of
+// and a rational function of degrees 4/5 fits it on [0, 16] to a relative error of
 // 7.1·10⁻⁹ (Lawson-weighted least squares against f64 erfcx, done once at development
 // time). It is evaluated in f64 (then rounded once): in f32 the nine Horner steps alone
-// would add up to 5 ulp. Past MILLS_MAX every caller's exponential is already 0.
-const MILLS_MAX: f32 = 16.0;
+// would add up to 5 ulp.
 const MP: [f64; 5] = [
     0.500_000_003_538_417_2,
     0.441_111_884_614_508,
@@ -110,7 +109,7 @@ const MQ: [f64; 5] = [
     0.010_583_532_814_844_848,
 ];
 
-/// `M(a) = Φ(−a)·e^(a²/2)` for `a ∈ [0, MILLS_MAX]` (`a` in f64: the erf caller scales
+/// `M(a) = Φ(−a)·e^(a²/2)` for `a ∈ [0, 16]` (`a` in f64: the erf caller scales
 /// its argument by √2 there), rounded once to f32.
 #[inline(always)]
 fn mills<const F: bool>(a: f64) -> f32 {
@@ -126,26 +125,32 @@ fn mills<const F: bool>(a: f64) -> f32 {
     (p / q) as f32
 }
 
-/// `(c, e^(−c²) or e^(−c²/2) as exp_parts)` with `c = min(|x|, MILLS_MAX)`: c² is carried
-/// as hi + lo (at c = 13, rounding c² alone would cost tens of ulp).
+/// `|x|` clamped at GELU's and erf's limits: past `GELU_MAX` (c²/2 > 120) x·Φ(x) is −0 or
+/// x; past `ERF_MAX` (c² > 86.5, so that e^(−c²) = p·2ⁿ with a normal 2ⁿ) erf rounds to ±1.
+const GELU_MAX: f32 = 15.49;
+const ERF_MAX: f32 = 9.3;
+
+/// `(c, clamped, h, l)` with `c = min(|x|, max)` and `h + l = c²` exactly (at c = 13,
+/// rounding c² alone would cost tens of ulp in e^(−c²/2)).
 #[inline(always)]
-fn gauss_parts<const F: bool, const HALF: bool>(x: f32) -> (f32, (f32, f32, f32)) {
+fn clamped_square<const F: bool>(x: f32, max: f32) -> (f32, bool, f32, f32) {
     let a = x.abs();
-    let c = sel(a > MILLS_MAX, MILLS_MAX, a);
+    let big = a > max;
+    let c = sel(big, max, a);
     let (h, l) = two_prod::<F>(c, c);
-    let (h, l) = if HALF { (h * -0.5, l * -0.5) } else { (-h, -l) };
-    (c, exp_parts::<F>(h, l))
+    (c, big, h, l)
 }
 
 /// `erf x`: the small-argument polynomial below 0.75 in magnitude; elsewhere
 /// `1 − erfc|x|` with the sign of `x`, `erfc a = 2Φ(−a√2) = 2e^(−a²)·M(a√2)`.
 #[inline(always)]
 pub(crate) fn erf<const F: bool>(x: f32) -> f32 {
-    let (c, (p, s1, s2)) = gauss_parts::<F, false>(x);
+    let (c, _, h, l) = clamped_square::<F>(x, ERF_MAX);
+    let (p, n) = exp_mant::<F>(-h, -l);
     let m = mills::<F>(c as f64 * std::f64::consts::SQRT_2);
-    // ½·erfc|x| (0 past the clamp, where exp_parts gives p = 0)
-    let h = ((p * m) * s1) * s2;
-    let large = mad::<F>(-2.0, h, 1.0).copysign(x);
+    // ½·erfc|x| (≤ 10⁻³⁹ at the clamp: 1 − 2·that is 1)
+    let e = (p * m) * pow2i(n);
+    let large = mad::<F>(-2.0, e, 1.0).copysign(x);
     sel(x.abs() < ERF_SMALL, erf_small::<F>(x), large)
 }
 
@@ -154,10 +159,14 @@ pub(crate) fn erf<const F: bool>(x: f32) -> f32 {
 /// subnormal result is rounded once) and `x·(1 − v)` otherwise (v ≤ ½: no cancellation).
 #[inline(always)]
 pub(crate) fn gelu<const F: bool>(x: f32) -> f32 {
-    let (c, (p, s1, s2)) = gauss_parts::<F, true>(x);
+    let (c, big, h, l) = clamped_square::<F>(x, GELU_MAX);
+    let (p, n) = exp_mant::<F>(h * -0.5, l * -0.5);
+    // v = 0 past the clamp; 2ⁿ (n ≥ −174) in two normal factors
+    let p = sel(big, 0.0, p);
+    let n1 = n >> 1;
     let m = mills::<F>(c as f64);
     let neg = x < 0.0;
-    let v = ((p * (sel(neg, x, 1.0) * m)) * s1) * s2;
+    let v = ((p * (sel(neg, x, 1.0) * m)) * pow2i(n1)) * pow2i(n - n1);
     let y = sel(neg, v, x * (1.0 - v));
     sel(x == f32::NEG_INFINITY, -0.0, y)
 }

@@ -5,9 +5,9 @@
 //!
 //! Both go through the Gaussian tail `Φ(−a) = e^(−a²/2)·M(a)`, whose smooth factor `M` is a
 //! rational function evaluated in f64 (the two 8-double halves of the 16 lanes one after
-//! the other). Masks: `k6` holds the callers' lane choices; the exponential uses `k2`.
+//! the other). Mask `k6` holds the lane choices.
 
-use super::special::{exp_parts, load_const};
+use super::special::{exp_mant, load_const, pow2i};
 use super::{Lower, R8, Temps};
 use crate::jit::x86::{Asm, Cmp, Mem, Src};
 
@@ -23,8 +23,10 @@ const E: [f32; 5] = [
     -0.000_674_951_24,
 ];
 
-// Constants of `math::special::mills`: M(a) = P(a)/Q(a) on [0, MILLS_MAX], Q0 = 1.
-const MILLS_MAX: f32 = 16.0;
+// Constants of `math::special`: the clamps of |x| for GELU and erf, and mills's
+// M(a) = P(a)/Q(a), Q0 = 1.
+const GELU_MAX: f32 = 15.49;
+const ERF_MAX: f32 = 9.3;
 const MP: [f64; 5] = [
     0.500_000_003_538_417_2,
     0.441_111_884_614_508,
@@ -51,7 +53,8 @@ pub(super) fn erf_consts() -> Vec<u32> {
         ERF_SMALL.to_bits(),
         E0_HI.to_bits(),
         E0_LO.to_bits(),
-        MILLS_MAX.to_bits(),
+        GELU_MAX.to_bits(),
+        ERF_MAX.to_bits(),
         SIGN,
         ABS,
         0,
@@ -87,37 +90,52 @@ impl Lower<'_> {
     }
 
     /// `erf x` as `math::special::erf`: the small-argument polynomial below 0.75 in
-    /// magnitude, `copysign(1 − 2·e^(−x²)·M(|x|√2), x)` elsewhere; into `d` (13 temps).
+    /// magnitude, `copysign(1 − 2·e^(−c²)·M(c√2), x)` with `c = min(|x|, 9.3)` elsewhere;
+    /// into `d` (12 temps).
     pub(super) fn erf(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
         let [c, m, h, l, e1, e2] = t.many::<6>();
-        let (p, s1, s2) = self.gauss_parts(a, t, (c, h, l), x, false);
+        self.clamped_square(a, (c, h, l), x, ERF_MAX);
+        a.vxorps(h, h, self.creg(SIGN));
+        a.vxorps(l, l, self.creg(SIGN));
+        let ec = self.exp_regs();
+        let (p, n, s) = exp_mant(a, &ec, t, h, Some(l));
         let mut mt = Temps {
             regs: vec![h, l, e1, e2],
             next: 0,
         };
         self.mills(a, &mut mt, m, c, true);
-        // ½·erfc|x| = ((p·m)·s1)·s2
+        // ½·erfc|x| = (p·m)·2ⁿ
         a.vmulps(m, p, m);
-        a.vmulps(m, m, s1);
-        a.vmulps(m, m, s2);
+        pow2i(a, &ec, s, n);
+        a.vmulps(m, m, s);
         // large = copysign(fma(−2, ½erfc, 1), x)  (into l)
         load_const(a, l, self.cf(-2.0));
         a.vfmadd213ps(l, m, self.cf(1.0));
         a.vandps(l, l, self.creg(ABS));
         a.vandps(h, x, self.creg(SIGN));
         a.vorps(l, l, h);
-        // |x| < 0.75 (c = min(|x|, 16); false for NaN) → the polynomial
+        // |x| < 0.75 (c = min(|x|, 9.3); false for NaN) → the polynomial
         a.vcmpps(6, c, self.cf(ERF_SMALL), Cmp::LtOq);
         self.erf_small(a, (m, h), x);
         a.vblendmps(d, 6, l, m);
     }
 
-    /// Exact GELU as `math::special::gelu`: with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)`,
-    /// `((p·(x·M))·s1)·s2` for negative x and `x·(1 − v)` otherwise; −0 at −∞; into `d`
-    /// (13 temps).
+    /// Exact GELU as `math::special::gelu`: with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)` (|x|
+    /// clamped at 15.49, v = 0 past it), `((p·(x·M))·s1)·s2` for negative x and
+    /// `x·(1 − v)` otherwise; −0 at −∞; into `d` (12 temps).
     pub(super) fn gelu_erf(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
         let [c, m, h, l, e1, e2] = t.many::<6>();
-        let (p, s1, s2) = self.gauss_parts(a, t, (c, h, l), x, true);
+        self.clamped_square(a, (c, h, l), x, GELU_MAX);
+        a.vmulps(h, h, self.cf(-0.5));
+        a.vmulps(l, l, self.cf(-0.5));
+        let ec = self.exp_regs();
+        let (p, s2, s1) = exp_mant(a, &ec, t, h, Some(l));
+        // p = 0 past the clamp (k6); s1 = 2^(n >> 1), s2 = 2^(n − (n >> 1))
+        a.vblendmps(p, 6, p, self.cf(0.0));
+        a.vpsrad(s1, s2, 1);
+        a.vpsubd(s2, s2, s1);
+        pow2i(a, &ec, s1, s1);
+        pow2i(a, &ec, s2, s2);
         let mut mt = Temps {
             regs: vec![h, l, e1, e2],
             next: 0,
@@ -140,32 +158,15 @@ impl Lower<'_> {
         a.vblendmps(d, 6, h, self.creg(SIGN));
     }
 
-    /// `math::special::gauss_parts`: `c = min(|x|, 16)` and the registers `(p, s1, s2)`
-    /// of `e^(−c²)` (`half`: `e^(−c²/2)`) with c² as the exact `h + l`; `c`, `h`, `l`
-    /// given, 7 more temps from `t` (`h` and `l` are free again afterwards).
-    fn gauss_parts(
-        &self,
-        a: &mut Asm,
-        t: &mut Temps,
-        (c, h, l): (u8, u8, u8),
-        x: u8,
-        half: bool,
-    ) -> (u8, u8, u8) {
+    /// `math::special::clamped_square`: `c = min(|x|, max)` (k6: clamped) and
+    /// `h + l = c²` exactly.
+    fn clamped_square(&self, a: &mut Asm, (c, h, l): (u8, u8, u8), x: u8, max: f32) {
         a.vandps(c, x, self.creg(ABS));
-        a.vcmpps(6, c, self.cf(MILLS_MAX), Cmp::GtOq);
-        a.vblendmps(c, 6, c, self.cf(MILLS_MAX));
-        // (h, l) = two_prod(c, c)
+        a.vcmpps(6, c, self.cf(max), Cmp::GtOq);
+        a.vblendmps(c, 6, c, self.cf(max));
         a.vmulps(h, c, c);
         a.vmovaps(l, c);
         a.vfmsub213ps(l, c, h);
-        if half {
-            a.vmulps(h, h, self.cf(-0.5));
-            a.vmulps(l, l, self.cf(-0.5));
-        } else {
-            a.vxorps(h, h, self.creg(SIGN));
-            a.vxorps(l, l, self.creg(SIGN));
-        }
-        exp_parts(a, &self.exp_regs(), t, h, Some(l))
     }
 
     /// `math::special::mills` of the 16 floats in `c` (scaled by √2 in f64 when `sqrt2`)

@@ -558,12 +558,12 @@ impl<'a> Lower<'a> {
                             t.give_back(&mut free);
                         }
                         Activation::Erf => {
-                            let mut t = Temps::take(&mut free, 13)?;
+                            let mut t = Temps::take(&mut free, 12)?;
                             self.erf(a, &mut t, d, x);
                             t.give_back(&mut free);
                         }
                         Activation::Gelu => {
-                            let mut t = Temps::take(&mut free, 13)?;
+                            let mut t = Temps::take(&mut free, 12)?;
                             self.gelu_erf(a, &mut t, d, x);
                             t.give_back(&mut free);
                         }

@@ -317,10 +317,33 @@ pub(super) fn exp_parts(
     hi: u8,
     lo: Option<u8>,
 ) -> (u8, u8, u8) {
-    let [x, tt, n, r, q, rr] = t.many::<6>();
-    let m = t.get(); // constants needed in a register
+    let x = t.get();
     // x = clamp(hi, −120, 89), NaN kept: x < lo → lo; then x > hi → hi.
     clamp(a, x, hi, c.lo, c.hi);
+    let (q, tt, n) = exp_mant(a, c, t, x, lo);
+    // p = 0 where hi < −120
+    a.vcmpps(2, hi, c.lo, Cmp::LtOq);
+    a.vblendmps(q, 2, q, c.zero);
+    // s1 = 2^(ni >> 1), s2 = 2^(ni − (ni >> 1)) as (k + 127) << 23
+    a.vpsrad(n, tt, 1); // n = n1
+    a.vpsubd(tt, tt, n); // tt = ni − n1
+    pow2i(a, c, n, n);
+    pow2i(a, c, tt, tt);
+    (q, n, tt)
+}
+
+/// `math::expo::exp_mant(x, lo)` (FMA path, no clamp): the registers `(p, ni, spare)` with
+/// `e^(x+lo) = p·2^ni` (`ni` an integer per lane; `spare` is free scratch afterwards).
+/// Takes 6 temps.
+pub(super) fn exp_mant(
+    a: &mut Asm,
+    c: &ExpConsts,
+    t: &mut Temps,
+    x: u8,
+    lo: Option<u8>,
+) -> (u8, u8, u8) {
+    let [tt, n, r, q, rr] = t.many::<5>();
+    let m = t.get(); // constants needed in a register
     reduce(a, c, m, x, (tt, n, r));
     match lo {
         Some(l) => a.vaddps(r, r, l),
@@ -329,17 +352,13 @@ pub(super) fn exp_parts(
     // p = expm1_poly(r) + 1
     expm1_poly(a, c, m, (q, rr), r);
     a.vaddps(q, q, c.one);
-    // p = 0 where hi < −120
-    a.vcmpps(2, hi, c.lo, Cmp::LtOq);
-    a.vblendmps(q, 2, q, c.zero);
-    // s1 = 2^(ni >> 1), s2 = 2^(ni − (ni >> 1)) as (k + 127) << 23
-    a.vpsrad(n, tt, 1); // n = n1
-    a.vpsubd(tt, tt, n); // tt = ni − n1
-    a.vpaddd(n, n, c.bias);
-    a.vpslld(n, n, 23);
-    a.vpaddd(tt, tt, c.bias);
-    a.vpslld(tt, tt, 23);
-    (q, n, tt)
+    (q, tt, n)
+}
+
+/// `math::expo::pow2i`: `d = (n + 127) << 23` for the integer lanes of `n`.
+pub(super) fn pow2i(a: &mut Asm, c: &ExpConsts, d: u8, n: u8) {
+    a.vpaddd(d, n, c.bias);
+    a.vpslld(d, d, 23);
 }
 
 /// `d = clamp(x, lo, hi)` as `math::simd::clamp`: `x < lo → lo`, then `> hi → hi`, NaN
