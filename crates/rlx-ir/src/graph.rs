@@ -95,6 +95,23 @@ impl Graph {
         }
     }
 
+    /// Remove every node and the output list, keeping the name and the node storage: a
+    /// graph reused for a new expression (eager code builds one per constant) allocates
+    /// nothing for its first nodes.
+    ///
+    /// ```
+    /// use rlx_ir::{DType, Graph, Shape};
+    /// let mut g = Graph::new("reused");
+    /// let x = g.input("x", Shape::new(&[2], DType::F32));
+    /// g.set_outputs(vec![x]);
+    /// g.clear();
+    /// assert!(g.is_empty() && g.outputs.is_empty() && g.name == "reused");
+    /// ```
+    pub fn clear(&mut self) {
+        self.nodes.clear();
+        self.outputs.clear();
+    }
+
     /// Number of nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -282,5 +299,35 @@ impl fmt::Display for Graph {
         let outs: Vec<String> = self.outputs.iter().map(|o| o.to_string()).collect();
         writeln!(f, "  return {}", outs.join(", "))?;
         write!(f, "}}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Activation, BinaryOp, DType, Graph, NodeId, Op, Shape};
+
+    /// A cleared graph holds nothing of its earlier nodes or outputs: new nodes are
+    /// numbered from 0, ids past them are absent, and lookups by name find only the
+    /// new inputs.
+    #[test]
+    fn a_cleared_graph_has_no_stale_nodes_or_outputs() {
+        let mut g = Graph::new("g");
+        let a = g.input("a", Shape::new(&[2, 3], DType::F32));
+        let b = g.input("b", Shape::new(&[2, 3], DType::F32));
+        let c = g.add_op(Op::Binary(BinaryOp::Mul), vec![a, b]).unwrap();
+        let d = g.add_op(Op::Activation(Activation::Relu), vec![c]).unwrap();
+        g.set_outputs(vec![c, d]);
+        g.clear();
+        assert_eq!((g.len(), g.outputs.len(), g.name.as_str()), (0, 0, "g"));
+        let x = g.input("x", Shape::new(&[4], DType::F64));
+        assert_eq!(x, NodeId(0));
+        assert!(g.get(NodeId(1)).is_none() && g.input_id("a").is_none());
+        assert_eq!(g.input_names(), vec!["x"]);
+        assert_eq!(g.shape(x), &Shape::new(&[4], DType::F64));
+        assert!(g.users(x).is_empty());
+        // Printed exactly as a fresh graph with the same one input.
+        let mut fresh = Graph::new("g");
+        fresh.input("x", Shape::new(&[4], DType::F64));
+        assert_eq!(g.to_string(), fresh.to_string());
     }
 }

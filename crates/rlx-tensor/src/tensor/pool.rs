@@ -50,9 +50,9 @@ pub(super) fn recycle(mut cell: Arc<GraphCell>) {
     {
         return;
     }
-    // Empty it now: the payloads and values it holds are freed as they were before.
-    let name = std::mem::take(&mut st.graph.name);
-    st.graph = Graph::new(name);
+    // Empty it now: the payloads and values it holds are freed as they were before; the
+    // node list keeps its storage for the next graph built in this cell.
+    st.graph.clear();
     st.adopted.clear();
     st.realized.clear();
     // Thread teardown (the pool already gone) or a full pool: the cell is dropped.
@@ -130,6 +130,33 @@ mod tests {
         assert_eq!(payload(&z, 0), vec![7.0, 8.0]);
         let st = z.cell.state();
         assert!(st.adopted.is_empty() && st.realized.is_empty());
+    }
+
+    /// A cell reused after a graph of several nodes (its node storage kept) holds
+    /// exactly what a new cell would: no stale node or output, the same printed graph
+    /// as the same expression on a fresh cell, and its own data.
+    #[test]
+    fn a_cell_reused_after_a_larger_graph_holds_only_the_new_nodes() {
+        let x = Tensor::from_vec(vec![1.0, 2.0], [2]);
+        let y = (&x * &x).relu().exp();
+        let ptr = Arc::as_ptr(&x.cell);
+        drop((x, y));
+        let z = Tensor::from_vec(vec![3.0, -4.0], [2]);
+        assert_eq!(Arc::as_ptr(&z.cell), ptr, "the test needs the cell reused");
+        let w = z.relu();
+        // Empty the pool so that the same expression gets a cell of its own.
+        let _hold: Vec<Tensor> = (0..super::POOL_CELLS)
+            .map(|_| Tensor::from_vec(vec![0.0], [1]))
+            .collect();
+        assert_eq!(pooled(), 0);
+        let fresh = Tensor::from_vec(vec![3.0, -4.0], [2]).relu();
+        let (g, f) = (w.to_graph(), fresh.to_graph());
+        assert_eq!(g.len(), 2);
+        assert_eq!(g.to_string(), f.to_string());
+        assert_eq!(g.outputs, f.outputs);
+        assert_eq!(payload(&w, 0), vec![3.0, -4.0]);
+        #[cfg(feature = "eval")]
+        assert_eq!(w.to_vec(), vec![3.0, 0.0]);
     }
 
     /// Another graph that adopted a node of a pooled cell remembers it by (uid, node):
