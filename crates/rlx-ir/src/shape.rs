@@ -172,8 +172,129 @@ impl FromIterator<(u32, usize)> for DimBinding {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Shape {
-    dims: Vec<Dim>,
+    dims: DimList,
     dtype: DType,
+}
+
+/// Dims held in place up to this rank (every shape of a small eager expression: its
+/// nodes, cache keys and results then allocate nothing for their types).
+const INLINE_DIMS: usize = 4;
+
+/// The dims of a shape: in place up to [`INLINE_DIMS`], on the heap beyond. Compares,
+/// hashes and prints as the slice of dims, as the `Vec` it replaces did.
+#[derive(Clone)]
+enum DimList {
+    Inline { len: u8, dims: [Dim; INLINE_DIMS] },
+    Heap(Vec<Dim>),
+}
+
+impl DimList {
+    fn from_slice(dims: &[Dim]) -> DimList {
+        if dims.len() <= INLINE_DIMS {
+            let mut a = [Dim::Static(0); INLINE_DIMS];
+            a[..dims.len()].copy_from_slice(dims);
+            DimList::Inline {
+                len: dims.len() as u8,
+                dims: a,
+            }
+        } else {
+            DimList::Heap(dims.to_vec())
+        }
+    }
+}
+
+impl std::ops::Deref for DimList {
+    type Target = [Dim];
+    fn deref(&self) -> &[Dim] {
+        match self {
+            DimList::Inline { len, dims } => &dims[..*len as usize],
+            DimList::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for DimList {
+    fn deref_mut(&mut self) -> &mut [Dim] {
+        match self {
+            DimList::Inline { len, dims } => &mut dims[..*len as usize],
+            DimList::Heap(v) => v,
+        }
+    }
+}
+
+impl From<Vec<Dim>> for DimList {
+    fn from(v: Vec<Dim>) -> DimList {
+        if v.len() <= INLINE_DIMS {
+            DimList::from_slice(&v)
+        } else {
+            DimList::Heap(v)
+        }
+    }
+}
+
+impl FromIterator<Dim> for DimList {
+    fn from_iter<I: IntoIterator<Item = Dim>>(it: I) -> DimList {
+        let mut it = it.into_iter();
+        let mut a = [Dim::Static(0); INLINE_DIMS];
+        for len in 0..=INLINE_DIMS {
+            match it.next() {
+                None => {
+                    return DimList::Inline {
+                        len: len as u8,
+                        dims: a,
+                    };
+                }
+                Some(d) if len < INLINE_DIMS => a[len] = d,
+                Some(d) => {
+                    let mut v = Vec::with_capacity(INLINE_DIMS * 2);
+                    v.extend_from_slice(&a);
+                    v.push(d);
+                    v.extend(it);
+                    return DimList::Heap(v);
+                }
+            }
+        }
+        unreachable!("the loop returns by its last iteration")
+    }
+}
+
+impl DimList {
+    /// Append `d` (moving to the heap past [`INLINE_DIMS`]).
+    fn push(&mut self, d: Dim) {
+        match self {
+            DimList::Inline { len, dims } if (*len as usize) < INLINE_DIMS => {
+                dims[*len as usize] = d;
+                *len += 1;
+            }
+            DimList::Inline { len, dims } => {
+                let mut v = Vec::with_capacity(INLINE_DIMS * 2);
+                v.extend_from_slice(&dims[..*len as usize]);
+                v.push(d);
+                *self = DimList::Heap(v);
+            }
+            DimList::Heap(v) => v.push(d),
+        }
+    }
+}
+
+impl PartialEq for DimList {
+    fn eq(&self, other: &DimList) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for DimList {}
+
+impl std::hash::Hash for DimList {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (**self).hash(h)
+    }
+}
+
+impl fmt::Debug for DimList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt(f)
+    }
 }
 
 impl Shape {
@@ -188,7 +309,7 @@ impl Shape {
     /// A shape from (possibly dynamic) dims.
     pub fn from_dims(dims: &[Dim], dtype: DType) -> Shape {
         Shape {
-            dims: dims.to_vec(),
+            dims: DimList::from_slice(dims),
             dtype,
         }
     }
@@ -196,7 +317,7 @@ impl Shape {
     /// Rank-0 shape.
     pub fn scalar(dtype: DType) -> Shape {
         Shape {
-            dims: Vec::new(),
+            dims: DimList::from_slice(&[]),
             dtype,
         }
     }
@@ -298,7 +419,7 @@ impl Shape {
     /// Copy with other dims and the same dtype.
     pub fn with_dims(&self, dims: Vec<Dim>) -> Shape {
         Shape {
-            dims,
+            dims: dims.into(),
             dtype: self.dtype,
         }
     }
@@ -309,7 +430,7 @@ impl Shape {
     /// anything else is an error naming both shapes.
     pub fn broadcast_with(&self, other: &Shape) -> Result<Shape, String> {
         let rank = self.rank().max(other.rank());
-        let mut dims = Vec::with_capacity(rank);
+        let mut dims = DimList::from_slice(&[]);
         for i in 0..rank {
             let a = axis_from_right(&self.dims, rank, i);
             let b = axis_from_right(&other.dims, rank, i);
@@ -334,7 +455,7 @@ impl Shape {
     /// The dynamic symbols used, in first-seen order, without repeats.
     pub fn dynamic_symbols(&self) -> Vec<u32> {
         let mut out = Vec::new();
-        for d in &self.dims {
+        for d in self.dims.iter() {
             if let Dim::Dynamic(s) = d
                 && !out.contains(s)
             {
@@ -467,5 +588,46 @@ mod tests {
     #[should_panic(expected = "dynamic")]
     fn unwrap_static_panics_on_dynamic() {
         Dim::Dynamic(3).unwrap_static();
+    }
+
+    /// Shapes of every rank around the in-place limit are equal, hash alike and print
+    /// alike however they were built (in place or on the heap, by `new`, `from_dims`,
+    /// `with_dims`, `with_dim`, `bind`, broadcasting), and their `Debug` is the one the
+    /// `Vec` of dims gave.
+    #[test]
+    fn shapes_below_and_above_the_in_place_rank_behave_as_one_type() {
+        use std::hash::{BuildHasher, RandomState};
+        let rs = RandomState::new();
+        for rank in 0..=INLINE_DIMS + 3 {
+            let sizes: Vec<usize> = (0..rank).map(|i| i + 2).collect();
+            let dims: Vec<Dim> = sizes.iter().map(|&n| Dim::Static(n)).collect();
+            let a = Shape::new(&sizes, DType::F32);
+            let b = Shape::from_dims(&dims, DType::F32);
+            let c = Shape::scalar(DType::F32).with_dims(dims.clone());
+            let mut binding = DimBinding::new();
+            binding.set(7, 2);
+            let d = if rank == 0 {
+                a.clone()
+            } else {
+                a.with_dim(0, Dim::Dynamic(7)).bind(&binding)
+            };
+            let e = Shape::scalar(DType::F32).broadcast_with(&a).unwrap();
+            let f = a.broadcast_with(&Shape::scalar(DType::F64)).unwrap();
+            for s in [&b, &c, &d, &e, &f] {
+                assert_eq!(s, &a, "rank {rank}");
+                assert_eq!(rs.hash_one(s), rs.hash_one(&a), "rank {rank}");
+                assert_eq!((s.dims(), s.rank()), (&dims[..], rank));
+                assert_eq!(s.to_string(), a.to_string());
+            }
+            assert_eq!(
+                format!("{a:?}"),
+                format!("Shape {{ dims: {dims:?}, dtype: F32 }}")
+            );
+            assert_ne!(a, Shape::new(&sizes, DType::F64));
+            if rank > 0 {
+                assert_ne!(a, a.with_dim(rank - 1, Dim::Static(99)), "rank {rank}");
+                assert_ne!(a, Shape::new(&sizes[1..], DType::F32), "rank {rank}");
+            }
+        }
     }
 }
