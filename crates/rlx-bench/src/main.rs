@@ -656,9 +656,10 @@ fn w4_lowp_kernels(
 }
 
 /// W4 at `n = W4_LOWP` in low precision: a bf16 matmul (bf16 operands and result,
-/// f32 accumulation) and an MX fp8 (e4m3, 32-element E8M0 blocks) scaled matmul that
-/// quantizes both f32 operands in the graph; notes give the time ratio to the f32 `rlx`
-/// row (`f32_s`).
+/// f32 accumulation) and scaled matmuls — MX fp8 (e4m3), MX fp4 (e2m1), both with
+/// 32-element E8M0 blocks, and NVFP4 (e2m1, 16-element E4M3 groups) — that quantize both
+/// f32 operands in the graph, each also alone on operands quantized once; notes give the
+/// time ratio to the f32 `rlx` row (`f32_s`).
 fn w4_lowp(plan: Plan, n: usize, a: &[f32], b: &[f32], reference: &[f32], f32_s: f64) -> Vec<Row> {
     let id = format!("W4_matmul_{n}");
     let flops = 2.0 * (n as f64).powi(3);
@@ -681,43 +682,66 @@ fn w4_lowp(plan: Plan, n: usize, a: &[f32], b: &[f32], reference: &[f32], f32_s:
             bt[j * n + p] = b[p * n + j];
         }
     }
-    let f = rlx::w4_scaled_mxfp8(n);
-    let run = || f.run(&[("a", a), ("bt", &bt)]);
-    let check = rel_err(&run()[0], reference);
-    let t = time(plan, run);
-    let note = format!(
-        "MX fp8 e4m3 (quantize both; panels decoded to bf16 for the bf16 unit where exact, else to f32), {:.2}x the f32 rlx time",
-        t.median_s / f32_s
-    );
-    rows.push(
-        Row::new(&id, "rlx_scaled_mxfp8", t)
-            .flops(flops)
-            .check(check)
-            .note(&note),
-    );
-    // The scaled matmul alone, on operands quantized once (as a quantized model's weights
-    // are): the kernel the rlx_scaled_mxfp8 row runs after its quantizations.
-    let (quantize, matmul) = rlx::w4_mxfp8_parts(n);
-    use rlx_tensor::HostData;
-    let q = quantize.run_host(&[("a", HostData::F32(a)), ("bt", HostData::F32(&bt))]);
-    let ins = [
-        ("lq", HostData::U8(&q[0].bytes)),
-        ("rq", HostData::U8(&q[1].bytes)),
-        ("ls", HostData::U8(&q[2].bytes)),
-        ("rs", HostData::U8(&q[3].bytes)),
+    use rlx_tensor::{ScaleLayout, ScaledFormat};
+    let formats = [
+        (
+            "mxfp8",
+            "MX fp8 e4m3",
+            ScaledFormat::F8E4M3,
+            ScaleLayout::mx(),
+        ),
+        (
+            "mxfp4",
+            "MX fp4 e2m1",
+            ScaledFormat::F4E2M1,
+            ScaleLayout::mx(),
+        ),
+        (
+            "nvfp4",
+            "NVFP4 (e2m1, E4M3 scales per 16)",
+            ScaledFormat::F4E2M1,
+            ScaleLayout::nvfp4(),
+        ),
     ];
-    let run = || matmul.run_host(&ins)[0].to_f32_vec();
-    let check = rel_err(&run(), reference);
-    let t = time(plan, run);
-    let note = format!(
-        "the MX fp8 scaled matmul alone on operands quantized once, {:.2}x the f32 rlx time",
-        t.median_s / f32_s
-    );
-    rows.push(
-        Row::new(&id, "rlx_scaled_mxfp8_matmul", t)
-            .flops(flops)
-            .check(check)
-            .note(&note),
-    );
+    for (tag, name, fmt, layout) in formats {
+        let f = rlx::w4_scaled(n, fmt, layout);
+        let run = || f.run(&[("a", a), ("bt", &bt)]);
+        let check = rel_err(&run()[0], reference);
+        let t = time(plan, run);
+        let note = format!(
+            "{name} (quantize both; panels decoded to bf16 for the bf16 unit where exact, else to f32), {:.2}x the f32 rlx time",
+            t.median_s / f32_s
+        );
+        rows.push(
+            Row::new(&id, &format!("rlx_scaled_{tag}"), t)
+                .flops(flops)
+                .check(check)
+                .note(&note),
+        );
+        // The scaled matmul alone, on operands quantized once (as a quantized model's
+        // weights are): the kernel the row above runs after its quantizations.
+        let (quantize, matmul) = rlx::w4_scaled_parts(n, fmt, layout);
+        use rlx_tensor::HostData;
+        let q = quantize.run_host(&[("a", HostData::F32(a)), ("bt", HostData::F32(&bt))]);
+        let ins = [
+            ("lq", HostData::U8(&q[0].bytes)),
+            ("rq", HostData::U8(&q[1].bytes)),
+            ("ls", HostData::U8(&q[2].bytes)),
+            ("rs", HostData::U8(&q[3].bytes)),
+        ];
+        let run = || matmul.run_host(&ins)[0].to_f32_vec();
+        let check = rel_err(&run(), reference);
+        let t = time(plan, run);
+        let note = format!(
+            "the {name} scaled matmul alone on operands quantized once, {:.2}x the f32 rlx time",
+            t.median_s / f32_s
+        );
+        rows.push(
+            Row::new(&id, &format!("rlx_scaled_{tag}_matmul"), t)
+                .flops(flops)
+                .check(check)
+                .note(&note),
+        );
+    }
     rows
 }

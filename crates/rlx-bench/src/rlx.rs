@@ -59,25 +59,25 @@ pub fn w4_bf16(n: usize) -> Jitted {
     .jit()
 }
 
-/// W4 as an MX fp8 (e4m3, 32-element blocks) scaled matmul: `a [n, n]` times
+/// W4 as a scaled low-precision matmul (`fmt` codes, `layout` scales): `a [n, n]` times
 /// `btᵀ` (`bt` is `b` transposed, K-last), both quantized in the graph.
-pub fn w4_scaled_mxfp8(n: usize) -> Jitted {
-    Func::new("w4_mxfp8", |s| {
+pub fn w4_scaled(n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> Jitted {
+    Func::new("w4_scaled", |s| {
         let a = s.input("a", f32s(&[n, n]));
         let bt = s.input("bt", f32s(&[n, n]));
-        a.scaled_matmul(&bt, ScaledFormat::F8E4M3, ScaleLayout::mx())
+        a.scaled_matmul(&bt, fmt, layout)
     })
     .jit()
 }
 
-/// W4's MX fp8 operands quantized once, and the scaled matmul alone on them: `quantize`
-/// maps `a [n, n]` and `bt [n, n]` (f32) to `(lq, rq, ls, rs)` (e4m3 codes and E8M0
-/// block scales, u8), `matmul` maps those to `a · btᵀ` (f32) — the kernel a quantized
-/// model runs per call, without the quantization of both operands.
-pub fn w4_mxfp8_parts(n: usize) -> (Jitted, Jitted) {
+/// [`w4_scaled`]'s operands quantized once, and the scaled matmul alone on them:
+/// `quantize` maps `a [n, n]` and `bt [n, n]` (f32) to `(lq, rq, ls, rs)` (one u8 code per
+/// element and one u8 block scale — E8M0 for MX, E4M3 for NVFP4 — per block), `matmul`
+/// maps those to `a · btᵀ` (f32): the kernel a quantized model runs per call, without the
+/// quantization of both operands. `layout` must have blocks (MX or NVFP4).
+pub fn w4_scaled_parts(n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> (Jitted, Jitted) {
     use rlx_ir::Op;
-    let (fmt, layout) = (ScaledFormat::F8E4M3, ScaleLayout::mx());
-    let mut g = rlx_ir::Graph::new("w4_mxfp8_quantize");
+    let mut g = rlx_ir::Graph::new("w4_scaled_quantize");
     let quant = |g: &mut rlx_ir::Graph, name: &str| {
         let x = g.input(name, f32s(&[n, n]));
         let scale = Op::ScaledQuantScale {
@@ -95,8 +95,11 @@ pub fn w4_mxfp8_parts(n: usize) -> (Jitted, Jitted) {
     let (rq, rs) = quant(&mut g, "bt");
     g.set_outputs(vec![lq, rq, ls, rs]);
     let quantize = Func::from_graph(g).jit();
-    let mut g = rlx_ir::Graph::new("w4_mxfp8_matmul");
-    let blocks = n / layout.block().expect("MX has blocks") as usize;
+    let mut g = rlx_ir::Graph::new("w4_scaled_matmul");
+    let block = layout
+        .block()
+        .expect("w4_scaled_parts needs a block layout (MX or NVFP4)");
+    let blocks = n / block as usize;
     let u8s = |dims: &[usize]| Shape::new(dims, DType::U8);
     let ins = vec![
         g.input("lq", u8s(&[n, n])),

@@ -103,6 +103,9 @@ struct Operand<'a> {
     codes: &'a [u8],
     k: usize,
     lut: [f32; 256],
+    /// Codes the table distinguishes (`2^bits` of the format): `lut[c]` depends only on
+    /// `c % codes`, as the format's decoding ignores the bits above its width.
+    codes_used: usize,
     /// Per-block scales (`rows × k/block`), or `None` for per-tensor (factored out).
     scales: Option<Vec<f32>>,
     block: usize,
@@ -140,6 +143,7 @@ impl<'a> Operand<'a> {
             codes: &q.bytes,
             k,
             lut,
+            codes_used: 1 << format.bit_width(),
             scales,
             block,
         })
@@ -229,14 +233,11 @@ impl<'a> Operand<'a> {
     /// low 16 bits of every decoded f32 are zero, so dropping them is the conversion).
     fn decode_bf16(&self, r0: usize, rows: usize, k0: usize, kb: usize, dst: &mut [bf16]) {
         let per_row = self.k / self.block;
-        let to_bf16 = |v: f32| bf16::from_bits((v.to_bits() >> 16) as u16);
         for r in 0..rows {
             let src = &self.codes[(r0 + r) * self.k + k0..][..kb];
             let out = &mut dst[r * kb..][..kb];
             let Some(s) = &self.scales else {
-                for (o, &c) in out.iter_mut().zip(src) {
-                    *o = to_bf16(self.lut[c as usize]);
-                }
+                self.decode_run_bf16(src, 1.0, out);
                 continue;
             };
             let srow = &s[(r0 + r) * per_row..][..per_row];
@@ -244,12 +245,29 @@ impl<'a> Operand<'a> {
             while p < kb {
                 let kk = k0 + p;
                 let end = ((kk / self.block + 1) * self.block - k0).min(kb);
-                let sc = srow[kk / self.block];
-                for (o, &c) in out[p..end].iter_mut().zip(&src[p..end]) {
-                    *o = to_bf16(self.lut[c as usize] * sc);
-                }
+                self.decode_run_bf16(&src[p..end], srow[kk / self.block], &mut out[p..end]);
                 p = end;
             }
+        }
+    }
+
+    /// `out[i] = bf16(lut[src[i]] · sc)` by truncation (exact where the caller checked
+    /// [`Operand::bf16_exact`]). With AVX-512 and a table of at most 64 codes (fp4, fp6 and
+    /// narrower), 16 codes at a time are looked up by register permutes; else one by one.
+    fn decode_run_bf16(&self, src: &[u8], sc: f32, out: &mut [bf16]) {
+        let to_bf16 = |v: f32| bf16::from_bits((v.to_bits() >> 16) as u16);
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if self.codes_used <= 64
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+        {
+            // SAFETY: AVX-512 F/BW checked; lut[c] depends only on c % codes_used, which
+            // the vector lookup applies.
+            done = unsafe { decode_lut64_bf16(&self.lut, self.codes_used, sc, src, out) };
+        }
+        for (o, &c) in out[done..].iter_mut().zip(&src[done..]) {
+            *o = to_bf16(self.lut[c as usize] * sc);
         }
     }
 
@@ -450,4 +468,60 @@ fn accumulate(a: &Operand<'_>, b: &Operand<'_>, m: usize, n: usize, k: usize, c:
             });
         }
     }
+}
+
+/// The first `16·⌊len/16⌋` elements of [`Operand::decode_run_bf16`] for a table of at most
+/// 64 codes (`codes`, a power of two): each group of 16 codes is widened to 32-bit indices,
+/// reduced modulo `codes`, looked up in the table held in registers (`vpermi2ps` over 32
+/// entries, twice with a blend for 64), scaled, and truncated to bf16. Returns how many
+/// elements it wrote.
+///
+/// # Safety
+/// AVX-512 F and BW present; `lut[c]` must depend only on `c % codes`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn decode_lut64_bf16(
+    lut: &[f32; 256],
+    codes: usize,
+    sc: f32,
+    src: &[u8],
+    out: &mut [bf16],
+) -> usize {
+    use std::arch::x86_64::*;
+    debug_assert!(codes.is_power_of_two() && codes <= 64);
+    let n = src.len().min(out.len()) / 16 * 16;
+    // SAFETY: the table has 256 f32; four vectors of 16 are its first 64 entries.
+    let t = unsafe {
+        [
+            _mm512_loadu_ps(lut.as_ptr()),
+            _mm512_loadu_ps(lut.as_ptr().add(16)),
+            _mm512_loadu_ps(lut.as_ptr().add(32)),
+            _mm512_loadu_ps(lut.as_ptr().add(48)),
+        ]
+    };
+    let (mask, scale) = (_mm512_set1_epi32(codes as i32 - 1), _mm512_set1_ps(sc));
+    let high = _mm512_set1_epi32(32);
+    for i in (0..n).step_by(16) {
+        // SAFETY: elements i .. i + 16 <= n of `src` and `out` (unaligned accesses).
+        unsafe {
+            let c = _mm512_cvtepu8_epi32(_mm_loadu_si128(src.as_ptr().add(i) as *const __m128i));
+            let idx = _mm512_and_si512(c, mask);
+            // vpermi2ps reads the low 5 index bits: entries 0..32, then 32..64 where bit 5
+            // is set.
+            let lo = _mm512_permutex2var_ps(t[0], idx, t[1]);
+            let v = if codes > 32 {
+                let hi = _mm512_permutex2var_ps(t[2], idx, t[3]);
+                let k = _mm512_test_epi32_mask(idx, high);
+                _mm512_mask_mov_ps(lo, k, hi)
+            } else {
+                lo
+            };
+            let bits = _mm512_srli_epi32::<16>(_mm512_castps_si512(_mm512_mul_ps(v, scale)));
+            _mm256_storeu_si256(
+                out.as_mut_ptr().add(i) as *mut __m256i,
+                _mm512_cvtepi32_epi16(bits),
+            );
+        }
+    }
+    n
 }
