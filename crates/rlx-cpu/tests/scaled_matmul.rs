@@ -147,6 +147,49 @@ const LAYOUTS: [ScaleLayout; 3] = [
     ScaleLayout::Nvfp4 { group: 16 },
 ];
 
+/// One product of [`exact_rows`] data: the compiled result equals the oracle's bits, and
+/// (the data being exactly representable) the exact f64 dot product — unless an NVFP4
+/// scale (E4M3, ≥ 2⁻⁹) underflows, as for e5m2 elements.
+fn check_exact_product(
+    rng: &mut Rng,
+    (m, n, k): (usize, usize, usize),
+    fmts: [ScaledFormat; 2],
+    layout: ScaleLayout,
+) {
+    let x = exact_rows(rng, m, k, fmts[0], layout);
+    let w = exact_rows(rng, n, k, fmts[1], layout);
+    let g = graph(m, n, k, fmts, layout, false);
+    let args = [
+        ("x", TensorData::from_f32(&[m, k], &x)),
+        ("w", TensorData::from_f32(&[n, k], &w)),
+    ];
+    let (got, want) = both(&g, &args);
+    let f = fmts[0];
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(a, b, "output {i}, {m}x{n}x{k} {f} {layout}");
+    }
+    let nvfp4_underflow = matches!(layout, ScaleLayout::Nvfp4 { .. })
+        && fmts
+            .iter()
+            .any(|f| pinned(*f) / f.max_finite() < 2f32.powi(-9));
+    if nvfp4_underflow {
+        return;
+    }
+    let y = got[0].to_f32_vec();
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k)
+                .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
+                .sum();
+            assert_eq!(
+                y[i * n + j] as f64,
+                dot,
+                "({i},{j}) {m}x{n}x{k} {f} {layout}"
+            );
+        }
+    }
+}
+
 #[test]
 fn exact_data_gives_the_oracle_bit_for_bit_for_every_layout_and_format() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -159,39 +202,10 @@ fn exact_data_gives_the_oracle_bit_for_bit_for_every_layout_and_format() {
     ];
     // k = 320 crosses a 256-wide K panel; m = 3 splits C's columns; m = 130 has a
     // ragged last M tile.
-    for (m, n, k) in [(3, 20, 64), (130, 37, 320), (5, 300, 96)] {
+    for mnk in [(3, 20, 64), (130, 37, 320), (5, 300, 96)] {
         for layout in LAYOUTS {
             for f in formats {
-                let fmts = [f, ScaledFormat::F8E4M3];
-                let x = exact_rows(&mut rng, m, k, fmts[0], layout);
-                let w = exact_rows(&mut rng, n, k, fmts[1], layout);
-                let g = graph(m, n, k, fmts, layout, false);
-                let args = [
-                    ("x", TensorData::from_f32(&[m, k], &x)),
-                    ("w", TensorData::from_f32(&[n, k], &w)),
-                ];
-                let (got, want) = both(&g, &args);
-                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                    assert_eq!(a, b, "output {i}, {m}x{n}x{k} {f} {layout}");
-                }
-                // The data is exactly representable, so this is also the f32 matmul —
-                // unless an NVFP4 scale (E4M3, ≥ 2⁻⁹) underflows, as for e5m2 elements.
-                let nvfp4_underflow = matches!(layout, ScaleLayout::Nvfp4 { .. })
-                    && fmts
-                        .iter()
-                        .any(|f| pinned(*f) / f.max_finite() < 2f32.powi(-9));
-                if nvfp4_underflow {
-                    continue;
-                }
-                let y = got[0].to_f32_vec();
-                for i in 0..m {
-                    for j in 0..n {
-                        let dot: f64 = (0..k)
-                            .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
-                            .sum();
-                        assert_eq!(y[i * n + j] as f64, dot, "({i},{j}) {f} {layout}");
-                    }
-                }
+                check_exact_product(&mut rng, mnk, [f, ScaledFormat::F8E4M3], layout);
             }
         }
     }
@@ -204,34 +218,13 @@ fn exact_data_gives_the_oracle_bit_for_bit_for_every_layout_and_format() {
 #[test]
 fn narrow_formats_with_k_tails_give_the_oracle_bit_for_bit() {
     let mut rng = Rng(0x51ed_270b_27d4_eb2f);
-    for (m, n, k) in [(9, 21, 70), (17, 5, 45)] {
+    for mnk in [(9, 21, 70), (17, 5, 45)] {
         for f in [
             ScaledFormat::F4E2M1,
             ScaledFormat::F6E2M3,
             ScaledFormat::F6E3M2,
         ] {
-            let layout = ScaleLayout::PerTensor;
-            let fmts = [f, f];
-            let x = exact_rows(&mut rng, m, k, f, layout);
-            let w = exact_rows(&mut rng, n, k, f, layout);
-            let g = graph(m, n, k, fmts, layout, false);
-            let args = [
-                ("x", TensorData::from_f32(&[m, k], &x)),
-                ("w", TensorData::from_f32(&[n, k], &w)),
-            ];
-            let (got, want) = both(&g, &args);
-            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(a, b, "output {i}, {m}x{n}x{k} {f}");
-            }
-            let y = got[0].to_f32_vec();
-            for i in 0..m {
-                for j in 0..n {
-                    let dot: f64 = (0..k)
-                        .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
-                        .sum();
-                    assert_eq!(y[i * n + j] as f64, dot, "({i},{j}) {f} k = {k}");
-                }
-            }
+            check_exact_product(&mut rng, mnk, [f, f], ScaleLayout::PerTensor);
         }
     }
 }
