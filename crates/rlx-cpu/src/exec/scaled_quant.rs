@@ -117,6 +117,9 @@ pub(super) fn quant_scale(
     }
     let mut codes = vec![0u8; n / block];
     let per_chunk = ROWS_PER_CHUNK * 16;
+    // NVFP4's group scales are E4M3 codes: the precomputed encoder (the same codes) rather
+    // than the format's general `encode_f64`, which re-derives its constants per call.
+    let e4m3 = Encoder::new(ScaledFormat::F8E4M3);
     codes
         .par_chunks_mut(per_chunk)
         .enumerate()
@@ -126,7 +129,7 @@ pub(super) fn quant_scale(
                 let b = c * per_chunk + j;
                 let a = absmax(&vals, b * block, (b + 1) * block);
                 *code = match layout {
-                    ScaleLayout::Nvfp4 { .. } => ScaledFormat::F8E4M3.encode_f64(a / max),
+                    ScaleLayout::Nvfp4 { .. } => e4m3.encode(a / max),
                     _ => mx_scale_code(format, a),
                 };
             }
