@@ -21,114 +21,9 @@ use rlx_cpu::gemm::{MatMut, MatRef};
 use rlx_ir::{Activation, BinaryOp, DType, Graph, Op, Shape, TensorData, interp};
 use rlx_runtime::{Backend, Device, arg_order};
 
-struct Lcg(u64);
-impl Lcg {
-    /// Uniform in [-1, 1).
-    fn next(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-    }
-}
+mod common;
 
-#[derive(Debug, Clone, Copy)]
-enum Layout {
-    RowMajor,
-    ColMajor,
-    /// Row-major with 3 extra elements per row and an offset of 5.
-    Padded,
-    /// Both axes reversed (negative strides).
-    Reversed,
-}
-const LAYOUTS: [Layout; 4] = [
-    Layout::RowMajor,
-    Layout::ColMajor,
-    Layout::Padded,
-    Layout::Reversed,
-];
-
-/// (storage length, row stride, col stride, offset) of an r×c matrix.
-fn layout(l: Layout, r: usize, c: usize) -> (usize, isize, isize, usize) {
-    let (ri, ci) = (r as isize, c as isize);
-    match l {
-        Layout::RowMajor => (r * c, ci, 1, 0),
-        Layout::ColMajor => (r * c, 1, ri, 0),
-        Layout::Padded => (5 + r * (c + 3), ci + 3, 1, 5),
-        Layout::Reversed => (r * c, -ci, -1, (r * c).max(1) - 1),
-    }
-}
-
-/// A matrix's exact values (row-major) and its strided half storage.
-struct Mat<T> {
-    vals: Vec<f64>,
-    store: Vec<T>,
-    r: usize,
-    c: usize,
-    rs: isize,
-    cs: isize,
-    off: usize,
-}
-
-impl<T: HalfFloat> Mat<T> {
-    fn random(rng: &mut Lcg, r: usize, c: usize, l: Layout) -> Mat<T> {
-        let (len, rs, cs, off) = layout(l, r, c);
-        let mut store = vec![T::from_f32_rne(0.0); len];
-        let mut vals = vec![0.0; r * c];
-        for i in 0..r {
-            for j in 0..c {
-                let v = T::from_f32_rne(rng.next() as f32);
-                vals[i * c + j] = v.to_f32_exact() as f64;
-                store[(off as isize + i as isize * rs + j as isize * cs) as usize] = v;
-            }
-        }
-        Mat {
-            vals,
-            store,
-            r,
-            c,
-            rs,
-            cs,
-            off,
-        }
-    }
-
-    fn set(&mut self, i: usize, j: usize, v: f32) {
-        let v = T::from_f32_rne(v);
-        self.vals[i * self.c + j] = v.to_f32_exact() as f64;
-        let idx = (self.off as isize + i as isize * self.rs + j as isize * self.cs) as usize;
-        self.store[idx] = v;
-    }
-
-    fn view(&self) -> MatRef<'_, T> {
-        MatRef {
-            data: &self.store,
-            rows: self.r,
-            cols: self.c,
-            row_stride: self.rs,
-            col_stride: self.cs,
-            offset: self.off,
-        }
-    }
-}
-
-/// Exact `A·B` (f64 over the half values; exact up to f64 rounding) and `Σ|a·b|`.
-fn reference<T>(a: &Mat<T>, b: &Mat<T>) -> (Vec<f64>, Vec<f64>) {
-    let (m, k, n) = (a.r, a.c, b.c);
-    let mut exact = vec![0.0; m * n];
-    let mut abs = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            for t in 0..k {
-                let p = a.vals[i * k + t] * b.vals[t * n + j];
-                exact[i * n + j] += p;
-                abs[i * n + j] += p.abs();
-            }
-        }
-    }
-    (exact, abs)
-}
+use common::mats::{Elem, LAYOUTS_4, Layout, Lcg, Mat, reference};
 
 /// The f32 bound stated in the module docs.
 fn f32_tol(k: usize, abs: f64) -> f64 {
@@ -174,18 +69,18 @@ const SHAPES: [(usize, usize, usize); 13] = [
 
 /// Every shape × a rotation of A and B layouts, C row-major or column-major, overwrite or
 /// accumulate, on 1 and 2 threads: within the f32 bound of the exact product.
-fn check_path<T: HalfFloat>(path: LowpPath) {
+fn check_path<T: HalfFloat + Elem>(path: LowpPath) {
     let mut rng = Lcg(0x5eed ^ path as u64);
     let mut cases = 0;
     for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
         for v in 0..4 {
-            let (la, lb) = (LAYOUTS[(s + v) % 4], LAYOUTS[(s + 3 * v + 1) % 4]);
+            let (la, lb) = (LAYOUTS_4[(s + v) % 4], LAYOUTS_4[(s + 3 * v + 1) % 4]);
             let a = Mat::<T>::random(&mut rng, m, k, la);
             let b = Mat::<T>::random(&mut rng, k, n, lb);
             let (exact, abs) = reference(&a, &b);
             let accumulate = v % 2 == 1;
             let col_major_c = v >= 2;
-            let init: Vec<f32> = (0..m * n).map(|_| rng.next() as f32).collect();
+            let init: Vec<f32> = (0..m * n).map(|_| rng.uniform() as f32).collect();
             let mut c = vec![0f32; m * n];
             let (rs, cs) = if col_major_c {
                 (1, m as isize)
@@ -316,7 +211,7 @@ fn ulp<T: HalfFloat>(x: f64) -> f64 {
 
 #[test]
 fn rounded_output_is_within_one_ulp_of_the_exact_product() {
-    fn check<T: HalfFloat>(path: LowpPath) {
+    fn check<T: HalfFloat + Elem>(path: LowpPath) {
         let mut rng = Lcg(11);
         for &(m, n, k) in &[(45, 37, 77), (1, 50, 600), (64, 1, 31)] {
             let a = Mat::<T>::random(&mut rng, m, k, Layout::Padded);
@@ -351,9 +246,13 @@ fn infinity_in_the_last_odd_sum_stays_in_its_row_and_padding_adds_no_nan() {
         let mut rng = Lcg(3);
         let mut a = Mat::<bf16>::random(&mut rng, m, k, Layout::RowMajor);
         let mut b = Mat::<bf16>::random(&mut rng, k, n, Layout::RowMajor);
-        a.set(5, k - 1, f32::INFINITY);
+        a.set(5, k - 1, bf16::INFINITY);
         for j in 0..n {
-            b.set(k - 1, j, if j % 2 == 0 { 0.5 } else { -0.25 });
+            b.set(
+                k - 1,
+                j,
+                bf16::from_f32(if j % 2 == 0 { 0.5 } else { -0.25 }),
+            );
         }
         let c = product(path, &a, &b, 2);
         for i in 0..m {
@@ -381,7 +280,7 @@ fn nan_in_b_makes_exactly_its_column_nan() {
         let mut rng = Lcg(5);
         let a = Mat::<bf16>::random(&mut rng, m, k, Layout::ColMajor);
         let mut b = Mat::<bf16>::random(&mut rng, k, n, Layout::RowMajor);
-        b.set(40, 17, f32::NAN);
+        b.set(40, 17, bf16::NAN);
         let c = product(path, &a, &b, 1);
         for (e, v) in c.iter().enumerate() {
             assert_eq!(
@@ -497,7 +396,7 @@ fn run_both(g: &Graph, args: &[TensorData]) -> (Vec<f64>, Vec<f64>) {
 
 fn random_data(rng: &mut Lcg, dt: DType, dims: &[usize]) -> TensorData {
     let n: usize = dims.iter().product();
-    let v: Vec<f64> = (0..n).map(|_| rng.next()).collect();
+    let v: Vec<f64> = (0..n).map(|_| rng.uniform()).collect();
     TensorData::from_f64_as(dt, dims, &v)
 }
 

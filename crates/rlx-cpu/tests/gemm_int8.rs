@@ -1,5 +1,5 @@
 //! The int8 GEMM (`rlx_cpu::gemm::int8`) on each of its paths — AMX-INT8 tiles, AVX512_VNNI
-//! `vpdpbusd`, AVX-512 `vpmaddwd`, portable loops — against an exact reference (i64 sums wrapped to i32), and
+//! `vpdpbusd`, AVX-512 `vpmaddwd`, portable loops — against an exact reference (integer sums wrapped to i32), and
 //! i8 matmul graphs run by the CPU backend against the oracle interpreter, once per path.
 //! Integer products are exact, so every comparison is for equal bits. Paths the CPU lacks
 //! are skipped with a message on stderr.
@@ -10,89 +10,14 @@ use rlx_cpu::gemm::{MatMut, MatRef};
 use rlx_ir::{DType, Graph, Op, Shape, TensorData, interp};
 use rlx_runtime::{Backend, Device, arg_order};
 
-struct Lcg(u64);
-impl Lcg {
-    /// Uniform over all 256 i8 values.
-    fn next(&mut self) -> i8 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 56) as u8 as i8
-    }
-}
+mod common;
 
-/// (storage length, row stride, col stride, offset) of an r×c matrix: row-major,
-/// column-major, padded rows with an offset, both axes reversed.
-fn layout(l: usize, r: usize, c: usize) -> (usize, isize, isize, usize) {
-    let (ri, ci) = (r as isize, c as isize);
-    match l % 4 {
-        0 => (r * c, ci, 1, 0),
-        1 => (r * c, 1, ri, 0),
-        2 => (5 + r * (c + 3), ci + 3, 1, 5),
-        _ => (r * c, -ci, -1, (r * c).max(1) - 1),
-    }
-}
+use common::mats::{LAYOUTS_4, Layout, Lcg, Mat, reference};
 
-/// A matrix's values (row-major) and its strided storage.
-struct Mat {
-    vals: Vec<i8>,
-    store: Vec<i8>,
-    r: usize,
-    c: usize,
-    rs: isize,
-    cs: isize,
-    off: usize,
-}
-
-impl Mat {
-    fn new(r: usize, c: usize, l: usize, mut value: impl FnMut() -> i8) -> Mat {
-        let (len, rs, cs, off) = layout(l, r, c);
-        let mut store = vec![0i8; len];
-        let mut vals = vec![0i8; r * c];
-        for i in 0..r {
-            for j in 0..c {
-                let v = value();
-                vals[i * c + j] = v;
-                store[(off as isize + i as isize * rs + j as isize * cs) as usize] = v;
-            }
-        }
-        Mat {
-            vals,
-            store,
-            r,
-            c,
-            rs,
-            cs,
-            off,
-        }
-    }
-
-    fn view(&self) -> MatRef<'_, i8> {
-        MatRef {
-            data: &self.store,
-            rows: self.r,
-            cols: self.c,
-            row_stride: self.rs,
-            col_stride: self.cs,
-            offset: self.off,
-        }
-    }
-}
-
-/// `A·B` summed in i64, wrapped to i32 (the documented result).
-fn reference(a: &Mat, b: &Mat) -> Vec<i32> {
-    let (m, k, n) = (a.r, a.c, b.c);
-    let mut out = vec![0i32; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            let s: i64 = (0..k)
-                .map(|t| a.vals[i * k + t] as i64 * b.vals[t * n + j] as i64)
-                .sum();
-            out[i * n + j] = s as i32;
-        }
-    }
-    out
+/// `A·B` summed exactly (integers far below 2⁵³ in f64), wrapped to i32: the documented
+/// result.
+fn reference_i32(a: &Mat<i8>, b: &Mat<i8>) -> Vec<i32> {
+    reference(a, b).0.iter().map(|&s| s as i64 as i32).collect()
 }
 
 fn paths() -> Vec<I8Path> {
@@ -129,9 +54,10 @@ fn check_path(path: I8Path) {
     let mut rng = Lcg(path as u64 + 1);
     for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
         for v in 0..4 {
-            let a = Mat::new(m, k, s + v, || rng.next());
-            let b = Mat::new(k, n, s + 3 * v + 1, || rng.next());
-            let want = reference(&a, &b);
+            let (la, lb) = (LAYOUTS_4[(s + v) % 4], LAYOUTS_4[(s + 3 * v + 1) % 4]);
+            let a = Mat::<i8>::random(&mut rng, m, k, la);
+            let b = Mat::<i8>::random(&mut rng, k, n, lb);
+            let want = reference_i32(&a, &b);
             let accumulate = v % 2 == 1;
             let (rs, cs) = if v >= 2 {
                 (1, m as isize)
@@ -165,11 +91,11 @@ fn check_path(path: I8Path) {
                     assert_eq!(
                         c[idx(i, j)],
                         base.wrapping_add(want[i * n + j]),
-                        "{}: {m}x{k}·{k}x{n} (layouts {} {}, C col-major {}, accumulate \
+                        "{}: {m}x{k}·{k}x{n} (layouts {:?} {:?}, C col-major {}, accumulate \
                          {accumulate}): C[{i}][{j}]",
                         path.name(),
-                        (s + v) % 4,
-                        (s + 3 * v + 1) % 4,
+                        la,
+                        lb,
                         v >= 2
                     );
                 }
@@ -210,9 +136,9 @@ fn avx512_vnni_bias_correction_is_exact_at_the_byte_extremes() {
             flip += 1;
             if flip.is_multiple_of(5) { -1 - v } else { v }
         };
-        let a = Mat::new(m, k, 0, || alt(fa));
-        let b = Mat::new(k, n, 2, || fb);
-        let want = reference(&a, &b);
+        let a = Mat::from_fn(m, k, Layout::RowMajor, || alt(fa));
+        let b = Mat::from_fn(k, n, Layout::Padded, || fb);
+        let want = reference_i32(&a, &b);
         let mut c = vec![0i32; m * n];
         gemm_i8_with(
             I8Path::Avx512Vnni,
@@ -248,10 +174,12 @@ fn portable_int8_equals_the_exact_product() {
 fn sums_past_i32_wrap_identically_on_every_path() {
     // 140 000 · (−128)·(−128) = 2 293 760 000 > i32::MAX: the sum wraps.
     let (m, n, k) = (3, 34, 140_000);
-    let a = Mat::new(m, k, 0, || -128);
+    let a = Mat::from_fn(m, k, Layout::RowMajor, || -128);
     let mut rng = Lcg(9);
-    let b = Mat::new(k, n, 0, || if rng.next() > 0 { -128 } else { 127 });
-    let want = reference(&a, &b);
+    let b = Mat::from_fn(k, n, Layout::RowMajor, || {
+        if rng.next_i8() > 0 { -128 } else { 127 }
+    });
+    let want = reference_i32(&a, &b);
     assert!(want.iter().any(|&v| v < 0), "the test must overflow i32");
     for path in paths() {
         let mut c = vec![0i32; m * n];
@@ -271,8 +199,8 @@ fn sums_past_i32_wrap_identically_on_every_path() {
 fn thread_count_does_not_change_the_result() {
     let (m, n, k) = (200, 170, 300);
     let mut rng = Lcg(4);
-    let a = Mat::new(m, k, 0, || rng.next());
-    let b = Mat::new(k, n, 1, || rng.next());
+    let a = Mat::<i8>::random(&mut rng, m, k, Layout::RowMajor);
+    let b = Mat::<i8>::random(&mut rng, k, n, Layout::ColMajor);
     for path in paths() {
         let run = |threads| {
             let mut c = vec![0i32; m * n];
@@ -281,7 +209,7 @@ fn thread_count_does_not_change_the_result() {
             c
         };
         let one = run(1);
-        assert_eq!(one, reference(&a, &b), "{}", path.name());
+        assert_eq!(one, reference_i32(&a, &b), "{}", path.name());
         assert_eq!(run(2), one, "{}: 2 threads", path.name());
         assert_eq!(run(3), one, "{}: 3 threads", path.name());
     }
@@ -341,7 +269,7 @@ fn graph_case(x_dims: &[usize], w_dims: &[usize], transpose_w: bool) {
     g.set_outputs(vec![mm]);
     let data = |rng: &mut Lcg, dims: &[usize]| {
         let n: usize = dims.iter().product();
-        let v: Vec<i64> = (0..n).map(|_| rng.next() as i64).collect();
+        let v: Vec<i64> = (0..n).map(|_| rng.next_i8() as i64).collect();
         TensorData::from_i64_as(DType::I8, dims, &v)
     };
     let args = vec![data(&mut rng, x_dims), data(&mut rng, w_dims)];

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod mats;
+
 use rlx_cpu::CpuBackend;
 use rlx_ir::{Graph, TensorData};
 use rlx_runtime::{Backend, Device};

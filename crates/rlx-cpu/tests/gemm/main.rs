@@ -5,128 +5,14 @@
 
 use rlx_cpu::gemm::{F32Path, MatMut, MatRef, dgemm, sgemm, sgemm_with};
 
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-    }
-}
+#[path = "../common/mod.rs"]
+mod common;
 
-/// How a view lays out its matrix inside a storage slice.
-#[derive(Debug, Clone, Copy)]
-enum Layout {
-    RowMajor,
-    ColMajor,
-    /// Row-major with 3 extra elements per row and an offset of 5.
-    Padded,
-    /// Rows stored last-to-first (negative row stride).
-    RowsReversed,
-    /// Column-major with both axes reversed (negative strides).
-    BothReversed,
-}
-const LAYOUTS: [Layout; 5] = [
-    Layout::RowMajor,
-    Layout::ColMajor,
-    Layout::Padded,
-    Layout::RowsReversed,
-    Layout::BothReversed,
-];
-
-/// (storage length, row stride, col stride, offset) for an r×c matrix.
-fn layout(l: Layout, r: usize, c: usize) -> (usize, isize, isize, usize) {
-    let (ri, ci) = (r as isize, c as isize);
-    match l {
-        Layout::RowMajor => (r * c, ci, 1, 0),
-        Layout::ColMajor => (r * c, 1, ri, 0),
-        Layout::Padded => (5 + r * (c + 3), ci + 3, 1, 5),
-        Layout::RowsReversed => (r * c, -ci, 1, (r.max(1) - 1) * c),
-        Layout::BothReversed => (r * c, -1, -ri, (r * c).max(1) - 1),
-    }
-}
-
-/// A matrix with its values (row-major, for the reference) and its strided storage.
-struct Mat<T> {
-    vals: Vec<f64>,
-    store: Vec<T>,
-    r: usize,
-    c: usize,
-    rs: isize,
-    cs: isize,
-    off: usize,
-}
-
-fn make<T: Num>(rng: &mut Lcg, r: usize, c: usize, l: Layout, conv: fn(f64) -> T) -> Mat<T> {
-    let (len, rs, cs, off) = layout(l, r, c);
-    // Slots the view does not use hold a marker that would show up if read.
-    let mut store = vec![conv(1.0e6); len.max(1)];
-    let mut vals = vec![0.0; r * c];
-    for i in 0..r {
-        for j in 0..c {
-            let v = conv(rng.next());
-            let idx = (off as isize + i as isize * rs + j as isize * cs) as usize;
-            store[idx] = v;
-            vals[i * c + j] = v.to_f64();
-        }
-    }
-    Mat {
-        vals,
-        store,
-        r,
-        c,
-        rs,
-        cs,
-        off,
-    }
-}
-
-/// The element types under test, converted to and from `f64` exactly (f32 → f64) or by rounding.
-trait Num: Copy + Default {
-    fn to_f64(self) -> f64;
-}
-impl Num for f32 {
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-}
-impl Num for f64 {
-    fn to_f64(self) -> f64 {
-        self
-    }
-}
-
-impl<T> Mat<T> {
-    fn view(&self) -> MatRef<'_, T> {
-        MatRef {
-            data: &self.store,
-            rows: self.r,
-            cols: self.c,
-            row_stride: self.rs,
-            col_stride: self.cs,
-            offset: self.off,
-        }
-    }
-    fn view_mut(&mut self) -> MatMut<'_, T> {
-        MatMut {
-            data: &mut self.store,
-            rows: self.r,
-            cols: self.c,
-            row_stride: self.rs,
-            col_stride: self.cs,
-            offset: self.off,
-        }
-    }
-    fn get(&self, i: usize, j: usize) -> &T {
-        &self.store[(self.off as isize + i as isize * self.rs + j as isize * self.cs) as usize]
-    }
-}
+use common::mats::{Elem, LAYOUTS_5, Layout, Lcg, Mat, reference};
 
 /// Checks C against alpha·A·B + beta·C0 with the forward error bound of a k-term dot
 /// product: |err| ≤ (k + 2)·u·(|alpha|·Σ|a||b| + |beta·c0|), u the unit roundoff.
-fn check<T: Num>(
+fn check<T: Elem>(
     what: &str,
     (alpha, beta): (f64, f64),
     a: &Mat<T>,
@@ -136,21 +22,13 @@ fn check<T: Num>(
     u: f64,
 ) {
     let (m, k, n) = (a.r, a.c, b.c);
+    let (exact, mag) = reference(a, b);
     for i in 0..m {
         for j in 0..n {
-            let (mut s, mut mag) = (0.0, 0.0);
-            for p in 0..k {
-                s += a.vals[i * k + p] * b.vals[p * n + j];
-                mag += (a.vals[i * k + p] * b.vals[p * n + j]).abs();
-            }
-            let want = alpha * s
-                + if beta == 0.0 {
-                    0.0
-                } else {
-                    beta * c0[i * n + j]
-                };
+            let e = i * n + j;
+            let want = alpha * exact[e] + if beta == 0.0 { 0.0 } else { beta * c0[e] };
             let bound =
-                (k as f64 + 2.0) * u * (alpha.abs() * mag + (beta * c0[i * n + j]).abs()) + 1e-300;
+                (k as f64 + 2.0) * u * (alpha.abs() * mag[e] + (beta * c0[e]).abs()) + 1e-300;
             let got = c.get(i, j).to_f64();
             assert!(
                 (got - want).abs() <= bound,
@@ -172,19 +50,15 @@ fn sgemm_matches_naive_on_odd_sizes_in_every_layout() {
         (130, 70, 257),
     ];
     for &(m, k, n) in &sizes {
-        for (li, &la) in LAYOUTS.iter().enumerate() {
-            let lb = LAYOUTS[(li + 1) % 5];
-            let lc = LAYOUTS[(li + 3) % 5];
-            let a = make(&mut rng, m, k, la, |v| v as f32);
-            let b = make(&mut rng, k, n, lb, |v| v as f32);
-            let mut c = make(&mut rng, m, n, lc, |v| v as f32);
+        for (li, &la) in LAYOUTS_5.iter().enumerate() {
+            let lb = LAYOUTS_5[(li + 1) % 5];
+            let lc = LAYOUTS_5[(li + 3) % 5];
+            let a = Mat::<f32>::random(&mut rng, m, k, la);
+            let b = Mat::<f32>::random(&mut rng, k, n, lb);
+            let mut c = Mat::<f32>::random(&mut rng, m, n, lc);
             let c0 = c.vals.clone();
             for threads in [1, 2] {
-                let mut cc = Mat {
-                    store: c.store.clone(),
-                    vals: c0.clone(),
-                    ..c
-                };
+                let mut cc = c.clone();
                 sgemm(0.75, a.view(), b.view(), -0.5, cc.view_mut(), threads);
                 let what = format!("sgemm {la:?}·{lb:?}→{lc:?} threads {threads}");
                 check(&what, (0.75, -0.5), &a, &b, &c0, &cc, 2f64.powi(-24));
@@ -199,10 +73,10 @@ fn sgemm_matches_naive_on_odd_sizes_in_every_layout() {
 fn dgemm_matches_naive_on_odd_sizes_in_every_layout() {
     let mut rng = Lcg(2);
     for &(m, k, n) in &[(2, 3, 4), (31, 17, 65), (70, 130, 33)] {
-        for (li, &la) in LAYOUTS.iter().enumerate() {
-            let a = make(&mut rng, m, k, la, |v| v);
-            let b = make(&mut rng, k, n, LAYOUTS[(li + 2) % 5], |v| v);
-            let mut c = make(&mut rng, m, n, LAYOUTS[(li + 4) % 5], |v| v);
+        for (li, &la) in LAYOUTS_5.iter().enumerate() {
+            let a = Mat::<f64>::random(&mut rng, m, k, la);
+            let b = Mat::<f64>::random(&mut rng, k, n, LAYOUTS_5[(li + 2) % 5]);
+            let mut c = Mat::<f64>::random(&mut rng, m, n, LAYOUTS_5[(li + 4) % 5]);
             let c0 = c.vals.clone();
             dgemm(-1.25, a.view(), b.view(), 2.0, c.view_mut(), 2);
             check("dgemm", (-1.25, 2.0), &a, &b, &c0, &c, 2f64.powi(-53));
@@ -215,8 +89,8 @@ fn transposed_views_multiply_without_copies() {
     // Aᵀ·Bᵀ from row-major storage of A (k×m) and B (n×k) through MatRef::t.
     let mut rng = Lcg(3);
     let (m, k, n) = (9, 13, 11);
-    let at: Vec<f32> = (0..k * m).map(|_| rng.next() as f32).collect();
-    let bt: Vec<f32> = (0..n * k).map(|_| rng.next() as f32).collect();
+    let at: Vec<f32> = (0..k * m).map(|_| rng.uniform() as f32).collect();
+    let bt: Vec<f32> = (0..n * k).map(|_| rng.uniform() as f32).collect();
     let mut c = vec![0f32; m * n];
     sgemm(
         1.0,
@@ -327,8 +201,8 @@ fn alpha_zero_does_not_read_a_or_b_values() {
 fn results_are_bit_identical_run_to_run() {
     let mut rng = Lcg(4);
     let (m, k, n) = (300, 257, 301);
-    let a: Vec<f32> = (0..m * k).map(|_| rng.next() as f32).collect();
-    let b: Vec<f32> = (0..k * n).map(|_| rng.next() as f32).collect();
+    let a: Vec<f32> = (0..m * k).map(|_| rng.uniform() as f32).collect();
+    let b: Vec<f32> = (0..k * n).map(|_| rng.uniform() as f32).collect();
     for threads in [1, 2] {
         let run = || {
             let mut c = vec![0f32; m * n];
@@ -434,8 +308,8 @@ fn one_and_two_threads_give_identical_bits() {
         (784, 256, 512),
         (1000, 33, 17),
     ] {
-        let a: Vec<f32> = (0..m * k).map(|_| rng.next() as f32).collect();
-        let b: Vec<f32> = (0..k * n).map(|_| rng.next() as f32).collect();
+        let a: Vec<f32> = (0..m * k).map(|_| rng.uniform() as f32).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| rng.uniform() as f32).collect();
         let run = |threads| {
             let mut c = vec![0f32; m * n];
             sgemm(
@@ -474,21 +348,17 @@ fn narrow_outputs_match_naive_in_every_layout_and_do_not_depend_on_threads() {
         (100, 33, 16),
         (1000, 300, 10),
     ] {
-        for (li, &la) in LAYOUTS.iter().enumerate() {
-            let lb = LAYOUTS[(li + 2) % 5];
-            let lc = LAYOUTS[(li + 4) % 5];
-            let a = make(&mut rng, m, k, la, |v| v as f32);
-            let b = make(&mut rng, k, n, lb, |v| v as f32);
-            let c = make(&mut rng, m, n, lc, |v| v as f32);
+        for (li, &la) in LAYOUTS_5.iter().enumerate() {
+            let lb = LAYOUTS_5[(li + 2) % 5];
+            let lc = LAYOUTS_5[(li + 4) % 5];
+            let a = Mat::<f32>::random(&mut rng, m, k, la);
+            let b = Mat::<f32>::random(&mut rng, k, n, lb);
+            let c = Mat::<f32>::random(&mut rng, m, n, lc);
             let c0 = c.vals.clone();
             for (alpha, beta) in [(1.0, 0.0), (0.5, 1.0), (-1.5, 0.25)] {
                 let mut runs = Vec::new();
                 for threads in [1, 2] {
-                    let mut cc = Mat {
-                        store: c.store.clone(),
-                        vals: c0.clone(),
-                        ..c
-                    };
+                    let mut cc = c.clone();
                     sgemm(
                         alpha as f32,
                         a.view(),
