@@ -66,6 +66,8 @@ impl Widen for bf16 {
 
 /// SIMD width the inner loops are written for (one zmm of f32).
 const L: usize = 16;
+/// Rows of B (outputs) per pass over A in the AVX-512 dot kernel.
+const ROWS: usize = 8;
 /// Outputs per task: enough work per task (≥ 64 KiB of B at K = 768 in f32) to hide the
 /// pool's dispatch, small enough to balance two to a few dozen threads.
 const BLOCK: usize = 64;
@@ -125,31 +127,46 @@ fn dot_rows_avx512<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut 
     let ap = a.as_ptr();
     let mut i = 0;
     while i < out.len() {
-        // Four outputs per pass over A (the last pass repeats its last row).
-        let r = [0, 1, 2, 3].map(|d| run_at(b, 0, j0 + (i + d).min(out.len() - 1), k));
+        // ROWS outputs per pass over A (the last pass repeats its last row).
+        let r: [&[T]; ROWS] =
+            std::array::from_fn(|d| run_at(b, 0, j0 + (i + d).min(out.len() - 1), k));
         let rp = r.map(<[T]>::as_ptr);
+        // The next pass's rows (B's rows are where the weights stream from DRAM during
+        // decoding), requested a pass ahead; only addresses are formed, and a prefetch
+        // never faults.
+        let next: [*const T; ROWS] = std::array::from_fn(|d| {
+            let j = (j0 + (i + ROWS + d).min(out.len() - 1)) as isize;
+            b.data
+                .as_ptr()
+                .wrapping_offset(b.offset as isize + j * b.col_stride)
+        });
         // SAFETY: every load reads lanes p..p+16 ≤ full ≤ k of A or of a k-long row.
         let sums = unsafe {
-            let mut acc = [_mm512_setzero_ps(); 4];
+            let mut acc = [_mm512_setzero_ps(); ROWS];
             let mut p = 0;
             while p < full {
                 let av = _mm512_loadu_ps(ap.add(p));
                 for (acc, rp) in acc.iter_mut().zip(&rp) {
                     *acc = _mm512_fmadd_ps(av, T::load16(rp.add(p)), *acc);
                 }
+                if i + ROWS < out.len() {
+                    for np in next {
+                        _mm_prefetch::<_MM_HINT_T0>(np.wrapping_add(p) as *const i8);
+                    }
+                }
                 p += L;
             }
-            let mut sums = [0f32; 4];
+            let mut sums = [0f32; ROWS];
             for (s, v) in sums.iter_mut().zip(acc) {
                 *s = _mm512_reduce_add_ps(v);
             }
             sums
         };
-        for d in 0..4.min(out.len() - i) {
+        for d in 0..ROWS.min(out.len() - i) {
             let tail: f32 = (full..k).map(|q| a[q] * r[d][q].widen()).sum();
             out[i + d] = sums[d] + tail;
         }
-        i += 4;
+        i += ROWS;
     }
 }
 
