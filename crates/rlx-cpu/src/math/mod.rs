@@ -23,7 +23,7 @@
 mod act;
 mod expo;
 mod simd;
-mod special;
+pub(crate) mod special;
 mod trig;
 
 use act::dispatch;

@@ -93,7 +93,7 @@ fn erf_small<const F: bool>(z: f32) -> f32 {
 // 7.1·10⁻⁹ (Lawson-weighted least squares against f64 erfcx, done once at development
 // time). It is evaluated in f64 (then rounded once): in f32 the nine Horner steps alone
 // would add up to 5 ulp.
-const MP: [f64; 5] = [
+pub(crate) const MP: [f64; 5] = [
     0.500_000_003_538_417_2,
     0.441_111_884_614_508,
     0.185_331_654_513_189_6,
@@ -101,7 +101,7 @@ const MP: [f64; 5] = [
     0.004_222_257_742_586_323,
 ];
 /// `Q1..=Q5` (`Q0 = 1`).
-const MQ: [f64; 5] = [
+pub(crate) const MQ: [f64; 5] = [
     1.680_108_827_093_342_2,
     1.211_190_616_618_024_4,
     0.475_007_123_027_391_4,
@@ -127,8 +127,8 @@ fn mills<const F: bool>(a: f64) -> f32 {
 
 /// `|x|` clamped at GELU's and erf's limits: past `GELU_MAX` (c²/2 > 120) x·Φ(x) is −0 or
 /// x; past `ERF_MAX` (c² > 86.5, so that e^(−c²) = p·2ⁿ with a normal 2ⁿ) erf rounds to ±1.
-const GELU_MAX: f32 = 15.49;
-const ERF_MAX: f32 = 9.3;
+pub(crate) const GELU_MAX: f32 = 15.49;
+pub(crate) const ERF_MAX: f32 = 9.3;
 
 /// `(c, clamped, h, l)` with `c = min(|x|, max)` and `h + l = c²` exactly (at c = 13,
 /// rounding c² alone would cost tens of ulp in e^(−c²/2)).

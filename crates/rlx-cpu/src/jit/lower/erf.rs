@@ -10,6 +10,9 @@
 use super::special::{exp_mant, load_const, pow2i};
 use super::{Lower, R8, Temps};
 use crate::jit::x86::{Asm, Cmp, Mem, Src};
+// The clamps of |x| for GELU and erf and Mills's M(a) = P(a)/Q(a) (Q0 = 1) are
+// `math::special`'s own constants: the emitted code must compute its bits.
+use crate::math::special::{ERF_MAX, GELU_MAX, MP, MQ};
 
 // Constants of `math::special::erf_small`: erf z = z·E(z²) on |z| < ERF_SMALL.
 const ERF_SMALL: f32 = 0.75;
@@ -21,26 +24,6 @@ const E: [f32; 5] = [
     -0.026_834_624,
     0.005_114_345_3,
     -0.000_674_951_24,
-];
-
-// Constants of `math::special`: the clamps of |x| for GELU and erf, and mills's
-// M(a) = P(a)/Q(a), Q0 = 1.
-const GELU_MAX: f32 = 15.49;
-const ERF_MAX: f32 = 9.3;
-const MP: [f64; 5] = [
-    0.500_000_003_538_417_2,
-    0.441_111_884_614_508,
-    0.185_331_654_513_189_6,
-    0.041_342_550_845_268_2,
-    0.004_222_257_742_586_323,
-];
-/// `Q1..=Q5`.
-const MQ: [f64; 5] = [
-    1.680_108_827_093_342_2,
-    1.211_190_616_618_024_4,
-    0.475_007_123_027_391_4,
-    0.103_635_944_527_397_91,
-    0.010_583_532_814_844_848,
 ];
 
 const SIGN: u32 = 0x8000_0000;
