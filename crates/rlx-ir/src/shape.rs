@@ -1,6 +1,7 @@
 //! Dimensions and shapes, static and dynamic.
 
 use crate::DType;
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -177,125 +178,12 @@ pub struct Shape {
 }
 
 /// Dims held in place up to this rank (every shape of a small eager expression: its
-/// nodes, cache keys and results then allocate nothing for their types).
+/// nodes, cache keys and results then allocate nothing for their dims).
 const INLINE_DIMS: usize = 4;
 
-/// The dims of a shape: in place up to [`INLINE_DIMS`], on the heap beyond. Compares,
-/// hashes and prints as the slice of dims, as the `Vec` it replaces did.
-#[derive(Clone)]
-enum DimList {
-    Inline { len: u8, dims: [Dim; INLINE_DIMS] },
-    Heap(Vec<Dim>),
-}
-
-impl DimList {
-    fn from_slice(dims: &[Dim]) -> DimList {
-        if dims.len() <= INLINE_DIMS {
-            let mut a = [Dim::Static(0); INLINE_DIMS];
-            a[..dims.len()].copy_from_slice(dims);
-            DimList::Inline {
-                len: dims.len() as u8,
-                dims: a,
-            }
-        } else {
-            DimList::Heap(dims.to_vec())
-        }
-    }
-}
-
-impl std::ops::Deref for DimList {
-    type Target = [Dim];
-    fn deref(&self) -> &[Dim] {
-        match self {
-            DimList::Inline { len, dims } => &dims[..*len as usize],
-            DimList::Heap(v) => v,
-        }
-    }
-}
-
-impl std::ops::DerefMut for DimList {
-    fn deref_mut(&mut self) -> &mut [Dim] {
-        match self {
-            DimList::Inline { len, dims } => &mut dims[..*len as usize],
-            DimList::Heap(v) => v,
-        }
-    }
-}
-
-impl From<Vec<Dim>> for DimList {
-    fn from(v: Vec<Dim>) -> DimList {
-        if v.len() <= INLINE_DIMS {
-            DimList::from_slice(&v)
-        } else {
-            DimList::Heap(v)
-        }
-    }
-}
-
-impl FromIterator<Dim> for DimList {
-    fn from_iter<I: IntoIterator<Item = Dim>>(it: I) -> DimList {
-        let mut it = it.into_iter();
-        let mut a = [Dim::Static(0); INLINE_DIMS];
-        for len in 0..=INLINE_DIMS {
-            match it.next() {
-                None => {
-                    return DimList::Inline {
-                        len: len as u8,
-                        dims: a,
-                    };
-                }
-                Some(d) if len < INLINE_DIMS => a[len] = d,
-                Some(d) => {
-                    let mut v = Vec::with_capacity(INLINE_DIMS * 2);
-                    v.extend_from_slice(&a);
-                    v.push(d);
-                    v.extend(it);
-                    return DimList::Heap(v);
-                }
-            }
-        }
-        unreachable!("the loop returns by its last iteration")
-    }
-}
-
-impl DimList {
-    /// Append `d` (moving to the heap past [`INLINE_DIMS`]).
-    fn push(&mut self, d: Dim) {
-        match self {
-            DimList::Inline { len, dims } if (*len as usize) < INLINE_DIMS => {
-                dims[*len as usize] = d;
-                *len += 1;
-            }
-            DimList::Inline { len, dims } => {
-                let mut v = Vec::with_capacity(INLINE_DIMS * 2);
-                v.extend_from_slice(&dims[..*len as usize]);
-                v.push(d);
-                *self = DimList::Heap(v);
-            }
-            DimList::Heap(v) => v.push(d),
-        }
-    }
-}
-
-impl PartialEq for DimList {
-    fn eq(&self, other: &DimList) -> bool {
-        **self == **other
-    }
-}
-
-impl Eq for DimList {}
-
-impl std::hash::Hash for DimList {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        (**self).hash(h)
-    }
-}
-
-impl fmt::Debug for DimList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        (**self).fmt(f)
-    }
-}
+/// The dims of a shape: in place up to [`INLINE_DIMS`], on the heap beyond. `SmallVec`
+/// compares, hashes and `Debug`-prints as the slice, as the `Vec` it replaces did.
+type DimList = SmallVec<[Dim; INLINE_DIMS]>;
 
 impl Shape {
     /// A static shape.
@@ -419,7 +307,7 @@ impl Shape {
     /// Copy with other dims and the same dtype.
     pub fn with_dims(&self, dims: Vec<Dim>) -> Shape {
         Shape {
-            dims: dims.into(),
+            dims: DimList::from_vec(dims),
             dtype: self.dtype,
         }
     }

@@ -8,11 +8,11 @@ use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, read_bits, write_bits};
 use super::vm::{
-    IOp, Scratch, Small, TILE, TileEnv, TileInputs, TileProg, fetch_inputs_into, run_tile,
-    run_tile_jit,
+    IOp, Scratch, TILE, TileEnv, TileInputs, TileProg, fetch_inputs_into, run_tile, run_tile_jit,
 };
 use rlx_compile::program::{EOp, Expr, Kernel, Program, Store};
 use rlx_ir::{DType, DimBinding, IrError, IrResult};
+use smallvec::SmallVec;
 
 /// Tiles ahead of the one computed whose inputs are prefetched while it computes.
 const LOOKAHEAD: usize = 1;
@@ -419,9 +419,9 @@ impl EwPlan {
         let last = r.saturating_sub(1);
         // Small buffers on the stack (heap only for unusually large kernels): a small
         // eager call runs one tile, so three allocations here were a tenth of its time.
-        let mut idx = Small::<usize, 8>::filled(r, 0);
-        let mut direct = Small::<*mut u8, 32>::filled(0, std::ptr::null_mut());
-        let mut spans = Small::<(usize, usize), 8>::filled(0, (0, 0));
+        let mut idx = SmallVec::<[usize; 8]>::from_elem(0, r);
+        let mut direct = SmallVec::<[*mut u8; 32]>::new();
+        let mut spans = SmallVec::<[(usize, usize); 8]>::new();
         self.direct_targets(bases, &mut direct, &mut spans);
         let mut spread: Vec<(*const u8, usize)> = Vec::new();
         with_scratch(|s| {
@@ -645,14 +645,14 @@ impl EwPlan {
     fn direct_targets(
         &self,
         bases: &[*mut u8],
-        direct: &mut Small<*mut u8, 32>,
-        spans: &mut Small<(usize, usize), 8>,
+        direct: &mut SmallVec<[*mut u8; 32]>,
+        spans: &mut SmallVec<[(usize, usize); 8]>,
     ) {
         if !self.direct_ok.contains(&true) {
             // Nothing to place: `direct` stays empty (every slot reads as the scratch).
             return;
         }
-        *direct = Small::filled(self.prog.instrs.len(), std::ptr::null_mut());
+        direct.resize(self.prog.instrs.len(), std::ptr::null_mut());
         for (&(slot, buf, dt), &ok) in self.stores.iter().zip(&self.direct_ok) {
             let (lo, hi) = (
                 bases[buf] as usize,

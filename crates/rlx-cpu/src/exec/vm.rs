@@ -186,60 +186,6 @@ impl Scratch {
     }
 }
 
-/// A short list of `Copy` values: on the stack up to `N`, on the heap beyond (per-run
-/// index and pointer tables, which for the usual kernel are a few entries and would
-/// otherwise be an allocation each per run).
-pub(crate) enum Small<T: Copy, const N: usize> {
-    Inline([T; N], usize),
-    Heap(Vec<T>),
-}
-
-impl<T: Copy, const N: usize> Small<T, N> {
-    /// `n` copies of `v`.
-    pub(crate) fn filled(n: usize, v: T) -> Self {
-        if n <= N {
-            Small::Inline([v; N], n)
-        } else {
-            Small::Heap(vec![v; n])
-        }
-    }
-
-    /// Append `v` (moving to the heap when the inline room is full).
-    pub(crate) fn push(&mut self, v: T) {
-        match self {
-            Small::Inline(a, n) if *n < N => {
-                a[*n] = v;
-                *n += 1;
-            }
-            Small::Inline(a, n) => {
-                let mut h = a[..*n].to_vec();
-                h.push(v);
-                *self = Small::Heap(h);
-            }
-            Small::Heap(h) => h.push(v),
-        }
-    }
-}
-
-impl<T: Copy, const N: usize> std::ops::Deref for Small<T, N> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        match self {
-            Small::Inline(a, n) => &a[..*n],
-            Small::Heap(h) => h,
-        }
-    }
-}
-
-impl<T: Copy, const N: usize> std::ops::DerefMut for Small<T, N> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        match self {
-            Small::Inline(a, n) => &mut a[..*n],
-            Small::Heap(h) => h,
-        }
-    }
-}
-
 /// Everything a tile evaluation reads.
 pub(crate) struct TileEnv<'a> {
     pub(crate) loads: &'a [LoadPlan],
@@ -567,30 +513,4 @@ unsafe fn run_tile_body(
         s.slots[i] = v;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Small;
-
-    /// Filled and pushed lists read back the same values whether they stay inline or
-    /// move to the heap (at the push past the inline room, and when filled beyond it).
-    #[test]
-    fn small_lists_hold_the_same_values_inline_and_on_the_heap() {
-        let mut s = Small::<u32, 3>::filled(0, 0);
-        for v in 1..=5 {
-            s.push(v * 10);
-            assert_eq!(matches!(s, Small::Inline(..)), v <= 3, "after {v} pushes");
-        }
-        assert_eq!(&*s, &[10, 20, 30, 40, 50]);
-        s[4] = 7;
-        assert_eq!(s.iter().sum::<u32>(), 10 + 20 + 30 + 40 + 7);
-        let inline = Small::<u8, 4>::filled(4, 9);
-        let heap = Small::<u8, 4>::filled(6, 9);
-        assert!(matches!(inline, Small::Inline(..)) && matches!(heap, Small::Heap(_)));
-        assert_eq!((&*inline, &*heap), (&[9u8; 4][..], &[9u8; 6][..]));
-        let mut empty = Small::<u8, 4>::filled(2, 1);
-        empty[1] = 2;
-        assert_eq!(&*empty, &[1, 2]);
-    }
 }
