@@ -106,6 +106,9 @@ struct Operand<'a> {
     /// Codes the table distinguishes (`2^bits` of the format): `lut[c]` depends only on
     /// `c % codes`, as the format's decoding ignores the bits above its width.
     codes_used: usize,
+    /// Whether [`decode_lut64_bf16`] serves this operand: at most 64 codes and AVX-512
+    /// F/BW (decided once here, not per decoded block).
+    lut_in_registers: bool,
     /// Per-block scales (`rows × k/block`), or `None` for per-tensor (factored out).
     scales: Option<Vec<f32>>,
     block: usize,
@@ -144,6 +147,7 @@ impl<'a> Operand<'a> {
             k,
             lut,
             codes_used: 1 << format.bit_width(),
+            lut_in_registers: format.bit_width() <= 6 && lut_registers_available(),
             scales,
             block,
         })
@@ -258,12 +262,9 @@ impl<'a> Operand<'a> {
         let to_bf16 = |v: f32| bf16::from_bits((v.to_bits() >> 16) as u16);
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if self.codes_used <= 64
-            && is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-        {
-            // SAFETY: AVX-512 F/BW checked; lut[c] depends only on c % codes_used, which
-            // the vector lookup applies.
+        if self.lut_in_registers {
+            // SAFETY: AVX-512 F/BW and ≤ 64 codes checked at construction; lut[c] depends
+            // only on c % codes_used, which the vector lookup applies.
             done = unsafe { decode_lut64_bf16(&self.lut, self.codes_used, sc, src, out) };
         }
         for (o, &c) in out[done..].iter_mut().zip(&src[done..]) {
@@ -467,6 +468,18 @@ fn accumulate(a: &Operand<'_>, b: &Operand<'_>, m: usize, n: usize, k: usize, c:
                 });
             });
         }
+    }
+}
+
+/// Whether this CPU runs [`decode_lut64_bf16`] (AVX-512 F and BW).
+fn lut_registers_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 

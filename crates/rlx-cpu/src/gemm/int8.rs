@@ -4,13 +4,13 @@
 //! | path | needs | how |
 //! |---|---|---|
 //! | [`I8Path::Amx`] | AMX-TILE + AMX-INT8, Linux | `tdpbssd`: 16×16 i32 tile += 16×64 i8 tile · 64×16 i8 tile |
-//! | [`I8Path::Avx512Vnni`] | AVX512_VNNI | `vpdpbusd` on A biased to unsigned bytes, the bias's column sums subtracted (`int8_vnni.rs`) |
+//! | [`I8Path::Avx512Vnni`] | AVX512_VNNI | `vpdpbusd` on B biased to unsigned bytes, the bias's share (128·row sums of A) subtracted (`int8_vnni.rs`) |
 //! | [`I8Path::Avx512`] | AVX-512 F/BW | operands widened to i16 while packing, `vpmaddwd` + `vpaddd` |
 //! | [`I8Path::Portable`] | nothing | i32 loops over the strided views |
 //!
 //! The default is the first available path in that order; `RLX_GEMM_I8` (`amx`,
-//! `avx512vnni`, `avx512`, `portable`) forces one for testing and benchmarking (an unknown or unavailable value is
-//! reported once on stderr and the default used). Every path gives the same bits: integer
+//! `avx512vnni`, `avx512`, `portable`) forces one for testing and benchmarking (an unknown
+//! or unavailable value is reported once on stderr and the default used). Every path gives the same bits: integer
 //! sums are exact, and wrapping sums do not depend on their order. An i8 matmul stored as
 //! i8 (the IR's `MatMul` on `I8`) wraps the i32 sum to 8 bits, as the oracle's i64 sum does.
 //!
@@ -26,7 +26,7 @@ use std::sync::OnceLock;
 pub enum I8Path {
     /// Intel AMX tiles (`tdpbssd`).
     Amx,
-    /// AVX512_VNNI `vpdpbusd` (four byte products per 32-bit lane) with A biased to
+    /// AVX512_VNNI `vpdpbusd` (four byte products per 32-bit lane) with B biased to
     /// unsigned bytes.
     Avx512Vnni,
     /// AVX-512 `vpmaddwd` over operands widened to i16.
@@ -277,7 +277,7 @@ mod kernels {
 
         unsafe fn pack_b(&self, b: Src<i8>, kb: usize, nb: usize, kpad: usize, dst: &mut [i8]) {
             // SAFETY: forwarded contract; AVX-512 BW is present where this kernel runs.
-            unsafe { pack_b_quads(b, (kb, nb), kpad, 32, dst) }
+            unsafe { pack_b_quads(b, (kb, nb), kpad, (32, 0), dst) }
         }
 
         unsafe fn micro(
@@ -375,8 +375,11 @@ mod kernels {
 
     /// Pack sums `0..kb`, columns `0..nb` of `b` as strips of 16 columns, each
     /// `[kpad / 4 quads][16 columns][4]`, over `nb` rounded up to `nr` columns (a multiple
-    /// of 16: the kernel's panel width; zeros past `nb` and `kb`). Row-major B: four rows interleaved by byte and word unpacks; column-major B
-    /// (a transposed weight): each column's quad is one 32-bit word, 16 columns one gather.
+    /// of 16: the kernel's panel width; zeros past `nb` and `kb`), every byte XORed with
+    /// `flip` (0, or 0x80 to store `b + 128` as unsigned bytes for `vpdpbusd`; padding then
+    /// holds the bias of zero). Row-major B: four rows interleaved by byte and word unpacks;
+    /// column-major B (a transposed weight): each column's quad is one 32-bit word, 16
+    /// columns one gather.
     ///
     /// # Safety
     /// The `kb × nb` block of `b` must be readable; AVX-512 F/BW present.
@@ -385,15 +388,16 @@ mod kernels {
         b: Src<i8>,
         (kb, nb): (usize, usize),
         kpad: usize,
-        nr: usize,
+        (nr, flip): (usize, u8),
         dst: &mut [i8],
     ) {
         debug_assert!(nr.is_multiple_of(16));
+        let fv = _mm512_set1_epi8(flip as i8);
         let kq = kpad / 4;
         let cols = nb.next_multiple_of(nr);
         assert!(
             dst.len() >= cols * kpad,
-            "AMX int8 pack_b: buffer too small"
+            "int8 pack_b_quads: buffer too small"
         );
         let gather = (b.rs == 1 && b.cs.unsigned_abs() * 16 < i32::MAX as usize).then(|| {
             let n = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
@@ -421,14 +425,16 @@ mod kernels {
                             let (r23l, r23h) =
                                 (_mm_unpacklo_epi8(r(2), r(3)), _mm_unpackhi_epi8(r(2), r(3)));
                             let o = out as *mut __m128i;
-                            _mm_storeu_si128(o, _mm_unpacklo_epi16(r01l, r23l));
-                            _mm_storeu_si128(o.add(1), _mm_unpackhi_epi16(r01l, r23l));
-                            _mm_storeu_si128(o.add(2), _mm_unpacklo_epi16(r01h, r23h));
-                            _mm_storeu_si128(o.add(3), _mm_unpackhi_epi16(r01h, r23h));
+                            let f = _mm512_castsi512_si128(fv);
+                            let st = |i: usize, v| _mm_storeu_si128(o.add(i), _mm_xor_si128(v, f));
+                            st(0, _mm_unpacklo_epi16(r01l, r23l));
+                            st(1, _mm_unpackhi_epi16(r01l, r23l));
+                            st(2, _mm_unpacklo_epi16(r01h, r23h));
+                            st(3, _mm_unpackhi_epi16(r01h, r23h));
                         } else {
                             let base = b.at(4 * q, j0).ptr as *const i32;
                             let v = _mm512_i32gather_epi32::<1>(gather.unwrap_unchecked(), base);
-                            _mm512_storeu_si512(out, v);
+                            _mm512_storeu_si512(out, _mm512_xor_si512(v, fv));
                         }
                     }
                     q += 1;
@@ -438,12 +444,13 @@ mod kernels {
                 for (n, quad) in strip[q * 64..(q + 1) * 64].chunks_exact_mut(4).enumerate() {
                     for (e, v) in quad.iter_mut().enumerate() {
                         let kk = 4 * q + e;
-                        *v = if n < w && kk < kb {
-                            // SAFETY: guarded to kk < kb, j0 + n < nb: inside the block.
-                            unsafe { b.get(kk, j0 + n) }
-                        } else {
-                            0
-                        };
+                        *v = flip as i8
+                            ^ if n < w && kk < kb {
+                                // SAFETY: guarded to kk < kb, j0 + n < nb: inside the block.
+                                unsafe { b.get(kk, j0 + n) }
+                            } else {
+                                0
+                            };
                     }
                 }
             }

@@ -14,9 +14,9 @@
 //! Packing: A as `[sum quad][MR rows][4]`, B in the AMX kernel's quad layout (strips of 16
 //! columns, `[quad][16][4]`), one strip per micro-kernel panel.
 //!
-//! Measured on a 2-vCPU AMD EPYC (Zen 4), 1 thread, 1024³–2048³: 345–380 GOP/s against
-//! 130–143 for the `vpmaddwd` kernel and ~400 for `torch._int_mm` (about 0.9× after this
-//! kernel, 0.33× before); `vpdpbusd` peaks at ~420 there.
+//! Measured on a 2-vCPU AMD EPYC (Zen 4), 1 thread, 256³–2048³, `gemm_lowp` with
+//! `torch._int_mm` (torch 2.15) in the same run: 347–377 GOP/s against torch's 406–426
+//! (0.81–0.93×; the `vpmaddwd` kernel: 0.31–0.35×); `vpdpbusd` peaks at ~420 there.
 
 use super::lowp_drive::{CTile, Kernel, Src};
 use std::arch::x86_64::*;
@@ -56,8 +56,10 @@ impl Kernel for DpBusd {
     }
 
     unsafe fn pack_b(&self, b: Src<i8>, kb: usize, nb: usize, kpad: usize, dst: &mut [i8]) {
+        // B in the AMX kernel's quad layout (strips of 16 columns), each byte biased
+        // (`b ^ 0x80` = `b + 128` unsigned) as it is stored.
         // SAFETY: forwarded contract; AVX-512 BW is present where this kernel runs.
-        unsafe { pack_b_biased(b, kb, nb, kpad, dst) }
+        unsafe { super::int8::pack_b_quads(b, (kb, nb), kpad, (NR, 0x80), dst) }
     }
 
     unsafe fn micro(
@@ -70,26 +72,7 @@ impl Kernel for DpBusd {
         // SAFETY: quad k0/4 starts MR·k0 bytes into A's panel and NR·k0 bytes into B's
         // strip, kb more sums follow inside them (caller); AVX512_VNNI is present where
         // this kernel runs.
-        unsafe { micro(kb / 4, a.add(MR * k0) as *const i32, b.add(16 * k0), c) }
-    }
-}
-
-/// Pack B in the quad layout of the AMX kernel (strips of 16 columns, `[quad][16][4]`)
-/// with every byte biased (`b ^ 0x80`, i.e. `b + 128` unsigned; padding becomes the bias
-/// of zero).
-///
-/// # Safety
-/// The `kb × nb` block of `b` must be readable; AVX-512 F/BW present.
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn pack_b_biased(b: Src<i8>, kb: usize, nb: usize, kpad: usize, dst: &mut [i8]) {
-    // SAFETY: forwarded contract.
-    unsafe { super::int8::pack_b_quads(b, (kb, nb), kpad, NR, dst) };
-    let len = nb.next_multiple_of(NR) * kpad;
-    let bias = _mm512_set1_epi8(i8::MIN);
-    for chunk in dst[..len].chunks_exact_mut(64) {
-        let p = chunk.as_mut_ptr() as *mut __m512i;
-        // SAFETY: 64 bytes of `dst` (len is a multiple of 64: 16 columns · kpad, kpad % 4 = 0).
-        unsafe { _mm512_storeu_si512(p, _mm512_xor_si512(_mm512_loadu_si512(p), bias)) };
+        unsafe { micro(kb / 4, a.add(MR * k0) as *const i32, b.add(NR * k0), c) }
     }
 }
 
