@@ -1,6 +1,6 @@
 //! What the graph transforms share: [`Build`], the node-building helpers of the
-//! reverse-mode builder (`autodiff::builder::Bw`) and of the forward-mode/batching
-//! emitter (`jvp::emit::Em`), the op-family classification their rule dispatch
+//! reverse-mode builder (`autodiff::builder::ReverseBuilder`) and of the forward-mode/batching
+//! emitter (`jvp::emit::Emitter`), the op-family classification their rule dispatch
 //! follows, and the activity analysis and id checks at their entry points.
 //!
 //! Every helper skips work it can prove is a no-op (a cast to the same dtype, an

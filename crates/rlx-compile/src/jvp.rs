@@ -32,12 +32,13 @@ pub(crate) mod attention;
 pub(crate) mod conv;
 mod elementwise;
 pub(crate) mod linalg;
-mod movement;
 mod nn;
+mod reduce;
 mod scan;
 
 use crate::build::{Build, Family, between, check_ids, family};
-use emit::Em;
+use crate::derivatives::linear::{self, linearity};
+use emit::Emitter;
 use rlx_ir::{DType, Graph, IrError, IrResult, Node, NodeId, Op};
 use std::collections::HashMap;
 
@@ -47,15 +48,15 @@ pub(crate) fn carries_tangent(dt: DType) -> bool {
 }
 
 /// The state of one forward sweep: the emitter and the tangent of every node that has one.
-pub(crate) struct Fwd<'g> {
-    pub(crate) e: Em<'g>,
+pub(crate) struct ForwardBuilder<'g> {
+    pub(crate) e: Emitter<'g>,
     tan: HashMap<NodeId, NodeId>,
 }
 
-impl<'g> Fwd<'g> {
-    pub(crate) fn new(g: &'g mut Graph) -> Fwd<'g> {
-        Fwd {
-            e: Em::new(g, "jvp"),
+impl<'g> ForwardBuilder<'g> {
+    pub(crate) fn new(g: &'g mut Graph) -> ForwardBuilder<'g> {
+        ForwardBuilder {
+            e: Emitter::new(g, "jvp"),
             tan: HashMap::new(),
         }
     }
@@ -68,14 +69,6 @@ impl<'g> Fwd<'g> {
     /// The tangent of input slot `i` of `node`.
     pub(crate) fn t(&self, node: &Node, i: usize) -> Option<NodeId> {
         node.inputs.get(i).and_then(|&id| self.tangent(id))
-    }
-
-    /// The tangent of input slot `i` of `node`, or explicit zeros of its type.
-    pub(crate) fn t_or_zero(&mut self, node: &Node, i: usize) -> IrResult<NodeId> {
-        match self.t(node, i) {
-            Some(t) => Ok(t),
-            None => self.e.zeros_like(node.inputs[i]),
-        }
     }
 
     /// Set the tangent of `id` (cast and broadcast to `id`'s type).
@@ -126,7 +119,7 @@ impl<'g> Fwd<'g> {
     /// and the tangent of the node `build` returns is the result.
     pub(crate) fn through(
         &mut self,
-        build: impl FnOnce(&mut Em) -> IrResult<NodeId>,
+        build: impl FnOnce(&mut Emitter) -> IrResult<NodeId>,
     ) -> IrResult<Option<NodeId>> {
         let start = self.e.g.len();
         let out = build(&mut self.e)?;
@@ -137,14 +130,20 @@ impl<'g> Fwd<'g> {
     }
 }
 
-/// Dispatch to the JVP rule of `node`'s op family. `Ok(None)` is a zero tangent.
-fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+/// The tangent of `node`: the op applied to the tangents for a linear op
+/// ([`crate::derivatives::linear`]), else its op family's JVP rule. `Ok(None)` is a
+/// zero tangent.
+fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
+    if let Some(how) = linearity(&node.op, node.inputs.len()) {
+        let tangents: Vec<Option<NodeId>> = (0..node.inputs.len()).map(|i| f.t(node, i)).collect();
+        return linear::tangent(&mut f.e, &node.op, &node.inputs, &tangents, &how);
+    }
     match family(&node.op) {
         Family::Leaf => Ok(None),
         Family::Elementwise => elementwise::rule(f, node),
         Family::Linalg => linalg::rule(f, node),
         Family::Nn | Family::Attention => nn::rule(f, node),
-        Family::Movement | Family::Reduce => movement::rule(f, node),
+        Family::Movement | Family::Reduce => reduce::rule(f, node),
         Family::Conv => conv::rule(f, node),
         Family::Scan => scan::rule(f, node),
     }
@@ -200,7 +199,7 @@ pub fn append_jvp(
     }
     let n0 = g.len();
     let active = between(g, n0, seeds.iter().map(|&(p, _)| p), outputs);
-    let mut f = Fwd::new(g);
+    let mut f = ForwardBuilder::new(g);
     for &(p, t) in seeds {
         if carries_tangent(f.e.dtype(p)) {
             f.seed(p, t)?;
@@ -266,7 +265,7 @@ pub fn jvp_graph(graph: &Graph, tangent_for: &[NodeId]) -> IrResult<Graph> {
     for (t, &o) in tangents.into_iter().zip(&outputs) {
         outs.push(match t {
             Some(t) => t,
-            None => Em::new(&mut g, "jvp").zeros_like(o)?,
+            None => Emitter::new(&mut g, "jvp").zeros_like(o)?,
         });
     }
     g.set_outputs(outs);

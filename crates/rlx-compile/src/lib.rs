@@ -14,6 +14,7 @@
 pub mod autodiff;
 mod build;
 pub mod decompose;
+mod derivatives;
 pub mod explain;
 pub mod fuse;
 pub mod jvp;

@@ -36,7 +36,7 @@ mod nn;
 mod scan;
 
 use crate::build::{Build, Family, ancestors, family};
-use crate::jvp::emit::Em;
+use crate::jvp::emit::Emitter;
 use rlx_ir::{Dim, Graph, IrError, IrResult, Node, NodeId, Op, Shape};
 
 /// A value of the batched graph: its node, and whether it carries the batch on axis 0.
@@ -58,14 +58,14 @@ impl BVal {
 
 /// The state of one batching pass: the emitter on the batched graph and the batch size.
 pub(crate) struct Batcher<'g> {
-    pub(crate) e: Em<'g>,
+    pub(crate) e: Emitter<'g>,
     pub(crate) size: usize,
 }
 
 impl<'g> Batcher<'g> {
     pub(crate) fn new(g: &'g mut Graph, size: usize) -> Batcher<'g> {
         Batcher {
-            e: Em::new(g, "vmap"),
+            e: Emitter::new(g, "vmap"),
             size,
         }
     }
@@ -299,7 +299,7 @@ pub(crate) fn via_decomposition(
     bt: &mut Batcher,
     ins: &[BVal],
     shapes: &[Shape],
-    build: impl FnOnce(&mut Em, &[NodeId]) -> IrResult<NodeId>,
+    build: impl FnOnce(&mut Emitter, &[NodeId]) -> IrResult<NodeId>,
 ) -> IrResult<BVal> {
     let mut sub = Graph::new("decomposed");
     let ids: Vec<NodeId> = shapes
@@ -307,7 +307,7 @@ pub(crate) fn via_decomposition(
         .enumerate()
         .map(|(i, s)| sub.input(format!("arg{i}"), s.clone()))
         .collect();
-    let out = build(&mut Em::new(&mut sub, "vmap"), &ids)?;
+    let out = build(&mut Emitter::new(&mut sub, "vmap"), &ids)?;
     sub.set_outputs(vec![out]);
     let vals = walk(bt, &sub, |bt, node| match &node.op {
         Op::Input { .. } => Ok(ins[node.id.index()]),

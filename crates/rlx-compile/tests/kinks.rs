@@ -106,6 +106,14 @@ impl Modes {
         }
         run(&jg, feeds).swap_remove(1)
     }
+
+    /// The tangent of f when only input `k` has a tangent, `t`.
+    fn jvp_of(&self, k: usize, xs: &[Vec<f64>], t: Vec<f64>) -> Vec<f64> {
+        let jg = jvp_graph(&self.g, &self.ids[k..k + 1]).expect("jvp_graph");
+        let mut feeds = self.feeds(xs);
+        feeds.push((tangent_name(&format!("x{k}")), t));
+        run(&jg, feeds).swap_remove(1)
+    }
 }
 
 /// Checks an element-wise function of one input at the points `xs`: both modes
@@ -507,4 +515,156 @@ fn fused_linear_activations_follow_the_same_conventions_in_both_modes() {
             op(g, Op::Reshape { new_shape: vec![n] }, vec![y])
         });
     }
+}
+
+/// Both modes of one element-wise function agree at every point: the forward tangent
+/// for tangent 1 equals the gradient exactly (both apply the same partial from
+/// `rlx_compile`'s shared element-wise rules to a seed of ones), and `jvp·v` equals
+/// `⟨grad, v⟩` up to the rounding of a division (`v/d` against `(1/d)·v`; exact when
+/// the partial is a product). NaN on both sides agrees (a derivative outside the
+/// op's domain).
+#[track_caller]
+fn modes_agree(name: &str, xs: &[Vec<f64>], build: impl Fn(&mut Graph, &[NodeId]) -> NodeId) {
+    let (arity, n) = (xs.len(), xs[0].len());
+    let m = Modes::new(arity, n, build);
+    let grads = m.grad(xs, vec![1.0; n]);
+    // Tangents exactly representable in f32, so a round trip through f32 keeps them.
+    let vs: Vec<Vec<f64>> = (0..arity)
+        .map(|k| {
+            tangents(n, 31 + k as u64)
+                .iter()
+                .map(|&t| t as f32 as f64)
+                .collect()
+        })
+        .collect();
+    let jv = m.jvp(xs, &vs);
+    // A few roundings of each term: relative to the terms' size, not the sum's, which
+    // may cancel.
+    let agree = |a: f64, b: f64, size: f64| {
+        (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-15 * size
+    };
+    for (k, grad) in grads.iter().enumerate() {
+        // Only x_k gets a tangent: a zero tangent on another operand would add
+        // `0·∂/∂x_j`, NaN where that partial is infinite (x/0).
+        let j1 = m.jvp_of(k, xs, vec![1.0; n]);
+        for i in 0..n {
+            let g = grad[i];
+            assert!(
+                (j1[i].is_nan() && g.is_nan()) || same(j1[i], g),
+                "{name} at {:?}: ∂/∂x{k}: jvp {} vs grad {g}",
+                xs.iter().map(|x| x[i]).collect::<Vec<_>>(),
+                j1[i]
+            );
+        }
+    }
+    for i in 0..n {
+        let dot: f64 = (0..arity).map(|k| grads[k][i] * vs[k][i]).sum();
+        let size: f64 = (0..arity).map(|k| (grads[k][i] * vs[k][i]).abs()).sum();
+        assert!(
+            agree(jv[i], dot, size),
+            "{name} at {:?}: jvp·v = {} but ⟨grad, v⟩ = {dot}",
+            xs.iter().map(|x| x[i]).collect::<Vec<_>>(),
+            jv[i]
+        );
+    }
+}
+
+/// The kinks of `rlx_compile::kinks`' table (0, ±3, the jumps of round, floor and
+/// ceil), values beside them, and random points in (−4, 4).
+fn kink_points() -> Vec<f64> {
+    let mut xs = vec![
+        0.0,
+        -0.0,
+        3.0,
+        -3.0,
+        0.5,
+        -0.5,
+        1.5,
+        1.0,
+        -1.0,
+        2.0,
+        -2.0,
+        D,
+        -D,
+        3.0 + D,
+        -3.0 - D,
+    ];
+    xs.extend(tangents(12, 77).iter().map(|t| 4.0 * t));
+    xs
+}
+
+#[test]
+fn every_activation_agrees_between_modes_at_its_kinks_and_at_random_points() {
+    let xs = kink_points();
+    for a in Activation::ALL {
+        modes_agree(a.name(), std::slice::from_ref(&xs), |g, ids| {
+            act(g, a, ids[0])
+        });
+    }
+}
+
+#[test]
+fn every_float_binary_op_agrees_between_modes_at_its_kinks_and_at_random_points() {
+    // Every pair of the kink points: ties (max/min), zero bases and exponents (pow),
+    // integer quotients (fmod), zero divisors — plus x·x with one operand twice.
+    let pts = [0.0, 1.0, -1.0, 2.0, 3.0, -3.0, 0.5, 6.0, 0.7, 0.1];
+    let (mut ls, mut rs) = (Vec::new(), Vec::new());
+    for &l in &pts {
+        for &r in &pts {
+            ls.push(l);
+            rs.push(r);
+        }
+    }
+    let rand = tangents(24, 5);
+    ls.extend(rand[..12].iter().map(|t| 4.0 * t));
+    rs.extend(rand[12..].iter().map(|t| 4.0 * t));
+    let xs = [ls, rs];
+    for b in [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::Pow,
+        BinaryOp::Mod,
+        BinaryOp::Atan2,
+    ] {
+        modes_agree(b.name(), &xs, |g, ids| {
+            op(g, Op::Binary(b), vec![ids[0], ids[1]])
+        });
+    }
+    modes_agree("x·x", &xs[..1], |g, ids| {
+        op(g, Op::Binary(BinaryOp::Mul), vec![ids[0], ids[0]])
+    });
+}
+
+#[test]
+fn where_cast_and_rounding_agree_between_modes_at_their_kinks_and_at_random_points() {
+    let xs = kink_points();
+    let rs: Vec<f64> = xs.iter().rev().copied().collect();
+    modes_agree("where(x0 > x1, x0, x1)", &[xs.clone(), rs], |g, ids| {
+        let m = op(g, Op::Compare(CmpOp::Gt), vec![ids[0], ids[1]]);
+        op(g, Op::Where, vec![m, ids[0], ids[1]])
+    });
+    modes_agree(
+        "cast to f32 and back",
+        std::slice::from_ref(&xs),
+        |g, ids| {
+            let narrow = op(g, Op::Cast { to: DType::F32 }, vec![ids[0]]);
+            op(g, Op::Cast { to: DType::F64 }, vec![narrow])
+        },
+    );
+    modes_agree("round_to_format (e4m3)", &[xs], |g, ids| {
+        let r = op(
+            g,
+            Op::RoundToFormat {
+                exp_bits: 4,
+                man_bits: 3,
+                max_normal: 448.0,
+            },
+            vec![ids[0]],
+        );
+        op(g, Op::Activation(Activation::Sin), vec![r])
+    });
 }

@@ -12,12 +12,12 @@
 //! primitive form: the form is appended on identity proxies of the operands and a
 //! nested [`super::append_vjp`] sweeps it.
 
-use super::builder::Bw;
+use super::builder::ReverseBuilder;
 use crate::build::Build;
 use crate::decompose::attention::{Want, attrs_of, grads, lower_vjp, packed_len, unpack};
 use rlx_ir::{IrResult, MaskKind, Node, NodeId, Op};
 
-pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     if matches!(node.op, Op::AttentionVjp { .. }) {
         return vjp_of_vjp(bw, node, g);
     }
@@ -61,7 +61,7 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
 }
 
 /// The VJP of `AttentionVjp` through its primitive form.
-fn vjp_of_vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+fn vjp_of_vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     let want: Vec<bool> = (0..node.inputs.len()).map(|i| bw.wants(node, i)).collect();
     if !want.iter().any(|w| *w) {
         return Ok(());

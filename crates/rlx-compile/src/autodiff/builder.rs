@@ -1,7 +1,7 @@
 //! The backward-pass builder: appends nodes to the graph being differentiated and
 //! accumulates cotangents.
 //!
-//! The node-building helpers come from [`Build`]; `Bw` adds origin stamping, a
+//! The node-building helpers come from [`Build`]; `ReverseBuilder` adds origin stamping, a
 //! multiply that skips all-ones factors, and reshapes that fall back to sums and
 //! expands when several axes are dynamic.
 
@@ -20,7 +20,7 @@ pub(crate) fn carries_gradient(dt: DType) -> bool {
 }
 
 /// The state of one reverse sweep over a graph.
-pub(crate) struct Bw<'g> {
+pub(crate) struct ReverseBuilder<'g> {
     /// The graph being extended with backward nodes.
     pub(crate) g: &'g mut Graph,
     /// Per forward node: does it lie on a path from a `wrt` node to an output?
@@ -33,9 +33,9 @@ pub(crate) struct Bw<'g> {
     pub(crate) origin: Option<NodeOrigin>,
 }
 
-impl<'g> Bw<'g> {
-    pub(crate) fn new(g: &'g mut Graph, active: Vec<bool>) -> Bw<'g> {
-        Bw {
+impl<'g> ReverseBuilder<'g> {
+    pub(crate) fn new(g: &'g mut Graph, active: Vec<bool>) -> ReverseBuilder<'g> {
+        ReverseBuilder {
             g,
             active,
             ct: HashMap::new(),
@@ -83,7 +83,7 @@ impl<'g> Bw<'g> {
     }
 }
 
-impl Build for Bw<'_> {
+impl Build for ReverseBuilder<'_> {
     fn graph(&self) -> &Graph {
         self.g
     }
@@ -96,7 +96,7 @@ impl Build for Bw<'_> {
         &mut self.scalars
     }
 
-    /// Append `op` on `inputs`, inferring its type and stamping [`Bw::origin`].
+    /// Append `op` on `inputs`, inferring its type and stamping [`ReverseBuilder::origin`].
     fn op(&mut self, op: Op, inputs: Vec<NodeId>) -> IrResult<NodeId> {
         let id = self.g.add_op(op, inputs)?;
         if let Some(o) = self.origin {
@@ -164,7 +164,7 @@ impl Build for Bw<'_> {
     }
 }
 
-impl Bw<'_> {
+impl ReverseBuilder<'_> {
     /// Whether `id` is a constant of ones, possibly reshaped or broadcast.
     fn is_ones(&self, id: NodeId) -> bool {
         let n = self.g.node(id);
@@ -195,7 +195,7 @@ impl Bw<'_> {
         if real(&from) != real(target) {
             return None;
         }
-        let build = |bw: &mut Bw| -> IrResult<NodeId> {
+        let build = |bw: &mut ReverseBuilder| -> IrResult<NodeId> {
             let ones: Vec<usize> = (0..from.len())
                 .filter(|&i| from[i] == Dim::Static(1))
                 .collect();

@@ -1,13 +1,13 @@
 //! VJP rules of the windowed ops (convolution, pooling, and their gradient ops, so
 //! that second derivatives work) and of the FFT.
 
-use super::builder::Bw;
+use super::builder::ReverseBuilder;
 use crate::build::Build;
 use crate::jvp::conv::max_pool_pick;
-use crate::jvp::emit::Em;
+use crate::jvp::emit::Emitter;
 use rlx_ir::{Dim, FftNorm, IrError, IrResult, Node, NodeId, Op, ReduceOp};
 
-pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     match &node.op {
         Op::Conv {
             kernel_size,
@@ -109,7 +109,7 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
             padding,
         } => {
             if bw.wants(node, 1) {
-                let mut e = Em::new(&mut *bw.g, "grad");
+                let mut e = Emitter::new(&mut *bw.g, "grad");
                 let ggy = max_pool_pick(
                     &mut e,
                     node.inputs[0],
@@ -201,7 +201,7 @@ fn grad_weight(geo: Geo) -> Op {
 /// transform in the other direction with the same scale `s`, also in the real block
 /// layout `[re…, im…]` (whose dot product is that real inner product).
 fn fft_adjoint(
-    bw: &mut Bw,
+    bw: &mut ReverseBuilder,
     x: NodeId,
     g: NodeId,
     inverse: bool,

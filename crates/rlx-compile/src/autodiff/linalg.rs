@@ -1,14 +1,14 @@
 //! VJP rules of the contractions: matmul, the fused linear layer, dense solve, the
 //! codebook matmul and the (straight-through) scaled low-precision matmul.
 
-use super::builder::Bw;
-use super::elementwise::{activation_grad, needs_input};
+use super::builder::ReverseBuilder;
 use super::flow;
 use crate::build::Build;
+use crate::derivatives::elementwise::{Applier, activation_partial, needs_input};
 use crate::jvp::linalg::dequantize;
 use rlx_ir::{Dim, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat, SynthKind};
 
-pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     match &node.op {
         Op::MatMul => {
             // [.., M, K] × [.., K, N]: ga = g·bᵀ, gb = aᵀ·g (broadcast batch axes are
@@ -61,7 +61,12 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
 /// materialize one `[K, N]` product per batch and reduce them — for a transformer's
 /// `[B, T, d]` activations, `B` times the weight's bytes and `B` small products instead
 /// of one. `None` unless `b` is 2-D, `a` has batch axes, and their sizes are static.
-fn weight_grad_flat(bw: &mut Bw, a: NodeId, b: NodeId, g: NodeId) -> IrResult<Option<NodeId>> {
+fn weight_grad_flat(
+    bw: &mut ReverseBuilder,
+    a: NodeId,
+    b: NodeId,
+    g: NodeId,
+) -> IrResult<Option<NodeId>> {
     let (da, db) = (bw.dims(a), bw.dims(b));
     if db.len() != 2 || da.len() < 3 {
         return Ok(None);
@@ -86,7 +91,7 @@ fn weight_grad_flat(bw: &mut Bw, a: NodeId, b: NodeId, g: NodeId) -> IrResult<Op
 
 /// `y = act(x·w + bias)` with `x: [.., K]`, `w: [K, N]`, `bias: [N]`.
 fn linear(
-    bw: &mut Bw,
+    bw: &mut ReverseBuilder,
     node: &Node,
     activation: Option<rlx_ir::Activation>,
     g: NodeId,
@@ -109,7 +114,10 @@ fn linear(
             } else {
                 None
             };
-            activation_grad(bw, a, z, node.id, g)?
+            match activation_partial(bw, a, z, node.id)? {
+                Some(p) => Applier::default().apply(bw, &p, g)?,
+                None => unreachable!("flow::blocked stops gradients at {}", a.name()),
+            }
         }
     };
     let xr = bw.shape(x).rank();
@@ -145,7 +153,7 @@ fn linear(
 }
 
 /// `x = a⁻¹·b`: `gb = a⁻ᵀ·g`, `ga = −gb·xᵀ` (an outer product for a vector `b`).
-fn solve(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+fn solve(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     let (a, b, x) = (node.inputs[0], node.inputs[1], node.id);
     let (wa, wb) = (bw.wants(node, 0), bw.wants(node, 1));
     if !wa && !wb {
@@ -174,7 +182,7 @@ fn solve(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
 }
 
 /// `y = x·Wᵀ` with `W[j, c·ed + e] = codebook[indices[j, c], e]`.
-fn synth(bw: &mut Bw, node: &Node, ed: usize, g: NodeId) -> IrResult<()> {
+fn synth(bw: &mut ReverseBuilder, node: &Node, ed: usize, g: NodeId) -> IrResult<()> {
     let (x, idx, cb) = (node.inputs[0], node.inputs[1], node.inputs[2]);
     let (wx, wc) = (bw.wants(node, 0), bw.wants(node, 2));
     if !wx && !wc {
@@ -223,7 +231,7 @@ fn synth(bw: &mut Bw, node: &Node, ed: usize, g: NodeId) -> IrResult<()> {
 /// the quantizers are treated as the identity, so the float operand `x` of
 /// `lq = scaled_quantize(x, ls)` gets `g·deq(rq)` and the rhs operand `gᵀ·deq(lq)`.
 fn scaled(
-    bw: &mut Bw,
+    bw: &mut ReverseBuilder,
     node: &Node,
     formats: [ScaledFormat; 2],
     layout: ScaleLayout,

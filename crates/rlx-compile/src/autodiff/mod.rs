@@ -59,12 +59,11 @@ mod flow;
 mod linalg;
 mod movement;
 mod nn;
-pub(crate) mod prod;
 mod reduce;
 mod scan;
 
 use crate::build::{Build, Family, ancestors, between, check_ids, family};
-use builder::{Bw, carries_gradient};
+use builder::{ReverseBuilder, carries_gradient};
 use rlx_ir::{Graph, IrError, IrResult, Node, NodeId, Op, TensorData};
 
 /// Append the vector-Jacobian product of `outputs` (seeded with `cotangents`, one per
@@ -111,7 +110,7 @@ pub fn append_vjp(
     }
     let n0 = g.len();
     let active = between(g, n0, wrt.iter().copied(), outputs);
-    let mut bw = Bw::new(g, active);
+    let mut bw = ReverseBuilder::new(g, active);
     for (&o, &c) in outputs.iter().zip(cotangents) {
         bw.give(o, c)?;
     }
@@ -149,7 +148,7 @@ pub fn append_vjp(
 }
 
 /// Dispatch to the VJP rule of `node`'s op family; `g` is its cotangent.
-fn vjp_rule(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+fn vjp_rule(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     match family(&node.op) {
         Family::Leaf => Ok(()),
         Family::Elementwise => elementwise::vjp(bw, node, g),
@@ -265,7 +264,7 @@ pub fn ones_like(g: &mut Graph, like: NodeId) -> IrResult<NodeId> {
         vec![],
         one.shape(),
     );
-    let mut bw = Bw::new(g, Vec::new());
+    let mut bw = ReverseBuilder::new(g, Vec::new());
     bw.broadcast_like(c, like)
 }
 
@@ -375,7 +374,7 @@ pub fn vjp_graph(graph: &Graph, wrt: &[NodeId]) -> IrResult<Graph> {
                     vec![],
                     zero.shape(),
                 );
-                let mut bw = Bw::new(&mut g, Vec::new());
+                let mut bw = ReverseBuilder::new(&mut g, Vec::new());
                 bw.broadcast_like(c, w)?
             }
         });

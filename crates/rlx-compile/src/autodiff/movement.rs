@@ -2,12 +2,12 @@
 //! inverse transpose, pad ↔ narrow, split a concat, sum a broadcast, scatter-add a
 //! gather).
 
-use super::builder::Bw;
+use super::builder::ReverseBuilder;
 use crate::build::Build;
 use crate::build::dims_str;
 use rlx_ir::{DType, Dim, IrError, IrResult, Node, NodeId, Op, TensorData};
 
-pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     let x = node.inputs[0];
     match &node.op {
         Op::Reshape { .. } => {
@@ -100,7 +100,7 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
 /// zeros around it. A pad when the axis is static; a scatter-add into zeros when it
 /// is dynamic (a pad's size must be static).
 fn unnarrow(
-    bw: &mut Bw,
+    bw: &mut ReverseBuilder,
     x: NodeId,
     g: NodeId,
     axis: usize,
@@ -133,7 +133,7 @@ fn unnarrow(
 }
 
 /// Each operand of a concat gets its slab of the cotangent.
-fn concat(bw: &mut Bw, node: &Node, axis: usize, g: NodeId) -> IrResult<()> {
+fn concat(bw: &mut ReverseBuilder, node: &Node, axis: usize, g: NodeId) -> IrResult<()> {
     let sizes: Vec<Dim> = node.inputs.iter().map(|&i| bw.dims(i)[axis]).collect();
     let all_static = sizes.iter().all(|d| d.is_static());
     let mut offset = 0;

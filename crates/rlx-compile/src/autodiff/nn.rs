@@ -1,14 +1,14 @@
 //! VJP rules of the neural-network ops: norms, softmax and log-softmax, the two
 //! cross-entropy losses, rotary embeddings and the RBF spline activation.
 
-use super::builder::Bw;
+use super::builder::ReverseBuilder;
 use crate::build::Build;
 use rlx_ir::{
     Activation, CmpOp, DType, Dim, IrError, IrResult, Node, NodeId, Op, RopeStyle, TensorData,
     norm_axis,
 };
 
-pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     let x = node.inputs[0];
     let rank = bw.shape(x).rank();
     match &node.op {
@@ -107,7 +107,7 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
 
 /// The class positions `0..C` of `[.., C]` logits, broadcastable against them: a
 /// constant for a static class axis, else an exclusive cumsum of ones.
-fn class_iota(bw: &mut Bw, logits: NodeId) -> IrResult<NodeId> {
+fn class_iota(bw: &mut ReverseBuilder, logits: NodeId) -> IrResult<NodeId> {
     let dims = bw.dims(logits);
     let last = dims.len() - 1;
     match dims[last] {
@@ -133,7 +133,7 @@ fn class_iota(bw: &mut Bw, logits: NodeId) -> IrResult<NodeId> {
 /// over the last axis. With `h = g·γ`:
 /// layer norm `gx = r·(h − mean h − x̂·mean(h⊙x̂))`, rms norm `gx = r·(h − x̂·mean(h⊙x̂))`,
 /// `gγ = Σ g⊙x̂`, `gβ = Σ g` (sums over every axis that γ/β broadcast along).
-fn norm(bw: &mut Bw, node: &Node, eps: f32, rms: bool, g: NodeId) -> IrResult<()> {
+fn norm(bw: &mut ReverseBuilder, node: &Node, eps: f32, rms: bool, g: NodeId) -> IrResult<()> {
     let (x, gamma, beta) = (node.inputs[0], node.inputs[1], node.inputs[2]);
     let (wx, wg, wb) = (bw.wants(node, 0), bw.wants(node, 1), bw.wants(node, 2));
     if wb {
@@ -178,7 +178,7 @@ fn norm(bw: &mut Bw, node: &Node, eps: f32, rms: bool, g: NodeId) -> IrResult<()
 /// `y[.., c] = Σ_b w[c, b]·e_b`, `e_b = exp(−z_b²)`, `z_b = (x − g_b)/h`:
 /// `∂y/∂x = Σ_b w[c, b]·e_b·(−2 z_b/h)`, `∂y/∂w[c, b] = e_b`.
 fn spline(
-    bw: &mut Bw,
+    bw: &mut ReverseBuilder,
     node: &Node,
     nb: usize,
     grid_min: f32,
@@ -224,7 +224,7 @@ fn spline(
 /// summed over batch and heads into `[S, n_rot/2]`, then zero-padded to the table's
 /// layout (rows × row width, or the flat `S·n_rot/2` prefix of a rank-1 table).
 fn rope_tables(
-    bw: &mut Bw,
+    bw: &mut ReverseBuilder,
     node: &Node,
     head_dim: usize,
     n_rot: usize,
@@ -234,7 +234,7 @@ fn rope_tables(
     let (x, cos, sin) = (node.inputs[0], node.inputs[1], node.inputs[2]);
     let xd = bw.dims(x);
     let half = n_rot / 2;
-    let four = |bw: &mut Bw, t: NodeId| -> IrResult<NodeId> {
+    let four = |bw: &mut ReverseBuilder, t: NodeId| -> IrResult<NodeId> {
         if xd.len() == 4 {
             return Ok(t);
         }
@@ -254,7 +254,7 @@ fn rope_tables(
     };
     let (x4, g4) = (four(bw, x)?, four(bw, g)?);
     // The two members of every rotated pair, as [B, S, H, half].
-    let pair = |bw: &mut Bw, t: NodeId, second: bool| -> IrResult<NodeId> {
+    let pair = |bw: &mut ReverseBuilder, t: NodeId, second: bool| -> IrResult<NodeId> {
         match style {
             RopeStyle::NeoX => bw.op(
                 Op::Narrow {
@@ -293,10 +293,15 @@ fn rope_tables(
 }
 
 /// Lay a `[S, half]` gradient out like `table` (zeros where the rope reads nothing).
-fn into_table(bw: &mut Bw, t: NodeId, table: NodeId, half: usize) -> IrResult<NodeId> {
+fn into_table(bw: &mut ReverseBuilder, t: NodeId, table: NodeId, half: usize) -> IrResult<NodeId> {
     let td = bw.dims(table);
     let sd = bw.dims(t);
-    let pad = |bw: &mut Bw, t: NodeId, axis: usize, have: Dim, want: Dim| -> IrResult<NodeId> {
+    let pad = |bw: &mut ReverseBuilder,
+               t: NodeId,
+               axis: usize,
+               have: Dim,
+               want: Dim|
+     -> IrResult<NodeId> {
         if have == want {
             return Ok(t);
         }

@@ -1,13 +1,13 @@
 //! VJP rules of the reductions: `reduce` (sum, mean, max, min, prod) and `cumsum`.
 //! (`argmax`/`argmin` output indices and pass no gradient.)
 
-use super::builder::Bw;
-use super::prod::others_product;
+use super::builder::ReverseBuilder;
 use crate::build::Build;
-use crate::kinks;
+use crate::derivatives::prod::others_product;
+use crate::derivatives::reduce::extremum_share;
 use rlx_ir::{IrResult, Node, NodeId, Op, ReduceOp, norm_axis};
 
-pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     if !bw.wants(node, 0) {
         return Ok(());
     }
@@ -38,7 +38,7 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
 }
 
 fn reduce(
-    bw: &mut Bw,
+    bw: &mut ReverseBuilder,
     x: NodeId,
     y: NodeId,
     op: ReduceOp,
@@ -72,9 +72,7 @@ fn reduce(
         ReduceOp::Max | ReduceOp::Min => {
             // Every element equal to the extremum shares the gradient evenly (crate::kinks).
             let yk = if keep_dim { y } else { bw.reshape_to(y, &kd)? };
-            let hit = kinks::extremum_hits(bw, x, yk)?;
-            let hits = bw.cast(hit, dt)?;
-            let n = bw.sum(hits, axes.to_vec(), true)?;
+            let (hit, n) = extremum_share(bw, x, yk, axes, true)?;
             let share = bw.div(gk, n)?;
             let full = bw.broadcast_like(share, x)?;
             bw.keep_where(hit, full)
@@ -85,7 +83,7 @@ fn reduce(
 
 /// `g · ∂(Π x)/∂x_j = g · Π_{i≠j} x_i`, as an expression in x that stays exact
 /// when differentiated again, zeros included (see [`super::prod`]).
-fn prod(bw: &mut Bw, x: NodeId, axes: &[usize], gk: NodeId) -> IrResult<NodeId> {
+fn prod(bw: &mut ReverseBuilder, x: NodeId, axes: &[usize], gk: NodeId) -> IrResult<NodeId> {
     let partial = others_product(bw, x, axes)?;
     let gx = bw.mul(partial, gk)?;
     bw.broadcast_like(gx, x)

@@ -6,11 +6,11 @@
 //! slices are stacked back into the gradient of `xs`. The backward graph grows with
 //! the scan length — correctness first; a reverse scan would keep it constant.
 
-use super::builder::Bw;
+use super::builder::ReverseBuilder;
 use crate::build::Build;
 use rlx_ir::{DType, Graph, IrError, IrResult, Node, NodeId, Op};
 
-pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     let Op::Scan {
         body,
         length,
@@ -110,7 +110,7 @@ pub(super) fn vjp(bw: &mut Bw, node: &Node, g: NodeId) -> IrResult<()> {
 /// Copy the nodes of `body` that its output needs into the graph, binding `carry`,
 /// `bcast_i` and `x_i`; returns the copy of the output.
 fn inline(
-    bw: &mut Bw,
+    bw: &mut ReverseBuilder,
     body: &Graph,
     carry: NodeId,
     bcasts: &[NodeId],

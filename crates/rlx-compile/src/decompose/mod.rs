@@ -15,7 +15,7 @@
 
 pub(crate) mod attention;
 
-use crate::jvp::emit::Em;
+use crate::jvp::emit::Emitter;
 use crate::rebuild::Rebuild;
 use rlx_ir::{
     Activation, BinaryOp, DType, Graph, IrResult, NodeId, Op, ReduceOp, TensorData, norm_axis,
@@ -57,7 +57,7 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
                 Some(cross_entropy(&mut rb.g, ins[0], ins[1])?)
             }
             Op::AttentionVjp { .. } if !(keeps(&node.op) && node.shape.dtype() == DType::F32) => {
-                let mut em = Em::new(&mut rb.g, "decompose");
+                let mut em = Emitter::new(&mut rb.g, "decompose");
                 let (packed, parts) = attention::lower_vjp(&mut em, &node.op, &ins)?;
                 pieces.insert(packed, parts);
                 Some(packed)

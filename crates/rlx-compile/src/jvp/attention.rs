@@ -7,14 +7,14 @@
 //! scores, and the result goes back to q's layout. A row with no allowed key is
 //! zero, exactly as the oracle defines it.
 
-use super::Fwd;
-use super::emit::Em;
+use super::ForwardBuilder;
+use super::emit::Emitter;
 use crate::build::Build;
 use rlx_ir::{
     Activation, BinaryOp, CmpOp, DType, Dim, IrResult, MaskKind, Node, NodeId, Op, TensorData,
 };
 
-pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     let op = node.op.clone();
     let inputs = node.inputs.clone();
     f.through(|e| decompose(e, &op, &inputs))
@@ -22,7 +22,7 @@ pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
 
 /// Append the primitive-op form of `Op::Attention` applied to `inputs`; returns the
 /// node holding the same value as the attention node would.
-pub(crate) fn decompose(e: &mut Em, op: &Op, inputs: &[NodeId]) -> IrResult<NodeId> {
+pub(crate) fn decompose(e: &mut Emitter, op: &Op, inputs: &[NodeId]) -> IrResult<NodeId> {
     let Op::Attention {
         num_heads,
         head_dim,
@@ -81,7 +81,7 @@ pub(crate) fn decompose(e: &mut Em, op: &Op, inputs: &[NodeId]) -> IrResult<Node
 }
 
 /// Heads of a k/v operand whose heads are `d` wide.
-fn heads(e: &Em, x: NodeId, d: usize) -> IrResult<usize> {
+fn heads(e: &Emitter, x: NodeId, d: usize) -> IrResult<usize> {
     let s = e.shape(x);
     let n = if s.rank() == 4 {
         s.dim(2).as_static()
@@ -96,7 +96,7 @@ fn heads(e: &Em, x: NodeId, d: usize) -> IrResult<usize> {
 }
 
 /// `[B, S, H, D]` or `[B, S, H·D]` → `[B, H, S, D]`.
-fn to_bhsd(e: &mut Em, x: NodeId, h: usize, d: usize) -> IrResult<NodeId> {
+fn to_bhsd(e: &mut Emitter, x: NodeId, h: usize, d: usize) -> IrResult<NodeId> {
     if e.rank(x) == 3 {
         let dims = e.dims(x);
         let split = [dims[0], dims[1], Dim::Static(h), Dim::Static(d)];
@@ -123,7 +123,7 @@ fn to_bhsd(e: &mut Em, x: NodeId, h: usize, d: usize) -> IrResult<NodeId> {
 }
 
 /// `[B, H, S, Dv]` → q's layout: `[B, S, H, Dv]` (rank 4) or `[B, S, H·Dv]` (rank 3).
-fn from_bhsd(e: &mut Em, o: NodeId, rank: usize, h: usize, dv: usize) -> IrResult<NodeId> {
+fn from_bhsd(e: &mut Emitter, o: NodeId, rank: usize, h: usize, dv: usize) -> IrResult<NodeId> {
     let t = e.transpose(o, vec![0, 2, 1, 3])?;
     if rank == 4 {
         return Ok(t);
@@ -143,7 +143,7 @@ fn from_bhsd(e: &mut Em, o: NodeId, rank: usize, h: usize, dv: usize) -> IrResul
 /// A bool tensor broadcasting against the scores `s` (`[B, H, Sq, Sk]`) that is true
 /// where a key may be attended; `None` when every key may.
 fn allowed_keys(
-    e: &mut Em,
+    e: &mut Emitter,
     kind: MaskKind,
     s: NodeId,
     extra: Option<NodeId>,

@@ -1,29 +1,26 @@
-//! JVP rules of the windowed ops (convolution, pooling and their gradients) and FFT.
-//!
-//! Convolutions are bilinear, so their tangents are convolutions of tangents. Max
-//! pooling routes each window's tangent from its maximum: it is differentiated
-//! through a decomposition that gathers the windows explicitly.
+//! JVP rules of the windowed ops that are not linear: a convolution with a bias
+//! (bilinear in input and weight, plus the bias's tangent) and max pooling, which
+//! routes each window's tangent from its maximum and is differentiated through a
+//! decomposition that gathers the windows explicitly. Convolutions without a bias,
+//! their gradient ops, sum/mean pooling, pool gradients and the FFT are linear (in
+//! each operand) and take the generic rule of [`crate::derivatives::linear`].
 
-use super::Fwd;
-use super::emit::Em;
+use super::ForwardBuilder;
+use super::emit::Emitter;
 use crate::build::Build;
+use crate::derivatives::linear::{self, Linearity::Each};
 use rlx_ir::{CmpOp, Dim, IrResult, Node, NodeId, Op, ReduceOp, TensorData};
 
-pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     match &node.op {
         Op::Conv { .. } => {
-            let (x, w) = (node.inputs[0], node.inputs[1]);
+            // Bilinear in (x, w) as a bias-free convolution; the bias adds its tangent
+            // along the channel axis ([C_out] → [C_out, 1, …] → the output's dims).
             let (tx, tw, tb) = (f.t(node, 0), f.t(node, 1), f.t(node, 2));
             let e = &mut f.e;
-            let mut terms = Vec::new();
-            if let Some(tx) = tx {
-                terms.push(e.op(node.op.clone(), vec![tx, w])?);
-            }
-            if let Some(tw) = tw {
-                terms.push(e.op(node.op.clone(), vec![x, tw])?);
-            }
+            let xw = linear::tangent(e, &node.op, &node.inputs[..2], &[tx, tw], &Each(vec![0, 1]))?;
+            let mut terms: Vec<NodeId> = xw.into_iter().collect();
             if let Some(tb) = tb {
-                // [C_out] → [C_out, 1, …] → the output's dims.
                 let mut col = tb;
                 for _ in 2..e.rank(node.id) {
                     let r = e.rank(col);
@@ -33,54 +30,23 @@ pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
             }
             e.sum_terms(terms)
         }
-        // conv_grad_input(x, w, g) reads x only for its shape and is bilinear in (w, g);
-        // conv_grad_weight(x, w, g) reads w only for its shape and is bilinear in (x, g).
-        Op::ConvGradInput { .. } | Op::ConvGradWeight { .. } => {
-            let ins = &node.inputs;
-            let lin = if matches!(node.op, Op::ConvGradInput { .. }) {
-                [1, 2]
-            } else {
-                [0, 2]
-            };
-            let mut terms = Vec::new();
-            for slot in lin {
-                if let Some(t) = f.t(node, slot) {
-                    let mut args = ins.clone();
-                    args[slot] = t;
-                    terms.push(f.e.op(node.op.clone(), args)?);
-                }
-            }
-            f.e.sum_terms(terms)
-        }
         Op::Pool {
             kind,
             kernel_size,
             stride,
             padding,
         } => {
-            let Some(t) = f.t(node, 0) else {
+            if f.t(node, 0).is_none() {
                 return Ok(None);
-            };
-            if *kind != ReduceOp::Max {
-                // Sum and mean pooling are linear.
-                return Ok(Some(f.e.op(node.op.clone(), vec![t])?));
             }
+            debug_assert_eq!(
+                *kind,
+                ReduceOp::Max,
+                "sum and mean pooling take the linear rule"
+            );
             let x = node.inputs[0];
             let (k, s, p) = (kernel_size.clone(), stride.clone(), padding.clone());
             f.through(|e| max_pool_decomposed(e, x, &k, &s, &p))
-        }
-        // Linear in grad_out; the routing (max) or the shape (mean, sum) come from x.
-        Op::PoolGrad { .. } => {
-            let Some(t) = f.t(node, 1) else {
-                return Ok(None);
-            };
-            Ok(Some(f.e.op(node.op.clone(), vec![node.inputs[0], t])?))
-        }
-        Op::Fft { .. } => {
-            let Some(t) = f.t(node, 0) else {
-                return Ok(None);
-            };
-            Ok(Some(f.e.op(node.op.clone(), vec![t])?))
         }
         other => unreachable!("conv::rule got {}", other.name()),
     }
@@ -90,7 +56,7 @@ pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
 /// window (`[N, C, P, K]` for P outputs of K taps), and keep the first maximal tap of
 /// each window (the oracle's tie rule) through a one-hot of `argmax`.
 pub(crate) fn max_pool_decomposed(
-    e: &mut Em,
+    e: &mut Emitter,
     x: NodeId,
     kernel: &[usize],
     stride: &[usize],
@@ -104,7 +70,7 @@ pub(crate) fn max_pool_decomposed(
 /// `pool2d_grad` in its `grad_out`: the gradient that flows back to each window is
 /// the cotangent where the window's gradient was routed.
 pub(crate) fn max_pool_pick(
-    e: &mut Em,
+    e: &mut Emitter,
     x: NodeId,
     from: Option<NodeId>,
     kernel: &[usize],
@@ -112,7 +78,7 @@ pub(crate) fn max_pool_pick(
     padding: &[usize],
 ) -> IrResult<NodeId> {
     let sr = kernel.len();
-    let pad_all = |e: &mut Em, t: NodeId, value: f64| -> IrResult<NodeId> {
+    let pad_all = |e: &mut Emitter, t: NodeId, value: f64| -> IrResult<NodeId> {
         let mut tp = t;
         for (a, &p) in padding.iter().enumerate() {
             if p > 0 {

@@ -13,7 +13,7 @@ use rlx_ir::{DType, Dim, Graph, IrError, IrResult, NodeId, Op, ReduceOp};
 use std::collections::HashMap;
 
 /// Appends nodes to one graph.
-pub(crate) struct Em<'g> {
+pub(crate) struct Emitter<'g> {
     /// The graph being extended.
     pub(crate) g: &'g mut Graph,
     /// Shared rank-0 constants by (value bits, dtype).
@@ -22,9 +22,9 @@ pub(crate) struct Em<'g> {
     pub(crate) what: &'static str,
 }
 
-impl<'g> Em<'g> {
-    pub(crate) fn new(g: &'g mut Graph, what: &'static str) -> Em<'g> {
-        Em {
+impl<'g> Emitter<'g> {
+    pub(crate) fn new(g: &'g mut Graph, what: &'static str) -> Emitter<'g> {
+        Emitter {
             g,
             scalars: HashMap::new(),
             what,
@@ -136,7 +136,7 @@ impl<'g> Em<'g> {
     }
 }
 
-impl Build for Em<'_> {
+impl Build for Emitter<'_> {
     fn graph(&self) -> &Graph {
         self.g
     }

@@ -1,24 +1,15 @@
-//! JVP rules of the contractions: matmul, the fused linear layer, dense solve,
-//! codebook matmul and the (straight-through) scaled matmul.
+//! JVP rules of the contractions that are not linear: the fused linear layer (affine,
+//! with an activation), dense solve and the (straight-through) scaled matmul. The
+//! bilinear `matmul` and codebook matmul take the generic rule of
+//! [`crate::derivatives::linear`].
 
-use super::Fwd;
-use super::elementwise::activation_tangent;
+use super::ForwardBuilder;
 use crate::build::Build;
+use crate::derivatives::elementwise::{Applier, activation_partial, needs_input};
 use rlx_ir::{DType, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat, TensorData};
 
-pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     match &node.op {
-        Op::MatMul => {
-            let (a, b) = (node.inputs[0], node.inputs[1]);
-            let mut terms = Vec::new();
-            if let Some(ta) = f.t(node, 0) {
-                terms.push(f.e.matmul(ta, b)?);
-            }
-            if let Some(tb) = f.t(node, 1) {
-                terms.push(f.e.matmul(a, tb)?);
-            }
-            f.e.sum_terms(terms)
-        }
         Op::FusedMatMulBiasAct { activation } => {
             let (x, w, bias) = (node.inputs[0], node.inputs[1], node.inputs[2]);
             let lin = Op::FusedMatMulBiasAct { activation: None };
@@ -41,24 +32,21 @@ pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
             match activation {
                 None => Ok(Some(tz)),
                 Some(a) => {
-                    // The pre-activation is not a graph value: recompute it.
-                    let z = f.e.op(lin, vec![x, w, bias])?;
-                    activation_tangent(&mut f.e, *a, z, node.id, tz)
+                    // The pre-activation is not a graph value: recompute it only when
+                    // the activation's derivative needs it.
+                    let z = if needs_input(*a) {
+                        Some(f.e.op(lin, vec![x, w, bias])?)
+                    } else {
+                        None
+                    };
+                    match activation_partial(&mut f.e, *a, z, node.id)? {
+                        Some(p) => Ok(Some(Applier::default().apply(&mut f.e, &p, tz)?)),
+                        None => Ok(None),
+                    }
                 }
             }
         }
         Op::DenseSolve => solve(f, node),
-        Op::SynthMatMul { .. } => {
-            let (x, idx, cb) = (node.inputs[0], node.inputs[1], node.inputs[2]);
-            let mut terms = Vec::new();
-            if let Some(tx) = f.t(node, 0) {
-                terms.push(f.e.op(node.op.clone(), vec![tx, idx, cb])?);
-            }
-            if let Some(tc) = f.t(node, 2) {
-                terms.push(f.e.op(node.op.clone(), vec![x, idx, tc])?);
-            }
-            f.e.sum_terms(terms)
-        }
         Op::ScaledMatMul {
             lhs_format,
             rhs_format,
@@ -78,7 +66,7 @@ pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
 }
 
 /// `x = A⁻¹b` → `tx = A⁻¹(tb − tA·x)`.
-fn solve(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+fn solve(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     let (a, x) = (node.inputs[0], node.id);
     let (ta, tb) = (f.t(node, 0), f.t(node, 1));
     let e = &mut f.e;
@@ -106,7 +94,7 @@ fn solve(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
 /// when `lq = scaled_quantize(x, ls)` the tangent of `x` flows as if the quantizer
 /// were the identity (and likewise for the rhs); the scales are constants.
 fn scaled(
-    f: &mut Fwd,
+    f: &mut ForwardBuilder,
     node: &Node,
     formats: [ScaledFormat; 2],
     layout: ScaleLayout,
@@ -118,7 +106,7 @@ fn scaled(
         node.inputs[2],
         node.inputs[3],
     );
-    let ste = |f: &Fwd, codes: NodeId| -> Option<NodeId> {
+    let ste = |f: &ForwardBuilder, codes: NodeId| -> Option<NodeId> {
         let n = f.e.g.node(codes);
         match n.op {
             Op::ScaledQuantize { .. } => f.tangent(n.inputs[0]),

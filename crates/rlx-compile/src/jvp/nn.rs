@@ -1,12 +1,12 @@
 //! JVP rules of the neural-network ops: softmax, norms, losses, rope, the spline
 //! activation, and attention (through its decomposition).
 
-use super::Fwd;
+use super::ForwardBuilder;
 use super::attention;
 use crate::build::Build;
 use rlx_ir::{Activation, CmpOp, IrResult, Node, NodeId, Op, TensorData, norm_axis};
 
-pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     let x = node.inputs[0];
     match &node.op {
         Op::Softmax { axis } => {
@@ -118,7 +118,7 @@ pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
 /// RmsNorm `n·γ + β` with `n = x·r`, `r = 1/√(mean(x²) + eps)`:
 /// `dn = r·(tx − n·mean(n·tx))`.
 /// Both: `ty = γ·dn + n·tγ + tβ`.
-fn norm(f: &mut Fwd, node: &Node, eps: f32, rms: bool) -> IrResult<Option<NodeId>> {
+fn norm(f: &mut ForwardBuilder, node: &Node, eps: f32, rms: bool) -> IrResult<Option<NodeId>> {
     let (x, gamma) = (node.inputs[0], node.inputs[1]);
     let (tx, tg, tb) = (f.t(node, 0), f.t(node, 1), f.t(node, 2));
     let e = &mut f.e;
@@ -165,7 +165,13 @@ fn norm(f: &mut Fwd, node: &Node, eps: f32, rms: bool) -> IrResult<Option<NodeId
 /// `y[.., c] = Σ_b coeff[c, b]·exp(−z_b²)`, `z_b = (x − g_b)/h`: linear in the
 /// coefficients (the op itself on their tangent) and, for `x`,
 /// `dy/dx = Σ_b coeff[c, b]·exp(−z_b²)·(−2 z_b / h)` built from primitives.
-fn spline(f: &mut Fwd, node: &Node, nb: usize, lo: f32, hi: f32) -> IrResult<Option<NodeId>> {
+fn spline(
+    f: &mut ForwardBuilder,
+    node: &Node,
+    nb: usize,
+    lo: f32,
+    hi: f32,
+) -> IrResult<Option<NodeId>> {
     let (x, coeff) = (node.inputs[0], node.inputs[1]);
     let (tx, tc) = (f.t(node, 0), f.t(node, 1));
     let e = &mut f.e;

@@ -7,12 +7,12 @@
 //! [`super::append_jvp`] of it on the tangent, and stacks the two results again.
 //! With `save_trajectory` the tangent trajectory is the second row of every step.
 
-use super::emit::Em;
-use super::{Fwd, append_jvp, carries_tangent};
+use super::emit::Emitter;
+use super::{ForwardBuilder, append_jvp, carries_tangent};
 use crate::build::Build;
 use rlx_ir::{Graph, IrResult, Node, NodeId, Op};
 
-pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
+pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     let Op::Scan {
         body,
         length,
@@ -68,7 +68,7 @@ pub(super) fn rule(f: &mut Fwd, node: &Node) -> IrResult<Option<NodeId>> {
 }
 
 /// `[a, b]` stacked along a new leading axis.
-fn stack2(e: &mut Em, a: NodeId, b: NodeId) -> IrResult<NodeId> {
+fn stack2(e: &mut Emitter, a: NodeId, b: NodeId) -> IrResult<NodeId> {
     let a = e.unsqueeze(a, 0)?;
     let b = e.unsqueeze(b, 0)?;
     e.concat(vec![a, b], 0)
@@ -89,7 +89,7 @@ fn tangent_body(
     stacked_dims.extend_from_slice(carry_shape.dims());
     let carry = g.input("carry", carry_shape.with_dims(stacked_dims));
     let (c, tc) = {
-        let mut e = Em::new(&mut g, "jvp");
+        let mut e = Emitter::new(&mut g, "jvp");
         (e.take_index(carry, 0, 0)?, e.take_index(carry, 0, 1)?)
     };
     // Copy the body, reading the value half of the stacked carry for `carry`.
@@ -137,7 +137,7 @@ fn tangent_body(
     }
     let value = map[out.index()];
     let t = append_jvp(&mut g, &seeds, &[value])?[0];
-    let mut e = Em::new(&mut g, "jvp");
+    let mut e = Emitter::new(&mut g, "jvp");
     let t = match t {
         Some(t) => t,
         None => e.zeros_like(value)?,

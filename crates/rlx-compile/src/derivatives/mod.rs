@@ -1,0 +1,30 @@
+//! The derivative rules both modes share, written once and generic over [`Build`].
+//!
+//! Reverse mode ([`crate::autodiff`]) and forward mode ([`crate::jvp`]) differ only in
+//! the seed they push through a rule: a cotangent flowing back from the output, or
+//! tangents flowing forward from the operands. Where an op's Jacobian has a shape that
+//! both directions can use directly, the rule lives here and each mode applies it:
+//!
+//! - [`elementwise`]: the element-wise family (activations, binary arithmetic, casts,
+//!   `where`, straight-through rounding). The Jacobian is diagonal, so one partial
+//!   derivative per operand, expressed as the linear map it applies to a seed
+//!   ([`Partial`]), serves both: forward mode sums the maps applied to the operands'
+//!   tangents, reverse mode applies each to the cotangent (and `give` sums it back to
+//!   the operand's dims).
+//! - [`linear`]: the ops that are linear (jointly or in each operand separately) —
+//!   movement, sum/mean, cumsum, gathers and scatters, matmuls, the convolution
+//!   gradient ops, linear pooling, FFT. Their tangent is the op applied to the
+//!   tangents, built in one generic place; reverse mode applies each op's transpose
+//!   rule (in `autodiff`, one per op: a linear op has no other derivative rule).
+//! - [`reduce`]: the non-linear reductions (`max`/`min`: split evenly over ties;
+//!   `prod`: prefix × suffix partials), whose partials both modes build here.
+//!
+//! The conventions at non-differentiable points are those of [`crate::kinks`].
+//!
+//! [`Build`]: crate::build::Build
+//! [`Partial`]: elementwise::Partial
+
+pub(crate) mod elementwise;
+pub(crate) mod linear;
+pub(crate) mod prod;
+pub(crate) mod reduce;
