@@ -43,6 +43,8 @@ struct Args {
     w11_flat: bool,
     /// W12: `--w12-*` options as (flag, value) pairs, interpreted by [`w12::rows`].
     w12_args: Vec<(String, String)>,
+    /// OPS: the Python (with torch) that runs `peers/ops_torch.py` in this run.
+    ops_python: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -60,6 +62,7 @@ fn parse_args() -> Args {
         w11_layers: vec![2, 4, 8],
         w11_flat: false,
         w12_args: Vec::new(),
+        ops_python: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -94,6 +97,7 @@ fn parse_args() -> Args {
                 );
             }
             "--w11-flat" => a.w11_flat = true,
+            "--ops-python" => a.ops_python = Some(value("--ops-python")),
             "--w11-layers" => {
                 a.w11_layers = value("--w11-layers")
                     .split(',')
@@ -102,7 +106,7 @@ fn parse_args() -> Args {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels] [--w11-steps 60] [--w11-layers 2,4,8] [--w11-flat]"
+                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels] [--w11-steps 60] [--w11-layers 2,4,8] [--w11-flat] [--ops-python PYTHON] [--w12-…]"
                 );
                 std::process::exit(0);
             }
@@ -464,7 +468,7 @@ fn main() {
         after.extend(w12::rows(&mut rows, plan, &args.w12_args));
     }
     if w("OPS") {
-        ops::rows(&mut rows, plan);
+        after.extend(ops::rows(&mut rows, plan, args.ops_python.as_deref()));
     }
     report::print_table(&rows, &bounds);
     for line in after {

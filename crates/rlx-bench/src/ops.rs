@@ -12,18 +12,29 @@
 #[cfg(all(feature = "train", feature = "transforms"))]
 mod defs;
 #[cfg(all(feature = "train", feature = "transforms"))]
+mod peer;
+#[cfg(all(feature = "train", feature = "transforms"))]
 mod reference;
 
 use crate::report::Row;
 use crate::timing::Plan;
 
-/// Every OPS row.
+/// Every OPS row; with `peer_python` (`--ops-python`), PyTorch's timings of the same ops
+/// (`peers/ops_torch.py`) after each rlx row. Returns lines to print after the table.
 #[cfg(all(feature = "train", feature = "transforms"))]
-pub fn rows(rows: &mut Vec<Row>, plan: Plan) {
+pub fn rows(rows: &mut Vec<Row>, plan: Plan, peer_python: Option<&str>) -> Vec<String> {
     defs::all(rows, plan);
+    match peer_python {
+        Some(py) => peer::add_rows(rows, plan, py),
+        None => vec![
+            "OPS peer: add --ops-python PATH/TO/python (with torch) for PyTorch's rows in this run"
+                .into(),
+        ],
+    }
 }
 
 #[cfg(not(all(feature = "train", feature = "transforms")))]
-pub fn rows(_: &mut Vec<Row>, _: Plan) {
+pub fn rows(_: &mut Vec<Row>, _: Plan, _: Option<&str>) -> Vec<String> {
     println!("note: OPS skipped: needs features `train` and `transforms` (grad, train_step)");
+    Vec::new()
 }

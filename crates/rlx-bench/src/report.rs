@@ -91,6 +91,29 @@ impl Row {
         self.note = n.into();
         self
     }
+    /// The workload's name.
+    pub fn workload(&self) -> &str {
+        &self.workload
+    }
+    /// The system measured.
+    pub fn system(&self) -> &str {
+        &self.system
+    }
+    /// A peer's row for the same work: `system`'s timing `t`, credited with this row's
+    /// bytes, flops and bound (so both print as fractions of the same machine limit).
+    #[cfg_attr(not(all(feature = "train", feature = "transforms")), allow(dead_code))]
+    pub fn peer_of(&self, system: &str, t: Timing) -> Row {
+        Row {
+            system: system.into(),
+            t,
+            check: None,
+            note: String::new(),
+            bytes: self.bytes,
+            flops: self.flops,
+            bound: self.bound,
+            ..Row::new(&self.workload, system, Timing::zero())
+        }
+    }
     fn rate_gbps(&self) -> Option<f64> {
         self.gbps.or(self.bytes.map(|b| b / self.t.median_s / 1e9))
     }

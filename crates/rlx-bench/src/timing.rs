@@ -32,6 +32,19 @@ pub struct Timing {
     pub inner: usize,
 }
 
+impl Timing {
+    /// A placeholder timing (no measurement).
+    pub fn zero() -> Timing {
+        Timing {
+            median_s: 0.0,
+            min_s: 0.0,
+            max_s: 0.0,
+            repeats: 0,
+            inner: 0,
+        }
+    }
+}
+
 /// Median per-call seconds of `f` under `plan`.
 pub fn time<R>(plan: Plan, mut f: impl FnMut() -> R) -> Timing {
     let t0 = Instant::now();
