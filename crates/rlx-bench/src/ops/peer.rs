@@ -175,7 +175,10 @@ mod tests {
             rlx_system_for("torch_k256_n768").as_deref(),
             Some("rlx_k256_n768")
         );
-        assert_eq!(rlx_system_for("torch_f32_fused").as_deref(), Some("rlx_f32"));
+        assert_eq!(
+            rlx_system_for("torch_f32_fused").as_deref(),
+            Some("rlx_f32")
+        );
         assert_eq!(rlx_system_for("candle_fwd"), None);
     }
 
@@ -186,7 +189,11 @@ mod tests {
         assert_eq!(s.split(',').count(), c.param_shapes().len());
         let total: usize = s
             .split(',')
-            .map(|d| d.split('x').map(|x| x.parse::<usize>().unwrap()).product::<usize>())
+            .map(|d| {
+                d.split('x')
+                    .map(|x| x.parse::<usize>().unwrap())
+                    .product::<usize>()
+            })
             .sum();
         assert_eq!(total, c.param_count());
     }
