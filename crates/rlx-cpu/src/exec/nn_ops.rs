@@ -6,13 +6,16 @@
 //! error naming the row, which a lowered compare-and-select would turn into a silent
 //! `logsumexp` loss. Run through the oracle (f64, element by element) it cost 240 ms
 //! of a 1.3 s W11 step at `[1024, 512]`; this kernel reads each f32 row where it lies
-//! (max, then the vectorized `exp` of the shifted row in an L1-sized scratch, summed in
-//! f64 lanes), rows spread over the pool.
+//! (max, then one pass exponentiating the shifted row in registers and summing in f64
+//! lanes), rows spread over the pool. (An earlier version wrote the shifted row to a
+//! scratch, exponentiated it there with `math::unary_f32_inplace` and summed it in a third
+//! pass: three passes of loads and stores around the `exp` ran at 0.37 of the bandwidth
+//! bound for `[1024, 512]`.)
 
 use super::opaque::{Operand, gather, gather_into};
 use super::par::{SendPtr, par_for};
 use crate::math;
-use rlx_ir::{Activation, DType, Op, TensorData};
+use rlx_ir::{DType, Op, TensorData};
 
 /// The op's result bytes, when this module has a kernel for it (operands materialized:
 /// the path for views that only an index table expresses).
@@ -130,33 +133,87 @@ fn row_max(row: &[f32]) -> (f32, bool) {
     (m, any)
 }
 
-math::wide_fn! {
-    baseline = row_loss_base;
-    /// `logsumexp(row) − row[label]` as the oracle evaluates it (see [`cross_entropy_rows`]);
-    /// `shifted` is scratch of the row's length. Compiled for the CPU's widest vectors.
-    fn row_loss(row: &[f32], shifted: &mut [f32], label: usize) -> f32 {
-        let (m, nan) = row_max(row);
-        if nan || !m.is_finite() {
-            return f32::NAN;
-        }
-        for (s, &v) in shifted.iter_mut().zip(row) {
-            *s = v - m;
-        }
-        math::unary_f32_inplace(Activation::Exp, shifted);
-        // f64 lanes: as accurate as the oracle's f64 sum, and vectorizable.
-        let mut lanes = [0f64; 8];
-        let mut it = shifted.chunks_exact(8);
-        for ch in &mut it {
-            for k in 0..8 {
-                lanes[k] += ch[k] as f64;
-            }
-        }
-        let mut sum: f64 = lanes.iter().sum();
-        for &e in it.remainder() {
-            sum += e as f64;
-        }
-        (m as f64 + sum.ln() - row[label] as f64) as f32
+/// Shifted logits at or below this contribute `e^-87 ≈ 1.6·10⁻³⁸` or less to a row sum
+/// that is at least 1 (the maximum's own term): they count as 0, which moves the f64 sum
+/// by under 10⁻³⁴ of itself, and keeps every scale factor of [`exp_le0`] normal.
+const EXP_FLOOR: f32 = -87.0;
+
+/// `eᵈ` for `d = x − max ≤ 0` (or −∞), 0 for `d < EXP_FLOOR`: the `math` kernel's `exp`
+/// (the same bits wherever the result is a normal float, as every counted term is) without
+/// its overflow clamp and its two-step scaling into the subnormal range, which a
+/// max-shifted argument never needs.
+#[inline(always)]
+fn exp_le0<const F: bool>(d: f32) -> f32 {
+    let x = if d < EXP_FLOOR { EXP_FLOOR } else { d };
+    let (p, n) = math::expo::exp_mant::<F>(x, 0.0);
+    let e = p * math::expo::pow2i(n);
+    if d < EXP_FLOOR { 0.0 } else { e }
+}
+
+/// `logsumexp(row) − row[label]` as the oracle evaluates it (see [`cross_entropy_rows`]):
+/// the max pass, then one pass that exponentiates the shifted logits in registers and
+/// sums them in 16 f64 lanes (as accurate as the oracle's f64 sum, and vectorizable).
+/// `F`: fused multiply-adds in the exponential (the AVX2 and AVX-512 paths).
+#[inline(always)]
+fn row_loss_with<const F: bool>(row: &[f32], label: usize) -> f32 {
+    let (m, nan) = row_max(row);
+    if nan || !m.is_finite() {
+        return f32::NAN;
     }
+    let mut lanes = [0f64; 16];
+    let mut it = row.chunks_exact(16);
+    for ch in &mut it {
+        for k in 0..16 {
+            lanes[k] += exp_le0::<F>(ch[k] - m) as f64;
+        }
+    }
+    for (k, &v) in it.remainder().iter().enumerate() {
+        lanes[k] += exp_le0::<F>(v - m) as f64;
+    }
+    // A fixed tree over the lanes: the same sum on every path.
+    let mut w = 16;
+    while w > 1 {
+        w /= 2;
+        for k in 0..w {
+            lanes[k] += lanes[k + w];
+        }
+    }
+    (m as f64 + lanes[0].ln() - row[label] as f64) as f32
+}
+
+/// [`row_loss_with`] compiled for AVX-512 (the loop runs 16 lanes wide).
+///
+/// # Safety
+/// The CPU must have AVX-512F/DQ/BW/VL, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")]
+unsafe fn row_loss_avx512(row: &[f32], label: usize) -> f32 {
+    row_loss_with::<true>(row, label)
+}
+
+/// [`row_loss_with`] compiled for AVX2 + FMA.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_loss_avx2(row: &[f32], label: usize) -> f32 {
+    row_loss_with::<true>(row, label)
+}
+
+/// [`row_loss_with`] on the widest path this CPU has (the AVX2 and AVX-512 paths give
+/// the same bits: the same fused operations in the same order; the baseline, without
+/// FMA, may differ in the last bit of a term).
+fn row_loss(row: &[f32], label: usize) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    match math::wide_level() {
+        // SAFETY: level 3 means AVX-512F/DQ/BW/VL, AVX2 and FMA were detected.
+        3 => return unsafe { row_loss_avx512(row, label) },
+        // SAFETY: level 2 means AVX2 and FMA were detected.
+        2 => return unsafe { row_loss_avx2(row, label) },
+        _ => {}
+    }
+    row_loss_with::<false>(row, label)
 }
 
 /// Per row `r`: `logsumexp(l[r]) − l[r][y[r]]`, evaluated as the oracle does (the
@@ -170,12 +227,11 @@ unsafe fn cross_entropy_rows(l: *const f32, c: usize, y: &[usize], out: *mut f32
     let per = (16384 / c.max(1)).max(1);
     let (lp, op) = (SendPtr(l as *mut f32), SendPtr(out));
     let _ = par_for(rows.div_ceil(per), |t| {
-        let mut shifted = vec![0f32; c];
         let r0 = t * per;
         for (r, &label) in y.iter().enumerate().take((r0 + per).min(rows)).skip(r0) {
             // SAFETY: row `r < rows` of the `rows·c` logits (caller).
             let row = unsafe { std::slice::from_raw_parts(lp.get().add(r * c), c) };
-            let loss = row_loss(row, &mut shifted, label);
+            let loss = row_loss(row, label);
             // SAFETY: element `r < rows` of `out`, written by this task only.
             unsafe { *op.get().add(r) = loss };
         }
@@ -262,21 +318,92 @@ mod tests {
         assert!(got[3].is_finite());
     }
 
+    /// A row of `c` logits spread over ±`scale`/2.
+    fn spread_row(c: usize, scale: f32) -> Vec<f32> {
+        (0..c)
+            .map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * scale)
+            .collect()
+    }
+
     #[test]
-    fn row_losses_compiled_wide_have_the_baseline_bits_at_every_length() {
-        // `row_loss` runs the row passes compiled for AVX-512/AVX2; the loss must keep the
-        // bits of the baseline (SSE2) code for row lengths with and without tails.
-        for c in [1, 7, 8, 15, 16, 17, 100, 512, 513] {
-            let row: Vec<f32> = (0..c)
-                .map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 30.0)
-                .collect();
-            let mut s1 = vec![0f32; c];
-            let mut s2 = vec![0f32; c];
+    fn row_losses_have_the_same_bits_on_the_avx2_and_avx512_paths_at_every_length() {
+        // Both paths run the same fused operations in the same order; the lengths cover
+        // rows with and without a 16-wide tail. The portable path (no FMA) agrees within
+        // a few ulp of a term.
+        for c in [1, 7, 8, 15, 16, 17, 31, 100, 512, 513] {
+            let row = spread_row(c, 30.0);
             let label = (c * 5) / 7;
-            let base = row_loss_base(&row, &mut s1, label);
-            let wide = row_loss(&row, &mut s2, label);
-            assert_eq!(base.to_bits(), wide.to_bits(), "c = {c}: {base} vs {wide}");
+            let base = row_loss_with::<false>(&row, label);
+            let want = row_loss(&row, label);
+            assert!((base - want).abs() <= 1e-6 * want.abs().max(1.0), "c = {c}");
+            #[cfg(target_arch = "x86_64")]
+            if math::wide_level() == 3 {
+                // SAFETY: level 3: AVX-512F/DQ/BW/VL, AVX2 and FMA are present.
+                let (a512, a2) =
+                    unsafe { (row_loss_avx512(&row, label), row_loss_avx2(&row, label)) };
+                assert_eq!(a512.to_bits(), a2.to_bits(), "c = {c}: {a512} vs {a2}");
+            }
         }
+    }
+
+    #[test]
+    fn shifted_exponentials_have_the_math_kernels_bits_and_vanish_below_the_floor() {
+        // Every f32 in [−87, 0] sampled: the same bits as `math::exp_f32` (whose results
+        // there are normal), and 0 below −87 and at −∞.
+        let xs: Vec<f32> = (0..=200_000)
+            .map(|i| -87.0 * i as f32 / 200_000.0)
+            .chain([-0.0, f32::MIN_POSITIVE.copysign(-1.0), -86.999_99])
+            .collect();
+        let mut want = vec![0f32; xs.len()];
+        math::exp_f32(&xs, &mut want);
+        for (&x, &w) in xs.iter().zip(&want) {
+            let got = if math::wide_level() >= 2 {
+                exp_le0::<true>(x)
+            } else {
+                exp_le0::<false>(x)
+            };
+            assert_eq!(got.to_bits(), w.to_bits(), "exp({x})");
+        }
+        for x in [-87.000_01, -100.0, -1e30, f32::NEG_INFINITY] {
+            assert_eq!(exp_le0::<true>(x), 0.0, "exp({x})");
+            assert_eq!(exp_le0::<false>(x), 0.0, "exp({x})");
+        }
+    }
+
+    #[test]
+    fn extreme_logits_match_the_oracle() {
+        // Rows whose terms fall below the kernel's e⁻⁸⁷ floor (huge spreads, −∞ entries,
+        // logits near f32::MAX), a single dominating logit with the label elsewhere, and
+        // a row of equal logits (loss ln C).
+        let c = 37;
+        let mut l = Vec::new();
+        l.extend(spread_row(c, 1e4));
+        l.extend(spread_row(c, 1e30));
+        l.extend((0..c).map(|i| {
+            if i % 3 == 0 {
+                f32::NEG_INFINITY
+            } else {
+                i as f32
+            }
+        }));
+        l.extend((0..c).map(|i| f32::MAX * if i % 2 == 0 { 1.0 } else { -0.5 }));
+        l.extend((0..c).map(|i| if i == 4 { 200.0 } else { -200.0 }));
+        l.extend((0..c).map(|i| -90.0 + (i as f32) * 0.1));
+        l.extend(std::iter::repeat_n(3.25, c));
+        let rows = l.len() / c;
+        let logits = TensorData::from_f32(&[rows, c], &l);
+        let ids: Vec<i64> = (0..rows as i64).map(|r| (r * 5 + 1) % c as i64).collect();
+        let labels = TensorData::from_i64_as(DType::I64, &[rows], &ids);
+        let got = kernel(&logits, &labels).unwrap();
+        let want = oracle(&logits, &labels).unwrap();
+        for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits() || (g - w).abs() <= 2e-6 * w.abs().max(1.0),
+                "row {r}: {g} vs {w}"
+            );
+        }
+        // Equal logits: every class has probability 1/C.
+        assert!((got[rows - 1] - (c as f32).ln()).abs() < 1e-6);
     }
 
     #[test]

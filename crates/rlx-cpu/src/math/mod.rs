@@ -21,7 +21,7 @@
 //! The output slice must have the input's length; a mismatch panics naming both lengths.
 
 mod act;
-mod expo;
+pub(crate) mod expo;
 mod simd;
 pub(crate) mod special;
 mod trig;
