@@ -240,7 +240,7 @@ pub(crate) trait Build {
     }
 
     /// Swap the last two axes.
-    fn t(&mut self, x: NodeId) -> IrResult<NodeId> {
+    fn swap_last_axes(&mut self, x: NodeId) -> IrResult<NodeId> {
         let r = self.rank(x);
         let mut perm: Vec<usize> = (0..r).collect();
         perm.swap(r - 2, r - 1);

@@ -8,8 +8,12 @@
 //! means zero, so unrelated subgraphs cost nothing. The result is an ordinary graph:
 //! differentiate it again (in either mode), batch it with [`crate::vmap`], compile it.
 //!
-//! Conventions (kept in step with the reverse mode in [`crate::autodiff`], so that
-//! `jvp(f)·v` equals `⟨grad f, v⟩`):
+//! The rules shared with the reverse mode ([`crate::autodiff`]) live in
+//! `crate::derivatives`: a linear op's tangent is the op applied to the tangents
+//! (one generic rule), element-wise ops sum their operands' partials applied to the
+//! tangents, and softmax, the norms and the reductions apply the same Jacobians as
+//! reverse mode. Conventions (the same in both modes, so that `jvp(f)·v` equals
+//! `⟨grad f, v⟩`):
 //! - only real floats (and complex, for `fft`) carry tangents; integer and bool
 //!   values, comparisons, `argmax`/`argmin`, `floor`/`ceil`/`sign`, casts to
 //!   integers, `stop_gradient`, quantization codes and scales give zero tangents;
@@ -50,31 +54,31 @@ pub(crate) fn carries_tangent(dt: DType) -> bool {
 /// The state of one forward sweep: the emitter and the tangent of every node that has one.
 pub(crate) struct ForwardBuilder<'g> {
     pub(crate) e: Emitter<'g>,
-    tan: HashMap<NodeId, NodeId>,
+    tangents: HashMap<NodeId, NodeId>,
 }
 
 impl<'g> ForwardBuilder<'g> {
     pub(crate) fn new(g: &'g mut Graph) -> ForwardBuilder<'g> {
         ForwardBuilder {
             e: Emitter::new(g, "jvp"),
-            tan: HashMap::new(),
+            tangents: HashMap::new(),
         }
     }
 
     /// The tangent of `id`, if it has one (else it is zero).
     pub(crate) fn tangent(&self, id: NodeId) -> Option<NodeId> {
-        self.tan.get(&id).copied()
+        self.tangents.get(&id).copied()
     }
 
     /// The tangent of input slot `i` of `node`.
-    pub(crate) fn t(&self, node: &Node, i: usize) -> Option<NodeId> {
+    pub(crate) fn operand_tangent(&self, node: &Node, i: usize) -> Option<NodeId> {
         node.inputs.get(i).and_then(|&id| self.tangent(id))
     }
 
     /// Set the tangent of `id` (cast and broadcast to `id`'s type).
     pub(crate) fn seed(&mut self, id: NodeId, tangent: NodeId) -> IrResult<()> {
         let t = self.e.fit(tangent, id)?;
-        self.tan.insert(id, t);
+        self.tangents.insert(id, t);
         Ok(())
     }
 
@@ -135,7 +139,9 @@ impl<'g> ForwardBuilder<'g> {
 /// zero tangent.
 fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     if let Some(how) = linearity(&node.op, node.inputs.len()) {
-        let tangents: Vec<Option<NodeId>> = (0..node.inputs.len()).map(|i| f.t(node, i)).collect();
+        let tangents: Vec<Option<NodeId>> = (0..node.inputs.len())
+            .map(|i| f.operand_tangent(node, i))
+            .collect();
         return linear::tangent(&mut f.e, &node.op, &node.inputs, &tangents, &how);
     }
     match family(&node.op) {

@@ -2,13 +2,13 @@
 //! once and built by the same code in both modes.
 //!
 //! Reverse mode ([`crate::autodiff`]) and forward mode ([`crate::jvp`]) build their
-//! derivative graphs separately, so a piecewise op whose region test lives in each
-//! mode can pick different branches at the boundary — and then `jvp(f)(x)·v` and
-//! `⟨grad f(x), v⟩` disagree exactly at the kink (HardSigmoid did: slope 1/6 at ±3
-//! in reverse mode, 0 in forward mode). Every region test and every piecewise slope
-//! below is the one both modes call, so the two cannot drift apart; the tests in
-//! `tests/kinks.rs` evaluate both modes at each kink and beside it.
-//!
+//! derivatives from the same rules (`crate::derivatives`), and every region test
+//! and piecewise slope below is the one those rules call, so the two modes cannot
+//! pick different branches at a boundary (before the rules were shared, HardSigmoid
+//! took slope 1/6 at ±3 in reverse mode and 0 in forward mode). The tests in
+//! `tests/kinks.rs` evaluate both modes at each kink and beside it, for every
+//! element-wise op.
+
 //! The conventions follow PyTorch's autograd where it has one:
 //!
 //! | op | kink | derivative there | PyTorch |

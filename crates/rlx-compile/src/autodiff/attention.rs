@@ -17,52 +17,52 @@ use crate::build::Build;
 use crate::decompose::attention::{Want, attrs_of, grads, lower_vjp, packed_len, unpack};
 use rlx_ir::{IrResult, MaskKind, Node, NodeId, Op};
 
-pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     if matches!(node.op, Op::AttentionVjp { .. }) {
-        return vjp_of_vjp(bw, node, g);
+        return vjp_of_vjp(rb, node, g);
     }
     let a = attrs_of(&node.op);
     let (q, k, v) = (node.inputs[0], node.inputs[1], node.inputs[2]);
     let want = Want {
-        q: bw.wants(node, 0),
-        k: bw.wants(node, 1),
-        v: bw.wants(node, 2),
-        bias: a.mask_kind == MaskKind::Bias && bw.wants(node, 3),
+        q: rb.wants(node, 0),
+        k: rb.wants(node, 1),
+        v: rb.wants(node, 2),
+        bias: a.mask_kind == MaskKind::Bias && rb.wants(node, 3),
     };
     if !(want.q || want.k || want.v || want.bias) {
         return Ok(());
     }
     let extra = a.has_extra_operand().then(|| node.inputs[3]);
     let fused = !want.bias
-        && [q, k, v].iter().all(|&x| packed_len(bw, x).is_some())
-        && bw.shape(g) == node.shape;
+        && [q, k, v].iter().all(|&x| packed_len(rb, x).is_some())
+        && rb.shape(g) == node.shape;
     if fused {
         let mut ins = node.inputs.clone();
         ins.push(g);
-        let packed = bw.op(a.vjp_op(), ins)?;
-        let [dq, dk, dv] = unpack(bw, packed, q, k, v)?;
+        let packed = rb.op(a.vjp_op(), ins)?;
+        let [dq, dk, dv] = unpack(rb, packed, q, k, v)?;
         for (w, x, gx) in [(want.q, q, dq), (want.k, k, dk), (want.v, v, dv)] {
             if w {
-                bw.give(x, gx)?;
+                rb.give(x, gx)?;
             }
         }
         return Ok(());
     }
-    let gr = grads(bw, a, q, k, v, extra, g, want)?;
+    let gr = grads(rb, a, q, k, v, extra, g, want)?;
     for (x, gx) in [(q, gr.q), (k, gr.k), (v, gr.v)] {
         if let Some(gx) = gx {
-            bw.give(x, gx)?;
+            rb.give(x, gx)?;
         }
     }
     if let (Some(b), Some(gb)) = (extra, gr.bias) {
-        bw.give(b, gb)?;
+        rb.give(b, gb)?;
     }
     Ok(())
 }
 
 /// The VJP of `AttentionVjp` through its primitive form.
-fn vjp_of_vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
-    let want: Vec<bool> = (0..node.inputs.len()).map(|i| bw.wants(node, i)).collect();
+fn vjp_of_vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
+    let want: Vec<bool> = (0..node.inputs.len()).map(|i| rb.wants(node, i)).collect();
     if !want.iter().any(|w| *w) {
         return Ok(());
     }
@@ -70,21 +70,21 @@ fn vjp_of_vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     // to another is counted by the enclosing sweep only.
     let mut proxy = Vec::with_capacity(node.inputs.len());
     for &i in &node.inputs {
-        let dt = bw.dtype(i);
-        proxy.push(bw.op(Op::Cast { to: dt }, vec![i])?);
+        let dt = rb.dtype(i);
+        proxy.push(rb.op(Op::Cast { to: dt }, vec![i])?);
     }
-    let (packed, _) = lower_vjp(bw, &node.op, &proxy)?;
+    let (packed, _) = lower_vjp(rb, &node.op, &proxy)?;
     let wrt: Vec<NodeId> = proxy
         .iter()
         .zip(&want)
         .filter(|(_, w)| **w)
         .map(|(p, _)| *p)
         .collect();
-    let got = super::append_vjp(bw.g, &[packed], &[g], &wrt)?;
+    let got = super::append_vjp(rb.g, &[packed], &[g], &wrt)?;
     let targets = node.inputs.iter().zip(&want).filter(|(_, w)| **w);
     for ((&input, _), gi) in targets.zip(got) {
         if let Some(gi) = gi {
-            bw.give(input, gi)?;
+            rb.give(input, gi)?;
         }
     }
     Ok(())

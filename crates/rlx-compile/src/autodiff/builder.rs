@@ -26,7 +26,7 @@ pub(crate) struct ReverseBuilder<'g> {
     /// Per forward node: does it lie on a path from a `wrt` node to an output?
     active: Vec<bool>,
     /// Accumulated cotangent of every forward node that received one.
-    ct: HashMap<NodeId, NodeId>,
+    cotangents: HashMap<NodeId, NodeId>,
     /// Shared rank-0 constants, by (bits of the f64 value, dtype).
     scalars: HashMap<(u64, DType), NodeId>,
     /// Origin stamped on appended nodes (the forward node being differentiated).
@@ -38,7 +38,7 @@ impl<'g> ReverseBuilder<'g> {
         ReverseBuilder {
             g,
             active,
-            ct: HashMap::new(),
+            cotangents: HashMap::new(),
             scalars: HashMap::new(),
             origin: None,
         }
@@ -48,7 +48,7 @@ impl<'g> ReverseBuilder<'g> {
 
     /// The accumulated cotangent of `id`, if any reached it.
     pub(crate) fn cotangent(&self, id: NodeId) -> Option<NodeId> {
-        self.ct.get(&id).copied()
+        self.cotangents.get(&id).copied()
     }
 
     /// Whether `id` is a forward node on a path from a `wrt` node to an output
@@ -74,11 +74,11 @@ impl<'g> ReverseBuilder<'g> {
         let ts = self.g.shape(target).clone();
         let summed = self.sum_to(grad, ts.dims())?;
         let cast = self.cast(summed, ts.dtype())?;
-        let total = match self.ct.get(&target) {
+        let total = match self.cotangents.get(&target) {
             Some(&prev) => self.add(prev, cast)?,
             None => cast,
         };
-        self.ct.insert(target, total);
+        self.cotangents.insert(target, total);
         Ok(())
     }
 }
@@ -195,11 +195,11 @@ impl ReverseBuilder<'_> {
         if real(&from) != real(target) {
             return None;
         }
-        let build = |bw: &mut ReverseBuilder| -> IrResult<NodeId> {
+        let build = |rb: &mut ReverseBuilder| -> IrResult<NodeId> {
             let ones: Vec<usize> = (0..from.len())
                 .filter(|&i| from[i] == Dim::Static(1))
                 .collect();
-            let squeezed = bw.sum(x, ones, false)?;
+            let squeezed = rb.sum(x, ones, false)?;
             let inserted: Vec<usize> = (0..target.len())
                 .filter(|&i| target[i] == Dim::Static(1))
                 .collect();
@@ -209,7 +209,7 @@ impl ReverseBuilder<'_> {
             let k = inserted.len();
             let mut expand = vec![1i64; k];
             expand.extend(std::iter::repeat_n(-1, target.len() - k));
-            let lead = bw.op(
+            let lead = rb.op(
                 Op::Expand {
                     target_shape: expand,
                 },
@@ -229,7 +229,7 @@ impl ReverseBuilder<'_> {
                     *src - 1
                 })
                 .collect();
-            bw.transpose(lead, perm)
+            rb.transpose(lead, perm)
         };
         Some(build(self))
     }

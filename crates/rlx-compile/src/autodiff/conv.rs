@@ -7,7 +7,7 @@ use crate::jvp::conv::max_pool_pick;
 use crate::jvp::emit::Emitter;
 use rlx_ir::{Dim, FftNorm, IrError, IrResult, Node, NodeId, Op, ReduceOp};
 
-pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     match &node.op {
         Op::Conv {
             kernel_size,
@@ -18,20 +18,20 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
         } => {
             let (x, w) = (node.inputs[0], node.inputs[1]);
             let geo = (kernel_size, stride, padding, dilation, *groups);
-            if bw.wants(node, 0) {
-                let gx = bw.op(grad_input(geo), vec![x, w, g])?;
-                bw.give(x, gx)?;
+            if rb.wants(node, 0) {
+                let gx = rb.op(grad_input(geo), vec![x, w, g])?;
+                rb.give(x, gx)?;
             }
-            if bw.wants(node, 1) {
-                let gw = bw.op(grad_weight(geo), vec![x, w, g])?;
-                bw.give(w, gw)?;
+            if rb.wants(node, 1) {
+                let gw = rb.op(grad_weight(geo), vec![x, w, g])?;
+                rb.give(w, gw)?;
             }
-            if node.inputs.len() == 3 && bw.wants(node, 2) {
+            if node.inputs.len() == 3 && rb.wants(node, 2) {
                 // bias [C_out] is added along axis 1 of [N, C_out, spatial…].
-                let r = bw.shape(g).rank();
+                let r = rb.shape(g).rank();
                 let axes = std::iter::once(0).chain(2..r).collect();
-                let gb = bw.sum(g, axes, false)?;
-                bw.give(node.inputs[2], gb)?;
+                let gb = rb.sum(g, axes, false)?;
+                rb.give(node.inputs[2], gb)?;
             }
             Ok(())
         }
@@ -46,13 +46,13 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
         } => {
             let (w, gy) = (node.inputs[1], node.inputs[2]);
             let geo = (kernel_size, stride, padding, dilation, *groups);
-            if bw.wants(node, 2) {
-                let ggy = bw.op(conv(geo), vec![g, w])?;
-                bw.give(gy, ggy)?;
+            if rb.wants(node, 2) {
+                let ggy = rb.op(conv(geo), vec![g, w])?;
+                rb.give(gy, ggy)?;
             }
-            if bw.wants(node, 1) {
-                let gw = bw.op(grad_weight(geo), vec![g, w, gy])?;
-                bw.give(w, gw)?;
+            if rb.wants(node, 1) {
+                let gw = rb.op(grad_weight(geo), vec![g, w, gy])?;
+                rb.give(w, gw)?;
             }
             Ok(())
         }
@@ -67,13 +67,13 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
         } => {
             let (x, gy) = (node.inputs[0], node.inputs[2]);
             let geo = (kernel_size, stride, padding, dilation, *groups);
-            if bw.wants(node, 2) {
-                let ggy = bw.op(conv(geo), vec![x, g])?;
-                bw.give(gy, ggy)?;
+            if rb.wants(node, 2) {
+                let ggy = rb.op(conv(geo), vec![x, g])?;
+                rb.give(gy, ggy)?;
             }
-            if bw.wants(node, 0) {
-                let gx = bw.op(grad_input(geo), vec![x, g, gy])?;
-                bw.give(x, gx)?;
+            if rb.wants(node, 0) {
+                let gx = rb.op(grad_input(geo), vec![x, g, gy])?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
@@ -84,8 +84,8 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             padding,
         } => {
             let x = node.inputs[0];
-            if bw.wants(node, 0) {
-                let gx = bw.op(
+            if rb.wants(node, 0) {
+                let gx = rb.op(
                     Op::PoolGrad {
                         kind: *kind,
                         kernel_size: kernel_size.clone(),
@@ -94,7 +94,7 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
                     },
                     vec![x, g],
                 )?;
-                bw.give(x, gx)?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
@@ -108,8 +108,8 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             stride,
             padding,
         } => {
-            if bw.wants(node, 1) {
-                let mut e = Emitter::new(&mut *bw.g, "grad");
+            if rb.wants(node, 1) {
+                let mut e = Emitter::new(&mut *rb.g, "grad");
                 let ggy = max_pool_pick(
                     &mut e,
                     node.inputs[0],
@@ -118,7 +118,7 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
                     stride,
                     padding,
                 )?;
-                bw.give(node.inputs[1], ggy)?;
+                rb.give(node.inputs[1], ggy)?;
             }
             Ok(())
         }
@@ -128,8 +128,8 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             stride,
             padding,
         } => {
-            if matches!(kind, ReduceOp::Mean | ReduceOp::Sum) && bw.wants(node, 1) {
-                let ggy = bw.op(
+            if matches!(kind, ReduceOp::Mean | ReduceOp::Sum) && rb.wants(node, 1) {
+                let ggy = rb.op(
                     Op::Pool {
                         kind: *kind,
                         kernel_size: kernel_size.clone(),
@@ -138,7 +138,7 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
                     },
                     vec![g],
                 )?;
-                bw.give(node.inputs[1], ggy)?;
+                rb.give(node.inputs[1], ggy)?;
             }
             Ok(())
         }
@@ -148,9 +148,9 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             algo,
         } => {
             let x = node.inputs[0];
-            if bw.wants(node, 0) {
-                let gx = fft_adjoint(bw, x, g, *inverse, *norm, *algo)?;
-                bw.give(x, gx)?;
+            if rb.wants(node, 0) {
+                let gx = fft_adjoint(rb, x, g, *inverse, *norm, *algo)?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
@@ -201,7 +201,7 @@ fn grad_weight(geo: Geo) -> Op {
 /// transform in the other direction with the same scale `s`, also in the real block
 /// layout `[re…, im…]` (whose dot product is that real inner product).
 fn fft_adjoint(
-    bw: &mut ReverseBuilder,
+    rb: &mut ReverseBuilder,
     x: NodeId,
     g: NodeId,
     inverse: bool,
@@ -215,12 +215,12 @@ fn fft_adjoint(
     };
     match (norm, inverse) {
         // Same scale both ways: the flipped transform is the adjoint as is.
-        (FftNorm::Backward, _) | (FftNorm::Ortho, _) => bw.op(flip(norm), vec![g]),
+        (FftNorm::Backward, _) | (FftNorm::Ortho, _) => rb.op(flip(norm), vec![g]),
         // Forward norm, inverse direction: unscaled.
-        (FftNorm::Forward, true) => bw.op(flip(FftNorm::Backward), vec![g]),
+        (FftNorm::Forward, true) => rb.op(flip(FftNorm::Backward), vec![g]),
         // Forward norm, forward direction: scaled by 1/N.
         (FftNorm::Forward, false) => {
-            let s = bw.shape(x);
+            let s = rb.shape(x);
             let last = s.dim(s.rank() - 1);
             let n = match last {
                 Dim::Static(m) => m / 2,
@@ -233,8 +233,8 @@ fn fft_adjoint(
                     ));
                 }
             };
-            let t = bw.op(flip(FftNorm::Backward), vec![g])?;
-            bw.scale(t, 1.0 / n as f64)
+            let t = rb.op(flip(FftNorm::Backward), vec![g])?;
+            rb.scale(t, 1.0 / n as f64)
         }
     }
 }

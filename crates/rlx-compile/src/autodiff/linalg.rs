@@ -8,41 +8,41 @@ use crate::derivatives::elementwise::{Applier, activation_partial, needs_input};
 use crate::jvp::linalg::dequantize;
 use rlx_ir::{Dim, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat, SynthKind};
 
-pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     match &node.op {
         Op::MatMul => {
             // [.., M, K] × [.., K, N]: ga = g·bᵀ, gb = aᵀ·g (broadcast batch axes are
             // summed back by `give`).
             let (a, b) = (node.inputs[0], node.inputs[1]);
-            if bw.wants(node, 0) {
-                let bt = bw.t(b)?;
-                let ga = bw.matmul(g, bt)?;
-                bw.give(a, ga)?;
+            if rb.wants(node, 0) {
+                let bt = rb.swap_last_axes(b)?;
+                let ga = rb.matmul(g, bt)?;
+                rb.give(a, ga)?;
             }
-            if bw.wants(node, 1) {
-                let gb = match weight_grad_flat(bw, a, b, g)? {
+            if rb.wants(node, 1) {
+                let gb = match weight_grad_flat(rb, a, b, g)? {
                     Some(gb) => gb,
                     None => {
-                        let at = bw.t(a)?;
-                        bw.matmul(at, g)?
+                        let at = rb.swap_last_axes(a)?;
+                        rb.matmul(at, g)?
                     }
                 };
-                bw.give(b, gb)?;
+                rb.give(b, gb)?;
             }
             Ok(())
         }
-        Op::FusedMatMulBiasAct { activation } => linear(bw, node, *activation, g),
-        Op::DenseSolve => solve(bw, node, g),
+        Op::FusedMatMulBiasAct { activation } => linear(rb, node, *activation, g),
+        Op::DenseSolve => solve(rb, node, g),
         Op::SynthMatMul {
             kind: SynthKind::Codebook { entry_dim, .. },
-        } => synth(bw, node, *entry_dim as usize, g),
+        } => synth(rb, node, *entry_dim as usize, g),
         Op::ScaledMatMul {
             lhs_format,
             rhs_format,
             scale_layout,
             has_bias,
         } => scaled(
-            bw,
+            rb,
             node,
             [*lhs_format, *rhs_format],
             *scale_layout,
@@ -62,12 +62,12 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
 /// `[B, T, d]` activations, `B` times the weight's bytes and `B` small products instead
 /// of one. `None` unless `b` is 2-D, `a` has batch axes, and their sizes are static.
 fn weight_grad_flat(
-    bw: &mut ReverseBuilder,
+    rb: &mut ReverseBuilder,
     a: NodeId,
     b: NodeId,
     g: NodeId,
 ) -> IrResult<Option<NodeId>> {
-    let (da, db) = (bw.dims(a), bw.dims(b));
+    let (da, db) = (rb.dims(a), rb.dims(b));
     if db.len() != 2 || da.len() < 3 {
         return Ok(None);
     }
@@ -83,21 +83,21 @@ fn weight_grad_flat(
     };
     let k = sa[sa.len() - 1];
     let rows: usize = sa[..sa.len() - 1].iter().product();
-    let a2 = bw.reshape_to(a, &[Dim::Static(rows), Dim::Static(k)])?;
-    let g2 = bw.reshape_to(g, &[Dim::Static(rows), Dim::Static(n)])?;
-    let at = bw.t(a2)?;
-    Ok(Some(bw.matmul(at, g2)?))
+    let a2 = rb.reshape_to(a, &[Dim::Static(rows), Dim::Static(k)])?;
+    let g2 = rb.reshape_to(g, &[Dim::Static(rows), Dim::Static(n)])?;
+    let at = rb.swap_last_axes(a2)?;
+    Ok(Some(rb.matmul(at, g2)?))
 }
 
 /// `y = act(x·w + bias)` with `x: [.., K]`, `w: [K, N]`, `bias: [N]`.
 fn linear(
-    bw: &mut ReverseBuilder,
+    rb: &mut ReverseBuilder,
     node: &Node,
     activation: Option<rlx_ir::Activation>,
     g: NodeId,
 ) -> IrResult<()> {
     let (x, w, bias) = (node.inputs[0], node.inputs[1], node.inputs[2]);
-    let (wx, ww, wb) = (bw.wants(node, 0), bw.wants(node, 1), bw.wants(node, 2));
+    let (wx, ww, wb) = (rb.wants(node, 0), rb.wants(node, 1), rb.wants(node, 2));
     if !wx && !ww && !wb {
         return Ok(());
     }
@@ -107,122 +107,122 @@ fn linear(
         None => g,
         Some(a) => {
             let z = if needs_input(a) {
-                Some(bw.op(
+                Some(rb.op(
                     Op::FusedMatMulBiasAct { activation: None },
                     vec![x, w, bias],
                 )?)
             } else {
                 None
             };
-            match activation_partial(bw, a, z, node.id)? {
-                Some(p) => Applier::default().apply(bw, &p, g)?,
+            match activation_partial(rb, a, z, node.id)? {
+                Some(p) => Applier::default().apply(rb, &p, g)?,
                 None => unreachable!("flow::blocked stops gradients at {}", a.name()),
             }
         }
     };
-    let xr = bw.shape(x).rank();
+    let xr = rb.shape(x).rank();
     if wx {
-        let wt = bw.t(w)?;
+        let wt = rb.swap_last_axes(w)?;
         let gx = if xr >= 2 {
-            bw.matmul(gz, wt)?
+            rb.matmul(gz, wt)?
         } else {
-            let g2 = bw.unsqueeze(gz, 0)?;
-            let m = bw.matmul(g2, wt)?;
-            let xd = bw.dims(x);
-            bw.reshape_to(m, &xd)?
+            let g2 = rb.unsqueeze(gz, 0)?;
+            let m = rb.matmul(g2, wt)?;
+            let xd = rb.dims(x);
+            rb.reshape_to(m, &xd)?
         };
-        bw.give(x, gx)?;
+        rb.give(x, gx)?;
     }
     if ww {
-        let gw = if let Some(gw) = weight_grad_flat(bw, x, w, gz)? {
+        let gw = if let Some(gw) = weight_grad_flat(rb, x, w, gz)? {
             gw
         } else if xr >= 2 {
             // [.., K, M] × [.., M, N]; leading axes are summed by `give`.
-            let xt = bw.t(x)?;
-            bw.matmul(xt, gz)?
+            let xt = rb.swap_last_axes(x)?;
+            rb.matmul(xt, gz)?
         } else {
-            let xc = bw.unsqueeze_last(x)?;
-            bw.mul(xc, gz)?
+            let xc = rb.unsqueeze_last(x)?;
+            rb.mul(xc, gz)?
         };
-        bw.give(w, gw)?;
+        rb.give(w, gw)?;
     }
     if wb {
-        bw.give(bias, gz)?;
+        rb.give(bias, gz)?;
     }
     Ok(())
 }
 
 /// `x = a⁻¹·b`: `gb = a⁻ᵀ·g`, `ga = −gb·xᵀ` (an outer product for a vector `b`).
-fn solve(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
+fn solve(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     let (a, b, x) = (node.inputs[0], node.inputs[1], node.id);
-    let (wa, wb) = (bw.wants(node, 0), bw.wants(node, 1));
+    let (wa, wb) = (rb.wants(node, 0), rb.wants(node, 1));
     if !wa && !wb {
         return Ok(());
     }
-    let at = bw.t(a)?;
-    let gb = bw.op(Op::DenseSolve, vec![at, g])?;
+    let at = rb.swap_last_axes(a)?;
+    let gb = rb.op(Op::DenseSolve, vec![at, g])?;
     if wb {
-        bw.give(b, gb)?;
+        rb.give(b, gb)?;
     }
     if wa {
-        let vector = bw.shape(b).rank() + 1 == bw.shape(a).rank();
+        let vector = rb.shape(b).rank() + 1 == rb.shape(a).rank();
         let outer = if vector {
-            let r = bw.shape(x).rank();
-            let gc = bw.unsqueeze(gb, r)?;
-            let xr = bw.unsqueeze(x, r - 1)?;
-            bw.mul(gc, xr)?
+            let r = rb.shape(x).rank();
+            let gc = rb.unsqueeze(gb, r)?;
+            let xr = rb.unsqueeze(x, r - 1)?;
+            rb.mul(gc, xr)?
         } else {
-            let xt = bw.t(x)?;
-            bw.matmul(gb, xt)?
+            let xt = rb.swap_last_axes(x)?;
+            rb.matmul(gb, xt)?
         };
-        let ga = bw.neg(outer)?;
-        bw.give(a, ga)?;
+        let ga = rb.neg(outer)?;
+        rb.give(a, ga)?;
     }
     Ok(())
 }
 
 /// `y = x·Wᵀ` with `W[j, c·ed + e] = codebook[indices[j, c], e]`.
-fn synth(bw: &mut ReverseBuilder, node: &Node, ed: usize, g: NodeId) -> IrResult<()> {
+fn synth(rb: &mut ReverseBuilder, node: &Node, ed: usize, g: NodeId) -> IrResult<()> {
     let (x, idx, cb) = (node.inputs[0], node.inputs[1], node.inputs[2]);
-    let (wx, wc) = (bw.wants(node, 0), bw.wants(node, 2));
+    let (wx, wc) = (rb.wants(node, 0), rb.wants(node, 2));
     if !wx && !wc {
         return Ok(());
     }
-    let id = bw.dims(idx);
+    let id = rb.dims(idx);
     let (n, chunks) = (id[0], id[1]);
-    let k = bw.dims(x).last().copied().expect("rank ≥ 1");
-    let xr = bw.shape(x).rank();
+    let k = rb.dims(x).last().copied().expect("rank ≥ 1");
+    let xr = rb.shape(x).rank();
     if wx {
         // W = reshape(gather(codebook, indices), [n, k]).
-        let rows = bw.op(Op::Gather { axis: 0 }, vec![cb, idx])?;
-        let w = bw.reshape_to(rows, &[n, k])?;
-        let w = bw.cast(w, bw.dtype(x))?;
+        let rows = rb.op(Op::Gather { axis: 0 }, vec![cb, idx])?;
+        let w = rb.reshape_to(rows, &[n, k])?;
+        let w = rb.cast(w, rb.dtype(x))?;
         let gx = if xr >= 2 {
-            bw.matmul(g, w)?
+            rb.matmul(g, w)?
         } else {
-            let g2 = bw.unsqueeze(g, 0)?;
-            let m = bw.matmul(g2, w)?;
-            bw.reshape_to(m, &[k])?
+            let g2 = rb.unsqueeze(g, 0)?;
+            let m = rb.matmul(g2, w)?;
+            rb.reshape_to(m, &[k])?
         };
-        bw.give(x, gx)?;
+        rb.give(x, gx)?;
     }
     if wc {
         // gW[j, t] = Σ g[.., j]·x[.., t], then scatter the [n, chunks, ed] slabs back
         // onto the codebook rows they were gathered from.
         let gw = if xr >= 2 {
-            let gt = bw.t(g)?;
-            let m = bw.matmul(gt, x)?;
-            bw.sum_to(m, &[n, k])?
+            let gt = rb.swap_last_axes(g)?;
+            let m = rb.matmul(gt, x)?;
+            rb.sum_to(m, &[n, k])?
         } else {
-            let gc = bw.unsqueeze_last(g)?;
-            bw.mul(gc, x)?
+            let gc = rb.unsqueeze_last(g)?;
+            rb.mul(gc, x)?
         };
-        let slabs = bw.reshape_to(gw, &[n, chunks, Dim::Static(ed)])?;
-        let dt = bw.dtype(cb);
-        let zeros = bw.fill_like(0.0, cb, dt)?;
-        let slabs = bw.cast(slabs, dt)?;
-        let gcb = bw.op(Op::ScatterAdd { axis: 0 }, vec![zeros, idx, slabs])?;
-        bw.give(cb, gcb)?;
+        let slabs = rb.reshape_to(gw, &[n, chunks, Dim::Static(ed)])?;
+        let dt = rb.dtype(cb);
+        let zeros = rb.fill_like(0.0, cb, dt)?;
+        let slabs = rb.cast(slabs, dt)?;
+        let gcb = rb.op(Op::ScatterAdd { axis: 0 }, vec![zeros, idx, slabs])?;
+        rb.give(cb, gcb)?;
     }
     Ok(())
 }
@@ -231,7 +231,7 @@ fn synth(bw: &mut ReverseBuilder, node: &Node, ed: usize, g: NodeId) -> IrResult
 /// the quantizers are treated as the identity, so the float operand `x` of
 /// `lq = scaled_quantize(x, ls)` gets `g·deq(rq)` and the rhs operand `gᵀ·deq(lq)`.
 fn scaled(
-    bw: &mut ReverseBuilder,
+    rb: &mut ReverseBuilder,
     node: &Node,
     formats: [ScaledFormat; 2],
     layout: ScaleLayout,
@@ -244,21 +244,21 @@ fn scaled(
         node.inputs[2],
         node.inputs[3],
     );
-    let src_l = flow::ste_source(bw.g, lq).filter(|&s| bw.is_active(s));
-    let src_r = flow::ste_source(bw.g, rq).filter(|&s| bw.is_active(s));
+    let src_l = flow::ste_source(rb.g, lq).filter(|&s| rb.is_active(s));
+    let src_r = flow::ste_source(rb.g, rq).filter(|&s| rb.is_active(s));
     if let Some(xl) = src_l {
-        let r = dequantize(bw, rq, rs, formats[1], layout)?;
-        let gl = bw.matmul(g, r)?;
-        bw.give(xl, gl)?;
+        let r = dequantize(rb, rq, rs, formats[1], layout)?;
+        let gl = rb.matmul(g, r)?;
+        rb.give(xl, gl)?;
     }
     if let Some(xr) = src_r {
-        let l = dequantize(bw, lq, ls, formats[0], layout)?;
-        let gt = bw.t(g)?;
-        let gr = bw.matmul(gt, l)?;
-        bw.give(xr, gr)?;
+        let l = dequantize(rb, lq, ls, formats[0], layout)?;
+        let gt = rb.swap_last_axes(g)?;
+        let gr = rb.matmul(gt, l)?;
+        rb.give(xr, gr)?;
     }
-    if has_bias && bw.wants(node, 4) {
-        bw.give(node.inputs[4], g)?;
+    if has_bias && rb.wants(node, 4) {
+        rb.give(node.inputs[4], g)?;
     }
     Ok(())
 }

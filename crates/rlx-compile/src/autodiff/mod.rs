@@ -13,9 +13,13 @@
 //! second-order derivatives, and the compiler fuses and memory-plans it like any other.
 //!
 //! Conventions worth knowing:
+//! - The derivative rules shared with forward mode ([`crate::jvp`]) live in
+//!   `crate::derivatives`: element-wise partials, softmax/norm Jacobians, reduction
+//!   partials. This module applies them to cotangents and holds the transpose rules
+//!   of the linear ops (whose forward-mode rule is the op itself).
 //! - At non-differentiable points every piecewise op takes the derivative tabled in
-//!   [`crate::kinks`], built by the same helpers as forward mode ([`crate::jvp`]), so
-//!   `jvp(f)(x)·v == ⟨grad f(x), v⟩` holds there too.
+//!   [`crate::kinks`], through the shared rules, so `jvp(f)(x)·v == ⟨grad f(x), v⟩`
+//!   holds there too.
 //! - `maximum`/`minimum` and the `max`/`min` reductions split the gradient evenly
 //!   between tied operands/elements (so `clamp` at exactly its bound passes 1/2).
 //! - `round` and `round_to_format` are straight-through (identity gradient);
@@ -110,21 +114,21 @@ pub fn append_vjp(
     }
     let n0 = g.len();
     let active = between(g, n0, wrt.iter().copied(), outputs);
-    let mut bw = ReverseBuilder::new(g, active);
+    let mut rb = ReverseBuilder::new(g, active);
     for (&o, &c) in outputs.iter().zip(cotangents) {
-        bw.give(o, c)?;
+        rb.give(o, c)?;
     }
     for idx in (0..n0).rev() {
         let id = NodeId(idx as u32);
-        let Some(ct) = bw.cotangent(id) else {
+        let Some(ct) = rb.cotangent(id) else {
             continue;
         };
-        let node = bw.g.node(id).clone();
+        let node = rb.g.node(id).clone();
         if node.op.is_leaf() {
             continue;
         }
-        bw.origin = node.origin;
-        vjp_rule(&mut bw, &node, ct).map_err(|e| {
+        rb.origin = node.origin;
+        vjp_rule(&mut rb, &node, ct).map_err(|e| {
             let at = node
                 .origin
                 .map(|o| format!(" (built at {o})"))
@@ -144,21 +148,21 @@ pub fn append_vjp(
             )
         })?;
     }
-    Ok(wrt.iter().map(|&w| bw.cotangent(w)).collect())
+    Ok(wrt.iter().map(|&w| rb.cotangent(w)).collect())
 }
 
 /// Dispatch to the VJP rule of `node`'s op family; `g` is its cotangent.
-fn vjp_rule(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
+fn vjp_rule(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     match family(&node.op) {
         Family::Leaf => Ok(()),
-        Family::Elementwise => elementwise::vjp(bw, node, g),
-        Family::Linalg => linalg::vjp(bw, node, g),
-        Family::Nn => nn::vjp(bw, node, g),
-        Family::Attention => attention::vjp(bw, node, g),
-        Family::Movement => movement::vjp(bw, node, g),
-        Family::Reduce => reduce::vjp(bw, node, g),
-        Family::Conv => conv::vjp(bw, node, g),
-        Family::Scan => scan::vjp(bw, node, g),
+        Family::Elementwise => elementwise::vjp(rb, node, g),
+        Family::Linalg => linalg::vjp(rb, node, g),
+        Family::Nn => nn::vjp(rb, node, g),
+        Family::Attention => attention::vjp(rb, node, g),
+        Family::Movement => movement::vjp(rb, node, g),
+        Family::Reduce => reduce::vjp(rb, node, g),
+        Family::Conv => conv::vjp(rb, node, g),
+        Family::Scan => scan::vjp(rb, node, g),
     }
 }
 
@@ -264,8 +268,8 @@ pub fn ones_like(g: &mut Graph, like: NodeId) -> IrResult<NodeId> {
         vec![],
         one.shape(),
     );
-    let mut bw = ReverseBuilder::new(g, Vec::new());
-    bw.broadcast_like(c, like)
+    let mut rb = ReverseBuilder::new(g, Vec::new());
+    rb.broadcast_like(c, like)
 }
 
 /// Append the gradient of `loss` (seeded with ones, so a non-scalar loss
@@ -374,8 +378,8 @@ pub fn vjp_graph(graph: &Graph, wrt: &[NodeId]) -> IrResult<Graph> {
                     vec![],
                     zero.shape(),
                 );
-                let mut bw = ReverseBuilder::new(&mut g, Vec::new());
-                bw.broadcast_like(c, w)?
+                let mut rb = ReverseBuilder::new(&mut g, Vec::new());
+                rb.broadcast_like(c, w)?
             }
         });
     }

@@ -7,32 +7,32 @@ use crate::build::Build;
 use crate::build::dims_str;
 use rlx_ir::{DType, Dim, IrError, IrResult, Node, NodeId, Op, TensorData};
 
-pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     let x = node.inputs[0];
     match &node.op {
         Op::Reshape { .. } => {
-            if bw.wants(node, 0) {
-                let xd = bw.dims(x);
-                let gx = bw.reshape_to(g, &xd)?;
-                bw.give(x, gx)?;
+            if rb.wants(node, 0) {
+                let xd = rb.dims(x);
+                let gx = rb.reshape_to(g, &xd)?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
         Op::Transpose { perm } => {
-            if bw.wants(node, 0) {
+            if rb.wants(node, 0) {
                 let mut inv = vec![0; perm.len()];
                 for (i, &p) in perm.iter().enumerate() {
                     inv[p] = i;
                 }
-                let gx = bw.transpose(g, inv)?;
-                bw.give(x, gx)?;
+                let gx = rb.transpose(g, inv)?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
         Op::Narrow { axis, start, len } => {
-            if bw.wants(node, 0) {
-                let gx = unnarrow(bw, x, g, *axis, *start, *len)?;
-                bw.give(x, gx)?;
+            if rb.wants(node, 0) {
+                let gx = unnarrow(rb, x, g, *axis, *start, *len)?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
@@ -42,9 +42,9 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             after,
             ..
         } => {
-            if bw.wants(node, 0) {
-                let gx = match bw.dims(x)[*axis] {
-                    Dim::Static(n) => bw.op(
+            if rb.wants(node, 0) {
+                let gx = match rb.dims(x)[*axis] {
+                    Dim::Static(n) => rb.op(
                         Op::Narrow {
                             axis: *axis,
                             start: *before,
@@ -58,37 +58,37 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
                         g
                     }
                 };
-                bw.give(x, gx)?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
-        Op::Concat { axis } => concat(bw, node, *axis, g),
+        Op::Concat { axis } => concat(rb, node, *axis, g),
         // Broadcasts: `give` sums the cotangent back down to the operand's dims.
         Op::Expand { .. } | Op::BroadcastLike => {
-            if bw.wants(node, 0) {
-                bw.give(x, g)?;
+            if rb.wants(node, 0) {
+                rb.give(x, g)?;
             }
             Ok(())
         }
         Op::Gather { axis } => {
-            if bw.wants(node, 0) {
-                let dt = bw.dtype(x);
-                let zeros = bw.fill_like(0.0, x, dt)?;
-                let gx = bw.op(
+            if rb.wants(node, 0) {
+                let dt = rb.dtype(x);
+                let zeros = rb.fill_like(0.0, x, dt)?;
+                let gx = rb.op(
                     Op::ScatterAdd { axis: *axis },
                     vec![zeros, node.inputs[1], g],
                 )?;
-                bw.give(x, gx)?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
         Op::ScatterAdd { axis } => {
-            if bw.wants(node, 0) {
-                bw.give(x, g)?;
+            if rb.wants(node, 0) {
+                rb.give(x, g)?;
             }
-            if bw.wants(node, 2) {
-                let gu = bw.op(Op::Gather { axis: *axis }, vec![g, node.inputs[1]])?;
-                bw.give(node.inputs[2], gu)?;
+            if rb.wants(node, 2) {
+                let gu = rb.op(Op::Gather { axis: *axis }, vec![g, node.inputs[1]])?;
+                rb.give(node.inputs[2], gu)?;
             }
             Ok(())
         }
@@ -100,19 +100,19 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
 /// zeros around it. A pad when the axis is static; a scatter-add into zeros when it
 /// is dynamic (a pad's size must be static).
 fn unnarrow(
-    bw: &mut ReverseBuilder,
+    rb: &mut ReverseBuilder,
     x: NodeId,
     g: NodeId,
     axis: usize,
     start: usize,
     len: usize,
 ) -> IrResult<NodeId> {
-    match bw.dims(x)[axis] {
+    match rb.dims(x)[axis] {
         Dim::Static(n) => {
             if n == len {
                 return Ok(g);
             }
-            bw.op(
+            rb.op(
                 Op::Pad {
                     axis,
                     before: start,
@@ -123,29 +123,29 @@ fn unnarrow(
             )
         }
         Dim::Dynamic(_) => {
-            let dt = bw.dtype(x);
-            let zeros = bw.fill_like(0.0, x, dt)?;
+            let dt = rb.dtype(x);
+            let zeros = rb.fill_like(0.0, x, dt)?;
             let idx: Vec<i64> = (start as i64..(start + len) as i64).collect();
-            let idx = bw.constant(TensorData::from_i64_as(DType::I64, &[len], &idx));
-            bw.op(Op::ScatterAdd { axis }, vec![zeros, idx, g])
+            let idx = rb.constant(TensorData::from_i64_as(DType::I64, &[len], &idx));
+            rb.op(Op::ScatterAdd { axis }, vec![zeros, idx, g])
         }
     }
 }
 
 /// Each operand of a concat gets its slab of the cotangent.
-fn concat(bw: &mut ReverseBuilder, node: &Node, axis: usize, g: NodeId) -> IrResult<()> {
-    let sizes: Vec<Dim> = node.inputs.iter().map(|&i| bw.dims(i)[axis]).collect();
+fn concat(rb: &mut ReverseBuilder, node: &Node, axis: usize, g: NodeId) -> IrResult<()> {
+    let sizes: Vec<Dim> = node.inputs.iter().map(|&i| rb.dims(i)[axis]).collect();
     let all_static = sizes.iter().all(|d| d.is_static());
     let mut offset = 0;
     for (k, (&inp, &size)) in node.inputs.iter().zip(&sizes).enumerate() {
-        let want = bw.wants(node, k);
+        let want = rb.wants(node, k);
         match size {
             Dim::Static(n) if all_static => {
                 if want {
                     let slab = if n == sizes.iter().map(|d| d.unwrap_static()).sum::<usize>() {
                         g
                     } else {
-                        bw.op(
+                        rb.op(
                             Op::Narrow {
                                 axis,
                                 start: offset,
@@ -154,7 +154,7 @@ fn concat(bw: &mut ReverseBuilder, node: &Node, axis: usize, g: NodeId) -> IrRes
                             vec![g],
                         )?
                     };
-                    bw.give(inp, slab)?;
+                    rb.give(inp, slab)?;
                 }
                 offset += n;
             }
@@ -162,7 +162,7 @@ fn concat(bw: &mut ReverseBuilder, node: &Node, axis: usize, g: NodeId) -> IrRes
             // piece is empty, so the dynamic piece is the whole cotangent.
             Dim::Dynamic(_) if sizes.iter().filter(|d| **d != Dim::Static(0)).count() == 1 => {
                 if want {
-                    bw.give(inp, g)?;
+                    rb.give(inp, g)?;
                 }
             }
             Dim::Static(0) => {}

@@ -3,72 +3,63 @@
 
 use super::builder::ReverseBuilder;
 use crate::build::Build;
+use crate::derivatives::elementwise::Applier;
+use crate::derivatives::nn::{
+    cross_entropy, cross_entropy_with_labels, norm_jacobian, normalized, softmax_jacobian,
+    spline_basis, spline_slope,
+};
 use rlx_ir::{
-    Activation, CmpOp, DType, Dim, IrError, IrResult, Node, NodeId, Op, RopeStyle, TensorData,
-    norm_axis,
+    Activation, DType, Dim, IrError, IrResult, Node, NodeId, Op, RopeStyle, TensorData, norm_axis,
 };
 
-pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     let x = node.inputs[0];
-    let rank = bw.shape(x).rank();
+    let rank = rb.shape(x).rank();
     match &node.op {
-        Op::LayerNorm { eps, .. } => norm(bw, node, *eps, false, g),
-        Op::RmsNorm { eps, .. } => norm(bw, node, *eps, true, g),
+        Op::LayerNorm { eps, .. } => norm(rb, node, *eps, false, g),
+        Op::RmsNorm { eps, .. } => norm(rb, node, *eps, true, g),
         Op::Softmax { axis } => {
-            if bw.wants(node, 0) {
-                // y ⊙ (g − Σ g⊙y)
+            if rb.wants(node, 0) {
                 let ax = norm_axis("softmax", *axis as i64, rank)?;
-                let gy = bw.mul(g, node.id)?;
-                let s = bw.sum(gy, vec![ax], true)?;
-                let d = bw.sub(g, s)?;
-                let gx = bw.mul(node.id, d)?;
-                bw.give(x, gx)?;
+                let gx = softmax_jacobian(rb, node.id, g, ax)?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
         Op::LogSoftmax { axis } => {
-            if bw.wants(node, 0) {
+            if rb.wants(node, 0) {
                 // g − softmax ⊙ Σ g, softmax = exp(y)
                 let ax = norm_axis("log_softmax", *axis as i64, rank)?;
-                let s = bw.sum(g, vec![ax], true)?;
-                let p = bw.act(Activation::Exp, node.id)?;
-                let ps = bw.mul(p, s)?;
-                let gx = bw.sub(g, ps)?;
-                bw.give(x, gx)?;
+                let s = rb.sum(g, vec![ax], true)?;
+                let p = rb.act(Activation::Exp, node.id)?;
+                let ps = rb.mul(p, s)?;
+                let gx = rb.sub(g, ps)?;
+                rb.give(x, gx)?;
             }
             Ok(())
         }
         Op::SoftmaxCrossEntropy => {
-            // loss = logsumexp(l) − Σ t⊙l: ∂/∂l = softmax(l) − t, ∂/∂t = −l.
+            // The partials are over the class axis: apply them to the cotangent
+            // broadcast along it.
             let t = node.inputs[1];
-            let gk = bw.unsqueeze_last(g)?;
-            if bw.wants(node, 0) {
-                let p = bw.op(Op::Softmax { axis: -1 }, vec![x])?;
-                let tv = bw.cast(t, bw.dtype(x))?;
-                let d = bw.sub(p, tv)?;
-                let gl = bw.mul(gk, d)?;
-                bw.give(x, gl)?;
-            }
-            if bw.wants(node, 1) {
-                let gl = bw.mul(gk, x)?;
-                let gt = bw.neg(gl)?;
-                bw.give(t, gt)?;
+            let want = [rb.wants(node, 0), rb.wants(node, 1)];
+            let parts = cross_entropy(rb, x, t, want)?;
+            let gk = rb.unsqueeze_last(g)?;
+            let mut applier = Applier::default();
+            for (input, part) in [x, t].into_iter().zip(parts) {
+                if let Some(p) = part {
+                    let gi = applier.apply(rb, &p, gk)?;
+                    rb.give(input, gi)?;
+                }
             }
             Ok(())
         }
         Op::SoftmaxCrossEntropyWithLogits => {
-            // loss = logsumexp(l) − l[label]: ∂/∂l = softmax(l) − onehot(label).
-            if bw.wants(node, 0) {
-                let labels = node.inputs[1];
-                let gk = bw.unsqueeze_last(g)?;
-                let p = bw.op(Op::Softmax { axis: -1 }, vec![x])?;
-                let classes = class_iota(bw, x)?;
-                let lk = bw.unsqueeze_last(labels)?;
-                let hit = bw.cmp(CmpOp::Eq, classes, lk)?;
-                let onehot = bw.cast(hit, bw.dtype(x))?;
-                let d = bw.sub(p, onehot)?;
-                let gl = bw.mul(gk, d)?;
-                bw.give(x, gl)?;
+            if rb.wants(node, 0) {
+                let p = cross_entropy_with_labels(rb, x, node.inputs[1])?;
+                let gk = rb.unsqueeze_last(g)?;
+                let gl = Applier::default().apply(rb, &p, gk)?;
+                rb.give(x, gl)?;
             }
             Ok(())
         }
@@ -79,9 +70,9 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
         } => {
             let (cos, sin) = (node.inputs[1], node.inputs[2]);
             // Each pair is rotated by R(θ); the adjoint is R(−θ): the same rope with −sin.
-            if bw.wants(node, 0) {
-                let nsin = bw.neg(sin)?;
-                let gx = bw.op(
+            if rb.wants(node, 0) {
+                let nsin = rb.neg(sin)?;
+                let gx = rb.op(
                     Op::Rope {
                         head_dim: *head_dim,
                         n_rot: *n_rot,
@@ -89,10 +80,10 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
                     },
                     vec![g, cos, nsin],
                 )?;
-                bw.give(x, gx)?;
+                rb.give(x, gx)?;
             }
-            if bw.wants(node, 1) || bw.wants(node, 2) {
-                rope_tables(bw, node, *head_dim, *n_rot, *style, g)?;
+            if rb.wants(node, 1) || rb.wants(node, 2) {
+                rope_tables(rb, node, *head_dim, *n_rot, *style, g)?;
             }
             Ok(())
         }
@@ -100,32 +91,8 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             num_basis,
             grid_min,
             grid_max,
-        } => spline(bw, node, *num_basis as usize, *grid_min, *grid_max, g),
+        } => spline(rb, node, *num_basis as usize, *grid_min, *grid_max, g),
         other => unreachable!("nn::vjp got {}", other.name()),
-    }
-}
-
-/// The class positions `0..C` of `[.., C]` logits, broadcastable against them: a
-/// constant for a static class axis, else an exclusive cumsum of ones.
-fn class_iota(bw: &mut ReverseBuilder, logits: NodeId) -> IrResult<NodeId> {
-    let dims = bw.dims(logits);
-    let last = dims.len() - 1;
-    match dims[last] {
-        Dim::Static(c) => {
-            let v: Vec<i64> = (0..c as i64).collect();
-            Ok(bw.constant(TensorData::from_i64_as(DType::I64, &[c], &v)))
-        }
-        Dim::Dynamic(_) => {
-            let dt = bw.dtype(logits);
-            let ones = bw.fill_like(1.0, logits, dt)?;
-            bw.op(
-                Op::Cumsum {
-                    axis: last as i32,
-                    exclusive: true,
-                },
-                vec![ones],
-            )
-        }
     }
 }
 
@@ -133,44 +100,25 @@ fn class_iota(bw: &mut ReverseBuilder, logits: NodeId) -> IrResult<NodeId> {
 /// over the last axis. With `h = g·γ`:
 /// layer norm `gx = r·(h − mean h − x̂·mean(h⊙x̂))`, rms norm `gx = r·(h − x̂·mean(h⊙x̂))`,
 /// `gγ = Σ g⊙x̂`, `gβ = Σ g` (sums over every axis that γ/β broadcast along).
-fn norm(bw: &mut ReverseBuilder, node: &Node, eps: f32, rms: bool, g: NodeId) -> IrResult<()> {
+fn norm(rb: &mut ReverseBuilder, node: &Node, eps: f32, rms: bool, g: NodeId) -> IrResult<()> {
     let (x, gamma, beta) = (node.inputs[0], node.inputs[1], node.inputs[2]);
-    let (wx, wg, wb) = (bw.wants(node, 0), bw.wants(node, 1), bw.wants(node, 2));
+    let (wx, wg, wb) = (rb.wants(node, 0), rb.wants(node, 1), rb.wants(node, 2));
     if wb {
-        bw.give(beta, g)?;
+        rb.give(beta, g)?;
     }
     if !wx && !wg {
         return Ok(());
     }
-    let ax = bw.shape(x).rank() - 1;
-    let centered = if rms {
-        x
-    } else {
-        let mu = bw.mean(x, vec![ax], true)?;
-        bw.sub(x, mu)?
-    };
-    let sq = bw.mul(centered, centered)?;
-    let var = bw.mean(sq, vec![ax], true)?;
-    let ve = bw.add_scalar(var, eps as f64)?;
-    let r = bw.act(Activation::Rsqrt, ve)?;
-    let xhat = bw.mul(centered, r)?;
+    let (xhat, r) = normalized(rb, x, eps, rms)?;
     if wg {
-        let gxh = bw.mul(g, xhat)?;
-        bw.give(gamma, gxh)?;
+        let gxh = rb.mul(g, xhat)?;
+        rb.give(gamma, gxh)?;
     }
     if wx {
-        let gam = bw.cast(gamma, bw.dtype(x))?;
-        let h = bw.mul(g, gam)?;
-        let hx = bw.mul(h, xhat)?;
-        let m2 = bw.mean(hx, vec![ax], true)?;
-        let proj = bw.mul(xhat, m2)?;
-        let mut inner = bw.sub(h, proj)?;
-        if !rms {
-            let m1 = bw.mean(h, vec![ax], true)?;
-            inner = bw.sub(inner, m1)?;
-        }
-        let gx = bw.mul(r, inner)?;
-        bw.give(x, gx)?;
+        let gam = rb.cast(gamma, rb.dtype(x))?;
+        let h = rb.mul(g, gam)?;
+        let gx = norm_jacobian(rb, xhat, r, h, rms)?;
+        rb.give(x, gx)?;
     }
     Ok(())
 }
@@ -178,7 +126,7 @@ fn norm(bw: &mut ReverseBuilder, node: &Node, eps: f32, rms: bool, g: NodeId) ->
 /// `y[.., c] = Σ_b w[c, b]·e_b`, `e_b = exp(−z_b²)`, `z_b = (x − g_b)/h`:
 /// `∂y/∂x = Σ_b w[c, b]·e_b·(−2 z_b/h)`, `∂y/∂w[c, b] = e_b`.
 fn spline(
-    bw: &mut ReverseBuilder,
+    rb: &mut ReverseBuilder,
     node: &Node,
     nb: usize,
     grid_min: f32,
@@ -186,35 +134,20 @@ fn spline(
     g: NodeId,
 ) -> IrResult<()> {
     let (x, coeff) = (node.inputs[0], node.inputs[1]);
-    let (wx, wc) = (bw.wants(node, 0), bw.wants(node, 1));
+    let (wx, wc) = (rb.wants(node, 0), rb.wants(node, 1));
     if !wx && !wc {
         return Ok(());
     }
-    let dt = bw.dtype(x);
-    let (lo, hi) = (grid_min as f64, grid_max as f64);
-    let h = (hi - lo) / (nb - 1) as f64;
-    let grid: Vec<f64> = (0..nb).map(|b| lo + b as f64 * h).collect();
-    let grid = bw.constant(TensorData::from_f64_as(dt, &[nb], &grid));
-    let xe = bw.unsqueeze_last(x)?;
-    let diff = bw.sub(xe, grid)?;
-    let z = bw.scale(diff, 1.0 / h)?;
-    let zz = bw.mul(z, z)?;
-    let nzz = bw.neg(zz)?;
-    let e = bw.act(Activation::Exp, nzz)?;
+    let basis = spline_basis(rb, x, nb, grid_min, grid_max)?;
     if wx {
-        let w = bw.cast(coeff, dt)?;
-        let we = bw.mul(w, e)?;
-        let wez = bw.mul(we, z)?;
-        let last = bw.shape(wez).rank() - 1;
-        let s = bw.sum(wez, vec![last], false)?;
-        let d = bw.scale(s, -2.0 / h)?;
-        let gx = bw.mul(g, d)?;
-        bw.give(x, gx)?;
+        let d = spline_slope(rb, coeff, basis)?;
+        let gx = rb.mul(g, d)?;
+        rb.give(x, gx)?;
     }
     if wc {
-        let gk = bw.unsqueeze_last(g)?;
-        let ge = bw.mul(gk, e)?;
-        bw.give(coeff, ge)?;
+        let gk = rb.unsqueeze_last(g)?;
+        let ge = rb.mul(gk, basis.0)?;
+        rb.give(coeff, ge)?;
     }
     Ok(())
 }
@@ -224,7 +157,7 @@ fn spline(
 /// summed over batch and heads into `[S, n_rot/2]`, then zero-padded to the table's
 /// layout (rows × row width, or the flat `S·n_rot/2` prefix of a rank-1 table).
 fn rope_tables(
-    bw: &mut ReverseBuilder,
+    rb: &mut ReverseBuilder,
     node: &Node,
     head_dim: usize,
     n_rot: usize,
@@ -232,9 +165,9 @@ fn rope_tables(
     g: NodeId,
 ) -> IrResult<()> {
     let (x, cos, sin) = (node.inputs[0], node.inputs[1], node.inputs[2]);
-    let xd = bw.dims(x);
+    let xd = rb.dims(x);
     let half = n_rot / 2;
-    let four = |bw: &mut ReverseBuilder, t: NodeId| -> IrResult<NodeId> {
+    let four = |rb: &mut ReverseBuilder, t: NodeId| -> IrResult<NodeId> {
         if xd.len() == 4 {
             return Ok(t);
         }
@@ -243,20 +176,20 @@ fn rope_tables(
                 "rope",
                 format!(
                     "the gradient of the cos/sin tables needs a static hidden size, but x is {}",
-                    bw.shape(x)
+                    rb.shape(x)
                 ),
             )
         })?;
-        bw.reshape_to(
+        rb.reshape_to(
             t,
             &[xd[0], xd[1], Dim::Static(heads), Dim::Static(head_dim)],
         )
     };
-    let (x4, g4) = (four(bw, x)?, four(bw, g)?);
+    let (x4, g4) = (four(rb, x)?, four(rb, g)?);
     // The two members of every rotated pair, as [B, S, H, half].
-    let pair = |bw: &mut ReverseBuilder, t: NodeId, second: bool| -> IrResult<NodeId> {
+    let pair = |rb: &mut ReverseBuilder, t: NodeId, second: bool| -> IrResult<NodeId> {
         match style {
-            RopeStyle::NeoX => bw.op(
+            RopeStyle::NeoX => rb.op(
                 Op::Narrow {
                     axis: 3,
                     start: if second { half } else { 0 },
@@ -266,37 +199,37 @@ fn rope_tables(
             ),
             RopeStyle::GptJ => {
                 let idx: Vec<i64> = (0..half as i64).map(|i| 2 * i + second as i64).collect();
-                let idx = bw.constant(TensorData::from_i64_as(DType::I64, &[half], &idx));
-                bw.op(Op::Gather { axis: 3 }, vec![t, idx])
+                let idx = rb.constant(TensorData::from_i64_as(DType::I64, &[half], &idx));
+                rb.op(Op::Gather { axis: 3 }, vec![t, idx])
             }
         }
     };
-    let (a, b) = (pair(bw, x4, false)?, pair(bw, x4, true)?);
-    let (ga, gb) = (pair(bw, g4, false)?, pair(bw, g4, true)?);
-    if bw.wants(node, 1) {
-        let p = bw.mul(ga, a)?;
-        let q = bw.mul(gb, b)?;
-        let s = bw.add(p, q)?;
-        let per_pos = bw.sum(s, vec![0, 2], false)?;
-        let gc = into_table(bw, per_pos, cos, half)?;
-        bw.give(cos, gc)?;
+    let (a, b) = (pair(rb, x4, false)?, pair(rb, x4, true)?);
+    let (ga, gb) = (pair(rb, g4, false)?, pair(rb, g4, true)?);
+    if rb.wants(node, 1) {
+        let p = rb.mul(ga, a)?;
+        let q = rb.mul(gb, b)?;
+        let s = rb.add(p, q)?;
+        let per_pos = rb.sum(s, vec![0, 2], false)?;
+        let gc = into_table(rb, per_pos, cos, half)?;
+        rb.give(cos, gc)?;
     }
-    if bw.wants(node, 2) {
-        let p = bw.mul(gb, a)?;
-        let q = bw.mul(ga, b)?;
-        let s = bw.sub(p, q)?;
-        let per_pos = bw.sum(s, vec![0, 2], false)?;
-        let gs = into_table(bw, per_pos, sin, half)?;
-        bw.give(sin, gs)?;
+    if rb.wants(node, 2) {
+        let p = rb.mul(gb, a)?;
+        let q = rb.mul(ga, b)?;
+        let s = rb.sub(p, q)?;
+        let per_pos = rb.sum(s, vec![0, 2], false)?;
+        let gs = into_table(rb, per_pos, sin, half)?;
+        rb.give(sin, gs)?;
     }
     Ok(())
 }
 
 /// Lay a `[S, half]` gradient out like `table` (zeros where the rope reads nothing).
-fn into_table(bw: &mut ReverseBuilder, t: NodeId, table: NodeId, half: usize) -> IrResult<NodeId> {
-    let td = bw.dims(table);
-    let sd = bw.dims(t);
-    let pad = |bw: &mut ReverseBuilder,
+fn into_table(rb: &mut ReverseBuilder, t: NodeId, table: NodeId, half: usize) -> IrResult<NodeId> {
+    let td = rb.dims(table);
+    let sd = rb.dims(t);
+    let pad = |rb: &mut ReverseBuilder,
                t: NodeId,
                axis: usize,
                have: Dim,
@@ -306,7 +239,7 @@ fn into_table(bw: &mut ReverseBuilder, t: NodeId, table: NodeId, half: usize) ->
             return Ok(t);
         }
         match (have, want) {
-            (Dim::Static(h), Dim::Static(w)) if w >= h => bw.op(
+            (Dim::Static(h), Dim::Static(w)) if w >= h => rb.op(
                 Op::Pad {
                     axis,
                     before: 0,
@@ -319,27 +252,27 @@ fn into_table(bw: &mut ReverseBuilder, t: NodeId, table: NodeId, half: usize) ->
                 "rope",
                 format!(
                     "the gradient of the table {} needs static sizes to lay out a [{}, {half}] gradient",
-                    bw.shape(table),
+                    rb.shape(table),
                     sd[0]
                 ),
             )),
         }
     };
     if td.len() == 2 {
-        let cols = pad(bw, t, 1, Dim::Static(half), td[1])?;
-        pad(bw, cols, 0, sd[0], td[0])
+        let cols = pad(rb, t, 1, Dim::Static(half), td[1])?;
+        pad(rb, cols, 0, sd[0], td[0])
     } else {
         let Some(s) = sd[0].as_static() else {
             return Err(IrError::new(
                 "rope",
                 format!(
                     "the gradient of the rank-1 table {} needs a static sequence length, got {}",
-                    bw.shape(table),
+                    rb.shape(table),
                     sd[0]
                 ),
             ));
         };
-        let flat = bw.reshape_to(t, &[Dim::Static(s * half)])?;
-        pad(bw, flat, 0, Dim::Static(s * half), td[0])
+        let flat = rb.reshape_to(t, &[Dim::Static(s * half)])?;
+        pad(rb, flat, 0, Dim::Static(s * half), td[0])
     }
 }

@@ -10,7 +10,7 @@ use super::builder::ReverseBuilder;
 use crate::build::Build;
 use rlx_ir::{DType, Graph, IrError, IrResult, Node, NodeId, Op};
 
-pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
+pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     let Op::Scan {
         body,
         length,
@@ -21,7 +21,7 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
     else {
         unreachable!("scan::vjp got {}", node.op.name())
     };
-    let want: Vec<bool> = (0..node.inputs.len()).map(|i| bw.wants(node, i)).collect();
+    let want: Vec<bool> = (0..node.inputs.len()).map(|i| rb.wants(node, i)).collect();
     if !want.iter().any(|w| *w) {
         return Ok(());
     }
@@ -31,22 +31,22 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
     // and again by the enclosing sweep.
     let mut proxy = Vec::with_capacity(node.inputs.len());
     for &i in &node.inputs {
-        let dt = bw.dtype(i);
-        proxy.push(bw.op(Op::Cast { to: dt }, vec![i])?);
+        let dt = rb.dtype(i);
+        proxy.push(rb.op(Op::Cast { to: dt }, vec![i])?);
     }
     let (init, bcasts, xs) = (proxy[0], &proxy[1..1 + nb], &proxy[1 + nb..]);
     let mut carry = init;
     let mut slices: Vec<Vec<NodeId>> = Vec::with_capacity(*length as usize);
     let mut steps = Vec::new();
     for t in 0..*length as usize {
-        let idx = bw.scalar(t as f64, DType::I64);
+        let idx = rb.scalar(t as f64, DType::I64);
         let mut step_x = Vec::with_capacity(xs.len());
         for &x in xs {
-            step_x.push(bw.op(Op::Gather { axis: 0 }, vec![x, idx])?);
+            step_x.push(rb.op(Op::Gather { axis: 0 }, vec![x, idx])?);
         }
-        carry = inline(bw, body, carry, bcasts, &step_x)?;
+        carry = inline(rb, body, carry, bcasts, &step_x)?;
         if *save_trajectory {
-            steps.push(bw.unsqueeze(carry, 0)?);
+            steps.push(rb.unsqueeze(carry, 0)?);
         }
         slices.push(step_x);
     }
@@ -55,7 +55,7 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
         // An empty trajectory depends on nothing.
         (true, 0) => return Ok(()),
         (true, 1) => steps[0],
-        (true, _) => bw.op(Op::Concat { axis: 0 }, steps)?,
+        (true, _) => rb.op(Op::Concat { axis: 0 }, steps)?,
     };
     let mut wrt = Vec::new();
     for (i, &p) in proxy[..1 + nb].iter().enumerate() {
@@ -68,13 +68,13 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             wrt.extend(slices.iter().map(|s| s[j]));
         }
     }
-    let grads = super::append_vjp(bw.g, &[out], &[g], &wrt)?;
+    let grads = super::append_vjp(rb.g, &[out], &[g], &wrt)?;
     let mut grads = grads.into_iter();
     for (i, &inp) in node.inputs[..1 + nb].iter().enumerate() {
         if want[i]
             && let Some(gi) = grads.next().flatten()
         {
-            bw.give(inp, gi)?;
+            rb.give(inp, gi)?;
         }
     }
     for (j, &xs_in) in node.inputs[1 + nb..].iter().enumerate() {
@@ -91,18 +91,18 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             let gs = match s {
                 Some(gs) => gs,
                 None => {
-                    let dt = bw.dtype(xs_in);
-                    bw.fill_like(0.0, slices[t][j], dt)?
+                    let dt = rb.dtype(xs_in);
+                    rb.fill_like(0.0, slices[t][j], dt)?
                 }
             };
-            rows.push(bw.unsqueeze(gs, 0)?);
+            rows.push(rb.unsqueeze(gs, 0)?);
         }
         let gx = if rows.len() == 1 {
             rows[0]
         } else {
-            bw.op(Op::Concat { axis: 0 }, rows)?
+            rb.op(Op::Concat { axis: 0 }, rows)?
         };
-        bw.give(xs_in, gx)?;
+        rb.give(xs_in, gx)?;
     }
     Ok(())
 }
@@ -110,7 +110,7 @@ pub(super) fn vjp(bw: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
 /// Copy the nodes of `body` that its output needs into the graph, binding `carry`,
 /// `bcast_i` and `x_i`; returns the copy of the output.
 fn inline(
-    bw: &mut ReverseBuilder,
+    rb: &mut ReverseBuilder,
     body: &Graph,
     carry: NodeId,
     bcasts: &[NodeId],
@@ -147,9 +147,9 @@ fn inline(
                     .iter()
                     .map(|i| map[i.index()].expect("operands precede users"))
                     .collect();
-                let id = bw.g.add_node(op.clone(), inputs, n.shape.clone());
+                let id = rb.g.add_node(op.clone(), inputs, n.shape.clone());
                 if let Some(o) = n.origin {
-                    bw.g.set_origin(id, o);
+                    rb.g.set_origin(id, o);
                 }
                 id
             }

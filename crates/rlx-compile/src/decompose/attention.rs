@@ -74,7 +74,7 @@ pub(crate) fn grads<B: Build>(
         None => 1.0 / (d as f64).sqrt(),
     };
     // Recompute the scores and probabilities.
-    let ktt = bw.t(kt)?;
+    let ktt = bw.swap_last_axes(kt)?;
     let s0 = bw.matmul(qt, ktt)?;
     let mut s = bw.scale(s0, scale)?;
     let mut capped = None;
@@ -105,14 +105,14 @@ pub(crate) fn grads<B: Build>(
     };
     let gt = to_head_major(bw, g, h, dv)?;
     if wv {
-        let pt = bw.t(p)?;
+        let pt = bw.swap_last_axes(p)?;
         let dvt = bw.matmul(pt, gt)?;
         out.v = Some(kv_from_head_major(bw, dvt, v, hk, group)?);
     }
     if !(wq || wk || wb) {
         return Ok(out);
     }
-    let vtt = bw.t(vt)?;
+    let vtt = bw.swap_last_axes(vt)?;
     let dp = bw.matmul(gt, vtt)?;
     let dpp = bw.mul(dp, p)?;
     let last = bw.shape(dp).rank() - 1;
@@ -133,7 +133,7 @@ pub(crate) fn grads<B: Build>(
         out.q = Some(from_head_major(bw, dq, q)?);
     }
     if wk {
-        let dst = bw.t(ds)?;
+        let dst = bw.swap_last_axes(ds)?;
         let dk = bw.matmul(dst, qt)?;
         out.k = Some(kv_from_head_major(bw, dk, k, hk, group)?);
     }

@@ -16,6 +16,9 @@
 //!   gradient ops, linear pooling, FFT. Their tangent is the op applied to the
 //!   tangents, built in one generic place; reverse mode applies each op's transpose
 //!   rule (in `autodiff`, one per op: a linear op has no other derivative rule).
+//! - [`nn`]: softmax and the normalizations (symmetric Jacobians, applied to either
+//!   seed), the cross-entropy losses (partials over the class axis) and the spline's
+//!   slope.
 //! - [`reduce`]: the non-linear reductions (`max`/`min`: split evenly over ties;
 //!   `prod`: prefix × suffix partials), whose partials both modes build here.
 //!
@@ -26,5 +29,6 @@
 
 pub(crate) mod elementwise;
 pub(crate) mod linear;
+pub(crate) mod nn;
 pub(crate) mod prod;
 pub(crate) mod reduce;

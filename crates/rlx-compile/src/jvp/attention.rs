@@ -51,7 +51,7 @@ pub(crate) fn decompose(e: &mut Emitter, op: &Op, inputs: &[NodeId]) -> IrResult
         kh = e.op(Op::Gather { axis: 1 }, vec![kh, idx])?;
         vh = e.op(Op::Gather { axis: 1 }, vec![vh, idx])?;
     }
-    let kt = e.t(kh)?;
+    let kt = e.swap_last_axes(kh)?;
     let s = e.matmul(qh, kt)?;
     let scale = score_scale.map_or(1.0 / (d as f64).sqrt(), |s| s as f64);
     let mut s = e.scale(s, scale)?;

@@ -16,7 +16,11 @@ pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeI
         Op::Conv { .. } => {
             // Bilinear in (x, w) as a bias-free convolution; the bias adds its tangent
             // along the channel axis ([C_out] → [C_out, 1, …] → the output's dims).
-            let (tx, tw, tb) = (f.t(node, 0), f.t(node, 1), f.t(node, 2));
+            let (tx, tw, tb) = (
+                f.operand_tangent(node, 0),
+                f.operand_tangent(node, 1),
+                f.operand_tangent(node, 2),
+            );
             let e = &mut f.e;
             let xw = linear::tangent(e, &node.op, &node.inputs[..2], &[tx, tw], &Each(vec![0, 1]))?;
             let mut terms: Vec<NodeId> = xw.into_iter().collect();
@@ -36,7 +40,7 @@ pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeI
             stride,
             padding,
         } => {
-            if f.t(node, 0).is_none() {
+            if f.operand_tangent(node, 0).is_none() {
                 return Ok(None);
             }
             debug_assert_eq!(

@@ -8,7 +8,9 @@ use crate::derivatives::elementwise::{Applier, partials};
 use rlx_ir::{IrResult, Node, NodeId};
 
 pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
-    let tangents: Vec<Option<NodeId>> = (0..node.inputs.len()).map(|i| f.t(node, i)).collect();
+    let tangents: Vec<Option<NodeId>> = (0..node.inputs.len())
+        .map(|i| f.operand_tangent(node, i))
+        .collect();
     let want: Vec<bool> = tangents.iter().map(Option::is_some).collect();
     let e = &mut f.e;
     let parts = partials(e, &node.op, &node.inputs, node.id, &want)?;

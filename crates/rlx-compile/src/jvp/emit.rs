@@ -109,19 +109,6 @@ impl<'g> Emitter<'g> {
         self.broadcast_like(c, like)
     }
 
-    /// Positions `0, 1, …, n−1` along the last axis of `like`, as `like`'s dtype (a
-    /// cumulative sum of ones, so a dynamic last axis works).
-    pub(crate) fn iota_last(&mut self, like: NodeId, dt: DType) -> IrResult<NodeId> {
-        let ones = self.fill_like(1.0, like, dt)?;
-        self.op(
-            Op::Cumsum {
-                axis: -1,
-                exclusive: true,
-            },
-            vec![ones],
-        )
-    }
-
     /// Narrow then drop axis `axis` at index `i` (one slice of a batch).
     pub(crate) fn take_index(&mut self, x: NodeId, axis: usize, i: usize) -> IrResult<NodeId> {
         let n = self.op(

@@ -14,16 +14,16 @@ pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeI
             let (x, w, bias) = (node.inputs[0], node.inputs[1], node.inputs[2]);
             let lin = Op::FusedMatMulBiasAct { activation: None };
             let mut terms = Vec::new();
-            if f.t(node, 0).is_some() || f.t(node, 1).is_some() {
+            if f.operand_tangent(node, 0).is_some() || f.operand_tangent(node, 1).is_some() {
                 let zero_bias = f.e.zeros_like(bias)?;
-                if let Some(tx) = f.t(node, 0) {
+                if let Some(tx) = f.operand_tangent(node, 0) {
                     terms.push(f.e.op(lin.clone(), vec![tx, w, zero_bias])?);
                 }
-                if let Some(tw) = f.t(node, 1) {
+                if let Some(tw) = f.operand_tangent(node, 1) {
                     terms.push(f.e.op(lin.clone(), vec![x, tw, zero_bias])?);
                 }
             }
-            if let Some(tb) = f.t(node, 2) {
+            if let Some(tb) = f.operand_tangent(node, 2) {
                 terms.push(f.e.broadcast_like(tb, node.id)?);
             }
             let Some(tz) = f.e.sum_terms(terms)? else {
@@ -68,7 +68,7 @@ pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeI
 /// `x = A⁻¹b` → `tx = A⁻¹(tb − tA·x)`.
 fn solve(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     let (a, x) = (node.inputs[0], node.id);
-    let (ta, tb) = (f.t(node, 0), f.t(node, 1));
+    let (ta, tb) = (f.operand_tangent(node, 0), f.operand_tangent(node, 1));
     let e = &mut f.e;
     let vector = e.rank(node.inputs[1]) + 1 == e.rank(a);
     let ta_x = match ta {
@@ -118,16 +118,16 @@ fn scaled(
     if let Some(tl) = tl {
         let r = dequantize(&mut f.e, rq, rs, formats[1], layout)?;
         let tl = f.e.cast(tl, DType::F32)?;
-        let rt = f.e.t(r)?;
+        let rt = f.e.swap_last_axes(r)?;
         terms.push(f.e.matmul(tl, rt)?);
     }
     if let Some(tr) = tr {
         let l = dequantize(&mut f.e, lq, ls, formats[0], layout)?;
         let tr = f.e.cast(tr, DType::F32)?;
-        let trt = f.e.t(tr)?;
+        let trt = f.e.swap_last_axes(tr)?;
         terms.push(f.e.matmul(l, trt)?);
     }
-    if has_bias && let Some(tb) = f.t(node, 4) {
+    if has_bias && let Some(tb) = f.operand_tangent(node, 4) {
         terms.push(f.e.broadcast_like(tb, node.id)?);
     }
     f.e.sum_terms(terms)

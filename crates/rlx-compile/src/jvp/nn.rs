@@ -4,26 +4,26 @@
 use super::ForwardBuilder;
 use super::attention;
 use crate::build::Build;
-use rlx_ir::{Activation, CmpOp, IrResult, Node, NodeId, Op, TensorData, norm_axis};
+use crate::derivatives::elementwise::Applier;
+use crate::derivatives::nn::{
+    cross_entropy, cross_entropy_with_labels, norm_jacobian, normalized, softmax_jacobian,
+    spline_basis, spline_slope,
+};
+use rlx_ir::{Activation, IrResult, Node, NodeId, Op, norm_axis};
 
 pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     let x = node.inputs[0];
     match &node.op {
         Op::Softmax { axis } => {
-            // y ⊙ (t − Σ y⊙t).
-            let Some(t) = f.t(node, 0) else {
+            let Some(t) = f.operand_tangent(node, 0) else {
                 return Ok(None);
             };
             let ax = norm_axis("softmax", *axis as i64, node.shape.rank())?;
-            let e = &mut f.e;
-            let yt = e.mul(node.id, t)?;
-            let s = e.sum(yt, vec![ax], true)?;
-            let d = e.sub(t, s)?;
-            Ok(Some(e.mul(node.id, d)?))
+            Ok(Some(softmax_jacobian(&mut f.e, node.id, t, ax)?))
         }
         Op::LogSoftmax { axis } => {
             // t − Σ softmax⊙t, softmax = e^y.
-            let Some(t) = f.t(node, 0) else {
+            let Some(t) = f.operand_tangent(node, 0) else {
                 return Ok(None);
             };
             let ax = norm_axis("log_softmax", *axis as i64, node.shape.rank())?;
@@ -36,52 +36,45 @@ pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeI
         Op::LayerNorm { eps, .. } | Op::RmsNorm { eps, .. } => {
             norm(f, node, *eps, matches!(node.op, Op::RmsNorm { .. }))
         }
+        // The partials are over the class axis: sum them, applied to the tangents,
+        // along it.
         Op::SoftmaxCrossEntropy => {
-            // lse(l) − Σ t·l → Σ (softmax(l) − t)·tl − Σ tt·l.
             let targets = node.inputs[1];
-            let (tl, tt) = (f.t(node, 0), f.t(node, 1));
+            let (tl, tt) = (f.operand_tangent(node, 0), f.operand_tangent(node, 1));
             let e = &mut f.e;
-            let r = e.rank(x);
+            let parts = cross_entropy(e, x, targets, [tl.is_some(), tt.is_some()])?;
+            let dt = e.dtype(x);
+            let last = e.rank(x) - 1;
+            let mut applier = Applier::default();
             let mut terms = Vec::new();
-            if let Some(tl) = tl {
-                let p = e.op(Op::Softmax { axis: -1 }, vec![x])?;
-                let tg = e.cast(targets, e.dtype(x))?;
-                let d = e.sub(p, tg)?;
-                let dt = e.mul(d, tl)?;
-                terms.push(e.sum(dt, vec![r - 1], false)?);
-            }
-            if let Some(tt) = tt {
-                let tt = e.cast(tt, e.dtype(x))?;
-                let prod = e.mul(x, tt)?;
-                let s = e.sum(prod, vec![r - 1], false)?;
-                terms.push(e.neg(s)?);
+            for (t, part) in [tl, tt].into_iter().zip(parts) {
+                if let (Some(t), Some(p)) = (t, part) {
+                    let t = e.cast(t, dt)?;
+                    let d = applier.apply(e, &p, t)?;
+                    terms.push(e.sum(d, vec![last], false)?);
+                }
             }
             e.sum_terms(terms)
         }
         Op::SoftmaxCrossEntropyWithLogits => {
-            // lse(l) − l[label] → Σ (softmax(l) − onehot(label))·tl.
-            let Some(tl) = f.t(node, 0) else {
+            let Some(tl) = f.operand_tangent(node, 0) else {
                 return Ok(None);
             };
-            let labels = node.inputs[1];
             let e = &mut f.e;
-            let r = e.rank(x);
-            let p = e.op(Op::Softmax { axis: -1 }, vec![x])?;
-            let iota = e.iota_last(x, e.dtype(x))?;
-            let lab = e.cast(labels, e.dtype(x))?;
-            let lab = e.unsqueeze(lab, r - 1)?;
-            let hot = e.cmp(CmpOp::Eq, iota, lab)?;
-            let one = e.scalar_like(1.0, x);
-            let onehot = e.keep_where(hot, one)?;
-            let d = e.sub(p, onehot)?;
-            let dt = e.mul(d, tl)?;
-            Ok(Some(e.sum(dt, vec![r - 1], false)?))
+            let p = cross_entropy_with_labels(e, x, node.inputs[1])?;
+            let d = Applier::default().apply(e, &p, tl)?;
+            let last = e.rank(x) - 1;
+            Ok(Some(e.sum(d, vec![last], false)?))
         }
         Op::Rope { .. } => {
             // Linear in x for fixed tables, and in the tables for fixed x except for the
             // dims ≥ n_rot, which pass x through: rope(x, tc, ts) − rope(x, 0, 0).
             let (cos, sin) = (node.inputs[1], node.inputs[2]);
-            let (tx, tc, ts) = (f.t(node, 0), f.t(node, 1), f.t(node, 2));
+            let (tx, tc, ts) = (
+                f.operand_tangent(node, 0),
+                f.operand_tangent(node, 1),
+                f.operand_tangent(node, 2),
+            );
             let e = &mut f.e;
             let mut terms = Vec::new();
             if let Some(tx) = tx {
@@ -113,41 +106,21 @@ pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeI
     }
 }
 
-/// LayerNorm `x̂·γ + β` with `x̂ = (x − μ)·r`, `r = 1/√(var + eps)`:
-/// `dx̂ = r·(u − x̂·mean(x̂·u))` with `u = tx − mean(tx)`.
-/// RmsNorm `n·γ + β` with `n = x·r`, `r = 1/√(mean(x²) + eps)`:
-/// `dn = r·(tx − n·mean(n·tx))`.
-/// Both: `ty = γ·dn + n·tγ + tβ`.
+/// LayerNorm / RmsNorm `n·γ + β` with the normalized value `n` of
+/// [`crate::derivatives::nn::normalized`]: `ty = γ·J(tx) + n·tγ + tβ`, `J` the
+/// (symmetric) Jacobian of `n`, shared with reverse mode.
 fn norm(f: &mut ForwardBuilder, node: &Node, eps: f32, rms: bool) -> IrResult<Option<NodeId>> {
     let (x, gamma) = (node.inputs[0], node.inputs[1]);
-    let (tx, tg, tb) = (f.t(node, 0), f.t(node, 1), f.t(node, 2));
+    let (tx, tg, tb) = (
+        f.operand_tangent(node, 0),
+        f.operand_tangent(node, 1),
+        f.operand_tangent(node, 2),
+    );
     let e = &mut f.e;
-    let last = e.rank(x) - 1;
-    // The normalized value n and the reciprocal scale r, recomputed from x.
-    let centered = if rms {
-        x
-    } else {
-        let mu = e.mean(x, vec![last], true)?;
-        e.sub(x, mu)?
-    };
-    let sq = e.square(centered)?;
-    let var = e.mean(sq, vec![last], true)?;
-    let var = e.add_scalar(var, eps as f64)?;
-    let r = e.act(Activation::Rsqrt, var)?;
-    let n = e.mul(centered, r)?;
+    let (n, r) = normalized(e, x, eps, rms)?;
     let mut terms = Vec::new();
     if let Some(tx) = tx {
-        let u = if rms {
-            tx
-        } else {
-            let m = e.mean(tx, vec![last], true)?;
-            e.sub(tx, m)?
-        };
-        let nu = e.mul(n, u)?;
-        let m = e.mean(nu, vec![last], true)?;
-        let nm = e.mul(n, m)?;
-        let d = e.sub(u, nm)?;
-        let dn = e.mul(r, d)?;
+        let dn = norm_jacobian(e, n, r, tx, rms)?;
         let g = e.cast(gamma, e.dtype(x))?;
         terms.push(e.mul(dn, g)?);
     }
@@ -163,8 +136,8 @@ fn norm(f: &mut ForwardBuilder, node: &Node, eps: f32, rms: bool) -> IrResult<Op
 }
 
 /// `y[.., c] = Σ_b coeff[c, b]·exp(−z_b²)`, `z_b = (x − g_b)/h`: linear in the
-/// coefficients (the op itself on their tangent) and, for `x`,
-/// `dy/dx = Σ_b coeff[c, b]·exp(−z_b²)·(−2 z_b / h)` built from primitives.
+/// coefficients (the op itself on their tangent) and element-wise in `x`, with the
+/// slope of [`crate::derivatives::nn::spline_slope`].
 fn spline(
     f: &mut ForwardBuilder,
     node: &Node,
@@ -173,30 +146,15 @@ fn spline(
     hi: f32,
 ) -> IrResult<Option<NodeId>> {
     let (x, coeff) = (node.inputs[0], node.inputs[1]);
-    let (tx, tc) = (f.t(node, 0), f.t(node, 1));
+    let (tx, tc) = (f.operand_tangent(node, 0), f.operand_tangent(node, 1));
     let e = &mut f.e;
     let mut terms = Vec::new();
     if let Some(tc) = tc {
         terms.push(e.op(node.op.clone(), vec![x, tc])?);
     }
     if let Some(tx) = tx {
-        let dt = e.dtype(x);
-        let (lo, hi) = (lo as f64, hi as f64);
-        let h = (hi - lo) / (nb - 1) as f64;
-        let grid: Vec<f64> = (0..nb).map(|b| lo + b as f64 * h).collect();
-        let grid = e.constant(TensorData::from_f64_as(dt, &[nb], &grid));
-        let r = e.rank(x);
-        let xu = e.unsqueeze(x, r)?;
-        let diff = e.sub(xu, grid)?;
-        let z = e.scale(diff, 1.0 / h)?;
-        let z2 = e.square(z)?;
-        let nz2 = e.neg(z2)?;
-        let basis = e.act(Activation::Exp, nz2)?;
-        let slope = e.scale(z, -2.0 / h)?;
-        let db = e.mul(basis, slope)?;
-        let c = e.cast(coeff, dt)?;
-        let w = e.mul(db, c)?;
-        let d = e.sum(w, vec![r], false)?;
+        let basis = spline_basis(e, x, nb, lo, hi)?;
+        let d = spline_slope(e, coeff, basis)?;
         terms.push(e.mul(d, tx)?);
     }
     e.sum_terms(terms)

@@ -18,7 +18,7 @@ pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeI
             other.name()
         ),
     };
-    let Some(t) = f.t(node, 0) else {
+    let Some(t) = f.operand_tangent(node, 0) else {
         return Ok(None);
     };
     let x = node.inputs[0];
