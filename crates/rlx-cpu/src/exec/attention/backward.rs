@@ -170,20 +170,36 @@ impl AttnPlan {
         // (thread scratch) are never read.
         unsafe {
             gemm::gemm::<L>(
-                sk,
-                d,
-                0,
-                none,
-                0,
-                0,
-                none,
-                0,
-                out.add(nqt + at * d),
-                hk * d,
+                gemm::Operands {
+                    m: sk,
+                    n: d,
+                    k: 0,
+                    a: none,
+                    lda: 0,
+                    ldp: 0,
+                    b: none,
+                    ldb: 0,
+                    c: out.add(nqt + at * d),
+                    ldc: hk * d,
+                },
                 Init::Zero,
             );
             let dvp = out.add(nqt + nkt + at * dv);
-            gemm::gemm::<L>(sk, dv, 0, none, 0, 0, none, 0, dvp, hk * dv, Init::Zero);
+            gemm::gemm::<L>(
+                gemm::Operands {
+                    m: sk,
+                    n: dv,
+                    k: 0,
+                    a: none,
+                    lda: 0,
+                    ldp: 0,
+                    b: none,
+                    ldb: 0,
+                    c: dvp,
+                    ldc: hk * dv,
+                },
+                Init::Zero,
+            );
         }
         const { assert!(BQ == 64) };
         for hi in kh * group..(kh + 1) * group {

@@ -201,12 +201,14 @@ impl AttnPlan {
         // caller guarantees level `L`.
         unsafe {
             gemm::transpose::<L>(
-                d,
-                nq,
-                qb.add(self.q.1.at(bi, q0, hi)),
-                self.q.1.ss,
-                qt.as_mut_ptr(),
-                lq,
+                gemm::Transposed {
+                    rows: d,
+                    cols: nq,
+                    src: qb.add(self.q.1.at(bi, q0, hi)),
+                    sstride: self.q.1.ss,
+                    dst: qt.as_mut_ptr(),
+                    dstride: lq,
+                },
                 |_| self.scale,
             )
         };
@@ -257,16 +259,18 @@ impl AttnPlan {
                 // overlaps.
                 unsafe {
                     gemm::gemm::<L>(
-                        b1 - b0,
-                        c1 - c0,
-                        d,
-                        k0p.offset(b0 as isize * kss),
-                        kss,
-                        1,
-                        qt.as_ptr().add(c0),
-                        lq as isize,
-                        sb.as_mut_ptr().add(b0 * lq + c0),
-                        lq,
+                        gemm::Operands {
+                            m: b1 - b0,
+                            n: c1 - c0,
+                            k: d,
+                            a: k0p.offset(b0 as isize * kss),
+                            lda: kss,
+                            ldp: 1,
+                            b: qt.as_ptr().add(c0),
+                            ldb: lq as isize,
+                            c: sb.as_mut_ptr().add(b0 * lq + c0),
+                            ldc: lq,
+                        },
                         gemm::Init::Zero,
                     )
                 };
@@ -365,16 +369,18 @@ impl AttnPlan {
                     // `ot` is thread scratch, overlapping no operand.
                     unsafe {
                         gemm::gemm::<L>(
-                            dv,
-                            c1 - c0,
-                            b1 - b0,
-                            v0.offset(b0 as isize * vss),
-                            1,
-                            vss,
-                            sb.as_ptr().add(b0 * lq + c0),
-                            lq as isize,
-                            ot.as_mut_ptr().add(c0),
-                            lq,
+                            gemm::Operands {
+                                m: dv,
+                                n: c1 - c0,
+                                k: b1 - b0,
+                                a: v0.offset(b0 as isize * vss),
+                                lda: 1,
+                                ldp: vss,
+                                b: sb.as_ptr().add(b0 * lq + c0),
+                                ldb: lq as isize,
+                                c: ot.as_mut_ptr().add(c0),
+                                ldc: lq,
+                            },
                             gemm::Init::Add,
                         )
                     };
@@ -385,16 +391,18 @@ impl AttnPlan {
                 // all in bounds, `ot` overlapping none of them.
                 unsafe {
                     gemm::gemm::<L>(
-                        dv,
-                        lq,
-                        nk,
-                        v0,
-                        1,
-                        vss,
-                        sb.as_ptr(),
-                        lq as isize,
-                        ot.as_mut_ptr(),
-                        lq,
+                        gemm::Operands {
+                            m: dv,
+                            n: lq,
+                            k: nk,
+                            a: v0,
+                            lda: 1,
+                            ldp: vss,
+                            b: sb.as_ptr(),
+                            ldb: lq as isize,
+                            c: ot.as_mut_ptr(),
+                            ldc: lq,
+                        },
                         gemm::Init::ScaleAdd(corr.as_ptr()),
                     )
                 };
@@ -436,7 +444,17 @@ impl AttnPlan {
         // SAFETY: rows `q0..q1` of head `hi` are `nq` rows of `dv` values `H·Dv` apart in `out`
         // (written only by this item); `ot` holds `dv × lq` floats, column `i < nq` read.
         unsafe {
-            gemm::transpose::<L>(nq, dv, ot.as_ptr(), lq as isize, row0, ostride, |i| inv[i])
+            gemm::transpose::<L>(
+                gemm::Transposed {
+                    rows: nq,
+                    cols: dv,
+                    src: ot.as_ptr(),
+                    sstride: lq as isize,
+                    dst: row0,
+                    dstride: ostride,
+                },
+                |i| inv[i],
+            )
         };
         for (i, &s) in seen[..nq].iter().enumerate() {
             if !s {

@@ -41,6 +41,27 @@ impl Init {
     }
 }
 
+/// The operands of one product `C (+)= A·B`, laid out as the module doc says.
+#[derive(Clone, Copy)]
+pub(super) struct Operands {
+    /// Rows of `A` and `C`.
+    pub m: usize,
+    /// Columns of `B` and `C`.
+    pub n: usize,
+    /// The summed axis: columns of `A`, rows of `B`.
+    pub k: usize,
+    /// `A`: element `(r, p)` at `a + r·lda + p·ldp`.
+    pub a: *const f32,
+    pub lda: isize,
+    pub ldp: isize,
+    /// `B`: row `p` (contiguous) at `b + p·ldb`.
+    pub b: *const f32,
+    pub ldb: isize,
+    /// `C`: row `r` (contiguous) at `c + r·ldc`.
+    pub c: *mut f32,
+    pub ldc: usize,
+}
+
 /// `C = init(C) + A·B` (see the module doc and [`Init`]).
 ///
 /// # Safety
@@ -48,36 +69,23 @@ impl Init {
 /// every row of `A`, `B` and `C` named by the sizes is in bounds (columns of `B` past `n`
 /// are never read).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm<const L: u8>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const f32,
-    lda: isize,
-    ldp: isize,
-    b: *const f32,
-    ldb: isize,
-    c: *mut f32,
-    ldc: usize,
-    init: Init,
-) {
-    if m == 0 || n == 0 {
+pub(super) unsafe fn gemm<const L: u8>(o: Operands, init: Init) {
+    if o.m == 0 || o.n == 0 {
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if L == AVX512 {
         // SAFETY: L == AVX512 and the caller guarantees the CPU has AVX-512F; the bounds
         // contract is passed through unchanged.
-        return unsafe { x86::gemm(m, n, k, a, lda, ldp, b, ldb, c, ldc, init) };
+        return unsafe { x86::gemm(o, init) };
     }
     // SAFETY: the caller's bounds contract is axpy_rows's; the FMA variant (`F = true`) is
     // chosen only for L == AVX2, whose callers run on an AVX2+FMA CPU.
     unsafe {
         if L == PORTABLE {
-            axpy_rows::<false>(m, n, k, a, lda, ldp, b, ldb, c, ldc, init)
+            axpy_rows::<false>(o, init)
         } else {
-            axpy_rows::<true>(m, n, k, a, lda, ldp, b, ldb, c, ldc, init)
+            axpy_rows::<true>(o, init)
         }
     }
 }
@@ -89,20 +97,19 @@ pub(super) unsafe fn gemm<const L: u8>(
 /// `ldb` apart) and of `C` (rows `ldc` apart) named by `m`, `n`, `k` must be in bounds;
 /// with `ScaleAdd(s)`, `s` must hold `n` values; `C` must not overlap `A`, `B` or `s`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn axpy_rows<const F: bool>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: *const f32,
-    lda: isize,
-    ldp: isize,
-    b: *const f32,
-    ldb: isize,
-    c: *mut f32,
-    ldc: usize,
-    init: Init,
-) {
+unsafe fn axpy_rows<const F: bool>(o: Operands, init: Init) {
+    let Operands {
+        m,
+        n,
+        k,
+        a,
+        lda,
+        ldp,
+        b,
+        ldb,
+        c,
+        ldc,
+    } = o;
     for i in 0..m {
         // SAFETY: row `i < m` of `C` holds `n` elements (caller's contract) and overlaps no
         // operand, so this is the only live reference to it.
@@ -132,28 +139,39 @@ unsafe fn axpy_rows<const F: bool>(
     }
 }
 
-/// `dst[r·dstride + c] = scale(r) · src[c·sstride + r]` for `r < rows`, `c < cols`: packs
-/// Qᵀ from the query rows and writes the output rows from `Oᵀ`.
+/// A transposing copy: `dst[r·dstride + c] = scale(r) · src[c·sstride + r]` for
+/// `r < rows`, `c < cols`.
+#[derive(Clone, Copy)]
+pub(super) struct Transposed {
+    pub rows: usize,
+    pub cols: usize,
+    pub src: *const f32,
+    pub sstride: isize,
+    pub dst: *mut f32,
+    pub dstride: usize,
+}
+
+/// The copy `t` describes, each destination row `r` scaled by `scale(r)`: packs Qᵀ from
+/// the query rows and writes the output rows from `Oᵀ`.
 ///
 /// # Safety
 /// As for [`gemm`]: compiled for level `L`, every element named is in bounds.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn transpose<const L: u8>(
-    rows: usize,
-    cols: usize,
-    src: *const f32,
-    sstride: isize,
-    dst: *mut f32,
-    dstride: usize,
-    scale: impl Fn(usize) -> f32,
-) {
+pub(super) unsafe fn transpose<const L: u8>(t: Transposed, scale: impl Fn(usize) -> f32) {
     #[cfg(target_arch = "x86_64")]
     if L == AVX512 {
         // SAFETY: L == AVX512 and the caller guarantees the CPU has AVX-512F; bounds passed
         // through.
-        return unsafe { x86::transpose(rows, cols, src, sstride, dst, dstride, scale) };
+        return unsafe { x86::transpose(t, scale) };
     }
+    let Transposed {
+        rows,
+        cols,
+        src,
+        sstride,
+        dst,
+        dstride,
+    } = t;
     for r in 0..rows {
         let sr = scale(r);
         for c in 0..cols {
@@ -168,7 +186,7 @@ pub(super) unsafe fn transpose<const L: u8>(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::Init;
+    use super::{Init, Operands, Transposed};
     use std::arch::x86_64::*;
 
     /// Rows of `C` per register tile.
@@ -181,20 +199,19 @@ mod x86 {
     /// As [`super::gemm`]: every row of `A`, `B`, `C` named by the sizes in bounds, `C`
     /// overlapping no operand, and the CPU must have AVX-512F.
     #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn gemm(
-        m: usize,
-        n: usize,
-        k: usize,
-        a: *const f32,
-        lda: isize,
-        ldp: isize,
-        b: *const f32,
-        ldb: isize,
-        c: *mut f32,
-        ldc: usize,
-        init: Init,
-    ) {
+    pub(super) unsafe fn gemm(o: Operands, init: Init) {
+        let Operands {
+            m,
+            n,
+            k,
+            a,
+            lda,
+            ldp,
+            b,
+            ldb,
+            c,
+            ldc,
+        } = o;
         let mut j0 = 0;
         while j0 < n {
             let w = (n - j0).min(64);
@@ -304,15 +321,15 @@ mod x86 {
     /// As [`super::transpose`]: every `src[c·sstride + r]` and `dst[r·dstride + c]` for
     /// `r < rows`, `c < cols` in bounds, and the CPU must have AVX-512F.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose(
-        rows: usize,
-        cols: usize,
-        src: *const f32,
-        sstride: isize,
-        dst: *mut f32,
-        dstride: usize,
-        scale: impl Fn(usize) -> f32,
-    ) {
+    pub(super) unsafe fn transpose(t: Transposed, scale: impl Fn(usize) -> f32) {
+        let Transposed {
+            rows,
+            cols,
+            src,
+            sstride,
+            dst,
+            dstride,
+        } = t;
         // SAFETY: every load and store is masked to the lanes inside `rows × cols` (empty masks
         // past the edges, and masked-off lanes are never accessed), so only in-bounds elements
         // of `src`/`dst` (caller's contract) are touched; pointers to masked-off rows are
@@ -447,79 +464,39 @@ mod x86 {
 mod tests {
     use super::*;
 
-    /// `gemm` at level `L`, run inside a function compiled for it.
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        level: u8,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[f32],
-        (lda, ldp): (isize, isize),
-        b: &[f32],
-        ldb: usize,
-        c: &mut [f32],
-        ldc: usize,
-        acc: Init,
-    ) {
+    /// `gemm` at level `L`, run inside a function compiled for it; `o`'s pointers are
+    /// into buffers the test sized for every row and column the product names.
+    fn run(level: u8, o: Operands, acc: Init) {
         /// # Safety
         /// As [`gemm`] at the AVX-512 level: operands in bounds, CPU with AVX-512F.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn l2(
-            m: usize,
-            n: usize,
-            k: usize,
-            a: *const f32,
-            lda: isize,
-            ldp: isize,
-            b: *const f32,
-            ldb: isize,
-            c: *mut f32,
-            ldc: usize,
-            acc: Init,
-        ) {
+        unsafe fn l2(o: Operands, acc: Init) {
             // SAFETY: l2 is compiled with avx512f and only called where `levels()` detected it;
             // the test sizes its buffers for every row and column gemm reads or writes.
-            unsafe { gemm::<AVX512>(m, n, k, a, lda, ldp, b, ldb, c, ldc, acc) }
+            unsafe { gemm::<AVX512>(o, acc) }
         }
         /// # Safety
         /// As [`gemm`] at the AVX2 level: operands in bounds, CPU with AVX2 and
         /// FMA.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn l1(
-            m: usize,
-            n: usize,
-            k: usize,
-            a: *const f32,
-            lda: isize,
-            ldp: isize,
-            b: *const f32,
-            ldb: isize,
-            c: *mut f32,
-            ldc: usize,
-            acc: Init,
-        ) {
+        unsafe fn l1(o: Operands, acc: Init) {
             // SAFETY: l1 is compiled with avx2,fma and only called where `levels()` detected
             // both.
-            unsafe { gemm::<AVX2>(m, n, k, a, lda, ldp, b, ldb, c, ldc, acc) }
+            unsafe { gemm::<AVX2>(o, acc) }
         }
-        let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
-        let ldb = ldb as isize;
         match level {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX512 is in `levels()` only when detected; `a`, `b`, `c` are sized by
-            // the test for `m × k` (strides lda, ldp), `k × ldb` and `m × ldc`.
-            AVX512 => unsafe { l2(m, n, k, ap, lda, ldp, bp, ldb, cp, ldc, acc) },
+            // SAFETY: AVX512 is in `levels()` only when detected; the buffers behind `o` are
+            // sized by the test for `m × k` (strides lda, ldp), `k × ldb` and `m × ldc`.
+            AVX512 => unsafe { l2(o, acc) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: AVX2 is in `levels()` only when avx2 and fma were detected; buffers as
             // above.
-            AVX2 => unsafe { l1(m, n, k, ap, lda, ldp, bp, ldb, cp, ldc, acc) },
+            AVX2 => unsafe { l1(o, acc) },
             // SAFETY: the portable level needs no CPU feature; buffers sized as above.
-            _ => unsafe { gemm::<PORTABLE>(m, n, k, ap, lda, ldp, bp, ldb, cp, ldc, acc) },
+            _ => unsafe { gemm::<PORTABLE>(o, acc) },
         }
     }
 
@@ -570,19 +547,19 @@ mod tests {
                     let b: Vec<f32> = (0..k.max(1) * ldb).map(|_| rnd()).collect();
                     let c0: Vec<f32> = (0..m * ldc).map(|_| rnd()).collect();
                     let mut c = c0.clone();
-                    run(
-                        level,
+                    let o = Operands {
                         m,
                         n,
                         k,
-                        &a,
-                        (lda as isize, ldp as isize),
-                        &b,
-                        ldb,
-                        &mut c,
+                        a: a.as_ptr(),
+                        lda: lda as isize,
+                        ldp: ldp as isize,
+                        b: b.as_ptr(),
+                        ldb: ldb as isize,
+                        c: c.as_mut_ptr(),
                         ldc,
-                        acc,
-                    );
+                    };
+                    run(level, o, acc);
                     for i in 0..m {
                         for j in 0..ldc {
                             let got = c[i * ldc + j] as f64;
@@ -615,9 +592,9 @@ mod tests {
         /// As [`transpose`]: every element named in bounds, CPU with AVX-512F.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f")]
-        unsafe fn t2(r: usize, c: usize, s: *const f32, ss: isize, d: *mut f32, ds: usize) {
+        unsafe fn t2(t: Transposed) {
             // SAFETY: t2 is compiled with avx512f and only called where `levels()` detected it.
-            unsafe { transpose::<AVX512>(r, c, s, ss, d, ds, |i| 1.0 + i as f32) }
+            unsafe { transpose::<AVX512>(t, |i| 1.0 + i as f32) }
         }
         for level in levels() {
             for &(rows, cols) in &[(1, 1), (16, 16), (17, 5), (64, 64), (3, 40), (33, 70)] {
@@ -625,18 +602,21 @@ mod tests {
                 let src: Vec<f32> = (0..cols * ss).map(|i| i as f32 * 0.25 - 7.0).collect();
                 let ds = cols + 2;
                 let mut dst = vec![f32::NAN; rows * ds];
-                let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+                let t = Transposed {
+                    rows,
+                    cols,
+                    src: src.as_ptr(),
+                    sstride: ss as isize,
+                    dst: dst.as_mut_ptr(),
+                    dstride: ds,
+                };
                 match level {
                     #[cfg(target_arch = "x86_64")]
                     // SAFETY: avx512f detected (`levels()`); `src` has `cols·ss` and `dst`
                     // `rows·ds` elements, covering every `(r, c)` with `r < rows`, `c < cols`.
-                    AVX512 => unsafe { t2(rows, cols, sp, ss as isize, dp, ds) },
+                    AVX512 => unsafe { t2(t) },
                     // SAFETY: portable level; `src`/`dst` sized for every `(r, c)` as above.
-                    _ => unsafe {
-                        transpose::<PORTABLE>(rows, cols, sp, ss as isize, dp, ds, |i| {
-                            1.0 + i as f32
-                        })
-                    },
+                    _ => unsafe { transpose::<PORTABLE>(t, |i| 1.0 + i as f32) },
                 }
                 for r in 0..rows {
                     for c in 0..ds {

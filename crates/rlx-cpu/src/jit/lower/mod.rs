@@ -16,6 +16,7 @@
 //! interpreter's (see the lane kernels in `math`), so the bits agree.
 
 mod erf;
+mod rules;
 mod special;
 
 use super::JitKernel;
@@ -23,18 +24,18 @@ use super::mem::ExecMem;
 use super::x86::{Asm, Cmp, Gpr, JAE, Mem, R11, RAX, RDI, RDX, RSI, Src};
 use crate::exec::value::Ty;
 use crate::exec::vm::{IOp, TileProg};
-use erf::{erf_consts, erf_consts64};
-use rlx_ir::{Activation, BinaryOp, CmpOp, DType};
-use special::{GELU_CONSTS, exp_consts, exp_parts, load_const, minmax, tanh_log_consts};
+use rlx_ir::{CmpOp, DType};
+use special::load_const;
 
 const R8: Gpr = Gpr(8);
 
 /// Vector registers.
 const NZMM: u8 = 32;
 
-/// Whether instruction `ins` can be compiled: f32 values with the ops listed in the
-/// module docs; f64 values with loads, constants, `+ − · ÷`, `sqrt`, and casts
-/// between f32 and f64.
+/// Whether instruction `ins` can be compiled: f32 (and bf16/f16 held as f32) values with
+/// the activations and binary ops that have a row in [`rules`], comparisons, selects and
+/// casts; f64 values with loads, constants, the ops with an f64 row in [`rules`], and
+/// casts between f32 and f64.
 fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
     // f32 values, and bf16 / f16 values held as f32 (rounded to their format after
     // every op, as the interpreter's `post` does).
@@ -55,40 +56,11 @@ fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
         IOp::Where => f32 && is_mask(arg(0)) && is_f32(arg(1)) && is_f32(arg(2)),
         IOp::Cast(DType::Bool) => f32 && is_mask(arg(0)),
         IOp::Load(_) | IOp::Core | IOp::Const(_) => f32 || f64,
-        // (f64 neg/abs keep NaN as is in the interpreter, unlike f32's: not compiled.)
-        IOp::Unary(a) if f64 => matches!(a, Activation::Sqrt),
-        IOp::Unary(a) => {
-            f32 && matches!(
-                a,
-                Activation::Relu
-                    | Activation::Neg
-                    | Activation::Abs
-                    | Activation::Sqrt
-                    | Activation::Exp
-                    | Activation::Sigmoid
-                    | Activation::Silu
-                    | Activation::GeluApprox
-                    | Activation::Tanh
-                    | Activation::Log
-                    | Activation::Erf
-                    | Activation::Gelu
-            )
-        }
-        IOp::Binary(b) if f64 => matches!(
-            b,
-            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
-        ),
-        IOp::Binary(b) => {
-            f32 && matches!(
-                b,
-                BinaryOp::Add
-                    | BinaryOp::Sub
-                    | BinaryOp::Mul
-                    | BinaryOp::Div
-                    | BinaryOp::Max
-                    | BinaryOp::Min
-            )
-        }
+        // Activations and binary ops: compiled exactly when the lowering table has a row.
+        IOp::Unary(a) if f64 => rules::unary_f64_opcode(*a).is_some(),
+        IOp::Unary(a) => f32 && rules::unary(*a).is_some(),
+        IOp::Binary(b) if f64 => rules::binary_f64_opcode(*b).is_some(),
+        IOp::Binary(b) => f32 && rules::binary(*b).is_some(),
         // Widening is exact; narrowing rounds once (f64 → bf16 / f16 would round twice
         // through f32, so it stays interpreted).
         IOp::Cast(from) if f64 => matches!(from, DType::F32 | DType::F64) || is_half(*from),
@@ -123,17 +95,6 @@ pub(crate) fn unsupported(prog: &TileProg) -> Option<String> {
         IOp::Round(_) => "round_to_format".into(),
     };
     Some(format!("{what} on {}", ins.dtype))
-}
-
-/// Packed-double opcodes (map 0F, 66 prefix, W1) of the binary ops.
-fn pd_opcode(b: BinaryOp) -> u8 {
-    match b {
-        BinaryOp::Add => 0x58,
-        BinaryOp::Mul => 0x59,
-        BinaryOp::Sub => 0x5C,
-        BinaryOp::Div => 0x5E,
-        _ => unreachable!("checked by `supported`"),
-    }
 }
 
 /// Compile `prog` for inputs whose scalar pattern is `scalar_mask` (bit `j` for the
@@ -406,28 +367,12 @@ impl<'a> Lower<'a> {
                 IOp::Const(b) => {
                     self.hoist(a, *b as u32 as u64, false)?;
                 }
-                IOp::Unary(Activation::Relu) => pooled.push(0),
                 IOp::Compare(..) => pooled.push(1f32.to_bits()),
                 IOp::Where => pooled.push(0),
-                IOp::Unary(Activation::Neg) => pooled.push(0x8000_0000),
-                IOp::Unary(Activation::Abs) => pooled.push(0x7FFF_FFFF),
-                IOp::Unary(
-                    Activation::Exp
-                    | Activation::Sigmoid
-                    | Activation::Silu
-                    | Activation::GeluApprox
-                    | Activation::Tanh
-                    | Activation::Log,
-                ) => {
-                    pooled.extend(exp_consts());
-                    pooled.extend([0x8000_0000, 1f32.to_bits(), f32::NEG_INFINITY.to_bits()]);
-                    pooled.extend(GELU_CONSTS.map(f32::to_bits));
-                    pooled.extend(tanh_log_consts());
-                }
-                IOp::Unary(Activation::Erf | Activation::Gelu) => {
-                    pooled.extend(exp_consts());
-                    pooled.extend(erf_consts());
-                    pooled64.extend(erf_consts64());
+                IOp::Unary(act) => {
+                    if let Some(rule) = rules::unary(*act) {
+                        (rule.consts)(&mut pooled, &mut pooled64);
+                    }
                 }
                 _ => {}
             }
@@ -493,82 +438,21 @@ impl<'a> Lower<'a> {
                 },
                 IOp::Const(b) => self.hoisted_reg(*b as u32 as u64, false),
                 IOp::Binary(op) => {
+                    let rule = rules::binary(*op)?;
                     let (x, y) = (arg(0), arg(1));
                     let d = free.pop()?;
-                    match op {
-                        BinaryOp::Add => a.vaddps(d, x, y),
-                        BinaryOp::Sub => a.vsubps(d, x, y),
-                        BinaryOp::Mul => a.vmulps(d, x, y),
-                        BinaryOp::Div => a.vdivps(d, x, y),
-                        BinaryOp::Max | BinaryOp::Min => {
-                            let t = free.pop()?;
-                            minmax(a, *op == BinaryOp::Max, d, t, x, y);
-                            free.push(t);
-                        }
-                        _ => unreachable!("checked by `supported`"),
-                    }
+                    let mut t = Temps::take(&mut free, rule.temps)?;
+                    (rule.emit)(a, &mut t, d, x, y);
+                    t.give_back(&mut free);
                     d
                 }
                 IOp::Unary(act) => {
+                    let rule = rules::unary(*act)?;
                     let x = arg(0);
                     let d = free.pop()?;
-                    match act {
-                        Activation::Relu => {
-                            a.vcmpps(2, x, self.creg(0), Cmp::NleUq);
-                            a.vmovaps_z(d, 2, x);
-                        }
-                        Activation::Neg => a.vxorps(d, x, self.creg(0x8000_0000)),
-                        Activation::Abs => a.vandps(d, x, self.creg(0x7FFF_FFFF)),
-                        Activation::Sqrt => a.vsqrtps(d, x),
-                        Activation::Exp => {
-                            let mut t = Temps::take(&mut free, 7)?;
-                            let c = self.exp_regs();
-                            let (p, s1, s2) = exp_parts(a, &c, &mut t, x, None);
-                            a.vmulps(d, p, s1);
-                            a.vmulps(d, d, s2);
-                            t.give_back(&mut free);
-                        }
-                        Activation::Sigmoid => {
-                            let mut t = Temps::take(&mut free, 11)?;
-                            self.sigmoid_dd_mul(a, &mut t, d, x, None, None);
-                            t.give_back(&mut free);
-                        }
-                        Activation::Silu => {
-                            // x·σ(x) with x as the multiplier (`math::special::silu`);
-                            // that is ∞·0 = NaN at −∞, where silu is −0.
-                            let mut t = Temps::take(&mut free, 11)?;
-                            self.sigmoid_dd_mul(a, &mut t, d, x, None, Some(x));
-                            a.vcmpps(3, x, self.creg(f32::NEG_INFINITY.to_bits()), Cmp::EqOq);
-                            a.vblendmps(d, 3, d, self.creg(0x8000_0000));
-                            t.give_back(&mut free);
-                        }
-                        Activation::GeluApprox => {
-                            let mut t = Temps::take(&mut free, 15)?;
-                            self.gelu_tanh(a, &mut t, d, x);
-                            t.give_back(&mut free);
-                        }
-                        Activation::Tanh => {
-                            let mut t = Temps::take(&mut free, 10)?;
-                            self.tanh(a, &mut t, d, x);
-                            t.give_back(&mut free);
-                        }
-                        Activation::Log => {
-                            let mut t = Temps::take(&mut free, 10)?;
-                            self.log(a, &mut t, d, x);
-                            t.give_back(&mut free);
-                        }
-                        Activation::Erf => {
-                            let mut t = Temps::take(&mut free, 12)?;
-                            self.erf(a, &mut t, d, x);
-                            t.give_back(&mut free);
-                        }
-                        Activation::Gelu => {
-                            let mut t = Temps::take(&mut free, 12)?;
-                            self.gelu_erf(a, &mut t, d, x);
-                            t.give_back(&mut free);
-                        }
-                        _ => unreachable!("checked by `supported`"),
-                    }
+                    let mut t = Temps::take(&mut free, rule.temps)?;
+                    (rule.emit)(self, a, &mut t, d, x);
+                    t.give_back(&mut free);
                     d
                 }
                 IOp::Compare(c, _) => {
@@ -721,20 +605,18 @@ impl<'a> Lower<'a> {
                 (r, r)
             }
             IOp::Binary(b) => {
+                let op = rules::binary_f64_opcode(*b)?;
                 let (d, e) = (free.pop()?, free.pop()?);
-                a.pd(pd_opcode(*b), d, arg(0), arg(1));
-                a.pd(pd_opcode(*b), e, arg_hi(0), arg_hi(1));
+                a.pd(op, d, arg(0), arg(1));
+                a.pd(op, e, arg_hi(0), arg_hi(1));
                 (d, e)
             }
             IOp::Unary(act) => {
+                // A unary packed-double op (sqrt): the first source is unused.
+                let op = rules::unary_f64_opcode(*act)?;
                 let (d, e) = (free.pop()?, free.pop()?);
-                match act {
-                    Activation::Sqrt => {
-                        a.pd(0x51, d, 0, arg(0));
-                        a.pd(0x51, e, 0, arg_hi(0));
-                    }
-                    _ => unreachable!("checked by `supported`"),
-                }
+                a.pd(op, d, 0, arg(0));
+                a.pd(op, e, 0, arg_hi(0));
                 (d, e)
             }
             IOp::Cast(DType::F32 | DType::BF16 | DType::F16) => {

@@ -158,8 +158,28 @@ impl AttnPlan {
         // above); `qt` is `d × LQ` and `gt` `dv × LQ` thread scratch, `nq <= LQ` columns
         // written; the caller guarantees level `L`.
         unsafe {
-            gemm::transpose::<L>(d, nq, qp, ql.ss, qt.as_mut_ptr(), LQ, |_| self.scale);
-            gemm::transpose::<L>(dv, nq, gp, gl.ss, gt.as_mut_ptr(), LQ, |_| 1.0);
+            gemm::transpose::<L>(
+                gemm::Transposed {
+                    rows: d,
+                    cols: nq,
+                    src: qp,
+                    sstride: ql.ss,
+                    dst: qt.as_mut_ptr(),
+                    dstride: LQ,
+                },
+                |_| self.scale,
+            );
+            gemm::transpose::<L>(
+                gemm::Transposed {
+                    rows: dv,
+                    cols: nq,
+                    src: gp,
+                    sstride: gl.ss,
+                    dst: gt.as_mut_ptr(),
+                    dstride: LQ,
+                },
+                |_| 1.0,
+            );
         }
         for Band { b0, b1, c0, c1 } in self.vjp_bands(klo, nk, q0, q1) {
             // SAFETY: band rows are keys `klo + b0 .. klo + b1 <= khi <= sk` of k and v (`d`
@@ -168,34 +188,45 @@ impl AttnPlan {
             // this thread's scratch, which overlaps no operand.
             unsafe {
                 gemm::gemm::<L>(
-                    b1 - b0,
-                    c1 - c0,
-                    d,
-                    k0p.offset(b0 as isize * kss),
-                    kss,
-                    1,
-                    qt.as_ptr().add(c0),
-                    LQ as isize,
-                    st.as_mut_ptr().add(b0 * LQ + c0),
-                    LQ,
+                    gemm::Operands {
+                        m: b1 - b0,
+                        n: c1 - c0,
+                        k: d,
+                        a: k0p.offset(b0 as isize * kss),
+                        lda: kss,
+                        ldp: 1,
+                        b: qt.as_ptr().add(c0),
+                        ldb: LQ as isize,
+                        c: st.as_mut_ptr().add(b0 * LQ + c0),
+                        ldc: LQ,
+                    },
                     Init::Zero,
                 );
                 gemm::gemm::<L>(
-                    b1 - b0,
-                    c1 - c0,
-                    dv,
-                    v0p.offset(b0 as isize * vss),
-                    vss,
-                    1,
-                    gt.as_ptr().add(c0),
-                    LQ as isize,
-                    dpt.as_mut_ptr().add(b0 * LQ + c0),
-                    LQ,
+                    gemm::Operands {
+                        m: b1 - b0,
+                        n: c1 - c0,
+                        k: dv,
+                        a: v0p.offset(b0 as isize * vss),
+                        lda: vss,
+                        ldp: 1,
+                        b: gt.as_ptr().add(c0),
+                        ldb: LQ as isize,
+                        c: dpt.as_mut_ptr().add(b0 * LQ + c0),
+                        ldc: LQ,
+                    },
                     Init::Zero,
                 );
             }
         }
-        let mx = self.vjp_mask::<LQ>(bases, bi, hi, q0, q1, klo, st, dpt, tt);
+        let at = BlockPos {
+            bi,
+            hi,
+            q0,
+            q1,
+            klo,
+        };
+        let mx = self.vjp_mask::<LQ>(bases, at, st, dpt, tt);
         let mut shift = [0f32; LQ];
         for i in 0..LQ {
             // A lane that sees no key is all −∞: shifting by 0 makes its e⁻∞ exact zeros.
@@ -269,42 +300,48 @@ impl AttnPlan {
             // (`d` rows of `LQ`, thread scratch).
             unsafe {
                 gemm::gemm::<L>(
-                    b1 - b0,
-                    dv,
-                    c1 - c0,
-                    st.as_ptr().add(b0 * LQ + c0),
-                    LQ as isize,
-                    1,
-                    gp.offset(c0 as isize * gl.ss),
-                    gl.ss,
-                    dv0.add(b0 * dvs),
-                    dvs,
+                    gemm::Operands {
+                        m: b1 - b0,
+                        n: dv,
+                        k: c1 - c0,
+                        a: st.as_ptr().add(b0 * LQ + c0),
+                        lda: LQ as isize,
+                        ldp: 1,
+                        b: gp.offset(c0 as isize * gl.ss),
+                        ldb: gl.ss,
+                        c: dv0.add(b0 * dvs),
+                        ldc: dvs,
+                    },
                     Init::Add,
                 );
                 gemm::gemm::<L>(
-                    b1 - b0,
-                    d,
-                    c1 - c0,
-                    dpt.as_ptr().add(b0 * LQ + c0),
-                    LQ as isize,
-                    1,
-                    qp.offset(c0 as isize * ql.ss),
-                    ql.ss,
-                    dk0.add(b0 * dks),
-                    dks,
+                    gemm::Operands {
+                        m: b1 - b0,
+                        n: d,
+                        k: c1 - c0,
+                        a: dpt.as_ptr().add(b0 * LQ + c0),
+                        lda: LQ as isize,
+                        ldp: 1,
+                        b: qp.offset(c0 as isize * ql.ss),
+                        ldb: ql.ss,
+                        c: dk0.add(b0 * dks),
+                        ldc: dks,
+                    },
                     Init::Add,
                 );
                 gemm::gemm::<L>(
-                    d,
-                    c1 - c0,
-                    b1 - b0,
-                    k0p.offset(b0 as isize * kss),
-                    1,
-                    kss,
-                    dpt.as_ptr().add(b0 * LQ + c0),
-                    LQ as isize,
-                    dqt.as_mut_ptr().add(c0),
-                    LQ,
+                    gemm::Operands {
+                        m: d,
+                        n: c1 - c0,
+                        k: b1 - b0,
+                        a: k0p.offset(b0 as isize * kss),
+                        lda: 1,
+                        ldp: kss,
+                        b: dpt.as_ptr().add(b0 * LQ + c0),
+                        ldb: LQ as isize,
+                        c: dqt.as_mut_ptr().add(c0),
+                        ldc: LQ,
+                    },
                     Init::Add,
                 );
             }
@@ -313,26 +350,40 @@ impl AttnPlan {
         // SAFETY: `dqt` holds `d` rows of `LQ` lanes (columns `< nq` read); the block's dq
         // rows `q0..q1` of head `hi` are `nq` rows of `d` values `dqs` apart in the result,
         // written only by this item.
-        unsafe { gemm::transpose::<L>(nq, d, dqt.as_ptr(), LQ as isize, dq0, dqs, |_| 1.0) };
+        unsafe {
+            gemm::transpose::<L>(
+                gemm::Transposed {
+                    rows: nq,
+                    cols: d,
+                    src: dqt.as_ptr(),
+                    sstride: LQ as isize,
+                    dst: dq0,
+                    dstride: dqs,
+                },
+                |_| 1.0,
+            )
+        };
     }
 
     /// Softcap, bias and mask over the block's `Sᵀ` rows (`st`, keys from `klo`), zero
     /// `dP` where masked (`dpt`), keep the softcap's `tanh` in `tt`; returns the per-lane
     /// maxima (NaN once a lane holds a NaN score, `−∞` for a lane that sees no key).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn vjp_mask<const LQ: usize>(
         &self,
         bases: &[*mut u8],
-        bi: usize,
-        hi: usize,
-        q0: usize,
-        q1: usize,
-        klo: usize,
+        at: BlockPos,
         st: &mut [f32],
         dpt: &mut [f32],
         tt: &mut [f32],
     ) -> [f32; LQ] {
+        let BlockPos {
+            bi,
+            hi,
+            q0,
+            q1,
+            klo,
+        } = at;
         let nq = q1 - q0;
         if let Some(c) = self.softcap {
             for (t, s) in tt.iter_mut().zip(st.iter()) {
@@ -381,4 +432,15 @@ impl AttnPlan {
         }
         mx
     }
+}
+
+/// Where a query block's `Sᵀ` rows sit: batch `bi`, head `hi`, queries `q0..q1`, and the
+/// key of its first row, `klo`.
+#[derive(Clone, Copy)]
+struct BlockPos {
+    bi: usize,
+    hi: usize,
+    q0: usize,
+    q1: usize,
+    klo: usize,
 }
