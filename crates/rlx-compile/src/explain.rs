@@ -27,6 +27,13 @@ pub fn explain(p: &Program, device: &str, arena_bytes: Option<usize>) -> String 
                 dims(out_space)
             }
             KernelKind::Opaque { out, .. } => dims(out.dims()),
+            // One pass over blocks of rows; the stages say what each block goes through.
+            KernelKind::RowGroup { space, stages } => format!(
+                "{} in blocks of rows, {} stage(s): {}",
+                dims(space),
+                stages.len(),
+                crate::fuse::rowgroup::describe_stages(space, stages)
+            ),
         };
         let outs: Vec<String> = kernel
             .stores

@@ -21,6 +21,11 @@ pub struct CompileOptions {
     /// Off by default: only backends whose elementwise and contraction kernels honour
     /// every entry of [`crate::program::Kernel::stores`] turn it on.
     pub multi_store: bool,
+    /// Fuse kernels that work row by row over one space (a normalization's backward)
+    /// into one [`crate::program::KernelKind::RowGroup`] kernel (see
+    /// [`crate::fuse::rowgroup`]). Off by default: only backends that run row groups
+    /// turn it on.
+    pub row_groups: bool,
 }
 
 impl Default for CompileOptions {
@@ -29,6 +34,7 @@ impl Default for CompileOptions {
             keep_whole: Vec::new(),
             fuse: true,
             multi_store: false,
+            row_groups: false,
         }
     }
 }

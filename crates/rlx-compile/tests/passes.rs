@@ -127,8 +127,9 @@ proptest! {
     #[test]
     fn schedules_respect_dependencies_and_memory_plans_never_collide((codes, dims) in strategy()) {
         let (g, _) = graph_from(&codes, &dims);
-        for fuse in [true, false] {
-            let opts = CompileOptions { keep_whole: vec!["softmax".into()], fuse, ..Default::default() };
+        // (With row groups: the CPU's options, stages merged into one kernel each.)
+        for (fuse, row_groups) in [(true, false), (false, false), (true, true)] {
+            let opts = CompileOptions { keep_whole: vec!["softmax".into()], fuse, row_groups, multi_store: row_groups };
             let p = compile(&g, &opts).unwrap();
             // Every buffer a kernel reads is an argument, a constant, or written earlier.
             let mut written = vec![false; p.buffers.len()];

@@ -70,6 +70,8 @@ pub fn compile_options() -> CompileOptions {
             .map(|s| s.to_string())
             .collect(),
         multi_store: true,
+        // `RLX_ROW_GROUPS=0` keeps a normalization backward's kernels apart (A/B).
+        row_groups: std::env::var("RLX_ROW_GROUPS").map_or(true, |v| v != "0"),
         ..Default::default()
     }
 }

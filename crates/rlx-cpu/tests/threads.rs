@@ -132,3 +132,53 @@ fn a_thread_count_starts_that_many_named_workers() {
     // Only a pool of at least n workers names one `rlx-cpu-{n-1}`.
     assert!(names.contains(&last), "no {last} among threads {names:?}");
 }
+
+#[test]
+fn a_norm_backward_row_group_gives_the_same_bits_with_one_two_and_three_threads() {
+    // LayerNorm backward over [300, 45] and [40, 300]: one row-group kernel whose blocks
+    // of rows (several here) fold the column sums (dγ, dβ) into partials per block.
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    for (r, c) in [(300, 45), (40, 300)] {
+        let mut g = Graph::new("ln_bwd");
+        let x = g.input("x", Shape::new(&[r, c], DType::F32));
+        let gamma = g.input("gamma", Shape::new(&[c], DType::F32));
+        let beta = g.input("beta", Shape::new(&[c], DType::F32));
+        let gy = g.input("gy", Shape::new(&[r, c], DType::F32));
+        let y = op(
+            &mut g,
+            Op::LayerNorm {
+                axis: -1,
+                eps: 1e-5,
+            },
+            vec![x, gamma, beta],
+        );
+        let p = op(&mut g, Op::Binary(BinaryOp::Mul), vec![y, gy]);
+        let loss = reduce(&mut g, ReduceOp::Sum, vec![0, 1], false, p);
+        g.set_outputs(vec![loss]);
+        let g = rlx_compile::autodiff::grad_graph(&g, &[x, gamma, beta]).unwrap();
+        let prog = rlx_compile::compile(&g, &rlx_cpu::compile_options()).unwrap();
+        assert!(
+            prog.kernels
+                .iter()
+                .any(|k| matches!(k.kind, rlx_compile::program::KernelKind::RowGroup { .. })),
+            "{}",
+            rlx_compile::explain(&prog, "cpu", None)
+        );
+        let args = [
+            TensorData::from_f32(&[r, c], &values(r * c, 7)),
+            TensorData::from_f32(&[c], &values(c, 8)),
+            TensorData::from_f32(&[c], &values(c, 9)),
+            TensorData::from_f32(&[r, c], &values(r * c, 10)),
+        ];
+        set_num_threads(1);
+        let one = run_all(&g, &args);
+        set_num_threads(2);
+        let two = run_all(&g, &args);
+        set_num_threads(3);
+        let three = run_all(&g, &args);
+        set_num_threads(0);
+        assert_eq!(one, two, "[{r}, {c}]: 1 vs 2 threads");
+        assert_eq!(one, three, "[{r}, {c}]: 1 vs 3 threads");
+        assert!(one.iter().all(|t| t.to_f32_vec().iter().any(|v| *v != 0.0)));
+    }
+}

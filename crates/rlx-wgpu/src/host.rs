@@ -234,6 +234,13 @@ pub(crate) fn run_kernel(
             let r = to_dtype(r, *dtype, &dims)?;
             store_all(&eval_expr(epilogue, &dims, &mut load, Some(&r))?)
         }
+        KernelKind::RowGroup { .. } => {
+            return Err(
+                "row_group kernels are not run on the host (compile with row_groups off, as \
+                 rlx_wgpu::compile_options does)"
+                    .to_string(),
+            );
+        }
         KernelKind::Opaque { op, inputs, out } => {
             let ins = inputs
                 .iter()

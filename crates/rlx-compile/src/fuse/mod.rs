@@ -20,6 +20,7 @@
 
 mod cost;
 mod emit;
+pub mod rowgroup;
 
 pub use cost::{MAX_COUNTED_READERS, OP_BYTES, ShareCost, SharedValue, Sharing};
 
@@ -809,7 +810,7 @@ pub(crate) fn fuse(
         }
     }
     let outputs = g.outputs.iter().map(|o| em.output_buf(*o)).collect();
-    Ok(Program {
+    let mut p = Program {
         name: g.name.clone(),
         buffers: em.buffers,
         kernels,
@@ -820,7 +821,11 @@ pub(crate) fn fuse(
         naive_bytes: naive_bytes(g),
         guards: Default::default(),
         sharing: plan.sharing.clone(),
-    })
+    };
+    if opts.fuse && opts.row_groups {
+        rowgroup::row_groups(&mut p);
+    }
+    Ok(p)
 }
 
 /// Bytes of every non-leaf node's value (what an unfused executor would hold).

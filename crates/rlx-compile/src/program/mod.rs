@@ -248,6 +248,17 @@ pub enum KernelKind {
         /// Expression over the result.
         epilogue: Expr,
     },
+    /// Kernels that all work row by row over one `[R.., C]` space (row and column
+    /// reductions, elementwise kernels over the space or its rows), run together a block
+    /// of rows at a time so the operands are read once (see [`crate::fuse::rowgroup`]).
+    /// The stages run in order; the outer kernel's loads and stores list theirs.
+    RowGroup {
+        /// The `[R.., C]` space.
+        space: Vec<Dim>,
+        /// The stages (each a `Reduce` or `Elementwise` kernel with its own loads and
+        /// stores), in dependency order.
+        stages: Vec<Kernel>,
+    },
     /// An op the backend runs whole on materialized operands.
     Opaque {
         /// The op.
@@ -284,6 +295,7 @@ impl Kernel {
             KernelKind::Contraction { .. } => "matmul".into(),
             KernelKind::Attention { op, .. } => op.name(),
             KernelKind::Opaque { op, .. } => format!("opaque({})", op.name()),
+            KernelKind::RowGroup { .. } => "row_group".into(),
         }
     }
 

@@ -20,6 +20,7 @@ pub(crate) enum BKernel {
     Contract(ContractPlan),
     Opaque(OpaquePlan),
     Attn(super::attention::AttnPlan),
+    RowGroup(super::rowgroup::RowGroupPlan),
 }
 
 /// A program bound to concrete dims.
@@ -114,6 +115,9 @@ pub(crate) fn bind(
             KernelKind::Opaque { .. } => {
                 BKernel::Opaque(OpaquePlan::new(p, &buf_dims, k, binding)?)
             }
+            KernelKind::RowGroup { .. } => BKernel::RowGroup(super::rowgroup::RowGroupPlan::new(
+                p, &buf_dims, k, binding, jit,
+            )?),
         };
         kernels.push(bk);
     }

@@ -17,6 +17,7 @@ pub(crate) mod par;
 mod reduce;
 mod rope;
 mod row;
+mod rowgroup;
 mod scaled;
 mod scaled_quant;
 mod scatter;
@@ -581,6 +582,7 @@ impl CpuExecutable {
                     BKernel::Contract(c) => c.run(bases),
                     BKernel::Opaque(o) => o.run(bases),
                     BKernel::Attn(a) => a.run(bases),
+                    BKernel::RowGroup(g) => g.run(bases),
                 };
                 if let (Some(prof), Some(t0)) = (&self.profile, t0) {
                     let mut prof = prof.lock().unwrap_or_else(|e| e.into_inner());

@@ -530,6 +530,145 @@ impl ReducePlan {
         }
     }
 
+    /// For a row group's stage ([`super::rowgroup`]): whether to prefetch the next tile
+    /// (a group's stages read rows another stage has just brought into cache: never).
+    pub(crate) fn set_prefetch(&mut self, on: bool) {
+        self.prefetch = on;
+    }
+
+    /// Output rows `o0..o1` of a last-axis reduction (`inner == 1`), then the epilogue
+    /// over them: exactly what [`Self::run`] computes for those outputs (the same folds in
+    /// the same order), for a row group running a block of rows at a time.
+    pub(crate) fn run_rows_range(
+        &self,
+        bases: &[*mut u8],
+        o0: usize,
+        o1: usize,
+    ) -> Result<(), String> {
+        debug_assert_eq!(self.inner, 1, "a row reduction keeps no trailing axis");
+        if o1 <= o0 {
+            return Ok(());
+        }
+        let w = if self.out_ty == Ty::F32 { 4 } else { 8 };
+        let short = self.l >= 1 && self.l <= TILE / 2;
+        let mut out = vec![0u64; o1 - o0];
+        with_scratch(|s| -> Result<(), String> {
+            if short {
+                return self.fold_short_rows(bases, s, o0, o1, &mut out);
+            }
+            for o in o0..o1 {
+                let mut a = init(self.op, self.in_ty);
+                let mut first = true;
+                self.fold_run(bases, s, o * self.l, self.l, &mut a, &mut first)?;
+                let bits = finish(self.op, a, self.l, self.out_dt);
+                // SAFETY: `out` has `o1 - o0` u64 slots and `o0 <= o < o1`; `w <= 8`.
+                unsafe { put(out.as_mut_ptr() as *mut u8, w, o - o0, bits) };
+            }
+            Ok(())
+        })?;
+        let base = out.as_ptr() as *const u8;
+        // SAFETY: run_range calls the core only for tiles inside `o0..o1`, so `flat - o0`
+        // is below `out`'s length.
+        let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - o0) * w) });
+        self.epilogue.run_range(bases, o0, o1, Some(&core))
+    }
+
+    /// Whether this plan is a float sum or mean of every axis but the last (`o == 1`):
+    /// a column reduction a row group can fold block by block.
+    pub(crate) fn is_column_sum(&self) -> bool {
+        self.o == 1
+            && matches!(self.op, ReduceOp::Sum | ReduceOp::Mean)
+            && matches!(self.in_ty, Ty::F32 | Ty::F64)
+    }
+
+    /// Add rows `r0..r1` of a column reduction's input (`o == 1`, `inner` columns) into
+    /// `sums` (f64, one per column), row by row in order: a row group's partial for one
+    /// block of rows. Rows up to `TILE / 2` long share a tile, as in [`Self::run_rows`].
+    pub(crate) fn fold_cols(
+        &self,
+        bases: &[*mut u8],
+        r0: usize,
+        r1: usize,
+        sums: &mut [f64],
+    ) -> Result<(), String> {
+        debug_assert!(self.is_column_sum() && sums.len() == self.inner);
+        let inner = self.inner;
+        let esize = self.in_ty.size();
+        let per_tile = if inner <= TILE / 2 { TILE / inner } else { 1 };
+        with_scratch(|s| -> Result<(), String> {
+            let r = self.dims.len();
+            let mut idx = vec![0usize; r];
+            let mut rr = r0;
+            while rr < r1 {
+                let rows = per_tile.min(r1 - rr);
+                // Rows longer than a tile go a tile-wide column chunk at a time.
+                let span = if rows > 1 { rows * inner } else { inner };
+                let mut i0 = 0;
+                while i0 < span {
+                    let n = (span - i0).min(TILE);
+                    let flat = rr * inner + i0;
+                    unravel_into(flat, &self.dims, &mut idx);
+                    let t = TilePos {
+                        flat,
+                        idx: &idx,
+                        dims: &self.dims,
+                        len: n,
+                        in_row: r <= 1 || idx[r - 1] + n <= self.dims[r - 1],
+                    };
+                    // SAFETY: bound plan and buffers as in fold_run; the tile covers
+                    // `flat..flat + n` (`n <= TILE`) inside rows `rr..rr + rows` of the space.
+                    let v = unsafe { self.prologue_value(bases, &t, s)? };
+                    if rows > 1 {
+                        for j in 0..rows {
+                            let row = match v {
+                                // SAFETY: row `j < rows` of the tile value's `rows·inner`
+                                // elements.
+                                Sv::Vec(p) => Sv::Vec(unsafe { p.add(j * inner * esize) }),
+                                scal => scal,
+                            };
+                            // SAFETY: `row` holds `inner = sums.len()` elements of `in_ty`.
+                            unsafe { add_row(sums, row, self.in_ty) };
+                        }
+                    } else {
+                        // SAFETY: `v` holds the `n` elements of columns `i0..i0 + n`.
+                        unsafe { add_row(&mut sums[i0..i0 + n], v, self.in_ty) };
+                    }
+                    i0 += n;
+                }
+                rr += rows;
+            }
+            Ok(())
+        })
+    }
+
+    /// A column reduction's result from its column `sums` over every row, then its
+    /// epilogue over the `[C]` result.
+    pub(crate) fn finish_cols(&self, bases: &[*mut u8], sums: &[f64]) -> Result<(), String> {
+        let w = if self.out_ty == Ty::F32 { 4 } else { 8 };
+        let mut out = vec![0u64; self.inner];
+        for (i, &v) in sums.iter().enumerate() {
+            // SAFETY: `out` has `inner` u64 slots, `i < inner`, `w <= 8`, 8-aligned.
+            unsafe {
+                put(
+                    out.as_mut_ptr() as *mut u8,
+                    w,
+                    i,
+                    finish(self.op, Acc::F(v), self.l, self.out_dt),
+                )
+            };
+        }
+        let base = out.as_ptr() as *const u8;
+        // SAFETY: run_range calls the core only for tiles inside `0..inner`, the length of
+        // `out`.
+        let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add(flat * w) });
+        self.epilogue.run_range(bases, 0, self.inner, Some(&core))
+    }
+
+    /// Columns of a column reduction (`inner`).
+    pub(crate) fn columns(&self) -> usize {
+        self.inner
+    }
+
     /// Outputs `o0..o1` of short rows (`l <= TILE / 2`, one output each) into `out`:
     /// `TILE / l` rows per tile, each row's segment folded by one [`fold_tile`] (as a
     /// row's own single tile would be), at a fraction of the tiles: a LayerNorm

@@ -5,11 +5,13 @@
 //!   `transpose`: the q/k/v split), moved row by row;
 //! - `ce_backward`: a softmax cross-entropy's backward epilogue `(p − onehot(label))·s`
 //!   evaluated on the softmax rows in place;
-//! - `reduce_jit`: reduction prologues run as machine code (a norm's backward).
+//! - `reduce_jit`: reduction prologues run as machine code (a norm's backward);
+//! - `row_group`: a norm's or softmax's backward as one row-group kernel.
 
 mod ce_backward;
 mod copies;
 mod reduce_jit;
+mod row_group;
 
 use rlx_cpu::CpuBackend;
 use rlx_ir::{Graph, TensorData};

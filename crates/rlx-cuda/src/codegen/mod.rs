@@ -238,6 +238,7 @@ fn max_extent(p: &Program, bd: &[Vec<usize>]) -> usize {
                 vec![out_space]
             }
             KernelKind::Opaque { out, .. } => vec![out.dims()],
+            KernelKind::RowGroup { space, .. } => vec![space],
         };
         for s in spaces {
             if let Some(d) = concrete(s, &b) {
@@ -287,6 +288,11 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
             KernelKind::Attention { .. } => g.gen_attention().map(KCode::Attention),
             KernelKind::Contraction { .. } => g.gen_contract().map(KCode::Contract),
             KernelKind::Opaque { op, .. } => g.gen_opaque(op).map(KCode::Opaque),
+            KernelKind::RowGroup { .. } => Err(
+                "row_group kernels are not lowered to CUDA (compile with row_groups off, as \
+                 rlx_cuda::compile_options does)"
+                    .to_string(),
+            ),
         }
         .map_err(|e| {
             format!(

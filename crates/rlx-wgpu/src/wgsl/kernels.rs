@@ -38,6 +38,11 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
         KernelKind::Contraction { .. } => contraction(g, k),
         KernelKind::Attention { .. } => attention(g, k),
         KernelKind::Opaque { .. } => super::opaque::opaque(g, k),
+        KernelKind::RowGroup { .. } => Err(
+            "row_group kernels are not lowered to WGSL (compile with row_groups off, as \
+             rlx_wgpu::compile_options does)"
+                .to_string(),
+        ),
     }
 }
 

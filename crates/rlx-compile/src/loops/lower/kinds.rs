@@ -71,7 +71,9 @@ impl Cx<'_> {
                 dtype,
                 epilogue,
             } => self.contraction(*a, *b, out_space, *dtype, epilogue),
-            KernelKind::Attention { .. } | KernelKind::Opaque { .. } => {
+            KernelKind::Attention { .. }
+            | KernelKind::Opaque { .. }
+            | KernelKind::RowGroup { .. } => {
                 Err(self.fail(format!("a `{}` kernel", kernel.label())))
             }
         }
