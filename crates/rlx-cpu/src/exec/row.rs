@@ -445,11 +445,18 @@ fn sum32(x: &[f32]) -> f64 {
         let mut lanes = [0f32; 8];
         let mut it = blk.chunks_exact(8);
         for c in &mut it {
+            // A fixed-size array: no bounds checks, so the eight lanes are one vector.
+            let c: &[f32; 8] = c.try_into().expect("chunks of 8");
             for k in 0..8 {
                 lanes[k] += c[k];
             }
         }
-        total += lanes.iter().map(|&v| v as f64).sum::<f64>();
+        // Through a black box: widened lane by lane here, the lanes were split over
+        // registers of 2, 4 and 1 floats inside the loop (LLVM's SLP vectorizer).
+        total += std::hint::black_box(lanes)
+            .iter()
+            .map(|&v| v as f64)
+            .sum::<f64>();
         total += it.remainder().iter().map(|&v| v as f64).sum::<f64>();
     }
     if !total.is_finite() {
@@ -506,12 +513,18 @@ math::wide_fn! {
                     let mut lanes = [0f32; 8];
                     let mut it = c.chunks_exact(8);
                     for ch in &mut it {
+                        // A fixed-size array: the eight lanes compile to one vector.
+                        let ch: &[f32; 8] = ch.try_into().expect("chunks of 8");
                         for k in 0..8 {
                             let d = ch[k] - mean;
                             lanes[k] += d * d;
                         }
                     }
-                    sq += lanes.iter().map(|&v| v as f64).sum::<f64>();
+                    // Through a black box, as in `sum32`: the loop keeps one 8-lane vector.
+                    sq += std::hint::black_box(lanes)
+                        .iter()
+                        .map(|&v| v as f64)
+                        .sum::<f64>();
                     sq += it
                         .remainder()
                         .iter()
@@ -529,9 +542,11 @@ math::wide_fn! {
                 }
                 let d = ((sq / n as f64) + eps as f64).sqrt();
                 let inv = (1.0 / d) as f32;
-                let (g, b) = (gamma.unwrap(), beta.unwrap());
-                for j in 0..n {
-                    y[j] = (x[j] - mean) * inv * g[j] + b[j];
+                // Slices cut to the row's length: the loop has no bounds checks and is
+                // vectorized (indexing four slices of unknown length kept it scalar).
+                let (g, b) = (&gamma.unwrap()[..n], &beta.unwrap()[..n]);
+                for (((o, &xv), &gv), &bv) in y[..n].iter_mut().zip(x).zip(g).zip(b) {
+                    *o = (xv - mean) * inv * gv + bv;
                 }
             }
         }
