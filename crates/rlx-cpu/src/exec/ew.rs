@@ -39,6 +39,14 @@ pub(crate) fn ew_chunk(numel: usize, instrs: usize) -> usize {
     numel.div_ceil(n).next_multiple_of(TILE)
 }
 
+/// Whether compiled tiles write in-place outputs directly (`RLX_EW_INPLACE_JIT=0`: through
+/// the tile scratch and a copy, as before; for A/B measurements). Read once.
+static INPLACE_JIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+fn inplace_jit_on() -> bool {
+    std::env::var_os("RLX_EW_INPLACE_JIT").is_none_or(|v| v != "0")
+}
+
 /// A bound elementwise kernel.
 pub(crate) struct EwPlan {
     prog: TileProg,
@@ -423,6 +431,13 @@ impl EwPlan {
         let mut direct = SmallVec::<[*mut u8; 32]>::new();
         let mut spans = SmallVec::<[(usize, usize); 8]>::new();
         self.direct_targets(bases, &mut direct, &mut spans);
+        // The compiled code reads every input of a lane before writing its outputs, so it
+        // may also write outputs that lie exactly over a dense input (an optimizer state
+        // donated and updated in place): a table for the compiled tiles only.
+        let mut direct_jit = SmallVec::<[*mut u8; 32]>::new();
+        if core.is_none() {
+            self.inplace_targets(bases, &direct, &mut direct_jit);
+        }
         let mut spread: Vec<(*const u8, usize)> = Vec::new();
         with_scratch(|s| {
             // A streamed single output: tiles end on 64-byte boundaries of it, so the
@@ -485,13 +500,28 @@ impl EwPlan {
                     // An epilogue re-reads operands its core pass has just brought in.
                     prefetch: !self.stream || core.is_some(),
                 };
+                let env_jit = TileEnv {
+                    spread: env.spread,
+                    loads: env.loads,
+                    bases: env.bases,
+                    core: env.core,
+                    direct: if direct_jit.is_empty() {
+                        &direct
+                    } else {
+                        &direct_jit
+                    },
+                    prefetch: env.prefetch,
+                };
                 // SAFETY: `bases` are this kernel's bound buffers (the EwPlan was built for
                 // them by `bind`), so every load plan is in bounds for tile `t` (flat..flat +
                 // len inside the space) and `len <= TILE` (both run_tile's and jit_tile's
                 // contract); each store writes elements `flat..flat + len` of an output buffer
                 // holding the whole space.
+                // The compiled code may write `direct_jit`'s in-place targets: it reads each
+                // lane's inputs before writing its outputs (JitKernel::run's contract allows
+                // same-lane overlap).
                 unsafe {
-                    if !self.jit_tile(&env, &t, s) {
+                    if !self.jit_tile(&env_jit, &t, s) {
                         run_tile(&self.prog, &env, &t, s)?;
                     }
                     for &(slot, buf, dt) in &self.stores {
@@ -677,6 +707,64 @@ impl EwPlan {
                 }
             }
         }
+    }
+
+    /// Into `out` (given empty): `direct` plus, for every store whose output lies
+    /// exactly over a dense, unoffset load of the same dtype and overlaps no other load
+    /// (an in-place update), that output as its direct target; left empty when no store
+    /// is such. Only for compiled tiles: the interpreter may write a value before a
+    /// later instruction reads the input it overwrites.
+    fn inplace_targets(
+        &self,
+        bases: &[*mut u8],
+        direct: &[*mut u8],
+        out: &mut SmallVec<[*mut u8; 32]>,
+    ) {
+        if self.stream || INPLACE_JIT.get_or_init(inplace_jit_on) == &false {
+            return;
+        }
+        for (&(slot, buf, dt), &ok) in self.stores.iter().zip(&self.direct_ok) {
+            let slot = slot as usize;
+            if !ok || direct.get(slot).is_some_and(|d| !d.is_null()) {
+                continue;
+            }
+            let (lo, hi) = (
+                bases[buf] as usize,
+                bases[buf] as usize + self.numel * dt.size_bytes(),
+            );
+            let mut exact = false;
+            let mut other = false;
+            for l in &self.loads {
+                let l0 = bases[l.buf] as usize;
+                let l1 = l0 + self.load_bytes(l);
+                if !(l0 < hi && lo < l1) {
+                    continue;
+                }
+                let same = l0 == lo
+                    && l1 == hi
+                    && l.flat_dense
+                    && l.table.is_none()
+                    && l.offset == 0
+                    && l.dtype == dt;
+                exact |= same;
+                other |= !same;
+            }
+            if exact && !other {
+                if out.is_empty() {
+                    out.extend_from_slice(direct);
+                    out.resize(self.prog.instrs.len(), std::ptr::null_mut());
+                }
+                out[slot] = bases[buf];
+            }
+        }
+    }
+
+    /// Bytes of the buffer load `l` reads (its whole buffer, as `load_spans` counts it).
+    fn load_bytes(&self, l: &LoadPlan) -> usize {
+        self.load_spans
+            .iter()
+            .find(|&&(b, _)| b == l.buf)
+            .map_or(0, |&(_, bytes)| bytes)
     }
 
     fn run_copy(&self, bases: &[*mut u8]) -> Result<(), String> {

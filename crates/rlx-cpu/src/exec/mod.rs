@@ -13,6 +13,7 @@ mod movement;
 mod nn_ops;
 mod opaque;
 mod ops;
+mod order;
 pub(crate) mod par;
 mod reduce;
 mod rope;
@@ -573,7 +574,9 @@ impl CpuExecutable {
         let shared = par::Bases(&bases);
         let run_kernels = || -> RuntimeResult<()> {
             let bases = shared.get();
-            for (k, bk) in bound.kernels.iter().enumerate() {
+            let order = order::locality_order(p, bases, &bound.buf_bytes);
+            let seq = (0..bound.kernels.len()).map(|i| order.as_ref().map_or(i, |o| o[i]));
+            for (k, bk) in seq.map(|k| (k, &bound.kernels[k])) {
                 let t0 = self.profile.as_ref().map(|_| std::time::Instant::now());
                 let r = match bk {
                     BKernel::Ew(e) => e.run(bases),
