@@ -3,8 +3,7 @@
 
 use super::builder::ReverseBuilder;
 use crate::build::Build;
-use crate::jvp::conv::max_pool_pick;
-use crate::jvp::emit::Emitter;
+use crate::derivatives::pool::max_pool_pick;
 use rlx_ir::{Dim, FftNorm, IrError, IrResult, Node, NodeId, Op, ReduceOp};
 
 pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
@@ -109,15 +108,7 @@ pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             padding,
         } => {
             if rb.wants(node, 1) {
-                let mut e = Emitter::new(&mut *rb.g, "grad");
-                let ggy = max_pool_pick(
-                    &mut e,
-                    node.inputs[0],
-                    Some(g),
-                    kernel_size,
-                    stride,
-                    padding,
-                )?;
+                let ggy = max_pool_pick(rb, node.inputs[0], Some(g), kernel_size, stride, padding)?;
                 rb.give(node.inputs[1], ggy)?;
             }
             Ok(())

@@ -5,7 +5,7 @@
 //! names the op that actually stopped the gradient.
 
 use super::builder::carries_gradient;
-use rlx_ir::{Activation, Graph, MaskKind, Node, NodeId, Op, ReduceOp};
+use rlx_ir::{Activation, Graph, MaskKind, Node, Op, ReduceOp};
 
 /// `None` when a gradient flows from `node` into its operand slot `i`; otherwise
 /// the reason, as a clause naming the op (`"argmax is not differentiable (its
@@ -71,16 +71,6 @@ pub(crate) fn blocked(g: &Graph, node: &Node, i: usize) -> Option<String> {
             "max pool2d_grad is not differentiable in x (the routing to the window maximum is piecewise constant)".into(),
         ),
         Op::PoolGrad { .. } if i == 0 => shape_only(),
-        _ => None,
-    }
-}
-
-/// The float operand whose straight-through gradient a scaled_matmul code operand
-/// stands for: `x` when `codes` is `scaled_quantize(x, scales)`.
-pub(crate) fn ste_source(g: &Graph, codes: NodeId) -> Option<NodeId> {
-    let n = g.node(codes);
-    match n.op {
-        Op::ScaledQuantize { .. } => Some(n.inputs[0]),
         _ => None,
     }
 }

@@ -2,10 +2,9 @@
 //! codebook matmul and the (straight-through) scaled low-precision matmul.
 
 use super::builder::ReverseBuilder;
-use super::flow;
 use crate::build::Build;
 use crate::derivatives::elementwise::{Applier, activation_partial, needs_input};
-use crate::jvp::linalg::dequantize;
+use crate::derivatives::scaled::{dequantize, ste_source};
 use rlx_ir::{Dim, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat, SynthKind};
 
 pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
@@ -244,8 +243,8 @@ fn scaled(
         node.inputs[2],
         node.inputs[3],
     );
-    let src_l = flow::ste_source(rb.g, lq).filter(|&s| rb.is_active(s));
-    let src_r = flow::ste_source(rb.g, rq).filter(|&s| rb.is_active(s));
+    let src_l = ste_source(rb.g, lq).filter(|&s| rb.is_active(s));
+    let src_r = ste_source(rb.g, rq).filter(|&s| rb.is_active(s));
     if let Some(xl) = src_l {
         let r = dequantize(rb, rq, rs, formats[1], layout)?;
         let gl = rb.matmul(g, r)?;

@@ -223,7 +223,7 @@ pub fn no_gradient_error(g: &Graph, outputs: &[NodeId], wrt: NodeId, label: &str
         }
         if let Op::ScaledMatMul { .. } = node.op {
             for &codes in &node.inputs[..2] {
-                if let Some(src) = flow::ste_source(g, codes)
+                if let Some(src) = crate::derivatives::scaled::ste_source(g, codes)
                     && carries_gradient(g.shape(src).dtype())
                 {
                     reach[src.index()] = true;

@@ -22,6 +22,9 @@
 //! - [`reduce`]: the non-linear reductions (`max`/`min`: split evenly over ties;
 //!   `prod`: prefix × suffix partials), whose partials both modes build here.
 //!
+//! - [`pool`] and [`scaled`]: the primitive forms both modes' rules for max pooling
+//!   and the straight-through scaled matmul are built from.
+//!
 //! The conventions at non-differentiable points are those of [`crate::kinks`].
 //!
 //! [`Build`]: crate::build::Build
@@ -30,5 +33,7 @@
 pub(crate) mod elementwise;
 pub(crate) mod linear;
 pub(crate) mod nn;
+pub(crate) mod pool;
 pub(crate) mod prod;
 pub(crate) mod reduce;
+pub(crate) mod scaled;

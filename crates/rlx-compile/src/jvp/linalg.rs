@@ -6,7 +6,8 @@
 use super::ForwardBuilder;
 use crate::build::Build;
 use crate::derivatives::elementwise::{Applier, activation_partial, needs_input};
-use rlx_ir::{DType, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat, TensorData};
+use crate::derivatives::scaled::{dequantize, ste_source};
+use rlx_ir::{DType, IrResult, Node, NodeId, Op, ScaleLayout, ScaledFormat};
 
 pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeId>> {
     match &node.op {
@@ -106,13 +107,8 @@ fn scaled(
         node.inputs[2],
         node.inputs[3],
     );
-    let ste = |f: &ForwardBuilder, codes: NodeId| -> Option<NodeId> {
-        let n = f.e.g.node(codes);
-        match n.op {
-            Op::ScaledQuantize { .. } => f.tangent(n.inputs[0]),
-            _ => None,
-        }
-    };
+    let ste =
+        |f: &ForwardBuilder, codes: NodeId| ste_source(f.e.g, codes).and_then(|x| f.tangent(x));
     let (tl, tr) = (ste(f, lq), ste(f, rq));
     let mut terms = Vec::new();
     if let Some(tl) = tl {
@@ -131,51 +127,4 @@ fn scaled(
         terms.push(f.e.broadcast_like(tb, node.id)?);
     }
     f.e.sum_terms(terms)
-}
-
-/// `decode(codes)·scale` as f32 graph values: lookups into the 256 decoded code
-/// values and, for block layouts, the 256 decoded scale codes, expanded over each block.
-/// Shared by the forward mode and the reverse mode (`autodiff::linalg`).
-pub(crate) fn dequantize<B: Build>(
-    e: &mut B,
-    codes: NodeId,
-    scales: NodeId,
-    format: ScaledFormat,
-    layout: ScaleLayout,
-) -> IrResult<NodeId> {
-    let table: Vec<f64> = (0..=255u8).map(|c| format.decode(c) as f64).collect();
-    let table = e.constant(TensorData::from_f64_as(DType::F32, &[256], &table));
-    let vals = e.op(Op::Gather { axis: 0 }, vec![table, codes])?;
-    let scale = match layout.block() {
-        None => e.cast(scales, DType::F32)?,
-        Some(block) => {
-            let decoded: Vec<f64> = (0..=255u8)
-                .map(|c| match layout {
-                    ScaleLayout::Nvfp4 { .. } => ScaledFormat::F8E4M3.decode(c) as f64,
-                    _ if c == 255 => f64::NAN,
-                    _ => (c as f64 - 127.0).exp2(),
-                })
-                .collect();
-            let st = e.constant(TensorData::from_f64_as(DType::F32, &[256], &decoded));
-            let per_block = e.op(Op::Gather { axis: 0 }, vec![st, scales])?;
-            // [r, k/b] → [r, k/b, 1] → [r, k/b, b] → [r, k].
-            let r = e.rank(per_block);
-            let col = e.unsqueeze(per_block, r)?;
-            let mut target: Vec<i64> = e
-                .dims(per_block)
-                .iter()
-                .map(|d| d.as_static().map_or(-1, |n| n as i64))
-                .collect();
-            target.push(block as i64);
-            let wide = e.op(
-                Op::Expand {
-                    target_shape: target,
-                },
-                vec![col],
-            )?;
-            let cd = e.dims(codes);
-            e.reshape_to(wide, &cd)?
-        }
-    };
-    e.mul(vals, scale)
 }
