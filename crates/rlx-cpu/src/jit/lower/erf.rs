@@ -9,7 +9,7 @@
 
 use super::special::{exp_mant, load_const, pow2i};
 use super::{Lower, R8, Temps};
-use crate::jit::x86::{Asm, Cmp, Mem, Src};
+use crate::jit::x86::{Asm, Cmp, K6, Mem, Src, VDIVPD, VMULPD, Zmm};
 // The clamps of |x| for GELU and erf and Mills's M(a) = P(a)/Q(a) (Q0 = 1) are
 // `math::special`'s own constants: the emitted code must compute its bits.
 use crate::math::special::{ERF_MAX, GELU_MAX, MP, MQ};
@@ -75,7 +75,7 @@ impl Lower<'_> {
     /// `erf x` as `math::special::erf`: the small-argument polynomial below 0.75 in
     /// magnitude, `copysign(1 − 2·e^(−c²)·M(c√2), x)` with `c = min(|x|, 9.3)` elsewhere;
     /// into `d` (12 temps).
-    pub(super) fn erf(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+    pub(super) fn erf(&self, a: &mut Asm, t: &mut Temps, d: Zmm, x: Zmm) {
         let [c, m, h, l, e1, e2] = t.many::<6>();
         self.clamped_square(a, (c, h, l), x, ERF_MAX);
         a.vxorps(h, h, self.creg(SIGN));
@@ -98,15 +98,15 @@ impl Lower<'_> {
         a.vandps(h, x, self.creg(SIGN));
         a.vorps(l, l, h);
         // |x| < 0.75 (c = min(|x|, 9.3); false for NaN) → the polynomial
-        a.vcmpps(6, c, self.cf(ERF_SMALL), Cmp::LtOq);
+        a.vcmpps(K6, c, self.cf(ERF_SMALL), Cmp::LtOq);
         self.erf_small(a, (m, h), x);
-        a.vblendmps(d, 6, l, m);
+        a.vblendmps(d, K6, l, m);
     }
 
     /// Exact GELU as `math::special::gelu`: with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)` (|x|
     /// clamped at 15.49, v = 0 past it), `((p·(x·M))·s1)·s2` for negative x and
     /// `x·(1 − v)` otherwise; −0 at −∞; into `d` (12 temps).
-    pub(super) fn gelu_erf(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+    pub(super) fn gelu_erf(&self, a: &mut Asm, t: &mut Temps, d: Zmm, x: Zmm) {
         let [c, m, h, l, e1, e2] = t.many::<6>();
         self.clamped_square(a, (c, h, l), x, GELU_MAX);
         a.vmulps(h, h, self.cf(-0.5));
@@ -114,7 +114,7 @@ impl Lower<'_> {
         let ec = self.exp_regs();
         let (p, s2, s1) = exp_mant(a, &ec, t, h, Some(l));
         // p = 0 past the clamp (k6); s1 = 2^(n >> 1), s2 = 2^(n − (n >> 1))
-        a.vblendmps(p, 6, p, self.cf(0.0));
+        a.vblendmps(p, K6, p, self.cf(0.0));
         a.vpsrad(s1, s2, 1);
         a.vpsubd(s2, s2, s1);
         pow2i(a, &ec, s1, s1);
@@ -125,9 +125,9 @@ impl Lower<'_> {
         };
         self.mills(a, &mut mt, m, c, false);
         // neg = x < 0 (k6); v = ((p·(sel(neg, x, 1)·M))·s1)·s2  (into c)
-        a.vcmpps(6, x, self.cf(0.0), Cmp::LtOq);
+        a.vcmpps(K6, x, self.cf(0.0), Cmp::LtOq);
         load_const(a, c, self.cf(1.0));
-        a.vblendmps(c, 6, c, x);
+        a.vblendmps(c, K6, c, x);
         a.vmulps(c, c, m);
         a.vmulps(c, p, c);
         a.vmulps(c, c, s1);
@@ -136,17 +136,17 @@ impl Lower<'_> {
         load_const(a, h, self.cf(1.0));
         a.vsubps(h, h, c);
         a.vmulps(h, x, h);
-        a.vblendmps(h, 6, h, c);
-        a.vcmpps(6, x, self.cf(f32::NEG_INFINITY), Cmp::EqOq);
-        a.vblendmps(d, 6, h, self.creg(SIGN));
+        a.vblendmps(h, K6, h, c);
+        a.vcmpps(K6, x, self.cf(f32::NEG_INFINITY), Cmp::EqOq);
+        a.vblendmps(d, K6, h, self.creg(SIGN));
     }
 
     /// `math::special::clamped_square`: `c = min(|x|, max)` (k6: clamped) and
     /// `h + l = c²` exactly.
-    fn clamped_square(&self, a: &mut Asm, (c, h, l): (u8, u8, u8), x: u8, max: f32) {
+    fn clamped_square(&self, a: &mut Asm, (c, h, l): (Zmm, Zmm, Zmm), x: Zmm, max: f32) {
         a.vandps(c, x, self.creg(ABS));
-        a.vcmpps(6, c, self.cf(max), Cmp::GtOq);
-        a.vblendmps(c, 6, c, self.cf(max));
+        a.vcmpps(K6, c, self.cf(max), Cmp::GtOq);
+        a.vblendmps(c, K6, c, self.cf(max));
         a.vmulps(h, c, c);
         a.vmovaps(l, c);
         a.vfmsub213ps(l, c, h);
@@ -156,7 +156,7 @@ impl Lower<'_> {
     /// into `d`: each 8-double half widened, `P(a)/Q(a)` by Horner from `fma(a, P4, P3)`
     /// and `fma(a, Q5, Q4)`, rounded back; 4 temps, `c` and `d` distinct and kept apart
     /// from them.
-    fn mills(&self, a: &mut Asm, t: &mut Temps, d: u8, c: u8, sqrt2: bool) {
+    fn mills(&self, a: &mut Asm, t: &mut Temps, d: Zmm, c: Zmm, sqrt2: bool) {
         let [w, p, q, hi] = t.many::<4>();
         for half in 0..2 {
             if half == 0 {
@@ -166,7 +166,7 @@ impl Lower<'_> {
                 a.vcvtps2pd(w, hi);
             }
             if sqrt2 {
-                a.pd(0x59, w, w, self.creg64(std::f64::consts::SQRT_2));
+                a.op3(VMULPD, w, w, self.creg64(std::f64::consts::SQRT_2));
             }
             self.load64(a, p, MP[4]);
             for k in (0..4).rev() {
@@ -177,7 +177,7 @@ impl Lower<'_> {
                 a.vfmadd213pd(q, w, self.creg64(MQ[k]));
             }
             a.vfmadd213pd(q, w, self.creg64(1.0));
-            a.pd(0x5E, p, p, q);
+            a.op3(VDIVPD, p, p, q);
             if half == 0 {
                 a.vcvtpd2ps(d, p);
             } else {
@@ -188,7 +188,7 @@ impl Lower<'_> {
     }
 
     /// Broadcast pooled f64 constant `v` into register `r`.
-    fn load64(&self, a: &mut Asm, r: u8, v: f64) {
+    fn load64(&self, a: &mut Asm, r: Zmm, v: f64) {
         let Src::Pool(off) = self.creg64(v) else {
             unreachable!("a pooled constant")
         };
@@ -197,7 +197,7 @@ impl Lower<'_> {
 
     /// `math::special::erf_small(z)` into `d` (`w` scratch): `fma(z, E0_HI, z·fma(w,
     /// E(w), E0_LO))`, `w = z²`, E by Horner from `fma(w, E5, E4)`; `d`, `w`, `z` distinct.
-    fn erf_small(&self, a: &mut Asm, (d, w): (u8, u8), z: u8) {
+    fn erf_small(&self, a: &mut Asm, (d, w): (Zmm, Zmm), z: Zmm) {
         a.vmulps(w, z, z);
         load_const(a, d, self.cf(E[4]));
         for k in (0..4).rev() {

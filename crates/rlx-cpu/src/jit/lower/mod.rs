@@ -21,7 +21,9 @@ mod special;
 
 use super::JitKernel;
 use super::mem::ExecMem;
-use super::x86::{Asm, Cmp, Gpr, JAE, Mem, R11, RAX, RDI, RDX, RSI, Src};
+use super::x86::{
+    Asm, Cmp, Gpr, JAE, K1, K2, K4, Kreg, Mask, Mem, R11, RAX, RDI, RDX, RSI, Src, Zmm,
+};
 use crate::exec::value::Ty;
 use crate::exec::vm::{IOp, TileProg};
 use rlx_ir::{CmpOp, DType};
@@ -30,7 +32,7 @@ use special::load_const;
 const R8: Gpr = Gpr(8);
 
 /// Vector registers.
-const NZMM: u8 = 32;
+const NZMM: u8 = Zmm::COUNT;
 
 /// Whether instruction `ins` can be compiled: f32 (and bf16/f16 held as f32) values with
 /// the activations and binary ops that have a row in [`rules`], comparisons, selects and
@@ -180,8 +182,8 @@ fn lower(
     a.patch(back, top);
     a.patch(to_tail, a.code.len());
     a.low_mask_cl(RAX);
-    a.kmovw_from(1, RAX);
-    a.kshiftrw(4, 1, 8); // the mask of f64 lanes 8–15
+    a.kmovw_from(K1, RAX);
+    a.kshiftrw(K4, K1, 8); // the mask of f64 lanes 8–15
     l.body(&mut a, true).ok_or_else(no_regs)?;
     a.vzeroupper();
     a.ret();
@@ -214,10 +216,10 @@ struct Lower<'a> {
     /// Export full vectors with non-temporal stores.
     streaming: bool,
     /// Instruction constants held in registers: `(bits, f64?, register)`.
-    hoisted: Vec<(u64, bool, u8)>,
+    hoisted: Vec<(u64, bool, Zmm)>,
     /// Register of each scalar input (by input position).
-    scalar_reg: Vec<Option<u8>>,
-    /// Registers holding constants and scalars for the whole call.
+    scalar_reg: Vec<Option<Zmm>>,
+    /// Registers holding constants and scalars for the whole call (by register index).
     fixed: Vec<bool>,
     /// For each instruction, the instruction whose register holds its value (itself,
     /// or what an identity cast forwards).
@@ -300,15 +302,18 @@ impl<'a> Lower<'a> {
     }
 
     /// A register reserved for the whole call (scalars and instruction constants).
-    fn take_fixed(&mut self) -> Option<u8> {
-        let r = (0..NZMM).rev().find(|&r| !self.fixed[r as usize])?;
-        self.fixed[r as usize] = true;
+    fn take_fixed(&mut self) -> Option<Zmm> {
+        let r = (0..NZMM)
+            .rev()
+            .map(Zmm::new)
+            .find(|r| !self.fixed[r.index()])?;
+        self.fixed[r.index()] = true;
         Some(r)
     }
 
     /// A register holding instruction constant `bits` (f32 bits, or f64 bits when
     /// `wide`) broadcast for the whole call: any operand position may read it.
-    fn hoist(&mut self, a: &mut Asm, bits: u64, wide: bool) -> Option<u8> {
+    fn hoist(&mut self, a: &mut Asm, bits: u64, wide: bool) -> Option<Zmm> {
         if let Some(&(_, _, r)) = self.hoisted.iter().find(|h| (h.0, h.1) == (bits, wide)) {
             return Some(r);
         }
@@ -329,7 +334,7 @@ impl<'a> Lower<'a> {
     }
 
     /// The register of a hoisted instruction constant.
-    fn hoisted_reg(&self, bits: u64, wide: bool) -> u8 {
+    fn hoisted_reg(&self, bits: u64, wide: bool) -> Zmm {
         let h = self.hoisted.iter().find(|h| (h.0, h.1) == (bits, wide));
         h.expect("hoisted by the prologue").2
     }
@@ -394,27 +399,32 @@ impl<'a> Lower<'a> {
 
     /// Emit the body (16 lanes at offset r11; masked by k1 when `masked`).
     fn body(&self, a: &mut Asm, masked: bool) -> Option<()> {
-        let mut free: Vec<u8> = (0..NZMM)
-            .filter(|&r| !self.fixed[r as usize])
+        // Popped from the end: the lowest free register first.
+        let mut free: Vec<Zmm> = (0..NZMM)
             .rev()
+            .map(Zmm::new)
+            .filter(|r| !self.fixed[r.index()])
             .collect();
-        let mut reg: Vec<u8> = vec![u8::MAX; self.prog.instrs.len()];
+        let mut reg: Vec<Option<Zmm>> = vec![None; self.prog.instrs.len()];
         // f64 values take two registers: lanes 0–7 in `reg`, lanes 8–15 in `hi`.
-        let mut hi: Vec<u8> = vec![u8::MAX; self.prog.instrs.len()];
-        let k = if masked { 1 } else { 0 };
-        let k_hi = if masked { 4 } else { 0 };
+        let mut hi: Vec<Option<Zmm>> = vec![None; self.prog.instrs.len()];
+        // The tail's lane masks (f32 lanes / f64 lanes 0–7, and f64 lanes 8–15).
+        let k = masked.then_some(K1);
+        let k_hi = masked.then_some(K4);
         for (i, ins) in self.prog.instrs.iter().enumerate() {
             if self.root[i] != i {
                 continue; // an identity cast: its value is its operand's register
             }
-            let arg = |n: usize| reg[self.root[ins.args[n] as usize]];
-            let arg_hi = |n: usize| hi[self.root[ins.args[n] as usize]];
+            let arg = |n: usize| reg[self.root[ins.args[n] as usize]].expect("computed earlier");
+            let arg_hi = |n: usize| {
+                hi[self.root[ins.args[n] as usize]].expect("an f64 value computed earlier")
+            };
             let wide_src = ins.args[..arity(&ins.op)]
                 .iter()
                 .any(|&x| self.prog.instrs[x as usize].ty == Ty::F64);
             if ins.ty == Ty::F64 || wide_src {
                 let (d, e) = self.wide(a, ins, i, &mut free, (k, k_hi), arg, arg_hi)?;
-                reg[i] = d;
+                reg[i] = Some(d);
                 hi[i] = e;
                 self.release(i, ins, &reg, &hi, &mut free);
                 continue;
@@ -426,7 +436,7 @@ impl<'a> Lower<'a> {
                         let j = self.inputs.iter().position(|&x| x == i).expect("an input");
                         let d = free.pop()?;
                         a.mov_load(RAX, RDI, 8 * j as i32);
-                        a.vmovups_load(d, Mem::BaseIndex(RAX, R11), k);
+                        a.vmovups_load(d, Mem::BaseIndex(RAX, R11), Mask::zeroing(k));
                         if !masked && let Some(dist) = prefetch_distance() {
                             // More lines in flight than the hardware prefetcher keeps
                             // (reads past the tile reach the next one; a prefetch
@@ -467,15 +477,15 @@ impl<'a> Lower<'a> {
                         CmpOp::Ge => Cmp::GeOq,
                     };
                     let d = free.pop()?;
-                    a.vcmpps(2, arg(0), arg(1), pred);
+                    a.vcmpps(K2, arg(0), arg(1), pred);
                     load_const(a, d, self.creg(1f32.to_bits()));
-                    a.vmovaps_z(d, 2, d);
+                    a.vmovaps_z(d, K2, d);
                     d
                 }
                 IOp::Where => {
                     let d = free.pop()?;
-                    a.vcmpps(2, arg(0), self.creg(0), Cmp::NeqUq);
-                    a.vblendmps(d, 2, arg(2), arg(1));
+                    a.vcmpps(K2, arg(0), self.creg(0), Cmp::NeqUq);
+                    a.vblendmps(d, K2, arg(2), arg(1));
                     d
                 }
                 IOp::Cast(_) if is_half(ins.dtype) => {
@@ -490,19 +500,21 @@ impl<'a> Lower<'a> {
                 // The interpreter rounds every op's f32 result to the node's format.
                 self.round_half(a, &mut free, ins.dtype, dst, dst)?;
             }
-            reg[i] = dst;
+            reg[i] = Some(dst);
             self.release(i, ins, &reg, &hi, &mut free);
         }
         for (e, &x) in self.exports.iter().enumerate() {
             a.mov_load(RAX, RSI, 8 * e as i32);
             let r = self.root[x];
+            let lo = reg[r].expect("an export is computed");
             if self.prog.instrs[r].ty == Ty::F64 {
-                a.vmovupd_store(Mem::BaseIndex2(RAX, R11, 0), reg[r], k);
-                a.vmovupd_store(Mem::BaseIndex2(RAX, R11, 64), hi[r], k_hi);
+                let e = hi[r].expect("an f64 export has a high half");
+                a.vmovupd_store(Mem::BaseIndex2(RAX, R11, 0), lo, Mask::merging(k));
+                a.vmovupd_store(Mem::BaseIndex2(RAX, R11, 64), e, Mask::merging(k_hi));
             } else if self.streaming && !masked {
-                a.vmovntps(Mem::BaseIndex(RAX, R11), reg[r]);
+                a.vmovntps(Mem::BaseIndex(RAX, R11), lo);
             } else {
-                a.vmovups_store(Mem::BaseIndex(RAX, R11), reg[r], k);
+                a.vmovups_store(Mem::BaseIndex(RAX, R11), lo, Mask::merging(k));
             }
         }
         Some(())
@@ -514,7 +526,14 @@ impl<'a> Lower<'a> {
     /// is quieted and truncated instead); f16 goes through the hardware conversion with
     /// an explicit round-to-nearest-even, as `half`'s slice conversion does. `dst` may be
     /// `x`.
-    fn round_half(&self, a: &mut Asm, free: &mut Vec<u8>, dt: DType, dst: u8, x: u8) -> Option<()> {
+    fn round_half(
+        &self,
+        a: &mut Asm,
+        free: &mut Vec<Zmm>,
+        dt: DType,
+        dst: Zmm,
+        x: Zmm,
+    ) -> Option<()> {
         let t = free.pop()?;
         if dt == DType::F16 {
             a.vcvtps2ph(t, x);
@@ -533,10 +552,10 @@ impl<'a> Lower<'a> {
         a.vpaddd(t, t, half_ulp);
         a.vpaddd(t, t, x);
         a.vpandd(t, t, high);
-        a.vcmpps(2, x, x, Cmp::UnordQ);
+        a.vcmpps(K2, x, x, Cmp::UnordQ);
         a.vpord(q, x, quiet);
         a.vpandd(q, q, high);
-        a.vblendmps(dst, 2, t, q);
+        a.vblendmps(dst, K2, t, q);
         free.push(q);
         free.push(t);
         Some(())
@@ -548,13 +567,13 @@ impl<'a> Lower<'a> {
         &self,
         i: usize,
         ins: &crate::exec::vm::Instr,
-        reg: &[u8],
-        hi: &[u8],
-        free: &mut Vec<u8>,
+        reg: &[Option<Zmm>],
+        hi: &[Option<Zmm>],
+        free: &mut Vec<Zmm>,
     ) {
-        let give = |r: usize, free: &mut Vec<u8>| {
-            for x in [reg[r], hi[r]] {
-                if x != u8::MAX && !self.fixed[x as usize] && !free.contains(&x) {
+        let give = |r: usize, free: &mut Vec<Zmm>| {
+            for x in [reg[r], hi[r]].into_iter().flatten() {
+                if !self.fixed[x.index()] && !free.contains(&x) {
                     free.push(x);
                 }
             }
@@ -573,51 +592,51 @@ impl<'a> Lower<'a> {
     }
 
     /// Instruction `i` with an f64 result or operand: returns its (low, high) registers
-    /// (high = `u8::MAX` for an f32 result).
+    /// (high = `None` for an f32 result). `k` and `k_hi` are the tail's lane masks.
     #[allow(clippy::too_many_arguments)]
     fn wide(
         &self,
         a: &mut Asm,
         ins: &crate::exec::vm::Instr,
         i: usize,
-        free: &mut Vec<u8>,
-        (k, k_hi): (u8, u8),
-        arg: impl Fn(usize) -> u8,
-        arg_hi: impl Fn(usize) -> u8,
-    ) -> Option<(u8, u8)> {
+        free: &mut Vec<Zmm>,
+        (k, k_hi): (Option<Kreg>, Option<Kreg>),
+        arg: impl Fn(usize) -> Zmm,
+        arg_hi: impl Fn(usize) -> Zmm,
+    ) -> Option<(Zmm, Option<Zmm>)> {
         Some(match &ins.op {
             IOp::Load(_) | IOp::Core => match self.is_scalar_input(i) {
                 Some(j) => {
                     let r = self.scalar_reg[j].expect("broadcast");
-                    (r, r)
+                    (r, Some(r))
                 }
                 None => {
                     let j = self.inputs.iter().position(|&x| x == i).expect("an input");
                     let (d, e) = (free.pop()?, free.pop()?);
                     a.mov_load(RAX, RDI, 8 * j as i32);
-                    a.vmovupd_load(d, Mem::BaseIndex2(RAX, R11, 0), k);
-                    a.vmovupd_load(e, Mem::BaseIndex2(RAX, R11, 64), k_hi);
-                    (d, e)
+                    a.vmovupd_load(d, Mem::BaseIndex2(RAX, R11, 0), Mask::zeroing(k));
+                    a.vmovupd_load(e, Mem::BaseIndex2(RAX, R11, 64), Mask::zeroing(k_hi));
+                    (d, Some(e))
                 }
             },
             IOp::Const(b) => {
                 let r = self.hoisted_reg(*b, true);
-                (r, r)
+                (r, Some(r))
             }
             IOp::Binary(b) => {
                 let op = rules::binary_f64_opcode(*b)?;
                 let (d, e) = (free.pop()?, free.pop()?);
-                a.pd(op, d, arg(0), arg(1));
-                a.pd(op, e, arg_hi(0), arg_hi(1));
-                (d, e)
+                a.op3(op, d, arg(0), arg(1));
+                a.op3(op, e, arg_hi(0), arg_hi(1));
+                (d, Some(e))
             }
             IOp::Unary(act) => {
                 // A unary packed-double op (sqrt): the first source is unused.
                 let op = rules::unary_f64_opcode(*act)?;
                 let (d, e) = (free.pop()?, free.pop()?);
-                a.pd(op, d, 0, arg(0));
-                a.pd(op, e, 0, arg_hi(0));
-                (d, e)
+                a.op2(op, d, arg(0));
+                a.op2(op, e, arg_hi(0));
+                (d, Some(e))
             }
             IOp::Cast(DType::F32 | DType::BF16 | DType::F16) => {
                 // f32 (or an exact bf16 / f16 value held as f32) → f64: each half of the
@@ -628,7 +647,7 @@ impl<'a> Lower<'a> {
                 a.vextract_hi(t, x);
                 a.vcvtps2pd(e, t);
                 free.push(t);
-                (d, e)
+                (d, Some(e))
             }
             IOp::Cast(DType::F64) => {
                 // f64 → f32: both halves rounded, then joined.
@@ -637,7 +656,7 @@ impl<'a> Lower<'a> {
                 a.vcvtpd2ps(t, arg_hi(0));
                 a.vinsert_hi(d, d, t);
                 free.push(t);
-                (d, u8::MAX)
+                (d, None)
             }
             _ => return None,
         })
@@ -646,12 +665,12 @@ impl<'a> Lower<'a> {
 
 /// Scratch registers borrowed for one instruction.
 struct Temps {
-    regs: Vec<u8>,
+    regs: Vec<Zmm>,
     next: usize,
 }
 
 impl Temps {
-    fn take(free: &mut Vec<u8>, n: usize) -> Option<Temps> {
+    fn take(free: &mut Vec<Zmm>, n: usize) -> Option<Temps> {
         if free.len() < n {
             return None;
         }
@@ -662,17 +681,17 @@ impl Temps {
     }
 
     /// The next `N` scratch registers.
-    fn many<const N: usize>(&mut self) -> [u8; N] {
+    fn many<const N: usize>(&mut self) -> [Zmm; N] {
         std::array::from_fn(|_| self.get())
     }
 
-    fn get(&mut self) -> u8 {
+    fn get(&mut self) -> Zmm {
         let r = self.regs[self.next];
         self.next += 1;
         r
     }
 
-    fn give_back(self, free: &mut Vec<u8>) {
+    fn give_back(self, free: &mut Vec<Zmm>) {
         free.extend(self.regs);
     }
 }

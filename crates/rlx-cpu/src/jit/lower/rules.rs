@@ -7,7 +7,7 @@
 use super::erf::{erf_consts, erf_consts64};
 use super::special::{GELU_CONSTS, exp_consts, exp_parts, minmax, tanh_log_consts};
 use super::{Lower, Temps};
-use crate::jit::x86::{Asm, Cmp};
+use crate::jit::x86::{Asm, Cmp, K2, K3, Opcode, VADDPD, VDIVPD, VMULPD, VSQRTPD, VSUBPD, Zmm};
 use rlx_ir::{Activation, BinaryOp};
 
 /// How an f32 activation is compiled.
@@ -17,7 +17,7 @@ pub(super) struct UnaryRule {
     /// Pushes the 32-bit and 64-bit pool constants its code reads (through `creg`).
     pub consts: fn(&mut Vec<u32>, &mut Vec<u64>),
     /// Emits `dst = act(x)` (16 f32 lanes).
-    pub emit: fn(&Lower<'_>, &mut Asm, &mut Temps, u8, u8),
+    pub emit: fn(&Lower<'_>, &mut Asm, &mut Temps, Zmm, Zmm),
 }
 
 /// How an f32 binary op is compiled.
@@ -25,7 +25,7 @@ pub(super) struct BinaryRule {
     /// Scratch registers its code borrows.
     pub temps: usize,
     /// Emits `dst = x op y` (16 f32 lanes).
-    pub emit: fn(&mut Asm, &mut Temps, u8, u8, u8),
+    pub emit: fn(&mut Asm, &mut Temps, Zmm, Zmm, Zmm),
 }
 
 /// The constants of the exp-based activations (exp, sigmoid, silu, tanh-GELU, tanh, log).
@@ -51,8 +51,8 @@ pub(super) fn unary(act: Activation) -> Option<UnaryRule> {
             temps: 0,
             consts: |p, _| p.push(0),
             emit: |l, a, _, d, x| {
-                a.vcmpps(2, x, l.creg(0), Cmp::NleUq);
-                a.vmovaps_z(d, 2, x);
+                a.vcmpps(K2, x, l.creg(0), Cmp::NleUq);
+                a.vmovaps_z(d, K2, x);
             },
         },
         A::Neg => UnaryRule {
@@ -92,8 +92,8 @@ pub(super) fn unary(act: Activation) -> Option<UnaryRule> {
                 // x·σ(x) with x as the multiplier (`math::special::silu`); that is
                 // ∞·0 = NaN at −∞, where silu is −0.
                 l.sigmoid_dd_mul(a, t, d, x, None, Some(x));
-                a.vcmpps(3, x, l.creg(f32::NEG_INFINITY.to_bits()), Cmp::EqOq);
-                a.vblendmps(d, 3, d, l.creg(0x8000_0000));
+                a.vcmpps(K3, x, l.creg(f32::NEG_INFINITY.to_bits()), Cmp::EqOq);
+                a.vblendmps(d, K3, d, l.creg(0x8000_0000));
             },
         },
         A::GeluApprox => UnaryRule {
@@ -158,23 +158,22 @@ pub(super) fn binary(op: BinaryOp) -> Option<BinaryRule> {
     Some(rule)
 }
 
-/// The packed-double opcode (map 0F, 66 prefix, W1) of an f64 binary op; `None`: not
-/// compiled.
-pub(super) fn binary_f64_opcode(op: BinaryOp) -> Option<u8> {
+/// The packed-double opcode of an f64 binary op; `None`: not compiled.
+pub(super) fn binary_f64_opcode(op: BinaryOp) -> Option<Opcode> {
     match op {
-        BinaryOp::Add => Some(0x58),
-        BinaryOp::Mul => Some(0x59),
-        BinaryOp::Sub => Some(0x5C),
-        BinaryOp::Div => Some(0x5E),
+        BinaryOp::Add => Some(VADDPD),
+        BinaryOp::Mul => Some(VMULPD),
+        BinaryOp::Sub => Some(VSUBPD),
+        BinaryOp::Div => Some(VDIVPD),
         _ => None,
     }
 }
 
 /// The packed-double opcode of an f64 activation; `None`: not compiled (f64 neg/abs keep
 /// NaN as is in the interpreter, unlike f32's).
-pub(super) fn unary_f64_opcode(act: Activation) -> Option<u8> {
+pub(super) fn unary_f64_opcode(act: Activation) -> Option<Opcode> {
     match act {
-        Activation::Sqrt => Some(0x51),
+        Activation::Sqrt => Some(VSQRTPD),
         _ => None,
     }
 }
@@ -218,7 +217,7 @@ mod tests {
 
     #[test]
     fn f64_rows_cover_only_ops_with_the_interpreters_bits() {
-        assert_eq!(unary_f64_opcode(Activation::Sqrt), Some(0x51));
+        assert_eq!(unary_f64_opcode(Activation::Sqrt), Some(VSQRTPD));
         assert_eq!(unary_f64_opcode(Activation::Neg), None);
         assert_eq!(unary_f64_opcode(Activation::Abs), None);
         assert_eq!(binary_f64_opcode(BinaryOp::Max), None);

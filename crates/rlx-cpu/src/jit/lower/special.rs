@@ -4,7 +4,7 @@
 //! (FMA path), so the bits agree.
 
 use super::{Lower, R8, Temps};
-use crate::jit::x86::{Asm, Cmp, Mem, Src};
+use crate::jit::x86::{Asm, Cmp, K2, K3, Mem, Src, Zmm};
 
 // Constants of the exp/sigmoid lane kernels (see `math::expo`), as f32 bits.
 const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -53,14 +53,14 @@ pub(super) fn tanh_log_consts() -> Vec<u32> {
 impl Lower<'_> {
     /// `tanh x` as `math::special::tanh`: `expm1(2|x|)/(expm1(2|x|) + 2)`, |x| clamped at
     /// 10, with the sign of `x`; into `d`.
-    pub(super) fn tanh(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+    pub(super) fn tanh(&self, a: &mut Asm, t: &mut Temps, d: Zmm, x: Zmm) {
         let c = self.exp_regs();
         let (abs, sign) = (self.creg(0x7FFF_FFFF), self.creg(0x8000_0000));
         let ten = self.creg(10f32.to_bits());
         let [ax, e] = t.many::<2>();
         a.vandps(ax, x, abs);
-        a.vcmpps(2, ax, ten, Cmp::GtOq);
-        a.vblendmps(ax, 2, ax, ten);
+        a.vcmpps(K2, ax, ten, Cmp::GtOq);
+        a.vblendmps(ax, K2, ax, ten);
         a.vaddps(ax, ax, ax);
         self.expm1(a, &c, t, e, ax);
         let den = t.get();
@@ -73,7 +73,7 @@ impl Lower<'_> {
     }
 
     /// `eˣ − 1` as `math::expo::expm1`, into `d`.
-    fn expm1(&self, a: &mut Asm, c: &ExpConsts, t: &mut Temps, d: u8, x: u8) {
+    fn expm1(&self, a: &mut Asm, c: &ExpConsts, t: &mut Temps, d: Zmm, x: Zmm) {
         let [xc, tt, n, r, q, rr, m] = t.many::<7>();
         // xc = clamp(x, −30, 88)
         let (lo, hi) = (self.creg((-30f32).to_bits()), self.creg(88f32.to_bits()));
@@ -91,16 +91,16 @@ impl Lower<'_> {
 
     /// `ln x` as `math::expo::log` (subnormals scaled first; NaN, ±0, negative and +∞
     /// handled as there), into `d`.
-    pub(super) fn log(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+    pub(super) fn log(&self, a: &mut Asm, t: &mut Temps, d: Zmm, x: Zmm) {
         let k = |v: u32| self.creg(v);
         let one = k(1f32.to_bits());
         let [xs, kadj, ix, kk, f, den, sv, r, hfsq, m] = t.many::<10>();
         // tiny: x·2²³ and an exponent adjustment of −23
-        a.vcmpps(3, x, k(f32::MIN_POSITIVE.to_bits()), Cmp::LtOq);
+        a.vcmpps(K3, x, k(f32::MIN_POSITIVE.to_bits()), Cmp::LtOq);
         a.vmulps(xs, x, k(8_388_608f32.to_bits()));
-        a.vblendmps(xs, 3, x, xs);
+        a.vblendmps(xs, K3, x, xs);
         load_const(a, kadj, k((-23i32) as u32));
-        a.vmovaps_z(kadj, 3, kadj);
+        a.vmovaps_z(kadj, K3, kadj);
         // ix = bits(xs) + (1.0 − √½ in bits); k = (ix >> 23) − 127 + adj
         a.vpaddd(ix, xs, k(0x3f80_0000 - SQRT_HALF_BITS));
         a.vpsrad(kk, ix, 23);
@@ -133,14 +133,14 @@ impl Lower<'_> {
         a.vaddps(kk, kk, f);
         a.vfmadd231ps(kk, kadj, c.ln2_hi);
         // +∞ → +∞; x < 0 → NaN; ±0 → −∞; NaN → x
-        a.vcmpps(2, x, k(f32::INFINITY.to_bits()), Cmp::EqOq);
-        a.vblendmps(kk, 2, kk, x);
-        a.vcmpps(2, x, c.zero, Cmp::LtOq);
-        a.vblendmps(kk, 2, kk, k(f32::NAN.to_bits()));
-        a.vcmpps(2, x, c.zero, Cmp::EqOq);
-        a.vblendmps(kk, 2, kk, k(f32::NEG_INFINITY.to_bits()));
-        a.vcmpps(2, x, x, Cmp::UnordQ);
-        a.vblendmps(d, 2, kk, x);
+        a.vcmpps(K2, x, k(f32::INFINITY.to_bits()), Cmp::EqOq);
+        a.vblendmps(kk, K2, kk, x);
+        a.vcmpps(K2, x, c.zero, Cmp::LtOq);
+        a.vblendmps(kk, K2, kk, k(f32::NAN.to_bits()));
+        a.vcmpps(K2, x, c.zero, Cmp::EqOq);
+        a.vblendmps(kk, K2, kk, k(f32::NEG_INFINITY.to_bits()));
+        a.vcmpps(K2, x, x, Cmp::UnordQ);
+        a.vblendmps(d, K2, kk, x);
     }
 
     pub(super) fn exp_regs(&self) -> ExpConsts {
@@ -164,26 +164,26 @@ impl Lower<'_> {
         &self,
         a: &mut Asm,
         t: &mut Temps,
-        d: u8,
-        hi: u8,
-        lo: Option<u8>,
-        m: Option<u8>,
+        d: Zmm,
+        hi: Zmm,
+        lo: Option<Zmm>,
+        m: Option<Zmm>,
     ) {
         let c = self.exp_regs();
         let sign = self.creg(0x8000_0000);
         // neg = hi < 0; arguments (hi, lo) when negative, (−hi, −lo) otherwise.
         let [nx, l] = t.many::<2>();
         a.vxorps(nx, hi, sign);
-        a.vcmpps(3, hi, c.zero, Cmp::LtOq);
-        a.vblendmps(nx, 3, nx, hi);
+        a.vcmpps(K3, hi, c.zero, Cmp::LtOq);
+        a.vblendmps(nx, K3, nx, hi);
         match lo {
             Some(lo) => {
                 a.vxorps(l, lo, sign);
-                a.vblendmps(l, 3, l, lo);
+                a.vblendmps(l, K3, l, lo);
             }
             None => {
                 load_const(a, l, sign);
-                a.vblendmps(l, 3, l, c.zero);
+                a.vblendmps(l, K3, l, c.zero);
             }
         }
         let (p, s1, s2) = exp_parts(a, &c, t, nx, Some(l));
@@ -197,24 +197,24 @@ impl Lower<'_> {
         match m {
             Some(m) => {
                 a.vmulps(num, m, p);
-                a.vblendmps(num, 3, m, num);
+                a.vblendmps(num, K3, m, num);
             }
             None => {
                 a.vmulps(num, p, c.one);
                 load_const(a, l, c.one); // `l` is free once the exponential is done
-                a.vblendmps(num, 3, l, num);
+                a.vblendmps(num, K3, l, num);
             }
         }
         a.vdivps(num, num, den);
         // neg ? (q·s1)·s2 : q
         a.vmulps(den, num, s1);
         a.vmulps(den, den, s2);
-        a.vblendmps(d, 3, num, den);
+        a.vblendmps(d, K3, num, den);
     }
 
     /// Tanh-form GELU as `math::special::gelu_tanh`, into `d`: `x·σ(2u)` with
     /// `2u = x·(GC1 + GC3·x²)` carried as a double-float `hi + lo`.
-    pub(super) fn gelu_tanh(&self, a: &mut Asm, t: &mut Temps, d: u8, x: u8) {
+    pub(super) fn gelu_tanh(&self, a: &mut Asm, t: &mut Temps, d: Zmm, x: Zmm) {
         let [lim, neg_lim, gc1_hi, gc1_lo, gc3_hi, gc3_lo] =
             GELU_CONSTS.map(|v| self.creg(v.to_bits()));
         let [ah, al] = t.many::<2>();
@@ -253,8 +253,8 @@ impl Lower<'_> {
         t.next = mark;
         let v = t.get();
         self.sigmoid_dd_mul(a, t, v, ah, Some(al), Some(x));
-        a.vcmpps(2, x, neg_lim, Cmp::LtOq);
-        a.vblendmps(d, 2, v, self.creg(0x8000_0000));
+        a.vcmpps(K2, x, neg_lim, Cmp::LtOq);
+        a.vblendmps(d, K2, v, self.creg(0x8000_0000));
     }
 }
 
@@ -286,7 +286,7 @@ pub(super) struct ExpConsts {
 
 /// Broadcast pooled constant `c` into register `r` (for operand positions that need a
 /// register).
-pub(super) fn load_const(a: &mut Asm, r: u8, c: Src) {
+pub(super) fn load_const(a: &mut Asm, r: Zmm, c: Src) {
     let Src::Pool(d) = c else {
         unreachable!("a pooled constant")
     };
@@ -314,16 +314,16 @@ pub(super) fn exp_parts(
     a: &mut Asm,
     c: &ExpConsts,
     t: &mut Temps,
-    hi: u8,
-    lo: Option<u8>,
-) -> (u8, u8, u8) {
+    hi: Zmm,
+    lo: Option<Zmm>,
+) -> (Zmm, Zmm, Zmm) {
     let x = t.get();
     // x = clamp(hi, −120, 89), NaN kept: x < lo → lo; then x > hi → hi.
     clamp(a, x, hi, c.lo, c.hi);
     let (q, tt, n) = exp_mant(a, c, t, x, lo);
     // p = 0 where hi < −120
-    a.vcmpps(2, hi, c.lo, Cmp::LtOq);
-    a.vblendmps(q, 2, q, c.zero);
+    a.vcmpps(K2, hi, c.lo, Cmp::LtOq);
+    a.vblendmps(q, K2, q, c.zero);
     // s1 = 2^(ni >> 1), s2 = 2^(ni − (ni >> 1)) as (k + 127) << 23
     a.vpsrad(n, tt, 1); // n = n1
     a.vpsubd(tt, tt, n); // tt = ni − n1
@@ -339,9 +339,9 @@ pub(super) fn exp_mant(
     a: &mut Asm,
     c: &ExpConsts,
     t: &mut Temps,
-    x: u8,
-    lo: Option<u8>,
-) -> (u8, u8, u8) {
+    x: Zmm,
+    lo: Option<Zmm>,
+) -> (Zmm, Zmm, Zmm) {
     let [tt, n, r, q, rr] = t.many::<5>();
     let m = t.get(); // constants needed in a register
     reduce(a, c, m, x, (tt, n, r));
@@ -356,23 +356,23 @@ pub(super) fn exp_mant(
 }
 
 /// `math::expo::pow2i`: `d = (n + 127) << 23` for the integer lanes of `n`.
-pub(super) fn pow2i(a: &mut Asm, c: &ExpConsts, d: u8, n: u8) {
+pub(super) fn pow2i(a: &mut Asm, c: &ExpConsts, d: Zmm, n: Zmm) {
     a.vpaddd(d, n, c.bias);
     a.vpslld(d, d, 23);
 }
 
 /// `d = clamp(x, lo, hi)` as `math::simd::clamp`: `x < lo → lo`, then `> hi → hi`, NaN
 /// kept (uses mask k2).
-pub(super) fn clamp(a: &mut Asm, d: u8, x: u8, lo: Src, hi: Src) {
-    a.vcmpps(2, x, lo, Cmp::LtOq);
-    a.vblendmps(d, 2, x, lo);
-    a.vcmpps(2, d, hi, Cmp::GtOq);
-    a.vblendmps(d, 2, d, hi);
+pub(super) fn clamp(a: &mut Asm, d: Zmm, x: Zmm, lo: Src, hi: Src) {
+    a.vcmpps(K2, x, lo, Cmp::LtOq);
+    a.vblendmps(d, K2, x, lo);
+    a.vcmpps(K2, d, hi, Cmp::GtOq);
+    a.vblendmps(d, K2, d, hi);
 }
 
 /// `math::expo::reduce` and the Cody–Waite step: `tt = n` as an integer (bits),
 /// `n` as a float, `r = x − n·ln2` (high part, then low part), `m` a scratch register.
-fn reduce(a: &mut Asm, c: &ExpConsts, m: u8, x: u8, (tt, n, r): (u8, u8, u8)) {
+fn reduce(a: &mut Asm, c: &ExpConsts, m: Zmm, x: Zmm, (tt, n, r): (Zmm, Zmm, Zmm)) {
     // t = x·log2e + shifter; n = t − shifter; ni = bits(t) − bits(shifter)
     a.vmovaps(tt, x);
     load_const(a, m, c.log2e);
@@ -387,7 +387,7 @@ fn reduce(a: &mut Asm, c: &ExpConsts, m: u8, x: u8, (tt, n, r): (u8, u8, u8)) {
 
 /// `math::expo::expm1_poly(r)` into `q`: `fma(r·r, Q(r), r)` with `Q` by Horner from
 /// `fma(r, Q5, Q4)`; `rr` and `m` are scratch.
-fn expm1_poly(a: &mut Asm, c: &ExpConsts, m: u8, (q, rr): (u8, u8), r: u8) {
+fn expm1_poly(a: &mut Asm, c: &ExpConsts, m: Zmm, (q, rr): (Zmm, Zmm), r: Zmm) {
     a.vmovaps(q, r);
     load_const(a, m, c.q[5]);
     a.vfmadd213ps(q, m, c.q[4]);
@@ -400,22 +400,22 @@ fn expm1_poly(a: &mut Asm, c: &ExpConsts, m: u8, (q, rr): (u8, u8), r: u8) {
 
 /// `fmax`/`fmin` of the interpreter: NaN → `x + y`; equal → bits and/or (so ±0 order
 /// correctly); else the larger/smaller.
-pub(super) fn minmax(a: &mut Asm, max: bool, d: u8, t: u8, x: u8, y: u8) {
+pub(super) fn minmax(a: &mut Asm, max: bool, d: Zmm, t: Zmm, x: Zmm, y: Zmm) {
     // d = (x > y) ? x : y  (max)   /   (x < y) ? x : y  (min)
     if max {
-        a.vcmpps(2, x, y, Cmp::GtOq);
+        a.vcmpps(K2, x, y, Cmp::GtOq);
     } else {
-        a.vcmpps(2, x, y, Cmp::LtOq);
+        a.vcmpps(K2, x, y, Cmp::LtOq);
     }
-    a.vblendmps(d, 2, y, x);
+    a.vblendmps(d, K2, y, x);
     if max {
         a.vandps(t, x, y);
     } else {
         a.vorps(t, x, y);
     }
-    a.vcmpps(2, x, y, Cmp::EqOq);
-    a.vblendmps(d, 2, d, t);
+    a.vcmpps(K2, x, y, Cmp::EqOq);
+    a.vblendmps(d, K2, d, t);
     a.vaddps(t, x, y);
-    a.vcmpps(2, x, y, Cmp::UnordQ);
-    a.vblendmps(d, 2, d, t);
+    a.vcmpps(K2, x, y, Cmp::UnordQ);
+    a.vblendmps(d, K2, d, t);
 }

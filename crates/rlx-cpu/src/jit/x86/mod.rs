@@ -1,8 +1,10 @@
 //! A minimal x86-64 assembler: the handful of general-purpose and AVX-512 (EVEX)
-//! instructions the elementwise JIT emits, each encoded by hand. Vector registers are
-//! `zmm0..zmm31` (numbers `0..32`), opmask registers `k1..k7`, and memory operands are
+//! instructions the elementwise JIT emits, each encoded by hand. Operands are typed:
+//! vector registers are [`Zmm`], write masks [`Kreg`] under a [`Mask`] (merge, zero or
+//! none), general-purpose registers [`Gpr`], and memory operands [`Mem`] —
 //! `[base + index]` or `[base + disp32]` (no scaled or compressed displacements, so
 //! every encoding stays simple to check against a disassembler; the unit tests do).
+//! Each EVEX instruction is one [`Opcode`] row (map, prefix, W, opcode byte).
 
 /// A general-purpose register (its hardware number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,8 +28,86 @@ pub(crate) enum Mem {
     BaseIndex2(Gpr, Gpr, i32),
 }
 
+/// A 512-bit vector register, `zmm0..zmm31` (the low halves are the `ymm` registers
+/// of the same number, which the conversions between widths name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Zmm(u8);
+
+impl Zmm {
+    /// Vector registers of AVX-512.
+    pub(crate) const COUNT: u8 = 32;
+
+    /// `zmm{n}`; panics unless `n < 32`.
+    pub(crate) const fn new(n: u8) -> Zmm {
+        assert!(n < Zmm::COUNT, "zmm registers are numbered 0..32");
+        Zmm(n)
+    }
+
+    /// The register's number, `0..32` (an index into per-register tables).
+    pub(crate) const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// An opmask register usable as a write mask, `k1..k7` (`k0` in a mask field means "no
+/// mask", which [`Mask::None`] spells out instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Kreg(u8);
+
+impl Kreg {
+    /// `k{n}`; panics unless `1 <= n < 8`.
+    pub(crate) const fn new(n: u8) -> Kreg {
+        assert!(n >= 1 && n < 8, "write masks are k1..k7");
+        Kreg(n)
+    }
+}
+
+/// The loop tail's lane mask (f32 lanes, or f64 lanes 0–7).
+pub(crate) const K1: Kreg = Kreg::new(1);
+/// Scratch mask of comparisons and blends.
+pub(crate) const K2: Kreg = Kreg::new(2);
+/// Scratch mask kept across an activation's steps (log's tiny lanes, σ's sign).
+pub(crate) const K3: Kreg = Kreg::new(3);
+/// The loop tail's mask of f64 lanes 8–15.
+pub(crate) const K4: Kreg = Kreg::new(4);
+/// Scratch mask of the erf kernels.
+pub(crate) const K6: Kreg = Kreg::new(6);
+
+/// The write mask of an EVEX instruction (its `{k}` / `{k}{z}` decoration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mask {
+    /// Every lane written.
+    None,
+    /// Only the lanes set in the mask are written; the others keep their value
+    /// (the only masking a store to memory may use).
+    Merge(Kreg),
+    /// Lanes outside the mask are zeroed (`{z}`; registers only).
+    Zero(Kreg),
+}
+
+impl Mask {
+    /// Zero-masking under `k`, or no mask when `k` is `None`.
+    pub(crate) fn zeroing(k: Option<Kreg>) -> Mask {
+        k.map_or(Mask::None, Mask::Zero)
+    }
+
+    /// Merge-masking under `k`, or no mask when `k` is `None`.
+    pub(crate) fn merging(k: Option<Kreg>) -> Mask {
+        k.map_or(Mask::None, Mask::Merge)
+    }
+
+    /// The EVEX `z` bit and `aaa` field.
+    fn bits(self) -> (bool, u8) {
+        match self {
+            Mask::None => (false, 0),
+            Mask::Merge(k) => (false, k.0),
+            Mask::Zero(k) => (true, k.0),
+        }
+    }
+}
+
 /// EVEX opcode maps.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Map {
     M0F = 1,
     M0F38 = 2,
@@ -35,11 +115,81 @@ pub(crate) enum Map {
 }
 
 /// EVEX implied prefixes.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pp {
     None = 0,
     P66 = 1,
 }
+
+/// An EVEX instruction's opcode: map, implied prefix, the W bit and the opcode byte.
+/// Every instruction the assembler emits is one `const` row below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Opcode {
+    map: Map,
+    pp: Pp,
+    w: bool,
+    op: u8,
+}
+
+impl Opcode {
+    const fn new(map: Map, pp: Pp, w: bool, op: u8) -> Opcode {
+        Opcode { map, pp, w, op }
+    }
+}
+
+use Map::{M0F, M0F3A, M0F38};
+use Pp::P66;
+
+// Packed single (map 0F, no prefix, W0).
+pub(crate) const VADDPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x58);
+pub(crate) const VMULPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x59);
+pub(crate) const VSUBPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x5C);
+pub(crate) const VDIVPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x5E);
+pub(crate) const VANDPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x54);
+pub(crate) const VORPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x56);
+pub(crate) const VXORPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x57);
+pub(crate) const VSQRTPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x51);
+pub(crate) const VCVTDQ2PS: Opcode = Opcode::new(M0F, Pp::None, false, 0x5B);
+pub(crate) const VCMPPS: Opcode = Opcode::new(M0F, Pp::None, false, 0xC2);
+pub(crate) const VMOVAPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x28);
+pub(crate) const VMOVUPS_LOAD: Opcode = Opcode::new(M0F, Pp::None, false, 0x10);
+pub(crate) const VMOVUPS_STORE: Opcode = Opcode::new(M0F, Pp::None, false, 0x11);
+pub(crate) const VMOVNTPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x2B);
+pub(crate) const VCVTPS2PD: Opcode = Opcode::new(M0F, Pp::None, false, 0x5A);
+// Packed double (map 0F, 66, W1): the packed-single opcodes on 8 doubles.
+pub(crate) const VADDPD: Opcode = Opcode::new(M0F, P66, true, 0x58);
+pub(crate) const VMULPD: Opcode = Opcode::new(M0F, P66, true, 0x59);
+pub(crate) const VSUBPD: Opcode = Opcode::new(M0F, P66, true, 0x5C);
+pub(crate) const VDIVPD: Opcode = Opcode::new(M0F, P66, true, 0x5E);
+pub(crate) const VSQRTPD: Opcode = Opcode::new(M0F, P66, true, 0x51);
+pub(crate) const VCVTPD2PS: Opcode = Opcode::new(M0F, P66, true, 0x5A);
+pub(crate) const VMOVUPD_LOAD: Opcode = Opcode::new(M0F, P66, true, 0x10);
+pub(crate) const VMOVUPD_STORE: Opcode = Opcode::new(M0F, P66, true, 0x11);
+// 32-bit integer lanes (map 0F, 66, W0); the shifts by an immediate are 72 /digit.
+pub(crate) const VPADDD: Opcode = Opcode::new(M0F, P66, false, 0xFE);
+pub(crate) const VPSUBD: Opcode = Opcode::new(M0F, P66, false, 0xFA);
+pub(crate) const VPANDD: Opcode = Opcode::new(M0F, P66, false, 0xDB);
+pub(crate) const VPORD: Opcode = Opcode::new(M0F, P66, false, 0xEB);
+pub(crate) const VPSHIFTD_IMM: Opcode = Opcode::new(M0F, P66, false, 0x72);
+// Map 0F38.
+pub(crate) const VFMADD213PS: Opcode = Opcode::new(M0F38, P66, false, 0xA8);
+pub(crate) const VFMADD213PD: Opcode = Opcode::new(M0F38, P66, true, 0xA8);
+pub(crate) const VFMADD231PS: Opcode = Opcode::new(M0F38, P66, false, 0xB8);
+pub(crate) const VFMSUB213PS: Opcode = Opcode::new(M0F38, P66, false, 0xAA);
+pub(crate) const VFNMADD231PS: Opcode = Opcode::new(M0F38, P66, false, 0xBC);
+pub(crate) const VCVTPH2PS: Opcode = Opcode::new(M0F38, P66, false, 0x13);
+pub(crate) const VBLENDMPS: Opcode = Opcode::new(M0F38, P66, false, 0x65);
+pub(crate) const VBROADCASTSS: Opcode = Opcode::new(M0F38, P66, false, 0x18);
+pub(crate) const VBROADCASTSD: Opcode = Opcode::new(M0F38, P66, true, 0x19);
+// Map 0F3A (each takes an imm8).
+pub(crate) const VCVTPS2PH: Opcode = Opcode::new(M0F3A, P66, false, 0x1D);
+pub(crate) const VEXTRACTF32X8: Opcode = Opcode::new(M0F3A, P66, false, 0x1B);
+pub(crate) const VINSERTF32X8: Opcode = Opcode::new(M0F3A, P66, false, 0x1A);
+
+/// The `/digit` opcode extensions of [`VPSHIFTD_IMM`] (ModRM.reg).
+const SRLD: u8 = 2;
+const SRAD: u8 = 4;
+const SLLD: u8 = 6;
 
 /// Comparison predicates of `vcmpps`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,10 +206,36 @@ pub(crate) enum Cmp {
     GtOq = 0x1E,
 }
 
+/// What the ModRM.reg field of an EVEX instruction holds.
+#[derive(Clone, Copy)]
+enum Reg {
+    Zmm(Zmm),
+    /// The opmask a comparison writes.
+    K(Kreg),
+    /// An opcode extension (`/digit`).
+    Ext(u8),
+}
+
+impl Reg {
+    fn bits(self) -> u8 {
+        match self {
+            Reg::Zmm(z) => z.0,
+            Reg::K(k) => k.0,
+            Reg::Ext(e) => e,
+        }
+    }
+}
+
+impl From<Zmm> for Reg {
+    fn from(z: Zmm) -> Reg {
+        Reg::Zmm(z)
+    }
+}
+
 /// The second operand of an EVEX instruction: a register or memory.
 #[derive(Clone, Copy)]
 enum Rm {
-    Reg(u8),
+    Reg(Zmm),
     Mem(Mem),
     /// One 32-bit value at `[base + disp]` broadcast to every lane (`{1to16}`).
     Bcst(Gpr, i32),
@@ -69,13 +245,19 @@ enum Rm {
 /// constant broadcast from `[r8 + disp]` (the constant pool), which costs no register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Src {
-    R(u8),
+    R(Zmm),
     Pool(i32),
 }
 
-impl From<u8> for Src {
-    fn from(r: u8) -> Src {
+impl From<Zmm> for Src {
+    fn from(r: Zmm) -> Src {
         Src::R(r)
+    }
+}
+
+impl From<Zmm> for Rm {
+    fn from(r: Zmm) -> Rm {
+        Rm::Reg(r)
     }
 }
 
@@ -106,7 +288,7 @@ impl Asm {
     /// ModRM (+ SIB, + disp32) for `reg` (low 3 bits used) and `rm`.
     fn modrm(&mut self, reg: u8, rm: Rm) {
         match rm {
-            Rm::Reg(r) => self.byte(0xC0 | (reg & 7) << 3 | (r & 7)),
+            Rm::Reg(r) => self.byte(0xC0 | (reg & 7) << 3 | (r.0 & 7)),
             Rm::Mem(Mem::BaseIndex(b, i)) => {
                 assert!(i.0 & 7 != 4, "rsp/r12 cannot be an index");
                 // mod 00 with base rbp/r13 would mean disp32: use mod 01 with disp8 0.
@@ -134,22 +316,14 @@ impl Asm {
         }
     }
 
-    /// An EVEX instruction on 512-bit vectors: `reg` (ModRM.reg), `vvvv`, `rm`.
-    #[allow(clippy::too_many_arguments)]
-    fn evex(
-        &mut self,
-        map: Map,
-        pp: Pp,
-        w: bool,
-        op: u8,
-        reg: u8,
-        vvvv: u8,
-        rm: Rm,
-        mask: u8,
-        zero: bool,
-    ) {
+    /// An EVEX instruction on 512-bit vectors: `reg` (ModRM.reg), `vvvv` (`None`: the
+    /// field unused, encoded as 1111 with V' set), `rm`, under write mask `mask`.
+    fn evex(&mut self, o: Opcode, reg: impl Into<Reg>, vvvv: Option<Zmm>, rm: Rm, mask: Mask) {
+        let reg = reg.into().bits();
+        let vvvv = vvvv.map_or(0, |v| v.0);
+        let (zero, aaa) = mask.bits();
         let (x_bit, b_bit) = match rm {
-            Rm::Reg(r) => (r & 16 != 0, r & 8 != 0),
+            Rm::Reg(r) => (r.0 & 16 != 0, r.0 & 8 != 0),
             Rm::Mem(Mem::BaseIndex(b, i)) | Rm::Mem(Mem::BaseIndex2(b, i, _)) => {
                 (i.0 & 8 != 0, b.0 & 8 != 0)
             }
@@ -162,262 +336,233 @@ impl Asm {
             | (!x_bit as u8) << 6
             | (!b_bit as u8) << 5
             | (!r2 as u8) << 4
-            | map as u8;
-        let p1 = (w as u8) << 7 | ((!vvvv) & 15) << 3 | 0x04 | pp as u8;
-        let p2 = (zero as u8) << 7
-            | 0b10 << 5
-            | (bcst as u8) << 4
-            | ((vvvv & 16 == 0) as u8) << 3
-            | (mask & 7);
-        self.bytes(&[0x62, p0, p1, p2, op]);
+            | o.map as u8;
+        let p1 = (o.w as u8) << 7 | ((!vvvv) & 15) << 3 | 0x04 | o.pp as u8;
+        let p2 =
+            (zero as u8) << 7 | 0b10 << 5 | (bcst as u8) << 4 | ((vvvv & 16 == 0) as u8) << 3 | aaa;
+        self.bytes(&[0x62, p0, p1, p2, o.op]);
         self.modrm(reg, rm);
     }
 
-    /// An unmasked EVEX instruction on registers `reg`, `vvvv` and `rm` (a register or a
-    /// pooled constant broadcast).
-    #[allow(clippy::too_many_arguments)]
-    fn op3(&mut self, map: Map, pp: Pp, w: bool, op: u8, reg: u8, vvvv: u8, rm: impl Into<Src>) {
-        self.evex(map, pp, w, op, reg, vvvv, Rm::from(rm.into()), 0, false);
+    /// `dst = a op b` for any two-source opcode row (`b` a register or a pooled
+    /// constant broadcast), unmasked.
+    pub(crate) fn op3(&mut self, o: Opcode, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.evex(o, dst, Some(a), Rm::from(b.into()), Mask::None);
     }
 
-    /// An EVEX instruction with memory operand `m`, under mask `k` (zeroing the masked
-    /// lanes when `zero`).
-    #[allow(clippy::too_many_arguments)]
-    fn op_mem(&mut self, map: Map, pp: Pp, w: bool, op: u8, reg: u8, m: Mem, k: u8, zero: bool) {
-        self.evex(map, pp, w, op, reg, 0, Rm::Mem(m), k, zero);
+    /// `dst = op src` for a one-source opcode row (the vvvv field unused), unmasked.
+    pub(crate) fn op2(&mut self, o: Opcode, dst: Zmm, src: Zmm) {
+        self.evex(o, dst, None, Rm::Reg(src), Mask::None);
     }
 
-    /// `dst = a op b` for a packed-single arithmetic opcode of map 0F (add 58, mul 59,
-    /// sub 5C, div 5E, and 54, xor 57, sqrt 51 with `a` ignored).
-    pub(crate) fn ps(&mut self, op: u8, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F, Pp::None, false, op, dst, a, b);
+    pub(crate) fn vaddps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VADDPS, dst, a, b)
     }
-
-    pub(crate) fn vaddps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.ps(0x58, dst, a, b)
+    pub(crate) fn vmulps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VMULPS, dst, a, b)
     }
-    pub(crate) fn vmulps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.ps(0x59, dst, a, b)
+    pub(crate) fn vsubps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VSUBPS, dst, a, b)
     }
-    pub(crate) fn vsubps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.ps(0x5C, dst, a, b)
+    pub(crate) fn vdivps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VDIVPS, dst, a, b)
     }
-    pub(crate) fn vdivps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.ps(0x5E, dst, a, b)
+    pub(crate) fn vandps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VANDPS, dst, a, b)
     }
-    pub(crate) fn vandps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.ps(0x54, dst, a, b)
+    pub(crate) fn vorps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VORPS, dst, a, b)
     }
-    pub(crate) fn vorps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.ps(0x56, dst, a, b)
+    pub(crate) fn vxorps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VXORPS, dst, a, b)
     }
-    pub(crate) fn vxorps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.ps(0x57, dst, a, b)
-    }
-    pub(crate) fn vsqrtps(&mut self, dst: u8, src: u8) {
-        self.op3(Map::M0F, Pp::None, false, 0x51, dst, 0, src);
+    pub(crate) fn vsqrtps(&mut self, dst: Zmm, src: Zmm) {
+        self.op2(VSQRTPS, dst, src);
     }
 
     /// `dst = a·dst + b` (`vfmadd213ps`).
-    pub(crate) fn vfmadd213ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F38, Pp::P66, false, 0xA8, dst, a, b);
+    pub(crate) fn vfmadd213ps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VFMADD213PS, dst, a, b);
     }
 
     /// `dst = a·dst + b` on 8 doubles (`vfmadd213pd`).
-    pub(crate) fn vfmadd213pd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F38, Pp::P66, true, 0xA8, dst, a, b);
+    pub(crate) fn vfmadd213pd(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VFMADD213PD, dst, a, b);
     }
 
     /// `dst = a·b + dst` (`vfmadd231ps`).
-    pub(crate) fn vfmadd231ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F38, Pp::P66, false, 0xB8, dst, a, b);
+    pub(crate) fn vfmadd231ps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VFMADD231PS, dst, a, b);
     }
 
     /// `dst = a·dst − b` (`vfmsub213ps`).
-    pub(crate) fn vfmsub213ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F38, Pp::P66, false, 0xAA, dst, a, b);
+    pub(crate) fn vfmsub213ps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VFMSUB213PS, dst, a, b);
     }
 
     /// `dst = −(a·b) + dst` (`vfnmadd231ps`).
-    pub(crate) fn vfnmadd231ps(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F38, Pp::P66, false, 0xBC, dst, a, b);
+    pub(crate) fn vfnmadd231ps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VFNMADD231PS, dst, a, b);
     }
 
     /// `dst = a + b` on 32-bit integer lanes.
-    pub(crate) fn vpaddd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F, Pp::P66, false, 0xFE, dst, a, b);
+    pub(crate) fn vpaddd(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VPADDD, dst, a, b);
     }
 
     /// `dst = a & b` on 32-bit integer lanes.
-    pub(crate) fn vpandd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F, Pp::P66, false, 0xDB, dst, a, b);
+    pub(crate) fn vpandd(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VPANDD, dst, a, b);
     }
 
     /// 32-bit integers to floats (`vcvtdq2ps`).
-    pub(crate) fn vcvtdq2ps(&mut self, dst: u8, src: u8) {
-        self.op3(Map::M0F, Pp::None, false, 0x5B, dst, 0, src);
+    pub(crate) fn vcvtdq2ps(&mut self, dst: Zmm, src: Zmm) {
+        self.op2(VCVTDQ2PS, dst, src);
     }
 
     /// `dst = a − b` on 32-bit integer lanes.
-    pub(crate) fn vpsubd(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F, Pp::P66, false, 0xFA, dst, a, b);
+    pub(crate) fn vpsubd(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VPSUBD, dst, a, b);
+    }
+
+    /// A shift of 32-bit lanes by `imm` (66 0F 72 /digit ib): the destination is vvvv,
+    /// ModRM.reg holds the extension.
+    fn shift_imm(&mut self, ext: u8, dst: Zmm, src: Zmm, imm: u8) {
+        self.evex(
+            VPSHIFTD_IMM,
+            Reg::Ext(ext),
+            Some(dst),
+            Rm::Reg(src),
+            Mask::None,
+        );
+        self.byte(imm);
     }
 
     /// `dst = src >> imm` (arithmetic) on 32-bit lanes.
-    pub(crate) fn vpsrad(&mut self, dst: u8, src: u8, imm: u8) {
-        // 66 0F 72 /4 ib: the destination is vvvv, the ModRM.reg field is the extension.
-        self.op3(Map::M0F, Pp::P66, false, 0x72, 4, dst, src);
-        self.byte(imm);
+    pub(crate) fn vpsrad(&mut self, dst: Zmm, src: Zmm, imm: u8) {
+        self.shift_imm(SRAD, dst, src, imm);
     }
 
     /// `dst = src << imm` on 32-bit lanes.
-    pub(crate) fn vpslld(&mut self, dst: u8, src: u8, imm: u8) {
-        self.op3(Map::M0F, Pp::P66, false, 0x72, 6, dst, src);
-        self.byte(imm);
+    pub(crate) fn vpslld(&mut self, dst: Zmm, src: Zmm, imm: u8) {
+        self.shift_imm(SLLD, dst, src, imm);
     }
 
     /// `dst = src >> imm` (logical) on 32-bit lanes.
-    pub(crate) fn vpsrld(&mut self, dst: u8, src: u8, imm: u8) {
-        // 66 0F 72 /2 ib: the destination is vvvv, the ModRM.reg field is the extension.
-        self.op3(Map::M0F, Pp::P66, false, 0x72, 2, dst, src);
-        self.byte(imm);
+    pub(crate) fn vpsrld(&mut self, dst: Zmm, src: Zmm, imm: u8) {
+        self.shift_imm(SRLD, dst, src, imm);
     }
 
     /// `dst = a | b` on 32-bit integer lanes.
-    pub(crate) fn vpord(&mut self, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F, Pp::P66, false, 0xEB, dst, a, b);
+    pub(crate) fn vpord(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VPORD, dst, a, b);
     }
 
     /// 16 floats rounded to binary16, to nearest even, into ymm `dst` (a zmm register's
     /// low half): `vcvtps2ph ymm, zmm, 0`.
-    pub(crate) fn vcvtps2ph(&mut self, dst: u8, src: u8) {
-        // 66 0F3A 1D /r ib: the source is ModRM.reg, the destination ModRM.rm; imm8 0 =
-        // round to nearest even (not MXCSR's mode).
-        self.op3(Map::M0F3A, Pp::P66, false, 0x1D, src, 0, dst);
+    pub(crate) fn vcvtps2ph(&mut self, dst: Zmm, src: Zmm) {
+        // The source is ModRM.reg, the destination ModRM.rm; imm8 0 = round to nearest
+        // even (not MXCSR's mode).
+        self.op2(VCVTPS2PH, src, dst);
         self.byte(0);
     }
 
     /// The 16 binary16 values of ymm `src` widened to floats: `vcvtph2ps zmm, ymm`.
-    pub(crate) fn vcvtph2ps(&mut self, dst: u8, src: u8) {
-        self.op3(Map::M0F38, Pp::P66, false, 0x13, dst, 0, src);
+    pub(crate) fn vcvtph2ps(&mut self, dst: Zmm, src: Zmm) {
+        self.op2(VCVTPH2PS, dst, src);
     }
 
     /// `k = a <pred> b` per lane.
-    pub(crate) fn vcmpps(&mut self, k: u8, a: u8, b: impl Into<Src>, pred: Cmp) {
-        self.op3(Map::M0F, Pp::None, false, 0xC2, k, a, b);
+    pub(crate) fn vcmpps(&mut self, k: Kreg, a: Zmm, b: impl Into<Src>, pred: Cmp) {
+        self.evex(VCMPPS, Reg::K(k), Some(a), Rm::from(b.into()), Mask::None);
         self.byte(pred as u8);
     }
 
     /// `dst = k ? b : a` per lane (`vblendmps`).
-    pub(crate) fn vblendmps(&mut self, dst: u8, k: u8, a: u8, b: impl Into<Src>) {
-        self.evex(
-            Map::M0F38,
-            Pp::P66,
-            false,
-            0x65,
-            dst,
-            a,
-            Rm::from(b.into()),
-            k,
-            false,
-        );
+    pub(crate) fn vblendmps(&mut self, dst: Zmm, k: Kreg, a: Zmm, b: impl Into<Src>) {
+        self.evex(VBLENDMPS, dst, Some(a), Rm::from(b.into()), Mask::Merge(k));
     }
 
     /// `dst = k ? src : 0` per lane (`vmovaps` with zero-masking).
-    pub(crate) fn vmovaps_z(&mut self, dst: u8, k: u8, src: u8) {
-        self.evex(
-            Map::M0F,
-            Pp::None,
-            false,
-            0x28,
-            dst,
-            0,
-            Rm::Reg(src),
-            k,
-            true,
-        );
+    pub(crate) fn vmovaps_z(&mut self, dst: Zmm, k: Kreg, src: Zmm) {
+        self.evex(VMOVAPS, dst, None, Rm::Reg(src), Mask::Zero(k));
     }
 
     /// `dst = src`.
-    pub(crate) fn vmovaps(&mut self, dst: u8, src: u8) {
-        self.op3(Map::M0F, Pp::None, false, 0x28, dst, 0, src);
+    pub(crate) fn vmovaps(&mut self, dst: Zmm, src: Zmm) {
+        self.op2(VMOVAPS, dst, src);
     }
 
-    /// Load 16 floats (lanes outside mask `k` are zeroed when `k != 0`).
-    pub(crate) fn vmovups_load(&mut self, dst: u8, m: Mem, k: u8) {
-        self.op_mem(Map::M0F, Pp::None, false, 0x10, dst, m, k, k != 0);
+    /// Load 16 floats under `mask` ([`Mask::Zero`] for the loop tail).
+    pub(crate) fn vmovups_load(&mut self, dst: Zmm, m: Mem, mask: Mask) {
+        self.evex(VMOVUPS_LOAD, dst, None, Rm::Mem(m), mask);
     }
 
-    /// Store 16 floats (only the lanes of mask `k` when `k != 0`).
-    pub(crate) fn vmovups_store(&mut self, m: Mem, src: u8, k: u8) {
-        self.op_mem(Map::M0F, Pp::None, false, 0x11, src, m, k, false);
+    /// Store 16 floats (only the lanes of a [`Mask::Merge`] mask).
+    pub(crate) fn vmovups_store(&mut self, m: Mem, src: Zmm, mask: Mask) {
+        assert!(!matches!(mask, Mask::Zero(_)), "a store cannot zero-mask");
+        self.evex(VMOVUPS_STORE, src, None, Rm::Mem(m), mask);
     }
 
     /// Store 16 floats with a non-temporal hint (the address must be 64-byte aligned).
-    pub(crate) fn vmovntps(&mut self, m: Mem, src: u8) {
-        self.op_mem(Map::M0F, Pp::None, false, 0x2B, src, m, 0, false);
-    }
-
-    /// `dst = a op b` on 8 doubles for a packed-double opcode of map 0F (the `ps`
-    /// opcodes with the 66 prefix and W1: add 58, mul 59, sub 5C, div 5E, and 54,
-    /// xor 57, sqrt 51 with `a` ignored).
-    pub(crate) fn pd(&mut self, op: u8, dst: u8, a: u8, b: impl Into<Src>) {
-        self.op3(Map::M0F, Pp::P66, true, op, dst, a, b);
+    pub(crate) fn vmovntps(&mut self, m: Mem, src: Zmm) {
+        self.evex(VMOVNTPS, src, None, Rm::Mem(m), Mask::None);
     }
 
     /// The 8 floats of ymm `src` (a zmm register's low half) widened to 8 doubles:
     /// `vcvtps2pd zmm, ymm`.
-    pub(crate) fn vcvtps2pd(&mut self, dst: u8, src: u8) {
-        self.op3(Map::M0F, Pp::None, false, 0x5A, dst, 0, src);
+    pub(crate) fn vcvtps2pd(&mut self, dst: Zmm, src: Zmm) {
+        self.op2(VCVTPS2PD, dst, src);
     }
 
     /// 8 doubles rounded to 8 floats: `vcvtpd2ps ymm, zmm`.
-    pub(crate) fn vcvtpd2ps(&mut self, dst: u8, src: u8) {
-        self.op3(Map::M0F, Pp::P66, true, 0x5A, dst, 0, src);
+    pub(crate) fn vcvtpd2ps(&mut self, dst: Zmm, src: Zmm) {
+        self.op2(VCVTPD2PS, dst, src);
     }
 
     /// The upper 256 bits of `src` into ymm `dst`: `vextractf32x8 ymm, zmm, 1`.
-    pub(crate) fn vextract_hi(&mut self, dst: u8, src: u8) {
-        self.op3(Map::M0F3A, Pp::P66, false, 0x1B, src, 0, dst);
+    pub(crate) fn vextract_hi(&mut self, dst: Zmm, src: Zmm) {
+        self.op2(VEXTRACTF32X8, src, dst);
         self.byte(1);
     }
 
     /// `dst = a` with its upper 256 bits replaced by ymm `b`: `vinsertf32x8 zmm, zmm,
     /// ymm, 1`.
-    pub(crate) fn vinsert_hi(&mut self, dst: u8, a: u8, b: u8) {
-        self.op3(Map::M0F3A, Pp::P66, false, 0x1A, dst, a, b);
+    pub(crate) fn vinsert_hi(&mut self, dst: Zmm, a: Zmm, b: Zmm) {
+        self.op3(VINSERTF32X8, dst, a, b);
         self.byte(1);
     }
 
-    /// Load 8 doubles (lanes outside mask `k` zeroed when `k != 0`).
-    pub(crate) fn vmovupd_load(&mut self, dst: u8, m: Mem, k: u8) {
-        self.op_mem(Map::M0F, Pp::P66, true, 0x10, dst, m, k, k != 0);
+    /// Load 8 doubles under `mask`.
+    pub(crate) fn vmovupd_load(&mut self, dst: Zmm, m: Mem, mask: Mask) {
+        self.evex(VMOVUPD_LOAD, dst, None, Rm::Mem(m), mask);
     }
 
-    /// Store 8 doubles (only the lanes of mask `k` when `k != 0`).
-    pub(crate) fn vmovupd_store(&mut self, m: Mem, src: u8, k: u8) {
-        self.op_mem(Map::M0F, Pp::P66, true, 0x11, src, m, k, false);
+    /// Store 8 doubles (only the lanes of a [`Mask::Merge`] mask).
+    pub(crate) fn vmovupd_store(&mut self, m: Mem, src: Zmm, mask: Mask) {
+        assert!(!matches!(mask, Mask::Zero(_)), "a store cannot zero-mask");
+        self.evex(VMOVUPD_STORE, src, None, Rm::Mem(m), mask);
     }
 
     /// Broadcast one double from memory to every lane.
-    pub(crate) fn vbroadcastsd(&mut self, dst: u8, m: Mem) {
-        self.op_mem(Map::M0F38, Pp::P66, true, 0x19, dst, m, 0, false);
+    pub(crate) fn vbroadcastsd(&mut self, dst: Zmm, m: Mem) {
+        self.evex(VBROADCASTSD, dst, None, Rm::Mem(m), Mask::None);
     }
 
     /// `k = src >> imm` (16-bit masks; `kshiftrw`, VEX-encoded).
-    pub(crate) fn kshiftrw(&mut self, k: u8, src: u8, imm: u8) {
-        self.bytes(&[0xC4, 0xE3, 0xF9, 0x30, 0xC0 | (k & 7) << 3 | (src & 7), imm]);
+    pub(crate) fn kshiftrw(&mut self, k: Kreg, src: Kreg, imm: u8) {
+        self.bytes(&[0xC4, 0xE3, 0xF9, 0x30, 0xC0 | k.0 << 3 | src.0, imm]);
     }
 
     /// Broadcast one float from memory to every lane.
-    pub(crate) fn vbroadcastss(&mut self, dst: u8, m: Mem) {
-        self.op_mem(Map::M0F38, Pp::P66, false, 0x18, dst, m, 0, false);
+    pub(crate) fn vbroadcastss(&mut self, dst: Zmm, m: Mem) {
+        self.evex(VBROADCASTSS, dst, None, Rm::Mem(m), Mask::None);
     }
 
     /// `k = low 16 bits of gpr` (`kmovw k, r32`, VEX-encoded).
-    pub(crate) fn kmovw_from(&mut self, k: u8, r: Gpr) {
+    pub(crate) fn kmovw_from(&mut self, k: Kreg, r: Gpr) {
         assert!(r.0 < 8, "kmovw from a low register");
-        self.bytes(&[0xC5, 0xF8, 0x92, 0xC0 | (k & 7) << 3 | r.0]);
+        self.bytes(&[0xC5, 0xF8, 0x92, 0xC0 | k.0 << 3 | r.0]);
     }
 
     /// `prefetcht0 [base + index + disp]`.
