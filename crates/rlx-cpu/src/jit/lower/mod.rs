@@ -423,7 +423,7 @@ impl<'a> Lower<'a> {
                 .iter()
                 .any(|&x| self.prog.instrs[x as usize].ty == Ty::F64);
             if ins.ty == Ty::F64 || wide_src {
-                let (d, e) = self.wide(a, ins, i, &mut free, (k, k_hi), arg, arg_hi)?;
+                let (d, e) = self.wide(a, (ins, i), &mut free, (k, k_hi), (arg, arg_hi))?;
                 reg[i] = Some(d);
                 hi[i] = e;
                 self.release(i, ins, &reg, &hi, &mut free);
@@ -593,16 +593,14 @@ impl<'a> Lower<'a> {
 
     /// Instruction `i` with an f64 result or operand: returns its (low, high) registers
     /// (high = `None` for an f32 result). `k` and `k_hi` are the tail's lane masks.
-    #[allow(clippy::too_many_arguments)]
+    /// `(arg, arg_hi)` give operand `n`'s low register and (for an f64 operand) its high one.
     fn wide(
         &self,
         a: &mut Asm,
-        ins: &crate::exec::vm::Instr,
-        i: usize,
+        (ins, i): (&crate::exec::vm::Instr, usize),
         free: &mut Vec<Zmm>,
         (k, k_hi): (Option<Kreg>, Option<Kreg>),
-        arg: impl Fn(usize) -> Zmm,
-        arg_hi: impl Fn(usize) -> Zmm,
+        (arg, arg_hi): (impl Fn(usize) -> Zmm, impl Fn(usize) -> Zmm),
     ) -> Option<(Zmm, Option<Zmm>)> {
         Some(match &ins.op {
             IOp::Load(_) | IOp::Core => match self.is_scalar_input(i) {
