@@ -295,7 +295,7 @@ impl OpaquePlan {
                 let r =
                     // SAFETY: as for Copy; `base` writes the dense output, `dst` holds the
                     // bound result (checked in new), `upd` reads its bound view.
-                    unsafe { super::scatter::run(*axis, dt, &dims, base, idx, upd, bases, dst) };
+                    unsafe { super::scatter::run((*axis, dt, &dims), (base, idx, upd), bases, dst) };
                 if let Some(r) = r {
                     return r;
                 }

@@ -28,14 +28,9 @@ const PER_TASK: usize = 1 << 14;
 /// bound source; `idx` and `upd` must be bound operands over `bases`, `upd` of dims
 /// `dims[..axis] ++ idx.dims ++ dims[axis + 1..]` and dtype `dt`; `dst` must hold the
 /// result and overlap no operand.
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn run(
-    axis: usize,
-    dt: DType,
-    dims: &[usize],
-    base: &Copies,
-    idx: &Operand,
-    upd: &Operand,
+    (axis, dt, dims): (usize, DType, &[usize]),
+    (base, idx, upd): (&Copies, &Operand, &Operand),
     bases: &[*mut u8],
     dst: *mut u8,
 ) -> Option<Result<(), String>> {
