@@ -418,31 +418,10 @@ impl ReducePlan {
                 return self.run_split(bases);
             }
             let per = (super::ew::CHUNK / self.l.max(1)).max(1);
-            let short = self.l >= 1 && self.l <= TILE / 2;
+            // Each chunk of output rows folds exactly as a row group's block does.
             par_for(chunks(self.o, per), |c| {
                 let (o0, o1) = (c * per, ((c + 1) * per).min(self.o));
-                let mut out = vec![0u64; o1 - o0];
-                with_scratch(|s| -> Result<(), String> {
-                    if short {
-                        return self.fold_short_rows(bs.get(), s, o0, o1, &mut out);
-                    }
-                    for o in o0..o1 {
-                        let mut a = init(self.op, self.in_ty);
-                        let mut first = true;
-                        self.fold_run(bs.get(), s, o * self.l, self.l, &mut a, &mut first)?;
-                        let bits = finish(self.op, a, self.l, self.out_dt);
-                        // SAFETY: `out` has `o1 - o0` u64 slots and `o0 <= o < o1`; `w` is 4 or
-                        // 8, at most a slot's width, and the Vec<u64> is 8-aligned.
-                        unsafe { put(out.as_mut_ptr() as *mut u8, w, o - o0, bits) };
-                    }
-                    Ok(())
-                })?;
-                let base = out.as_ptr() as *const u8;
-                // SAFETY: run_range calls the core only for tiles inside `o0..o1`, so `flat -
-                // o0 < o1 - o0`, the length of `out` (elements of `w <= 8` bytes inside u64
-                // slots).
-                let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - o0) * w) });
-                self.epilogue.run_range(bs.get(), o0, o1, Some(&core))
+                self.run_rows_range(bs.get(), o0, o1)
             })
         } else if self.multi_row_ok() {
             self.run_rows(bases)
