@@ -82,6 +82,16 @@ pub(crate) fn plan_load(
     }
 }
 
+/// What every kernel plan is bound against: the program, its buffers' concrete dims under
+/// the binding, the binding of its dynamic dims, and the program's machine-code cache.
+#[derive(Clone, Copy)]
+pub(crate) struct BindCtx<'a> {
+    pub(crate) program: &'a Program,
+    pub(crate) buffer_dims: &'a [Vec<usize>],
+    pub(crate) binding: &'a DimBinding,
+    pub(crate) jit: &'a std::sync::Arc<crate::jit::JitCache>,
+}
+
 /// Bind `p` under `binding`; the kernels' machine code comes from (and goes to) `jit`,
 /// the program's cache shared by all its bindings.
 pub(crate) fn bind(
@@ -93,31 +103,29 @@ pub(crate) fn bind(
     let (buf_dims, buf_bytes) = p.bound_buffers(binding)?;
     let (offsets, arena) = memplan::plan_offsets(p, &buf_bytes);
     let mut kernels = Vec::with_capacity(p.kernels.len());
+    let cx = BindCtx {
+        program: p,
+        buffer_dims: &buf_dims,
+        binding,
+        jit,
+    };
     for k in &p.kernels {
         let bk = match &k.kind {
             KernelKind::Elementwise { space, expr } => {
                 let dims = concrete(space, binding).expect("bound");
-                BKernel::Ew(EwPlan::new(p, &buf_dims, k, expr, &dims, binding, jit)?)
+                BKernel::Ew(EwPlan::new(cx, k, expr, &dims)?)
             }
-            KernelKind::Reduce { .. } => {
-                BKernel::Reduce(ReducePlan::new(p, &buf_dims, k, binding, jit)?)
+            KernelKind::Reduce { .. } => BKernel::Reduce(ReducePlan::new(cx, k)?),
+            KernelKind::Row { .. } => BKernel::Row(RowPlan::new(cx, k)?),
+            KernelKind::Contraction { .. } => BKernel::Contract(ContractPlan::new(cx, k)?),
+            KernelKind::Attention { .. } => match super::attention::AttnPlan::new(cx, k)? {
+                Some(a) => BKernel::Attn(a),
+                None => BKernel::Opaque(OpaquePlan::new(cx, k)?),
+            },
+            KernelKind::Opaque { .. } => BKernel::Opaque(OpaquePlan::new(cx, k)?),
+            KernelKind::RowGroup { .. } => {
+                BKernel::RowGroup(super::rowgroup::RowGroupPlan::new(cx, k)?)
             }
-            KernelKind::Row { .. } => BKernel::Row(RowPlan::new(p, &buf_dims, k, binding, jit)?),
-            KernelKind::Contraction { .. } => {
-                BKernel::Contract(ContractPlan::new(p, &buf_dims, k, binding, jit)?)
-            }
-            KernelKind::Attention { .. } => {
-                match super::attention::AttnPlan::new(p, &buf_dims, k, binding, jit)? {
-                    Some(a) => BKernel::Attn(a),
-                    None => BKernel::Opaque(OpaquePlan::new(p, &buf_dims, k, binding)?),
-                }
-            }
-            KernelKind::Opaque { .. } => {
-                BKernel::Opaque(OpaquePlan::new(p, &buf_dims, k, binding)?)
-            }
-            KernelKind::RowGroup { .. } => BKernel::RowGroup(super::rowgroup::RowGroupPlan::new(
-                p, &buf_dims, k, binding, jit,
-            )?),
         };
         kernels.push(bk);
     }

@@ -3,6 +3,7 @@
 //! output buffer, then the fused epilogue (bias, activation, residual) applied in
 //! place over the result in parallel tiles.
 
+use super::bind::BindCtx;
 use super::bind::plan_load;
 use super::ew::{EwPlan, ew_chunk};
 use super::loads::LoadPlan;
@@ -11,8 +12,8 @@ use super::value::{Sv, Ty, cast_bits, read_bits};
 use crate::gemm::int8::gemm_i8;
 use crate::gemm::lowp::{HalfFloat, bf16, f16, gemm_half};
 use crate::gemm::{MatMut, MatRef, dgemm, sgemm};
-use rlx_compile::program::{Kernel, KernelKind, Program};
-use rlx_ir::{DType, DimBinding, IrResult};
+use rlx_compile::program::{Kernel, KernelKind};
+use rlx_ir::{DType, IrResult};
 
 /// A bound contraction.
 pub(crate) struct ContractPlan {
@@ -111,13 +112,13 @@ fn batch_strides(p: &LoadPlan, dims: &[usize], batch: &[usize]) -> Vec<isize> {
 }
 
 impl ContractPlan {
-    pub(crate) fn new(
-        p: &Program,
-        bd: &[Vec<usize>],
-        kern: &Kernel,
-        bnd: &DimBinding,
-        jit: &std::sync::Arc<crate::jit::JitCache>,
-    ) -> IrResult<ContractPlan> {
+    pub(crate) fn new(cx: BindCtx<'_>, kern: &Kernel) -> IrResult<ContractPlan> {
+        let BindCtx {
+            program: p,
+            buffer_dims: bd,
+            binding: bnd,
+            ..
+        } = cx;
         let KernelKind::Contraction {
             a,
             b,
@@ -145,7 +146,7 @@ impl ContractPlan {
         // The product is written into the last store's buffer (the kernel root's): the
         // epilogue stores it last in each tile, after every value that reads the product.
         let st = *kern.stores.last().expect("a contraction stores its result");
-        let ep = EwPlan::with_stores(p, bd, kern, epilogue, &kern.stores, &out, bnd, jit)?;
+        let ep = EwPlan::with_stores(cx, kern, epilogue, &kern.stores, &out)?;
         let out_dt = p.buffers[st.buf].shape.dtype();
         Ok(ContractPlan {
             a_bstr: batch_strides(&ap, &a_dims, &batch),

@@ -2,6 +2,7 @@
 //! space (row segments when rows are long, flat runs across rows otherwise), with
 //! chunks of tiles spread over the cores.
 
+use super::bind::BindCtx;
 use super::bind::plan_load;
 use super::copy::{Axis, Copies, Job, Src};
 use super::loads::{LoadPlan, TilePos, collapse};
@@ -262,54 +263,45 @@ pub(crate) unsafe fn store(
 
 impl EwPlan {
     pub(crate) fn new(
-        p: &Program,
-        bd: &[Vec<usize>],
+        cx: BindCtx<'_>,
         k: &Kernel,
         expr: &Expr,
         dims: &[usize],
-        b: &DimBinding,
-        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<EwPlan> {
-        Self::with_stores(p, bd, k, expr, &k.stores, dims, b, jit)
+        Self::with_stores(cx, k, expr, &k.stores, dims)
     }
 
     /// A plan for `expr` over `dims` storing node `store.0` into buffer `store.1`
     /// (also used for the epilogues of core kernels).
-    // (What every plan constructor takes to bind a kernel, plus the expression, its
-    // stores and its space: a struct would only rename them.)
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn with(
-        p: &Program,
-        bd: &[Vec<usize>],
+        cx: BindCtx<'_>,
         k: &Kernel,
         expr: &Expr,
         store: (u32, usize),
         dims: &[usize],
-        b: &DimBinding,
-        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<EwPlan> {
         let st = Store {
             value: store.0,
             buf: store.1,
         };
-        Self::with_stores(p, bd, k, expr, &[st], dims, b, jit)
+        Self::with_stores(cx, k, expr, &[st], dims)
     }
 
     /// A plan for `expr` over `dims` storing every entry of `stores` (each tile computes
     /// all values, then stores them).
-    // (What every plan constructor takes to bind a kernel, plus the expression, its
-    // stores and its space: a struct would only rename them.)
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn with_stores(
-        p: &Program,
-        bd: &[Vec<usize>],
+        cx: BindCtx<'_>,
         k: &Kernel,
         expr: &Expr,
         stores: &[Store],
         dims: &[usize],
-        b: &DimBinding,
-        jit: &std::sync::Arc<crate::jit::JitCache>,
     ) -> IrResult<EwPlan> {
+        let BindCtx {
+            program: p,
+            buffer_dims: bd,
+            binding: b,
+            jit,
+        } = cx;
         let mut loads = plan_used(p, bd, k, expr, dims, b)?;
         let store_dt = |st: &Store| p.buffers[st.buf].shape.dtype();
         let copy = stores.len() == 1

@@ -13,7 +13,7 @@ use super::bind::plan_load;
 use super::copy::{Copies, FineView, Job, Src, dense_strides, fine_view};
 use super::loads::LoadPlan;
 use super::par::unravel_into;
-use rlx_compile::program::{Kernel, KernelKind, Program, ViewStep};
+use rlx_compile::program::{Kernel, KernelKind, ViewStep};
 use rlx_ir::{DType, DimBinding, IrResult, Op, Shape, TensorData, interp};
 
 /// How an operand's elements are found.
@@ -154,12 +154,13 @@ fn pad_copies(
 }
 
 impl OpaquePlan {
-    pub(crate) fn new(
-        p: &Program,
-        bd: &[Vec<usize>],
-        k: &Kernel,
-        b: &DimBinding,
-    ) -> IrResult<OpaquePlan> {
+    pub(crate) fn new(cx: super::bind::BindCtx<'_>, k: &Kernel) -> IrResult<OpaquePlan> {
+        let super::bind::BindCtx {
+            program: p,
+            buffer_dims: bd,
+            binding: b,
+            ..
+        } = cx;
         let (op, ins, out) = match &k.kind {
             KernelKind::Opaque { op, inputs, out } => (op.clone(), inputs.clone(), out.clone()),
             KernelKind::Attention {

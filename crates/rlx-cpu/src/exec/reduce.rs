@@ -6,13 +6,14 @@
 //! elements in order within a block of the reduced axes, and the blocks (cut by sizes
 //! alone) combine in block order.
 
+use super::bind::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse, permute};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, cast_bits, wrap_int};
 use super::vm::{IOp, Scratch, TILE, TileEnv, TileProg, fetch_inputs, run_tile, run_tile_jit};
-use rlx_compile::program::{Kernel, KernelKind, Program};
-use rlx_ir::{DType, DimBinding, IrError, IrResult, ReduceOp};
+use rlx_compile::program::{Kernel, KernelKind};
+use rlx_ir::{DType, IrError, IrResult, ReduceOp};
 
 /// Operand bytes from which tiles prefetch the next tile of their contiguous loads
 /// (about an L2 cache: below it the data is resident after the first pass).
@@ -185,13 +186,13 @@ fn finish(op: ReduceOp, a: Acc, l: usize, dt: DType) -> u64 {
 }
 
 impl ReducePlan {
-    pub(crate) fn new(
-        p: &Program,
-        bd: &[Vec<usize>],
-        k: &Kernel,
-        b: &DimBinding,
-        jit: &std::sync::Arc<crate::jit::JitCache>,
-    ) -> IrResult<ReducePlan> {
+    pub(crate) fn new(cx: BindCtx<'_>, k: &Kernel) -> IrResult<ReducePlan> {
+        let BindCtx {
+            program: p,
+            buffer_dims: bd,
+            binding: b,
+            jit,
+        } = cx;
         let KernelKind::Reduce {
             op,
             in_space,
@@ -251,7 +252,7 @@ impl ReducePlan {
         let (dims, _) = collapse(&pdims, &groups, &mut loads);
         let in_dt = prologue.nodes[*input as usize].dtype;
         let in_ty = Ty::of(in_dt).ok_or_else(|| IrError::new("cpu", "complex reduction"))?;
-        let epilogue = EwPlan::with_stores(p, bd, k, epilogue, &k.stores, &out_dims, b, jit)?;
+        let epilogue = EwPlan::with_stores(cx, k, epilogue, &k.stores, &out_dims)?;
         // Bytes the dense loads stream (the ones a tile prefetches for).
         let dense = loads
             .iter()

@@ -3,14 +3,15 @@
 //! passes over it, the result is written once (straight into the output when there
 //! is no epilogue). Rows are spread over the cores.
 
+use super::bind::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into, with_scratch};
 use super::value::{Sv, Ty, read_bits};
 use super::vm::{TILE, TileEnv, TileProg, run_tile};
 use crate::math;
-use rlx_compile::program::{Kernel, KernelKind, Program, RowOp};
-use rlx_ir::{Activation, DType, DimBinding, IrError, IrResult};
+use rlx_compile::program::{Kernel, KernelKind, RowOp};
+use rlx_ir::{Activation, DType, IrError, IrResult};
 
 mod onehot;
 use onehot::OneHot;
@@ -47,13 +48,13 @@ pub(crate) struct RowPlan {
 }
 
 impl RowPlan {
-    pub(crate) fn new(
-        p: &Program,
-        bd: &[Vec<usize>],
-        k: &Kernel,
-        b: &DimBinding,
-        jit: &std::sync::Arc<crate::jit::JitCache>,
-    ) -> IrResult<RowPlan> {
+    pub(crate) fn new(cx: BindCtx<'_>, k: &Kernel) -> IrResult<RowPlan> {
+        let BindCtx {
+            program: p,
+            buffer_dims: bd,
+            binding: b,
+            ..
+        } = cx;
         let KernelKind::Row {
             op,
             space,
@@ -88,7 +89,7 @@ impl RowPlan {
             None => None,
         };
         let st = k.stores[0];
-        let ep = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &dims, b, jit)?;
+        let ep = EwPlan::with(cx, k, epilogue, (st.value, st.buf), &dims)?;
         let trivial = epilogue.nodes.len() == 1
             && p.buffers[st.buf].shape.dtype() == DType::F32
             && *dtype == DType::F32;

@@ -10,12 +10,13 @@
 //! block order, then its epilogue runs. So results are bit-identical from run to run
 //! whatever the thread count.
 
+use super::bind::BindCtx;
 use super::ew::EwPlan;
 use super::par::{Bases, chunks, par_for};
 use super::reduce::ReducePlan;
 use rlx_compile::fuse::rowgroup::{StageRole, stage_role};
-use rlx_compile::program::{Kernel, KernelKind, Program, concrete};
-use rlx_ir::{DimBinding, IrError, IrResult};
+use rlx_compile::program::{Kernel, KernelKind, concrete};
+use rlx_ir::{IrError, IrResult};
 
 /// The fewest elements of the space per block of rows. Each stage pays a fixed cost per
 /// block (its tile loop's setup): a LayerNorm backward over `[1024, 256]` ran 10% slower
@@ -46,13 +47,8 @@ pub(crate) struct RowGroupPlan {
 }
 
 impl RowGroupPlan {
-    pub(crate) fn new(
-        p: &Program,
-        bd: &[Vec<usize>],
-        k: &Kernel,
-        b: &DimBinding,
-        jit: &std::sync::Arc<crate::jit::JitCache>,
-    ) -> IrResult<RowGroupPlan> {
+    pub(crate) fn new(cx: BindCtx<'_>, k: &Kernel) -> IrResult<RowGroupPlan> {
+        let b = cx.binding;
         let KernelKind::RowGroup { space, stages } = &k.kind else {
             unreachable!()
         };
@@ -73,12 +69,12 @@ impl RowGroupPlan {
             })?;
             bound.push(match role {
                 StageRole::RowReduce => {
-                    let mut r = ReducePlan::new(p, bd, s, b, jit)?;
+                    let mut r = ReducePlan::new(cx, s)?;
                     r.set_prefetch(false);
                     Stage::Row(r)
                 }
                 StageRole::ColReduce => {
-                    let mut r = ReducePlan::new(p, bd, s, b, jit)?;
+                    let mut r = ReducePlan::new(cx, s)?;
                     r.set_prefetch(false);
                     if !r.is_column_sum() {
                         return Err(IrError::new(
@@ -97,10 +93,7 @@ impl RowGroupPlan {
                         unreachable!("elementwise roles are elementwise kernels")
                     };
                     let edims = concrete(es, b).expect("bound");
-                    Stage::Ew(
-                        EwPlan::new(p, bd, s, expr, &edims, b, jit)?,
-                        role == StageRole::Wide,
-                    )
+                    Stage::Ew(EwPlan::new(cx, s, expr, &edims)?, role == StageRole::Wide)
                 }
             });
         }

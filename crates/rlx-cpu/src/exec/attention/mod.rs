@@ -25,8 +25,8 @@ use super::loads::LoadPlan;
 use super::opaque::view_dims;
 use super::par::{Bases, SendPtr, chunks, par_for};
 use super::value::{Sv, Ty, read_bits};
-use rlx_compile::program::{Kernel, KernelKind, Program};
-use rlx_ir::{DType, DimBinding, IrResult, MaskKind, Op};
+use rlx_compile::program::{Kernel, KernelKind};
+use rlx_ir::{DType, IrResult, MaskKind, Op};
 
 /// Queries per block (one work item).
 const BQ: usize = 64;
@@ -97,13 +97,13 @@ pub(crate) struct AttnPlan {
 
 impl AttnPlan {
     /// The plan, or `None` when the operands need the general (oracle) path.
-    pub(crate) fn new(
-        p: &Program,
-        bd: &[Vec<usize>],
-        k: &Kernel,
-        bnd: &DimBinding,
-        jit: &std::sync::Arc<crate::jit::JitCache>,
-    ) -> IrResult<Option<AttnPlan>> {
+    pub(crate) fn new(cx: super::bind::BindCtx<'_>, k: &Kernel) -> IrResult<Option<AttnPlan>> {
+        let super::bind::BindCtx {
+            program: p,
+            buffer_dims: bd,
+            binding: bnd,
+            ..
+        } = cx;
         let KernelKind::Attention {
             op,
             inputs,
@@ -219,7 +219,7 @@ impl AttnPlan {
         };
         let out = rlx_compile::program::concrete(out_space, bnd).expect("bound");
         let st = k.stores[0];
-        let ep = EwPlan::with(p, bd, k, epilogue, (st.value, st.buf), &out, bnd, jit)?;
+        let ep = EwPlan::with(cx, k, epilogue, (st.value, st.buf), &out)?;
         Ok(Some(AttnPlan {
             b,
             sq,
