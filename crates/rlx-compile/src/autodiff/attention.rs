@@ -48,7 +48,7 @@ pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
         }
         return Ok(());
     }
-    let gr = grads(rb, a, q, k, v, extra, g, want)?;
+    let gr = grads(rb, a, (q, k, v, extra), g, want)?;
     for (x, gx) in [(q, gr.q), (k, gr.k), (v, gr.v)] {
         if let Some(gx) = gx {
             rb.give(x, gx)?;

@@ -43,16 +43,12 @@ pub(crate) struct Grads {
     pub(crate) bias: Option<NodeId>,
 }
 
-/// Append the primitive backward pass of attention `a` over `q, k, v` (+ `extra`, the
-/// mask or bias) for the output cotangent `g`.
-#[allow(clippy::too_many_arguments)]
+/// Append the primitive backward pass of attention `a` over its operands `q, k, v` (+
+/// `extra`, the mask or bias) for the output cotangent `g`.
 pub(crate) fn grads<B: Build>(
     bw: &mut B,
     a: Attrs,
-    q: NodeId,
-    k: NodeId,
-    v: NodeId,
-    extra: Option<NodeId>,
+    (q, k, v, extra): (NodeId, NodeId, NodeId, Option<NodeId>),
     g: NodeId,
     want: Want,
 ) -> IrResult<Grads> {
@@ -163,7 +159,7 @@ pub(crate) fn lower_vjp<B: Build>(
         v: true,
         bias: false,
     };
-    let gr = grads(bw, a, q, k, v, extra, g, all)?;
+    let gr = grads(bw, a, (q, k, v, extra), g, all)?;
     let mut parts = [q; 3];
     for (i, (x, gx)) in [(q, gr.q), (k, gr.k), (v, gr.v)].into_iter().enumerate() {
         let n = packed_len(bw, x).ok_or_else(|| {
