@@ -182,6 +182,29 @@ mod tests {
         assert_eq!(rlx_system_for("candle_fwd"), None);
     }
 
+    fn plan() -> Plan {
+        Plan {
+            warmup: 0,
+            repeats: 1,
+        }
+    }
+
+    #[test]
+    fn a_missing_or_failing_peer_is_reported_and_adds_no_rows() {
+        let t = Timing::zero();
+        let mut rows = vec![Row::new("OPS_layer_norm", "rlx_fwd", t)];
+        let after = add_rows(&mut rows, plan(), "/nonexistent/python-for-rlx-bench");
+        assert_eq!(rows.len(), 1);
+        assert!(
+            after.iter().any(|l| l.contains("cannot start")),
+            "{after:?}"
+        );
+        // `false` starts and exits non-zero without printing a line.
+        let after = add_rows(&mut rows, plan(), "false");
+        assert_eq!(rows.len(), 1);
+        assert!(after.iter().any(|l| l.contains("failed")), "{after:?}");
+    }
+
     #[test]
     fn adamw_shapes_list_every_w11_parameter() {
         let c = GptConfig::w11(4);
