@@ -32,7 +32,6 @@
 
 pub(crate) mod emit;
 
-pub(crate) mod attention;
 pub(crate) mod conv;
 mod elementwise;
 pub(crate) mod linalg;

@@ -4,7 +4,8 @@
 //! output cotangent in; dq, dk, dv packed one after the other out), unpacked by views. A
 //! backend with a fused kernel keeps it whole; `decompose` lowers it to primitives for
 //! the others. Two cases build the primitive form here directly
-//! ([`crate::decompose::attention::grads`]): an additive bias that wants its gradient
+//! ([`crate::decompose::attention::grads`], on the forward pass forward mode
+//! differentiates): an additive bias that wants its gradient
 //! (the fused op returns none), and q/k/v with a dynamic axis (the packed length must
 //! be a number).
 //!
@@ -14,7 +15,7 @@
 
 use super::builder::ReverseBuilder;
 use crate::build::Build;
-use crate::decompose::attention::{Want, attrs_of, grads, lower_vjp, packed_len, unpack};
+use crate::decompose::attention::{Want, attrs_of, grads, lower_vjp, operands, packed_len, unpack};
 use rlx_ir::{IrResult, MaskKind, Node, NodeId, Op};
 
 pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
@@ -22,7 +23,7 @@ pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
         return vjp_of_vjp(rb, node, g);
     }
     let a = attrs_of(&node.op);
-    let (q, k, v) = (node.inputs[0], node.inputs[1], node.inputs[2]);
+    let ops @ (q, k, v, extra) = operands(a, &node.inputs);
     let want = Want {
         q: rb.wants(node, 0),
         k: rb.wants(node, 1),
@@ -32,7 +33,6 @@ pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
     if !(want.q || want.k || want.v || want.bias) {
         return Ok(());
     }
-    let extra = a.has_extra_operand().then(|| node.inputs[3]);
     let fused = !want.bias
         && [q, k, v].iter().all(|&x| packed_len(rb, x).is_some())
         && rb.shape(g) == node.shape;
@@ -48,7 +48,7 @@ pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
         }
         return Ok(());
     }
-    let gr = grads(rb, a, (q, k, v, extra), g, want)?;
+    let gr = grads(rb, a, ops, g, want)?;
     for (x, gx) in [(q, gr.q), (k, gr.k), (v, gr.v)] {
         if let Some(gx) = gx {
             rb.give(x, gx)?;

@@ -9,7 +9,8 @@ use super::flow;
 use crate::build::Build;
 use crate::build::dims_str;
 use rlx_ir::{
-    BinaryOp, DType, Dim, Graph, IrError, IrResult, Node, NodeId, NodeOrigin, Op, TensorData,
+    BinaryOp, DType, Dim, Graph, IrError, IrResult, Node, NodeId, NodeOrigin, Op, ReduceOp,
+    TensorData,
 };
 use std::collections::HashMap;
 
@@ -199,7 +200,13 @@ impl ReverseBuilder<'_> {
             let ones: Vec<usize> = (0..from.len())
                 .filter(|&i| from[i] == Dim::Static(1))
                 .collect();
-            let squeezed = rb.sum(x, ones, false)?;
+            // A reduction over one element is exact; bool has no sum but max is `any`.
+            let kind = if rb.dtype(x) == DType::Bool {
+                ReduceOp::Max
+            } else {
+                ReduceOp::Sum
+            };
+            let squeezed = rb.reduce(kind, x, ones, false)?;
             let inserted: Vec<usize> = (0..target.len())
                 .filter(|&i| target[i] == Dim::Static(1))
                 .collect();

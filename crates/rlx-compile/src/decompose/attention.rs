@@ -1,19 +1,31 @@
-//! Attention's backward pass in primitive ops: the lowering of [`Op::AttentionVjp`]
-//! for backends that do not keep it whole, and the reverse-mode rule's path when the
-//! fused op does not apply (a bias that wants its gradient, dynamic sequence axes).
+//! Attention in primitive ops, built once for every transform that needs it, from one
+//! head-major forward pass ([`forward`]):
 //!
-//! The attention probabilities are not a graph value, so the backward pass
-//! recomputes them in the head-major layout `[B, H, S, D]`:
-//! `s = scale·q·kᵀ`, optionally `s = c·tanh(s/c)` (softcap) and `s += bias`, masked
-//! keys set to −∞, `p = softmax(s)` (rows with no allowed key are zero, like the
-//! oracle). Then with `G = gradient of the output`:
-//! `dV = pᵀ·G`, `dp = G·Vᵀ`, `ds = p ⊙ (dp − Σ dp⊙p)` (= `dbias`),
-//! through the softcap `ds ← ds·(1 − tanh²)`, `dQ = scale·ds·K`, `dK = scale·dsᵀ·Q`.
-//! Grouped-query k/v heads are repeated for the forward and their gradients summed.
+//! - [`output`]: attention's value, the form forward mode differentiates (through
+//!   its primitive ops: every tangent rule it meets is a shared one);
+//! - [`grads`]: the backward pass: reverse mode's rule where the fused
+//!   [`Op::AttentionVjp`] does not apply (a bias that wants its gradient, dynamic
+//!   axes), and [`lower_vjp`], the lowering of that fused op for backends that do not
+//!   keep it whole (which forward mode differentiates for second derivatives).
+//!
+//! In the layout `[B, H, S, D]` (q/k/v brought there by a transpose, rank 4, or by
+//! splitting the hidden axis into heads, rank 3; grouped-query k/v heads repeated by a
+//! gather): `s = scale·q·kᵀ`, optionally `s = c·tanh(s/c)` (softcap) and `s += bias`,
+//! masked keys set to −∞, `p = softmax(s)` (a row with no allowed key is zero, as the
+//! oracle defines it), `o = p·v` in q's layout. With `G` the output's cotangent:
+//! `dV = pᵀ·G`, `dp = G·Vᵀ`, `ds = p ⊙ (dp − Σ dp⊙p)` (softmax's Jacobian; `dbias`),
+//! through the softcap `ds ← ds·(1 − tanh²)`, `dQ = scale·ds·K`, `dK = scale·dsᵀ·Q`;
+//! the gradients of a k/v head shared by several query heads are summed.
+//!
+//! With several dynamic axes a reshape cannot split or merge the head axis (the IR's
+//! reshape infers one `-1`), so the heads are then cut and joined by narrows and
+//! concats instead.
 
 use crate::build::Build;
-use crate::jvp::attention::causal_keys;
-use rlx_ir::{Activation, CmpOp, DType, Dim, IrError, IrResult, MaskKind, NodeId, Op};
+use crate::derivatives::nn::softmax_jacobian;
+use rlx_ir::{
+    Activation, BinaryOp, CmpOp, DType, Dim, IrError, IrResult, MaskKind, NodeId, Op, TensorData,
+};
 
 /// The attributes shared by `Attention` and `AttentionVjp` (rlx-ir's accessor).
 pub(crate) type Attrs = rlx_ir::AttentionAttrs;
@@ -22,6 +34,102 @@ pub(crate) type Attrs = rlx_ir::AttentionAttrs;
 pub(crate) fn attrs_of(op: &Op) -> Attrs {
     op.attention_attrs()
         .unwrap_or_else(|| unreachable!("attention attributes of {}", op.name()))
+}
+
+/// Attention's operands: q, k, v and the mask or bias (when the mask kind takes one).
+pub(crate) type Operands = (NodeId, NodeId, NodeId, Option<NodeId>);
+
+/// The operands among the `inputs` of an `Attention` or `AttentionVjp` node.
+pub(crate) fn operands(a: Attrs, inputs: &[NodeId]) -> Operands {
+    let extra = a.has_extra_operand().then(|| inputs[3]);
+    (inputs[0], inputs[1], inputs[2], extra)
+}
+
+/// Attention's forward pass in the head-major layout, up to the probabilities.
+pub(crate) struct Forward {
+    /// q, k and v as `[B, H, S, D]`, each k/v head repeated for the query heads it serves.
+    q: NodeId,
+    k: NodeId,
+    v: NodeId,
+    /// The score scale.
+    scale: f64,
+    /// The softcap's `tanh(s/c)`, if any (its derivative is built from it).
+    tanh: Option<NodeId>,
+    /// The probabilities `[B, H, Sq, Sk]`.
+    p: NodeId,
+    /// Query heads and k/v heads.
+    h: usize,
+    hk: usize,
+}
+
+/// Append attention's scores and probabilities for the operands `ops`.
+pub(crate) fn forward<B: Build>(b: &mut B, a: Attrs, ops: Operands) -> IrResult<Forward> {
+    let (q, k, v, extra) = ops;
+    let (h, d) = (a.num_heads, a.head_dim);
+    let dv = a.v_head_dim.unwrap_or(d);
+    let hk = kv_heads(b, k, d)?;
+    let qh = to_head_major(b, q, h, d)?;
+    let mut kh = to_head_major(b, k, hk, d)?;
+    let mut vh = to_head_major(b, v, hk, dv)?;
+    if hk != h {
+        // Grouped-query attention: query head i reads k/v head i / (h / hk).
+        let group = h / hk;
+        let idx: Vec<i64> = (0..h).map(|i| (i / group) as i64).collect();
+        let idx = b.constant(TensorData::from_i64(&[h], &idx));
+        kh = b.op(Op::Gather { axis: 1 }, vec![kh, idx])?;
+        vh = b.op(Op::Gather { axis: 1 }, vec![vh, idx])?;
+    }
+    let kt = b.swap_last_axes(kh)?;
+    let s0 = b.matmul(qh, kt)?;
+    let scale = a.score_scale.map_or(1.0 / (d as f64).sqrt(), |s| s as f64);
+    let mut s = b.scale(s0, scale)?;
+    let mut tanh = None;
+    if let Some(c) = a.attn_logit_softcap {
+        let c = c as f64;
+        let u = b.scale(s, 1.0 / c)?;
+        let th = b.act(Activation::Tanh, u)?;
+        s = b.scale(th, c)?;
+        tanh = Some(th);
+    }
+    if a.mask_kind == MaskKind::Bias {
+        let dt = b.dtype(s);
+        let bias = b.cast(extra.expect("a bias operand"), dt)?;
+        s = b.add(s, bias)?;
+    }
+    let p = match allowed_keys(b, a.mask_kind, s, extra)? {
+        None => b.op(Op::Softmax { axis: -1 }, vec![s])?,
+        Some(m) => {
+            let ninf = b.scalar_like(f64::NEG_INFINITY, s);
+            let masked = b.select(m, s, ninf)?;
+            let p = b.op(Op::Softmax { axis: -1 }, vec![masked])?;
+            // A row with no allowed key is NaN after the softmax; the op defines it as
+            // zeros. A causal row always allows its first key.
+            if a.mask_kind == MaskKind::Causal {
+                p
+            } else {
+                b.keep_where(m, p)?
+            }
+        }
+    };
+    Ok(Forward {
+        q: qh,
+        k: kh,
+        v: vh,
+        scale,
+        tanh,
+        p,
+        h,
+        hk,
+    })
+}
+
+/// Append attention's value for the operands `ops`: `p·v` in q's layout (v's head
+/// width); the primitive form forward mode differentiates.
+pub(crate) fn output<B: Build>(b: &mut B, a: Attrs, ops: Operands) -> IrResult<NodeId> {
+    let f = forward(b, a, ops)?;
+    let o = b.matmul(f.p, f.v)?;
+    let rank = b.rank(ops.0);
+    from_head_major(b, o, rank, f.h, a.v_head_dim.unwrap_or(a.head_dim))
 }
 
 /// Which gradients to build.
@@ -43,95 +151,55 @@ pub(crate) struct Grads {
     pub(crate) bias: Option<NodeId>,
 }
 
-/// Append the primitive backward pass of attention `a` over its operands `q, k, v` (+
-/// `extra`, the mask or bias) for the output cotangent `g`.
+/// Append the primitive backward pass of attention `a` over the operands `ops` for the
+/// output cotangent `g`.
 pub(crate) fn grads<B: Build>(
     bw: &mut B,
     a: Attrs,
-    (q, k, v, extra): (NodeId, NodeId, NodeId, Option<NodeId>),
+    ops: Operands,
     g: NodeId,
     want: Want,
 ) -> IrResult<Grads> {
     let mut out = Grads::default();
-    let (wq, wk, wv) = (want.q, want.k, want.v);
     let wb = a.mask_kind == MaskKind::Bias && want.bias;
-    if !(wq || wk || wv || wb) {
+    if !(want.q || want.k || want.v || wb) {
         return Ok(out);
     }
-    let (h, d) = (a.num_heads, a.head_dim);
-    let dv = a.v_head_dim.unwrap_or(d);
-    let hk = kv_heads(bw, k, d)?;
-    let group = h / hk;
-    let qt = to_head_major(bw, q, h, d)?;
-    let kt = kv_to_head_major(bw, k, hk, group, d)?;
-    let vt = kv_to_head_major(bw, v, hk, group, dv)?;
-    let scale = match a.score_scale {
-        Some(s) => s as f64,
-        None => 1.0 / (d as f64).sqrt(),
-    };
-    // Recompute the scores and probabilities.
-    let ktt = bw.swap_last_axes(kt)?;
-    let s0 = bw.matmul(qt, ktt)?;
-    let mut s = bw.scale(s0, scale)?;
-    let mut capped = None;
-    if let Some(c) = a.attn_logit_softcap {
-        let c = c as f64;
-        let u = bw.scale(s, 1.0 / c)?;
-        let th = bw.act(Activation::Tanh, u)?;
-        s = bw.scale(th, c)?;
-        capped = Some(th);
-    }
-    if a.mask_kind == MaskKind::Bias {
-        s = bw.add(s, extra.expect("a bias operand"))?;
-    }
-    let allowed = allowed_keys(bw, a.mask_kind, s, extra)?;
-    let p = match allowed {
-        Some(m) => {
-            let ninf = bw.scalar_like(f64::NEG_INFINITY, s);
-            let masked = bw.select(m, s, ninf)?;
-            let p0 = bw.op(Op::Softmax { axis: -1 }, vec![masked])?;
-            // A row with no allowed key is NaN here; the op defines it as zeros.
-            if matches!(a.mask_kind, MaskKind::Custom | MaskKind::SlidingWindow(_)) {
-                bw.keep_where(m, p0)?
-            } else {
-                p0
-            }
-        }
-        None => bw.op(Op::Softmax { axis: -1 }, vec![s])?,
-    };
-    let gt = to_head_major(bw, g, h, dv)?;
-    if wv {
-        let pt = bw.swap_last_axes(p)?;
+    let (q, k, v, _) = ops;
+    let (d, dv) = (a.head_dim, a.v_head_dim.unwrap_or(a.head_dim));
+    let f = forward(bw, a, ops)?;
+    let gt = to_head_major(bw, g, f.h, dv)?;
+    if want.v {
+        let pt = bw.swap_last_axes(f.p)?;
         let dvt = bw.matmul(pt, gt)?;
-        out.v = Some(kv_from_head_major(bw, dvt, v, hk, group)?);
+        let rank = bw.rank(v);
+        out.v = Some(kv_from_head_major(bw, &f, dvt, rank, dv)?);
     }
-    if !(wq || wk || wb) {
+    if !(want.q || want.k || wb) {
         return Ok(out);
     }
-    let vtt = bw.swap_last_axes(vt)?;
-    let dp = bw.matmul(gt, vtt)?;
-    let dpp = bw.mul(dp, p)?;
-    let last = bw.shape(dp).rank() - 1;
-    let row = bw.sum(dpp, vec![last], true)?;
-    let centered = bw.sub(dp, row)?;
-    let mut ds = bw.mul(p, centered)?;
+    let vt = bw.swap_last_axes(f.v)?;
+    let dp = bw.matmul(gt, vt)?;
+    let mut ds = softmax_jacobian(bw, f.p, dp, 3)?;
     if wb {
         out.bias = Some(ds);
     }
-    if let Some(th) = capped {
+    if let Some(th) = f.tanh {
         let tt = bw.mul(th, th)?;
         let sech2 = bw.rsub_scalar(1.0, tt)?;
         ds = bw.mul(ds, sech2)?;
     }
-    let ds = bw.scale(ds, scale)?;
-    if wq {
-        let dq = bw.matmul(ds, kt)?;
-        out.q = Some(from_head_major(bw, dq, q)?);
+    let ds = bw.scale(ds, f.scale)?;
+    if want.q {
+        let dq = bw.matmul(ds, f.k)?;
+        let rank = bw.rank(q);
+        out.q = Some(from_head_major(bw, dq, rank, f.h, d)?);
     }
-    if wk {
+    if want.k {
         let dst = bw.swap_last_axes(ds)?;
-        let dk = bw.matmul(dst, qt)?;
-        out.k = Some(kv_from_head_major(bw, dk, k, hk, group)?);
+        let dk = bw.matmul(dst, f.q)?;
+        let rank = bw.rank(k);
+        out.k = Some(kv_from_head_major(bw, &f, dk, rank, d)?);
     }
     Ok(out)
 }
@@ -150,8 +218,7 @@ pub(crate) fn lower_vjp<B: Build>(
     inputs: &[NodeId],
 ) -> IrResult<(NodeId, [NodeId; 3])> {
     let a = attrs_of(op);
-    let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
-    let extra = a.has_extra_operand().then(|| inputs[3]);
+    let ops = operands(a, inputs);
     let g = inputs[inputs.len() - 1];
     let all = Want {
         q: true,
@@ -159,7 +226,8 @@ pub(crate) fn lower_vjp<B: Build>(
         v: true,
         bias: false,
     };
-    let gr = grads(bw, a, (q, k, v, extra), g, all)?;
+    let gr = grads(bw, a, ops, g, all)?;
+    let (q, k, v, _) = ops;
     let mut parts = [q; 3];
     for (i, (x, gx)) in [(q, gr.q), (k, gr.k), (v, gr.v)].into_iter().enumerate() {
         let n = packed_len(bw, x).ok_or_else(|| {
@@ -207,128 +275,180 @@ pub(crate) fn unpack<B: Build>(
 }
 
 /// Number of k/v heads of `k` (`[B, S, Hk, D]` or `[B, S, Hk·D]`).
-fn kv_heads<B: Build>(bw: &B, k: NodeId, d: usize) -> IrResult<usize> {
-    let kd = bw.dims(k);
-    let heads = if kd.len() == 4 {
-        kd[2].as_static()
+fn kv_heads<B: Build>(b: &B, k: NodeId, d: usize) -> IrResult<usize> {
+    let s = b.shape(k);
+    let hid = s.dim(2).as_static();
+    let heads = if s.rank() == 4 {
+        hid
     } else {
-        kd[2].as_static().map(|hid| hid / d)
+        hid.map(|w| w / d)
     };
     heads.ok_or_else(|| {
         IrError::new(
             "attention",
             format!(
-                "the backward pass needs a static head axis, but k is {}; make the hidden size static",
-                bw.shape(k)
+                "the primitive form of attention needs a static head axis, but k is {s}; make the hidden size static"
             ),
         )
     })
 }
 
-/// `[B, S, H, D]` or `[B, S, H·D]` → `[B, H, S, D]`.
-fn to_head_major<B: Build>(bw: &mut B, t: NodeId, heads: usize, dd: usize) -> IrResult<NodeId> {
-    let td = bw.dims(t);
-    let t4 = if td.len() == 3 {
-        bw.reshape_to(t, &[td[0], td[1], Dim::Static(heads), Dim::Static(dd)])?
+/// Whether a reshape between `dims` and a head split or merge of them can be built:
+/// the IR's reshape infers at most one dynamic axis (its `-1`).
+fn one_dynamic(dims: &[Dim]) -> bool {
+    dims.iter().filter(|d| !d.is_static()).count() <= 1
+}
+
+/// `[B, S, H, X]` or `[B, S, H·X]` → `[B, H, S, X]`.
+fn to_head_major<B: Build>(b: &mut B, x: NodeId, h: usize, width: usize) -> IrResult<NodeId> {
+    let dims = b.dims(x);
+    let bshx = if dims.len() == 4 {
+        x
+    } else if one_dynamic(&dims) {
+        b.reshape_to(x, &[dims[0], dims[1], Dim::Static(h), Dim::Static(width)])?
     } else {
-        t
+        // Several dynamic axes: cut the hidden axis into heads one by one.
+        let mut pieces = Vec::with_capacity(h);
+        for i in 0..h {
+            let narrow = Op::Narrow {
+                axis: 2,
+                start: i * width,
+                len: width,
+            };
+            let n = b.op(narrow, vec![x])?;
+            pieces.push(b.unsqueeze(n, 1)?);
+        }
+        return b.concat(pieces, 1);
     };
-    bw.transpose(t4, vec![0, 2, 1, 3])
+    b.transpose(bshx, vec![0, 2, 1, 3])
 }
 
-/// k/v → `[B, H, Sk, D]`, repeating each of the `hk` heads `group` times (GQA).
-fn kv_to_head_major<B: Build>(
-    bw: &mut B,
+/// `[B, H, S, X]` → `[B, S, H, X]` (`rank` 4) or `[B, S, H·X]` (`rank` 3).
+fn from_head_major<B: Build>(
+    b: &mut B,
     t: NodeId,
-    hk: usize,
-    group: usize,
-    dd: usize,
+    rank: usize,
+    h: usize,
+    width: usize,
 ) -> IrResult<NodeId> {
-    if group == 1 {
-        return to_head_major(bw, t, hk, dd);
+    let bshx = b.transpose(t, vec![0, 2, 1, 3])?;
+    let dims = b.dims(bshx);
+    if rank == 4 {
+        return Ok(bshx);
     }
-    let td = bw.dims(t);
-    let split = bw.reshape_to(
-        t,
-        &[
-            td[0],
-            td[1],
-            Dim::Static(hk),
-            Dim::Static(1),
-            Dim::Static(dd),
-        ],
-    )?;
-    let keep = |d: Dim| d.as_static().map_or(-1, |n| n as i64);
-    let target = vec![keep(td[0]), keep(td[1]), hk as i64, group as i64, dd as i64];
-    let rep = bw.op(
-        Op::Expand {
-            target_shape: target,
-        },
-        vec![split],
-    )?;
-    let full = bw.reshape_to(
-        rep,
-        &[td[0], td[1], Dim::Static(hk * group), Dim::Static(dd)],
-    )?;
-    bw.transpose(full, vec![0, 2, 1, 3])
+    if one_dynamic(&dims) {
+        return b.reshape_to(bshx, &[dims[0], dims[1], Dim::Static(h * width)]);
+    }
+    // Several dynamic axes: join the heads one by one along the hidden axis (a sum
+    // over the one-element head axis drops it exactly).
+    let mut pieces = Vec::with_capacity(h);
+    for i in 0..h {
+        let narrow = Op::Narrow {
+            axis: 1,
+            start: i,
+            len: 1,
+        };
+        let n = b.op(narrow, vec![t])?;
+        pieces.push(b.sum(n, vec![1], false)?);
+    }
+    b.concat(pieces, 2)
 }
 
-/// `[B, H, S, D]` → the layout (and dims) of `like`.
-fn from_head_major<B: Build>(bw: &mut B, t: NodeId, like: NodeId) -> IrResult<NodeId> {
-    let bshd = bw.transpose(t, vec![0, 2, 1, 3])?;
-    let ld = bw.dims(like);
-    bw.reshape_to(bshd, &ld)
-}
-
-/// `[B, H, Sk, D]` → `like`'s layout, summing the `group` query heads that shared
-/// each k/v head.
+/// The gradient of a k/v operand (of rank `rank`, heads `width` wide) from its
+/// head-major gradient `t` (`[B, H, Sk, X]`, one head per query head): the query heads
+/// that shared a k/v head (the transpose of [`forward`]'s gather) are summed.
 fn kv_from_head_major<B: Build>(
-    bw: &mut B,
+    b: &mut B,
+    f: &Forward,
     t: NodeId,
-    like: NodeId,
-    hk: usize,
-    group: usize,
+    rank: usize,
+    width: usize,
 ) -> IrResult<NodeId> {
-    if group == 1 {
-        return from_head_major(bw, t, like);
-    }
-    let bshd = bw.transpose(t, vec![0, 2, 1, 3])?;
-    let sd = bw.dims(bshd);
-    let split = bw.reshape_to(
-        bshd,
-        &[sd[0], sd[1], Dim::Static(hk), Dim::Static(group), sd[3]],
-    )?;
-    let summed = bw.sum(split, vec![3], false)?;
-    let ld = bw.dims(like);
-    bw.reshape_to(summed, &ld)
+    let (hk, group) = (f.hk, f.h / f.hk);
+    let dims = b.dims(t);
+    let summed = if group == 1 {
+        t
+    } else if one_dynamic(&dims) {
+        let split = [
+            dims[0],
+            Dim::Static(hk),
+            Dim::Static(group),
+            dims[2],
+            dims[3],
+        ];
+        let split = b.reshape_to(t, &split)?;
+        b.sum(split, vec![2], false)?
+    } else {
+        let mut pieces = Vec::with_capacity(hk);
+        for m in 0..hk {
+            let narrow = Op::Narrow {
+                axis: 1,
+                start: m * group,
+                len: group,
+            };
+            let n = b.op(narrow, vec![t])?;
+            pieces.push(b.sum(n, vec![1], true)?);
+        }
+        b.concat(pieces, 1)?
+    };
+    from_head_major(b, summed, rank, hk, width)
 }
 
-/// Which keys each query may attend, as a bool tensor broadcastable to the scores
-/// `[B, H, Sq, Sk]`; `None` when every key is allowed.
+/// Which keys each query may attend, as a bool tensor broadcastable to the scores `s`
+/// (`[B, H, Sq, Sk]`); `None` when every key may.
 fn allowed_keys<B: Build>(
-    bw: &mut B,
+    b: &mut B,
     kind: MaskKind,
-    scores: NodeId,
+    s: NodeId,
     extra: Option<NodeId>,
 ) -> IrResult<Option<NodeId>> {
     let window = match kind {
         MaskKind::None | MaskKind::Bias => return Ok(None),
         MaskKind::Custom => {
-            // mask[b, ki] ≥ 0.5 attends; bool masks read as 0/1.
+            // mask[b, ki] ≥ 0.5 attends (a bool mask reads as 0/1): [B, Sk] → [B, 1, 1, Sk].
             let m = extra.expect("a custom mask operand");
-            let ok = if bw.dtype(m) == DType::Bool {
+            let ok = if b.dtype(m) == DType::Bool {
                 m
             } else {
-                let half = bw.scalar(0.5, DType::F64);
-                bw.cmp(CmpOp::Ge, m, half)?
+                let m = b.cast(m, DType::F64)?;
+                b.cmp_scalar(CmpOp::Ge, m, 0.5)?
             };
-            let md = bw.dims(m);
-            let ok4 = bw.reshape_to(ok, &[md[0], Dim::Static(1), Dim::Static(1), md[1]])?;
-            return Ok(Some(ok4));
+            let ok = b.unsqueeze(ok, 1)?;
+            return Ok(Some(b.unsqueeze(ok, 1)?));
         }
         MaskKind::Causal => None,
         MaskKind::SlidingWindow(w) => Some(w),
     };
-    let dt = bw.dtype(scores);
-    causal_keys(bw, scores, window, dt)
+    causal_keys(b, s, window)
+}
+
+/// The causal (`ki ≤ qi`) or sliding-window (also `qi − ki ≤ w`) key mask for the
+/// scores `s` (`[B, H, Sq, Sk]`): a `[Sq, Sk]` constant when both lengths are static,
+/// else positions counted by exclusive cumulative sums of ones (in f32: exact up to
+/// 2²⁴ positions, whatever the scores' dtype).
+fn causal_keys<B: Build>(b: &mut B, s: NodeId, window: Option<usize>) -> IrResult<Option<NodeId>> {
+    let dims = b.dims(s);
+    if let (Some(sq), Some(sk)) = (dims[2].as_static(), dims[3].as_static()) {
+        let vals: Vec<bool> = (0..sq * sk)
+            .map(|i| {
+                let (qi, ki) = (i / sk, i % sk);
+                ki <= qi && window.is_none_or(|w| qi - ki <= w)
+            })
+            .collect();
+        return Ok(Some(b.constant(TensorData::from_bool(&[sq, sk], &vals))));
+    }
+    let ones = b.fill_like(1.0, s, DType::F32)?;
+    let cumsum = |axis| Op::Cumsum {
+        axis,
+        exclusive: true,
+    };
+    let qpos = b.op(cumsum(-2), vec![ones])?;
+    let kpos = b.op(cumsum(-1), vec![ones])?;
+    let causal = b.cmp(CmpOp::Le, kpos, qpos)?;
+    let Some(w) = window else {
+        return Ok(Some(causal));
+    };
+    let back = b.sub(qpos, kpos)?;
+    let near = b.cmp_scalar(CmpOp::Le, back, w as f64)?;
+    Ok(Some(b.bin(BinaryOp::BitAnd, causal, near)?))
 }

@@ -22,6 +22,11 @@
 //! - [`reduce`]: the non-linear reductions (`max`/`min`: split evenly over ties;
 //!   `prod`: prefix × suffix partials), whose partials both modes build here.
 //!
+//! - attention: one primitive form in `crate::decompose::attention` (scores →
+//!   probabilities → output, from one head-major forward pass). Forward mode
+//!   differentiates its value through those primitives; reverse mode builds its
+//!   backward pass on the same forward pass (with [`nn::softmax_jacobian`]) when the
+//!   fused `attention_vjp` does not apply, and that op lowers to it.
 //! - [`pool`] and [`scaled`]: the primitive forms both modes' rules for max pooling
 //!   and the straight-through scaled matmul are built from.
 //!

@@ -2,8 +2,8 @@
 //! activation, and attention (through its decomposition).
 
 use super::ForwardBuilder;
-use super::attention;
 use crate::build::Build;
+use crate::decompose::attention::{attrs_of, lower_vjp, operands, output};
 use crate::derivatives::elementwise::Applier;
 use crate::derivatives::nn::{
     cross_entropy, cross_entropy_with_labels, norm_jacobian, normalized, softmax_jacobian,
@@ -96,11 +96,15 @@ pub(super) fn rule(f: &mut ForwardBuilder, node: &Node) -> IrResult<Option<NodeI
             grid_min,
             grid_max,
         } => spline(f, node, *num_basis as usize, *grid_min, *grid_max),
-        Op::Attention { .. } => attention::rule(f, node),
-        Op::AttentionVjp { .. } => {
-            // Through the primitive form (the lowering `decompose` uses).
+        Op::Attention { .. } | Op::AttentionVjp { .. } => {
+            // Through the primitive form shared with reverse mode and `decompose`:
+            // attention's value, or the backward pass the fused op lowers to.
             let (op, inputs) = (node.op.clone(), node.inputs.clone());
-            f.through(|e| Ok(crate::decompose::attention::lower_vjp(e, &op, &inputs)?.0))
+            let a = attrs_of(&op);
+            f.through(|e| match op {
+                Op::Attention { .. } => output(e, a, operands(a, &inputs)),
+                _ => Ok(lower_vjp(e, &op, &inputs)?.0),
+            })
         }
         other => unreachable!("nn::rule got {}", other.name()),
     }

@@ -1,7 +1,9 @@
 //! Attention: every mask kind, both layouts, GQA, softcap, custom scale, v_head_dim.
 
-use crate::{check_wrt, op, rand};
-use rlx_ir::{MaskKind, Op, TensorData};
+use crate::{check_wrt, op, rand, run, sum_all, uniform};
+use rlx_compile::autodiff::grad_graph;
+use rlx_compile::jvp::{jvp_graph, tangent_name};
+use rlx_ir::{BinaryOp, DType, Dim, Graph, MaskKind, NodeId, Op, Shape, TensorData};
 
 struct Cfg {
     mask: MaskKind,
@@ -191,4 +193,117 @@ fn softcap_custom_scale_and_a_wider_value_head() {
         },
         Some(rand(&[2, 4, 3, 4], 4)),
     );
+}
+
+/// `⟨r, attention(q, k, v, m)⟩` in the `[B, S, H·D]` layout with batch `b` and sequence
+/// `s` (4 query heads over 2 k/v heads, d = 2, dv = 3); returns the graph and the
+/// differentiated inputs (q, k, v, and a bias).
+fn hidden_layout_loss(
+    mask: MaskKind,
+    softcap: Option<f32>,
+    b: Dim,
+    s: Dim,
+) -> (Graph, Vec<NodeId>) {
+    let mut g = Graph::new("attention_hidden_layout");
+    let t = |dims: &[Dim]| Shape::from_dims(dims, DType::F64);
+    let q = g.input("q", t(&[b, s, Dim::Static(8)]));
+    let k = g.input("k", t(&[b, s, Dim::Static(4)]));
+    let v = g.input("v", t(&[b, s, Dim::Static(6)]));
+    let r = g.input("r", t(&[b, s, Dim::Static(12)]));
+    let mut ins = vec![q, k, v];
+    let mut wrt = ins.clone();
+    match mask {
+        MaskKind::Custom => ins.push(g.input("m", t(&[b, s]))),
+        MaskKind::Bias => {
+            let m = g.input("m", t(&[Dim::Static(4), s, s]));
+            ins.push(m);
+            wrt.push(m);
+        }
+        _ => {}
+    }
+    let a = Op::Attention {
+        num_heads: 4,
+        head_dim: 2,
+        v_head_dim: Some(3),
+        mask_kind: mask,
+        score_scale: None,
+        attn_logit_softcap: softcap,
+    };
+    let y = op(&mut g, a, ins);
+    let yr = op(&mut g, Op::Binary(BinaryOp::Mul), vec![y, r]);
+    let loss = sum_all(&mut g, yr);
+    g.set_outputs(vec![loss]);
+    (g, wrt)
+}
+
+/// (The inputs are created in the order q, k, v, r, m, so a node's index is its
+/// position in the feed.)
+/// Attention in the `[B, S, H·D]` layout with a dynamic batch and sequence (the heads
+/// are then cut and joined by narrows, and the gradients of shared k/v heads summed
+/// piecewise), grouped-query heads, every mask kind: reverse mode's gradients equal
+/// those of the same graph with static dims (the fused backward, which the oracle
+/// evaluates directly, or the bias path checked against finite differences above),
+/// and forward mode's tangent along random directions equals ⟨gradient, direction⟩.
+#[test]
+fn dynamic_hidden_layout_gradients_and_tangents_agree_for_every_mask_kind() {
+    let (b, s) = (2, 3);
+    let kinds = [
+        MaskKind::None,
+        MaskKind::Causal,
+        MaskKind::SlidingWindow(1),
+        MaskKind::Custom,
+        MaskKind::Bias,
+    ];
+    for (i, mask) in kinds.into_iter().enumerate() {
+        let softcap = (i % 2 == 1).then_some(1.5);
+        let (dg, wrt) = hidden_layout_loss(mask, softcap, Dim::Dynamic(0), Dim::Dynamic(1));
+        let (sg, _) = hidden_layout_loss(mask, softcap, Dim::Static(b), Dim::Static(s));
+        let mut feed = vec![
+            ("q", rand(&[b, s, 8], 11)),
+            ("k", rand(&[b, s, 4], 12)),
+            ("v", rand(&[b, s, 6], 13)),
+            ("r", rand(&[b, s, 12], 14)),
+        ];
+        match mask {
+            // Batch row 1 attends no key: its output and gradients are zero.
+            MaskKind::Custom => feed.push((
+                "m",
+                TensorData::from_f64(&[b, s], &[1.0, 0.0, 1.0, 0.0, 0.2, 0.4]),
+            )),
+            MaskKind::Bias => feed.push(("m", rand(&[4, s, s], 15))),
+            _ => {}
+        }
+        let grads = run(&grad_graph(&dg, &wrt).unwrap(), &feed);
+        let want = run(&grad_graph(&sg, &wrt).unwrap(), &feed);
+        for (w, (got, want)) in grads.iter().zip(&want).enumerate() {
+            for (j, (x, y)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
+                assert!(
+                    (x - y).abs() < 1e-12,
+                    "{mask:?}: gradient {w}[{j}] {x} with dynamic dims vs {y} with static dims"
+                );
+            }
+        }
+        let jg = jvp_graph(&dg, &wrt).unwrap();
+        let mut contraction = 0.0;
+        let mut tangents = Vec::new();
+        for (w, &id) in wrt.iter().enumerate() {
+            let (name, x) = &feed[id.index()];
+            let dir = uniform(x.numel(), 20 + w as u64, -1.0, 1.0);
+            contraction += grads[w]
+                .to_f64_vec()
+                .iter()
+                .zip(&dir)
+                .map(|(a, b)| a * b)
+                .sum::<f64>();
+            let dims = x.shape().static_dims().unwrap();
+            tangents.push((tangent_name(name), TensorData::from_f64(&dims, &dir)));
+        }
+        let mut jfeed = feed.clone();
+        jfeed.extend(tangents.iter().map(|(n, t)| (n.as_str(), t.clone())));
+        let tangent = run(&jg, &jfeed)[1].to_f64_vec()[0];
+        assert!(
+            (tangent - contraction).abs() < 1e-10 * (1.0 + contraction.abs()),
+            "{mask:?}: jvp·v = {tangent} but ⟨grad, v⟩ = {contraction}"
+        );
+    }
 }

@@ -498,32 +498,25 @@ fn gradient_with_respect_to_an_intermediate_node() {
 
 #[test]
 fn a_backward_pass_that_cannot_be_built_names_the_node_and_the_fix() {
-    // [?0, ?1, 4] reshaped to [?0, ?1, 2, 2] cannot be: build the gradient of a
-    // reshape whose inverse needs two dynamic axes through attention's head split.
-    let s = Shape::from_dims(
-        &[Dim::Dynamic(0), Dim::Dynamic(1), Dim::Static(4)],
-        DType::F64,
-    );
-    let mut g = Graph::new("att3");
-    let q = g.input("q", s.clone());
-    let k = g.input("k", s.clone());
-    let v = g.input("v", s);
-    let y = op(
-        &mut g,
-        Op::Attention {
-            num_heads: 2,
-            head_dim: 2,
-            v_head_dim: None,
-            mask_kind: MaskKind::None,
-            score_scale: None,
-            attn_logit_softcap: None,
-        },
-        vec![q, k, v],
-    );
-    g.set_outputs(vec![y]);
-    let e = grad_graph(&g, &[q]).unwrap_err().to_string();
+    // A head split [?0, ?1, 4] → [?0, ?1, 2, 2] recorded with its type (a front end
+    // that tracks the symbols can append it; `add_op`'s reshape infers one `-1`): its
+    // gradient needs the inverse reshape, which follows two dynamic axes.
+    let dims = |tail: &[usize]| {
+        let mut d = vec![Dim::Dynamic(0), Dim::Dynamic(1)];
+        d.extend(tail.iter().map(|&n| Dim::Static(n)));
+        Shape::from_dims(&d, DType::F64)
+    };
+    let mut g = Graph::new("split");
+    let x = g.input("x", dims(&[4]));
+    let split = Op::Reshape {
+        new_shape: vec![-1, -1, 2, 2],
+    };
+    let y = g.add_node(split, vec![x], dims(&[2, 2]));
+    let t = op(&mut g, Op::Activation(Activation::Tanh), vec![y]);
+    g.set_outputs(vec![t]);
+    let e = grad_graph(&g, &[x]).unwrap_err().to_string();
     assert!(
-        e.starts_with("grad: differentiating attention node %3: the backward pass needs to reshape [?0, ?1, 4] f64"),
+        e.starts_with("grad: differentiating reshape node %1: the backward pass needs to reshape [?0, ?1, 2, 2] f64"),
         "{e}"
     );
     assert!(e.contains("only one dynamic axis"), "{e}");
