@@ -19,6 +19,7 @@ mod cache;
 mod compiled;
 mod device;
 mod error;
+mod host_kernel;
 mod prepare;
 mod profile;
 
@@ -36,6 +37,7 @@ pub use cache::{
 pub use compiled::{ArgSlot, CompiledGraph};
 pub use device::{Device, Support};
 pub use error::{RuntimeError, RuntimeErrorKind, RuntimeResult};
+pub use host_kernel::{HostEngine, HostKernel};
 pub use prepare::{
     BAKE_MAX_ELEMENTS, LIFT_THRESHOLD_ELEMENTS, Lifted, Prepared, PreparedKeys, graph_key,
     lifted_arg_name, prepare, prepare_keys, prepare_keys_into,

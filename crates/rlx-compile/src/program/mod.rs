@@ -6,6 +6,7 @@
 //! plan. Shapes may hold dynamic dims: a backend binds them per call
 //! ([`view::bind_load`], [`crate::memplan::plan_offsets`]) without recompiling.
 
+pub mod host_graph;
 pub mod view;
 
 use rlx_ir::{

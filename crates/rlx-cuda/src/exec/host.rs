@@ -1,29 +1,30 @@
-//! Opaque ops without a native kernel, run on the host through the oracle: operands
-//! are copied down (whole buffers, then gathered through their views), the op is
-//! evaluated by [`rlx_ir::interp::eval_op`], and the result is copied back.
+//! Opaque ops without a native kernel, run by the shared host fallback
+//! ([`rlx_runtime::HostKernel`]: the registered CPU backend, else the oracle): the
+//! buffers the op reads are copied down whole, the kernel runs on the host, and what it
+//! writes is copied back.
 
 use crate::device::{DPtr, Gpu};
-use rlx_compile::program::{Kernel, KernelKind, Program, view::gather_map};
-use rlx_ir::{DType, DimBinding, Op, Shape, TensorData, interp};
+use rlx_compile::program::{Kernel, KernelKind, Program};
+use rlx_ir::{DType, DimBinding, TensorView};
+use rlx_runtime::HostKernel;
+use std::sync::Arc;
 
-/// One operand: where its buffer is and how its view reads it.
+/// A buffer in the arena: byte offset, byte size, dtype, dims.
 #[derive(Debug, Clone)]
-pub(crate) struct HostIn {
+struct Region {
     off: usize,
     bytes: usize,
     dtype: DType,
     dims: Vec<usize>,
-    /// Buffer element per view element (row-major); `None` for the identity view.
-    map: Option<Vec<usize>>,
 }
 
 /// A bound host op.
 #[derive(Debug, Clone)]
 pub(crate) struct HostOp {
-    op: Op,
-    inputs: Vec<HostIn>,
-    out_off: usize,
-    out: Shape,
+    name: String,
+    kernel: Arc<HostKernel>,
+    inputs: Vec<Region>,
+    outputs: Vec<Region>,
 }
 
 impl HostOp {
@@ -34,85 +35,68 @@ impl HostOp {
         buf_off: &[usize],
         binding: &DimBinding,
     ) -> Result<HostOp, String> {
-        let (op, inputs, out) = match &k.kind {
-            KernelKind::Opaque { op, inputs, out } => (op.clone(), inputs.clone(), out.clone()),
-            _ => unreachable!("host ops are opaque kernels"),
+        let KernelKind::Opaque { op, .. } = &k.kind else {
+            unreachable!("host ops are opaque kernels")
         };
-        let inputs = inputs
-            .iter()
-            .map(|&l| {
-                let load = &k.loads[l];
-                let bd = &buf_dims[load.buf];
-                let dtype = p.buffers[load.buf].shape.dtype();
-                let dims =
-                    crate::codegen::load::chain_dims(p.buffers[load.buf].shape.dims(), &load.steps)
-                        .pop()
-                        .unwrap();
-                let dims = rlx_compile::program::concrete(&dims, binding)
-                    .ok_or("unbound dynamic dim in an operand view")?;
-                let map = if load.steps.is_empty() {
-                    None
-                } else {
-                    Some(
-                        gather_map(bd, &load.steps, binding)
-                            .ok_or("unbound dynamic dim in an operand view")?,
-                    )
-                };
-                Ok(HostIn {
-                    off: buf_off[load.buf],
-                    bytes: bd.iter().product::<usize>() * dtype.size_bytes(),
-                    dtype,
-                    dims,
-                    map,
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        let kernel = HostKernel::new(p, k, binding).map_err(|e| e.to_string())?;
+        let region = |b: usize| {
+            let dtype = p.buffers[b].shape.dtype();
+            Region {
+                off: buf_off[b],
+                bytes: buf_dims[b].iter().product::<usize>() * dtype.size_bytes(),
+                dtype,
+                dims: buf_dims[b].clone(),
+            }
+        };
         Ok(HostOp {
-            op,
-            inputs,
-            out_off: buf_off[k.stores[0].buf],
-            out: out.bind(binding),
+            name: op.name(),
+            inputs: kernel.inputs().iter().map(|&b| region(b)).collect(),
+            outputs: kernel.outputs().iter().map(|&b| region(b)).collect(),
+            kernel: Arc::new(kernel),
         })
     }
 
     /// The op's name.
     pub(crate) fn name(&self) -> String {
-        self.op.name()
+        self.name.clone()
+    }
+
+    /// What runs it on the host (`cpu`, or `oracle` without a registered CPU backend).
+    pub(crate) fn engine(&self) -> String {
+        self.kernel.engine().to_string()
     }
 
     /// Run with the arena at `base`.
     pub(crate) fn run(&self, gpu: &dyn Gpu, base: DPtr) -> Result<(), String> {
         gpu.synchronize()?;
-        let mut datas = Vec::with_capacity(self.inputs.len());
+        let mut raw = Vec::with_capacity(self.inputs.len());
         for i in &self.inputs {
-            let mut raw = vec![0u8; i.bytes];
-            gpu.download(&mut raw, base + i.off as u64)?;
-            let w = i.dtype.size_bytes();
-            let bytes = match &i.map {
-                None => raw,
-                Some(map) => {
-                    let mut b = Vec::with_capacity(map.len() * w);
-                    for &e in map {
-                        b.extend_from_slice(&raw[e * w..(e + 1) * w]);
-                    }
-                    b
-                }
-            };
-            datas.push(TensorData::new(i.dtype, &i.dims, bytes).map_err(|e| e.to_string())?);
+            let mut b = vec![0u8; i.bytes];
+            gpu.download(&mut b, base + i.off as u64)?;
+            raw.push(b);
         }
-        let refs: Vec<&TensorData> = datas.iter().collect();
-        let r = interp::eval_op(&self.op, &refs, &self.out).map_err(|e| e.to_string())?;
-        let want = self.out.size_bytes().unwrap_or(0);
-        if r.bytes.len() != want {
-            return Err(format!(
-                "{} produced {} bytes, expected {want} for {}",
-                self.op.name(),
-                r.bytes.len(),
-                self.out
-            ));
-        }
-        if want > 0 {
-            gpu.upload(base + self.out_off as u64, &r.bytes)?;
+        let views = self
+            .inputs
+            .iter()
+            .zip(&raw)
+            .map(|(i, b)| TensorView::new(i.dtype, &i.dims, b))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        let outs = self.kernel.run(&views).map_err(|e| e.to_string())?;
+        for (o, v) in self.outputs.iter().zip(&outs) {
+            if v.bytes.len() != o.bytes {
+                return Err(format!(
+                    "{} produced {} bytes, expected {} for {:?} {}",
+                    self.name,
+                    v.bytes.len(),
+                    o.bytes,
+                    o.dims,
+                    o.dtype
+                ));
+            }
+            if o.bytes > 0 {
+                gpu.upload(base + o.off as u64, &v.bytes)?;
+            }
         }
         Ok(())
     }

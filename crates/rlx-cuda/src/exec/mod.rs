@@ -393,7 +393,7 @@ impl Executable for CudaExecutable {
                         }
                         Step::Fp8(_) => "cublasLt(fp8)".into(),
                         Step::Host(h) => {
-                            host.push(h.name());
+                            host.push(format!("{} by {}", h.name(), h.engine()));
                             format!("host({})", h.name())
                         }
                     })

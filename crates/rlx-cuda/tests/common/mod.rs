@@ -17,5 +17,13 @@ pub fn check(
     args: &[TensorData],
     compile: &dyn Fn(&Graph) -> RuntimeResult<Arc<dyn Executable>>,
 ) {
+    register_cpu();
     rlx_testkit::check(g, args, "cuda", compile);
+}
+
+/// Register the CPU backend, so host-run ops take the shared host fallback's CPU path
+/// (the one users get) rather than the oracle.
+pub fn register_cpu() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| rlx_runtime::register_backend(Arc::new(rlx_cpu::CpuBackend)));
 }
