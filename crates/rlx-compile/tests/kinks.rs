@@ -619,17 +619,7 @@ fn every_float_binary_op_agrees_between_modes_at_its_kinks_and_at_random_points(
     ls.extend(rand[..12].iter().map(|t| 4.0 * t));
     rs.extend(rand[12..].iter().map(|t| 4.0 * t));
     let xs = [ls, rs];
-    for b in [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Max,
-        BinaryOp::Min,
-        BinaryOp::Pow,
-        BinaryOp::Mod,
-        BinaryOp::Atan2,
-    ] {
+    for b in BinaryOp::FLOAT_ARITHMETIC {
         modes_agree(b.name(), &xs, |g, ids| {
             op(g, Op::Binary(b), vec![ids[0], ids[1]])
         });

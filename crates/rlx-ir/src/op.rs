@@ -203,6 +203,21 @@ impl BinaryOp {
             BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr
         )
     }
+
+    /// The ops defined on floats: every op that is not [bitwise](Self::is_bitwise), in
+    /// declaration order. Test suites sweep this one list (random graphs, derivative
+    /// conventions), so a new float op is covered by each of them when it is added here.
+    pub const FLOAT_ARITHMETIC: [BinaryOp; 9] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::Pow,
+        BinaryOp::Mod,
+        BinaryOp::Atan2,
+    ];
 }
 
 /// Element-wise comparisons; the result dtype is `Bool`.

@@ -32,18 +32,6 @@ const EXACT_INPUT_ACTS: [Activation; 9] = [
     Activation::Sign,
 ];
 
-const FLOAT_BINARY: [BinaryOp; 9] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Max,
-    BinaryOp::Min,
-    BinaryOp::Pow,
-    BinaryOp::Mod,
-    BinaryOp::Atan2,
-];
-
 const BOOL_BINARY: [BinaryOp; 4] = [
     BinaryOp::BitAnd,
     BinaryOp::BitOr,
@@ -322,7 +310,7 @@ impl Builder<'_> {
             self.input(Shape::new(&bd, ydt))
         };
         let ops: &[BinaryOp] = if dt.is_float() {
-            &FLOAT_BINARY
+            &BinaryOp::FLOAT_ARITHMETIC
         } else if dt == DType::Bool {
             &BOOL_BINARY
         } else {

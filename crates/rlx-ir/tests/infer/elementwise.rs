@@ -91,6 +91,28 @@ fn binary_keeps_matching_dynamic_dims_and_rejects_distinct_symbols() {
 }
 
 #[test]
+fn float_arithmetic_lists_each_float_binary_op_once_and_no_bitwise_one() {
+    let x = f32s(&[2, 3]);
+    let ops = BinaryOp::FLOAT_ARITHMETIC;
+    for (i, b) in ops.into_iter().enumerate() {
+        assert_eq!(ok(&Op::Binary(b), &[&x, &x]), x, "{}", b.name());
+        assert!(!b.is_bitwise(), "{}", b.name());
+        assert!(!ops[..i].contains(&b), "{} is listed twice", b.name());
+    }
+    let bitwise = [
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
+    ];
+    for b in bitwise {
+        assert!(b.is_bitwise(), "{}", b.name());
+        bad(&Op::Binary(b), &[&x, &x], &["[2, 3] f32"]);
+    }
+}
+
+#[test]
 fn bitwise_ops_need_integers_and_shifts_reject_bool() {
     let i = sh(&[3], DType::I32);
     let bl = sh(&[3], DType::Bool);
