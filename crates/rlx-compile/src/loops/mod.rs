@@ -6,9 +6,9 @@
 //! same thing one level lower: which element a work item reads, through which index
 //! arithmetic, and which scalar operations turn the loads into the stored values. This
 //! module is that level, produced once per kernel by [`lower_kernel`]; a backend then only
-//! *renders* it ([`render_c`] for CUDA and HIP, one dialect table apart), so the index
-//! math of views, the dtype rules and the formula of every activation are written here
-//! once instead of once per backend.
+//! *renders* it ([`render_c`] for CUDA and HIP, one dialect table apart; [`render_wgsl`]
+//! for WGSL), so the index math of views, the dtype rules and the formula of every
+//! activation are written here once instead of once per backend.
 //!
 //! The IR is deliberately small:
 //! - a kernel runs [`LoopKernel::items`] independent work items; [`Ex::Item`] is the
@@ -28,11 +28,16 @@ mod build;
 pub mod eval;
 mod lower;
 mod render_c;
+mod render_wgsl;
 
 pub use build::Builder;
 pub use lower::{LowerError, lower_epilogue, lower_kernel, lower_value};
 pub use render_c::{
     C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop, render_c_statements, render_c_value,
+};
+pub use render_wgsl::{
+    WGSL_WORKGROUP, WgslEmbedding, WgslError, WgslHelpers, render_wgsl, render_wgsl_loop,
+    render_wgsl_statements, render_wgsl_value, wgsl_load, wgsl_needs_atomic, wgsl_store,
 };
 
 use rlx_ir::DType;

@@ -1,0 +1,854 @@
+//! Loop kernels as WGSL compute shaders, in the convention of the wgpu backend: every
+//! buffer lives in one storage array `A` of 32-bit words at a word offset, kernel
+//! parameters (buffer offsets, dynamic dims) are `u32`s, and elements narrower than a word
+//! are packed (stores then go through `atomicAnd`/`atomicOr` on an atomic arena).
+//!
+//! WGSL has no f64 and no i64, so the loop IR's compute types are mapped as follows:
+//! - `F32` → `f32`; f16/bf16 values are computed in f32 and re-rounded after each op by
+//!   the IR's [`Un::RoundF16`]/[`Un::RoundBf16`] (bit manipulation in the prelude).
+//! - `Index` → `u32`: every index literal must fit (larger extents are refused).
+//! - `I64` → `i32`. Integer values of the IR are wrapped to their dtype's width after
+//!   every node, so for dtypes of at most 32 bits the low 32 bits carry everything:
+//!   `+ − ·`, negation, the bitwise ops and `<<` by less than 32 are ring operations, and
+//!   their low 32 bits depend only on the operands' low 32 bits. The other operations
+//!   (comparisons, min/max, `/` and `%`, `>>`, `abs`, conversions to float, bool or
+//!   index) need the exact value: the renderer checks that each operand is known to lie
+//!   in the i32 range (a wrapped node, a load of a ≤ 32-bit signed or u8 buffer, a
+//!   literal, a select of such values, the clamp of a float → int cast…) and refuses the
+//!   kernel otherwise. On such operands WGSL's i32 ops agree with the IR's i64 ones:
+//!   `MIN / −1` is `MIN` in WGSL and wraps to `MIN` in the IR (`MIN % −1` is 0 in both);
+//!   `>>` by 32…63 is rendered as `>> 31` (the sign fill); `<<` by ≥ 32 as 0; integer
+//!   `pow` is the IR's own square-and-multiply loop. i64 and u32 *buffers* are refused
+//!   (a u32 value above `i32::MAX` is not an i32 value).
+//! - `F64`: refused, except where an f64 value is only a carrier of an f32 value or of a
+//!   small integer, exact in f32 (the IR widens to f64 to cast floats to integers, to
+//!   round integers to f16/bf16 once, and to round an f32 to f16/bf16): those are
+//!   rendered in f32, comparisons with f64 literals rounded in the direction that keeps
+//!   their truth.
+//! - `Bool` → `bool` (stored as a byte 0/1).
+//!
+//! [`Stmt::Fail`] needs an error channel from the embedding; without one the kernel is
+//! refused.
+
+mod prelude;
+#[cfg(test)]
+mod tests;
+
+pub use prelude::WgslHelpers;
+
+use super::{Access, Bin, Ex, Fault, Lit, LoopKernel, Stmt, Ty, Un, Var};
+use rlx_ir::DType;
+use std::fmt::{self, Write};
+
+/// Threads per workgroup of [`render_wgsl`]'s shaders (a 1-D launch of
+/// `ceil(items / 64)` workgroups, spread over `x` and `y` when there are more than
+/// 65535: the item index is `(wid.y · nwg.x + wid.x) · 64 + lid`).
+pub const WGSL_WORKGROUP: u32 = 64;
+
+/// Why a loop kernel has no WGSL form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WgslError {
+    /// The kernel computes in f64 (WGSL has no f64).
+    F64 {
+        /// The kernel's name.
+        kernel: String,
+        /// The construct.
+        what: String,
+    },
+    /// The kernel needs integers wider than 32 bits (WGSL has no i64).
+    WideInteger {
+        /// The kernel's name.
+        kernel: String,
+        /// The construct.
+        what: String,
+    },
+    /// An index (extent, offset) does not fit WGSL's `u32` index arithmetic.
+    IndexRange {
+        /// The kernel's name.
+        kernel: String,
+        /// The index literal.
+        value: i64,
+    },
+    /// The kernel can raise a run-time error and the embedding has no error channel.
+    Fault {
+        /// The kernel's name.
+        kernel: String,
+        /// The error.
+        fault: Fault,
+    },
+    /// The kernel stores elements narrower than a word into an arena not declared atomic.
+    NarrowStore {
+        /// The kernel's name.
+        kernel: String,
+        /// The dtype stored.
+        dtype: DType,
+    },
+}
+
+impl fmt::Display for WgslError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fix = "the backend must run this kernel another way (its host fallback)";
+        match self {
+            WgslError::F64 { kernel, what } => {
+                write!(
+                    f,
+                    "WGSL rendering of loop kernel `{kernel}`: {what} needs f64, which WGSL does not have; {fix}"
+                )
+            }
+            WgslError::WideInteger { kernel, what } => write!(
+                f,
+                "WGSL rendering of loop kernel `{kernel}`: {what} needs integers wider than 32 bits, which WGSL does not have; {fix}"
+            ),
+            WgslError::IndexRange { kernel, value } => write!(
+                f,
+                "WGSL rendering of loop kernel `{kernel}`: index {value} does not fit WGSL's 32-bit index arithmetic; {fix}"
+            ),
+            WgslError::Fault { kernel, fault } => write!(
+                f,
+                "WGSL rendering of loop kernel `{kernel}`: the kernel can raise `{}` and the shader has no error channel; {fix}",
+                fault.message()
+            ),
+            WgslError::NarrowStore { kernel, dtype } => write!(
+                f,
+                "WGSL rendering of loop kernel `{kernel}`: it stores {dtype:?} elements (narrower than a word) into an arena not declared atomic; declare the arena `array<atomic<u32>>`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WgslError {}
+
+/// How a rendered loop kernel reaches its buffers and parameters inside a shader the
+/// caller assembles (see [`render_wgsl`] for a complete one).
+pub struct WgslEmbedding<'a> {
+    /// The `u32` expression of the word offset in `A` of buffer slot `i`.
+    pub base: &'a dyn Fn(usize) -> String,
+    /// The `u32` expression of dynamic dim `?s`.
+    pub dim: &'a dyn Fn(u32) -> String,
+    /// The statement recording a run-time error; `None`: kernels that can raise one are
+    /// refused.
+    pub fail: Option<&'a dyn Fn(Fault) -> String>,
+    /// Prefix of the kernel's local variable names, distinct from the host code's names.
+    pub var_prefix: &'a str,
+}
+
+/// Whether a shader running `k` must declare its arena atomic (it stores elements
+/// narrower than a word).
+pub fn wgsl_needs_atomic(k: &LoopKernel) -> bool {
+    k.bufs
+        .iter()
+        .any(|b| b.access == Access::Write && b.dtype.size_bytes() < 4)
+}
+
+/// The complete compute shader of `k`: the arena `A` (binding 0, atomic when
+/// [`wgsl_needs_atomic`]), a uniform block `P` of `u32` parameters (binding 1: the word
+/// offset of each buffer slot in slot order, then each dynamic dim in `k.dims` order,
+/// four to a `vec4<u32>`), the helpers it uses, and `main` running one item per
+/// invocation ([`WGSL_WORKGROUP`] per workgroup).
+pub fn render_wgsl(k: &LoopKernel) -> Result<String, WgslError> {
+    let mut helpers = WgslHelpers::new(wgsl_needs_atomic(k));
+    let slot = |i: usize| format!("P.v[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]);
+    let nb = k.bufs.len();
+    let base = |i: usize| slot(i);
+    let dim = |s: u32| {
+        let j = k.dims.iter().position(|&d| d == s).expect("declared dim");
+        slot(nb + j)
+    };
+    let body = render_wgsl_loop(
+        k,
+        &WgslEmbedding {
+            base: &base,
+            dim: &dim,
+            fail: None,
+            var_prefix: "v",
+        },
+        &mut helpers,
+    )?;
+    let mut s = String::new();
+    let words = (nb + k.dims.len()).div_ceil(4).max(1);
+    let _ = writeln!(s, "struct Params {{ v: array<vec4<u32>, {words}> }}");
+    let arena = if helpers.atomic() {
+        "array<atomic<u32>>"
+    } else {
+        "array<u32>"
+    };
+    let _ = writeln!(
+        s,
+        "@group(0) @binding(0) var<storage, read_write> A: {arena};"
+    );
+    s.push_str("@group(0) @binding(1) var<uniform> P: Params;\n");
+    s.push_str(&helpers.source());
+    let _ = writeln!(
+        s,
+        "// {}\n@compute @workgroup_size({WGSL_WORKGROUP})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{",
+        k.name
+    );
+    s.push_str(&body);
+    s.push_str("}\n");
+    Ok(s)
+}
+
+/// The body of `k` for a `main` whose header the caller writes (with the builtins
+/// `wid`, `nwg` and `lid` of [`render_wgsl`]): the item index, a return past the last
+/// item, and the statements of one item. Helpers the body calls are added to `helpers`.
+pub fn render_wgsl_loop(
+    k: &LoopKernel,
+    embed: &WgslEmbedding<'_>,
+    helpers: &mut WgslHelpers,
+) -> Result<String, WgslError> {
+    let mut r = Renderer::new(k, embed, helpers)?;
+    let mut s = String::new();
+    let n = r.ex(&k.items)?;
+    let want = r.k.ty(&k.items);
+    let n = if want == Ty::Index {
+        n
+    } else {
+        format!("u32({n})")
+    };
+    let _ = writeln!(
+        s,
+        "  let item: u32 = (wid.y * nwg.x + wid.x) * {WGSL_WORKGROUP}u + lid;\n  if (item >= {n}) {{ return; }}"
+    );
+    r.block(&mut s, &k.body, 1)?;
+    Ok(s)
+}
+
+/// The statements of fragment `k` (see [`super::lower_epilogue`]), indented by `depth`
+/// levels of two spaces.
+pub fn render_wgsl_statements(
+    k: &LoopKernel,
+    embed: &WgslEmbedding<'_>,
+    helpers: &mut WgslHelpers,
+    depth: usize,
+) -> Result<String, WgslError> {
+    let mut r = Renderer::new(k, embed, helpers)?;
+    let mut s = String::new();
+    r.block(&mut s, &k.body, depth)?;
+    Ok(s)
+}
+
+/// Expression `e` of fragment `k` (see [`super::lower_value`]) as WGSL, in its compute
+/// type's WGSL type (`f32`, `i32`, `u32` or `bool`).
+pub fn render_wgsl_value(
+    k: &LoopKernel,
+    embed: &WgslEmbedding<'_>,
+    helpers: &mut WgslHelpers,
+    e: &Ex,
+) -> Result<String, WgslError> {
+    let mut r = Renderer::new(k, embed, helpers)?;
+    r.ex(e)
+}
+
+/// Element `index` (a `u32` expression) of a buffer of `dtype` at word `base` of the
+/// arena, widened to its compute type's WGSL type (`f32`, `i32` or `bool`); `None` for
+/// dtypes WGSL has no compute type for (f64, i64, u32, complex).
+pub fn wgsl_load(h: &mut WgslHelpers, dtype: DType, base: &str, index: &str) -> Option<String> {
+    let acc = |f: &'static str, h: &mut WgslHelpers| {
+        h.need(f);
+        format!("{f}({base}, {index})")
+    };
+    Some(match dtype {
+        DType::F32 => format!("bitcast<f32>({})", acc("ld32_", h)),
+        DType::I32 => format!("bitcast<i32>({})", acc("ld32_", h)),
+        DType::F16 => {
+            h.need("f16_dec");
+            format!("f16_dec({})", acc("ld16_", h))
+        }
+        DType::BF16 => format!("bitcast<f32>({} << 16u)", acc("ld16_", h)),
+        DType::I16 => format!("(bitcast<i32>({} << 16u) >> 16u)", acc("ld16_", h)),
+        DType::I8 => format!("(bitcast<i32>({} << 24u) >> 24u)", acc("ld8_", h)),
+        DType::U8 => format!("i32({})", acc("ld8_", h)),
+        DType::Bool => format!("({} != 0u)", acc("ld8_", h)),
+        _ => return None,
+    })
+}
+
+/// The statement storing `value` (in the compute type's WGSL type) as element `index` of
+/// a buffer of `dtype` at word `base`, narrowed to the dtype (f16 rounded to nearest
+/// even; bf16 values must be rounded already, as every bf16 node of the loop IR is). `None`
+/// for dtypes WGSL has no compute type for. Elements narrower than a word need an atomic
+/// arena ([`WgslHelpers::new`]).
+pub fn wgsl_store(
+    h: &mut WgslHelpers,
+    dtype: DType,
+    base: &str,
+    index: &str,
+    value: &str,
+) -> Option<String> {
+    let v = value;
+    let (f, bits) = match dtype {
+        DType::F32 | DType::I32 => ("st32_", format!("bitcast<u32>({v})")),
+        DType::F16 => {
+            h.need("rf16");
+            h.need("f16_enc");
+            ("st16_", format!("f16_enc(rf16({v}))"))
+        }
+        DType::BF16 => ("st16_", format!("(bitcast<u32>({v}) >> 16u)")),
+        DType::I16 => ("st16_", format!("bitcast<u32>({v})")),
+        DType::I8 | DType::U8 => ("st8_", format!("bitcast<u32>({v})")),
+        DType::Bool => ("st8_", format!("select(0u, 1u, {v})")),
+        _ => return None,
+    };
+    h.need(f);
+    Some(format!("{f}({base}, {index}, {bits});"))
+}
+
+/// The WGSL type of a compute type (f64 values are f32 carriers, see the module docs).
+fn wtype(t: Ty) -> &'static str {
+    match t {
+        Ty::Bool => "bool",
+        Ty::I64 => "i32",
+        Ty::Index => "u32",
+        Ty::F32 | Ty::F64 => "f32",
+    }
+}
+
+struct Renderer<'a> {
+    k: &'a LoopKernel,
+    embed: &'a WgslEmbedding<'a>,
+    h: &'a mut WgslHelpers,
+    /// Variables some [`Stmt::Assign`] updates (declared `var`).
+    assigned: Vec<bool>,
+    /// I64 variables whose every value lies in the i32 range.
+    fits: Vec<bool>,
+    /// Loop counters with a literal end: their largest value.
+    counter_max: Vec<Option<i64>>,
+}
+
+fn walk(body: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
+    for s in body {
+        f(s);
+        if let Stmt::Loop { body, .. } | Stmt::If { body, .. } = s {
+            walk(body, f);
+        }
+    }
+}
+
+impl<'a> Renderer<'a> {
+    fn new(
+        k: &'a LoopKernel,
+        embed: &'a WgslEmbedding<'a>,
+        h: &'a mut WgslHelpers,
+    ) -> Result<Renderer<'a>, WgslError> {
+        for b in &k.bufs {
+            match b.dtype {
+                DType::F64 => return Err(f64_err(k, "an f64 buffer".into())),
+                DType::I64 | DType::U32 => {
+                    return Err(WgslError::WideInteger {
+                        kernel: k.name.clone(),
+                        what: format!("a {:?} buffer", b.dtype),
+                    });
+                }
+                DType::C64 | DType::C128 => {
+                    return Err(f64_err(k, format!("a {:?} buffer", b.dtype)));
+                }
+                dt if b.access == Access::Write && dt.size_bytes() < 4 && !h.atomic() => {
+                    return Err(WgslError::NarrowStore {
+                        kernel: k.name.clone(),
+                        dtype: dt,
+                    });
+                }
+                _ => {}
+            }
+        }
+        let n = k.vars.len();
+        let mut assigned = vec![false; n];
+        let mut counter_max = vec![None; n];
+        walk(&k.body, &mut |s| match s {
+            Stmt::Assign { var, .. } => assigned[var.0 as usize] = true,
+            Stmt::Loop { var, end, .. } => {
+                if let Ex::Lit(Lit::Index(e)) = end {
+                    counter_max[var.0 as usize] = Some(e - 1);
+                }
+            }
+            _ => {}
+        });
+        let mut r = Renderer {
+            k,
+            embed,
+            h,
+            assigned,
+            fits: vec![true; n],
+            counter_max,
+        };
+        // The largest fixpoint: a variable fits while every value given to it fits (an
+        // accumulator's updates may read itself).
+        loop {
+            let mut next = r.fits.clone();
+            walk(&k.body, &mut |s| {
+                if let Stmt::Let { var, value } | Stmt::Assign { var, value } = s
+                    && k.vars[var.0 as usize] == Ty::I64
+                {
+                    next[var.0 as usize] &= r.fits32(value);
+                }
+            });
+            if next == r.fits {
+                break;
+            }
+            r.fits = next;
+        }
+        Ok(r)
+    }
+
+    fn name(&self, v: Var) -> String {
+        format!("{}{}", self.embed.var_prefix, v.0)
+    }
+
+    fn block(&mut self, s: &mut String, body: &[Stmt], depth: usize) -> Result<(), WgslError> {
+        let pad = "  ".repeat(depth);
+        for st in body {
+            match st {
+                Stmt::Let { var, value } => {
+                    let t = wtype(self.k.vars[var.0 as usize]);
+                    let kw = if self.assigned[var.0 as usize] {
+                        "var"
+                    } else {
+                        "let"
+                    };
+                    let v = self.ex(value)?;
+                    let _ = writeln!(s, "{pad}{kw} {}: {t} = {v};", self.name(*var));
+                }
+                Stmt::Assign { var, value } => {
+                    let v = self.ex(value)?;
+                    let _ = writeln!(s, "{pad}{} = {v};", self.name(*var));
+                }
+                Stmt::Store { buf, index, value } => {
+                    let line = self.store(*buf, index, value)?;
+                    let _ = writeln!(s, "{pad}{line}");
+                }
+                Stmt::Loop {
+                    var,
+                    start,
+                    end,
+                    body,
+                } => {
+                    let (a, b) = (self.ex(start)?, self.ex(end)?);
+                    let v = self.name(*var);
+                    let _ = writeln!(
+                        s,
+                        "{pad}for (var {v}: u32 = {a}; {v} < {b}; {v} = {v} + 1u) {{"
+                    );
+                    self.block(s, body, depth + 1)?;
+                    let _ = writeln!(s, "{pad}}}");
+                }
+                Stmt::If { cond, body } => {
+                    let c = self.ex(cond)?;
+                    let _ = writeln!(s, "{pad}if ({c}) {{");
+                    self.block(s, body, depth + 1)?;
+                    let _ = writeln!(s, "{pad}}}");
+                }
+                Stmt::Fail(f) => match self.embed.fail {
+                    Some(fail) => {
+                        let _ = writeln!(s, "{pad}{}", fail(*f));
+                    }
+                    None => {
+                        return Err(WgslError::Fault {
+                            kernel: self.k.name.clone(),
+                            fault: *f,
+                        });
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+
+    fn store(&mut self, buf: usize, index: &Ex, value: &Ex) -> Result<String, WgslError> {
+        let b = (self.embed.base)(buf);
+        let i = self.ex(index)?;
+        let v = self.ex(value)?;
+        let dt = self.k.bufs[buf].dtype;
+        Ok(wgsl_store(self.h, dt, &b, &i, &v).expect("dtype checked in `new`"))
+    }
+
+    fn load(&mut self, buf: usize, index: &Ex) -> Result<String, WgslError> {
+        let b = (self.embed.base)(buf);
+        let i = self.ex(index)?;
+        let dt = self.k.bufs[buf].dtype;
+        Ok(wgsl_load(self.h, dt, &b, &i).expect("dtype checked in `new`"))
+    }
+
+    /// Whether I64 expression `e`'s exact value is known to lie in the i32 range.
+    fn fits32(&self, e: &Ex) -> bool {
+        let in32 = |v: i64| i32::try_from(v).is_ok();
+        match e {
+            Ex::Lit(Lit::I64(v)) => in32(*v),
+            Ex::Var(v) => self.fits[v.0 as usize],
+            // The host code holds its integers in i32.
+            Ex::External { .. } => true,
+            Ex::Load { buf, .. } => matches!(
+                self.k.bufs[*buf].dtype,
+                DType::I8 | DType::I16 | DType::I32 | DType::U8
+            ),
+            Ex::Un(Un::Wrap(dt), _) => {
+                matches!(dt, DType::I8 | DType::I16 | DType::I32 | DType::U8)
+            }
+            Ex::Select(_, a, b) => self.fits32(a) && self.fits32(b),
+            // Bitwise ops of sign-extended 32-bit values stay sign-extended; `>>` only
+            // moves bits down.
+            Ex::Bin(Bin::BitAnd | Bin::BitOr | Bin::BitXor, a, b) => {
+                self.fits32(a) && self.fits32(b)
+            }
+            Ex::Bin(Bin::Shr, a, _) => self.fits32(a),
+            Ex::Convert(Ty::I64, a) => match self.k.ty(a) {
+                Ty::Bool => true,
+                Ty::Index => match &**a {
+                    Ex::Lit(Lit::Index(v)) => in32(*v),
+                    Ex::Var(v) => self.counter_max[v.0 as usize].is_some_and(in32),
+                    _ => false,
+                },
+                Ty::F32 | Ty::F64 => carried_range(a)
+                    .is_some_and(|(lo, hi)| lo >= -2147483648.0 && hi <= 2147483647.0),
+                Ty::I64 => self.fits32(a),
+            },
+            _ => false,
+        }
+    }
+
+    /// `e` (an I64 operand of an operation that needs its exact value) as i32.
+    fn exact(&mut self, e: &Ex, what: &str) -> Result<String, WgslError> {
+        if self.k.ty(e) == Ty::I64 && !self.fits32(e) {
+            return Err(WgslError::WideInteger {
+                kernel: self.k.name.clone(),
+                what: format!("{what} of an integer value not known to fit 32 bits"),
+            });
+        }
+        self.ex(e)
+    }
+
+    fn lit(&self, l: Lit) -> Result<String, WgslError> {
+        Ok(match l {
+            Lit::Bool(b) => b.to_string(),
+            // The low 32 bits (see the module docs: ring operations keep them right).
+            Lit::I64(v) if v >= 0 && v <= i32::MAX as i64 => format!("{v}i"),
+            Lit::I64(v) => format!("bitcast<i32>({:#010x}u)", v as u32),
+            Lit::Index(v) if (0..=u32::MAX as i64).contains(&v) => format!("{v}u"),
+            Lit::Index(v) => {
+                return Err(WgslError::IndexRange {
+                    kernel: self.k.name.clone(),
+                    value: v,
+                });
+            }
+            Lit::F32(v) => f32_lit(v),
+            Lit::F64(v) if (v as f32) as f64 == v || v.is_nan() => f32_lit(v as f32),
+            Lit::F64(v) => return Err(f64_err(self.k, format!("the f64 constant {v:?}"))),
+        })
+    }
+
+    fn ex(&mut self, e: &Ex) -> Result<String, WgslError> {
+        Ok(match e {
+            Ex::Lit(l) => self.lit(*l)?,
+            Ex::Var(v) => self.name(*v),
+            Ex::External { name, .. } => name.clone(),
+            Ex::Item => "item".into(),
+            Ex::Dim(d) => (self.embed.dim)(*d),
+            Ex::Load { buf, index } => self.load(*buf, index)?,
+            Ex::Un(op, a) => self.unary(*op, a)?,
+            Ex::Bin(op, a, b) => self.binary(*op, a, b)?,
+            Ex::Select(c, a, b) => {
+                let (c, a, b) = (self.ex(c)?, self.ex(a)?, self.ex(b)?);
+                format!("select({b}, {a}, {c})")
+            }
+            Ex::Convert(t, a) => self.convert(*t, a)?,
+        })
+    }
+
+    fn convert(&mut self, t: Ty, a: &Ex) -> Result<String, WgslError> {
+        let from = self.k.ty(a);
+        if from == t {
+            return self.ex(a);
+        }
+        Ok(match (t, from) {
+            (Ty::Bool, Ty::F32 | Ty::F64) => {
+                self.h.need("fcmp_");
+                format!("(!feq_({}, 0.0))", self.ex(a)?)
+            }
+            (Ty::Bool, Ty::I64) => format!("({} != 0i)", self.exact(a, "a test against 0")?),
+            (Ty::Bool, _) => format!("({} != 0u)", self.ex(a)?),
+            (Ty::I64, Ty::Bool) => format!("select(0i, 1i, {})", self.ex(a)?),
+            (Ty::I64, Ty::Index) => format!("i32({})", self.ex(a)?),
+            (Ty::I64 | Ty::Index, Ty::F32 | Ty::F64) => {
+                // Exact only where the value is clamped into the i32 range first (the
+                // lowering's float → int cast).
+                if carried_range(a).is_none_or(|(lo, hi)| lo < -2147483648.0 || hi > 2147483647.0) {
+                    return Err(WgslError::WideInteger {
+                        kernel: self.k.name.clone(),
+                        what: "a float → integer conversion not clamped to the i32 range".into(),
+                    });
+                }
+                let i = self.to_int(a)?;
+                if t == Ty::Index {
+                    format!("u32({i})")
+                } else {
+                    i
+                }
+            }
+            (Ty::Index, Ty::I64) => format!("u32({})", self.exact(a, "an index")?),
+            (Ty::Index, Ty::Bool) => format!("select(0u, 1u, {})", self.ex(a)?),
+            (Ty::F32, Ty::Bool) => format!("select(0.0, 1.0, {})", self.ex(a)?),
+            (Ty::F32, Ty::I64) => format!("f32({})", self.exact(a, "a conversion to float")?),
+            (Ty::F32, Ty::Index) => format!("f32({})", self.ex(a)?),
+            // An f64 carrier holds an f32-exact value.
+            (Ty::F32, Ty::F64) | (Ty::F64, Ty::F32) => self.ex(a)?,
+            (Ty::F64, _) => {
+                return Err(f64_err(
+                    self.k,
+                    format!("a conversion of a {from:?} value to f64"),
+                ));
+            }
+            (t, f) => unreachable!("conversion {f:?} → {t:?}"),
+        })
+    }
+
+    /// A float carrier (clamped into the i32 range) converted to i32: the conversion is
+    /// pushed into selects, so the chosen bound is an exact integer literal and the value
+    /// itself is only truncated where it lies inside the range.
+    fn to_int(&mut self, e: &Ex) -> Result<String, WgslError> {
+        Ok(match e {
+            Ex::Select(c, a, b) => {
+                let (c, a, b) = (self.ex(c)?, self.to_int(a)?, self.to_int(b)?);
+                format!("select({b}, {a}, {c})")
+            }
+            Ex::Lit(Lit::F64(v)) => self.lit(Lit::I64(*v as i64))?,
+            Ex::Lit(Lit::F32(v)) => self.lit(Lit::I64(*v as i64))?,
+            // In range wherever it is selected (elsewhere any value does); NaN is 0.
+            _ => {
+                self.h.need("nan_");
+                let x = self.ex(e)?;
+                format!("select(i32({x}), 0i, nan_({x}))")
+            }
+        })
+    }
+
+    fn unary(&mut self, op: Un, a: &Ex) -> Result<String, WgslError> {
+        let t = self.k.ty(a);
+        if t == Ty::F64 && !matches!(op, Un::RoundHalf(_)) {
+            return Err(f64_err(self.k, format!("{op:?} of an f64 value")));
+        }
+        if t == Ty::I64 {
+            return Ok(match op {
+                Un::Neg => format!("(0i - {})", self.ex(a)?),
+                Un::Abs => format!("abs({})", self.exact(a, "abs")?),
+                Un::Wrap(dt) => {
+                    let x = self.ex(a)?;
+                    match dt {
+                        DType::I8 => format!("((({x}) << 24u) >> 24u)"),
+                        DType::I16 => format!("((({x}) << 16u) >> 16u)"),
+                        DType::U8 => format!("(({x}) & 255i)"),
+                        // i32 and u32 keep the low 32 bits (a u32 value above i32::MAX
+                        // does not fit: `fits32` says so to its consumers).
+                        _ => x,
+                    }
+                }
+                Un::IntToF64 { prec } if prec <= 24 => {
+                    self.h.need("int_round_");
+                    format!(
+                        "int_round_({}, {prec}u)",
+                        self.exact(a, "a conversion to float")?
+                    )
+                }
+                other => {
+                    return Err(WgslError::WideInteger {
+                        kernel: self.k.name.clone(),
+                        what: format!("{other:?} of an integer"),
+                    });
+                }
+            });
+        }
+        let x = self.ex(a)?;
+        let mut call = |h: &'static str, f: &str| {
+            self.h.need(h);
+            format!("{f}({x})")
+        };
+        Ok(match op {
+            Un::Neg => format!("(-{x})"),
+            Un::Abs => format!("abs({x})"),
+            Un::Sqrt => call("sqrt_", "sqrt_"),
+            Un::Exp => format!("exp({x})"),
+            Un::Expm1 => call("expm1_", "expm1_"),
+            Un::Log => call("log_", "log_"),
+            Un::Log1p => call("log1p_", "log1p_"),
+            Un::Sin => call("trig_", "sin_"),
+            Un::Cos => call("trig_", "cos_"),
+            Un::Tan => call("trig_", "tan_"),
+            Un::Atan => format!("atan({x})"),
+            Un::Tanh => call("tanh_", "tanh_"),
+            Un::Erf => call("erf_", "erf_"),
+            Un::Erfc => call("erfc_", "erfc_"),
+            Un::Floor => format!("floor({x})"),
+            Un::Ceil => format!("ceil({x})"),
+            // WGSL's `round` rounds half to even.
+            Un::RoundEven => format!("round({x})"),
+            Un::IsNan => call("nan_", "nan_"),
+            Un::Not => format!("(!{x})"),
+            Un::RoundF16 | Un::RoundHalf(DType::F16) => call("rf16", "rf16"),
+            Un::RoundBf16 | Un::RoundHalf(_) => call("rbf16", "rbf16"),
+            Un::Wrap(_) | Un::IntToF64 { .. } => unreachable!("integer operand"),
+            Un::RoundFormat { .. } => {
+                return Err(f64_err(self.k, "round_to_format".into()));
+            }
+        })
+    }
+
+    fn binary(&mut self, op: Bin, a: &Ex, b: &Ex) -> Result<String, WgslError> {
+        let t = self.k.ty(a);
+        if t == Ty::F64 {
+            return self.carried_compare(op, a, b);
+        }
+        let name = format!("{op:?}");
+        let exact = matches!(
+            op,
+            Bin::Div | Bin::Rem | Bin::Min | Bin::Max | Bin::Lt | Bin::Le | Bin::Eq | Bin::Ne
+        );
+        let (x, y) = if t == Ty::I64 && exact {
+            (self.exact(a, &name)?, self.exact(b, &name)?)
+        } else if t == Ty::I64 && op == Bin::Shr {
+            (self.exact(a, &name)?, self.exact(b, "a shift amount")?)
+        } else if t == Ty::I64 && op == Bin::Shl {
+            (self.ex(a)?, self.exact(b, "a shift amount")?)
+        } else {
+            (self.ex(a)?, self.ex(b)?)
+        };
+        let infix = |o: &str| format!("({x} {o} {y})");
+        let float = t == Ty::F32;
+        let mut call = |h: &'static str, f: &str| {
+            self.h.need(h);
+            format!("{f}({x}, {y})")
+        };
+        Ok(match op {
+            Bin::Add => infix("+"),
+            Bin::Sub => infix("-"),
+            Bin::Mul => infix("*"),
+            Bin::Div => infix("/"),
+            Bin::Rem if float => call("fmod_", "fmod_"),
+            Bin::Rem => infix("%"),
+            Bin::Pow if float => call("pow_", "pow_"),
+            Bin::Atan2 if float => call("atan2_", "atan2_"),
+            Bin::Pow | Bin::Atan2 => {
+                return Err(WgslError::WideInteger {
+                    kernel: self.k.name.clone(),
+                    what: format!("{name} of integers"),
+                });
+            }
+            Bin::Min if float => call("fminmax_", "fminn_"),
+            Bin::Max if float => call("fminmax_", "fmaxn_"),
+            Bin::Min => format!("min({x}, {y})"),
+            Bin::Max => format!("max({x}, {y})"),
+            Bin::Lt if float => call("fcmp_", "flt_"),
+            Bin::Le if float => call("fcmp_", "fle_"),
+            Bin::Eq if float => call("fcmp_", "feq_"),
+            Bin::Ne if float => format!("(!{})", call("fcmp_", "feq_")),
+            Bin::Lt => infix("<"),
+            Bin::Le => infix("<="),
+            Bin::Eq => infix("=="),
+            Bin::Ne => infix("!="),
+            Bin::And => infix("&&"),
+            Bin::Or => infix("||"),
+            Bin::BitAnd => infix("&"),
+            Bin::BitOr => infix("|"),
+            Bin::BitXor => infix("^"),
+            // The IR's amounts are 0..64: by 32 or more the i64 value's low 32 bits are 0.
+            Bin::Shl if t == Ty::I64 => {
+                format!("select(0i, {x} << (u32({y}) & 31u), {y} < 32i)")
+            }
+            // By 31 or more only the sign fill is left.
+            Bin::Shr if t == Ty::I64 => format!("({x} >> min(u32({y}), 31u))"),
+            Bin::Shl => format!("({x} << {y})"),
+            Bin::Shr => format!("({x} >> {y})"),
+        })
+    }
+
+    /// A comparison of f64 carriers: an f32 value against an f64 literal compares against
+    /// the f32 neighbour of the literal that keeps the comparison's truth.
+    fn carried_compare(&mut self, op: Bin, a: &Ex, b: &Ex) -> Result<String, WgslError> {
+        let lit = |e: &Ex| match e {
+            Ex::Lit(Lit::F64(v)) => Some(*v),
+            _ => None,
+        };
+        let (la, lb) = (lit(a), lit(b));
+        let exact = |v: f64| (v as f32) as f64 == v;
+        // `c ≤ x` ⇔ `ceil₃₂(c) ≤ x`; `x ≤ c` ⇔ `x ≤ floor₃₂(c)`; likewise for `<`.
+        let (x, y) = match (op, la, lb) {
+            (_, Some(c), None) if !exact(c) && matches!(op, Bin::Le | Bin::Lt) => {
+                let r = if op == Bin::Le { ceil32(c) } else { floor32(c) };
+                (f32_lit(r), self.ex(b)?)
+            }
+            (_, None, Some(c)) if !exact(c) && matches!(op, Bin::Le | Bin::Lt) => {
+                let r = if op == Bin::Le { floor32(c) } else { ceil32(c) };
+                (self.ex(a)?, f32_lit(r))
+            }
+            (Bin::Le | Bin::Lt | Bin::Eq | Bin::Ne, _, _) => (self.ex(a)?, self.ex(b)?),
+            _ => return Err(f64_err(self.k, format!("{op:?} of f64 values"))),
+        };
+        self.h.need("fcmp_");
+        Ok(match op {
+            Bin::Lt => format!("flt_({x}, {y})"),
+            Bin::Le => format!("fle_({x}, {y})"),
+            Bin::Eq => format!("feq_({x}, {y})"),
+            _ => format!("(!feq_({x}, {y}))"),
+        })
+    }
+}
+
+/// The value range of a float carrier converted to an integer: the lowering's clamp
+/// `x ≤ lo ? lo : (hi ≤ x ? hi : x)` (NaN converts to 0), or a literal.
+fn carried_range(e: &Ex) -> Option<(f64, f64)> {
+    let lit = |e: &Ex| match e {
+        Ex::Lit(Lit::F64(v)) => Some(*v),
+        Ex::Lit(Lit::F32(v)) => Some(*v as f64),
+        _ => None,
+    };
+    match e {
+        Ex::Select(c, a, b) => {
+            let Ex::Bin(Bin::Le, p, q) = &**c else {
+                return None;
+            };
+            let lo = lit(a)?;
+            if lit(q) != Some(lo) {
+                return None;
+            }
+            let Ex::Select(c2, a2, b2) = &**b else {
+                return None;
+            };
+            let Ex::Bin(Bin::Le, p2, q2) = &**c2 else {
+                return None;
+            };
+            let hi = lit(a2)?;
+            if lit(p2) != Some(hi) || p != q2 || q2 != b2 || lo > hi {
+                return None;
+            }
+            Some((lo.min(0.0), hi.max(0.0)))
+        }
+        e => lit(e).map(|v| (v, v)),
+    }
+}
+
+/// The largest f32 ≤ `c`.
+fn floor32(c: f64) -> f32 {
+    let f = c as f32;
+    if f as f64 > c { f.next_down() } else { f }
+}
+
+/// The smallest f32 ≥ `c`.
+fn ceil32(c: f64) -> f32 {
+    let f = c as f32;
+    if (f as f64) < c { f.next_up() } else { f }
+}
+
+/// A WGSL f32 literal that reads back as exactly `v` (bit patterns for the values a
+/// decimal literal cannot carry: negative zero, subnormals, non-finite values).
+fn f32_lit(v: f32) -> String {
+    if v.is_normal() || (v == 0.0 && v.is_sign_positive()) {
+        // `{:?}` is the shortest text that parses back to the same value.
+        format!("{v:?}f")
+    } else {
+        format!("bitcast<f32>({:#010x}u)", v.to_bits())
+    }
+}
+
+fn f64_err(k: &LoopKernel, what: String) -> WgslError {
+    WgslError::F64 {
+        kernel: k.name.clone(),
+        what,
+    }
+}
