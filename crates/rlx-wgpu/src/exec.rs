@@ -40,7 +40,6 @@ pub(crate) enum Plan {
 
 /// A program bound to concrete dims.
 struct Bound {
-    binding: DimBinding,
     buf_dims: Vec<Vec<usize>>,
     /// Byte offset of every buffer in the arena.
     offsets: Vec<u64>,
@@ -53,6 +52,9 @@ struct Bound {
     /// Per kernel: byte offset of its parameters in `uniform`.
     param_offset: Vec<u32>,
     uniform: Option<wgpu::Buffer>,
+    /// Per kernel that runs on the host under this binding: the shared host fallback,
+    /// compiled for this binding.
+    host: Vec<Option<Arc<rlx_runtime::HostKernel>>>,
 }
 
 /// The sorted `(symbol, size)` pairs of a binding of the dynamic dims.
@@ -221,8 +223,9 @@ impl WgpuExecutable {
                 ));
             }
         }
+        let host = host::host_kernels(p, |k| launch[k].is_err(), binding)?;
         Ok(Bound {
-            binding: binding.clone(),
+            host,
             buf_dims,
             offsets,
             sizes,
@@ -375,26 +378,20 @@ impl WgpuExecutable {
         host: &mut [Option<TensorData>],
     ) -> RuntimeResult<Vec<BufId>> {
         let p = &self.program;
-        let get = |b: BufId| -> TensorData {
-            match &p.buffers[b].kind {
-                BufKind::Arg(a) => args[*a].to_owned(),
-                BufKind::Const(bytes) => TensorData {
-                    dtype: p.buffers[b].shape.dtype(),
-                    dims: bound.buf_dims[b].clone(),
-                    bytes: bytes.clone(),
-                },
-                _ => host[b]
-                    .clone()
-                    .expect("a buffer is written before it is read"),
-            }
-        };
-        let outs = host::run_kernel(p, kernel, &bound.binding, &get).map_err(|e| {
-            RuntimeError::new(format!(
-                "graph `{}`, kernel {k} ({} of [{}]): {e}",
-                p.name,
-                kernel.label(),
-                kernel.fused_names.join(", ")
-            ))
+        let hk = bound.host[k]
+            .as_ref()
+            .expect("a kernel run on the host has a host kernel for its binding");
+        let outs = host::run(hk, p, args, host).map_err(|e| {
+            RuntimeError::of_kind(
+                e.kind(),
+                format!(
+                    "graph `{}`, kernel {k} ({} of [{}]): {}",
+                    p.name,
+                    kernel.label(),
+                    kernel.fused_names.join(", "),
+                    e.message()
+                ),
+            )
         })?;
         let mut written = Vec::new();
         for (b, v) in outs {
@@ -482,9 +479,14 @@ impl Executable for WgpuExecutable {
         );
         s.push_str("\nwhere each kernel runs:");
         for (k, kernel) in self.program.kernels.iter().enumerate() {
+            // Which engine runs a host kernel is known once the dims are bound.
+            let by = match self.fixed.as_ref().and_then(|b| b.host[k].as_ref()) {
+                Some(h) => format!(", run by {}", h.engine()),
+                None => String::new(),
+            };
             let place = match (&self.plans[k], self.fixed.as_ref().map(|b| &b.launch[k])) {
-                (Plan::Host { reason }, _) => format!("CPU fallback ({reason})"),
-                (Plan::Gpu { .. }, Some(Err(r))) => format!("CPU fallback ({r})"),
+                (Plan::Host { reason }, _) => format!("CPU fallback ({reason}){by}"),
+                (Plan::Gpu { .. }, Some(Err(r))) => format!("CPU fallback ({r}){by}"),
                 (Plan::Gpu { shader, .. }, _) => format!(
                     "GPU (WGSL, {}{})",
                     match shader.launch {
