@@ -4,10 +4,9 @@
 //! workgroup memory) and attention (one thread per query row, online softmax).
 //! Every reduction order is fixed, so results are bit-identical from run to run.
 
-use super::expr::post;
-use super::{Cls, Env, Gen, Launch, Shader, Space, WG, cls, ty};
+use super::{Cls, Env, Gen, Launch, Shader, Space, WG, cls, post, ty};
 use crate::host::view_dims_sym;
-use rlx_compile::program::{Kernel, Store};
+use rlx_compile::program::Kernel;
 use rlx_compile::program::{KernelKind, Program, RowOp};
 use rlx_ir::{DType, Dim, MaskKind, Op, ReduceOp};
 
@@ -22,17 +21,11 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
     for l in &k.loads {
         cls(p.buffers[l.buf].shape.dtype())?;
     }
-    let mut g = Gen::new(p, k, fixed)?;
+    let g = Gen::new(p, k, fixed)?;
     match &k.kind {
-        KernelKind::Elementwise { space, expr } => {
-            let n = g.numel(space)?;
-            g.line("let t = (wid.y * nwg.x + wid.x) * 64u + lid;");
-            g.line(&format!("if (t >= {n}) {{ return; }}"));
-            let mut sp = Space::flat(space.clone(), "t".into());
-            let vars = g.expr(expr, &mut sp, None)?;
-            stores(&mut g, &k.stores, &vars, "t")?;
-            Ok(g.finish(&WG.to_string(), Launch::Threads(space.clone())))
-        }
+        // Lowered to the loop IR and rendered whole (`lowered.rs`); what the renderer
+        // refuses (f64, i64/u32, integer `/`, `%` and shifts that can raise) runs on the host.
+        KernelKind::Elementwise { space, .. } => g.elementwise(space),
         KernelKind::Reduce { .. } => reduce(g, k),
         KernelKind::Row { .. } => row(g, k),
         KernelKind::Contraction { .. } => contraction(g, k),
@@ -44,15 +37,6 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
                 .to_string(),
         ),
     }
-}
-
-/// Write each store's value as element `e` of its buffer.
-fn stores(g: &mut Gen<'_>, st: &[Store], vars: &[String], e: &str) -> Result<(), String> {
-    for s in st {
-        let v = vars[s.value as usize].clone();
-        g.write(s.buf, e, &v)?;
-    }
-    Ok(())
 }
 
 /// Initial accumulator of a reduction in class `c`.
@@ -169,8 +153,8 @@ fn reduce(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
         }
     }
     let mut sp = Space::multi(in_space.clone(), full);
-    let pv = g.expr(prologue, &mut sp, None)?;
-    let f = fold(&mut g, *op, c, "acc", &pv[*input as usize]);
+    let x = g.value(prologue, *input, &mut sp)?;
+    let f = fold(&mut g, *op, c, "acc", &x);
     g.line(&f);
     g.line("}");
     if group {
@@ -186,9 +170,7 @@ fn reduce(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     };
     let fin = post(&mut g, *dtype, &fin);
     let core = g.bind("core", &fin);
-    let mut osp = Space::flat(out_space.clone(), o.into());
-    let vars = g.expr(epilogue, &mut osp, Some(&core))?;
-    stores(&mut g, &k.stores, &vars, o)?;
+    g.epilogue(epilogue, out_space, o, &core, *dtype)?;
     let launch = if group {
         Launch::Groups(kept)
     } else {
@@ -232,8 +214,8 @@ fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
             let mut idx = oidx.clone();
             idx.push("j".into());
             let mut sp = Space::multi(space.clone(), idx);
-            let pv = g.expr(prologue, &mut sp, None)?;
-            let x = val(&pv[*input as usize]);
+            let pv = g.value(prologue, *input, &mut sp)?;
+            let x = val(&pv);
             let xv = g.bind("x", &x);
             let f = fold(g, rop, Cls::F, "acc", &xv);
             g.line(&f);
@@ -293,8 +275,7 @@ fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     let mut idx = oidx.clone();
     idx.push("j".into());
     let mut sp = Space::multi(space.clone(), idx);
-    let pv = g.expr(prologue, &mut sp, None)?;
-    let x = pv[*input as usize].clone();
+    let x = g.value(prologue, *input, &mut sp)?;
     let y = match op {
         RowOp::Softmax => format!("exp({x} - m) / s"),
         RowOp::LogSoftmax => format!("{x} - m - log(s)"),
@@ -313,9 +294,8 @@ fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     };
     let y = post(&mut g, *dtype, &y);
     let core = g.bind("core", &y);
-    let vars = g.expr(epilogue, &mut sp, Some(&core))?;
     let flat = g.space_flat(&mut sp)?;
-    stores(&mut g, &k.stores, &vars, &flat)?;
+    g.epilogue(epilogue, space, &flat, &core, *dtype)?;
     g.line("}");
     Ok(g.finish(&WG.to_string(), Launch::Groups(outer)))
 }
@@ -448,9 +428,8 @@ fn contraction(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
     idx.push("rw".into());
     idx.push("col".into());
     let mut sp = Space::multi(out_space.clone(), idx);
-    let vars = g.expr(epilogue, &mut sp, Some(&core))?;
     let flat = g.space_flat(&mut sp)?;
-    stores(&mut g, &k.stores, &vars, &flat)?;
+    g.epilogue(epilogue, out_space, &flat, &core, *dtype)?;
     Ok(g.finish("16, 16", Launch::Tiles { m, n, batch }))
 }
 
@@ -638,10 +617,7 @@ pub(crate) fn attention_with(
     let mut sp = Space::multi(out_space.to_vec(), out_idx);
     let flat = g.space_flat(&mut sp)?;
     match epilogue {
-        Some(e) => {
-            let vars = g.expr(e, &mut sp, Some(&core))?;
-            stores(&mut g, &k.stores, &vars, &flat)?;
-        }
+        Some(e) => g.epilogue(e, out_space, &flat, &core, *dtype)?,
         None => g.write(k.stores[0].buf, &flat, &core)?,
     }
     g.line("}");

@@ -9,16 +9,23 @@
 //! atomic and updates its own bytes of a word with `atomicAnd`/`atomicOr`, so
 //! neighbouring threads never lose each other's bytes.
 //!
+//! Scalar semantics are not written here: elementwise kernels, and the fused prologues
+//! and epilogues of the other kinds, are lowered once to the loop IR of
+//! `rlx_compile::loops` (shared with the CUDA and HIP backends) and rendered by its WGSL
+//! renderer (`lowered.rs`), whose helper library the hand-written kernels here call too.
+//! This module keeps the kernel skeletons (reduction trees, row passes, matmul tiles,
+//! attention) and the parameter binding.
+//!
 //! Sizes, strides and buffer offsets are [`Slot`]s: for static programs they are
 //! inlined as constants; with dynamic dims they are read from the uniform block, so a
 //! new binding of the dims needs new parameters but never a new shader.
 
-mod expr;
 pub(crate) mod kernels;
-mod lib_wgsl;
+mod lowered;
 mod opaque;
 
 use crate::host::view_dims_sym;
+use rlx_compile::loops::{WgslHelpers, wgsl_load, wgsl_store};
 use rlx_compile::program::{BufId, Kernel, Program, Strided, ViewStep, bind_load};
 use rlx_ir::{DType, Dim, DimBinding};
 
@@ -84,10 +91,6 @@ pub(crate) fn strided_loads(
 /// How a load's element index is computed.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LoadMode {
-    /// The view is the buffer itself, dense in the space: element = flat index.
-    Identity,
-    /// Static and dense in the space at this element offset.
-    Flat(u32),
     /// `offset + Σ idx·stride`.
     Strided,
     /// The view chain walked backwards per element (reshapes of non-contiguous views).
@@ -148,7 +151,8 @@ pub(crate) struct Gen<'a> {
     /// Static programs: every slot resolves here and is inlined.
     fixed: Option<&'a Env<'a>>,
     pub(crate) slots: Vec<Slot>,
-    helpers: Vec<&'static str>,
+    /// The WGSL helpers the shader calls (the loop IR renderer's library).
+    helpers: WgslHelpers,
     pub(crate) body: String,
     tmp: usize,
     /// The arena is declared atomic (the kernel writes narrow elements).
@@ -207,7 +211,7 @@ impl<'a> Gen<'a> {
             k,
             fixed,
             slots: Vec::new(),
-            helpers: Vec::new(),
+            helpers: WgslHelpers::new(atomic),
             body: String::new(),
             tmp: 0,
             atomic,
@@ -272,9 +276,7 @@ impl<'a> Gen<'a> {
 
     /// Require helper `name` in the shader.
     pub(crate) fn need(&mut self, name: &'static str) {
-        if !self.helpers.contains(&name) {
-            self.helpers.push(name);
-        }
+        self.helpers.need(name);
     }
 
     /// A fresh identifier.
@@ -349,29 +351,6 @@ impl<'a> Gen<'a> {
             sp.flat = Some(self.bind("f", &f));
         }
         Ok(sp.flat.clone().unwrap())
-    }
-
-    /// The element index (in the buffer) that load `l` reads at the current point of `sp`.
-    pub(crate) fn load_elem(&mut self, l: usize, sp: &mut Space) -> Result<String, String> {
-        match self.modes[l].clone() {
-            LoadMode::Identity => self.space_flat(sp),
-            LoadMode::Flat(off) => {
-                let f = self.space_flat(sp)?;
-                Ok(if off == 0 {
-                    f
-                } else {
-                    format!("({f} + {off}u)")
-                })
-            }
-            LoadMode::Strided => {
-                let idx = self.space_idx(sp)?;
-                self.strided_elem(l, &idx)
-            }
-            LoadMode::Walk => {
-                let idx = self.space_idx(sp)?;
-                self.walk_elem(l, &idx)
-            }
-        }
     }
 
     /// Element index of load `l` at per-axis indices `idx` of its view (any mode).
@@ -459,43 +438,15 @@ impl<'a> Gen<'a> {
         self.u(Slot::BufBase(b))
     }
 
-    fn rd(&self, i: &str) -> String {
-        if self.atomic {
-            format!("atomicLoad(&A[{i}])")
-        } else {
-            format!("A[{i}]")
-        }
-    }
-
-    /// A compute value of element `e` of buffer `b`.
+    /// A compute value of element `e` of buffer `b` (bools as i32 0/1).
     pub(crate) fn read(&mut self, b: BufId, e: &str) -> Result<String, String> {
         let dt = self.p.buffers[b].shape.dtype();
         let base = self.base(b)?;
-        let e = self.bind("e", e);
-        let h16 = |g: &Self| {
-            format!(
-                "((({}) >> (({e} & 1u) * 16u)) & 0xffffu)",
-                g.rd(&format!("{base} + ({e} >> 1u)"))
-            )
-        };
-        let b8 = |g: &Self| {
-            format!(
-                "((({}) >> (({e} & 3u) * 8u)) & 0xffu)",
-                g.rd(&format!("{base} + ({e} >> 2u)"))
-            )
-        };
-        Ok(match dt {
-            DType::F32 => format!("bitcast<f32>({})", self.rd(&format!("{base} + {e}"))),
-            DType::I32 => format!("bitcast<i32>({})", self.rd(&format!("{base} + {e}"))),
-            DType::F16 => {
-                self.need("f16_dec");
-                format!("f16_dec({})", h16(self))
-            }
-            DType::BF16 => format!("bitcast<f32>({} << 16u)", h16(self)),
-            DType::I16 => format!("(bitcast<i32>({} << 16u) >> 16u)", h16(self)),
-            DType::I8 => format!("(bitcast<i32>({} << 24u) >> 24u)", b8(self)),
-            DType::U8 | DType::Bool => format!("i32({})", b8(self)),
-            other => return Err(cls(other).unwrap_err()),
+        let v = wgsl_load(&mut self.helpers, dt, &base, e).ok_or_else(|| cls(dt).unwrap_err())?;
+        Ok(if dt == DType::Bool {
+            format!("select(0i, 1i, {v})")
+        } else {
+            v
         })
     }
 
@@ -503,35 +454,14 @@ impl<'a> Gen<'a> {
     pub(crate) fn write(&mut self, b: BufId, e: &str, v: &str) -> Result<(), String> {
         let dt = self.p.buffers[b].shape.dtype();
         let base = self.base(b)?;
-        let e = self.bind("e", e);
-        let word = |bits: String, g: &mut Self| {
-            if g.atomic {
-                g.line(&format!("atomicStore(&A[{base} + {e}], {bits});"));
-            } else {
-                g.line(&format!("A[{base} + {e}] = {bits};"));
-            }
+        let v = if dt == DType::Bool {
+            format!("({v} != 0i)")
+        } else {
+            v.to_string()
         };
-        let part = |bits: String, width: u32, g: &mut Self| {
-            let per = 32 / width;
-            let shift = per.trailing_zeros();
-            let w = g.bind("w", &format!("{base} + ({e} >> {shift}u)"));
-            let sh = g.bind("s", &format!("({e} & {}u) * {width}u", per - 1));
-            let mask = (1u32 << width) - 1;
-            g.line(&format!("atomicAnd(&A[{w}], ~({mask}u << {sh}));"));
-            g.line(&format!("atomicOr(&A[{w}], (({bits}) & {mask}u) << {sh});"));
-        };
-        match dt {
-            DType::F32 | DType::I32 => word(format!("bitcast<u32>({v})"), self),
-            DType::F16 => {
-                self.need("f16_enc");
-                part(format!("f16_enc({v})"), 16, self)
-            }
-            DType::BF16 => part(format!("(bitcast<u32>({v}) >> 16u)"), 16, self),
-            DType::I16 => part(format!("bitcast<u32>({v})"), 16, self),
-            DType::I8 | DType::U8 => part(format!("bitcast<u32>({v})"), 8, self),
-            DType::Bool => part(format!("select(0u, 1u, {v} != 0i)"), 8, self),
-            other => return Err(cls(other).unwrap_err()),
-        }
+        let st =
+            wgsl_store(&mut self.helpers, dt, &base, e, &v).ok_or_else(|| cls(dt).unwrap_err())?;
+        self.line(&st);
         Ok(())
     }
 
@@ -546,10 +476,7 @@ impl<'a> Gen<'a> {
             s.push_str("@group(0) @binding(0) var<storage, read_write> A: array<u32>;\n");
         }
         s.push_str("@group(0) @binding(1) var<uniform> P: Params;\n");
-        let mut done = Vec::new();
-        for h in &self.helpers {
-            lib_wgsl::emit(h, &mut done, &mut s);
-        }
+        s.push_str(&self.helpers.source());
         s.push_str(&self.decls);
         s.push_str(&format!(
             "@compute @workgroup_size({wg})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n"
@@ -567,13 +494,7 @@ impl<'a> Gen<'a> {
 /// How a load with view `steps` is indexed. `fixed` is its strided form in a
 /// static program.
 fn load_mode(p: &Program, steps: &[ViewStep], fixed: Option<&Strided>) -> LoadMode {
-    if steps.is_empty() {
-        return LoadMode::Identity;
-    }
-    if let Some(s) = fixed {
-        if s.is_dense() {
-            return u32::try_from(s.offset).map_or(LoadMode::Strided, LoadMode::Flat);
-        }
+    if steps.is_empty() || fixed.is_some() {
         return LoadMode::Strided;
     }
     if p.is_dynamic() {
@@ -590,4 +511,24 @@ fn load_mode(p: &Program, steps: &[ViewStep], fixed: Option<&Strided>) -> LoadMo
         }
     }
     LoadMode::Walk
+}
+
+/// `v` rounded (f16/bf16) or wrapped (narrow integers) to `dt`: the kernel core's value
+/// before its epilogue (the epilogue's own nodes are lowered by the loop IR).
+pub(crate) fn post(g: &mut Gen<'_>, dt: DType, v: &str) -> String {
+    match dt {
+        DType::F16 => {
+            g.need("rf16");
+            format!("rf16({v})")
+        }
+        DType::BF16 => {
+            g.need("rbf16");
+            format!("rbf16({v})")
+        }
+        DType::I16 => format!("(({v} << 16u) >> 16u)"),
+        DType::I8 => format!("(({v} << 24u) >> 24u)"),
+        DType::U8 => format!("({v} & 255i)"),
+        DType::Bool => format!("select(0i, 1i, {v} != 0i)"),
+        _ => v.to_string(),
+    }
 }

@@ -1,8 +1,7 @@
 //! Opaque ops with a WGSL kernel: concat, pad and cumsum (one thread per output
 //! element, operands read through their views). Every other opaque op runs on the host.
 
-use super::expr::post;
-use super::{Cls, Gen, Launch, Shader, Space, WG, cls, ty};
+use super::{Cls, Gen, Launch, Shader, Space, WG, cls, post, ty};
 use crate::host::view_dims_sym;
 use rlx_compile::program::{Kernel, KernelKind};
 use rlx_ir::{DType, Op};

@@ -57,17 +57,18 @@ pub fn register_cpu() {
     ONCE.call_once(|| rlx_runtime::register_backend(std::sync::Arc::new(rlx_cpu::CpuBackend)));
 }
 
-/// Fallback reasons that are by design: data without a WGSL type, ops without a
-/// kernel yet, and cases whose errors the CPU reports.
-const PLANNED: [&str; 9] = [
+/// Fallback reasons that are by design: data without a WGSL type (f64, i64 and u32
+/// values, named by the loop IR's WGSL renderer or by the hand-written kernels), ops
+/// without a kernel yet (or not lowered to the loop IR yet), and cases whose errors the
+/// CPU reports (integer division and shifts: WGSL has no error channel here).
+const PLANNED: [&str; 8] = [
     "has no WGSL compute type",
+    "which WGSL does not have",
     "has no WGSL kernel yet",
-    "runs on the CPU (its error cases are reported there)",
+    "is not lowered to the loop IR yet",
+    "has no error channel",
     "integer mean runs on the CPU",
-    "needs exact f64 values",
-    "of integers is an error the CPU reports",
     "over an empty axis",
-    "round_to_format runs on the CPU",
     "(the CPU reports it)",
 ];
 

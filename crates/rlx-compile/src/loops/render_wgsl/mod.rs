@@ -671,7 +671,7 @@ impl<'a> Renderer<'a> {
             Un::Sin => call("trig_", "sin_"),
             Un::Cos => call("trig_", "cos_"),
             Un::Tan => call("trig_", "tan_"),
-            Un::Atan => format!("atan({x})"),
+            Un::Atan => call("atan_", "atan_"),
             Un::Tanh => call("tanh_", "tanh_"),
             Un::Erf => call("erf_", "erf_"),
             Un::Erfc => call("erfc_", "erfc_"),

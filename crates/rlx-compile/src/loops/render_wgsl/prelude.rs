@@ -228,6 +228,12 @@ fn cos_(x: f32) -> f32 {
 }
 fn tan_(x: f32) -> f32 { return sin_(x) / cos_(x); }",
     ),
+    // The builtin returns 0 at NaN on some drivers (lavapipe).
+    (
+        "atan_",
+        &["nan_"],
+        "fn atan_(x: f32) -> f32 { if (nan_(x)) { return x; } return atan(x); }",
+    ),
     // erfc by the same approximation, without the cancellation of `1 − erf` for x > 0.
     (
         "erfc_",

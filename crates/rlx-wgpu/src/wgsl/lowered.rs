@@ -1,0 +1,119 @@
+//! Kernels and fragments lowered once to the loop IR (`rlx_compile::loops`) and rendered
+//! by its WGSL renderer: elementwise kernels whole, and the fused prologues and epilogues
+//! of the other kinds, so the activation formulas, dtype rules and view index math this
+//! backend runs are the ones every GPU backend shares. This module only binds the
+//! renderer to the shader's parameters (buffer offsets and dynamic dims as
+//! [`Slot`](super::Slot)s).
+
+use super::{Gen, Launch, Shader, Space, WG};
+use rlx_compile::loops::{self, LoopKernel, WgslEmbedding, WgslError, WgslHelpers};
+use rlx_compile::program::Expr;
+use rlx_ir::{DType, Dim};
+use std::collections::HashMap;
+
+/// The WGSL of a lowered kernel's parameters in this shader.
+struct Host {
+    bases: Vec<String>,
+    dims: HashMap<u32, String>,
+}
+
+impl Gen<'_> {
+    /// The index of this kernel in its program (the lowering addresses kernels by index).
+    fn kid(&self) -> usize {
+        self.p
+            .kernels
+            .iter()
+            .position(|k| std::ptr::eq(k, self.k))
+            .expect("a kernel of its own program")
+    }
+
+    /// Registers the slots of `lk`'s buffers and dims, then renders with `f`.
+    fn render<R>(
+        &mut self,
+        lk: &LoopKernel,
+        prefix: &str,
+        f: impl FnOnce(&WgslEmbedding<'_>, &mut WgslHelpers) -> Result<R, WgslError>,
+    ) -> Result<R, String> {
+        let mut host = Host {
+            bases: Vec::with_capacity(lk.bufs.len()),
+            dims: HashMap::new(),
+        };
+        for b in &lk.bufs {
+            host.bases.push(self.base(b.buf)?);
+        }
+        for &s in &lk.dims {
+            let v = self.dim(Dim::Dynamic(s))?;
+            host.dims.insert(s, v);
+        }
+        let base = |i: usize| host.bases[i].clone();
+        let dim = |s: u32| host.dims[&s].clone();
+        // No error channel: kernels that can raise (integer division, shifts) are refused
+        // and run on the host, which reports the oracle's error.
+        let embed = WgslEmbedding {
+            base: &base,
+            dim: &dim,
+            fail: None,
+            var_prefix: prefix,
+        };
+        f(&embed, &mut self.helpers).map_err(|e| e.to_string())
+    }
+
+    /// An elementwise kernel: one invocation per element of `space`.
+    pub(crate) fn elementwise(mut self, space: &[Dim]) -> Result<Shader, String> {
+        let lk = loops::lower_kernel(self.p, self.kid()).map_err(|e| e.to_string())?;
+        let body = self.render(&lk, "v", |e, h| loops::render_wgsl_loop(&lk, e, h))?;
+        self.body.push_str(&body);
+        Ok(self.finish(&WG.to_string(), Launch::Threads(space.to_vec())))
+    }
+
+    /// Node `node` of prologue `e` at the current point of `sp`, bound to a fresh
+    /// variable of the node's class (`f32`, or `i32` for integers and bools).
+    pub(crate) fn value(&mut self, e: &Expr, node: u32, sp: &mut Space) -> Result<String, String> {
+        let flat = self.space_flat(sp)?;
+        let coords = self.space_idx(sp)?;
+        let space = sp.dims.clone();
+        let (frag, value) = loops::lower_value(self.p, self.kid(), e, node, &space, &flat, &coords)
+            .map_err(|e| e.to_string())?;
+        let prefix = format!("{}_", self.fresh("pv"));
+        let (stmts, v) = self.render(&frag, &prefix, |embed, h| {
+            Ok((
+                loops::render_wgsl_statements(&frag, embed, h, 1)?,
+                loops::render_wgsl_value(&frag, embed, h, &value)?,
+            ))
+        })?;
+        self.body.push_str(&stmts);
+        let v = if e.nodes[node as usize].dtype == DType::Bool {
+            format!("select(0i, 1i, {v})")
+        } else {
+            v
+        };
+        Ok(self.bind("x", &v))
+    }
+
+    /// Epilogue `e` at the point of `space` with flat index `flat` (a `u32` variable),
+    /// the kernel core's value in variable `core` (class of `core_dt`), then the kernel's
+    /// stores at `flat`.
+    pub(crate) fn epilogue(
+        &mut self,
+        e: &Expr,
+        space: &[Dim],
+        flat: &str,
+        core: &str,
+        core_dt: DType,
+    ) -> Result<(), String> {
+        // This backend holds bools as i32 0/1; the loop IR as `bool`.
+        let core = if core_dt == DType::Bool {
+            format!("({core} != 0i)")
+        } else {
+            core.to_string()
+        };
+        let frag = loops::lower_epilogue(self.p, self.kid(), e, space, flat, &core, core_dt)
+            .map_err(|e| e.to_string())?;
+        let prefix = format!("{}_", self.fresh("ep"));
+        let stmts = self.render(&frag, &prefix, |embed, h| {
+            loops::render_wgsl_statements(&frag, embed, h, 1)
+        })?;
+        self.body.push_str(&stmts);
+        Ok(())
+    }
+}
