@@ -356,11 +356,11 @@ impl<'a> Renderer<'a> {
         let mut counter_max = vec![None; n];
         walk(&k.body, &mut |s| match s {
             Stmt::Assign { var, .. } => assigned[var.0 as usize] = true,
-            Stmt::Loop { var, end, .. } => {
-                if let Ex::Lit(Lit::Index(e)) = end {
-                    counter_max[var.0 as usize] = Some(e - 1);
-                }
-            }
+            Stmt::Loop {
+                var,
+                end: Ex::Lit(Lit::Index(e)),
+                ..
+            } => counter_max[var.0 as usize] = Some(e - 1),
             _ => {}
         });
         let mut r = Renderer {
@@ -576,7 +576,7 @@ impl<'a> Renderer<'a> {
                         what: "a float → integer conversion not clamped to the i32 range".into(),
                     });
                 }
-                let i = self.to_int(a)?;
+                let i = self.int_of_carrier(a)?;
                 if t == Ty::Index {
                     format!("u32({i})")
                 } else {
@@ -603,10 +603,14 @@ impl<'a> Renderer<'a> {
     /// A float carrier (clamped into the i32 range) converted to i32: the conversion is
     /// pushed into selects, so the chosen bound is an exact integer literal and the value
     /// itself is only truncated where it lies inside the range.
-    fn to_int(&mut self, e: &Ex) -> Result<String, WgslError> {
+    fn int_of_carrier(&mut self, e: &Ex) -> Result<String, WgslError> {
         Ok(match e {
             Ex::Select(c, a, b) => {
-                let (c, a, b) = (self.ex(c)?, self.to_int(a)?, self.to_int(b)?);
+                let (c, a, b) = (
+                    self.ex(c)?,
+                    self.int_of_carrier(a)?,
+                    self.int_of_carrier(b)?,
+                );
                 format!("select({b}, {a}, {c})")
             }
             Ex::Lit(Lit::F64(v)) => self.lit(Lit::I64(*v as i64))?,
