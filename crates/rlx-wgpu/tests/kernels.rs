@@ -185,6 +185,46 @@ fn integer_and_bool_elementwise_ops_wrap_like_the_oracle() {
 }
 
 #[test]
+fn integer_float_comparisons_are_exact_on_the_gpu() {
+    if !support::gpu_or_skip("int/float comparisons") {
+        return;
+    }
+    // 2²⁴ + 1 rounds to 2²⁴ in f32 and i32::MAX to 2³¹: a comparison through f32 would
+    // call them equal; the oracle (and the loop IR) compare exactly.
+    let ints = [16777217i64, 16777216, -5, 2147483647, 0, 7, -2147483648, 3];
+    let floats = [
+        16777216.0f32,
+        16777216.0,
+        -5.0,
+        2147483648.0,
+        f32::NAN,
+        7.5,
+        -2147483648.0,
+        f32::NEG_INFINITY,
+    ];
+    for c in [
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Gt,
+        CmpOp::Ge,
+    ] {
+        for swap in [false, true] {
+            let mut b = B::new("mixed_cmp");
+            let i = b.g.input("i", Shape::new(&[8], DType::I32));
+            b.args
+                .push(TensorData::from_i64_as(DType::I32, &[8], &ints));
+            let x = b.g.input("x", Shape::new(&[8], DType::F32));
+            b.args.push(TensorData::from_f32(&[8], &floats));
+            let ins = if swap { vec![x, i] } else { vec![i, x] };
+            let y = b.op(Op::Compare(c), ins);
+            b.all_on_gpu(vec![y]);
+        }
+    }
+}
+
+#[test]
 fn casts_between_every_gpu_dtype_match_the_oracle() {
     if !support::gpu_or_skip("casts") {
         return;

@@ -765,6 +765,9 @@ impl<'a> Renderer<'a> {
     /// A comparison of f64 carriers: an f32 value against an f64 literal compares against
     /// the f32 neighbour of the literal that keeps the comparison's truth.
     fn carried_compare(&mut self, op: Bin, a: &Ex, b: &Ex) -> Result<String, WgslError> {
+        if let Some(s) = self.int_float_compare(op, a, b)? {
+            return Ok(s);
+        }
         let lit = |e: &Ex| match e {
             Ex::Lit(Lit::F64(v)) => Some(*v),
             _ => None,
@@ -791,6 +794,38 @@ impl<'a> Renderer<'a> {
             Bin::Eq => format!("feq_({x}, {y})"),
             _ => format!("(!feq_({x}, {y}))"),
         })
+    }
+}
+
+impl Renderer<'_> {
+    /// An integer compared with an f32 (both widened to f64 by the lowering), exactly:
+    /// `icmpf_` orders the integer against the float without rounding the integer.
+    fn int_float_compare(&mut self, op: Bin, a: &Ex, b: &Ex) -> Result<Option<String>, WgslError> {
+        let widened = |e: &Ex, t: Ty| match e {
+            Ex::Convert(Ty::F64, inner) if self.k.ty(inner) == t => Some((**inner).clone()),
+            _ => None,
+        };
+        let (i, x, swapped) = match (widened(a, Ty::I64), widened(b, Ty::F32)) {
+            (Some(i), Some(x)) => (i, x, false),
+            _ => match (widened(a, Ty::F32), widened(b, Ty::I64)) {
+                (Some(x), Some(i)) => (i, x, true),
+                _ => return Ok(None),
+            },
+        };
+        let iv = self.exact(&i, "a comparison with a float")?;
+        let xv = self.ex(&x)?;
+        self.h.need("icmpf_");
+        // c: −1, 0, 1 as the integer is below, equal to or above the float; 2 at NaN.
+        let c = format!("icmpf_({iv}, {xv})");
+        // With the float on the left, `<` asks whether the integer is above.
+        let below = if swapped { "1i" } else { "-1i" };
+        Ok(Some(match op {
+            Bin::Lt => format!("({c} == {below})"),
+            Bin::Le => format!("({c} == {below} || {c} == 0i)"),
+            Bin::Eq => format!("({c} == 0i)"),
+            Bin::Ne => format!("({c} != 0i)"),
+            _ => return Ok(None),
+        }))
     }
 }
 

@@ -234,6 +234,21 @@ fn tan_(x: f32) -> f32 { return sin_(x) / cos_(x); }",
         &["nan_"],
         "fn atan_(x: f32) -> f32 { if (nan_(x)) { return x; } return atan(x); }",
     ),
+    // An i32 against an f32 without rounding the integer: rounding is monotone, so where
+    // f32(i) differs from x it orders them; where it equals x, x is an integer (or 2³¹).
+    (
+        "icmpf_",
+        &["nan_"],
+        "fn icmpf_(i: i32, x: f32) -> i32 {
+  if (nan_(x)) { return 2i; }
+  let fi = f32(i);
+  if (fi < x) { return -1i; }
+  if (fi > x) { return 1i; }
+  if (x >= 2147483648.0) { return -1i; }
+  let xi = i32(x);
+  return select(select(0i, 1i, i > xi), -1i, i < xi);
+}",
+    ),
     // erfc by the same approximation, without the cancellation of `1 − erf` for x > 0.
     (
         "erfc_",

@@ -268,16 +268,47 @@ fn f64_kernels_are_refused_by_name() {
     let e = render_wgsl(&lk).unwrap_err();
     assert!(matches!(e, WgslError::F64 { .. }), "{e:?}");
     assert!(e.to_string().contains("f64"), "{e}");
-    // An f32 kernel computing in f64 (a comparison of an integer with a float).
-    let mut g = Graph::new("mixed");
-    let a = g.input("a", Shape::new(&[4], DType::I32));
-    let b = g.input("b", Shape::new(&[4], DType::F32));
-    let c = op(&mut g, Op::Compare(CmpOp::Lt), vec![a, b]);
-    g.set_outputs(vec![c]);
+    // An f32 kernel computing in f64 beyond carrying f32 values: round_to_format.
+    let mut g = Graph::new("fmt");
+    let a = g.input("a", Shape::new(&[4], DType::F32));
+    let r = op(
+        &mut g,
+        Op::RoundToFormat {
+            exp_bits: 4,
+            man_bits: 3,
+            max_normal: 448.0,
+        },
+        vec![a],
+    );
+    g.set_outputs(vec![r]);
     let p = compiled(&g);
     let lk = lower_kernel(&p, 0).expect("lowered");
     let e = render_wgsl(&lk).unwrap_err();
     assert!(matches!(e, WgslError::F64 { .. }), "{e:?}");
+}
+
+#[test]
+fn integer_float_comparisons_render_exactly_without_f64() {
+    // The lowering compares across classes in f64; WGSL orders the i32 against the f32
+    // with `icmpf_` (never rounding the integer), in either operand order.
+    for (l, r) in [(DType::I32, DType::F32), (DType::F16, DType::I8)] {
+        for c in [
+            CmpOp::Lt,
+            CmpOp::Le,
+            CmpOp::Eq,
+            CmpOp::Ne,
+            CmpOp::Gt,
+            CmpOp::Ge,
+        ] {
+            let mut g = Graph::new("mixed");
+            let a = g.input("a", Shape::new(&[4], l));
+            let b = g.input("b", Shape::new(&[4], r));
+            let y = op(&mut g, Op::Compare(c), vec![a, b]);
+            g.set_outputs(vec![y]);
+            let src = shaders_of(&g, &format!("{l:?} {c:?} {r:?}"));
+            assert!(src[0].contains("icmpf_("), "{}", src[0]);
+        }
+    }
 }
 
 #[test]
