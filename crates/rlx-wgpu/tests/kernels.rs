@@ -225,6 +225,55 @@ fn integer_float_comparisons_are_exact_on_the_gpu() {
 }
 
 #[test]
+fn round_to_format_runs_on_the_gpu_for_f32_and_f16_data() {
+    if !support::gpu_or_skip("round_to_format") {
+        return;
+    }
+    let vals = [
+        0.0f32,
+        -0.0,
+        1.1,
+        -1.0625,
+        5.0,
+        1e6,
+        -1e6,
+        3.3e-3,
+        -2.7e-5,
+        1e-39,
+        f32::NAN,
+        f32::INFINITY,
+        240.0,
+        464.0,
+        0.09375,
+        -6.5,
+    ];
+    // e4m3, e5m2, e2m1 (ties to even at 5.0), and a bf16-like format.
+    for (e, m, max) in [
+        (4, 3, 448.0),
+        (5, 2, 57344.0),
+        (2, 1, 6.0),
+        (8, 7, 3.3895314e38),
+    ] {
+        for dt in [DType::F32, DType::F16] {
+            let mut b = B::new("fmt");
+            let x = b.g.input("x", Shape::new(&[vals.len()], dt));
+            let wide: Vec<f64> = vals.iter().map(|&v| v as f64).collect();
+            b.args
+                .push(TensorData::from_f64_as(dt, &[vals.len()], &wide));
+            let y = b.op(
+                Op::RoundToFormat {
+                    exp_bits: e,
+                    man_bits: m,
+                    max_normal: max,
+                },
+                vec![x],
+            );
+            b.all_on_gpu(vec![y]);
+        }
+    }
+}
+
+#[test]
 fn casts_between_every_gpu_dtype_match_the_oracle() {
     if !support::gpu_or_skip("casts") {
         return;

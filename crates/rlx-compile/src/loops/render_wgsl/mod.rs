@@ -22,7 +22,8 @@
 //!   (a u32 value above `i32::MAX` is not an i32 value).
 //! - `F64`: refused, except where an f64 value is only a carrier of an f32 value or of a
 //!   small integer, exact in f32 (the IR widens to f64 to cast floats to integers, to
-//!   round integers to f16/bf16 once, and to round an f32 to f16/bf16): those are
+//!   round integers to f16/bf16 once, to compare integers with floats, and to round an
+//!   f32 to f16/bf16 or to an emulated format): those are
 //!   rendered in f32, comparisons with f64 literals rounded in the direction that keeps
 //!   their truth.
 //! - `Bool` → `bool` (stored as a byte 0/1).
@@ -626,7 +627,7 @@ impl<'a> Renderer<'a> {
 
     fn unary(&mut self, op: Un, a: &Ex) -> Result<String, WgslError> {
         let t = self.k.ty(a);
-        if t == Ty::F64 && !matches!(op, Un::RoundHalf(_)) {
+        if t == Ty::F64 && !matches!(op, Un::RoundHalf(_) | Un::RoundFormat { .. }) {
             return Err(f64_err(self.k, format!("{op:?} of an f64 value")));
         }
         if t == Ty::I64 {
@@ -688,8 +689,17 @@ impl<'a> Renderer<'a> {
             Un::RoundF16 | Un::RoundHalf(DType::F16) => call("rf16", "rf16"),
             Un::RoundBf16 | Un::RoundHalf(_) => call("rbf16", "rbf16"),
             Un::Wrap(_) | Un::IntToF64 { .. } => unreachable!("integer operand"),
-            Un::RoundFormat { .. } => {
-                return Err(f64_err(self.k, "round_to_format".into()));
+            // On an f32 carrier every result is an f32 (see `round_fmt_`).
+            Un::RoundFormat {
+                exp_bits,
+                man_bits,
+                max_normal,
+            } => {
+                self.h.need("round_fmt_");
+                let bias = (1i64 << (exp_bits.clamp(1, 30) - 1)) - 1;
+                let man = man_bits.min(52);
+                let m = f32_lit(max_normal);
+                format!("round_fmt_({x}, {man}i, {bias}i, {m})")
             }
         })
     }
@@ -801,6 +811,9 @@ impl Renderer<'_> {
     /// An integer compared with an f32 (both widened to f64 by the lowering), exactly:
     /// `icmpf_` orders the integer against the float without rounding the integer.
     fn int_float_compare(&mut self, op: Bin, a: &Ex, b: &Ex) -> Result<Option<String>, WgslError> {
+        if !matches!(op, Bin::Lt | Bin::Le | Bin::Eq | Bin::Ne) {
+            return Ok(None);
+        }
         let widened = |e: &Ex, t: Ty| match e {
             Ex::Convert(Ty::F64, inner) if self.k.ty(inner) == t => Some((**inner).clone()),
             _ => None,

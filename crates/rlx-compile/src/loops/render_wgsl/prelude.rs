@@ -249,6 +249,26 @@ fn tan_(x: f32) -> f32 { return sin_(x) / cos_(x); }",
   return select(select(0i, 1i, i > xi), -1i, i < xi);
 }",
     ),
+    // An f32 rounded to an emulated float format (the oracle's `FloatFormat::round`):
+    // every step is exact in f32; the power-of-two scalings are split in two because
+    // WGSL's `ldexp` is only specified for exponents within the f32 range.
+    (
+        "round_fmt_",
+        &["nan_"],
+        "fn round_fmt_(x: f32, man: i32, bias: i32, maxv: f32) -> f32 {
+  if (x == 0.0 || nan_(x)) { return x; }
+  let s = bitcast<u32>(x) & 0x80000000u;
+  let a = abs(x);
+  if (a < 1.17549435e-38) { return bitcast<f32>(s); }
+  if (a >= maxv) { return bitcast<f32>(s | bitcast<u32>(maxv)); }
+  let e = max(frexp(a).exp - 1, 1 - bias);
+  let st = e - min(man, 52);
+  let q = round(ldexp(ldexp(a, (-st) / 2), -st - (-st) / 2));
+  let r = min(ldexp(ldexp(q, st / 2), st - st / 2), maxv);
+  if (r < 1.17549435e-38) { return bitcast<f32>(s); }
+  return bitcast<f32>(s | bitcast<u32>(r));
+}",
+    ),
     // erfc by the same approximation, without the cancellation of `1 − erf` for x > 0.
     (
         "erfc_",

@@ -268,23 +268,40 @@ fn f64_kernels_are_refused_by_name() {
     let e = render_wgsl(&lk).unwrap_err();
     assert!(matches!(e, WgslError::F64 { .. }), "{e:?}");
     assert!(e.to_string().contains("f64"), "{e}");
-    // An f32 kernel computing in f64 beyond carrying f32 values: round_to_format.
-    let mut g = Graph::new("fmt");
-    let a = g.input("a", Shape::new(&[4], DType::F32));
-    let r = op(
-        &mut g,
-        Op::RoundToFormat {
-            exp_bits: 4,
-            man_bits: 3,
-            max_normal: 448.0,
-        },
-        vec![a],
-    );
-    g.set_outputs(vec![r]);
-    let p = compiled(&g);
-    let lk = lower_kernel(&p, 0).expect("lowered");
-    let e = render_wgsl(&lk).unwrap_err();
+    // f64 arithmetic in an f32 kernel (not a carried f32 value): refused too.
+    let three = Ex::Convert(Ty::F64, Box::new(Ex::Lit(Lit::I64(3))));
+    let sum = Ex::Bin(Bin::Add, Box::new(three), Box::new(Ex::Lit(Lit::F64(0.5))));
+    let mut k = int_kernel(vec![], vec![], Ex::Convert(Ty::F32, Box::new(sum)));
+    k.bufs[0].dtype = DType::F32;
+    let e = render_wgsl(&k).unwrap_err();
     assert!(matches!(e, WgslError::F64 { .. }), "{e:?}");
+}
+
+#[test]
+fn round_to_format_of_f32_data_renders_in_f32() {
+    for (e, m, max) in [
+        (4, 3, 448.0),
+        (5, 2, 57344.0),
+        (2, 1, 6.0),
+        (8, 7, 3.3895314e38),
+    ] {
+        for dt in [DType::F32, DType::F16] {
+            let mut g = Graph::new("fmt");
+            let a = g.input("a", Shape::new(&[4], dt));
+            let r = op(
+                &mut g,
+                Op::RoundToFormat {
+                    exp_bits: e,
+                    man_bits: m,
+                    max_normal: max,
+                },
+                vec![a],
+            );
+            g.set_outputs(vec![r]);
+            let src = shaders_of(&g, &format!("e{e}m{m} {dt:?}"));
+            assert!(src[0].contains(&format!("{m}i, ")), "{}", src[0]);
+        }
+    }
 }
 
 #[test]
