@@ -393,3 +393,121 @@ impl Builder<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CompileOptions, compile};
+    use rlx_ir::{BinaryOp, ReduceOp, interp};
+
+    fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
+        g.add_op(o, ins).unwrap()
+    }
+
+    #[test]
+    fn constants_are_baked_and_views_read_the_whole_buffer() {
+        // transpose(x) + [1, 2]: one kernel reading x through a transpose and a baked
+        // constant through a broadcast.
+        let mut g = Graph::new("c");
+        let x = g.input("x", Shape::new(&[2, 3], DType::F32));
+        let c = TensorData::from_f32(&[2], &[1.0, 2.0]);
+        let c = g.add_node(
+            Op::Constant {
+                data: c.bytes.clone(),
+            },
+            vec![],
+            c.shape(),
+        );
+        let t = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![x]);
+        let y = op(&mut g, Op::Binary(BinaryOp::Add), vec![t, c]);
+        g.set_outputs(vec![y]);
+        let p = compile(&g, &CompileOptions::default()).unwrap();
+        assert_eq!(p.kernels.len(), 1);
+        let kg = kernel_graph(&p, &p.kernels[0], &DimBinding::new()).unwrap();
+        assert_eq!(kg.inputs.len(), 1, "{}", kg.graph);
+        assert!(matches!(p.buffers[kg.inputs[0]].kind, BufKind::Arg(0)));
+        assert_eq!(kg.outputs, p.outputs);
+        let xd = TensorData::from_f32(&[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        let out = interp::run(&kg.graph, &[(&input_name(kg.inputs[0]), xd)]).unwrap();
+        assert_eq!(out[0].dims, [3, 2]);
+        assert_eq!(out[0].to_f32_vec(), [1.0, 5.0, 2.0, 6.0, 3.0, 7.0]);
+    }
+
+    #[test]
+    fn a_row_group_reads_what_its_earlier_stages_store_from_their_nodes() {
+        // x / Σ_row x and Σ_col of it: a row group whose later stages read the earlier
+        // stages' results, which must not become graph inputs.
+        let mut g = Graph::new("rg");
+        let x = g.input("x", Shape::new(&[4, 6], DType::F32));
+        let s = op(
+            &mut g,
+            Op::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![1],
+                keep_dim: true,
+            },
+            vec![x],
+        );
+        let y = op(&mut g, Op::Binary(BinaryOp::Div), vec![x, s]);
+        let m = op(&mut g, Op::Binary(BinaryOp::Mul), vec![y, x]);
+        let cs = op(
+            &mut g,
+            Op::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![1],
+                keep_dim: false,
+            },
+            vec![m],
+        );
+        g.set_outputs(vec![y, cs]);
+        let opts = CompileOptions {
+            multi_store: true,
+            row_groups: true,
+            ..Default::default()
+        };
+        let p = compile(&g, &opts).unwrap();
+        assert!(
+            p.kernels
+                .iter()
+                .any(|k| matches!(k.kind, KernelKind::RowGroup { .. })),
+            "{}",
+            crate::explain(&p, "cpu", None)
+        );
+        let xd = TensorData::from_f32(&[4, 6], &(1..=24).map(|i| i as f32).collect::<Vec<_>>());
+        let want = interp::run(&g, &[("x", xd.clone())]).unwrap();
+        // Run the kernels in order through their graphs.
+        let mut vals: HashMap<BufId, TensorData> = HashMap::new();
+        for k in &p.kernels {
+            let kg = kernel_graph(&p, k, &DimBinding::new()).unwrap();
+            let written: Vec<BufId> = k.writes().collect();
+            assert!(
+                kg.inputs.iter().all(|b| !written.contains(b)),
+                "{}",
+                kg.graph
+            );
+            let names: Vec<String> = kg.inputs.iter().map(|&b| input_name(b)).collect();
+            let args: Vec<(&str, TensorData)> = kg
+                .inputs
+                .iter()
+                .zip(&names)
+                .map(|(b, n)| match p.buffers[*b].kind {
+                    BufKind::Arg(_) => (n.as_str(), xd.clone()),
+                    _ => (n.as_str(), vals[b].clone()),
+                })
+                .collect();
+            for (b, v) in kg
+                .outputs
+                .iter()
+                .zip(interp::run(&kg.graph, &args).unwrap())
+            {
+                vals.insert(*b, v);
+            }
+        }
+        for (o, w) in p.outputs.iter().zip(&want) {
+            let got = vals[o].to_f32_vec();
+            for (a, b) in got.iter().zip(w.to_f32_vec()) {
+                assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{got:?} vs {w:?}");
+            }
+        }
+    }
+}
