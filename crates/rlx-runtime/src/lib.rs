@@ -3,7 +3,9 @@
 //! Devices ([`Device`]), the [`Backend`] trait that execution backends implement,
 //! the backend registry and detection ([`is_available`], [`available_devices`],
 //! [`fastest_device`], [`fastest_device_for`]), compiled graphs ([`CompiledGraph`]),
-//! graph preparation for compilation ([`prepare`]), and the per-thread compile
+//! graph preparation for compilation ([`prepare`]), the host fallback GPU backends run
+//! kernels they cannot execute on ([`HostKernel`]: one program kernel compiled by the
+//! registered CPU backend), and the per-thread compile
 //! cache, least recently used entries evicted beyond [`cache_capacity`] (512 unless
 //! `RLX_CACHE_CAPACITY` or [`set_cache_capacity`] says otherwise; [`cache_stats`],
 //! [`clear_cache`]; misses and evictions are `tracing` debug events, target

@@ -20,8 +20,9 @@
 //!
 //! Kernels the GPU cannot run (f64/i64/u32 data, integer division, opaque ops such as
 //! gather, cumsum or FFT, round-to-format) fall back, one kernel at a time, to the
-//! host, where they are evaluated by the oracle ([`rlx_ir::interp::eval_op`]): never a
-//! wrong answer. [`Executable::explain`] lists where each kernel runs and why; with
+//! host: the shared host fallback ([`rlx_runtime::HostKernel`]) compiles each one per
+//! binding with the registered CPU backend (the oracle interpreter evaluates it where
+//! none is registered): never a wrong answer. [`Executable::explain`] lists where each kernel runs and why; with
 //! `RLX_LOG=1` each fallback reason is also printed once to stderr.
 //!
 //! Adapter probing is live: [`WgpuBackend::is_available`] opens the adapter. A CPU

@@ -15,7 +15,7 @@
 //! - contraction: pack kernels (operands without a BLAS layout), the epilogue kernel run
 //!   over a cuBLAS product, and a generic fused kernel for other dtypes;
 //! - opaque: native kernels for concat, pad, cumsum and cross-entropy; other ops run on
-//!   the host through the oracle.
+//!   the host (the shared host fallback, `exec::host`).
 
 pub(crate) mod attn;
 pub(crate) mod contract;

@@ -1,7 +1,8 @@
 //! Ops the backend runs whole: native kernels for concat, pad, cumsum and softmax
 //! cross-entropy with integer labels; every other opaque op (FFT, solve, gather,
-//! convolutions, scans, …) runs on the host through the oracle, with its operands
-//! copied down and its result copied back (correct; slow; reported by `explain`).
+//! convolutions, scans, …) runs on the host through the shared host fallback
+//! (`rlx_runtime::HostKernel`: the registered CPU backend, else the oracle), with its
+//! operands copied down and its result copied back (reported by `explain`).
 //! Scaled (fp8) matmuls go to cuBLASLt on GPUs with fp8 tensor cores, else the host.
 
 use super::expr::{self, ctype};
