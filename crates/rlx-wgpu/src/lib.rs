@@ -22,8 +22,9 @@
 //! gather, cumsum or FFT, round-to-format) fall back, one kernel at a time, to the
 //! host: the shared host fallback ([`rlx_runtime::HostKernel`]) compiles each one per
 //! binding with the registered CPU backend (the oracle interpreter evaluates it where
-//! none is registered): never a wrong answer. [`Executable::explain`] lists where each kernel runs and why; with
-//! `RLX_LOG=1` each fallback reason is also printed once to stderr.
+//! none is registered): never a wrong answer. [`Executable::explain`] lists where each
+//! kernel runs and why; with `RLX_LOG=1` each fallback reason is also printed once to
+//! stderr.
 //!
 //! Adapter probing is live: [`WgpuBackend::is_available`] opens the adapter. A CPU
 //! emulation (Mesa's lavapipe, `DeviceType::Cpu`) is available for tests but is not
