@@ -9,10 +9,10 @@
 
 use super::special::{exp_mant, load_const, pow2i};
 use super::{Lower, R8, Temps};
-use crate::jit::x86::{Asm, Cmp, K6, Mem, Src, VDIVPD, VMULPD, Zmm};
+use crate::jit::x86::{Asm, Cmp, K6, Mem, Src, VDIVPD, Zmm};
 // The clamps of |x| for GELU and erf and Mills's M(a) = P(a)/Q(a) (Q0 = 1) are
 // `math::special`'s own constants: the emitted code must compute its bits.
-use crate::math::special::{ERF_MAX, GELU_MAX, MP, MQ};
+use crate::math::special::{EP, EQ, ERF_MAX, GELU_BIAS, GELU_MAX, GELU_UNBIAS, MP, MQ};
 
 // Constants of `math::special::erf_small`: erf z = z·E(z²) on |z| < ERF_SMALL.
 const ERF_SMALL: f32 = 0.75;
@@ -45,6 +45,8 @@ pub(super) fn erf_consts() -> Vec<u32> {
         (-0.5f32).to_bits(),
         (-2f32).to_bits(),
         f32::NEG_INFINITY.to_bits(),
+        (127 + GELU_BIAS) as u32,
+        GELU_UNBIAS.to_bits(),
     ];
     v.extend(E.map(f32::to_bits));
     v
@@ -52,8 +54,14 @@ pub(super) fn erf_consts() -> Vec<u32> {
 
 /// Every f64 constant erf and GELU read from the pool (each two adjacent 32-bit slots).
 pub(super) fn erf_consts64() -> Vec<u64> {
-    let mut v: Vec<u64> = MP.iter().chain(&MQ).map(|c| c.to_bits()).collect();
-    v.extend([1f64.to_bits(), std::f64::consts::SQRT_2.to_bits()]);
+    let mut v: Vec<u64> = MP
+        .iter()
+        .chain(&MQ)
+        .chain(&EP)
+        .chain(&EQ)
+        .map(|c| c.to_bits())
+        .collect();
+    v.push(1f64.to_bits());
     v
 }
 
@@ -86,7 +94,7 @@ impl Lower<'_> {
             regs: vec![h, l, e1, e2],
             next: 0,
         };
-        self.mills(a, &mut mt, m, c, true);
+        self.mills(a, &mut mt, m, c, (&EP, &EQ));
         // ½·erfc|x| = (p·m)·2ⁿ
         a.vmulps(m, p, m);
         pow2i(a, &ec, s, n);
@@ -104,7 +112,7 @@ impl Lower<'_> {
     }
 
     /// Exact GELU as `math::special::gelu`: with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)` (|x|
-    /// clamped at 15.49, v = 0 past it), `((p·(x·M))·s1)·s2` for negative x and
+    /// clamped at 15.49, v = 0 past it), `((p·(x·M))·2^(n+64))·2⁻⁶⁴` for negative x and
     /// `x·(1 − v)` otherwise; −0 at −∞; into `d` (12 temps).
     pub(super) fn gelu_erf(&self, a: &mut Asm, t: &mut Temps, d: Zmm, x: Zmm) {
         let [c, m, h, l, e1, e2] = t.many::<6>();
@@ -112,26 +120,24 @@ impl Lower<'_> {
         a.vmulps(h, h, self.cf(-0.5));
         a.vmulps(l, l, self.cf(-0.5));
         let ec = self.exp_regs();
-        let (p, s2, s1) = exp_mant(a, &ec, t, h, Some(l));
-        // p = 0 past the clamp (k6); s1 = 2^(n >> 1), s2 = 2^(n − (n >> 1))
+        let (p, s, _) = exp_mant(a, &ec, t, h, Some(l));
+        // p = 0 past the clamp (k6); s = 2^(n + GELU_BIAS)
         a.vblendmps(p, K6, p, self.cf(0.0));
-        a.vpsrad(s1, s2, 1);
-        a.vpsubd(s2, s2, s1);
-        pow2i(a, &ec, s1, s1);
-        pow2i(a, &ec, s2, s2);
+        a.vpaddd(s, s, self.creg((127 + GELU_BIAS) as u32));
+        a.vpslld(s, s, 23);
         let mut mt = Temps {
             regs: vec![h, l, e1, e2],
             next: 0,
         };
-        self.mills(a, &mut mt, m, c, false);
-        // neg = x < 0 (k6); v = ((p·(sel(neg, x, 1)·M))·s1)·s2  (into c)
+        self.mills(a, &mut mt, m, c, (&MP, &MQ));
+        // neg = x < 0 (k6); v = ((p·(sel(neg, x, 1)·M))·s)·2^−GELU_BIAS  (into c)
         a.vcmpps(K6, x, self.cf(0.0), Cmp::LtOq);
         load_const(a, c, self.cf(1.0));
         a.vblendmps(c, K6, c, x);
         a.vmulps(c, c, m);
         a.vmulps(c, p, c);
-        a.vmulps(c, c, s1);
-        a.vmulps(c, c, s2);
+        a.vmulps(c, c, s);
+        a.vmulps(c, c, self.cf(GELU_UNBIAS));
         // neg ? v : x·(1 − v)  (into h); then x = −∞ → −0
         load_const(a, h, self.cf(1.0));
         a.vsubps(h, h, c);
@@ -152,11 +158,11 @@ impl Lower<'_> {
         a.vfmsub213ps(l, c, h);
     }
 
-    /// `math::special::mills` of the 16 floats in `c` (scaled by √2 in f64 when `sqrt2`)
-    /// into `d`: each 8-double half widened, `P(a)/Q(a)` by Horner from `fma(a, P4, P3)`
-    /// and `fma(a, Q5, Q4)`, rounded back; 4 temps, `c` and `d` distinct and kept apart
-    /// from them.
-    fn mills(&self, a: &mut Asm, t: &mut Temps, d: Zmm, c: Zmm, sqrt2: bool) {
+    /// `math::special::mills` of the 16 floats in `c` with the coefficients `(mp, mq)`
+    /// into `d`: each 8-double half widened, `P(a)/Q(a)` by Horner from `fma(a, P_top,
+    /// P_top−1)` and `fma(a, Q_top, Q_top−1)`, rounded back; 4 temps, `c` and `d`
+    /// distinct and kept apart from them.
+    fn mills(&self, a: &mut Asm, t: &mut Temps, d: Zmm, c: Zmm, (mp, mq): (&[f64], &[f64])) {
         let [w, p, q, hi] = t.many::<4>();
         for half in 0..2 {
             if half == 0 {
@@ -165,16 +171,13 @@ impl Lower<'_> {
                 a.vextract_hi(hi, c);
                 a.vcvtps2pd(w, hi);
             }
-            if sqrt2 {
-                a.op3(VMULPD, w, w, self.creg64(std::f64::consts::SQRT_2));
+            self.load64(a, p, mp[mp.len() - 1]);
+            for k in (0..mp.len() - 1).rev() {
+                a.vfmadd213pd(p, w, self.creg64(mp[k]));
             }
-            self.load64(a, p, MP[4]);
-            for k in (0..4).rev() {
-                a.vfmadd213pd(p, w, self.creg64(MP[k]));
-            }
-            self.load64(a, q, MQ[4]);
-            for k in (0..4).rev() {
-                a.vfmadd213pd(q, w, self.creg64(MQ[k]));
+            self.load64(a, q, mq[mq.len() - 1]);
+            for k in (0..mq.len() - 1).rev() {
+                a.vfmadd213pd(q, w, self.creg64(mq[k]));
             }
             a.vfmadd213pd(q, w, self.creg64(1.0));
             a.op3(VDIVPD, p, p, q);
