@@ -46,7 +46,7 @@ pub(crate) fn operands(a: Attrs, inputs: &[NodeId]) -> Operands {
 }
 
 /// Attention's forward pass in the head-major layout, up to the probabilities.
-pub(crate) struct Forward {
+struct Forward {
     /// q, k and v as `[B, H, S, D]`, each k/v head repeated for the query heads it serves.
     q: NodeId,
     k: NodeId,
@@ -63,7 +63,7 @@ pub(crate) struct Forward {
 }
 
 /// Append attention's scores and probabilities for the operands `ops`.
-pub(crate) fn forward<B: Build>(b: &mut B, a: Attrs, ops: Operands) -> IrResult<Forward> {
+fn forward<B: Build>(b: &mut B, a: Attrs, ops: Operands) -> IrResult<Forward> {
     let (q, k, v, extra) = ops;
     let (h, d) = (a.num_heads, a.head_dim);
     let dv = a.v_head_dim.unwrap_or(d);
