@@ -1,6 +1,7 @@
 //! Rendered shaders parse and validate with naga (the WGSL front end wgpu uses), and
 //! what WGSL cannot express is a named refusal.
 
+use super::carrier::{ceil32, floor32};
 use super::*;
 use crate::loops::{Builder, KernelBuf, lower_kernel};
 use crate::program::Program;
