@@ -6,7 +6,10 @@
 //! through [`rlx_compile::compile`] into the same fused [`rlx_compile::Program`] the
 //! CPU backend runs; each kernel becomes one WGSL compute shader and one cached
 //! pipeline:
-//! - elementwise kernels: one thread per element, views read through index maps;
+//! - elementwise kernels: one thread per element, views read through index maps, lowered
+//!   once to the loop IR of `rlx_compile::loops` and rendered by its WGSL renderer (the
+//!   scalar semantics the CUDA and HIP backends render too; so are the fused prologues
+//!   and epilogues of the kernels below);
 //! - reductions with their fused prologue and epilogue: a thread per output for short
 //!   reductions, a workgroup with a fixed-order tree for long ones;
 //! - softmax, log-softmax, layer norm and RMS norm: a workgroup per row;
@@ -18,13 +21,13 @@
 //! builds a new shader. Values are computed in f32 (f32/f16/bf16 data) or i32
 //! (narrow integers and bool) with the oracle's per-node rounding.
 //!
-//! Kernels the GPU cannot run (f64/i64/u32 data, integer division, opaque ops such as
-//! gather, cumsum or FFT, round-to-format) fall back, one kernel at a time, to the
-//! host: the shared host fallback ([`rlx_runtime::HostKernel`]) compiles each one per
-//! binding with the registered CPU backend (the oracle interpreter evaluates it where
-//! none is registered): never a wrong answer. [`Executable::explain`] lists where each
-//! kernel runs and why; with `RLX_LOG=1` each fallback reason is also printed once to
-//! stderr.
+//! Kernels the GPU cannot run (f64/i64/u32 data, integer division and shifts, whose
+//! errors need the host, opaque ops such as gather, cumsum or FFT) fall back, one kernel
+//! at a time, to the host: the shared host fallback ([`rlx_runtime::HostKernel`])
+//! compiles each one per binding with the registered CPU backend (the oracle
+//! interpreter evaluates it where none is registered): never a wrong answer.
+//! [`Executable::explain`] lists where each kernel runs and why; with `RLX_LOG=1` each
+//! fallback reason is also printed once to stderr.
 //!
 //! Adapter probing is live: [`WgpuBackend::is_available`] opens the adapter. A CPU
 //! emulation (Mesa's lavapipe, `DeviceType::Cpu`) is available for tests but is not
