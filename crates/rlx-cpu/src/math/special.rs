@@ -179,9 +179,10 @@ pub(crate) fn erf<const F: bool>(x: f32) -> f32 {
     sel(x.abs() < ERF_SMALL, erf_small::<F>(x), large)
 }
 
-/// GELU's scaling `2ⁿ` (`n ∈ [−174, 0]`) is applied as `2^(n+64)` (normal) and then
-/// `2⁻⁶⁴`: the first product is exact, the second rounds once (into the subnormals) — one
-/// integer add and shift where two normal factors `2^(n/2)·2^(n−n/2)` took five.
+/// GELU's scaling `2ⁿ` (`n ∈ [−174, 0]`) is applied as `2^(n+64)`, added to the exponent
+/// field of `p` (`p·2^(n+64)` stays normal), and then `2⁻⁶⁴` as the last product, which
+/// rounds once (into the subnormals): one product where two normal factors
+/// `2^(n/2)·2^(n−n/2)` took two and five integer ops.
 pub(crate) const GELU_BIAS: i32 = 64;
 pub(crate) const GELU_UNBIAS: f32 = f32::from_bits(((127 - GELU_BIAS) as u32) << 23);
 
@@ -190,15 +191,23 @@ pub(crate) const GELU_UNBIAS: f32 = f32::from_bits(((127 - GELU_BIAS) as u32) <<
 /// subnormal result is rounded once) and `x·(1 − v)` otherwise (v ≤ ½: no cancellation).
 #[inline(always)]
 pub(crate) fn gelu<const F: bool>(x: f32) -> f32 {
-    let (c, big, h, l) = clamped_square::<F>(x, GELU_MAX);
-    let (p, n) = exp_mant::<F>(h * -0.5, l * -0.5);
+    let a = x.abs();
+    let big = a > GELU_MAX;
+    let c = sel(big, GELU_MAX, a);
+    // h + l = −c²/2 exactly (the product by −½ is exact: one product fewer than
+    // squaring and halving both parts)
+    let (h, l) = two_prod::<F>(c, c * -0.5);
+    let (p, n) = exp_mant::<F>(h, l);
+    // p·2^(n+64) through the exponent field: p ∈ [½√2, √2] and n + 64 ≥ −110 keep it
+    // normal, so this is the exact product
+    let p = f32::from_bits((p.to_bits() as i32).wrapping_add((n + GELU_BIAS) << 23) as u32);
     // v = 0 past the clamp
     let p = sel(big, 0.0, p);
     let m = mills::<F, 5, 5>(c as f64, &MP, &MQ);
     let neg = x < 0.0;
-    // p·(x·M)·2^(n+64) ≥ 2⁻¹¹⁶ (positive x at the clamp): exact, unless x·M is already
-    // subnormal (tiny x, where n = 0 and the two scalings cancel exactly)
-    let v = ((p * (sel(neg, x, 1.0) * m)) * pow2i(n + GELU_BIAS)) * GELU_UNBIAS;
+    // p·(x·M) (≥ 2⁻¹¹⁶: positive x at the clamp) rounds as a normal number; the product
+    // by 2⁻⁶⁴ is exact but where the result is subnormal
+    let v = (p * (sel(neg, x, 1.0) * m)) * GELU_UNBIAS;
     let y = sel(neg, v, x * (1.0 - v));
     sel(x == f32::NEG_INFINITY, -0.0, y)
 }

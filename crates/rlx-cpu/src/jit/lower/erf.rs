@@ -45,7 +45,7 @@ pub(super) fn erf_consts() -> Vec<u32> {
         (-0.5f32).to_bits(),
         (-2f32).to_bits(),
         f32::NEG_INFINITY.to_bits(),
-        (127 + GELU_BIAS) as u32,
+        GELU_BIAS as u32,
         GELU_UNBIAS.to_bits(),
     ];
     v.extend(E.map(f32::to_bits));
@@ -112,31 +112,36 @@ impl Lower<'_> {
     }
 
     /// Exact GELU as `math::special::gelu`: with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)` (|x|
-    /// clamped at 15.49, v = 0 past it), `((p·(x·M))·2^(n+64))·2⁻⁶⁴` for negative x and
+    /// clamped at 15.49, v = 0 past it), `(p·2^(n+64)·(x·M))·2⁻⁶⁴` for negative x and
     /// `x·(1 − v)` otherwise; −0 at −∞; into `d` (12 temps).
     pub(super) fn gelu_erf(&self, a: &mut Asm, t: &mut Temps, d: Zmm, x: Zmm) {
         let [c, m, h, l, e1, e2] = t.many::<6>();
-        self.clamped_square(a, (c, h, l), x, GELU_MAX);
-        a.vmulps(h, h, self.cf(-0.5));
-        a.vmulps(l, l, self.cf(-0.5));
+        // c = min(|x|, max) (k6: clamped); h + l = c·(−c/2) exactly
+        a.vandps(c, x, self.creg(ABS));
+        a.vcmpps(K6, c, self.cf(GELU_MAX), Cmp::GtOq);
+        a.vblendmps(c, K6, c, self.cf(GELU_MAX));
+        a.vmulps(e1, c, self.cf(-0.5));
+        a.vmulps(h, c, e1);
+        a.vmovaps(l, c);
+        a.vfmsub213ps(l, e1, h);
         let ec = self.exp_regs();
         let (p, s, _) = exp_mant(a, &ec, t, h, Some(l));
-        // p = 0 past the clamp (k6); s = 2^(n + GELU_BIAS)
-        a.vblendmps(p, K6, p, self.cf(0.0));
-        a.vpaddd(s, s, self.creg((127 + GELU_BIAS) as u32));
+        // p += (n + GELU_BIAS) << 23 (its exponent field); then p = 0 past the clamp (k6)
+        a.vpaddd(s, s, self.creg(GELU_BIAS as u32));
         a.vpslld(s, s, 23);
+        a.vpaddd(p, p, s);
+        a.vblendmps(p, K6, p, self.cf(0.0));
         let mut mt = Temps {
             regs: vec![h, l, e1, e2],
             next: 0,
         };
         self.mills(a, &mut mt, m, c, (&MP, &MQ));
-        // neg = x < 0 (k6); v = ((p·(sel(neg, x, 1)·M))·s)·2^−GELU_BIAS  (into c)
+        // neg = x < 0 (k6); v = (p·(sel(neg, x, 1)·M))·2^−GELU_BIAS  (into c)
         a.vcmpps(K6, x, self.cf(0.0), Cmp::LtOq);
         load_const(a, c, self.cf(1.0));
         a.vblendmps(c, K6, c, x);
         a.vmulps(c, c, m);
         a.vmulps(c, p, c);
-        a.vmulps(c, c, s);
         a.vmulps(c, c, self.cf(GELU_UNBIAS));
         // neg ? v : x·(1 − v)  (into h); then x = −∞ → −0
         load_const(a, h, self.cf(1.0));
