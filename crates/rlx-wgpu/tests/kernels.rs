@@ -274,6 +274,61 @@ fn round_to_format_runs_on_the_gpu_for_f32_and_f16_data() {
 }
 
 #[test]
+fn integer_to_half_casts_round_once_on_the_gpu() {
+    if !support::gpu_or_skip("int to f16/bf16") {
+        return;
+    }
+    // Ties to even (2049 → 2048 and 2051 → 2052 in f16, 259 → 260 in bf16), overflow to
+    // ∞ (65520 in f16), and 2²⁴ + 2¹⁶ + 1, which rounds *up* in bf16 (through f32 it
+    // would round to the tie 2²⁴ + 2¹⁶, then down to 2²⁴). Hand-computed, compared bit
+    // for bit: the shared comparison's half-precision tolerance would hide an ulp.
+    let ints = [
+        2049i64,
+        2051,
+        -2049,
+        65519,
+        65520,
+        257,
+        259,
+        16842753,
+        -16842753,
+        2147483647,
+        -2147483648,
+        0,
+    ];
+    let inf = f32::INFINITY;
+    let f16_want = [
+        2048.0f32, 2052.0, -2048.0, 65504.0, inf, 257.0, 259.0, inf, -inf, inf, -inf, 0.0,
+    ];
+    let bf16_want = [
+        2048.0f32,
+        2048.0,
+        -2048.0,
+        65536.0,
+        65536.0,
+        256.0,
+        260.0,
+        16908288.0,
+        -16908288.0,
+        2147483648.0,
+        -2147483648.0,
+        0.0,
+    ];
+    support::register_cpu();
+    let data = TensorData::from_i64_as(DType::I32, &[ints.len()], &ints);
+    for (to, want) in [(DType::F16, f16_want), (DType::BF16, bf16_want)] {
+        let mut g = Graph::new("int_half");
+        let x = g.input("x", Shape::new(&[ints.len()], DType::I32));
+        let y = g.add_op(Op::Cast { to }, vec![x]).unwrap();
+        g.set_outputs(vec![y]);
+        let (exe, placement) = rlx_wgpu::compile_with_placement(Device::Gpu, &g).unwrap();
+        assert!(placement.iter().all(|&p| p), "{}", exe.explain());
+        let got = exe.run(&[data.view()]).unwrap()[0].to_f32_vec();
+        assert_eq!(got, want, "{to:?}");
+    }
+}
+
+#[test]
 fn casts_between_every_gpu_dtype_match_the_oracle() {
     if !support::gpu_or_skip("casts") {
         return;
