@@ -3,7 +3,7 @@
 //! exponential's argument is itself a rounded product (GELU), the argument is carried as an
 //! unevaluated sum `hi + lo` so its rounding does not grow into the result.
 
-use super::expo::{exp, exp_mant, exp_parts, expm1, log1p_unit, pow2i};
+use super::expo::{exp, exp_mant, exp_parts, expm1, log1p_unit};
 use super::simd::{clamp, mad, mad64, sel, two_prod, two_sum};
 
 /// `tanh x = expm1(2|x|) / (expm1(2|x|) + 2)` with the sign of `x`.
@@ -173,9 +173,12 @@ pub(crate) fn erf<const F: bool>(x: f32) -> f32 {
     let (c, _, h, l) = clamped_square::<F>(x, ERF_MAX);
     let (p, n) = exp_mant::<F>(-h, -l);
     let m = mills::<F, 3, 3>(c as f64, &EP, &EQ);
-    // ½·erfc|x| (≤ 10⁻³⁹ at the clamp: 1 − 2·that is 1)
-    let e = (p * m) * pow2i(n);
-    let large = mad::<F>(-2.0, e, 1.0).copysign(x);
+    // erfc|x| = (p·2ⁿ⁺¹)·M (≤ 10⁻³⁹ at the clamp: 1 − that is 1), the scaling added to
+    // p's exponent field (n ≥ −125: p·2ⁿ⁺¹ is normal, the exact product), so that the
+    // one rounded product and the subtraction leave the multiply pipes a product and an
+    // FMA fewer than (p·M)·2ⁿ and fma(−2, that, 1), with the same bits
+    let p = f32::from_bits((p.to_bits() as i32).wrapping_add((n + 1) << 23) as u32);
+    let large = (1.0 - p * m).copysign(x);
     sel(x.abs() < ERF_SMALL, erf_small::<F>(x), large)
 }
 

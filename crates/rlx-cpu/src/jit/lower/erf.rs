@@ -7,7 +7,7 @@
 //! rational function evaluated in f64 (the two 8-double halves of the 16 lanes one after
 //! the other). Mask `k6` holds the lane choices.
 
-use super::special::{exp_mant, load_const, pow2i};
+use super::special::{exp_mant, load_const};
 use super::{Lower, R8, Temps};
 use crate::jit::x86::{Asm, Cmp, K6, Mem, Src, VDIVPD, Zmm};
 // The clamps of |x| for GELU and erf and Mills's M(a) = P(a)/Q(a) (Q0 = 1) are
@@ -43,10 +43,10 @@ pub(super) fn erf_consts() -> Vec<u32> {
         0,
         1f32.to_bits(),
         (-0.5f32).to_bits(),
-        (-2f32).to_bits(),
         f32::NEG_INFINITY.to_bits(),
         GELU_BIAS as u32,
         GELU_UNBIAS.to_bits(),
+        1,
     ];
     v.extend(E.map(f32::to_bits));
     v
@@ -89,19 +89,20 @@ impl Lower<'_> {
         a.vxorps(h, h, self.creg(SIGN));
         a.vxorps(l, l, self.creg(SIGN));
         let ec = self.exp_regs();
-        let (p, n, s) = exp_mant(a, &ec, t, h, Some(l));
+        let (p, n, _) = exp_mant(a, &ec, t, h, Some(l));
         let mut mt = Temps {
             regs: vec![h, l, e1, e2],
             next: 0,
         };
         self.mills(a, &mut mt, m, c, (&EP, &EQ));
-        // ½·erfc|x| = (p·m)·2ⁿ
+        // erfc|x| = (p + ((n + 1) << 23))·m  (p's exponent field raised by n + 1)
+        a.vpaddd(n, n, self.creg(1));
+        a.vpslld(n, n, 23);
+        a.vpaddd(p, p, n);
         a.vmulps(m, p, m);
-        pow2i(a, &ec, s, n);
-        a.vmulps(m, m, s);
-        // large = copysign(fma(−2, ½erfc, 1), x)  (into l)
-        load_const(a, l, self.cf(-2.0));
-        a.vfmadd213ps(l, m, self.cf(1.0));
+        // large = copysign(1 − erfc|x|, x)  (into l)
+        load_const(a, l, self.cf(1.0));
+        a.vsubps(l, l, m);
         a.vandps(l, l, self.creg(ABS));
         a.vandps(h, x, self.creg(SIGN));
         a.vorps(l, l, h);
