@@ -15,7 +15,10 @@ pub struct Builder {
 impl Builder {
     /// A new variable of type `ty` defined as `value`; returns it as an expression.
     pub fn bind(&mut self, ty: Ty, value: Ex) -> Ex {
-        if matches!(value, Ex::Lit(_) | Ex::Var(_) | Ex::Item | Ex::Dim(_)) {
+        if matches!(
+            value,
+            Ex::Lit(_) | Ex::Var(_) | Ex::Item | Ex::Dim(_) | Ex::Group | Ex::Local
+        ) {
             return value;
         }
         let var = Var(self.vars.len() as u32);

@@ -5,6 +5,14 @@
 //! against the oracle — and a renderer's output against this — without a GPU. Every
 //! index is bounds-checked: an out-of-range load or store is an error naming the kernel,
 //! the buffer slot and the index, never a silent read.
+//!
+//! A work-group kernel is simulated group by group: the local items run statement by
+//! statement in lockstep wherever a statement holds a barrier (its loop bounds and
+//! conditions must then agree across the group, as on a GPU), and each item runs a
+//! barrier-free statement to its end before the next item starts it. Between two
+//! barriers, an element of a shared array written by one item and read or written by
+//! another is a data race: an error naming the kernel, the array and the element, so a
+//! lowering that forgets a barrier fails its tests instead of passing by luck.
 
 use super::{Bin, Ex, Lit, LoopKernel, Stmt, Ty, Un};
 use rlx_ir::{DType, DimBinding};
@@ -93,16 +101,54 @@ pub fn run(k: &LoopKernel, bufs: &mut [HostBuf], binding: &DimBinding) -> Result
         binding,
         vars: vec![None; k.vars.len()],
         item: 0,
+        local: None,
+        shared: Vec::new(),
     };
     let items = match m.ex(&k.items)? {
         Value::I64(n) if n >= 0 => n,
         v => return Err(format!("loop eval of {}: item count {v:?}", k.name)),
     };
-    for item in 0..items {
-        m.item = item;
-        m.block(&k.body)?;
+    let Some(size) = k.group else {
+        for item in 0..items {
+            m.item = item;
+            m.block(&k.body)?;
+        }
+        return Ok(());
+    };
+    if size == 0 {
+        return Err(format!("loop eval of {}: work-groups of 0 items", k.name));
+    }
+    for group in 0..items {
+        m.item = group;
+        m.shared = k
+            .shared
+            .iter()
+            .map(|a| SharedState {
+                vals: vec![None; a.len as usize],
+                writer: vec![None; a.len as usize],
+                reader: vec![Reader::None; a.len as usize],
+            })
+            .collect();
+        let mut lanes = vec![vec![None; k.vars.len()]; size as usize];
+        m.group_block(&k.body, &mut lanes)?;
     }
     Ok(())
+}
+
+/// Which local items read a shared element since the last barrier.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Reader {
+    None,
+    One(u32),
+    Many,
+}
+
+/// One shared array of the running group: values, and who touched each element since
+/// the last barrier (for race detection).
+struct SharedState {
+    vals: Vec<Option<Value>>,
+    writer: Vec<Option<u32>>,
+    reader: Vec<Reader>,
 }
 
 struct Machine<'a> {
@@ -110,10 +156,138 @@ struct Machine<'a> {
     bufs: &'a mut [HostBuf],
     binding: &'a DimBinding,
     vars: Vec<Option<Value>>,
+    /// The work item, or the group of a work-group kernel.
     item: i64,
+    /// The local item running (work-group kernels).
+    local: Option<u32>,
+    shared: Vec<SharedState>,
+}
+
+/// Whether `s` holds a barrier.
+fn has_barrier(s: &Stmt) -> bool {
+    match s {
+        Stmt::Barrier => true,
+        Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().any(has_barrier),
+        _ => false,
+    }
 }
 
 impl Machine<'_> {
+    /// Run `body` for every local item of the group (`lanes`: their variables).
+    fn group_block(
+        &mut self,
+        body: &[Stmt],
+        lanes: &mut [Vec<Option<Value>>],
+    ) -> Result<(), String> {
+        for s in body {
+            if !has_barrier(s) {
+                for (l, vars) in lanes.iter_mut().enumerate() {
+                    std::mem::swap(&mut self.vars, vars);
+                    self.local = Some(l as u32);
+                    let r = self.block(std::slice::from_ref(s));
+                    std::mem::swap(&mut self.vars, vars);
+                    r?;
+                }
+                continue;
+            }
+            match s {
+                Stmt::Barrier => {
+                    for a in &mut self.shared {
+                        a.writer.fill(None);
+                        a.reader.fill(Reader::None);
+                    }
+                }
+                Stmt::Loop {
+                    var,
+                    start,
+                    end,
+                    body,
+                } => {
+                    let (a, b) = (
+                        self.uniform(start, lanes, "a loop bound")?,
+                        self.uniform(end, lanes, "a loop bound")?,
+                    );
+                    let (Value::I64(a), Value::I64(b)) = (a, b) else {
+                        return Err(format!("loop eval of {}: non-integer bounds", self.k.name));
+                    };
+                    for i in a..b {
+                        for vars in lanes.iter_mut() {
+                            vars[var.0 as usize] = Some(Value::I64(i));
+                        }
+                        self.group_block(body, lanes)?;
+                    }
+                }
+                Stmt::If { cond, body } => {
+                    if let Value::Bool(true) = self.uniform(cond, lanes, "a condition")? {
+                        self.group_block(body, lanes)?;
+                    }
+                }
+                _ => unreachable!("only barriers, loops and conditionals hold barriers"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of `e`, which must be the same for every local item (it decides whether
+    /// a barrier is reached).
+    fn uniform(
+        &mut self,
+        e: &Ex,
+        lanes: &mut [Vec<Option<Value>>],
+        what: &str,
+    ) -> Result<Value, String> {
+        let mut first: Option<Value> = None;
+        for (l, vars) in lanes.iter_mut().enumerate() {
+            std::mem::swap(&mut self.vars, vars);
+            self.local = Some(l as u32);
+            let v = self.ex(e);
+            std::mem::swap(&mut self.vars, vars);
+            let v = v?;
+            match first {
+                None => first = Some(v),
+                Some(f) if f == v => {}
+                Some(f) => {
+                    return Err(format!(
+                        "loop eval of {}: {what} around a barrier differs across the work-group ({f:?} for item 0, {v:?} for item {l}); barriers need uniform control flow",
+                        self.k.name
+                    ));
+                }
+            }
+        }
+        first.ok_or_else(|| format!("loop eval of {}: an empty work-group", self.k.name))
+    }
+
+    /// The element of shared array `arr` at `e`, checked.
+    fn shared_index(&mut self, arr: usize, e: &Ex) -> Result<usize, String> {
+        let Some(a) = self.k.shared.get(arr) else {
+            return Err(format!(
+                "loop eval of {}: no shared array {arr}",
+                self.k.name
+            ));
+        };
+        if self.local.is_none() {
+            return Err(format!(
+                "loop eval of {}: shared array {arr} used outside a work-group kernel",
+                self.k.name
+            ));
+        }
+        match self.ex(e)? {
+            Value::I64(i) if i >= 0 && i < a.len as i64 => Ok(i as usize),
+            v => Err(format!(
+                "loop eval of {}: index {v:?} out of bounds of shared array {arr} ({} elements)",
+                self.k.name, a.len
+            )),
+        }
+    }
+
+    fn race(&self, arr: usize, i: usize, what: &str, other: u32) -> String {
+        format!(
+            "loop eval of {}: data race on shared array {arr} element {i}: item {} {what} it while item {other} touched it since the last barrier",
+            self.k.name,
+            self.local.unwrap_or(0)
+        )
+    }
+
     fn block(&mut self, body: &[Stmt]) -> Result<(), String> {
         for s in body {
             match s {
@@ -164,12 +338,76 @@ impl Machine<'_> {
                         self.block(body)?;
                     }
                 }
+                Stmt::SharedStore { arr, index, value } => {
+                    let i = self.shared_index(*arr, index)?;
+                    let v = self.ex(value)?;
+                    let want = self.k.shared[*arr].ty;
+                    let want = if want == Ty::Index { Ty::I64 } else { want };
+                    if v.ty() != want {
+                        return Err(format!(
+                            "loop eval of {}: shared array {arr} is {want:?}, stored {v:?}",
+                            self.k.name
+                        ));
+                    }
+                    let me = self.local.expect("checked by shared_index");
+                    let a = &self.shared[*arr];
+                    if let Some(w) = a.writer[i].filter(|&w| w != me) {
+                        return Err(self.race(*arr, i, "writes", w));
+                    }
+                    match a.reader[i] {
+                        Reader::One(r) if r != me => return Err(self.race(*arr, i, "writes", r)),
+                        Reader::Many => return Err(self.race(*arr, i, "writes", u32::MAX)),
+                        _ => {}
+                    }
+                    let a = &mut self.shared[*arr];
+                    a.vals[i] = Some(v);
+                    a.writer[i] = Some(me);
+                }
+                Stmt::Barrier => {
+                    return Err(format!(
+                        "loop eval of {}: a barrier outside a work-group kernel",
+                        self.k.name
+                    ));
+                }
                 Stmt::Fail(f) => {
                     return Err(format!("{}: {}", self.k.name, f.message()));
                 }
             }
         }
         Ok(())
+    }
+
+    fn shared_load(&mut self, arr: usize, index: &Ex) -> Result<Value, String> {
+        let i = self.shared_index(arr, index)?;
+        let me = self.local.expect("checked by shared_index");
+        let a = &self.shared[arr];
+        if let Some(w) = a.writer[i].filter(|&w| w != me) {
+            return Err(self.race(arr, i, "reads", w));
+        }
+        let v = a.vals[i].ok_or_else(|| {
+            format!(
+                "loop eval of {}: shared array {arr} element {i} read before any item wrote it",
+                self.k.name
+            )
+        })?;
+        let a = &mut self.shared[arr];
+        a.reader[i] = match a.reader[i] {
+            Reader::None => Reader::One(me),
+            Reader::One(r) if r == me => Reader::One(me),
+            _ => Reader::Many,
+        };
+        Ok(v)
+    }
+
+    /// The local item index, or an error outside work-group kernels.
+    fn local_index(&self, what: &str) -> Result<Value, String> {
+        match (self.k.group, self.local) {
+            (Some(_), Some(l)) => Ok(Value::I64(l as i64)),
+            _ => Err(format!(
+                "loop eval of {}: {what} outside a work-group kernel",
+                self.k.name
+            )),
+        }
     }
 
     fn index(&mut self, buf: usize, e: &Ex) -> Result<usize, String> {
@@ -193,7 +431,19 @@ impl Machine<'_> {
             },
             Ex::Var(v) => self.vars[v.0 as usize]
                 .ok_or_else(|| format!("loop eval of {}: variable {} unset", self.k.name, v.0))?,
-            Ex::Item => Value::I64(self.item),
+            Ex::Item if self.k.group.is_none() => Value::I64(self.item),
+            Ex::Item => {
+                return Err(format!(
+                    "loop eval of {}: the work item index in a work-group kernel",
+                    self.k.name
+                ));
+            }
+            Ex::Group => {
+                self.local_index("the group index")?;
+                Value::I64(self.item)
+            }
+            Ex::Local => self.local_index("the local index")?,
+            Ex::Shared { arr, index } => self.shared_load(*arr, index)?,
             Ex::Dim(s) => Value::I64(self.binding.get(*s).ok_or_else(|| {
                 format!(
                     "loop eval of {}: dynamic dim ?{s} is not bound",

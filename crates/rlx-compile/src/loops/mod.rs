@@ -18,7 +18,14 @@
 //!   of a narrow dtype the result is re-rounded ([`Un::RoundF16`], [`Un::RoundBf16`]) so
 //!   the arithmetic matches the oracle's per-op rounding;
 //! - statements are `let`, `store`, counted loops and conditionals;
-//! - dynamic dims are kernel parameters ([`Ex::Dim`]), bound per launch.
+//! - dynamic dims are kernel parameters ([`Ex::Dim`]), bound per launch;
+//! - a kernel may instead run *work-groups* ([`LoopKernel::group`]): `items` groups of a
+//!   fixed number of local items that share [`LoopKernel::shared`] arrays
+//!   ([`Ex::Shared`], [`Stmt::SharedStore`]) and meet at [`Stmt::Barrier`]s — what a
+//!   parallel reduction's fixed-order tree needs. A barrier must be reached by every
+//!   local item of the group: it may only sit in loops and conditionals whose bounds and
+//!   conditions are the same for the whole group (the reference interpreter checks it,
+//!   and reports a data race between two barriers as an error).
 //!
 //! [`eval`] runs a lowered kernel on host buffers: the reference against which renderers
 //! are checked, and the way the lowering itself is tested against the `rlx-ir` oracle
@@ -38,6 +45,7 @@ pub use render_c::{
 pub use render_wgsl::{
     WGSL_WORKGROUP, WgslEmbedding, WgslError, WgslHelpers, render_wgsl, render_wgsl_loop,
     render_wgsl_statements, render_wgsl_value, wgsl_load, wgsl_needs_atomic, wgsl_store,
+    wgsl_workgroup_decls,
 };
 
 use rlx_ir::DType;
@@ -244,6 +252,18 @@ pub enum Ex {
     Var(Var),
     /// The index of the current work item (`0..items`).
     Item,
+    /// In a work-group kernel: the index of the current group (`0..items`).
+    Group,
+    /// In a work-group kernel: the index of the current item within its group
+    /// (`0..group size`).
+    Local,
+    /// Element `index` of work-group shared array `arr` ([`LoopKernel::shared`]).
+    Shared {
+        /// The array.
+        arr: usize,
+        /// Element index.
+        index: Box<Ex>,
+    },
     /// The bound size of dynamic dim symbol `?s` (an index-typed kernel parameter).
     Dim(u32),
     /// Element `index` of kernel buffer `buf` ([`LoopKernel::bufs`]), widened to the
@@ -317,6 +337,19 @@ pub enum Stmt {
         /// Run when `cond` holds.
         body: Vec<Stmt>,
     },
+    /// Write `value` (of the array's type) at `index` of work-group shared array `arr`.
+    SharedStore {
+        /// The array.
+        arr: usize,
+        /// Element index.
+        index: Ex,
+        /// The value.
+        value: Ex,
+    },
+    /// Wait until every local item of the group reaches this barrier; shared-array
+    /// writes before it are visible to every item after it. Only in control flow that is
+    /// uniform across the group.
+    Barrier,
     /// Record a run-time error of the program (execution continues with a harmless
     /// value; the backend reports the error after the kernel).
     Fail(Fault),
@@ -329,6 +362,8 @@ pub enum Fault {
     IntegerDivisionByZero,
     /// A negative shift amount.
     NegativeShift,
+    /// A max/min (or integer mean) reduction over an empty axis: no identity element.
+    EmptyReduction,
 }
 
 impl Fault {
@@ -337,6 +372,7 @@ impl Fault {
         match self {
             Fault::IntegerDivisionByZero => 1,
             Fault::NegativeShift => 2,
+            Fault::EmptyReduction => 3,
         }
     }
 
@@ -347,6 +383,9 @@ impl Fault {
                 "integer division by zero; mask the zero divisors or cast to a float type"
             }
             Fault::NegativeShift => "negative shift amount; shift amounts must be ≥ 0",
+            Fault::EmptyReduction => {
+                "reduction of an empty axis: max/min (and an integer mean) have no value for no elements; slice or pad the input so every group is non-empty"
+            }
         }
     }
 }
@@ -371,6 +410,16 @@ pub struct KernelBuf {
     pub access: Access,
 }
 
+/// A work-group shared array of a kernel (`var<workgroup>` in WGSL, `__shared__` in
+/// CUDA/HIP): uninitialized at the start of each group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedArray {
+    /// Element type.
+    pub ty: Ty,
+    /// Number of elements.
+    pub len: u32,
+}
+
 /// One lowered kernel.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoopKernel {
@@ -380,8 +429,16 @@ pub struct LoopKernel {
     pub bufs: Vec<KernelBuf>,
     /// Dynamic dim symbols read through [`Ex::Dim`], in parameter order.
     pub dims: Vec<u32>,
-    /// Number of work items (i64; may read [`Ex::Dim`]).
+    /// Number of work items, or of work-groups when [`LoopKernel::group`] is set (an
+    /// index; may read [`Ex::Dim`]).
     pub items: Ex,
+    /// `Some(n)`: the kernel runs `items` work-groups of `n` local items each
+    /// ([`Ex::Group`], [`Ex::Local`]), which cooperate through [`LoopKernel::shared`] and
+    /// [`Stmt::Barrier`]. A GPU renderer maps a group onto one work-group / thread block
+    /// of exactly `n` threads. `None`: independent items ([`Ex::Item`]).
+    pub group: Option<u32>,
+    /// The work-group shared arrays ([`Ex::Shared`]).
+    pub shared: Vec<SharedArray>,
     /// Type of every local variable.
     pub vars: Vec<Ty>,
     /// What one work item does.
@@ -391,7 +448,14 @@ pub struct LoopKernel {
 impl LoopKernel {
     /// Whether the kernel can raise a run-time error ([`Stmt::Fail`]).
     pub fn can_fail(&self) -> bool {
-        render_c::raises(&self.body)
+        !self.faults().is_empty()
+    }
+
+    /// Every run-time error the kernel can raise, each once.
+    pub fn faults(&self) -> Vec<Fault> {
+        let mut out = Vec::new();
+        render_c::faults(&self.body, &mut out);
+        out
     }
 
     /// The compute type of `e` in this kernel.
@@ -399,7 +463,8 @@ impl LoopKernel {
         match e {
             Ex::Lit(l) => l.ty(),
             Ex::Var(v) => self.vars[v.0 as usize],
-            Ex::Item | Ex::Dim(_) => Ty::Index,
+            Ex::Item | Ex::Dim(_) | Ex::Group | Ex::Local => Ty::Index,
+            Ex::Shared { arr, .. } => self.shared[*arr].ty,
             Ex::Load { buf, .. } => Ty::of(self.bufs[*buf].dtype).expect("real dtype"),
             Ex::Un(Un::IsNan | Un::Not, _) => Ty::Bool,
             Ex::Un(Un::IntToF64 { .. }, _) => Ty::F64,

@@ -1,7 +1,10 @@
 //! Loop kernels as CUDA or HIP C++ source (one renderer; the two dialects differ only
 //! in the lines of [`Dialect::preamble`]).
 //!
-//! Work items map onto a grid-stride loop, so any launch size is correct. The source
+//! Work items map onto a grid-stride loop, so any launch size is correct; work-group
+//! kernels map a group onto one thread block of exactly the group's size (a grid-stride
+//! loop over the groups, with a barrier between groups so the shared arrays are free to
+//! reuse). The source
 //! includes no headers: f16 and bf16 travel as `unsigned short` bit patterns and are
 //! converted by the small functions of the prelude (round to nearest even, like the
 //! oracle), so NVRTC and hiprtc compile it without a toolkit's include tree.
@@ -26,6 +29,29 @@ impl Dialect {
             Dialect::Cuda => "// CUDA C++ (NVRTC)\n",
             // hiprtc predefines the HIP runtime's device API (blockIdx, __float_as_uint…).
             Dialect::Hip => "// HIP C++ (hiprtc)\n",
+        }
+    }
+
+    /// The work-group barrier statement.
+    pub fn barrier(self) -> &'static str {
+        match self {
+            Dialect::Cuda | Dialect::Hip => "__syncthreads();",
+        }
+    }
+
+    /// The qualifier of a work-group shared array.
+    pub fn shared(self) -> &'static str {
+        match self {
+            Dialect::Cuda | Dialect::Hip => "__shared__",
+        }
+    }
+
+    /// The block index, block size, grid size and thread index (x components).
+    pub fn grid_builtins(self) -> [&'static str; 4] {
+        match self {
+            Dialect::Cuda | Dialect::Hip => {
+                ["blockIdx.x", "blockDim.x", "gridDim.x", "threadIdx.x"]
+            }
         }
     }
 }
@@ -126,11 +152,14 @@ pub struct CEmbedding<'a> {
     /// Prefix of the kernel's local variable names (`v` → `v0`, `v1`, …), distinct from
     /// the host code's own names.
     pub var_prefix: &'a str,
+    /// The dialect (barrier, shared-memory and grid spellings).
+    pub dialect: Dialect,
 }
 
 /// The complete source of `k` in `dialect`: [`C_PRELUDE`] plus one `extern "C"
 /// __global__` function named `k.name` taking the buffers (slot order), then one `i64`
-/// per dynamic dim (`k.dims` order).
+/// per dynamic dim (`k.dims` order). A work-group kernel must be launched with blocks of
+/// exactly [`LoopKernel::group`] threads.
 pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
     let mut s = String::new();
     s.push_str(dialect.preamble());
@@ -171,6 +200,7 @@ pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
             dim: &dim,
             fail: &fail,
             var_prefix: "v",
+            dialect,
         },
     ));
     s.push_str("}\n");
@@ -198,18 +228,44 @@ pub fn render_c_value(k: &LoopKernel, embed: &CEmbedding<'_>, e: &Ex) -> String 
     r.ex(e)
 }
 
-/// The body of `k` (its grid-stride loop over the work items) for a kernel function
-/// whose header and parameters the caller writes; see [`CEmbedding`].
+/// The body of `k` (its grid-stride loop over the work items, or over the work-groups
+/// with the shared arrays declared first) for a kernel function whose header and
+/// parameters the caller writes; see [`CEmbedding`]. A work-group kernel must be launched
+/// with blocks of exactly [`LoopKernel::group`] threads.
 pub fn render_c_loop(k: &LoopKernel, embed: &CEmbedding<'_>) -> String {
     let mut assigned = vec![false; k.vars.len()];
     mark_assigned(&k.body, &mut assigned);
     let r = Renderer { k, assigned, embed };
     let it = embed.index_type;
+    let [bid, bdim, gdim, tid] = embed.dialect.grid_builtins();
     let mut s = String::new();
+    if k.group.is_some() {
+        for (i, a) in k.shared.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  {} {} {}sh{i}[{}];",
+                embed.dialect.shared(),
+                ctype(a.ty, it),
+                embed.var_prefix,
+                a.len
+            );
+        }
+        let _ = writeln!(s, "  const {it} n_groups = {};", r.ex(&k.items));
+        let _ = writeln!(s, "  const {it} local = ({it}){tid};");
+        let _ = writeln!(
+            s,
+            "  for ({it} group = ({it}){bid}; group < n_groups; group += ({it}){gdim}) {{"
+        );
+        r.block(&mut s, &k.body, 2);
+        // The next group reuses the shared arrays.
+        let _ = writeln!(s, "    {}", embed.dialect.barrier());
+        s.push_str("  }\n");
+        return s;
+    }
     let _ = writeln!(s, "  const {it} n_items = {};", r.ex(&k.items));
     let _ = writeln!(
         s,
-        "  for ({it} item = ({it})blockIdx.x * blockDim.x + threadIdx.x; item < n_items;\n       item += ({it})gridDim.x * blockDim.x) {{"
+        "  for ({it} item = ({it}){bid} * {bdim} + {tid}; item < n_items;\n       item += ({it}){gdim} * {bdim}) {{"
     );
     r.block(&mut s, &k.body, 2);
     s.push_str("  }\n");
@@ -255,18 +311,24 @@ fn mark_assigned(body: &[Stmt], out: &mut [bool]) {
         match s {
             Stmt::Assign { var, .. } => out[var.0 as usize] = true,
             Stmt::Loop { body, .. } | Stmt::If { body, .. } => mark_assigned(body, out),
-            Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Fail(_) => {}
+            Stmt::Let { .. }
+            | Stmt::Store { .. }
+            | Stmt::SharedStore { .. }
+            | Stmt::Barrier
+            | Stmt::Fail(_) => {}
         }
     }
 }
 
-/// Whether `body` can raise a run-time error.
-pub(super) fn raises(body: &[Stmt]) -> bool {
-    body.iter().any(|s| match s {
-        Stmt::Fail(_) => true,
-        Stmt::Loop { body, .. } | Stmt::If { body, .. } => raises(body),
-        _ => false,
-    })
+/// The run-time errors `body` can raise, appended to `out` once each.
+pub(super) fn faults(body: &[Stmt], out: &mut Vec<Fault>) {
+    for s in body {
+        match s {
+            Stmt::Fail(f) if !out.contains(f) => out.push(*f),
+            Stmt::Loop { body, .. } | Stmt::If { body, .. } => faults(body, out),
+            _ => {}
+        }
+    }
 }
 
 impl Renderer<'_> {
@@ -342,6 +404,18 @@ impl Renderer<'_> {
                     self.block(s, body, depth + 1);
                     let _ = writeln!(s, "{pad}}}");
                 }
+                Stmt::SharedStore { arr, index, value } => {
+                    let _ = writeln!(
+                        s,
+                        "{pad}{}sh{arr}[{}] = {};",
+                        self.embed.var_prefix,
+                        self.ex(index),
+                        self.ex(value)
+                    );
+                }
+                Stmt::Barrier => {
+                    let _ = writeln!(s, "{pad}{}", self.embed.dialect.barrier());
+                }
                 Stmt::Fail(f) => {
                     let _ = writeln!(s, "{pad}{}", (self.embed.fail)(*f));
                 }
@@ -355,6 +429,11 @@ impl Renderer<'_> {
             Ex::Var(v) => format!("{}{}", self.embed.var_prefix, v.0),
             Ex::External { name, .. } => name.clone(),
             Ex::Item => "item".into(),
+            Ex::Group => "group".into(),
+            Ex::Local => "local".into(),
+            Ex::Shared { arr, index } => {
+                format!("{}sh{arr}[{}]", self.embed.var_prefix, self.ex(index))
+            }
             Ex::Dim(d) => format!("(({}){})", self.embed.index_type, (self.embed.dim)(*d)),
             Ex::Load { buf, index } => {
                 let at = format!("{}[{}]", self.ptr(*buf), self.ex(index));
@@ -522,5 +601,34 @@ mod tests {
         assert_eq!(lit(Lit::F32(1e20)), "1e20f");
         assert_eq!(lit(Lit::F32(f32::NEG_INFINITY)), "rlx_f32_of(0xff800000u)");
         assert_eq!(lit(Lit::I64(i64::MIN)), "(-9223372036854775807ll - 1)");
+    }
+
+    #[test]
+    fn work_group_kernels_declare_shared_arrays_and_meet_at_barriers_in_both_dialects() {
+        use crate::{CompileOptions, compile};
+        use rlx_ir::{DType, Graph, Op, ReduceOp, Shape};
+        let mut g = Graph::new("rows");
+        let x = g.input("x", Shape::new(&[7, 1000], DType::F32));
+        let o = Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![1],
+            keep_dim: false,
+        };
+        let r = g.add_op(o, vec![x]).unwrap();
+        g.set_outputs(vec![r]);
+        let p = compile(&g, &CompileOptions::default()).unwrap();
+        let lk = crate::loops::lower_kernel(&p, 0).unwrap();
+        assert_eq!(lk.group, Some(128));
+        for d in [Dialect::Cuda, Dialect::Hip] {
+            let src = render_c(&lk, d);
+            assert!(src.contains("__shared__ float vsh0[128];"), "{src}");
+            assert!(
+                src.contains("for (i64 group = (i64)blockIdx.x; group < n_groups;"),
+                "{src}"
+            );
+            assert!(src.contains("const i64 local = (i64)threadIdx.x;"), "{src}");
+            // A barrier after every tree level but the last, and one between groups.
+            assert_eq!(src.matches("__syncthreads();").count(), 8, "{src}");
+        }
     }
 }

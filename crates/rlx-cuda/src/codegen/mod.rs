@@ -334,6 +334,7 @@ impl LoopHost {
             // Faults land in the run's error word with this kernel's code (`error_of`).
             fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
             var_prefix: self.prefix,
+            dialect: rlx_compile::loops::Dialect::Cuda,
         })
     }
 }

@@ -110,7 +110,7 @@ impl Cx<'_> {
 
     /// The epilogue at a point of `space` (flat index `flat`, coordinates `coords`) with
     /// the core's value `core` (already in the core dtype), then the stores at `flat`.
-    fn finish(
+    pub(super) fn finish(
         &mut self,
         epilogue: &Expr,
         space: &[Dim],
@@ -145,66 +145,6 @@ impl Cx<'_> {
         };
         let values = self.expr(epilogue, &mut env)?;
         self.stores(epilogue, &values, flat)
-    }
-
-    /// One item per result element; a serial loop over the reduced positions.
-    fn reduce(&mut self, r: &Reduction<'_>) -> Result<Ex, super::LowerError> {
-        let in_dt = r.prologue.nodes[r.input as usize].dtype;
-        let ty = self.float_ty(in_dt, &format!("reduce_{}", r.op.name()))?;
-        let out_coords = self.unravel(Ex::Item, r.out_space);
-        let red_dims: Vec<Dim> = r.axes.iter().map(|&a| r.in_space[a]).collect();
-        let count = self.numel(&red_dims);
-        let init = match r.op {
-            ReduceOp::Sum | ReduceOp::Mean => 0.0,
-            ReduceOp::Prod => 1.0,
-            ReduceOp::Max => f64::NEG_INFINITY,
-            ReduceOp::Min => f64::INFINITY,
-        };
-        let acc = self.accumulator(ty, float(ty, init));
-        self.counted(count.clone(), |cx, i| {
-            let red = cx.unravel(i, &red_dims);
-            // Coordinates in the reduced tensor: kept axes from the result's, reduced
-            // axes from the loop's.
-            let mut kept = 0;
-            let coords: Vec<Ex> = (0..r.in_space.len())
-                .map(|a| {
-                    if let Some(j) = r.axes.iter().position(|&x| x == a) {
-                        if r.keep_dim {
-                            kept += 1;
-                        }
-                        red[j].clone()
-                    } else {
-                        kept += 1;
-                        out_coords[kept - 1].clone()
-                    }
-                })
-                .collect();
-            let flat = cx.ravel(&coords, r.in_space);
-            let flat = cx.b.bind(Ty::Index, flat);
-            let mut env = Env {
-                space: r.in_space,
-                flat,
-                coords: Some(coords),
-                core: None,
-            };
-            let v = cx.expr(r.prologue, &mut env)?[r.input as usize].clone();
-            let a = Ex::Var(acc);
-            let next = match r.op {
-                ReduceOp::Sum | ReduceOp::Mean => bin(Bin::Add, a, v),
-                ReduceOp::Prod => bin(Bin::Mul, a, v),
-                ReduceOp::Max => ieee_max(a, v, ty),
-                ReduceOp::Min => un(Un::Neg, ieee_max(un(Un::Neg, a), un(Un::Neg, v), ty)),
-            };
-            cx.assign(acc, next);
-            Ok(())
-        })?;
-        let mut core = Ex::Var(acc);
-        if r.op == ReduceOp::Mean {
-            core = bin(Bin::Div, core, Ex::Convert(ty, Box::new(count)));
-        }
-        let core = self.b.bind(ty, round(r.dtype, core));
-        self.finish(r.epilogue, r.out_space, Ex::Item, out_coords, core)?;
-        Ok(self.numel(r.out_space))
     }
 
     /// One item per row; serial passes over the row, re-evaluating the prologue in each.
@@ -411,16 +351,16 @@ impl Cx<'_> {
 }
 
 /// The fields of a `Reduce` kernel.
-struct Reduction<'a> {
-    op: ReduceOp,
-    in_space: &'a [Dim],
-    axes: &'a [usize],
-    keep_dim: bool,
-    prologue: &'a Expr,
-    input: u32,
-    out_space: &'a [Dim],
-    dtype: DType,
-    epilogue: &'a Expr,
+pub(super) struct Reduction<'a> {
+    pub op: ReduceOp,
+    pub in_space: &'a [Dim],
+    pub axes: &'a [usize],
+    pub keep_dim: bool,
+    pub prologue: &'a Expr,
+    pub input: u32,
+    pub out_space: &'a [Dim],
+    pub dtype: DType,
+    pub epilogue: &'a Expr,
 }
 
 /// The fields of a `Row` kernel.

@@ -7,17 +7,21 @@
 //! load's view chain is walked backwards to a buffer offset ([`Cx::view_offset`]), and
 //! expressions are spelled in scalar operations with the oracle's dtype rules
 //! (`expr.rs`, where every activation's formula lives — the one place GPU backends take
-//! it from). Work items that cooperate through shared memory are the next step of the
-//! IR; until then reductions and row ops run one item per output.
+//! it from). Reductions over long axes run a work-group per output instead: its items
+//! fold strided positions, then combine through a shared array in a fixed tree order
+//! (`reduce.rs`). Row ops still run one item per row.
 //!
 //! What is not lowered yet (attention, opaque ops, integer dtypes, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
 
 mod expr;
 mod kinds;
+mod reduce;
+#[cfg(test)]
+mod tests;
 
 use super::build::{Builder, add, bin, div, int, mul, rem, select};
-use super::{Access, Bin, Ex, KernelBuf, LoopKernel, Stmt, Ty};
+use super::{Access, Bin, Ex, KernelBuf, LoopKernel, SharedArray, Stmt, Ty};
 use crate::program::{BufId, Load, Program, ViewStep, chain_dims};
 use rlx_ir::Dim;
 use std::fmt;
@@ -146,6 +150,9 @@ struct Cx<'a> {
     b: Builder,
     slots: Vec<KernelBuf>,
     dims: Vec<u32>,
+    /// Work-group size, for kernels lowered to cooperating groups.
+    group: Option<u32>,
+    shared: Vec<SharedArray>,
 }
 
 impl<'a> Cx<'a> {
@@ -158,6 +165,8 @@ impl<'a> Cx<'a> {
             b: Builder::default(),
             slots: Vec::new(),
             dims: Vec::new(),
+            group: None,
+            shared: Vec::new(),
         }
     }
 
@@ -174,6 +183,8 @@ impl<'a> Cx<'a> {
             bufs: self.slots,
             dims: self.dims,
             items,
+            group: self.group,
+            shared: self.shared,
             vars: self.b.vars,
             body: self.b.body,
         }

@@ -31,11 +31,13 @@
 //! [`Stmt::Fail`] needs an error channel from the embedding; without one the kernel is
 //! refused.
 
+mod access;
 mod carrier;
 mod prelude;
 #[cfg(test)]
 mod tests;
 
+pub use access::{wgsl_load, wgsl_store};
 pub use prelude::WgslHelpers;
 
 use carrier::carried_range;
@@ -148,7 +150,9 @@ pub fn wgsl_needs_atomic(k: &LoopKernel) -> bool {
 /// [`wgsl_needs_atomic`]), a uniform block `P` of `u32` parameters (binding 1: the word
 /// offset of each buffer slot in slot order, then each dynamic dim in `k.dims` order,
 /// four to a `vec4<u32>`), the helpers it uses, and `main` running one item per
-/// invocation ([`WGSL_WORKGROUP`] per workgroup).
+/// invocation ([`WGSL_WORKGROUP`] per workgroup) — or, for a work-group kernel, one
+/// workgroup of [`LoopKernel::group`] invocations per group, its shared arrays declared
+/// `var<workgroup>` (see [`wgsl_workgroup_decls`]).
 pub fn render_wgsl(k: &LoopKernel) -> Result<String, WgslError> {
     let mut helpers = WgslHelpers::new(wgsl_needs_atomic(k));
     let slot = |i: usize| format!("P.v[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]);
@@ -182,19 +186,39 @@ pub fn render_wgsl(k: &LoopKernel) -> Result<String, WgslError> {
     );
     s.push_str("@group(0) @binding(1) var<uniform> P: Params;\n");
     s.push_str(&helpers.source());
+    s.push_str(&wgsl_workgroup_decls(k, "v"));
     let _ = writeln!(
         s,
-        "// {}\n@compute @workgroup_size({WGSL_WORKGROUP})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{",
-        k.name
+        "// {}\n@compute @workgroup_size({})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{",
+        k.name,
+        k.group.unwrap_or(WGSL_WORKGROUP)
     );
     s.push_str(&body);
     s.push_str("}\n");
     Ok(s)
 }
 
+/// The module-scope `var<workgroup>` declarations of `k`'s shared arrays, named with
+/// the embedding's `var_prefix` (empty for kernels without work-groups).
+pub fn wgsl_workgroup_decls(k: &LoopKernel, var_prefix: &str) -> String {
+    let mut s = String::new();
+    for (i, a) in k.shared.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "var<workgroup> {var_prefix}sh{i}: array<{}, {}>;",
+            wtype(a.ty),
+            a.len
+        );
+    }
+    s
+}
+
 /// The body of `k` for a `main` whose header the caller writes (with the builtins
 /// `wid`, `nwg` and `lid` of [`render_wgsl`]): the item index, a return past the last
 /// item, and the statements of one item. Helpers the body calls are added to `helpers`.
+/// A work-group kernel needs `@workgroup_size(`[`LoopKernel::group`]`)`, one workgroup
+/// per group (the group index is `wid.y · nwg.x + wid.x`; workgroups past the last
+/// return at once, uniformly), and [`wgsl_workgroup_decls`] at module scope.
 pub fn render_wgsl_loop(
     k: &LoopKernel,
     embed: &WgslEmbedding<'_>,
@@ -209,10 +233,17 @@ pub fn render_wgsl_loop(
     } else {
         format!("u32({n})")
     };
-    let _ = writeln!(
-        s,
-        "  let item: u32 = (wid.y * nwg.x + wid.x) * {WGSL_WORKGROUP}u + lid;\n  if (item >= {n}) {{ return; }}"
-    );
+    if k.group.is_some() {
+        let _ = writeln!(
+            s,
+            "  let wg_group: u32 = wid.y * nwg.x + wid.x;\n  if (wg_group >= {n}) {{ return; }}\n  let wg_local: u32 = lid;"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "  let item: u32 = (wid.y * nwg.x + wid.x) * {WGSL_WORKGROUP}u + lid;\n  if (item >= {n}) {{ return; }}"
+        );
+    }
     r.block(&mut s, &k.body, 1)?;
     Ok(s)
 }
@@ -243,60 +274,6 @@ pub fn render_wgsl_value(
     r.ex(e)
 }
 
-/// Element `index` (a `u32` expression) of a buffer of `dtype` at word `base` of the
-/// arena, widened to its compute type's WGSL type (`f32`, `i32` or `bool`); `None` for
-/// dtypes WGSL has no compute type for (f64, i64, u32, complex).
-pub fn wgsl_load(h: &mut WgslHelpers, dtype: DType, base: &str, index: &str) -> Option<String> {
-    let acc = |f: &'static str, h: &mut WgslHelpers| {
-        h.need(f);
-        format!("{f}({base}, {index})")
-    };
-    Some(match dtype {
-        DType::F32 => format!("bitcast<f32>({})", acc("ld32_", h)),
-        DType::I32 => format!("bitcast<i32>({})", acc("ld32_", h)),
-        DType::F16 => {
-            h.need("f16_dec");
-            format!("f16_dec({})", acc("ld16_", h))
-        }
-        DType::BF16 => format!("bitcast<f32>({} << 16u)", acc("ld16_", h)),
-        DType::I16 => format!("(bitcast<i32>({} << 16u) >> 16u)", acc("ld16_", h)),
-        DType::I8 => format!("(bitcast<i32>({} << 24u) >> 24u)", acc("ld8_", h)),
-        DType::U8 => format!("i32({})", acc("ld8_", h)),
-        DType::Bool => format!("({} != 0u)", acc("ld8_", h)),
-        _ => return None,
-    })
-}
-
-/// The statement storing `value` (in the compute type's WGSL type) as element `index` of
-/// a buffer of `dtype` at word `base`, narrowed to the dtype (f16 rounded to nearest
-/// even; bf16 values must be rounded already, as every bf16 node of the loop IR is). `None`
-/// for dtypes WGSL has no compute type for. Elements narrower than a word need an atomic
-/// arena ([`WgslHelpers::new`]).
-pub fn wgsl_store(
-    h: &mut WgslHelpers,
-    dtype: DType,
-    base: &str,
-    index: &str,
-    value: &str,
-) -> Option<String> {
-    let v = value;
-    let (f, bits) = match dtype {
-        DType::F32 | DType::I32 => ("st32_", format!("bitcast<u32>({v})")),
-        DType::F16 => {
-            h.need("rf16");
-            h.need("f16_enc");
-            ("st16_", format!("f16_enc(rf16({v}))"))
-        }
-        DType::BF16 => ("st16_", format!("(bitcast<u32>({v}) >> 16u)")),
-        DType::I16 => ("st16_", format!("bitcast<u32>({v})")),
-        DType::I8 | DType::U8 => ("st8_", format!("bitcast<u32>({v})")),
-        DType::Bool => ("st8_", format!("select(0u, 1u, {v})")),
-        _ => return None,
-    };
-    h.need(f);
-    Some(format!("{f}({base}, {index}, {bits});"))
-}
-
 /// The WGSL type of a compute type (f64 values are f32 carriers, see the module docs).
 fn wtype(t: Ty) -> &'static str {
     match t {
@@ -317,6 +294,8 @@ struct Renderer<'a> {
     fits: Vec<bool>,
     /// Loop counters with a literal end: their largest value.
     counter_max: Vec<Option<i64>>,
+    /// I64 shared arrays whose every stored value lies in the i32 range.
+    shared_fits: Vec<bool>,
 }
 
 fn walk(body: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
@@ -374,22 +353,29 @@ impl<'a> Renderer<'a> {
             assigned,
             fits: vec![true; n],
             counter_max,
+            shared_fits: vec![true; k.shared.len()],
         };
         // The largest fixpoint: a variable fits while every value given to it fits (an
         // accumulator's updates may read itself).
         loop {
             let mut next = r.fits.clone();
-            walk(&k.body, &mut |s| {
-                if let Stmt::Let { var, value } | Stmt::Assign { var, value } = s
-                    && k.vars[var.0 as usize] == Ty::I64
+            let mut next_shared = r.shared_fits.clone();
+            walk(&k.body, &mut |s| match s {
+                Stmt::Let { var, value } | Stmt::Assign { var, value }
+                    if k.vars[var.0 as usize] == Ty::I64 =>
                 {
                     next[var.0 as usize] &= r.fits32(value);
                 }
+                Stmt::SharedStore { arr, value, .. } if k.shared[*arr].ty == Ty::I64 => {
+                    next_shared[*arr] &= r.fits32(value);
+                }
+                _ => {}
             });
-            if next == r.fits {
+            if next == r.fits && next_shared == r.shared_fits {
                 break;
             }
             r.fits = next;
+            r.shared_fits = next_shared;
         }
         Ok(r)
     }
@@ -441,6 +427,13 @@ impl<'a> Renderer<'a> {
                     self.block(s, body, depth + 1)?;
                     let _ = writeln!(s, "{pad}}}");
                 }
+                Stmt::SharedStore { arr, index, value } => {
+                    let (i, v) = (self.ex(index)?, self.ex(value)?);
+                    let _ = writeln!(s, "{pad}{}sh{arr}[{i}] = {v};", self.embed.var_prefix);
+                }
+                Stmt::Barrier => {
+                    let _ = writeln!(s, "{pad}workgroupBarrier();");
+                }
                 Stmt::Fail(f) => match self.embed.fail {
                     Some(fail) => {
                         let _ = writeln!(s, "{pad}{}", fail(*f));
@@ -488,12 +481,14 @@ impl<'a> Renderer<'a> {
                 matches!(dt, DType::I8 | DType::I16 | DType::I32 | DType::U8)
             }
             Ex::Select(_, a, b) => self.fits32(a) && self.fits32(b),
+            Ex::Shared { arr, .. } => self.shared_fits[*arr],
             // Bitwise ops of sign-extended 32-bit values stay sign-extended; `>>` only
             // moves bits down.
             Ex::Bin(Bin::BitAnd | Bin::BitOr | Bin::BitXor, a, b) => {
                 self.fits32(a) && self.fits32(b)
             }
             Ex::Bin(Bin::Shr, a, _) => self.fits32(a),
+            Ex::Bin(Bin::Max | Bin::Min, a, b) => self.fits32(a) && self.fits32(b),
             Ex::Convert(Ty::I64, a) => match self.k.ty(a) {
                 Ty::Bool => true,
                 Ty::Index => match &**a {
@@ -545,6 +540,11 @@ impl<'a> Renderer<'a> {
             Ex::Var(v) => self.name(*v),
             Ex::External { name, .. } => name.clone(),
             Ex::Item => "item".into(),
+            Ex::Group => "wg_group".into(),
+            Ex::Local => "wg_local".into(),
+            Ex::Shared { arr, index } => {
+                format!("{}sh{arr}[{}]", self.embed.var_prefix, self.ex(index)?)
+            }
             Ex::Dim(d) => (self.embed.dim)(*d),
             Ex::Load { buf, index } => self.load(*buf, index)?,
             Ex::Un(op, a) => self.unary(*op, a)?,

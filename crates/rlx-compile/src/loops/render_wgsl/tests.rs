@@ -396,6 +396,8 @@ fn int_kernel(vars: Vec<Ty>, mut pre: Vec<Stmt>, value: Ex) -> LoopKernel {
         }],
         dims: vec![],
         items: Ex::Lit(Lit::Index(4)),
+        group: None,
+        shared: vec![],
         vars,
         body: pre,
     }
@@ -461,4 +463,69 @@ fn index_literals_beyond_u32_are_refused_and_f32_literals_read_back_exactly() {
     assert_eq!(floor32(2147483647.0), 2147483520.0);
     assert_eq!(ceil32(2147483647.0), 2147483648.0);
     assert_eq!(floor32(-0.5), -0.5);
+}
+
+#[test]
+fn reductions_render_work_groups_with_shared_arrays_and_barriers_to_valid_wgsl() {
+    use rlx_ir::ReduceOp;
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Prod,
+    ];
+    let dts = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I8,
+        DType::U8,
+        DType::Bool,
+    ];
+    for dt in dts {
+        for kind in ops {
+            if dt == DType::Bool && !matches!(kind, ReduceOp::Max | ReduceOp::Min) {
+                continue;
+            }
+            // A long row (work-group of 32), a long column (few outputs: work-group) and
+            // a short axis (one item per output).
+            for (axes, grouped) in [(vec![1], true), (vec![0], true), (vec![2], false)] {
+                let mut g = Graph::new("red");
+                let x = g.input("x", Shape::new(&[100, 200, 3], dt));
+                let r = op(
+                    &mut g,
+                    Op::Reduce {
+                        op: kind,
+                        axes: axes.clone(),
+                        keep_dim: false,
+                    },
+                    vec![x],
+                );
+                g.set_outputs(vec![r]);
+                let p = compiled(&g);
+                let lk = lower_kernel(&p, 0).unwrap_or_else(|e| panic!("{e}"));
+                let what = format!("{kind:?} {dt:?} {axes:?}");
+                let src = match render_wgsl(&lk) {
+                    Ok(s) => s,
+                    // Integer means need exact sums wider than i32: refused by name.
+                    Err(e @ WgslError::WideInteger { .. }) if kind == ReduceOp::Mean => {
+                        assert!(dt.is_int(), "{what}: {e}");
+                        continue;
+                    }
+                    Err(e) => panic!("{what}: {e}"),
+                };
+                validate(&src, &what);
+                assert_eq!(lk.group.is_some(), grouped, "{what}");
+                if grouped {
+                    let n = lk.group.unwrap();
+                    assert!(src.contains(&format!("@workgroup_size({n})")), "{src}");
+                    assert!(src.contains("var<workgroup> vsh0: array<"), "{src}");
+                    assert!(src.contains("workgroupBarrier();"), "{src}");
+                    assert!(src.contains("if (wg_group >= "), "{src}");
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,274 @@
+//! Reductions: the prologue folded over the reduced axes, then the epilogue.
+//!
+//! Two shapes, chosen once per kernel from its static extents (so a program always
+//! reduces in the same order, on every backend):
+//! - *one item per output*, folding the reduced positions in row-major order — for short
+//!   reductions, and for column reductions (last axis kept) with many outputs, where
+//!   neighbouring items read neighbouring elements;
+//! - *one work-group per output* of `lanes` items (a power of two, at most
+//!   [`MAX_GROUP`]): item `l` folds positions `l, l + lanes, l + 2·lanes, …` (neighbouring
+//!   items read neighbouring elements when the last axis is reduced), stores its partial
+//!   in a shared array, and the partials are combined by a fixed tree — `sh[l] ⊕= sh[l +
+//!   h]` for `h = lanes/2, …, 1`, a barrier between levels — before item 0 applies the
+//!   epilogue.
+//!
+//! Accumulators: f32 for f32/f16/bf16 values (the prologue rounds each value to its
+//! dtype; the sum is rounded once at the end), f64 for f64, wrapping i64 for integers
+//! (their sum, product, max and min are exact whatever the order), `or`/`and` for the
+//! max/min of bools. Float max/min are IEEE (NaN wins, `+0` over `−0`), so their result
+//! does not depend on the order either. Float sums and products do: against the oracle's
+//! f64 fold they agree to rounding, and bit for bit where every partial is exact.
+//!
+//! Max, min and integer means of an empty axis raise [`Fault::EmptyReduction`] (the
+//! oracle's error); an empty sum is 0, an empty product 1, an empty float mean NaN.
+
+use super::expr::{Env, ieee_max, round};
+use super::kinds::Reduction;
+use super::{Cx, LowerError};
+use crate::loops::build::{add, bin, div, float, int, mul, select, un};
+use crate::loops::{Bin, Ex, Fault, Lit, SharedArray, Stmt, Ty, Un};
+use rlx_ir::{DType, Dim, ReduceOp};
+
+/// The largest work-group a reduction uses (WebGPU's baseline limit of invocations per
+/// workgroup, so every backend can run every lowered reduction).
+pub const MAX_GROUP: u32 = 256;
+/// Reductions over fewer (static) positions run one item per output.
+const GROUP_MIN: usize = 64;
+/// Column reductions (last axis kept) use work-groups only for fewer (static) outputs.
+const FEW_OUTPUTS: usize = 1024;
+
+/// The product of `dims` when every one is static.
+fn static_numel(dims: &[Dim]) -> Option<usize> {
+    dims.iter()
+        .map(|d| match d {
+            Dim::Static(n) => Some(*n),
+            Dim::Dynamic(_) => None,
+        })
+        .product()
+}
+
+/// Items per output: 1 (a serial fold per item) or a work-group size.
+fn lanes(r: &Reduction<'_>, red: &[Dim]) -> u32 {
+    let l = static_numel(red);
+    if l.is_some_and(|l| l < GROUP_MIN) {
+        return 1;
+    }
+    let row = r.axes.contains(&(r.in_space.len() - 1));
+    if !row && static_numel(r.out_space).is_none_or(|n| n >= FEW_OUTPUTS) {
+        return 1;
+    }
+    match l {
+        // About eight positions per item.
+        Some(l) => (l.div_ceil(8).next_power_of_two() as u32).clamp(32, MAX_GROUP),
+        None => MAX_GROUP,
+    }
+}
+
+/// The identity of `op` in compute type `ty` (integers: the extremes of dtype `dt`, so a
+/// 32-bit backend holds them).
+fn identity(op: ReduceOp, ty: Ty, dt: DType) -> Ex {
+    match ty {
+        Ty::Bool => Ex::Lit(Lit::Bool(op == ReduceOp::Min)),
+        Ty::I64 => {
+            let (lo, hi) = match dt {
+                DType::I8 => (i8::MIN as i64, i8::MAX as i64),
+                DType::I16 => (i16::MIN as i64, i16::MAX as i64),
+                DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+                DType::U8 => (0, u8::MAX as i64),
+                DType::U32 => (0, u32::MAX as i64),
+                _ => (i64::MIN, i64::MAX),
+            };
+            Ex::Lit(Lit::I64(match op {
+                ReduceOp::Sum | ReduceOp::Mean => 0,
+                ReduceOp::Prod => 1,
+                ReduceOp::Max => lo,
+                ReduceOp::Min => hi,
+            }))
+        }
+        _ => float(
+            ty,
+            match op {
+                ReduceOp::Sum | ReduceOp::Mean => 0.0,
+                ReduceOp::Prod => 1.0,
+                ReduceOp::Max => f64::NEG_INFINITY,
+                ReduceOp::Min => f64::INFINITY,
+            },
+        ),
+    }
+}
+
+/// `a ⊕ b` for `op` in compute type `ty`.
+fn combine(op: ReduceOp, ty: Ty, a: Ex, b: Ex) -> Ex {
+    match (op, ty) {
+        (ReduceOp::Max, Ty::Bool) => bin(Bin::Or, a, b),
+        (ReduceOp::Min, Ty::Bool) => bin(Bin::And, a, b),
+        (ReduceOp::Sum | ReduceOp::Mean, _) => bin(Bin::Add, a, b),
+        (ReduceOp::Prod, _) => bin(Bin::Mul, a, b),
+        (ReduceOp::Max, Ty::I64) => bin(Bin::Max, a, b),
+        (ReduceOp::Min, Ty::I64) => bin(Bin::Min, a, b),
+        (ReduceOp::Max, _) => ieee_max(a, b, ty),
+        // min(a, b) = −max(−a, −b) keeps max's NaN and signed-zero rules.
+        (ReduceOp::Min, _) => un(Un::Neg, ieee_max(un(Un::Neg, a), un(Un::Neg, b), ty)),
+    }
+}
+
+impl Cx<'_> {
+    /// The accumulator type of reduction `r` of `in_dt` values, or why it is not lowered.
+    fn reduce_ty(&self, r: &Reduction<'_>, in_dt: DType) -> Result<Ty, LowerError> {
+        let name = format!("reduce_{}", r.op.name());
+        let ty = Ty::of(in_dt).ok_or_else(|| self.fail(format!("{name} of {in_dt:?} values")))?;
+        if ty == Ty::Bool && !matches!(r.op, ReduceOp::Max | ReduceOp::Min) {
+            return Err(self.fail(format!("{name} of bool values (only max/min are defined)")));
+        }
+        if ty == Ty::I64 && r.op == ReduceOp::Mean && matches!(in_dt, DType::I64 | DType::U32) {
+            return Err(self.fail(format!(
+                "{name} of {in_dt:?} values (the exact mean needs a 128-bit sum)"
+            )));
+        }
+        if Ty::of(r.dtype) != Some(ty) {
+            return Err(self.fail(format!("{name} of {in_dt:?} values to {:?}", r.dtype)));
+        }
+        Ok(ty)
+    }
+
+    /// Lower reduction `r`; returns the number of items (or work-groups).
+    pub(super) fn reduce(&mut self, r: &Reduction<'_>) -> Result<Ex, LowerError> {
+        let in_dt = r.prologue.nodes[r.input as usize].dtype;
+        let ty = self.reduce_ty(r, in_dt)?;
+        let red_dims: Vec<Dim> = r.axes.iter().map(|&a| r.in_space[a]).collect();
+        let lanes = lanes(r, &red_dims);
+        let out = if lanes > 1 { Ex::Group } else { Ex::Item };
+        let out_coords = self.unravel(out.clone(), r.out_space);
+        let count = self.numel(&red_dims);
+        let statically_nonempty = matches!(count, Ex::Lit(Lit::Index(n)) if n > 0);
+        let needs_element = matches!(r.op, ReduceOp::Max | ReduceOp::Min)
+            || (r.op == ReduceOp::Mean && ty == Ty::I64);
+        if needs_element && !statically_nonempty {
+            self.b.push(Stmt::If {
+                cond: bin(Bin::Eq, count.clone(), int(0)),
+                body: vec![Stmt::Fail(Fault::EmptyReduction)],
+            });
+        }
+        let acc = self.accumulator(ty, identity(r.op, ty, in_dt));
+        // This item's positions: `first, first + lanes, …` below `count`.
+        let mine = if lanes > 1 {
+            let l = lanes as i64;
+            div(
+                bin(Bin::Sub, add(count.clone(), int(l - 1)), Ex::Local),
+                int(l),
+            )
+        } else {
+            count.clone()
+        };
+        self.counted(mine, |cx, j| {
+            let pos = if lanes > 1 {
+                cx.b.bind(Ty::Index, add(mul(j, int(lanes as i64)), Ex::Local))
+            } else {
+                j
+            };
+            let red = cx.unravel(pos, &red_dims);
+            // Coordinates in the reduced tensor: kept axes from the output's, reduced axes
+            // from the position's.
+            let mut kept = 0;
+            let coords: Vec<Ex> = (0..r.in_space.len())
+                .map(|a| {
+                    if let Some(j) = r.axes.iter().position(|&x| x == a) {
+                        if r.keep_dim {
+                            kept += 1;
+                        }
+                        red[j].clone()
+                    } else {
+                        kept += 1;
+                        out_coords[kept - 1].clone()
+                    }
+                })
+                .collect();
+            let flat = cx.ravel(&coords, r.in_space);
+            let flat = cx.b.bind(Ty::Index, flat);
+            let mut env = Env {
+                space: r.in_space,
+                flat,
+                coords: Some(coords),
+                core: None,
+            };
+            let v = cx.expr(r.prologue, &mut env)?[r.input as usize].clone();
+            cx.assign(acc, combine(r.op, ty, Ex::Var(acc), v));
+            Ok(())
+        })?;
+        if lanes == 1 {
+            self.reduce_finish(r, ty, Ex::Var(acc), count, out.clone(), out_coords)?;
+            return Ok(self.numel(r.out_space));
+        }
+        self.group = Some(lanes);
+        self.shared.push(SharedArray { ty, len: lanes });
+        let sh = |i: Ex| Ex::Shared {
+            arr: 0,
+            index: Box::new(i),
+        };
+        self.b.push(Stmt::SharedStore {
+            arr: 0,
+            index: Ex::Local,
+            value: Ex::Var(acc),
+        });
+        self.b.push(Stmt::Barrier);
+        let mut half = lanes / 2;
+        while half >= 1 {
+            let (body, ()) = self.nested(|cx| {
+                let a = cx.b.bind(ty, sh(Ex::Local));
+                let b = cx.b.bind(ty, sh(add(Ex::Local, int(half as i64))));
+                cx.b.push(Stmt::SharedStore {
+                    arr: 0,
+                    index: Ex::Local,
+                    value: combine(r.op, ty, a, b),
+                });
+                Ok(())
+            })?;
+            self.b.push(Stmt::If {
+                cond: bin(Bin::Lt, Ex::Local, int(half as i64)),
+                body,
+            });
+            // Item 0 reads back only its own last write.
+            if half > 1 {
+                self.b.push(Stmt::Barrier);
+            }
+            half /= 2;
+        }
+        let (body, ()) = self.nested(|cx| {
+            let total = cx.b.bind(ty, sh(int(0)));
+            cx.reduce_finish(r, ty, total, count, out, out_coords)
+        })?;
+        self.b.push(Stmt::If {
+            cond: bin(Bin::Eq, Ex::Local, int(0)),
+            body,
+        });
+        Ok(self.numel(r.out_space))
+    }
+
+    /// The reduced value `total` of one output: a mean divides, the result is rounded to
+    /// the kernel's dtype, then the epilogue and the stores at output `flat`.
+    fn reduce_finish(
+        &mut self,
+        r: &Reduction<'_>,
+        ty: Ty,
+        total: Ex,
+        count: Ex,
+        flat: Ex,
+        coords: Vec<Ex>,
+    ) -> Result<(), LowerError> {
+        let core = match (r.op, ty) {
+            (ReduceOp::Mean, Ty::I64) => {
+                // Truncates toward zero like the oracle; an empty axis has raised, and the
+                // divisor is kept nonzero so no backend divides by zero.
+                let n = match count {
+                    Ex::Lit(Lit::Index(n)) if n > 0 => count,
+                    _ => select(bin(Bin::Eq, count.clone(), int(0)), int(1), count),
+                };
+                bin(Bin::Div, total, Ex::Convert(Ty::I64, Box::new(n)))
+            }
+            (ReduceOp::Mean, _) => bin(Bin::Div, total, Ex::Convert(ty, Box::new(count))),
+            _ => total,
+        };
+        let core = self.b.bind(ty, round(r.dtype, core));
+        self.finish(r.epilogue, r.out_space, flat, coords, core)
+    }
+}
