@@ -9,6 +9,7 @@
 
 mod support;
 
+use rlx_ir::{DType, Dim, Graph, Op, ReduceOp, Shape, TensorData};
 use rlx_testkit::{Rng, build_attention_graph, build_random_graph};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -85,6 +86,103 @@ fn random_attention_graphs_match_the_oracle_on_the_gpu() {
         on_gpu += placement.iter().filter(|&&p| p).count();
     }
     assert!(on_gpu >= 40, "attention kernels did not run on the GPU");
+}
+
+/// `op` over `axes` of an input of `dims` (`?0` where `dims` has `Dim::Dynamic(0)`).
+fn reduction(op: ReduceOp, dt: DType, dims: &[Dim], axes: &[usize]) -> Graph {
+    let mut g = Graph::new("reduce");
+    let x = g.input("x", Shape::from_dims(dims, dt));
+    let r = g
+        .add_op(
+            Op::Reduce {
+                op,
+                axes: axes.to_vec(),
+                keep_dim: false,
+            },
+            vec![x],
+        )
+        .unwrap();
+    g.set_outputs(vec![r]);
+    g
+}
+
+/// Small integers of `dt` (products: ±1), so every order of the sum is exact.
+fn small_ints(dt: DType, dims: &[usize], op: ReduceOp) -> TensorData {
+    let n: usize = dims.iter().product();
+    if dt == DType::Bool {
+        return TensorData::from_bool(dims, &(0..n).map(|i| i % 5 != 3).collect::<Vec<_>>());
+    }
+    let v: Vec<i64> = (0..n as i64)
+        .map(|i| match op {
+            ReduceOp::Prod => [1, -1, 1][(i % 3) as usize],
+            _ => (i * 7) % 11 - if dt == DType::U8 { 0 } else { 5 },
+        })
+        .collect();
+    if dt.is_int() {
+        TensorData::from_i64_as(dt, dims, &v)
+    } else {
+        let f: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+        TensorData::from_f64_as(dt, dims, &f)
+    }
+}
+
+#[test]
+fn reductions_of_every_wgsl_dtype_and_of_dynamic_extents_run_on_the_gpu_like_the_oracle() {
+    if !support::gpu_or_skip("reductions_of_every_wgsl_dtype") {
+        return;
+    }
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Prod,
+    ];
+    let s = |n: usize| Dim::Static(n);
+    for dt in [DType::BF16, DType::I8, DType::U8, DType::Bool] {
+        for op in ops {
+            if dt == DType::Bool && !matches!(op, ReduceOp::Max | ReduceOp::Min) {
+                continue;
+            }
+            // A long row, a long column with few outputs (both a workgroup per output)
+            // and a short axis (a thread per output).
+            for (dims, axes) in [
+                (vec![3, 500], vec![1]),
+                (vec![400, 6], vec![0]),
+                (vec![9, 4], vec![1]),
+            ] {
+                let sd: Vec<Dim> = dims.iter().map(|&n| s(n)).collect();
+                let g = reduction(op, dt, &sd, &axes);
+                let placement = support::check(&g, &[small_ints(dt, &dims, op)]);
+                let int_mean = dt.is_int() && op == ReduceOp::Mean;
+                assert_eq!(placement, vec![!int_mean], "{op:?} {dt:?} {dims:?}");
+            }
+        }
+    }
+    // Dynamic extents: the kernel is compiled once; an empty axis runs on the host (the
+    // CPU gives the identity or the error), every other binding on the GPU.
+    for op in ops {
+        for (dims, axes) in [
+            (vec![s(3), Dim::Dynamic(0)], vec![1]),
+            (vec![Dim::Dynamic(0), s(5)], vec![0]),
+        ] {
+            let g = reduction(op, DType::F32, &dims, &axes);
+            for n in [1usize, 300] {
+                let bound: Vec<usize> = dims
+                    .iter()
+                    .map(|d| {
+                        if *d == Dim::Dynamic(0) {
+                            n
+                        } else {
+                            d.unwrap_static()
+                        }
+                    })
+                    .collect();
+                let placement = support::check(&g, &[small_ints(DType::F32, &bound, op)]);
+                assert_eq!(placement, vec![true], "{op:?} {dims:?} ?0 = {n}");
+            }
+        }
+    }
 }
 
 /// Replays one seed (set `RLX_SEED`, optionally `RLX_LARGE=1`).

@@ -1,17 +1,15 @@
-//! One shader per kernel kind: elementwise (one thread per element), reductions (one
-//! thread per output for short reductions, one workgroup with a fixed-order tree for
-//! long ones), row ops (one workgroup per row), contractions (16×16 tiles through
-//! workgroup memory) and attention (one thread per query row, online softmax).
-//! Every reduction order is fixed, so results are bit-identical from run to run.
+//! One shader per kernel kind: elementwise kernels and reductions lowered whole to the
+//! loop IR (`lowered.rs`; a reduction runs one thread per output when short, one
+//! workgroup with a fixed-order tree per output when long), row ops (one workgroup per
+//! row), contractions (16×16 tiles through workgroup memory) and attention (one thread
+//! per query row, online softmax). Every reduction order is fixed, so results are
+//! bit-identical from run to run.
 
 use super::{Cls, Env, Gen, Launch, Shader, Space, WG, cls, post, ty};
 use crate::host::view_dims_sym;
 use rlx_compile::program::Kernel;
 use rlx_compile::program::{KernelKind, Program, RowOp};
 use rlx_ir::{DType, Dim, MaskKind, Op, ReduceOp};
-
-/// Reductions at least this long (or of unknown length) use a workgroup per output.
-const GROUP_REDUCE_MIN: usize = 64;
 
 /// Generate the shader for kernel `k`, or say why the GPU does not run it.
 pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Result<Shader, String> {
@@ -25,8 +23,8 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
     match &k.kind {
         // Lowered to the loop IR and rendered whole (`lowered.rs`); what the renderer
         // refuses (f64, i64/u32, integer `/`, `%` and shifts that can raise) runs on the host.
-        KernelKind::Elementwise { space, .. } => g.elementwise(space),
-        KernelKind::Reduce { .. } => reduce(g, k),
+        // A reduction's integer mean (an exact sum wider than i32) runs on the host too.
+        KernelKind::Elementwise { .. } | KernelKind::Reduce { .. } => g.lowered(),
         KernelKind::Row { .. } => row(g, k),
         KernelKind::Contraction { .. } => contraction(g, k),
         KernelKind::Attention { .. } => attention(g, k),
@@ -81,102 +79,6 @@ fn tree(g: &mut Gen<'_>, op: ReduceOp, c: Cls, arr: &str) {
     g.line("  }");
     g.line("  workgroupBarrier();");
     g.line("}");
-}
-
-fn reduce(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
-    let KernelKind::Reduce {
-        op,
-        in_space,
-        axes,
-        prologue,
-        input,
-        out_space,
-        dtype,
-        epilogue,
-        ..
-    } = &k.kind
-    else {
-        unreachable!()
-    };
-    let in_dt = prologue.nodes[*input as usize].dtype;
-    let c = cls(in_dt)?;
-    if cls(*dtype)? != c {
-        return Err(format!("reduction of {in_dt} to {dtype}"));
-    }
-    if c == Cls::I && *op == ReduceOp::Mean {
-        return Err("integer mean runs on the CPU (exact 128-bit sum)".into());
-    }
-    if k.stores.len() != 1 {
-        return Err("reduction with several stores".into());
-    }
-    let kept: Vec<Dim> = (0..in_space.len())
-        .filter(|a| !axes.contains(a))
-        .map(|a| in_space[a])
-        .collect();
-    let red: Vec<Dim> = axes.iter().map(|&a| in_space[a]).collect();
-    let l_static: Option<usize> = red
-        .iter()
-        .map(|d| match d {
-            Dim::Static(n) => Some(*n),
-            _ => None,
-        })
-        .product();
-    let group = l_static.is_none_or(|l| l >= GROUP_REDUCE_MIN);
-    let nout = g.numel(&kept)?;
-    let l = g.numel(&red)?;
-    let t = ty(c);
-    let (o, start, step) = if group {
-        g.decls
-            .push_str(&format!("var<workgroup> sh: array<{t}, 64>;\n"));
-        g.line("let o = wid.y * nwg.x + wid.x;");
-        ("o", "lid", "64u")
-    } else {
-        g.line("let o = (wid.y * nwg.x + wid.x) * 64u + lid;");
-        ("o", "0u", "1u")
-    };
-    g.line(&format!("if ({o} >= {nout}) {{ return; }}"));
-    let kidx = g.unravel(o, &kept)?;
-    g.line(&format!("var acc: {t} = {};", init(*op, c)));
-    g.line(&format!(
-        "for (var r = {start}; r < {l}; r = r + {step}) {{"
-    ));
-    let ridx = g.unravel("r", &red)?;
-    let mut full = Vec::with_capacity(in_space.len());
-    let (mut ki, mut ri) = (0, 0);
-    for a in 0..in_space.len() {
-        if axes.contains(&a) {
-            full.push(ridx[ri].clone());
-            ri += 1;
-        } else {
-            full.push(kidx[ki].clone());
-            ki += 1;
-        }
-    }
-    let mut sp = Space::multi(in_space.clone(), full);
-    let x = g.value(prologue, *input, &mut sp)?;
-    let f = fold(&mut g, *op, c, "acc", &x);
-    g.line(&f);
-    g.line("}");
-    if group {
-        g.line("sh[lid] = acc;");
-        tree(&mut g, *op, c, "sh");
-        g.line("if (lid != 0u) { return; }");
-        g.line("acc = sh[0];");
-    }
-    let fin = if *op == ReduceOp::Mean {
-        format!("acc / f32({l})")
-    } else {
-        "acc".to_string()
-    };
-    let fin = post(&mut g, *dtype, &fin);
-    let core = g.bind("core", &fin);
-    g.epilogue(epilogue, out_space, o, &core, *dtype)?;
-    let launch = if group {
-        Launch::Groups(kept)
-    } else {
-        Launch::Threads(kept)
-    };
-    Ok(g.finish(&WG.to_string(), launch))
 }
 
 fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {

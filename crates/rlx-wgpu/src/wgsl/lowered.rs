@@ -1,13 +1,14 @@
 //! Kernels and fragments lowered once to the loop IR (`rlx_compile::loops`) and rendered
-//! by its WGSL renderer: elementwise kernels whole, and the fused prologues and epilogues
+//! by its WGSL renderer: elementwise kernels and reductions whole (a reduction's
+//! fixed-order workgroup tree included), and the fused prologues and epilogues
 //! of the other kinds, so the activation formulas, dtype rules and view index math this
 //! backend runs are the ones every GPU backend shares. This module only binds the
 //! renderer to the shader's parameters (buffer offsets and dynamic dims as
 //! [`Slot`](super::Slot)s).
 
 use super::{Gen, Launch, Shader, Space, WG};
-use rlx_compile::loops::{self, LoopKernel, WgslEmbedding, WgslError, WgslHelpers};
-use rlx_compile::program::Expr;
+use rlx_compile::loops::{self, Fault, LoopKernel, WgslEmbedding, WgslError, WgslHelpers};
+use rlx_compile::program::{Expr, KernelKind};
 use rlx_ir::{DType, Dim};
 use std::collections::HashMap;
 
@@ -48,22 +49,44 @@ impl Gen<'_> {
         let base = |i: usize| host.bases[i].clone();
         let dim = |s: u32| host.dims[&s].clone();
         // No error channel: kernels that can raise (integer division, shifts) are refused
-        // and run on the host, which reports the oracle's error.
+        // and run on the host, which reports the oracle's error. The one exception is a
+        // reduction's empty-axis error: `layout::grid` runs every reduction over an empty
+        // axis on the host, so the shader never reaches it.
+        let empty_only = |_: Fault| "// empty axes run on the host (layout::grid)".to_string();
+        let fail: Option<&dyn Fn(Fault) -> String> =
+            if !lk.faults().is_empty() && lk.faults().iter().all(|f| *f == Fault::EmptyReduction) {
+                Some(&empty_only)
+            } else {
+                None
+            };
         let embed = WgslEmbedding {
             base: &base,
             dim: &dim,
-            fail: None,
+            fail,
             var_prefix: prefix,
         };
         f(&embed, &mut self.helpers).map_err(|e| e.to_string())
     }
 
-    /// An elementwise kernel: one invocation per element of `space`.
-    pub(crate) fn elementwise(mut self, space: &[Dim]) -> Result<Shader, String> {
+    /// A kernel lowered whole: an elementwise kernel (one invocation per element) or a
+    /// reduction (one invocation per output, or one workgroup of the lowering's size per
+    /// output).
+    pub(crate) fn lowered(mut self) -> Result<Shader, String> {
         let lk = loops::lower_kernel(self.p, self.kid()).map_err(|e| e.to_string())?;
+        let space = match &self.k.kind {
+            KernelKind::Elementwise { space, .. } => space.clone(),
+            KernelKind::Reduce { out_space, .. } => out_space.clone(),
+            _ => return Err(format!("a {} kernel rendered whole", self.k.label())),
+        };
         let body = self.render(&lk, "v", |e, h| loops::render_wgsl_loop(&lk, e, h))?;
         self.body.push_str(&body);
-        Ok(self.finish(&WG.to_string(), Launch::Threads(space.to_vec())))
+        self.decls.push_str(&loops::wgsl_workgroup_decls(&lk, "v"));
+        Ok(match lk.group {
+            // One workgroup per output (the loop's group index is the workgroup's).
+            Some(n) => self.finish(&n.to_string(), Launch::Groups(space)),
+            // `render_wgsl_loop` numbers items in workgroups of `WGSL_WORKGROUP`.
+            None => self.finish(&WG.to_string(), Launch::Threads(space)),
+        })
     }
 
     /// Node `node` of prologue `e` at the current point of `sp`, bound to a fresh
