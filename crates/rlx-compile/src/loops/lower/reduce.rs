@@ -15,7 +15,9 @@
 //! Accumulators: f32 for f32/f16/bf16 values (the prologue rounds each value to its
 //! dtype; the sum is rounded once at the end), f64 for f64, wrapping i64 for integers
 //! (their sum, product, max and min are exact whatever the order), `or`/`and` for the
-//! max/min of bools. Float max/min are IEEE (NaN wins, `+0` over `−0`), so their result
+//! max/min of bools. An integer mean keeps a quotient and a remainder by the count
+//! (`Σ v = n·q + r`, `|r| < n`), so it is exact — truncated toward zero like the
+//! oracle's 128-bit sum — without wider integers. Float max/min are IEEE (NaN wins, `+0` over `−0`), so their result
 //! does not depend on the order either. Float sums and products do: against the oracle's
 //! f64 fold they agree to rounding, and bit for bit where every partial is exact.
 //!
@@ -26,7 +28,7 @@ use super::expr::{Env, ieee_max, round};
 use super::kinds::Reduction;
 use super::{Cx, LowerError};
 use crate::loops::build::{add, bin, div, float, int, mul, select, un};
-use crate::loops::{Bin, Ex, Fault, Lit, SharedArray, Stmt, Ty, Un};
+use crate::loops::{Bin, Ex, Fault, Lit, SharedArray, Stmt, Ty, Un, Var};
 use rlx_ir::{DType, Dim, ReduceOp};
 
 /// The largest work-group a reduction uses (WebGPU's baseline limit of invocations per
@@ -120,11 +122,6 @@ impl Cx<'_> {
         if ty == Ty::Bool && !matches!(r.op, ReduceOp::Max | ReduceOp::Min) {
             return Err(self.fail(format!("{name} of bool values (only max/min are defined)")));
         }
-        if ty == Ty::I64 && r.op == ReduceOp::Mean && matches!(in_dt, DType::I64 | DType::U32) {
-            return Err(self.fail(format!(
-                "{name} of {in_dt:?} values (the exact mean needs a 128-bit sum)"
-            )));
-        }
         if Ty::of(r.dtype) != Some(ty) {
             return Err(self.fail(format!("{name} of {in_dt:?} values to {:?}", r.dtype)));
         }
@@ -149,7 +146,12 @@ impl Cx<'_> {
                 body: vec![Stmt::Fail(Fault::EmptyReduction)],
             });
         }
-        let acc = self.accumulator(ty, identity(r.op, ty, in_dt));
+        let fold = Fold::new(self, r.op, ty, &count);
+        let accs: Vec<Var> = fold
+            .init(in_dt)
+            .into_iter()
+            .map(|(t, e)| self.accumulator(t, e))
+            .collect();
         // This item's positions: `first, first + lanes, …` below `count`.
         let mine = if lanes > 1 {
             let l = lanes as i64;
@@ -192,35 +194,56 @@ impl Cx<'_> {
                 core: None,
             };
             let v = cx.expr(r.prologue, &mut env)?[r.input as usize].clone();
-            cx.assign(acc, combine(r.op, ty, Ex::Var(acc), v));
+            let cur: Vec<Ex> = accs.iter().map(|&a| Ex::Var(a)).collect();
+            let next = fold.merge(cx, cur, vec![v]);
+            for (&a, e) in accs.iter().zip(next) {
+                cx.assign(a, e);
+            }
             Ok(())
         })?;
         if lanes == 1 {
-            self.reduce_finish(r, ty, Ex::Var(acc), count, out.clone(), out_coords)?;
+            let total = fold.result(accs.iter().map(|&a| Ex::Var(a)).collect());
+            self.reduce_finish(r, ty, total, count, out.clone(), out_coords)?;
             return Ok(self.numel(r.out_space));
         }
         self.group = Some(lanes);
-        self.shared.push(SharedArray { ty, len: lanes });
-        let sh = |i: Ex| Ex::Shared {
-            arr: 0,
+        for &a in &accs {
+            let arr = self.shared.len();
+            self.shared.push(SharedArray {
+                ty: self.b.vars[a.0 as usize],
+                len: lanes,
+            });
+            self.b.push(Stmt::SharedStore {
+                arr,
+                index: Ex::Local,
+                value: Ex::Var(a),
+            });
+        }
+        let sh = |arr: usize, i: Ex| Ex::Shared {
+            arr,
             index: Box::new(i),
         };
-        self.b.push(Stmt::SharedStore {
-            arr: 0,
-            index: Ex::Local,
-            value: Ex::Var(acc),
-        });
+        let arrays = accs.len();
         self.b.push(Stmt::Barrier);
         let mut half = lanes / 2;
         while half >= 1 {
             let (body, ()) = self.nested(|cx| {
-                let a = cx.b.bind(ty, sh(Ex::Local));
-                let b = cx.b.bind(ty, sh(add(Ex::Local, int(half as i64))));
-                cx.b.push(Stmt::SharedStore {
-                    arr: 0,
-                    index: Ex::Local,
-                    value: combine(r.op, ty, a, b),
-                });
+                let mut a = Vec::new();
+                let mut b = Vec::new();
+                for i in 0..arrays {
+                    let t = cx.shared[i].ty;
+                    a.push(cx.b.bind(t, sh(i, Ex::Local)));
+                    b.push(cx.b.bind(t, sh(i, add(Ex::Local, int(half as i64)))));
+                }
+                let m = fold.merge(cx, a, b);
+                for (i, e) in m.into_iter().enumerate() {
+                    let e = cx.b.bind(cx.shared[i].ty, e);
+                    cx.b.push(Stmt::SharedStore {
+                        arr: i,
+                        index: Ex::Local,
+                        value: e,
+                    });
+                }
                 Ok(())
             })?;
             self.b.push(Stmt::If {
@@ -234,7 +257,13 @@ impl Cx<'_> {
             half /= 2;
         }
         let (body, ()) = self.nested(|cx| {
-            let total = cx.b.bind(ty, sh(int(0)));
+            let parts: Vec<Ex> = (0..arrays)
+                .map(|i| {
+                    let t = cx.shared[i].ty;
+                    cx.b.bind(t, sh(i, int(0)))
+                })
+                .collect();
+            let total = fold.result(parts);
             cx.reduce_finish(r, ty, total, count, out, out_coords)
         })?;
         self.b.push(Stmt::If {
@@ -244,7 +273,7 @@ impl Cx<'_> {
         Ok(self.numel(r.out_space))
     }
 
-    /// The reduced value `total` of one output: a mean divides, the result is rounded to
+    /// The reduced value `total` of one output: a float mean divides, the result is rounded to
     /// the kernel's dtype, then the epilogue and the stores at output `flat`.
     fn reduce_finish(
         &mut self,
@@ -256,19 +285,95 @@ impl Cx<'_> {
         coords: Vec<Ex>,
     ) -> Result<(), LowerError> {
         let core = match (r.op, ty) {
-            (ReduceOp::Mean, Ty::I64) => {
-                // Truncates toward zero like the oracle; an empty axis has raised, and the
-                // divisor is kept nonzero so no backend divides by zero.
-                let n = match count {
-                    Ex::Lit(Lit::Index(n)) if n > 0 => count,
-                    _ => select(bin(Bin::Eq, count.clone(), int(0)), int(1), count),
-                };
-                bin(Bin::Div, total, Ex::Convert(Ty::I64, Box::new(n)))
+            // Integer means are divided by `Fold::result`.
+            (ReduceOp::Mean, Ty::F32 | Ty::F64) => {
+                bin(Bin::Div, total, Ex::Convert(ty, Box::new(count)))
             }
-            (ReduceOp::Mean, _) => bin(Bin::Div, total, Ex::Convert(ty, Box::new(count))),
             _ => total,
         };
         let core = self.b.bind(ty, round(r.dtype, core));
         self.finish(r.epilogue, r.out_space, flat, coords, core)
+    }
+}
+
+/// How one reduction folds: a single accumulator, or for an integer mean a quotient and
+/// a remainder by the count `n` (`Σ v = n·q + r`, `|r| < n` kept after every step, so
+/// nothing overflows and the mean is exact).
+struct Fold {
+    op: ReduceOp,
+    ty: Ty,
+    /// The count as an i64, never zero (an empty axis has raised already), for integer
+    /// means.
+    n: Option<Ex>,
+}
+
+impl Fold {
+    fn new(cx: &mut Cx<'_>, op: ReduceOp, ty: Ty, count: &Ex) -> Fold {
+        let n = (op == ReduceOp::Mean && ty == Ty::I64).then(|| {
+            let safe = match count {
+                Ex::Lit(Lit::Index(n)) if *n > 0 => count.clone(),
+                _ => select(bin(Bin::Eq, count.clone(), int(0)), int(1), count.clone()),
+            };
+            cx.b.bind(Ty::I64, Ex::Convert(Ty::I64, Box::new(safe)))
+        });
+        Fold { op, ty, n }
+    }
+
+    /// The accumulators' types and initial values.
+    fn init(&self, dt: DType) -> Vec<(Ty, Ex)> {
+        match self.n {
+            Some(_) => vec![(Ty::I64, Ex::Lit(Lit::I64(0))); 2],
+            None => vec![(self.ty, identity(self.op, self.ty, dt))],
+        }
+    }
+
+    /// `a ⊕ b` of two states; `b` may be a single value (one element, remainder 0 for
+    /// integer means).
+    fn merge(&self, cx: &mut Cx<'_>, a: Vec<Ex>, b: Vec<Ex>) -> Vec<Ex> {
+        let Some(n) = &self.n else {
+            let (a, b) = (a.into_iter().next(), b.into_iter().next());
+            return vec![combine(self.op, self.ty, a.unwrap(), b.unwrap())];
+        };
+        let (bq, br) = match b.len() {
+            1 => (
+                bin(Bin::Div, b[0].clone(), n.clone()),
+                bin(Bin::Rem, b[0].clone(), n.clone()),
+            ),
+            _ => (b[0].clone(), b[1].clone()),
+        };
+        let r = cx.b.bind(Ty::I64, bin(Bin::Add, a[1].clone(), br));
+        let q = bin(
+            Bin::Add,
+            bin(Bin::Add, a[0].clone(), bq),
+            bin(Bin::Div, r.clone(), n.clone()),
+        );
+        vec![q, bin(Bin::Rem, r, n.clone())]
+    }
+
+    /// The reduced value of a final state (integer means: `q` truncated toward zero).
+    fn result(&self, s: Vec<Ex>) -> Ex {
+        if self.n.is_none() {
+            return s.into_iter().next().unwrap();
+        }
+        let (q, r) = (s[0].clone(), s[1].clone());
+        let zero = || Ex::Lit(Lit::I64(0));
+        let one = || Ex::Lit(Lit::I64(1));
+        select(
+            bin(
+                Bin::And,
+                bin(Bin::Lt, zero(), q.clone()),
+                bin(Bin::Lt, r.clone(), zero()),
+            ),
+            bin(Bin::Sub, q.clone(), one()),
+            select(
+                bin(
+                    Bin::And,
+                    bin(Bin::Lt, q.clone(), zero()),
+                    bin(Bin::Lt, zero(), r),
+                ),
+                bin(Bin::Add, q.clone(), one()),
+                q,
+            ),
+        )
     }
 }
