@@ -6,9 +6,8 @@
 //! integers, see the private `meta` module):
 //! - elementwise: one grid-stride kernel over the iteration space, lowered to the loop IR
 //!   (`rlx_compile::loops`) and rendered by its C++ renderer;
-//! - reduction: a main kernel (segmented block tree when the last axis is reduced, one
-//!   thread per output otherwise), optionally split over the reduced extent with a
-//!   finalize kernel combining the partials in a fixed order (bit-identical results);
+//! - reduction: lowered to the loop IR too (a thread per output, or a block per output
+//!   combining strided partials in a fixed shared-memory tree: bit-identical results);
 //! - row ops (softmax, log-softmax, layer/RMS norm): one thread segment per row;
 //! - attention: a flash-style kernel with key/value tiles in shared memory and an online
 //!   softmax per query;
@@ -76,7 +75,7 @@ impl Generated {
         for k in &self.kernels {
             match &k.kind {
                 KCode::Ew { entry, .. } => v.push(entry.clone()),
-                KCode::Reduce(r) => v.extend([r.main.clone(), r.fin.clone()]),
+                KCode::Reduce(r) => v.push(r.entry.clone()),
                 KCode::Row(r) => v.push(r.entry.clone()),
                 KCode::Attention(a) => v.push(a.entry.clone()),
                 KCode::Contract(c) => v.extend(c.entries()),

@@ -27,7 +27,11 @@ pub(crate) fn align(n: usize) -> usize {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tuning {
     pub sm_count: u32,
-    /// Reduced extents at least this long may be split over blocks.
+    /// Reduced extents at least this long were split over blocks by the hand-written
+    /// reduction. Reductions are now lowered to the loop IR, which runs one block per
+    /// output and does not split yet (a split needs a second kernel combining partials),
+    /// so the knob is inert until the lowering grows one.
+    #[allow(dead_code)]
     pub split_min: usize,
     /// Whether cuBLAS may be used.
     pub blas: bool,
@@ -353,61 +357,32 @@ impl KernelBind<'_> {
     }
 
     fn bind_reduce(&mut self, r: &reduce::ReduceCode) -> Result<(), String> {
-        let o: usize = self.resolve(&r.outer)?.iter().product();
+        let nout: usize = self.resolve(&r.out)?.iter().product();
         let l: usize = self.resolve(&r.reduced)?.iter().product();
-        let inner: usize = self.resolve(&r.inner)?.iter().product();
-        let nout = o * inner;
         if nout == 0 {
             return Ok(());
         }
+        // The oracle's errors, before any launch (the kernel's own guard never fires).
         if l == 0 && matches!(r.op, ReduceOp::Max | ReduceOp::Min) {
             return Err(format!(
                 "reduce_{} of an empty axis: max/min have no identity element; slice or pad the input so every group is non-empty",
                 r.op.name()
             ));
         }
-        if l == 0 && r.op == ReduceOp::Mean && r.in_class == rlx_ir::DType::I64 {
+        if l == 0 && r.op == ReduceOp::Mean && r.int_values {
             return Err(
                 "reduce_mean of an empty axis: an integer mean of nothing has no value".into(),
             );
         }
-        let target = (2 * self.t.sm_count as usize).max(1);
-        let (tpr, block, gx) = if r.row_mode {
-            let tpr = pow2(l.div_ceil(8)).min(1024);
-            let block = tpr.max(256);
-            (tpr, block, o.div_ceil(block / tpr))
-        } else {
-            (
-                1,
-                256,
-                (nout.div_ceil(256) as u64).clamp(1, self.t.grid_cap()) as usize,
-            )
-        };
-        let mut nsplit = 1usize;
-        if gx < target && l >= self.t.split_min {
-            let per = if r.row_mode { tpr * 8 } else { 64 };
-            nsplit = target.div_ceil(gx).min(l.div_ceil(per)).clamp(1, 65535);
+        match r.group {
+            // One block per output (grid-stride over the outputs beyond the cap), with
+            // exactly the lowering's threads: its tree needs every one of them.
+            Some(n) => {
+                let gx = (nout as u64).clamp(1, self.t.grid_cap() * 8) as u32;
+                self.launch(&r.entry, (gx, 1, 1), n, &[], true)
+            }
+            None => self.launch(&r.entry, (blocks(nout, self.t), 1, 1), 256, &[], false),
         }
-        let chunk = l.div_ceil(nsplit).max(1);
-        nsplit = l.div_ceil(chunk).max(1);
-        if nsplit > 1 {
-            self.scratch(0, nsplit * nout * r.acc_bytes);
-        }
-        let mut lv = vec![0i64; 3];
-        lv[reduce::L_TPR] = tpr as i64;
-        lv[reduce::L_NSPLIT] = nsplit as i64;
-        lv[reduce::L_CHUNK] = chunk as i64;
-        self.launch(
-            &r.main,
-            (gx as u32, nsplit as u32, 1),
-            block as u32,
-            &lv,
-            r.row_mode,
-        )?;
-        if nsplit > 1 {
-            self.launch(&r.fin, (blocks(nout, self.t), 1, 1), 256, &lv, false)?;
-        }
-        Ok(())
     }
 }
 
