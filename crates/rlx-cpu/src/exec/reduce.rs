@@ -553,6 +553,31 @@ impl ReducePlan {
         self.epilogue.run_range(bases, o0, o1, Some(&core))
     }
 
+    /// Output rows `o0..o1` of a last-axis reduction from their f64 `sums` (one per row,
+    /// as [`Self::run_rows_range`] folds them), then the epilogue over them: for a row
+    /// group whose stage folded the rows itself ([`super::rowgroup`]'s row programs).
+    pub(crate) fn finish_rows(
+        &self,
+        bases: &[*mut u8],
+        o0: usize,
+        o1: usize,
+        sums: &[f64],
+    ) -> Result<(), String> {
+        debug_assert_eq!(sums.len(), o1 - o0);
+        let w = if self.out_ty == Ty::F32 { 4 } else { 8 };
+        let mut out = vec![0u64; o1 - o0];
+        for (i, &v) in sums.iter().enumerate() {
+            let bits = finish(self.op, Acc::F(v), self.l, self.out_dt);
+            // SAFETY: `out` has `o1 - o0 = sums.len()` u64 slots, `i` is below it; `w <= 8`.
+            unsafe { put(out.as_mut_ptr() as *mut u8, w, i, bits) };
+        }
+        let base = out.as_ptr() as *const u8;
+        // SAFETY: run_range calls the core only for tiles inside `o0..o1`, so `flat - o0`
+        // is below `out`'s length.
+        let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - o0) * w) });
+        self.epilogue.run_range(bases, o0, o1, Some(&core))
+    }
+
     /// Whether this plan is a float sum or mean of every axis but the last (`o == 1`):
     /// a column reduction a row group can fold block by block.
     pub(crate) fn is_column_sum(&self) -> bool {
@@ -859,7 +884,7 @@ crate::math::wide_fn! {
     ///
     /// # Safety
     /// A vector `v` must hold `sums.len()` elements.
-    unsafe fn add_row(sums: &mut [f64], v: Sv, ty: Ty) {
+    pub(crate) unsafe fn add_row(sums: &mut [f64], v: Sv, ty: Ty) {
         let n = sums.len();
         match v {
             Sv::Vec(p) if ty == Ty::F32 => {

@@ -13,10 +13,14 @@
 use super::bind::BindCtx;
 use super::ew::EwPlan;
 use super::par::{Bases, chunks, par_for};
-use super::reduce::ReducePlan;
+use super::reduce::{ReducePlan, add_row};
+use super::value::{Sv, Ty};
 use rlx_compile::fuse::rowgroup::{StageRole, stage_role};
 use rlx_compile::program::{Kernel, KernelKind, concrete};
-use rlx_ir::{IrError, IrResult};
+use rlx_ir::{IrError, IrResult, ReduceOp};
+
+mod rows;
+use rows::{RowProg, V, sum_value};
 
 /// The fewest elements of the space per block of rows. Each stage pays a fixed cost per
 /// block (its tile loop's setup): a LayerNorm backward over `[1024, 256]` ran 10% slower
@@ -27,14 +31,19 @@ pub(crate) const MIN_BLOCK_ELEMS: usize = 4096;
 /// of this many floats) stay in the L2 cache while every stage passes over them.
 pub(crate) const MAX_BLOCK_ELEMS: usize = 65536;
 
-/// One bound stage.
+/// A stage's prologue (or a wide stage's expression) as a row program, and the node
+/// a reduction folds.
+type Fast = Option<(RowProg, u32)>;
+
+/// One bound stage; each stage over the whole space may also run as a row program
+/// ([`rows`]), which the block loop prefers.
 enum Stage {
     /// A last-axis reduction: rows of the block in, one value per row out.
-    Row(ReducePlan),
+    Row(ReducePlan, Fast),
     /// A sum over the rows: partial sums per block (index into the partials).
-    Col(ReducePlan, usize),
+    Col(ReducePlan, usize, Fast),
     /// Elementwise over the space (`wide`) or over the rows.
-    Ew(EwPlan, bool),
+    Ew(EwPlan, bool, Fast),
 }
 
 /// A bound row group.
@@ -57,6 +66,25 @@ impl RowGroupPlan {
         let rows: usize = dims[..dims.len() - 1].iter().product();
         let mut bound = Vec::with_capacity(stages.len());
         let mut col_widths = Vec::new();
+        // A reduction's prologue as a row program: float sums and means only.
+        let fast_reduce = |s: &Kernel| -> Fast {
+            let KernelKind::Reduce {
+                op,
+                prologue,
+                input,
+                ..
+            } = &s.kind
+            else {
+                return None;
+            };
+            if !matches!(op, ReduceOp::Sum | ReduceOp::Mean) || !rows::enabled() {
+                return None;
+            }
+            Some((
+                RowProg::new(cx, s, prologue, &dims, &[], &[*input])?,
+                *input,
+            ))
+        };
         for (i, s) in stages.iter().enumerate() {
             let role = stage_role(s, space).ok_or_else(|| {
                 IrError::new(
@@ -71,7 +99,7 @@ impl RowGroupPlan {
                 StageRole::RowReduce => {
                     let mut r = ReducePlan::new(cx, s)?;
                     r.set_prefetch(false);
-                    Stage::Row(r)
+                    Stage::Row(r, fast_reduce(s))
                 }
                 StageRole::ColReduce => {
                     let mut r = ReducePlan::new(cx, s)?;
@@ -86,14 +114,29 @@ impl RowGroupPlan {
                         ));
                     }
                     col_widths.push(r.columns());
-                    Stage::Col(r, col_widths.len() - 1)
+                    Stage::Col(r, col_widths.len() - 1, fast_reduce(s))
                 }
                 StageRole::Wide | StageRole::Narrow => {
                     let KernelKind::Elementwise { space: es, expr } = &s.kind else {
                         unreachable!("elementwise roles are elementwise kernels")
                     };
                     let edims = concrete(es, b).expect("bound");
-                    Stage::Ew(EwPlan::new(cx, s, expr, &edims)?, role == StageRole::Wide)
+                    let wide = role == StageRole::Wide;
+                    let stores: Vec<(u32, usize)> =
+                        s.stores.iter().map(|st| (st.value, st.buf)).collect();
+                    // Machine code writes each stored node to its row directly: only when
+                    // every node is stored once (at most 4 stores).
+                    let mut exports: Vec<u32> = stores.iter().map(|s| s.0).collect();
+                    exports.dedup();
+                    if exports.len() != stores.len() || stores.len() > 4 {
+                        exports.clear();
+                    }
+                    let fast = if wide && edims == dims && rows::enabled() {
+                        RowProg::new(cx, s, expr, &dims, &stores, &exports).map(|p| (p, 0))
+                    } else {
+                        None
+                    };
+                    Stage::Ew(EwPlan::new(cx, s, expr, &edims)?, wide, fast)
                 }
             });
         }
@@ -126,16 +169,65 @@ impl RowGroupPlan {
         // Per block and column reduction: the block's partial sums.
         let parts: Vec<std::sync::Mutex<Vec<Vec<f64>>>> =
             (0..nb).map(|_| std::sync::Mutex::new(Vec::new())).collect();
+        let c = self.c;
+        let scratch_len = self
+            .stages
+            .iter()
+            .filter_map(|st| match st {
+                Stage::Row(_, f) | Stage::Col(_, _, f) | Stage::Ew(_, _, f) => f.as_ref(),
+            })
+            .map(|(p, _)| p.scratch_len(c))
+            .max()
+            .unwrap_or(0);
         par_for(nb, |blk| {
             let bases = bs.get();
             let (r0, r1) = (blk * per, ((blk + 1) * per).min(self.rows));
             let mut sums: Vec<Vec<f64>> = self.col_widths.iter().map(|&w| vec![0f64; w]).collect();
+            let mut scratch = vec![0f32; scratch_len];
+            let mut vals: Vec<V> = Vec::new();
+            let mut rsum: Vec<f64> = Vec::with_capacity(r1 - r0);
             for st in &self.stages {
+                // SAFETY (row programs): `bases` are the buffers the group was bound to and
+                // every row `r0..r1` lies in its space; a vector value holds `c` floats.
                 match st {
-                    Stage::Row(r) => r.run_rows_range(bases, r0, r1)?,
-                    Stage::Col(r, j) => r.fold_cols(bases, r0, r1, &mut sums[*j])?,
-                    Stage::Ew(e, true) => e.run_range(bases, r0 * self.c, r1 * self.c, None)?,
-                    Stage::Ew(e, false) => e.run_range(bases, r0, r1, None)?,
+                    Stage::Row(r, Some((p, input))) => {
+                        rsum.clear();
+                        for row in r0..r1 {
+                            let v = unsafe {
+                                row_value(p, *input, bases, row, c, &mut scratch, &mut vals)
+                            };
+                            rsum.push(unsafe { sum_value(v, c) });
+                        }
+                        r.finish_rows(bases, r0, r1, &rsum)?;
+                    }
+                    Stage::Col(_, j, Some((p, input))) => {
+                        let s = &mut sums[*j];
+                        for row in r0..r1 {
+                            let v = match unsafe {
+                                row_value(p, *input, bases, row, c, &mut scratch, &mut vals)
+                            } {
+                                V::P(q) => Sv::Vec(q as *const u8),
+                                V::S(x) => Sv::Scal(x.to_bits() as u64),
+                            };
+                            // SAFETY: a vector value holds `c = s.len()` floats.
+                            unsafe { add_row(s, v, Ty::F32) };
+                        }
+                    }
+                    Stage::Ew(_, true, Some((p, _))) => {
+                        for row in r0..r1 {
+                            unsafe {
+                                let outs = p.store_rows(bases, row, c);
+                                if !p.run_jit(bases, row, c, &outs[..p.n_stores()]) {
+                                    p.eval(bases, row, c, &mut scratch, &mut vals);
+                                    p.store(bases, row, c, &vals);
+                                }
+                            }
+                        }
+                    }
+                    Stage::Row(r, None) => r.run_rows_range(bases, r0, r1)?,
+                    Stage::Col(r, j, None) => r.fold_cols(bases, r0, r1, &mut sums[*j])?,
+                    Stage::Ew(e, true, _) => e.run_range(bases, r0 * c, r1 * c, None)?,
+                    Stage::Ew(e, false, _) => e.run_range(bases, r0, r1, None)?,
                 }
             }
             *parts[blk].lock().unwrap_or_else(|e| e.into_inner()) = sums;
@@ -157,7 +249,7 @@ impl RowGroupPlan {
             }
         }
         for st in &self.stages {
-            if let Stage::Col(r, j) = st {
+            if let Stage::Col(r, j, _) = st {
                 r.finish_cols(bases, &total[*j])?;
             }
         }
@@ -168,10 +260,35 @@ impl RowGroupPlan {
     fn run_stagewise(&self, bases: &[*mut u8]) -> Result<(), String> {
         for st in &self.stages {
             match st {
-                Stage::Row(r) | Stage::Col(r, _) => r.run(bases)?,
-                Stage::Ew(e, _) => e.run(bases)?,
+                Stage::Row(r, _) | Stage::Col(r, _, _) => r.run(bases)?,
+                Stage::Ew(e, _, _) => e.run(bases)?,
             }
         }
         Ok(())
     }
+}
+
+/// A reduction stage's input on row `row`: as machine code into `scratch` when there is
+/// code, else evaluated node by node.
+///
+/// # Safety
+/// `bases` are the group's bound buffers, `row` a row of its space, `scratch` at least
+/// the program's [`RowProg::scratch_len`] (and `c`) floats.
+unsafe fn row_value(
+    p: &RowProg,
+    input: u32,
+    bases: &[*mut u8],
+    row: usize,
+    c: usize,
+    scratch: &mut [f32],
+    vals: &mut Vec<V>,
+) -> V {
+    let out = scratch.as_mut_ptr();
+    // SAFETY: the caller's contract; `out` holds `c` floats and overlaps no input.
+    if unsafe { p.run_jit(bases, row, c, &[out]) } {
+        return V::P(out);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { p.eval(bases, row, c, scratch, vals) };
+    vals[input as usize]
 }

@@ -1,0 +1,219 @@
+//! Row programs in row groups (`exec/rowgroup/rows.rs`): a LayerNorm / RMSNorm
+//! backward's stages evaluated a row at a time (machine code or node by node) match the
+//! oracle on W11's shape and odd ones, give the same bits with the JIT on and off and
+//! with 1, 2 or 3 threads, and stay within rounding of the generic stage path
+//! (`RLX_ROW_PROGRAMS=0`).
+//!
+//! Its own test binary: it sets process-wide state (the thread count, the JIT switch and
+//! the `RLX_ROW_PROGRAMS` variable, read when a program is bound).
+
+use rlx_compile::autodiff::grad_graph;
+use rlx_cpu::CpuBackend;
+use rlx_ir::{BinaryOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape, TensorData};
+use rlx_runtime::{Backend, Device};
+use rlx_testkit::{Rng, close, op, reduce};
+use std::sync::Mutex;
+
+/// Tests here change process-wide switches: one at a time.
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// `Σ norm(x; γ, β) ⊙ gy` over `x_shape` (last axis `c`), differentiated for x, γ (and
+/// β for a LayerNorm); `view` may transpose x first.
+fn norm_backward(
+    x_shape: Shape,
+    c: usize,
+    dt: DType,
+    rms: bool,
+    view: impl Fn(&mut Graph, NodeId) -> NodeId,
+) -> Graph {
+    let mut g = Graph::new("norm_bwd");
+    let x = g.input("x", x_shape);
+    let gamma = g.input("gamma", Shape::new(&[c], dt));
+    let beta = g.input("beta", Shape::new(&[c], dt));
+    let xv = view(&mut g, x);
+    let ydims = g.shape(xv).dims().to_vec();
+    let gy = g.input("gy", Shape::from_dims(&ydims, dt));
+    let (axis, eps) = (-1, 1e-5);
+    let o = if rms {
+        Op::RmsNorm { axis, eps }
+    } else {
+        Op::LayerNorm { axis, eps }
+    };
+    let y = op(&mut g, o, vec![xv, gamma, beta]);
+    let p = op(&mut g, Op::Binary(BinaryOp::Mul), vec![y, gy]);
+    let all: Vec<usize> = (0..ydims.len()).collect();
+    let loss = reduce(&mut g, ReduceOp::Sum, all, false, p);
+    g.set_outputs(vec![loss]);
+    let wrt = if rms {
+        vec![x, gamma]
+    } else {
+        vec![x, gamma, beta]
+    };
+    grad_graph(&g, &wrt).unwrap()
+}
+
+/// Random arguments for the graph's inputs, by name (x and gy of `x_dims`/`y_dims`).
+fn args(g: &Graph, x_dims: &[usize], y_dims: &[usize], dt: DType, seed: u64) -> Vec<TensorData> {
+    let mut rng = Rng::new(seed);
+    let c = *y_dims.last().unwrap();
+    let mut data = |dims: &[usize], scale: f64, shift: f64| {
+        let n: usize = dims.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|_| (rng.uniform() * 2.0 - 1.0) * scale + shift)
+            .collect();
+        match dt {
+            DType::F32 => {
+                TensorData::from_f32(dims, &v.iter().map(|&x| x as f32).collect::<Vec<_>>())
+            }
+            _ => TensorData::from_f64(dims, &v),
+        }
+    };
+    let all = [
+        ("x", data(x_dims, 3.0, 0.5)),
+        ("gamma", data(&[c], 0.2, 1.0)),
+        ("beta", data(&[c], 0.2, 0.0)),
+        ("gy", data(y_dims, 1.0, 0.0)),
+    ];
+    g.input_names()
+        .iter()
+        .map(|n| all.iter().find(|(m, _)| m == n).unwrap().1.clone())
+        .collect()
+}
+
+fn run(g: &Graph, args: &[TensorData]) -> Vec<TensorData> {
+    let exe = CpuBackend.compile(Device::Cpu, g).unwrap();
+    let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+    exe.run(&views).unwrap()
+}
+
+fn bits(ts: &[TensorData]) -> Vec<Vec<u64>> {
+    ts.iter()
+        .map(|t| t.to_f64_vec().iter().map(|v| v.to_bits()).collect())
+        .collect()
+}
+
+/// Every output within `tol` of the oracle's (and finite).
+fn check_oracle(g: &Graph, a: &[TensorData], got: &[TensorData], tol: f64, what: &str) {
+    let want = rlx_testkit::oracle(g, a).unwrap();
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (k, (x, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            x.to_f64_vec().iter().all(|v| v.is_finite()),
+            "{what}: output {k} not finite"
+        );
+        let r = std::panic::catch_unwind(|| close(x, w, tol));
+        assert!(r.is_ok(), "{what}: output {k} differs from the oracle");
+    }
+}
+
+const SHAPES: [&[usize]; 9] = [
+    &[1024, 256],
+    &[1, 7],
+    &[3, 2],
+    &[5, 33],
+    &[1, 300],
+    &[9, 300],
+    &[2000, 45],
+    &[2, 5, 17],
+    &[4, 8, 256],
+];
+
+#[test]
+fn norm_backwards_as_row_programs_match_the_oracle_with_the_jit_on_and_off() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    for dims in SHAPES {
+        let c = *dims.last().unwrap();
+        for rms in [false, true] {
+            for dt in [DType::F32, DType::F64] {
+                let g = norm_backward(Shape::new(dims, dt), c, dt, rms, |_, x| x);
+                let a = args(&g, dims, dims, dt, 7);
+                let what = format!("{dims:?} {dt:?} rms={rms}");
+                rlx_cpu::set_jit(true);
+                let fast = run(&g, &a);
+                rlx_cpu::set_jit(false);
+                let slow = run(&g, &a);
+                rlx_cpu::set_jit(true);
+                assert_eq!(bits(&fast), bits(&slow), "{what}: JIT on vs off");
+                let tol = if dt == DType::F32 { 1e-4 } else { 1e-10 };
+                check_oracle(&g, &a, &fast, tol, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn row_programs_give_the_same_bits_with_one_two_and_three_threads() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    for dims in [&[1024usize, 256][..], &[300, 45], &[37, 300]] {
+        let c = dims[1];
+        for rms in [false, true] {
+            let g = norm_backward(Shape::new(dims, DType::F32), c, DType::F32, rms, |_, x| x);
+            let a = args(&g, dims, dims, DType::F32, 9);
+            rlx_cpu::set_num_threads(1);
+            let one = bits(&run(&g, &a));
+            for n in [2, 3] {
+                rlx_cpu::set_num_threads(n);
+                assert_eq!(
+                    bits(&run(&g, &a)),
+                    one,
+                    "{dims:?} rms={rms}: 1 vs {n} threads"
+                );
+            }
+            rlx_cpu::set_num_threads(0);
+        }
+    }
+}
+
+#[test]
+fn row_programs_agree_with_the_generic_stage_path_to_rounding() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    for dims in [&[1024usize, 256][..], &[5, 33], &[2, 5, 17]] {
+        let c = *dims.last().unwrap();
+        for rms in [false, true] {
+            let g = norm_backward(Shape::new(dims, DType::F32), c, DType::F32, rms, |_, x| x);
+            let a = args(&g, dims, dims, DType::F32, 11);
+            let fast = run(&g, &a);
+            // SAFETY (set_var): the tests of this binary hold LOCK, and nothing else in
+            // the process reads or writes the environment meanwhile.
+            unsafe { std::env::set_var("RLX_ROW_PROGRAMS", "0") };
+            let generic = run(&g, &a);
+            unsafe { std::env::remove_var("RLX_ROW_PROGRAMS") };
+            for (f, s) in fast.iter().zip(&generic) {
+                // Only the order of the f64 row sums differs: far below f32 rounding.
+                close(f, s, 1e-6);
+            }
+        }
+    }
+}
+
+#[test]
+fn transposed_and_dynamic_norm_inputs_match_the_oracle() {
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // x arrives as [c, r] and is normalized over c: an element stride of r along the
+    // row (no row program for the stages that read it: they keep the generic path).
+    let (r, c) = (37, 21);
+    for rms in [false, true] {
+        let g = norm_backward(
+            Shape::new(&[c, r], DType::F32),
+            c,
+            DType::F32,
+            rms,
+            |g, x| op(g, Op::Transpose { perm: vec![1, 0] }, vec![x]),
+        );
+        let a = args(&g, &[c, r], &[r, c], DType::F32, 13);
+        let got = run(&g, &a);
+        check_oracle(&g, &a, &got, 1e-4, &format!("transposed rms={rms}"));
+    }
+    // A dynamic row count: one compiled program run at several sizes.
+    for rms in [false, true] {
+        let shape = Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(40)], DType::F32);
+        let g = norm_backward(shape, 40, DType::F32, rms, |_, x| x);
+        let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+        for n in [1usize, 3, 130, 3] {
+            let a = args(&g, &[n, 40], &[n, 40], DType::F32, n as u64);
+            let views: Vec<_> = a.iter().map(|t| t.view()).collect();
+            let got = exe.run(&views).unwrap();
+            check_oracle(&g, &a, &got, 1e-4, &format!("dynamic rows {n} rms={rms}"));
+        }
+    }
+}
