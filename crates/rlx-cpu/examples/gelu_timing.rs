@@ -1,32 +1,62 @@
 //! Per-element cost of the error-function kernels (exact GELU, erf) on each path:
 //! `cargo run --release -p rlx-cpu --example gelu_timing`. Prints the median and best of
-//! interleaved runs in ns per element, 1 thread; the JIT rows run a one-op graph.
+//! interleaved runs in ns per element; the slice rows and the `graph` rows (a one-op
+//! graph, JIT on and off) run 1 thread on 2¹⁶ elements, the `row` rows the OPS bench's
+//! [1024, 1024] GELU forward and its backward `g·GELU'(u)` (the reverse-mode graph) on 1
+//! and 2 threads, in ns per element of wall time. `ONLY=<substring>` picks cases,
+//! `REPS` sets the number of interleaved runs (41).
 
 use rlx_cpu::CpuBackend;
 use rlx_cpu::math::{self, Isa};
 use rlx_ir::{Activation, DType, Graph, Op, Shape, TensorData};
-use rlx_runtime::{Backend, Device};
+use rlx_runtime::{Backend, Device, Executable};
+use std::sync::Arc;
 use std::time::Instant;
 
 const N: usize = 1 << 16;
+/// The OPS bench's MLP hidden [1024, 1024].
+const ROW: usize = 1 << 20;
+
+type Case = (String, usize, usize, Box<dyn FnMut()>);
+
+/// Inputs spread over [−4, 4) (GELU's interesting range) by a low-discrepancy sequence.
+fn spread(n: usize, seed: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i as f32 * 0.618_034 + seed).fract() - 0.5) * 8.0)
+        .collect()
+}
+
+/// `u ↦ gelu(u)` over `[n]`, and its reverse-mode graph `(u, d_output) ↦ d_output·gelu'(u)`.
+fn gelu_graphs(n: usize) -> (Graph, Graph) {
+    let mut g = Graph::new("gelu");
+    let a = g.input("u", Shape::new(&[n], DType::F32));
+    let r = g.add_op(Op::Activation(Activation::Gelu), vec![a]).unwrap();
+    g.set_outputs(vec![r]);
+    let bwd = rlx_compile::autodiff::vjp_graph(&g, &[a]).expect("gelu differentiates");
+    (g, bwd)
+}
+
+fn compile(g: &Graph, jit: bool) -> Arc<dyn Executable> {
+    rlx_cpu::set_jit(jit);
+    CpuBackend.compile(Device::Cpu, g).unwrap()
+}
 
 fn main() {
-    rlx_cpu::set_num_threads(1);
-    let x: Vec<f32> = (0..N)
-        .map(|i| ((i as f32 * 0.618_034).fract() - 0.5) * 8.0)
-        .collect();
+    let x = spread(N, 0.0);
     let mut out = vec![0f32; N];
     let reps: usize = std::env::var("REPS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(41);
-    let mut cases: Vec<(String, Box<dyn FnMut()>)> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
     let isas = [Isa::Avx512, Isa::Avx2Fma];
     for act in [Activation::Gelu, Activation::Erf, Activation::Exp] {
         for isa in isas.into_iter().filter(|i| i.is_available()) {
             let (xr, or) = (x.clone(), &mut out as *mut Vec<f32>);
             cases.push((
                 format!("{} {isa:?}", act.name()),
+                1,
+                N,
                 Box::new(move || {
                     // SAFETY: `out` outlives every case and the cases run one at a time.
                     let o = unsafe { &mut *or };
@@ -40,11 +70,12 @@ fn main() {
             let a = g.input("x", Shape::new(&[N], DType::F32));
             let r = g.add_op(Op::Activation(act), vec![a]).unwrap();
             g.set_outputs(vec![r]);
-            rlx_cpu::set_jit(jit);
-            let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+            let exe = compile(&g, jit);
             let data = TensorData::from_f32(&[N], &x);
             cases.push((
                 format!("{} graph jit={jit}", act.name()),
+                1,
+                N,
                 Box::new(move || {
                     rlx_cpu::set_jit(jit);
                     std::hint::black_box(exe.run(&[data.view()]).unwrap());
@@ -52,21 +83,52 @@ fn main() {
             ));
         }
     }
-    let only = std::env::var("ONLY").unwrap_or_default();
-    cases.retain(|(n, _)| n.contains(&only));
-    let mut t = vec![Vec::new(); cases.len()];
-    for _ in 0..reps {
-        for (k, (_, f)) in cases.iter_mut().enumerate() {
-            let s = Instant::now();
-            f();
-            t[k].push(s.elapsed().as_secs_f64() * 1e9 / N as f64);
+    let (fwd, bwd) = gelu_graphs(ROW);
+    let u = TensorData::from_f32(&[ROW], &spread(ROW, 0.1));
+    let gy = TensorData::from_f32(&[ROW], &spread(ROW, 0.3));
+    for threads in [1, 2] {
+        for jit in [true, false] {
+            let (ef, eb) = (compile(&fwd, jit), compile(&bwd, jit));
+            let u1 = u.clone();
+            cases.push((
+                format!("row gelu fwd jit={jit} t={threads}"),
+                threads,
+                ROW,
+                Box::new(move || {
+                    rlx_cpu::set_jit(jit);
+                    std::hint::black_box(ef.run(&[u1.view()]).unwrap());
+                }),
+            ));
+            let (u2, g2) = (u.clone(), gy.clone());
+            cases.push((
+                format!("row gelu bwd jit={jit} t={threads}"),
+                threads,
+                ROW,
+                Box::new(move || {
+                    rlx_cpu::set_jit(jit);
+                    std::hint::black_box(eb.run(&[u2.view(), g2.view()]).unwrap());
+                }),
+            ));
         }
     }
-    for (k, (name, _)) in cases.iter().enumerate() {
+    let only = std::env::var("ONLY").unwrap_or_default();
+    cases.retain(|(n, ..)| n.contains(&only));
+    // One thread count at a time within each round (changing it starts a pool).
+    cases.sort_by_key(|c| c.1);
+    let mut t = vec![Vec::new(); cases.len()];
+    for _ in 0..reps {
+        for (k, (_, threads, n, f)) in cases.iter_mut().enumerate() {
+            rlx_cpu::set_num_threads(*threads);
+            let s = Instant::now();
+            f();
+            t[k].push(s.elapsed().as_secs_f64() * 1e9 / *n as f64);
+        }
+    }
+    for (k, (name, ..)) in cases.iter().enumerate() {
         let v = &mut t[k];
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
         println!(
-            "{name:<28} median {:>7.3} ns/elem   best {:>7.3}",
+            "{name:<32} median {:>7.3} ns/elem   best {:>7.3}",
             v[v.len() / 2],
             v[0]
         );

@@ -4,15 +4,15 @@
 //! interpreter paths run), so the bits agree.
 //!
 //! Both go through the Gaussian tail `Φ(−a) = e^(−a²/2)·M(a)`, whose smooth factor `M` is a
-//! rational function evaluated in f64 (the two 8-double halves of the 16 lanes one after
-//! the other). Mask `k6` holds the lane choices.
+//! rational function: GELU's evaluated in f64 (the two 8-double halves of the 16 lanes one
+//! after the other), erf's (whose error erf damps) in f32. Mask `k6` holds the lane choices.
 
 use super::special::{exp_mant, load_const};
 use super::{Lower, R8, Temps};
 use crate::jit::x86::{Asm, Cmp, K6, Mem, Src, VDIVPD, Zmm};
 // The clamps of |x| for GELU and erf and Mills's M(a) = P(a)/Q(a) (Q0 = 1) are
 // `math::special`'s own constants: the emitted code must compute its bits.
-use crate::math::special::{EP, EQ, ERF_MAX, GELU_BIAS, GELU_MAX, GELU_UNBIAS, MP, MQ};
+use crate::math::special::{EP32, EQ32, ERF_MAX, GELU_BIAS, GELU_MAX, GELU_UNBIAS, MP, MQ};
 
 // Constants of `math::special::erf_small`: erf z = z·E(z²) on |z| < ERF_SMALL.
 const ERF_SMALL: f32 = 0.75;
@@ -49,18 +49,14 @@ pub(super) fn erf_consts() -> Vec<u32> {
         1,
     ];
     v.extend(E.map(f32::to_bits));
+    v.extend(EP32.map(f32::to_bits));
+    v.extend(EQ32.map(f32::to_bits));
     v
 }
 
 /// Every f64 constant erf and GELU read from the pool (each two adjacent 32-bit slots).
 pub(super) fn erf_consts64() -> Vec<u64> {
-    let mut v: Vec<u64> = MP
-        .iter()
-        .chain(&MQ)
-        .chain(&EP)
-        .chain(&EQ)
-        .map(|c| c.to_bits())
-        .collect();
+    let mut v: Vec<u64> = MP.iter().chain(&MQ).map(|c| c.to_bits()).collect();
     v.push(1f64.to_bits());
     v
 }
@@ -90,11 +86,7 @@ impl Lower<'_> {
         a.vxorps(l, l, self.creg(SIGN));
         let ec = self.exp_regs();
         let (p, n, _) = exp_mant(a, &ec, t, h, Some(l));
-        let mut mt = Temps {
-            regs: vec![h, l, e1, e2],
-            next: 0,
-        };
-        self.mills(a, &mut mt, m, c, (&EP, &EQ));
+        self.mills32(a, (m, e1, e2), c);
         // erfc|x| = (p + ((n + 1) << 23))·m  (p's exponent field raised by n + 1)
         a.vpaddd(n, n, self.creg(1));
         a.vpslld(n, n, 23);
@@ -194,6 +186,20 @@ impl Lower<'_> {
                 a.vinsert_hi(d, d, hi);
             }
         }
+    }
+
+    /// `math::special::mills32` (erf's `M(c√2) = P(c)/Q(c)` in f32) of the 16 floats in
+    /// `c` into `d`: Horner from `fma(c, P2, P1)` and `fma(c, Q3, Q2)`, one division;
+    /// `d`, `p`, `q` and `c` distinct.
+    fn mills32(&self, a: &mut Asm, (d, p, q): (Zmm, Zmm, Zmm), c: Zmm) {
+        load_const(a, p, self.cf(EP32[2]));
+        a.vfmadd213ps(p, c, self.cf(EP32[1]));
+        a.vfmadd213ps(p, c, self.cf(EP32[0]));
+        load_const(a, q, self.cf(EQ32[2]));
+        a.vfmadd213ps(q, c, self.cf(EQ32[1]));
+        a.vfmadd213ps(q, c, self.cf(EQ32[0]));
+        a.vfmadd213ps(q, c, self.cf(1.0));
+        a.vdivps(d, p, q);
     }
 
     /// Broadcast pooled f64 constant `v` into register `r`.
