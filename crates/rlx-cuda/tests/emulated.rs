@@ -141,3 +141,10 @@ fn host_ops_run_between_device_kernels() {
         cases::host_ops_run_between_device_kernels(&t);
     }
 }
+
+#[test]
+fn work_group_reductions_match_the_oracle() {
+    if let Some(t) = target() {
+        cases::work_group_reductions_match_the_oracle(&t);
+    }
+}

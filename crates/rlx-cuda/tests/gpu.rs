@@ -105,7 +105,8 @@ shared!(
     integer_division_by_zero_is_a_run_error,
     cross_entropy_with_labels_matches_the_oracle_and_rejects_bad_labels,
     scaled_fp8_matmul_matches_the_oracle,
-    host_ops_run_between_device_kernels
+    host_ops_run_between_device_kernels,
+    work_group_reductions_match_the_oracle
 );
 
 /// Sizes that need many blocks: a split full reduction, long rows, a 384³ GEMM in f32

@@ -333,3 +333,75 @@ pub fn host_ops_run_between_device_kernels(t: &Target) {
         exe.explain()
     );
 }
+
+/// Reductions long enough for one block per output (a fixed shared-memory tree): rows,
+/// columns with few outputs, dynamic extents (empty included: both the oracle and the
+/// device give the identity or the error) and exact integer means of values whose
+/// wrapping sum overflows, in every dtype class.
+pub fn work_group_reductions_match_the_oracle(t: &Target) {
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Prod,
+    ];
+    let mut rng = Rng::new(11);
+    let dts = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::Bool,
+    ];
+    for dt in dts {
+        for kind in ops {
+            if dt == DType::Bool && !matches!(kind, ReduceOp::Max | ReduceOp::Min) {
+                continue;
+            }
+            for (dims, axes) in [(vec![3, 500], vec![1]), (vec![300, 4], vec![0])] {
+                let mut g = Graph::new("wg_reduce");
+                let x = g.input("x", Shape::new(&dims, dt));
+                // Products of many values stay finite through a sigmoid + ½.
+                let v = if kind == ReduceOp::Prod && dt.is_float() {
+                    let s = op(&mut g, Op::Activation(Activation::Sigmoid), vec![x]);
+                    op(&mut g, Op::Binary(BinaryOp::Add), vec![s, s])
+                } else {
+                    x
+                };
+                let r = reduce(&mut g, kind, axes, false, v);
+                g.set_outputs(vec![r]);
+                let args = vec![random_data(&mut rng, &Shape::new(&dims, dt))];
+                check(&g, &args, &|g| t.compile(g));
+            }
+        }
+    }
+    for kind in ops {
+        let mut g = Graph::new("wg_dyn");
+        let x = g.input(
+            "x",
+            Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(5)], DType::F32),
+        );
+        let r = reduce(&mut g, kind, vec![0], false, x);
+        g.set_outputs(vec![r]);
+        for n in [0usize, 1, 300] {
+            let args = vec![random_data(&mut rng, &Shape::new(&[n, 5], DType::F32))];
+            check(&g, &args, &|g| t.compile(g));
+        }
+    }
+    let big: Vec<i64> = (0..600)
+        .map(|i| i64::MAX - i * 7 - (i % 3) * (1 << 40))
+        .collect();
+    let mut g = Graph::new("wg_imean");
+    let x = g.input("x", Shape::new(&[2, 300], DType::I64));
+    let r = reduce(&mut g, ReduceOp::Mean, vec![1], false, x);
+    g.set_outputs(vec![r]);
+    check(
+        &g,
+        &[TensorData::from_i64_as(DType::I64, &[2, 300], &big)],
+        &|g| t.compile(g),
+    );
+}
