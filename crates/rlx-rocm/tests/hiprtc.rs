@@ -184,3 +184,66 @@ fn an_unknown_target_or_a_nul_in_the_source_is_refused_before_compiling() {
         .expect_err("a NUL byte");
     assert!(e.contains("NUL"), "{e}");
 }
+
+#[test]
+fn work_group_reductions_compile_for_cdna2_and_rdna_targets() {
+    if !hiprtc_ok() {
+        return;
+    }
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Prod,
+    ];
+    for dt in [DType::F32, DType::F16, DType::I64, DType::Bool] {
+        let mut g = Graph::new(format!("wg_reduce_{dt}"));
+        // A long row (static) and a dynamic column with few outputs: both one
+        // work-group per output, with a shared-memory tree.
+        let x = g.input("x", Shape::new(&[4, 1000], dt));
+        let y = g.input(
+            "y",
+            Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(3)], dt),
+        );
+        let mut outs = Vec::new();
+        for kind in ops {
+            if dt == DType::Bool && !matches!(kind, ReduceOp::Max | ReduceOp::Min) {
+                continue;
+            }
+            for (input, axis) in [(x, 1), (y, 0)] {
+                let o = Op::Reduce {
+                    op: kind,
+                    axes: vec![axis],
+                    keep_dim: false,
+                };
+                outs.push(op(&mut g, o, vec![input]));
+            }
+        }
+        g.set_outputs(outs);
+        let p = rlx_compile::compile(&g, &options()).unwrap();
+        for arch in ["gfx90a", "gfx1030", "gfx1100"] {
+            if arch == "gfx1100" && !knows(arch) {
+                println!("gfx1100: not supported by this HIP runtime");
+                continue;
+            }
+            let ks = compile_program(&p, arch).unwrap_or_else(|e| panic!("{dt:?} {arch}: {e}"));
+            assert!(!ks.is_empty());
+            for k in &ks {
+                assert!(
+                    k.kernel.group.is_some(),
+                    "{}: a work-group kernel",
+                    k.kernel.name
+                );
+                assert!(k.source.contains("__shared__"), "{}", k.source);
+                assert!(k.source.contains("__syncthreads();"), "{}", k.source);
+                let name = k.kernel.name.as_bytes();
+                assert!(
+                    k.code_object.windows(name.len()).any(|w| w == name),
+                    "{dt:?} {arch}: entry {} not in its code object",
+                    k.kernel.name
+                );
+            }
+        }
+    }
+}
