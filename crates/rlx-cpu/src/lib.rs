@@ -1,8 +1,8 @@
 //! # rlx-cpu — the CPU backend
 //!
-//! Implements [`rlx_runtime::Backend`] for [`Device::Cpu`]. Graphs are compiled by
-//! [`rlx_compile::compile`] into a [`rlx_compile::Program`] (fused kernels over one
-//! memory-planned arena) and executed here:
+//! Implements [`rlx_runtime::Backend`] for [`Device::Cpu`]. The runtime compiles graphs
+//! with this backend's [`compile_options`] into a [`rlx_compile::Program`] (fused kernels
+//! over one memory-planned arena), which [`CpuBackend`] loads and executes:
 //! - elementwise kernels run tile by tile (intermediates in an L1-resident per-thread
 //!   scratch, never in memory), with vectorizable loops per op and the vectorized
 //!   transcendental functions of [`math`]; on x86-64 CPUs with AVX-512, a tile program
@@ -43,9 +43,9 @@ pub use jit::{compiled_count as jit_compiled_count, set_enabled as set_jit};
 pub use threads::{max_num_threads, num_threads, set_num_threads};
 pub mod math;
 
-use rlx_compile::{CompileOptions, compile};
+use rlx_compile::{CompileOptions, Program};
 use rlx_ir::Graph;
-use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult};
+use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult, compile_program};
 use std::sync::Arc;
 
 /// High-level ops the CPU executes whole (the compiler does not decompose them).
@@ -93,23 +93,23 @@ impl Backend for CpuBackend {
         device == Device::Cpu
     }
 
-    fn compile(&self, device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+    fn compile_options(&self, _: Device) -> CompileOptions {
+        compile_options()
+    }
+
+    fn load(&self, device: Device, program: Program) -> RuntimeResult<Arc<dyn Executable>> {
         if device != Device::Cpu {
             return Err(RuntimeError::new(format!(
-                "the CPU backend cannot compile for {device}"
+                "the CPU backend cannot run programs on {device}; load them for Device::Cpu"
             )));
         }
-        let program = compile(graph, &compile_options())?;
         Ok(Arc::new(exec::CpuExecutable::new(program)?))
     }
 }
 
 /// Compile `graph` with `opts` for the CPU (for tests and tools that want other
-/// options than the backend's defaults).
+/// options than the backend's defaults): [`rlx_runtime::compile_program`], then the
+/// backend's [`Backend::load`].
 pub fn compile_with(graph: &Graph, opts: &CompileOptions) -> RuntimeResult<Arc<dyn Executable>> {
-    graph
-        .verify()
-        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
-    let program = compile(graph, opts)?;
-    Ok(Arc::new(exec::CpuExecutable::new(program)?))
+    CpuBackend.load(Device::Cpu, compile_program(graph, opts)?)
 }

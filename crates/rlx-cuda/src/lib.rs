@@ -1,10 +1,11 @@
 //! # rlx-cuda — the CUDA backend
 //!
-//! Implements [`rlx_runtime::Backend`] for [`Device::Cuda`]. Graphs are compiled by
-//! [`rlx_compile::compile`] into the same backend-neutral [`rlx_compile::Program`] the
-//! CPU runs; this crate turns it into CUDA C ([`codegen`]), compiles that once per
-//! program with NVRTC for the device's compute capability ([`nvrtc`], cached), and runs
-//! it over one device allocation per executable:
+//! Implements [`rlx_runtime::Backend`] for [`Device::Cuda`]. The runtime compiles graphs
+//! with this backend's [`compile_options`] into the same backend-neutral
+//! [`rlx_compile::Program`] the CPU runs; [`CudaBackend`] loads it: this crate turns it
+//! into CUDA C ([`codegen`]), compiles that once per program with NVRTC for the
+//! device's compute capability ([`nvrtc`], cached), and runs it over one device
+//! allocation per executable:
 //! - elementwise kernels with views as index maps, reductions with fused prologue and
 //!   epilogue (deterministic block trees, optional split with an ordered combine),
 //!   softmax / log-softmax / layer norm / RMS norm as row kernels, and a flash-style
@@ -32,9 +33,9 @@ mod exec;
 pub mod loader;
 pub mod nvrtc;
 
-use rlx_compile::{CompileOptions, compile};
+use rlx_compile::{CompileOptions, Program};
 use rlx_ir::Graph;
-use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult};
+use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult, compile_program};
 use std::sync::{Arc, OnceLock};
 
 pub use cuda::CudaGpu;
@@ -113,15 +114,30 @@ impl Backend for CudaBackend {
         device == Device::Cuda && unavailable_reason().is_none()
     }
 
-    fn compile(&self, device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+    fn compile_options(&self, _: Device) -> CompileOptions {
+        compile_options()
+    }
+
+    fn load(&self, device: Device, program: Program) -> RuntimeResult<Arc<dyn Executable>> {
         if device != Device::Cuda {
             return Err(RuntimeError::new(format!(
-                "the CUDA backend cannot compile for {device}"
+                "the CUDA backend cannot run programs on {device}; load them for Device::Cuda"
             )));
         }
         let gpu = device_or_err()?;
-        compile_on(gpu, graph, &compile_options())
+        let tuning = exec::tuning_for(gpu.as_ref());
+        load_on(gpu, program, tuning)
     }
+}
+
+/// The executable of `program` on `gpu`, planned with `tuning`.
+fn load_on(
+    gpu: Arc<dyn device::Gpu>,
+    program: Program,
+    tuning: exec::plan::Tuning,
+) -> RuntimeResult<Arc<dyn Executable>> {
+    let e = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
+    Ok(Arc::new(e))
 }
 
 fn device_or_err() -> RuntimeResult<Arc<dyn device::Gpu>> {
@@ -130,24 +146,21 @@ fn device_or_err() -> RuntimeResult<Arc<dyn device::Gpu>> {
         .map_err(|e| RuntimeError::new(format!("CUDA is not available: {e}")))
 }
 
-/// Compile `graph` with `opts` for `gpu` (any [`device::Gpu`], e.g. the emulator).
+/// Compile `graph` with `opts` for `gpu` (any [`device::Gpu`], e.g. the emulator):
+/// [`rlx_runtime::compile_program`], then the loading [`CudaBackend`] does.
 pub fn compile_on(
     gpu: Arc<dyn device::Gpu>,
     graph: &Graph,
     opts: &CompileOptions,
 ) -> RuntimeResult<Arc<dyn Executable>> {
-    graph
-        .verify()
-        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
-    let program = compile(graph, opts)?;
+    let program = compile_program(graph, opts)?;
     let tuning = exec::tuning_for(gpu.as_ref());
-    let e = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
-    Ok(Arc::new(e))
+    load_on(gpu, program, tuning)
 }
 
 /// The CUDA C generated for `graph` with the backend's compile options.
 pub fn generated_source(graph: &Graph) -> RuntimeResult<String> {
-    let program = compile(graph, &compile_options())?;
+    let program = compile_program(graph, &compile_options())?;
     Ok(codegen::generate(&program)
         .map_err(RuntimeError::new)?
         .source)
@@ -180,18 +193,14 @@ pub fn compile_routed(
     graph: &Graph,
     r: Routing,
 ) -> RuntimeResult<Arc<dyn Executable>> {
-    graph
-        .verify()
-        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
-    let program = compile(graph, &compile_options())?;
+    let program = compile_program(graph, &compile_options())?;
     let tuning = exec::plan::Tuning {
         sm_count: device::Gpu::sm_count(gpu.as_ref()),
         split_min: r.split_min,
         blas: r.blas && device::Gpu::has_blas(gpu.as_ref()),
         fp8: r.fp8 && device::Gpu::has_fp8(gpu.as_ref()),
     };
-    let e = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
-    Ok(Arc::new(e))
+    load_on(gpu, program, tuning)
 }
 
 /// The shared host emulator (`Err` with the reason when no C++ compiler runs).
@@ -225,10 +234,7 @@ impl Profiled {
 
     /// Compile `graph` for `gpu` (e.g. the emulator, to check a benchmark's plumbing).
     pub fn on(gpu: Arc<dyn device::Gpu>, graph: &Graph) -> RuntimeResult<Profiled> {
-        graph
-            .verify()
-            .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
-        let program = compile(graph, &compile_options())?;
+        let program = compile_program(graph, &compile_options())?;
         let tuning = exec::tuning_for(gpu.as_ref());
         let exe = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
         Ok(Profiled { exe })

@@ -1,6 +1,7 @@
 //! The `Backend` trait every execution backend implements, and the registry.
 
 use crate::{Device, RuntimeError, RuntimeResult};
+use rlx_compile::{CompileOptions, Program};
 use rlx_ir::{Graph, NodeId, Op, TensorData, TensorView};
 use std::sync::{Arc, RwLock};
 
@@ -159,7 +160,73 @@ impl HostOutput {
     }
 }
 
-/// An execution backend: compiles graphs for the devices it serves.
+/// An execution backend: turns compiled [`Program`]s into executables for the devices it
+/// serves.
+///
+/// # The contract between compiler and backend
+///
+/// The compiler and a backend meet at one type, [`Program`]. A backend says what it
+/// wants compiled for a device ([`Backend::compile_options`]: the high-level ops it has
+/// whole kernels for, so `decompose` leaves them, and the fusion forms it runs) and
+/// receives the program the runtime compiled with exactly those options
+/// ([`Backend::load`]). Everything before that belongs to the runtime: it verifies the
+/// graph (a malformed graph is an error naming it, and no backend sees it) and runs
+/// [`rlx_compile::compile`]. Every way of compiling a graph goes through that one path
+/// ([`compile_program`] then [`Backend::load`]): [`compile`] and
+/// [`crate::CompiledGraph::new`] for the registered backend of a device,
+/// [`crate::HostKernel`] for the CPU backend, and [`Backend::compile`] for a backend in
+/// hand. A backend never compiles a graph itself; a backend crate's helpers that take
+/// other options (a test's `CompileOptions`, say) compile with [`compile_program`] and
+/// hand the program to the same loading code.
+///
+/// ```
+/// use rlx_compile::{CompileOptions, Program};
+/// use rlx_ir::{DType, Graph, Op, Shape, TensorData, TensorView};
+/// use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult};
+/// use std::sync::Arc;
+///
+/// /// A backend that lists the kernels it was given instead of running them.
+/// struct Lister;
+/// struct Listing(Program);
+///
+/// impl Executable for Listing {
+///     fn run(&self, _: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+///         Err(RuntimeError::new("a listing does not run"))
+///     }
+///     fn explain(&self) -> String {
+///         let labels: Vec<String> = self.0.kernels.iter().map(|k| k.label()).collect();
+///         labels.join(", ")
+///     }
+/// }
+///
+/// impl Backend for Lister {
+///     fn name(&self) -> &'static str {
+///         "lister"
+///     }
+///     fn devices(&self) -> &[Device] {
+///         &[Device::Cpu]
+///     }
+///     fn is_available(&self, device: Device) -> bool {
+///         device == Device::Cpu
+///     }
+///     // It has a whole softmax kernel: the compiler leaves softmax undecomposed.
+///     fn compile_options(&self, _: Device) -> CompileOptions {
+///         CompileOptions {
+///             keep_whole: vec!["softmax".into()],
+///             ..Default::default()
+///         }
+///     }
+///     fn load(&self, _: Device, program: Program) -> RuntimeResult<Arc<dyn Executable>> {
+///         Ok(Arc::new(Listing(program)))
+///     }
+/// }
+///
+/// let mut g = Graph::new("probs");
+/// let x = g.input("x", Shape::new(&[4, 8], DType::F32));
+/// let p = g.add_op(Op::Softmax { axis: 1 }, vec![x]).unwrap();
+/// g.set_outputs(vec![p]);
+/// assert_eq!(Lister.compile(Device::Cpu, &g).unwrap().explain(), "softmax");
+/// ```
 pub trait Backend: Send + Sync {
     /// Short name (`"cpu"`, `"wgpu"`).
     fn name(&self) -> &'static str;
@@ -177,14 +244,73 @@ pub trait Backend: Send + Sync {
         true
     }
 
-    /// Whether this backend can run every op of `graph`.
+    /// Whether this backend can run every op of `graph`. A question about the graph,
+    /// not a program: [`fastest_device_for`] asks it of each candidate device before
+    /// anything is compiled.
     fn supports(&self, graph: &Graph) -> bool {
         let _ = graph;
         true
     }
 
-    /// Compile `graph` (already verified) for `device`.
-    fn compile(&self, device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>>;
+    /// The options [`rlx_compile::compile`] runs with for `device`: the high-level ops
+    /// this backend executes whole ([`CompileOptions::keep_whole`]) and the fusion
+    /// forms its kernels honour. Every program [`Backend::load`] receives from the
+    /// runtime was compiled with these options.
+    fn compile_options(&self, device: Device) -> CompileOptions;
+
+    /// Make `program` runnable on `device`: generate and build its kernels, plan its
+    /// memory, and return the executable. `program` was compiled from a verified graph
+    /// with `self.compile_options(device)` (or, through a backend crate's own helpers,
+    /// with options that crate chose); its arguments are the graph's in [`arg_order`].
+    fn load(&self, device: Device, program: Program) -> RuntimeResult<Arc<dyn Executable>>;
+
+    /// Verify `graph`, compile it with [`Backend::compile_options`] and [`Backend::load`]
+    /// the program: the runtime's one compile path ([`compile_program`]) for a backend
+    /// in hand. Implementations leave this method as it is.
+    fn compile(&self, device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+        compile_through(self, device, graph)
+    }
+}
+
+/// Verify `graph` and compile it with `options` into the [`Program`] a backend loads.
+/// A malformed graph is an error naming the graph and what is wrong with it; no
+/// compiler pass sees it.
+///
+/// Backend crates call this for their helpers that compile with options of their own
+/// choosing (a test's, a tool's), then load the program as [`Backend::load`] does.
+pub fn compile_program(graph: &Graph, options: &CompileOptions) -> RuntimeResult<Program> {
+    verify(graph)?;
+    Ok(rlx_compile::compile(graph, options)?)
+}
+
+/// `graph.verify()`, its error naming the graph.
+fn verify(graph: &Graph) -> RuntimeResult<()> {
+    graph
+        .verify()
+        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))
+}
+
+/// The one compile path: [`compile_program`] with the backend's options for `device`,
+/// then [`Backend::load`] (timed as a `backend_load` debug span of target
+/// `rlx::compile`, next to the compiler's own `compile` span). The graph is verified
+/// before the backend is asked anything.
+pub(crate) fn compile_through<B: Backend + ?Sized>(
+    backend: &B,
+    device: Device,
+    graph: &Graph,
+) -> RuntimeResult<Arc<dyn Executable>> {
+    verify(graph)?;
+    let program = rlx_compile::compile(graph, &backend.compile_options(device))?;
+    let _span = tracing::debug_span!(
+        target: "rlx::compile",
+        "backend_load",
+        backend = backend.name(),
+        graph = %graph.name,
+        %device,
+        kernels = program.kernels.len()
+    )
+    .entered();
+    backend.load(device, program)
 }
 
 /// The leaf nodes that receive arguments, in argument order.
@@ -289,13 +415,11 @@ fn forced_device() -> Option<Device> {
     })
 }
 
-/// Compile `graph` for `device` through the registered backend.
+/// Compile `graph` for `device` through the registered backend: [`compile_program`] with
+/// the backend's [`Backend::compile_options`], then [`Backend::load`].
 pub fn compile(device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
     let backend = backend_for(device).ok_or_else(|| unavailable(device))?;
-    graph
-        .verify()
-        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
-    backend.compile(device, graph)
+    compile_through(backend.as_ref(), device, graph)
 }
 
 /// The error for a device nobody can serve.

@@ -73,7 +73,8 @@ impl std::fmt::Debug for CompiledGraph {
 impl CompiledGraph {
     /// Verify and compile `graph` for `device`.
     pub fn new(device: Device, graph: &Graph) -> RuntimeResult<CompiledGraph> {
-        // The backend's whole compile (the compiler pipeline's phases are spans inside).
+        // The whole compile: verification, the compiler's `compile` span (its phases
+        // inside) and the backend's `backend_load` span.
         let _span = tracing::debug_span!(
             target: "rlx::compile",
             "backend_compile",

@@ -3,6 +3,7 @@
 //! ([`rlx_compile::program::host_graph`]) and run on host buffers by the registered CPU
 //! backend.
 
+use crate::backend::compile_through;
 use crate::{Backend, Device, Executable, RuntimeError, RuntimeResult, backend_for};
 use rlx_compile::program::host_graph::{KernelGraph, input_name, kernel_graph};
 use rlx_compile::program::{BufId, Kernel, Program};
@@ -80,7 +81,7 @@ impl HostKernel {
             ))
         })?;
         let (exe, engine) = match backend {
-            Some(b) => match b.compile(Device::Cpu, &kg.graph) {
+            Some(b) => match compile_through(b, Device::Cpu, &kg.graph) {
                 Ok(e) => (Some(e), HostEngine::Backend(b.name())),
                 Err(e) => {
                     let why = format!("the {} backend could not compile it: {e}", b.name());

@@ -1,6 +1,8 @@
 //! # rlx-runtime
 //!
-//! Devices ([`Device`]), the [`Backend`] trait that execution backends implement,
+//! Devices ([`Device`]), the [`Backend`] trait that execution backends implement (the
+//! contract is a type: a backend names its [`rlx_compile::CompileOptions`] and loads the
+//! [`rlx_compile::Program`] the runtime compiled with them, see [`compile_program`]),
 //! the backend registry and detection ([`is_available`], [`available_devices`],
 //! [`fastest_device`], [`fastest_device_for`]), compiled graphs ([`CompiledGraph`]),
 //! graph preparation for compilation ([`prepare`]), the host fallback GPU backends run
@@ -27,8 +29,8 @@ mod profile;
 
 pub use backend::{
     Backend, Donation, Executable, HostOutput, arg_order, available_devices, backend_for,
-    check_donations, compile, donated_views, fastest_device, fastest_device_for, is_available,
-    register_backend, registered_backends, unavailable,
+    check_donations, compile, compile_program, donated_views, fastest_device, fastest_device_for,
+    is_available, register_backend, registered_backends, unavailable,
 };
 pub use cache::{
     CACHE_CAPACITY, CachedGraph, cache_capacity, cache_compile_count, cache_contains,

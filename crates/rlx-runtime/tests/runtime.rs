@@ -1,35 +1,57 @@
 //! The registry, device selection, CompiledGraph argument checks, and the cache,
 //! exercised with small in-test backends.
 
-use rlx_ir::{Activation, DType, Dim, Graph, Op, Shape, TensorData, TensorView, interp};
+use rlx_compile::program::{BufId, BufKind};
+use rlx_compile::{CompileOptions, Program};
+use rlx_ir::{Activation, DType, Dim, DimBinding, Graph, Op, Shape, TensorData, TensorView};
 use rlx_runtime::*;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Runs graphs through the oracle; serves the devices it is given.
+/// Runs programs kernel by kernel through the oracle (each kernel's standalone graph,
+/// [`HostKernel`] without a CPU backend); serves the devices it is given. It runs
+/// softmax whole on the CPU only, so the program a device receives shows whose
+/// options it was compiled with.
 struct OracleBackend {
     name: &'static str,
     devices: Vec<Device>,
     hardware: bool,
 }
 
-struct OracleExe(Graph);
+/// A program as its backend received it.
+struct OracleExe(Program);
 
 impl Executable for OracleExe {
     fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
-        let names: Vec<String> = arg_order(&self.0)
-            .into_iter()
-            .map(|id| match &self.0.node(id).op {
-                Op::Input { name } | Op::Param { name } => name.clone(),
-                _ => unreachable!(),
-            })
-            .collect();
-        let owned: Vec<TensorData> = args.iter().map(|a| a.to_owned()).collect();
-        let named: Vec<(&str, &TensorData)> =
-            names.iter().map(String::as_str).zip(&owned).collect();
-        Ok(interp::run_refs(&self.0, &named)?)
+        let p = &self.0;
+        let mut binding = DimBinding::new();
+        for ((_, shape), a) in p.args.iter().zip(args) {
+            for (d, &n) in shape.dims().iter().zip(a.dims) {
+                if let Dim::Dynamic(sym) = d {
+                    binding.set(*sym, n);
+                }
+            }
+        }
+        let mut values: HashMap<BufId, TensorData> = HashMap::new();
+        for (b, buf) in p.buffers.iter().enumerate() {
+            if let BufKind::Arg(i) = buf.kind {
+                values.insert(b, args[i].to_owned());
+            }
+        }
+        for k in &p.kernels {
+            let hk = HostKernel::with_backend(p, k, &binding, None)?;
+            let ins: Vec<TensorView<'_>> = hk.inputs().iter().map(|b| values[b].view()).collect();
+            let outs = hk.run(&ins)?;
+            for (&b, v) in hk.outputs().iter().zip(outs) {
+                values.insert(b, v);
+            }
+        }
+        Ok(p.outputs.iter().map(|b| values[b].clone()).collect())
     }
+    /// The kernels' labels, in order.
     fn explain(&self) -> String {
-        format!("oracle: {} nodes", self.0.len())
+        let labels: Vec<String> = self.0.kernels.iter().map(|k| k.label()).collect();
+        labels.join(" ")
     }
 }
 
@@ -46,8 +68,22 @@ impl Backend for OracleBackend {
     fn is_hardware(&self, _: Device) -> bool {
         self.hardware
     }
-    fn compile(&self, _: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
-        Ok(Arc::new(OracleExe(graph.clone())))
+    fn compile_options(&self, device: Device) -> CompileOptions {
+        CompileOptions {
+            keep_whole: match device {
+                Device::Cpu => vec!["softmax".into()],
+                _ => Vec::new(),
+            },
+            ..Default::default()
+        }
+    }
+    fn load(&self, device: Device, program: Program) -> RuntimeResult<Arc<dyn Executable>> {
+        assert!(
+            self.devices.contains(&device),
+            "{device} is not served by {}",
+            self.name
+        );
+        Ok(Arc::new(OracleExe(program)))
     }
 }
 
@@ -239,4 +275,115 @@ fn a_full_cache_evicts_only_its_least_recently_used_entry() {
     assert_eq!(cache_len() as u64, cap, "one entry out, the new one in");
     assert!(!cache_contains(0) && cache_contains(1) && cache_contains(cap));
     clear_cache();
+}
+
+/// `softmax(x)` over the rows of a 2×3 input.
+fn softmax_graph() -> Graph {
+    let mut g = Graph::new("probs");
+    let x = g.input("x", Shape::new(&[2, 3], DType::F32));
+    let p = g.add_op(Op::Softmax { axis: 1 }, vec![x]).unwrap();
+    g.set_outputs(vec![p]);
+    g
+}
+
+#[test]
+fn each_device_receives_the_program_compiled_with_its_backends_options() {
+    register_all();
+    let g = softmax_graph();
+    // The CPU's options keep softmax whole: one row kernel.
+    let cpu = compile(Device::Cpu, &g).unwrap();
+    assert_eq!(cpu.explain(), "softmax");
+    // Vulkan's keep nothing: softmax arrives decomposed into reductions.
+    let vulkan = compile(Device::Vulkan, &g).unwrap();
+    let kernels = vulkan.explain();
+    assert!(
+        !kernels.contains("softmax")
+            && kernels.contains("reduce_max")
+            && kernels.contains("reduce_sum"),
+        "{kernels}"
+    );
+    // Both programs compute softmax: rows [1, 2, 3] and [0, 0, ln 2] (f64 references).
+    let x = TensorData::from_f32(&[2, 3], &[1.0, 2.0, 3.0, 0.0, 0.0, 2f32.ln()]);
+    let e = [(-2f64).exp(), (-1f64).exp(), 1.0];
+    let sum: f64 = e.iter().sum();
+    let want = [e[0] / sum, e[1] / sum, e[2] / sum, 0.25, 0.25, 0.5];
+    for exe in [&cpu, &vulkan] {
+        let got = exe.run(&[x.view()]).unwrap()[0].to_f32_vec();
+        for (g, w) in got.iter().zip(want) {
+            assert!((*g as f64 - w).abs() < 1e-6, "{got:?} vs {want:?}");
+        }
+    }
+}
+
+#[test]
+fn a_host_kernel_is_compiled_with_the_cpu_options_of_the_backend_it_is_given() {
+    // The kernel comes from a program that decomposed nothing either; its standalone
+    // graph is a softmax, which the backend's CPU options keep whole.
+    let p = rlx_compile::compile(
+        &softmax_graph(),
+        &CompileOptions {
+            keep_whole: vec!["softmax".into()],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let backend = OracleBackend {
+        name: "test-host",
+        devices: vec![Device::Cpu],
+        hardware: true,
+    };
+    let hk =
+        HostKernel::with_backend(&p, &p.kernels[0], &DimBinding::new(), Some(&backend)).unwrap();
+    assert_eq!(hk.engine(), &HostEngine::Backend("test-host"));
+    assert_eq!(hk.explain(), "softmax");
+}
+
+/// A backend that must never be asked anything about a graph.
+struct Untouchable;
+
+impl Backend for Untouchable {
+    fn name(&self) -> &'static str {
+        "untouchable"
+    }
+    fn devices(&self) -> &[Device] {
+        &[Device::Cpu]
+    }
+    fn is_available(&self, _: Device) -> bool {
+        true
+    }
+    fn compile_options(&self, _: Device) -> CompileOptions {
+        panic!("asked for compile options of a malformed graph");
+    }
+    fn load(&self, _: Device, _: Program) -> RuntimeResult<Arc<dyn Executable>> {
+        panic!("handed a program compiled from a malformed graph");
+    }
+}
+
+#[test]
+fn a_malformed_graph_is_refused_naming_it_before_any_backend_sees_it() {
+    let mut g = Graph::new("bent");
+    let x = g.input("x", Shape::new(&[2], DType::F32));
+    // A node claiming a result type its operand does not give.
+    let r = g.add_node(
+        Op::Activation(Activation::Relu),
+        vec![x],
+        Shape::new(&[3], DType::F32),
+    );
+    g.set_outputs(vec![r]);
+    let e = Untouchable
+        .compile(Device::Cpu, &g)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("graph `bent` is malformed") && e.contains("claims result type [3] f32"),
+        "{e}"
+    );
+    let e = compile_program(&g, &CompileOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("graph `bent` is malformed"), "{e}");
+    register_all();
+    let e = CompiledGraph::new(Device::Cpu, &g).unwrap_err().to_string();
+    assert!(e.contains("graph `bent` is malformed"), "{e}");
 }

@@ -2,10 +2,10 @@
 //!
 //! Implements [`rlx_runtime::Backend`] for [`Device::Gpu`] (the best adapter of any
 //! API), [`Device::Vulkan`], [`Device::Metal`], [`Device::DirectX`] and
-//! [`Device::WebGpu`] (each the adapter of that API, where present). Graphs compile
-//! through [`rlx_compile::compile`] into the same fused [`rlx_compile::Program`] the
-//! CPU backend runs; each kernel becomes one WGSL compute shader and one cached
-//! pipeline:
+//! [`Device::WebGpu`] (each the adapter of that API, where present). The runtime compiles
+//! graphs with this backend's [`compile_options`] into the same kind of fused
+//! [`rlx_compile::Program`] the CPU backend runs, and [`WgpuBackend`] loads it: each
+//! kernel becomes one WGSL compute shader and one cached pipeline:
 //! - elementwise kernels: one thread per element, views read through index maps, lowered
 //!   once to the loop IR of `rlx_compile::loops` and rendered by its WGSL renderer (the
 //!   scalar semantics the CUDA and HIP backends render too; so are the fused prologues
@@ -42,9 +42,9 @@ mod host;
 mod layout;
 mod wgsl;
 
-use rlx_compile::{CompileOptions, compile};
+use rlx_compile::{CompileOptions, Program};
 use rlx_ir::Graph;
-use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult};
+use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult, compile_program};
 use std::sync::Arc;
 
 /// High-level ops this backend runs whole (the compiler does not decompose them).
@@ -100,22 +100,22 @@ impl Backend for WgpuBackend {
         context::gpu(device).is_ok_and(|g| g.is_hardware())
     }
 
-    fn compile(&self, device: Device, graph: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
-        Ok(Arc::new(compile_exec(device, graph, &compile_options())?))
+    fn compile_options(&self, _: Device) -> CompileOptions {
+        compile_options()
+    }
+
+    fn load(&self, device: Device, program: Program) -> RuntimeResult<Arc<dyn Executable>> {
+        Ok(Arc::new(load_exec(device, program)?))
     }
 }
 
-fn compile_exec(
-    device: Device,
-    graph: &Graph,
-    opts: &CompileOptions,
-) -> RuntimeResult<exec::WgpuExecutable> {
+/// The executable of `program` on `device`'s adapter.
+fn load_exec(device: Device, program: Program) -> RuntimeResult<exec::WgpuExecutable> {
     let gpu = context::gpu(device).map_err(|e| {
         RuntimeError::new(format!(
             "device {device} is not available: {e}; pick Device::Cpu or install a driver"
         ))
     })?;
-    let program = compile(graph, opts)?;
     exec::WgpuExecutable::new(gpu, program)
 }
 
@@ -125,10 +125,7 @@ pub fn compile_with_placement(
     device: Device,
     graph: &Graph,
 ) -> RuntimeResult<(Arc<dyn Executable>, Vec<bool>)> {
-    graph
-        .verify()
-        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
-    let exe = compile_exec(device, graph, &compile_options())?;
+    let exe = load_exec(device, compile_program(graph, &compile_options())?)?;
     let placement = exe.placement();
     Ok((Arc::new(exe), placement))
 }
@@ -137,9 +134,5 @@ pub fn compile_with_placement(
 /// [`compile_options`]), without an adapter; `Err` says why a kernel runs on the host.
 /// For checking shaders offline (e.g. translating them to MSL with naga).
 pub fn generated_wgsl(graph: &Graph) -> RuntimeResult<Vec<Result<String, String>>> {
-    graph
-        .verify()
-        .map_err(|e| RuntimeError::new(format!("graph `{}` is malformed: {e}", graph.name)))?;
-    let program = compile(graph, &compile_options())?;
-    exec::wgsl_sources(&program)
+    exec::wgsl_sources(&compile_program(graph, &compile_options())?)
 }

@@ -1,11 +1,12 @@
-//! A CPU backend whose programs return nothing: the cache and argument-check tests
-//! exercise the runtime without compiling or running anything real.
+//! A CPU backend whose executables return nothing: the cache and argument-check tests
+//! exercise the runtime without running anything.
 
-use rlx_ir::{Graph, TensorData, TensorView};
+use rlx_compile::{CompileOptions, Program};
+use rlx_ir::{TensorData, TensorView};
 use rlx_runtime::{Backend, Device, Executable, RuntimeResult};
 use std::sync::Arc;
 
-/// Registers as the CPU backend; compiles every graph to [`NullExe`].
+/// Registers as the CPU backend; loads every program as [`NullExe`].
 pub struct NullBackend;
 
 /// A program that returns no outputs.
@@ -30,7 +31,10 @@ impl Backend for NullBackend {
     fn is_available(&self, device: Device) -> bool {
         device == Device::Cpu
     }
-    fn compile(&self, _: Device, _: &Graph) -> RuntimeResult<Arc<dyn Executable>> {
+    fn compile_options(&self, _: Device) -> CompileOptions {
+        CompileOptions::default()
+    }
+    fn load(&self, _: Device, _: Program) -> RuntimeResult<Arc<dyn Executable>> {
         Ok(Arc::new(NullExe))
     }
 }
