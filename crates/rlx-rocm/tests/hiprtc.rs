@@ -220,6 +220,16 @@ fn work_group_reductions_compile_for_cdna2_and_rdna_targets() {
                 outs.push(op(&mut g, o, vec![input]));
             }
         }
+        if dt.is_float() {
+            // Row ops over long rows: a work-group per row too.
+            let sm = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
+            let w = g.input("w", Shape::new(&[1000], dt));
+            let ln = Op::LayerNorm {
+                axis: -1,
+                eps: 1e-5,
+            };
+            outs.push(op(&mut g, ln, vec![sm, w, w]));
+        }
         g.set_outputs(outs);
         let p = rlx_compile::compile(&g, &options()).unwrap();
         for arch in ["gfx90a", "gfx1030", "gfx1100"] {

@@ -147,7 +147,9 @@ impl Cx<'_> {
         self.stores(epilogue, &values, flat)
     }
 
-    /// One item per row; serial passes over the row, re-evaluating the prologue in each.
+    /// Passes over each row, re-evaluating the prologue in each: one item per row for
+    /// short rows, else one work-group per row whose items take strided columns and
+    /// combine each statistic in a fixed tree ([`Cx::group_total`]).
     fn row(&mut self, rk: &RowKernel<'_>) -> Result<Ex, super::LowerError> {
         let RowKernel {
             op,
@@ -161,13 +163,20 @@ impl Cx<'_> {
         let in_dt = prologue.nodes[input as usize].dtype;
         let ty = self.float_ty(in_dt, op.name())?;
         let r = space.len();
+        let lanes = super::reduce::row_lanes(space[r - 1]);
+        let row = if lanes > 1 { Ex::Group } else { Ex::Item };
+        if lanes > 1 {
+            self.group = Some(lanes);
+            self.shared
+                .push(crate::loops::SharedArray { ty, len: lanes });
+        }
         let c = self.dim(space[r - 1]);
-        let row_coords = self.unravel(Ex::Item, &space[..r - 1]);
+        let row_coords = self.unravel(row.clone(), &space[..r - 1]);
         let f = |v: f64| float(ty, v);
         // The prologue's value at column `j` of this row, with its point.
         let value = |cx: &mut Self, j: &Ex| -> Result<(Ex, Ex, Vec<Ex>), super::LowerError> {
             let flat =
-                cx.b.bind(Ty::Index, add(mul(Ex::Item, c.clone()), j.clone()));
+                cx.b.bind(Ty::Index, add(mul(row.clone(), c.clone()), j.clone()));
             let mut coords = row_coords.clone();
             coords.push(j.clone());
             let mut env = Env {
@@ -185,25 +194,27 @@ impl Cx<'_> {
                 // A NaN or +∞ anywhere, or a row of only −∞, gives a NaN row through
                 // these formulas, as in the oracle.
                 let m = self.accumulator(ty, f(f64::NEG_INFINITY));
-                self.counted(c.clone(), |cx, j| {
+                self.columns(c.clone(), lanes, |cx, j| {
                     let (x, _, _) = value(cx, &j)?;
                     cx.assign(m, ieee_max(Ex::Var(m), x, ty));
                     Ok(())
                 })?;
+                let m = self.group_total(m, ty, lanes, &|a, b| ieee_max(a, b, ty));
                 let s = self.accumulator(ty, f(0.0));
-                self.counted(c.clone(), |cx, j| {
+                self.columns(c.clone(), lanes, |cx, j| {
                     let (x, _, _) = value(cx, &j)?;
-                    let e = un(Un::Exp, bin(Bin::Sub, x, Ex::Var(m)));
+                    let e = un(Un::Exp, bin(Bin::Sub, x, m.clone()));
                     cx.assign(s, bin(Bin::Add, Ex::Var(s), e));
                     Ok(())
                 })?;
-                self.counted(c.clone(), |cx, j| {
+                let s = self.group_total(s, ty, lanes, &|a, b| bin(Bin::Add, a, b));
+                self.columns(c.clone(), lanes, |cx, j| {
                     let (x, flat, coords) = value(cx, &j)?;
-                    let shifted = bin(Bin::Sub, x, Ex::Var(m));
+                    let shifted = bin(Bin::Sub, x, m.clone());
                     let y = if op == RowOp::Softmax {
-                        bin(Bin::Div, un(Un::Exp, shifted), Ex::Var(s))
+                        bin(Bin::Div, un(Un::Exp, shifted), s.clone())
                     } else {
-                        bin(Bin::Sub, shifted, un(Un::Log, Ex::Var(s)))
+                        bin(Bin::Sub, shifted, un(Un::Log, s.clone()))
                     };
                     let core = cx.b.bind(ty, round(dtype, y));
                     cx.finish(epilogue, space, flat, coords, core)
@@ -218,21 +229,23 @@ impl Cx<'_> {
                     f(0.0)
                 } else {
                     let s1 = self.accumulator(ty, f(0.0));
-                    self.counted(c.clone(), |cx, j| {
+                    self.columns(c.clone(), lanes, |cx, j| {
                         let (x, _, _) = value(cx, &j)?;
                         cx.assign(s1, bin(Bin::Add, Ex::Var(s1), x));
                         Ok(())
                     })?;
-                    self.b.bind(ty, bin(Bin::Div, Ex::Var(s1), cf.clone()))
+                    let s1 = self.group_total(s1, ty, lanes, &|a, b| bin(Bin::Add, a, b));
+                    self.b.bind(ty, bin(Bin::Div, s1, cf.clone()))
                 };
                 let s2 = self.accumulator(ty, f(0.0));
-                self.counted(c.clone(), |cx, j| {
+                self.columns(c.clone(), lanes, |cx, j| {
                     let (x, _, _) = value(cx, &j)?;
                     let d = cx.b.bind(ty, bin(Bin::Sub, x, mean.clone()));
                     cx.assign(s2, bin(Bin::Add, Ex::Var(s2), bin(Bin::Mul, d.clone(), d)));
                     Ok(())
                 })?;
-                let var = bin(Bin::Div, Ex::Var(s2), cf.clone());
+                let s2 = self.group_total(s2, ty, lanes, &|a, b| bin(Bin::Add, a, b));
+                let var = bin(Bin::Div, s2, cf.clone());
                 let inv = self.b.bind(
                     ty,
                     bin(
@@ -241,7 +254,7 @@ impl Cx<'_> {
                         un(Un::Sqrt, bin(Bin::Add, var, f(eps as f64))),
                     ),
                 );
-                self.counted(c.clone(), |cx, j| {
+                self.columns(c.clone(), lanes, |cx, j| {
                     let (x, flat, coords) = value(cx, &j)?;
                     let gamma = cx.param(gl, &j, ty)?;
                     let beta = cx.param(bl, &j, ty)?;

@@ -66,6 +66,16 @@ fn lanes(r: &Reduction<'_>, red: &[Dim]) -> u32 {
     }
 }
 
+/// Items per row of a row op (softmax, norms) over rows of `c` columns: 1 (serial
+/// passes) for short static rows, else a work-group size.
+pub(super) fn row_lanes(c: Dim) -> u32 {
+    match c {
+        Dim::Static(n) if n < GROUP_MIN => 1,
+        Dim::Static(n) => (n.div_ceil(8).next_power_of_two() as u32).clamp(32, MAX_GROUP),
+        Dim::Dynamic(_) => MAX_GROUP,
+    }
+}
+
 /// The identity of `op` in compute type `ty` (integers: the extremes of dtype `dt`, so a
 /// 32-bit backend holds them).
 fn identity(op: ReduceOp, ty: Ty, dt: DType) -> Ex {
@@ -375,5 +385,76 @@ impl Fold {
                 q,
             ),
         )
+    }
+}
+
+impl Cx<'_> {
+    /// `for j in this item's columns of 0..count { f(j) }`: every column for `lanes` 1,
+    /// else `Local, Local + lanes, …` (neighbouring items read neighbouring columns).
+    pub(super) fn columns(
+        &mut self,
+        count: Ex,
+        lanes: u32,
+        f: impl FnOnce(&mut Self, Ex) -> Result<(), LowerError>,
+    ) -> Result<(), LowerError> {
+        if lanes == 1 {
+            return self.counted(count, f);
+        }
+        let l = lanes as i64;
+        let mine = div(bin(Bin::Sub, add(count, int(l - 1)), Ex::Local), int(l));
+        self.counted(mine, |cx, t| {
+            let j = cx.b.bind(Ty::Index, add(mul(t, int(l)), Ex::Local));
+            f(cx, j)
+        })
+    }
+
+    /// The combination (`⊕`, associative) of every item's `acc` over the work-group, in a
+    /// fixed tree order through shared array 0, as a value every item holds (for `lanes`
+    /// 1, `acc` itself). Barriers around the tree leave the array free for the next use.
+    pub(super) fn group_total(
+        &mut self,
+        acc: Var,
+        ty: Ty,
+        lanes: u32,
+        op: &dyn Fn(Ex, Ex) -> Ex,
+    ) -> Ex {
+        if lanes == 1 {
+            return Ex::Var(acc);
+        }
+        let sh = |i: Ex| Ex::Shared {
+            arr: 0,
+            index: Box::new(i),
+        };
+        self.b.push(Stmt::SharedStore {
+            arr: 0,
+            index: Ex::Local,
+            value: Ex::Var(acc),
+        });
+        self.b.push(Stmt::Barrier);
+        let mut half = lanes / 2;
+        while half >= 1 {
+            let mut inner = crate::loops::Builder {
+                vars: std::mem::take(&mut self.b.vars),
+                body: Vec::new(),
+            };
+            let a = inner.bind(ty, sh(Ex::Local));
+            let b = inner.bind(ty, sh(add(Ex::Local, int(half as i64))));
+            inner.push(Stmt::SharedStore {
+                arr: 0,
+                index: Ex::Local,
+                value: op(a, b),
+            });
+            self.b.vars = inner.vars;
+            self.b.push(Stmt::If {
+                cond: bin(Bin::Lt, Ex::Local, int(half as i64)),
+                body: inner.body,
+            });
+            self.b.push(Stmt::Barrier);
+            half /= 2;
+        }
+        let total = self.b.bind(ty, sh(int(0)));
+        // Every item has read the total before the array is written again.
+        self.b.push(Stmt::Barrier);
+        total
     }
 }

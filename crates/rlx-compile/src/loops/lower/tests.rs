@@ -471,3 +471,75 @@ fn the_interpreter_runs_groups_phase_by_phase_and_reports_races_and_divergent_ba
     let e = eval::run(&barrier_kernel(true, true), &mut out, &DimBinding::new()).unwrap_err();
     assert!(e.contains("uniform control flow"), "{e}");
 }
+
+#[test]
+fn row_ops_over_long_and_dynamic_rows_run_as_work_groups_like_the_oracle() {
+    let opts = CompileOptions {
+        keep_whole: ["softmax", "log_softmax", "layer_norm", "rms_norm"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ..Default::default()
+    };
+    for (c, dynamic) in [(7usize, false), (200, false), (130, true)] {
+        let cd = if dynamic {
+            Dim::Dynamic(0)
+        } else {
+            Dim::Static(c)
+        };
+        let mut g = Graph::new("rows");
+        let x = g.input("x", Shape::from_dims(&[Dim::Static(3), cd], DType::F32));
+        let gm = g.input("g", Shape::from_dims(&[cd], DType::F32));
+        let bt = g.input("b", Shape::from_dims(&[cd], DType::F32));
+        let outs = [
+            op(&mut g, Op::Softmax { axis: -1 }, vec![x]),
+            op(&mut g, Op::LogSoftmax { axis: -1 }, vec![x]),
+            op(
+                &mut g,
+                Op::LayerNorm {
+                    axis: -1,
+                    eps: 1e-5,
+                },
+                vec![x, gm, bt],
+            ),
+            op(
+                &mut g,
+                Op::RmsNorm {
+                    axis: -1,
+                    eps: 1e-5,
+                },
+                vec![x, gm, bt],
+            ),
+        ];
+        for (i, &o) in outs.iter().enumerate() {
+            let mut gi = g.clone();
+            gi.set_outputs(vec![o]);
+            let p = compile(&gi, &opts).unwrap();
+            let k = p
+                .kernels
+                .iter()
+                .position(|k| matches!(k.kind, crate::program::KernelKind::Row { .. }));
+            let Some(k) = k else {
+                panic!(
+                    "no row kernel: {:?}",
+                    p.kernels.iter().map(|k| k.label()).collect::<Vec<_>>()
+                )
+            };
+            let lk = loops::lower_kernel(&p, k).unwrap();
+            assert_eq!(lk.group.is_some(), c >= 64, "row op {i} over {c}");
+            let xs: Vec<f32> = (0..3 * c)
+                .map(|j| ((j * 37) % 23) as f32 / 7.0 - 1.5)
+                .collect();
+            let ps: Vec<f32> = (0..c).map(|j| 1.0 + (j % 5) as f32 / 4.0).collect();
+            let inputs = [
+                ("x", TensorData::from_f32(&[3, c], &xs)),
+                ("g", TensorData::from_f32(&[c], &ps)),
+                ("b", TensorData::from_f32(&[c], &ps)),
+            ];
+            let binding: DimBinding = [(0, c)].into_iter().collect();
+            let want = interp::run(&gi, &inputs).unwrap();
+            let got = run_loops(&p, &inputs, &binding).unwrap();
+            check(&got[0], &want[0], 64.0, &format!("row op {i} over {c}"));
+        }
+    }
+}

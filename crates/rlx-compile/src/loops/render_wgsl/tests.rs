@@ -529,3 +529,34 @@ fn reductions_render_work_groups_with_shared_arrays_and_barriers_to_valid_wgsl()
         }
     }
 }
+
+#[test]
+fn row_ops_over_long_rows_render_work_groups_to_valid_wgsl() {
+    let opts = CompileOptions {
+        keep_whole: vec!["softmax".into(), "layer_norm".into()],
+        ..Default::default()
+    };
+    for dt in [DType::F32, DType::F16] {
+        let mut g = Graph::new("rows");
+        let x = g.input("x", Shape::new(&[3, 500], dt));
+        let gm = g.input("g", Shape::new(&[500], dt));
+        let sm = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
+        let ln = op(
+            &mut g,
+            Op::LayerNorm {
+                axis: -1,
+                eps: 1e-5,
+            },
+            vec![sm, gm, gm],
+        );
+        g.set_outputs(vec![ln]);
+        let p = compile(&g, &opts).unwrap();
+        for k in 0..p.kernels.len() {
+            let lk = lower_kernel(&p, k).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(lk.group, Some(64), "{}", p.kernels[k].label());
+            let src = render_wgsl(&lk).unwrap_or_else(|e| panic!("{e}"));
+            validate(&src, &format!("{} {dt:?}", p.kernels[k].label()));
+            assert!(src.contains("workgroupBarrier();"), "{src}");
+        }
+    }
+}
