@@ -8,8 +8,8 @@
 use super::{Cls, Env, Gen, Launch, Shader, Space, WG, cls, post, ty};
 use crate::host::view_dims_sym;
 use rlx_compile::program::Kernel;
-use rlx_compile::program::{KernelKind, Program, RowOp};
-use rlx_ir::{DType, Dim, MaskKind, Op, ReduceOp};
+use rlx_compile::program::{KernelKind, Program};
+use rlx_ir::{DType, Dim, MaskKind, Op};
 
 /// Generate the shader for kernel `k`, or say why the GPU does not run it.
 pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Result<Shader, String> {
@@ -24,8 +24,9 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
         // Lowered to the loop IR and rendered whole (`lowered.rs`); what the renderer
         // refuses (f64, i64/u32, integer `/`, `%` and shifts that can raise) runs on the host.
         // A reduction's integer mean (an exact sum wider than i32) runs on the host too.
-        KernelKind::Elementwise { .. } | KernelKind::Reduce { .. } => g.lowered(),
-        KernelKind::Row { .. } => row(g, k),
+        KernelKind::Elementwise { .. } | KernelKind::Reduce { .. } | KernelKind::Row { .. } => {
+            g.lowered()
+        }
         KernelKind::Contraction { .. } => contraction(g, k),
         KernelKind::Attention { .. } => attention(g, k),
         KernelKind::Opaque { .. } => super::opaque::opaque(g, k),
@@ -35,189 +36,6 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
                 .to_string(),
         ),
     }
-}
-
-/// Initial accumulator of a reduction in class `c`.
-fn init(op: ReduceOp, c: Cls) -> &'static str {
-    match (op, c) {
-        (ReduceOp::Prod, Cls::F) => "1.0",
-        (ReduceOp::Max, Cls::F) => "bitcast<f32>(0xff800000u)",
-        (ReduceOp::Min, Cls::F) => "bitcast<f32>(0x7f800000u)",
-        (_, Cls::F) => "0.0",
-        (ReduceOp::Prod, Cls::I) => "1i",
-        (ReduceOp::Max, Cls::I) => "bitcast<i32>(0x80000000u)",
-        (ReduceOp::Min, Cls::I) => "2147483647i",
-        (_, Cls::I) => "0i",
-    }
-}
-
-/// `acc = acc ⊕ x` (NaN sticks for float max/min, as in the oracle).
-fn fold(g: &mut Gen<'_>, op: ReduceOp, c: Cls, acc: &str, x: &str) -> String {
-    match (op, c) {
-        (ReduceOp::Sum | ReduceOp::Mean, _) => format!("{acc} = {acc} + {x};"),
-        (ReduceOp::Prod, _) => format!("{acc} = {acc} * {x};"),
-        (ReduceOp::Max, Cls::I) => format!("{acc} = max({acc}, {x});"),
-        (ReduceOp::Min, Cls::I) => format!("{acc} = min({acc}, {x});"),
-        (ReduceOp::Max | ReduceOp::Min, Cls::F) => {
-            g.need("nan_");
-            let cmp = if op == ReduceOp::Max { ">" } else { "<" };
-            format!("if (!nan_({acc}) && (nan_({x}) || {x} {cmp} {acc})) {{ {acc} = {x}; }}")
-        }
-    }
-}
-
-/// Tree-combine `sh[0..64]` into `sh[0]` in a fixed order (all threads participate).
-fn tree(g: &mut Gen<'_>, op: ReduceOp, c: Cls, arr: &str) {
-    g.line("workgroupBarrier();");
-    g.line("for (var half = 32u; half > 0u; half = half >> 1u) {");
-    g.line("  if (lid < half) {");
-    g.line(&format!("    var a = {arr}[lid];"));
-    g.line(&format!("    let b = {arr}[lid + half];"));
-    let f = fold(g, op, c, "a", "b");
-    g.line(&format!("    {f}"));
-    g.line(&format!("    {arr}[lid] = a;"));
-    g.line("  }");
-    g.line("  workgroupBarrier();");
-    g.line("}");
-}
-
-fn row(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
-    let KernelKind::Row {
-        op,
-        space,
-        prologue,
-        input,
-        params,
-        dtype,
-        epilogue,
-    } = &k.kind
-    else {
-        unreachable!()
-    };
-    if cls(*dtype)? != Cls::F || cls(prologue.nodes[*input as usize].dtype)? != Cls::F {
-        return Err(format!("{} of non-float data", op.name()));
-    }
-    let r = space.len();
-    if r == 0 {
-        return Err(format!("{} of a scalar", op.name()));
-    }
-    let outer = space[..r - 1].to_vec();
-    let c = g.dim(space[r - 1])?;
-    let nrows = g.numel(&outer)?;
-    g.decls.push_str("var<workgroup> sh: array<f32, 64>;\n");
-    g.line("let row = wid.y * nwg.x + wid.x;");
-    g.line(&format!("if (row >= {nrows}) {{ return; }}"));
-    let oidx = g.unravel("row", &outer)?;
-    // One pass over the row: prologue at (row, j) folded into `acc`.
-    let pass =
-        |g: &mut Gen<'_>, rop: ReduceOp, val: &dyn Fn(&str) -> String| -> Result<String, String> {
-            g.line(&format!("var acc = {};", init(rop, Cls::F)));
-            g.line(&format!("for (var j = lid; j < {c}; j = j + 64u) {{"));
-            let mut idx = oidx.clone();
-            idx.push("j".into());
-            let mut sp = Space::multi(space.clone(), idx);
-            let pv = g.value(prologue, *input, &mut sp)?;
-            let x = val(&pv);
-            let xv = g.bind("x", &x);
-            let f = fold(g, rop, Cls::F, "acc", &xv);
-            g.line(&f);
-            g.line("}");
-            g.line("sh[lid] = acc;");
-            tree(g, rop, Cls::F, "sh");
-            let s = g.fresh("stat");
-            g.line(&format!("let {s} = sh[0];"));
-            g.line("workgroupBarrier();");
-            Ok(s)
-        };
-    g.need("nan_");
-    // Statistics, each in its own scope so `acc` can be reused: `var = post(fold)`.
-    let stat = |g: &mut Gen<'_>,
-                var: &str,
-                rop: ReduceOp,
-                val: &dyn Fn(&str) -> String,
-                post: &dyn Fn(&str) -> String|
-     -> Result<(), String> {
-        g.line(&format!("var {var}: f32;"));
-        g.line("{");
-        let r = pass(g, rop, val)?;
-        g.line(&format!("{var} = {};", post(&r)));
-        g.line("}");
-        Ok(())
-    };
-    let mean = |v: &str| format!("{v} / f32({c})");
-    // The statistics are `m` (max or mean; absent for rms_norm) and `s`.
-    match op {
-        RowOp::Softmax | RowOp::LogSoftmax => {
-            stat(&mut g, "m", ReduceOp::Max, &|x| x.to_string(), &|v| {
-                v.to_string()
-            })?;
-            stat(
-                &mut g,
-                "s",
-                ReduceOp::Sum,
-                &|x| format!("exp({x} - m)"),
-                &|v| v.to_string(),
-            )?;
-        }
-        RowOp::LayerNorm { .. } => {
-            stat(&mut g, "m", ReduceOp::Sum, &|x| x.to_string(), &mean)?;
-            stat(
-                &mut g,
-                "s",
-                ReduceOp::Sum,
-                &|x| format!("({x} - m) * ({x} - m)"),
-                &mean,
-            )?;
-        }
-        RowOp::RmsNorm { .. } => {
-            stat(&mut g, "s", ReduceOp::Sum, &|x| format!("{x} * {x}"), &mean)?;
-        }
-    }
-    g.line(&format!("for (var j = lid; j < {c}; j = j + 64u) {{"));
-    let mut idx = oidx.clone();
-    idx.push("j".into());
-    let mut sp = Space::multi(space.clone(), idx);
-    let x = g.value(prologue, *input, &mut sp)?;
-    let y = match op {
-        RowOp::Softmax => format!("exp({x} - m) / s"),
-        RowOp::LogSoftmax => format!("{x} - m - log(s)"),
-        RowOp::LayerNorm { eps } | RowOp::RmsNorm { eps } => {
-            let (gl, bl) = params.ok_or("norm without gamma/beta")?;
-            let gv = param(&mut g, gl, space[r - 1])?;
-            let bv = param(&mut g, bl, space[r - 1])?;
-            let eps = format!("bitcast<f32>({:#x}u)", eps.to_bits());
-            let centered = if matches!(op, RowOp::LayerNorm { .. }) {
-                format!("({x} - m)")
-            } else {
-                x.clone()
-            };
-            format!("{centered} / sqrt(s + {eps}) * {gv} + {bv}")
-        }
-    };
-    let y = post(&mut g, *dtype, &y);
-    let core = g.bind("core", &y);
-    let flat = g.space_flat(&mut sp)?;
-    g.epilogue(epilogue, space, &flat, &core, *dtype)?;
-    g.line("}");
-    Ok(g.finish(&WG.to_string(), Launch::Groups(outer)))
-}
-
-/// γ or β at channel `j`: its view is `[C]` (or one element, broadcast).
-fn param(g: &mut Gen<'_>, l: usize, c: Dim) -> Result<String, String> {
-    let load = &g.k.loads[l];
-    let vd = view_dims_sym(g.p.buffers[load.buf].shape.dims(), &load.steps);
-    let idx = match vd.as_slice() {
-        [d] if *d == c => vec!["j".to_string()],
-        d if d.iter().all(|x| *x == Dim::Static(1)) => vec!["0u".to_string(); d.len()],
-        d => return Err(format!("norm parameter of view dims {d:?}")),
-    };
-    let buf = load.buf;
-    if cls(g.p.buffers[buf].shape.dtype())? != Cls::F {
-        return Err("integer norm parameters".into());
-    }
-    let e = g.load_elem_at(l, &idx)?;
-    let v = g.read(buf, &e)?;
-    Ok(g.bind("pm", &v))
 }
 
 /// Per-axis view indices of an operand of dims `vd` at output batch indices `ob`

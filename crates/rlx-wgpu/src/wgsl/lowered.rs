@@ -6,7 +6,7 @@
 //! renderer to the shader's parameters (buffer offsets and dynamic dims as
 //! [`Slot`](super::Slot)s).
 
-use super::{Gen, Launch, Shader, Space, WG};
+use super::{Gen, Launch, Shader, WG};
 use rlx_compile::loops::{self, Fault, LoopKernel, WgslEmbedding, WgslError, WgslHelpers};
 use rlx_compile::program::{Expr, KernelKind};
 use rlx_ir::{DType, Dim};
@@ -68,14 +68,16 @@ impl Gen<'_> {
         f(&embed, &mut self.helpers).map_err(|e| e.to_string())
     }
 
-    /// A kernel lowered whole: an elementwise kernel (one invocation per element) or a
+    /// A kernel lowered whole: an elementwise kernel (one invocation per element), a
     /// reduction (one invocation per output, or one workgroup of the lowering's size per
-    /// output).
+    /// output) or a row op (one invocation or workgroup per row).
     pub(crate) fn lowered(mut self) -> Result<Shader, String> {
         let lk = loops::lower_kernel(self.p, self.kid()).map_err(|e| e.to_string())?;
         let space = match &self.k.kind {
             KernelKind::Elementwise { space, .. } => space.clone(),
             KernelKind::Reduce { out_space, .. } => out_space.clone(),
+            // One item or workgroup per row.
+            KernelKind::Row { space, .. } if !space.is_empty() => space[..space.len() - 1].to_vec(),
             _ => return Err(format!("a {} kernel rendered whole", self.k.label())),
         };
         let body = self.render(&lk, "v", |e, h| loops::render_wgsl_loop(&lk, e, h))?;
@@ -87,30 +89,6 @@ impl Gen<'_> {
             // `render_wgsl_loop` numbers items in workgroups of `WGSL_WORKGROUP`.
             None => self.finish(&WG.to_string(), Launch::Threads(space)),
         })
-    }
-
-    /// Node `node` of prologue `e` at the current point of `sp`, bound to a fresh
-    /// variable of the node's class (`f32`, or `i32` for integers and bools).
-    pub(crate) fn value(&mut self, e: &Expr, node: u32, sp: &mut Space) -> Result<String, String> {
-        let flat = self.space_flat(sp)?;
-        let coords = self.space_idx(sp)?;
-        let space = sp.dims.clone();
-        let (frag, value) = loops::lower_value(self.p, self.kid(), e, node, &space, &flat, &coords)
-            .map_err(|e| e.to_string())?;
-        let prefix = format!("{}_", self.fresh("pv"));
-        let (stmts, v) = self.render(&frag, &prefix, |embed, h| {
-            Ok((
-                loops::render_wgsl_statements(&frag, embed, h, 1)?,
-                loops::render_wgsl_value(&frag, embed, h, &value)?,
-            ))
-        })?;
-        self.body.push_str(&stmts);
-        let v = if e.nodes[node as usize].dtype == DType::Bool {
-            format!("select(0i, 1i, {v})")
-        } else {
-            v
-        };
-        Ok(self.bind("x", &v))
     }
 
     /// Epilogue `e` at the point of `space` with flat index `flat` (a `u32` variable),
