@@ -18,8 +18,6 @@ pub(crate) enum MSrc {
     LoadOff(usize),
     /// The stride of kernel load `.0` along axis `.1` of its view.
     LoadStride(usize, usize),
-    /// Launch choice `i` of the kernel (threads per row, splits, …), decided per call.
-    Launch(usize),
 }
 
 /// A pointer a kernel receives.
@@ -39,7 +37,6 @@ pub(crate) fn eval(
     k: &Kernel,
     bd: &[Vec<usize>],
     binding: &DimBinding,
-    launch: &[i64],
     s: &MSrc,
 ) -> Result<i64, String> {
     Ok(match s {
@@ -61,9 +58,6 @@ pub(crate) fn eval(
                 _ => unreachable!(),
             }
         }
-        MSrc::Launch(i) => *launch
-            .get(*i)
-            .ok_or_else(|| format!("internal: launch value {i} missing"))?,
     })
 }
 

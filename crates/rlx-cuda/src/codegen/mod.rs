@@ -8,7 +8,8 @@
 //!   (`rlx_compile::loops`) and rendered by its C++ renderer;
 //! - reduction: lowered to the loop IR too (a thread per output, or a block per output
 //!   combining strided partials in a fixed shared-memory tree: bit-identical results);
-//! - row ops (softmax, log-softmax, layer/RMS norm): one thread segment per row;
+//! - row ops (softmax, log-softmax, layer/RMS norm): lowered to the loop IR (a thread
+//!   per short row, a block per long row with fixed shared-memory trees);
 //! - attention: a flash-style kernel with key/value tiles in shared memory and an online
 //!   softmax per query;
 //! - contraction: pack kernels (operands without a BLAS layout), the epilogue kernel run
@@ -86,15 +87,6 @@ impl Generated {
     }
 }
 
-/// A point of a kernel's iteration space as host variables: its flat row-major index
-/// and its coordinates.
-#[derive(Clone, Copy)]
-pub(crate) struct Point<'a> {
-    pub space: &'a [Dim],
-    pub flat: &'a str,
-    pub coords: &'a [String],
-}
-
 /// The code generator's state for one kernel.
 pub(crate) struct KGen<'a> {
     pub(crate) p: &'a Program,
@@ -150,8 +142,8 @@ impl<'a> KGen<'a> {
 
     /// A run-time integer: a literal for static programs, else a parameter slot.
     pub(crate) fn m(&mut self, s: MSrc) -> String {
-        if let (Some(bd), false) = (self.fixed, matches!(s, MSrc::Launch(_))) {
-            let v = meta::eval(self.p, self.k, bd, &DimBinding::new(), &[], &s)
+        if let Some(bd) = self.fixed {
+            let v = meta::eval(self.p, self.k, bd, &DimBinding::new(), &s)
                 .expect("static values evaluate");
             return lit(v);
         }
@@ -180,11 +172,6 @@ impl<'a> KGen<'a> {
         }
         let parts: Vec<String> = dims.iter().map(|&d| self.dim(d)).collect();
         format!("({})", parts.join(" * "))
-    }
-
-    /// Launch value `i` as C.
-    pub(crate) fn launch(&mut self, i: usize) -> String {
-        self.m(MSrc::Launch(i))
     }
 
     /// The parameter struct, helpers and entries of this kernel.
@@ -376,31 +363,6 @@ impl KGen<'_> {
             entry: name,
             space: space.to_vec(),
         })
-    }
-
-    /// The statements computing node `node` of prologue `e` at point `at`, appended to
-    /// `out` at `indent`; returns the value as C. Lowered once to the loop IR.
-    pub(crate) fn value(
-        &mut self,
-        out: &mut String,
-        indent: &str,
-        e: &rlx_compile::program::Expr,
-        node: u32,
-        at: Point<'_>,
-    ) -> Result<String, String> {
-        let (frag, value) = rlx_compile::loops::lower_value(
-            self.p, self.kid, e, node, at.space, at.flat, at.coords,
-        )
-        .map_err(|e| e.to_string())?;
-        let host = self.loop_host(&frag, "pv");
-        Ok(host.with(|embed| {
-            out.push_str(&rlx_compile::loops::render_c_statements(
-                &frag,
-                embed,
-                indent.len() / 2,
-            ));
-            rlx_compile::loops::render_c_value(&frag, embed, &value)
-        }))
     }
 
     /// Emit an epilogue: `core` (a variable of `core_dt`) at out-space flat index `flat`,

@@ -9,7 +9,7 @@
 use super::blas::{blas_plan, fp8_plan};
 use super::host::HostOp;
 use crate::codegen::meta::{self, Ptr};
-use crate::codegen::{Generated, KCode, reduce, row};
+use crate::codegen::{Generated, KCode, reduce};
 use crate::device::{Fp8Call, GemmCall};
 use rlx_compile::memplan;
 use rlx_compile::program::{BufKind, KernelKind, Program, concrete};
@@ -112,11 +112,6 @@ pub(crate) fn binding_from_args(p: &Program, dims: &[&[usize]]) -> Result<DimBin
         }
     }
     Ok(b)
-}
-
-/// Smallest power of two ≥ `n` (1 for 0).
-fn pow2(n: usize) -> usize {
-    n.max(1).next_power_of_two()
 }
 
 /// Blocks for `n` threads of 256, capped (grid-stride loops cover the rest).
@@ -247,29 +242,32 @@ impl KernelBind<'_> {
             .collect()
     }
 
-    /// Run-time integers for launch values `launch`.
-    fn meta(&self, launch: &[i64]) -> Result<Vec<i64>, String> {
+    /// The kernel's run-time integers under this binding.
+    fn meta(&self) -> Result<Vec<i64>, String> {
         self.code
             .meta
             .iter()
-            .map(|s| meta::eval(self.p, self.k, self.buf_dims, self.binding, launch, s))
+            .map(|s| meta::eval(self.p, self.k, self.buf_dims, self.binding, s))
             .collect()
     }
 
-    /// Queue a launch of `entry`.
+    /// Queue a launch of `entry`. `_launch` held per-call launch choices (threads per
+    /// row, splits) of the hand-written reductions; no generated kernel reads any since
+    /// reductions and row ops are lowered to the loop IR, and the parameter goes once
+    /// `exec/blas.rs`'s calls drop it.
     pub(crate) fn launch(
         &mut self,
         entry: &str,
         grid: (u32, u32, u32),
         block: u32,
-        launch: &[i64],
+        _launch: &[i64],
         sync: bool,
     ) -> Result<(), String> {
         let e = *self
             .entries
             .get(entry)
             .ok_or_else(|| format!("internal: entry {entry} missing"))?;
-        let meta = self.meta(launch)?;
+        let meta = self.meta()?;
         self.steps.push(Step::Launch(Launch {
             entry: e,
             grid,
@@ -297,16 +295,18 @@ impl KernelBind<'_> {
             }
             KCode::Reduce(r) => self.bind_reduce(&r)?,
             KCode::Row(r) => {
-                let d = self.resolve(&r.space)?;
-                let c = *d.last().unwrap_or(&1);
-                let rows = d.iter().product::<usize>().checked_div(c).unwrap_or(0);
+                let rows: usize = self.resolve(&r.rows)?.iter().product();
                 if rows > 0 {
-                    let tpr = pow2(c.div_ceil(8)).min(1024);
-                    let block = tpr.max(256);
-                    let gx = rows.div_ceil(block / tpr);
-                    let mut l = vec![0i64; 1];
-                    l[row::L_TPR] = tpr as i64;
-                    self.launch(&r.entry, (gx as u32, 1, 1), block as u32, &l, true)?;
+                    match r.group {
+                        // One block per row, with exactly the lowering's threads.
+                        Some(n) => {
+                            let gx = (rows as u64).clamp(1, self.t.grid_cap() * 8) as u32;
+                            self.launch(&r.entry, (gx, 1, 1), n, &[], true)?;
+                        }
+                        None => {
+                            self.launch(&r.entry, (blocks(rows, self.t), 1, 1), 256, &[], false)?
+                        }
+                    }
                 }
             }
             KCode::Attention(a) => {

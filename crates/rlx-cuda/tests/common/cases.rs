@@ -392,6 +392,35 @@ pub fn work_group_reductions_match_the_oracle(t: &Target) {
             check(&g, &args, &|g| t.compile(g));
         }
     }
+    // Row ops over long rows (a block per row) and dynamic rows.
+    for (c, dynamic) in [(500usize, false), (300, true)] {
+        let cd = if dynamic {
+            Dim::Dynamic(0)
+        } else {
+            Dim::Static(c)
+        };
+        let mut g = Graph::new("wg_rows");
+        let x = g.input("x", Shape::from_dims(&[Dim::Static(3), cd], DType::F32));
+        let w = g.input("w", Shape::from_dims(&[cd], DType::F32));
+        let sm = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
+        let ls = op(&mut g, Op::LogSoftmax { axis: -1 }, vec![x]);
+        let ln = Op::LayerNorm {
+            axis: -1,
+            eps: 1e-5,
+        };
+        let ln = op(&mut g, ln, vec![sm, w, w]);
+        let rms = Op::RmsNorm {
+            axis: -1,
+            eps: 1e-5,
+        };
+        let rms = op(&mut g, rms, vec![ls, w, w]);
+        g.set_outputs(vec![ln, rms]);
+        let args = vec![
+            random_data(&mut rng, &Shape::new(&[3, c], DType::F32)),
+            random_data(&mut rng, &Shape::new(&[c], DType::F32)),
+        ];
+        check(&g, &args, &|g| t.compile(g));
+    }
     let big: Vec<i64> = (0..600)
         .map(|i| i64::MAX - i * 7 - (i % 3) * (1 << 40))
         .collect();
