@@ -9,11 +9,11 @@
 //! atomic and updates its own bytes of a word with `atomicAnd`/`atomicOr`, so
 //! neighbouring threads never lose each other's bytes.
 //!
-//! Scalar semantics are not written here: elementwise kernels, and the fused prologues
-//! and epilogues of the other kinds, are lowered once to the loop IR of
-//! `rlx_compile::loops` (shared with the CUDA and HIP backends) and rendered by its WGSL
-//! renderer (`lowered.rs`), whose helper library the hand-written kernels here call too.
-//! This module keeps the kernel skeletons (reduction trees, row passes, matmul tiles,
+//! Scalar semantics are not written here: elementwise kernels, reductions and row ops
+//! whole, and the fused prologues and epilogues of the other kinds, are lowered once to
+//! the loop IR of `rlx_compile::loops` (shared with the CUDA and HIP backends) and
+//! rendered by its WGSL renderer (`lowered.rs`), whose helper library the hand-written
+//! kernels here call too. This module keeps the skeletons not lowered yet (matmul tiles,
 //! attention) and the parameter binding.
 //!
 //! Sizes, strides and buffer offsets are [`Slot`]s: for static programs they are
