@@ -2,16 +2,17 @@
 //!
 //! Every kernel becomes independent work items: one per element of an elementwise
 //! kernel's space, one per result element of a reduction or a contraction (a serial loop
-//! over the reduced positions or over K inside), one per row of a row op (serial passes
-//! over the row). Each item's coordinates are unravelled from the item index, every
+//! over the reduced positions or over K inside), one per row of a short row op (serial
+//! passes over the row). Each item's coordinates are unravelled from the item index, every
 //! load's view chain is walked backwards to a buffer offset ([`Cx::view_offset`]), and
 //! expressions are spelled in scalar operations with the oracle's dtype rules
 //! (`expr.rs`, where every activation's formula lives — the one place GPU backends take
-//! it from). Reductions over long axes run a work-group per output instead: its items
-//! fold strided positions, then combine through a shared array in a fixed tree order
-//! (`reduce.rs`). Row ops still run one item per row.
+//! it from). Reductions over long axes run a work-group per output instead, and row ops
+//! over long or dynamic rows a work-group per row: the items fold strided positions,
+//! then combine through a shared array in a fixed tree order (`reduce.rs`), so the
+//! result never depends on the launch.
 //!
-//! What is not lowered yet (attention, opaque ops, integer dtypes, a few casts) is a
+//! What is not lowered yet (attention, opaque ops, row groups, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
 
 mod expr;
