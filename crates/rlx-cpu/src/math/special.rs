@@ -129,8 +129,9 @@ pub(crate) const EQ: [f64; 3] = [
 
 /// `P(a)/Q(a)` for the coefficients `(mp, mq)` (`mq` from degree 1, `Q0 = 1`) by Horner
 /// in f64 from `fma(a, P_top, P_top−1)` and `fma(a, Q_top, Q_top−1)`, rounded once to
-/// f32: [`MP`]/[`MQ`] give `M(a) = Φ(−a)·e^(a²/2)` for `a ∈ [0, 16]`, [`EP`]/[`EQ`]
-/// `M(c√2)` for erf's `c`.
+/// f32: [`MP`]/[`MQ`] give GELU's `M(a) = Φ(−a)·e^(a²/2)` for `a ∈ [0, 16]`, which GELU
+/// needs to 0.1 ulp for negative x (f32 Horner: up to 5.7 ulp, measured). Erf's [`EP`]/[`EQ`] run in f32 ([`mills32`]). This f64 evaluation (two 8-double
+/// halves) is about 0.36 of GELU's 0.87 ns per element on one AVX-512 thread.
 #[inline(always)]
 fn mills<const F: bool, const NP: usize, const NQ: usize>(
     a: f64,
