@@ -127,8 +127,10 @@ impl RowGroupPlan {
                     // Machine code writes each stored node to its row directly: only when
                     // every node is stored once (at most 4 stores).
                     let mut exports: Vec<u32> = stores.iter().map(|s| s.0).collect();
-                    exports.dedup();
-                    if exports.len() != stores.len() || stores.len() > 4 {
+                    let mut uniq = exports.clone();
+                    uniq.sort_unstable();
+                    uniq.dedup();
+                    if uniq.len() != stores.len() || stores.len() > 4 {
                         exports.clear();
                     }
                     let fast = if wide && edims == dims && rows::enabled() {
@@ -187,15 +189,18 @@ impl RowGroupPlan {
             let mut vals: Vec<V> = Vec::new();
             let mut rsum: Vec<f64> = Vec::with_capacity(r1 - r0);
             for st in &self.stages {
-                // SAFETY (row programs): `bases` are the buffers the group was bound to and
-                // every row `r0..r1` lies in its space; a vector value holds `c` floats.
+                // Row programs: `bases` are the buffers the group was bound to, every row
+                // `r0..r1` lies in its space, and a vector value holds `c` floats.
                 match st {
                     Stage::Row(r, Some((p, input))) => {
                         rsum.clear();
                         for row in r0..r1 {
+                            // SAFETY: bound buffers, a row of the space, and `scratch` holds
+                            // the largest program's scratch_len (>= c) floats.
                             let v = unsafe {
                                 row_value(p, *input, bases, row, c, &mut scratch, &mut vals)
                             };
+                            // SAFETY: a vector value of a row holds `c` floats.
                             rsum.push(unsafe { sum_value(v, c) });
                         }
                         r.finish_rows(bases, r0, r1, &rsum)?;
@@ -203,6 +208,7 @@ impl RowGroupPlan {
                     Stage::Col(_, j, Some((p, input))) => {
                         let s = &mut sums[*j];
                         for row in r0..r1 {
+                            // SAFETY: as for a row stage above.
                             let v = match unsafe {
                                 row_value(p, *input, bases, row, c, &mut scratch, &mut vals)
                             } {
@@ -215,9 +221,14 @@ impl RowGroupPlan {
                     }
                     Stage::Ew(_, true, Some((p, _))) => {
                         for row in r0..r1 {
+                            // SAFETY: bound buffers and a row of the space; the store rows
+                            // are rows of dense f32 buffers of the space (RowProg::new), so
+                            // they overlap an input only at the same element; `scratch` as
+                            // above. (Machine code only with at most 4 stores.)
                             unsafe {
                                 let outs = p.store_rows(bases, row, c);
-                                if !p.run_jit(bases, row, c, &outs[..p.n_stores()]) {
+                                let outs = &outs[..p.n_stores().min(outs.len())];
+                                if !p.run_jit(bases, row, c, outs) {
                                     p.eval(bases, row, c, &mut scratch, &mut vals);
                                     p.store(bases, row, c, &vals);
                                 }
