@@ -156,7 +156,9 @@ impl RowProg {
         planned: &[Option<usize>],
         exports: &[u32],
     ) -> Option<RowJit> {
-        if !crate::jit::enabled() {
+        // Nothing computed (a sum of an input's rows): node by node reads the rows where
+        // they lie, where machine code would copy them out first.
+        if !crate::jit::enabled() || expr.is_trivial() {
             return None;
         }
         let tp = TileProg::build(expr)?;
