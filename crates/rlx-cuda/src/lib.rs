@@ -171,8 +171,6 @@ pub fn generated_source(graph: &Graph) -> RuntimeResult<String> {
 pub struct Routing {
     /// Route BLAS-able matmuls to cuBLAS/cuBLASLt instead of the generic kernel.
     pub blas: bool,
-    /// Split reductions whose reduced extent is at least this long.
-    pub split_min: usize,
     /// Route per-tensor fp8 scaled matmuls to cuBLASLt (where the device can).
     pub fp8: bool,
 }
@@ -181,7 +179,6 @@ impl Default for Routing {
     fn default() -> Self {
         Routing {
             blas: true,
-            split_min: 8192,
             fp8: true,
         }
     }
@@ -196,7 +193,6 @@ pub fn compile_routed(
     let program = compile_program(graph, &compile_options())?;
     let tuning = exec::plan::Tuning {
         sm_count: device::Gpu::sm_count(gpu.as_ref()),
-        split_min: r.split_min,
         blas: r.blas && device::Gpu::has_blas(gpu.as_ref()),
         fp8: r.fp8 && device::Gpu::has_fp8(gpu.as_ref()),
     };

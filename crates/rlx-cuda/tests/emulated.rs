@@ -42,7 +42,7 @@ proptest! {
         if emulator_ok() {
             let mut rng = Rng::new(seed ^ 0xabcd);
             let (g, args) = build_random_graph(&mut rng, true);
-            let o = Routing { blas: false, split_min: 16, fp8: false };
+            let o = Routing { blas: false, fp8: false };
             check(&g, &args, &|g| compile_emulated_with(g, o));
         }
     }
@@ -149,75 +149,17 @@ fn work_group_reductions_match_the_oracle() {
     }
 }
 
-/// The loop IR's reference interpreter on the one reduce kernel of `p` (one f32 input,
-/// one output): the outputs the lowering defines.
-fn loop_eval(p: &rlx_compile::Program, x: &[f32]) -> Vec<f64> {
-    use rlx_compile::loops::{self, eval::HostBuf};
-    let k = p
-        .kernels
-        .iter()
-        .position(|k| k.label().starts_with("reduce_"))
-        .expect("a reduce kernel");
-    let lk = loops::lower_kernel(p, k).unwrap();
-    let mut slots: Vec<HostBuf> = lk
-        .bufs
-        .iter()
-        .map(|b| match b.access {
-            loops::Access::Read => HostBuf::Float(x.iter().map(|&v| v as f64).collect()),
-            loops::Access::Write => {
-                let n = p.buffers[b.buf]
-                    .shape
-                    .static_dims()
-                    .unwrap()
-                    .iter()
-                    .product();
-                HostBuf::zeros(b.dtype, n)
-            }
-        })
-        .collect();
-    loops::eval::run(&lk, &mut slots, &rlx_ir::DimBinding::new()).unwrap();
-    match slots.pop() {
-        Some(HostBuf::Float(v)) => v,
-        other => panic!("{other:?}"),
-    }
-}
-
 #[test]
 fn sums_are_bit_identical_to_the_loop_ir_reference_in_its_fixed_tree_order() {
     if !emulator_ok() {
         return;
     }
-    use rlx_ir::{DType, Graph, Op, ReduceOp, Shape, TensorData};
-    for (dims, axes) in [
-        (vec![3usize, 1000], vec![1]),
-        (vec![700, 5], vec![0]),
-        (vec![40, 9], vec![1]),
-    ] {
-        let n: usize = dims.iter().product();
-        let x: Vec<f32> = (0..n)
-            .map(|i| ((i * 7919) % 1009) as f32 * 1.37e-3 + (i % 3) as f32 * 1e4)
-            .collect();
-        let mut g = Graph::new("sum_bits");
-        let xi = g.input("x", Shape::new(&dims, DType::F32));
-        let o = Op::Reduce {
-            op: ReduceOp::Sum,
-            axes: axes.clone(),
-            keep_dim: false,
-        };
-        let r = g.add_op(o, vec![xi]).unwrap();
-        g.set_outputs(vec![r]);
-        let p = rlx_compile::compile(&g, &rlx_cuda::compile_options()).unwrap();
-        let want = loop_eval(&p, &x);
-        let exe = compile_emulated(&g).unwrap();
-        let arg = TensorData::from_f32(&dims, &x);
-        let got = exe.run(&[arg.view()]).unwrap()[0].to_f32_vec();
-        assert_eq!(got.len(), want.len());
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(
-                g.to_bits(),
-                (*w as f32).to_bits(),
-                "{dims:?} {axes:?} element {i}: device {g}, loop IR {w}"
-            );
-        }
-    }
+    rlx_testkit::check_sums_follow_loop_ir_order(
+        &rlx_cuda::compile_options(),
+        "device",
+        &|g, x| {
+            let exe = compile_emulated(g).unwrap();
+            exe.run(&[x.view()]).unwrap()[0].to_f32_vec()
+        },
+    );
 }

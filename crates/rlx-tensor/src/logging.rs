@@ -120,13 +120,13 @@ fn parse_filter(filter: &str) -> Result<EnvFilter, LogFilterError> {
 /// | `RLX_JIT_PREFETCH=<bytes>` | rlx-cpu | prefetch distance of the JIT's loops (default 2048; `0` turns prefetching off) |
 /// | `RLX_GEMM_BF16`, `RLX_GEMM_F16` = `amx` / `avx512bf16` / `avx512f32` / `f32` | rlx-cpu | the half-precision GEMM path (default: the fastest available) |
 /// | `RLX_GEMM_I8` = `amx` / `avx512vnni` / `avx512` / `portable` | rlx-cpu | the int8 GEMM path (default: the fastest available) |
+/// | `RLX_ROW_PROGRAMS=0` | rlx-cpu | row groups (norm backwards) run stage by stage over tiles instead of as per-row programs (for A/B runs) |
 /// | `RLX_NO_MALLOC_TUNING` | rlx-cpu | leave glibc's malloc thresholds alone |
 /// | `RLX_CUDA_LIB_DIR=<dirs>` | rlx-cuda | directories searched first for the CUDA libraries (a path list) |
 /// | `RLX_NVRTC_LIB=<path>` | rlx-cuda | the NVRTC library (a file or its directory) |
 /// | `RLX_PYTHON_PATH=<dirs>` | rlx-cuda | Python site directories searched for NVIDIA wheels (as `PYTHONPATH`) |
 /// | `RLX_CUDA_TF32=1` | rlx-cuda | let cuBLAS use TF32 tensor cores for f32 contractions |
 /// | `RLX_CUDA_NO_BLAS=1` | rlx-cuda | generated kernels instead of cuBLAS for contractions |
-/// | `RLX_CUDA_SPLIT_MIN=<n>` | rlx-cuda | the smallest reduction the CUDA backend splits across blocks |
 /// | `RLX_CUDA_EMU_DIR=<dir>` | rlx-cuda | cache directory of the host emulator's compiled kernels (tests) |
 ///
 /// Test suites also read `RLX_DIFF_SEED` (differential suites), `RLX_FUZZ_SEED`,

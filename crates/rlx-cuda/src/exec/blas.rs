@@ -136,7 +136,7 @@ pub(crate) fn blas_plan(kb: &mut KernelBind<'_>, c: &ContractCode) -> Result<(),
         && fits(nb);
     let grid = ((total.div_ceil(256) as u64).clamp(1, (kb.t.sm_count as u64 * 32).max(1))) as u32;
     if !blas {
-        return kb.launch(&c.generic, (grid, 1, 1), 256, &[], false);
+        return kb.launch(&c.generic, (grid, 1, 1), 256, false);
     }
     let w = c.dtype.size_bytes();
     let dense = |vd: &[usize], base: usize| -> Operand {
@@ -217,11 +217,11 @@ pub(crate) fn blas_plan(kb: &mut KernelBind<'_>, c: &ContractCode) -> Result<(),
     };
     if pack_a {
         let na: usize = ad.iter().product();
-        kb.launch(&c.pack_a, (blocks_for(na, kb), 1, 1), 256, &[], false)?;
+        kb.launch(&c.pack_a, (blocks_for(na, kb), 1, 1), 256, false)?;
     }
     if pack_b {
         let nbb: usize = bd.iter().product();
-        kb.launch(&c.pack_b, (blocks_for(nbb, kb), 1, 1), 256, &[], false)?;
+        kb.launch(&c.pack_b, (blocks_for(nbb, kb), 1, 1), 256, false)?;
     }
     // Cᵀ[N×M] = op(B')·op(A') with B' our B and A' our A.
     let (batching, table) = match (sa, sb, table_off) {
@@ -273,7 +273,7 @@ pub(crate) fn blas_plan(kb: &mut KernelBind<'_>, c: &ContractCode) -> Result<(),
     };
     kb.steps.push(Step::Gemm { call, table });
     if needs_epi_kernel {
-        kb.launch(&c.epi, (grid, 1, 1), 256, &[], false)?;
+        kb.launch(&c.epi, (grid, 1, 1), 256, false)?;
     }
     let _ = align;
     Ok(())
@@ -353,7 +353,7 @@ pub(crate) fn fp8_plan(kb: &mut KernelBind<'_>, op: &Op) -> Result<bool, String>
     }));
     if *has_bias {
         let entry = code.fp8_bias.clone().unwrap();
-        kb.launch(&entry, (blocks_for(m * n, kb), 1, 1), 256, &[], false)?;
+        kb.launch(&entry, (blocks_for(m * n, kb), 1, 1), 256, false)?;
     }
     Ok(true)
 }

@@ -57,17 +57,11 @@ impl Drop for CudaExecutable {
     }
 }
 
-/// Tuning for `gpu`, with the environment overrides (`RLX_CUDA_SPLIT_MIN`,
-/// `RLX_CUDA_NO_BLAS=1`).
+/// Tuning for `gpu`, with the environment override `RLX_CUDA_NO_BLAS=1`.
 pub(crate) fn tuning_for(gpu: &dyn Gpu) -> Tuning {
-    let split_min = std::env::var("RLX_CUDA_SPLIT_MIN")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8192);
     let no_blas = std::env::var("RLX_CUDA_NO_BLAS").is_ok_and(|v| v == "1");
     Tuning {
         sm_count: gpu.sm_count(),
-        split_min,
         blas: gpu.has_blas() && !no_blas,
         fp8: gpu.has_fp8() && !no_blas,
     }

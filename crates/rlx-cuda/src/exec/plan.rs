@@ -27,12 +27,6 @@ pub(crate) fn align(n: usize) -> usize {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tuning {
     pub sm_count: u32,
-    /// Reduced extents at least this long were split over blocks by the hand-written
-    /// reduction. Reductions are now lowered to the loop IR, which runs one block per
-    /// output and does not split yet (a split needs a second kernel combining partials),
-    /// so the knob is inert until the lowering grows one.
-    #[allow(dead_code)]
-    pub split_min: usize,
     /// Whether cuBLAS may be used.
     pub blas: bool,
     /// Whether fp8 cuBLASLt may be used.
@@ -251,16 +245,12 @@ impl KernelBind<'_> {
             .collect()
     }
 
-    /// Queue a launch of `entry`. `_launch` held per-call launch choices (threads per
-    /// row, splits) of the hand-written reductions; no generated kernel reads any since
-    /// reductions and row ops are lowered to the loop IR, and the parameter goes once
-    /// `exec/blas.rs`'s calls drop it.
+    /// Queue a launch of `entry`.
     pub(crate) fn launch(
         &mut self,
         entry: &str,
         grid: (u32, u32, u32),
         block: u32,
-        _launch: &[i64],
         sync: bool,
     ) -> Result<(), String> {
         let e = *self
@@ -290,7 +280,7 @@ impl KernelBind<'_> {
             KCode::Ew { entry, space } => {
                 let n: usize = self.resolve(&space)?.iter().product();
                 if n > 0 {
-                    self.launch(&entry, (blocks(n, self.t), 1, 1), 256, &[], false)?;
+                    self.launch(&entry, (blocks(n, self.t), 1, 1), 256, false)?;
                 }
             }
             KCode::Reduce(r) => self.bind_reduce(&r)?,
@@ -301,11 +291,9 @@ impl KernelBind<'_> {
                         // One block per row, with exactly the lowering's threads.
                         Some(n) => {
                             let gx = (rows as u64).clamp(1, self.t.grid_cap() * 8) as u32;
-                            self.launch(&r.entry, (gx, 1, 1), n, &[], true)?;
+                            self.launch(&r.entry, (gx, 1, 1), n, true)?;
                         }
-                        None => {
-                            self.launch(&r.entry, (blocks(rows, self.t), 1, 1), 256, &[], false)?
-                        }
+                        None => self.launch(&r.entry, (blocks(rows, self.t), 1, 1), 256, false)?,
                     }
                 }
             }
@@ -326,7 +314,6 @@ impl KernelBind<'_> {
                         &a.entry,
                         (gx as u32, a.heads as u32, b as u32),
                         crate::codegen::attn::BQ,
-                        &[],
                         true,
                     )?;
                 }
@@ -336,7 +323,7 @@ impl KernelBind<'_> {
                 if let Some(entry) = &o.entry {
                     let n: usize = self.resolve(&o.threads)?.iter().product();
                     if n > 0 {
-                        self.launch(entry, (blocks(n, self.t), 1, 1), 256, &[], false)?;
+                        self.launch(entry, (blocks(n, self.t), 1, 1), 256, false)?;
                     }
                 } else if !fp8_plan(self, &o.op)? {
                     let h = HostOp::new(self.p, self.k, self.buf_dims, self.buf_off, self.binding)?;
@@ -379,9 +366,9 @@ impl KernelBind<'_> {
             // exactly the lowering's threads: its tree needs every one of them.
             Some(n) => {
                 let gx = (nout as u64).clamp(1, self.t.grid_cap() * 8) as u32;
-                self.launch(&r.entry, (gx, 1, 1), n, &[], true)
+                self.launch(&r.entry, (gx, 1, 1), n, true)
             }
-            None => self.launch(&r.entry, (blocks(nout, self.t), 1, 1), 256, &[], false),
+            None => self.launch(&r.entry, (blocks(nout, self.t), 1, 1), 256, false),
         }
     }
 }

@@ -169,7 +169,7 @@ pub fn integer_matmul_uses_the_generic_kernel(t: &Target) {
 }
 
 /// A program with a dynamic batch compiles once and runs at several sizes, with
-/// reductions (split and not), softmax, a matmul and a transposed view.
+/// reductions (short and work-group), softmax, a matmul and a transposed view.
 pub fn dynamic_dims_are_kernel_arguments(t: &Target) {
     let mut g = Graph::new("dyn");
     let x = g.input(
@@ -184,15 +184,7 @@ pub fn dynamic_dims_are_kernel_arguments(t: &Target) {
     let sm = op(&mut g, Op::Softmax { axis: -1 }, vec![x]);
     let mm = op(&mut g, Op::MatMul, vec![sm, w]);
     g.set_outputs(vec![s0, s1, mm]);
-    let exe = t
-        .routed(
-            &g,
-            Routing {
-                split_min: 8,
-                ..Routing::default()
-            },
-        )
-        .unwrap();
+    let exe = t.routed(&g, Routing::default()).unwrap();
     let mut rng = Rng::new(3);
     for b in [1usize, 7, 40] {
         let args = vec![
