@@ -2,7 +2,7 @@
 
 use super::Cx;
 use super::expr::{Env, ieee_max, round};
-use crate::loops::build::{add, bin, float, int, mul, un};
+use crate::loops::build::{add, bin, float, mul, un};
 use crate::loops::{Access, Bin, Ex, Stmt, Ty, Un};
 use crate::program::{Expr, KernelKind, RowOp};
 use rlx_ir::{DType, Dim, ReduceOp};
@@ -287,79 +287,6 @@ impl Cx<'_> {
             buf: self.load_slot(l)?,
             index: Box::new(index),
         })
-    }
-
-    /// One item per result element `[batch.., m, n]`; a serial loop over K.
-    fn contraction(
-        &mut self,
-        a: usize,
-        b: usize,
-        out_space: &[Dim],
-        dtype: DType,
-        epilogue: &Expr,
-    ) -> Result<Ex, super::LowerError> {
-        let ty = self.float_ty(dtype, "a matmul")?;
-        let loads = self.p.kernels[self.k].loads.clone();
-        let view = |l: usize| {
-            crate::program::chain_dims(self.p.buffers[loads[l].buf].shape.dims(), &loads[l].steps)
-                .pop()
-                .expect("a view has dims")
-        };
-        let (av, bv) = (view(a), view(b));
-        for (l, v) in [(a, &av), (b, &bv)] {
-            let dt = self.p.buffers[loads[l].buf].shape.dtype();
-            if Ty::of(dt) != Some(ty) || v.len() < 2 {
-                return Err(self.fail(format!("a matmul operand {dt:?} {v:?}")));
-            }
-        }
-        let coords = self.unravel(Ex::Item, out_space);
-        let r = out_space.len();
-        let (m, n) = (coords[r - 2].clone(), coords[r - 1].clone());
-        let k_len = self.dim(av[av.len() - 1]);
-        // An operand's batch axes align right with the result's; its size-1 axes broadcast.
-        let batch = |cx: &mut Self, v: &[Dim]| -> Vec<Ex> {
-            let vb = v.len() - 2;
-            (0..vb)
-                .map(|i| match v[i] {
-                    Dim::Static(1) => int(0),
-                    Dim::Static(_) => coords[r - 2 - vb + i].clone(),
-                    d => {
-                        let size = cx.dim(d);
-                        crate::loops::build::select(
-                            bin(Bin::Eq, size, int(1)),
-                            int(0),
-                            coords[r - 2 - vb + i].clone(),
-                        )
-                    }
-                })
-                .collect()
-        };
-        let (ab, bb) = (batch(self, &av), batch(self, &bv));
-        let acc = self.accumulator(ty, float(ty, 0.0));
-        self.counted(k_len, |cx, kk| {
-            let mut ac = ab.clone();
-            ac.extend([m.clone(), kk.clone()]);
-            let mut bc = bb.clone();
-            bc.extend([kk, n.clone()]);
-            let ai = cx.view_offset(&loads[a], &ac);
-            let bi = cx.view_offset(&loads[b], &bc);
-            let prod = bin(
-                Bin::Mul,
-                Ex::Load {
-                    buf: cx.load_slot(a)?,
-                    index: Box::new(ai),
-                },
-                Ex::Load {
-                    buf: cx.load_slot(b)?,
-                    index: Box::new(bi),
-                },
-            );
-            cx.assign(acc, bin(Bin::Add, Ex::Var(acc), prod));
-            Ok(())
-        })?;
-        let core = self.b.bind(ty, round(dtype, Ex::Var(acc)));
-        self.finish(epilogue, out_space, Ex::Item, coords, core)?;
-        Ok(self.numel(out_space))
     }
 }
 

@@ -1,25 +1,32 @@
 //! Program kernels → loop kernels.
 //!
-//! Every kernel becomes independent work items: one per element of an elementwise
-//! kernel's space, one per result element of a reduction or a contraction (a serial loop
-//! over the reduced positions or over K inside), one per row of a short row op (serial
-//! passes over the row). Each item's coordinates are unravelled from the item index, every
+//! Most kernels become independent work items: one per element of an elementwise
+//! kernel's space, one per result element of a short reduction (a serial loop over the
+//! reduced positions inside), one per row of a short row op (serial passes over the
+//! row). Each item's coordinates are unravelled from the item index, every
 //! load's view chain is walked backwards to a buffer offset ([`Cx::view_offset`]), and
 //! expressions are spelled in scalar operations with the oracle's dtype rules
 //! (`expr.rs`, where every activation's formula lives — the one place GPU backends take
 //! it from). Reductions over long axes run a work-group per output instead, and row ops
 //! over long or dynamic rows a work-group per row: the items fold strided positions,
 //! then combine through a shared array in a fixed tree order (`reduce.rs`), so the
-//! result never depends on the launch.
+//! result never depends on the launch. A contraction runs a work-group per output tile:
+//! A and B slices staged in shared arrays between barriers, a register block of outputs
+//! per item, each output folded over K in index order (`matmul.rs`).
 //!
 //! What is not lowered yet (attention, opaque ops, row groups, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
 
 mod expr;
 mod kinds;
+mod matmul;
+#[cfg(test)]
+mod matmul_tests;
 mod reduce;
 #[cfg(test)]
 mod tests;
+
+pub use matmul::matmul_tile;
 
 use super::build::{Builder, add, bin, div, int, mul, rem, select};
 use super::{Access, Bin, Ex, KernelBuf, LoopKernel, SharedArray, Stmt, Ty};

@@ -16,7 +16,7 @@ use rlx_ir::{
 };
 
 /// Every kernel of `p` lowered and run in order; the outputs (or a kernel's error).
-fn run_loops(
+pub(super) fn run_loops(
     p: &Program,
     inputs: &[(&str, TensorData)],
     binding: &DimBinding,
