@@ -11,7 +11,8 @@
 //!   graphs over every kernel kind and several dtypes;
 //! - [`check`], [`check_executable`], [`compare`], [`oracle`], [`tolerance`]: the
 //!   comparison against the oracle;
-//! - [`check_sums_follow_loop_ir_order`]: a backend's f32 sums against the loop IR's
+//! - [`check_sums_follow_loop_ir_order`], [`check_matmuls_follow_loop_ir_order`]: a
+//!   backend's f32 sums and matmul products against the loop IR's
 //!   fixed reduction order, bit for bit;
 //! - [`op`], [`reduce`], [`quantize`], [`close`], [`seq`]: small helpers for
 //!   hand-written graphs.
@@ -28,7 +29,7 @@ mod oracle;
 mod rng;
 
 pub use graphs::build_random_graph;
-pub use loop_order::check_sums_follow_loop_ir_order;
+pub use loop_order::{check_matmuls_follow_loop_ir_order, check_sums_follow_loop_ir_order};
 pub use nn_graphs::{build_attention_graph, build_conv_graph};
 pub use oracle::{
     arg_names, check, check_executable, close, compare, graph_tolerance, oracle, print_both,

@@ -490,9 +490,9 @@ impl Executable for WgpuExecutable {
                 (Plan::Gpu { shader, .. }, _) => format!(
                     "GPU (WGSL, {}{})",
                     match shader.launch {
-                        Launch::Threads(_) => "thread per element",
-                        Launch::Groups(_) => "workgroup per output",
-                        Launch::Tiles { .. } => "16x16 tiles",
+                        Launch::Threads(_) => "thread per element".to_string(),
+                        Launch::Groups(_) => "workgroup per output".to_string(),
+                        Launch::Tiles { tile, .. } => format!("workgroup per {tile}x{tile} tile"),
                     },
                     if shader.slots.is_empty() {
                         String::new()

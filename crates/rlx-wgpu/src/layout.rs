@@ -113,16 +113,15 @@ pub(crate) fn grid(
             }
             split(n(d)?)
         }
-        Launch::Tiles { m, n: nn, batch } => {
+        Launch::Tiles {
+            m,
+            n: nn,
+            batch,
+            tile,
+        } => {
             let (m, nn, b) = (n(&[*m])?, n(&[*nn])?, n(batch)?);
-            if m == 0 || nn == 0 || b == 0 {
-                return Ok(None);
-            }
-            let g = [nn.div_ceil(16), m.div_ceil(16), b];
-            if g.iter().any(|&x| x > max_dim as u64) {
-                return Err(format!("a {g:?} tile grid exceeds the device's grid"));
-            }
-            Ok(Some([g[0] as u32, g[1] as u32, g[2] as u32]))
+            let t = *tile as u64;
+            split(b * m.div_ceil(t) * nn.div_ceil(t))
         }
     }
 }

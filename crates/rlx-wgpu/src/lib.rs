@@ -13,7 +13,9 @@
 //! - reductions with their fused prologue and epilogue: a thread per output for short
 //!   reductions, a workgroup with a fixed-order tree for long ones;
 //! - softmax, log-softmax, layer norm and RMS norm: a workgroup per row;
-//! - matmuls with their epilogue: 16×16 tiles staged in workgroup memory;
+//! - matmuls with their epilogue, lowered once too: a workgroup per 64×64 output tile
+//!   (16×16 for skinny products), A and B slices staged in workgroup memory, a 4×4
+//!   register block per invocation;
 //! - attention: one thread per query row with an online softmax.
 //!
 //! Data lives in one arena buffer per run laid out by the program's memory plan (see

@@ -217,3 +217,21 @@ fn gpu_sums_are_bit_identical_to_the_loop_ir_reference_in_its_fixed_tree_order()
         exe.run(&[x.view()]).unwrap()[0].to_f32_vec()
     });
 }
+
+#[test]
+fn gpu_matmuls_are_bit_identical_to_the_loop_ir_reference_in_its_fixed_order() {
+    if !support::gpu_or_skip("gpu_matmuls_are_bit_identical") {
+        return;
+    }
+    rlx_testkit::check_matmuls_follow_loop_ir_order(
+        &rlx_wgpu::compile_options(),
+        "GPU",
+        &|g, args| {
+            let (exe, placement) =
+                rlx_wgpu::compile_with_placement(rlx_runtime::Device::Gpu, g).unwrap();
+            assert_eq!(placement, vec![true]);
+            let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+            exe.run(&views).unwrap()[0].to_f32_vec()
+        },
+    );
+}

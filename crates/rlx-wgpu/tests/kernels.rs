@@ -498,19 +498,40 @@ fn matmuls_batched_broadcast_transposed_and_with_bias_activation_epilogues() {
     if !support::gpu_or_skip("matmul") {
         return;
     }
-    for dt in [DType::F32, DType::F16] {
-        for (a, w) in [
-            (vec![5, 7], vec![7, 3]),
-            (vec![33, 40], vec![40, 17]),
-            (vec![2, 3, 19, 21], vec![21, 18]),
-            (vec![2, 1, 9, 4], vec![3, 4, 5]),
-        ] {
+    // Tile edges (M, N, K not multiples of 16 or 64), M = 1, N = 1, K = 1, 64×64 tiles
+    // with 4×4 register blocks, batches that broadcast, and an operand read transposed.
+    let shapes = [
+        (vec![5, 7], vec![7, 3]),
+        (vec![33, 40], vec![40, 17]),
+        (vec![2, 3, 19, 21], vec![21, 18]),
+        (vec![2, 1, 9, 4], vec![3, 4, 5]),
+        (vec![1, 70], vec![70, 130]),
+        (vec![130, 5], vec![5, 1]),
+        (vec![67, 1], vec![1, 65]),
+        (vec![70, 33], vec![33, 66]),
+        (vec![2, 65, 20], vec![2, 20, 64]),
+    ];
+    for dt in [DType::F32, DType::F16, DType::BF16, DType::I32] {
+        for (i, (a, w)) in shapes.iter().enumerate() {
             let mut b = B::new("matmul");
-            let x = b.input(&a, dt);
-            let y = b.input(&w, dt);
+            // Every third product reads its left operand through a transpose.
+            let x = if i % 3 == 2 {
+                let r = a.len();
+                let mut stored = a.clone();
+                stored.swap(r - 2, r - 1);
+                let mut perm: Vec<usize> = (0..r).collect();
+                perm.swap(r - 2, r - 1);
+                let xt = b.input(&stored, dt);
+                b.op(Op::Transpose { perm }, vec![xt])
+            } else {
+                b.input(a, dt)
+            };
+            let y = b.input(w, dt);
             let m = b.op(Op::MatMul, vec![x, y]);
             b.all_on_gpu(vec![m]);
         }
+    }
+    for dt in [DType::F32, DType::F16] {
         let mut b = B::new("linear");
         let x = b.input(&[20, 12], dt);
         let wt = b.input(&[9, 12], dt);

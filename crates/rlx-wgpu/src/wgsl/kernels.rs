@@ -1,11 +1,12 @@
-//! One shader per kernel kind: elementwise kernels and reductions lowered whole to the
-//! loop IR (`lowered.rs`; a reduction runs one thread per output when short, one
-//! workgroup with a fixed-order tree per output when long), row ops (one workgroup per
-//! row), contractions (16×16 tiles through workgroup memory) and attention (one thread
-//! per query row, online softmax). Every reduction order is fixed, so results are
-//! bit-identical from run to run.
+//! One shader per kernel kind: elementwise kernels, reductions, row ops and contractions
+//! lowered whole to the loop IR (`lowered.rs`; a reduction runs one thread per output
+//! when short, one workgroup with a fixed-order tree per output when long; a row op one
+//! thread or workgroup per row; a contraction one workgroup per output tile with A and B
+//! slices in workgroup memory and a register block per invocation), and attention (one
+//! thread per query row, online softmax), still written here. Every reduction order is
+//! fixed, so results are bit-identical from run to run.
 
-use super::{Cls, Env, Gen, Launch, Shader, Space, WG, cls, post, ty};
+use super::{Cls, Env, Gen, Launch, Shader, Space, WG, cls, post};
 use crate::host::view_dims_sym;
 use rlx_compile::program::Kernel;
 use rlx_compile::program::{KernelKind, Program};
@@ -24,10 +25,12 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
         // Lowered to the loop IR and rendered whole (`lowered.rs`); what the renderer
         // refuses (f64, i64/u32, integer `/`, `%` and shifts that can raise) runs on the host.
         // A reduction's integer mean (an exact sum wider than i32) runs on the host too.
-        KernelKind::Elementwise { .. } | KernelKind::Reduce { .. } | KernelKind::Row { .. } => {
-            g.lowered()
-        }
-        KernelKind::Contraction { .. } => contraction(g, k),
+        // A contraction runs a workgroup per output tile (A and B slices staged in
+        // workgroup memory, a register block per invocation).
+        KernelKind::Elementwise { .. }
+        | KernelKind::Reduce { .. }
+        | KernelKind::Row { .. }
+        | KernelKind::Contraction { .. } => g.lowered(),
         KernelKind::Attention { .. } => attention(g, k),
         KernelKind::Opaque { .. } => super::opaque::opaque(g, k),
         KernelKind::RowGroup { .. } => Err(
@@ -36,121 +39,6 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
                 .to_string(),
         ),
     }
-}
-
-/// Per-axis view indices of an operand of dims `vd` at output batch indices `ob`
-/// (right-aligned NumPy broadcasting) followed by `tail`.
-fn batch_index(
-    g: &mut Gen<'_>,
-    vd: &[Dim],
-    ob: &[String],
-    tail: [&str; 2],
-) -> Result<Vec<String>, String> {
-    let nb = vd.len() - 2;
-    let off = ob.len() - nb;
-    let mut idx = Vec::with_capacity(vd.len());
-    for (j, d) in vd[..nb].iter().enumerate() {
-        idx.push(match d {
-            Dim::Static(1) => "0u".to_string(),
-            Dim::Static(_) => ob[j + off].clone(),
-            _ => {
-                let dd = g.dim(*d)?;
-                format!("select({}, 0u, {dd} == 1u)", ob[j + off])
-            }
-        });
-    }
-    idx.push(tail[0].to_string());
-    idx.push(tail[1].to_string());
-    Ok(idx)
-}
-
-fn contraction(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
-    let KernelKind::Contraction {
-        a,
-        b,
-        out_space,
-        dtype,
-        epilogue,
-    } = &k.kind
-    else {
-        unreachable!()
-    };
-    let (la, lb) = (&k.loads[*a], &k.loads[*b]);
-    let ad = view_dims_sym(g.p.buffers[la.buf].shape.dims(), &la.steps);
-    let bd = view_dims_sym(g.p.buffers[lb.buf].shape.dims(), &lb.steps);
-    let c = cls(*dtype)?;
-    if *dtype == DType::Bool {
-        return Err("matmul of bool has no WGSL kernel yet; it runs whole on the CPU".into());
-    }
-    for (dt, what) in [
-        (g.p.buffers[la.buf].shape.dtype(), "left operand"),
-        (g.p.buffers[lb.buf].shape.dtype(), "right operand"),
-    ] {
-        if cls(dt)? != c {
-            return Err(format!("matmul of a {dt} {what} into {dtype}"));
-        }
-    }
-    let r = out_space.len();
-    if r < 2 || ad.len() < 2 || bd.len() < 2 {
-        return Err("matmul of vectors (rank < 2) runs on the CPU".into());
-    }
-    let batch = out_space[..r - 2].to_vec();
-    let (m, n) = (out_space[r - 2], out_space[r - 1]);
-    let kd = ad[ad.len() - 1];
-    let (ms, ns, ks) = (g.dim(m)?, g.dim(n)?, g.dim(kd)?);
-    let t = ty(c);
-    let zero = if c == Cls::F { "0.0" } else { "0i" };
-    g.decls.push_str(&format!(
-        "var<workgroup> ta: array<{t}, 256>;\nvar<workgroup> tb: array<{t}, 256>;\n"
-    ));
-    g.line("let tx = lid % 16u;");
-    g.line("let ty = lid / 16u;");
-    g.line("let col = wid.x * 16u + tx;");
-    g.line("let rw = wid.y * 16u + ty;");
-    g.line("let bz = wid.z;");
-    let ob = g.unravel("bz", &batch)?;
-    g.line(&format!("var acc = {zero};"));
-    g.line(&format!("for (var k0 = 0u; k0 < {ks}; k0 = k0 + 16u) {{"));
-    // Thread (ty, tx) stages a[rw, k0 + tx] and b[k0 + ty, col].
-    g.line("  let ka = k0 + tx;");
-    g.line("  let kb = k0 + ty;");
-    g.line(&format!("  var va = {zero};"));
-    g.line(&format!("  var vb = {zero};"));
-    g.line(&format!("  if (rw < {ms} && ka < {ks}) {{"));
-    let ia = batch_index(&mut g, &ad, &ob, ["rw", "ka"])?;
-    let ea = g.load_elem_at(*a, &ia)?;
-    let xa = g.read(la.buf, &ea)?;
-    g.line(&format!("  va = {xa};"));
-    g.line("  }");
-    g.line(&format!("  if (kb < {ks} && col < {ns}) {{"));
-    let ib = batch_index(&mut g, &bd, &ob, ["kb", "col"])?;
-    let eb = g.load_elem_at(*b, &ib)?;
-    let xb = g.read(lb.buf, &eb)?;
-    g.line(&format!("  vb = {xb};"));
-    g.line("  }");
-    g.line("  ta[ty * 16u + tx] = va;");
-    g.line("  tb[ty * 16u + tx] = vb;");
-    g.line("  workgroupBarrier();");
-    g.line("  for (var kk = 0u; kk < 16u; kk = kk + 1u) {");
-    if c == Cls::F {
-        g.line("    acc = fma(ta[ty * 16u + kk], tb[kk * 16u + tx], acc);");
-    } else {
-        // Wrapping 32-bit products and sums: the low bits of the oracle's i64 result.
-        g.line("    acc = acc + ta[ty * 16u + kk] * tb[kk * 16u + tx];");
-    }
-    g.line("  }");
-    g.line("  workgroupBarrier();");
-    g.line("}");
-    g.line(&format!("if (rw >= {ms} || col >= {ns}) {{ return; }}"));
-    let y = post(&mut g, *dtype, "acc");
-    let core = g.bind("core", &y);
-    let mut idx = ob.clone();
-    idx.push("rw".into());
-    idx.push("col".into());
-    let mut sp = Space::multi(out_space.clone(), idx);
-    let flat = g.space_flat(&mut sp)?;
-    g.epilogue(epilogue, out_space, &flat, &core, *dtype)?;
-    Ok(g.finish("16, 16", Launch::Tiles { m, n, batch }))
 }
 
 /// Largest value head width the attention kernel keeps in registers.

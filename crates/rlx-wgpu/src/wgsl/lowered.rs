@@ -1,7 +1,7 @@
 //! Kernels and fragments lowered once to the loop IR (`rlx_compile::loops`) and rendered
-//! by its WGSL renderer: elementwise kernels and reductions whole (a reduction's
-//! fixed-order workgroup tree included), and the fused prologues and epilogues
-//! of the other kinds, so the activation formulas, dtype rules and view index math this
+//! by its WGSL renderer: elementwise kernels, reductions, row ops and contractions whole
+//! (a reduction's fixed-order workgroup tree and a contraction's staged tiles included),
+//! and the fused epilogues of attention, so the activation formulas, dtype rules and view index math this
 //! backend runs are the ones every GPU backend shares. This module only binds the
 //! renderer to the shader's parameters (buffer offsets and dynamic dims as
 //! [`Slot`](super::Slot)s).
@@ -70,7 +70,8 @@ impl Gen<'_> {
 
     /// A kernel lowered whole: an elementwise kernel (one invocation per element), a
     /// reduction (one invocation per output, or one workgroup of the lowering's size per
-    /// output) or a row op (one invocation or workgroup per row).
+    /// output), a row op (one invocation or workgroup per row) or a contraction (one
+    /// workgroup per output tile).
     pub(crate) fn lowered(mut self) -> Result<Shader, String> {
         let lk = loops::lower_kernel(self.p, self.kid()).map_err(|e| e.to_string())?;
         let space = match &self.k.kind {
@@ -78,6 +79,24 @@ impl Gen<'_> {
             KernelKind::Reduce { out_space, .. } => out_space.clone(),
             // One item or workgroup per row.
             KernelKind::Row { space, .. } if !space.is_empty() => space[..space.len() - 1].to_vec(),
+            // One workgroup per output tile.
+            KernelKind::Contraction { out_space, .. } if out_space.len() >= 2 => {
+                let r = out_space.len();
+                let (m, n) = (out_space[r - 2], out_space[r - 1]);
+                let launch = Launch::Tiles {
+                    m,
+                    n,
+                    batch: out_space[..r - 2].to_vec(),
+                    tile: loops::matmul_tile(m, n),
+                };
+                let body = self.render(&lk, "v", |e, h| loops::render_wgsl_loop(&lk, e, h))?;
+                self.body.push_str(&body);
+                self.decls.push_str(&loops::wgsl_workgroup_decls(&lk, "v"));
+                let n = lk
+                    .group
+                    .ok_or("a contraction lowered without work-groups")?;
+                return Ok(self.finish(&n.to_string(), launch));
+            }
             _ => return Err(format!("a {} kernel rendered whole", self.k.label())),
         };
         let body = self.render(&lk, "v", |e, h| loops::render_wgsl_loop(&lk, e, h))?;

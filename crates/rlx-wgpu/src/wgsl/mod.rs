@@ -13,8 +13,8 @@
 //! whole, and the fused prologues and epilogues of the other kinds, are lowered once to
 //! the loop IR of `rlx_compile::loops` (shared with the CUDA and HIP backends) and
 //! rendered by its WGSL renderer (`lowered.rs`), whose helper library the hand-written
-//! kernels here call too. This module keeps the skeletons not lowered yet (matmul tiles,
-//! attention) and the parameter binding.
+//! kernels here call too. This module keeps the skeleton not lowered yet (attention) and
+//! the parameter binding.
 //!
 //! Sizes, strides and buffer offsets are [`Slot`]s: for static programs they are
 //! inlined as constants; with dynamic dims they are read from the uniform block, so a
@@ -140,8 +140,14 @@ pub(crate) enum Launch {
     Threads(Vec<Dim>),
     /// One workgroup per element of these dims.
     Groups(Vec<Dim>),
-    /// 16×16 output tiles of an `[batch.., m, n]` product: grid `(⌈n/16⌉, ⌈m/16⌉, batch)`.
-    Tiles { m: Dim, n: Dim, batch: Vec<Dim> },
+    /// One workgroup per `tile × tile` output tile of an `[batch.., m, n]` product:
+    /// `batch · ⌈m/tile⌉ · ⌈n/tile⌉` workgroups, numbered like [`Launch::Groups`].
+    Tiles {
+        m: Dim,
+        n: Dim,
+        batch: Vec<Dim>,
+        tile: u32,
+    },
 }
 
 /// Shader builder for one kernel.
