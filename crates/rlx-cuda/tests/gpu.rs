@@ -106,7 +106,8 @@ shared!(
     cross_entropy_with_labels_matches_the_oracle_and_rejects_bad_labels,
     scaled_fp8_matmul_matches_the_oracle,
     host_ops_run_between_device_kernels,
-    work_group_reductions_match_the_oracle
+    work_group_reductions_match_the_oracle,
+    generic_tiled_matmuls_match_the_oracle
 );
 
 /// Sizes that need many blocks: a split full reduction, long rows, a 384³ GEMM in f32

@@ -281,8 +281,16 @@ fn contractions_and_native_opaque_kernels_compile() {
     let ia = g.input("ia", Shape::new(&[8, 3], DType::I32));
     let ib = g.input("ib", Shape::new(&[3, 5], DType::I32));
     let iy = op(&mut g, Op::MatMul, vec![ia, ib]);
-    g.set_outputs(vec![y, iy]);
-    assert!(compiles(&g).iter().filter(|l| *l == "matmul").count() == 2);
+    // 64×64 tiles with 4×4 register blocks (the generic kernel's large shape), f16.
+    let ha = g.input("ha", Shape::new(&[2, 100, 70], DType::F16));
+    let hb = g.input("hb", Shape::new(&[70, 90], DType::F16));
+    let hy = op(&mut g, Op::MatMul, vec![ha, hb]);
+    g.set_outputs(vec![y, iy, hy]);
+    assert!(compiles(&g).iter().filter(|l| *l == "matmul").count() == 3);
+    // The generic kernels stage tiles in shared memory between barriers.
+    let p = rlx_compile::compile(&g, &rlx_cuda::compile_options()).unwrap();
+    let src = generate(&p).unwrap().source;
+    assert!(src.contains("__shared__") && src.contains("__syncthreads()"));
 
     // Concat, pad, cumsum, cross-entropy with labels, an fp8 scaled matmul with bias.
     let mut g = Graph::new("opaque");

@@ -257,3 +257,55 @@ fn work_group_reductions_compile_for_cdna2_and_rdna_targets() {
         }
     }
 }
+
+#[test]
+fn tiled_matmuls_compile_for_cdna2_and_rdna_targets() {
+    if !hiprtc_ok() {
+        return;
+    }
+    for dt in [DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32] {
+        let mut g = Graph::new(format!("tiled_matmul_{dt}"));
+        // 64×64 tiles with 4×4 register blocks over a dynamic batch, B read transposed,
+        // a bias epilogue; and a skinny product (16×16 tiles, one output per thread).
+        let a = g.input(
+            "a",
+            Shape::from_dims(&[Dim::Dynamic(0), Dim::Static(100), Dim::Static(70)], dt),
+        );
+        let bt = g.input("bt", Shape::new(&[90, 70], dt));
+        let bias = g.input("bias", Shape::new(&[90], dt));
+        let b = op(&mut g, Op::Transpose { perm: vec![1, 0] }, vec![bt]);
+        let y = op(&mut g, Op::MatMul, vec![a, b]);
+        let y = op(&mut g, Op::Binary(BinaryOp::Add), vec![y, bias]);
+        let v = g.input("v", Shape::new(&[1, 70], dt));
+        let z = op(&mut g, Op::MatMul, vec![v, b]);
+        g.set_outputs(vec![y, z]);
+        let p = rlx_compile::compile(&g, &options()).unwrap();
+        let archs: &[&str] = if dt == DType::F32 {
+            &["gfx90a", "gfx1030", "gfx1100"]
+        } else {
+            &["gfx90a"]
+        };
+        for &arch in archs {
+            if arch == "gfx1100" && !knows(arch) {
+                println!("gfx1100: not supported by this HIP runtime");
+                continue;
+            }
+            let ks = compile_program(&p, arch).unwrap_or_else(|e| panic!("{dt:?} {arch}: {e}"));
+            let mms: Vec<_> = ks
+                .iter()
+                .filter(|k| k.source.contains("__syncthreads();"))
+                .collect();
+            assert_eq!(mms.len(), 2, "{dt:?} {arch}: two tiled matmul kernels");
+            for k in mms {
+                assert_eq!(k.kernel.group, Some(256), "{}", k.kernel.name);
+                assert!(k.source.contains("__shared__"), "{}", k.source);
+                let name = k.kernel.name.as_bytes();
+                assert!(
+                    k.code_object.windows(name.len()).any(|w| w == name),
+                    "{dt:?} {arch}: entry {} not in its code object",
+                    k.kernel.name
+                );
+            }
+        }
+    }
+}

@@ -6,11 +6,16 @@
 //! - cuBLAS (`GemmStridedBatchedEx` / `GemmBatchedEx`) into the output or a scratch
 //!   product, then the epilogue kernel generated here (operands without a BLAS layout
 //!   are first copied by the pack kernels);
-//! - the generic fused kernel generated here (integer and other dtypes, or no cuBLAS):
-//!   one thread per output element, `f64`/wrapping `i64` accumulation like the CPU.
+//! - the generic fused kernel (integer dtypes, operands of mixed dtypes, or no cuBLAS):
+//!   lowered once to the loop IR (`rlx_compile::loops`, shared with the WGSL and HIP
+//!   backends) — a block per output tile, A and B slices staged in shared memory, a
+//!   register block per thread, each output folded in index order over K (f32 for
+//!   f32/f16/bf16, f64 for f64, wrapping i64 for integers) — and rendered by the shared C
+//!   renderer.
 
 use super::expr::{self, ctype};
 use super::{KGen, meta::Ptr};
+use rlx_compile::loops::{lower_kernel, matmul_tile, render_c_loop};
 use rlx_compile::program::{EOp, Expr, KernelKind, compute_class};
 use rlx_ir::{Activation, BinaryOp, DType, Dim};
 
@@ -34,6 +39,11 @@ pub(crate) struct ContractCode {
     pub pack_b: String,
     pub epi: String,
     pub generic: String,
+    /// Threads per block of the generic kernel (it must be launched with exactly this
+    /// many).
+    pub group: u32,
+    /// Side of the generic kernel's square output tile (one block per tile).
+    pub tile: u32,
     /// Loads of the operands.
     pub a: usize,
     pub b: usize,
@@ -159,63 +169,18 @@ impl KGen<'_> {
         self.entries
             .push_str(&format!("{} {{\n{s}}}\n", self.entry_header(&epi)));
 
-        // Generic fused kernel.
+        // The generic fused kernel: lowered once to the loop IR (a block per output tile,
+        // A and B slices staged in shared memory, a register block per thread).
         let generic = format!("k{kid}_gm");
-        let int = compute_class(dtype) == Some(DType::I64);
-        let (acc_t, acc_dt) = if int {
-            ("i64", DType::I64)
-        } else {
-            ("double", DType::F64)
-        };
-        let (m, nn, kdim) = (
-            self.dim(out_space[r - 2]),
-            self.dim(out_space[r - 1]),
-            self.dim(ad[ad.len() - 1]),
-        );
-        let mut s = format!(
-            "  const I n = {n}, M = {m}, N = {nn}, K = {kdim};\n  (void)M; (void)N;\n  for (I f = (I)blockIdx.x * blockDim.x + threadIdx.x; f < n; f += (I)gridDim.x * blockDim.x) {{\n"
-        );
-        let o = self.unravel_stmts(&mut s, "    ", "f", out_space, "o");
-        let nb = r - 2;
-        let operand_idx = |g: &mut Self, dims: &[Dim], last2: [&str; 2]| -> Vec<String> {
-            let rb = dims.len() - 2;
-            let mut idx = Vec::with_capacity(dims.len());
-            for (j, d) in dims[..rb].iter().enumerate() {
-                let pos = j + nb - rb.min(nb);
-                let x = o.get(pos).cloned().unwrap_or_else(|| "0".into());
-                idx.push(match d {
-                    Dim::Static(1) => "0".to_string(),
-                    Dim::Static(_) => x,
-                    d => format!("({} == 1 ? (I)0 : {x})", g.dim(*d)),
-                });
-            }
-            idx.push(last2[0].to_string());
-            idx.push(last2[1].to_string());
-            idx
-        };
-        let ai = operand_idx(self, &ad, [&o[r - 2], "t"]);
-        let bi = operand_idx(self, &bd, ["t", &o[r - 1]]);
-        let af = self.ravel(&ai, &ad);
-        let bf = self.ravel(&bi, &bd);
-        let adt = self.p.buffers[self.k.loads[la].buf].shape.dtype();
-        let bdt = self.p.buffers[self.k.loads[lb].buf].shape.dtype();
-        let ar = self.read(la, "af", &ai);
-        let br = self.read(lb, "bf", &bi);
-        let (x, y) = (expr::cast(&ar, adt, acc_dt), expr::cast(&br, bdt, acc_dt));
-        let step = if int {
-            "acc = i_add(acc, i_mul(xa, yb));"
-        } else {
-            "acc += xa * yb;"
-        };
-        s.push_str(&format!(
-            "    {acc_t} acc = 0;\n    for (I t = 0; t < K; t++) {{\n      I af = {af};\n      I bf = {bf};\n      {acc_t} xa = {x};\n      {acc_t} yb = {y};\n      {step}\n    }}\n    {} core = {};\n",
-            ctype(dtype),
-            expr::cast("acc", acc_dt, dtype)
-        ));
-        s.push_str(&self.epilogue("    ", epilogue, out_space, "f", "core", dtype)?);
-        s.push_str("  }\n");
+        let lk = lower_kernel(self.p, self.kid).map_err(|e| e.to_string())?;
+        let group = lk
+            .group
+            .ok_or("a contraction lowered without work-groups")?;
+        let host = self.loop_host(&lk, "v");
+        let body = host.with(|e| render_c_loop(&lk, e));
         self.entries
-            .push_str(&format!("{} {{\n{s}}}\n", self.entry_header(&generic)));
+            .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&generic)));
+        let tile = matmul_tile(out_space[r - 2], out_space[r - 1]);
 
         let st = self.k.stores[0];
         let out_dt = self.p.buffers[st.buf].shape.dtype();
@@ -227,6 +192,8 @@ impl KGen<'_> {
             pack_b,
             epi,
             generic,
+            group,
+            tile,
             a: la,
             b: lb,
             dtype,

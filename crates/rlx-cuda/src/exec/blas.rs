@@ -134,9 +134,14 @@ pub(crate) fn blas_plan(kb: &mut KernelBind<'_>, c: &ContractCode) -> Result<(),
         && fits(n)
         && fits(k)
         && fits(nb);
-    let grid = ((total.div_ceil(256) as u64).clamp(1, (kb.t.sm_count as u64 * 32).max(1))) as u32;
+    let grid = ((total.div_ceil(256) as u64).clamp(1, kb.t.grid_cap())) as u32;
     if !blas {
-        return kb.launch(&c.generic, (grid, 1, 1), 256, false);
+        // One block of exactly the lowering's threads per output tile (the kernel strides
+        // over tiles when the grid is capped).
+        let tile = c.tile as usize;
+        let tiles = (nb * m.div_ceil(tile) * n.div_ceil(tile)) as u64;
+        let blocks = tiles.clamp(1, kb.t.grid_cap() * 8) as u32;
+        return kb.launch(&c.generic, (blocks, 1, 1), c.group, true);
     }
     let w = c.dtype.size_bytes();
     let dense = |vd: &[usize], base: usize| -> Operand {

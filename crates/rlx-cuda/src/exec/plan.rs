@@ -34,7 +34,7 @@ pub(crate) struct Tuning {
 }
 
 impl Tuning {
-    fn grid_cap(&self) -> u64 {
+    pub(super) fn grid_cap(&self) -> u64 {
         (self.sm_count as u64 * 32).max(1)
     }
 }
