@@ -557,3 +557,56 @@ fn a_view_past_its_slice_panics_naming_the_view() {
         1,
     );
 }
+
+/// B row-major inside a wider matrix (row stride past N), N covering strips packed in
+/// pairs (two full 16-column strips from one 64-byte line per row) next to a full strip
+/// without a partner and a partial one, K odd: every packed column lands in its own
+/// place on the AMX and `vdpbf16ps` paths, within the f32 bound of the exact product.
+#[test]
+fn row_major_b_strips_packed_in_pairs_match_f64_reference() {
+    for path in paths::<bf16>(&[LowpPath::Amx, LowpPath::Avx512Bf16]) {
+        for &(m, n, k) in &[(5, 80, 67), (33, 64, 1), (1, 112, 130), (40, 49, 33)] {
+            let ld = n + 7;
+            let mut rng = Lcg(0xb0b ^ (n * k) as u64);
+            let a: Vec<bf16> = (0..m * k)
+                .map(|_| bf16::from_f32(rng.uniform() as f32 * 2.0 - 1.0))
+                .collect();
+            let b: Vec<bf16> = (0..k * ld)
+                .map(|_| bf16::from_f32(rng.uniform() as f32 * 2.0 - 1.0))
+                .collect();
+            let bv = MatRef {
+                data: &b,
+                rows: k,
+                cols: n,
+                row_stride: ld as isize,
+                col_stride: 1,
+                offset: 0,
+            };
+            let mut c = vec![f32::NAN; m * n];
+            gemm_half_with(
+                path,
+                MatRef::row_major(&a, m, k),
+                bv,
+                MatMut::row_major(&mut c, m, n),
+                false,
+                1,
+            );
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut want, mut abs) = (0f64, 0f64);
+                    for p in 0..k {
+                        let t = a[i * k + p].to_f64() * b[p * ld + j].to_f64();
+                        want += t;
+                        abs += t.abs();
+                    }
+                    let got = c[i * n + j] as f64;
+                    assert!(
+                        (got - want).abs() <= f32_tol(k, abs),
+                        "{}: {m}x{k}·{k}x{n} (B row stride {ld}): C[{i}][{j}] = {got}, exact {want}",
+                        path.name()
+                    );
+                }
+            }
+        }
+    }
+}

@@ -9,7 +9,9 @@
 //!   first tile instruction raises SIGILL. Other operating systems: not used.
 //! - **Micro-kernel**: 2×2 tiles of C (a 32×32 f32 block in tmm0–3), two A tiles (tmm4–5,
 //!   16 rows × 32 sums each) and two B tiles (tmm6–7, 16 sum pairs × 16 columns × 2), so
-//!   each A and B tile load feeds two `tdpbf16ps`. The whole sum loop runs inside one
+//!   each A and B tile load feeds two `tdpbf16ps`. Per chunk both B tiles are loaded
+//!   first, then the first A tile feeds two products while the second loads (measured
+//!   ~4% faster at 1024³ on one thread than alternating A and B loads). The whole sum loop runs inside one
 //!   `asm!` block ([`tile_product`]), so tile contents never live across Rust code; only
 //!   the tile configuration (palette 1, every tile 16 rows × 64 bytes) is loaded once per
 //!   thread and block of work ([`load_config`]) and released after it ([`release`]).
@@ -159,13 +161,13 @@ pub(crate) unsafe fn tile_product(
                 "3:",
                 "mov {s}, 64",
                 "4:",
-                "tileloadd tmm4, [{a0} + {s}*1]",
                 "tileloadd tmm6, [{b0} + {s}*1]",
+                "tileloadd tmm7, [{b1} + {s}*1]",
+                "tileloadd tmm4, [{a0} + {s}*1]",
                 concat!($dot, " tmm0, tmm4, tmm6"),
+                concat!($dot, " tmm1, tmm4, tmm7"),
                 "tileloadd tmm5, [{a1} + {s}*1]",
                 concat!($dot, " tmm2, tmm5, tmm6"),
-                "tileloadd tmm7, [{b1} + {s}*1]",
-                concat!($dot, " tmm1, tmm4, tmm7"),
                 concat!($dot, " tmm3, tmm5, tmm7"),
                 "add {a0}, 1024",
                 "add {a1}, 1024",
