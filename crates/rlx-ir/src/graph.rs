@@ -112,6 +112,30 @@ impl Graph {
         self.outputs.clear();
     }
 
+    /// [`Graph::clear`] that lets `reuse` take storage out of each node first, in
+    /// insertion order: a caller that rebuilds graphs at a high rate (eager code) keeps
+    /// the nodes' input lists and constant payloads (`std::mem::take`) for its next
+    /// nodes instead of freeing them. The nodes are visited in place (a node is large;
+    /// moving each out would copy it).
+    ///
+    /// ```
+    /// use rlx_ir::{DType, Graph, Op, Shape};
+    /// let mut g = Graph::new("reused");
+    /// g.add_node(Op::Constant { data: vec![0; 8] }, vec![], Shape::new(&[2], DType::F32));
+    /// let mut kept = Vec::new();
+    /// g.clear_with(|n| {
+    ///     if let Op::Constant { data } = &mut n.op {
+    ///         kept.push(std::mem::take(data));
+    ///     }
+    /// });
+    /// assert!(g.is_empty() && kept[0].capacity() >= 8);
+    /// ```
+    pub fn clear_with(&mut self, reuse: impl FnMut(&mut Node)) {
+        self.outputs.clear();
+        self.nodes.iter_mut().for_each(reuse);
+        self.nodes.clear();
+    }
+
     /// Number of nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()

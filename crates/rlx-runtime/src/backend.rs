@@ -28,6 +28,20 @@ pub trait Executable: Send + Sync {
         Ok(self.run(args)?.into_iter().map(HostOutput::Data).collect())
     }
 
+    /// [`Executable::run_host`] writing the results into `out` (cleared first): a
+    /// caller that keeps `out` between runs (an eager read per call) allocates no
+    /// result list per run. On error `out` is left empty. The default runs
+    /// [`Executable::run_host`].
+    fn run_host_into(
+        &self,
+        args: &[TensorView<'_>],
+        out: &mut Vec<HostOutput>,
+    ) -> RuntimeResult<()> {
+        out.clear();
+        out.extend(self.run_host(args)?);
+        Ok(())
+    }
+
     /// [`Executable::run_host`] with some f32 arguments *donated*: where the program
     /// allows it, output `d.output` is written over argument `d.arg`'s storage and
     /// returned in it (no allocation, and the old and new values share their cache

@@ -176,6 +176,18 @@ impl CompiledGraph {
         self.with_args(inputs, |args| self.exec.run_host(args))
     }
 
+    /// [`CompiledGraph::run_host`] writing the results into `out` (cleared first; see
+    /// [`Executable::run_host_into`]): a caller that keeps `out` between runs allocates
+    /// no result list per run.
+    pub fn run_host_into(
+        &self,
+        inputs: &[(&str, TensorView<'_>)],
+        out: &mut Vec<HostOutput>,
+    ) -> RuntimeResult<()> {
+        out.clear();
+        self.with_args(inputs, |args| self.exec.run_host_into(args, out))
+    }
+
     /// [`CompiledGraph::run_host`] with some f32 inputs donated by name: `(name, values,
     /// output)` lets the backend write graph output `output` over `values` (see
     /// [`Executable::run_host_donating`]: on success `values` is either untouched or

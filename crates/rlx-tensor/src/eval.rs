@@ -4,7 +4,7 @@ use crate::exec::Dims;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, Op, TensorData, TensorView};
-use rlx_runtime::{CompiledGraph, Lifted, Prepared};
+use rlx_runtime::{CompiledGraph, HostOutput, Lifted, Prepared};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::Once;
@@ -16,6 +16,8 @@ static REGISTER: Once = Once::new();
 thread_local! {
     /// The lifted-argument list of the previous read on this thread, kept for the next.
     static LIFTED: std::cell::Cell<Vec<Lifted>> = const { std::cell::Cell::new(Vec::new()) };
+    /// The (emptied) result list of the previous read on this thread, kept for the next.
+    static HOST_OUT: std::cell::Cell<Vec<HostOutput>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Register the backends this build's features enable (idempotent, cheap after the first call).
@@ -138,11 +140,21 @@ impl Tensor {
     /// `device: None` runs on the fastest device for the graph, chosen under the same
     /// lock (one lock per read instead of three).
     fn materialize(&self, device: Option<Device>) -> Result<Arc<TensorData>> {
+        match self.read(device, false)? {
+            Read::Stored(v) => Ok(v),
+            Read::F32(v) => unreachable!("a read for a stored value returned {} f32s", v.len()),
+        }
+    }
+
+    /// [`Tensor::materialize`]'s work; with `f32_host`, an f32 result computed now is
+    /// returned as the vector the backend wrote (the stored value holds a copy), so that
+    /// `to_vec` makes no second copy.
+    fn read(&self, device: Option<Device>, f32_host: bool) -> Result<Read> {
         let mut guard = self.cell.state();
         let st = &mut *guard;
         let device = device.unwrap_or_else(|| fastest_device_for(&st.graph));
         if let Some(d) = raw_constant(&st.graph, self.id) {
-            return Ok(Arc::new(d));
+            return Ok(Read::Stored(Arc::new(d)));
         }
         let (graph, realized) = (&st.graph, &st.realized);
         let outputs = [self.id];
@@ -175,11 +187,30 @@ impl Tensor {
         };
         if let Some(v) = realized.get(&self.id) {
             LIFTED.set(lifted);
-            return Ok(v.clone());
+            return Ok(Read::Stored(v.clone()));
         }
-        let run = with_lifted_args(&lifted, graph, realized, |args| compiled.borrow().run(args));
+        let run = with_lifted_args(&lifted, graph, realized, |args| {
+            let c = compiled.borrow();
+            // The prepared graph has exactly one output: this tensor.
+            if f32_host {
+                // This thread's result list from its previous read (no allocation per
+                // read); a nested read would find it taken and start a new one.
+                let mut out = HOST_OUT.take();
+                let r = c.run_host_into(args, &mut out).map(|()| {
+                    let first = out.pop().expect("one output");
+                    debug_assert!(out.is_empty(), "a prepared graph has one output");
+                    first
+                });
+                out.clear();
+                HOST_OUT.set(out);
+                r
+            } else {
+                c.run(args)
+                    .map(|o| HostOutput::Data(o.into_iter().next().expect("one output")))
+            }
+        });
         LIFTED.set(lifted);
-        let outputs = run.map_err(|e| {
+        let output = run.map_err(|e| {
             // Rare path: extract the program to see whether it reads graph inputs.
             let p = rlx_runtime::prepare(graph, &outputs, &is_realized, device);
             let has_inputs = p
@@ -195,9 +226,16 @@ impl Tensor {
                 Error::from(e)
             }
         })?;
-        let value = Arc::new(outputs.into_iter().next().expect("one output"));
-        st.realized.insert(self.id, value.clone());
-        Ok(value)
+        // The stored value takes a spare allocation of this thread when there is one.
+        let (value, read) = match output {
+            HostOutput::F32(v, dims) => (crate::tensor::pool::f32_value(&dims, &v), Read::F32(v)),
+            other => {
+                let v = crate::tensor::pool::value(other.into_data());
+                (v.clone(), Read::Stored(v))
+            }
+        };
+        st.realized.insert(self.id, value);
+        Ok(read)
     }
 
     /// Whether this tensor's value has been computed and stored (later expressions that
@@ -237,7 +275,7 @@ impl Tensor {
 
     /// [`Tensor::to_vec`] returning an error instead of panicking.
     pub fn try_to_vec(&self) -> Result<Vec<f32>> {
-        Ok(self.materialize(None)?.to_f32_vec())
+        Ok(self.read(None, true)?.into_f32_vec())
     }
 
     /// Compute on `device` and read back as f32.
@@ -248,7 +286,7 @@ impl Tensor {
 
     /// [`Tensor::to_vec_on`] returning an error.
     pub fn try_to_vec_on(&self, device: Device) -> Result<Vec<f32>> {
-        Ok(self.materialize(Some(device))?.to_f32_vec())
+        Ok(self.read(Some(device), true)?.into_f32_vec())
     }
 
     /// Compute now (same as [`Tensor::to_vec`]); later expressions reuse the value.
@@ -340,6 +378,23 @@ impl Tensor {
             )
         };
         cached(&prepared, device)
+    }
+}
+
+/// The result of [`Tensor::read`].
+enum Read {
+    /// The stored value (computed before, or now in a form other than a host f32 vector).
+    Stored(Arc<TensorData>),
+    /// An f32 result computed now, as the backend wrote it (the stored value is a copy).
+    F32(Vec<f32>),
+}
+
+impl Read {
+    fn into_f32_vec(self) -> Vec<f32> {
+        match self {
+            Read::Stored(v) => v.to_f32_vec(),
+            Read::F32(v) => v,
+        }
     }
 }
 

@@ -334,6 +334,14 @@ impl Executable for CpuExecutable {
         self.run_impl(args, true)
     }
 
+    fn run_host_into(
+        &self,
+        args: &[TensorView<'_>],
+        out: &mut Vec<HostOutput>,
+    ) -> RuntimeResult<()> {
+        self.run_with_donated(args, true, &[], &mut Vec::new(), out)
+    }
+
     fn run_host_donating(
         &self,
         args: &[TensorView<'_>],
@@ -385,7 +393,9 @@ impl CpuExecutable {
     /// Run once; with `f32_host`, f32 outputs are allocated as `Vec<f32>` and returned
     /// without a copy.
     fn run_impl(&self, args: &[TensorView<'_>], f32_host: bool) -> RuntimeResult<Vec<HostOutput>> {
-        self.run_with_donated(args, f32_host, &[], &mut Vec::new())
+        let mut out = Vec::new();
+        self.run_with_donated(args, f32_host, &[], &mut Vec::new(), &mut out)?;
+        Ok(out)
     }
 
     /// A host run with donated arguments (their views in `args` carry no bytes): each
@@ -413,7 +423,10 @@ impl CpuExecutable {
                 stores.push((b, std::mem::take(d.data)));
             }
         }
-        let r = self.run_with_donated(args, true, &own, &mut stores);
+        let mut out = Vec::new();
+        let r = self
+            .run_with_donated(args, true, &own, &mut stores, &mut out)
+            .map(|()| out);
         // On error the donated vectors are handed back (their values may have changed).
         for (b, v) in stores {
             let i = own
@@ -427,24 +440,27 @@ impl CpuExecutable {
 
     /// Run once. `donated` gives the storage of donated arguments (their views carry
     /// no bytes); `stores` holds, per output buffer written over a donation, the
-    /// donated vector: moved into the results on success, left there on error.
+    /// donated vector: moved into the results on success, left there on error. The
+    /// results go into `out` (cleared first; a caller may keep it between runs).
     fn run_with_donated(
         &self,
         args: &[TensorView<'_>],
         f32_host: bool,
         donated: &[DonatedBuf],
         stores: &mut Vec<(usize, Vec<f32>)>,
-    ) -> RuntimeResult<Vec<HostOutput>> {
+        out: &mut Vec<HostOutput>,
+    ) -> RuntimeResult<()> {
+        out.clear();
         // With a thread count set, the whole run happens in that pool, so every
         // parallel loop of every kernel is forked on its workers (a loop started
         // outside it would go to rayon's global pool).
         if let Some(pool) = crate::threads::run_pool()
             && pool.current_thread_index().is_none()
         {
-            return pool.install(|| self.run_here(args, f32_host, donated, stores, true));
+            return pool.install(|| self.run_here(args, f32_host, donated, stores, true, out));
         }
         let top = rayon::current_thread_index().is_none();
-        self.run_here(args, f32_host, donated, stores, top)
+        self.run_here(args, f32_host, donated, stores, top, out)
     }
 
     /// [`CpuExecutable::run_with_donated`] on the current thread; `top`: this run
@@ -457,7 +473,8 @@ impl CpuExecutable {
         donated: &[DonatedBuf],
         stores: &mut Vec<(usize, Vec<f32>)>,
         top: bool,
-    ) -> RuntimeResult<Vec<HostOutput>> {
+        out: &mut Vec<HostOutput>,
+    ) -> RuntimeResult<()> {
         let p = &self.program;
         if args.len() != p.args.len() {
             let names: Vec<&str> = p.args.iter().map(|(n, _)| n.as_str()).collect();
@@ -641,7 +658,7 @@ impl CpuExecutable {
         }
         // An output listed more than once is moved into its first position and cloned
         // into the later ones.
-        let mut out: Vec<HostOutput> = Vec::with_capacity(p.outputs.len());
+        out.reserve(p.outputs.len());
         for (j, &b) in p.outputs.iter().enumerate() {
             if let Some(first) = p.outputs[..j].iter().position(|&x| x == b) {
                 let copy = out[first].clone();
@@ -654,6 +671,6 @@ impl CpuExecutable {
         }
         RUN_OUTPUTS.set(outputs);
         RUN_BASES.set(bases);
-        Ok(out)
+        Ok(())
     }
 }

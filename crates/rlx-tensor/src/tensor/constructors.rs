@@ -37,28 +37,20 @@ fn f32_bytes(what: &str, n: usize, mut f: impl FnMut(usize) -> f32) -> Result<Ve
 }
 
 /// `data` as little-endian f32 bytes, allocated fallibly like [`f32_bytes`]; one copy
-/// of the whole slice on little-endian targets (eager code calls this per operand).
+/// of the whole slice, into a spare payload buffer of this thread when it has one
+/// (eager code calls this per operand).
 fn f32_slice_bytes(what: &str, data: &[f32]) -> Result<Vec<u8>> {
-    #[cfg(target_endian = "little")]
-    {
-        let mut v: Vec<u8> = Vec::new();
-        let bytes = std::mem::size_of_val(data);
-        v.try_reserve_exact(bytes).map_err(|_| {
-            Error::out_of_memory(format!(
-                "{what}: out of memory: cannot allocate {bytes} bytes ({}) for {} f32 values; use a smaller shape",
-                rlx_ir::human_bytes(bytes),
-                data.len()
-            ))
-        })?;
-        // SAFETY: an f32 has no padding and every byte of it is initialized, and u8 has
-        // alignment 1, so the slice's memory read as bytes is valid for `bytes` bytes; on
-        // a little-endian target these are exactly the `to_le_bytes` of each element.
-        let raw = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), bytes) };
-        v.extend_from_slice(raw);
-        Ok(v)
-    }
-    #[cfg(not(target_endian = "little"))]
-    f32_bytes(what, data.len(), |i| data[i])
+    let mut v = super::pool::spare_bytes();
+    let bytes = std::mem::size_of_val(data);
+    v.try_reserve_exact(bytes).map_err(|_| {
+        Error::out_of_memory(format!(
+            "{what}: out of memory: cannot allocate {bytes} bytes ({}) for {} f32 values; use a smaller shape",
+            rlx_ir::human_bytes(bytes),
+            data.len()
+        ))
+    })?;
+    super::pool::extend_f32_bytes(&mut v, data);
+    Ok(v)
 }
 
 /// An f32 constant of `shape` from already-encoded bytes.

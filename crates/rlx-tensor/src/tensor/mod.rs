@@ -10,7 +10,7 @@ mod convert;
 mod elementwise;
 mod nn;
 mod ops;
-mod pool;
+pub(crate) mod pool;
 mod quant;
 mod reduce;
 mod scalar;
@@ -243,7 +243,7 @@ impl Tensor {
     #[track_caller]
     pub(crate) fn try_apply(&self, op: Op, inputs: &[&Tensor]) -> Result<Tensor> {
         let origin = NodeOrigin::caller();
-        let mut ids = Vec::with_capacity(inputs.len());
+        let mut ids = pool::inputs_with_capacity(inputs.len());
         for t in inputs {
             ids.push(self.adopt(t)?);
         }
@@ -321,11 +321,11 @@ fn adopt_into(
 /// value, and record the mapping.
 fn copy_node(dst: &mut GraphState, src_uid: u64, src: &GraphState, n: NodeId) -> Result<NodeId> {
     let node = src.graph.node(n);
-    let inputs: Vec<NodeId> = node
-        .inputs
-        .iter()
-        .map(|i| dst.adopted[&(src_uid, *i)])
-        .collect();
+    let mut inputs = Vec::new();
+    if !node.inputs.is_empty() {
+        inputs = pool::inputs_with_capacity(node.inputs.len());
+        inputs.extend(node.inputs.iter().map(|i| dst.adopted[&(src_uid, *i)]));
+    }
     let new_id = match &node.op {
         Op::Input { name } | Op::Param { name } => {
             let existing = match &node.op {
@@ -350,9 +350,18 @@ fn copy_node(dst: &mut GraphState, src_uid: u64, src: &GraphState, n: NodeId) ->
                 ),
             }
         }
-        op => dst
-            .graph
-            .append_node(op.clone(), inputs, node.shape.clone(), node.name.clone()),
+        op => {
+            // A constant's payload goes into a spare buffer (eager code adopts one
+            // fresh constant per binary op).
+            let op = match op {
+                Op::Constant { data } => Op::Constant {
+                    data: pool::copy_bytes(data),
+                },
+                op => op.clone(),
+            };
+            dst.graph
+                .append_node(op, inputs, node.shape.clone(), node.name.clone())
+        }
     };
     if let Some(o) = node.origin {
         dst.graph.set_origin(new_id, o);

@@ -12,7 +12,7 @@
 //! for the new cell's.
 
 use super::{GraphCell, NEXT_GRAPH_UID};
-use rlx_ir::Graph;
+use rlx_ir::{DType, Graph, Node, NodeId, Op, TensorData};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -26,8 +26,134 @@ const KEEP_NODES: usize = 64;
 /// Maps with room for more entries than this are not kept.
 const KEEP_ENTRIES: usize = 64;
 
+/// Spare buffers of each kind kept per thread (input lists, constant payloads, values).
+const POOL_BUFFERS: usize = 16;
+
+/// A constant payload or value buffer larger than this is freed, not kept (the pools
+/// serve small eager expressions; a large tensor's storage goes back to the allocator).
+const KEEP_BYTES: usize = 4096;
+
+/// An input list with room for more operands than this is freed, not kept.
+const KEEP_INPUTS: usize = 16;
+
 thread_local! {
     static SPARE: RefCell<Vec<Arc<GraphCell>>> = const { RefCell::new(Vec::new()) };
+    /// Node input lists of dropped graphs (emptied), for the next ops' operand lists.
+    static SPARE_INPUTS: RefCell<Vec<Vec<NodeId>>> = const { RefCell::new(Vec::new()) };
+    /// Constant payloads of dropped graphs (emptied), for the next constants.
+    static SPARE_BYTES: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    /// Computed values of dropped graphs that nothing else holds, for the next reads.
+    static SPARE_VALUES: RefCell<Vec<Arc<TensorData>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Push `item` onto this thread's pool `pool` when it has room (else it is dropped;
+/// also during thread teardown, when the pool is gone).
+fn keep<T: 'static>(pool: &'static std::thread::LocalKey<RefCell<Vec<T>>>, item: T) {
+    let _ = pool.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut()
+            && p.len() < POOL_BUFFERS
+        {
+            p.push(item);
+        }
+    });
+}
+
+/// Pop an item from this thread's pool `pool`, if it holds one.
+fn take<T: 'static>(pool: &'static std::thread::LocalKey<RefCell<Vec<T>>>) -> Option<T> {
+    pool.try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.pop()))
+        .ok()
+        .flatten()
+}
+
+/// Keep the storage of a node of a dropped graph: its input list and constant payload.
+fn keep_node(n: &mut Node) {
+    let cap = n.inputs.capacity();
+    if cap > 0 && cap <= KEEP_INPUTS {
+        let mut inputs = std::mem::take(&mut n.inputs);
+        inputs.clear();
+        keep(&SPARE_INPUTS, inputs);
+    }
+    if let Op::Constant { data } = &mut n.op
+        && data.capacity() > 0
+        && data.capacity() <= KEEP_BYTES
+    {
+        let mut data = std::mem::take(data);
+        data.clear();
+        keep(&SPARE_BYTES, data);
+    }
+}
+
+/// An empty operand list with room for `n` ids (a spare one when this thread has it).
+pub(super) fn inputs_with_capacity(n: usize) -> Vec<NodeId> {
+    let mut v = take(&SPARE_INPUTS).unwrap_or_default();
+    v.reserve(n);
+    v
+}
+
+/// An empty byte buffer for a constant payload: a spare one when this thread has it
+/// (the caller reserves what it needs, fallibly).
+pub(super) fn spare_bytes() -> Vec<u8> {
+    take(&SPARE_BYTES).unwrap_or_default()
+}
+
+/// A copy of a constant payload (in a spare buffer when this thread has one).
+pub(super) fn copy_bytes(data: &[u8]) -> Vec<u8> {
+    let mut v = spare_bytes();
+    v.extend_from_slice(data);
+    v
+}
+
+/// A value holding a copy of the f32 `values` with `dims`, in a spare allocation when
+/// this thread has one (a read stores its result this way and hands the caller the
+/// vector the backend wrote).
+pub(crate) fn f32_value(dims: &[usize], values: &[f32]) -> Arc<TensorData> {
+    let Some(mut v) = take(&SPARE_VALUES) else {
+        return Arc::new(TensorData::from_f32(dims, values));
+    };
+    let d = Arc::get_mut(&mut v).expect("pooled values are unique");
+    d.dtype = DType::F32;
+    d.dims.clear();
+    d.dims.extend_from_slice(dims);
+    d.bytes.clear();
+    extend_f32_bytes(&mut d.bytes, values);
+    v
+}
+
+/// Append the little-endian bytes of `values` to `out` (one copy of the whole slice on
+/// little-endian targets).
+pub(super) fn extend_f32_bytes(out: &mut Vec<u8>, values: &[f32]) {
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: an f32 has no padding and every byte of it is initialized, and u8 has
+        // alignment 1, so the slice's memory read as bytes is valid for its byte size;
+        // on a little-endian target these are exactly the `to_le_bytes` of each element.
+        let raw = unsafe {
+            std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+        };
+        out.extend_from_slice(raw);
+    }
+    #[cfg(not(target_endian = "little"))]
+    for x in values {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// `data` as a shared value, in a spare allocation when this thread has one.
+pub(crate) fn value(data: TensorData) -> Arc<TensorData> {
+    let Some(mut v) = take(&SPARE_VALUES) else {
+        return Arc::new(data);
+    };
+    *Arc::get_mut(&mut v).expect("pooled values are unique") = data;
+    v
+}
+
+/// Keep `v` for a later read when nothing else holds it and its storage is small.
+fn keep_value(mut v: Arc<TensorData>) {
+    if let Some(d) = Arc::get_mut(&mut v)
+        && d.bytes.capacity() <= KEEP_BYTES
+    {
+        keep(&SPARE_VALUES, v);
+    }
 }
 
 /// Take `cell` into this thread's pool when it is the last handle to its graph (else,
@@ -52,9 +178,9 @@ pub(super) fn recycle(mut cell: Arc<GraphCell>) {
     }
     // Empty it now: the payloads and values it holds are freed as they were before; the
     // node list keeps its storage for the next graph built in this cell.
-    st.graph.clear();
+    st.graph.clear_with(keep_node);
     st.adopted.clear();
-    st.realized.clear();
+    st.realized.drain().for_each(|(_, v)| keep_value(v));
     // Thread teardown (the pool already gone) or a full pool: the cell is dropped.
     let _ = SPARE.try_with(|s| {
         if let Ok(mut s) = s.try_borrow_mut()
