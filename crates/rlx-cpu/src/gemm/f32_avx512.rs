@@ -1,62 +1,59 @@
-//! rlx's own f32 GEMM for AVX-512 CPUs: packing, a 12 × 32 FMA micro-kernel and the
-//! blocked driver, written for f32 alone (the half-precision paths keep `fma32.rs` and
-//! the shared driver of `lowp_drive.rs`, whose conversions and buffer tiles this path
-//! does not need).
+//! rlx's own f32 GEMM for AVX-512 CPUs: packing, FMA micro-kernels and the blocked
+//! driver, written for f32 alone (the half-precision paths keep `fma32.rs` and the shared
+//! driver of `lowp_drive.rs`, whose conversions and buffer tiles this path does not need).
 //!
-//! Micro-kernel: a 12 × 32 tile of C in 24 zmm accumulators; per sum, two vectors of B
-//! and twelve elements of A, each broadcast from memory inside its two FMAs (inline
-//! assembly, see [`sums`]), feed 24 FMAs. The C tile's lines are prefetched into L2
-//! before the sums.
+//! Register tile ([`plan`] picks one per CPU): 8 × 48 on Intel (24 zmm accumulators; per
+//! sum three vectors of B, eight broadcasts of A, 24 FMAs) or 12 × 32 elsewhere (24
+//! accumulators; two vectors of B, twelve elements of A each broadcast from memory inside
+//! its two FMAs). The sum loops are inline assembly (`micro.rs`). The C tile's lines are
+//! prefetched into L2 before the sums; the last strip of a block, when narrower than the
+//! tile, runs only the vectors it stores.
 //!
-//! Blocking (per thread): for each `NC`-column block of B and each `KC`-sum block, B's
-//! `KC × NC` block is packed into 32-column strips; for each `MC`-row block of A, A's
-//! `MC × KC` block is packed into 12-row panels; then for each B strip (32 KiB: it stays
-//! in the 48 KiB L1) the A panels of the block stream past it from L2. Packing is
-//! vectorized for the layouts the graphs produce: contiguous rows are copied with masked
-//! loads, contiguous columns (a transposed operand) go through 16 × 16 register
-//! transposes; other strides are read element by element. The thread-local buffers are
-//! kept between calls, so a call allocates nothing once a thread has seen its sizes.
+//! Blocking (per thread; sizes from the detected L1d / L2, see `plan.rs`): for each
+//! `NC`-column block of B and each `KC`-sum block, B's `KC × NC` block is packed into
+//! strips of the tile's width; for each `MC`-row block of A, A's `MC × KC` block is packed
+//! into panels of the tile's height; then for each B strip (half the L1d) the A panels of
+//! the block stream past it from L2. Packing is vectorized for the layouts the graphs
+//! produce: contiguous rows are copied with masked loads, contiguous columns (a transposed
+//! operand) go through 16 × 16 register transposes; other strides are read element by
+//! element. The thread-local buffers are kept between calls, so a call allocates nothing
+//! once a thread has seen its sizes.
 //!
-//! Measured (2-core Xeon, family 6 model 207, interleaved calls in one process against
-//! faer's path and MKL's `SGEMM` from torch's build, `examples/gemm_shapes.rs --mkl`; a
-//! shared, noisy machine, so ratios, not rates): 0.86–1.04× MKL on one thread and
-//! 0.88–1.05× on two over 256³–2048³ and W11's products; 0.9–1.1× faer's path when A's
-//! rows are contiguous, 1.4–2× when A is read transposed (`Xᵀ·dY`).
+//! Measured (2-core Sapphire Rapids-class Xeon, interleaved calls in one process against
+//! MKL's `SGEMM` from torch's build, `examples/gemm_shapes.rs --mkl`): see
+//! `crates/rlx-cpu/src/gemm/f32_path.rs` for the ratios.
 //!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
 //! (the first block of an overwriting product) or added to it. The sequence does not
 //! depend on where the element's tile lies or which thread computes it, so results are
-//! identical for every thread count. Zero padding of partial tiles adds `0 · 0` terms
-//! only to lanes that are never stored.
+//! identical for every thread count (`KC` is fixed per process by the CPU's L1d size).
+//! Zero padding of partial tiles adds `0 · 0` terms only to lanes that are never stored.
+
+mod micro;
+mod plan;
 
 use super::lowp_drive::{Dst, Src};
+use plan::{Plan, TileShape};
 use std::arch::x86_64::*;
 use std::cell::RefCell;
-
-/// Rows of C per micro-kernel call.
-const MR: usize = 12;
-/// Vectors of 16 columns per micro-kernel call.
-const NV: usize = 2;
-/// Columns of C per micro-kernel call.
-const NR: usize = 16 * NV;
-/// Sums per packed block (a B strip of `KC × NR` f32 is 32 KiB: inside the 48 KiB L1).
-/// 128, 192 and 384 measured within noise of 256 on W11's shapes.
-const KC: usize = 256;
-/// Rows of A per packed block (`MC × KC` f32 = 192 KiB, in the 2 MiB L2); 96 and 384
-/// measured the same.
-const MC: usize = 192;
-/// Columns of B per packed block (`KC × NC` f32 = 2 MiB at most); 512 and 1024 measured
-/// the same as whole rows.
-const NC: usize = 2048;
-/// The mask of the 12 lanes an A panel row stores.
-const MR_MASK: u16 = (1 << MR) - 1;
 
 /// Whether this CPU can run the kernel (AVX-512 F; BW is asked for too because every
 /// other AVX-512 path of this module family needs it and no CPU has one without the
 /// other).
 pub(crate) fn available() -> bool {
     super::bf16_avx512::avx512bw()
+}
+
+/// Whether [`super::F32Path::Auto`] should give an `n`-column product whose A rows are
+/// contiguous to this kernel rather than faer: on CPUs that run the 8 × 48 tile (Intel),
+/// when the narrower last strip of a block (its tile runs at about two thirds of the
+/// full one's speed) is under an eighth of the columns. Measured on Sapphire Rapids:
+/// 1.02–1.09× faer at 512–2048 columns, 0.94–0.96× at 256 (`examples/gemm_shapes.rs`).
+pub(crate) fn takes_untransposed(n: usize) -> bool {
+    let plan = plan::plan();
+    let nr = plan.tile.nr();
+    plan.tile == TileShape::M8N48 && (n.is_multiple_of(nr) || n >= 8 * nr)
 }
 
 /// `C (+)= A·B` for an `m × n` output over `k` sums, on up to `threads` threads of the
@@ -72,12 +69,35 @@ pub(crate) unsafe fn sgemm(
     a: Src<f32>,
     b: Src<f32>,
     c: Dst<f32>,
+    mnk: (usize, usize, usize),
+    accumulate: bool,
+    threads: usize,
+) {
+    let plan = plan::plan();
+    // SAFETY: forwarded contract; each instantiation is the tile the plan names.
+    unsafe {
+        match plan.tile {
+            TileShape::M12N32 => sgemm_on::<12, 2>(plan, a, b, c, mnk, accumulate, threads),
+            TileShape::M8N48 => sgemm_on::<8, 3>(plan, a, b, c, mnk, accumulate, threads),
+        }
+    }
+}
+
+/// [`sgemm`] with an `MR × 16·NV` tile and the plan's blocks.
+///
+/// # Safety
+/// As [`sgemm`]; `(MR, NV)` is `plan.tile`.
+unsafe fn sgemm_on<const MR: usize, const NV: usize>(
+    plan: Plan,
+    a: Src<f32>,
+    b: Src<f32>,
+    c: Dst<f32>,
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
     threads: usize,
 ) {
     let rows = m >= n;
-    let (len, grain) = if rows { (m, MR) } else { (n, NR) };
+    let (len, grain) = if rows { (m, MR) } else { (n, 16 * NV) };
     let per = len.div_ceil(threads.max(1)).next_multiple_of(grain);
     let parts = len.div_ceil(per);
     let views = Views { a, b, c };
@@ -94,14 +114,14 @@ pub(crate) unsafe fn sgemm(
                     ptr: c.at(lo, 0),
                     ..c
                 };
-                drive(a, b, c, (hi - lo, n, k), accumulate)
+                drive::<MR, NV>(plan, a, b, c, (hi - lo, n, k), accumulate)
             } else {
                 let b = b.at(0, lo);
                 let c = Dst {
                     ptr: c.at(0, lo),
                     ..c
                 };
-                drive(a, b, c, (m, hi - lo, k), accumulate)
+                drive::<MR, NV>(plan, a, b, c, (m, hi - lo, k), accumulate)
             }
         }
     };
@@ -163,9 +183,10 @@ fn aligned(v: &mut Vec<f32>, n: usize) -> *mut f32 {
 /// The blocked product on the calling thread.
 ///
 /// # Safety
-/// As [`sgemm`] for this block.
+/// As [`sgemm_on`] for this block.
 #[target_feature(enable = "avx512f")]
-unsafe fn drive(
+unsafe fn drive<const MR: usize, const NV: usize>(
+    plan: Plan,
     a: Src<f32>,
     b: Src<f32>,
     c: Dst<f32>,
@@ -173,11 +194,14 @@ unsafe fn drive(
     accumulate: bool,
 ) {
     let run = |(va, vb): &mut (Vec<f32>, Vec<f32>)| {
-        let ap = aligned(va, MC.min(m).next_multiple_of(MR) * KC.min(k));
-        let bp = aligned(vb, NC.min(n).next_multiple_of(NR) * KC.min(k));
+        let ap = aligned(va, plan.mc.min(m).next_multiple_of(MR) * plan.kc.min(k));
+        let bp = aligned(
+            vb,
+            plan.nc.min(n).next_multiple_of(16 * NV) * plan.kc.min(k),
+        );
         // SAFETY: the buffers hold the largest packed blocks; the caller's contract
         // covers the views.
-        unsafe { blocks(a, b, c, (m, n, k), accumulate, ap, bp) };
+        unsafe { blocks::<MR, NV>(plan, a, b, c, (m, n, k), accumulate, ap, bp) };
     };
     let done = BUFS.try_with(|bufs| run(&mut bufs.borrow_mut())).is_ok();
     if !done {
@@ -189,10 +213,12 @@ unsafe fn drive(
 /// The loops of [`drive`] over packed blocks in `ap` / `bp`.
 ///
 /// # Safety
-/// As [`sgemm`] for this block; `ap` must hold `MC·KC` and `bp` `NC·KC` f32 (or the
+/// As [`sgemm_on`] for this block; `ap` must hold `MC·KC` and `bp` `NC·KC` f32 (or the
 /// product's smaller block sizes), 64-byte aligned.
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn blocks(
+unsafe fn blocks<const MR: usize, const NV: usize>(
+    plan: Plan,
     a: Src<f32>,
     b: Src<f32>,
     c: Dst<f32>,
@@ -201,24 +227,26 @@ unsafe fn blocks(
     ap: *mut f32,
     bp: *mut f32,
 ) {
-    // A full tile of a C with contiguous, ascending rows is read and written in place;
-    // partial tiles and other layouts go through a tile on the stack.
+    let nr_full = 16 * NV;
+    let kc = balanced(k, plan.kc);
+    // A tile of a C with contiguous, ascending rows is read and written in place (only its
+    // rows and columns inside C); other layouts go through a tile on the stack.
     let direct_layout = c.cs == 1 && c.rs > 0;
-    let mut tile = Tile([0.0; MR * NR]);
+    let mut tile = StackTile([0.0; STACK_TILE]);
     let tp = tile.0.as_mut_ptr();
-    for jc in (0..n).step_by(NC) {
-        let nb = NC.min(n - jc);
-        for pc in (0..k).step_by(KC) {
-            let kb = KC.min(k - pc);
+    for jc in (0..n).step_by(plan.nc) {
+        let nb = plan.nc.min(n - jc);
+        for pc in (0..k).step_by(kc) {
+            let kb = kc.min(k - pc);
             let add = accumulate || pc > 0;
             // SAFETY: (pc, jc) and the kb × nb block are inside B; bp holds its strips.
-            unsafe { pack_b(b.at(pc, jc), kb, nb, bp) };
-            for ic in (0..m).step_by(MC) {
-                let mb = MC.min(m - ic);
+            unsafe { pack_b::<NV>(b.at(pc, jc), kb, nb, bp) };
+            for ic in (0..m).step_by(plan.mc) {
+                let mb = plan.mc.min(m - ic);
                 // SAFETY: (ic, pc) and the mb × kb block are inside A; ap holds its panels.
-                unsafe { pack_a(a.at(ic, pc), mb, kb, ap) };
-                for jr in (0..nb).step_by(NR) {
-                    let nr = NR.min(nb - jr);
+                unsafe { pack_a::<MR>(a.at(ic, pc), mb, kb, ap) };
+                for jr in (0..nb).step_by(nr_full) {
+                    let nr = nr_full.min(nb - jr);
                     // SAFETY: strip jr / NR of the packed block (kb·NR f32 each).
                     let bpanel = unsafe { bp.add(jr * kb) };
                     for ir in (0..mb).step_by(MR) {
@@ -226,22 +254,31 @@ unsafe fn blocks(
                         // SAFETY: panel ir / MR of the packed block; (ic + ir, jc + jr) is
                         // an element of C.
                         let (apanel, cp) = unsafe { (ap.add(ir * kb), c.at(ic + ir, jc + jr)) };
-                        if direct_layout && mr == MR && nr == NR {
-                            // SAFETY: a full tile of C with unit column stride and row
-                            // stride c.rs > 0; the panels hold kb sums.
-                            unsafe { micro(kb, apanel, bpanel, cp, c.rs, add) };
+                        if direct_layout {
+                            // SAFETY: rows 0..mr, columns 0..nr of the tile are elements
+                            // of C, with unit column stride and row stride c.rs > 0; the
+                            // panels hold kb sums.
+                            unsafe { micro::<MR, NV>(kb, apanel, bpanel, cp, c.rs, add, (mr, nr)) };
                             continue;
                         }
-                        // SAFETY: the stack tile is MR × NR f32 with row stride NR, 64-byte
-                        // aligned; then the mr × nr corner is merged into C, whose elements
-                        // (ic + ir + i, jc + jr + j) exist for i < mr, j < nr.
+                        // SAFETY: the stack tile holds MR × NR f32 with row stride NR,
+                        // 64-byte aligned; then the mr × nr corner is merged into C, whose
+                        // elements (ic + ir + i, jc + jr + j) exist for i < mr, j < nr.
                         unsafe {
-                            micro(kb, apanel, bpanel, tp, NR as isize, false);
+                            micro::<MR, NV>(
+                                kb,
+                                apanel,
+                                bpanel,
+                                tp,
+                                nr_full as isize,
+                                false,
+                                (MR, nr),
+                            );
                             for i in 0..mr {
                                 let row = cp.offset(i as isize * c.rs);
                                 for j in 0..nr {
                                     let d = row.offset(j as isize * c.cs);
-                                    let v = *tp.add(i * NR + j);
+                                    let v = *tp.add(i * nr_full + j);
                                     *d = if add { *d + v } else { v };
                                 }
                             }
@@ -253,9 +290,19 @@ unsafe fn blocks(
     }
 }
 
+/// The sums per block for `k` sums in blocks of at most `kc`: the fewest blocks, of
+/// nearly equal size (k = 256 with `kc` 192 runs two blocks of 128, not 192 + 64, whose
+/// short block would pay the C tile's reads and writes for a third of the work).
+fn balanced(k: usize, kc: usize) -> usize {
+    k.div_ceil(k.div_ceil(kc)).max(1)
+}
+
+/// f32 in the largest register tile (12 × 32 and 8 × 48 both hold 384).
+const STACK_TILE: usize = 384;
+
 /// A C tile on the stack, aligned for whole-vector stores.
 #[repr(align(64))]
-struct Tile([f32; MR * NR]);
+struct StackTile([f32; STACK_TILE]);
 
 /// The mask of the low `n <= 16` lanes.
 #[inline(always)]
@@ -295,19 +342,20 @@ pub(crate) fn transpose16(r: &mut [__m512; 16]) {
     }
 }
 
-/// Pack sums `0..kb`, columns `0..nb` of `b` into `NR`-column strips, strip `s` at
-/// `dst + s·kb·NR` laid out `[kb sums][NR columns]` (zeros past `nb`).
+/// Pack sums `0..kb`, columns `0..nb` of `b` into `16·NV`-column strips, strip `s` at
+/// `dst + s·kb·16·NV` laid out `[kb sums][16·NV columns]` (zeros past `nb`).
 ///
 /// # Safety
 /// The `kb × nb` block of `b` must be readable, `dst` writable for
-/// `nb.next_multiple_of(NR) · kb` f32 and 64-byte aligned; AVX-512 F present.
+/// `nb.next_multiple_of(16·NV) · kb` f32 and 64-byte aligned; AVX-512 F present.
 #[target_feature(enable = "avx512f")]
-unsafe fn pack_b(b: Src<f32>, kb: usize, nb: usize, dst: *mut f32) {
-    for s in 0..nb.div_ceil(NR) {
-        let j0 = s * NR;
-        let w = NR.min(nb - j0);
+unsafe fn pack_b<const NV: usize>(b: Src<f32>, kb: usize, nb: usize, dst: *mut f32) {
+    let nr = 16 * NV;
+    for s in 0..nb.div_ceil(nr) {
+        let j0 = s * nr;
+        let w = nr.min(nb - j0);
         // SAFETY: strip s of the destination (caller).
-        let out = unsafe { dst.add(s * NR * kb) };
+        let out = unsafe { dst.add(s * nr * kb) };
         if b.cs == 1 {
             // Rows contiguous: each sum's columns are one run of memory.
             for p in 0..kb {
@@ -318,7 +366,7 @@ unsafe fn pack_b(b: Src<f32>, kb: usize, nb: usize, dst: *mut f32) {
                     for g in 0..NV {
                         let n = w.saturating_sub(16 * g).min(16);
                         let v = _mm512_maskz_loadu_ps(mask16(n), row.add(16 * g));
-                        _mm512_store_ps(out.add(p * NR + 16 * g), v);
+                        _mm512_store_ps(out.add(p * nr + 16 * g), v);
                     }
                 }
             }
@@ -340,16 +388,16 @@ unsafe fn pack_b(b: Src<f32>, kb: usize, nb: usize, dst: *mut f32) {
                     transpose16(&mut r);
                     for (q, x) in r.iter().enumerate().take(kn) {
                         // SAFETY: sum p0 + q < kb of the strip, 64-byte aligned.
-                        unsafe { _mm512_store_ps(out.add((p0 + q) * NR + 16 * g), *x) };
+                        unsafe { _mm512_store_ps(out.add((p0 + q) * nr + 16 * g), *x) };
                     }
                 }
             }
         } else {
             for p in 0..kb {
-                for j in 0..NR {
+                for j in 0..nr {
                     // SAFETY: (p, j0 + j) is inside the block when j < w; the store is
                     // inside the strip.
-                    unsafe { *out.add(p * NR + j) = if j < w { b.get(p, j0 + j) } else { 0.0 } };
+                    unsafe { *out.add(p * nr + j) = if j < w { b.get(p, j0 + j) } else { 0.0 } };
                 }
             }
         }
@@ -363,7 +411,9 @@ unsafe fn pack_b(b: Src<f32>, kb: usize, nb: usize, dst: *mut f32) {
 /// The `mb × kb` block of `a` must be readable, `dst` writable for
 /// `mb.next_multiple_of(MR) · kb` f32; AVX-512 F present.
 #[target_feature(enable = "avx512f")]
-unsafe fn pack_a(a: Src<f32>, mb: usize, kb: usize, dst: *mut f32) {
+unsafe fn pack_a<const MR: usize>(a: Src<f32>, mb: usize, kb: usize, dst: *mut f32) {
+    // The lanes of one sum of a panel (MR <= 16).
+    let mr_mask = mask16(MR);
     for panel in 0..mb.div_ceil(MR) {
         let i0 = panel * MR;
         let h = MR.min(mb - i0);
@@ -373,14 +423,14 @@ unsafe fn pack_a(a: Src<f32>, mb: usize, kb: usize, dst: *mut f32) {
             // Columns contiguous (a transposed operand): each sum's rows are one run.
             for p in 0..kb {
                 // SAFETY: rows i0 .. i0 + h of sum p < kb are contiguous elements of the
-                // block (masked lanes not read); the 12 stored lanes are the panel's row.
+                // block (masked lanes not read); the MR stored lanes are the panel's row.
                 unsafe {
                     let v = _mm512_maskz_loadu_ps(mask16(h), a.at(i0, p).ptr);
-                    _mm512_mask_storeu_ps(out.add(p * MR), MR_MASK, v);
+                    _mm512_mask_storeu_ps(out.add(p * MR), mr_mask, v);
                 }
             }
         } else if a.cs == 1 {
-            // Rows contiguous: 12 rows × 16 sums are read as vectors and transposed.
+            // Rows contiguous: MR rows × 16 sums are read as vectors and transposed.
             for p0 in (0..kb).step_by(16) {
                 let kn = 16.min(kb - p0);
                 let mut r = [_mm512_setzero_ps(); 16];
@@ -391,8 +441,8 @@ unsafe fn pack_a(a: Src<f32>, mb: usize, kb: usize, dst: *mut f32) {
                 }
                 transpose16(&mut r);
                 for (q, x) in r.iter().enumerate().take(kn) {
-                    // SAFETY: the 12 stored lanes are sum p0 + q < kb of the panel.
-                    unsafe { _mm512_mask_storeu_ps(out.add((p0 + q) * MR), MR_MASK, *x) };
+                    // SAFETY: the MR stored lanes are sum p0 + q < kb of the panel.
+                    unsafe { _mm512_mask_storeu_ps(out.add((p0 + q) * MR), mr_mask, *x) };
                 }
             }
         } else {
@@ -407,128 +457,230 @@ unsafe fn pack_a(a: Src<f32>, mb: usize, kb: usize, dst: *mut f32) {
     }
 }
 
-/// `C[MR × NR] = A panel · B panel` over `kc` sums, added to C when `add` (C is not read
-/// otherwise, so a NaN in an overwritten C does not leak). C's rows are `ldc` elements
-/// apart, its columns contiguous.
+/// `C[rows × cols] (+)= A panel · B strip` over `kc` sums for an `MR × 16·NV` tile whose
+/// `rows <= MR` rows and `cols <= 16·NV` columns lie inside C: added to C when `add` (C
+/// is not read otherwise, so a NaN in an overwritten C does not leak). C's rows are `ldc`
+/// elements apart, its columns contiguous. A strip narrower than the tile runs only the
+/// vectors it stores.
 ///
 /// # Safety
-/// `a` holds `kc · MR` and `b` (64-byte aligned) `kc · NR` packed f32; `c` addresses a
-/// writable (and, with `add`, readable) `MR × NR` tile; AVX-512 F present.
+/// `a` holds `kc · MR` and `b` (64-byte aligned) `kc · 16·NV` packed f32; `c` addresses a
+/// writable (and, with `add`, readable) `rows × cols` tile; `1 <= rows <= MR`,
+/// `1 <= cols <= 16·NV`; AVX-512 F present.
+#[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn micro(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: isize, add: bool) {
-    // Ask for the C tile's lines before the sums, into L2 only: rows of 32 f32 span up to
-    // three lines. Measured on two threads at W11's shapes: 8–10 % faster than the same
-    // prefetches into L1 spread over the last sums (36 lines 3–4 KiB apart compete for a
-    // few L1 sets and fill buffers with B's strip), and within 3 % of a run that does not
-    // write C at all.
-    for r in 0..MR {
-        // SAFETY: row r < MR of the tile (caller); prefetches never fault.
+unsafe fn micro<const MR: usize, const NV: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: isize,
+    add: bool,
+    (rows, cols): (usize, usize),
+) {
+    // Ask for the C tile's lines before the sums, into L2 only. Measured on two threads at
+    // W11's shapes (12 × 32 tile): 8–10 % faster than the same prefetches into L1 spread
+    // over the last sums (the lines, a row of C apart, compete for a few L1 sets and fill
+    // buffers with B's strip), and within 3 % of a run that does not write C at all.
+    for r in 0..rows {
+        // SAFETY: row r < rows of the tile (caller); prefetches never fault.
         unsafe {
             let cr = c.offset(r as isize * ldc);
-            for off in [0, 16, NR - 1] {
+            for off in (0..cols).step_by(16) {
                 _mm_prefetch::<_MM_HINT_T1>(cr.add(off) as *const i8);
             }
+            _mm_prefetch::<_MM_HINT_T1>(cr.add(cols - 1) as *const i8);
         }
     }
-    let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-    // SAFETY: the panels hold kc >= 1 sums (caller: k > 0); AVX-512 F present.
-    unsafe { sums(kc, a, b, &mut acc) };
-    for (r, row) in acc.iter().enumerate() {
+    let ldb = 16 * NV;
+    let nv = cols.div_ceil(16);
+    // SAFETY: forwarded contract; `nv <= NV` vectors of each sum are read.
+    unsafe {
+        match nv {
+            _ if nv == NV => tile::<MR, NV>(kc, a, b, ldb, c, ldc, add, (rows, cols)),
+            1 => tile::<MR, 1>(kc, a, b, ldb, c, ldc, add, (rows, cols)),
+            2 => tile::<MR, 2>(kc, a, b, ldb, c, ldc, add, (rows, cols)),
+            _ => unreachable!("a strip of {cols} columns in a tile of {ldb}"),
+        }
+    }
+}
+
+/// The sums and the C update of [`micro`] for the first `NVE` vectors of each sum: the
+/// assembly loop when `MR × 16·NVE` is a full tile it has, the compiled loop otherwise.
+///
+/// # Safety
+/// As [`micro`], with `cols <= 16·NVE <= ldb`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile<const MR: usize, const NVE: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    ldb: usize,
+    c: *mut f32,
+    ldc: isize,
+    add: bool,
+    (rows, cols): (usize, usize),
+) {
+    let mut acc = [[_mm512_setzero_ps(); NVE]; MR];
+    let accp = acc.as_mut_ptr() as *mut __m512;
+    // SAFETY: the panels hold kc >= 1 sums of MR and ldb f32 (caller: k > 0); the casts
+    // reinterpret `acc` as the array type it is when the dimensions match; AVX-512 F
+    // present.
+    unsafe {
+        if MR == 12 && NVE == 2 && ldb == 32 {
+            micro::sums_12x32(kc, a, b, &mut *(accp as *mut [[__m512; 2]; 12]));
+        } else if MR == 8 && NVE == 3 && ldb == 48 {
+            micro::sums_8x48(kc, a, b, &mut *(accp as *mut [[__m512; 3]; 8]));
+        } else {
+            micro::sums_edge::<MR, NVE>(kc, a, b, ldb, &mut acc);
+        }
+    }
+    for (r, row) in acc.iter().enumerate().take(rows) {
         for (v, x) in row.iter().enumerate() {
-            // SAFETY: element (r, 16v) of the tile starts 16 writable (and readable with
-            // `add`) f32 (caller).
+            let mask = mask16(cols.saturating_sub(16 * v));
+            // SAFETY: the lanes of `mask` are columns 16v.. < cols of row r < rows, inside
+            // the tile (caller); masked-off lanes are not accessed.
             unsafe {
                 let cp = c.offset(r as isize * ldc).add(16 * v);
                 let y = if add {
-                    _mm512_add_ps(_mm512_loadu_ps(cp), *x)
+                    _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cp), *x)
                 } else {
                     *x
                 };
-                _mm512_storeu_ps(cp, y);
+                _mm512_mask_storeu_ps(cp, mask, y);
             }
         }
     }
 }
 
-/// `acc[r][v] += A[p][r] · B[p][16v..16v + 16]` for the `kc >= 1` sums of a 12-row A
-/// panel and a 32-column B strip. Each sum is two vector loads of B and 24 FMAs whose A
-/// operand is broadcast from memory (`{1to16}`): 26 instructions per sum where separate
-/// broadcasts take 38 (the compiler does not fold a broadcast that feeds two FMAs), which
-/// measured 5 % faster at W11's shapes, within 0–3 % of MKL on one thread.
-///
-/// # Safety
-/// `a` must hold `kc · 12` f32 and `b` (64-byte aligned) `kc · 32`; `kc >= 1`; AVX-512 F
-/// present.
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn sums(kc: usize, a: *const f32, b: *const f32, acc: &mut [[__m512; NV]; MR]) {
-    const { assert!(MR == 12 && NV == 2) };
-    debug_assert!(kc >= 1);
-    // SAFETY: the loop reads kc·48 bytes of A's panel and kc·128 (aligned) of B's strip,
-    // inside the panels (caller); it writes only the listed registers and no memory.
-    unsafe {
-        std::arch::asm!(
-            "2:",
-            "vmovaps {b0}, zmmword ptr [{bp}]",
-            "vmovaps {b1}, zmmword ptr [{bp} + 64]",
-            "vfmadd231ps {c00}, {b0}, dword ptr [{ap} + 0]{{1to16}}",
-            "vfmadd231ps {c01}, {b1}, dword ptr [{ap} + 0]{{1to16}}",
-            "vfmadd231ps {c10}, {b0}, dword ptr [{ap} + 4]{{1to16}}",
-            "vfmadd231ps {c11}, {b1}, dword ptr [{ap} + 4]{{1to16}}",
-            "vfmadd231ps {c20}, {b0}, dword ptr [{ap} + 8]{{1to16}}",
-            "vfmadd231ps {c21}, {b1}, dword ptr [{ap} + 8]{{1to16}}",
-            "vfmadd231ps {c30}, {b0}, dword ptr [{ap} + 12]{{1to16}}",
-            "vfmadd231ps {c31}, {b1}, dword ptr [{ap} + 12]{{1to16}}",
-            "vfmadd231ps {c40}, {b0}, dword ptr [{ap} + 16]{{1to16}}",
-            "vfmadd231ps {c41}, {b1}, dword ptr [{ap} + 16]{{1to16}}",
-            "vfmadd231ps {c50}, {b0}, dword ptr [{ap} + 20]{{1to16}}",
-            "vfmadd231ps {c51}, {b1}, dword ptr [{ap} + 20]{{1to16}}",
-            "vfmadd231ps {c60}, {b0}, dword ptr [{ap} + 24]{{1to16}}",
-            "vfmadd231ps {c61}, {b1}, dword ptr [{ap} + 24]{{1to16}}",
-            "vfmadd231ps {c70}, {b0}, dword ptr [{ap} + 28]{{1to16}}",
-            "vfmadd231ps {c71}, {b1}, dword ptr [{ap} + 28]{{1to16}}",
-            "vfmadd231ps {c80}, {b0}, dword ptr [{ap} + 32]{{1to16}}",
-            "vfmadd231ps {c81}, {b1}, dword ptr [{ap} + 32]{{1to16}}",
-            "vfmadd231ps {c90}, {b0}, dword ptr [{ap} + 36]{{1to16}}",
-            "vfmadd231ps {c91}, {b1}, dword ptr [{ap} + 36]{{1to16}}",
-            "vfmadd231ps {c100}, {b0}, dword ptr [{ap} + 40]{{1to16}}",
-            "vfmadd231ps {c101}, {b1}, dword ptr [{ap} + 40]{{1to16}}",
-            "vfmadd231ps {c110}, {b0}, dword ptr [{ap} + 44]{{1to16}}",
-            "vfmadd231ps {c111}, {b1}, dword ptr [{ap} + 44]{{1to16}}",
-            "add {ap}, 48",
-            "add {bp}, 128",
-            "dec {k}",
-            "jnz 2b",
-            ap = inout(reg) a => _,
-            bp = inout(reg) b => _,
-            k = inout(reg) kc => _,
-            b0 = out(zmm_reg) _,
-            b1 = out(zmm_reg) _,
-            c00 = inout(zmm_reg) acc[0][0],
-            c01 = inout(zmm_reg) acc[0][1],
-            c10 = inout(zmm_reg) acc[1][0],
-            c11 = inout(zmm_reg) acc[1][1],
-            c20 = inout(zmm_reg) acc[2][0],
-            c21 = inout(zmm_reg) acc[2][1],
-            c30 = inout(zmm_reg) acc[3][0],
-            c31 = inout(zmm_reg) acc[3][1],
-            c40 = inout(zmm_reg) acc[4][0],
-            c41 = inout(zmm_reg) acc[4][1],
-            c50 = inout(zmm_reg) acc[5][0],
-            c51 = inout(zmm_reg) acc[5][1],
-            c60 = inout(zmm_reg) acc[6][0],
-            c61 = inout(zmm_reg) acc[6][1],
-            c70 = inout(zmm_reg) acc[7][0],
-            c71 = inout(zmm_reg) acc[7][1],
-            c80 = inout(zmm_reg) acc[8][0],
-            c81 = inout(zmm_reg) acc[8][1],
-            c90 = inout(zmm_reg) acc[9][0],
-            c91 = inout(zmm_reg) acc[9][1],
-            c100 = inout(zmm_reg) acc[10][0],
-            c101 = inout(zmm_reg) acc[10][1],
-            c110 = inout(zmm_reg) acc[11][0],
-            c111 = inout(zmm_reg) acc[11][1],
-            options(nostack, readonly),
-        );
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `C (+)= A·B` on the own kernel with a given tile and blocks, A and B read row- or
+    /// column-major, against an f64 reference within the dot-product bound.
+    fn check_plan(plan: Plan, (m, k, n): (usize, usize, usize), a_t: bool, b_t: bool, add: bool) {
+        let mut seed = 7u32 + (m * 31 + k * 7 + n) as u32;
+        let mut rnd = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        let a: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| rnd()).collect();
+        let c0: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+        // Element (i, p) of A at i·k + p (row-major) or p·m + i (A stored transposed).
+        let (ars, acs) = if a_t {
+            (1, m as isize)
+        } else {
+            (k as isize, 1)
+        };
+        let (brs, bcs) = if b_t {
+            (1, k as isize)
+        } else {
+            (n as isize, 1)
+        };
+        let mut c = c0.clone();
+        let src = |v: &[f32], rs, cs| Src {
+            ptr: v.as_ptr(),
+            rs,
+            cs,
+        };
+        let dst = Dst {
+            ptr: c.as_mut_ptr(),
+            rs: n as isize,
+            cs: 1,
+        };
+        let (av, bv) = (src(&a, ars, acs), src(&b, brs, bcs));
+        // SAFETY: the views cover the three buffers exactly; C is distinct from A and B;
+        // the test runs only where the kernel is available.
+        unsafe {
+            match plan.tile {
+                TileShape::M12N32 => sgemm_on::<12, 2>(plan, av, bv, dst, (m, n, k), add, 2),
+                TileShape::M8N48 => sgemm_on::<8, 3>(plan, av, bv, dst, (m, n, k), add, 2),
+            }
+        }
+        for i in 0..m {
+            for j in 0..n {
+                let (mut want, mut mag) = (if add { c0[i * n + j] as f64 } else { 0.0 }, 0.0);
+                mag += want.abs();
+                for p in 0..k {
+                    let x = a[(i as isize * ars + p as isize * acs) as usize] as f64
+                        * b[(p as isize * brs + j as isize * bcs) as usize] as f64;
+                    want += x;
+                    mag += x.abs();
+                }
+                let got = c[i * n + j] as f64;
+                let bound = (k as f64 + 2.0) * 2f64.powi(-24) * mag;
+                assert!(
+                    (got - want).abs() <= bound,
+                    "{plan:?} {m}x{k}x{n} a_t={a_t} b_t={b_t} add={add}: C[{i},{j}] = {got}, \
+                     want {want} ± {bound:e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn both_tiles_match_f64_on_edge_shapes_odd_sums_and_transposed_operands() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX-512 F/BW");
+            return;
+        }
+        // Small blocks so that every edge appears: odd KC (the 8 × 48 loop's odd tail),
+        // MC and NC smaller than the product, last strips of 1, 16, 17 and 33 columns
+        // (1–3 vectors), last panels of 1 row, M = 1, N = 1, K = 1.
+        let plans = [
+            Plan {
+                tile: TileShape::M8N48,
+                kc: 37,
+                mc: 24,
+                nc: 96,
+            },
+            Plan {
+                tile: TileShape::M8N48,
+                kc: 192,
+                mc: 336,
+                nc: 8160,
+            },
+            Plan {
+                tile: TileShape::M12N32,
+                kc: 37,
+                mc: 24,
+                nc: 64,
+            },
+        ];
+        let shapes = [
+            (1, 1, 1),
+            (1, 75, 49),
+            (33, 75, 1),
+            (9, 38, 113),
+            (25, 111, 96),
+            (17, 200, 65),
+            (49, 74, 145),
+        ];
+        for plan in plans {
+            for (s, &shape) in shapes.iter().enumerate() {
+                for t in 0..4 {
+                    check_plan(plan, shape, t & 1 == 1, t & 2 == 2, (s + t) % 2 == 1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn balanced_blocks_split_the_sums_evenly_and_never_exceed_kc() {
+        assert_eq!(balanced(256, 192), 128);
+        assert_eq!(balanced(192, 192), 192);
+        assert_eq!(balanced(193, 192), 97);
+        assert_eq!(balanced(1, 192), 1);
+        for k in 1..600 {
+            let kc = balanced(k, 192);
+            assert!(
+                kc <= 192 && k.div_ceil(kc) == k.div_ceil(192),
+                "k = {k}: {kc}"
+            );
+        }
     }
 }

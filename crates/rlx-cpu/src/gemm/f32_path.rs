@@ -1,9 +1,9 @@
 //! Which kernel runs an f32 product: faer's (portable, with its own AVX2 / AVX-512
 //! micro-kernels) or rlx's own packed AVX-512 kernel ([`super::f32_avx512`]: vectorized
-//! packing, a 12 × 32 FMA micro-kernel, blocks sized for a 48 KiB L1 and 2 MiB L2). On
-//! AVX-512 F/BW CPUs the default, [`F32Path::Auto`], takes the own kernel for the layouts
-//! where it measured faster than faer (A read transposed) and faer for the rest; other
-//! CPUs use faer.
+//! packing, an 8 × 48 FMA micro-kernel on Intel and 12 × 32 elsewhere, blocks sized from
+//! the detected L1d and L2). On AVX-512 F/BW CPUs the default, [`F32Path::Auto`], takes
+//! the own kernel for the products where it measured faster than faer and faer for the
+//! rest; other CPUs use faer.
 //!
 //! The choice is fixed per process from the CPU's features and per product from the
 //! operands' layout, never timed, so results are reproducible run to run.
@@ -11,7 +11,9 @@
 //! unknown or unavailable value is reported once and the default is used. [`sgemm_with`]
 //! takes the path per call, so paths can be compared in one process.
 //!
-//! Exactness: the own kernel sums each element in blocks of 256 sums, each one chain of
+//! Exactness: the own kernel sums each element in blocks of at most `KC` sums (256, or
+//! three quarters of the L1d in 48-column rows on Intel: 192 on Sapphire Rapids; split
+//! into equal blocks), each one chain of
 //! fused multiply-adds in k order from zero, added to the stored partial sum; faer blocks
 //! its sums differently on long ones (k = 2100 differs in the last bits), so the two
 //! paths agree within the dot-product error bound, not bit for bit. Each is
@@ -28,14 +30,16 @@ use std::sync::OnceLock;
 pub enum F32Path {
     /// faer's matmul (any CPU).
     Faer,
-    /// rlx's packed 12 × 32 AVX-512 FMA kernel (`f32_avx512.rs`) for every product
-    /// (AVX-512 F/BW CPUs).
+    /// rlx's packed AVX-512 FMA kernel (`f32_avx512.rs`) for every product (AVX-512 F/BW
+    /// CPUs).
     Avx512,
     /// On AVX-512 F/BW CPUs, the own kernel where it measured faster than faer — products
     /// of at least 2²⁴ multiply-adds that read A transposed (A's columns contiguous: the
-    /// weight gradients `Xᵀ·dY`, 1.4–2× faer at W11's shapes) — and faer for the rest
-    /// (own/faer 0.9–1.1 with A's rows contiguous, no consistent winner on a noisy
-    /// machine; 0.75–0.9 on small products; `examples/gemm_shapes.rs`).
+    /// weight gradients `Xᵀ·dY`, 1.4–2× faer at W11's shapes) and, on CPUs that run its
+    /// 8 × 48 tile (Intel), those with A's rows contiguous and a multiple of 48 or at
+    /// least 384 columns (1.02–1.09× faer on Sapphire Rapids) — and faer for the rest
+    /// (0.94–0.96× at 256 columns, where the last strip is narrow; 0.75–0.9 on small
+    /// products; `examples/gemm_shapes.rs`).
     Auto,
 }
 
@@ -134,6 +138,20 @@ pub fn sgemm_with(
 /// `examples/gemm_shapes.rs`).
 const AUTO_OWN_MIN_MNK: usize = 1 << 24;
 
+/// Whether the own kernel takes an `n`-column product that reads A's rows contiguously
+/// under [`F32Path::Auto`] (see `f32_avx512::takes_untransposed`).
+fn own_untransposed(n: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::f32_avx512::takes_untransposed(n)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = n;
+        false
+    }
+}
+
 /// The element types with an own (non-faer) kernel.
 pub(crate) trait OwnGemm: Sized {
     /// Compute `C (+)= A·B` on `path` if it is an own kernel that takes this product
@@ -158,7 +176,7 @@ impl OwnGemm for f32 {
         let own = match path {
             F32Path::Faer => false,
             F32Path::Avx512 => true,
-            F32Path::Auto => transposed_a && m * n * k >= AUTO_OWN_MIN_MNK,
+            F32Path::Auto => m * n * k >= AUTO_OWN_MIN_MNK && (transposed_a || own_untransposed(n)),
         };
         if !own || p.alpha != 1.0 {
             return false;

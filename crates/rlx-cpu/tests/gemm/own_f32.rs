@@ -16,8 +16,9 @@ fn own_path() -> Option<F32Path> {
 
 #[test]
 fn own_f32_path_matches_naive_on_tile_edges_in_every_layout_and_thread_count() {
-    // The packed 12 × 32 kernel with KC = 256, KS = 1024, MC = 144, NC = 512: sizes one
-    // short of and one past each, M = 1 and N = 1 (N = 1 with M, K ≥ 16 goes to the
+    // The packed kernel (12 × 32 tiles with KC = 256, MC = 192, or 8 × 48 tiles with KC and
+    // MC from the caches, 192 and 336 on Sapphire Rapids): sizes one short of and one past
+    // each, M = 1 and N = 1 (N = 1 with M, K ≥ 16 goes to the
     // narrow kernels), every layout of A, B and C, overwrite and accumulate, 1–3 threads
     // with identical bits.
     let Some(own) = own_path() else { return };
@@ -264,18 +265,26 @@ fn own_and_faer_paths_agree_within_the_dot_product_bound() {
 }
 
 #[test]
-fn auto_path_takes_the_own_kernel_exactly_for_large_products_with_transposed_a() {
-    // Auto's rule: A read transposed (its columns contiguous) and at least 2²⁴
-    // multiply-adds → the own kernel; a smaller product or any other layout → faer.
-    // Checked by comparing bits with the two forced paths at a K where their summation
-    // orders differ.
+fn auto_path_takes_the_own_kernel_exactly_for_large_transposed_a_or_wide_products_on_intel() {
+    // Auto's rule: at least 2²⁴ multiply-adds with A read transposed (its columns
+    // contiguous) → the own kernel; on Intel (the 8 × 48 tile) also A's rows contiguous
+    // with a multiple of 48 or at least 384 columns; a smaller product or any other layout
+    // → faer. Checked by comparing bits with the two forced paths at a K where their
+    // summation orders differ.
     let Some(own) = own_path() else { return };
+    let intel = {
+        let id = std::arch::x86_64::__cpuid(0);
+        (id.ebx, id.edx, id.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e)
+    };
     let mut rng = Lcg(25);
     let k = 2100;
     for (m, n, la, want_own) in [
         (64, 128, Layout::ColMajor, true),
         (40, 50, Layout::ColMajor, false),
         (64, 128, Layout::RowMajor, false),
+        (32, 480, Layout::RowMajor, intel),
+        (24, 400, Layout::RowMajor, intel),
+        (8, 50, Layout::RowMajor, false),
     ] {
         let a = Mat::<f32>::random(&mut rng, m, k, la);
         let b = Mat::<f32>::random(&mut rng, k, n, Layout::RowMajor);
@@ -309,7 +318,7 @@ fn auto_path_takes_the_own_kernel_exactly_for_large_products_with_transposed_a()
 #[test]
 fn own_f32_kernel_block_edges_match_naive_in_the_packed_layouts_and_any_thread_count() {
     // The own kernel's blocks: 12 × 32 tiles, KC = 256 sums, MC = 192 rows, NC = 2048
-    // columns; 16-sum register transposes when A's rows or B's columns are contiguous.
+    // columns (8 × 48 tiles on Intel: see gemm::f32_avx512's unit tests for its edges); 16-sum register transposes when A's rows or B's columns are contiguous.
     // Sizes one short of / one past each block, exact multiples, and outputs wider than
     // tall (split by columns on several threads), in the four contiguous layouts of A and
     // B (the vectorized packers) with row- and column-major C, overwrite and accumulate.

@@ -1,0 +1,313 @@
+//! The sum loops of the own f32 kernel: one inline-assembly loop per full register tile
+//! (12 × 32 and 8 × 48, see `plan.rs` for which CPU takes which) and a compiled loop for
+//! the narrower last strip of a block.
+
+use std::arch::x86_64::*;
+
+/// `acc[r][v] += A[p][r] · B[p][16v..16v + 16]` for the `kc >= 1` sums of a 12-row A
+/// panel and a 32-column B strip. Each sum is two vector loads of B and 24 FMAs whose A
+/// operand is broadcast from memory (`{1to16}`): 26 instructions per sum where separate
+/// broadcasts take 38 (the compiler does not fold a broadcast that feeds two FMAs), which
+/// measured 5 % faster at W11's shapes, within 0–3 % of MKL on one thread.
+///
+/// # Safety
+/// `a` must hold `kc · 12` f32 and `b` (64-byte aligned) `kc · 32`; `kc >= 1`; AVX-512 F
+/// present.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn sums_12x32(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    acc: &mut [[__m512; 2]; 12],
+) {
+    debug_assert!(kc >= 1);
+    // SAFETY: the loop reads kc·48 bytes of A's panel and kc·128 (aligned) of B's strip,
+    // inside the panels (caller); it writes only the listed registers and no memory.
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            "vmovaps {b0}, zmmword ptr [{bp}]",
+            "vmovaps {b1}, zmmword ptr [{bp} + 64]",
+            "vfmadd231ps {c00}, {b0}, dword ptr [{ap} + 0]{{1to16}}",
+            "vfmadd231ps {c01}, {b1}, dword ptr [{ap} + 0]{{1to16}}",
+            "vfmadd231ps {c10}, {b0}, dword ptr [{ap} + 4]{{1to16}}",
+            "vfmadd231ps {c11}, {b1}, dword ptr [{ap} + 4]{{1to16}}",
+            "vfmadd231ps {c20}, {b0}, dword ptr [{ap} + 8]{{1to16}}",
+            "vfmadd231ps {c21}, {b1}, dword ptr [{ap} + 8]{{1to16}}",
+            "vfmadd231ps {c30}, {b0}, dword ptr [{ap} + 12]{{1to16}}",
+            "vfmadd231ps {c31}, {b1}, dword ptr [{ap} + 12]{{1to16}}",
+            "vfmadd231ps {c40}, {b0}, dword ptr [{ap} + 16]{{1to16}}",
+            "vfmadd231ps {c41}, {b1}, dword ptr [{ap} + 16]{{1to16}}",
+            "vfmadd231ps {c50}, {b0}, dword ptr [{ap} + 20]{{1to16}}",
+            "vfmadd231ps {c51}, {b1}, dword ptr [{ap} + 20]{{1to16}}",
+            "vfmadd231ps {c60}, {b0}, dword ptr [{ap} + 24]{{1to16}}",
+            "vfmadd231ps {c61}, {b1}, dword ptr [{ap} + 24]{{1to16}}",
+            "vfmadd231ps {c70}, {b0}, dword ptr [{ap} + 28]{{1to16}}",
+            "vfmadd231ps {c71}, {b1}, dword ptr [{ap} + 28]{{1to16}}",
+            "vfmadd231ps {c80}, {b0}, dword ptr [{ap} + 32]{{1to16}}",
+            "vfmadd231ps {c81}, {b1}, dword ptr [{ap} + 32]{{1to16}}",
+            "vfmadd231ps {c90}, {b0}, dword ptr [{ap} + 36]{{1to16}}",
+            "vfmadd231ps {c91}, {b1}, dword ptr [{ap} + 36]{{1to16}}",
+            "vfmadd231ps {c100}, {b0}, dword ptr [{ap} + 40]{{1to16}}",
+            "vfmadd231ps {c101}, {b1}, dword ptr [{ap} + 40]{{1to16}}",
+            "vfmadd231ps {c110}, {b0}, dword ptr [{ap} + 44]{{1to16}}",
+            "vfmadd231ps {c111}, {b1}, dword ptr [{ap} + 44]{{1to16}}",
+            "add {ap}, 48",
+            "add {bp}, 128",
+            "dec {k}",
+            "jnz 2b",
+            ap = inout(reg) a => _,
+            bp = inout(reg) b => _,
+            k = inout(reg) kc => _,
+            b0 = out(zmm_reg) _,
+            b1 = out(zmm_reg) _,
+            c00 = inout(zmm_reg) acc[0][0],
+            c01 = inout(zmm_reg) acc[0][1],
+            c10 = inout(zmm_reg) acc[1][0],
+            c11 = inout(zmm_reg) acc[1][1],
+            c20 = inout(zmm_reg) acc[2][0],
+            c21 = inout(zmm_reg) acc[2][1],
+            c30 = inout(zmm_reg) acc[3][0],
+            c31 = inout(zmm_reg) acc[3][1],
+            c40 = inout(zmm_reg) acc[4][0],
+            c41 = inout(zmm_reg) acc[4][1],
+            c50 = inout(zmm_reg) acc[5][0],
+            c51 = inout(zmm_reg) acc[5][1],
+            c60 = inout(zmm_reg) acc[6][0],
+            c61 = inout(zmm_reg) acc[6][1],
+            c70 = inout(zmm_reg) acc[7][0],
+            c71 = inout(zmm_reg) acc[7][1],
+            c80 = inout(zmm_reg) acc[8][0],
+            c81 = inout(zmm_reg) acc[8][1],
+            c90 = inout(zmm_reg) acc[9][0],
+            c91 = inout(zmm_reg) acc[9][1],
+            c100 = inout(zmm_reg) acc[10][0],
+            c101 = inout(zmm_reg) acc[10][1],
+            c110 = inout(zmm_reg) acc[11][0],
+            c111 = inout(zmm_reg) acc[11][1],
+            options(nostack, readonly),
+        );
+    }
+}
+
+/// Bytes ahead of the current sum at which the 8 × 48 loop prefetches A's panel (16 sums).
+const A_PREFETCH: usize = 512;
+
+/// `acc[r][v] += A[p][r] · B[p][16v..16v + 16]` for the `kc >= 1` sums of an 8-row A
+/// panel and a 48-column B strip. Each sum is three vector loads of B, eight broadcasts of
+/// A (a broadcast from memory is a load, no shuffle) and 24 FMAs: 11 loads where the
+/// 12 × 32 tile issues 26, which keeps the loads off the FMAs' critical resources on
+/// Intel cores (236 GFLOP/s on one Sapphire Rapids core with both panels in L1, the
+/// 12 × 32 loop 196–216).
+///
+/// # Safety
+/// `a` must hold `kc · 8` f32 and `b` (64-byte aligned) `kc · 48`; `kc >= 1`; AVX-512 F
+/// present.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn sums_8x48(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    acc: &mut [[__m512; 3]; 8],
+) {
+    debug_assert!(kc >= 1);
+    // SAFETY: the loop reads kc·32 bytes of A's panel and kc·192 (aligned) of B's strip,
+    // inside the panels (caller); it writes only the listed registers and no memory.
+    unsafe {
+        std::arch::asm!(
+            // Two sums per iteration, then the odd one. Each iteration asks for the line of
+            // A's panel `A_PREFETCH` bytes ahead into L1: the panel streams from L2 while
+            // B's strip stays in L1.
+            "mov {n2}, {k}",
+            "shr {n2}, 1",
+            "jz 3f",
+            "2:",
+            "vmovaps {b0}, zmmword ptr [{bp} + 0]",
+            "vmovaps {b1}, zmmword ptr [{bp} + 64]",
+            "vmovaps {b2}, zmmword ptr [{bp} + 128]",
+            "vbroadcastss {t0}, dword ptr [{ap} + 0]",
+            "vfmadd231ps {c00}, {t0}, {b0}",
+            "vfmadd231ps {c01}, {t0}, {b1}",
+            "vfmadd231ps {c02}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 4]",
+            "vfmadd231ps {c10}, {t1}, {b0}",
+            "vfmadd231ps {c11}, {t1}, {b1}",
+            "vfmadd231ps {c12}, {t1}, {b2}",
+            "vbroadcastss {t0}, dword ptr [{ap} + 8]",
+            "vfmadd231ps {c20}, {t0}, {b0}",
+            "vfmadd231ps {c21}, {t0}, {b1}",
+            "vfmadd231ps {c22}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 12]",
+            "vfmadd231ps {c30}, {t1}, {b0}",
+            "vfmadd231ps {c31}, {t1}, {b1}",
+            "vfmadd231ps {c32}, {t1}, {b2}",
+            "vbroadcastss {t0}, dword ptr [{ap} + 16]",
+            "vfmadd231ps {c40}, {t0}, {b0}",
+            "vfmadd231ps {c41}, {t0}, {b1}",
+            "vfmadd231ps {c42}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 20]",
+            "vfmadd231ps {c50}, {t1}, {b0}",
+            "vfmadd231ps {c51}, {t1}, {b1}",
+            "vfmadd231ps {c52}, {t1}, {b2}",
+            "vbroadcastss {t0}, dword ptr [{ap} + 24]",
+            "vfmadd231ps {c60}, {t0}, {b0}",
+            "vfmadd231ps {c61}, {t0}, {b1}",
+            "vfmadd231ps {c62}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 28]",
+            "vfmadd231ps {c70}, {t1}, {b0}",
+            "vfmadd231ps {c71}, {t1}, {b1}",
+            "vfmadd231ps {c72}, {t1}, {b2}",
+            "vmovaps {b0}, zmmword ptr [{bp} + 192]",
+            "vmovaps {b1}, zmmword ptr [{bp} + 256]",
+            "vmovaps {b2}, zmmword ptr [{bp} + 320]",
+            "vbroadcastss {t0}, dword ptr [{ap} + 32]",
+            "vfmadd231ps {c00}, {t0}, {b0}",
+            "vfmadd231ps {c01}, {t0}, {b1}",
+            "vfmadd231ps {c02}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 36]",
+            "vfmadd231ps {c10}, {t1}, {b0}",
+            "vfmadd231ps {c11}, {t1}, {b1}",
+            "vfmadd231ps {c12}, {t1}, {b2}",
+            "vbroadcastss {t0}, dword ptr [{ap} + 40]",
+            "vfmadd231ps {c20}, {t0}, {b0}",
+            "vfmadd231ps {c21}, {t0}, {b1}",
+            "vfmadd231ps {c22}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 44]",
+            "vfmadd231ps {c30}, {t1}, {b0}",
+            "vfmadd231ps {c31}, {t1}, {b1}",
+            "vfmadd231ps {c32}, {t1}, {b2}",
+            "vbroadcastss {t0}, dword ptr [{ap} + 48]",
+            "vfmadd231ps {c40}, {t0}, {b0}",
+            "vfmadd231ps {c41}, {t0}, {b1}",
+            "vfmadd231ps {c42}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 52]",
+            "vfmadd231ps {c50}, {t1}, {b0}",
+            "vfmadd231ps {c51}, {t1}, {b1}",
+            "vfmadd231ps {c52}, {t1}, {b2}",
+            "vbroadcastss {t0}, dword ptr [{ap} + 56]",
+            "vfmadd231ps {c60}, {t0}, {b0}",
+            "vfmadd231ps {c61}, {t0}, {b1}",
+            "vfmadd231ps {c62}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 60]",
+            "vfmadd231ps {c70}, {t1}, {b0}",
+            "vfmadd231ps {c71}, {t1}, {b1}",
+            "vfmadd231ps {c72}, {t1}, {b2}",
+            "prefetcht0 byte ptr [{ap} + {pf}]",
+            "add {ap}, 64",
+            "add {bp}, 384",
+            "dec {n2}",
+            "jnz 2b",
+            "3:",
+            "test {k}, 1",
+            "jz 4f",
+            "vmovaps {b0}, zmmword ptr [{bp} + 0]",
+            "vmovaps {b1}, zmmword ptr [{bp} + 64]",
+            "vmovaps {b2}, zmmword ptr [{bp} + 128]",
+            "vbroadcastss {t0}, dword ptr [{ap} + 0]",
+            "vfmadd231ps {c00}, {t0}, {b0}",
+            "vfmadd231ps {c01}, {t0}, {b1}",
+            "vfmadd231ps {c02}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 4]",
+            "vfmadd231ps {c10}, {t1}, {b0}",
+            "vfmadd231ps {c11}, {t1}, {b1}",
+            "vfmadd231ps {c12}, {t1}, {b2}",
+            "vbroadcastss {t0}, dword ptr [{ap} + 8]",
+            "vfmadd231ps {c20}, {t0}, {b0}",
+            "vfmadd231ps {c21}, {t0}, {b1}",
+            "vfmadd231ps {c22}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 12]",
+            "vfmadd231ps {c30}, {t1}, {b0}",
+            "vfmadd231ps {c31}, {t1}, {b1}",
+            "vfmadd231ps {c32}, {t1}, {b2}",
+            "vbroadcastss {t0}, dword ptr [{ap} + 16]",
+            "vfmadd231ps {c40}, {t0}, {b0}",
+            "vfmadd231ps {c41}, {t0}, {b1}",
+            "vfmadd231ps {c42}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 20]",
+            "vfmadd231ps {c50}, {t1}, {b0}",
+            "vfmadd231ps {c51}, {t1}, {b1}",
+            "vfmadd231ps {c52}, {t1}, {b2}",
+            "vbroadcastss {t0}, dword ptr [{ap} + 24]",
+            "vfmadd231ps {c60}, {t0}, {b0}",
+            "vfmadd231ps {c61}, {t0}, {b1}",
+            "vfmadd231ps {c62}, {t0}, {b2}",
+            "vbroadcastss {t1}, dword ptr [{ap} + 28]",
+            "vfmadd231ps {c70}, {t1}, {b0}",
+            "vfmadd231ps {c71}, {t1}, {b1}",
+            "vfmadd231ps {c72}, {t1}, {b2}",
+            "4:",
+            pf = const A_PREFETCH,
+            n2 = out(reg) _,
+            ap = inout(reg) a => _,
+            bp = inout(reg) b => _,
+            k = in(reg) kc,
+            b0 = out(zmm_reg) _,
+            b1 = out(zmm_reg) _,
+            b2 = out(zmm_reg) _,
+            t0 = out(zmm_reg) _,
+            t1 = out(zmm_reg) _,
+            c00 = inout(zmm_reg) acc[0][0],
+            c01 = inout(zmm_reg) acc[0][1],
+            c02 = inout(zmm_reg) acc[0][2],
+            c10 = inout(zmm_reg) acc[1][0],
+            c11 = inout(zmm_reg) acc[1][1],
+            c12 = inout(zmm_reg) acc[1][2],
+            c20 = inout(zmm_reg) acc[2][0],
+            c21 = inout(zmm_reg) acc[2][1],
+            c22 = inout(zmm_reg) acc[2][2],
+            c30 = inout(zmm_reg) acc[3][0],
+            c31 = inout(zmm_reg) acc[3][1],
+            c32 = inout(zmm_reg) acc[3][2],
+            c40 = inout(zmm_reg) acc[4][0],
+            c41 = inout(zmm_reg) acc[4][1],
+            c42 = inout(zmm_reg) acc[4][2],
+            c50 = inout(zmm_reg) acc[5][0],
+            c51 = inout(zmm_reg) acc[5][1],
+            c52 = inout(zmm_reg) acc[5][2],
+            c60 = inout(zmm_reg) acc[6][0],
+            c61 = inout(zmm_reg) acc[6][1],
+            c62 = inout(zmm_reg) acc[6][2],
+            c70 = inout(zmm_reg) acc[7][0],
+            c71 = inout(zmm_reg) acc[7][1],
+            c72 = inout(zmm_reg) acc[7][2],
+            options(nostack, readonly),
+        );
+    }
+}
+
+/// `acc[r][v] += A[p][r] · B[p][16v..16v + 16]` for `v < NVE`: the first `NVE` vectors of
+/// each sum of a B strip whose sums are `ldb` f32 apart, for the last strip of a block
+/// when it is narrower than the full tile (the full tile would multiply zero columns).
+///
+/// # Safety
+/// `a` must hold `kc · MR` f32 and `b` (64-byte aligned, `ldb` a multiple of 16) `kc · ldb`
+/// with `16·NVE <= ldb`; AVX-512 F present.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn sums_edge<const MR: usize, const NVE: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    ldb: usize,
+    acc: &mut [[__m512; NVE]; MR],
+) {
+    for p in 0..kc {
+        // SAFETY: sum p < kc of both panels (caller); B's vectors are aligned.
+        unsafe {
+            let bp = b.add(p * ldb);
+            let mut bv = [_mm512_setzero_ps(); NVE];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm512_load_ps(bp.add(16 * v));
+            }
+            let ap = a.add(p * MR);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*ap.add(r));
+                for (x, &bx) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_fmadd_ps(av, bx, *x);
+                }
+            }
+        }
+    }
+}
