@@ -16,7 +16,8 @@
 //! - matmuls with their epilogue, lowered once too: a workgroup per 64×64 output tile
 //!   (16×16 for skinny products), A and B slices staged in workgroup memory, a 4×4
 //!   register block per invocation;
-//! - attention: one thread per query row with an online softmax.
+//! - attention, lowered once too: one thread per query row and head with an online
+//!   softmax.
 //!
 //! Data lives in one arena buffer per run laid out by the program's memory plan (see
 //! `exec`); dynamic dims, strides and offsets are uniforms, so a new batch size never

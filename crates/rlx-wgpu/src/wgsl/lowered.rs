@@ -1,15 +1,16 @@
 //! Kernels and fragments lowered once to the loop IR (`rlx_compile::loops`) and rendered
 //! by its WGSL renderer: elementwise kernels, reductions, row ops and contractions whole
-//! (a reduction's fixed-order workgroup tree and a contraction's staged tiles included),
-//! and the fused epilogues of attention, so the activation formulas, dtype rules and view index math this
+//! (a reduction's fixed-order workgroup tree and a contraction's staged tiles included)
+//! and attention, so the activation formulas, dtype rules and view index math this
 //! backend runs are the ones every GPU backend shares. This module only binds the
 //! renderer to the shader's parameters (buffer offsets and dynamic dims as
 //! [`Slot`](super::Slot)s).
 
 use super::{Gen, Launch, Shader, WG};
+use crate::host::view_dims_sym;
 use rlx_compile::loops::{self, Fault, LoopKernel, WgslEmbedding, WgslError, WgslHelpers};
-use rlx_compile::program::{Expr, KernelKind};
-use rlx_ir::{DType, Dim};
+use rlx_compile::program::KernelKind;
+use rlx_ir::Dim;
 use std::collections::HashMap;
 
 /// The WGSL of a lowered kernel's parameters in this shader.
@@ -70,8 +71,8 @@ impl Gen<'_> {
 
     /// A kernel lowered whole: an elementwise kernel (one invocation per element), a
     /// reduction (one invocation per output, or one workgroup of the lowering's size per
-    /// output), a row op (one invocation or workgroup per row) or a contraction (one
-    /// workgroup per output tile).
+    /// output), a row op (one invocation or workgroup per row), a contraction (one
+    /// workgroup per output tile) or attention (one invocation per query row and head).
     pub(crate) fn lowered(mut self) -> Result<Shader, String> {
         let lk = loops::lower_kernel(self.p, self.kid()).map_err(|e| e.to_string())?;
         let space = match &self.k.kind {
@@ -97,6 +98,20 @@ impl Gen<'_> {
                     .ok_or("a contraction lowered without work-groups")?;
                 return Ok(self.finish(&n.to_string(), launch));
             }
+            // One item per (batch, query position, head).
+            KernelKind::Attention { op, inputs, .. }
+            | KernelKind::Opaque {
+                op: op @ rlx_ir::Op::Attention { .. },
+                inputs,
+                ..
+            } => {
+                let rlx_ir::Op::Attention { num_heads, .. } = op else {
+                    unreachable!()
+                };
+                let l = &self.k.loads[inputs[0]];
+                let qd = view_dims_sym(self.p.buffers[l.buf].shape.dims(), &l.steps);
+                vec![qd[0], qd[1], Dim::Static(*num_heads)]
+            }
             _ => return Err(format!("a {} kernel rendered whole", self.k.label())),
         };
         let body = self.render(&lk, "v", |e, h| loops::render_wgsl_loop(&lk, e, h))?;
@@ -108,32 +123,5 @@ impl Gen<'_> {
             // `render_wgsl_loop` numbers items in workgroups of `WGSL_WORKGROUP`.
             None => self.finish(&WG.to_string(), Launch::Threads(space)),
         })
-    }
-
-    /// Epilogue `e` at the point of `space` with flat index `flat` (a `u32` variable),
-    /// the kernel core's value in variable `core` (class of `core_dt`), then the kernel's
-    /// stores at `flat`.
-    pub(crate) fn epilogue(
-        &mut self,
-        e: &Expr,
-        space: &[Dim],
-        flat: &str,
-        core: &str,
-        core_dt: DType,
-    ) -> Result<(), String> {
-        // This backend holds bools as i32 0/1; the loop IR as `bool`.
-        let core = if core_dt == DType::Bool {
-            format!("({core} != 0i)")
-        } else {
-            core.to_string()
-        };
-        let frag = loops::lower_epilogue(self.p, self.kid(), e, space, flat, &core, core_dt)
-            .map_err(|e| e.to_string())?;
-        let prefix = format!("{}_", self.fresh("ep"));
-        let stmts = self.render(&frag, &prefix, |embed, h| {
-            loops::render_wgsl_statements(&frag, embed, h, 1)
-        })?;
-        self.body.push_str(&stmts);
-        Ok(())
     }
 }

@@ -9,12 +9,11 @@
 //! atomic and updates its own bytes of a word with `atomicAnd`/`atomicOr`, so
 //! neighbouring threads never lose each other's bytes.
 //!
-//! Scalar semantics are not written here: elementwise kernels, reductions and row ops
-//! whole, and the fused prologues and epilogues of the other kinds, are lowered once to
-//! the loop IR of `rlx_compile::loops` (shared with the CUDA and HIP backends) and
-//! rendered by its WGSL renderer (`lowered.rs`), whose helper library the hand-written
-//! kernels here call too. This module keeps the skeleton not lowered yet (attention) and
-//! the parameter binding.
+//! Scalar semantics are not written here: elementwise kernels, reductions, row ops,
+//! contractions and attention are lowered whole, once, to the loop IR of
+//! `rlx_compile::loops` (shared with the CUDA and HIP backends) and rendered by its WGSL
+//! renderer (`lowered.rs`), whose helper library the opaque kernels call too. This module keeps the parameter binding and the helpers of the
+//! opaque kernels (`opaque.rs`: concat, pad, cumsum), the only WGSL still written here.
 //!
 //! Sizes, strides and buffer offsets are [`Slot`]s: for static programs they are
 //! inlined as constants; with dynamic dims they are read from the uniform block, so a
@@ -184,15 +183,6 @@ impl Space {
             idx: None,
         }
     }
-
-    /// A space indexed by per-axis index expressions.
-    pub(crate) fn multi(dims: Vec<Dim>, idx: Vec<String>) -> Space {
-        Space {
-            dims,
-            flat: None,
-            idx: Some(idx),
-        }
-    }
 }
 
 impl<'a> Gen<'a> {
@@ -346,17 +336,6 @@ impl<'a> Gen<'a> {
             sp.idx = Some(self.unravel(&f, &dims)?);
         }
         Ok(sp.idx.clone().unwrap())
-    }
-
-    /// The flat index of a space (computed now if needed).
-    pub(crate) fn space_flat(&mut self, sp: &mut Space) -> Result<String, String> {
-        if sp.flat.is_none() {
-            let idx = sp.idx.clone().unwrap();
-            let dims = sp.dims.clone();
-            let f = self.ravel(&idx, &dims)?;
-            sp.flat = Some(self.bind("f", &f));
-        }
-        Ok(sp.flat.clone().unwrap())
     }
 
     /// Element index of load `l` at per-axis indices `idx` of its view (any mode).

@@ -36,7 +36,8 @@ pub(crate) fn opaque(mut g: Gen<'_>, k: &Kernel) -> Result<Shader, String> {
         unreachable!()
     };
     if matches!(op, Op::Attention { .. }) {
-        return super::kernels::attention_with(g, k, op, inputs, out.dims(), out.dtype(), None);
+        // Lowered once to the loop IR, like fused attention.
+        return g.lowered();
     }
     if !matches!(op, Op::Concat { .. } | Op::Pad { .. } | Op::Cumsum { .. }) {
         return Err(format!(

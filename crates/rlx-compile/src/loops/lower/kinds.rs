@@ -71,9 +71,19 @@ impl Cx<'_> {
                 dtype,
                 epilogue,
             } => self.contraction(*a, *b, out_space, *dtype, epilogue),
-            KernelKind::Attention { .. }
-            | KernelKind::Opaque { .. }
-            | KernelKind::RowGroup { .. } => {
+            KernelKind::Attention {
+                op,
+                inputs,
+                out_space,
+                dtype,
+                epilogue,
+            } => self.attention(op, inputs, out_space, *dtype, Some(epilogue)),
+            KernelKind::Opaque {
+                op: op @ rlx_ir::Op::Attention { .. },
+                inputs,
+                out,
+            } => self.attention(op, inputs, out.dims(), out.dtype(), None),
+            KernelKind::Opaque { .. } | KernelKind::RowGroup { .. } => {
                 Err(self.fail(format!("a `{}` kernel", kernel.label())))
             }
         }

@@ -14,9 +14,15 @@
 //! A and B slices staged in shared arrays between barriers, a register block of outputs
 //! per item, each output folded over K in index order (`matmul.rs`).
 //!
-//! What is not lowered yet (attention, opaque ops, row groups, a few casts) is a
+//! Attention runs an item per (batch, query, head) with an online softmax
+//! (`attention.rs`).
+//!
+//! What is not lowered yet (opaque ops other than attention, row groups, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
 
+mod attention;
+#[cfg(test)]
+mod attention_tests;
 mod expr;
 mod kinds;
 mod matmul;
