@@ -6,7 +6,9 @@
 //! missing.
 
 use rlx_compile::CompileOptions;
-use rlx_ir::{Activation, BinaryOp, CmpOp, DType, Dim, Graph, NodeId, Op, ReduceOp, Shape};
+use rlx_ir::{
+    Activation, BinaryOp, CmpOp, DType, Dim, Graph, MaskKind, NodeId, Op, ReduceOp, Shape,
+};
 use rlx_rocm::{compile_program, hiprtc};
 
 fn hiprtc_ok() -> bool {
@@ -305,6 +307,82 @@ fn tiled_matmuls_compile_for_cdna2_and_rdna_targets() {
                     "{dt:?} {arch}: entry {} not in its code object",
                     k.kernel.name
                 );
+            }
+        }
+    }
+}
+
+/// A graph with one attention of `mask` over `[2, ?0, 4, 16]` queries (two kv heads), in
+/// `dt`, kept whole (one attention kernel).
+fn attention_graph(dt: DType, mask: MaskKind) -> (Graph, CompileOptions) {
+    let mut g = Graph::new(format!("attn_{dt}_{mask:?}").replace(['(', ')'], "_"));
+    let s = Dim::Dynamic(0);
+    let dims = |h: usize| [Dim::Static(2), s, Dim::Static(h), Dim::Static(16)];
+    let q = g.input("q", Shape::from_dims(&dims(4), dt));
+    let k = g.input("k", Shape::from_dims(&dims(2), dt));
+    let v = g.input("v", Shape::from_dims(&dims(2), dt));
+    let mut ins = vec![q, k, v];
+    match mask {
+        MaskKind::Custom => ins.push(g.input("m", Shape::from_dims(&[Dim::Static(2), s], dt))),
+        MaskKind::Bias => ins.push(g.input("b", Shape::from_dims(&[Dim::Static(4), s, s], dt))),
+        _ => {}
+    }
+    let a = op(
+        &mut g,
+        Op::Attention {
+            num_heads: 4,
+            head_dim: 16,
+            v_head_dim: None,
+            mask_kind: mask,
+            score_scale: None,
+            attn_logit_softcap: Some(30.0),
+        },
+        ins,
+    );
+    g.set_outputs(vec![a]);
+    let o = CompileOptions {
+        keep_whole: vec!["attention".into()],
+        ..Default::default()
+    };
+    (g, o)
+}
+
+#[test]
+fn lowered_attention_compiles_for_cdna2_and_rdna_targets() {
+    if !hiprtc_ok() {
+        return;
+    }
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        for mask in [
+            MaskKind::None,
+            MaskKind::Causal,
+            MaskKind::SlidingWindow(3),
+            MaskKind::Custom,
+            MaskKind::Bias,
+        ] {
+            let (g, o) = attention_graph(dt, mask);
+            let p = rlx_compile::compile(&g, &o).unwrap();
+            assert!(
+                p.kernels.iter().any(|k| k.label().contains("attention")),
+                "{:?}",
+                p.kernels.iter().map(|k| k.label()).collect::<Vec<_>>()
+            );
+            let archs: &[&str] = if dt == DType::F32 && mask == MaskKind::Bias {
+                &["gfx90a", "gfx1030"]
+            } else {
+                &["gfx90a"]
+            };
+            for &arch in archs {
+                let ks =
+                    compile_program(&p, arch).unwrap_or_else(|e| panic!("{dt:?} {mask:?}: {e}"));
+                for k in &ks {
+                    let name = k.kernel.name.as_bytes();
+                    assert!(
+                        k.code_object.windows(name.len()).any(|w| w == name),
+                        "{dt:?} {mask:?} {arch}: entry {} not in its code object",
+                        k.kernel.name
+                    );
+                }
             }
         }
     }
