@@ -291,7 +291,7 @@ unsafe fn blocks<const MR: usize, const NV: usize>(
 }
 
 /// The sums per block for `k` sums in blocks of at most `kc`: the fewest blocks, of
-/// nearly equal size (k = 256 with `kc` 192 runs two blocks of 128, not 192 + 64, whose
+/// nearly equal size (k = 300 with `kc` 256 runs two blocks of 150, not 256 + 44, whose
 /// short block would pay the C tile's reads and writes for a third of the work).
 fn balanced(k: usize, kc: usize) -> usize {
     k.div_ceil(k.div_ceil(kc)).max(1)
@@ -672,6 +672,7 @@ mod tests {
     #[test]
     fn balanced_blocks_split_the_sums_evenly_and_never_exceed_kc() {
         assert_eq!(balanced(256, 192), 128);
+        assert_eq!(balanced(300, 256), 150);
         assert_eq!(balanced(192, 192), 192);
         assert_eq!(balanced(193, 192), 97);
         assert_eq!(balanced(1, 192), 1);

@@ -8,7 +8,7 @@
 //!   tile needs 26, since each broadcast feeds three FMAs. With both panels in L1 it ran
 //!   at 236 GFLOP/s on one Sapphire Rapids core where the 12 × 32 tile ran 196–216
 //!   (MKL's own f32 kernel on that core uses the same 8 × 48 shape). `KC` sums make B's
-//!   `KC × 48` strip three quarters of the L1d (it stays there while A's panels stream
+//!   `KC × 48` strip the size of the L1d (reused from there while A's panels stream
 //!   past), `MC` rows make A's `MC × KC` block an eighth of the L2.
 //! - **AMD and others**: the 12 × 32 tile with the blocks it was measured with
 //!   (`KC` 256, `MC` 192, `NC` 2048), unchanged, since Zen 4/5 split each 512-bit FMA
@@ -126,10 +126,12 @@ pub(crate) fn plan_for(vendor: Vendor, caches: Option<Caches>) -> Plan {
         (Vendor::Intel, Some(c)) => {
             let tile = TileShape::M8N48;
             let strip = tile.nr() * size_of::<f32>();
-            // B's strip takes three quarters of the L1d; the rest holds A's panel (MR·KC
-            // f32, streaming in) and the C tile's lines. Measured on Sapphire Rapids
-            // (48 KiB): KC 192 ran 2-5 % faster than 128 and 256.
-            let kc = (c.l1d * 3 / 4 / strip / 16 * 16).clamp(64, 512);
+            // B's strip is the size of the L1d: the A panel and C lines streaming past
+            // evict some of it, but the L1 prefetcher brings it back from L2 in order.
+            // Measured on Sapphire Rapids (48 KiB): KC 256 ran 3–5 % faster than 192 at
+            // W11's k = 256 products (one sum block instead of two, so C is read and
+            // written once) and the same at 256³–2048³; 384 and 512 the same as 256.
+            let kc = (c.l1d / strip / 16 * 16).clamp(64, 512);
             // A's block takes an eighth of the L2: the rest holds the B strips passing
             // through and the C lines prefetched into L2. Measured (2 MiB L2): 256–336
             // rows 3–6 % faster than 2048 (a quarter-L2 block) on 2048³.
@@ -206,13 +208,13 @@ mod tests {
             l1d: 48 << 10,
             l2: 2 << 20,
         };
-        // 36 KiB / (48 · 4 B) = 192 sums; 256 KiB / (192 · 4 B) = 341 → 336 rows.
+        // 48 KiB / (48 · 4 B) = 256 sums; 256 KiB / (256 · 4 B) = 256 rows.
         assert_eq!(
             plan_for(Vendor::Intel, Some(spr)),
             Plan {
                 tile: TileShape::M8N48,
-                kc: 192,
-                mc: 336,
+                kc: 256,
+                mc: 256,
                 nc: 8160
             }
         );
@@ -220,9 +222,9 @@ mod tests {
             l1d: 32 << 10,
             l2: 1 << 20,
         };
-        // 24 KiB / 192 B = 128 sums; 128 KiB / 512 B = 256 rows.
+        // 32 KiB / 192 B = 170 → 160 sums; 128 KiB / 640 B = 204 → 200 rows.
         let p = plan_for(Vendor::Intel, Some(skx));
-        assert_eq!((p.kc, p.mc), (128, 256));
+        assert_eq!((p.kc, p.mc), (160, 200));
         let old = Plan {
             tile: TileShape::M12N32,
             kc: 256,
