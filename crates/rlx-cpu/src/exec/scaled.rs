@@ -368,7 +368,7 @@ fn fill(
 ) {
     if m > 0 && n > 0 && k > 0 {
         match bf16_unit() {
-            Some(path) if a.bf16_exact() && b.bf16_exact() && a.tiny_products_ok(&b) => {
+            Some(path) if a.bf16_exact() && b.bf16_exact() && a.tiny_products_ok(b) => {
                 accumulate_bf16(path, a, b, (m, n, k), c)
             }
             _ => accumulate(a, b, m, n, k, c),
