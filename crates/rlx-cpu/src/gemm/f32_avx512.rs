@@ -245,9 +245,10 @@ unsafe fn blocks<const MR: usize, const NV: usize>(
                 let mb = plan.mc.min(m - ic);
                 // SAFETY: (ic, pc) and the mb × kb block are inside A; ap holds its panels.
                 unsafe { pack_a::<MR>(a.at(ic, pc), mb, kb, ap) };
-                for jr in (0..nb).step_by(nr_full) {
-                    let nr = nr_full.min(nb - jr);
-                    // SAFETY: strip jr / NR of the packed block (kb·NR f32 each).
+                let strips = Strips { nb, nr: nr_full };
+                for s in 0..strips.count() {
+                    let (jr, nr, ldb) = strips.get(s);
+                    // SAFETY: the strip of columns jr.. of the packed block (kb·ldb f32).
                     let bpanel = unsafe { bp.add(jr * kb) };
                     for ir in (0..mb).step_by(MR) {
                         let mr = MR.min(mb - ir);
@@ -258,7 +259,9 @@ unsafe fn blocks<const MR: usize, const NV: usize>(
                             // SAFETY: rows 0..mr, columns 0..nr of the tile are elements
                             // of C, with unit column stride and row stride c.rs > 0; the
                             // panels hold kb sums.
-                            unsafe { micro::<MR, NV>(kb, apanel, bpanel, cp, c.rs, add, (mr, nr)) };
+                            unsafe {
+                                micro::<MR, NV>(kb, apanel, (bpanel, ldb), cp, c.rs, add, (mr, nr))
+                            };
                             continue;
                         }
                         // SAFETY: the stack tile holds MR × NR f32 with row stride NR,
@@ -268,7 +271,7 @@ unsafe fn blocks<const MR: usize, const NV: usize>(
                             micro::<MR, NV>(
                                 kb,
                                 apanel,
-                                bpanel,
+                                (bpanel, ldb),
                                 tp,
                                 nr_full as isize,
                                 false,
@@ -342,20 +345,58 @@ pub(crate) fn transpose16(r: &mut [__m512; 16]) {
     }
 }
 
-/// Pack sums `0..kb`, columns `0..nb` of `b` into `16·NV`-column strips, strip `s` at
-/// `dst + s·kb·16·NV` laid out `[kb sums][16·NV columns]` (zeros past `nb`).
+/// The strips of B a block of `nb` columns is packed into for tiles `nr` columns wide:
+/// full strips, then the rest. A rest of at most 16 columns after a 48-column strip is
+/// merged with it and split as 32 + (16 + rest) columns: both run the 8 × 32 loop instead
+/// of 8 × 48 and then the 8 × 16 loop, whose loads (one vector and eight broadcasts per
+/// eight FMAs) leave the FMA ports idle; this matters at 256 columns (5 × 48 + 16).
+#[derive(Clone, Copy)]
+struct Strips {
+    nb: usize,
+    nr: usize,
+}
+
+impl Strips {
+    /// Whether the last full strip and the rest are split as 32 + (16 + rest).
+    fn split(self) -> bool {
+        let rest = self.nb % self.nr;
+        self.nr == 48 && rest > 0 && rest <= 16 && self.nb > self.nr
+    }
+
+    /// How many strips there are.
+    fn count(self) -> usize {
+        // A split replaces the last full strip and the rest by two strips.
+        self.nb.div_ceil(self.nr)
+    }
+
+    /// Strip `s`: its first column, its width and its row stride in the packed block
+    /// (a multiple of 16, at least the width); strip `s` starts `first column · kb` f32
+    /// into the packed block, right after strip `s - 1`.
+    fn get(self, s: usize) -> (usize, usize, usize) {
+        let full = self.nb / self.nr;
+        if self.split() && s + 2 >= self.count() {
+            let j0 = (full - 1) * self.nr + 32 * (s + 2 - self.count());
+            return (j0, (self.nb - j0).min(32), 32);
+        }
+        let j0 = s * self.nr;
+        (j0, self.nr.min(self.nb - j0), self.nr)
+    }
+}
+
+/// Pack sums `0..kb`, columns `0..nb` of `b` into the strips of [`Strips`], the strip
+/// of columns `j0..` at `dst + j0·kb` laid out `[kb sums][row stride columns]` (zeros
+/// past its width).
 ///
 /// # Safety
 /// The `kb × nb` block of `b` must be readable, `dst` writable for
 /// `nb.next_multiple_of(16·NV) · kb` f32 and 64-byte aligned; AVX-512 F present.
 #[target_feature(enable = "avx512f")]
 unsafe fn pack_b<const NV: usize>(b: Src<f32>, kb: usize, nb: usize, dst: *mut f32) {
-    let nr = 16 * NV;
-    for s in 0..nb.div_ceil(nr) {
-        let j0 = s * nr;
-        let w = nr.min(nb - j0);
+    let strips = Strips { nb, nr: 16 * NV };
+    for s in 0..strips.count() {
+        let (j0, w, nr) = strips.get(s);
         // SAFETY: strip s of the destination (caller).
-        let out = unsafe { dst.add(s * nr * kb) };
+        let out = unsafe { dst.add(j0 * kb) };
         if b.cs == 1 {
             // Rows contiguous: each sum's columns are one run of memory.
             for p in 0..kb {
@@ -363,7 +404,7 @@ unsafe fn pack_b<const NV: usize>(b: Src<f32>, kb: usize, nb: usize, dst: *mut f
                 // the block (masked lanes are not read); the stores stay in the strip.
                 unsafe {
                     let row = b.at(p, j0).ptr;
-                    for g in 0..NV {
+                    for g in 0..nr / 16 {
                         let n = w.saturating_sub(16 * g).min(16);
                         let v = _mm512_maskz_loadu_ps(mask16(n), row.add(16 * g));
                         _mm512_store_ps(out.add(p * nr + 16 * g), v);
@@ -375,7 +416,7 @@ unsafe fn pack_b<const NV: usize>(b: Src<f32>, kb: usize, nb: usize, dst: *mut f
             // 16 vectors and transposed in registers.
             for p0 in (0..kb).step_by(16) {
                 let kn = 16.min(kb - p0);
-                for g in 0..NV {
+                for g in 0..nr / 16 {
                     let n = w.saturating_sub(16 * g).min(16);
                     let mut r = [_mm512_setzero_ps(); 16];
                     for (t, x) in r.iter_mut().enumerate().take(n) {
@@ -460,11 +501,12 @@ unsafe fn pack_a<const MR: usize>(a: Src<f32>, mb: usize, kb: usize, dst: *mut f
 /// `C[rows × cols] (+)= A panel · B strip` over `kc` sums for an `MR × 16·NV` tile whose
 /// `rows <= MR` rows and `cols <= 16·NV` columns lie inside C: added to C when `add` (C
 /// is not read otherwise, so a NaN in an overwritten C does not leak). C's rows are `ldc`
-/// elements apart, its columns contiguous. A strip narrower than the tile runs only the
-/// vectors it stores.
+/// elements apart, its columns contiguous. B's sums are `ldb` f32 apart. A strip narrower
+/// than the tile runs only the vectors it stores.
 ///
 /// # Safety
-/// `a` holds `kc · MR` and `b` (64-byte aligned) `kc · 16·NV` packed f32; `c` addresses a
+/// `a` holds `kc · MR` and `b` (64-byte aligned) `kc · ldb` packed f32, `ldb` a multiple
+/// of 16 with `cols <= ldb <= 16·NV`; `c` addresses a
 /// writable (and, with `add`, readable) `rows × cols` tile; `1 <= rows <= MR`,
 /// `1 <= cols <= 16·NV`; AVX-512 F present.
 #[inline]
@@ -472,7 +514,7 @@ unsafe fn pack_a<const MR: usize>(a: Src<f32>, mb: usize, kb: usize, dst: *mut f
 unsafe fn micro<const MR: usize, const NV: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    (b, ldb): (*const f32, usize),
     c: *mut f32,
     ldc: isize,
     add: bool,
@@ -492,12 +534,13 @@ unsafe fn micro<const MR: usize, const NV: usize>(
             _mm_prefetch::<_MM_HINT_T1>(cr.add(cols - 1) as *const i8);
         }
     }
-    let ldb = 16 * NV;
     let nv = cols.div_ceil(16);
     // SAFETY: forwarded contract; `nv <= NV` vectors of each sum are read.
     unsafe {
         match nv {
-            _ if nv == NV => tile::<MR, NV>(kc, a, b, ldb, c, ldc, add, (rows, cols)),
+            _ if nv == NV && ldb == 16 * NV => {
+                tile::<MR, NV>(kc, a, b, ldb, c, ldc, add, (rows, cols))
+            }
             1 => tile::<MR, 1>(kc, a, b, ldb, c, ldc, add, (rows, cols)),
             2 => tile::<MR, 2>(kc, a, b, ldb, c, ldc, add, (rows, cols)),
             _ => unreachable!("a strip of {cols} columns in a tile of {ldb}"),
@@ -630,7 +673,8 @@ mod tests {
         }
         // Small blocks so that every edge appears: odd KC (the 8 × 48 loop's odd tail),
         // MC and NC smaller than the product, last strips of 1, 16, 17 and 33 columns
-        // (1–3 vectors), last panels of 1 row, M = 1, N = 1, K = 1.
+        // (1–3 vectors), last panels of 1 row, M = 1, N = 1, K = 1; 64, 112, 49 and 256
+        // columns split their last 48 + rest columns as 32 + 32, 32 + 17 and 32 + 32.
         let plans = [
             Plan {
                 tile: TileShape::M8N48,
@@ -659,12 +703,43 @@ mod tests {
             (25, 111, 96),
             (17, 200, 65),
             (49, 74, 145),
+            (9, 38, 64),
+            (17, 40, 112),
+            (8, 5, 49),
+            (3, 300, 256),
         ];
         for plan in plans {
             for (s, &shape) in shapes.iter().enumerate() {
                 for t in 0..4 {
                     check_plan(plan, shape, t & 1 == 1, t & 2 == 2, (s + t) % 2 == 1);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn strips_cover_the_block_in_order_and_split_a_short_rest_after_48_columns() {
+        let all = |nb, nr| {
+            let s = Strips { nb, nr };
+            (0..s.count()).map(|i| s.get(i)).collect::<Vec<_>>()
+        };
+        assert_eq!(all(256, 48)[4..], [(192, 32, 32), (224, 32, 32)]);
+        assert_eq!(all(49, 48), [(0, 32, 32), (32, 17, 32)]);
+        assert_eq!(all(16, 48), [(0, 16, 48)]);
+        assert_eq!(all(113, 48), [(0, 48, 48), (48, 48, 48), (96, 17, 48)]);
+        assert_eq!(all(80, 32), [(0, 32, 32), (32, 32, 32), (64, 16, 32)]);
+        for nr in [32, 48] {
+            for nb in 1..300 {
+                let v = all(nb, nr);
+                let mut next = 0;
+                for &(j0, w, ld) in &v {
+                    assert!(j0 == next && w >= 1 && w <= ld && ld % 16 == 0 && ld <= nr);
+                    next = j0 + w;
+                }
+                assert_eq!(next, nb, "nb = {nb}, nr = {nr}: {v:?}");
+                // The last strip's padded rows end inside the packing buffer.
+                let &(j0, _, ld) = v.last().unwrap();
+                assert!(j0 + ld <= nb.next_multiple_of(nr), "nb = {nb}: {v:?}");
             }
         }
     }
