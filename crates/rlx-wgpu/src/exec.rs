@@ -21,7 +21,7 @@
 use crate::context::Gpu;
 use crate::host;
 use crate::layout::{REGION_ALIGN, align, binding_from_args, grid, layout, write_padded};
-use crate::wgsl::{self, Env, Launch, PARAM_BYTES, Shader, strided_loads};
+use crate::wgsl::{self, Env, Launch, PARAM_BYTES, Shader};
 use rlx_compile::program::{BufId, BufKind, Program};
 use rlx_ir::{DimBinding, TensorData, TensorView};
 use rlx_runtime::{Executable, RuntimeError, RuntimeResult};
@@ -174,7 +174,6 @@ impl WgpuExecutable {
             let env = Env {
                 binding,
                 bases: &bases,
-                strided: strided_loads(k, &buf_dims, binding),
             };
             let mut vals = Vec::with_capacity(shader.slots.len());
             let mut bad = None;
@@ -683,12 +682,11 @@ pub(crate) fn shaders(
         .kernels
         .iter()
         .map(|k| match &static_layout {
-            Some((dims, offsets, _, _)) => {
+            Some((_, offsets, _, _)) => {
                 let bases: Vec<u64> = offsets.iter().map(|o| o / 4).collect();
                 let env = Env {
                     binding: &DimBinding::new(),
                     bases: &bases,
-                    strided: strided_loads(k, dims, &DimBinding::new()),
                 };
                 wgsl::kernels::generate(program, k, Some(&env))
             }

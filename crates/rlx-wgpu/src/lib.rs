@@ -18,6 +18,7 @@
 //!   register block per invocation;
 //! - attention, lowered once too: one thread per query row and head with an online
 //!   softmax.
+//! - concat, pad and cumsum, lowered once too: one thread per output element.
 //!
 //! Data lives in one arena buffer per run laid out by the program's memory plan (see
 //! `exec`); dynamic dims, strides and offsets are uniforms, so a new batch size never
@@ -25,7 +26,7 @@
 //! (narrow integers and bool) with the oracle's per-node rounding.
 //!
 //! Kernels the GPU cannot run (f64/i64/u32 data, integer division and shifts, whose
-//! errors need the host, opaque ops such as gather, cumsum or FFT) fall back, one kernel
+//! errors need the host, opaque ops such as gather or FFT) fall back, one kernel
 //! at a time, to the host: the shared host fallback ([`rlx_runtime::HostKernel`])
 //! compiles each one per binding with the registered CPU backend (the oracle
 //! interpreter evaluates it where none is registered): never a wrong answer.

@@ -629,11 +629,42 @@ fn dynamic_dims_bind_per_call_through_uniforms_without_recompiling() {
 }
 
 #[test]
+fn concat_pad_and_cumsum_run_on_the_gpu() {
+    if !support::gpu_or_skip("concat/pad/cumsum") {
+        return;
+    }
+    for dt in [DType::F32, DType::F16, DType::I32, DType::I8] {
+        let mut b = B::new("movement");
+        let x = b.input(&[3, 4], dt);
+        let yt = b.input(&[5, 3], dt);
+        let y = b.op(Op::Transpose { perm: vec![1, 0] }, vec![yt]);
+        let c = b.op(Op::Concat { axis: 1 }, vec![x, y]);
+        let p = b.op(
+            Op::Pad {
+                axis: 0,
+                before: 1,
+                after: 2,
+                value: -1.5,
+            },
+            vec![x],
+        );
+        let cs = b.op(
+            Op::Cumsum {
+                axis: 1,
+                exclusive: true,
+            },
+            vec![c],
+        );
+        b.all_on_gpu(vec![p, cs]);
+    }
+}
+
+#[test]
 fn unsupported_kernels_fall_back_to_the_host_with_a_reason_and_stay_correct() {
     if !support::gpu_or_skip("fallback") {
         return;
     }
-    // f64 math and a cumsum (opaque) between GPU kernels.
+    // f64 math (host) between GPU kernels.
     let mut b = B::new("mixed");
     let x = b.input(&[4, 9], DType::F32);
     let e = b.op(Op::Activation(Activation::Exp), vec![x]);

@@ -3,12 +3,14 @@
 //! output when short, one workgroup with a fixed-order tree per output when long; a row
 //! op one thread or workgroup per row; a contraction one workgroup per output tile with
 //! A and B slices in workgroup memory and a register block per invocation; attention one
-//! thread per query row and head with an online softmax); opaque ops in `opaque.rs`.
+//! thread per query row and head with an online softmax; concat, pad and cumsum one
+//! thread per output element). Other opaque ops run on the host.
 //! Every reduction order is fixed, so results are bit-identical from run to run.
 
 use super::{Env, Gen, Shader, cls};
 use rlx_compile::program::Kernel;
 use rlx_compile::program::{KernelKind, Program};
+use rlx_ir::Op;
 
 /// Generate the shader for kernel `k`, or say why the GPU does not run it.
 pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Result<Shader, String> {
@@ -18,7 +20,7 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
     for l in &k.loads {
         cls(p.buffers[l.buf].shape.dtype())?;
     }
-    let g = Gen::new(p, k, fixed)?;
+    let g = Gen::new(p, k, fixed);
     match &k.kind {
         // Lowered to the loop IR and rendered whole (`lowered.rs`); what the renderer
         // refuses (f64, i64/u32, integer `/`, `%` and shifts that can raise) runs on the host.
@@ -31,7 +33,16 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
         | KernelKind::Row { .. }
         | KernelKind::Contraction { .. }
         | KernelKind::Attention { .. } => g.lowered(),
-        KernelKind::Opaque { .. } => super::opaque::opaque(g, k),
+        // Concat, pad, cumsum and attention are lowered; other opaque ops run on the host.
+        KernelKind::Opaque { op, .. } => match op {
+            Op::Concat { .. } | Op::Pad { .. } | Op::Cumsum { .. } | Op::Attention { .. } => {
+                g.lowered()
+            }
+            other => Err(format!(
+                "{} has no WGSL kernel yet; it runs whole on the CPU",
+                other.name()
+            )),
+        },
         KernelKind::RowGroup { .. } => Err(
             "row_group kernels are not lowered to WGSL (compile with row_groups off, as \
              rlx_wgpu::compile_options does)"

@@ -112,6 +112,8 @@ impl Gen<'_> {
                 let qd = view_dims_sym(self.p.buffers[l.buf].shape.dims(), &l.steps);
                 vec![qd[0], qd[1], Dim::Static(*num_heads)]
             }
+            // Concat, pad, cumsum: one item per output element.
+            KernelKind::Opaque { out, .. } => out.dims().to_vec(),
             _ => return Err(format!("a {} kernel rendered whole", self.k.label())),
         };
         let body = self.render(&lk, "v", |e, h| loops::render_wgsl_loop(&lk, e, h))?;

@@ -83,6 +83,9 @@ impl Cx<'_> {
                 inputs,
                 out,
             } => self.attention(op, inputs, out.dims(), out.dtype(), None),
+            KernelKind::Opaque { op, inputs, out } if super::opaque::lowers(op) => {
+                self.opaque(op, inputs, out)
+            }
             KernelKind::Opaque { .. } | KernelKind::RowGroup { .. } => {
                 Err(self.fail(format!("a `{}` kernel", kernel.label())))
             }

@@ -15,9 +15,9 @@
 //! per item, each output folded over K in index order (`matmul.rs`).
 //!
 //! Attention runs an item per (batch, query, head) with an online softmax
-//! (`attention.rs`).
+//! (`attention.rs`); concat, pad and cumsum an item per output element (`opaque.rs`).
 //!
-//! What is not lowered yet (opaque ops other than attention, row groups, a few casts) is a
+//! What is not lowered yet (the other opaque ops, row groups, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
 
 mod attention;
@@ -28,6 +28,9 @@ mod kinds;
 mod matmul;
 #[cfg(test)]
 mod matmul_tests;
+mod opaque;
+#[cfg(test)]
+mod opaque_tests;
 mod reduce;
 #[cfg(test)]
 mod tests;
