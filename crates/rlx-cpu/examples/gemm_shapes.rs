@@ -11,6 +11,9 @@
 //!
 //! `cargo run --release -p rlx-cpu --example gemm_shapes -- [--mkl /path/libtorch_cpu.so] [--only W11] [--threads 2]`
 //! (set `OMP_WAIT_POLICY=PASSIVE` so MKL's idle OpenMP threads do not spin between its calls).
+//! `RLX_GEMM_F32_PLAN=<12x32|8x48>,<kc>,<mc>,<nc>` runs the own kernel with another tile and
+//! blocks than the ones chosen from the CPU's caches (one per process: compare plans by
+//! alternating runs).
 
 use rlx_cpu::gemm::{F32Path, MatMut, MatRef, sgemm_with};
 use std::time::Instant;

@@ -1,9 +1,10 @@
 //! Dense matrix multiplication `C = α·A·B + β·C` over strided views.
 //!
 //! Views carry a row and a column stride in elements, either of which may be negative, so
-//! transposed, reversed or sliced operands cost nothing. On AVX-512 CPUs, f32 products
-//! that read A transposed run on rlx's own packed kernel (`f32_path.rs`, `f32_avx512.rs`);
-//! everything else (and every product on other CPUs) on `faer`'s matmul
+//! transposed, reversed or sliced operands cost nothing. On AVX-512 CPUs, large f32
+//! products that read A transposed (on Intel also those of at least 384 columns, or a
+//! multiple of 48, in any layout) run on rlx's own packed kernel (`f32_path.rs`,
+//! `f32_avx512.rs`); everything else (and every product on other CPUs) on `faer`'s matmul
 //! (cache-blocked, packed, with AVX2/AVX-512 micro-kernels chosen at run time), chosen
 //! after measuring it against `gemm`, `matrixmultiply` and OpenBLAS on this project's
 //! machines (numbers in `crates/rlx-bench/README.md`). On `threads > 1` the output is
