@@ -4,7 +4,7 @@
 //! expressions (elementwise kernels, prologues, epilogues) are lowered to the loop IR
 //! (`rlx_compile::loops`) and rendered by its C renderer instead.
 
-use rlx_compile::program::{Scalar, compute_class};
+use rlx_compile::program::compute_class;
 use rlx_ir::DType;
 
 /// The prelude's name of a dtype (`ld_f16`, `st_bool`).
@@ -37,34 +37,6 @@ pub(crate) fn ctype(dt: DType) -> &'static str {
 /// `Some(F32 | F64 | I64)`: the compute class.
 fn class(dt: DType) -> DType {
     compute_class(dt).expect("complex values are not computed by generated kernels")
-}
-
-/// A C literal for `s` as a value of `dt` (rounded like the CPU executor's literals).
-pub(crate) fn literal(s: Scalar, dt: DType) -> String {
-    match (s, class(dt)) {
-        (Scalar::F(v), DType::F32) => {
-            let f = v as f32;
-            let f = match dt {
-                DType::F16 => half::f16::from_f32(f).to_f32(),
-                DType::BF16 => half::bf16::from_f32(f).to_f32(),
-                _ => f,
-            };
-            format!("f32_of(0x{:08x}u)", f.to_bits())
-        }
-        (Scalar::I(v), DType::F32) => format!("f32_of(0x{:08x}u)", (v as f32).to_bits()),
-        (Scalar::F(v), DType::F64) => format!("f64_of(0x{:016x}ull)", v.to_bits()),
-        (Scalar::I(v), DType::F64) => format!("f64_of(0x{:016x}ull)", (v as f64).to_bits()),
-        (Scalar::F(v), _) => int_lit(v as i64),
-        (Scalar::I(v), _) => int_lit(v),
-    }
-}
-
-fn int_lit(v: i64) -> String {
-    if v == i64::MIN {
-        "(-9223372036854775807ll - 1)".into()
-    } else {
-        format!("{v}ll")
-    }
 }
 
 /// `(lo, hi)` saturation bounds of a float → integer conversion into `to`.

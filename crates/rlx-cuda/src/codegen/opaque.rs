@@ -1,14 +1,16 @@
-//! Ops the backend runs whole: native kernels for concat, pad, cumsum and softmax
-//! cross-entropy with integer labels; every other opaque op (FFT, solve, gather,
+//! Ops the backend runs whole: concat, pad and cumsum lowered once to the loop IR
+//! (`rlx_compile::loops`) and rendered by the shared C renderer, a native kernel for
+//! softmax cross-entropy with integer labels; every other opaque op (FFT, solve, gather,
 //! convolutions, scans, …) runs on the host through the shared host fallback
 //! (`rlx_runtime::HostKernel`: the registered CPU backend, else the oracle), with its
 //! operands copied down and its result copied back (reported by `explain`).
 //! Scaled (fp8) matmuls go to cuBLASLt on GPUs with fp8 tensor cores, else the host.
 
-use super::expr::{self, ctype};
-use super::{KGen, meta::lit};
-use rlx_compile::program::{KernelKind, Scalar, compute_class};
-use rlx_ir::{DType, Dim, Op, TensorData, norm_axis};
+use super::KGen;
+use super::expr;
+use rlx_compile::loops::{lower_kernel, render_c_loop};
+use rlx_compile::program::KernelKind;
+use rlx_ir::{DType, Dim, Op, norm_axis};
 
 /// Error code of an out-of-range cross-entropy label.
 pub(crate) const ERR_LABEL: u64 = 3;
@@ -47,115 +49,25 @@ impl KGen<'_> {
         let name = format!("k{}", self.kid);
         let od = out.dims().to_vec();
         let (body, threads) = match op {
-            Op::Concat { axis } => {
-                if in_dts.iter().any(|&d| d != out_dt) {
+            // Lowered once to the loop IR (shared with the WGSL and HIP backends): an item
+            // per output element (concat, pad) or per line (cumsum). What the lowering
+            // refuses (mixed dtypes, a cumsum of bools) runs on the host.
+            Op::Concat { .. } | Op::Pad { .. } | Op::Cumsum { .. } => {
+                let Ok(lk) = lower_kernel(self.p, self.kid) else {
                     return Ok(host);
-                }
-                let mut s = self.grid_loop(&od);
-                let o = self.unravel_stmts(&mut s, "    ", "f", &od, "o");
-                s.push_str(&format!(
-                    "    {} v;\n    I a = {};\n",
-                    ctype(out_dt),
-                    o[*axis]
-                ));
-                let mut start = "0".to_string();
-                for (t, &l) in inputs.iter().enumerate() {
-                    let vd = self.view_dims(l);
-                    let n = self.dim(vd[*axis]);
-                    let end = format!("({start} + {n})");
-                    let mut idx = o.clone();
-                    idx[*axis] = format!("(a - {start})");
-                    let vf = self.ravel(&idx, &vd);
-                    let rd = self.read(l, "vf", &idx);
-                    let cond = if t + 1 == inputs.len() {
-                        String::new()
-                    } else {
-                        format!("if (a < {end}) ")
-                    };
-                    let els = if t == 0 { "" } else { "else " };
-                    s.push_str(&format!("    {els}{cond}{{ I vf = {vf}; v = {rd}; }}\n"));
-                    start = end;
-                }
-                let st = self.store("v", out_dt, "f");
-                s.push_str(&format!("    {st}\n  }}\n"));
-                (s, od.clone())
-            }
-            Op::Pad {
-                axis,
-                before,
-                value,
-                ..
-            } => {
-                let l = inputs[0];
-                let vd = self.view_dims(l);
-                let fill = TensorData::from_f64(&[], &[*value]);
-                let fill = rlx_ir::interp::eval_op(
-                    &Op::Cast { to: out_dt },
-                    &[&fill],
-                    &rlx_ir::Shape::new(&[], out_dt),
-                )
-                .map_err(|e| e.to_string())?;
-                let fill = if out_dt.is_float() {
-                    Scalar::F(fill.to_f64_vec()[0])
-                } else {
-                    Scalar::I(fill.to_i64_vec()[0])
                 };
-                let mut s = self.grid_loop(&od);
-                let o = self.unravel_stmts(&mut s, "    ", "f", &od, "o");
-                let n = self.dim(vd[*axis]);
-                let bl = lit(*before as i64);
-                let mut idx = o.clone();
-                idx[*axis] = format!("(a - {bl})");
-                let vf = self.ravel(&idx, &vd);
-                let rd = self.read(l, "vf", &idx);
-                s.push_str(&format!(
-                    "    I a = {};\n    {} v = {};\n    if (a >= {bl} && a < {bl} + {n}) {{ I vf = {vf}; v = {}; }}\n",
-                    o[*axis],
-                    ctype(out_dt),
-                    expr::literal(fill, out_dt),
-                    expr::cast(&rd, in_dts[0], out_dt),
-                ));
-                let st = self.store("v", out_dt, "f");
-                s.push_str(&format!("    {st}\n  }}\n"));
-                (s, od.clone())
-            }
-            Op::Cumsum { axis, exclusive } => {
-                if out_dt == DType::Bool || in_dts[0] != out_dt {
-                    return Ok(host);
-                }
-                let l = inputs[0];
-                let vd = self.view_dims(l);
-                let ax = norm_axis("cumsum", *axis as i64, vd.len()).map_err(|e| e.to_string())?;
-                let mut lines = vd.clone();
-                lines.remove(ax);
-                let int = compute_class(out_dt) == Some(DType::I64);
-                let (acc_t, acc_dt) = if int {
-                    ("i64", DType::I64)
-                } else {
-                    ("double", DType::F64)
+                let threads = match op {
+                    Op::Cumsum { axis, .. } => {
+                        let ax = norm_axis("cumsum", *axis as i64, od.len())
+                            .map_err(|e| e.to_string())?;
+                        let mut lines = od.clone();
+                        lines.remove(ax);
+                        lines
+                    }
+                    _ => od.clone(),
                 };
-                let mut s = self.grid_loop(&lines);
-                let mut z = self.unravel_stmts(&mut s, "    ", "f", &lines, "z");
-                z.insert(ax, "k".into());
-                let n = self.dim(vd[ax]);
-                let xf = self.ravel(&z, &vd);
-                let rd = self.read(l, "xf", &z);
-                let x = expr::cast(&rd, in_dts[0], acc_dt);
-                let add = if int {
-                    "acc = i_add(acc, x);"
-                } else {
-                    "acc += x;"
-                };
-                let line = if *exclusive {
-                    format!("r = acc; {add}")
-                } else {
-                    format!("{add} r = acc;")
-                };
-                let st = self.store(&expr::cast("r", acc_dt, out_dt), out_dt, "xf");
-                s.push_str(&format!(
-                    "    {acc_t} acc = 0;\n    for (I k = 0; k < {n}; k++) {{\n      I xf = {xf};\n      {acc_t} x = {x};\n      {acc_t} r;\n      {line}\n      {st}\n    }}\n  }}\n"
-                ));
-                (s, lines)
+                let loop_host = self.loop_host(&lk, "v");
+                (loop_host.with(|e| render_c_loop(&lk, e)), threads)
             }
             Op::SoftmaxCrossEntropyWithLogits => {
                 let (ll, ly) = (inputs[0], inputs[1]);

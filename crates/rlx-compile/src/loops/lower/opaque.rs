@@ -1,20 +1,20 @@
-//! The opaque ops a GPU runs as plain loops: concat, pad and cumsum, one work item per
-//! output element, operands read through their views.
+//! The opaque ops a GPU runs as plain loops: concat and pad (one work item per output
+//! element) and cumsum (one per line), operands read through their views.
 //!
 //! - concat: the item finds its operand by the concat axis's coordinate (one guarded load
 //!   per operand; exactly one guard holds);
 //! - pad: the fill value (converted to the dtype as the oracle's cast does) unless the
 //!   coordinate falls inside the operand;
-//! - cumsum: a serial fold of the positions up to (inclusive) or before (exclusive) the
-//!   item's along the axis, in index order like the oracle — wrapping i64 for integers
-//!   (exact), f32 for f32/f16/bf16 (rounded once to the dtype; the oracle folds in f64),
-//!   f64 for f64.
+//! - cumsum: one item per line along the axis, folding it in index order like the
+//!   oracle and storing every prefix — wrapping i64 for integers (exact), f32 for
+//!   f32/f16/bf16 (each prefix rounded once to the dtype; the oracle folds in f64), f64
+//!   for f64.
 
 use super::expr::round;
 use super::{Cx, LowerError};
 use crate::loops::build::{add, bin, float, int};
 use crate::loops::{Access, Bin, Ex, Lit, Stmt, Ty};
-use rlx_ir::{DType, Op, Shape};
+use rlx_ir::{DType, Dim, Op, Shape};
 
 /// `value` in `dt` as the oracle's f64 → `dt` cast gives it, as a literal of `dt`'s
 /// compute type.
@@ -61,8 +61,6 @@ impl Cx<'_> {
             );
         }
         let dims = out.dims().to_vec();
-        let coords = self.unravel(Ex::Item, &dims);
-        let v = self.b.var(ty);
         let load = |cx: &mut Self, i: usize, at: &[Ex]| -> Result<Ex, LowerError> {
             let index = cx.view_offset(&loads[inputs[i]], at);
             Ok(Ex::Load {
@@ -70,9 +68,11 @@ impl Cx<'_> {
                 index: Box::new(index),
             })
         };
-        match op {
+        let v = match op {
             Op::Concat { axis } => {
                 let axis = *axis;
+                let coords = self.unravel(Ex::Item, &dims);
+                let v = self.b.var(ty);
                 if axis >= dims.len() {
                     return Err(self.fail(format!("concat along axis {axis} of {dims:?}")));
                 }
@@ -101,6 +101,7 @@ impl Cx<'_> {
                     self.b.push(Stmt::If { cond: inside, body });
                     lo = hi;
                 }
+                v
             }
             Op::Pad {
                 axis,
@@ -109,6 +110,8 @@ impl Cx<'_> {
                 ..
             } => {
                 let axis = *axis;
+                let coords = self.unravel(Ex::Item, &dims);
+                let v = self.b.var(ty);
                 let init =
                     fill(*value, dt).ok_or_else(|| self.fail(format!("a pad of {dt:?} values")))?;
                 self.b.push(Stmt::Let {
@@ -132,6 +135,7 @@ impl Cx<'_> {
                     Ok(())
                 })?;
                 self.b.push(Stmt::If { cond: inside, body });
+                v
             }
             Op::Cumsum { axis, exclusive } => {
                 if ty == Ty::Bool {
@@ -142,31 +146,10 @@ impl Cx<'_> {
                 if !(0..r).contains(&ax) {
                     return Err(self.fail(format!("cumsum along axis {axis} of {dims:?}")));
                 }
-                let ax = ax as usize;
-                let zero = match ty {
-                    Ty::I64 => Ex::Lit(Lit::I64(0)),
-                    _ => float(ty, 0.0),
-                };
-                self.b.push(Stmt::Let {
-                    var: v,
-                    value: zero,
-                });
-                let end = if *exclusive {
-                    coords[ax].clone()
-                } else {
-                    add(coords[ax].clone(), int(1))
-                };
-                self.counted(end, |cx, j| {
-                    let mut at = coords.clone();
-                    at[ax] = j;
-                    let x = load(cx, 0, &at)?;
-                    cx.assign(v, bin(Bin::Add, Ex::Var(v), x));
-                    Ok(())
-                })?;
-                self.assign(v, round(dt, Ex::Var(v)));
+                return self.cumsum(&dims, ax as usize, *exclusive, ty, inputs[0]);
             }
             other => return Err(self.fail(format!("an opaque {} kernel", other.name()))),
-        }
+        };
         let st = self.p.kernels[self.k].stores[0];
         let slot = self.slot(st.buf, Access::Write)?;
         self.b.push(Stmt::Store {
@@ -175,6 +158,63 @@ impl Cx<'_> {
             value: Ex::Var(v),
         });
         Ok(self.numel(&dims))
+    }
+}
+
+impl Cx<'_> {
+    /// A cumsum along axis `ax` of `dims`: one item per line (every other axis), folding
+    /// the line in index order and storing each prefix (before the add when
+    /// `exclusive`), rounded to the dtype; the accumulator keeps the compute type.
+    fn cumsum(
+        &mut self,
+        dims: &[Dim],
+        ax: usize,
+        exclusive: bool,
+        ty: Ty,
+        input: usize,
+    ) -> Result<Ex, LowerError> {
+        let ld = self.p.kernels[self.k].loads[input].clone();
+        let mut lines = dims.to_vec();
+        lines.remove(ax);
+        let line = self.unravel(Ex::Item, &lines);
+        let dt = self.p.buffers[self.p.kernels[self.k].stores[0].buf]
+            .shape
+            .dtype();
+        let zero = match ty {
+            Ty::I64 => Ex::Lit(Lit::I64(0)),
+            _ => float(ty, 0.0),
+        };
+        let acc = self.accumulator(ty, zero);
+        let st = self.p.kernels[self.k].stores[0];
+        let slot = self.slot(st.buf, Access::Write)?;
+        let n = self.dim(dims[ax]);
+        self.counted(n, |cx, k| {
+            let mut at = line.clone();
+            at.insert(ax, k);
+            let index = cx.view_offset(&ld, &at);
+            let x = Ex::Load {
+                buf: cx.load_slot(input)?,
+                index: Box::new(index),
+            };
+            let flat = cx.ravel(&at, dims);
+            let flat = cx.b.bind(Ty::Index, flat);
+            let store = |cx: &mut Self| {
+                cx.b.push(Stmt::Store {
+                    buf: slot,
+                    index: flat.clone(),
+                    value: round(dt, Ex::Var(acc)),
+                })
+            };
+            if exclusive {
+                store(cx);
+            }
+            cx.assign(acc, bin(Bin::Add, Ex::Var(acc), x));
+            if !exclusive {
+                store(cx);
+            }
+            Ok(())
+        })?;
+        Ok(self.numel(&lines))
     }
 }
 

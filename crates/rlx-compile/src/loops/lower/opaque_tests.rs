@@ -113,3 +113,34 @@ fn cumsum_inclusive_and_exclusive_over_any_axis_matches_the_oracle() {
         }
     }
 }
+
+#[test]
+fn cumsum_over_a_dynamic_axis_runs_a_line_per_item_for_any_length() {
+    let d = Dim::Dynamic(0);
+    let mut g = Graph::new("cumsum_dyn");
+    let x = g.input("x", Shape::from_dims(&[Dim::Static(3), d], DType::F32));
+    let y = g
+        .add_op(
+            Op::Cumsum {
+                axis: 1,
+                exclusive: false,
+            },
+            vec![x],
+        )
+        .unwrap();
+    g.set_outputs(vec![y]);
+    let p = compile(&g, &CompileOptions::default()).unwrap();
+    let k = p
+        .kernels
+        .iter()
+        .position(|k| k.label() == "opaque(cumsum)")
+        .unwrap();
+    let lk = crate::loops::lower_kernel(&p, k).unwrap();
+    // Three lines, whatever the axis length.
+    assert_eq!(lk.items, crate::loops::build::int(3));
+    for n in [0usize, 1, 70] {
+        let binding: DimBinding = [(0, n)].into_iter().collect();
+        let inputs = [("x", ints(DType::F32, &[3, n], 6))];
+        same(&g, &inputs, &binding, &format!("cumsum with ?0 = {n}"));
+    }
+}
