@@ -137,6 +137,7 @@ impl Graph {
     }
 
     /// Number of nodes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
@@ -147,24 +148,38 @@ impl Graph {
     }
 
     /// All nodes in topological order.
+    #[inline]
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
 
     /// Node `id`; panics if it is not in this graph.
+    // `#[inline]` on this and the other small accessors and appenders: they are called
+    // from other crates on every eager op and read, where a call (and, for the
+    // appenders, a copy of the node per call level) cost more than the work.
+    #[inline]
     #[track_caller]
     pub fn node(&self, id: NodeId) -> &Node {
         match self.nodes.get(id.index()) {
             Some(n) => n,
-            None => panic!(
-                "Graph `{}`: node {id} does not exist (the graph has {} nodes) — was this id taken from another graph?",
-                self.name,
-                self.nodes.len()
-            ),
+            None => self.no_such_node(id),
         }
     }
 
+    /// The panic of [`Graph::node`], out of line (the inlined fast path stays small).
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn no_such_node(&self, id: NodeId) -> ! {
+        panic!(
+            "Graph `{}`: node {id} does not exist (the graph has {} nodes) — was this id taken from another graph?",
+            self.name,
+            self.nodes.len()
+        )
+    }
+
     /// Node `id`, or `None` when out of range.
+    #[inline]
     pub fn get(&self, id: NodeId) -> Option<&Node> {
         self.nodes.get(id.index())
     }
@@ -184,6 +199,7 @@ impl Graph {
     }
 
     /// Result type of node `id`.
+    #[inline]
     #[track_caller]
     pub fn shape(&self, id: NodeId) -> &Shape {
         &self.node(id).shape
@@ -195,11 +211,13 @@ impl Graph {
     }
 
     /// Append a node with an explicit result type (no checking; see [`Graph::add_op`]).
+    #[inline]
     pub fn add_node(&mut self, op: Op, inputs: Vec<NodeId>, shape: Shape) -> NodeId {
         self.append_node(op, inputs, shape, None)
     }
 
     /// Append a node with an explicit result type and an optional name.
+    #[inline]
     pub fn append_node(
         &mut self,
         op: Op,
@@ -298,6 +316,7 @@ impl Graph {
     }
 
     /// Set the user-code origin of a node.
+    #[inline]
     pub fn set_origin(&mut self, id: NodeId, origin: NodeOrigin) {
         self.node_mut(id).origin = Some(origin);
     }

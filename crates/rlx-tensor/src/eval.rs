@@ -449,15 +449,23 @@ pub(crate) fn with_lifted_args<R>(
     };
     let n = lifted.len();
     if n <= INLINE_LIFTED {
-        let parts: [(DType, Dims<'_>, &[u8]); INLINE_LIFTED] = std::array::from_fn(|i| {
-            if i < n {
-                part(i)
-            } else {
-                (DType::F32, Dims::Borrowed(&[]), &[][..])
-            }
-        });
+        // Two passes over the arguments only (no filler entries built): their dims
+        // first, which the views then borrow.
+        const NO_DIMS: Dims<'static> = Dims::Borrowed(&[]);
+        let mut dims = [NO_DIMS; INLINE_LIFTED];
+        let mut rest: [(DType, &[u8]); INLINE_LIFTED] = [(DType::F32, &[]); INLINE_LIFTED];
+        for (i, (d, r)) in dims.iter_mut().zip(rest.iter_mut()).take(n).enumerate() {
+            let (dtype, shape, bytes) = part(i);
+            *d = shape;
+            *r = (dtype, bytes);
+        }
         let mut views = [("", EMPTY_VIEW); INLINE_LIFTED];
-        for (i, (v, (dtype, dims, bytes))) in views.iter_mut().zip(&parts).take(n).enumerate() {
+        for (i, (v, (d, &(dtype, bytes)))) in views
+            .iter_mut()
+            .zip(dims.iter().zip(&rest))
+            .take(n)
+            .enumerate()
+        {
             let name = match rlx_runtime::lifted_arg_name(i) {
                 Cow::Borrowed(name) => name,
                 Cow::Owned(_) => unreachable!("the first names are static"),
@@ -465,8 +473,8 @@ pub(crate) fn with_lifted_args<R>(
             *v = (
                 name,
                 TensorView {
-                    dtype: *dtype,
-                    dims: dims.as_slice(),
+                    dtype,
+                    dims: d.as_slice(),
                     bytes,
                 },
             );
