@@ -5,7 +5,9 @@
 mod key;
 
 use crate::Device;
-use key::{KeyHasher, combine, hash_graph, hash_input_op, hash_node, hash_op, hash_outputs};
+use key::{
+    KeyHasher, combine, hash_bytes, hash_graph, hash_input_op, hash_node, hash_op, hash_outputs,
+};
 use rlx_ir::{Graph, NodeId, Op};
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -194,7 +196,7 @@ pub fn prepare_keys_into(
         s.walk(src, outputs, is_realized);
         let mut h = KeyHasher::default();
         device.hash(&mut h);
-        src.name.hash(&mut h);
+        hash_bytes(src.name.as_bytes(), &mut h);
         let mut payloads = KeyHasher::default();
         let mut next = 0u32;
         for node in src.nodes() {
@@ -206,7 +208,7 @@ pub fn prepare_keys_into(
                 Role::Lifted(from, keyed) => {
                     if let Some(data) = keyed {
                         payloads.write_usize(lifted.len());
-                        data.hash(&mut payloads);
+                        hash_bytes(data, &mut payloads);
                     }
                     let name = lifted_arg_name(lifted.len());
                     hash_node(
@@ -266,7 +268,7 @@ pub fn prepare(
                 Role::Lifted(from, keyed) => {
                     if let Some(data) = keyed {
                         payloads.write_usize(lifted.len());
-                        data.hash(&mut payloads);
+                        hash_bytes(data, &mut payloads);
                     }
                     let name = lifted_arg_name(lifted.len()).into_owned();
                     lifted.push((name.clone(), from));

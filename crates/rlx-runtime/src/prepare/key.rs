@@ -16,6 +16,26 @@ pub(crate) fn combine(keyed_payloads: u64, structure_key: u64) -> u64 {
     h.finish()
 }
 
+/// Hash `bytes` (a constant payload or a name): the length, the 8-byte words, then the
+/// tail assembled into one word. Every payload and name of a key goes through here (not
+/// `Hash for [u8]`/`str`, whose hasher `write` copies a short tail with a `memcpy` call:
+/// eager reads hash a few short payloads and names per call).
+pub(crate) fn hash_bytes(bytes: &[u8], h: &mut KeyHasher) {
+    h.write_usize(bytes.len());
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        h.write_u64(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let w = tail
+            .iter()
+            .enumerate()
+            .fold(0u64, |w, (i, &b)| w | (b as u64) << (8 * i));
+        h.write_u64(w);
+    }
+}
+
 /// Hash an `f32` attribute by its bits: `0.0` and `-0.0` (and NaN payloads) compile to
 /// different programs, so they must be different keys.
 fn f32_bits(x: f32, h: &mut KeyHasher) {
@@ -38,8 +58,8 @@ fn opt_f32_bits(x: Option<f32>, h: &mut KeyHasher) {
 pub(crate) fn hash_op(op: &Op, h: &mut KeyHasher) {
     std::mem::discriminant(op).hash(h);
     match op {
-        Op::Input { name } | Op::Param { name } => name.hash(h),
-        Op::Constant { data } => data.hash(h),
+        Op::Input { name } | Op::Param { name } => hash_bytes(name.as_bytes(), h),
+        Op::Constant { data } => hash_bytes(data, h),
         Op::Activation(a) => a.hash(h),
         Op::Cast { to } => to.hash(h),
         Op::Binary(b) => b.hash(h),
@@ -177,7 +197,7 @@ pub(crate) fn hash_input_op(name: &str, h: &mut KeyHasher) {
         name: String::new(),
     };
     std::mem::discriminant(&INPUT).hash(h);
-    name.hash(h);
+    hash_bytes(name.as_bytes(), h);
 }
 
 /// One node: its (dense) id, its op (hashed by `op`), its inputs and its shape. The one
@@ -201,7 +221,7 @@ pub(crate) fn hash_node(
 
 /// Name, nodes and outputs of `graph`.
 pub(crate) fn hash_graph(graph: &Graph, h: &mut KeyHasher) {
-    graph.name.hash(h);
+    hash_bytes(graph.name.as_bytes(), h);
     for n in graph.nodes() {
         hash_node(
             h,
