@@ -28,6 +28,35 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 static NEXT_GRAPH_UID: AtomicU64 = AtomicU64::new(1);
 
+/// Graph uids a thread takes from [`NEXT_GRAPH_UID`] at once.
+const UID_BLOCK: u64 = 1024;
+
+/// A graph uid no other graph of the process has had. Each thread takes a block of
+/// [`UID_BLOCK`] uids from the shared counter and hands them out one by one: eager code
+/// makes a graph per constant, and a locked add on a shared counter per graph cost more
+/// than the rest of setting the graph up. Uids only need to be distinct (they key
+/// adopted nodes and order the locks of two graphs), not increasing across threads.
+pub(crate) fn next_graph_uid() -> u64 {
+    thread_local! {
+        /// `(next, end)` of this thread's block.
+        static BLOCK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+    }
+    BLOCK
+        .try_with(|b| {
+            let (next, end) = b.get();
+            if next < end {
+                b.set((next + 1, end));
+                next
+            } else {
+                let start = NEXT_GRAPH_UID.fetch_add(UID_BLOCK, Ordering::Relaxed);
+                b.set((start + 1, start + UID_BLOCK));
+                start
+            }
+        })
+        // Thread teardown (the block is gone): one uid straight from the counter.
+        .unwrap_or_else(|_| NEXT_GRAPH_UID.fetch_add(1, Ordering::Relaxed))
+}
+
 /// A map keyed by node ids and graph uids: touched on every op and every read, and keyed
 /// only by ids the library assigns, so the fast hasher instead of SipHash.
 pub(crate) type IdMap<K, V> = rlx_ir::FastHashMap<K, V>;
@@ -59,13 +88,18 @@ pub(crate) struct GraphCell {
 
 impl GraphCell {
     pub(crate) fn new(graph: Graph) -> Arc<GraphCell> {
+        GraphCell::from_state(GraphState {
+            graph,
+            adopted: IdMap::default(),
+            realized: IdMap::default(),
+        })
+    }
+
+    /// A cell holding `state`, with a new uid.
+    fn from_state(state: GraphState) -> Arc<GraphCell> {
         Arc::new(GraphCell {
-            uid: NEXT_GRAPH_UID.fetch_add(1, Ordering::Relaxed),
-            state: Mutex::new(GraphState {
-                graph,
-                adopted: IdMap::default(),
-                realized: IdMap::default(),
-            }),
+            uid: next_graph_uid(),
+            state: Mutex::new(state),
         })
     }
 
@@ -142,14 +176,9 @@ impl Tensor {
     /// A tensor holding one constant in a fresh graph named `"rlx"` (a pooled cell
     /// when this thread has one: see `pool`).
     pub(crate) fn new_constant(shape: Shape, data: Vec<u8>) -> Tensor {
-        let mut cell = pool::fresh_cell("rlx");
-        let c = Arc::get_mut(&mut cell).expect("a fresh cell is unique");
-        let g = &mut c
-            .state
-            .get_mut()
-            .expect("a fresh cell is not poisoned")
-            .graph;
-        let id = g.add_node(Op::Constant { data }, vec![], shape);
+        let (cell, id) = pool::fresh_cell_with("rlx", |st| {
+            st.graph.add_node(Op::Constant { data }, vec![], shape)
+        });
         Tensor::from_parts(cell, id)
     }
 

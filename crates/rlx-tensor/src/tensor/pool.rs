@@ -11,11 +11,10 @@
 //! `(source uid, node id)`, so a reused uid would make them return the old cell's nodes
 //! for the new cell's.
 
-use super::{GraphCell, NEXT_GRAPH_UID};
+use super::{GraphCell, GraphState, IdMap, next_graph_uid};
 use rlx_ir::{DType, Graph, Node, NodeId, Op, TensorData};
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 /// Cells kept per thread (eager code needs one per live operand).
 pub(crate) const POOL_CELLS: usize = 8;
@@ -191,23 +190,36 @@ pub(super) fn recycle(mut cell: Arc<GraphCell>) {
     });
 }
 
-/// A cell holding an empty graph named `name`, from this thread's pool when it has one.
-pub(super) fn fresh_cell(name: &str) -> Arc<GraphCell> {
+/// A cell holding an empty graph named `name` (from this thread's pool when it has one),
+/// with `f` applied to its state before it is shared: one uniqueness check per
+/// constructor (each `Arc::get_mut` is a locked compare-exchange),
+/// and none for a new cell, whose state is filled before it goes into its `Arc`.
+pub(super) fn fresh_cell_with<R>(
+    name: &str,
+    f: impl FnOnce(&mut GraphState) -> R,
+) -> (Arc<GraphCell>, R) {
     let spare = SPARE
         .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
         .ok()
         .flatten();
     let Some(mut cell) = spare else {
-        return GraphCell::new(Graph::new(name));
+        let mut st = GraphState {
+            graph: Graph::new(name),
+            adopted: IdMap::default(),
+            realized: IdMap::default(),
+        };
+        let r = f(&mut st);
+        return (GraphCell::from_state(st), r);
     };
     let c = Arc::get_mut(&mut cell).expect("pooled cells are unique");
-    c.uid = NEXT_GRAPH_UID.fetch_add(1, Ordering::Relaxed);
+    c.uid = next_graph_uid();
     let st = c.state.get_mut().expect("pooled cells are not poisoned");
     if st.graph.name != name {
         st.graph.name.clear();
         st.graph.name.push_str(name);
     }
-    cell
+    let r = f(st);
+    (cell, r)
 }
 
 /// How many cells this thread's pool holds (for tests).
