@@ -566,35 +566,7 @@ fn lowered_attention_renders_as_cuda_and_compiles() {
             MaskKind::Custom,
             MaskKind::Bias,
         ] {
-            let mut g = Graph::new("lowered_attn");
-            let s = Dim::Dynamic(0);
-            let dims = |h: usize| [Dim::Static(2), s, Dim::Static(h), Dim::Static(16)];
-            let q = g.input("q", Shape::from_dims(&dims(4), dt));
-            let k = g.input("k", Shape::from_dims(&dims(2), dt));
-            let v = g.input("v", Shape::from_dims(&dims(2), dt));
-            let mut ins = vec![q, k, v];
-            match mask {
-                MaskKind::Custom => {
-                    ins.push(g.input("m", Shape::from_dims(&[Dim::Static(2), s], dt)))
-                }
-                MaskKind::Bias => {
-                    ins.push(g.input("b", Shape::from_dims(&[Dim::Static(4), s, s], dt)))
-                }
-                _ => {}
-            }
-            let a = op(
-                &mut g,
-                Op::Attention {
-                    num_heads: 4,
-                    head_dim: 16,
-                    v_head_dim: None,
-                    mask_kind: mask,
-                    score_scale: None,
-                    attn_logit_softcap: Some(30.0),
-                },
-                ins,
-            );
-            g.set_outputs(vec![a]);
+            let g = rlx_testkit::gqa_attention_graph(dt, mask);
             let p = rlx_compile::compile(&g, &rlx_cuda::compile_options()).unwrap();
             let k = p
                 .kernels

@@ -306,39 +306,13 @@ fn tiled_matmuls_compile_for_cdna2_and_rdna_targets() {
     }
 }
 
-/// A graph with one attention of `mask` over `[2, ?0, 4, 16]` queries (two kv heads), in
-/// `dt`, kept whole (one attention kernel).
+/// The shared attention graph of `mask` in `dt`, kept whole (one attention kernel).
 fn attention_graph(dt: DType, mask: MaskKind) -> (Graph, CompileOptions) {
-    let mut g = Graph::new(format!("attn_{dt}_{mask:?}").replace(['(', ')'], "_"));
-    let s = Dim::Dynamic(0);
-    let dims = |h: usize| [Dim::Static(2), s, Dim::Static(h), Dim::Static(16)];
-    let q = g.input("q", Shape::from_dims(&dims(4), dt));
-    let k = g.input("k", Shape::from_dims(&dims(2), dt));
-    let v = g.input("v", Shape::from_dims(&dims(2), dt));
-    let mut ins = vec![q, k, v];
-    match mask {
-        MaskKind::Custom => ins.push(g.input("m", Shape::from_dims(&[Dim::Static(2), s], dt))),
-        MaskKind::Bias => ins.push(g.input("b", Shape::from_dims(&[Dim::Static(4), s, s], dt))),
-        _ => {}
-    }
-    let a = op(
-        &mut g,
-        Op::Attention {
-            num_heads: 4,
-            head_dim: 16,
-            v_head_dim: None,
-            mask_kind: mask,
-            score_scale: None,
-            attn_logit_softcap: Some(30.0),
-        },
-        ins,
-    );
-    g.set_outputs(vec![a]);
     let o = CompileOptions {
         keep_whole: vec!["attention".into()],
         ..Default::default()
     };
-    (g, o)
+    (rlx_testkit::gqa_attention_graph(dt, mask), o)
 }
 
 #[test]

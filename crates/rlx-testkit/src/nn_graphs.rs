@@ -1,7 +1,7 @@
 //! Random fused-op graphs: attention and convolution, in f32.
 
 use crate::rng::{Rng, random_data};
-use rlx_ir::{Activation, DType, Graph, MaskKind, NodeId, Op, Shape, TensorData};
+use rlx_ir::{Activation, DType, Dim, Graph, MaskKind, NodeId, Op, Shape, TensorData};
 
 /// Adds an f32 input `name` of `dims` with random data pushed onto `args`.
 fn input(
@@ -129,4 +129,34 @@ pub fn build_conv_graph(rng: &mut Rng) -> (Graph, Vec<TensorData>) {
     let out = maybe_act(&mut g, rng, y, Activation::Relu);
     g.set_outputs(vec![out]);
     (g, args)
+}
+
+/// One attention of `mask` over `[2, ?0, 4, 16]` queries with two key/value heads (a
+/// dynamic sequence length, grouped-query heads, softcap 30) in `dt`: the graph the GPU
+/// backends' compile-only tests lower, render and hand to NVRTC or hiprtc for every mask
+/// kind and dtype. A custom mask is `[2, ?0]`, a bias `[4, ?0, ?0]`.
+pub fn gqa_attention_graph(dt: DType, mask: MaskKind) -> Graph {
+    let mut g = Graph::new(format!("attn_{dt}_{mask:?}").replace(['(', ')'], "_"));
+    let s = Dim::Dynamic(0);
+    let dims = |h: usize| [Dim::Static(2), s, Dim::Static(h), Dim::Static(16)];
+    let q = g.input("q", Shape::from_dims(&dims(4), dt));
+    let k = g.input("k", Shape::from_dims(&dims(2), dt));
+    let v = g.input("v", Shape::from_dims(&dims(2), dt));
+    let mut ins = vec![q, k, v];
+    match mask {
+        MaskKind::Custom => ins.push(g.input("m", Shape::from_dims(&[Dim::Static(2), s], dt))),
+        MaskKind::Bias => ins.push(g.input("b", Shape::from_dims(&[Dim::Static(4), s, s], dt))),
+        _ => {}
+    }
+    let attention = Op::Attention {
+        num_heads: 4,
+        head_dim: 16,
+        v_head_dim: None,
+        mask_kind: mask,
+        score_scale: None,
+        attn_logit_softcap: Some(30.0),
+    };
+    let a = g.add_op(attention, ins).expect("a valid attention");
+    g.set_outputs(vec![a]);
+    g
 }
