@@ -198,7 +198,21 @@ mod tests {
             .with_writer(buf.clone())
             .with_ansi(false)
             .finish();
-        tracing::subscriber::with_default(sub, f);
+        // tracing-core caches each callsite's interest process-wide, and while a single
+        // scoped dispatcher is registered it computes that interest from the *current
+        // thread's* dispatcher alone: another test thread (no subscriber) that first hits
+        // a callsite during this capture caches "never" for everyone, and its events miss
+        // this filter (seen in CI: rlx::compile's phase events absent). A second
+        // registered dispatcher, live for the whole capture, makes every interest be
+        // computed over all live dispatchers, this one included.
+        let second = tracing::Dispatch::new(tracing_subscriber::registry());
+        tracing::subscriber::with_default(sub, || {
+            // Callsites cached while only one dispatcher was registered get their
+            // interest recomputed with this one live.
+            tracing::callsite::rebuild_interest_cache();
+            f()
+        });
+        drop(second);
         String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
     }
 
