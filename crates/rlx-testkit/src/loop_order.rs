@@ -4,21 +4,25 @@ use rlx_compile::CompileOptions;
 use rlx_compile::loops::{self, eval::HostBuf};
 use rlx_ir::{DType, Graph, Op, ReduceOp, Shape, TensorData};
 
-/// The loop IR's reference interpreter on the one reduce kernel of `p` (one f32 input,
-/// one output buffer): the outputs the lowering defines, in f64.
-fn loop_eval(p: &rlx_compile::Program, x: &[f32]) -> Vec<f64> {
+/// The loop IR's reference interpreter on the one kernel of `p` whose label starts with
+/// `label`, all of whose inputs are f32 arguments (`args` in argument order): the output
+/// the lowering defines, in f64.
+fn loop_eval(p: &rlx_compile::Program, label: &str, args: &[&[f32]]) -> Vec<f64> {
+    use rlx_compile::program::BufKind;
     let k = p
         .kernels
         .iter()
-        .position(|k| k.label().starts_with("reduce_"))
-        .expect("a reduce kernel");
+        .position(|k| k.label().starts_with(label))
+        .unwrap_or_else(|| panic!("no {label} kernel"));
     let lk = loops::lower_kernel(p, k).unwrap();
     let mut slots: Vec<HostBuf> = lk
         .bufs
         .iter()
-        .map(|b| match b.access {
-            loops::Access::Read => HostBuf::Float(x.iter().map(|&v| v as f64).collect()),
-            loops::Access::Write => {
+        .map(|b| match (&p.buffers[b.buf].kind, b.access) {
+            (BufKind::Arg(i), loops::Access::Read) => {
+                HostBuf::Float(args[*i].iter().map(|&v| v as f64).collect())
+            }
+            (_, loops::Access::Write) => {
                 let n = p.buffers[b.buf]
                     .shape
                     .static_dims()
@@ -27,12 +31,26 @@ fn loop_eval(p: &rlx_compile::Program, x: &[f32]) -> Vec<f64> {
                     .product();
                 HostBuf::zeros(b.dtype, n)
             }
+            (kind, _) => panic!("the {label} kernel reads a {kind:?} buffer, not an argument"),
         })
         .collect();
     loops::eval::run(&lk, &mut slots, &rlx_ir::DimBinding::new()).unwrap();
     match slots.pop() {
         Some(HostBuf::Float(v)) => v,
-        other => panic!("the reduce kernel's output is not a float buffer: {other:?}"),
+        other => panic!("the {label} kernel's output is not a float buffer: {other:?}"),
+    }
+}
+
+/// `got` (a backend's f32 results) equals `want` (the loop IR's, in f64) rounded to f32,
+/// bit for bit; `case` and `device` name the failure.
+fn assert_same_bits(got: &[f32], want: &[f64], case: &str, device: &str) {
+    assert_eq!(got.len(), want.len(), "{case}: output length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            (*w as f32).to_bits(),
+            "{case} element {i}: {device} {g}, loop IR {w}"
+        );
     }
 }
 
@@ -67,52 +85,9 @@ pub fn check_sums_follow_loop_ir_order(
         let r = g.add_op(o, vec![xi]).unwrap();
         g.set_outputs(vec![r]);
         let p = rlx_compile::compile(&g, options).unwrap();
-        let want = loop_eval(&p, &x);
+        let want = loop_eval(&p, "reduce_", &[&x]);
         let got = run(&g, &TensorData::from_f32(&dims, &x));
-        assert_eq!(got.len(), want.len(), "{dims:?} {axes:?}: output length");
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(
-                g.to_bits(),
-                (*w as f32).to_bits(),
-                "{dims:?} {axes:?} element {i}: {device} {g}, loop IR {w}"
-            );
-        }
-    }
-}
-
-/// The loop IR's reference interpreter on the one contraction of `p`, whose arguments
-/// are f32 (`args` in argument order): the output the lowering defines, in f64.
-fn loop_eval_matmul(p: &rlx_compile::Program, args: &[&[f32]]) -> Vec<f64> {
-    use rlx_compile::program::BufKind;
-    let k = p
-        .kernels
-        .iter()
-        .position(|k| k.label() == "matmul")
-        .expect("a matmul kernel");
-    let lk = loops::lower_kernel(p, k).unwrap();
-    let mut slots: Vec<HostBuf> = lk
-        .bufs
-        .iter()
-        .map(|b| match (&p.buffers[b.buf].kind, b.access) {
-            (BufKind::Arg(i), loops::Access::Read) => {
-                HostBuf::Float(args[*i].iter().map(|&v| v as f64).collect())
-            }
-            (_, loops::Access::Write) => {
-                let n = p.buffers[b.buf]
-                    .shape
-                    .static_dims()
-                    .unwrap()
-                    .iter()
-                    .product();
-                HostBuf::zeros(b.dtype, n)
-            }
-            (kind, _) => panic!("the matmul reads a {kind:?} buffer, not an argument"),
-        })
-        .collect();
-    loops::eval::run(&lk, &mut slots, &rlx_ir::DimBinding::new()).unwrap();
-    match slots.pop() {
-        Some(HostBuf::Float(v)) => v,
-        other => panic!("the matmul's output is not a float buffer: {other:?}"),
+        assert_same_bits(&got, &want, &format!("{dims:?} {axes:?}"), device);
     }
 }
 
@@ -142,19 +117,12 @@ pub fn check_matmuls_follow_loop_ir_order(
         let y = g.add_op(Op::MatMul, vec![ai, b]).unwrap();
         g.set_outputs(vec![y]);
         let p = rlx_compile::compile(&g, options).unwrap();
-        let want = loop_eval_matmul(&p, &[&a, &bt]);
+        let want = loop_eval(&p, "matmul", &[&a, &bt]);
         let args = [
             TensorData::from_f32(&[m, k], &a),
             TensorData::from_f32(&[n, k], &bt),
         ];
         let got = run(&g, &args);
-        assert_eq!(got.len(), want.len(), "{m}x{k}x{n}: output length");
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(
-                g.to_bits(),
-                (*w as f32).to_bits(),
-                "{m}x{k}x{n} element {i}: {device} {g}, loop IR {w}"
-            );
-        }
+        assert_same_bits(&got, &want, &format!("{m}x{k}x{n}"), device);
     }
 }
