@@ -237,3 +237,44 @@ fn bad_donations_are_errors_that_leave_the_data_in_place() {
     assert!(err.contains("donated twice"), "{err}");
     assert_eq!((a.len(), b.len()), (n, n));
 }
+
+/// `run_host_into` replaces what `out` held with the same bits as `run_host`, and on bad
+/// arguments (too few, a wrong length) returns the error `run_host` returns and leaves
+/// `out` empty — a kept result list never mixes runs.
+#[test]
+fn run_host_into_replaces_the_kept_list_and_empties_it_on_bad_arguments() {
+    let n = 37;
+    let exe = compile(&adam_like(n));
+    let args: Vec<TensorData> = (0..4)
+        .map(|i| TensorData::from_f32(&[n], &seq(n, 1.0 + i as f32)))
+        .collect();
+    let views: Vec<TensorView<'_>> = args.iter().map(TensorData::view).collect();
+    let want = f32s(exe.run_host(&views).unwrap());
+    let mut out = vec![HostOutput::F32(vec![9.0], vec![1])];
+    for _ in 0..2 {
+        exe.run_host_into(&views, &mut out).unwrap();
+        let got = f32s(std::mem::take(&mut out));
+        assert_eq!(got.len(), 3);
+        for (g, w) in got.iter().zip(&want) {
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(g), bits(w));
+        }
+        out.push(HostOutput::F32(vec![9.0], vec![1]));
+    }
+    let short = TensorData::from_f32(&[n - 1], &seq(n - 1, 0.5));
+    for bad in [
+        views[..3].to_vec(),
+        vec![
+            views[0].clone(),
+            views[1].clone(),
+            views[2].clone(),
+            short.view(),
+        ],
+    ] {
+        let e = exe.run_host_into(&bad, &mut out).unwrap_err().to_string();
+        let plain = exe.run_host(&bad).unwrap_err().to_string();
+        assert_eq!(e, plain);
+        assert!(out.is_empty(), "{e}: out kept {} results", out.len());
+        out.push(HostOutput::F32(vec![9.0], vec![1]));
+    }
+}
