@@ -264,12 +264,7 @@ fn run_host_into_replaces_the_kept_list_and_empties_it_on_bad_arguments() {
     let short = TensorData::from_f32(&[n - 1], &seq(n - 1, 0.5));
     for bad in [
         views[..3].to_vec(),
-        vec![
-            views[0].clone(),
-            views[1].clone(),
-            views[2].clone(),
-            short.view(),
-        ],
+        vec![views[0], views[1], views[2], short.view()],
     ] {
         let e = exe.run_host_into(&bad, &mut out).unwrap_err().to_string();
         let plain = exe.run_host(&bad).unwrap_err().to_string();
