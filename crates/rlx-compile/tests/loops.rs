@@ -575,17 +575,21 @@ fn batched_matmuls_with_broadcast_batch_transposed_operands_and_epilogues_match_
 
 #[test]
 fn kernels_the_loop_ir_cannot_express_yet_are_named_errors() {
-    let mut g = Graph::new("gather");
-    let a = g.input("a", Shape::new(&[4, 3], DType::F32));
-    let i = g.input("i", Shape::new(&[2], DType::I64));
-    let y = op(&mut g, Op::Gather { axis: 0 }, vec![a, i]);
+    let mut g = Graph::new("fft");
+    let a = g.input("a", Shape::new(&[4, 16], DType::F32));
+    let fft = Op::Fft {
+        inverse: false,
+        norm: rlx_ir::FftNorm::Backward,
+        algo: rlx_ir::FftAlgo::Native,
+    };
+    let y = op(&mut g, fft, vec![a]);
     g.set_outputs(vec![y]);
     let p = compiled(&g);
     let k = p
         .kernels
         .iter()
         .position(|k| k.label().starts_with("opaque"))
-        .expect("gather runs as an opaque kernel");
+        .expect("an FFT runs as an opaque kernel");
     let e = loops::lower_kernel(&p, k).expect_err("opaque kernels are not lowered");
     let LowerError::Unsupported { label, .. } = &e;
     assert!(label.starts_with("opaque"), "{label}");

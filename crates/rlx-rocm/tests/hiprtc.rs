@@ -156,14 +156,18 @@ fn a_rejected_source_is_an_error_with_the_compiler_log() {
 
 #[test]
 fn kernels_not_lowered_yet_are_named_errors_not_guesses() {
-    let mut g = Graph::new("gather");
-    let x = g.input("x", Shape::new(&[4, 4], DType::F32));
-    let i = g.input("i", Shape::new(&[2], DType::I64));
-    let y = op(&mut g, Op::Gather { axis: 0 }, vec![x, i]);
+    let mut g = Graph::new("fft");
+    let x = g.input("x", Shape::new(&[4, 16], DType::F32));
+    let fft = Op::Fft {
+        inverse: false,
+        norm: rlx_ir::FftNorm::Backward,
+        algo: rlx_ir::FftAlgo::Native,
+    };
+    let y = op(&mut g, fft, vec![x]);
     g.set_outputs(vec![y]);
     let p = rlx_compile::compile(&g, &options()).unwrap();
-    let e = compile_program(&p, "gfx90a").expect_err("gather is an opaque kernel");
-    assert!(e.contains("opaque(gather)"), "{e}");
+    let e = compile_program(&p, "gfx90a").expect_err("an FFT is an opaque kernel");
+    assert!(e.contains("opaque(fft)"), "{e}");
 }
 
 #[test]

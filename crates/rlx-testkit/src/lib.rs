@@ -29,7 +29,10 @@ mod oracle;
 mod rng;
 
 pub use graphs::build_random_graph;
-pub use loop_order::{check_matmuls_follow_loop_ir_order, check_sums_follow_loop_ir_order};
+pub use loop_order::{
+    check_matmuls_follow_loop_ir_order, check_matmuls_follow_loop_ir_order_with,
+    check_sums_follow_loop_ir_order,
+};
 pub use nn_graphs::{build_attention_graph, build_conv_graph, gqa_attention_graph};
 pub use oracle::{
     arg_names, check, check_executable, close, compare, graph_tolerance, oracle, print_both,

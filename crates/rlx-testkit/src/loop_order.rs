@@ -1,13 +1,16 @@
 //! Whether a backend's reductions follow the loop IR's fixed order, bit for bit.
 
 use rlx_compile::CompileOptions;
-use rlx_compile::loops::{self, eval::HostBuf};
+use rlx_compile::loops::{
+    self,
+    eval::{HostBuf, MulAddMode},
+};
 use rlx_ir::{DType, Graph, Op, ReduceOp, Shape, TensorData};
 
 /// The loop IR's reference interpreter on the one kernel of `p` whose label starts with
 /// `label`, all of whose inputs are f32 arguments (`args` in argument order): the output
-/// the lowering defines, in f64.
-fn loop_eval(p: &rlx_compile::Program, label: &str, args: &[&[f32]]) -> Vec<f64> {
+/// the lowering defines, in f64, with fused multiply-adds evaluated as `mode` says.
+fn loop_eval(p: &rlx_compile::Program, label: &str, args: &[&[f32]], mode: MulAddMode) -> Vec<f64> {
     use rlx_compile::program::BufKind;
     let k = p
         .kernels
@@ -34,7 +37,7 @@ fn loop_eval(p: &rlx_compile::Program, label: &str, args: &[&[f32]]) -> Vec<f64>
             (kind, _) => panic!("the {label} kernel reads a {kind:?} buffer, not an argument"),
         })
         .collect();
-    loops::eval::run(&lk, &mut slots, &rlx_ir::DimBinding::new()).unwrap();
+    loops::eval::run_with(&lk, &mut slots, &rlx_ir::DimBinding::new(), mode).unwrap();
     match slots.pop() {
         Some(HostBuf::Float(v)) => v,
         other => panic!("the {label} kernel's output is not a float buffer: {other:?}"),
@@ -85,7 +88,7 @@ pub fn check_sums_follow_loop_ir_order(
         let r = g.add_op(o, vec![xi]).unwrap();
         g.set_outputs(vec![r]);
         let p = rlx_compile::compile(&g, options).unwrap();
-        let want = loop_eval(&p, "reduce_", &[&x]);
+        let want = loop_eval(&p, "reduce_", &[&x], MulAddMode::Fused);
         let got = run(&g, &TensorData::from_f32(&dims, &x));
         assert_same_bits(&got, &want, &format!("{dims:?} {axes:?}"), device);
     }
@@ -96,10 +99,21 @@ pub fn check_sums_follow_loop_ir_order(
 /// interpreter: 64×64 tiles with register blocks and 16×16 tiles, M, N and K off the
 /// tile, B read through a transpose. The values make every sum depend on its order
 /// (and on whether a product is rounded before it is added), so only the lowering's
-/// own fold — index order, a rounded product then a rounded sum — gives the same bits.
+/// own fold — index order, one fused multiply-add per product — gives the same bits.
 pub fn check_matmuls_follow_loop_ir_order(
     options: &CompileOptions,
     device: &str,
+    run: &dyn Fn(&Graph, &[TensorData]) -> Vec<f32>,
+) {
+    check_matmuls_follow_loop_ir_order_with(options, device, MulAddMode::Fused, run)
+}
+
+/// [`check_matmuls_follow_loop_ir_order`] against the interpreter's fold with
+/// multiply-adds evaluated as `mode` says: a WGSL device may evaluate `fma` unfused.
+pub fn check_matmuls_follow_loop_ir_order_with(
+    options: &CompileOptions,
+    device: &str,
+    mode: MulAddMode,
     run: &dyn Fn(&Graph, &[TensorData]) -> Vec<f32>,
 ) {
     for (m, k, n) in [(67usize, 300usize, 65usize), (5, 1000, 3), (1, 77, 70)] {
@@ -117,7 +131,7 @@ pub fn check_matmuls_follow_loop_ir_order(
         let y = g.add_op(Op::MatMul, vec![ai, b]).unwrap();
         g.set_outputs(vec![y]);
         let p = rlx_compile::compile(&g, options).unwrap();
-        let want = loop_eval(&p, "matmul", &[&a, &bt]);
+        let want = loop_eval(&p, "matmul", &[&a, &bt], mode);
         let args = [
             TensorData::from_f32(&[m, k], &a),
             TensorData::from_f32(&[n, k], &bt),

@@ -9,6 +9,7 @@
 
 mod support;
 
+use rlx_compile::loops::eval::MulAddMode;
 use rlx_ir::{DType, Dim, Graph, Op, ReduceOp, Shape, TensorData};
 use rlx_testkit::{Rng, build_attention_graph, build_random_graph};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -223,15 +224,40 @@ fn gpu_matmuls_are_bit_identical_to_the_loop_ir_reference_in_its_fixed_order() {
     if !support::gpu_or_skip("gpu_matmuls_are_bit_identical") {
         return;
     }
-    rlx_testkit::check_matmuls_follow_loop_ir_order(
+    let run = |g: &Graph, args: &[TensorData]| {
+        let (exe, placement) =
+            rlx_wgpu::compile_with_placement(rlx_runtime::Device::Gpu, g).unwrap();
+        assert_eq!(placement, vec![true]);
+        let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+        exe.run(&views).unwrap()[0].to_f32_vec()
+    };
+    // WGSL lets a device evaluate `fma` unfused: a 1×2×1 product tells which this one
+    // does (fused: (1 + 2⁻¹³)² − (1 + 2⁻¹²) = 2⁻²⁶; unfused: the rounded square is
+    // 1 + 2⁻¹², so 0), and the rest must match the interpreter in that mode bit for bit.
+    let mut g = Graph::new("fma_probe");
+    let a = g.input("a", Shape::new(&[1, 2], DType::F32));
+    let b = g.input("b", Shape::new(&[2, 1], DType::F32));
+    let y = g.add_op(Op::MatMul, vec![a, b]).unwrap();
+    g.set_outputs(vec![y]);
+    let x = 1.0 + 2f32.powi(-13);
+    let probe = run(
+        &g,
+        &[
+            TensorData::from_f32(&[1, 2], &[-(1.0 + 2f32.powi(-12)), x]),
+            TensorData::from_f32(&[2, 1], &[1.0, x]),
+        ],
+    )[0];
+    let mode = if probe == 2f32.powi(-26) {
+        MulAddMode::Fused
+    } else {
+        assert_eq!(probe, 0.0, "neither a fused nor an unfused multiply-add");
+        MulAddMode::Separate
+    };
+    println!("the adapter evaluates WGSL fma as {mode:?}");
+    rlx_testkit::check_matmuls_follow_loop_ir_order_with(
         &rlx_wgpu::compile_options(),
         "GPU",
-        &|g, args| {
-            let (exe, placement) =
-                rlx_wgpu::compile_with_placement(rlx_runtime::Device::Gpu, g).unwrap();
-            assert_eq!(placement, vec![true]);
-            let views: Vec<_> = args.iter().map(|a| a.view()).collect();
-            exe.run(&views).unwrap()[0].to_f32_vec()
-        },
+        mode,
+        &run,
     );
 }

@@ -106,6 +106,19 @@ pub fn select(c: Ex, a: Ex, b: Ex) -> Ex {
     Ex::Select(Box::new(c), Box::new(a), Box::new(b))
 }
 
+/// `acc + a·b` in compute type `ty`, as the lowering accumulates products: one fused
+/// multiply-add ([`Ex::MulAdd`]) in f32, where the lowering's sums differ from the
+/// oracle's f64 ones anyway and one rounding per step is both closer and what GPUs do
+/// fastest; a rounded product then a rounded sum in f64, which is exactly the oracle's
+/// own f64 fold (the renderers never fuse it); a wrapping multiply and add for integers.
+pub fn mul_add(ty: Ty, a: Ex, b: Ex, acc: Ex) -> Ex {
+    if ty == Ty::F32 {
+        Ex::MulAdd(Box::new(a), Box::new(b), Box::new(acc))
+    } else {
+        bin(Bin::Add, acc, bin(Bin::Mul, a, b))
+    }
+}
+
 /// A float literal of compute type `ty` (F32 or F64).
 pub fn float(ty: Ty, v: f64) -> Ex {
     match ty {

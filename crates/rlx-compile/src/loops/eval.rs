@@ -84,9 +84,31 @@ impl HostBuf {
     }
 }
 
+/// How [`Ex::MulAdd`](super::Ex::MulAdd) is evaluated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MulAddMode {
+    /// One rounding (`mul_add`): what CUDA, HIP and the C renderer's `fmaf` compute.
+    #[default]
+    Fused,
+    /// A rounded product, then a rounded sum: what a device computes when it evaluates
+    /// WGSL's `fma` unfused, which the WGSL specification allows (lavapipe does).
+    Separate,
+}
+
 /// Run `k` over host buffers (one per slot, see [`HostBuf`]); `binding` gives the
-/// dynamic dims.
+/// dynamic dims. Fused multiply-adds round once ([`MulAddMode::Fused`]).
 pub fn run(k: &LoopKernel, bufs: &mut [HostBuf], binding: &DimBinding) -> Result<(), String> {
+    run_with(k, bufs, binding, MulAddMode::Fused)
+}
+
+/// [`run`] with fused multiply-adds evaluated as `mode` says (the reference for a device
+/// that does not fuse WGSL's `fma`).
+pub fn run_with(
+    k: &LoopKernel,
+    bufs: &mut [HostBuf],
+    binding: &DimBinding,
+    mode: MulAddMode,
+) -> Result<(), String> {
     if bufs.len() != k.bufs.len() {
         return Err(format!(
             "loop eval of {}: {} buffers given, the kernel has {} slots",
@@ -103,6 +125,7 @@ pub fn run(k: &LoopKernel, bufs: &mut [HostBuf], binding: &DimBinding) -> Result
         item: 0,
         local: None,
         shared: Vec::new(),
+        mode,
     };
     let items = match m.ex(&k.items)? {
         Value::I64(n) if n >= 0 => n,
@@ -161,6 +184,7 @@ struct Machine<'a> {
     /// The local item running (work-group kernels).
     local: Option<u32>,
     shared: Vec<SharedState>,
+    mode: MulAddMode,
 }
 
 /// Whether `s` holds a barrier.
@@ -486,6 +510,22 @@ impl Machine<'_> {
                     }
                 }
             }
+            Ex::MulAdd(a, b, c) => match (self.ex(a)?, self.ex(b)?, self.ex(c)?) {
+                (Value::F32(a), Value::F32(b), Value::F32(c)) => Value::F32(match self.mode {
+                    MulAddMode::Fused => a.mul_add(b, c),
+                    MulAddMode::Separate => a * b + c,
+                }),
+                (Value::F64(a), Value::F64(b), Value::F64(c)) => Value::F64(match self.mode {
+                    MulAddMode::Fused => a.mul_add(b, c),
+                    MulAddMode::Separate => a * b + c,
+                }),
+                (a, b, c) => {
+                    return Err(format!(
+                        "loop eval of {}: mul_add({a:?}, {b:?}, {c:?}) needs three f32 or three f64 values",
+                        self.k.name
+                    ));
+                }
+            },
             Ex::Convert(t, a) => convert(*t, self.ex(a)?),
             Ex::External { name, .. } => {
                 return Err(format!(

@@ -33,6 +33,8 @@
 
 mod build;
 pub mod eval;
+#[cfg(test)]
+mod fma_tests;
 mod lower;
 mod render_c;
 mod render_wgsl;
@@ -280,6 +282,12 @@ pub enum Ex {
     Bin(Bin, Box<Ex>, Box<Ex>),
     /// `cond ? a : b`, both branches evaluated (they have no side effects).
     Select(Box<Ex>, Box<Ex>, Box<Ex>),
+    /// `a·b + c` on F32 or F64 values with one rounding (a fused multiply-add). The
+    /// lowering accumulates products with it (matmul, contractions, attention dots): every
+    /// renderer spells it as the hardware instruction (`fmaf`/`fma` in C, `fma` in WGSL)
+    /// and the interpreter as `mul_add`, so a GPU's sum is the interpreter's bit for bit —
+    /// where a plain `a·b + c` could be fused by one compiler and not by another.
+    MulAdd(Box<Ex>, Box<Ex>, Box<Ex>),
     /// A value the surrounding code defines (a fragment's inputs, see
     /// [`lower_epilogue`]): rendered as `name`.
     External {
@@ -364,16 +372,38 @@ pub enum Fault {
     NegativeShift,
     /// A max/min (or integer mean) reduction over an empty axis: no identity element.
     EmptyReduction,
+    /// A gather or scatter-add index outside `-n..n` of its axis (or a float index that
+    /// is not a whole number).
+    IndexOutOfRange,
+    /// A cross-entropy label that is not a class index.
+    BadLabel,
 }
 
 impl Fault {
-    /// Its code in a backend's error word (1: division by zero, 2: negative shift).
+    /// Every fault, in code order.
+    pub const ALL: [Fault; 5] = [
+        Fault::IntegerDivisionByZero,
+        Fault::NegativeShift,
+        Fault::EmptyReduction,
+        Fault::IndexOutOfRange,
+        Fault::BadLabel,
+    ];
+
+    /// Its code in a backend's error word (1: division by zero, 2: negative shift, 3: an
+    /// empty reduction, 4: an index out of range, 5: a bad label).
     pub fn code(self) -> u64 {
         match self {
             Fault::IntegerDivisionByZero => 1,
             Fault::NegativeShift => 2,
             Fault::EmptyReduction => 3,
+            Fault::IndexOutOfRange => 4,
+            Fault::BadLabel => 5,
         }
+    }
+
+    /// The fault with error code `code` (what a backend reads back from its error word).
+    pub fn from_code(code: u64) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.code() == code)
     }
 
     /// The message the oracle gives for it.
@@ -385,6 +415,12 @@ impl Fault {
             Fault::NegativeShift => "negative shift amount; shift amounts must be ≥ 0",
             Fault::EmptyReduction => {
                 "reduction of an empty axis: max/min (and an integer mean) have no value for no elements; slice or pad the input so every group is non-empty"
+            }
+            Fault::IndexOutOfRange => {
+                "a gather/scatter-add index is out of range for its axis (valid: -n..n) or is a float that is not a whole number; clamp or mask the indices"
+            }
+            Fault::BadLabel => {
+                "a label is not a class index in 0..C; labels must be whole numbers below the class count"
             }
         }
     }
@@ -476,7 +512,7 @@ impl LoopKernel {
                     self.ty(a)
                 }
             }
-            Ex::Select(_, a, _) => self.ty(a),
+            Ex::Select(_, a, _) | Ex::MulAdd(a, _, _) => self.ty(a),
             Ex::Convert(t, _) => *t,
             Ex::External { ty, .. } => *ty,
         }

@@ -28,7 +28,27 @@ impl Dialect {
         match self {
             Dialect::Cuda => "// CUDA C++ (NVRTC)\n",
             // hiprtc predefines the HIP runtime's device API (blockIdx, __float_as_uint…).
-            Dialect::Hip => "// HIP C++ (hiprtc)\n",
+            // Clang fuses `a * b + c` into one FMA by default for HIP; the pragma turns
+            // that off for the whole file, so only the IR's explicit `fmaf` fuse.
+            Dialect::Hip => "// HIP C++ (hiprtc)\n#pragma clang fp contract(off)\n",
+        }
+    }
+
+    /// The function a float `+`, `−` or `·` is rendered with, or `None` for the infix
+    /// operator. NVRTC fuses `a * b + c` into an FMA under its default `--fmad=true`
+    /// (which rlx-cuda keeps for its hand-written kernels), and no pragma turns that off,
+    /// so CUDA spells every float add, subtract and multiply as the round-to-nearest
+    /// intrinsic (`__fadd_rn`…), which the compiler never fuses: the only FMAs are the
+    /// IR's [`Ex::MulAdd`], and results match the interpreter bit for bit. HIP uses
+    /// infix operators under the preamble's `fp contract(off)`.
+    pub fn float_op(self, op: Bin, ty: Ty) -> Option<&'static str> {
+        let f64 = ty == Ty::F64;
+        match (self, op) {
+            (Dialect::Hip, _) => None,
+            (Dialect::Cuda, Bin::Add) => Some(if f64 { "__dadd_rn" } else { "__fadd_rn" }),
+            (Dialect::Cuda, Bin::Sub) => Some(if f64 { "__dsub_rn" } else { "__fsub_rn" }),
+            (Dialect::Cuda, Bin::Mul) => Some(if f64 { "__dmul_rn" } else { "__fmul_rn" }),
+            (Dialect::Cuda, _) => None,
         }
     }
 
@@ -62,6 +82,13 @@ impl Dialect {
 /// must then be declared). Include it once per translation unit.
 pub const C_PRELUDE: &str = r#"#ifdef RLX_EMU
 #define RLX_LOOP_DEV static inline
+// CUDA's unfused arithmetic on the host (built without FMA instructions, nothing fuses).
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline float rlx_f32_of(unsigned int b) { float f; memcpy(&f, &b, 4); return f; }
 static inline unsigned int rlx_bits_f32(float f) { unsigned int b; memcpy(&b, &f, 4); return b; }
 static inline double rlx_f64_of(unsigned long long b) { double f; memcpy(&f, &b, 8); return f; }
@@ -450,6 +477,14 @@ impl Renderer<'_> {
             Ex::Select(c, a, b) => {
                 format!("({} ? {} : {})", self.ex(c), self.ex(a), self.ex(b))
             }
+            Ex::MulAdd(a, b, c) => {
+                let f = if self.k.ty(a) == Ty::F64 {
+                    "fma"
+                } else {
+                    "fmaf"
+                };
+                format!("{f}({}, {}, {})", self.ex(a), self.ex(b), self.ex(c))
+            }
             Ex::Convert(t, a) => {
                 let from = self.k.ty(a);
                 let a = self.ex(a);
@@ -545,6 +580,16 @@ impl Renderer<'_> {
                 Bin::Mul => "*",
                 _ => "<<",
             }),
+            Bin::Add | Bin::Sub | Bin::Mul if t.is_float() => {
+                match self.embed.dialect.float_op(op, t) {
+                    Some(f) => format!("{f}({x}, {y})"),
+                    None => infix(match op {
+                        Bin::Add => "+",
+                        Bin::Sub => "-",
+                        _ => "*",
+                    }),
+                }
+            }
             Bin::Add => infix("+"),
             Bin::Sub => infix("-"),
             Bin::Mul => infix("*"),

@@ -7,14 +7,15 @@
 //! as a condition per key — with the oracle's steps: the scaled dot product, the softcap
 //! `c·tanh(s/c)`, the additive bias (broadcast right-aligned to `[B, H, Sq, Sk]`), then
 //! the running maximum `m`, the rescaled denominator and accumulators
-//! (`acc·e^{m_old − m} + e^{s − m}·v`). A row with no allowed key stores zeros. Layouts
+//! (`acc·e^{m_old − m} + e^{s − m}·v`). Every product that is summed is one fused
+//! multiply-add ([`Ex::MulAdd`]), so each backend rounds like the interpreter. A row with no allowed key stores zeros. Layouts
 //! `[B, S, H, D]` and `[B, S, H·D]` are both read through their views; grouped-query
 //! heads read kv head `h / (H/Hk)`. Values are computed in f32 (f16/bf16 inputs widened)
 //! or f64 and rounded once to the dtype before the epilogue.
 
 use super::expr::round;
 use super::{Cx, LowerError};
-use crate::loops::build::{add, bin, div, float, int, mul, rem, select, un};
+use crate::loops::build::{add, bin, div, float, int, mul, mul_add, rem, select, un};
 use crate::loops::{Bin, Ex, Stmt, Ty, Un, Var};
 use crate::program::Expr;
 use rlx_ir::{DType, Dim, MaskKind, Op};
@@ -155,10 +156,7 @@ impl Cx<'_> {
             let dot = cx.accumulator(ty, f(0.0));
             for (j, qj) in q.iter().enumerate() {
                 let kj = load(cx, 1, &at(&bi, &ki, &kh, j, d))?;
-                cx.assign(
-                    dot,
-                    bin(Bin::Add, Ex::Var(dot), bin(Bin::Mul, qj.clone(), kj)),
-                );
+                cx.assign(dot, mul_add(ty, qj.clone(), kj, Ex::Var(dot)));
             }
             let mut s = cx.b.bind(ty, bin(Bin::Mul, Ex::Var(dot), f(scale as f64)));
             if let Some(c) = attn_logit_softcap {
@@ -192,12 +190,11 @@ impl Cx<'_> {
             let corr =
                 cx.b.bind(ty, un(Un::Exp, bin(Bin::Sub, Ex::Var(mx), nm.clone())));
             let pk = cx.b.bind(ty, un(Un::Exp, bin(Bin::Sub, s, nm.clone())));
-            let scaled = bin(Bin::Mul, Ex::Var(den), corr.clone());
-            cx.assign(den, bin(Bin::Add, scaled, pk.clone()));
+            cx.assign(den, mul_add(ty, Ex::Var(den), corr.clone(), pk.clone()));
             for (j, &a) in acc.iter().enumerate() {
                 let vj = load(cx, 2, &at(&bi, &ki, &kh, j, dv))?;
                 let kept = bin(Bin::Mul, Ex::Var(a), corr.clone());
-                cx.assign(a, bin(Bin::Add, kept, bin(Bin::Mul, pk.clone(), vj)));
+                cx.assign(a, mul_add(ty, pk.clone(), vj, kept));
             }
             cx.assign(mx, nm);
             Ok(())

@@ -83,6 +83,21 @@ impl Cx<'_> {
                 inputs,
                 out,
             } => self.attention(op, inputs, out.dims(), out.dtype(), None),
+            KernelKind::Opaque {
+                op: rlx_ir::Op::Gather { axis },
+                inputs,
+                out,
+            } => self.gather(*axis, inputs, out),
+            KernelKind::Opaque {
+                op: rlx_ir::Op::ScatterAdd { axis },
+                inputs,
+                out,
+            } => self.scatter_add(*axis, inputs, out),
+            KernelKind::Opaque {
+                op: rlx_ir::Op::SoftmaxCrossEntropyWithLogits,
+                inputs,
+                out,
+            } => self.cross_entropy_labels(inputs, out),
             KernelKind::Opaque { op, inputs, out } if super::opaque::lowers(op) => {
                 self.opaque(op, inputs, out)
             }

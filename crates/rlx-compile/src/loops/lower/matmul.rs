@@ -11,11 +11,14 @@
 //! the epilogue and store.
 //!
 //! Each output folds its products in index order `k = 0, 1, …, K−1` from `+0`, whatever
-//! the tile shape (a staged zero past K adds `+0·+0 = +0`, which leaves every
-//! accumulator but `−0` unchanged, and a fold from `+0` never reaches `−0`): the result
-//! is the serial fold `acc = acc + a·b` in the compute type — f32 for f32/f16/bf16
-//! inputs (rounded once to the dtype at the end), f64 for f64, wrapping i64 for
-//! integers (exactly the oracle's low bits) — and does not depend on the tile choice.
+//! the tile shape (the last slice's fold stops at K when K is not a static multiple of
+//! [`BK`]: a staged zero past K would turn a `−0` accumulator — reachable with fused
+//! products that underflow — into `+0`): the result
+//! is the serial fold in the compute type — `acc = fma(a, b, acc)` in f32 for
+//! f32/f16/bf16 inputs (one rounding per step, [`Ex::MulAdd`], so every backend fuses
+//! the same way; rounded once to the dtype at the end), `acc + a·b` in f64 for f64 and
+//! wrapping i64 for integers (both exactly the oracle) — and does not depend on the tile
+//! choice.
 //! Operands are any views (transposes, broadcast batch axes): their index math is the
 //! view chain, walked once per staged element.
 //!
@@ -25,7 +28,7 @@
 
 use super::expr::round;
 use super::{Cx, LowerError};
-use crate::loops::build::{add, bin, div, float, int, mul, rem};
+use crate::loops::build::{add, bin, div, float, int, mul, mul_add, rem, select};
 use crate::loops::{Bin, Ex, Lit, SharedArray, Stmt, Ty, Var};
 use crate::program::Expr;
 use rlx_ir::{DType, Dim};
@@ -195,7 +198,18 @@ impl Cx<'_> {
                 }
             }
             cx.b.push(Stmt::Barrier);
-            cx.counted(int(bk), |cx, kk| {
+            // The slice's length: BK, or what is left of K in the last slice (the same for
+            // the whole group, so no barrier depends on it).
+            let slice = match k_len {
+                Ex::Lit(Lit::Index(kl)) if kl % bk == 0 => int(bk),
+                _ => {
+                    let left = bin(Bin::Sub, k_len.clone(), k0.clone());
+                    let left = cx.b.bind(Ty::Index, left);
+                    let short = bin(Bin::Lt, left.clone(), int(bk));
+                    cx.b.bind(Ty::Index, select(short, left, int(bk)))
+                }
+            };
+            cx.counted(slice, |cx, kk| {
                 let sh = |arr: usize, index: Ex| Ex::Shared {
                     arr,
                     index: Box::new(index),
@@ -215,8 +229,8 @@ impl Cx<'_> {
                 for i in 0..reg as usize {
                     for j in 0..reg as usize {
                         let acc = accs[i * reg as usize + j];
-                        let prod = bin(Bin::Mul, av[i].clone(), bv[j].clone());
-                        cx.assign(acc, bin(Bin::Add, Ex::Var(acc), prod));
+                        let sum = mul_add(ty, av[i].clone(), bv[j].clone(), Ex::Var(acc));
+                        cx.assign(acc, sum);
                     }
                 }
                 Ok(())

@@ -4,8 +4,8 @@
 //!
 //! The oracle accumulates floats in f64 and rounds once; the lowering folds in f32 for
 //! f32/f16/bf16 (in index order, whatever the tile). So: f64 and integer results equal
-//! the oracle bit for bit; f32 results equal a host fold `acc = acc + a·b` in f32 bit for
-//! bit and the oracle within the fold's error bound `K · 2⁻²⁴ · Σ|a·b|`; f16/bf16
+//! the oracle bit for bit; f32 results equal a host fold `acc = fma(a, b, acc)` in f32
+//! bit for bit and the oracle within the fold's error bound `K · 2⁻²⁴ · Σ|a·b|`; f16/bf16
 //! results equal the f32 fold rounded once to the dtype bit for bit.
 
 use super::tests::run_loops;
@@ -59,7 +59,8 @@ fn matmul_kernel(p: &Program) -> LoopKernel {
     loops::lower_kernel(p, k).expect("lowered")
 }
 
-/// `a · b` (`[.., M, K] × [.., K, N]`, dense, batch axes equal) folded serially in f32.
+/// `a · b` (`[.., M, K] × [.., K, N]`, dense, batch axes equal) folded serially in f32,
+/// one fused multiply-add per product.
 fn f32_fold(a: &[f32], b: &[f32], batch: usize, m: usize, k: usize, n: usize) -> Vec<f32> {
     let mut out = Vec::with_capacity(batch * m * n);
     for z in 0..batch {
@@ -67,7 +68,7 @@ fn f32_fold(a: &[f32], b: &[f32], batch: usize, m: usize, k: usize, n: usize) ->
             for j in 0..n {
                 let mut acc = 0f32;
                 for t in 0..k {
-                    acc += a[(z * m + i) * k + t] * b[(z * k + t) * n + j];
+                    acc = a[(z * m + i) * k + t].mul_add(b[(z * k + t) * n + j], acc);
                 }
                 out.push(acc);
             }

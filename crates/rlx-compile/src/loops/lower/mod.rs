@@ -15,7 +15,9 @@
 //! per item, each output folded over K in index order (`matmul.rs`).
 //!
 //! Attention runs an item per (batch, query, head) with an online softmax
-//! (`attention.rs`); concat, pad and cumsum an item per output element (`opaque.rs`).
+//! (`attention.rs`); concat, pad and cumsum an item per output element (`opaque.rs`);
+//! gather and scatter-add an item per output element, softmax cross-entropy with
+//! labels an item per row (`gather.rs`).
 //!
 //! What is not lowered yet (the other opaque ops, row groups, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
@@ -24,6 +26,9 @@ mod attention;
 #[cfg(test)]
 mod attention_tests;
 mod expr;
+mod gather;
+#[cfg(test)]
+mod gather_tests;
 mod kinds;
 mod matmul;
 #[cfg(test)]

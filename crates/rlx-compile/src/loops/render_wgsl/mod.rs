@@ -553,6 +553,15 @@ impl<'a> Renderer<'a> {
                 let (c, a, b) = (self.ex(c)?, self.ex(a)?, self.ex(b)?);
                 format!("select({b}, {a}, {c})")
             }
+            // The WGSL specification lets a device evaluate `fma` as a rounded product
+            // and a rounded sum (lavapipe does); such a device matches the interpreter
+            // run with `eval::MulAddMode::Separate` instead.
+            Ex::MulAdd(a, b, c) => {
+                if self.k.ty(a) == Ty::F64 {
+                    return Err(f64_err(self.k, "a fused multiply-add of f64 values".into()));
+                }
+                format!("fma({}, {}, {})", self.ex(a)?, self.ex(b)?, self.ex(c)?)
+            }
             Ex::Convert(t, a) => self.convert(*t, a)?,
         })
     }
