@@ -1,12 +1,17 @@
 //! What the executor needs from a device: memory, modules of generated kernels,
 //! launches, and BLAS calls with cuBLAS semantics.
 //!
-//! Two implementations: the CUDA driver (the private `cuda` module, through cudarc) and the host
-//! emulator ([`crate::emu`]), which runs the same generated source compiled by the
-//! system C++ compiler and implements the BLAS calls literally — so everything above
-//! this trait (planning, argument marshalling, the BLAS operand mapping) is tested on
-//! machines without a GPU.
+//! The executor above this trait is shared by every device programmed in a C++ dialect
+//! (CUDA and HIP, see [`Gpu::dialect`]): it generates the program in the device's
+//! dialect and plans it with the device's BLAS routes, so one planner and one argument
+//! marshalling serve NVIDIA and AMD GPUs. Implementations: the CUDA driver (the private
+//! `cuda` module, through cudarc), the HIP runtime (crate `rlx-rocm`, whose BLAS is
+//! rocBLAS), and the host emulator ([`crate::emu`]), which runs the generated source of
+//! either dialect compiled by the system C++ compiler and implements the BLAS calls
+//! literally — so everything above this trait (planning, argument marshalling, the
+//! BLAS operand mapping) is tested on machines without a GPU.
 
+pub use rlx_compile::loops::Dialect;
 use rlx_ir::{Activation, DType};
 use std::sync::Arc;
 
@@ -96,7 +101,7 @@ pub struct Fp8Call {
 
 /// The key under which a device caches the module built from `source` with `entries`
 /// (the same text and entry points build the same module).
-pub(crate) fn module_key(source: &str, entries: &[String]) -> u64 {
+pub fn module_key(source: &str, entries: &[String]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     source.hash(&mut h);
@@ -122,9 +127,19 @@ pub trait Gpu: Send + Sync {
     fn zero(&self, dst: DPtr, bytes: usize) -> Result<(), String>;
     /// Compile (cached) and load `source`, resolving `entries` in order.
     fn load(&self, source: &str, entries: &[String]) -> Result<Arc<dyn Module>, String>;
-    /// Whether [`Gpu::gemm`] is available (cuBLAS loaded).
+    /// The C++ dialect whose source [`Gpu::load`] compiles (NVRTC takes CUDA, hiprtc
+    /// HIP); the executor generates its program in it.
+    fn dialect(&self) -> Dialect {
+        Dialect::Cuda
+    }
+    /// Whether [`Gpu::gemm`] is available (cuBLAS or rocBLAS loaded).
     fn has_blas(&self) -> bool;
-    /// Run a GEMM; an `epilogue` needs cuBLASLt.
+    /// Whether [`Gpu::gemm`] takes a [`GemmCall::epilogue`] (cuBLASLt does; rocBLAS has
+    /// no fused epilogue, so the planner runs bias and activation as a generated kernel).
+    fn has_blas_epilogue(&self) -> bool {
+        self.has_blas()
+    }
+    /// Run a GEMM; an `epilogue` needs [`Gpu::has_blas_epilogue`].
     fn gemm(&self, call: &GemmCall) -> Result<(), String>;
     /// Whether [`Gpu::fp8_gemm`] is available (fp8 tensor cores and cuBLASLt).
     fn has_fp8(&self) -> bool;

@@ -21,6 +21,11 @@
 //! is tested without a GPU in two ways: NVRTC compiles it to PTX (needs only the NVRTC
 //! library, e.g. the `nvidia-cuda-nvrtc-cu12` wheel), and the host emulator ([`emu`])
 //! runs it against the oracle.
+//!
+//! The executor ([`load_program`], [`compile_on`]) is written against [`device::Gpu`],
+//! not against CUDA: it generates the program in the device's dialect and plans it with
+//! the device's BLAS routes, and `rlx-rocm` runs AMD GPUs through it with a HIP
+//! implementation of that trait (hiprtc, the HIP runtime, rocBLAS).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -146,6 +151,17 @@ fn device_or_err() -> RuntimeResult<Arc<dyn device::Gpu>> {
         .map_err(|e| RuntimeError::new(format!("CUDA is not available: {e}")))
 }
 
+/// Load a compiled `program` on `gpu` (any [`device::Gpu`]: the CUDA driver, the HIP
+/// runtime of `rlx-rocm`, the emulator) with the device's routes: the executor every
+/// C++-dialect GPU shares. `RLX_CUDA_NO_BLAS=1` turns the BLAS routes off.
+pub fn load_program(
+    gpu: Arc<dyn device::Gpu>,
+    program: Program,
+) -> RuntimeResult<Arc<dyn Executable>> {
+    let tuning = exec::tuning_for(gpu.as_ref());
+    load_on(gpu, program, tuning)
+}
+
 /// Compile `graph` with `opts` for `gpu` (any [`device::Gpu`], e.g. the emulator):
 /// [`rlx_runtime::compile_program`], then the loading [`CudaBackend`] does.
 pub fn compile_on(
@@ -195,6 +211,7 @@ pub fn compile_routed(
         sm_count: device::Gpu::sm_count(gpu.as_ref()),
         blas: r.blas && device::Gpu::has_blas(gpu.as_ref()),
         fp8: r.fp8 && device::Gpu::has_fp8(gpu.as_ref()),
+        epilogue: r.blas && device::Gpu::has_blas_epilogue(gpu.as_ref()),
     };
     load_on(gpu, program, tuning)
 }

@@ -251,6 +251,14 @@ pub trait Backend: Send + Sync {
     /// Whether `device` can be used right now on this host (a live probe where relevant).
     fn is_available(&self, device: Device) -> bool;
 
+    /// Why `device` is not available on this host (a library that does not load, no
+    /// device found), for the error [`unavailable`] gives; `None` when it is, or when
+    /// the backend cannot say.
+    fn unavailable_reason(&self, device: Device) -> Option<String> {
+        let _ = device;
+        None
+    }
+
     /// Whether `device` is real hardware worth preferring over the CPU (a software
     /// emulation such as a CPU Vulkan driver answers `false`).
     fn is_hardware(&self, device: Device) -> bool {
@@ -444,8 +452,15 @@ pub fn unavailable(device: Device) -> RuntimeError {
         crate::Support::CompileTested => "cannot run graphs yet",
         _ => "is not supported by rlx",
     };
+    // A registered backend's own diagnosis (the library or device it did not find).
+    let found = registered_backends()
+        .iter()
+        .filter(|b| b.devices().contains(&device))
+        .find_map(|b| b.unavailable_reason(device))
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
     RuntimeError::device_unavailable(format!(
-        "device {device} {what}: {}; available here: {}",
+        "device {device} {what}{found}: {}; available here: {}",
         device.how_to_enable(),
         avail.join(", ")
     ))

@@ -112,7 +112,7 @@ impl Device {
 /// ```
 /// use rlx_runtime::{Device, Support};
 /// assert_eq!(Device::Cuda.support(), Support::Runs);
-/// assert_eq!(Device::Rocm.support(), Support::CompileTested);
+/// assert_eq!(Device::Rocm.support(), Support::Runs);
 /// assert_eq!(Device::Mlx.support(), Support::NotImplemented);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,8 +137,8 @@ impl Device {
             | Device::Gpu
             | Device::Vulkan
             | Device::Metal
-            | Device::DirectX => Support::Runs,
-            Device::Rocm => Support::CompileTested,
+            | Device::DirectX
+            | Device::Rocm => Support::Runs,
             Device::Mlx
             | Device::Ane
             | Device::Xdna
@@ -168,9 +168,9 @@ impl Device {
                  wgpu's Metal adapter"
             }
             Device::Rocm => {
-                "rlx has no ROCm run-time backend yet: kernels compile for AMD GPUs (crate \
-                 rlx-rocm, hiprtc) but nothing launches them, and the `eval-rocm` feature \
-                 enables no device"
+                "build with the `eval-rocm` feature on a host with an AMD GPU, its amdgpu \
+                 driver and the HIP runtime with hiprtc (Debian: libamdhip64-5 and \
+                 libhiprtc-builtins5); rocBLAS is used when present"
             }
             Device::Mlx => {
                 "rlx has no MLX backend (not implemented; the `eval-mlx` feature enables no \

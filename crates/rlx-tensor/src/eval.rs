@@ -28,6 +28,9 @@ pub(crate) fn ensure_backends() {
         // CUDA through run-time loaded libraries (available where a driver, NVRTC and a GPU are).
         #[cfg(feature = "eval-cuda")]
         rlx_runtime::register_backend(std::sync::Arc::new(rlx_cuda::CudaBackend));
+        // ROCm through run-time loaded HIP libraries (available where they report an AMD GPU).
+        #[cfg(feature = "eval-rocm")]
+        rlx_runtime::register_backend(std::sync::Arc::new(rlx_rocm::RocmBackend));
         // Gpu/Vulkan/Metal/DirectX/WebGpu through wgpu (available where an adapter is).
         #[cfg(feature = "eval-gpu")]
         rlx_runtime::register_backend(std::sync::Arc::new(rlx_wgpu::WgpuBackend));

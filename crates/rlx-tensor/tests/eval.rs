@@ -161,18 +161,26 @@ fn an_unavailable_device_is_a_clear_error() {
     // Devices rlx cannot run on are never available, whatever features this build has
     // (`--all-features` turns on eval-mlx, eval-coreml, eval-rocm, eval-apple): asking for
     // one is an error naming it, never a silent CPU run.
-    for d in [
-        Device::Mlx,
-        Device::Ane,
-        Device::Rocm,
-        Device::Tpu,
-        Device::WebGpu,
-    ] {
+    for d in [Device::Mlx, Device::Ane, Device::Tpu, Device::WebGpu] {
         assert!(!rlx_tensor::is_available(d), "{d}");
         let err = t.try_to_vec_on(d).unwrap_err().to_string();
         assert!(
             err.contains(d.name()) && err.contains(d.how_to_enable()),
             "{err}"
+        );
+    }
+    // ROCm runs where an AMD GPU and the HIP libraries are; elsewhere (or without
+    // eval-rocm) asking for it is an error that names it and what is missing.
+    if !rlx_tensor::is_available(Device::Rocm) {
+        let err = t.try_to_vec_on(Device::Rocm).unwrap_err().to_string();
+        assert!(
+            err.contains("ROCm") && err.contains(Device::Rocm.how_to_enable()),
+            "{err}"
+        );
+        #[cfg(feature = "eval-rocm")]
+        assert!(
+            err.contains(&rlx_rocm::unavailable_reason().unwrap_or_default()),
+            "the error should carry the probe's reason: {err}"
         );
     }
     assert!(rlx_tensor::is_available(Device::Cpu));

@@ -1,5 +1,12 @@
-//! CUDA C generated from a [`Program`]: one translation unit per program, one parameter
-//! block per kernel, and a description of every entry point for the launcher.
+//! CUDA C (or HIP C++) generated from a [`Program`]: one translation unit per program,
+//! one parameter block per kernel, and a description of every entry point for the
+//! launcher.
+//!
+//! The two dialects share every line but the preamble ([`Dialect::preamble`]): the text
+//! uses only spellings both compilers take (`__global__`, `__shared__`,
+//! `__syncthreads`, `atomicCAS`, `__uint_as_float`…), and the PTX conversions of the
+//! prelude sit behind `__CUDA_ARCH__`, which hiprtc does not define (HIP takes the
+//! portable software conversions instead).
 //!
 //! Each program kernel becomes one or more `extern "C"` entry points sharing a parameter
 //! block `P<k> { char* b[..]; long long m[..]; }` (buffer pointers, then run-time
@@ -28,6 +35,7 @@ pub(crate) mod reduce;
 pub(crate) mod row;
 
 use meta::{MSrc, Ptr, lit};
+pub use rlx_compile::loops::Dialect;
 use rlx_compile::program::{Kernel, KernelKind, Program, concrete};
 use rlx_ir::{DType, Dim, DimBinding};
 use std::collections::HashMap;
@@ -101,10 +109,18 @@ pub(crate) struct KGen<'a> {
     /// Entry points.
     pub(crate) entries: String,
     pub(crate) load_fns: HashMap<usize, String>,
+    /// The dialect of the loop-IR fragments rendered into this kernel.
+    pub(crate) dialect: Dialect,
 }
 
 impl<'a> KGen<'a> {
-    fn new(p: &'a Program, k: &'a Kernel, kid: usize, fixed: Option<&'a [Vec<usize>]>) -> Self {
+    fn new(
+        p: &'a Program,
+        k: &'a Kernel,
+        kid: usize,
+        fixed: Option<&'a [Vec<usize>]>,
+        dialect: Dialect,
+    ) -> Self {
         KGen {
             p,
             k,
@@ -115,6 +131,7 @@ impl<'a> KGen<'a> {
             funcs: String::new(),
             entries: String::new(),
             load_fns: HashMap::new(),
+            dialect,
         }
     }
 
@@ -235,10 +252,15 @@ fn max_extent(p: &Program, bd: &[Vec<usize>]) -> usize {
     m
 }
 
-/// Generate the CUDA C of `p`.
+/// Generate the CUDA C of `p` ([`generate_for`] in [`Dialect::Cuda`]).
+pub fn generate(p: &Program) -> Result<Generated, String> {
+    generate_for(p, Dialect::Cuda)
+}
+
+/// Generate the source of `p` in `dialect` (CUDA for NVRTC, HIP for hiprtc).
 ///
 /// Errors name the kernel and what it needs that the generator cannot express.
-pub fn generate(p: &Program) -> Result<Generated, String> {
+pub fn generate_for(p: &Program, dialect: Dialect) -> Result<Generated, String> {
     let fixed: Option<Vec<Vec<usize>>> = if p.is_dynamic() {
         None
     } else {
@@ -255,6 +277,7 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
         .as_ref()
         .is_some_and(|bd| max_extent(p, bd) < (1usize << 31));
     let mut source = String::with_capacity(16 * 1024);
+    source.push_str(dialect.preamble());
     // The loop-IR helpers first: the backend's own prelude builds on them.
     source.push_str(rlx_compile::loops::C_PRELUDE);
     source.push_str(prelude::PRELUDE);
@@ -266,7 +289,7 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
     source.push_str("RLX_DEV I imin(I a, I b) { return a < b ? a : b; }\n");
     let mut kernels = Vec::with_capacity(p.kernels.len());
     for (kid, k) in p.kernels.iter().enumerate() {
-        let mut g = KGen::new(p, k, kid, fixed.as_deref());
+        let mut g = KGen::new(p, k, kid, fixed.as_deref(), dialect);
         let kind = match &k.kind {
             KernelKind::Elementwise { space, .. } => g.gen_ew(space),
             KernelKind::Reduce { .. } => g.gen_reduce().map(KCode::Reduce),
@@ -307,6 +330,7 @@ struct LoopHost {
     code: u64,
     dims: HashMap<u32, String>,
     prefix: &'static str,
+    dialect: Dialect,
 }
 
 impl LoopHost {
@@ -320,7 +344,7 @@ impl LoopHost {
             // Faults land in the run's error word with this kernel's code (`error_of`).
             fail: &|f| format!("rlx_fail({errp}, {}ull);", code | f.code()),
             var_prefix: self.prefix,
-            dialect: rlx_compile::loops::Dialect::Cuda,
+            dialect: self.dialect,
         })
     }
 }
@@ -346,6 +370,7 @@ impl KGen<'_> {
             code: ((self.kid as u64) + 1) << 8,
             dims,
             prefix,
+            dialect: self.dialect,
         }
     }
 

@@ -8,10 +8,14 @@
 //! marshalling and BLAS operand mapping are exercised by ordinary `cargo test`.
 //!
 //! Numerics differ from a GPU only by the math library (glibc instead of CUDA's).
+//!
+//! The emulator takes either dialect ([`EmuGpu::with_dialect`]): the HIP device of
+//! `rlx-rocm` is tested through it as an emulator that generates HIP source and, like
+//! rocBLAS, offers no fused GEMM epilogue and no fp8 GEMM.
 
 pub mod shim;
 
-use crate::device::{Batching, DPtr, Fp8Call, GemmCall, Gpu, Module};
+use crate::device::{Batching, DPtr, Dialect, Fp8Call, GemmCall, Gpu, Module};
 use rlx_ir::{Activation, DType, ScaledFormat};
 use std::alloc::Layout;
 use std::collections::HashMap;
@@ -98,6 +102,8 @@ pub struct EmuGpu {
     allocs: Mutex<HashMap<u64, Layout>>,
     modules: Mutex<HashMap<u64, Arc<EmuModule>>>,
     fp8: bool,
+    dialect: Dialect,
+    epilogue: bool,
 }
 
 impl EmuGpu {
@@ -139,7 +145,22 @@ impl EmuGpu {
             allocs: Mutex::new(HashMap::new()),
             modules: Mutex::new(HashMap::new()),
             fp8: true,
+            dialect: Dialect::Cuda,
+            epilogue: true,
         })
+    }
+
+    /// The dialect the executor generates for this emulator (CUDA by default; HIP to run
+    /// the source the ROCm device compiles).
+    pub fn with_dialect(mut self, dialect: Dialect) -> EmuGpu {
+        self.dialect = dialect;
+        self
+    }
+
+    /// Whether GEMMs take a fused epilogue (cuBLASLt's; off to plan like rocBLAS).
+    pub fn with_blas_epilogue(mut self, on: bool) -> EmuGpu {
+        self.epilogue = on;
+        self
     }
 
     /// Whether the emulated device claims fp8 cuBLASLt support (tests both routes).
@@ -274,7 +295,16 @@ unsafe fn wr(dt: DType, p: u64, i: usize, v: f64) {
 
 impl Gpu for EmuGpu {
     fn describe(&self) -> String {
-        format!("host emulator ({})", self.cxx)
+        match self.dialect {
+            Dialect::Cuda => format!("host emulator ({})", self.cxx),
+            Dialect::Hip => format!("host emulator of HIP ({})", self.cxx),
+        }
+    }
+    fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+    fn has_blas_epilogue(&self) -> bool {
+        self.epilogue
     }
     fn sm_count(&self) -> u32 {
         4
@@ -384,6 +414,11 @@ impl Gpu for EmuGpu {
                         unsafe { acc += rd(c.dtype, a, x) * rd(c.dtype, b, y) };
                     }
                     if let Some(e) = &c.epilogue {
+                        if !self.epilogue {
+                            return Err("emulator: a GEMM epilogue was planned for a device \
+                                        without one (has_blas_epilogue is false)"
+                                .into());
+                        }
                         if let Some(bias) = e.bias {
                             // SAFETY: the bias holds `m` elements of the call's dtype and `i <
                             // m`.

@@ -1,7 +1,9 @@
-//! The host runtime the emulator compiles in front of a generated program: CUDA's
-//! thread indices, `__syncthreads` over cooperative fibers (one `ucontext` per thread of
-//! a block; a barrier switches back to the scheduler), `__shared__` as function-static
-//! storage (blocks run one after another), and `atomicCAS`.
+//! The host runtime the emulator compiles in front of a generated program: CUDA's (and
+//! HIP's, which spells them the same) thread indices, `__syncthreads` over cooperative
+//! fibers (one `ucontext` per thread of a block; a barrier switches back to the
+//! scheduler), `__shared__` as function-static storage (blocks run one after another),
+//! and `atomicCAS`. HIP's dialect differs only in its preamble lines (comments and
+//! compiler pragmas, which the host compiler ignores or honours alike).
 
 /// C++ text defining the CUDA built-ins the generated code uses.
 pub const SHIM: &str = r#"

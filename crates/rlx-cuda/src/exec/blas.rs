@@ -175,6 +175,7 @@ pub(crate) fn blas_plan(kb: &mut KernelBind<'_>, c: &ContractCode) -> Result<(),
     // A cuBLASLt epilogue: bias broadcast along rows, then ReLU / tanh-GELU.
     let mut lt_epi = None;
     if let Some(pat) = &c.lt
+        && kb.t.epilogue
         && (pat.bias.is_some() || pat.act.is_some())
         && direct
         && sa.is_some()

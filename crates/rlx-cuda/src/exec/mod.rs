@@ -1,12 +1,17 @@
 //! The executable: a generated program loaded on a device, run step by step over one
 //! device arena that is kept (and grown) across runs.
+//!
+//! One executor for every C++-dialect GPU: the program is generated in the device's
+//! [`Gpu::dialect`] (CUDA for NVRTC, HIP for hiprtc) and planned with its BLAS routes
+//! ([`Gpu::has_blas`], [`Gpu::has_blas_epilogue`], [`Gpu::has_fp8`]), so the HIP device
+//! of `rlx-rocm` runs through this same code rather than a copy of it.
 
 pub(crate) mod blas;
 pub(crate) mod host;
 pub(crate) mod plan;
 
-use crate::codegen::{Generated, generate};
-use crate::device::{Batching, DPtr, GemmCall, Gpu, Module};
+use crate::codegen::{Generated, generate_for};
+use crate::device::{Batching, DPtr, Dialect, GemmCall, Gpu, Module};
 use plan::{Plan, Step, Tuning, bind, binding_from_args, finish_ptrs};
 use rlx_compile::program::{BufKind, Program};
 use rlx_ir::{DimBinding, TensorData, TensorView};
@@ -64,6 +69,7 @@ pub(crate) fn tuning_for(gpu: &dyn Gpu) -> Tuning {
         sm_count: gpu.sm_count(),
         blas: gpu.has_blas() && !no_blas,
         fp8: gpu.has_fp8() && !no_blas,
+        epilogue: gpu.has_blas_epilogue() && !no_blas,
     }
 }
 
@@ -73,7 +79,7 @@ impl CudaExecutable {
         gpu: Arc<dyn Gpu>,
         tuning: Tuning,
     ) -> Result<CudaExecutable, String> {
-        let generated = generate(&program)?;
+        let generated = generate_for(&program, gpu.dialect())?;
         let names = generated.entry_names();
         let module = gpu.load(&generated.source, &names)?;
         let entries = names
@@ -357,7 +363,12 @@ impl Executable for CudaExecutable {
 
     fn explain(&self) -> String {
         let arena = self.fixed.as_ref().map(|p| p.arena);
-        let mut s = rlx_compile::explain(&self.program, "cuda", arena);
+        // The backend, run-time compiler and BLAS library of the device's dialect.
+        let (backend, rtc, blas) = match self.gpu.dialect() {
+            Dialect::Cuda => ("cuda", "NVRTC", "cublas"),
+            Dialect::Hip => ("rocm", "hiprtc", "rocblas"),
+        };
+        let mut s = rlx_compile::explain(&self.program, backend, arena);
         let mut host = Vec::new();
         if let Some(plan) = &self.fixed {
             let names: Vec<&String> = {
@@ -378,9 +389,9 @@ impl Executable for CudaExecutable {
                                     e.act.map(|a| format!("+{}", a.name())).unwrap_or_default()
                                 ),
                                 (None, Batching::Pointers { .. }) => {
-                                    "cublas(pointer batches)".into()
+                                    format!("{blas}(pointer batches)")
                                 }
-                                (None, Batching::Strided { .. }) => "cublas".into(),
+                                (None, Batching::Strided { .. }) => blas.to_string(),
                             };
                             r.push_str(&format!("[{}]", call.dtype));
                             r
@@ -398,7 +409,7 @@ impl Executable for CudaExecutable {
             }
         }
         s.push_str(&format!(
-            "\ncuda: {} ({} entry points in one NVRTC module",
+            "\n{backend}: {} ({} entry points in one {rtc} module",
             self.gpu.describe(),
             self.entries.len()
         ));

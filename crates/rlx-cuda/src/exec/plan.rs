@@ -31,6 +31,8 @@ pub(crate) struct Tuning {
     pub blas: bool,
     /// Whether fp8 cuBLASLt may be used.
     pub fp8: bool,
+    /// Whether a GEMM may carry a fused bias/activation epilogue (cuBLASLt).
+    pub epilogue: bool,
 }
 
 impl Tuning {
