@@ -119,6 +119,15 @@ impl Backend for CudaBackend {
         device == Device::Cuda && unavailable_reason().is_none()
     }
 
+    fn unavailable_reason(&self, device: Device) -> Option<String> {
+        if device != Device::Cuda {
+            return Some(format!(
+                "the CUDA backend serves Device::Cuda, not {device}"
+            ));
+        }
+        unavailable_reason()
+    }
+
     fn compile_options(&self, _: Device) -> CompileOptions {
         compile_options()
     }

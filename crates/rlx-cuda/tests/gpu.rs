@@ -36,6 +36,10 @@ fn cases_count() -> u32 {
 fn the_backend_reports_cuda_availability_consistently() {
     let avail = CudaBackend.is_available(Device::Cuda);
     assert_eq!(avail, rlx_cuda::unavailable_reason().is_none());
+    assert_eq!(
+        CudaBackend.unavailable_reason(Device::Cuda),
+        rlx_cuda::unavailable_reason()
+    );
     assert!(!CudaBackend.is_available(Device::Cpu));
     if !avail {
         println!(

@@ -168,6 +168,35 @@ fn rows_reductions_and_attention_with_dynamic_dims_match_the_oracle() {
     }
 }
 
+/// A device-side fault (integer division by zero) comes back through the HIP program's
+/// error word as a run error naming the kernel; the same executable then runs clean
+/// data correctly (the word is reset per run).
+#[test]
+fn device_side_errors_come_back_as_run_errors() {
+    if !emulator_ok() {
+        return;
+    }
+    let mut g = Graph::new("div");
+    let a = g.input("a", Shape::new(&[4], DType::I32));
+    let b = g.input("b", Shape::new(&[4], DType::I32));
+    let q = op(&mut g, Op::Binary(BinaryOp::Div), vec![a, b]);
+    g.set_outputs(vec![q]);
+    let exe = compile_emulated(&g).unwrap();
+    let av = TensorData::from_i64_as(DType::I32, &[4], &[7, -7, 9, 1]);
+    let zero = TensorData::from_i64_as(DType::I32, &[4], &[2, 0, 1, 1]);
+    let err = exe.run(&[av.view(), zero.view()]).unwrap_err().to_string();
+    assert!(
+        err.contains("division by zero") && err.contains("kernel 0"),
+        "{err}"
+    );
+    let ok = TensorData::from_i64_as(DType::I32, &[4], &[2, 2, -4, 1]);
+    // Division truncates toward zero, like the oracle.
+    assert_eq!(
+        exe.run(&[av.view(), ok.view()]).unwrap()[0].to_i64_vec(),
+        vec![3, -3, -2, 1]
+    );
+}
+
 /// What `explain` says of a HIP program: the backend, hiprtc and the device.
 #[test]
 fn the_plan_names_rocm_hiprtc_and_the_emulated_device() {
