@@ -33,12 +33,14 @@ use crate::{DType, Graph, IrError, IrResult, NodeId, Op, Shape};
 /// assert!(err.to_string().contains("inner dimensions"));
 /// ```
 pub fn infer_shape(op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
-    let name = op_name(op);
-    let shape = infer_unchecked(&name, op, inputs)?;
+    let shape = match same_shape_elementwise(op, inputs) {
+        Some(s) => s,
+        None => infer_unchecked(&op_name(op), op, inputs)?,
+    };
     shape.check_size().map_err(|m| {
         let operands: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
         err(
-            &name,
+            &op_name(op),
             format!(
                 "{m} (operands {}); use smaller operands",
                 operands.join(", ")
@@ -46,6 +48,21 @@ pub fn infer_shape(op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
         )
     })?;
     Ok(shape)
+}
+
+/// The result type of the ops eager code applies most when the general rules could only
+/// return an operand's type: an activation of a real float operand, or non-bitwise
+/// arithmetic on two real float operands of one type (dims and dtype equal, so
+/// broadcasting keeps them). `None` for everything else, errors included: the general
+/// rules decide those. Eager code runs shape inference on every op it applies, and the
+/// dispatch, the arity checks and the broadcast walk cost more than the op's node.
+fn same_shape_elementwise(op: &Op, inputs: &[&Shape]) -> Option<Shape> {
+    let float = |s: &Shape| s.dtype().is_float();
+    match (op, inputs) {
+        (Op::Activation(_), [x]) if float(x) => Some((*x).clone()),
+        (Op::Binary(b), [l, r]) if !b.is_bitwise() && float(l) && l == r => Some((*l).clone()),
+        _ => None,
+    }
 }
 
 /// [`Op::name`] without an allocation for the ops eager code builds most (binary,
@@ -257,4 +274,88 @@ fn check_axis(name: &str, axis: usize, s: &Shape) -> IrResult<()> {
 fn dims_str(dims: &[crate::Dim]) -> String {
     let v: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
     format!("[{}]", v.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Activation, BinaryOp, Dim};
+
+    /// The shortcut for same-shape elementwise ops returns exactly what the general
+    /// rules return, and stands aside (`None`) wherever they could say anything else:
+    /// other dtypes (errors or other result types), broadcasting, other ops.
+    #[test]
+    fn the_same_shape_shortcut_agrees_with_the_general_rules_and_stands_aside_elsewhere() {
+        let dims: [Vec<Dim>; 5] = [
+            vec![],
+            vec![Dim::Static(3)],
+            vec![Dim::Static(2), Dim::Dynamic(0)],
+            vec![Dim::Static(1), Dim::Static(3)],
+            (1..=6).map(Dim::Static).collect(), // more axes than a shape holds in place
+        ];
+        let shapes: Vec<Shape> = dims
+            .iter()
+            .flat_map(|d| DType::ALL.map(|dt| Shape::from_dims(d, dt)))
+            .collect();
+        let general = |op: &Op, inputs: &[&Shape]| infer_unchecked(&op_name(op), op, inputs);
+        let mut taken = 0;
+        for x in &shapes {
+            for a in Activation::ALL {
+                let op = Op::Activation(a);
+                match same_shape_elementwise(&op, &[x]) {
+                    Some(s) => {
+                        assert_eq!(Ok(s), general(&op, &[x]).map_err(|e| e.to_string()));
+                        taken += 1;
+                    }
+                    None => assert!(!x.dtype().is_float(), "{a:?} on {x}"),
+                }
+            }
+            for y in &shapes {
+                let ops = BinaryOp::FLOAT_ARITHMETIC
+                    .into_iter()
+                    .chain([BinaryOp::BitAnd, BinaryOp::Shl]);
+                for b in ops {
+                    let op = Op::Binary(b);
+                    match same_shape_elementwise(&op, &[x, y]) {
+                        Some(s) => {
+                            assert_eq!(Ok(s), general(&op, &[x, y]).map_err(|e| e.to_string()));
+                            taken += 1;
+                        }
+                        None => assert!(
+                            x != y || !x.dtype().is_float() || b.is_bitwise(),
+                            "{b:?} on {x}, {y}"
+                        ),
+                    }
+                }
+            }
+        }
+        assert!(taken > 300, "the shortcut was taken only {taken} times");
+        // Other ops and arities always go through the general rules.
+        let x = &shapes[DType::ALL.len()];
+        assert_eq!(same_shape_elementwise(&Op::StopGradient, &[x]), None);
+        assert_eq!(same_shape_elementwise(&Op::Binary(BinaryOp::Add), &[x]), None);
+        // Broadcasting ([1, 3] with [3]) is not a same-shape case.
+        let row = Shape::new(&[1, 3], DType::F32);
+        let flat = Shape::new(&[3], DType::F32);
+        assert_eq!(
+            same_shape_elementwise(&Op::Binary(BinaryOp::Add), &[&row, &flat]),
+            None
+        );
+        assert_eq!(
+            infer_shape(&Op::Binary(BinaryOp::Add), &[&row, &flat]).unwrap(),
+            row
+        );
+    }
+
+    /// A same-shape op on a shape too large to allocate is still refused (the size check
+    /// runs after the shortcut too), with the op named.
+    #[test]
+    fn the_same_shape_shortcut_keeps_the_size_check() {
+        let huge = Shape::new(&[1 << 40, 1 << 40], DType::F32);
+        let e = infer_shape(&Op::Binary(BinaryOp::Mul), &[&huge, &huge]).unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
+        assert!(e.to_string().contains("mul"), "{e}");
+        let e = infer_shape(&Op::Activation(Activation::Relu), &[&huge]).unwrap_err();
+        assert!(e.to_string().contains("relu"), "{e}");
+    }
 }

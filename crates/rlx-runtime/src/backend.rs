@@ -30,8 +30,10 @@ pub trait Executable: Send + Sync {
 
     /// [`Executable::run_host`] writing the results into `out` (cleared first): a
     /// caller that keeps `out` between runs (an eager read per call) allocates no
-    /// result list per run. On error `out` is left empty. The default runs
-    /// [`Executable::run_host`].
+    /// result list per run. A backend may reuse the allocations of the results `out`
+    /// still holds (the CPU backend writes the first result's dims into the last kept
+    /// result's dims vector), so a caller can hand a consumed result's parts back in it.
+    /// On error `out` is left empty. The default runs [`Executable::run_host`].
     fn run_host_into(
         &self,
         args: &[TensorView<'_>],

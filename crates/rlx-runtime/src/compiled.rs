@@ -178,14 +178,19 @@ impl CompiledGraph {
 
     /// [`CompiledGraph::run_host`] writing the results into `out` (cleared first; see
     /// [`Executable::run_host_into`]): a caller that keeps `out` between runs allocates
-    /// no result list per run.
+    /// no result list per run, and the backend may reuse what its kept results hold.
+    /// On error `out` is left empty.
     pub fn run_host_into(
         &self,
         inputs: &[(&str, TensorView<'_>)],
         out: &mut Vec<HostOutput>,
     ) -> RuntimeResult<()> {
-        out.clear();
-        self.with_args(inputs, |args| self.exec.run_host_into(args, out))
+        // The backend clears `out` itself, after taking what it reuses from it.
+        let r = self.with_args(inputs, |args| self.exec.run_host_into(args, out));
+        if r.is_err() {
+            out.clear();
+        }
+        r
     }
 
     /// [`CompiledGraph::run_host`] with some f32 inputs donated by name: `(name, values,

@@ -231,7 +231,11 @@ impl Tensor {
         })?;
         // The stored value takes a spare allocation of this thread when there is one.
         let (value, read) = match output {
-            HostOutput::F32(v, dims) => (crate::tensor::pool::f32_value(&dims, &v), Read::F32(v)),
+            HostOutput::F32(v, dims) => {
+                let value = crate::tensor::pool::f32_value(&dims, &v);
+                keep_dims(dims);
+                (value, Read::F32(v))
+            }
             other => {
                 let v = crate::tensor::pool::value(other.into_data());
                 (v.clone(), Read::Stored(v))
@@ -382,6 +386,19 @@ impl Tensor {
         };
         cached(&prepared, device)
     }
+}
+
+/// Hand a result's dims vector back to this thread's result list: the backend writes the
+/// next read's result dims into it (`run_host_into` reuses the dims of a kept result)
+/// instead of allocating a vector per read.
+fn keep_dims(dims: Vec<usize>) {
+    let _ = HOST_OUT.try_with(|cell| {
+        let mut out = cell.take();
+        if out.is_empty() {
+            out.push(HostOutput::F32(Vec::new(), dims));
+        }
+        cell.set(out);
+    });
 }
 
 /// The result of [`Tensor::read`].
@@ -579,6 +596,37 @@ mod tests {
             }
         }
         assert_eq!(cache_compile_count() - compiles, 3, "one compile per shape");
+    }
+
+    /// Eager reads that alternate the shape (rank 1 and 2), the dtype, broadcasting and
+    /// the op on one thread each get their own program and their own result dims: the
+    /// result list's dims vector handed back by one read and reused by the next never
+    /// leaves another read's dims behind, and no read is served a program compiled for
+    /// another shape, dtype or op.
+    #[test]
+    fn eager_reads_alternating_shape_dtype_broadcast_and_op_get_their_own_dims_and_values() {
+        use rlx_ir::DType;
+        for i in 0..8 {
+            let x = i as f32;
+            let a = Tensor::from_vec(vec![x, -1.0, 2.0, -x, 0.5, 3.0], [2, 3]);
+            let b = Tensor::from_vec(vec![1.0, 1.0, -4.0], [3]);
+            let c = Tensor::from_vec(vec![x, -2.0, 0.25], [3]);
+            let wide = (&a + &b).relu();
+            let flat = (&c * &b).relu();
+            let diff = (&c - &b).relu();
+            let doubled = &c.cast(DType::F64) + &c.cast(DType::F64);
+            assert_eq!(
+                wide.to_vec(),
+                vec![x + 1.0, 0.0, 0.0, (1.0 - x).max(0.0), 1.5, 0.0]
+            );
+            assert_eq!(flat.to_vec(), vec![x, 0.0, 0.0]);
+            assert_eq!(diff.to_vec(), vec![(x - 1.0).max(0.0), 0.0, 4.25]);
+            assert_eq!(doubled.to_vec_f64(), vec![2.0 * x as f64, -4.0, 0.5]);
+            // The stored values keep their own dims after later reads of other ranks.
+            assert_eq!(wide.to_data().dims, vec![2, 3]);
+            assert_eq!(flat.to_data().dims, vec![3]);
+            assert_eq!(doubled.to_data().dtype, DType::F64);
+        }
     }
 
     /// A read of data seen before is a cache hit by key (no miss, no compile), and so is

@@ -621,6 +621,11 @@ impl EwPlan {
         }
     }
 
+    /// Elements of the kernel's space.
+    pub(crate) fn numel(&self) -> usize {
+        self.numel
+    }
+
     /// Tile instructions per element (the work estimate behind the parallel split).
     pub(crate) fn work(&self) -> usize {
         self.work

@@ -22,6 +22,7 @@ mod rowgroup;
 mod scaled;
 mod scaled_quant;
 mod scatter;
+mod small;
 pub(crate) mod value;
 pub(crate) mod vm;
 
@@ -29,6 +30,7 @@ use bind::{BKernel, Bound, bind, binding_from_args};
 use rlx_compile::program::{BufKind, Program};
 use rlx_ir::{TensorData, TensorView};
 use rlx_runtime::{Donation, Executable, HostOutput, RuntimeError, RuntimeResult, check_donations};
+use small::small_program;
 use std::sync::{Arc, Mutex};
 
 /// One cache line: the unit of arena and constant storage (so every buffer is aligned
@@ -130,6 +132,9 @@ pub(crate) struct CpuExecutable {
     consts: Vec<Option<Vec<Line>>>,
     /// Per-kernel `(total seconds, runs)` when `RLX_PROFILE` is set.
     profile: Option<Mutex<Vec<(f64, u64)>>>,
+    /// The argument types of a program whose runs without donations take
+    /// [`CpuExecutable::run_small`] (see [`small_program`]).
+    small: Option<small::SmallArgs>,
 }
 
 // Compiled CPU programs are shared between threads (`Arc<CompiledGraph>`): fail the
@@ -222,6 +227,8 @@ impl CpuExecutable {
         } else {
             Some(Arc::new(bind(&program, &rlx_ir::DimBinding::new(), &jit)?))
         };
+        let profile = profiling().then(|| Mutex::new(vec![(0.0, 0); program_kernels]));
+        let small = small_program(&program, fixed.as_deref(), profile.is_some());
         Ok(CpuExecutable {
             program,
             fixed,
@@ -229,7 +236,8 @@ impl CpuExecutable {
             jit,
             pool: Mutex::new(Vec::new()),
             consts,
-            profile: profiling().then(|| Mutex::new(vec![(0.0, 0); program_kernels])),
+            profile,
+            small,
         })
     }
 
@@ -450,22 +458,33 @@ impl CpuExecutable {
         stores: &mut Vec<(usize, Vec<f32>)>,
         out: &mut Vec<HostOutput>,
     ) -> RuntimeResult<()> {
-        out.clear();
+        let mut spare = spare_dims(out);
+        if self.small.is_some()
+            && donated.is_empty()
+            && stores.is_empty()
+            && let Some(bound) = &self.fixed
+            && self.run_small(bound, args, f32_host, out, &mut spare)?
+        {
+            return Ok(());
+        }
         // With a thread count set, the whole run happens in that pool, so every
         // parallel loop of every kernel is forked on its workers (a loop started
         // outside it would go to rayon's global pool).
         if let Some(pool) = crate::threads::run_pool()
             && pool.current_thread_index().is_none()
         {
-            return pool.install(|| self.run_here(args, f32_host, donated, stores, true, out));
+            return pool
+                .install(|| self.run_here(args, f32_host, donated, stores, true, out, &mut spare));
         }
         let top = rayon::current_thread_index().is_none();
-        self.run_here(args, f32_host, donated, stores, top, out)
+        self.run_here(args, f32_host, donated, stores, top, out, &mut spare)
     }
 
     /// [`CpuExecutable::run_with_donated`] on the current thread; `top`: this run
     /// started the pool's work itself (it did not come from inside a parallel loop),
-    /// so it may keep the other workers warm between its kernels.
+    /// so it may keep the other workers warm between its kernels. The first result's
+    /// dims go into `spare` when it holds a vector (see [`spare_dims`]).
+    #[allow(clippy::too_many_arguments)]
     fn run_here(
         &self,
         args: &[TensorView<'_>],
@@ -474,54 +493,13 @@ impl CpuExecutable {
         stores: &mut Vec<(usize, Vec<f32>)>,
         top: bool,
         out: &mut Vec<HostOutput>,
+        spare: &mut Option<Vec<usize>>,
     ) -> RuntimeResult<()> {
         let p = &self.program;
-        if args.len() != p.args.len() {
-            let names: Vec<&str> = p.args.iter().map(|(n, _)| n.as_str()).collect();
-            return Err(RuntimeError::new(format!(
-                "graph `{}` takes {} arguments ({names:?}), got {}",
-                p.name,
-                p.args.len(),
-                args.len()
-            )));
-        }
-        for (i, (a, (name, shape))) in args.iter().zip(&p.args).enumerate() {
-            let bytes = donated
-                .iter()
-                .find(|d| d.arg == i)
-                .map_or(a.bytes.len(), |d| d.bytes);
-            if a.dtype != shape.dtype() || bytes != a.numel() * a.dtype.size_bytes() {
-                let error = if a.dtype != shape.dtype() {
-                    RuntimeError::dtype
-                } else {
-                    RuntimeError::shape
-                };
-                return Err(error(format!(
-                    "graph `{}`: argument `{name}` is declared {shape} but got {:?} {} ({} bytes)",
-                    p.name,
-                    a.dims,
-                    a.dtype,
-                    a.bytes.len()
-                )));
-            }
-        }
+        self.check_args(args, donated)?;
         let bound = self.bound_for(args)?;
         if self.fixed.is_some() {
-            for (a, (name, shape)) in args.iter().zip(&p.args) {
-                // Compared in place (collecting the static dims allocated per argument).
-                let same = shape.rank() == a.dims.len()
-                    && shape
-                        .dims()
-                        .iter()
-                        .zip(a.dims)
-                        .all(|(d, &n)| d.as_static() == Some(n));
-                if !same {
-                    return Err(RuntimeError::shape(format!(
-                        "graph `{}`: argument `{name}` is declared {shape} but got {:?} {}",
-                        p.name, a.dims, a.dtype
-                    )));
-                }
-            }
+            check_static_dims(p, args)?;
         }
         // Fully fused programs need no arena: skip the pool (and its lock) entirely.
         let pooled = bound.arena > 0;
@@ -610,13 +588,7 @@ impl CpuExecutable {
                     prof[k].1 += 1;
                 }
                 if let Err(e) = r {
-                    let kernel = &p.kernels[k];
-                    return Err(RuntimeError::run(format!(
-                        "graph `{}`, kernel {k} ({} of [{}]): {e}",
-                        p.name,
-                        kernel.label(),
-                        kernel.fused_names.join(", ")
-                    )));
+                    return Err(kernel_error(p, k, e));
                 }
             }
             Ok(())
@@ -656,21 +628,121 @@ impl CpuExecutable {
         for (b, v) in stores.drain(..) {
             outputs[b] = Some(OutStore::F32(v));
         }
-        // An output listed more than once is moved into its first position and cloned
-        // into the later ones.
-        out.reserve(p.outputs.len());
-        for (j, &b) in p.outputs.iter().enumerate() {
-            if let Some(first) = p.outputs[..j].iter().position(|&x| x == b) {
-                let copy = out[first].clone();
-                out.push(copy);
-                continue;
-            }
-            let store = outputs[b].take().expect("output written");
-            let buf = &p.buffers[b];
-            out.push(store.into_host(buf.shape.dtype(), bound.buf_dims[b].clone()));
-        }
+        push_outputs(p, &bound, &mut outputs, out, spare);
         RUN_OUTPUTS.set(outputs);
         RUN_BASES.set(bases);
         Ok(())
+    }
+}
+
+impl CpuExecutable {
+    /// The argument count, and each argument's dtype and byte length (a donated
+    /// argument's storage stands for its bytes), against the program's declarations.
+    fn check_args(&self, args: &[TensorView<'_>], donated: &[DonatedBuf]) -> RuntimeResult<()> {
+        let p = &self.program;
+        if args.len() != p.args.len() {
+            let names: Vec<&str> = p.args.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(RuntimeError::new(format!(
+                "graph `{}` takes {} arguments ({names:?}), got {}",
+                p.name,
+                p.args.len(),
+                args.len()
+            )));
+        }
+        for (i, (a, (name, shape))) in args.iter().zip(&p.args).enumerate() {
+            let bytes = donated
+                .iter()
+                .find(|d| d.arg == i)
+                .map_or(a.bytes.len(), |d| d.bytes);
+            if a.dtype != shape.dtype() || bytes != a.numel() * a.dtype.size_bytes() {
+                let error = if a.dtype != shape.dtype() {
+                    RuntimeError::dtype
+                } else {
+                    RuntimeError::shape
+                };
+                return Err(error(format!(
+                    "graph `{}`: argument `{name}` is declared {shape} but got {:?} {} ({} bytes)",
+                    p.name,
+                    a.dims,
+                    a.dtype,
+                    a.bytes.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each argument's dims against its declared static shape (static programs).
+fn check_static_dims(p: &Program, args: &[TensorView<'_>]) -> RuntimeResult<()> {
+    for (a, (name, shape)) in args.iter().zip(&p.args) {
+        // Compared in place (collecting the static dims allocated per argument).
+        let same = shape.rank() == a.dims.len()
+            && shape
+                .dims()
+                .iter()
+                .zip(a.dims)
+                .all(|(d, &n)| d.as_static() == Some(n));
+        if !same {
+            return Err(RuntimeError::shape(format!(
+                "graph `{}`: argument `{name}` is declared {shape} but got {:?} {}",
+                p.name, a.dims, a.dtype
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The error of kernel `k` of `p` failing with `e`.
+fn kernel_error(p: &Program, k: usize, e: String) -> RuntimeError {
+    let kernel = &p.kernels[k];
+    RuntimeError::run(format!(
+        "graph `{}`, kernel {k} ({} of [{}]): {e}",
+        p.name,
+        kernel.label(),
+        kernel.fused_names.join(", ")
+    ))
+}
+
+/// Clear a caller's kept result list, returning the dims vector of its last result: the
+/// next result's dims are written into it instead of a new allocation (an eager read
+/// hands its result's dims back this way, see `run_host_into`).
+fn spare_dims(out: &mut Vec<HostOutput>) -> Option<Vec<usize>> {
+    let last = out.pop();
+    out.clear();
+    match last? {
+        HostOutput::F32(_, dims) => Some(dims),
+        HostOutput::Data(d) => Some(d.dims),
+        _ => None,
+    }
+}
+
+/// Move the output stores of a finished run into `out`, in the program's output
+/// order; an output listed more than once is moved into its first position and cloned
+/// into the later ones. The first result's dims reuse `spare`'s allocation.
+fn push_outputs(
+    p: &Program,
+    bound: &Bound,
+    outputs: &mut [Option<OutStore>],
+    out: &mut Vec<HostOutput>,
+    spare: &mut Option<Vec<usize>>,
+) {
+    out.reserve(p.outputs.len());
+    for (j, &b) in p.outputs.iter().enumerate() {
+        if let Some(first) = p.outputs[..j].iter().position(|&x| x == b) {
+            let copy = out[first].clone();
+            out.push(copy);
+            continue;
+        }
+        let store = outputs[b].take().expect("output written");
+        let dims = match spare.take() {
+            Some(mut d) => {
+                d.clear();
+                d.extend_from_slice(&bound.buf_dims[b]);
+                d
+            }
+            None => bound.buf_dims[b].clone(),
+        };
+        out.push(store.into_host(p.buffers[b].shape.dtype(), dims));
     }
 }
