@@ -150,7 +150,7 @@ fn load_on(
     program: Program,
     tuning: exec::plan::Tuning,
 ) -> RuntimeResult<Arc<dyn Executable>> {
-    let e = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
+    let e = exec::GpuExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
     Ok(Arc::new(e))
 }
 
@@ -245,7 +245,7 @@ pub fn compile_emulated_with(graph: &Graph, r: Routing) -> RuntimeResult<Arc<dyn
 
 /// A program compiled for the CUDA device with device-side timing, for benchmarks.
 pub struct Profiled {
-    exe: exec::CudaExecutable,
+    exe: exec::GpuExecutable,
 }
 
 impl Profiled {
@@ -258,7 +258,7 @@ impl Profiled {
     pub fn on(gpu: Arc<dyn device::Gpu>, graph: &Graph) -> RuntimeResult<Profiled> {
         let program = compile_program(graph, &compile_options())?;
         let tuning = exec::tuning_for(gpu.as_ref());
-        let exe = exec::CudaExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
+        let exe = exec::GpuExecutable::new(program, gpu, tuning).map_err(RuntimeError::new)?;
         Ok(Profiled { exe })
     }
 

@@ -28,13 +28,14 @@ struct Arena {
     bytes: usize,
 }
 
-/// A program compiled for a CUDA device (or the host emulator).
+/// A program compiled for a C++-dialect GPU: a CUDA device, a HIP device (`rlx-rocm`)
+/// or the host emulator.
 ///
 /// `Send + Sync`, so one compiled program may be run from several threads; the device
 /// arena sits behind an internal `Mutex` held from the upload of the arguments to the
 /// download of the results, so concurrent runs of one executable are serialized (runs
 /// of different executables only share the device's stream).
-pub(crate) struct CudaExecutable {
+pub(crate) struct GpuExecutable {
     program: Program,
     generated: Generated,
     module: Arc<dyn Module>,
@@ -50,10 +51,10 @@ pub(crate) struct CudaExecutable {
 // being `Send + Sync`.
 const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
-    assert_send_sync::<CudaExecutable>();
+    assert_send_sync::<GpuExecutable>();
 };
 
-impl Drop for CudaExecutable {
+impl Drop for GpuExecutable {
     fn drop(&mut self) {
         let a = self.arena.get_mut().unwrap_or_else(|e| e.into_inner());
         if a.bytes > 0 {
@@ -73,12 +74,12 @@ pub(crate) fn tuning_for(gpu: &dyn Gpu) -> Tuning {
     }
 }
 
-impl CudaExecutable {
+impl GpuExecutable {
     pub(crate) fn new(
         program: Program,
         gpu: Arc<dyn Gpu>,
         tuning: Tuning,
-    ) -> Result<CudaExecutable, String> {
+    ) -> Result<GpuExecutable, String> {
         let generated = generate_for(&program, gpu.dialect())?;
         let names = generated.entry_names();
         let module = gpu.load(&generated.source, &names)?;
@@ -87,7 +88,7 @@ impl CudaExecutable {
             .enumerate()
             .map(|(i, n)| (n.clone(), i))
             .collect();
-        let mut e = CudaExecutable {
+        let mut e = GpuExecutable {
             program,
             generated,
             module,
@@ -356,7 +357,7 @@ fn rebase(call: &GemmCall, base: DPtr) -> GemmCall {
     c
 }
 
-impl Executable for CudaExecutable {
+impl Executable for GpuExecutable {
     fn run(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
         self.run_inner(args).map_err(RuntimeError::new)
     }
