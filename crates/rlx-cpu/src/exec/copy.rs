@@ -279,33 +279,79 @@ pub(crate) struct Job {
 /// Destination elements per parallel chunk: 64 KiB of f32, enough to amortize a task.
 const CHUNK_ELEMS: usize = 1 << 14;
 
+/// Rows `r0..r1` of the consecutive jobs `j0..j1`, copied row by row across the jobs.
+#[derive(Debug, Clone, Copy)]
+struct Chunk {
+    j0: usize,
+    j1: usize,
+    r0: usize,
+    r1: usize,
+}
+
 /// A list of copies of `w`-byte elements, split into fixed row ranges for the pool.
+///
+/// Consecutive jobs whose rows sit side by side in the destination (a concat's slabs on
+/// the last axis, a pad's fill and interior) are chunked together and copied row by row
+/// across the jobs, so each task writes one contiguous destination range instead of a
+/// strided slab per job: 3 × `[1024, 256]` concatenated on the last axis took 0.65–0.8×
+/// the time this way in an interleaved same-machine comparison (2 threads).
 #[derive(Debug, Clone)]
 pub(crate) struct Copies {
     jobs: Vec<Job>,
     w: usize,
-    /// (job, first outer row, end row).
-    chunks: Vec<(usize, usize, usize)>,
+    chunks: Vec<Chunk>,
+}
+
+/// `(outer rows, innermost axis)` of a job that copies anything.
+fn rows_of(job: &Job) -> Option<(usize, Axis)> {
+    let (last, outer) = job.axes.split_last()?;
+    let rows: usize = outer.iter().map(|a| a.n).product();
+    (rows > 0 && last.n > 0).then_some((rows, *last))
+}
+
+/// Whether job `b` continues job `a`'s rows in the destination: the same outer axes
+/// (row `r` of both is at the same destination offset but for the jobs' own offsets)
+/// and `b`'s row starting where `a`'s contiguous row ends.
+fn adjacent(a: &Job, b: &Job) -> bool {
+    let (Some((_, la)), Some(_)) = (rows_of(a), rows_of(b)) else {
+        return false;
+    };
+    let outer = |j: &Job| -> Vec<(usize, isize)> {
+        let n = j.axes.len() - 1;
+        j.axes[..n].iter().map(|x| (x.n, x.dst)).collect()
+    };
+    la.dst == 1
+        && b.axes.last().is_some_and(|l| l.dst == 1)
+        && outer(a) == outer(b)
+        && b.dst_off == a.dst_off + la.n
 }
 
 impl Copies {
     /// Copies of `jobs` (elements of `w` bytes).
     pub(crate) fn new(jobs: Vec<Job>, w: usize) -> Copies {
         let mut chunks = Vec::new();
-        for (j, job) in jobs.iter().enumerate() {
-            let Some((last, outer)) = job.axes.split_last() else {
+        let mut j0 = 0;
+        while j0 < jobs.len() {
+            let Some((rows, _)) = rows_of(&jobs[j0]) else {
+                j0 += 1;
                 continue;
             };
-            let rows: usize = outer.iter().map(|a| a.n).product();
-            if rows == 0 || last.n == 0 {
-                continue;
+            let mut j1 = j0 + 1;
+            while j1 < jobs.len() && adjacent(&jobs[j1 - 1], &jobs[j1]) {
+                j1 += 1;
             }
-            let per = (CHUNK_ELEMS / last.n).max(1);
-            let mut r = 0;
-            while r < rows {
-                chunks.push((j, r, (r + per).min(rows)));
-                r += per;
+            let row_elems: usize = jobs[j0..j1]
+                .iter()
+                .map(|j| j.axes.last().map_or(0, |l| l.n))
+                .sum();
+            let per = (CHUNK_ELEMS / row_elems.max(1)).max(1);
+            let mut r0 = 0;
+            while r0 < rows {
+                let r1 = (r0 + per).min(rows);
+                chunks.push(Chunk { j0, j1, r0, r1 });
+                r0 = r1;
             }
+            j0 = j1;
         }
         Copies { jobs, w, chunks }
     }
@@ -329,12 +375,88 @@ impl Copies {
     pub(crate) unsafe fn run(&self, bases: &[*mut u8], dst: *mut u8) {
         let (bs, d) = (Bases(bases), SendPtr(dst));
         let _ = par_for(self.chunks.len(), |c| {
-            let (j, r0, r1) = self.chunks[c];
+            let ch = self.chunks[c];
+            let jobs = &self.jobs[ch.j0..ch.j1];
             // SAFETY: the caller's contract covers every job's rows; chunks of distinct rows
             // write distinct destination elements.
-            unsafe { run_rows(&self.jobs[j], self.w, bs.get(), d.get(), r0, r1) };
+            unsafe {
+                if let [job] = jobs {
+                    run_rows(job, self.w, bs.get(), d.get(), ch.r0, ch.r1);
+                } else {
+                    // Row by row across the jobs: one contiguous destination range.
+                    let mut cur: Vec<Cursor> = jobs
+                        .iter()
+                        .map(|j| Cursor::at(j, self.w, bs.get(), ch.r0))
+                        .collect();
+                    for _ in ch.r0..ch.r1 {
+                        for (cu, j) in cur.iter_mut().zip(jobs) {
+                            cu.row(j, self.w, d.get());
+                        }
+                    }
+                }
+            }
             Ok(())
         });
+    }
+}
+
+/// A job's position on its outer axes: the odometer of [`run_rows`].
+struct Cursor {
+    idx: Vec<usize>,
+    so: isize,
+    dof: isize,
+    src0: Option<*const u8>,
+}
+
+impl Cursor {
+    /// The cursor at outer row `r0` of `job`.
+    fn at(job: &Job, w: usize, bases: &[*mut u8], r0: usize) -> Cursor {
+        let (_, outer) = job.axes.split_last().expect("chunked jobs have axes");
+        let mut idx = vec![0usize; outer.len()];
+        let mut rem = r0;
+        for k in (0..outer.len()).rev() {
+            idx[k] = rem % outer[k].n;
+            rem /= outer[k].n;
+        }
+        let (mut so, mut dof) = (0isize, job.dst_off as isize);
+        for (k, a) in outer.iter().enumerate() {
+            so += idx[k] as isize * a.src;
+            dof += idx[k] as isize * a.dst;
+        }
+        let src0 = match &job.src {
+            Src::Buf { buf, offset } => Some(bases[*buf].wrapping_add(offset * w) as *const u8),
+            Src::Fill(_) => None,
+        };
+        Cursor { idx, so, dof, src0 }
+    }
+
+    /// Copy (or fill) the current row of `job` into `dst`, then step to the next row.
+    ///
+    /// # Safety
+    /// As [`Copies::run`], for a row inside the job.
+    unsafe fn row(&mut self, job: &Job, w: usize, dst: *mut u8) {
+        let (last, outer) = job.axes.split_last().expect("chunked jobs have axes");
+        let d = dst.wrapping_offset(self.dof * w as isize);
+        // SAFETY: the row's elements are inside the source and destination (caller).
+        unsafe {
+            match (&job.src, self.src0) {
+                (_, Some(s)) => copy_row(s.wrapping_offset(self.so * w as isize), d, w, last),
+                (Src::Fill(v), None) => fill_row(v, d, w, last),
+                _ => unreachable!(),
+            }
+        }
+        // Odometer step over the outer axes.
+        for k in (0..outer.len()).rev() {
+            self.idx[k] += 1;
+            self.so += outer[k].src;
+            self.dof += outer[k].dst;
+            if self.idx[k] < outer[k].n {
+                break;
+            }
+            self.so -= outer[k].src * outer[k].n as isize;
+            self.dof -= outer[k].dst * outer[k].n as isize;
+            self.idx[k] = 0;
+        }
     }
 }
 
@@ -343,44 +465,10 @@ impl Copies {
 /// # Safety
 /// As [`Copies::run`].
 unsafe fn run_rows(job: &Job, w: usize, bases: &[*mut u8], dst: *mut u8, r0: usize, r1: usize) {
-    let (last, outer) = job.axes.split_last().expect("chunked jobs have axes");
-    let mut idx = vec![0usize; outer.len()];
-    let mut rem = r0;
-    for k in (0..outer.len()).rev() {
-        idx[k] = rem % outer[k].n;
-        rem /= outer[k].n;
-    }
-    let (mut so, mut dof) = (0isize, job.dst_off as isize);
-    for (k, a) in outer.iter().enumerate() {
-        so += idx[k] as isize * a.src;
-        dof += idx[k] as isize * a.dst;
-    }
-    let src0 = match &job.src {
-        Src::Buf { buf, offset } => Some(bases[*buf].wrapping_add(offset * w) as *const u8),
-        Src::Fill(_) => None,
-    };
+    let mut cur = Cursor::at(job, w, bases, r0);
     for _ in r0..r1 {
-        let d = dst.wrapping_offset(dof * w as isize);
-        // SAFETY: the row's elements are inside the source and destination (caller).
-        unsafe {
-            match (&job.src, src0) {
-                (_, Some(s)) => copy_row(s.wrapping_offset(so * w as isize), d, w, last),
-                (Src::Fill(v), None) => fill_row(v, d, w, last),
-                _ => unreachable!(),
-            }
-        }
-        // Odometer step over the outer axes.
-        for k in (0..outer.len()).rev() {
-            idx[k] += 1;
-            so += outer[k].src;
-            dof += outer[k].dst;
-            if idx[k] < outer[k].n {
-                break;
-            }
-            so -= outer[k].src * outer[k].n as isize;
-            dof -= outer[k].dst * outer[k].n as isize;
-            idx[k] = 0;
-        }
+        // SAFETY: rows r0..r1 are rows of the job (caller).
+        unsafe { cur.row(job, w, dst) };
     }
 }
 
@@ -477,236 +565,4 @@ unsafe fn fill<const W: usize>(v: &[u8], d: *mut u8, a: &Axis) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rlx_compile::program::view::gather_map;
-    use rlx_ir::Dim;
-
-    fn st(d: &[usize]) -> Vec<Dim> {
-        d.iter().map(|&x| Dim::Static(x)).collect()
-    }
-
-    /// The offsets a fine view reads, row-major over its dims.
-    fn offsets(v: &FineView) -> Vec<usize> {
-        let axes = v.dense_axes();
-        let n = v.numel();
-        let mut out = vec![usize::MAX; n];
-        let mut idx = vec![0usize; axes.len()];
-        for _ in 0..axes.iter().map(|a| a.n).product::<usize>().min(n) {
-            let (mut s, mut d) = (v.offset as isize, 0isize);
-            for (a, &i) in axes.iter().zip(&idx) {
-                s += i as isize * a.src;
-                d += i as isize * a.dst;
-            }
-            out[d as usize] = s as usize;
-            for k in (0..axes.len()).rev() {
-                idx[k] += 1;
-                if idx[k] < axes[k].n {
-                    break;
-                }
-                idx[k] = 0;
-            }
-        }
-        out
-    }
-
-    fn check(buf: &[usize], steps: Vec<ViewStep>) -> FineView {
-        let b = DimBinding::new();
-        let v = fine_view(buf, &steps, &b).expect("expressible as fine axes");
-        assert_eq!(
-            offsets(&v),
-            gather_map(buf, &steps, &b).unwrap(),
-            "{steps:?}"
-        );
-        v
-    }
-
-    #[test]
-    fn reshape_of_a_transposed_head_split_reads_runs_of_the_head_dim() {
-        // [B, H, T, hd] → [B, T, H, hd] → [B, T, H·hd]: the q/k/v split's backward.
-        let v = check(
-            &[2, 3, 4, 5],
-            vec![
-                ViewStep::Transpose(vec![0, 2, 1, 3]),
-                ViewStep::Reshape(st(&[2, 4, 15])),
-            ],
-        );
-        let a = v.dense_axes();
-        assert_eq!(
-            a.last().unwrap(),
-            &Axis {
-                n: 5,
-                src: 1,
-                dst: 1
-            }
-        );
-        assert_eq!(a.len(), 4, "{a:?}");
-    }
-
-    #[test]
-    fn view_chains_agree_with_the_gather_map() {
-        let chains: Vec<(Vec<usize>, Vec<ViewStep>)> = vec![
-            (
-                vec![6, 4],
-                vec![
-                    ViewStep::Transpose(vec![1, 0]),
-                    ViewStep::Reshape(st(&[2, 12])),
-                ],
-            ),
-            (
-                vec![6, 4],
-                vec![
-                    ViewStep::Transpose(vec![1, 0]),
-                    ViewStep::Reshape(st(&[4, 2, 3])),
-                ],
-            ),
-            (
-                vec![4, 6],
-                vec![
-                    ViewStep::Narrow {
-                        axis: 1,
-                        start: 2,
-                        len: 3,
-                    },
-                    ViewStep::Transpose(vec![1, 0]),
-                    ViewStep::Reshape(st(&[3, 2, 2])),
-                ],
-            ),
-            (
-                vec![2, 12],
-                vec![
-                    ViewStep::Reshape(st(&[2, 3, 4])),
-                    ViewStep::Transpose(vec![0, 2, 1]),
-                    ViewStep::Reshape(st(&[2, 12])),
-                    ViewStep::Narrow {
-                        axis: 1,
-                        start: 3,
-                        len: 6,
-                    },
-                ],
-            ),
-            (
-                vec![3, 1],
-                vec![
-                    ViewStep::Expand(st(&[2, 3, 5])),
-                    ViewStep::Reshape(st(&[6, 5])),
-                ],
-            ),
-            (
-                vec![5],
-                vec![
-                    ViewStep::Reshape(st(&[1, 5, 1])),
-                    ViewStep::Expand(st(&[2, 5, 3])),
-                ],
-            ),
-            (
-                vec![1, 1],
-                vec![ViewStep::Reshape(st(&[1])), ViewStep::Expand(st(&[4]))],
-            ),
-            (vec![], vec![ViewStep::Expand(st(&[3, 2]))]),
-            (
-                vec![7],
-                vec![ViewStep::Narrow {
-                    axis: 0,
-                    start: 6,
-                    len: 1,
-                }],
-            ),
-        ];
-        for (buf, steps) in chains {
-            check(&buf, steps);
-        }
-    }
-
-    #[test]
-    fn a_narrow_across_factors_or_an_unaligned_reshape_has_no_fine_view() {
-        let b = DimBinding::new();
-        // [2, 3]ᵀ flattened, then elements 1..4 of the 6: crosses the factor boundary.
-        let steps = vec![
-            ViewStep::Transpose(vec![1, 0]),
-            ViewStep::Reshape(st(&[6])),
-            ViewStep::Narrow {
-                axis: 0,
-                start: 1,
-                len: 3,
-            },
-        ];
-        assert!(fine_view(&[2, 3], &steps, &b).is_none());
-        let steps = vec![
-            ViewStep::Transpose(vec![1, 0]),
-            ViewStep::Reshape(st(&[2, 3])),
-        ];
-        assert!(fine_view(&[2, 3], &steps, &b).is_none());
-    }
-
-    #[test]
-    fn empty_views_copy_nothing() {
-        let b = DimBinding::new();
-        let v = fine_view(&[0, 3], &[ViewStep::Transpose(vec![1, 0])], &b).unwrap();
-        assert!(v.dense_axes().is_empty());
-        let v = fine_view(
-            &[4, 3],
-            &[ViewStep::Narrow {
-                axis: 0,
-                start: 4,
-                len: 0,
-            }],
-            &b,
-        )
-        .unwrap();
-        assert_eq!((v.numel(), v.dense_axes().len()), (0, 0));
-    }
-
-    #[test]
-    fn copies_move_strided_runs_and_fills_of_every_width() {
-        for w in [1usize, 2, 4, 8, 16, 3] {
-            // A [3, 4] source read transposed into a [4, 3] destination, then a fill.
-            let src: Vec<u8> = (0..12 * w).map(|i| i as u8).collect();
-            let mut dst = vec![0u8; 14 * w];
-            let jobs = vec![
-                Job {
-                    src: Src::Buf { buf: 0, offset: 0 },
-                    dst_off: 0,
-                    axes: vec![
-                        Axis {
-                            n: 4,
-                            src: 1,
-                            dst: 3,
-                        },
-                        Axis {
-                            n: 3,
-                            src: 4,
-                            dst: 1,
-                        },
-                    ],
-                },
-                Job {
-                    src: Src::Fill(vec![0xAB; w]),
-                    dst_off: 12,
-                    axes: vec![Axis {
-                        n: 2,
-                        src: 0,
-                        dst: 1,
-                    }],
-                },
-            ];
-            let c = Copies::new(jobs, w);
-            assert_eq!(c.elems(), 14);
-            let bases = [src.as_ptr() as *mut u8];
-            // SAFETY: the source holds 12 elements, the destination 14, read and written at
-            // the offsets above.
-            unsafe { c.run(&bases, dst.as_mut_ptr()) };
-            for r in 0..4 {
-                for k in 0..3 {
-                    let (de, se) = (r * 3 + k, k * 4 + r);
-                    assert_eq!(
-                        dst[de * w..(de + 1) * w],
-                        src[se * w..(se + 1) * w],
-                        "w {w}"
-                    );
-                }
-            }
-            assert!(dst[12 * w..].iter().all(|&x| x == 0xAB));
-        }
-    }
-}
+mod tests;
