@@ -5,19 +5,20 @@
 //! Register tile ([`plan`] picks one per CPU): 8 × 48 on Intel (24 zmm accumulators; per
 //! sum three vectors of B, eight broadcasts of A, 24 FMAs) or 12 × 32 elsewhere (24
 //! accumulators; two vectors of B, twelve elements of A each broadcast from memory inside
-//! its two FMAs). The sum loops are inline assembly (`micro.rs`). The C tile's lines are
-//! prefetched into L2 before the sums; the last strip of a block, when narrower than the
-//! tile, runs only the vectors it stores.
+//! its two FMAs). The sum loops are inline assembly (`micro.rs`), including the 8 × 32
+//! loop of the narrower last strips on the 8 × 48 plan (two in 22 strips at 1024
+//! columns). The C tile's lines are prefetched into L2 before the sums; the last strip of
+//! a block, when narrower than the tile, runs only the vectors it stores.
 //!
 //! Blocking (per thread; sizes from the detected L1d / L2, see `plan.rs`): for each
 //! `NC`-column block of B and each `KC`-sum block, B's `KC × NC` block is packed into
 //! strips of the tile's width; for each `MC`-row block of A, A's `MC × KC` block is packed
-//! into panels of the tile's height; then for each B strip (half the L1d) the A panels of
-//! the block stream past it from L2. Packing is vectorized for the layouts the graphs
-//! produce: contiguous rows are copied with masked loads, contiguous columns (a transposed
-//! operand) go through 16 × 16 register transposes; other strides are read element by
-//! element. The thread-local buffers are kept between calls, so a call allocates nothing
-//! once a thread has seen its sizes.
+//! into panels of the tile's height; then for each B strip the A panels of the block
+//! stream past it from L2. Packing (`pack.rs`) reads the sources in memory order where
+//! the layout allows and is vectorized for the layouts the graphs produce. Threads split
+//! C's rows (or its columns when it is wider than tall); threads splitting rows share one
+//! packing of B (`shared.rs`). The buffers are kept between calls, so a call allocates
+//! only its few shared-packing flags once a thread has seen its sizes.
 //!
 //! Measured (2-vCPU Sapphire Rapids-class Xeon under KVM, 48 KiB L1d / 2 MiB L2, calls
 //! interleaved in one process with MKL 2024.2's `SGEMM` from torch's build,
@@ -35,10 +36,14 @@
 //! Zero padding of partial tiles adds `0 · 0` terms only to lanes that are never stored.
 
 mod micro;
+mod pack;
 mod plan;
+mod shared;
 
 use super::lowp_drive::{Dst, Src};
+use pack::{Strips, pack_a, pack_b};
 use plan::{Plan, TileShape};
+use shared::SharedB;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
@@ -105,6 +110,24 @@ unsafe fn sgemm_on<const MR: usize, const NV: usize>(
     let per = len.div_ceil(threads.max(1)).next_multiple_of(grain);
     let parts = len.div_ceil(per);
     let views = Views { a, b, c };
+    // Threads splitting C's rows share one packing of B (`shared.rs`); the buffer is the
+    // calling thread's, taken out of its slot for the call so that a product started on
+    // this thread while it waits for the others (rayon runs queued work then) gets its
+    // own.
+    let kc = balanced(k, plan.kc);
+    let (nc, nr) = (plan.nc, 16 * NV);
+    let share = parts > 1 && rows && SharedB::len(n, k, nc, nr) <= shared::MAX_SHARED;
+    let mut keep = Vec::new();
+    let shared = share.then(|| {
+        keep = SHARED_B
+            .try_with(|v| std::mem::take(&mut *v.borrow_mut()))
+            .unwrap_or_default();
+        let buf = aligned(&mut keep, SharedB::len(n, k, nc, nr));
+        // SAFETY: `buf` holds `len` f32, 64-byte aligned, and outlives the value (`keep`
+        // is dropped or put back after the parallel loop); nc is a multiple of nr.
+        unsafe { SharedB::new(buf, (n, k), (kc, nc, nr)) }
+    });
+    let shared = shared.as_ref();
     let block = |part: usize| {
         let (a, b, c) = views.get();
         let lo = part * per;
@@ -118,14 +141,14 @@ unsafe fn sgemm_on<const MR: usize, const NV: usize>(
                     ptr: c.at(lo, 0),
                     ..c
                 };
-                drive::<MR, NV>(plan, a, b, c, (hi - lo, n, k), accumulate)
+                drive::<MR, NV>(plan, a, b, c, (hi - lo, n, k), accumulate, shared)
             } else {
                 let b = b.at(0, lo);
                 let c = Dst {
                     ptr: c.at(0, lo),
                     ..c
                 };
-                drive::<MR, NV>(plan, a, b, c, (m, hi - lo, k), accumulate)
+                drive::<MR, NV>(plan, a, b, c, (m, hi - lo, k), accumulate, None)
             }
         }
     };
@@ -141,6 +164,9 @@ unsafe fn sgemm_on<const MR: usize, const NV: usize>(
             }
             block(0);
         });
+    }
+    if share {
+        let _ = SHARED_B.try_with(|v| *v.borrow_mut() = keep);
     }
 }
 
@@ -171,6 +197,9 @@ thread_local! {
     /// Packed A and packed B of this thread, kept between calls (batched products run
     /// many small GEMMs per thread). They never outgrow `MC × KC` and `KC × NC` f32.
     static BUFS: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// The B packing shared by the threads of a row-split product started on this
+    /// thread, kept between calls (at most `shared::MAX_SHARED` f32).
+    static SHARED_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A 64-byte aligned run of `n` f32 inside `v` (grown to fit, never shrunk).
@@ -184,10 +213,12 @@ fn aligned(v: &mut Vec<f32>, n: usize) -> *mut f32 {
     unsafe { p.add(skip) }
 }
 
-/// The blocked product on the calling thread.
+/// The blocked product on the calling thread; B's packing comes from `shared` when
+/// given (the threads of a row-split product), else from this thread's buffer.
 ///
 /// # Safety
-/// As [`sgemm_on`] for this block.
+/// As [`sgemm_on`] for this block; `shared` must be the packing of this product's B
+/// (the same `b`, `n`, `k` and plan).
 #[target_feature(enable = "avx512f")]
 unsafe fn drive<const MR: usize, const NV: usize>(
     plan: Plan,
@@ -196,16 +227,20 @@ unsafe fn drive<const MR: usize, const NV: usize>(
     c: Dst<f32>,
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
+    shared: Option<&SharedB>,
 ) {
     let run = |(va, vb): &mut (Vec<f32>, Vec<f32>)| {
         let ap = aligned(va, plan.mc.min(m).next_multiple_of(MR) * plan.kc.min(k));
-        let bp = aligned(
-            vb,
-            plan.nc.min(n).next_multiple_of(16 * NV) * plan.kc.min(k),
-        );
+        let packed = match shared {
+            Some(sh) => PackedB::Shared(sh),
+            None => PackedB::Own(aligned(
+                vb,
+                plan.nc.min(n).next_multiple_of(16 * NV) * plan.kc.min(k),
+            )),
+        };
         // SAFETY: the buffers hold the largest packed blocks; the caller's contract
-        // covers the views.
-        unsafe { blocks::<MR, NV>(plan, a, b, c, (m, n, k), accumulate, ap, bp) };
+        // covers the views and the shared packing.
+        unsafe { blocks::<MR, NV>(plan, a, b, c, (m, n, k), accumulate, ap, packed) };
     };
     let done = BUFS.try_with(|bufs| run(&mut bufs.borrow_mut())).is_ok();
     if !done {
@@ -214,11 +249,20 @@ unsafe fn drive<const MR: usize, const NV: usize>(
     }
 }
 
-/// The loops of [`drive`] over packed blocks in `ap` / `bp`.
+/// Where [`blocks`] finds B's packed blocks.
+#[derive(Clone, Copy)]
+enum PackedB<'a> {
+    /// This thread packs each block into the buffer (64-byte aligned, `NC·KC` f32).
+    Own(*mut f32),
+    /// The threads of the product share the packing.
+    Shared(&'a SharedB),
+}
+
+/// The loops of [`drive`] over packed blocks in `ap` / `packed`.
 ///
 /// # Safety
-/// As [`sgemm_on`] for this block; `ap` must hold `MC·KC` and `bp` `NC·KC` f32 (or the
-/// product's smaller block sizes), 64-byte aligned.
+/// As [`drive`]; `ap` must hold `MC·KC` f32 (or the product's smaller block sizes),
+/// 64-byte aligned.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 unsafe fn blocks<const MR: usize, const NV: usize>(
@@ -229,7 +273,7 @@ unsafe fn blocks<const MR: usize, const NV: usize>(
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
     ap: *mut f32,
-    bp: *mut f32,
+    packed: PackedB,
 ) {
     let nr_full = 16 * NV;
     let kc = balanced(k, plan.kc);
@@ -243,8 +287,20 @@ unsafe fn blocks<const MR: usize, const NV: usize>(
         for pc in (0..k).step_by(kc) {
             let kb = kc.min(k - pc);
             let add = accumulate || pc > 0;
-            // SAFETY: (pc, jc) and the kb × nb block are inside B; bp holds its strips.
-            unsafe { pack_b::<NV>(b.at(pc, jc), kb, nb, bp) };
+            // SAFETY: (pc, jc) and the kb × nb block are inside B; the buffer holds its
+            // strips.
+            let bp = unsafe {
+                match packed {
+                    PackedB::Own(bp) => {
+                        pack_b::<NV>(b.at(pc, jc), kb, nb, bp);
+                        bp
+                    }
+                    PackedB::Shared(sh) => {
+                        sh.pack(b.at(pc, jc), (jc, pc), kb, nb);
+                        sh.block(jc, pc, kb)
+                    }
+                }
+            };
             for ic in (0..m).step_by(plan.mc) {
                 let mb = plan.mc.min(m - ic);
                 // SAFETY: (ic, pc) and the mb × kb block are inside A; ap holds its panels.
@@ -252,6 +308,9 @@ unsafe fn blocks<const MR: usize, const NV: usize>(
                 let strips = Strips { nb, nr: nr_full };
                 for s in 0..strips.count() {
                     let (jr, nr, ldb) = strips.get(s);
+                    if let PackedB::Shared(sh) = packed {
+                        sh.wait((jc, pc), s);
+                    }
                     // SAFETY: the strip of columns jr.. of the packed block (kb·ldb f32).
                     let bpanel = unsafe { bp.add(jr * kb) };
                     for ir in (0..mb).step_by(MR) {
@@ -349,159 +408,6 @@ pub(crate) fn transpose16(r: &mut [__m512; 16]) {
     }
 }
 
-/// The strips of B a block of `nb` columns is packed into for tiles `nr` columns wide:
-/// full strips, then the rest. A rest of at most 16 columns after a 48-column strip is
-/// merged with it and split as 32 + (16 + rest) columns: both run the 8 × 32 loop instead
-/// of 8 × 48 and then the 8 × 16 loop, whose loads (one vector and eight broadcasts per
-/// eight FMAs) leave the FMA ports idle; this matters at 256 columns (5 × 48 + 16).
-#[derive(Clone, Copy)]
-struct Strips {
-    nb: usize,
-    nr: usize,
-}
-
-impl Strips {
-    /// Whether the last full strip and the rest are split as 32 + (16 + rest).
-    fn split(self) -> bool {
-        let rest = self.nb % self.nr;
-        self.nr == 48 && rest > 0 && rest <= 16 && self.nb > self.nr
-    }
-
-    /// How many strips there are.
-    fn count(self) -> usize {
-        // A split replaces the last full strip and the rest by two strips.
-        self.nb.div_ceil(self.nr)
-    }
-
-    /// Strip `s`: its first column, its width and its row stride in the packed block
-    /// (a multiple of 16, at least the width); strip `s` starts `first column · kb` f32
-    /// into the packed block, right after strip `s - 1`.
-    fn get(self, s: usize) -> (usize, usize, usize) {
-        let full = self.nb / self.nr;
-        if self.split() && s + 2 >= self.count() {
-            let j0 = (full - 1) * self.nr + 32 * (s + 2 - self.count());
-            return (j0, (self.nb - j0).min(32), 32);
-        }
-        let j0 = s * self.nr;
-        (j0, self.nr.min(self.nb - j0), self.nr)
-    }
-}
-
-/// Pack sums `0..kb`, columns `0..nb` of `b` into the strips of [`Strips`], the strip
-/// of columns `j0..` at `dst + j0·kb` laid out `[kb sums][row stride columns]` (zeros
-/// past its width).
-///
-/// # Safety
-/// The `kb × nb` block of `b` must be readable, `dst` writable for
-/// `nb.next_multiple_of(16·NV) · kb` f32 and 64-byte aligned; AVX-512 F present.
-#[target_feature(enable = "avx512f")]
-unsafe fn pack_b<const NV: usize>(b: Src<f32>, kb: usize, nb: usize, dst: *mut f32) {
-    let strips = Strips { nb, nr: 16 * NV };
-    for s in 0..strips.count() {
-        let (j0, w, nr) = strips.get(s);
-        // SAFETY: strip s of the destination (caller).
-        let out = unsafe { dst.add(j0 * kb) };
-        if b.cs == 1 {
-            // Rows contiguous: each sum's columns are one run of memory.
-            for p in 0..kb {
-                // SAFETY: columns j0 .. j0 + w of row p < kb are contiguous elements of
-                // the block (masked lanes are not read); the stores stay in the strip.
-                unsafe {
-                    let row = b.at(p, j0).ptr;
-                    for g in 0..nr / 16 {
-                        let n = w.saturating_sub(16 * g).min(16);
-                        let v = _mm512_maskz_loadu_ps(mask16(n), row.add(16 * g));
-                        _mm512_store_ps(out.add(p * nr + 16 * g), v);
-                    }
-                }
-            }
-        } else if b.rs == 1 {
-            // Columns contiguous (a transposed weight): 16 columns × 16 sums are read as
-            // 16 vectors and transposed in registers.
-            for p0 in (0..kb).step_by(16) {
-                let kn = 16.min(kb - p0);
-                for g in 0..nr / 16 {
-                    let n = w.saturating_sub(16 * g).min(16);
-                    let mut r = [_mm512_setzero_ps(); 16];
-                    for (t, x) in r.iter_mut().enumerate().take(n) {
-                        // SAFETY: sums p0 .. p0 + kn of column j0 + 16g + t < nb are
-                        // contiguous elements of the block; masked lanes are not read.
-                        *x = unsafe {
-                            _mm512_maskz_loadu_ps(mask16(kn), b.at(p0, j0 + 16 * g + t).ptr)
-                        };
-                    }
-                    transpose16(&mut r);
-                    for (q, x) in r.iter().enumerate().take(kn) {
-                        // SAFETY: sum p0 + q < kb of the strip, 64-byte aligned.
-                        unsafe { _mm512_store_ps(out.add((p0 + q) * nr + 16 * g), *x) };
-                    }
-                }
-            }
-        } else {
-            for p in 0..kb {
-                for j in 0..nr {
-                    // SAFETY: (p, j0 + j) is inside the block when j < w; the store is
-                    // inside the strip.
-                    unsafe { *out.add(p * nr + j) = if j < w { b.get(p, j0 + j) } else { 0.0 } };
-                }
-            }
-        }
-    }
-}
-
-/// Pack rows `0..mb`, sums `0..kb` of `a` into `MR`-row panels, panel `q` at
-/// `dst + q·kb·MR` laid out `[kb sums][MR rows]` (zeros past `mb`).
-///
-/// # Safety
-/// The `mb × kb` block of `a` must be readable, `dst` writable for
-/// `mb.next_multiple_of(MR) · kb` f32; AVX-512 F present.
-#[target_feature(enable = "avx512f")]
-unsafe fn pack_a<const MR: usize>(a: Src<f32>, mb: usize, kb: usize, dst: *mut f32) {
-    // The lanes of one sum of a panel (MR <= 16).
-    let mr_mask = mask16(MR);
-    for panel in 0..mb.div_ceil(MR) {
-        let i0 = panel * MR;
-        let h = MR.min(mb - i0);
-        // SAFETY: panel `panel` of the destination (caller).
-        let out = unsafe { dst.add(panel * MR * kb) };
-        if a.rs == 1 {
-            // Columns contiguous (a transposed operand): each sum's rows are one run.
-            for p in 0..kb {
-                // SAFETY: rows i0 .. i0 + h of sum p < kb are contiguous elements of the
-                // block (masked lanes not read); the MR stored lanes are the panel's row.
-                unsafe {
-                    let v = _mm512_maskz_loadu_ps(mask16(h), a.at(i0, p).ptr);
-                    _mm512_mask_storeu_ps(out.add(p * MR), mr_mask, v);
-                }
-            }
-        } else if a.cs == 1 {
-            // Rows contiguous: MR rows × 16 sums are read as vectors and transposed.
-            for p0 in (0..kb).step_by(16) {
-                let kn = 16.min(kb - p0);
-                let mut r = [_mm512_setzero_ps(); 16];
-                for (t, x) in r.iter_mut().enumerate().take(h) {
-                    // SAFETY: sums p0 .. p0 + kn of row i0 + t < mb are contiguous
-                    // elements of the block; masked lanes are not read.
-                    *x = unsafe { _mm512_maskz_loadu_ps(mask16(kn), a.at(i0 + t, p0).ptr) };
-                }
-                transpose16(&mut r);
-                for (q, x) in r.iter().enumerate().take(kn) {
-                    // SAFETY: the MR stored lanes are sum p0 + q < kb of the panel.
-                    unsafe { _mm512_mask_storeu_ps(out.add((p0 + q) * MR), mr_mask, *x) };
-                }
-            }
-        } else {
-            for p in 0..kb {
-                for i in 0..MR {
-                    // SAFETY: (i0 + i, p) is inside the block when i < h; the store is
-                    // inside the panel.
-                    unsafe { *out.add(p * MR + i) = if i < h { a.get(i0 + i, p) } else { 0.0 } };
-                }
-            }
-        }
-    }
-}
-
 /// `C[rows × cols] (+)= A panel · B strip` over `kc` sums for an `MR × 16·NV` tile whose
 /// `rows <= MR` rows and `cols <= 16·NV` columns lie inside C: added to C when `add` (C
 /// is not read otherwise, so a NaN in an overwritten C does not leak). C's rows are `ldc`
@@ -552,8 +458,9 @@ unsafe fn micro<const MR: usize, const NV: usize>(
     }
 }
 
-/// The sums and the C update of [`micro`] for the first `NVE` vectors of each sum: the
-/// assembly loop when `MR × 16·NVE` is a full tile it has, the compiled loop otherwise.
+/// The sums and the C update of [`micro`] for the first `NVE` vectors of each sum: an
+/// assembly loop for the full 12 × 32 and 8 × 48 tiles and for 8 × 32, the compiled loop
+/// otherwise.
 ///
 /// # Safety
 /// As [`micro`], with `cols <= 16·NVE <= ldb`.
@@ -578,6 +485,8 @@ unsafe fn tile<const MR: usize, const NVE: usize>(
     unsafe {
         if MR == 12 && NVE == 2 && ldb == 32 {
             micro::sums_12x32(kc, a, b, &mut *(accp as *mut [[__m512; 2]; 12]));
+        } else if MR == 8 && NVE == 2 {
+            micro::sums_8x32(kc, a, b, ldb, &mut *(accp as *mut [[__m512; 2]; 8]));
         } else if MR == 8 && NVE == 3 && ldb == 48 {
             micro::sums_8x48(kc, a, b, &mut *(accp as *mut [[__m512; 3]; 8]));
         } else {
@@ -603,164 +512,4 @@ unsafe fn tile<const MR: usize, const NVE: usize>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `C (+)= A·B` on the own kernel with a given tile and blocks, A and B read row- or
-    /// column-major, against an f64 reference within the dot-product bound.
-    fn check_plan(plan: Plan, (m, k, n): (usize, usize, usize), a_t: bool, b_t: bool, add: bool) {
-        let mut seed = 7u32 + (m * 31 + k * 7 + n) as u32;
-        let mut rnd = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-        };
-        let a: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
-        let b: Vec<f32> = (0..k * n).map(|_| rnd()).collect();
-        let c0: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
-        // Element (i, p) of A at i·k + p (row-major) or p·m + i (A stored transposed).
-        let (ars, acs) = if a_t {
-            (1, m as isize)
-        } else {
-            (k as isize, 1)
-        };
-        let (brs, bcs) = if b_t {
-            (1, k as isize)
-        } else {
-            (n as isize, 1)
-        };
-        let mut c = c0.clone();
-        let src = |v: &[f32], rs, cs| Src {
-            ptr: v.as_ptr(),
-            rs,
-            cs,
-        };
-        let dst = Dst {
-            ptr: c.as_mut_ptr(),
-            rs: n as isize,
-            cs: 1,
-        };
-        let (av, bv) = (src(&a, ars, acs), src(&b, brs, bcs));
-        // SAFETY: the views cover the three buffers exactly; C is distinct from A and B;
-        // the test runs only where the kernel is available.
-        unsafe {
-            match plan.tile {
-                TileShape::M12N32 => sgemm_on::<12, 2>(plan, av, bv, dst, (m, n, k), add, 2),
-                TileShape::M8N48 => sgemm_on::<8, 3>(plan, av, bv, dst, (m, n, k), add, 2),
-            }
-        }
-        for i in 0..m {
-            for j in 0..n {
-                let (mut want, mut mag) = (if add { c0[i * n + j] as f64 } else { 0.0 }, 0.0);
-                mag += want.abs();
-                for p in 0..k {
-                    let x = a[(i as isize * ars + p as isize * acs) as usize] as f64
-                        * b[(p as isize * brs + j as isize * bcs) as usize] as f64;
-                    want += x;
-                    mag += x.abs();
-                }
-                let got = c[i * n + j] as f64;
-                let bound = (k as f64 + 2.0) * 2f64.powi(-24) * mag;
-                assert!(
-                    (got - want).abs() <= bound,
-                    "{plan:?} {m}x{k}x{n} a_t={a_t} b_t={b_t} add={add}: C[{i},{j}] = {got}, \
-                     want {want} ± {bound:e}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn both_tiles_match_f64_on_edge_shapes_odd_sums_and_transposed_operands() {
-        if !available() {
-            eprintln!("skipped: this CPU has no AVX-512 F/BW");
-            return;
-        }
-        // Small blocks so that every edge appears: odd KC (the 8 × 48 loop's odd tail),
-        // MC and NC smaller than the product, last strips of 1, 16, 17 and 33 columns
-        // (1–3 vectors), last panels of 1 row, M = 1, N = 1, K = 1; 64, 112, 49 and 256
-        // columns split their last 48 + rest columns as 32 + 32, 32 + 17 and 32 + 32.
-        let plans = [
-            Plan {
-                tile: TileShape::M8N48,
-                kc: 37,
-                mc: 24,
-                nc: 96,
-            },
-            Plan {
-                tile: TileShape::M8N48,
-                kc: 192,
-                mc: 336,
-                nc: 8160,
-            },
-            Plan {
-                tile: TileShape::M12N32,
-                kc: 37,
-                mc: 24,
-                nc: 64,
-            },
-        ];
-        let shapes = [
-            (1, 1, 1),
-            (1, 75, 49),
-            (33, 75, 1),
-            (9, 38, 113),
-            (25, 111, 96),
-            (17, 200, 65),
-            (49, 74, 145),
-            (9, 38, 64),
-            (17, 40, 112),
-            (8, 5, 49),
-            (3, 300, 256),
-        ];
-        for plan in plans {
-            for (s, &shape) in shapes.iter().enumerate() {
-                for t in 0..4 {
-                    check_plan(plan, shape, t & 1 == 1, t & 2 == 2, (s + t) % 2 == 1);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn strips_cover_the_block_in_order_and_split_a_short_rest_after_48_columns() {
-        let all = |nb, nr| {
-            let s = Strips { nb, nr };
-            (0..s.count()).map(|i| s.get(i)).collect::<Vec<_>>()
-        };
-        assert_eq!(all(256, 48)[4..], [(192, 32, 32), (224, 32, 32)]);
-        assert_eq!(all(49, 48), [(0, 32, 32), (32, 17, 32)]);
-        assert_eq!(all(16, 48), [(0, 16, 48)]);
-        assert_eq!(all(113, 48), [(0, 48, 48), (48, 48, 48), (96, 17, 48)]);
-        assert_eq!(all(80, 32), [(0, 32, 32), (32, 32, 32), (64, 16, 32)]);
-        for nr in [32, 48] {
-            for nb in 1..300 {
-                let v = all(nb, nr);
-                let mut next = 0;
-                for &(j0, w, ld) in &v {
-                    assert!(j0 == next && w >= 1 && w <= ld && ld % 16 == 0 && ld <= nr);
-                    next = j0 + w;
-                }
-                assert_eq!(next, nb, "nb = {nb}, nr = {nr}: {v:?}");
-                // The last strip's padded rows end inside the packing buffer.
-                let &(j0, _, ld) = v.last().unwrap();
-                assert!(j0 + ld <= nb.next_multiple_of(nr), "nb = {nb}: {v:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn balanced_blocks_split_the_sums_evenly_and_never_exceed_kc() {
-        assert_eq!(balanced(256, 192), 128);
-        assert_eq!(balanced(300, 256), 150);
-        assert_eq!(balanced(192, 192), 192);
-        assert_eq!(balanced(193, 192), 97);
-        assert_eq!(balanced(1, 192), 1);
-        for k in 1..600 {
-            let kc = balanced(k, 192);
-            assert!(
-                kc <= 192 && k.div_ceil(kc) == k.div_ceil(192),
-                "k = {k}: {kc}"
-            );
-        }
-    }
-}
+mod tests;

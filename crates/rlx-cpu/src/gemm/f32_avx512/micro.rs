@@ -200,6 +200,102 @@ pub(super) unsafe fn sums_8x48(
     }
 }
 
+/// One sum of the 8 × 32 tile as assembly text, as [`sum_8x48`] with two vectors of B.
+macro_rules! sum_8x32 {
+    (@rows $b0:literal, $b1:literal; $($row:literal $t:literal $a:literal),*) => {
+        concat!(
+            "vmovaps {b0}, zmmword ptr [{bp} + ", $b0, "]\n",
+            "vmovaps {b1}, zmmword ptr [{bp} + ", $b1, "]\n",
+            $(
+                "vbroadcastss {t", $t, "}, dword ptr [{ap} + ", $a, "]\n",
+                "vfmadd231ps {c", $row, "0}, {t", $t, "}, {b0}\n",
+                "vfmadd231ps {c", $row, "1}, {t", $t, "}, {b1}\n",
+            )*
+        )
+    };
+    ($b0:literal, $b1:literal; $a0:literal, $a1:literal, $a2:literal, $a3:literal,
+     $a4:literal, $a5:literal, $a6:literal, $a7:literal) => {
+        sum_8x32!(@rows $b0, $b1; 0 0 $a0, 1 1 $a1, 2 0 $a2, 3 1 $a3, 4 0 $a4, 5 1 $a5, 6 0 $a6,
+            7 1 $a7)
+    };
+}
+
+/// `acc[r][v] += A[p][r] · B[p][16v..16v + 16]` for the `kc >= 1` sums of an 8-row A
+/// panel and the first 32 columns of a B strip whose sums are `ldb` f32 apart: the
+/// narrower last strips of a block on the 8 × 48 plan (at 1024 columns, 20 strips of 48
+/// and two of 32; at 512, one in 16). Each sum is two vector loads of B, eight
+/// broadcasts of A and 16 FMAs, so the loads stay below two a cycle and the FMA ports
+/// busy; the compiled loop it replaced ran these strips at about two thirds of the full
+/// tile's rate.
+///
+/// # Safety
+/// `a` must hold `kc · 8` f32 and `b` (64-byte aligned, `ldb` a multiple of 16 and at
+/// least 32) `kc · ldb`; `kc >= 1`; AVX-512 F present.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn sums_8x32(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    ldb: usize,
+    acc: &mut [[__m512; 2]; 8],
+) {
+    debug_assert!(kc >= 1 && ldb >= 32 && ldb.is_multiple_of(16));
+    // SAFETY: the loop reads kc·32 bytes of A's panel and the first 128 (aligned) bytes
+    // of each of B's kc sums, inside the panels (caller); it writes only the listed
+    // registers and no memory.
+    unsafe {
+        std::arch::asm!(
+            // Two sums per iteration, then the odd one; A's panel is prefetched as in
+            // `sums_8x48`.
+            "mov {n2}, {k}",
+            "shr {n2}, 1",
+            "jz 3f",
+            "2:",
+            sum_8x32!(0, 64; 0, 4, 8, 12, 16, 20, 24, 28),
+            "add {bp}, {ldb}",
+            sum_8x32!(0, 64; 32, 36, 40, 44, 48, 52, 56, 60),
+            "prefetcht0 byte ptr [{ap} + {pf}]",
+            "add {ap}, 64",
+            "add {bp}, {ldb}",
+            "dec {n2}",
+            "jnz 2b",
+            "3:",
+            "test {k}, 1",
+            "jz 4f",
+            sum_8x32!(0, 64; 0, 4, 8, 12, 16, 20, 24, 28),
+            "4:",
+            pf = const A_PREFETCH,
+            n2 = out(reg) _,
+            ap = inout(reg) a => _,
+            bp = inout(reg) b => _,
+            ldb = in(reg) ldb * size_of::<f32>(),
+            k = in(reg) kc,
+            b0 = out(zmm_reg) _,
+            b1 = out(zmm_reg) _,
+            t0 = out(zmm_reg) _,
+            t1 = out(zmm_reg) _,
+            c00 = inout(zmm_reg) acc[0][0],
+            c01 = inout(zmm_reg) acc[0][1],
+            c10 = inout(zmm_reg) acc[1][0],
+            c11 = inout(zmm_reg) acc[1][1],
+            c20 = inout(zmm_reg) acc[2][0],
+            c21 = inout(zmm_reg) acc[2][1],
+            c30 = inout(zmm_reg) acc[3][0],
+            c31 = inout(zmm_reg) acc[3][1],
+            c40 = inout(zmm_reg) acc[4][0],
+            c41 = inout(zmm_reg) acc[4][1],
+            c50 = inout(zmm_reg) acc[5][0],
+            c51 = inout(zmm_reg) acc[5][1],
+            c60 = inout(zmm_reg) acc[6][0],
+            c61 = inout(zmm_reg) acc[6][1],
+            c70 = inout(zmm_reg) acc[7][0],
+            c71 = inout(zmm_reg) acc[7][1],
+            options(nostack, readonly),
+        );
+    }
+}
+
 /// `acc[r][v] += A[p][r] · B[p][16v..16v + 16]` for `v < NVE`: the first `NVE` vectors of
 /// each sum of a B strip whose sums are `ldb` f32 apart, for the last strip of a block
 /// when it is narrower than the full tile (the full tile would multiply zero columns).

@@ -1,0 +1,227 @@
+//! Packing of the own f32 kernel's operands: B's `KC × NC` block into strips of the
+//! tile's width, A's `MC × KC` block into panels of the tile's height.
+//!
+//! The source is read in the order its memory runs wherever the layout allows, because
+//! the sources of large products live in L3 or DRAM and a read pattern of short runs a
+//! page apart leaves the hardware prefetchers idle: packing B one strip at a time read
+//! 192 bytes from each row (rows 4 KiB apart at 1024 columns), and packing a transposed
+//! A one panel at a time read 32 bytes from each stored row. Measured on Sapphire Rapids
+//! at 1024³ (one thread, `RLX_GEMM_F32_EXP`-style switches that skipped each packing in
+//! one process against MKL): A's packing took 8–9 % of the product and B's 4–6 %, about
+//! three cycles per element for what is one load and one store of a vector per 16.
+//! Where a panel has to gather rows (row-major A, transposed B), the next panel's lines
+//! are prefetched while the current one is transposed.
+
+use super::super::lowp_drive::Src;
+use super::{mask16, transpose16};
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+/// The strips of B a block of `nb` columns is packed into for tiles `nr` columns wide:
+/// full strips, then the rest. A rest of at most 16 columns after a 48-column strip is
+/// merged with it and split as 32 + (16 + rest) columns: both run the 8 × 32 loop instead
+/// of 8 × 48 and then the 8 × 16 loop, whose loads (one vector and eight broadcasts per
+/// eight FMAs) leave the FMA ports idle; this matters at 256 columns (5 × 48 + 16).
+#[derive(Clone, Copy)]
+pub(super) struct Strips {
+    pub(super) nb: usize,
+    pub(super) nr: usize,
+}
+
+impl Strips {
+    /// Whether the last full strip and the rest are split as 32 + (16 + rest).
+    fn split(self) -> bool {
+        let rest = self.nb % self.nr;
+        self.nr == 48 && rest > 0 && rest <= 16 && self.nb > self.nr
+    }
+
+    /// How many strips there are.
+    pub(super) fn count(self) -> usize {
+        // A split replaces the last full strip and the rest by two strips.
+        self.nb.div_ceil(self.nr)
+    }
+
+    /// Strip `s`: its first column, its width and its row stride in the packed block
+    /// (a multiple of 16, at least the width); strip `s` starts `first column · kb` f32
+    /// into the packed block, right after strip `s - 1`.
+    pub(super) fn get(self, s: usize) -> (usize, usize, usize) {
+        let full = self.nb / self.nr;
+        if self.split() && s + 2 >= self.count() {
+            let j0 = (full - 1) * self.nr + 32 * (s + 2 - self.count());
+            return (j0, (self.nb - j0).min(32), 32);
+        }
+        let j0 = s * self.nr;
+        (j0, self.nr.min(self.nb - j0), self.nr)
+    }
+}
+
+/// Pack sums `0..kb`, columns `0..nb` of `b` into the strips of [`Strips`], the strip
+/// of columns `j0..` at `dst + j0·kb` laid out `[kb sums][row stride columns]` (zeros
+/// past its width).
+///
+/// # Safety
+/// The `kb × nb` block of `b` must be readable, `dst` writable for
+/// `nb.next_multiple_of(16·NV) · kb` f32 and 64-byte aligned; AVX-512 F present.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn pack_b<const NV: usize>(b: Src<f32>, kb: usize, nb: usize, dst: *mut f32) {
+    let strips = Strips { nb, nr: 16 * NV };
+    // SAFETY: forwarded contract.
+    unsafe { pack_b_strips(b, kb, strips, 0..strips.count(), dst) }
+}
+
+/// [`pack_b`] for the strips `range` of `strips` alone (each at its place in the block).
+///
+/// # Safety
+/// As [`pack_b`], with `strips.nr` the tile's width and `range` inside `0..strips.count()`.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn pack_b_strips(
+    b: Src<f32>,
+    kb: usize,
+    strips: Strips,
+    range: Range<usize>,
+    dst: *mut f32,
+) {
+    if b.cs == 1 {
+        // Rows contiguous: each sum's nb columns are read as one run and dealt out to
+        // the strips (one 64-byte aligned line per vector).
+        for p in 0..kb {
+            // SAFETY: row p < kb of the block.
+            let row = unsafe { b.at(p, 0).ptr };
+            for s in range.clone() {
+                let (j0, w, nr) = strips.get(s);
+                for g in 0..nr / 16 {
+                    let n = w.saturating_sub(16 * g).min(16);
+                    // SAFETY: columns j0 + 16g .. j0 + 16g + n < nb of row p are elements
+                    // of the block (masked lanes are not read); the store is sum p of
+                    // strip s, inside the destination and 64-byte aligned.
+                    unsafe {
+                        let v = _mm512_maskz_loadu_ps(mask16(n), row.add(j0 + 16 * g));
+                        _mm512_store_ps(dst.add(j0 * kb + p * nr + 16 * g), v);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for s in range {
+        let (j0, w, nr) = strips.get(s);
+        // SAFETY: strip s of the destination (caller).
+        let out = unsafe { dst.add(j0 * kb) };
+        if b.rs == 1 {
+            // Columns contiguous (a transposed weight): 16 columns × 16 sums are read as
+            // 16 vectors and transposed in registers; the same columns' lines two steps
+            // ahead are prefetched (48 columns are more streams than the L2 prefetcher
+            // follows).
+            for p0 in (0..kb).step_by(16) {
+                let kn = 16.min(kb - p0);
+                for g in 0..nr / 16 {
+                    let n = w.saturating_sub(16 * g).min(16);
+                    let mut r = [_mm512_setzero_ps(); 16];
+                    for (t, x) in r.iter_mut().enumerate().take(n) {
+                        // SAFETY: sums p0 .. p0 + kn of column j0 + 16g + t < nb are
+                        // contiguous elements of the block; masked lanes are not read;
+                        // the prefetched sum p0 + 32 < kb is in the block too.
+                        *x = unsafe {
+                            if p0 + 32 < kb {
+                                let ahead = b.at(p0 + 32, j0 + 16 * g + t).ptr;
+                                _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+                            }
+                            _mm512_maskz_loadu_ps(mask16(kn), b.at(p0, j0 + 16 * g + t).ptr)
+                        };
+                    }
+                    transpose16(&mut r);
+                    for (q, x) in r.iter().enumerate().take(kn) {
+                        // SAFETY: sum p0 + q < kb of the strip, 64-byte aligned.
+                        unsafe { _mm512_store_ps(out.add((p0 + q) * nr + 16 * g), *x) };
+                    }
+                }
+            }
+        } else {
+            for p in 0..kb {
+                for j in 0..nr {
+                    // SAFETY: (p, j0 + j) is inside the block when j < w; the store is
+                    // inside the strip.
+                    unsafe { *out.add(p * nr + j) = if j < w { b.get(p, j0 + j) } else { 0.0 } };
+                }
+            }
+        }
+    }
+}
+
+/// Pack rows `0..mb`, sums `0..kb` of `a` into `MR`-row panels, panel `q` at
+/// `dst + q·kb·MR` laid out `[kb sums][MR rows]` (zeros past `mb`).
+///
+/// # Safety
+/// The `mb × kb` block of `a` must be readable, `dst` writable for
+/// `mb.next_multiple_of(MR) · kb` f32; AVX-512 F present.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn pack_a<const MR: usize>(a: Src<f32>, mb: usize, kb: usize, dst: *mut f32) {
+    // The lanes of one sum of a panel (MR <= 16).
+    let mr_mask = mask16(MR);
+    let panels = mb.div_ceil(MR);
+    if a.rs == 1 {
+        // Columns contiguous (a transposed operand): each sum's mb rows are one run. The
+        // block is packed 16 sums at a time, panel after panel: the 16 runs are read in
+        // order (16 streams the prefetchers follow) and each panel's 16 sums are one
+        // contiguous piece of whole lines. Walking all panels for one sum instead
+        // stored half lines a panel apart (4–8 KiB, one L1 set), each line fetched
+        // twice.
+        for p0 in (0..kb).step_by(16) {
+            let kn = 16.min(kb - p0);
+            for panel in 0..panels {
+                let i0 = panel * MR;
+                let h = MR.min(mb - i0);
+                for p in p0..p0 + kn {
+                    // SAFETY: rows i0 .. i0 + h of sum p < kb are contiguous elements of
+                    // the block (masked lanes not read); the MR stored lanes are sum p
+                    // of the panel, inside the destination.
+                    unsafe {
+                        let v = _mm512_maskz_loadu_ps(mask16(h), a.at(i0, p).ptr);
+                        _mm512_mask_storeu_ps(dst.add(panel * MR * kb + p * MR), mr_mask, v);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for panel in 0..panels {
+        let i0 = panel * MR;
+        let h = MR.min(mb - i0);
+        // Rows of the next panel, whose lines are prefetched while this one is packed.
+        let next = MR.min(mb.saturating_sub(i0 + MR));
+        // SAFETY: panel `panel` of the destination (caller).
+        let out = unsafe { dst.add(panel * MR * kb) };
+        if a.cs == 1 {
+            // Rows contiguous: MR rows × 16 sums are read as vectors and transposed.
+            for p0 in (0..kb).step_by(16) {
+                let kn = 16.min(kb - p0);
+                let mut r = [_mm512_setzero_ps(); 16];
+                for (t, x) in r.iter_mut().enumerate().take(h) {
+                    // SAFETY: sums p0 .. p0 + kn of row i0 + t < mb are contiguous
+                    // elements of the block; masked lanes are not read.
+                    *x = unsafe { _mm512_maskz_loadu_ps(mask16(kn), a.at(i0 + t, p0).ptr) };
+                }
+                for t in 0..next {
+                    // SAFETY: (i0 + MR + t, p0) is an element of the block (t < next).
+                    unsafe {
+                        let ahead = a.at(i0 + MR + t, p0).ptr;
+                        _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+                    }
+                }
+                transpose16(&mut r);
+                for (q, x) in r.iter().enumerate().take(kn) {
+                    // SAFETY: the MR stored lanes are sum p0 + q < kb of the panel.
+                    unsafe { _mm512_mask_storeu_ps(out.add((p0 + q) * MR), mr_mask, *x) };
+                }
+            }
+        } else {
+            for p in 0..kb {
+                for i in 0..MR {
+                    // SAFETY: (i0 + i, p) is inside the block when i < h; the store is
+                    // inside the panel.
+                    unsafe { *out.add(p * MR + i) = if i < h { a.get(i0 + i, p) } else { 0.0 } };
+                }
+            }
+        }
+    }
+}
