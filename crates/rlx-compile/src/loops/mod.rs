@@ -40,7 +40,9 @@ mod render_c;
 mod render_wgsl;
 
 pub use build::Builder;
-pub use lower::{LowerError, lower_epilogue, lower_kernel, lower_value, matmul_tile};
+pub use lower::{
+    ATTENTION_QUERIES, LowerError, lower_epilogue, lower_kernel, lower_value, matmul_tile,
+};
 pub use render_c::{
     C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop, render_c_statements, render_c_value,
 };

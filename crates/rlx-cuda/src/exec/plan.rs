@@ -311,13 +311,10 @@ impl KernelBind<'_> {
                 let sq = a.sq.resolve(self.binding).unwrap_or(0);
                 let b = a.batch.resolve(self.binding).unwrap_or(0);
                 if sq > 0 && b > 0 {
-                    let gx = sq.div_ceil(crate::codegen::attn::BQ as usize);
-                    self.launch(
-                        &a.entry,
-                        (gx as u32, a.heads as u32, b as u32),
-                        crate::codegen::attn::BQ,
-                        true,
-                    )?;
+                    // The lowered kernel loops over its blocks: any grid is correct.
+                    let groups = b * a.heads * sq.div_ceil(a.group as usize);
+                    let gx = (groups as u64).clamp(1, self.t.grid_cap() * 8) as u32;
+                    self.launch(&a.entry, (gx, 1, 1), a.group, true)?;
                 }
             }
             KCode::Contract(c) => blas_plan(self, &c)?,

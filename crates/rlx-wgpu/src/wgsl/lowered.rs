@@ -72,7 +72,7 @@ impl Gen<'_> {
     /// A kernel lowered whole: an elementwise kernel (one invocation per element), a
     /// reduction (one invocation per output, or one workgroup of the lowering's size per
     /// output), a row op (one invocation or workgroup per row), a contraction (one
-    /// workgroup per output tile) or attention (one invocation per query row and head).
+    /// workgroup per output tile) or attention (one workgroup per block of queries).
     pub(crate) fn lowered(mut self) -> Result<Shader, String> {
         let lk = loops::lower_kernel(self.p, self.kid()).map_err(|e| e.to_string())?;
         let space = match &self.k.kind {
@@ -98,7 +98,8 @@ impl Gen<'_> {
                     .ok_or("a contraction lowered without work-groups")?;
                 return Ok(self.finish(&n.to_string(), launch));
             }
-            // One item per (batch, query position, head).
+            // One workgroup per (batch, head, block of queries): `B · H · ⌈Sq/QUERIES⌉`
+            // workgroups, counted as tiles of a `[B, H, Sq, 1]` result.
             KernelKind::Attention { op, inputs, .. }
             | KernelKind::Opaque {
                 op: op @ rlx_ir::Op::Attention { .. },
@@ -110,7 +111,17 @@ impl Gen<'_> {
                 };
                 let l = &self.k.loads[inputs[0]];
                 let qd = view_dims_sym(self.p.buffers[l.buf].shape.dims(), &l.steps);
-                vec![qd[0], qd[1], Dim::Static(*num_heads)]
+                let n = lk.group.ok_or("attention lowered without work-groups")?;
+                let launch = Launch::Tiles {
+                    m: qd[1],
+                    n: Dim::Static(1),
+                    batch: vec![qd[0], Dim::Static(*num_heads)],
+                    tile: n,
+                };
+                let body = self.render(&lk, "v", |e, h| loops::render_wgsl_loop(&lk, e, h))?;
+                self.body.push_str(&body);
+                self.decls.push_str(&loops::wgsl_workgroup_decls(&lk, "v"));
+                return Ok(self.finish(&n.to_string(), launch));
             }
             // Concat, pad, cumsum: one item per output element.
             KernelKind::Opaque { out, .. } => out.dims().to_vec(),

@@ -39,9 +39,10 @@ fn options() -> CompileOptions {
     }
 }
 
-/// Run case `c` over `dt` with `b` batches, `s` positions (dynamic when `dynamic`).
-fn run_case(c: &Case, dt: DType, dynamic: bool) {
-    let (b, s, d) = (2usize, 7usize, 8usize);
+/// Run case `c` over `dt` with 2 batches, `s` positions (dynamic when `dynamic`) and
+/// query/key heads of `d`.
+fn run_case(c: &Case, dt: DType, dynamic: bool, s: usize, d: usize) {
+    let b = 2usize;
     let (h, hk) = c.heads;
     let dv = c.dv.unwrap_or(d);
     let sd = if dynamic {
@@ -126,7 +127,7 @@ fn run_case(c: &Case, dt: DType, dynamic: bool) {
     let got = run_loops(&p, &inputs, &binding).unwrap();
     let want = interp::run(&g, &inputs).unwrap();
     let what = format!(
-        "{dt:?} {:?} four={} heads={:?} dv={dv} softcap={:?} scale={:?} dynamic={dynamic}",
+        "{dt:?} {:?} four={} heads={:?} dv={dv} softcap={:?} scale={:?} dynamic={dynamic} s={s} d={d}",
         c.mask, c.four, c.heads, c.softcap, c.scale
     );
     assert_eq!(got[0].dims, want[0].dims, "{what}");
@@ -176,10 +177,52 @@ fn attention_of_every_mask_layout_and_head_grouping_matches_the_oracle() {
             scale,
         };
         for dt in [DType::F32, DType::F16] {
-            run_case(&c, dt, false);
+            run_case(&c, dt, false, 7, 8);
         }
-        run_case(&c, DType::F32, true);
+        run_case(&c, DType::F32, true, 7, 8);
     }
+}
+
+#[test]
+fn attention_over_several_query_blocks_and_key_tiles_matches_the_oracle() {
+    // 70 positions: three blocks of 32 queries, and key tiles of 32 (heads of 8) or of
+    // 16 (heads of 120, value heads of 136) with a partial last tile; the sliding
+    // window starts the later blocks' tile loops past tile 0.
+    let cases = [
+        (MaskKind::Causal, true, (2, 1), None, None, None),
+        (
+            MaskKind::SlidingWindow(20),
+            false,
+            (2, 2),
+            None,
+            Some(3.0),
+            None,
+        ),
+        (MaskKind::Custom, true, (1, 1), Some(5), None, None),
+        (MaskKind::Bias, false, (2, 1), None, None, Some(0.2)),
+    ];
+    for (mask, four, heads, dv, softcap, scale) in cases {
+        let c = Case {
+            mask,
+            four,
+            heads,
+            dv,
+            softcap,
+            scale,
+        };
+        run_case(&c, DType::F32, false, 70, 8);
+        run_case(&c, DType::F32, true, 40, 8);
+    }
+    let c = Case {
+        mask: MaskKind::Causal,
+        four: true,
+        heads: (1, 1),
+        dv: Some(136),
+        softcap: None,
+        scale: None,
+    };
+    assert_eq!(super::attention::key_tile(120, 136), 16);
+    run_case(&c, DType::F32, false, 45, 120);
 }
 
 #[test]

@@ -14,8 +14,8 @@
 //! A and B slices staged in shared arrays between barriers, a register block of outputs
 //! per item, each output folded over K in index order (`matmul.rs`).
 //!
-//! Attention runs an item per (batch, query, head) with an online softmax
-//! (`attention.rs`); concat, pad and cumsum an item per output element (`opaque.rs`);
+//! Attention runs a work-group per block of queries of one (batch, head), key and value
+//! tiles staged in shared arrays, an online softmax per query (`attention.rs`); concat, pad and cumsum an item per output element (`opaque.rs`);
 //! gather and scatter-add an item per output element, softmax cross-entropy with
 //! labels an item per row (`gather.rs`).
 //!
@@ -40,6 +40,7 @@ mod reduce;
 #[cfg(test)]
 mod tests;
 
+pub use attention::QUERIES as ATTENTION_QUERIES;
 pub use matmul::matmul_tile;
 
 use super::build::{Builder, add, bin, div, int, mul, rem, select};
