@@ -433,6 +433,11 @@ fn raw_constant(graph: &Graph, id: NodeId) -> Option<TensorData> {
 /// Lifted arguments passed on the stack by [`with_lifted_args`].
 const INLINE_LIFTED: usize = 4;
 
+/// The names of the first [`INLINE_LIFTED`] lifted arguments (`rlx_runtime::lifted_arg_name`,
+/// checked by a test), as literals: looking them up cost a lock-free but not free
+/// `OnceLock` read per argument and read.
+const INLINE_NAMES: [&str; INLINE_LIFTED] = ["__arg0", "__arg1", "__arg2", "__arg3"];
+
 /// Filler for the unused entries of the stack arrays of [`with_lifted_args`].
 const EMPTY_VIEW: TensorView<'static> = TensorView {
     dtype: DType::F32,
@@ -480,16 +485,11 @@ pub(crate) fn with_lifted_args<R>(
             *r = (dtype, bytes);
         }
         let mut views = [("", EMPTY_VIEW); INLINE_LIFTED];
-        for (i, (v, (d, &(dtype, bytes)))) in views
+        for (v, (name, (d, &(dtype, bytes)))) in views
             .iter_mut()
-            .zip(dims.iter().zip(&rest))
+            .zip(INLINE_NAMES.iter().zip(dims.iter().zip(&rest)))
             .take(n)
-            .enumerate()
         {
-            let name = match rlx_runtime::lifted_arg_name(i) {
-                Cow::Borrowed(name) => name,
-                Cow::Owned(_) => unreachable!("the first names are static"),
-            };
             *v = (
                 name,
                 TensorView {
@@ -626,6 +626,15 @@ mod tests {
             assert_eq!(wide.to_data().dims, vec![2, 3]);
             assert_eq!(flat.to_data().dims, vec![3]);
             assert_eq!(doubled.to_data().dtype, DType::F64);
+        }
+    }
+
+    /// The literal names eager reads pass for their first lifted arguments are the
+    /// names prepared graphs give them.
+    #[test]
+    fn inline_lifted_argument_names_are_the_prepared_graphs_names() {
+        for (i, name) in super::INLINE_NAMES.iter().enumerate() {
+            assert_eq!(*name, rlx_runtime::lifted_arg_name(i));
         }
     }
 
