@@ -18,6 +18,9 @@
 //! - **Packing**: A's panel is `[16-row strip][32-sum chunk][16 rows][32 sums]` (one tile
 //!   per 1 KiB, row stride 64 bytes); B's is the VNNI pair layout
 //!   `[16-column strip][sum pair][16 columns][2]`, so chunk `c` of a strip is one tile.
+//!   A row-major A whose rows are whole cache lines is not packed at all: its tiles are
+//!   loaded where they lie, with A's row stride ([`Kernel::a_in_place`]; 8–13% of a 1024³
+//!   product on one thread, the packing it saves).
 //!
 //! Numerics (Intel SDM, TDPBF16PS): products of bf16 pairs accumulated in f32 with
 //! round-to-nearest-even; bf16 denormal inputs are treated as zero and f32 denormal
@@ -121,11 +124,26 @@ static CONFIG: TileConfig = TileConfig {
     rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
 };
 
+/// How the A tiles of [`tile_product`] lie in memory: 16 rows `ld` bytes apart, the next
+/// chunk of sums `step` bytes further. Packed tiles are `{ ld: 64, step: 1024 }`; A read
+/// in place from a row-major matrix is `{ ld: row stride, step: 64 }`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ATiles {
+    pub(crate) ld: isize,
+    pub(crate) step: isize,
+}
+
+impl ATiles {
+    /// The packed layout (one 1 KiB tile per chunk).
+    pub(crate) const PACKED: ATiles = ATiles { ld: 64, step: 1024 };
+}
+
 /// The 2 × 2-tile product shared by the bf16 (`tdpbf16ps`) and int8 (`tdpbssd`) kernels:
 /// C (32 × 32 f32 or i32, four tiles) starts from `cin` (or zero when it is null), gains
-/// `chunks` products of A tiles (`a[0]`, `a[1]`: the panel's two 16-row strips) and B
-/// tiles (`a[2]`, `a[3]`: its two 16-column strips), each tile 1 KiB with 64-byte rows and
-/// the next chunk 1 KiB further, and is stored to `cout`. Row strides in bytes.
+/// `chunks` products of A tiles (`a[0]`, `a[1]`: the panel's two 16-row strips, laid out
+/// as `a_tiles` says) and B tiles (`a[2]`, `a[3]`: its two 16-column strips, each tile
+/// 1 KiB with 64-byte rows and the next chunk 1 KiB further), and is stored to `cout`.
+/// Row strides in bytes.
 ///
 /// # Safety
 /// This thread's tile configuration must be loaded ([`Kernel::begin`] of an AMX kernel);
@@ -136,6 +154,7 @@ pub(crate) unsafe fn tile_product(
     int8: bool,
     chunks: usize,
     [a0, a1, b0, b1]: [*const u8; 4],
+    a_tiles: ATiles,
     (cin, ld_in): (*const u8, isize),
     (cout, ld_out): (*mut u8, isize),
 ) {
@@ -163,14 +182,14 @@ pub(crate) unsafe fn tile_product(
                 "4:",
                 "tileloadd tmm6, [{b0} + {s}*1]",
                 "tileloadd tmm7, [{b1} + {s}*1]",
-                "tileloadd tmm4, [{a0} + {s}*1]",
+                "tileloadd tmm4, [{a0} + {lda}*1]",
                 concat!($dot, " tmm0, tmm4, tmm6"),
                 concat!($dot, " tmm1, tmm4, tmm7"),
-                "tileloadd tmm5, [{a1} + {s}*1]",
+                "tileloadd tmm5, [{a1} + {lda}*1]",
                 concat!($dot, " tmm2, tmm5, tmm6"),
                 concat!($dot, " tmm3, tmm5, tmm7"),
-                "add {a0}, 1024",
-                "add {a1}, 1024",
+                "add {a0}, {astep}",
+                "add {a1}, {astep}",
                 "add {b0}, 1024",
                 "add {b1}, 1024",
                 "dec {n}",
@@ -192,6 +211,8 @@ pub(crate) unsafe fn tile_product(
                 b0 = inout(reg) b0 => _,
                 b1 = inout(reg) b1 => _,
                 n = inout(reg) chunks => _,
+                lda = in(reg) a_tiles.ld,
+                astep = in(reg) a_tiles.step,
                 s = out(reg) _,
                 options(nostack),
             )
@@ -360,10 +381,12 @@ impl Kernel for Amx {
     const MR: usize = 32;
     const NR: usize = 32;
     const KU: usize = CHUNK;
-    // Measured on a 2-core Sapphire Rapids VM (gemm_lowp --cpu-time, 512³–2048³): one
-    // micro-kernel call per 2048 sums beat 512 and 1024 (fewer C tile round trips),
-    // 128-row A blocks beat 64 and 256.
-    const KC: usize = 2048;
+    // Measured on a 2-core Sapphire Rapids VM (thread CPU time, 1024³–2048³, A read in
+    // place): 256 sums per micro-kernel call ran 3–5% faster than 2048 (the call's 16 KiB
+    // B panel stays in L1 for the 4 A panels of a block, at the cost of C tile round trips
+    // through the block buffer); with A packed, 2048 had beaten 512 and 1024 (both too big
+    // for L1 with their A panel). 128-row A blocks beat 64 and 256.
+    const KC: usize = 256;
     const KS: usize = 2048;
     const MC: usize = 128;
     const NC: usize = 512;
@@ -407,6 +430,57 @@ impl Kernel for Amx {
                     b as *const u8,
                     b1 as *const u8,
                 ],
+                ATiles::PACKED,
+                (c.inp as *const u8, c.ld_in * 4),
+                (c.out as *mut u8, c.ld_out * 4),
+            )
+        }
+    }
+
+    fn a_in_place(&self, a: Src, mb: usize, kb: usize) -> bool {
+        let row_bytes = a.rs.unsigned_abs() * 2;
+        // Tile rows must be whole cache lines (64-byte aligned rows): a row split over two
+        // lines doubles the lines each tile load touches. Rows 4 KiB apart (or a multiple)
+        // alias in L1: their tile loads ran 13% slower than packed tiles, so such A is packed.
+        a.cs == 1
+            && a.rs > 0
+            && mb.is_multiple_of(Self::MR)
+            && kb.is_multiple_of(CHUNK)
+            && (a.ptr as usize).is_multiple_of(64)
+            && row_bytes.is_multiple_of(64)
+            && !row_bytes.is_multiple_of(4096)
+    }
+
+    unsafe fn micro_in_place(
+        &self,
+        (k0, kb, kpad): (usize, usize, usize),
+        a: Src,
+        b: *const u16,
+        c: CTile,
+    ) {
+        // SAFETY: the block holds the panel's 32 rows (a_in_place: whole row panels), so
+        // row 16 is inside A; B as in `micro`.
+        let (a0, a1, b0, b1) = unsafe {
+            let b0 = b.add(k0 * 16);
+            (a.ptr, a.at(16, 0).ptr, b0, b0.add(16 * kpad))
+        };
+        // SAFETY: A's 32 rows × kb sums from `a` are inside the block (caller), read as
+        // tiles of 16 rows `rs` elements apart, the next chunk 32 elements further; the
+        // rest as in `micro`.
+        unsafe {
+            tile_product(
+                false,
+                kb / CHUNK,
+                [
+                    a0 as *const u8,
+                    a1 as *const u8,
+                    b0 as *const u8,
+                    b1 as *const u8,
+                ],
+                ATiles {
+                    ld: a.rs * 2,
+                    step: 64,
+                },
                 (c.inp as *const u8, c.ld_in * 4),
                 (c.out as *mut u8, c.ld_out * 4),
             )
@@ -421,5 +495,137 @@ impl Kernel for Amx {
     fn end(&self) {
         // SAFETY: as in begin.
         unsafe { release() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::lowp::{LowpPath, bf16, gemm_half_with};
+    use crate::gemm::{MatMut, MatRef};
+
+    /// `vals` copied so that element 0 sits `shift` elements past a 64-byte boundary:
+    /// (storage, index of element 0).
+    fn placed(vals: &[bf16], shift: usize) -> (Vec<bf16>, usize) {
+        let mut store = vec![bf16::ZERO; vals.len() + 64];
+        let skip = ((store.as_ptr() as usize).next_multiple_of(64) - store.as_ptr() as usize) / 2;
+        let at = skip + shift;
+        store[at..at + vals.len()].copy_from_slice(vals);
+        (store, at)
+    }
+
+    fn values(len: usize, seed: u64) -> Vec<bf16> {
+        let mut s = seed;
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                bf16::from_f32((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_read_in_place_gives_the_packed_bits_and_the_f64_product() {
+        if !available() {
+            println!("skipped: this CPU or OS has no usable AMX-BF16 tiles");
+            return;
+        }
+        // K past one micro-kernel step (256) and past one super-block (2048), M with and
+        // without a partial row panel, N = 1 and odd; accumulate or overwrite; 1 and 2
+        // threads (a thread's block of rows may be read in place while another's is packed).
+        let cases = [
+            (32, 32, 1),
+            (64, 96, 33),
+            (70, 288, 40),
+            (96, 1056, 64),
+            (32, 2112, 17),
+        ];
+        for (i, &(m, k, n)) in cases.iter().enumerate() {
+            let (av, bv) = (values(m * k, 7 + i as u64), values(k * n, 99 + i as u64));
+            let c0: Vec<f32> = (0..m * n).map(|x| (x % 7) as f32 - 3.0).collect();
+            for (accumulate, threads) in [(false, 1), (true, 1), (false, 2)] {
+                let run = |shift: usize| {
+                    let (store, at) = placed(&av, shift);
+                    let a = MatRef {
+                        offset: at,
+                        ..MatRef::row_major(&store, m, k)
+                    };
+                    if shift == 0 && m.is_multiple_of(32) {
+                        let src = Src {
+                            ptr: store[at..].as_ptr() as *const u16,
+                            rs: k as isize,
+                            cs: 1,
+                        };
+                        assert!(Amx(()).a_in_place(src, m, k), "{m}x{k}: in place expected");
+                    }
+                    let mut c = c0.clone();
+                    gemm_half_with(
+                        LowpPath::Amx,
+                        a,
+                        MatRef::row_major(&bv, k, n),
+                        MatMut::row_major(&mut c, m, n),
+                        accumulate,
+                        threads,
+                    );
+                    c
+                };
+                // One element off the line boundary: the same product from packed A.
+                let (direct, packed) = (run(0), run(1));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&direct), bits(&packed), "{m}x{k}x{n} acc {accumulate}");
+                for r in 0..m {
+                    for j in 0..n {
+                        let (mut exact, mut mag) = (0f64, 0f64);
+                        for p in 0..k {
+                            let t = av[r * k + p].to_f64() * bv[p * n + j].to_f64();
+                            exact += t;
+                            mag += t.abs();
+                        }
+                        if accumulate {
+                            exact += c0[r * n + j] as f64;
+                            mag += c0[r * n + j].abs() as f64;
+                        }
+                        let got = direct[r * n + j] as f64;
+                        let tol = (k + 2) as f64 * 2f64.powi(-24) * mag;
+                        assert!(
+                            (got - exact).abs() <= tol,
+                            "{m}x{k}x{n} ({r}, {j}): {got} vs {exact} (tol {tol:e})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_is_packed_when_misaligned_transposed_4k_aliased_or_ragged() {
+        let store = vec![0u16; 64 * 4096 + 64];
+        let skip = ((store.as_ptr() as usize).next_multiple_of(64) - store.as_ptr() as usize) / 2;
+        let src = |off: usize, rs: isize, cs: isize| Src {
+            ptr: store[skip + off..].as_ptr(),
+            rs,
+            cs,
+        };
+        let amx = Amx(());
+        assert!(amx.a_in_place(src(0, 96, 1), 64, 96));
+        assert!(
+            !amx.a_in_place(src(1, 96, 1), 64, 96),
+            "rows off the line boundary"
+        );
+        assert!(!amx.a_in_place(src(0, 1, 96), 64, 96), "column-major A");
+        assert!(
+            !amx.a_in_place(src(0, 2048, 1), 64, 96),
+            "rows 4 KiB apart alias in L1"
+        );
+        assert!(
+            !amx.a_in_place(src(0, 96, 1), 48, 96),
+            "a partial row panel"
+        );
+        assert!(
+            !amx.a_in_place(src(0, 100, 1), 64, 100),
+            "a partial sum chunk"
+        );
     }
 }

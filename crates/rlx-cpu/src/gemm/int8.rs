@@ -303,6 +303,7 @@ mod kernels {
                         b0 as *const u8,
                         b1 as *const u8,
                     ],
+                    super::super::amx::ATiles::PACKED,
                     (c.inp as *const u8, c.ld_in * 4),
                     (c.out as *mut u8, c.ld_out * 4),
                 )

@@ -248,6 +248,32 @@ pub(crate) trait Kernel: Sync {
         c: CTile<Self::C>,
     );
 
+    /// Whether [`Kernel::micro_in_place`] can read the `mb × kb` block of `a` where it lies
+    /// (row panels of `MR` rows, `kb` sums from the block's first column), so the driver
+    /// need not pack it. Kernels without such a path keep the default (never).
+    fn a_in_place(&self, a: Src<Self::E>, mb: usize, kb: usize) -> bool {
+        let _ = (a, mb, kb);
+        false
+    }
+
+    /// [`Kernel::micro`] with the A panel read in place: `a` is the panel's element at
+    /// (row 0, sum `k0`) of the unpacked matrix; B and C as for `micro`.
+    ///
+    /// # Safety
+    /// As [`Kernel::micro`], with [`Kernel::a_in_place`] true for a block holding the
+    /// panel's `MR` rows and `kb` sums from `a`. The default (for kernels whose
+    /// `a_in_place` is never true) is never reached.
+    unsafe fn micro_in_place(
+        &self,
+        sums: (usize, usize, usize),
+        a: Src<Self::E>,
+        b: *const Self::P,
+        c: CTile<Self::C>,
+    ) {
+        let _ = (sums, a, b, c);
+        unreachable!("micro_in_place called on a kernel whose a_in_place is always false")
+    }
+
     /// Per-thread set-up before the first micro-kernel call (AMX: load the tile config).
     fn begin(&self) {}
     /// Per-thread tear-down after the last call (AMX: release the tiles).
@@ -319,7 +345,17 @@ pub(crate) unsafe fn drive<K: Kernel>(
     let kpad_max = K::KS.min(k).next_multiple_of(K::KU);
     let mc_max = K::MC.min(m).next_multiple_of(K::MR);
     let nc_max = K::NC.min(n).next_multiple_of(K::NR);
-    let lens = (mc_max * kpad_max, nc_max * kpad_max, mc_max * nc_max);
+    // A's rows packed once per super-block of sums for every block of B's columns (rather
+    // than once per column block) when the packed copy is small enough to keep.
+    let a_once = n <= K::NC
+        || m <= K::MC
+        || m.next_multiple_of(K::MR) * kpad_max * size_of::<K::P>() <= A_ONCE_BYTES;
+    let a_rows = if a_once {
+        m.next_multiple_of(K::MR)
+    } else {
+        mc_max
+    };
+    let lens = (a_rows * kpad_max, nc_max * kpad_max, mc_max * nc_max);
     with_buffers::<K::P, K::C, ()>(lens, |ap, bp, cb| {
         kern.begin();
         let direct_layout = c.cs == 1 && c.rs > 0;
@@ -328,10 +364,11 @@ pub(crate) unsafe fn drive<K: Kernel>(
             let kpad = kb_all.next_multiple_of(K::KU);
             // Add to C unless this is the first super-block of an overwriting product.
             let add = accumulate || ks > 0;
-            // One block of A's rows (a prompt through a Linear layer): packed once for
-            // every block of B's columns.
-            let a_once = m <= K::MC;
-            if a_once {
+            // A read where it lies (no packing) when the kernel can: every block of rows
+            // then starts at its own row of A.
+            // SAFETY: (0, ks) is inside A.
+            let a_direct = kern.a_in_place(unsafe { a.at(0, ks) }, m, kb_all);
+            if a_once && !a_direct {
                 // SAFETY: (0, ks) and the m × kb_all block are inside A.
                 unsafe { kern.pack_a(a.at(0, ks), m, kb_all, kpad, ap) };
             }
@@ -342,10 +379,12 @@ pub(crate) unsafe fn drive<K: Kernel>(
                 unsafe { kern.pack_b(b.at(ks, jc), kb_all, nb, kpad, bp) };
                 for ic in (0..m).step_by(K::MC) {
                     let mb = K::MC.min(m - ic);
-                    if !a_once {
+                    if !a_once && !a_direct {
                         // SAFETY: (ic, ks) and the mb × kb_all block are inside A.
                         unsafe { kern.pack_a(a.at(ic, ks), mb, kb_all, kpad, ap) };
                     }
+                    // Row panels of this block inside the packed A.
+                    let a_base = if a_once { ic } else { 0 };
                     let tile =
                         |ir: usize, jr: usize| (ir / K::MR * tiles_n + jr / K::NR) * K::MR * K::NR;
                     for pc in (0..kpad).step_by(K::KC) {
@@ -354,7 +393,7 @@ pub(crate) unsafe fn drive<K: Kernel>(
                         for jr in (0..nb).step_by(K::NR) {
                             let bpanel = bp[jr * kpad..].as_ptr();
                             for ir in (0..mb).step_by(K::MR) {
-                                let apanel = ap[ir * kpad..].as_ptr();
+                                let apanel = ap[(a_base + ir) * kpad..].as_ptr();
                                 let (mr, nr) = (K::MR.min(mb - ir), K::NR.min(nb - jr));
                                 // SAFETY: (ic + ir, jc + jr) is an element of C.
                                 let cp = unsafe { c.at(ic + ir, jc + jr) };
@@ -388,7 +427,12 @@ pub(crate) unsafe fn drive<K: Kernel>(
                                         out,
                                         ld_out,
                                     };
-                                    kern.micro((pc, kb, kpad), apanel, bpanel, ctile)
+                                    if a_direct {
+                                        let a_at = a.at(ic + ir, ks + pc);
+                                        kern.micro_in_place((pc, kb, kpad), a_at, bpanel, ctile)
+                                    } else {
+                                        kern.micro((pc, kb, kpad), apanel, bpanel, ctile)
+                                    }
                                 };
                                 if last && !direct {
                                     // SAFETY: the mr × nr tile at cp is inside C; the buffer
@@ -407,6 +451,11 @@ pub(crate) unsafe fn drive<K: Kernel>(
         kern.end();
     });
 }
+
+/// Largest packed A kept for all column blocks of B (bf16 A up to 2048 × 2048 per
+/// super-block of sums). Packing A once per column block instead cost 5–10% of a
+/// 1024³–2048³ AMX product on one thread (A packed 2–4 times).
+const A_ONCE_BYTES: usize = 8 << 20;
 
 /// One product's operands, handed to the worker threads.
 pub(crate) struct Job<E, C> {
