@@ -2,7 +2,8 @@
 //! blocks: MLP, convolution, layer norm, attention, softmax cross-entropy with integer
 //! labels, an embedding gather and its scatter-add backward, an fp8 scaled matmul with a
 //! bias, an AdamW update, casts) is lowered to the loop IR, or is on the short list of
-//! kernels a backend runs another way, each with its reason.
+//! kernels a backend runs another way, each with its reason (today: the scaled-format
+//! quantization and the scaled matmul).
 
 mod graphs;
 
@@ -12,15 +13,6 @@ use rlx_compile::{CompileOptions, compile};
 /// Kernels (by label prefix) that are not lowered, and why: a backend runs them on the
 /// host fallback (CUDA, wgpu) or a library call.
 const NOT_LOWERED: &[(&str, &str)] = &[
-    (
-        "opaque(conv",
-        "direct convolution windows are not lowered yet; CUDA and wgpu run them on the shared \
-         host fallback (rlx-runtime's HostKernel on the CPU executor)",
-    ),
-    (
-        "opaque(max_pool",
-        "pooling windows are not lowered yet; the host fallback runs them",
-    ),
     (
         "opaque(scaled_quant_scale",
         "a per-tensor (or per-block) amax encoded as a format's scale: not lowered yet; the \

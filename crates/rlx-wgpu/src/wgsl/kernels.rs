@@ -26,18 +26,24 @@ pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Resu
         // refuses (f64, i64/u32, integer `/`, `%` and shifts that can raise) runs on the host.
         // A reduction's integer mean (an exact sum wider than i32) runs on the host too.
         // A contraction runs a workgroup per output tile (A and B slices staged in
-        // workgroup memory, a register block per invocation); attention an invocation
-        // per (batch, query, head) with an online softmax.
+        // workgroup memory, a register block per invocation); attention a workgroup per
+        // block of queries (key/value tiles in workgroup memory, an online softmax).
         KernelKind::Elementwise { .. }
         | KernelKind::Reduce { .. }
         | KernelKind::Row { .. }
         | KernelKind::Contraction { .. }
         | KernelKind::Attention { .. } => g.lowered(),
-        // Concat, pad, cumsum and attention are lowered; other opaque ops run on the host.
+        // Concat, pad, cumsum, attention, convolution and pooling are lowered (an
+        // invocation per output element); other opaque ops run on the host (gather,
+        // scatter-add and cross-entropy lower too, but raise errors the WGSL kernels
+        // have no channel for).
         KernelKind::Opaque { op, .. } => match op {
-            Op::Concat { .. } | Op::Pad { .. } | Op::Cumsum { .. } | Op::Attention { .. } => {
-                g.lowered()
-            }
+            Op::Concat { .. }
+            | Op::Pad { .. }
+            | Op::Cumsum { .. }
+            | Op::Attention { .. }
+            | Op::Conv { .. }
+            | Op::Pool { .. } => g.lowered(),
             other => Err(format!(
                 "{} has no WGSL kernel yet; it runs whole on the CPU",
                 other.name()

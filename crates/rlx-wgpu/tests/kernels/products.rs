@@ -1,5 +1,5 @@
-//! Contractions, attention and the opaque movement ops (concat, pad, cumsum): every one
-//! lowered to the loop IR and run on the GPU, against the oracle.
+//! Contractions, attention, convolution and pooling, and the opaque movement ops (concat,
+//! pad, cumsum): every one lowered to the loop IR and run on the GPU, against the oracle.
 
 use super::{B, support};
 use rlx_ir::{Activation, BinaryOp, DType, MaskKind, Op};
@@ -128,5 +128,35 @@ fn concat_pad_and_cumsum_run_on_the_gpu() {
             vec![c],
         );
         b.all_on_gpu(vec![p, cs]);
+    }
+}
+
+#[test]
+fn convolution_and_pooling_run_on_the_gpu() {
+    if !support::gpu_or_skip("conv/pool") {
+        return;
+    }
+    for dt in [DType::F32, DType::F16] {
+        let mut b = B::new("conv");
+        let x = b.input(&[2, 4, 9, 7], dt);
+        let w = b.input(&[6, 2, 3, 2], dt);
+        let bias = b.input(&[6], dt);
+        let conv = Op::Conv {
+            kernel_size: vec![3, 2],
+            stride: vec![2, 1],
+            padding: vec![1, 1],
+            dilation: vec![1, 2],
+            groups: 2,
+        };
+        let y = b.op(conv, vec![x, w, bias]);
+        let pool = |kind| Op::Pool {
+            kind,
+            kernel_size: vec![2, 3],
+            stride: vec![2, 2],
+            padding: vec![1, 1],
+        };
+        let mx = b.op(pool(rlx_ir::ReduceOp::Max), vec![y]);
+        let mean = b.op(pool(rlx_ir::ReduceOp::Mean), vec![x]);
+        b.all_on_gpu(vec![mx, mean]);
     }
 }

@@ -98,6 +98,11 @@ impl Cx<'_> {
                 inputs,
                 out,
             } => self.cross_entropy_labels(inputs, out),
+            KernelKind::Opaque {
+                op: op @ (rlx_ir::Op::Conv { .. } | rlx_ir::Op::Pool { .. }),
+                inputs,
+                out,
+            } => self.window(op, inputs, out),
             KernelKind::Opaque { op, inputs, out } if super::opaque::lowers(op) => {
                 self.opaque(op, inputs, out)
             }

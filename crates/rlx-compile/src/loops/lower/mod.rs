@@ -17,7 +17,8 @@
 //! Attention runs a work-group per block of queries of one (batch, head), key and value
 //! tiles staged in shared arrays, an online softmax per query (`attention.rs`); concat, pad and cumsum an item per output element (`opaque.rs`);
 //! gather and scatter-add an item per output element, softmax cross-entropy with
-//! labels an item per row (`gather.rs`).
+//! labels an item per row (`gather.rs`); convolution and pooling an item per output
+//! element (`window.rs`).
 //!
 //! What is not lowered yet (the other opaque ops, row groups, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
@@ -39,6 +40,9 @@ mod opaque_tests;
 mod reduce;
 #[cfg(test)]
 mod tests;
+mod window;
+#[cfg(test)]
+mod window_tests;
 
 pub use attention::QUERIES as ATTENTION_QUERIES;
 pub use matmul::matmul_tile;
