@@ -46,6 +46,10 @@ pub struct CompiledGraph {
     device: Device,
     name: String,
     slots: Vec<ArgSlot>,
+    /// The slots are exactly the lifted arguments `__arg0`, `__arg1`, … in order (a
+    /// prepared graph of constants and computed values): [`CompiledGraph::run_lifted_into`]
+    /// then takes its arguments by position.
+    lifted_only: bool,
     outputs: Vec<Shape>,
     params: HashMap<String, TensorData>,
 }
@@ -106,12 +110,17 @@ impl CompiledGraph {
                     is_param,
                 }
             })
-            .collect();
+            .collect::<Vec<ArgSlot>>();
+        let lifted_only = slots
+            .iter()
+            .enumerate()
+            .all(|(i, s)| !s.is_param && s.name == crate::lifted_arg_name(i));
         Ok(CompiledGraph {
             exec,
             device,
             name: graph.name.clone(),
             slots,
+            lifted_only,
             outputs: graph
                 .outputs
                 .iter()
@@ -191,6 +200,65 @@ impl CompiledGraph {
             out.clear();
         }
         r
+    }
+
+    /// [`CompiledGraph::run_host_into`] with argument `i` given as `args[i]` for the
+    /// argument named [`crate::lifted_arg_name`]`(i)` (how [`crate::prepare`] names the
+    /// lifted constants and computed values an eager read passes): no names to build or
+    /// match per run. A graph with other arguments (inputs or params of its own), or a
+    /// wrong count, gets the error [`CompiledGraph::run_host_into`] gives for the same
+    /// arguments by those names.
+    pub fn run_lifted_into(
+        &self,
+        args: &[TensorView<'_>],
+        out: &mut Vec<HostOutput>,
+    ) -> RuntimeResult<()> {
+        let r = self.with_lifted(
+            args,
+            &mut *out,
+            |out, args| self.exec.run_host_into(args, out),
+            |out, named| self.run_host_into(named, out),
+        );
+        if r.is_err() {
+            out.clear();
+        }
+        r
+    }
+
+    /// [`CompiledGraph::run`] with the arguments by position, as
+    /// [`CompiledGraph::run_lifted_into`] takes them.
+    pub fn run_lifted(&self, args: &[TensorView<'_>]) -> RuntimeResult<Vec<TensorData>> {
+        self.with_lifted(
+            args,
+            (),
+            |(), args| self.exec.run(args),
+            |(), named| self.run(named),
+        )
+    }
+
+    /// `positional(cx, args)` after the argument checks when the slots are the lifted
+    /// arguments and `args` has one per slot; otherwise `named(cx, …)` with the lifted
+    /// names (which then reports what does not fit).
+    fn with_lifted<'a, C, R>(
+        &self,
+        args: &[TensorView<'a>],
+        cx: C,
+        positional: impl FnOnce(C, &[TensorView<'a>]) -> RuntimeResult<R>,
+        named: impl FnOnce(C, &[(&str, TensorView<'a>)]) -> RuntimeResult<R>,
+    ) -> RuntimeResult<R> {
+        if !self.lifted_only || args.len() != self.slots.len() {
+            let names: Vec<_> = (0..args.len()).map(crate::lifted_arg_name).collect();
+            let pairs: Vec<(&str, TensorView<'a>)> = names
+                .iter()
+                .map(|n| n.as_ref())
+                .zip(args.iter().copied())
+                .collect();
+            return named(cx, &pairs);
+        }
+        for (slot, v) in self.slots.iter().zip(args) {
+            check_arg(slot, v, &self.name)?;
+        }
+        positional(cx, args)
     }
 
     /// [`CompiledGraph::run_host`] with some f32 inputs donated by name: `(name, values,

@@ -235,6 +235,55 @@ fn compiled_graph_checks_names_types_and_params() {
     );
 }
 
+/// Positional runs of a prepared graph's lifted arguments (`run_lifted_into`,
+/// `run_lifted`) give the results of runs by name; a wrong count or type, or a graph
+/// with arguments of its own, gets the error of the run by the lifted names, and the
+/// kept result list is emptied.
+#[test]
+fn positional_runs_of_lifted_arguments_equal_runs_by_name_and_report_the_same_errors() {
+    register_all();
+    let mut g = Graph::new("lifted");
+    let a = g.input(lifted_arg_name(0), Shape::new(&[3], DType::F32));
+    let b = g.input(lifted_arg_name(1), Shape::new(&[3], DType::F32));
+    let s = g
+        .add_op(Op::Binary(rlx_ir::BinaryOp::Sub), vec![a, b])
+        .unwrap();
+    let r = g.add_op(Op::Activation(Activation::Relu), vec![s]).unwrap();
+    g.set_outputs(vec![r]);
+    let cg = CompiledGraph::new(Device::Cpu, &g).unwrap();
+    let x = TensorData::from_f32(&[3], &[1.0, -2.0, 5.0]);
+    let y = TensorData::from_f32(&[3], &[0.5, 1.0, 7.0]);
+    let named = [("__arg0", x.view()), ("__arg1", y.view())];
+    let mut out = vec![HostOutput::F32(vec![9.0], vec![1])];
+    cg.run_lifted_into(&[x.view(), y.view()], &mut out).unwrap();
+    assert_eq!(out, cg.run_host(&named).unwrap());
+    assert_eq!(out[0].clone().into_f32_vec(), vec![0.5, 0.0, 0.0]);
+    let by_position = cg.run_lifted(&[x.view(), y.view()]).unwrap();
+    assert_eq!(by_position, cg.run(&named).unwrap());
+    let long = TensorData::from_f32(&[4], &[1.0; 4]);
+    for bad in [vec![x.view()], vec![x.view(), long.view()]] {
+        let pairs: Vec<(&str, TensorView<'_>)> = ["__arg0", "__arg1"]
+            .into_iter()
+            .zip(bad.iter().copied())
+            .collect();
+        let want = cg.run_host(&pairs).unwrap_err().to_string();
+        let got = cg.run_lifted_into(&bad, &mut out).unwrap_err().to_string();
+        assert_eq!(got, want);
+        assert!(out.is_empty(), "{got}");
+        assert_eq!(cg.run_lifted(&bad).unwrap_err().to_string(), want);
+        out.push(HostOutput::F32(vec![9.0], vec![1]));
+    }
+    // A graph with inputs and params of its own takes no positional arguments.
+    let own = CompiledGraph::new(Device::Cpu, &relu_graph()).unwrap();
+    let w = TensorData::from_f32(&[2], &[1.0, 1.0]);
+    let err = own
+        .run_lifted_into(&[x.view(), w.view()], &mut out)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no input or param named `__arg0`"), "{err}");
+    assert!(out.is_empty());
+}
+
 #[test]
 fn the_cache_counts_every_lookup_and_clears() {
     register_all();

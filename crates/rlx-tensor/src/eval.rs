@@ -5,7 +5,6 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 use rlx_ir::{DType, Graph, NodeId, Op, TensorData, TensorView};
 use rlx_runtime::{CompiledGraph, HostOutput, Lifted, Prepared};
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::Once;
 
@@ -199,7 +198,7 @@ impl Tensor {
                 // This thread's result list from its previous read (no allocation per
                 // read); a nested read would find it taken and start a new one.
                 let mut out = HOST_OUT.take();
-                let r = c.run_host_into(args, &mut out).map(|()| {
+                let r = c.run_lifted_into(args, &mut out).map(|()| {
                     let first = out.pop().expect("one output");
                     debug_assert!(out.is_empty(), "a prepared graph has one output");
                     first
@@ -208,7 +207,7 @@ impl Tensor {
                 HOST_OUT.set(out);
                 r
             } else {
-                c.run(args)
+                c.run_lifted(args)
                     .map(|o| HostOutput::Data(o.into_iter().next().expect("one output")))
             }
         });
@@ -433,11 +432,6 @@ fn raw_constant(graph: &Graph, id: NodeId) -> Option<TensorData> {
 /// Lifted arguments passed on the stack by [`with_lifted_args`].
 const INLINE_LIFTED: usize = 4;
 
-/// The names of the first [`INLINE_LIFTED`] lifted arguments (`rlx_runtime::lifted_arg_name`,
-/// checked by a test), as literals: looking them up cost a lock-free but not free
-/// `OnceLock` read per argument and read.
-const INLINE_NAMES: [&str; INLINE_LIFTED] = ["__arg0", "__arg1", "__arg2", "__arg3"];
-
 /// Filler for the unused entries of the stack arrays of [`with_lifted_args`].
 const EMPTY_VIEW: TensorView<'static> = TensorView {
     dtype: DType::F32,
@@ -445,16 +439,16 @@ const EMPTY_VIEW: TensorView<'static> = TensorView {
     bytes: &[],
 };
 
-/// Call `f` with the `(name, view)` pairs of the lifted arguments of a prepared graph
-/// (argument `i` is `__arg{i}`), borrowed from the source graph's constant payloads and
-/// the realized values: copying them out would copy every large constant on each read.
-/// Up to [`INLINE_LIFTED`] arguments live on the stack (an eager read of a small
-/// expression allocates nothing here).
+/// Call `f` with the views of the lifted arguments of a prepared graph (argument `i`,
+/// named `__arg{i}` there, is `views[i]`), borrowed from the source graph's constant
+/// payloads and the realized values: copying them out would copy every large constant on
+/// each read. Up to [`INLINE_LIFTED`] arguments live on the stack (an eager read of a
+/// small expression allocates nothing here).
 pub(crate) fn with_lifted_args<R>(
     lifted: &[Lifted],
     graph: &Graph,
     realized: &crate::tensor::IdMap<NodeId, Arc<TensorData>>,
-    f: impl FnOnce(&[(&str, TensorView<'_>)]) -> R,
+    f: impl FnOnce(&[TensorView<'_>]) -> R,
 ) -> R {
     // `(dtype, dims, bytes)` of argument `i`.
     let part = |i: usize| -> (DType, Dims<'_>, &[u8]) {
@@ -484,40 +478,23 @@ pub(crate) fn with_lifted_args<R>(
             *d = shape;
             *r = (dtype, bytes);
         }
-        let mut views = [("", EMPTY_VIEW); INLINE_LIFTED];
-        for (v, (name, (d, &(dtype, bytes)))) in views
-            .iter_mut()
-            .zip(INLINE_NAMES.iter().zip(dims.iter().zip(&rest)))
-            .take(n)
-        {
-            *v = (
-                name,
-                TensorView {
-                    dtype,
-                    dims: d.as_slice(),
-                    bytes,
-                },
-            );
+        let mut views = [EMPTY_VIEW; INLINE_LIFTED];
+        for (v, (d, &(dtype, bytes))) in views.iter_mut().zip(dims.iter().zip(&rest)).take(n) {
+            *v = TensorView {
+                dtype,
+                dims: d.as_slice(),
+                bytes,
+            };
         }
         f(&views[..n])
     } else {
-        let parts: Vec<(Cow<'static, str>, DType, Dims<'_>, &[u8])> = (0..n)
-            .map(|i| {
-                let (dtype, dims, bytes) = part(i);
-                (rlx_runtime::lifted_arg_name(i), dtype, dims, bytes)
-            })
-            .collect();
-        let views: Vec<(&str, TensorView<'_>)> = parts
+        let parts: Vec<(DType, Dims<'_>, &[u8])> = (0..n).map(part).collect();
+        let views: Vec<TensorView<'_>> = parts
             .iter()
-            .map(|(name, dtype, dims, bytes)| {
-                (
-                    name.as_ref(),
-                    TensorView {
-                        dtype: *dtype,
-                        dims: dims.as_slice(),
-                        bytes,
-                    },
-                )
+            .map(|(dtype, dims, bytes)| TensorView {
+                dtype: *dtype,
+                dims: dims.as_slice(),
+                bytes,
             })
             .collect();
         f(&views)
@@ -626,15 +603,6 @@ mod tests {
             assert_eq!(wide.to_data().dims, vec![2, 3]);
             assert_eq!(flat.to_data().dims, vec![3]);
             assert_eq!(doubled.to_data().dtype, DType::F64);
-        }
-    }
-
-    /// The literal names eager reads pass for their first lifted arguments are the
-    /// names prepared graphs give them.
-    #[test]
-    fn inline_lifted_argument_names_are_the_prepared_graphs_names() {
-        for (i, name) in super::INLINE_NAMES.iter().enumerate() {
-            assert_eq!(*name, rlx_runtime::lifted_arg_name(i));
         }
     }
 
