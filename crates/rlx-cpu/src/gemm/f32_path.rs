@@ -12,7 +12,7 @@
 //! takes the path per call, so paths can be compared in one process.
 //!
 //! Exactness: the own kernel sums each element in blocks of at most `KC` sums (256, or
-//! the L1d in 48-column rows on Intel: 256 on Sapphire Rapids; split
+//! twice the L1d in 48-column rows on Intel: 512 on Sapphire Rapids; split
 //! into equal blocks), each one chain of
 //! fused multiply-adds in k order from zero, added to the stored partial sum; faer blocks
 //! its sums differently on long ones (k = 2100 differs in the last bits), so the two

@@ -8,8 +8,8 @@
 //!   tile needs 26, since each broadcast feeds three FMAs. With both panels in L1 it ran
 //!   at 236 GFLOP/s on one Sapphire Rapids core where the 12 × 32 tile ran 196–216
 //!   (MKL's own f32 kernel on that core uses the same 8 × 48 shape). `KC` sums make B's
-//!   `KC × 48` strip the size of the L1d (reused from there while A's panels stream
-//!   past), `MC` rows make A's `MC × KC` block an eighth of the L2.
+//!   `KC × 48` strip twice the L1d (streamed from L2 past A's panels), `MC` rows make
+//!   A's `MC × KC` block a quarter of the L2.
 //! - **AMD and others**: the 12 × 32 tile with the blocks it was measured with
 //!   (`KC` 256, `MC` 192, `NC` 2048), unchanged, since Zen 4/5 split each 512-bit FMA
 //!   into two 256-bit halves and were not re-measured.
@@ -126,16 +126,20 @@ pub(crate) fn plan_for(vendor: Vendor, caches: Option<Caches>) -> Plan {
         (Vendor::Intel, Some(c)) => {
             let tile = TileShape::M8N48;
             let strip = tile.nr() * size_of::<f32>();
-            // B's strip is the size of the L1d: the A panel and C lines streaming past
-            // evict some of it, but the L1 prefetcher brings it back from L2 in order.
-            // Measured on Sapphire Rapids (48 KiB): KC 256 ran 3–5 % faster than 192 at
-            // W11's k = 256 products (one sum block instead of two, so C is read and
-            // written once) and the same at 256³–2048³; 384 and 512 the same as 256.
-            let kc = (c.l1d / strip / 16 * 16).clamp(64, 512);
-            // A's block takes an eighth of the L2: the rest holds the B strips passing
-            // through and the C lines prefetched into L2. Measured (2 MiB L2): 256–336
-            // rows 3–6 % faster than 2048 (a quarter-L2 block) on 2048³.
-            let mc = (c.l2 / 8 / (kc * size_of::<f32>()) / tile.mr() * tile.mr()).clamp(96, 4096);
+            // B's strip is twice the L1d: it streams from L2 past each A panel (the L1
+            // prefetcher keeps up with its 192 bytes a sum), and the longer sum blocks
+            // read and write C half as often as a strip the size of the L1d. Measured on
+            // Sapphire Rapids (48 KiB, one thread, interleaved with MKL after B's
+            // packing was reordered): KC 512 ran 1024³ at 1.00× MKL where 256 ran 0.91×,
+            // 2048³ 0.95× against 0.93×, W11's k = 768 and 1024 products within noise
+            // or better; 128 lost 3–5 % at 2048³. (Before the packing change, KC 256
+            // had measured 3–5 % faster than 192 at W11's k = 256.)
+            let kc = (2 * c.l1d / strip / 16 * 16).clamp(64, 512);
+            // A's block takes a quarter of the L2: the rest holds the B strips passing
+            // through and the C lines prefetched into L2. Measured (2 MiB L2, KC 512):
+            // 256 rows within noise of 128 at 1024³, up to 5 % faster on W11's k = 256
+            // products.
+            let mc = (c.l2 / 4 / (kc * size_of::<f32>()) / tile.mr() * tile.mr()).clamp(96, 4096);
             Plan {
                 tile,
                 kc,
@@ -208,12 +212,12 @@ mod tests {
             l1d: 48 << 10,
             l2: 2 << 20,
         };
-        // 48 KiB / (48 · 4 B) = 256 sums; 256 KiB / (256 · 4 B) = 256 rows.
+        // 2 · 48 KiB / (48 · 4 B) = 512 sums; 512 KiB / (512 · 4 B) = 256 rows.
         assert_eq!(
             plan_for(Vendor::Intel, Some(spr)),
             Plan {
                 tile: TileShape::M8N48,
-                kc: 256,
+                kc: 512,
                 mc: 256,
                 nc: 8160
             }
@@ -222,9 +226,9 @@ mod tests {
             l1d: 32 << 10,
             l2: 1 << 20,
         };
-        // 32 KiB / 192 B = 170 → 160 sums; 128 KiB / 640 B = 204 → 200 rows.
+        // 64 KiB / 192 B = 341 → 336 sums; 256 KiB / 1344 B = 195 → 192 rows.
         let p = plan_for(Vendor::Intel, Some(skx));
-        assert_eq!((p.kc, p.mc), (160, 200));
+        assert_eq!((p.kc, p.mc), (336, 192));
         let old = Plan {
             tile: TileShape::M12N32,
             kc: 256,
