@@ -333,7 +333,10 @@ mod tests {
         // Other ops and arities always go through the general rules.
         let x = &shapes[DType::ALL.len()];
         assert_eq!(same_shape_elementwise(&Op::StopGradient, &[x]), None);
-        assert_eq!(same_shape_elementwise(&Op::Binary(BinaryOp::Add), &[x]), None);
+        assert_eq!(
+            same_shape_elementwise(&Op::Binary(BinaryOp::Add), &[x]),
+            None
+        );
         // Broadcasting ([1, 3] with [3]) is not a same-shape case.
         let row = Shape::new(&[1, 3], DType::F32);
         let flat = Shape::new(&[3], DType::F32);
