@@ -84,7 +84,7 @@ impl HostBuf {
     }
 }
 
-/// How [`Ex::MulAdd`](super::Ex::MulAdd) is evaluated.
+/// How [`Ex::MulAdd`] is evaluated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MulAddMode {
     /// One rounding (`mul_add`): what CUDA, HIP and the C renderer's `fmaf` compute.
