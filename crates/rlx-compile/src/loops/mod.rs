@@ -41,7 +41,8 @@ mod render_wgsl;
 
 pub use build::Builder;
 pub use lower::{
-    ATTENTION_QUERIES, LowerError, lower_epilogue, lower_kernel, lower_value, matmul_tile,
+    ATTENTION_QUERIES, LowerError, lower_epilogue, lower_kernel, lower_split_reduction,
+    lower_value, matmul_tile,
 };
 pub use render_c::{
     C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop, render_c_statements, render_c_value,

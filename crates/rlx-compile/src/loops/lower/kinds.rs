@@ -45,7 +45,7 @@ impl Cx<'_> {
                     dtype: *dtype,
                     epilogue,
                 };
-                self.reduce(&r)
+                self.reduce(&r, None)
             }
             KernelKind::Row {
                 op,
@@ -324,7 +324,7 @@ impl Cx<'_> {
 }
 
 /// The fields of a `Reduce` kernel.
-pub(super) struct Reduction<'a> {
+pub(in crate::loops::lower) struct Reduction<'a> {
     pub op: ReduceOp,
     pub in_space: &'a [Dim],
     pub axes: &'a [usize],

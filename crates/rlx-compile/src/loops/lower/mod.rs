@@ -39,6 +39,8 @@ mod opaque;
 mod opaque_tests;
 mod reduce;
 #[cfg(test)]
+mod split_tests;
+#[cfg(test)]
 mod tests;
 mod window;
 #[cfg(test)]
@@ -90,6 +92,59 @@ pub fn lower_kernel(p: &Program, k: usize) -> Result<LoopKernel, LowerError> {
     let mut cx = Cx::new(p, k);
     let items = cx.kind()?;
     Ok(cx.into_kernel("", items))
+}
+
+/// Reduction kernel `k` of `p` split in two kernels, for reductions too long for one
+/// work-group per output: the first runs a work-group per (output, part) — `parts`
+/// contiguous chunks of `⌈count / parts⌉` reduced positions, each folded by its group's
+/// fixed tree — and stores each part's state at `output · parts + part` of a scratch
+/// buffer; the second runs an item per output folding its `parts` states in part order,
+/// then the result, epilogue and stores of the unsplit kernel. The result depends on
+/// `parts` (a property of the program the backend picks) but never on the launch.
+///
+/// The scratch buffer is the slot whose [`KernelBuf::buf`] is `p.buffers.len()` (one
+/// past the program's buffers; written by the first kernel, read by the second) of
+/// `outputs · parts` elements of that slot's dtype: the backend allocates it. Integer
+/// means (two accumulators) are not split.
+pub fn lower_split_reduction(
+    p: &Program,
+    k: usize,
+    parts: u32,
+) -> Result<[LoopKernel; 2], LowerError> {
+    let crate::program::KernelKind::Reduce {
+        op,
+        in_space,
+        axes,
+        keep_dim,
+        prologue,
+        input,
+        out_space,
+        dtype,
+        epilogue,
+    } = &p.kernels[k].kind
+    else {
+        return Err(Cx::new(p, k).fail("a split of a kernel that is not a reduction".into()));
+    };
+    if parts == 0 {
+        return Err(Cx::new(p, k).fail("a split reduction of 0 parts".into()));
+    }
+    let r = kinds::Reduction {
+        op: *op,
+        in_space,
+        axes,
+        keep_dim: *keep_dim,
+        prologue,
+        input: *input,
+        out_space,
+        dtype: *dtype,
+        epilogue,
+    };
+    let mut first = Cx::new(p, k);
+    let items = first.reduce(&r, Some(parts))?;
+    let first = first.into_kernel("_part", items);
+    let mut second = Cx::new(p, k);
+    let items = second.reduce_combine(&r, parts)?;
+    Ok([first, second.into_kernel("_combine", items)])
 }
 
 /// An epilogue of kernel `k` as a fragment for a backend that writes the rest of the

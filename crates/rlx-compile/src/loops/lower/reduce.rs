@@ -27,8 +27,8 @@
 use super::expr::{Env, ieee_max, round};
 use super::kinds::Reduction;
 use super::{Cx, LowerError};
-use crate::loops::build::{add, bin, div, float, int, mul, select, un};
-use crate::loops::{Bin, Ex, Fault, Lit, SharedArray, Stmt, Ty, Un, Var};
+use crate::loops::build::{add, bin, div, float, int, mul, rem, select, un};
+use crate::loops::{Access, Bin, Ex, Fault, Lit, SharedArray, Stmt, Ty, Un, Var};
 use rlx_ir::{DType, Dim, ReduceOp};
 
 /// The largest work-group a reduction uses (WebGPU's baseline limit of invocations per
@@ -138,19 +138,36 @@ impl Cx<'_> {
         Ok(ty)
     }
 
-    /// Lower reduction `r`; returns the number of items (or work-groups).
-    pub(super) fn reduce(&mut self, r: &Reduction<'_>) -> Result<Ex, LowerError> {
+    /// Lower reduction `r`; returns the number of items (or work-groups). With `split`,
+    /// the first kernel of a split reduction: a work-group per (output, part) storing
+    /// its part's state in the scratch slot.
+    pub(super) fn reduce(
+        &mut self,
+        r: &Reduction<'_>,
+        split: Option<u32>,
+    ) -> Result<Ex, LowerError> {
         let in_dt = r.prologue.nodes[r.input as usize].dtype;
         let ty = self.reduce_ty(r, in_dt)?;
         let red_dims: Vec<Dim> = r.axes.iter().map(|&a| r.in_space[a]).collect();
-        let lanes = lanes(r, &red_dims);
-        let out = if lanes > 1 { Ex::Group } else { Ex::Item };
+        let lanes = if split.is_some() {
+            MAX_GROUP
+        } else {
+            lanes(r, &red_dims)
+        };
+        let out = match split {
+            Some(parts) => self.b.bind(Ty::Index, div(Ex::Group, int(parts as i64))),
+            None if lanes > 1 => Ex::Group,
+            None => Ex::Item,
+        };
         let out_coords = self.unravel(out.clone(), r.out_space);
         let count = self.numel(&red_dims);
         let statically_nonempty = matches!(count, Ex::Lit(Lit::Index(n)) if n > 0);
         let needs_element = matches!(r.op, ReduceOp::Max | ReduceOp::Min)
             || (r.op == ReduceOp::Mean && ty == Ty::I64);
-        if needs_element && !statically_nonempty {
+        if split.is_some() && r.op == ReduceOp::Mean && ty == Ty::I64 {
+            return Err(self.fail("a split integer mean (two accumulators)".into()));
+        }
+        if needs_element && !statically_nonempty && split.is_none() {
             self.b.push(Stmt::If {
                 cond: bin(Bin::Eq, count.clone(), int(0)),
                 body: vec![Stmt::Fail(Fault::EmptyReduction)],
@@ -162,19 +179,41 @@ impl Cx<'_> {
             .into_iter()
             .map(|(t, e)| self.accumulator(t, e))
             .collect();
-        // This item's positions: `first, first + lanes, …` below `count`.
+        // A split's part: positions `base .. base + len` of the `count`, in chunks of
+        // `⌈count / parts⌉` (the last parts may be short or empty).
+        let (base, len) = match split {
+            Some(parts) => {
+                let p = parts as i64;
+                let part = self.b.bind(Ty::Index, rem(Ex::Group, int(p)));
+                let chunk = self
+                    .b
+                    .bind(Ty::Index, div(add(count.clone(), int(p - 1)), int(p)));
+                let base = self.b.bind(Ty::Index, mul(part, chunk.clone()));
+                let left = select(
+                    bin(Bin::Lt, base.clone(), count.clone()),
+                    bin(Bin::Sub, count.clone(), base.clone()),
+                    int(0),
+                );
+                let left = self.b.bind(Ty::Index, left);
+                let len = select(bin(Bin::Lt, left.clone(), chunk.clone()), left, chunk);
+                (base, self.b.bind(Ty::Index, len))
+            }
+            None => (int(0), count.clone()),
+        };
+        // This item's positions: `first, first + lanes, …` below `len`.
         let mine = if lanes > 1 {
             let l = lanes as i64;
             div(
-                bin(Bin::Sub, add(count.clone(), int(l - 1)), Ex::Local),
+                bin(Bin::Sub, add(len.clone(), int(l - 1)), Ex::Local),
                 int(l),
             )
         } else {
-            count.clone()
+            len.clone()
         };
         self.counted(mine, |cx, j| {
             let pos = if lanes > 1 {
-                cx.b.bind(Ty::Index, add(mul(j, int(lanes as i64)), Ex::Local))
+                let at = add(base.clone(), add(mul(j, int(lanes as i64)), Ex::Local));
+                cx.b.bind(Ty::Index, at)
             } else {
                 j
             };
@@ -274,12 +313,77 @@ impl Cx<'_> {
                 })
                 .collect();
             let total = fold.result(parts);
+            if split.is_some() {
+                let slot = cx.scratch(ty, Access::Write);
+                cx.b.push(Stmt::Store {
+                    buf: slot,
+                    index: Ex::Group,
+                    value: total,
+                });
+                return Ok(());
+            }
             cx.reduce_finish(r, ty, total, count, out, out_coords)
         })?;
         self.b.push(Stmt::If {
             cond: bin(Bin::Eq, Ex::Local, int(0)),
             body,
         });
+        let outputs = self.numel(r.out_space);
+        Ok(match split {
+            Some(parts) => mul(outputs, int(parts as i64)),
+            None => outputs,
+        })
+    }
+
+    /// The scratch slot of a split reduction (see [`super::lower_split_reduction`]).
+    fn scratch(&mut self, ty: Ty, access: Access) -> usize {
+        let dtype = match ty {
+            Ty::F64 => DType::F64,
+            Ty::I64 | Ty::Index => DType::I64,
+            Ty::Bool => DType::Bool,
+            Ty::F32 => DType::F32,
+        };
+        self.slots.push(crate::loops::KernelBuf {
+            buf: self.p.buffers.len(),
+            dtype,
+            access,
+        });
+        self.slots.len() - 1
+    }
+
+    /// The second kernel of a split reduction: an item per output folding its `parts`
+    /// partial states in part order, then the result, epilogue and stores as unsplit.
+    pub(super) fn reduce_combine(
+        &mut self,
+        r: &Reduction<'_>,
+        parts: u32,
+    ) -> Result<Ex, LowerError> {
+        let in_dt = r.prologue.nodes[r.input as usize].dtype;
+        let ty = self.reduce_ty(r, in_dt)?;
+        let red_dims: Vec<Dim> = r.axes.iter().map(|&a| r.in_space[a]).collect();
+        let count = self.numel(&red_dims);
+        if matches!(r.op, ReduceOp::Max | ReduceOp::Min)
+            && !matches!(count, Ex::Lit(Lit::Index(n)) if n > 0)
+        {
+            self.b.push(Stmt::If {
+                cond: bin(Bin::Eq, count.clone(), int(0)),
+                body: vec![Stmt::Fail(Fault::EmptyReduction)],
+            });
+        }
+        let out_coords = self.unravel(Ex::Item, r.out_space);
+        let slot = self.scratch(ty, Access::Read);
+        let acc = self.accumulator(ty, identity(r.op, ty, in_dt));
+        let p = parts as i64;
+        self.counted(int(p), |cx, j| {
+            let at = add(mul(Ex::Item, int(p)), j);
+            let part = Ex::Load {
+                buf: slot,
+                index: Box::new(at),
+            };
+            cx.assign(acc, combine(r.op, ty, Ex::Var(acc), part));
+            Ok(())
+        })?;
+        self.reduce_finish(r, ty, Ex::Var(acc), count, Ex::Item, out_coords)?;
         Ok(self.numel(r.out_space))
     }
 
