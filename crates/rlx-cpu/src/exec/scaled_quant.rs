@@ -265,10 +265,18 @@ pub(super) fn quantize(
     let vals = Vals::of(x)?;
     let n = x.numel();
     let k = x.dims.last().copied().unwrap_or(1).max(1);
-    let s: Vec<f64> = scales
-        .to_f64_vec()
-        .into_iter()
-        .map(|c| decode_scale(layout, c))
+    let raw = scales.to_f64_vec();
+    // NVFP4's scales are E4M3 codes (`decode_scale` reads `code as u8`): decoded through a
+    // table of all 256, as decoding each with the format's general routine cost more than
+    // encoding its 16 elements.
+    let e4m3_table: Option<[f64; 256]> = matches!(layout, ScaleLayout::Nvfp4 { .. })
+        .then(|| std::array::from_fn(|c| decode_scale(layout, c as f64)));
+    let s: Vec<f64> = raw
+        .iter()
+        .map(|&c| match &e4m3_table {
+            Some(t) => t[c as u8 as usize],
+            None => decode_scale(layout, c),
+        })
         .collect();
     let (block, per_row) = match layout.block() {
         Some(b) if b > 0 && k % b as usize == 0 => (b as usize, k / b as usize),
@@ -283,6 +291,11 @@ pub(super) fn quantize(
     // fp4 codes under scales that are not powers of two (NVFP4): by comparison with the
     // block's rounding boundaries, 16 lanes at a time, instead of an f64 division each.
     let thresholds = simd::Thresholds::new(format, &enc);
+    // With E4M3 scales, every block's boundaries are one of 256: computed once each.
+    let bounds_by_code: Option<Vec<_>> = thresholds
+        .as_ref()
+        .zip(e4m3_table)
+        .map(|(th, t)| t.iter().map(|&sc| th.scaled(sc)).collect());
     let mut codes = vec![0u8; n];
     codes
         .par_chunks_mut(ROWS_PER_CHUNK * k)
@@ -292,11 +305,10 @@ pub(super) fn quantize(
             let base = c * ROWS_PER_CHUNK * k;
             for (j, blk) in out.chunks_mut(block).enumerate() {
                 let first = base + j * block;
-                let sc = if blocked {
-                    s[(first / k) * per_row + (first % k) / block]
-                } else {
-                    s[0]
-                };
+                // `block` divides the row length `k`, so blocks are numbered in storage
+                // order: this one is `first / block` (the row's scales are consecutive).
+                let sb = if blocked { base / block + j } else { 0 };
+                let sc = s[sb];
                 if sc == 0.0 || !sc.is_finite() {
                     blk.fill(0);
                     continue;
@@ -313,10 +325,11 @@ pub(super) fn quantize(
                     })
                 };
                 let fast_pow2 = pow2 && enc.has_f32_path() && (inv as f32).is_normal();
-                let bounds = match &vals {
-                    Vals::F32(_) if !fast_pow2 => thresholds
-                        .as_ref()
-                        .and_then(|th| Some((th, th.scaled(sc)?))),
+                let bounds = match (&vals, &thresholds, &bounds_by_code) {
+                    (Vals::F32(_), Some(th), Some(by_code)) if !fast_pow2 => {
+                        by_code[raw[sb] as u8 as usize].map(|t| (th, t))
+                    }
+                    (Vals::F32(_), Some(th), None) if !fast_pow2 => th.scaled(sc).map(|t| (th, t)),
                     _ => None,
                 };
                 match &vals {
@@ -436,6 +449,57 @@ mod tests {
                     assert_eq!(g, want, "{f} at {x:e} × 2^{j}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn nvfp4_quantize_equals_the_f64_encoder_of_each_quotient_for_every_scale_code() {
+        // Rows of 48 values (3 groups of 16) per E4M3 scale code: codes 0 (zero scale)
+        // and 0x7f (NaN) give zero blocks, tiny codes leave the threshold path.
+        let (rows, k) = (256usize, 48usize);
+        let mut st = 0x9e37_79b9_7f4a_7c15u64;
+        let mut xs = Vec::with_capacity(rows * k);
+        for r in 0..rows {
+            let s = ScaledFormat::F8E4M3.decode(r as u8) as f64;
+            for i in 0..k {
+                st ^= st << 13;
+                st ^= st >> 7;
+                st ^= st << 17;
+                let code = (st % 16) as u8;
+                let v = match i % 6 {
+                    // Exact code values and midpoints times the scale (ties).
+                    0 => ScaledFormat::F4E2M1.decode(code) as f64 * s,
+                    1 => {
+                        let (lo, hi) = (code % 7, code % 7 + 1);
+                        (ScaledFormat::F4E2M1.decode(lo) as f64
+                            + ScaledFormat::F4E2M1.decode(hi) as f64)
+                            / 2.0
+                            * s
+                    }
+                    2 => f64::from(f32::from_bits((st >> 32) as u32)),
+                    _ => ((st >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 14.0 * s,
+                };
+                xs.push(v as f32);
+            }
+        }
+        xs[5] = f32::NAN;
+        xs[6] = f32::INFINITY;
+        xs[7] = -0.0;
+        let x = TensorData::from_f32(&[rows, k], &xs);
+        let scale_codes: Vec<u8> = (0..rows).flat_map(|r| [r as u8; 3]).collect();
+        let scales = TensorData::new(DType::U8, &[rows, 3], scale_codes.clone()).unwrap();
+        let layout = ScaleLayout::nvfp4();
+        let f = ScaledFormat::F4E2M1;
+        let got = quantize(f, layout, &x, &scales).unwrap();
+        let enc = Encoder::new(f);
+        for (i, (&v, &g)) in xs.iter().zip(&got).enumerate() {
+            let s = decode_scale(layout, scale_codes[i / 16] as f64);
+            let want = if s == 0.0 || !s.is_finite() {
+                0
+            } else {
+                enc.encode(v as f64 / s)
+            };
+            assert_eq!(g, want, "element {i}: {v:e} / {s:e}");
         }
     }
 
