@@ -381,12 +381,13 @@ impl Kernel for Amx {
     const MR: usize = 32;
     const NR: usize = 32;
     const KU: usize = CHUNK;
-    // Measured on a 2-core Sapphire Rapids VM (thread CPU time, 1024³–2048³, A read in
-    // place): 256 sums per micro-kernel call ran 3–5% faster than 2048 (the call's 16 KiB
-    // B panel stays in L1 for the 4 A panels of a block, at the cost of C tile round trips
-    // through the block buffer); with A packed, 2048 had beaten 512 and 1024 (both too big
-    // for L1 with their A panel). 128-row A blocks beat 64 and 256.
-    const KC: usize = 256;
+    // Measured on a 2-core Sapphire Rapids VM (thread CPU time, best of runs, 1024³–2048³):
+    // with A packed, one micro-kernel call per 2048 sums beat 256, 512 and 1024 by 3–5%
+    // (fewer C tile round trips); with A read in place, 256 sums beat 2048 by 3–5% (the
+    // call's 16 KiB B panel stays in L1 for the 4 A panels of a block). 128-row A blocks
+    // beat 64 and 256.
+    const KC: usize = 2048;
+    const KC_IN_PLACE: usize = 256;
     const KS: usize = 2048;
     const MC: usize = 128;
     const NC: usize = 512;

@@ -195,6 +195,9 @@ pub(crate) trait Kernel: Sync {
     const KU: usize;
     /// Sum length per micro-kernel call (a multiple of `KU`).
     const KC: usize;
+    /// Sum length per micro-kernel call when A is read in place
+    /// ([`Kernel::a_in_place`]; a multiple of `KU` dividing `KS`).
+    const KC_IN_PLACE: usize = Self::KC;
     /// Sums per packed super-block (a multiple of `KC`).
     const KS: usize;
     /// Rows of A per packed block.
@@ -387,8 +390,9 @@ pub(crate) unsafe fn drive<K: Kernel>(
                     let a_base = if a_once { ic } else { 0 };
                     let tile =
                         |ir: usize, jr: usize| (ir / K::MR * tiles_n + jr / K::NR) * K::MR * K::NR;
-                    for pc in (0..kpad).step_by(K::KC) {
-                        let kb = K::KC.min(kpad - pc);
+                    let kc = if a_direct { K::KC_IN_PLACE } else { K::KC };
+                    for pc in (0..kpad).step_by(kc) {
+                        let kb = kc.min(kpad - pc);
                         let (first, last) = (pc == 0, pc + kb == kpad);
                         for jr in (0..nb).step_by(K::NR) {
                             let bpanel = bp[jr * kpad..].as_ptr();
@@ -452,10 +456,10 @@ pub(crate) unsafe fn drive<K: Kernel>(
     });
 }
 
-/// Largest packed A kept for all column blocks of B (bf16 A up to 2048 × 2048 per
-/// super-block of sums). Packing A once per column block instead cost 5–10% of a
-/// 1024³–2048³ AMX product on one thread (A packed 2–4 times).
-const A_ONCE_BYTES: usize = 8 << 20;
+/// Largest packed A kept for all column blocks of B (bf16 A up to 1024 × 2048 per
+/// super-block of sums): at 1024³ on one thread (AMX) packing A once was 0–3% faster than
+/// once per column block; an 8 MiB copy (2048³), which no longer fits L2, was 5% slower.
+const A_ONCE_BYTES: usize = 4 << 20;
 
 /// One product's operands, handed to the worker threads.
 pub(crate) struct Job<E, C> {
