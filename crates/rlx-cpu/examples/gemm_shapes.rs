@@ -13,7 +13,10 @@
 //! (set `OMP_WAIT_POLICY=PASSIVE` so MKL's idle OpenMP threads do not spin between its calls).
 //! `RLX_GEMM_F32_PLAN=<12x32|8x48>,<kc>,<mc>,<nc>` runs the own kernel with another tile and
 //! blocks than the ones chosen from the CPU's caches (one per process: compare plans by
-//! alternating runs).
+//! alternating runs); `RLX_GEMM_F32_SHARE_B=0` makes its threads pack B each for itself.
+//! `--cpu` times multi-thread rows by the process's CPU time (all threads' work, spinning
+//! included) instead of wall time: on a machine whose cores are busy with other work,
+//! wall time measures the scheduler.
 
 use rlx_cpu::gemm::{F32Path, MatMut, MatRef, sgemm_with};
 use std::time::Instant;
@@ -145,6 +148,17 @@ fn thread_cpu_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
+/// CPU time of the whole process (all threads), in seconds.
+fn process_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
@@ -153,6 +167,7 @@ fn main() {
             .and_then(|i| args.get(i + 1))
     };
     let only = arg("--only");
+    let cpu = args.iter().any(|a| a == "--cpu");
     let mkl = arg("--mkl").map(|p| load_mkl(p));
     let thread_counts: Vec<usize> = match arg("--threads") {
         Some(t) => vec![t.parse().expect("--threads N")],
@@ -206,7 +221,7 @@ fn main() {
             }
             for rep in 0..reps + 2 {
                 for (i, slot) in t.iter_mut().enumerate() {
-                    let (s, c0) = (Instant::now(), thread_cpu_s());
+                    let (s, c0, p0) = (Instant::now(), thread_cpu_s(), process_cpu_s());
                     match paths.get(i) {
                         Some(&p) => {
                             let cv = MatMut::row_major(&mut c, m, n);
@@ -218,6 +233,8 @@ fn main() {
                     if rep >= 2 {
                         slot.push(if threads == 1 {
                             thread_cpu_s() - c0
+                        } else if cpu {
+                            process_cpu_s() - p0
                         } else {
                             s.elapsed().as_secs_f64()
                         });

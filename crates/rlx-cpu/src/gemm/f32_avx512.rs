@@ -22,11 +22,14 @@
 //!
 //! Measured (2-vCPU Sapphire Rapids-class Xeon under KVM, 48 KiB L1d / 2 MiB L2, calls
 //! interleaved in one process with MKL 2024.2's `SGEMM` from torch's build,
-//! `examples/gemm_shapes.rs --mkl`, medians; a shared machine, so ±3 % run to run): the
-//! 8 × 48 kernel runs 0.90–1.03× MKL on one thread and 0.90–1.05× on two over 256³–2048³
-//! and W5/W6/W11's products (most 0.94–0.98×); the 12 × 32 kernel it replaced there ran
-//! 0.85–0.95×. MKL's own kernel on that CPU is also 8 × 48; the rest of the gap is not
-//! the blocking (KC 192–512 and MC 128–1024 measured within noise of the plan's).
+//! `examples/gemm_shapes.rs --mkl`, one thread timed by its CPU time, medians of three
+//! processes on a machine shared with several builds): 0.94–1.11× MKL over 512³–2048³
+//! and W5/W6/W11's products (1024³ 0.98×, 2048³ 0.94×, W11 fc and dXfc2 0.94–0.96×),
+//! where the kernel before the packing rework and KC 512 read 0.90–1.07× (1024³ and
+//! 2048³ 0.90×). MKL's own kernel on that CPU is also 8 × 48. Products under 2²⁴
+//! multiply-adds (attention-sized) go to faer under `Auto`: 0.85–0.97× MKL. Two-thread
+//! wall times on that machine measured its other tenants (0.3–12× MKL run to run); the
+//! shared packing of B is measured by CPU time in `shared.rs`.
 //!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
@@ -116,7 +119,8 @@ unsafe fn sgemm_on<const MR: usize, const NV: usize>(
     // own.
     let kc = balanced(k, plan.kc);
     let (nc, nr) = (plan.nc, 16 * NV);
-    let share = parts > 1 && rows && SharedB::len(n, k, nc, nr) <= shared::MAX_SHARED;
+    let share =
+        parts > 1 && rows && shared::enabled() && SharedB::len(n, k, nc, nr) <= shared::MAX_SHARED;
     let mut keep = Vec::new();
     let shared = share.then(|| {
         keep = SHARED_B

@@ -13,10 +13,16 @@
 //! a thread that has not started, and a thread that starts late finds B packed.
 //!
 //! The packed bytes are those of [`super::pack::pack_b`] for the same block, so which
-//! thread packed a strip changes no result.
+//! thread packed a strip changes no result. Measured on the 2-vCPU Sapphire Rapids
+//! machine by the process's CPU time per product on two threads (`gemm_shapes --cpu`,
+//! spinning included; wall time there measured the other tenants): 5–9 % less CPU time
+//! at 512³–1024³ and W11's fc, head, qkv and dXfc2, 2 % at 2048³, none where C is split
+//! by columns. `RLX_GEMM_F32_SHARE_B=0` packs per thread instead (read once per
+//! process; for comparing the two in benchmarks).
 
 use super::super::lowp_drive::Src;
 use super::pack::{Strips, pack_b_strips};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Strips per claimed group: 4 strips of 48 columns read 768 contiguous bytes per row of
@@ -26,6 +32,12 @@ const GROUP: usize = 4;
 /// Largest packed B (f32) shared between threads; larger products pack per thread, as
 /// the shared buffer holds all of B's blocks at once (64 MiB here).
 pub(super) const MAX_SHARED: usize = 1 << 24;
+
+/// Whether row-split products share B's packing (unless `RLX_GEMM_F32_SHARE_B=0`).
+pub(super) fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("RLX_GEMM_F32_SHARE_B").map_or(true, |v| v.trim() != "0"))
+}
 
 /// The packed B of one product and the flags of its strip groups.
 pub(super) struct SharedB {
