@@ -201,14 +201,24 @@ impl Tensor {
                 let r = c.run_lifted_into(args, &mut out).map(|()| {
                     let first = out.pop().expect("one output");
                     debug_assert!(out.is_empty(), "a prepared graph has one output");
-                    first
+                    match first {
+                        // The stored value is a copy (in a spare allocation of this
+                        // thread); the result's dims vector goes back into the list, where
+                        // the backend writes the next read's dims (`run_host_into`).
+                        HostOutput::F32(v, dims) => {
+                            let value = crate::tensor::pool::f32_value(&dims, &v);
+                            out.push(HostOutput::F32(Vec::new(), dims));
+                            Ran::F32(value, v)
+                        }
+                        other => Ran::Other(other),
+                    }
                 });
-                out.clear();
                 HOST_OUT.set(out);
                 r
             } else {
-                c.run_lifted(args)
-                    .map(|o| HostOutput::Data(o.into_iter().next().expect("one output")))
+                c.run_lifted(args).map(|o| {
+                    Ran::Other(HostOutput::Data(o.into_iter().next().expect("one output")))
+                })
             }
         });
         LIFTED.set(lifted);
@@ -230,12 +240,8 @@ impl Tensor {
         })?;
         // The stored value takes a spare allocation of this thread when there is one.
         let (value, read) = match output {
-            HostOutput::F32(v, dims) => {
-                let value = crate::tensor::pool::f32_value(&dims, &v);
-                keep_dims(dims);
-                (value, Read::F32(v))
-            }
-            other => {
+            Ran::F32(value, v) => (value, Read::F32(v)),
+            Ran::Other(other) => {
                 let v = crate::tensor::pool::value(other.into_data());
                 (v.clone(), Read::Stored(v))
             }
@@ -387,17 +393,12 @@ impl Tensor {
     }
 }
 
-/// Hand a result's dims vector back to this thread's result list: the backend writes the
-/// next read's result dims into it (`run_host_into` reuses the dims of a kept result)
-/// instead of allocating a vector per read.
-fn keep_dims(dims: Vec<usize>) {
-    let _ = HOST_OUT.try_with(|cell| {
-        let mut out = cell.take();
-        if out.is_empty() {
-            out.push(HostOutput::F32(Vec::new(), dims));
-        }
-        cell.set(out);
-    });
+/// What a read's run produced.
+enum Ran {
+    /// An f32 host result: its stored value (a copy) and the vector the backend wrote.
+    F32(Arc<TensorData>, Vec<f32>),
+    /// Any other result.
+    Other(HostOutput),
 }
 
 /// The result of [`Tensor::read`].

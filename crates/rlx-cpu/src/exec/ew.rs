@@ -626,6 +626,11 @@ impl EwPlan {
         self.numel
     }
 
+    /// Whether the kernel is a pure copy (run by [`EwPlan::run`] as bytes).
+    pub(crate) fn is_copy(&self) -> bool {
+        self.copy
+    }
+
     /// Tile instructions per element (the work estimate behind the parallel split).
     pub(crate) fn work(&self) -> usize {
         self.work

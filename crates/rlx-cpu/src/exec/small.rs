@@ -111,8 +111,15 @@ impl CpuExecutable {
         let [BKernel::Ew(e)] = &bound.kernels[..] else {
             unreachable!("small programs are one elementwise kernel")
         };
-        e.run(&bases[..p.buffers.len()])
-            .map_err(|err| kernel_error(p, 0, err))?;
+        // One chunk (at most `SMALL_ELEMENTS`): the range `EwPlan::run` would hand its
+        // only chunk, without the split.
+        let bases = &bases[..p.buffers.len()];
+        let ran = if e.is_copy() || e.numel() == 0 {
+            e.run(bases)
+        } else {
+            e.run_range(bases, 0, e.numel(), None)
+        };
+        ran.map_err(|err| kernel_error(p, 0, err))?;
         push_outputs(p, bound, &mut outputs, out, spare);
         Ok(true)
     }
