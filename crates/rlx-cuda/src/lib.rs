@@ -198,6 +198,10 @@ pub struct Routing {
     pub blas: bool,
     /// Route per-tensor fp8 scaled matmuls to cuBLASLt (where the device can).
     pub fp8: bool,
+    /// Split reductions whose reduced extent is at least this long across blocks when
+    /// their outputs are too few to fill the device (`RLX_CUDA_SPLIT_MIN` for the other
+    /// entry points; default 8192). `usize::MAX` never splits.
+    pub split_min: usize,
 }
 
 impl Default for Routing {
@@ -205,6 +209,7 @@ impl Default for Routing {
         Routing {
             blas: true,
             fp8: true,
+            split_min: exec::plan::SPLIT_MIN,
         }
     }
 }
@@ -218,6 +223,7 @@ pub fn compile_routed(
     let program = compile_program(graph, &compile_options())?;
     let tuning = exec::plan::Tuning {
         sm_count: device::Gpu::sm_count(gpu.as_ref()),
+        split_min: r.split_min,
         blas: r.blas && device::Gpu::has_blas(gpu.as_ref()),
         fp8: r.fp8 && device::Gpu::has_fp8(gpu.as_ref()),
         epilogue: r.blas && device::Gpu::has_blas_epilogue(gpu.as_ref()),

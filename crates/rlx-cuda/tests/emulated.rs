@@ -42,7 +42,7 @@ proptest! {
         if emulator_ok() {
             let mut rng = Rng::new(seed ^ 0xabcd);
             let (g, args) = build_random_graph(&mut rng, true);
-            let o = Routing { blas: false, fp8: false };
+            let o = Routing { blas: false, fp8: false, ..Routing::default() };
             check(&g, &args, &|g| compile_emulated_with(g, o));
         }
     }
@@ -183,6 +183,7 @@ fn generic_matmuls_are_bit_identical_to_the_loop_ir_reference_in_its_fixed_order
     let o = Routing {
         blas: false,
         fp8: false,
+        ..Routing::default()
     };
     rlx_testkit::check_matmuls_follow_loop_ir_order(
         &rlx_cuda::compile_options(),
@@ -193,4 +194,40 @@ fn generic_matmuls_are_bit_identical_to_the_loop_ir_reference_in_its_fixed_order
             exe.run(&views).unwrap()[0].to_f32_vec()
         },
     );
+}
+
+#[test]
+fn huge_reductions_split_match_the_oracle() {
+    if let Some(t) = target() {
+        common::split::huge_reductions_split_match_the_oracle(&t);
+    }
+}
+
+#[test]
+fn dynamic_huge_reductions_split_match_the_oracle() {
+    if let Some(t) = target() {
+        common::split::dynamic_huge_reductions_split_match_the_oracle(&t);
+    }
+}
+
+#[test]
+fn integer_means_are_never_split() {
+    if let Some(t) = target() {
+        common::split::integer_means_are_never_split(&t);
+    }
+}
+
+/// The same split, in the HIP dialect (what `rlx-rocm` runs through this executor).
+#[test]
+fn huge_reductions_split_match_the_oracle_as_hip() {
+    if !emulator_ok() {
+        return;
+    }
+    let gpu = rlx_cuda::emu::EmuGpu::new()
+        .unwrap()
+        .with_dialect(rlx_cuda::device::Dialect::Hip);
+    let t = Target {
+        gpu: std::sync::Arc::new(gpu),
+    };
+    common::split::huge_reductions_split_match_the_oracle(&t);
 }

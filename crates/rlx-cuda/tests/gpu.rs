@@ -75,7 +75,7 @@ proptest! {
             let mut rng = Rng::new(seed ^ 0x5eed);
             let (g, args) = build_random_graph(&mut rng, true);
             check(&g, &args, &|g| t.compile(g));
-            let o = Routing { blas: false, fp8: false };
+            let o = Routing { blas: false, fp8: false, ..Routing::default() };
             check(&g, &args, &|g| t.routed(g, o));
         }
     }

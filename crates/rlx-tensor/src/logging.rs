@@ -127,6 +127,7 @@ fn parse_filter(filter: &str) -> Result<EnvFilter, LogFilterError> {
 /// | `RLX_PYTHON_PATH=<dirs>` | rlx-cuda | Python site directories searched for NVIDIA wheels (as `PYTHONPATH`) |
 /// | `RLX_CUDA_TF32=1` | rlx-cuda | let cuBLAS use TF32 tensor cores for f32 contractions |
 /// | `RLX_CUDA_NO_BLAS=1` | rlx-cuda | generated kernels instead of cuBLAS for contractions |
+/// | `RLX_CUDA_SPLIT_MIN=<n>` | rlx-cuda | shortest reduced extent split across blocks when the outputs are too few to fill the GPU (default 8192; also HIP) |
 /// | `RLX_CUDA_EMU_DIR=<dir>` | rlx-cuda | cache directory of the host emulator's compiled kernels (tests) |
 ///
 /// Test suites also read `RLX_DIFF_SEED` (differential suites), `RLX_FUZZ_SEED`,

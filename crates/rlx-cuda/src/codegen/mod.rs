@@ -84,7 +84,7 @@ impl Generated {
         for k in &self.kernels {
             match &k.kind {
                 KCode::Ew { entry, .. } => v.push(entry.clone()),
-                KCode::Reduce(r) => v.push(r.entry.clone()),
+                KCode::Reduce(r) => v.extend(r.entries()),
                 KCode::Row(r) => v.push(r.entry.clone()),
                 KCode::Attention(a) => v.push(a.entry.clone()),
                 KCode::Contract(c) => v.extend(c.entries()),

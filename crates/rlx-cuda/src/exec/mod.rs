@@ -63,11 +63,18 @@ impl Drop for GpuExecutable {
     }
 }
 
-/// Tuning for `gpu`, with the environment override `RLX_CUDA_NO_BLAS=1`.
+/// Tuning for `gpu`, with the environment overrides `RLX_CUDA_NO_BLAS=1` and
+/// `RLX_CUDA_SPLIT_MIN=<n>` ([`Tuning::split_min`]; a value that is not a number is
+/// ignored).
 pub(crate) fn tuning_for(gpu: &dyn Gpu) -> Tuning {
     let no_blas = std::env::var("RLX_CUDA_NO_BLAS").is_ok_and(|v| v == "1");
+    let split_min = std::env::var("RLX_CUDA_SPLIT_MIN")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(plan::SPLIT_MIN);
     Tuning {
         sm_count: gpu.sm_count(),
+        split_min,
         blas: gpu.has_blas() && !no_blas,
         fp8: gpu.has_fp8() && !no_blas,
         epilogue: gpu.has_blas_epilogue() && !no_blas,

@@ -27,6 +27,13 @@ pub(crate) fn align(n: usize) -> usize {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tuning {
     pub sm_count: u32,
+    /// Reductions whose reduced extent is at least this long are split across blocks
+    /// when their outputs are too few to fill the device (fewer than two per SM) and
+    /// the program carries a split form (see `codegen::reduce`): `RLX_CUDA_SPLIT_MIN`,
+    /// default [`SPLIT_MIN`]. A split folds in a different (equally fixed) order, so
+    /// changing the knob may change a float sum's last bits; it never makes a result
+    /// depend on the device.
+    pub split_min: usize,
     /// Whether cuBLAS may be used.
     pub blas: bool,
     /// Whether fp8 cuBLASLt may be used.
@@ -34,6 +41,10 @@ pub(crate) struct Tuning {
     /// Whether a GEMM may carry a fused bias/activation epilogue (cuBLASLt).
     pub epilogue: bool,
 }
+
+/// The default of [`Tuning::split_min`]: below it one block per output is about as fast
+/// as two launches.
+pub(crate) const SPLIT_MIN: usize = 8192;
 
 impl Tuning {
     pub(super) fn grid_cap(&self) -> u64 {
@@ -360,14 +371,36 @@ impl KernelBind<'_> {
                 "reduce_mean of an empty axis: an integer mean of nothing has no value".into(),
             );
         }
-        match r.group {
-            // One block per output (grid-stride over the outputs beyond the cap), with
-            // exactly the lowering's threads: its tree needs every one of them.
+        // Too few outputs to fill the device (two blocks per SM): split each long
+        // reduction into parts, a block each, then combine the parts per output.
+        let fill = 2 * self.t.sm_count.max(1) as usize;
+        if let Some(s) = &r.split
+            && l >= self.t.split_min
+            && nout < fill
+        {
+            let parts = s.parts as usize;
+            self.scratch(reduce::SPLIT_SCRATCH, nout * parts * s.partial_bytes);
+            self.launch_lowered(&s.part_entry, Some(s.group), nout * parts)?;
+            return self.launch_lowered(&s.combine_entry, s.combine_group, nout);
+        }
+        self.launch_lowered(&r.entry, r.group, nout)
+    }
+
+    /// Launch a kernel lowered to the loop IR over `items` items, or work-groups of
+    /// `group` threads (grid-stride over the work-groups beyond the cap, with exactly
+    /// the lowering's threads: its trees need every one of them).
+    fn launch_lowered(
+        &mut self,
+        entry: &str,
+        group: Option<u32>,
+        items: usize,
+    ) -> Result<(), String> {
+        match group {
             Some(n) => {
-                let gx = (nout as u64).clamp(1, self.t.grid_cap() * 8) as u32;
-                self.launch(&r.entry, (gx, 1, 1), n, true)
+                let gx = (items as u64).clamp(1, self.t.grid_cap() * 8) as u32;
+                self.launch(entry, (gx, 1, 1), n, true)
             }
-            None => self.launch(&r.entry, (blocks(nout, self.t), 1, 1), 256, false),
+            None => self.launch(entry, (blocks(items, self.t), 1, 1), 256, false),
         }
     }
 }

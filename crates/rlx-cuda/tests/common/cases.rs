@@ -435,6 +435,7 @@ pub fn generic_tiled_matmuls_match_the_oracle(t: &Target) {
     let no_blas = Routing {
         blas: false,
         fp8: false,
+        ..Routing::default()
     };
     let shapes: [(&[usize], &[usize]); 6] = [
         (&[1, 70], &[70, 130]),
