@@ -136,9 +136,9 @@ fn scaled_fp8_matmul_matches_the_oracle() {
 }
 
 #[test]
-fn host_ops_run_between_device_kernels() {
+fn lowered_opaque_ops_run_on_the_device() {
     if let Some(t) = target() {
-        cases::host_ops_run_between_device_kernels(&t);
+        cases::lowered_opaque_ops_run_on_the_device(&t);
     }
 }
 

@@ -17,12 +17,13 @@
 //!   combining strided partials in a fixed shared-memory tree: bit-identical results);
 //! - row ops (softmax, log-softmax, layer/RMS norm): lowered to the loop IR (a thread
 //!   per short row, a block per long row with fixed shared-memory trees);
-//! - attention: a flash-style kernel with key/value tiles in shared memory and an online
-//!   softmax per query;
+//! - attention: lowered to the loop IR (a block per group of queries, key/value tiles
+//!   staged in shared memory, an online softmax per query);
 //! - contraction: pack kernels (operands without a BLAS layout), the epilogue kernel run
 //!   over a cuBLAS product, and a generic fused kernel for other dtypes;
-//! - opaque: native kernels for concat, pad, cumsum and cross-entropy; other ops run on
-//!   the host (the shared host fallback, `exec::host`).
+//! - opaque: every op the loop IR lowers (concat, pad, cumsum, gather, scatter-add,
+//!   cross-entropy, convolutions, pooling…); other ops run on the host (the shared host
+//!   fallback, `exec::host`).
 
 pub(crate) mod attn;
 pub(crate) mod contract;
@@ -208,16 +209,6 @@ impl<'a> KGen<'a> {
     /// `RLX_KERNEL void name(const P<k> p)` header.
     pub(crate) fn entry_header(&self, name: &str) -> String {
         format!("RLX_KERNEL void {name}(const P{} p)", self.kid)
-    }
-
-    /// The store of `value` (a variable of `value_dt`'s compute type) as element `at` of
-    /// the kernel's output buffer.
-    pub(crate) fn store(&mut self, value: &str, value_dt: DType, at: &str) -> String {
-        let st = self.k.stores[0];
-        let dt = self.p.buffers[st.buf].shape.dtype();
-        let v = expr::cast(value, value_dt, dt);
-        let b = self.buf(st.buf);
-        format!("st_{}({b}, {at}, {v});", expr::dt_name(dt))
     }
 }
 

@@ -1,7 +1,7 @@
-//! Ops the backend runs whole: concat, pad and cumsum lowered once to the loop IR
-//! (`rlx_compile::loops`) and rendered by the shared C renderer, a native kernel for
-//! softmax cross-entropy with integer labels; every other opaque op (FFT, solve, gather,
-//! convolutions, scans, …) runs on the host through the shared host fallback
+//! Ops the backend runs whole: every op the loop IR lowers (`rlx_compile::loops`: concat,
+//! pad, cumsum, gather, scatter-add, softmax cross-entropy with integer labels,
+//! convolutions and pooling, …) is rendered by the shared C renderer; every other opaque
+//! op (FFT, solves, scans, …) runs on the host through the shared host fallback
 //! (`rlx_runtime::HostKernel`: the registered CPU backend, else the oracle), with its
 //! operands copied down and its result copied back (reported by `explain`).
 //! Scaled (fp8) matmuls go to cuBLASLt on GPUs with fp8 tensor cores, else the host.
@@ -11,9 +11,6 @@ use super::expr;
 use rlx_compile::loops::{lower_kernel, render_c_loop};
 use rlx_compile::program::KernelKind;
 use rlx_ir::{DType, Dim, Op, norm_axis};
-
-/// Error code of an out-of-range cross-entropy label.
-pub(crate) const ERR_LABEL: u64 = 3;
 
 /// An opaque kernel: a native entry point over `threads` (one thread per element), or
 /// the host.
@@ -49,51 +46,6 @@ impl KGen<'_> {
         let name = format!("k{}", self.kid);
         let od = out.dims().to_vec();
         let (body, threads) = match op {
-            // Lowered once to the loop IR (shared with the WGSL and HIP backends): an item
-            // per output element (concat, pad) or per line (cumsum). What the lowering
-            // refuses (mixed dtypes, a cumsum of bools) runs on the host.
-            Op::Concat { .. } | Op::Pad { .. } | Op::Cumsum { .. } => {
-                let Ok(lk) = lower_kernel(self.p, self.kid) else {
-                    return Ok(host);
-                };
-                let threads = match op {
-                    Op::Cumsum { axis, .. } => {
-                        let ax = norm_axis("cumsum", *axis as i64, od.len())
-                            .map_err(|e| e.to_string())?;
-                        let mut lines = od.clone();
-                        lines.remove(ax);
-                        lines
-                    }
-                    _ => od.clone(),
-                };
-                let loop_host = self.loop_host(&lk, "v");
-                (loop_host.with(|e| render_c_loop(&lk, e)), threads)
-            }
-            Op::SoftmaxCrossEntropyWithLogits => {
-                let (ll, ly) = (inputs[0], inputs[1]);
-                let (ld, yd) = (self.view_dims(ll), self.view_dims(ly));
-                if ld.is_empty() || yd.len() + 1 != ld.len() || !out_dt.is_float() {
-                    return Ok(host);
-                }
-                let c = self.dim(*ld.last().unwrap());
-                let mut s = self.grid_loop(&yd);
-                let z = self.unravel_stmts(&mut s, "    ", "f", &yd, "z");
-                let mut li = z.clone();
-                li.push("j".into());
-                let lf = self.ravel(&li, &ld);
-                let lr = self.read(ll, "lf", &li);
-                let x = expr::cast(&lr, in_dts[0], DType::F64);
-                let yf = self.ravel(&z, &yd);
-                let yr = self.read(ly, "yf", &z);
-                let y = expr::cast(&yr, in_dts[1], DType::F64);
-                let errp = self.err_ptr();
-                let code = (((self.kid as u64) + 1) << 8) | ERR_LABEL;
-                let st = self.store(&expr::cast("loss", DType::F64, out_dt), out_dt, "f");
-                s.push_str(&format!(
-                    "    const I C = {c};\n    double m = -d_inf(); bool nan = false;\n    for (I j = 0; j < C; j++) {{ I lf = {lf}; double x = {x}; if (x != x) nan = true; else if (x > m) m = x; }}\n    if (nan) m = (double)f_nan();\n    double s = 0;\n    for (I j = 0; j < C; j++) {{ I lf = {lf}; double x = {x}; s += exp(x - m); }}\n    I yf = {yf};\n    double lab = {y};\n    double loss = 0;\n    if (!(lab == floor(lab) && lab >= 0.0 && lab < (double)C)) {{ rlx_fail({errp}, {code}ull); }}\n    else {{ I j = (I)lab; I lf = {lf}; double x = {x}; loss = m + log(s) - x; }}\n    {st}\n  }}\n"
-                ));
-                (s, yd.clone())
-            }
             Op::ScaledMatMul { has_bias: true, .. }
                 if od.len() == 2 && out_dt == DType::F32 && inputs.len() == 5 =>
             {
@@ -114,7 +66,32 @@ impl KGen<'_> {
                 host.fp8_bias = Some(bname);
                 return Ok(host);
             }
-            _ => return Ok(host),
+            // Lowered once to the loop IR (shared with the WGSL and HIP backends) and run
+            // as independent items: the rendered body is a grid-stride loop over the
+            // lowering's own item count, so launching one thread per output element (per
+            // line for cumsum) covers it whatever that count is. What the lowering refuses
+            // (mixed dtypes, FFT, solves, scaled formats) and work-group lowerings
+            // (attention, launched by its own kernel kind) run on the host.
+            _ => {
+                let Ok(lk) = lower_kernel(self.p, self.kid) else {
+                    return Ok(host);
+                };
+                if lk.group.is_some() {
+                    return Ok(host);
+                }
+                let threads = match op {
+                    Op::Cumsum { axis, .. } => {
+                        let ax = norm_axis("cumsum", *axis as i64, od.len())
+                            .map_err(|e| e.to_string())?;
+                        let mut lines = od.clone();
+                        lines.remove(ax);
+                        lines
+                    }
+                    _ => od.clone(),
+                };
+                let loop_host = self.loop_host(&lk, "v");
+                (loop_host.with(|e| render_c_loop(&lk, e)), threads)
+            }
         };
         self.entries
             .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&name)));

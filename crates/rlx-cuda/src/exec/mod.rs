@@ -216,11 +216,11 @@ impl GpuExecutable {
 
     fn error_of(&self, word: u64) -> String {
         let kid = (word >> 8) as usize - 1;
-        let what = match word & 0xff {
-            1 => "integer division by zero; mask the zero divisors or cast to a float type".to_string(),
-            2 => "negative shift amount; shift amounts must be ≥ 0".to_string(),
-            3 => "a label is not a class index in 0..C; labels must be whole numbers below the class count".to_string(),
-            c => format!("device error code {c}"),
+        // Every device kernel is rendered from the loop IR, whose faults carry the
+        // oracle's codes and messages.
+        let what = match rlx_compile::loops::Fault::from_code(word & 0xff) {
+            Some(f) => f.message().to_string(),
+            None => format!("device error code {}", word & 0xff),
         };
         self.kernel_error(kid, &what)
     }
