@@ -17,7 +17,7 @@ fn own_path() -> Option<F32Path> {
 #[test]
 fn own_f32_path_matches_naive_on_tile_edges_in_every_layout_and_thread_count() {
     // The packed kernel (12 × 32 tiles with KC = 256, MC = 192, or 8 × 48 tiles with KC and
-    // MC from the caches, 256 and 256 on Sapphire Rapids): sizes one short of and one past
+    // MC from the caches, 512 and 256 on Sapphire Rapids): sizes one short of and one past
     // each, M = 1 and N = 1 (N = 1 with M, K ≥ 16 goes to the
     // narrow kernels), every layout of A, B and C, overwrite and accumulate, 1–3 threads
     // with identical bits.
@@ -30,6 +30,7 @@ fn own_f32_path_matches_naive_on_tile_edges_in_every_layout_and_thread_count() {
         (1, 1025, 700),
         (11, 255, 31),
         (13, 257, 33),
+        (13, 511, 33),
         (25, 1025, 65),
         (143, 40, 511),
         (145, 513, 545),
