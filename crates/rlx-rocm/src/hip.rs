@@ -8,7 +8,6 @@
 
 use libloading::Library;
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// A HIP error code (`hipError_t`; 0 is success).
@@ -75,23 +74,6 @@ pub(crate) struct Hip {
 /// The library names tried, newest first.
 const NAMES: [&str; 3] = ["libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"];
 
-fn candidates() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(p) = std::env::var_os("RLX_HIP_LIB") {
-        let p = PathBuf::from(p);
-        if p.is_dir() {
-            out.extend(NAMES.iter().map(|n| p.join(n)));
-        } else {
-            out.push(p);
-        }
-    }
-    for dir in ["/opt/rocm/lib", "/opt/rocm/lib64"] {
-        out.extend(NAMES.iter().map(|n| Path::new(dir).join(n)));
-    }
-    out.extend(NAMES.iter().map(PathBuf::from));
-    out
-}
-
 /// The HIP runtime, or why it cannot be opened (decided once per process).
 pub(crate) fn runtime() -> Result<&'static Hip, String> {
     static HIP: OnceLock<Result<Hip, String>> = OnceLock::new();
@@ -100,7 +82,7 @@ pub(crate) fn runtime() -> Result<&'static Hip, String> {
 
 fn open() -> Result<Hip, String> {
     let mut tried = Vec::new();
-    for c in candidates() {
+    for c in crate::dl::candidates("RLX_HIP_LIB", &NAMES) {
         // SAFETY: opening the HIP runtime runs its initializers, which do not touch a GPU
         // until hipInit.
         match unsafe { Library::new(&c) } {

@@ -9,7 +9,6 @@
 
 use libloading::{Library, Symbol};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 type Program = *mut c_void;
@@ -41,26 +40,9 @@ fn library() -> Result<&'static Library, String> {
     LIB.get_or_init(open).as_ref().map_err(Clone::clone)
 }
 
-fn candidates() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(p) = std::env::var_os("RLX_HIPRTC_LIB") {
-        let p = PathBuf::from(p);
-        if p.is_dir() {
-            out.extend(NAMES.iter().map(|n| p.join(n)));
-        } else {
-            out.push(p);
-        }
-    }
-    for dir in ["/opt/rocm/lib", "/opt/rocm/lib64"] {
-        out.extend(NAMES.iter().map(|n| Path::new(dir).join(n)));
-    }
-    out.extend(NAMES.iter().map(PathBuf::from));
-    out
-}
-
 fn open() -> Result<Library, String> {
     let mut tried = Vec::new();
-    for c in candidates() {
+    for c in crate::dl::candidates("RLX_HIPRTC_LIB", &NAMES) {
         // SAFETY: opening a shared library runs its initializers; the HIP runtime's are
         // safe to run in any process (they do not touch a GPU until asked).
         match unsafe { Library::new(&c) } {

@@ -42,6 +42,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod dl;
 mod gpu;
 pub mod hip;
 pub mod hiprtc;

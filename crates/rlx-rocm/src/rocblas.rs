@@ -110,19 +110,15 @@ impl RocBlas {
     /// Open rocBLAS (`RLX_ROCBLAS_LIB`, then ROCm's and the loader's paths) and create a
     /// handle; the error says what was tried.
     pub(crate) fn open() -> Result<RocBlas, String> {
-        let mut names: Vec<String> = Vec::new();
-        if let Ok(p) = std::env::var("RLX_ROCBLAS_LIB") {
-            names.push(p);
-        }
-        for n in [
-            "librocblas.so",
-            "librocblas.so.4",
-            "librocblas.so.3",
-            "librocblas.so.0",
-        ] {
-            names.push(format!("/opt/rocm/lib/{n}"));
-            names.push(n.to_string());
-        }
+        let names = crate::dl::candidates(
+            "RLX_ROCBLAS_LIB",
+            &[
+                "librocblas.so",
+                "librocblas.so.4",
+                "librocblas.so.3",
+                "librocblas.so.0",
+            ],
+        );
         for n in &names {
             // SAFETY: opening rocBLAS runs its initializers (it needs the HIP runtime,
             // already loaded and initialised by the device).
@@ -141,13 +137,19 @@ impl RocBlas {
                 )
             };
             let (Ok(create), Ok(strided), Ok(batched)) = found else {
-                return Err(format!("{n}: a rocBLAS GEMM entry point is missing"));
+                return Err(format!(
+                    "{}: a rocBLAS GEMM entry point is missing",
+                    n.display()
+                ));
             };
             let mut h: Handle = std::ptr::null_mut();
             // SAFETY: `h` is a valid out-pointer.
             let r = unsafe { create(&mut h) };
             if r != 0 {
-                return Err(format!("{n}: rocblas_create_handle failed ({r})"));
+                return Err(format!(
+                    "{}: rocblas_create_handle failed ({r})",
+                    n.display()
+                ));
             }
             return Ok(RocBlas {
                 _lib: lib,
@@ -158,7 +160,11 @@ impl RocBlas {
         }
         Err(format!(
             "rocBLAS cannot be opened (tried {}); GEMMs run as generated kernels",
-            names.join(", ")
+            names
+                .iter()
+                .map(|n| n.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
     }
 
