@@ -17,6 +17,8 @@
 use super::{Bin, Ex, Lit, LoopKernel, Stmt, Ty, Un};
 use rlx_ir::{DType, DimBinding};
 
+mod shuffle;
+
 /// A computed value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
@@ -196,6 +198,16 @@ fn has_barrier(s: &Stmt) -> bool {
     }
 }
 
+/// Whether `s` holds a barrier or a shuffle: statements the group's items run in
+/// lockstep, statement by statement, rather than one item after another.
+fn in_lockstep(s: &Stmt) -> bool {
+    match s {
+        Stmt::Barrier | Stmt::ShuffleXor { .. } => true,
+        Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().any(in_lockstep),
+        _ => false,
+    }
+}
+
 impl Machine<'_> {
     /// Run `body` for every local item of the group (`lanes`: their variables).
     fn group_block(
@@ -204,7 +216,7 @@ impl Machine<'_> {
         lanes: &mut [Vec<Option<Value>>],
     ) -> Result<(), String> {
         for s in body {
-            if !has_barrier(s) {
+            if !in_lockstep(s) {
                 for (l, vars) in lanes.iter_mut().enumerate() {
                     std::mem::swap(&mut self.vars, vars);
                     self.local = Some(l as u32);
@@ -241,12 +253,23 @@ impl Machine<'_> {
                         self.group_block(body, lanes)?;
                     }
                 }
-                Stmt::If { cond, body } => {
+                Stmt::If { cond, body } if body.iter().any(has_barrier) => {
                     if let Value::Bool(true) = self.uniform(cond, lanes, "a condition")? {
                         self.group_block(body, lanes)?;
                     }
                 }
-                _ => unreachable!("only barriers, loops and conditionals hold barriers"),
+                // Shuffles only: the items where `cond` holds run them, and must be
+                // whole leading segments (`local < 32`, say).
+                Stmt::If { cond, body } => {
+                    let m = self.leading(cond, lanes)?;
+                    if m > 0 {
+                        self.group_block(body, &mut lanes[..m])?;
+                    }
+                }
+                Stmt::ShuffleXor { var, value, mask } => self.shuffle(*var, value, *mask, lanes)?,
+                _ => {
+                    unreachable!("only barriers, shuffles, loops and conditionals run in lockstep")
+                }
             }
         }
         Ok(())
@@ -390,6 +413,12 @@ impl Machine<'_> {
                 Stmt::Barrier => {
                     return Err(format!(
                         "loop eval of {}: a barrier outside a work-group kernel",
+                        self.k.name
+                    ));
+                }
+                Stmt::ShuffleXor { .. } => {
+                    return Err(format!(
+                        "loop eval of {}: a shuffle outside a work-group kernel",
                         self.k.name
                     ));
                 }

@@ -41,8 +41,8 @@ mod render_wgsl;
 
 pub use build::Builder;
 pub use lower::{
-    ATTENTION_QUERIES, LowerError, lower_epilogue, lower_kernel, lower_split_reduction,
-    lower_value, matmul_tile,
+    ATTENTION_QUERIES, LowerError, LowerOptions, lower_epilogue, lower_kernel, lower_kernel_with,
+    lower_split_reduction, lower_value, matmul_tile,
 };
 pub use render_c::{
     C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop, render_c_statements, render_c_value,
@@ -361,10 +361,29 @@ pub enum Stmt {
     /// writes before it are visible to every item after it. Only in control flow that is
     /// uniform across the group.
     Barrier,
+    /// Overwrite the already defined variable `var` with the value `value` has in the
+    /// local item whose index is this item's XOR `mask` (`mask` < [`SHUFFLE_WIDTH`]): a
+    /// warp / wavefront shuffle within aligned segments of [`SHUFFLE_WIDTH`] local items,
+    /// with no shared memory and no barrier. Every item of a segment must reach it
+    /// together, and the items that reach it must be whole segments (CUDA's full-warp
+    /// mask); only in work-group kernels. The WGSL renderer refuses it (WGSL's subgroup
+    /// size is not fixed).
+    ShuffleXor {
+        /// The variable (not a bool).
+        var: Var,
+        /// The value each item offers to its partner.
+        value: Ex,
+        /// The lane mask.
+        mask: u32,
+    },
     /// Record a run-time error of the program (execution continues with a harmless
     /// value; the backend reports the error after the kernel).
     Fail(Fault),
 }
+
+/// The width of the segments [`Stmt::ShuffleXor`] exchanges values within: a CUDA warp,
+/// and the width every HIP shuffle is given (a wave64 wavefront runs two segments).
+pub const SHUFFLE_WIDTH: u32 = 32;
 
 /// A run-time error a kernel can raise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -336,7 +336,7 @@ struct Renderer<'a> {
 fn mark_assigned(body: &[Stmt], out: &mut [bool]) {
     for s in body {
         match s {
-            Stmt::Assign { var, .. } => out[var.0 as usize] = true,
+            Stmt::Assign { var, .. } | Stmt::ShuffleXor { var, .. } => out[var.0 as usize] = true,
             Stmt::Loop { body, .. } | Stmt::If { body, .. } => mark_assigned(body, out),
             Stmt::Let { .. }
             | Stmt::Store { .. }
@@ -442,6 +442,18 @@ impl Renderer<'_> {
                 }
                 Stmt::Barrier => {
                     let _ = writeln!(s, "{pad}{}", self.embed.dialect.barrier());
+                }
+                Stmt::ShuffleXor { var, value, mask } => {
+                    let v = self.ex(value);
+                    let w = super::SHUFFLE_WIDTH;
+                    let call = match self.embed.dialect {
+                        // Whole warps reach it (see the statement's contract).
+                        Dialect::Cuda => format!("__shfl_xor_sync(0xffffffffu, {v}, {mask}, {w})"),
+                        // An explicit width: wave64 and wave32 devices form the same
+                        // 32-item segments.
+                        Dialect::Hip => format!("__shfl_xor({v}, {mask}, {w})"),
+                    };
+                    let _ = writeln!(s, "{pad}{}{} = {call};", self.embed.var_prefix, var.0);
                 }
                 Stmt::Fail(f) => {
                     let _ = writeln!(s, "{pad}{}", (self.embed.fail)(*f));

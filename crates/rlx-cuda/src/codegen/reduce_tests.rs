@@ -203,3 +203,68 @@ fn static_split_forms_compile_with_nvrtc() {
         assert!(ptx.contains(&format!(".entry {e}(")), "entry {e} missing");
     }
 }
+
+/// A reduction lowered with warp shuffles (`LowerOptions::shuffles`, not yet used by the
+/// code generator: the host emulator has no `__shfl_xor_sync`) compiles with NVRTC.
+#[test]
+fn shuffled_reduction_trees_compile_with_nvrtc() {
+    if !crate::loader::nvrtc_present() {
+        println!(
+            "skipping: NVRTC cannot be loaded ({})",
+            crate::loader::describe()
+        );
+        return;
+    }
+    let mut src = String::from(crate::device::Dialect::Cuda.preamble());
+    src.push_str(loops::C_PRELUDE);
+    let mut names = Vec::new();
+    for (i, (kind, dt)) in [
+        (ReduceOp::Sum, DType::F32),
+        (ReduceOp::Max, DType::F64),
+        (ReduceOp::Mean, DType::I64),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut g = Graph::new("shuffled");
+        let x = g.input("x", Shape::new(&[3, 3000], dt));
+        let op = Op::Reduce {
+            op: kind,
+            axes: vec![1],
+            keep_dim: false,
+        };
+        let y = g.add_op(op, vec![x]).unwrap();
+        g.set_outputs(vec![y]);
+        let p = rlx_runtime::compile_program(&g, &compile_options()).unwrap();
+        let opts = loops::LowerOptions { shuffles: true };
+        let lk = loops::lower_kernel_with(&p, 0, opts).unwrap();
+        let body = loops::render_c_loop(
+            &lk,
+            &loops::CEmbedding {
+                index_type: "long long",
+                buf: &|i| format!("b{i}"),
+                dim: &|s| format!("d{s}"),
+                fail: &|_| String::new(),
+                var_prefix: "v",
+                dialect: crate::device::Dialect::Cuda,
+            },
+        );
+        assert!(body.contains("__shfl_xor_sync"), "{body}");
+        let params: Vec<String> = (0..lk.bufs.len()).map(|b| format!("char* b{b}")).collect();
+        src.push_str(&format!(
+            "extern \"C\" __global__ void s{i}({}) {{\n{body}}}\n",
+            params.join(", ")
+        ));
+        names.push(format!("s{i}"));
+    }
+    let img = crate::nvrtc::compile(&src, 80, crate::nvrtc::Output::Ptx)
+        .unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let ptx = img.ptx_text().expect("PTX text");
+    for n in names {
+        assert!(ptx.contains(&format!(".entry {n}(")), "entry {n} missing");
+    }
+    assert!(
+        ptx.contains("shfl.sync.bfly"),
+        "no butterfly shuffle in the PTX"
+    );
+}

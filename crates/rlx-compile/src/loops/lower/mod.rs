@@ -39,6 +39,8 @@ mod opaque;
 mod opaque_tests;
 mod reduce;
 #[cfg(test)]
+mod shuffle_tests;
+#[cfg(test)]
 mod split_tests;
 #[cfg(test)]
 mod tests;
@@ -89,7 +91,30 @@ impl std::error::Error for LowerError {}
 
 /// Lower kernel `k` of `p`.
 pub fn lower_kernel(p: &Program, k: usize) -> Result<LoopKernel, LowerError> {
+    lower_kernel_with(p, k, LowerOptions::default())
+}
+
+/// Choices a backend makes when lowering; the defaults are what every backend runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// Finish the work-group trees of reductions (of at least [`SHUFFLE_WIDTH`] items,
+    /// no bool states) with [`Stmt::ShuffleXor`] levels instead of shared memory: one
+    /// barrier per level fewer below the width, the same result bit for bit. For CUDA
+    /// and HIP; WGSL refuses shuffles.
+    ///
+    /// [`SHUFFLE_WIDTH`]: crate::loops::SHUFFLE_WIDTH
+    /// [`Stmt::ShuffleXor`]: crate::loops::Stmt::ShuffleXor
+    pub shuffles: bool,
+}
+
+/// Lower kernel `k` of `p` with `opts`.
+pub fn lower_kernel_with(
+    p: &Program,
+    k: usize,
+    opts: LowerOptions,
+) -> Result<LoopKernel, LowerError> {
     let mut cx = Cx::new(p, k);
+    cx.shuffles = opts.shuffles;
     let items = cx.kind()?;
     Ok(cx.into_kernel("", items))
 }
@@ -235,6 +260,8 @@ struct Cx<'a> {
     /// Work-group size, for kernels lowered to cooperating groups.
     group: Option<u32>,
     shared: Vec<SharedArray>,
+    /// See [`LowerOptions::shuffles`].
+    shuffles: bool,
 }
 
 impl<'a> Cx<'a> {
@@ -249,6 +276,7 @@ impl<'a> Cx<'a> {
             dims: Vec::new(),
             group: None,
             shared: Vec::new(),
+            shuffles: false,
         }
     }
 

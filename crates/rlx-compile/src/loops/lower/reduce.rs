@@ -28,7 +28,7 @@ use super::expr::{Env, ieee_max, round};
 use super::kinds::Reduction;
 use super::{Cx, LowerError};
 use crate::loops::build::{add, bin, div, float, int, mul, rem, select, un};
-use crate::loops::{Access, Bin, Ex, Fault, Lit, SharedArray, Stmt, Ty, Un, Var};
+use crate::loops::{Access, Bin, Ex, Fault, Lit, SHUFFLE_WIDTH, SharedArray, Stmt, Ty, Un, Var};
 use rlx_ir::{DType, Dim, ReduceOp};
 
 /// The largest work-group a reduction uses (WebGPU's baseline limit of invocations per
@@ -256,26 +256,34 @@ impl Cx<'_> {
             return Ok(self.numel(r.out_space));
         }
         self.group = Some(lanes);
-        for &a in &accs {
-            let arr = self.shared.len();
-            self.shared.push(SharedArray {
-                ty: self.b.vars[a.0 as usize],
-                len: lanes,
-            });
-            self.b.push(Stmt::SharedStore {
-                arr,
-                index: Ex::Local,
-                value: Ex::Var(a),
-            });
-        }
+        // With shuffles, the levels below the shuffle width run in registers (item 0's
+        // operands keep the tree's order: see `shuffle_levels`).
+        let shuffled = self.shuffles
+            && lanes >= SHUFFLE_WIDTH
+            && accs.iter().all(|a| self.b.vars[a.0 as usize] != Ty::Bool);
+        let floor = if shuffled { SHUFFLE_WIDTH } else { 1 };
+        let arrays = accs.len();
         let sh = |arr: usize, i: Ex| Ex::Shared {
             arr,
             index: Box::new(i),
         };
-        let arrays = accs.len();
-        self.b.push(Stmt::Barrier);
+        if lanes > floor {
+            for &a in &accs {
+                let arr = self.shared.len();
+                self.shared.push(SharedArray {
+                    ty: self.b.vars[a.0 as usize],
+                    len: lanes,
+                });
+                self.b.push(Stmt::SharedStore {
+                    arr,
+                    index: Ex::Local,
+                    value: Ex::Var(a),
+                });
+            }
+            self.b.push(Stmt::Barrier);
+        }
         let mut half = lanes / 2;
-        while half >= 1 {
+        while half >= floor {
             let (body, ()) = self.nested(|cx| {
                 let mut a = Vec::new();
                 let mut b = Vec::new();
@@ -299,8 +307,9 @@ impl Cx<'_> {
                 cond: bin(Bin::Lt, Ex::Local, int(half as i64)),
                 body,
             });
-            // Item 0 reads back only its own last write.
-            if half > 1 {
+            // Item 0 (with shuffles, items below the width) reads back only its own
+            // last write.
+            if half > floor {
                 self.b.push(Stmt::Barrier);
             }
             half /= 2;
@@ -308,31 +317,102 @@ impl Cx<'_> {
         let (body, ()) = self.nested(|cx| {
             let parts: Vec<Ex> = (0..arrays)
                 .map(|i| {
-                    let t = cx.shared[i].ty;
-                    cx.b.bind(t, sh(i, int(0)))
+                    if !shuffled {
+                        let t = cx.shared[i].ty;
+                        return cx.b.bind(t, sh(i, int(0)));
+                    }
+                    // This item's state after the shared levels (or its accumulator
+                    // when there were none), in a variable the shuffles update.
+                    let t = cx.b.vars[accs[i].0 as usize];
+                    let init = if lanes > floor {
+                        sh(i, Ex::Local)
+                    } else {
+                        Ex::Var(accs[i])
+                    };
+                    Ex::Var(cx.accumulator(t, init))
                 })
                 .collect();
-            let total = fold.result(parts);
-            if split.is_some() {
-                let slot = cx.scratch(ty, Access::Write);
-                cx.b.push(Stmt::Store {
-                    buf: slot,
-                    index: Ex::Group,
-                    value: total,
-                });
-                return Ok(());
+            if shuffled {
+                cx.shuffle_levels(&fold, &parts);
             }
-            cx.reduce_finish(r, ty, total, count, out, out_coords)
+            let (fin, ()) = cx.nested(|cx| {
+                let total = fold.result(parts);
+                if split.is_some() {
+                    let slot = cx.scratch(ty, Access::Write);
+                    cx.b.push(Stmt::Store {
+                        buf: slot,
+                        index: Ex::Group,
+                        value: total,
+                    });
+                    return Ok(());
+                }
+                cx.reduce_finish(r, ty, total, count, out, out_coords)
+            })?;
+            if shuffled {
+                cx.b.push(Stmt::If {
+                    cond: bin(Bin::Eq, Ex::Local, int(0)),
+                    body: fin,
+                });
+            } else {
+                cx.b.body.extend(fin);
+            }
+            Ok(())
         })?;
-        self.b.push(Stmt::If {
-            cond: bin(Bin::Eq, Ex::Local, int(0)),
-            body,
-        });
+        // Without shuffles only item 0 finishes; with them the first segment shuffles
+        // (whole segments, as the statement needs) and item 0 finishes inside.
+        let who = if shuffled {
+            bin(Bin::Lt, Ex::Local, int(SHUFFLE_WIDTH as i64))
+        } else {
+            bin(Bin::Eq, Ex::Local, int(0))
+        };
+        self.b.push(Stmt::If { cond: who, body });
         let outputs = self.numel(r.out_space);
         Ok(match split {
             Some(parts) => mul(outputs, int(parts as i64)),
             None => outputs,
         })
+    }
+
+    /// The last levels of a work-group tree in registers: for `h = 16, 8, …, 1` every
+    /// item of the first segment combines its state (`states`, variables) with item
+    /// `l ^ h`'s. Item 0's operands are the tree's — `s[l] ⊕ s[l + h]`, since every item
+    /// its total depends on at level `h` is below `h` — so its total equals the
+    /// shared-memory tree's bit for bit (the other items' may not: they are not used).
+    fn shuffle_levels(&mut self, fold: &Fold, states: &[Ex]) {
+        let vars: Vec<Var> = states
+            .iter()
+            .map(|e| match e {
+                Ex::Var(v) => *v,
+                _ => unreachable!("shuffled states are variables"),
+            })
+            .collect();
+        let mut h = SHUFFLE_WIDTH / 2;
+        while h >= 1 {
+            let theirs: Vec<Ex> = vars
+                .iter()
+                .map(|&x| {
+                    let t = self.b.vars[x.0 as usize];
+                    let y = self.accumulator(t, Ex::Var(x));
+                    self.b.push(Stmt::ShuffleXor {
+                        var: y,
+                        value: Ex::Var(x),
+                        mask: h,
+                    });
+                    Ex::Var(y)
+                })
+                .collect();
+            let merged = fold.merge(self, states.to_vec(), theirs);
+            // Every merged part is computed before any state changes.
+            let merged: Vec<Ex> = merged
+                .into_iter()
+                .zip(&vars)
+                .map(|(e, &x)| self.b.bind(self.b.vars[x.0 as usize], e))
+                .collect();
+            for (&x, e) in vars.iter().zip(merged) {
+                self.assign(x, e);
+            }
+            h /= 2;
+        }
     }
 
     /// The scratch slot of a split reduction (see [`super::lower_split_reduction`]).

@@ -89,6 +89,13 @@ pub enum WgslError {
         /// The dtype stored.
         dtype: DType,
     },
+    /// The kernel exchanges values through warp shuffles ([`crate::loops::Stmt::ShuffleXor`]),
+    /// whose fixed 32-item segments WGSL's subgroups (of an adapter-chosen size) do not
+    /// promise.
+    Shuffle {
+        /// The kernel's name.
+        kernel: String,
+    },
 }
 
 impl fmt::Display for WgslError {
@@ -117,6 +124,10 @@ impl fmt::Display for WgslError {
             WgslError::NarrowStore { kernel, dtype } => write!(
                 f,
                 "WGSL rendering of loop kernel `{kernel}`: it stores {dtype:?} elements (narrower than a word) into an arena not declared atomic; declare the arena `array<atomic<u32>>`"
+            ),
+            WgslError::Shuffle { kernel } => write!(
+                f,
+                "WGSL rendering of loop kernel `{kernel}`: it exchanges values through 32-lane warp shuffles, which WGSL subgroups (of the adapter's size) do not promise; lower the kernel without shuffles for WGSL"
             ),
         }
     }
@@ -433,6 +444,11 @@ impl<'a> Renderer<'a> {
                 }
                 Stmt::Barrier => {
                     let _ = writeln!(s, "{pad}workgroupBarrier();");
+                }
+                Stmt::ShuffleXor { .. } => {
+                    return Err(WgslError::Shuffle {
+                        kernel: self.k.name.clone(),
+                    });
                 }
                 Stmt::Fail(f) => match self.embed.fail {
                     Some(fail) => {
