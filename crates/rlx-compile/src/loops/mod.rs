@@ -42,7 +42,7 @@ mod render_wgsl;
 pub use build::Builder;
 pub use lower::{
     ATTENTION_QUERIES, LowerError, LowerOptions, lower_epilogue, lower_kernel, lower_kernel_with,
-    lower_split_reduction, lower_value, matmul_tile,
+    lower_split_reduction, lower_split_reduction_with, lower_value, matmul_tile,
 };
 pub use render_c::{
     C_PRELUDE, CEmbedding, Dialect, render_c, render_c_loop, render_c_statements, render_c_value,

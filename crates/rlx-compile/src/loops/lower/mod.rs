@@ -136,6 +136,16 @@ pub fn lower_split_reduction(
     k: usize,
     parts: u32,
 ) -> Result<[LoopKernel; 2], LowerError> {
+    lower_split_reduction_with(p, k, parts, LowerOptions::default())
+}
+
+/// [`lower_split_reduction`] with `opts` (shuffles finish the part kernel's trees).
+pub fn lower_split_reduction_with(
+    p: &Program,
+    k: usize,
+    parts: u32,
+    opts: LowerOptions,
+) -> Result<[LoopKernel; 2], LowerError> {
     let crate::program::KernelKind::Reduce {
         op,
         in_space,
@@ -165,6 +175,7 @@ pub fn lower_split_reduction(
         epilogue,
     };
     let mut first = Cx::new(p, k);
+    first.shuffles = opts.shuffles;
     let items = first.reduce(&r, Some(parts))?;
     let first = first.into_kernel("_part", items);
     let mut second = Cx::new(p, k);

@@ -595,6 +595,11 @@ impl Cx<'_> {
     /// The combination (`⊕`, associative) of every item's `acc` over the work-group, in a
     /// fixed tree order through shared array 0, as a value every item holds (for `lanes`
     /// 1, `acc` itself). Barriers around the tree leave the array free for the next use.
+    ///
+    /// With shuffles ([`super::LowerOptions::shuffles`], `lanes` ≥ the width, no bools)
+    /// the levels below [`SHUFFLE_WIDTH`] run in the first segment's registers, item 0's
+    /// operands in the tree's order (see `shuffle_levels`), and item 0 hands the total to
+    /// the others through `sh[0]`: the same value bit for bit, with four barriers fewer.
     pub(super) fn group_total(
         &mut self,
         acc: Var,
@@ -605,18 +610,22 @@ impl Cx<'_> {
         if lanes == 1 {
             return Ex::Var(acc);
         }
+        let shuffled = self.shuffles && lanes >= SHUFFLE_WIDTH && ty != Ty::Bool;
+        let floor = if shuffled { SHUFFLE_WIDTH } else { 1 };
         let sh = |i: Ex| Ex::Shared {
             arr: 0,
             index: Box::new(i),
         };
-        self.b.push(Stmt::SharedStore {
-            arr: 0,
-            index: Ex::Local,
-            value: Ex::Var(acc),
-        });
-        self.b.push(Stmt::Barrier);
+        if lanes > floor {
+            self.b.push(Stmt::SharedStore {
+                arr: 0,
+                index: Ex::Local,
+                value: Ex::Var(acc),
+            });
+            self.b.push(Stmt::Barrier);
+        }
         let mut half = lanes / 2;
-        while half >= 1 {
+        while half >= floor {
             let mut inner = crate::loops::Builder {
                 vars: std::mem::take(&mut self.b.vars),
                 body: Vec::new(),
@@ -633,8 +642,60 @@ impl Cx<'_> {
                 cond: bin(Bin::Lt, Ex::Local, int(half as i64)),
                 body: inner.body,
             });
-            self.b.push(Stmt::Barrier);
+            // With shuffles the first segment reads back only its own last writes.
+            if half > floor || !shuffled {
+                self.b.push(Stmt::Barrier);
+            }
             half /= 2;
+        }
+        if shuffled {
+            let mut inner = crate::loops::Builder {
+                vars: std::mem::take(&mut self.b.vars),
+                body: Vec::new(),
+            };
+            let init = if lanes > floor {
+                sh(Ex::Local)
+            } else {
+                Ex::Var(acc)
+            };
+            let x = inner.var(ty);
+            inner.push(Stmt::Let {
+                var: x,
+                value: init,
+            });
+            let mut h = SHUFFLE_WIDTH / 2;
+            while h >= 1 {
+                let y = inner.var(ty);
+                inner.push(Stmt::Let {
+                    var: y,
+                    value: Ex::Var(x),
+                });
+                inner.push(Stmt::ShuffleXor {
+                    var: y,
+                    value: Ex::Var(x),
+                    mask: h,
+                });
+                // Item 0's operands: its own state, then item `h`'s (the tree's order).
+                inner.push(Stmt::Assign {
+                    var: x,
+                    value: op(Ex::Var(x), Ex::Var(y)),
+                });
+                h /= 2;
+            }
+            inner.push(Stmt::If {
+                cond: bin(Bin::Eq, Ex::Local, int(0)),
+                body: vec![Stmt::SharedStore {
+                    arr: 0,
+                    index: int(0),
+                    value: Ex::Var(x),
+                }],
+            });
+            self.b.vars = inner.vars;
+            self.b.push(Stmt::If {
+                cond: bin(Bin::Lt, Ex::Local, int(SHUFFLE_WIDTH as i64)),
+                body: inner.body,
+            });
+            self.b.push(Stmt::Barrier);
         }
         let total = self.b.bind(ty, sh(int(0)));
         // Every item has read the total before the array is written again.

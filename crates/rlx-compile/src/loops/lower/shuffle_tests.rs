@@ -247,3 +247,110 @@ fn the_interpreter_shuffles_whole_leading_segments_and_refuses_others() {
         assert!(e.is_err_and(|e| e.contains("shuffle")), "{active} {group}");
     }
 }
+
+/// Row kernel `k` of `p` lowered with `shuffles`, run over `args` (by argument index):
+/// the lowered kernel and its output.
+fn run_row(
+    p: &Program,
+    k: usize,
+    shuffles: bool,
+    args: &[HostBuf],
+    b: &DimBinding,
+) -> (LoopKernel, HostBuf) {
+    let lk = loops::lower_kernel_with(p, k, LowerOptions { shuffles }).unwrap();
+    let out = p.outputs[0];
+    let numel = |buf: usize| -> usize {
+        p.buffers[buf]
+            .shape
+            .dims()
+            .iter()
+            .map(|d| d.resolve(b).unwrap())
+            .product()
+    };
+    let mut slots: Vec<HostBuf> = lk
+        .bufs
+        .iter()
+        .map(|s| match p.buffers[s.buf].kind {
+            BufKind::Arg(i) => args[i].clone(),
+            _ => HostBuf::zeros(p.buffers[s.buf].shape.dtype(), numel(s.buf)),
+        })
+        .collect();
+    eval::run(&lk, &mut slots, b).unwrap_or_else(|e| panic!("{e}"));
+    let at = lk.bufs.iter().position(|s| s.buf == out).unwrap();
+    (lk.clone(), slots.swap_remove(at))
+}
+
+#[test]
+fn shuffled_row_op_totals_equal_shared_memory_trees_bit_for_bit_with_fewer_barriers() {
+    let opts = CompileOptions {
+        keep_whole: ["softmax", "log_softmax", "layer_norm", "rms_norm"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ..Default::default()
+    };
+    // Rows of 200 (32 lanes: registers only), 500 (64), 3000 (256) and dynamic rows
+    // (256 lanes) of 1, 33 and 1000 columns.
+    let cases: [(Dim, usize); 6] = [
+        (Dim::Static(200), 200),
+        (Dim::Static(500), 500),
+        (Dim::Static(3000), 3000),
+        (Dim::Dynamic(0), 1),
+        (Dim::Dynamic(0), 33),
+        (Dim::Dynamic(0), 1000),
+    ];
+    for (ci, (cd, c)) in cases.into_iter().enumerate() {
+        for (oi, o) in [
+            Op::Softmax { axis: -1 },
+            Op::LogSoftmax { axis: -1 },
+            Op::LayerNorm {
+                axis: -1,
+                eps: 1e-5,
+            },
+            Op::RmsNorm {
+                axis: -1,
+                eps: 1e-5,
+            },
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut g = Graph::new("rows");
+            let x = g.input("x", Shape::from_dims(&[Dim::Static(3), cd], DType::F32));
+            let mut ins = vec![x];
+            if oi >= 2 {
+                ins.push(g.input("g", Shape::from_dims(&[cd], DType::F32)));
+                ins.push(g.input("b", Shape::from_dims(&[cd], DType::F32)));
+            }
+            let y = g.add_op(o.clone(), ins).unwrap();
+            g.set_outputs(vec![y]);
+            let p = compile(&g, &opts).unwrap();
+            let k = p
+                .kernels
+                .iter()
+                .position(|k| matches!(k.kind, crate::program::KernelKind::Row { .. }))
+                .unwrap();
+            let args: Vec<HostBuf> = p
+                .args
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _))| {
+                    let n = if name == "x" { 3 * c } else { c };
+                    values(n, false, (ci * 10 + oi + i) as u64 + 3)
+                })
+                .collect();
+            let b: DimBinding = [(0, c)].into_iter().collect();
+            let (plain, want) = run_row(&p, k, false, &args, &b);
+            let (shuf, got) = run_row(&p, k, true, &args, &b);
+            let what = format!("{o:?} over rows of {c} ({cd:?})");
+            assert_eq!(bits(&got), bits(&want), "{what}");
+            assert!(shuffles(&shuf.body) >= 5, "{what}");
+            assert!(
+                barriers(&shuf.body) < barriers(&plain.body),
+                "{what}: {} barriers shuffled, {} not",
+                barriers(&shuf.body),
+                barriers(&plain.body)
+            );
+        }
+    }
+}
