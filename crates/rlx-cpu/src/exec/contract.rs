@@ -8,7 +8,7 @@ use super::bind::plan_load;
 use super::ew::{EwPlan, ew_chunk};
 use super::loads::LoadPlan;
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into};
-use super::value::{Sv, Ty, cast_bits, read_bits};
+use super::value::{TileValue, Ty, cast_bits, read_bits};
 use crate::gemm::int8::gemm_i8;
 use crate::gemm::lowp::{HalfFloat, bf16, f16, gemm_half};
 use crate::gemm::{MatMut, MatRef, dgemm, sgemm};
@@ -248,7 +248,7 @@ impl ContractPlan {
                 // SAFETY: run_range calls the core only for tiles inside `c0..c1 <= total`, and
                 // the product (a store buffer of the whole output space or the scratch) holds
                 // `total` elements of `w` bytes.
-                |flat: usize, _n: usize| Sv::Vec(unsafe { cp.get().add(flat * w) as *const u8 });
+                |flat: usize, _n: usize| TileValue::Vector(unsafe { cp.get().add(flat * w) as *const u8 });
             self.epilogue.run_range(bs.get(), c0, c1, Some(&core))
         })?;
         drop(scratch);

@@ -7,9 +7,10 @@ use super::bind::plan_load;
 use super::copy::{Axis, Copies, Job, Src};
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
-use super::value::{Sv, Ty, read_bits, write_bits};
+use super::value::{TileValue, Ty, read_bits, write_bits};
 use super::vm::{
-    IOp, Scratch, TILE, TileEnv, TileInputs, TileProg, fetch_inputs_into, run_tile, run_tile_jit,
+    InstrOp, Scratch, TILE, TileEnv, TileInputs, TileProg, fetch_inputs_into, run_tile,
+    run_tile_jit,
 };
 use rlx_compile::program::{EOp, Expr, Kernel, Program, Store};
 use rlx_ir::{DType, DimBinding, IrError, IrResult};
@@ -207,7 +208,7 @@ pub(crate) fn store_fence() {
 /// # Safety
 /// `dst` must hold `flat + n` elements; a vector `v` must hold `n` elements.
 pub(crate) unsafe fn store(
-    v: Sv,
+    v: TileValue,
     ty: Ty,
     dt: DType,
     dst: *mut u8,
@@ -221,7 +222,7 @@ pub(crate) unsafe fn store(
     // checking they do not), the other arms convert element by element.
     unsafe {
         match v {
-            Sv::Scal(b) => {
+            TileValue::Scalar(b) => {
                 if dt == DType::F32 {
                     let o = std::slice::from_raw_parts_mut((dst as *mut f32).add(flat), n);
                     o.fill(f32::from_bits(b as u32));
@@ -231,7 +232,7 @@ pub(crate) unsafe fn store(
                     }
                 }
             }
-            Sv::Vec(p) => {
+            TileValue::Vector(p) => {
                 let w = dt.size_bytes();
                 if native(dt, ty) {
                     let d = dst.add(flat * w);
@@ -340,7 +341,10 @@ impl EwPlan {
             .collect();
         load_spans.sort_unstable();
         load_spans.dedup();
-        let consts = prog.instrs.iter().filter(|i| matches!(i.op, IOp::Const(_)));
+        let consts = prog
+            .instrs
+            .iter()
+            .filter(|i| matches!(i.op, InstrOp::Const(_)));
         let work = prog.instrs.len() - consts.count() + stores.len();
         let mut exports: Vec<usize> = Vec::new();
         for st in &stores {
@@ -413,7 +417,7 @@ impl EwPlan {
         bases: &[*mut u8],
         c0: usize,
         c1: usize,
-        core: Option<&dyn Fn(usize, usize) -> Sv>,
+        core: Option<&dyn Fn(usize, usize) -> TileValue>,
     ) -> Result<(), String> {
         let r = self.dims.len();
         let last = r.saturating_sub(1);
@@ -463,7 +467,7 @@ impl EwPlan {
                     in_row,
                 };
                 let core = core.map(|f| f(flat, len));
-                if let Some(Sv::Vec(cp)) = core {
+                if let Some(TileValue::Vector(cp)) = core {
                     // The core (a product computed in place) must not be overwritten
                     // before the tile has read it.
                     drop_direct_over(&mut direct, &spans, cp as usize);
@@ -653,8 +657,8 @@ impl EwPlan {
             let mut ins = &self.prog.instrs[slot as usize];
             loop {
                 match ins.op {
-                    IOp::Core | IOp::Where => return true,
-                    IOp::Cast(from) if from == ins.dtype => {
+                    InstrOp::Core | InstrOp::Where => return true,
+                    InstrOp::Cast(from) if from == ins.dtype => {
                         ins = &self.prog.instrs[ins.args[0] as usize];
                     }
                     _ => return false,
@@ -699,7 +703,7 @@ impl EwPlan {
                 // operand is then computed into the output (where later instructions
                 // cannot overwrite it) and read back from there.
                 let ins = &self.prog.instrs[slot as usize];
-                if let IOp::Cast(from) = ins.op
+                if let InstrOp::Cast(from) = ins.op
                     && from == ins.dtype
                 {
                     let a = ins.args[0] as usize;
@@ -934,13 +938,13 @@ pub(crate) fn plan_used(
 /// # Safety
 /// A vector value must hold more than `i` elements of `ty`.
 #[inline(always)]
-pub(crate) unsafe fn elem(v: Sv, ty: Ty, i: usize) -> u64 {
+pub(crate) unsafe fn elem(v: TileValue, ty: Ty, i: usize) -> u64 {
     // SAFETY: the caller guarantees a vector value holds more than `i` elements of `ty` (which
     // fixes the element width read).
     unsafe {
         match v {
-            Sv::Scal(b) => b,
-            Sv::Vec(p) => match ty {
+            TileValue::Scalar(b) => b,
+            TileValue::Vector(p) => match ty {
                 Ty::F32 => *(p as *const u32).add(i) as u64,
                 _ => *(p as *const u64).add(i),
             },

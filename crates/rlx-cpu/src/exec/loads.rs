@@ -1,7 +1,7 @@
 //! Loads bound to an iteration space: strides per dim, or an offset table for views
 //! that strides cannot express; and fetching one tile of a load.
 
-use super::value::{Sv, Ty, read_bits};
+use super::value::{TileValue, Ty, read_bits};
 use rlx_ir::DType;
 use std::sync::Arc;
 
@@ -168,7 +168,7 @@ pub(crate) unsafe fn fetch(
     ty: Ty,
     reg: *mut u8,
     prefetch: bool,
-) -> Sv {
+) -> TileValue {
     let n = t.len;
     let dt = p.dtype;
     // SAFETY: the caller guarantees `base` is this load's buffer covering every element the
@@ -179,23 +179,23 @@ pub(crate) unsafe fn fetch(
     unsafe {
         if let Some(tab) = &p.table {
             gather(dt, ty, base, reg, n, |i| tab[t.flat + i]);
-            return Sv::Vec(reg);
+            return TileValue::Vector(reg);
         }
         if p.uniform {
-            return Sv::Scal(read_bits(dt, base, p.offset));
+            return TileValue::Scalar(read_bits(dt, base, p.offset));
         }
-        let contiguous = |off: usize| -> Sv {
+        let contiguous = |off: usize| -> TileValue {
             if prefetch {
                 prefetch_next(base.add(off * dt.size_bytes()), n * dt.size_bytes());
             }
             if native(dt, ty) {
-                Sv::Vec(base.add(off * dt.size_bytes()))
+                TileValue::Vector(base.add(off * dt.size_bytes()))
             } else if matches!(dt, DType::F16 | DType::BF16) {
                 super::value::widen_halves(dt, base.add(off * 2), reg as *mut f32, n);
-                Sv::Vec(reg)
+                TileValue::Vector(reg)
             } else {
                 gather(dt, ty, base, reg, n, |i| off + i);
-                Sv::Vec(reg)
+                TileValue::Vector(reg)
             }
         };
         if t.in_row || t.dims.len() <= 1 {
@@ -205,19 +205,19 @@ pub(crate) unsafe fn fetch(
             }
             let s = p.strides.last().copied().unwrap_or(0);
             if s == 0 {
-                return Sv::Scal(read_bits(dt, base, off as usize));
+                return TileValue::Scalar(read_bits(dt, base, off as usize));
             }
             if s == 1 {
                 return contiguous(off as usize);
             }
             gather(dt, ty, base, reg, n, |i| (off + i as isize * s) as usize);
-            return Sv::Vec(reg);
+            return TileValue::Vector(reg);
         }
         if p.flat_dense {
             return contiguous(p.offset + t.flat);
         }
         rows_into(p, base, t, ty, reg);
-        Sv::Vec(reg)
+        TileValue::Vector(reg)
     }
 }
 

@@ -2,7 +2,7 @@
 //! three compute types. Results round (f16/bf16) or wrap (narrow integers) to the
 //! node's dtype, as the oracle stores every node.
 
-use super::value::{Elem, Sv, Ty, cast_bits, round_f32, sl, slm, wrap_int};
+use super::value::{Elem, TileValue, Ty, cast_bits, round_f32, sl, slm, wrap_int};
 use crate::math;
 use rlx_ir::{Activation, BinaryOp, CmpOp, DType, FloatFormat};
 
@@ -11,17 +11,22 @@ use rlx_ir::{Activation, BinaryOp, CmpOp, DType, FloatFormat};
 /// A vector `x` and `out` must hold `n` aligned elements of `T` and `U` respectively and
 /// must not overlap.
 #[inline(always)]
-unsafe fn map1<T: Elem, U: Elem>(x: Sv, out: *mut u8, n: usize, f: impl Fn(T) -> U) -> Sv {
+unsafe fn map1<T: Elem, U: Elem>(
+    x: TileValue,
+    out: *mut u8,
+    n: usize,
+    f: impl Fn(T) -> U,
+) -> TileValue {
     match x {
-        Sv::Scal(a) => Sv::Scal(f(T::from_bits(a)).to_bits()),
-        Sv::Vec(p) => {
+        TileValue::Scalar(a) => TileValue::Scalar(f(T::from_bits(a)).to_bits()),
+        TileValue::Vector(p) => {
             // SAFETY: the caller guarantees `p` holds `n` `T`s and `out` holds `n` `U`s,
             // aligned, with no overlap, so the shared and the mutable slice do not alias.
             let (xs, o) = unsafe { (sl::<T>(p, n), slm::<U>(out, n)) };
             for (o, &x) in o.iter_mut().zip(xs) {
                 *o = f(x);
             }
-            Sv::Vec(out)
+            TileValue::Vector(out)
         }
     }
 }
@@ -32,37 +37,39 @@ unsafe fn map1<T: Elem, U: Elem>(x: Sv, out: *mut u8, n: usize, f: impl Fn(T) ->
 /// overlap either operand (the operands may overlap each other: both are only read).
 #[inline(always)]
 unsafe fn map2<T: Elem, U: Elem>(
-    x: Sv,
-    y: Sv,
+    x: TileValue,
+    y: TileValue,
     out: *mut u8,
     n: usize,
     f: impl Fn(T, T) -> U,
-) -> Sv {
+) -> TileValue {
     // SAFETY: per the caller's contract every vector operand holds `n` `T`s and `out` holds `n`
     // `U`s not overlapping them, so each `sl`/`slm` pair is a valid, non-aliasing view.
     unsafe {
         match (x, y) {
-            (Sv::Scal(a), Sv::Scal(b)) => Sv::Scal(f(T::from_bits(a), T::from_bits(b)).to_bits()),
-            (Sv::Vec(p), Sv::Scal(b)) => {
+            (TileValue::Scalar(a), TileValue::Scalar(b)) => {
+                TileValue::Scalar(f(T::from_bits(a), T::from_bits(b)).to_bits())
+            }
+            (TileValue::Vector(p), TileValue::Scalar(b)) => {
                 let (xs, o, b) = (sl::<T>(p, n), slm::<U>(out, n), T::from_bits(b));
                 for (o, &x) in o.iter_mut().zip(xs) {
                     *o = f(x, b);
                 }
-                Sv::Vec(out)
+                TileValue::Vector(out)
             }
-            (Sv::Scal(a), Sv::Vec(q)) => {
+            (TileValue::Scalar(a), TileValue::Vector(q)) => {
                 let (ys, o, a) = (sl::<T>(q, n), slm::<U>(out, n), T::from_bits(a));
                 for (o, &y) in o.iter_mut().zip(ys) {
                     *o = f(a, y);
                 }
-                Sv::Vec(out)
+                TileValue::Vector(out)
             }
-            (Sv::Vec(p), Sv::Vec(q)) => {
+            (TileValue::Vector(p), TileValue::Vector(q)) => {
                 let (xs, ys, o) = (sl::<T>(p, n), sl::<T>(q, n), slm::<U>(out, n));
                 for ((o, &x), &y) in o.iter_mut().zip(xs).zip(ys) {
                     *o = f(x, y);
                 }
-                Sv::Vec(out)
+                TileValue::Vector(out)
             }
         }
     }
@@ -72,11 +79,11 @@ unsafe fn map2<T: Elem, U: Elem>(
 /// # Safety
 /// A vector `v` must hold more than `i` aligned elements of `T`.
 #[inline(always)]
-unsafe fn at<T: Elem>(v: Sv, i: usize) -> T {
+unsafe fn at<T: Elem>(v: TileValue, i: usize) -> T {
     match v {
-        Sv::Scal(b) => T::from_bits(b),
+        TileValue::Scalar(b) => T::from_bits(b),
         // SAFETY: the caller guarantees a vector `v` holds more than `i` aligned `T`s.
-        Sv::Vec(p) => unsafe { *(p as *const T).add(i) },
+        TileValue::Vector(p) => unsafe { *(p as *const T).add(i) },
     }
 }
 
@@ -85,22 +92,24 @@ unsafe fn at<T: Elem>(v: Sv, i: usize) -> T {
 /// A vector `v` must be a fresh result of `n` elements of `ty` that nothing else references
 /// (it is rewritten in place).
 #[inline(always)]
-unsafe fn post(ty: Ty, dt: DType, v: Sv, n: usize) -> Sv {
+unsafe fn post(ty: Ty, dt: DType, v: TileValue, n: usize) -> TileValue {
     // SAFETY: the caller passes a freshly computed vector result of `n` elements of `ty` (f32
     // in the F32 arm, i64 in the I64 arm) in its own register, so the mutable view aliases
     // nothing.
     unsafe {
         match (ty, v) {
             (Ty::F32, _) if matches!(dt, DType::F16 | DType::BF16) => match v {
-                Sv::Scal(b) => Sv::Scal(round_f32(dt, f32::from_bits(b as u32)).to_bits() as u64),
-                Sv::Vec(p) => {
+                TileValue::Scalar(b) => {
+                    TileValue::Scalar(round_f32(dt, f32::from_bits(b as u32)).to_bits() as u64)
+                }
+                TileValue::Vector(p) => {
                     super::value::round_f32_slice(dt, slm::<f32>(p as *mut u8, n));
                     v
                 }
             },
             (Ty::I64, _) if !matches!(dt, DType::I64) => match v {
-                Sv::Scal(b) => Sv::Scal(wrap_int(dt, b as i64) as u64),
-                Sv::Vec(p) => {
+                TileValue::Scalar(b) => TileValue::Scalar(wrap_int(dt, b as i64) as u64),
+                TileValue::Vector(p) => {
                     for x in slm::<i64>(p as *mut u8, n) {
                         *x = wrap_int(dt, *x);
                     }
@@ -199,24 +208,24 @@ pub(crate) unsafe fn unary(
     a: Activation,
     ty: Ty,
     dt: DType,
-    x: Sv,
+    x: TileValue,
     out: *mut u8,
     n: usize,
-) -> Result<Sv, String> {
+) -> Result<TileValue, String> {
     // SAFETY: the caller guarantees vector `x` and `out` hold `n` elements of `ty` and do not
     // overlap (this function's contract), which is what math::unary_f32's slices and map1 need;
     // `post` rewrites only the fresh result in `out`.
     unsafe {
         let v = match ty {
             Ty::F32 => match x {
-                Sv::Scal(b) => {
+                TileValue::Scalar(b) => {
                     let mut o = [0f32];
                     math::unary_f32(a, &[f32::from_bits(b as u32)], &mut o);
-                    Sv::Scal(o[0].to_bits() as u64)
+                    TileValue::Scalar(o[0].to_bits() as u64)
                 }
-                Sv::Vec(p) => {
+                TileValue::Vector(p) => {
                     math::unary_f32(a, sl::<f32>(p, n), slm::<f32>(out, n));
-                    Sv::Vec(out)
+                    TileValue::Vector(out)
                 }
             },
             // √ on its own loop vectorizes (the per-element match of `act_f64` does not).
@@ -251,11 +260,11 @@ pub(crate) unsafe fn binary(
     b: BinaryOp,
     ty: Ty,
     dt: DType,
-    x: Sv,
-    y: Sv,
+    x: TileValue,
+    y: TileValue,
     out: *mut u8,
     n: usize,
-) -> Result<Sv, String> {
+) -> Result<TileValue, String> {
     use BinaryOp::*;
     // SAFETY: as in `unary`: vector operands and `out` hold `n` elements of `ty`, `out`
     // overlaps neither operand (caller), as map2 requires; `post` only rewrites the fresh
@@ -374,7 +383,7 @@ fn int_pow(x: i64, y: i64) -> i64 {
 /// A vector `v` must hold `n` elements of `from`'s compute type; `reg` must hold `n`
 /// elements of `to` and not overlap `v`.
 #[inline(always)]
-unsafe fn widen(v: Sv, from: DType, to: Ty, reg: *mut u8, n: usize) -> Sv {
+unsafe fn widen(v: TileValue, from: DType, to: Ty, reg: *mut u8, n: usize) -> TileValue {
     let fty = Ty::of(from).unwrap();
     if fty == to {
         return v;
@@ -410,11 +419,11 @@ fn cmp<T: PartialOrd>(c: CmpOp, x: T, y: T) -> i64 {
 pub(crate) unsafe fn compare(
     c: CmpOp,
     ty: Ty,
-    x: (Sv, DType),
-    y: (Sv, DType),
+    x: (TileValue, DType),
+    y: (TileValue, DType),
     out: *mut u8,
     n: usize,
-) -> Sv {
+) -> TileValue {
     // SAFETY: `tmp_x`/`tmp_y` are fresh vectors of `n` u64 whenever an operand is a vector that
     // needs widening (else `widen` returns the operand without touching the buffer), so each
     // widened value is `n` f64s in its own allocation; the caller guarantees the unwidened
@@ -423,7 +432,7 @@ pub(crate) unsafe fn compare(
         // Widen into the output register's second half / a stack buffer as needed.
         let mut tmp_x = vec![
             0u64;
-            if matches!(x.0, Sv::Vec(_)) && Ty::of(x.1) != Some(ty) {
+            if matches!(x.0, TileValue::Vector(_)) && Ty::of(x.1) != Some(ty) {
                 n
             } else {
                 0
@@ -431,7 +440,7 @@ pub(crate) unsafe fn compare(
         ];
         let mut tmp_y = vec![
             0u64;
-            if matches!(y.0, Sv::Vec(_)) && Ty::of(y.1) != Some(ty) {
+            if matches!(y.0, TileValue::Vector(_)) && Ty::of(y.1) != Some(ty) {
                 n
             } else {
                 0
@@ -452,12 +461,19 @@ pub(crate) unsafe fn compare(
 /// # Safety
 /// As [`unary`].
 #[inline(always)]
-pub(crate) unsafe fn select(ty: Ty, m: Sv, t: Sv, f: Sv, out: *mut u8, n: usize) -> Sv {
+pub(crate) unsafe fn select(
+    ty: Ty,
+    m: TileValue,
+    t: TileValue,
+    f: TileValue,
+    out: *mut u8,
+    n: usize,
+) -> TileValue {
     // SAFETY: the caller guarantees vector operands hold `n` elements of `ty` (the mask: `n`
     // i64), `out` holds `n` elements and overlaps none of them, so `slm(out)` aliases no `at`
     // read.
     unsafe {
-        if let Sv::Scal(mb) = m {
+        if let TileValue::Scalar(mb) = m {
             return if mb != 0 { t } else { f };
         }
         match ty {
@@ -482,7 +498,7 @@ pub(crate) unsafe fn select(ty: Ty, m: Sv, t: Sv, f: Sv, out: *mut u8, n: usize)
                 }
             }
         }
-        Sv::Vec(out)
+        TileValue::Vector(out)
     }
 }
 
@@ -502,7 +518,13 @@ impl Elem for u64 {
 /// # Safety
 /// As [`unary`].
 #[inline(always)]
-pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize) -> Sv {
+pub(crate) unsafe fn cast(
+    from: DType,
+    to: DType,
+    x: TileValue,
+    out: *mut u8,
+    n: usize,
+) -> TileValue {
     let (fty, tty) = (Ty::of(from).unwrap(), Ty::of(to).unwrap());
     // SAFETY: the caller guarantees a vector `x` holds `n` elements of `from`'s compute type (4
     // bytes for F32, else 8: the `w` read below) and `out` holds `n` of `to`'s (`ow`), not
@@ -511,12 +533,12 @@ pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize)
         match (fty, tty, x) {
             (Ty::F32, Ty::F32, _) if to == DType::F32 => x,
             // Between f32-class dtypes: one rounding to the narrower format.
-            (Ty::F32, Ty::F32, Sv::Vec(p)) => {
+            (Ty::F32, Ty::F32, TileValue::Vector(p)) => {
                 let src = sl::<f32>(p, n);
                 let dst = slm::<f32>(out, n);
                 dst.copy_from_slice(src);
                 super::value::round_f32_slice(to, dst);
-                Sv::Vec(out)
+                TileValue::Vector(out)
             }
             (Ty::F32, Ty::F64, _) => map1::<f32, f64>(x, out, n, |v| v as f64),
             (Ty::F64, Ty::F32, _) if to == DType::F32 => map1::<f64, f32>(x, out, n, |v| v as f32),
@@ -525,8 +547,8 @@ pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize)
             (Ty::F32, Ty::I64, _) => {
                 map1::<f32, i64>(x, out, n, |v| super::value::float_to_int(to, v as f64))
             }
-            (_, _, Sv::Scal(b)) => Sv::Scal(cast_bits(from, to, b)),
-            (_, _, Sv::Vec(p)) => {
+            (_, _, TileValue::Scalar(b)) => TileValue::Scalar(cast_bits(from, to, b)),
+            (_, _, TileValue::Vector(p)) => {
                 let w = match fty {
                     Ty::F32 => 4,
                     _ => 8,
@@ -548,7 +570,7 @@ pub(crate) unsafe fn cast(from: DType, to: DType, x: Sv, out: *mut u8, n: usize)
                         *(out as *mut u64).add(i) = r;
                     }
                 }
-                Sv::Vec(out)
+                TileValue::Vector(out)
             }
         }
     }
@@ -562,10 +584,10 @@ pub(crate) unsafe fn round_format(
     f: &FloatFormat,
     ty: Ty,
     dt: DType,
-    x: Sv,
+    x: TileValue,
     out: *mut u8,
     n: usize,
-) -> Sv {
+) -> TileValue {
     // SAFETY: the caller guarantees a vector `x` holds `n` elements of `ty` and `out` holds `n`
     // elements not overlapping it; the f16/bf16 pass reads `x` as `n` f32 (ty is F32 there) and
     // rewrites `out`.
@@ -578,12 +600,12 @@ pub(crate) unsafe fn round_format(
         // f16/bf16: the f64 result rounds once to the dtype.
         if ty == Ty::F32 && dt != DType::F32 {
             let r = match x {
-                Sv::Scal(b) => Sv::Scal(super::value::cast_bits(
+                TileValue::Scalar(b) => TileValue::Scalar(super::value::cast_bits(
                     DType::F64,
                     dt,
                     f.round_f64(f32::from_bits(b as u32) as f64).to_bits(),
                 )),
-                Sv::Vec(p) => {
+                TileValue::Vector(p) => {
                     let xs = sl::<f32>(p, n);
                     let o = slm::<f32>(out, n);
                     for (o, &v) in o.iter_mut().zip(xs) {
@@ -593,7 +615,7 @@ pub(crate) unsafe fn round_format(
                             f.round_f64(v as f64).to_bits(),
                         ) as u32);
                     }
-                    Sv::Vec(out)
+                    TileValue::Vector(out)
                 }
             };
             return r;

@@ -10,8 +10,8 @@ use super::bind::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse, permute};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
-use super::value::{Sv, Ty, cast_bits, wrap_int};
-use super::vm::{IOp, Scratch, TILE, TileEnv, TileProg, fetch_inputs, run_tile, run_tile_jit};
+use super::value::{TileValue, Ty, cast_bits, wrap_int};
+use super::vm::{InstrOp, Scratch, TILE, TileEnv, TileProg, fetch_inputs, run_tile, run_tile_jit};
 use rlx_compile::program::{Kernel, KernelKind};
 use rlx_ir::{DType, IrError, IrResult, ReduceOp};
 
@@ -133,8 +133,9 @@ fn combine(op: ReduceOp, a: &mut Acc, b: Acc) {
 ///
 /// # Safety
 /// A vector `v` must hold `n` aligned elements of `ty` that are not written meanwhile.
-unsafe fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: Sv, n: usize, mut first: bool) {
-    if let (Sv::Vec(p), Ty::F32, ReduceOp::Sum | ReduceOp::Mean, Acc::F(acc)) = (v, ty, op, &mut *a)
+unsafe fn fold_tile(op: ReduceOp, ty: Ty, a: &mut Acc, v: TileValue, n: usize, mut first: bool) {
+    if let (TileValue::Vector(p), Ty::F32, ReduceOp::Sum | ReduceOp::Mean, Acc::F(acc)) =
+        (v, ty, op, &mut *a)
     {
         // SAFETY: the caller guarantees a vector `v` holds `n` aligned, unwritten f32s (ty is
         // F32 here).
@@ -263,7 +264,7 @@ impl ReducePlan {
         let computes = prologue
             .instrs
             .iter()
-            .any(|i| !matches!(i.op, IOp::Load(_) | IOp::Const(_)));
+            .any(|i| !matches!(i.op, InstrOp::Load(_) | InstrOp::Const(_)));
         Ok(ReducePlan {
             op: *op,
             prologue,
@@ -294,7 +295,7 @@ impl ReducePlan {
         bases: &[*mut u8],
         t: &TilePos<'_>,
         s: &mut Scratch,
-    ) -> Result<Sv, String> {
+    ) -> Result<TileValue, String> {
         let env = TileEnv {
             loads: &self.loads,
             bases,
@@ -504,7 +505,9 @@ impl ReducePlan {
                 let base = out.as_ptr() as *const u8;
                 // SAFETY: run_range calls the core only for tiles inside `f0..f0 + n`, so `flat
                 // - f0 < n`, the length of `out`.
-                let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - f0) * w) });
+                let core = |flat: usize, _n: usize| {
+                    TileValue::Vector(unsafe { base.add((flat - f0) * w) })
+                };
                 self.epilogue.run_range(bs.get(), f0, f0 + n, Some(&core))
             })
         }
@@ -549,7 +552,7 @@ impl ReducePlan {
         let base = out.as_ptr() as *const u8;
         // SAFETY: run_range calls the core only for tiles inside `o0..o1`, so `flat - o0`
         // is below `out`'s length.
-        let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - o0) * w) });
+        let core = |flat: usize, _n: usize| TileValue::Vector(unsafe { base.add((flat - o0) * w) });
         self.epilogue.run_range(bases, o0, o1, Some(&core))
     }
 
@@ -574,7 +577,7 @@ impl ReducePlan {
         let base = out.as_ptr() as *const u8;
         // SAFETY: run_range calls the core only for tiles inside `o0..o1`, so `flat - o0`
         // is below `out`'s length.
-        let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - o0) * w) });
+        let core = |flat: usize, _n: usize| TileValue::Vector(unsafe { base.add((flat - o0) * w) });
         self.epilogue.run_range(bases, o0, o1, Some(&core))
     }
 
@@ -628,7 +631,9 @@ impl ReducePlan {
                             let row = match v {
                                 // SAFETY: row `j < rows` of the tile value's `rows·inner`
                                 // elements.
-                                Sv::Vec(p) => Sv::Vec(unsafe { p.add(j * inner * esize) }),
+                                TileValue::Vector(p) => {
+                                    TileValue::Vector(unsafe { p.add(j * inner * esize) })
+                                }
                                 scal => scal,
                             };
                             // SAFETY: `row` holds `inner = sums.len()` elements of `in_ty`.
@@ -665,7 +670,7 @@ impl ReducePlan {
         let base = out.as_ptr() as *const u8;
         // SAFETY: run_range calls the core only for tiles inside `0..inner`, the length of
         // `out`.
-        let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add(flat * w) });
+        let core = |flat: usize, _n: usize| TileValue::Vector(unsafe { base.add(flat * w) });
         self.epilogue.run_range(bases, 0, self.inner, Some(&core))
     }
 
@@ -712,7 +717,9 @@ impl ReducePlan {
             for j in 0..rows {
                 let seg = match v {
                     // SAFETY: row `j < rows` of the tile value's `rows·l` elements.
-                    Sv::Vec(p) => Sv::Vec(unsafe { p.add(j * l * self.in_ty.size()) }),
+                    TileValue::Vector(p) => {
+                        TileValue::Vector(unsafe { p.add(j * l * self.in_ty.size()) })
+                    }
                     scal => scal,
                 };
                 let mut a = init(self.op, self.in_ty);
@@ -782,7 +789,9 @@ impl ReducePlan {
                     for j in 0..rows {
                         let row = match v {
                             // SAFETY: row `j < rows` of the tile value's `rows·inner` elements.
-                            Sv::Vec(p) => Sv::Vec(unsafe { p.add(j * inner * esize) }),
+                            TileValue::Vector(p) => {
+                                TileValue::Vector(unsafe { p.add(j * inner * esize) })
+                            }
                             scal => scal,
                         };
                         // SAFETY: `row` holds `inner = sums.len()` elements of `in_ty`.
@@ -820,7 +829,8 @@ impl ReducePlan {
             let base = out.as_ptr() as *const u8;
             // SAFETY: run_range calls the core only for tiles inside `f0..f0 + inner`, so
             // `flat - f0 < inner`, the length of `out`.
-            let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add((flat - f0) * w) });
+            let core =
+                |flat: usize, _n: usize| TileValue::Vector(unsafe { base.add((flat - f0) * w) });
             self.epilogue
                 .run_range(bases, f0, f0 + inner, Some(&core))?;
         }
@@ -871,7 +881,7 @@ impl ReducePlan {
         let base = out.as_ptr() as *const u8;
         // SAFETY: run_range(0, self.o) calls the core only for `flat < self.o`, the length of
         // `out`.
-        let core = |flat: usize, _n: usize| Sv::Vec(unsafe { base.add(flat * w) });
+        let core = |flat: usize, _n: usize| TileValue::Vector(unsafe { base.add(flat * w) });
         self.epilogue.run_range(bases, 0, self.o, Some(&core))
     }
 }
@@ -884,10 +894,10 @@ crate::math::wide_fn! {
     ///
     /// # Safety
     /// A vector `v` must hold `sums.len()` elements.
-    pub(crate) unsafe fn add_row(sums: &mut [f64], v: Sv, ty: Ty) {
+    pub(crate) unsafe fn add_row(sums: &mut [f64], v: TileValue, ty: Ty) {
         let n = sums.len();
         match v {
-            Sv::Vec(p) if ty == Ty::F32 => {
+            TileValue::Vector(p) if ty == Ty::F32 => {
                 // SAFETY: the caller guarantees a vector `v` holds `sums.len()` f32s (ty is F32 in
                 // this arm).
                 let xs = unsafe { std::slice::from_raw_parts(p as *const f32, n) };
@@ -895,7 +905,7 @@ crate::math::wide_fn! {
                     *a += x as f64;
                 }
             }
-            Sv::Vec(p) => {
+            TileValue::Vector(p) => {
                 // SAFETY: the caller guarantees a vector `v` holds `sums.len()` f64s (ty is F64
                 // here).
                 let xs = unsafe { std::slice::from_raw_parts(p as *const f64, n) };
@@ -903,7 +913,7 @@ crate::math::wide_fn! {
                     *a += x;
                 }
             }
-            Sv::Scal(b) => {
+            TileValue::Scalar(b) => {
                 let x = match ty {
                     Ty::F32 => f32::from_bits(b as u32) as f64,
                     _ => f64::from_bits(b),
@@ -949,8 +959,8 @@ mod wide_tests {
             let mut s2 = s1.clone();
             // SAFETY: both sums hold `n` slots and the tile value `n` f32s.
             unsafe {
-                add_row_base(&mut s1, Sv::Vec(xs.as_ptr() as *mut u8), Ty::F32);
-                add_row(&mut s2, Sv::Vec(xs.as_ptr() as *mut u8), Ty::F32);
+                add_row_base(&mut s1, TileValue::Vector(xs.as_ptr() as *mut u8), Ty::F32);
+                add_row(&mut s2, TileValue::Vector(xs.as_ptr() as *mut u8), Ty::F32);
             }
             assert_eq!(s1, s2, "n = {n}");
         }

@@ -7,7 +7,7 @@ use super::bind::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into, with_scratch};
-use super::value::{Sv, Ty, read_bits};
+use super::value::{TileValue, Ty, read_bits};
 use super::vm::{TILE, TileEnv, TileProg, run_tile};
 use crate::math;
 use rlx_compile::program::{Kernel, KernelKind, RowOp};
@@ -228,11 +228,11 @@ impl RowPlan {
             unsafe { run_tile(&self.prologue, &env, &t, s)? };
             let v = s.slots[self.input as usize];
             match (self.in_ty, v) {
-                (Ty::F32, Sv::Vec(p)) => x32[j..j + n]
+                (Ty::F32, TileValue::Vector(p)) => x32[j..j + n]
                     // SAFETY: the prologue's value for this tile is `n` f32s (in_ty is F32) in
                     // a scratch register or read in place, not written while copied.
                     .copy_from_slice(unsafe { std::slice::from_raw_parts(p as *const f32, n) }),
-                (Ty::F32, Sv::Scal(b)) => x32[j..j + n].fill(f32::from_bits(b as u32)),
+                (Ty::F32, TileValue::Scalar(b)) => x32[j..j + n].fill(f32::from_bits(b as u32)),
                 _ => {
                     for i in 0..n {
                         // SAFETY: `i < n` and the tile value holds `n` 8-byte elements (in_ty
@@ -384,7 +384,7 @@ impl RowPlan {
                 let core =
                     // SAFETY: run_range calls the core only for tiles inside `f0..f0 + m`, and
                     // `y32`/`y64` hold at least `m` elements of `w` bytes.
-                    |flat: usize, _n: usize| Sv::Vec(unsafe { core_ptr.add((flat - f0) * w) });
+                    |flat: usize, _n: usize| TileValue::Vector(unsafe { core_ptr.add((flat - f0) * w) });
                 self.epilogue.run_range(bs.get(), f0, f0 + m, Some(&core))?;
                 r += k;
             }

@@ -14,7 +14,7 @@ use super::bind::BindCtx;
 use super::ew::EwPlan;
 use super::par::{Bases, chunks, par_for};
 use super::reduce::{ReducePlan, add_row};
-use super::value::{Sv, Ty};
+use super::value::{TileValue, Ty};
 use rlx_compile::fuse::rowgroup::{StageRole, stage_role};
 use rlx_compile::program::{Kernel, KernelKind, concrete};
 use rlx_ir::{IrError, IrResult, ReduceOp};
@@ -212,8 +212,8 @@ impl RowGroupPlan {
                             let v = match unsafe {
                                 row_value(p, *input, bases, row, c, &mut scratch, &mut vals)
                             } {
-                                V::P(q) => Sv::Vec(q as *const u8),
-                                V::S(x) => Sv::Scal(x.to_bits() as u64),
+                                V::P(q) => TileValue::Vector(q as *const u8),
+                                V::S(x) => TileValue::Scalar(x.to_bits() as u64),
                             };
                             // SAFETY: a vector value holds `c = s.len()` floats.
                             unsafe { add_row(s, v, Ty::F32) };

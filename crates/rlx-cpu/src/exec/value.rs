@@ -38,9 +38,9 @@ impl Ty {
 /// A tile value: a vector at a pointer (f32/f64/i64 elements by its type) or a
 /// scalar's bits (`f32::to_bits`, `f64::to_bits`, `i64 as u64`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Sv {
-    Vec(*const u8),
-    Scal(u64),
+pub(crate) enum TileValue {
+    Vector(*const u8),
+    Scalar(u64),
 }
 
 /// Conversion between a compute element and its scalar bits.

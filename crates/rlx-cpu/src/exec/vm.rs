@@ -5,7 +5,7 @@
 
 use super::loads::{LoadPlan, TilePos, fetch};
 use super::ops;
-use super::value::{Sv, Ty};
+use super::value::{TileValue, Ty};
 use rlx_compile::program::{EOp, Expr, Scalar};
 use rlx_ir::{DType, FloatFormat};
 
@@ -14,7 +14,7 @@ pub(crate) const TILE: usize = 1024;
 
 /// What one instruction does.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum IOp {
+pub(crate) enum InstrOp {
     Load(usize),
     Const(u64),
     Core,
@@ -30,7 +30,7 @@ pub(crate) enum IOp {
 /// One instruction: `dst = op(args)` with result dtype `dtype`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Instr {
-    pub(crate) op: IOp,
+    pub(crate) op: InstrOp,
     pub(crate) args: [u32; 3],
     pub(crate) dtype: DType,
     pub(crate) ty: Ty,
@@ -98,25 +98,25 @@ impl TileProg {
                 Ty::of(e.nodes[*a as usize].dtype)?;
             }
             let op = match &node.op {
-                EOp::Load(l) => IOp::Load(*l),
-                EOp::Const(s) => IOp::Const(const_bits(*s, node.dtype, ty)),
-                EOp::Core => IOp::Core,
-                EOp::Unary(a) => IOp::Unary(*a),
-                EOp::Binary(b) => IOp::Binary(*b),
-                EOp::Compare(c) => IOp::Compare(
+                EOp::Load(l) => InstrOp::Load(*l),
+                EOp::Const(s) => InstrOp::Const(const_bits(*s, node.dtype, ty)),
+                EOp::Core => InstrOp::Core,
+                EOp::Unary(a) => InstrOp::Unary(*a),
+                EOp::Binary(b) => InstrOp::Binary(*b),
+                EOp::Compare(c) => InstrOp::Compare(
                     *c,
                     compare_ty(
                         e.nodes[node.args[0] as usize].dtype,
                         e.nodes[node.args[1] as usize].dtype,
                     ),
                 ),
-                EOp::Where => IOp::Where,
-                EOp::Cast => IOp::Cast(e.nodes[node.args[0] as usize].dtype),
+                EOp::Where => InstrOp::Where,
+                EOp::Cast => InstrOp::Cast(e.nodes[node.args[0] as usize].dtype),
                 EOp::RoundToFormat {
                     exp_bits,
                     man_bits,
                     max_normal,
-                } => IOp::Round(FloatFormat::ieee(*exp_bits, *man_bits, *max_normal)),
+                } => InstrOp::Round(FloatFormat::ieee(*exp_bits, *man_bits, *max_normal)),
             };
             // The result register is taken before the operands' registers are freed,
             // so no instruction writes over a register it reads.
@@ -155,7 +155,7 @@ impl TileProg {
 /// Per-thread scratch: registers and slot values.
 pub(crate) struct Scratch {
     regs: Vec<u64>,
-    pub(crate) slots: Vec<Sv>,
+    pub(crate) slots: Vec<TileValue>,
 }
 
 impl Scratch {
@@ -171,7 +171,7 @@ impl Scratch {
             self.regs.resize(nregs * TILE, 0);
         }
         if self.slots.len() < nslots {
-            self.slots.resize(nslots, Sv::Scal(0));
+            self.slots.resize(nslots, TileValue::Scalar(0));
         }
     }
 
@@ -190,7 +190,7 @@ impl Scratch {
 pub(crate) struct TileEnv<'a> {
     pub(crate) loads: &'a [LoadPlan],
     pub(crate) bases: &'a [*mut u8],
-    pub(crate) core: Option<Sv>,
+    pub(crate) core: Option<TileValue>,
     /// Per instruction, an output buffer to compute its value into (at the tile's flat
     /// offset) instead of a scratch register; null or absent: the scratch.
     pub(crate) direct: &'a [*mut u8],
@@ -281,7 +281,7 @@ pub(crate) unsafe fn fetch_inputs_into(
         .instrs
         .iter()
         .enumerate()
-        .filter(|(_, ins)| matches!(ins.op, IOp::Load(_) | IOp::Core));
+        .filter(|(_, ins)| matches!(ins.op, InstrOp::Load(_) | InstrOp::Core));
     let n = inputs.clone().count();
     if n > 64 {
         return false;
@@ -292,7 +292,7 @@ pub(crate) unsafe fn fetch_inputs_into(
     x.mask = 0;
     for (j, (i, ins)) in inputs.enumerate() {
         let v = match &ins.op {
-            IOp::Load(l) => {
+            InstrOp::Load(l) => {
                 let p = &env.loads[*l];
                 let reg = s.reg((prog.nregs + j) as u32);
                 // No burst prefetch: the compiled loop streams its inputs in order,
@@ -306,8 +306,8 @@ pub(crate) unsafe fn fetch_inputs_into(
             _ => env.core.expect("core value supplied to epilogues"),
         };
         match v {
-            Sv::Vec(p) => x.ptrs[j] = p as *const f32,
-            Sv::Scal(b) => {
+            TileValue::Vector(p) => x.ptrs[j] = p as *const f32,
+            TileValue::Scalar(b) => {
                 x.scal[j] = b;
                 x.mask |= 1 << j;
             }
@@ -368,7 +368,7 @@ pub(crate) unsafe fn run_tile_jit(
     // never overlaps a loaded buffer), which `run`'s contract allows.
     unsafe { jit.run(&inputs.ptrs[..nin], &outs[..nout], t.len) };
     for (k, &x) in jit.exports.iter().enumerate() {
-        s.slots[x] = Sv::Vec(outs[k] as *mut u8);
+        s.slots[x] = TileValue::Vector(outs[k] as *mut u8);
     }
 }
 
@@ -478,23 +478,25 @@ unsafe fn run_tile_body(
         };
         let a = |k: usize| s.slots[ins.args[k] as usize];
         let v = match &ins.op {
-            IOp::Load(l) => {
+            InstrOp::Load(l) => {
                 let p = &env.loads[*l];
                 // SAFETY: the caller guarantees every load plan is in bounds for this tile;
                 // `reg` is a register of TILE slots (`ensure` above) or a direct target with
                 // `t.len` elements.
                 unsafe { fetch(p, env.bases[p.buf], t, ins.ty, reg, env.prefetch) }
             }
-            IOp::Const(b) => Sv::Scal(*b),
-            IOp::Core => env.core.expect("core value supplied to epilogues"),
+            InstrOp::Const(b) => TileValue::Scalar(*b),
+            InstrOp::Core => env.core.expect("core value supplied to epilogues"),
             // SAFETY: operand values are tile values of `n = t.len <= TILE` elements
             // (registers, direct targets or in-place runs covered by fetch's contract) and
             // `reg` holds `n` elements.
-            IOp::Unary(act) => unsafe { ops::unary(*act, ins.ty, ins.dtype, a(0), reg, n)? },
+            InstrOp::Unary(act) => unsafe { ops::unary(*act, ins.ty, ins.dtype, a(0), reg, n)? },
             // SAFETY: as for Unary: both operands hold `n` elements (or are scalars), `reg`
             // holds `n`.
-            IOp::Binary(b) => unsafe { ops::binary(*b, ins.ty, ins.dtype, a(0), a(1), reg, n)? },
-            IOp::Compare(c, cty) => {
+            InstrOp::Binary(b) => unsafe {
+                ops::binary(*b, ins.ty, ins.dtype, a(0), a(1), reg, n)?
+            },
+            InstrOp::Compare(c, cty) => {
                 let (da, db) = (
                     prog.instrs[ins.args[0] as usize].dtype,
                     prog.instrs[ins.args[1] as usize].dtype,
@@ -504,11 +506,11 @@ unsafe fn run_tile_body(
                 unsafe { ops::compare(*c, *cty, (a(0), da), (a(1), db), reg, n) }
             }
             // SAFETY: all three operands hold `n` elements (or are scalars); `reg` holds `n`.
-            IOp::Where => unsafe { ops::select(ins.ty, a(0), a(1), a(2), reg, n) },
+            InstrOp::Where => unsafe { ops::select(ins.ty, a(0), a(1), a(2), reg, n) },
             // SAFETY: the operand holds `n` elements of `from`'s compute type; `reg` holds `n`.
-            IOp::Cast(from) => unsafe { ops::cast(*from, ins.dtype, a(0), reg, n) },
+            InstrOp::Cast(from) => unsafe { ops::cast(*from, ins.dtype, a(0), reg, n) },
             // SAFETY: the operand holds `n` elements of `ins.ty`; `reg` holds `n`.
-            IOp::Round(f) => unsafe { ops::round_format(f, ins.ty, ins.dtype, a(0), reg, n) },
+            InstrOp::Round(f) => unsafe { ops::round_format(f, ins.ty, ins.dtype, a(0), reg, n) },
         };
         s.slots[i] = v;
     }

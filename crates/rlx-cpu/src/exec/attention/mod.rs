@@ -24,7 +24,7 @@ use super::ew::{CHUNK, EwPlan};
 use super::loads::LoadPlan;
 use super::opaque::view_dims;
 use super::par::{Bases, SendPtr, chunks, par_for};
-use super::value::{Sv, Ty, read_bits};
+use super::value::{TileValue, Ty, read_bits};
 use rlx_compile::program::{Kernel, KernelKind};
 use rlx_ir::{DType, IrResult, MaskKind, Op};
 
@@ -288,7 +288,7 @@ impl AttnPlan {
             let core = |flat: usize, _n: usize| {
                 // SAFETY: run_range calls the core only for tiles inside `c0..c1 <= total`,
                 // and `scratch` holds `total` f32s, so `flat·4` bytes is inside it.
-                Sv::Vec(unsafe { cp.get().add(flat * 4) as *const u8 })
+                TileValue::Vector(unsafe { cp.get().add(flat * 4) as *const u8 })
             };
             self.epilogue.run_range(bs.get(), c0, c1, Some(&core))
         })

@@ -17,7 +17,7 @@
 
 use super::super::bind::{BindCtx, plan_load};
 use super::super::loads::LoadPlan;
-use super::super::vm::{IOp, TileProg};
+use super::super::vm::{InstrOp, TileProg};
 use crate::math;
 use rlx_compile::program::{EOp, Expr, Kernel, Scalar};
 use rlx_ir::{BinaryOp, DType};
@@ -165,8 +165,8 @@ impl RowProg {
         let mut inputs = Vec::new();
         for i in &tp.instrs {
             match i.op {
-                IOp::Load(l) => inputs.push((*planned.get(l)?)?),
-                IOp::Core => return None,
+                InstrOp::Load(l) => inputs.push((*planned.get(l)?)?),
+                InstrOp::Core => return None,
                 _ => {}
             }
         }

@@ -25,7 +25,7 @@ use super::x86::{
     Asm, Cmp, Gpr, JAE, K1, K2, K4, Kreg, Mask, Mem, R11, RAX, RDI, RDX, RSI, Src, Zmm,
 };
 use crate::exec::value::Ty;
-use crate::exec::vm::{IOp, TileProg};
+use crate::exec::vm::{InstrOp, TileProg};
 use rlx_ir::{CmpOp, DType};
 use special::load_const;
 
@@ -48,25 +48,25 @@ fn supported(prog: &TileProg, ins: &crate::exec::vm::Instr) -> bool {
     let f64 = ins.dtype == DType::F64 && ins.ty == Ty::F64;
     let arg = |k: usize| &prog.instrs[ins.args[k] as usize];
     // A mask the code computes itself (kept as 1.0 / 0.0 in a register).
-    let is_mask = |x: &crate::exec::vm::Instr| matches!(x.op, IOp::Compare(_, Ty::F32));
+    let is_mask = |x: &crate::exec::vm::Instr| matches!(x.op, InstrOp::Compare(_, Ty::F32));
     match &ins.op {
         // f32 comparisons give a bool mask; a select on such a mask and a cast of it
         // to f32 (1 or 0) use it.
-        IOp::Compare(_, cty) => {
+        InstrOp::Compare(_, cty) => {
             *cty == Ty::F32 && ins.dtype == DType::Bool && is_f32(arg(0)) && is_f32(arg(1))
         }
-        IOp::Where => f32 && is_mask(arg(0)) && is_f32(arg(1)) && is_f32(arg(2)),
-        IOp::Cast(DType::Bool) => f32 && is_mask(arg(0)),
-        IOp::Load(_) | IOp::Core | IOp::Const(_) => f32 || f64,
+        InstrOp::Where => f32 && is_mask(arg(0)) && is_f32(arg(1)) && is_f32(arg(2)),
+        InstrOp::Cast(DType::Bool) => f32 && is_mask(arg(0)),
+        InstrOp::Load(_) | InstrOp::Core | InstrOp::Const(_) => f32 || f64,
         // Activations and binary ops: compiled exactly when the lowering table has a row.
-        IOp::Unary(a) if f64 => rules::unary_f64_opcode(*a).is_some(),
-        IOp::Unary(a) => f32 && rules::unary(*a).is_some(),
-        IOp::Binary(b) if f64 => rules::binary_f64_opcode(*b).is_some(),
-        IOp::Binary(b) => f32 && rules::binary(*b).is_some(),
+        InstrOp::Unary(a) if f64 => rules::unary_f64_opcode(*a).is_some(),
+        InstrOp::Unary(a) => f32 && rules::unary(*a).is_some(),
+        InstrOp::Binary(b) if f64 => rules::binary_f64_opcode(*b).is_some(),
+        InstrOp::Binary(b) => f32 && rules::binary(*b).is_some(),
         // Widening is exact; narrowing rounds once (f64 → bf16 / f16 would round twice
         // through f32, so it stays interpreted).
-        IOp::Cast(from) if f64 => matches!(from, DType::F32 | DType::F64) || is_half(*from),
-        IOp::Cast(from) => {
+        InstrOp::Cast(from) if f64 => matches!(from, DType::F32 | DType::F64) || is_half(*from),
+        InstrOp::Cast(from) => {
             f32 && (matches!(from, DType::F32) || is_half(*from))
                 || (ins.dtype == DType::F32 && *from == DType::F64)
         }
@@ -86,15 +86,15 @@ const BF16_ROUND_CONSTS: [u32; 4] = [1, 0x7FFF, 0xFFFF_0000, 0x0040_0000];
 pub(crate) fn unsupported(prog: &TileProg) -> Option<String> {
     let ins = prog.instrs.iter().find(|i| !supported(prog, i))?;
     let what = match &ins.op {
-        IOp::Unary(a) => a.name().to_string(),
-        IOp::Binary(b) => b.name().to_string(),
-        IOp::Compare(c, _) => c.name().to_string(),
-        IOp::Load(_) => "load".into(),
-        IOp::Const(_) => "constant".into(),
-        IOp::Core => "product".into(),
-        IOp::Where => "where".into(),
-        IOp::Cast(from) => format!("cast from {from}"),
-        IOp::Round(_) => "round_to_format".into(),
+        InstrOp::Unary(a) => a.name().to_string(),
+        InstrOp::Binary(b) => b.name().to_string(),
+        InstrOp::Compare(c, _) => c.name().to_string(),
+        InstrOp::Load(_) => "load".into(),
+        InstrOp::Const(_) => "constant".into(),
+        InstrOp::Core => "product".into(),
+        InstrOp::Where => "where".into(),
+        InstrOp::Cast(from) => format!("cast from {from}"),
+        InstrOp::Round(_) => "round_to_format".into(),
     };
     Some(format!("{what} on {}", ins.dtype))
 }
@@ -162,7 +162,7 @@ fn lower(
         return Err(format!("no machine code for {what}"));
     }
     let inputs: Vec<usize> = (0..prog.instrs.len())
-        .filter(|&i| matches!(prog.instrs[i].op, IOp::Load(_) | IOp::Core))
+        .filter(|&i| matches!(prog.instrs[i].op, InstrOp::Load(_) | InstrOp::Core))
         .collect();
     if inputs.len() > 64 {
         return Err(format!("{} inputs (at most 64)", inputs.len()));
@@ -236,7 +236,7 @@ impl<'a> Lower<'a> {
         for (i, ins) in prog.instrs.iter().enumerate() {
             // Identity casts, bool → f32 of a mask (held as 1.0 / 0.0 already), and
             // bf16 / f16 → f32 (their f32 values are exact already).
-            if let IOp::Cast(from) = ins.op
+            if let InstrOp::Cast(from) = ins.op
                 && (from == ins.dtype
                     || from == DType::Bool
                     || (ins.dtype == DType::F32 && is_half(from)))
@@ -358,23 +358,26 @@ impl<'a> Lower<'a> {
         let mut pooled64: Vec<u64> = Vec::new();
         for ins in &self.prog.instrs {
             if ins.ty == Ty::F64 {
-                if let IOp::Const(b) = &ins.op {
+                if let InstrOp::Const(b) = &ins.op {
                     self.hoist(a, *b, true)?;
                 }
                 continue;
             }
             if ins.dtype == DType::BF16
-                && matches!(ins.op, IOp::Unary(_) | IOp::Binary(_) | IOp::Cast(_))
+                && matches!(
+                    ins.op,
+                    InstrOp::Unary(_) | InstrOp::Binary(_) | InstrOp::Cast(_)
+                )
             {
                 pooled.extend(BF16_ROUND_CONSTS);
             }
             match &ins.op {
-                IOp::Const(b) => {
+                InstrOp::Const(b) => {
                     self.hoist(a, *b as u32 as u64, false)?;
                 }
-                IOp::Compare(..) => pooled.push(1f32.to_bits()),
-                IOp::Where => pooled.push(0),
-                IOp::Unary(act) => {
+                InstrOp::Compare(..) => pooled.push(1f32.to_bits()),
+                InstrOp::Where => pooled.push(0),
+                InstrOp::Unary(act) => {
                     if let Some(rule) = rules::unary(*act) {
                         (rule.consts)(&mut pooled, &mut pooled64);
                     }
@@ -430,7 +433,7 @@ impl<'a> Lower<'a> {
                 continue;
             }
             let dst = match &ins.op {
-                IOp::Load(_) | IOp::Core => match self.is_scalar_input(i) {
+                InstrOp::Load(_) | InstrOp::Core => match self.is_scalar_input(i) {
                     Some(j) => self.scalar_reg[j].expect("broadcast"),
                     None => {
                         let j = self.inputs.iter().position(|&x| x == i).expect("an input");
@@ -446,8 +449,8 @@ impl<'a> Lower<'a> {
                         d
                     }
                 },
-                IOp::Const(b) => self.hoisted_reg(*b as u32 as u64, false),
-                IOp::Binary(op) => {
+                InstrOp::Const(b) => self.hoisted_reg(*b as u32 as u64, false),
+                InstrOp::Binary(op) => {
                     let rule = rules::binary(*op)?;
                     let (x, y) = (arg(0), arg(1));
                     let d = free.pop()?;
@@ -456,7 +459,7 @@ impl<'a> Lower<'a> {
                     t.give_back(&mut free);
                     d
                 }
-                IOp::Unary(act) => {
+                InstrOp::Unary(act) => {
                     let rule = rules::unary(*act)?;
                     let x = arg(0);
                     let d = free.pop()?;
@@ -465,7 +468,7 @@ impl<'a> Lower<'a> {
                     t.give_back(&mut free);
                     d
                 }
-                IOp::Compare(c, _) => {
+                InstrOp::Compare(c, _) => {
                     // mask = (x c y) ? 1.0 : 0.0, with the interpreter's NaN rules
                     // (ordered predicates; ≠ is true on NaN).
                     let pred = match c {
@@ -482,21 +485,21 @@ impl<'a> Lower<'a> {
                     a.vmovaps_z(d, K2, d);
                     d
                 }
-                IOp::Where => {
+                InstrOp::Where => {
                     let d = free.pop()?;
                     a.vcmpps(K2, arg(0), self.creg(0), Cmp::NeqUq);
                     a.vblendmps(d, K2, arg(2), arg(1));
                     d
                 }
-                IOp::Cast(_) if is_half(ins.dtype) => {
+                InstrOp::Cast(_) if is_half(ins.dtype) => {
                     let d = free.pop()?;
                     self.round_half(a, &mut free, ins.dtype, d, arg(0))?;
                     d
                 }
-                IOp::Cast(_) => unreachable!("identity casts forward their operand"),
+                InstrOp::Cast(_) => unreachable!("identity casts forward their operand"),
                 _ => return None,
             };
-            if is_half(ins.dtype) && matches!(ins.op, IOp::Unary(_) | IOp::Binary(_)) {
+            if is_half(ins.dtype) && matches!(ins.op, InstrOp::Unary(_) | InstrOp::Binary(_)) {
                 // The interpreter rounds every op's f32 result to the node's format.
                 self.round_half(a, &mut free, ins.dtype, dst, dst)?;
             }
@@ -603,7 +606,7 @@ impl<'a> Lower<'a> {
         (arg, arg_hi): (impl Fn(usize) -> Zmm, impl Fn(usize) -> Zmm),
     ) -> Option<(Zmm, Option<Zmm>)> {
         Some(match &ins.op {
-            IOp::Load(_) | IOp::Core => match self.is_scalar_input(i) {
+            InstrOp::Load(_) | InstrOp::Core => match self.is_scalar_input(i) {
                 Some(j) => {
                     let r = self.scalar_reg[j].expect("broadcast");
                     (r, Some(r))
@@ -617,18 +620,18 @@ impl<'a> Lower<'a> {
                     (d, Some(e))
                 }
             },
-            IOp::Const(b) => {
+            InstrOp::Const(b) => {
                 let r = self.hoisted_reg(*b, true);
                 (r, Some(r))
             }
-            IOp::Binary(b) => {
+            InstrOp::Binary(b) => {
                 let op = rules::binary_f64_opcode(*b)?;
                 let (d, e) = (free.pop()?, free.pop()?);
                 a.op3(op, d, arg(0), arg(1));
                 a.op3(op, e, arg_hi(0), arg_hi(1));
                 (d, Some(e))
             }
-            IOp::Unary(act) => {
+            InstrOp::Unary(act) => {
                 // A unary packed-double op (sqrt): the first source is unused.
                 let op = rules::unary_f64_opcode(*act)?;
                 let (d, e) = (free.pop()?, free.pop()?);
@@ -636,7 +639,7 @@ impl<'a> Lower<'a> {
                 a.op2(op, e, arg_hi(0));
                 (d, Some(e))
             }
-            IOp::Cast(DType::F32 | DType::BF16 | DType::F16) => {
+            InstrOp::Cast(DType::F32 | DType::BF16 | DType::F16) => {
                 // f32 (or an exact bf16 / f16 value held as f32) → f64: each half of the
                 // 16 floats widened.
                 let (d, e, t) = (free.pop()?, free.pop()?, free.pop()?);
@@ -647,7 +650,7 @@ impl<'a> Lower<'a> {
                 free.push(t);
                 (d, Some(e))
             }
-            IOp::Cast(DType::F64) => {
+            InstrOp::Cast(DType::F64) => {
                 // f64 → f32: both halves rounded, then joined.
                 let (d, t) = (free.pop()?, free.pop()?);
                 a.vcvtpd2ps(d, arg(0));
@@ -708,11 +711,11 @@ fn prefetch_distance() -> Option<i32> {
 }
 
 /// Operands an op reads.
-fn arity(op: &IOp) -> usize {
+fn arity(op: &InstrOp) -> usize {
     match op {
-        IOp::Load(_) | IOp::Const(_) | IOp::Core => 0,
-        IOp::Unary(_) | IOp::Cast(_) | IOp::Round(_) => 1,
-        IOp::Binary(_) | IOp::Compare(..) => 2,
-        IOp::Where => 3,
+        InstrOp::Load(_) | InstrOp::Const(_) | InstrOp::Core => 0,
+        InstrOp::Unary(_) | InstrOp::Cast(_) | InstrOp::Round(_) => 1,
+        InstrOp::Binary(_) | InstrOp::Compare(..) => 2,
+        InstrOp::Where => 3,
     }
 }
