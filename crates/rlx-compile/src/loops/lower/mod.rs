@@ -18,7 +18,8 @@
 //! tiles staged in shared arrays, an online softmax per query (`attention.rs`); concat, pad and cumsum an item per output element (`opaque.rs`);
 //! gather and scatter-add an item per output element, softmax cross-entropy with
 //! labels an item per row (`gather.rs`); convolution and pooling an item per output
-//! element (`window.rs`).
+//! element (`window.rs`); the scaled low-precision ops (fp8/fp6/fp4 codes, their
+//! scales, the scaled matmul) an item per output in exact f64 (`scaled.rs`).
 //!
 //! What is not lowered yet (the other opaque ops, row groups, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
@@ -38,10 +39,13 @@ mod opaque;
 #[cfg(test)]
 mod opaque_tests;
 mod reduce;
+mod scaled;
 #[cfg(test)]
 mod shuffle_tests;
 #[cfg(test)]
 mod split_tests;
+#[cfg(test)]
+mod tile_tests;
 #[cfg(test)]
 mod tests;
 mod window;

@@ -36,14 +36,18 @@ fn fill(value: f64, dt: DType) -> Option<Ex> {
 }
 
 impl Cx<'_> {
-    /// Lower opaque `op` (concat, pad or cumsum) over loads `inputs` into `out`; returns
-    /// the number of items.
+    /// Lower opaque `op` (concat, pad, cumsum, or a scaled op: see `scaled.rs`) over
+    /// loads `inputs` into `out`; returns the number of items.
     pub(super) fn opaque(
         &mut self,
         op: &Op,
         inputs: &[usize],
         out: &Shape,
     ) -> Result<Ex, LowerError> {
+        if super::scaled::lowers(op) {
+            // Codes, scales and values of different dtypes: their own lowering.
+            return self.scaled(op, inputs, out);
+        }
         let dt = out.dtype();
         let ty = Ty::of(dt).ok_or_else(|| self.fail(format!("{} of {dt:?}", op.name())))?;
         let loads = self.p.kernels[self.k].loads.clone();
@@ -218,7 +222,9 @@ impl Cx<'_> {
     }
 }
 
-/// Whether `op` is an opaque op the loop IR lowers (besides attention).
+/// Whether `op` is an opaque op the loop IR lowers through [`Cx::opaque`] (concat, pad,
+/// cumsum and the scaled ops of `scaled.rs`).
 pub(super) fn lowers(op: &Op) -> bool {
     matches!(op, Op::Concat { .. } | Op::Pad { .. } | Op::Cumsum { .. })
+        || super::scaled::lowers(op)
 }
