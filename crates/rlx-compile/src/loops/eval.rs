@@ -18,6 +18,7 @@ use super::{Bin, Ex, Lit, LoopKernel, Stmt, Ty, Un};
 use rlx_ir::{DType, DimBinding};
 
 mod shuffle;
+mod tile;
 
 /// A computed value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -128,6 +129,7 @@ pub fn run_with(
         local: None,
         shared: Vec::new(),
         mode,
+        tile_elems: super::TileMma::operand_arrays(k),
     };
     let items = match m.ex(&k.items)? {
         Value::I64(n) if n >= 0 => n,
@@ -187,12 +189,14 @@ struct Machine<'a> {
     local: Option<u32>,
     shared: Vec<SharedState>,
     mode: MulAddMode,
+    /// Per shared array: the element type of the [`Stmt::TileMma`] operands it holds.
+    tile_elems: Vec<Option<DType>>,
 }
 
 /// Whether `s` holds a barrier.
 fn has_barrier(s: &Stmt) -> bool {
     match s {
-        Stmt::Barrier => true,
+        Stmt::Barrier | Stmt::TileMma(_) => true,
         Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().any(has_barrier),
         _ => false,
     }
@@ -202,7 +206,7 @@ fn has_barrier(s: &Stmt) -> bool {
 /// lockstep, statement by statement, rather than one item after another.
 fn in_lockstep(s: &Stmt) -> bool {
     match s {
-        Stmt::Barrier | Stmt::ShuffleXor { .. } => true,
+        Stmt::Barrier | Stmt::ShuffleXor { .. } | Stmt::TileMma(_) => true,
         Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().any(in_lockstep),
         _ => false,
     }
@@ -267,6 +271,7 @@ impl Machine<'_> {
                     }
                 }
                 Stmt::ShuffleXor { var, value, mask } => self.shuffle(*var, value, *mask, lanes)?,
+                Stmt::TileMma(t) => self.tile_mma(t, lanes)?,
                 _ => {
                     unreachable!("only barriers, shuffles, loops and conditionals run in lockstep")
                 }
@@ -396,6 +401,7 @@ impl Machine<'_> {
                             self.k.name
                         ));
                     }
+                    self.check_tile_element(*arr, i, v)?;
                     let me = self.local.expect("checked by shared_index");
                     let a = &self.shared[*arr];
                     if let Some(w) = a.writer[i].filter(|&w| w != me) {
@@ -419,6 +425,12 @@ impl Machine<'_> {
                 Stmt::ShuffleXor { .. } => {
                     return Err(format!(
                         "loop eval of {}: a shuffle outside a work-group kernel",
+                        self.k.name
+                    ));
+                }
+                Stmt::TileMma(_) => {
+                    return Err(format!(
+                        "loop eval of {}: a tile product outside a work-group kernel",
                         self.k.name
                     ));
                 }

@@ -376,9 +376,120 @@ pub enum Stmt {
         /// The lane mask.
         mask: u32,
     },
+    /// A matrix-tile product on every warp of the group at once (tensor cores on CUDA):
+    /// see [`TileMma`]. Like [`Stmt::Barrier`], every local item of the group reaches it
+    /// together, and it synchronizes the group before and after.
+    TileMma(Box<TileMma>),
     /// Record a run-time error of the program (execution continues with a harmless
     /// value; the backend reports the error after the kernel).
     Fail(Fault),
+}
+
+/// The side of the square tiles of [`Stmt::TileMma`] (and the depth of one of its steps).
+pub const TILE: u32 = 16;
+
+/// A 16-row or 16-column window of a work-group shared array, as a [`TileMma`] operand:
+/// element `(r, c)` of the window is `arr[offset + r·stride + c]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileOperand {
+    /// The shared array.
+    pub arr: usize,
+    /// The window's first element (an index expression; it may differ from warp to warp,
+    /// and must be the same for the [`SHUFFLE_WIDTH`] items of one warp).
+    pub offset: Ex,
+    /// Elements from one row of the window to the next.
+    pub stride: u32,
+}
+
+/// `C[16×16] += A[16×K] · B[K×16]` (`K` = `16·k_steps`), computed by each warp
+/// (aligned segment of [`SHUFFLE_WIDTH`] local items) of a work-group on its own tiles:
+/// the operands' offsets are evaluated per warp. A and B hold `elem` values (f16 or
+/// bf16) in f32 shared arrays — every value stored into an array named as an A or B
+/// operand must be exactly representable in `elem`, so a backend may store those arrays
+/// as 16-bit elements (CUDA does) — and C is an f32 array.
+///
+/// Semantics (the interpreter's, and the portable renderings'): for each output
+/// `(i, j)`, `c = C[i][j]`, then for `k = 0, 1, …, K−1` in that order `c = fma(A[i][k],
+/// B[k][j], c)` (each product is exact in f32: 11 + 11 or 8 + 8 significant bits), and
+/// `C[i][j] = c`. Tensor cores promise no summation order (and may round partial sums
+/// differently), so a backend's result is only guaranteed within
+/// `(K + 1) · 2⁻²² · (|C[i][j]| + Σ_k |A[i][k]·B[k][j]|)` of the exact value (the
+/// interpreter's own error is at most half of that: `K` roundings of 2⁻²⁴ relative).
+///
+/// Rules (checked by the interpreter): the group size is a multiple of
+/// [`SHUFFLE_WIDTH`]; the statement is reached by the whole group under uniform control
+/// flow, and acts as a barrier before and after the product (a backend may use block
+/// barriers); the C windows of two warps do not overlap, and no C element is read as an
+/// A or B element of the same statement; for the hardware's alignment, A/B offsets are
+/// multiples of 16 and strides of 8, C offsets multiples of 8 and strides of 4.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileMma {
+    /// `F16` or `BF16`.
+    pub elem: DType,
+    /// A: 16 rows of `K` elements.
+    pub a: TileOperand,
+    /// B: `K` rows of 16 elements, or with [`TileMma::b_transposed`] 16 rows of `K`
+    /// elements holding Bᵀ (`B[k][j] = arr[offset + j·stride + k]`, e.g. Kᵀ of a
+    /// row-major K tile).
+    pub b: TileOperand,
+    /// Whether B is stored transposed.
+    pub b_transposed: bool,
+    /// C: 16 rows of 16 f32 elements, read and overwritten.
+    pub c: TileOperand,
+    /// `K / 16` (at least 1).
+    pub k_steps: u32,
+}
+
+impl TileMma {
+    /// The element of A's window at row `i`, column `k` (an offset from the window's
+    /// start).
+    pub fn a_at(&self, i: u32, k: u32) -> u32 {
+        i * self.a.stride + k
+    }
+
+    /// The element of B's window holding `B[k][j]`.
+    pub fn b_at(&self, k: u32, j: u32) -> u32 {
+        if self.b_transposed {
+            j * self.b.stride + k
+        } else {
+            k * self.b.stride + j
+        }
+    }
+
+    /// For each shared array of a kernel, the `elem` of the [`Stmt::TileMma`] that read it
+    /// as an A or B operand (the first one, if several), else `None`.
+    pub fn operand_arrays(k: &LoopKernel) -> Vec<Option<DType>> {
+        fn walk(body: &[Stmt], out: &mut [Option<DType>]) {
+            for s in body {
+                match s {
+                    Stmt::TileMma(t) => {
+                        for arr in [t.a.arr, t.b.arr] {
+                            if let Some(slot) = out.get_mut(arr) {
+                                slot.get_or_insert(t.elem);
+                            }
+                        }
+                    }
+                    Stmt::Loop { body, .. } | Stmt::If { body, .. } => walk(body, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = vec![None; k.shared.len()];
+        walk(&k.body, &mut out);
+        out
+    }
+
+    /// Whether shared array `arr` of `k` is the C operand of some [`Stmt::TileMma`].
+    pub fn is_accumulator(k: &LoopKernel, arr: usize) -> bool {
+        fn walk(body: &[Stmt], arr: usize) -> bool {
+            body.iter().any(|s| match s {
+                Stmt::TileMma(t) => t.c.arr == arr,
+                Stmt::Loop { body, .. } | Stmt::If { body, .. } => walk(body, arr),
+                _ => false,
+            })
+        }
+        walk(&k.body, arr)
+    }
 }
 
 /// The width of the segments [`Stmt::ShuffleXor`] exchanges values within: a CUDA warp,

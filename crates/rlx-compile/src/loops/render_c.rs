@@ -9,7 +9,7 @@
 //! converted by the small functions of the prelude (round to nearest even, like the
 //! oracle), so NVRTC and hiprtc compile it without a toolkit's include tree.
 
-use super::{Bin, Ex, Fault, Lit, LoopKernel, Stmt, Ty, Un};
+use super::{Bin, Ex, Fault, Lit, LoopKernel, Stmt, TileMma, Ty, Un};
 use rlx_ir::DType;
 use std::fmt::Write;
 
@@ -162,6 +162,90 @@ RLX_LOOP_DEV long long rlx_f64_to_i64(double v) {
   if (v >= 9223372036854775807.0) return 9223372036854775807ll;
   return (long long)v;
 }
+// Stmt::TileMma on CUDA: c[16x16] += a[16x16ks] * b[16ks x 16] with 16-bit operands in
+// shared memory (b row-major `_r`, or transposed `_c`), one warp per call.
+#if defined(RLX_EMU)
+// The emulator runs a block's threads one after another between barriers: lane 0 of each
+// warp computes the warp's whole tile in the loop IR's order (the others do nothing).
+static inline void rlx_tile_mma_host(unsigned int lane, int bf, int bt, const unsigned short* a,
+    unsigned int lda, const unsigned short* b, unsigned int ldb, float* c, unsigned int ldc,
+    unsigned int ks) {
+  if (lane != 0u) return;
+  for (unsigned int i = 0; i < 16u; ++i)
+    for (unsigned int j = 0; j < 16u; ++j) {
+      float acc = c[i * ldc + j];
+      for (unsigned int k = 0; k < 16u * ks; ++k) {
+        unsigned short x = a[i * lda + k], y = bt ? b[j * ldb + k] : b[k * ldb + j];
+        float fx = bf ? rlx_bf16_to_f32(x) : rlx_f16_to_f32(x);
+        float fy = bf ? rlx_bf16_to_f32(y) : rlx_f16_to_f32(y);
+        acc = fmaf(fx, fy, acc);
+      }
+      c[i * ldc + j] = acc;
+    }
+}
+#define RLX_TILE_MMA(name, bf, bt) \
+  static inline void name(unsigned int lane, const unsigned short* a, unsigned int lda, \
+      const unsigned short* b, unsigned int ldb, float* c, unsigned int ldc, unsigned int ks) { \
+    rlx_tile_mma_host(lane, bf, bt, a, lda, b, ldb, c, ldc, ks); }
+RLX_TILE_MMA(rlx_tile_mma_f16_r, 0, 0)
+RLX_TILE_MMA(rlx_tile_mma_f16_c, 0, 1)
+RLX_TILE_MMA(rlx_tile_mma_bf16_r, 1, 0)
+RLX_TILE_MMA(rlx_tile_mma_bf16_c, 1, 1)
+#elif defined(__CUDACC__) && !defined(__HIP__)
+// The PTX wmma instructions (sm_70+ for f16, sm_80+ for bf16) without <mma.h>, which
+// NVRTC cannot find without a toolkit's include tree. Fragments stay opaque registers.
+#define RLX_WMMA_C(op) \
+  asm volatile("wmma." op ".sync.aligned.row.m16n16k16.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;" \
+    : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]) \
+    : "l"(c), "r"(ldc) : "memory")
+#define RLX_WMMA_STORE \
+  asm volatile("wmma.store.d.sync.aligned.row.m16n16k16.f32 [%0], {%1,%2,%3,%4,%5,%6,%7,%8}, %9;" \
+    :: "l"(c), "f"(d[0]), "f"(d[1]), "f"(d[2]), "f"(d[3]), "f"(d[4]), "f"(d[5]), "f"(d[6]), "f"(d[7]), \
+       "r"(ldc) : "memory")
+#define RLX_TILE_MMA_F16(name, bl, bt) \
+  RLX_LOOP_DEV void name(unsigned int lane, const unsigned short* a, unsigned int lda, \
+      const unsigned short* b, unsigned int ldb, float* c, unsigned int ldc, unsigned int ks) { \
+    float d[8]; unsigned int x[8], y[8]; (void)lane; \
+    RLX_WMMA_C("load.c"); \
+    for (unsigned int s = 0; s < ks; ++s) { \
+      const unsigned short* as = a + 16u * s; \
+      const unsigned short* bs = bt ? b + 16u * s : b + 16u * s * ldb; \
+      asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;" \
+        : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]), "=r"(x[4]), "=r"(x[5]), "=r"(x[6]), "=r"(x[7]) \
+        : "l"(as), "r"(lda) : "memory"); \
+      asm volatile("wmma.load.b.sync.aligned." bl ".m16n16k16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;" \
+        : "=r"(y[0]), "=r"(y[1]), "=r"(y[2]), "=r"(y[3]), "=r"(y[4]), "=r"(y[5]), "=r"(y[6]), "=r"(y[7]) \
+        : "l"(bs), "r"(ldb) : "memory"); \
+      asm volatile("wmma.mma.sync.aligned.row." bl ".m16n16k16.f32.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, " \
+        "{%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19,%20,%21,%22,%23}, {%0,%1,%2,%3,%4,%5,%6,%7};" \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(x[4]), "r"(x[5]), "r"(x[6]), "r"(x[7]), \
+          "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3]), "r"(y[4]), "r"(y[5]), "r"(y[6]), "r"(y[7])); \
+    } \
+    RLX_WMMA_STORE; }
+#define RLX_TILE_MMA_BF16(name, bl, bt) \
+  RLX_LOOP_DEV void name(unsigned int lane, const unsigned short* a, unsigned int lda, \
+      const unsigned short* b, unsigned int ldb, float* c, unsigned int ldc, unsigned int ks) { \
+    float d[8]; unsigned int x[4], y[4]; (void)lane; \
+    RLX_WMMA_C("load.c"); \
+    for (unsigned int s = 0; s < ks; ++s) { \
+      const unsigned short* as = a + 16u * s; \
+      const unsigned short* bs = bt ? b + 16u * s : b + 16u * s * ldb; \
+      asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.bf16 {%0,%1,%2,%3}, [%4], %5;" \
+        : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "l"(as), "r"(lda) : "memory"); \
+      asm volatile("wmma.load.b.sync.aligned." bl ".m16n16k16.bf16 {%0,%1,%2,%3}, [%4], %5;" \
+        : "=r"(y[0]), "=r"(y[1]), "=r"(y[2]), "=r"(y[3]) : "l"(bs), "r"(ldb) : "memory"); \
+      asm volatile("wmma.mma.sync.aligned.row." bl ".m16n16k16.f32.bf16.bf16.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, " \
+        "{%8,%9,%10,%11}, {%12,%13,%14,%15}, {%0,%1,%2,%3,%4,%5,%6,%7};" \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3])); \
+    } \
+    RLX_WMMA_STORE; }
+RLX_TILE_MMA_F16(rlx_tile_mma_f16_r, "row", 0)
+RLX_TILE_MMA_F16(rlx_tile_mma_f16_c, "col", 1)
+RLX_TILE_MMA_BF16(rlx_tile_mma_bf16_r, "row", 0)
+RLX_TILE_MMA_BF16(rlx_tile_mma_bf16_c, "col", 1)
+#endif
 "#;
 
 /// How a rendered loop kernel reaches its inputs when it is embedded in a larger
@@ -239,7 +323,7 @@ pub fn render_c(k: &LoopKernel, dialect: Dialect) -> String {
 pub fn render_c_statements(k: &LoopKernel, embed: &CEmbedding<'_>, depth: usize) -> String {
     let mut assigned = vec![false; k.vars.len()];
     mark_assigned(&k.body, &mut assigned);
-    let r = Renderer { k, assigned, embed };
+    let r = Renderer::new(k, assigned, embed);
     let mut s = String::new();
     r.block(&mut s, &k.body, depth);
     s
@@ -247,11 +331,7 @@ pub fn render_c_statements(k: &LoopKernel, embed: &CEmbedding<'_>, depth: usize)
 
 /// Expression `e` of fragment `k` (see [`super::lower_value`]) as C.
 pub fn render_c_value(k: &LoopKernel, embed: &CEmbedding<'_>, e: &Ex) -> String {
-    let r = Renderer {
-        k,
-        assigned: vec![false; k.vars.len()],
-        embed,
-    };
+    let r = Renderer::new(k, vec![false; k.vars.len()], embed);
     r.ex(e)
 }
 
@@ -262,17 +342,22 @@ pub fn render_c_value(k: &LoopKernel, embed: &CEmbedding<'_>, e: &Ex) -> String 
 pub fn render_c_loop(k: &LoopKernel, embed: &CEmbedding<'_>) -> String {
     let mut assigned = vec![false; k.vars.len()];
     mark_assigned(&k.body, &mut assigned);
-    let r = Renderer { k, assigned, embed };
+    let r = Renderer::new(k, assigned, embed);
     let it = embed.index_type;
     let [bid, bdim, gdim, tid] = embed.dialect.grid_builtins();
     let mut s = String::new();
     if k.group.is_some() {
         for (i, a) in k.shared.iter().enumerate() {
+            // Tile operands: 16-bit elements (CUDA), aligned for the wmma loads.
+            let (align, t) = match r.halves[i] {
+                Some(_) => (" __align__(32)", "unsigned short"),
+                None if TileMma::is_accumulator(k, i) => (" __align__(32)", ctype(a.ty, it)),
+                None => ("", ctype(a.ty, it)),
+            };
             let _ = writeln!(
                 s,
-                "  {} {} {}sh{i}[{}];",
+                "  {}{align} {t} {}sh{i}[{}];",
                 embed.dialect.shared(),
-                ctype(a.ty, it),
                 embed.var_prefix,
                 a.len
             );
@@ -331,6 +416,9 @@ struct Renderer<'a> {
     embed: &'a CEmbedding<'a>,
     /// Variables some [`Stmt::Assign`] updates (declared without `const`).
     assigned: Vec<bool>,
+    /// Per shared array: the 16-bit type its elements are stored in (CUDA's
+    /// [`Stmt::TileMma`] operands), or `None` for the array's own type.
+    halves: Vec<Option<DType>>,
 }
 
 fn mark_assigned(body: &[Stmt], out: &mut [bool]) {
@@ -342,6 +430,7 @@ fn mark_assigned(body: &[Stmt], out: &mut [bool]) {
             | Stmt::Store { .. }
             | Stmt::SharedStore { .. }
             | Stmt::Barrier
+            | Stmt::TileMma(_)
             | Stmt::Fail(_) => {}
         }
     }
@@ -358,7 +447,20 @@ pub(super) fn faults(body: &[Stmt], out: &mut Vec<Fault>) {
     }
 }
 
-impl Renderer<'_> {
+impl<'a> Renderer<'a> {
+    fn new(k: &'a LoopKernel, assigned: Vec<bool>, embed: &'a CEmbedding<'a>) -> Self {
+        let halves = match embed.dialect {
+            Dialect::Cuda => TileMma::operand_arrays(k),
+            Dialect::Hip => vec![None; k.shared.len()],
+        };
+        Renderer {
+            k,
+            embed,
+            assigned,
+            halves,
+        }
+    }
+
     /// Slot `i` as a typed pointer.
     fn ptr(&self, i: usize) -> String {
         let b = &self.k.bufs[i];
@@ -432,14 +534,21 @@ impl Renderer<'_> {
                     let _ = writeln!(s, "{pad}}}");
                 }
                 Stmt::SharedStore { arr, index, value } => {
+                    let v = self.ex(value);
+                    // A tile operand is a value of its 16-bit type already (the IR's rule).
+                    let v = match self.halves[*arr] {
+                        Some(DType::F16) => format!("rlx_f32_to_f16({v})"),
+                        Some(_) => format!("(unsigned short)(rlx_bits_f32({v}) >> 16)"),
+                        None => v,
+                    };
                     let _ = writeln!(
                         s,
-                        "{pad}{}sh{arr}[{}] = {};",
+                        "{pad}{}sh{arr}[{}] = {v};",
                         self.embed.var_prefix,
                         self.ex(index),
-                        self.ex(value)
                     );
                 }
+                Stmt::TileMma(t) => self.tile_mma(s, t, &pad),
                 Stmt::Barrier => {
                     let _ = writeln!(s, "{pad}{}", self.embed.dialect.barrier());
                 }
@@ -471,7 +580,12 @@ impl Renderer<'_> {
             Ex::Group => "group".into(),
             Ex::Local => "local".into(),
             Ex::Shared { arr, index } => {
-                format!("{}sh{arr}[{}]", self.embed.var_prefix, self.ex(index))
+                let at = format!("{}sh{arr}[{}]", self.embed.var_prefix, self.ex(index));
+                match self.halves[*arr] {
+                    Some(DType::F16) => format!("rlx_f16_to_f32({at})"),
+                    Some(_) => format!("rlx_bf16_to_f32({at})"),
+                    None => at,
+                }
             }
             Ex::Dim(d) => format!("(({}){})", self.embed.index_type, (self.embed.dim)(*d)),
             Ex::Load { buf, index } => {
@@ -509,6 +623,63 @@ impl Renderer<'_> {
                 }
             }
         }
+    }
+
+    /// [`Stmt::TileMma`]: barriers around the warps' products (the statement's
+    /// contract), the product through the wmma helpers of [`C_PRELUDE`] on CUDA and as the
+    /// IR's scalar loop on HIP (each item computes 8 of its warp's 256 outputs in the
+    /// IR's order, so HIP is bit for bit the interpreter).
+    fn tile_mma(&self, s: &mut String, t: &TileMma, pad: &str) {
+        let p = self.embed.var_prefix;
+        let (a, b, c) = (
+            self.ex(&t.a.offset),
+            self.ex(&t.b.offset),
+            self.ex(&t.c.offset),
+        );
+        let (aa, ba, ca) = (t.a.arr, t.b.arr, t.c.arr);
+        let (lda, ldb, ldc) = (t.a.stride, t.b.stride, t.c.stride);
+        let lane = format!("({} & 31)", self.ex(&Ex::Local));
+        let barrier = self.embed.dialect.barrier();
+        let _ = writeln!(s, "{pad}{barrier}");
+        match self.embed.dialect {
+            Dialect::Cuda => {
+                let elem = if t.elem == DType::F16 { "f16" } else { "bf16" };
+                let bl = if t.b_transposed { "c" } else { "r" };
+                let _ = writeln!(
+                    s,
+                    "{pad}rlx_tile_mma_{elem}_{bl}((unsigned int){lane}, {p}sh{aa} + ({a}), {lda}u, {p}sh{ba} + ({b}), {ldb}u, {p}sh{ca} + ({c}), {ldc}u, {}u);",
+                    t.k_steps
+                );
+            }
+            Dialect::Hip => {
+                let bi = if t.b_transposed {
+                    format!("tm_j * {ldb} + tm_k")
+                } else {
+                    format!("tm_k * {ldb} + tm_j")
+                };
+                let _ = writeln!(s, "{pad}for (int tm_r = 0; tm_r < 8; ++tm_r) {{");
+                let _ = writeln!(
+                    s,
+                    "{pad}  const int tm_e = (int){lane} + 32 * tm_r, tm_i = tm_e >> 4, tm_j = tm_e & 15;"
+                );
+                let _ = writeln!(
+                    s,
+                    "{pad}  float tm_c = {p}sh{ca}[({c}) + tm_i * {ldc} + tm_j];"
+                );
+                let _ = writeln!(
+                    s,
+                    "{pad}  for (int tm_k = 0; tm_k < {}; ++tm_k)",
+                    super::TILE * t.k_steps
+                );
+                let _ = writeln!(
+                    s,
+                    "{pad}    tm_c = fmaf({p}sh{aa}[({a}) + tm_i * {lda} + tm_k], {p}sh{ba}[({b}) + {bi}], tm_c);"
+                );
+                let _ = writeln!(s, "{pad}  {p}sh{ca}[({c}) + tm_i * {ldc} + tm_j] = tm_c;");
+                let _ = writeln!(s, "{pad}}}");
+            }
+        }
+        let _ = writeln!(s, "{pad}{barrier}");
     }
 
     fn unary(&self, op: Un, a: &Ex) -> String {

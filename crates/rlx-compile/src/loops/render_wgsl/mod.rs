@@ -96,6 +96,12 @@ pub enum WgslError {
         /// The kernel's name.
         kernel: String,
     },
+    /// The kernel multiplies f16/bf16 matrix tiles ([`crate::loops::Stmt::TileMma`]):
+    /// bf16 has no WGSL type, and the tile statement is a CUDA/HIP lowering choice.
+    TileProduct {
+        /// The kernel's name.
+        kernel: String,
+    },
 }
 
 impl fmt::Display for WgslError {
@@ -124,6 +130,10 @@ impl fmt::Display for WgslError {
             WgslError::NarrowStore { kernel, dtype } => write!(
                 f,
                 "WGSL rendering of loop kernel `{kernel}`: it stores {dtype:?} elements (narrower than a word) into an arena not declared atomic; declare the arena `array<atomic<u32>>`"
+            ),
+            WgslError::TileProduct { kernel } => write!(
+                f,
+                "WGSL rendering of loop kernel `{kernel}`: it multiplies f16/bf16 matrix tiles (Stmt::TileMma), which WGSL cannot express (no bf16 type, no fixed warps); lower the kernel without tile products for WGSL"
             ),
             WgslError::Shuffle { kernel } => write!(
                 f,
@@ -447,6 +457,11 @@ impl<'a> Renderer<'a> {
                 }
                 Stmt::ShuffleXor { .. } => {
                     return Err(WgslError::Shuffle {
+                        kernel: self.k.name.clone(),
+                    });
+                }
+                Stmt::TileMma(_) => {
+                    return Err(WgslError::TileProduct {
                         kernel: self.k.name.clone(),
                     });
                 }
