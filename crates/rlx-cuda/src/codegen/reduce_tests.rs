@@ -236,7 +236,10 @@ fn shuffled_reduction_trees_compile_with_nvrtc() {
         let y = g.add_op(op, vec![x]).unwrap();
         g.set_outputs(vec![y]);
         let p = rlx_runtime::compile_program(&g, &compile_options()).unwrap();
-        let opts = loops::LowerOptions { shuffles: true };
+        let opts = loops::LowerOptions {
+            shuffles: true,
+            ..Default::default()
+        };
         let lk = loops::lower_kernel_with(&p, 0, opts).unwrap();
         let body = loops::render_c_loop(
             &lk,

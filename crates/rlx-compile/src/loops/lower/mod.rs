@@ -109,6 +109,13 @@ pub struct LowerOptions {
     /// [`SHUFFLE_WIDTH`]: crate::loops::SHUFFLE_WIDTH
     /// [`Stmt::ShuffleXor`]: crate::loops::Stmt::ShuffleXor
     pub shuffles: bool,
+    /// Lower f16/bf16 attention (no mask or causal, no softcap, head widths multiples of
+    /// 16) through [`Stmt::TileMma`] tile products (tensor cores on CUDA sm_80+): scores
+    /// and the probability-weighted values within the statement's stated tolerance, the
+    /// probabilities rounded to the input dtype. WGSL refuses tile products.
+    ///
+    /// [`Stmt::TileMma`]: crate::loops::Stmt::TileMma
+    pub tiles: bool,
 }
 
 /// Lower kernel `k` of `p` with `opts`.
@@ -119,6 +126,7 @@ pub fn lower_kernel_with(
 ) -> Result<LoopKernel, LowerError> {
     let mut cx = Cx::new(p, k);
     cx.shuffles = opts.shuffles;
+    cx.tiles = opts.tiles;
     let items = cx.kind()?;
     Ok(cx.into_kernel("", items))
 }
@@ -277,6 +285,8 @@ struct Cx<'a> {
     shared: Vec<SharedArray>,
     /// See [`LowerOptions::shuffles`].
     shuffles: bool,
+    /// See [`LowerOptions::tiles`].
+    tiles: bool,
 }
 
 impl<'a> Cx<'a> {
@@ -292,6 +302,7 @@ impl<'a> Cx<'a> {
             group: None,
             shared: Vec::new(),
             shuffles: false,
+            tiles: false,
         }
     }
 

@@ -26,7 +26,15 @@ fn program(kind: ReduceOp, dims: &[Dim], axes: &[usize], dt: DType) -> Program {
 
 /// Kernel 0 of `p` (its only one) lowered with `shuffles`, run over `x`: the output.
 fn run(p: &Program, shuffles: bool, x: &HostBuf, binding: &DimBinding) -> (LoopKernel, HostBuf) {
-    let lk = loops::lower_kernel_with(p, 0, LowerOptions { shuffles }).unwrap();
+    let lk = loops::lower_kernel_with(
+        p,
+        0,
+        LowerOptions {
+            shuffles,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let out = p.outputs[0];
     let n: usize = p.buffers[out]
         .shape
@@ -158,7 +166,15 @@ fn shuffles_render_as_warp_intrinsics_and_wgsl_refuses_them() {
         &[1],
         DType::F32,
     );
-    let lk = loops::lower_kernel_with(&p, 0, LowerOptions { shuffles: true }).unwrap();
+    let lk = loops::lower_kernel_with(
+        &p,
+        0,
+        LowerOptions {
+            shuffles: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let render = |dialect| {
         loops::render_c_loop(
             &lk,
@@ -257,7 +273,15 @@ fn run_row(
     args: &[HostBuf],
     b: &DimBinding,
 ) -> (LoopKernel, HostBuf) {
-    let lk = loops::lower_kernel_with(p, k, LowerOptions { shuffles }).unwrap();
+    let lk = loops::lower_kernel_with(
+        p,
+        k,
+        LowerOptions {
+            shuffles,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let out = p.outputs[0];
     let numel = |buf: usize| -> usize {
         p.buffers[buf]
