@@ -119,7 +119,7 @@ impl Machine<'_> {
                 op.arr, a.ty
             ));
         }
-        if offset < 0 || offset % align.0 != 0 || op.stride % align.1 != 0 {
+        if offset < 0 || offset % align.0 != 0 || !op.stride.is_multiple_of(align.1) {
             return Err(format!(
                 "loop eval of {name}: tile {what} at offset {offset} with stride {}; the hardware needs offsets that are multiples of {} and strides of {}",
                 op.stride, align.0, align.1

@@ -103,6 +103,32 @@ impl Cx<'_> {
         }
         let sq = self.dim(qd[1]);
         let sk = self.dim(kd[1]);
+        if self.tiles
+            && super::attention_tc::eligible(dtype, d, dv)
+            && matches!(mask_kind, MaskKind::None | MaskKind::Causal)
+            && attn_logit_softcap.is_none()
+        {
+            let scale = score_scale
+                .map(|s| s as f64)
+                .unwrap_or(1.0 / (d as f64).sqrt()) as f32;
+            let batch = self.dim(qd[0]);
+            let a = super::attention_tc::TileAttention {
+                inputs: [inputs[0], inputs[1], inputs[2]],
+                four,
+                heads: (h, hk),
+                d,
+                dv,
+                sq,
+                sk,
+                batch,
+                causal: *mask_kind == MaskKind::Causal,
+                scale,
+                dtype,
+                out_space,
+                epilogue,
+            };
+            return self.attention_tiles(&a);
+        }
         let (bq, bk) = (QUERIES as i64, key_tile(d, dv) as i64);
         self.group = Some(QUERIES);
         let sh_k = self.shared.len();

@@ -25,6 +25,9 @@
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
 
 mod attention;
+mod attention_tc;
+#[cfg(test)]
+mod attention_tc_tests;
 #[cfg(test)]
 mod attention_tests;
 mod expr;
