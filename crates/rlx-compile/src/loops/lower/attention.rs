@@ -103,7 +103,7 @@ impl Cx<'_> {
         }
         let sq = self.dim(qd[1]);
         let sk = self.dim(kd[1]);
-        if self.tiles
+        if self.tile_warps > 0
             && super::attention_tc::eligible(dtype, d, dv)
             && matches!(mask_kind, MaskKind::None | MaskKind::Causal)
             && attn_logit_softcap.is_none()
@@ -126,6 +126,7 @@ impl Cx<'_> {
                 dtype,
                 out_space,
                 epilogue,
+                max_warps: self.tile_warps,
             };
             return self.attention_tiles(&a);
         }

@@ -1,8 +1,8 @@
 //! Attention over f16/bf16 through matrix-tile products ([`Stmt::TileMma`]: tensor
-//! cores on CUDA), chosen by [`LowerOptions::tiles`](super::LowerOptions::tiles) for
+//! cores on CUDA), chosen by [`LowerOptions::tile_warps`](super::LowerOptions::tile_warps) for
 //! unmasked or causal attention without softcap and head widths that are multiples of 16.
 //!
-//! A work-group is `W` warps ([`warps`]: 1–4) per (batch, head, block of [`TILE`]
+//! A work-group is `W` warps ([`warps`]) per (batch, head, block of [`TILE`]
 //! queries). The block's queries are staged once in a shared `Q[16×D]` tile (zeros past
 //! the sequence); the keys go by in tiles of `16·W`: the group stages `K[16W×D]` and
 //! `V[16W×Dv]`, clears the scores `S[16×16W]`, and warp `w` computes `S[·][16w..16w+16]
@@ -52,15 +52,17 @@ pub(super) struct TileAttention<'e> {
     pub dtype: DType,
     pub out_space: &'e [Dim],
     pub epilogue: Option<&'e Expr>,
+    /// The most warps per work-group.
+    pub max_warps: u32,
 }
 
 /// Warps per work-group for heads of `d` and value heads of `dv` (both multiples of 16):
-/// the largest divisor of `dv/16` up to 4 whose key tile (16 keys per warp) keeps the K
+/// the largest divisor of `dv/16` up to `max` (at least 1) whose key tile (16 keys per warp) keeps the K
 /// and V tiles within 16 KiB of 16-bit elements (CUDA's 48 KiB of static shared memory
 /// then also holds Q, the scores, the probabilities and the f32 output rows).
-pub(super) fn warps(d: usize, dv: usize) -> u32 {
+pub(super) fn warps(d: usize, dv: usize, max: u32) -> u32 {
     let blocks = dv / TILE as usize;
-    (1..=4)
+    (1..=max.max(1) as usize)
         .rev()
         .find(|&w| blocks.is_multiple_of(w) && TILE as usize * w * (d + dv) * 2 <= 16384)
         .unwrap_or(1) as u32
@@ -89,7 +91,7 @@ impl Cx<'_> {
             };
             un(op, x)
         };
-        let nw = warps(a.d, a.dv) as i64;
+        let nw = warps(a.d, a.dv, a.max_warps) as i64;
         // Keys per tile: one 16-key block per warp.
         let kt = t * nw;
         let w = SHUFFLE_WIDTH as i64 * nw;

@@ -1,4 +1,4 @@
-//! f16/bf16 attention lowered through tile products ([`LowerOptions::tiles`]) and run by
+//! f16/bf16 attention lowered through tile products ([`LowerOptions::tile_warps`]) and run by
 //! the interpreter against the `rlx-ir` oracle (an f64 softmax), causal and unmasked,
 //! head widths 32/64/128 and sequence lengths that are not multiples of 16.
 //!
@@ -35,6 +35,7 @@ fn values(dt: DType, dims: &[usize], seed: u64) -> TensorData {
 /// Every kernel of `p` lowered with tile products and run; the outputs, and how many
 /// tile products the kernels hold.
 fn run_tiled(
+    warps: u32,
     p: &Program,
     inputs: &[(&str, TensorData)],
     binding: &DimBinding,
@@ -63,7 +64,7 @@ fn run_tiled(
     let mut products = 0;
     for k in 0..p.kernels.len() {
         let opts = LowerOptions {
-            tiles: true,
+            tile_warps: warps,
             ..LowerOptions::default()
         };
         let lk = lower_kernel_with(p, k, opts).unwrap_or_else(|e| panic!("{e}"));
@@ -175,7 +176,15 @@ pub(super) fn tolerance(dt: DType, w: f64) -> f64 {
     2.0 * ulp * w.abs().max(0.25) + 3.0 * p * 1.5
 }
 
-fn check(dt: DType, causal: bool, four: bool, heads: (usize, usize), s: usize, d: usize) {
+fn check(
+    warps: u32,
+    dt: DType,
+    causal: bool,
+    four: bool,
+    heads: (usize, usize),
+    s: usize,
+    d: usize,
+) {
     let dynamic = s % 2 == 1;
     let (g, inputs) = graph(dt, causal, four, heads, s, d, dynamic);
     let opts = CompileOptions {
@@ -188,9 +197,10 @@ fn check(dt: DType, causal: bool, four: bool, heads: (usize, usize), s: usize, d
     } else {
         DimBinding::new()
     };
-    let (got, products) = run_tiled(&p, &inputs, &binding);
-    let what = format!("{dt:?} causal={causal} four={four} heads={heads:?} s={s} d={d}");
-    let w = super::attention_tc::warps(d, d) as usize;
+    let (got, products) = run_tiled(warps, &p, &inputs, &binding);
+    let what =
+        format!("warps<={warps} {dt:?} causal={causal} four={four} heads={heads:?} s={s} d={d}");
+    let w = super::attention_tc::warps(d, d, warps) as usize;
     assert_eq!(
         products,
         1 + d / 16 / w,
@@ -228,7 +238,9 @@ fn tiled_f16_and_bf16_attention_matches_the_oracle_causal_and_unmasked() {
             (false, true, (1, 1), 16, 32),
             (true, true, (1, 1), 33, 64),
         ] {
-            check(dt, causal, four, heads, s, d);
+            for warps in [1, 4] {
+                check(warps, dt, causal, four, heads, s, d);
+            }
         }
     }
 }
@@ -252,7 +264,7 @@ fn attention_outside_the_tile_lowering_keeps_the_scalar_lowering() {
             &p,
             k,
             LowerOptions {
-                tiles: true,
+                tile_warps: 4,
                 ..LowerOptions::default()
             },
         )

@@ -112,13 +112,16 @@ pub struct LowerOptions {
     /// [`SHUFFLE_WIDTH`]: crate::loops::SHUFFLE_WIDTH
     /// [`Stmt::ShuffleXor`]: crate::loops::Stmt::ShuffleXor
     pub shuffles: bool,
-    /// Lower f16/bf16 attention (no mask or causal, no softcap, head widths multiples of
-    /// 16) through [`Stmt::TileMma`] tile products (tensor cores on CUDA sm_80+): scores
+    /// `n` ≥ 1: lower f16/bf16 attention (no mask or causal, no softcap, head widths
+    /// multiples of 16) through [`Stmt::TileMma`] tile products (tensor cores on CUDA
+    /// sm_80+) in work-groups of up to `n` warps (1: the 32 items of the scalar
+    /// lowering's groups, so a backend can switch between the two in one entry): scores
     /// and the probability-weighted values within the statement's stated tolerance, the
-    /// probabilities rounded to the input dtype. WGSL refuses tile products.
+    /// probabilities rounded to the input dtype. 0 (the default): the scalar lowering.
+    /// WGSL refuses tile products.
     ///
     /// [`Stmt::TileMma`]: crate::loops::Stmt::TileMma
-    pub tiles: bool,
+    pub tile_warps: u32,
 }
 
 /// Lower kernel `k` of `p` with `opts`.
@@ -129,7 +132,7 @@ pub fn lower_kernel_with(
 ) -> Result<LoopKernel, LowerError> {
     let mut cx = Cx::new(p, k);
     cx.shuffles = opts.shuffles;
-    cx.tiles = opts.tiles;
+    cx.tile_warps = opts.tile_warps;
     let items = cx.kind()?;
     Ok(cx.into_kernel("", items))
 }
@@ -288,8 +291,8 @@ struct Cx<'a> {
     shared: Vec<SharedArray>,
     /// See [`LowerOptions::shuffles`].
     shuffles: bool,
-    /// See [`LowerOptions::tiles`].
-    tiles: bool,
+    /// See [`LowerOptions::tile_warps`].
+    tile_warps: u32,
 }
 
 impl<'a> Cx<'a> {
@@ -305,7 +308,7 @@ impl<'a> Cx<'a> {
             group: None,
             shared: Vec::new(),
             shuffles: false,
-            tiles: false,
+            tile_warps: 0,
         }
     }
 
