@@ -3,8 +3,9 @@
 //! exponential's argument is itself a rounded product (GELU), the argument is carried as an
 //! unevaluated sum `hi + lo` so its rounding does not grow into the result.
 
+use super::erf_tables::{ERF_T, GELU_M};
 use super::expo::{exp, exp_mant, exp_parts, expm1, log1p_unit};
-use super::simd::{clamp, mad, mad64, sel, two_prod, two_sum};
+use super::simd::{clamp, mad, sel, two_prod, two_sum};
 
 /// `tanh x = expm1(2|x|) / (expm1(2|x|) + 2)` with the sign of `x`.
 #[inline(always)]
@@ -87,120 +88,60 @@ fn erf_small<const F: bool>(z: f32) -> f32 {
     mad::<F>(z, E0_HI, z * mad::<F>(w, p, E0_LO))
 }
 
-// The Gaussian tail through its scaled form: Φ(−a) = e^(−a²/2)·M(a) with M(a) =
-// ½·erfcx(a/√2) (Φ(−a)/φ(a) up to 1/√(2π)): M falls smoothly from ½ at 0 like 1/(a√(2π)),
-// and a rational function of degrees 4/5 fits it on [0, 16] to a relative error of
-// 7.1·10⁻⁹ (Lawson-weighted least squares against f64 erfcx, done once at development
-// time). It is evaluated in f64 (then rounded once): in f32 the nine Horner steps alone
-// would add up to 5 ulp.
-pub(crate) const MP: [f64; 5] = [
-    0.500_000_003_538_417_2,
-    0.441_111_884_614_508,
-    0.185_331_654_513_189_6,
-    0.041_342_550_845_268_2,
-    0.004_222_257_742_586_323,
-];
-/// `Q1..=Q5` (`Q0 = 1`).
-pub(crate) const MQ: [f64; 5] = [
-    1.680_108_827_093_342_2,
-    1.211_190_616_618_024_4,
-    0.475_007_123_027_391_4,
-    0.103_635_944_527_397_91,
-    0.010_583_532_814_844_848,
-];
+/// 1.5·2²³: adding it rounds a float of magnitude < 2²² to an integer held in the low
+/// mantissa bits, whose low four bits are the 16-entry table index of [`table_poly`].
+const SHIFTER: f32 = 12_582_912.0;
 
-// erf's tail factor M(c√2) = ½·erfcx(c) as a rational function of c itself, of degrees
-// 2/3: erf only needs it where its error is damped by erfc(c)/erf(c) (c ≥ 0.75, where
-// that ratio is ≤ 0.41 and falls like e^(−c²)), so the fit (Lawson-weighted least
-// squares against f64 erfcx, done once at development time) minimizes the error it adds
-// to erf in ulps, erfc(c)·|ΔM/M|/ulp(erf c): at most 0.016 ulp on [0.75, 9.3]. Four
-// f64 products fewer per lane than GELU's 4/5 fit, and no scaling of c by √2.
-pub(crate) const EP: [f64; 3] = [
-    0.500_212_048_621_194_4,
-    0.364_162_656_271_839_5,
-    0.111_857_679_843_091_89,
-];
-/// `Q1..=Q3` (`Q0 = 1`).
-pub(crate) const EQ: [f64; 3] = [
-    1.859_851_510_162_006_3,
-    1.311_654_424_135_287_7,
-    0.394_770_410_175_267_54,
-];
-
-/// `P(a)/Q(a)` for the coefficients `(mp, mq)` (`mq` from degree 1, `Q0 = 1`) by Horner
-/// in f64 from `fma(a, P_top, P_top−1)` and `fma(a, Q_top, Q_top−1)`, rounded once to
-/// f32: [`MP`]/[`MQ`] give GELU's `M(a) = Φ(−a)·e^(a²/2)` for `a ∈ [0, 16]`, which GELU
-/// needs to 0.1 ulp for negative x (f32 Horner: up to 5.7 ulp, measured). Erf's [`EP`]/[`EQ`] run in f32 ([`mills32`]). This f64 evaluation (two 8-double
-/// halves) is about 0.36 of GELU's 0.87 ns per element on one AVX-512 thread.
+/// The polynomial of interval `round(s) mod 16` of `tab` (row `r`: the coefficients of `tʳ`)
+/// at `t`, with `j = s + SHIFTER` (whose low four mantissa bits are that interval): Horner
+/// from `fma(t, c_top, c_top−1)`. The JIT reads each row with one `vpermps` on `j`'s bits.
 #[inline(always)]
-fn mills<const F: bool, const NP: usize, const NQ: usize>(
-    a: f64,
-    mp: &[f64; NP],
-    mq: &[f64; NQ],
-) -> f32 {
-    let mut p = mp[NP - 1];
-    for k in (0..NP - 1).rev() {
-        p = mad64::<F>(a, p, mp[k]);
+fn table_poly<const F: bool, const N: usize>(tab: &[[f32; 16]; N], j: f32, t: f32) -> f32 {
+    let k = (j.to_bits() & 15) as usize;
+    let mut p = tab[N - 1][k];
+    for r in (0..N - 1).rev() {
+        p = mad::<F>(t, p, tab[r][k]);
     }
-    let mut q = mq[NQ - 1];
-    for k in (0..NQ - 1).rev() {
-        q = mad64::<F>(a, q, mq[k]);
-    }
-    let q = mad64::<F>(a, q, 1.0);
-    (p / q) as f32
+    p
 }
 
-/// erf's `M(c√2) = P(c)/Q(c)` ([`EP`]/[`EQ`], rounded to f32) by Horner in f32 and one
-/// f32 division: erf only uses it where its error is damped by `erfc(c)/erf(c)` (≤ 0.41
-/// at c = 0.75, falling like e^(−c²)), so the f32 rounding of the six steps costs erf at
-/// most ~0.5 ulp more than the f64 evaluation, and saves the widening to two f64 halves
-/// and their two f64 divisions.
+/// GELU's tail factor `M(c) = Φ(−c)·e^(c²/2)` for `c ∈ [0, 15.5]` ([`GELU_M`]: the
+/// interval `k = round(c)`, `t = c − k`, exact): a relative error within about 1.3 ulp
+/// (0.84 from the polynomial with its `f32` coefficients, half an ulp from the last
+/// rounding). It replaced a degree-4/5 rational function evaluated in `f64` (two 8-double
+/// halves and two `f64` divisions per 16 lanes, about 0.4 of GELU's time).
 #[inline(always)]
-fn mills32<const F: bool>(c: f32) -> f32 {
-    let p = mad::<F>(c, EP32[2], EP32[1]);
-    let p = mad::<F>(c, p, EP32[0]);
-    let q = mad::<F>(c, EQ32[2], EQ32[1]);
-    let q = mad::<F>(c, q, EQ32[0]);
-    let q = mad::<F>(c, q, 1.0);
-    p / q
+fn mills<const F: bool>(c: f32) -> f32 {
+    let j = c + SHIFTER;
+    let t = c - (j - SHIFTER);
+    table_poly::<F, 8>(&GELU_M, j, t)
 }
 
-/// [`EP`] rounded to f32 (what [`mills32`] and the JIT's erf read).
-pub(crate) const EP32: [f32; 3] = [EP[0] as f32, EP[1] as f32, EP[2] as f32];
-/// [`EQ`] rounded to f32.
-pub(crate) const EQ32: [f32; 3] = [EQ[0] as f32, EQ[1] as f32, EQ[2] as f32];
+/// `erf c` for `c ∈ [0.75, 4.75]` ([`ERF_T`]: the interval `k = round(4c − 3.5)`, the
+/// variable `w = 4c − 3.5 − k`, both exact): within about 1 ulp (0.48 from the
+/// polynomial, half an ulp from the last rounding); no exponential, no division.
+#[inline(always)]
+fn erf_mid<const F: bool>(c: f32) -> f32 {
+    let u = mad::<F>(c, 4.0, -3.5);
+    let j = u + SHIFTER;
+    let w = u - (j - SHIFTER);
+    table_poly::<F, 6>(&ERF_T, j, w)
+}
 
 /// `|x|` clamped at GELU's and erf's limits: past `GELU_MAX` (c²/2 > 120) x·Φ(x) is −0 or
-/// x; past `ERF_MAX` (c² > 86.5, so that e^(−c²) = p·2ⁿ with a normal 2ⁿ) erf rounds to ±1.
+/// x; past `ERF_MAX` erf rounds to ±1 (erfc 4.7 < 10⁻¹⁰), and `4c − 3.5` stays below 15.5
+/// (the last table interval).
 pub(crate) const GELU_MAX: f32 = 15.49;
-pub(crate) const ERF_MAX: f32 = 9.3;
+pub(crate) const ERF_MAX: f32 = 4.7;
 
-/// `(c, clamped, h, l)` with `c = min(|x|, max)` and `h + l = c²` exactly (at c = 13,
-/// rounding c² alone would cost tens of ulp in e^(−c²/2)).
-#[inline(always)]
-fn clamped_square<const F: bool>(x: f32, max: f32) -> (f32, bool, f32, f32) {
-    let a = x.abs();
-    let big = a > max;
-    let c = sel(big, max, a);
-    let (h, l) = two_prod::<F>(c, c);
-    (c, big, h, l)
-}
-
-/// `erf x`: the small-argument polynomial below 0.75 in magnitude; elsewhere
-/// `1 − erfc|x|` with the sign of `x`, `erfc c = 2Φ(−c√2) = 2e^(−c²)·M(c√2)` (M by
-/// [`EP`]/[`EQ`]).
+/// `erf x`: the small-argument polynomial below 0.75 in magnitude; elsewhere the table
+/// polynomial of `min(|x|, 4.7)` ([`erf_mid`], positive) with the sign bit of `x` set in.
 #[inline(always)]
 pub(crate) fn erf<const F: bool>(x: f32) -> f32 {
-    let (c, _, h, l) = clamped_square::<F>(x, ERF_MAX);
-    let (p, n) = exp_mant::<F>(-h, -l);
-    let m = mills32::<F>(c);
-    // erfc|x| = (p·2ⁿ⁺¹)·M (≤ 10⁻³⁹ at the clamp: 1 − that is 1), the scaling added to
-    // p's exponent field (n ≥ −125: p·2ⁿ⁺¹ is normal, the exact product), so that the
-    // one rounded product and the subtraction leave the multiply pipes a product and an
-    // FMA fewer than (p·M)·2ⁿ and fma(−2, that, 1), with the same bits
-    let p = f32::from_bits((p.to_bits() as i32).wrapping_add((n + 1) << 23) as u32);
-    let large = (1.0 - p * m).copysign(x);
-    sel(x.abs() < ERF_SMALL, erf_small::<F>(x), large)
+    let a = x.abs();
+    let c = sel(a > ERF_MAX, ERF_MAX, a);
+    let large = f32::from_bits(erf_mid::<F>(c).to_bits() | (x.to_bits() & 0x8000_0000));
+    sel(a < ERF_SMALL, erf_small::<F>(x), large)
 }
 
 /// GELU's scaling `2ⁿ` (`n ∈ [−174, 0]`) is applied as `2^(n+64)`, added to the exponent
@@ -227,7 +168,7 @@ pub(crate) fn gelu<const F: bool>(x: f32) -> f32 {
     let p = f32::from_bits((p.to_bits() as i32).wrapping_add((n + GELU_BIAS) << 23) as u32);
     // v = 0 past the clamp
     let p = sel(big, 0.0, p);
-    let m = mills::<F, 5, 5>(c as f64, &MP, &MQ);
+    let m = mills::<F>(c);
     let neg = x < 0.0;
     // p·(x·M) (≥ 2⁻¹¹⁶: positive x at the clamp) rounds as a normal number; the product
     // by 2⁻⁶⁴ is exact but where the result is subnormal

@@ -112,12 +112,12 @@ pub(super) fn unary(act: Activation) -> Option<UnaryRule> {
             emit: |l, a, t, d, x| l.log(a, t, d, x),
         },
         A::Erf => UnaryRule {
-            temps: 12,
+            temps: 5,
             consts: erf_family_consts,
             emit: |l, a, t, d, x| l.erf(a, t, d, x),
         },
         A::Gelu => UnaryRule {
-            temps: 12,
+            temps: 11,
             consts: erf_family_consts,
             emit: |l, a, t, d, x| l.gelu_erf(a, t, d, x),
         },

@@ -173,7 +173,6 @@ pub(crate) const VPORD: Opcode = Opcode::new(M0F, P66, false, 0xEB);
 pub(crate) const VPSHIFTD_IMM: Opcode = Opcode::new(M0F, P66, false, 0x72);
 // Map 0F38.
 pub(crate) const VFMADD213PS: Opcode = Opcode::new(M0F38, P66, false, 0xA8);
-pub(crate) const VFMADD213PD: Opcode = Opcode::new(M0F38, P66, true, 0xA8);
 pub(crate) const VFMADD231PS: Opcode = Opcode::new(M0F38, P66, false, 0xB8);
 pub(crate) const VFMSUB213PS: Opcode = Opcode::new(M0F38, P66, false, 0xAA);
 pub(crate) const VFNMADD231PS: Opcode = Opcode::new(M0F38, P66, false, 0xBC);
@@ -181,6 +180,8 @@ pub(crate) const VCVTPH2PS: Opcode = Opcode::new(M0F38, P66, false, 0x13);
 pub(crate) const VBLENDMPS: Opcode = Opcode::new(M0F38, P66, false, 0x65);
 pub(crate) const VBROADCASTSS: Opcode = Opcode::new(M0F38, P66, false, 0x18);
 pub(crate) const VBROADCASTSD: Opcode = Opcode::new(M0F38, P66, true, 0x19);
+/// `vpermps`: the 16-entry table lookups of the erf and GELU kernels.
+pub(crate) const VPERMPS: Opcode = Opcode::new(M0F38, P66, false, 0x16);
 // Map 0F3A (each takes an imm8).
 pub(crate) const VCVTPS2PH: Opcode = Opcode::new(M0F3A, P66, false, 0x1D);
 pub(crate) const VEXTRACTF32X8: Opcode = Opcode::new(M0F3A, P66, false, 0x1B);
@@ -385,11 +386,6 @@ impl Asm {
         self.op3(VFMADD213PS, dst, a, b);
     }
 
-    /// `dst = a·dst + b` on 8 doubles (`vfmadd213pd`).
-    pub(crate) fn vfmadd213pd(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
-        self.op3(VFMADD213PD, dst, a, b);
-    }
-
     /// `dst = a·b + dst` (`vfmadd231ps`).
     pub(crate) fn vfmadd231ps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
         self.op3(VFMADD231PS, dst, a, b);
@@ -547,6 +543,12 @@ impl Asm {
     /// Broadcast one double from memory to every lane.
     pub(crate) fn vbroadcastsd(&mut self, dst: Zmm, m: Mem) {
         self.evex(VBROADCASTSD, dst, None, Rm::Mem(m), Mask::None);
+    }
+
+    /// `dst[i] = table[idx[i] & 15]`: a lane-wise lookup in the 16 floats at `table`
+    /// (`vpermps`, a full 64-byte memory operand, no alignment required).
+    pub(crate) fn vpermps(&mut self, dst: Zmm, idx: Zmm, table: Mem) {
+        self.evex(VPERMPS, dst, Some(idx), Rm::Mem(table), Mask::None);
     }
 
     /// `k = src >> imm` (16-bit masks; `kshiftrw`, VEX-encoded).

@@ -109,6 +109,16 @@ fn encodings_disassemble_to_the_intended_instructions() {
     );
     add(
         &mut a,
+        &|a| a.vpermps(z(20), z(9), Mem::BaseDisp(Gpr(8), 0x1c4)),
+        "vpermps zmm20,zmm9,ZMMWORD PTR [r8+0x1c4]",
+    );
+    add(
+        &mut a,
+        &|a| a.vpermps(z(3), z(27), Mem::BaseDisp(Gpr(8), 0x40)),
+        "vpermps zmm3,zmm27,ZMMWORD PTR [r8+0x40]",
+    );
+    add(
+        &mut a,
         &|a| a.vfmadd213ps(z(1), z(18), z(27)),
         "vfmadd213ps zmm1,zmm18,zmm27",
     );
@@ -258,11 +268,6 @@ fn encodings_disassemble_to_the_intended_instructions() {
         &mut a,
         &|a| a.op2(VSQRTPD, z(9), z(25)),
         "vsqrtpd zmm9,zmm25",
-    );
-    add(
-        &mut a,
-        &|a| a.vfmadd213pd(z(7), z(19), Src::Pool(24)),
-        "vfmadd213pd zmm7,zmm19,QWORD BCST [r8+0x18]",
     );
     add(
         &mut a,

@@ -1,0 +1,65 @@
+import math, struct, sys
+def f32(x): return struct.unpack('f', struct.pack('f', x))[0]
+def M(a): return 0.5*math.erfc(a/math.sqrt(2))*math.exp(a*a/2)
+def solve(A, b):
+    n=len(b); A=[r[:]+[b[i]] for i,r in enumerate(A)]
+    for i in range(n):
+        p=max(range(i,n),key=lambda r:abs(A[r][i])); A[i],A[p]=A[p],A[i]
+        for r in range(i+1,n):
+            f=A[r][i]/A[i][i]
+            for c in range(i,n+1): A[r][c]-=f*A[i][c]
+    x=[0]*n
+    for i in reversed(range(n)):
+        x[i]=(A[i][n]-sum(A[i][c]*x[c] for c in range(i+1,n)))/A[i][i]
+    return x
+def lsq(ts, ys, ws, degs):
+    # minimize sum w^2 (sum_k c_k t^k - y)^2 over k in degs
+    n=len(degs)
+    A=[[0.0]*n for _ in range(n)]; b=[0.0]*n
+    for t,y,w in zip(ts,ys,ws):
+        row=[t**k for k in degs]
+        for i in range(n):
+            b[i]+=w*w*row[i]*y
+            for j in range(n): A[i][j]+=w*w*row[i]*row[j]
+    return solve(A,b)
+def fit(f, lo, hi, d, wfun, npts=400, iters=6):
+    ts=[lo+(hi-lo)*(0.5-0.5*math.cos(math.pi*(i+0.5)/npts)) for i in range(npts)]
+    ys=[f(t) for t in ts]
+    base=[1.0/wfun(t,y) for t,y in zip(ts,ys)]
+    coef=[]
+    for k in range(d+1):
+        degs=list(range(k,d+1))
+        rem=[y-sum(c*t**j for j,c in enumerate(coef)) for t,y in zip(ts,ys)]
+        ws=base[:]
+        for it in range(iters):  # Lawson reweighting toward minimax
+            c=lsq(ts,rem,ws,degs)
+            errs=[abs(sum(cc*t**j for cc,j in zip(c,degs))-r)*b for t,r,b in zip(ts,rem,base)]
+            m=max(errs)
+            ws=[w*math.sqrt(max(e/m,1e-3)) for w,e in zip(ws,errs)]
+        coef.append(f32(c[0]))
+    # error with f32 coefficients (exact arithmetic)
+    e=0
+    for i in range(2001):
+        t=lo+(hi-lo)*i/2000
+        y=f(t); p=0.0
+        for c in reversed(coef): p=p*t+c
+        e=max(e,abs(p-y)/wfun(t,y))
+    return coef,e
+kind=sys.argv[1]; d=int(sys.argv[2])
+if kind=='gelu':
+    tab=[];worst=0
+    for k in range(16):
+        lo=0.0 if k==0 else -0.5
+        hi=0.5 if k<15 else 0.5
+        c,e=fit(lambda t:M(k+t), lo, hi, d, lambda t,y: abs(y)*2**-24)
+        tab.append(c); worst=max(worst,e); print(k, 'err ulp(2^-24 rel)', e, file=sys.stderr)
+    print('worst', worst, file=sys.stderr)
+else:
+    tab=[];worst=0
+    for k in range(16):
+        c0=0.75+0.25*k+0.125
+        c,e=fit(lambda t:math.erf(c0+t/4), -0.5, 0.5, d, lambda t,y: 2**-24)
+        tab.append(c); worst=max(worst,e); print(k,'err ulp', e, file=sys.stderr)
+    print('worst', worst, file=sys.stderr)
+for j in range(d+1):
+    print([repr(tab[k][j]) for k in range(16)])
