@@ -10,7 +10,9 @@
 //! (`--only` takes path names — `f32` is sgemm here, `cast` the old bf16 cast path, `graph`
 //! the bf16 W4 graph through `rlx_tensor`, `i8` the int8 table — and
 //! skips the other columns; `--no-torch` skips the peer; `--ta` / `--tb` make A / B
-//! column-major, i.e. transposed views; `--cpu-time`: see [`best`]).
+//! column-major, i.e. transposed views; `--align=BYTES` places the bf16 / f16 operands and
+//! C that many bytes past a 64-byte boundary (default: where the allocator put them);
+//! `--cpu-time`: see [`best`]).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -93,26 +95,61 @@ fn time_half<T: HalfFloat>(path: LowpPath, n: usize, threads: usize) -> Option<f
     {
         return None;
     }
-    let a: Vec<T> = common::data(n * n, 1)
-        .into_iter()
-        .map(T::from_f32_rne)
-        .collect();
-    let b: Vec<T> = common::data(n * n, 2)
-        .into_iter()
-        .map(T::from_f32_rne)
-        .collect();
-    let mut c = vec![0f32; n * n];
+    let (a, a0) = placed(
+        common::data(n * n, 1)
+            .into_iter()
+            .map(T::from_f32_rne)
+            .collect(),
+    );
+    let (b, b0) = placed(
+        common::data(n * n, 2)
+            .into_iter()
+            .map(T::from_f32_rne)
+            .collect(),
+    );
+    let (mut c, c0) = placed(vec![0f32; n * n]);
     let t = best(|| {
         gemm_half_with(
             path,
-            operand(&a, n, "--ta"),
-            operand(&b, n, "--tb"),
-            MatMut::row_major(&mut c, n, n),
+            MatRef {
+                offset: a0,
+                ..operand(&a, n, "--ta")
+            },
+            MatRef {
+                offset: b0,
+                ..operand(&b, n, "--tb")
+            },
+            MatMut {
+                offset: c0,
+                ..MatMut::row_major(&mut c, n, n)
+            },
             false,
             threads,
         )
     });
     Some(gflops(n, t))
+}
+
+/// `v` as allocated, or, with `--align=BYTES`, copied so that element 0 lies `BYTES` past a
+/// 64-byte boundary (AMX tile loads of rows that are not whole cache lines run at a
+/// fraction of the speed, so where an operand lies matters): (storage, index of element 0).
+fn placed<T: Copy>(v: Vec<T>) -> (Vec<T>, usize) {
+    let Some(shift) = std::env::args().find_map(|a| {
+        a.strip_prefix("--align=")
+            .and_then(|x| x.parse::<usize>().ok())
+    }) else {
+        return (v, 0);
+    };
+    let size = size_of::<T>();
+    let Some(&fill) = v.first() else {
+        return (v, 0);
+    };
+    let mut store = vec![fill; v.len() + 128 / size];
+    let base = store.as_ptr() as usize;
+    // Under 128 bytes past `base`, a multiple of the element size.
+    let at = (base.next_multiple_of(64) - base + shift % 64) / size;
+    store[at..at + v.len()].copy_from_slice(&v);
+    (store, at)
 }
 
 /// An `n × n` operand over `data`: row-major, or the transpose of the row-major matrix

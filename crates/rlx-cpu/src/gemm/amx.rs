@@ -21,13 +21,32 @@
 //!   A row-major A whose rows are whole cache lines is not packed at all: its tiles are
 //!   loaded where they lie, with A's row stride ([`Kernel::a_in_place`]; 8–13% of a 1024³
 //!   product on one thread, the packing it saves).
+//! - **What a tile load costs** (measured 2026-12-03 on a 2-vCPU Sapphire Rapids-class VM,
+//!   thread CPU time): a 16 × 64-byte `tileloadd` from L1 takes ~2.2 ns and a
+//!   `tdpbf16ps` ~4.7 ns, so with every operand in L1 this 2 × 2 loop runs at ~2 850
+//!   GFLOP/s against ~3 400 for the products alone; a load streamed from L2 takes ~5.7 ns.
+//!   A tile whose rows do not start on a 64-byte boundary loads in ~14 ns (6×), and stores
+//!   in ~11 ns instead of ~4: hence A is read in place only when its rows are whole lines,
+//!   and the packing buffers are 64-byte aligned.
+//! - **Blocking** ([`Kernel::blocking`]): row panels of A outer and B's column panels
+//!   inner within a block ([`Blocking::rows_outer`]), B's tiles loaded with the streaming
+//!   hint (`tileloaddt1`: each is read once per A panel), and, with A in place, 1024 sums
+//!   per call, so a 1024-sum product keeps C in tiles from start to end and C's rows are
+//!   prefetched for writing one per chunk inside the sum loop ([`tile_product`]) rather
+//!   than 96 prefetches in a burst before it. At 1024³ on one thread with A in place this
+//!   was ~5–10% faster than B's panels outer, 256 sums per call and the burst (best of
+//!   alternating runs on a loaded machine); with A packed all orders measured alike.
+//!   `RLX_AMX_BLOCKING` overrides the blocking for such measurements ([`tuning`]).
 //!
 //! Numerics (Intel SDM, TDPBF16PS): products of bf16 pairs accumulated in f32 with
 //! round-to-nearest-even; bf16 denormal inputs are treated as zero and f32 denormal
 //! results flushed to zero (MXCSR is ignored). The order of the sum within one
-//! instruction is the hardware's; across instructions it is fixed by the blocking.
+//! instruction is the hardware's; across instructions it is fixed by the sum steps: each
+//! C element's tile accumulates its 32-sum chunks in order from k = 0 (partial sums are
+//! stored and reloaded exactly between calls), so the loop order, the sums per call and
+//! the load hints change no bit of the result.
 
-use super::lowp_drive::{CTile, Kernel, Src};
+use super::lowp_drive::{Blocking, CTile, Kernel, Src};
 use std::sync::OnceLock;
 
 /// Whether AMX-BF16 tiles can be used by this process (detected and, on Linux, the
@@ -143,34 +162,49 @@ impl ATiles {
 /// `chunks` products of A tiles (`a[0]`, `a[1]`: the panel's two 16-row strips, laid out
 /// as `a_tiles` says) and B tiles (`a[2]`, `a[3]`: its two 16-column strips, each tile
 /// 1 KiB with 64-byte rows and the next chunk 1 KiB further), and is stored to `cout`.
-/// Row strides in bytes.
+/// Row strides in bytes. With `stream_b`, B's tiles are loaded with the streaming hint
+/// (`tileloaddt1`). With `prefetch_rows > 0`, the first `prefetch_rows` (at most `chunks`)
+/// rows of `cout` are prefetched for writing (PREFETCHW of the row's first, second and last
+/// byte's lines), one row per chunk: spread over the sum loop the prefetches overlap the
+/// tile products, while 96 of them in a burst before the call stalled on the line fill
+/// buffers (10% of a 1024³ product on one thread).
 ///
 /// # Safety
 /// This thread's tile configuration must be loaded ([`Kernel::begin`] of an AMX kernel);
 /// `chunks >= 1`; the four panels must hold `chunks` tiles each from their pointers;
 /// `cin` (unless null) must be readable and `cout` writable as 32 rows of 128 bytes with
-/// their (positive) row strides. The tile registers are used only inside this call.
+/// their (positive) row strides; `prefetch_rows <= 32`. The tile registers are used only
+/// inside this call.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn tile_product(
     int8: bool,
+    stream_b: bool,
     chunks: usize,
     [a0, a1, b0, b1]: [*const u8; 4],
     a_tiles: ATiles,
     (cin, ld_in): (*const u8, isize),
     (cout, ld_out): (*mut u8, isize),
+    prefetch_rows: usize,
 ) {
+    // C's pointers and strides are read from memory at the start and the end of the asm
+    // block, so the sum loop has registers for the prefetch walk.
+    let io: [usize; 4] = [cin as usize, ld_in as usize, cout as usize, ld_out as usize];
+    let pf_rows = prefetch_rows.min(chunks).min(32);
     macro_rules! product {
-        ($dot:literal) => {
+        ($dot:literal, $load_b:literal) => {
             std::arch::asm!(
-                "test {cin}, {cin}",
+                "mov {t}, [{io}]",
+                "test {t}, {t}",
                 "jz 2f",
-                // {s} = the lower 16 rows of the input tile.
-                "mov {s}, {ldin}",
+                "mov {s}, [{io} + 8]",
+                "tileloadd tmm0, [{t} + {s}*1]",
+                "tileloadd tmm1, [{t} + {s}*1 + 64]",
+                // {t} = the lower 16 rows of the input tile.
                 "shl {s}, 4",
-                "add {s}, {cin}",
-                "tileloadd tmm0, [{cin} + {ldin}*1]",
-                "tileloadd tmm1, [{cin} + {ldin}*1 + 64]",
-                "tileloadd tmm2, [{s} + {ldin}*1]",
-                "tileloadd tmm3, [{s} + {ldin}*1 + 64]",
+                "add {t}, {s}",
+                "mov {s}, [{io} + 8]",
+                "tileloadd tmm2, [{t} + {s}*1]",
+                "tileloadd tmm3, [{t} + {s}*1 + 64]",
                 "jmp 3f",
                 "2:",
                 "tilezero tmm0",
@@ -179,33 +213,41 @@ pub(crate) unsafe fn tile_product(
                 "tilezero tmm3",
                 "3:",
                 "mov {s}, 64",
+                "mov {pf}, [{io} + 16]",
                 "4:",
-                "tileloadd tmm6, [{b0} + {s}*1]",
-                "tileloadd tmm7, [{b1} + {s}*1]",
+                concat!($load_b, " tmm6, [{b0} + {s}*1]"),
+                concat!($load_b, " tmm7, [{b1} + {s}*1]"),
                 "tileloadd tmm4, [{a0} + {lda}*1]",
                 concat!($dot, " tmm0, tmm4, tmm6"),
                 concat!($dot, " tmm1, tmm4, tmm7"),
                 "tileloadd tmm5, [{a1} + {lda}*1]",
                 concat!($dot, " tmm2, tmm5, tmm6"),
                 concat!($dot, " tmm3, tmm5, tmm7"),
+                "test {pfn}, {pfn}",
+                "jz 5f",
+                "prefetchw [{pf}]",
+                "prefetchw [{pf} + 64]",
+                "prefetchw [{pf} + 127]",
+                "add {pf}, [{io} + 24]",
+                "dec {pfn}",
+                "5:",
                 "add {a0}, {astep}",
                 "add {a1}, {astep}",
                 "add {b0}, 1024",
                 "add {b1}, 1024",
                 "dec {n}",
                 "jnz 4b",
-                // {s} = the lower 16 rows of the output tile.
-                "mov {s}, {ldout}",
-                "shl {s}, 4",
-                "add {s}, {cout}",
-                "tilestored [{cout} + {ldout}*1], tmm0",
-                "tilestored [{cout} + {ldout}*1 + 64], tmm1",
-                "tilestored [{s} + {ldout}*1], tmm2",
-                "tilestored [{s} + {ldout}*1 + 64], tmm3",
-                cin = in(reg) cin,
-                ldin = in(reg) ld_in,
-                cout = in(reg) cout,
-                ldout = in(reg) ld_out,
+                // {a0} = the output tile, {s} its row stride, {a1} its lower 16 rows.
+                "mov {a0}, [{io} + 16]",
+                "mov {s}, [{io} + 24]",
+                "mov {a1}, {s}",
+                "shl {a1}, 4",
+                "add {a1}, {a0}",
+                "tilestored [{a0} + {s}*1], tmm0",
+                "tilestored [{a0} + {s}*1 + 64], tmm1",
+                "tilestored [{a1} + {s}*1], tmm2",
+                "tilestored [{a1} + {s}*1 + 64], tmm3",
+                io = in(reg) io.as_ptr(),
                 a0 = inout(reg) a0 => _,
                 a1 = inout(reg) a1 => _,
                 b0 = inout(reg) b0 => _,
@@ -213,18 +255,23 @@ pub(crate) unsafe fn tile_product(
                 n = inout(reg) chunks => _,
                 lda = in(reg) a_tiles.ld,
                 astep = in(reg) a_tiles.step,
+                pfn = inout(reg) pf_rows => _,
+                pf = out(reg) _,
                 s = out(reg) _,
+                t = out(reg) _,
                 options(nostack),
             )
         };
     }
-    // SAFETY: the caller's contract covers every address the loop forms; the loop counter
-    // starts at chunks >= 1 and is decremented to zero.
+    // SAFETY: the caller's contract covers every address the loop forms (prefetches never
+    // fault); the loop counter starts at chunks >= 1 and is decremented to zero; `io`
+    // lives until the asm block ends.
     unsafe {
-        if int8 {
-            product!("tdpbssd")
-        } else {
-            product!("tdpbf16ps")
+        match (int8, stream_b) {
+            (true, false) => product!("tdpbssd", "tileloadd"),
+            (true, true) => product!("tdpbssd", "tileloaddt1"),
+            (false, false) => product!("tdpbf16ps", "tileloadd"),
+            (false, true) => product!("tdpbf16ps", "tileloaddt1"),
         }
     }
 }
@@ -251,14 +298,76 @@ pub(crate) unsafe fn release() {
 }
 
 /// The AMX-BF16 micro-kernel (construct only when [`available`]).
-pub(crate) struct Amx(());
+pub(crate) struct Amx {
+    blocking: Blocking,
+    /// Whether A may be read in place ([`Kernel::a_in_place`]).
+    in_place: bool,
+    /// Load B's tiles with the streaming hint (`tileloaddt1`): with row panels outer, each B
+    /// tile is read once per A panel while A's panel should stay in L1 (measured 6% faster
+    /// at 1024³ on one thread with A in place; no change with A packed).
+    stream_b: bool,
+}
 
 impl Amx {
     /// The kernel, if this process may use AMX tiles.
     pub(crate) fn new() -> Option<Amx> {
-        available().then_some(Amx(()))
+        available().then(|| {
+            let (blocking, in_place, stream_b) = *tuning();
+            Amx {
+                blocking,
+                in_place,
+                stream_b,
+            }
+        })
     }
 }
+
+/// The blocking of [`Amx`]: the measured defaults, or `RLX_AMX_BLOCKING` (a measurement
+/// switch for A/B runs in one process: comma-separated `kc=`, `kci=` (KC with A in
+/// place), `mc=`, `nc=`, `rows=0|1` (row panels outer), `inplace=0|1`, `t1=0|1` (B tiles
+/// loaded with the streaming hint); values that break the driver's rules are ignored), read
+/// once per process.
+fn tuning() -> &'static (Blocking, bool, bool) {
+    static T: OnceLock<(Blocking, bool, bool)> = OnceLock::new();
+    T.get_or_init(|| {
+        let mut b = Blocking {
+            kc: <Amx as Kernel>::KC,
+            kc_in_place: <Amx as Kernel>::KC_IN_PLACE,
+            mc: <Amx as Kernel>::MC,
+            nc: <Amx as Kernel>::NC,
+            rows_outer: ROWS_OUTER,
+        };
+        let mut in_place = IN_PLACE;
+        let mut stream_b = None;
+        let spec = std::env::var("RLX_AMX_BLOCKING").unwrap_or_default();
+        for item in spec.split(',') {
+            let Some((key, v)) = item.split_once('=') else {
+                continue;
+            };
+            let Ok(v) = v.trim().parse::<usize>() else {
+                continue;
+            };
+            let ks = <Amx as Kernel>::KS;
+            let sums = v > 0 && v.is_multiple_of(CHUNK) && ks.is_multiple_of(v);
+            match key.trim() {
+                "kc" if sums => b.kc = v,
+                "kci" if sums => b.kc_in_place = v,
+                "mc" if v > 0 && v.is_multiple_of(32) => b.mc = v,
+                "nc" if v > 0 && v.is_multiple_of(32) => b.nc = v,
+                "rows" => b.rows_outer = v != 0,
+                "inplace" => in_place = v != 0,
+                "t1" => stream_b = Some(v != 0),
+                _ => {}
+            }
+        }
+        (b, in_place, stream_b.unwrap_or(b.rows_outer))
+    })
+}
+
+/// Default loop order of [`Amx`] (see [`Blocking::rows_outer`]).
+const ROWS_OUTER: bool = true;
+/// Whether [`Amx`] reads suitable A in place by default.
+const IN_PLACE: bool = true;
 
 /// Sums per tile (32 bf16 = 64 bytes per tile row).
 const CHUNK: usize = 32;
@@ -387,7 +496,8 @@ impl Kernel for Amx {
     // call's 16 KiB B panel stays in L1 for the 4 A panels of a block). 128-row A blocks
     // beat 64 and 256.
     const KC: usize = 2048;
-    const KC_IN_PLACE: usize = 256;
+    const KC_IN_PLACE: usize = 1024;
+    const PREFETCHES_C: bool = true;
     const KS: usize = 2048;
     const MC: usize = 128;
     const NC: usize = 512;
@@ -424,6 +534,7 @@ impl Kernel for Amx {
         unsafe {
             tile_product(
                 false,
+                self.stream_b,
                 chunks,
                 [
                     a as *const u8,
@@ -434,8 +545,13 @@ impl Kernel for Amx {
                 ATiles::PACKED,
                 (c.inp as *const u8, c.ld_in * 4),
                 (c.out as *mut u8, c.ld_out * 4),
+                c.pf_rows,
             )
         }
+    }
+
+    fn blocking(&self) -> Blocking {
+        self.blocking
     }
 
     fn a_in_place(&self, a: Src, mb: usize, kb: usize) -> bool {
@@ -443,7 +559,8 @@ impl Kernel for Amx {
         // Tile rows must be whole cache lines (64-byte aligned rows): a row split over two
         // lines doubles the lines each tile load touches. Rows 4 KiB apart (or a multiple)
         // alias in L1: their tile loads ran 13% slower than packed tiles, so such A is packed.
-        a.cs == 1
+        self.in_place
+            && a.cs == 1
             && a.rs > 0
             && mb.is_multiple_of(Self::MR)
             && kb.is_multiple_of(CHUNK)
@@ -471,6 +588,7 @@ impl Kernel for Amx {
         unsafe {
             tile_product(
                 false,
+                self.stream_b,
                 kb / CHUNK,
                 [
                     a0 as *const u8,
@@ -484,6 +602,7 @@ impl Kernel for Amx {
                 },
                 (c.inp as *const u8, c.ld_in * 4),
                 (c.out as *mut u8, c.ld_out * 4),
+                c.pf_rows,
             )
         }
     }
@@ -559,7 +678,11 @@ mod tests {
                             rs: k as isize,
                             cs: 1,
                         };
-                        assert!(Amx(()).a_in_place(src, m, k), "{m}x{k}: in place expected");
+                        let amx = Amx {
+                            in_place: true,
+                            ..Amx::new().expect("AMX checked")
+                        };
+                        assert!(amx.a_in_place(src, m, k), "{m}x{k}: in place expected");
                     }
                     let mut c = c0.clone();
                     gemm_half_with(
@@ -609,7 +732,11 @@ mod tests {
             rs,
             cs,
         };
-        let amx = Amx(());
+        let amx = Amx {
+            blocking: tuning().0,
+            in_place: true,
+            stream_b: false,
+        };
         assert!(amx.a_in_place(src(0, 96, 1), 64, 96));
         assert!(
             !amx.a_in_place(src(1, 96, 1), 64, 96),
@@ -628,5 +755,151 @@ mod tests {
             !amx.a_in_place(src(0, 100, 1), 64, 100),
             "a partial sum chunk"
         );
+    }
+
+    /// `C (+)= A·B` through the driver with one AMX kernel variant; A is `m × k` (row-major
+    /// or, with `ta`, the transpose of a `k × m` row-major store), B `k × n` row-major, C
+    /// `m × n` with row stride `ldc` starting `c_at` elements into `c`.
+    #[allow(clippy::too_many_arguments)]
+    fn run_variant(
+        kern: &Amx,
+        (av, ta): (&[bf16], bool),
+        bv: &[bf16],
+        (m, n, k): (usize, usize, usize),
+        (c, c_at, ldc): (&mut [f32], usize, usize),
+        accumulate: bool,
+    ) {
+        let a = Src {
+            ptr: av.as_ptr() as *const u16,
+            rs: if ta { 1 } else { k as isize },
+            cs: if ta { m as isize } else { 1 },
+        };
+        let b = Src {
+            ptr: bv.as_ptr() as *const u16,
+            rs: n as isize,
+            cs: 1,
+        };
+        assert!(c.len() >= c_at + (m - 1) * ldc + n);
+        let dst = crate::gemm::lowp_drive::Dst {
+            ptr: c[c_at..].as_mut_ptr(),
+            rs: ldc as isize,
+            cs: 1,
+        };
+        // SAFETY: A holds m·k, B k·n elements; C's m rows of n elements from c_at with row
+        // stride ldc >= n are inside `c` (asserted) and distinct; AMX is available (caller).
+        unsafe { crate::gemm::lowp_drive::drive(kern, a, b, dst, (m, n, k), accumulate) }
+    }
+
+    #[test]
+    fn every_blocking_loop_order_and_load_hint_gives_the_same_bits() {
+        if !available() {
+            println!("skipped: this CPU or OS has no usable AMX-BF16 tiles");
+            return;
+        }
+        let base = Amx::new().expect("AMX checked");
+        let mut kernels = Vec::new();
+        for rows_outer in [false, true] {
+            for (kc, kc_in_place) in [(2048, 1024), (256, 256), (64, 32)] {
+                for (in_place, stream_b) in [(true, false), (false, true), (true, true)] {
+                    kernels.push(Amx {
+                        blocking: Blocking {
+                            kc,
+                            kc_in_place,
+                            mc: 64,
+                            nc: 96,
+                            rows_outer,
+                        },
+                        in_place,
+                        stream_b,
+                    });
+                }
+            }
+        }
+        kernels.push(base);
+        // Tails in every dimension, M = 1, N = 1, K = 1, K past a super-block (2048) and
+        // sums that are not a multiple of the 32-sum tile; A row-major (read in place when
+        // its rows are whole lines) or transposed; C with a row stride of its own, 64-byte
+        // aligned or one element off (tile stores and the in-loop prefetch then split lines).
+        let cases = [
+            (1, 1, 1),
+            (1, 40, 64),
+            (33, 1, 96),
+            (64, 96, 64),
+            (70, 130, 33),
+            (96, 64, 1056),
+            (32, 200, 2080),
+            (128, 192, 256),
+        ];
+        for (i, &(m, n, k)) in cases.iter().enumerate() {
+            let (av, bv) = (values(m * k, 3 + i as u64), values(k * n, 50 + i as u64));
+            let ldc = n + 5;
+            for (ta, accumulate, shift) in [(false, false, 0), (true, true, 1), (false, true, 1)] {
+                let len = m * ldc + 64;
+                let c0: Vec<f32> = (0..len).map(|x| (x % 5) as f32 - 2.0).collect();
+                let (cstore, c_at) = {
+                    let mut v = c0.clone();
+                    let skip =
+                        ((v.as_ptr() as usize).next_multiple_of(64) - v.as_ptr() as usize) / 4;
+                    v.truncate(len);
+                    (v, skip + shift)
+                };
+                let (astore, a_at) = placed(&av, 0);
+                let a = &astore[a_at..a_at + m * k];
+                let mut first: Option<Vec<u32>> = None;
+                for kern in &kernels {
+                    let mut c = cstore.clone();
+                    run_variant(
+                        kern,
+                        (a, ta),
+                        &bv,
+                        (m, n, k),
+                        (&mut c, c_at, ldc),
+                        accumulate,
+                    );
+                    let bits: Vec<u32> = c.iter().map(|x| x.to_bits()).collect();
+                    match &first {
+                        None => {
+                            // The first variant against the f64 product.
+                            for r in 0..m {
+                                for j in 0..n {
+                                    let (mut exact, mut mag) = (0f64, 0f64);
+                                    for p in 0..k {
+                                        let x = if ta { a[p * m + r] } else { a[r * k + p] };
+                                        let t = x.to_f64() * bv[p * n + j].to_f64();
+                                        exact += t;
+                                        mag += t.abs();
+                                    }
+                                    let at = c_at + r * ldc + j;
+                                    if accumulate {
+                                        exact += cstore[at] as f64;
+                                        mag += cstore[at].abs() as f64;
+                                    }
+                                    let got = c[at] as f64;
+                                    let tol = (k + 2) as f64 * 2f64.powi(-24) * mag;
+                                    assert!(
+                                        (got - exact).abs() <= tol,
+                                        "{m}x{k}x{n} ({r}, {j}): {got} vs {exact}"
+                                    );
+                                }
+                            }
+                            // Elements outside C's view are untouched.
+                            for (x, (&got, &was)) in c.iter().zip(&cstore).enumerate() {
+                                let inside =
+                                    x >= c_at && (x - c_at) / ldc < m && (x - c_at) % ldc < n;
+                                if !inside {
+                                    assert_eq!(got.to_bits(), was.to_bits(), "{m}x{k}x{n}: {x}");
+                                }
+                            }
+                            first = Some(bits);
+                        }
+                        Some(want) => assert!(
+                            want == &bits,
+                            "{m}x{k}x{n} ta {ta} acc {accumulate}: {:?} differs",
+                            kern.blocking
+                        ),
+                    }
+                }
+            }
+        }
     }
 }

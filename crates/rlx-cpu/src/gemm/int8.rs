@@ -296,6 +296,7 @@ mod kernels {
                 let (a1, b1) = (a0.add(16 * kpad), b0.add(16 * kpad));
                 super::super::amx::tile_product(
                     true,
+                    false,
                     kb / CHUNK,
                     [
                         a0 as *const u8,
@@ -306,6 +307,7 @@ mod kernels {
                     super::super::amx::ATiles::PACKED,
                     (c.inp as *const u8, c.ld_in * 4),
                     (c.out as *mut u8, c.ld_out * 4),
+                    c.pf_rows,
                 )
             }
         }

@@ -4,7 +4,9 @@
 //! Loop order: for each super-block of `KS` sums and each block of `NC` columns, B's block
 //! (`KS × NC`) is packed once into the kernel's panel layout; for each block of `MC` rows,
 //! A's block (`MC × KS`) is packed too; then the sum runs in steps of `KC` and, per step,
-//! every `MR × NR` tile of the `MC × NC` block of C gets one micro-kernel call. A full
+//! every `MR × NR` tile of the `MC × NC` block of C gets one micro-kernel call (B's column
+//! panels outer and A's row panels inner, or the other way round: [`Blocking::rows_outer`];
+//! the sizes and the order come from [`Kernel::blocking`]). A full
 //! tile of a C with contiguous rows is computed in place (started from zero, or from C
 //! when adding to it), with partial sums between `KC` steps kept in a per-thread buffer of
 //! the block (tile by tile contiguous: C's rows are often a power of two apart, 4 KiB at
@@ -13,7 +15,8 @@
 //! other layouts are computed in the buffer and then added to (or written over) C through
 //! its strides. C is never read when it is overwritten (a NaN in it does not leak), and
 //! its lines are prefetched for writing before each final step (writing C cost 30% of an
-//! AMX product without that).
+//! AMX product without that), by the kernel inside its sum loop where it can
+//! ([`Kernel::PREFETCHES_C`]).
 //! Packing reads the operands through their strides (transposes and slices cost no
 //! copy of the whole tensor), converts them to the kernel's element type, and zero-pads
 //! the tails (rows past M, columns past N, sums past K up to the kernel's granularity), so
@@ -134,13 +137,16 @@ impl<T> Dst<T> {
 }
 
 /// Where a micro-kernel reads its starting C tile (null: start from zero) and writes its
-/// result; strides in elements.
+/// result; strides in elements. `pf_rows`: how many leading rows of `out` the kernel is to
+/// prefetch for writing while it computes (non-zero only for kernels with
+/// [`Kernel::PREFETCHES_C`], at most one row per `KU` sums of the call).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CTile<T = f32> {
     pub(crate) inp: *const T,
     pub(crate) ld_in: isize,
     pub(crate) out: *mut T,
     pub(crate) ld_out: isize,
+    pub(crate) pf_rows: usize,
 }
 
 /// An accumulator type: f32 (float products) or i32 (integer products, wrapping).
@@ -175,6 +181,24 @@ impl Accum for i32 {
     }
 }
 
+/// Block sizes and loop order of one product ([`Kernel::blocking`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Blocking {
+    /// Sums per micro-kernel call over packed A (a multiple of `KU` dividing `KS`).
+    pub(crate) kc: usize,
+    /// Sums per call when A is read in place (a multiple of `KU` dividing `KS`).
+    pub(crate) kc_in_place: usize,
+    /// Rows of A per block (a multiple of `MR`).
+    pub(crate) mc: usize,
+    /// Columns of B per block (a multiple of `NR`).
+    pub(crate) nc: usize,
+    /// Within a block, walk the `MR`-row panels of A in the outer loop and B's `NR`-column
+    /// panels in the inner one (A's panel stays in L1 while B's block streams from L2),
+    /// instead of B's panels outside. Only the order in which C's tiles are computed
+    /// changes: each element's sum runs through the same steps either way.
+    pub(crate) rows_outer: bool,
+}
+
 /// One micro-kernel and its packing formats.
 ///
 /// Packed A holds `MR`-row panels, each `MR · kpad` elements contiguous; packed B holds
@@ -204,6 +228,10 @@ pub(crate) trait Kernel: Sync {
     const MC: usize;
     /// Columns of B per packed block.
     const NC: usize;
+    /// Whether [`Kernel::micro`] prefetches C's rows for writing itself when
+    /// [`CTile::pf_rows`] asks (one row per `KU` sums, spread over its sum loop); the driver
+    /// then prefetches only the rows the call's sums do not cover.
+    const PREFETCHES_C: bool = false;
 
     /// Pack rows `0..mb`, sums `0..kb` of `a` (already offset to the block's corner)
     /// into `dst` (`mb.next_multiple_of(MR) · kpad` elements).
@@ -277,6 +305,18 @@ pub(crate) trait Kernel: Sync {
         unreachable!("micro_in_place called on a kernel whose a_in_place is always false")
     }
 
+    /// The blocking [`drive`] uses: the constants above unless a kernel chooses at run
+    /// time (the AMX kernel reads a measurement override, `RLX_AMX_BLOCKING`).
+    fn blocking(&self) -> Blocking {
+        Blocking {
+            kc: Self::KC,
+            kc_in_place: Self::KC_IN_PLACE,
+            mc: Self::MC,
+            nc: Self::NC,
+            rows_outer: false,
+        }
+    }
+
     /// Per-thread set-up before the first micro-kernel call (AMX: load the tile config).
     fn begin(&self) {}
     /// Per-thread tear-down after the last call (AMX: release the tiles).
@@ -345,13 +385,14 @@ pub(crate) unsafe fn drive<K: Kernel>(
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
 ) {
+    let bl = kern.blocking();
     let kpad_max = K::KS.min(k).next_multiple_of(K::KU);
-    let mc_max = K::MC.min(m).next_multiple_of(K::MR);
-    let nc_max = K::NC.min(n).next_multiple_of(K::NR);
+    let mc_max = bl.mc.min(m).next_multiple_of(K::MR);
+    let nc_max = bl.nc.min(n).next_multiple_of(K::NR);
     // A's rows packed once per super-block of sums for every block of B's columns (rather
     // than once per column block) when the packed copy is small enough to keep.
-    let a_once = n <= K::NC
-        || m <= K::MC
+    let a_once = n <= bl.nc
+        || m <= bl.mc
         || m.next_multiple_of(K::MR) * kpad_max * size_of::<K::P>() <= A_ONCE_BYTES;
     let a_rows = if a_once {
         m.next_multiple_of(K::MR)
@@ -375,13 +416,13 @@ pub(crate) unsafe fn drive<K: Kernel>(
                 // SAFETY: (0, ks) and the m × kb_all block are inside A.
                 unsafe { kern.pack_a(a.at(0, ks), m, kb_all, kpad, ap) };
             }
-            for jc in (0..n).step_by(K::NC) {
-                let nb = K::NC.min(n - jc);
+            for jc in (0..n).step_by(bl.nc) {
+                let nb = bl.nc.min(n - jc);
                 let tiles_n = nb.div_ceil(K::NR);
                 // SAFETY: (ks, jc) is inside B (ks < k, jc < n) and the kb_all × nb block too.
                 unsafe { kern.pack_b(b.at(ks, jc), kb_all, nb, kpad, bp) };
-                for ic in (0..m).step_by(K::MC) {
-                    let mb = K::MC.min(m - ic);
+                for ic in (0..m).step_by(bl.mc) {
+                    let mb = bl.mc.min(m - ic);
                     if !a_once && !a_direct {
                         // SAFETY: (ic, ks) and the mb × kb_all block are inside A.
                         unsafe { kern.pack_a(a.at(ic, ks), mb, kb_all, kpad, ap) };
@@ -390,61 +431,83 @@ pub(crate) unsafe fn drive<K: Kernel>(
                     let a_base = if a_once { ic } else { 0 };
                     let tile =
                         |ir: usize, jr: usize| (ir / K::MR * tiles_n + jr / K::NR) * K::MR * K::NR;
-                    let kc = if a_direct { K::KC_IN_PLACE } else { K::KC };
+                    let kc = if a_direct { bl.kc_in_place } else { bl.kc };
                     for pc in (0..kpad).step_by(kc) {
                         let kb = kc.min(kpad - pc);
                         let (first, last) = (pc == 0, pc + kb == kpad);
-                        for jr in (0..nb).step_by(K::NR) {
+                        let mut step = |ir: usize, jr: usize| {
                             let bpanel = bp[jr * kpad..].as_ptr();
-                            for ir in (0..mb).step_by(K::MR) {
-                                let apanel = ap[(a_base + ir) * kpad..].as_ptr();
-                                let (mr, nr) = (K::MR.min(mb - ir), K::NR.min(nb - jr));
-                                // SAFETY: (ic + ir, jc + jr) is an element of C.
-                                let cp = unsafe { c.at(ic + ir, jc + jr) };
-                                // A full tile of a C with contiguous rows is read and written
-                                // in place; partial sums between steps and every other tile
-                                // live in the block buffer (row stride NR).
-                                let direct = direct_layout && mr == K::MR && nr == K::NR;
-                                let ct = cb[tile(ir, jr)..].as_mut_ptr();
-                                let nr_ld = K::NR as isize;
-                                let (inp, ld_in) = match (first, add && direct) {
-                                    (true, true) => (cp as *const K::C, c.rs),
-                                    (true, false) => (std::ptr::null(), 0),
-                                    (false, _) => (ct as *const K::C, nr_ld),
-                                };
-                                let (out, ld_out) = if last && direct {
-                                    (cp, c.rs)
-                                } else {
-                                    (ct, nr_ld)
-                                };
-                                if last {
-                                    // SAFETY: the tile's rows and columns are inside C.
-                                    unsafe { prefetch_tile(cp, c, (mr, nr)) };
-                                }
-                                // SAFETY: the panels were packed above with kpad >= pc + kb
-                                // sums; a buffer tile is MR × NR f32 inside `cb`, a direct
-                                // one a full tile of C with row stride c.rs > 0; begin() ran.
+                            let apanel = ap[(a_base + ir) * kpad..].as_ptr();
+                            let (mr, nr) = (K::MR.min(mb - ir), K::NR.min(nb - jr));
+                            // SAFETY: (ic + ir, jc + jr) is an element of C.
+                            let cp = unsafe { c.at(ic + ir, jc + jr) };
+                            // A full tile of a C with contiguous rows is read and written
+                            // in place; partial sums between steps and every other tile
+                            // live in the block buffer (row stride NR).
+                            let direct = direct_layout && mr == K::MR && nr == K::NR;
+                            let ct = cb[tile(ir, jr)..].as_mut_ptr();
+                            let nr_ld = K::NR as isize;
+                            let (inp, ld_in) = match (first, add && direct) {
+                                (true, true) => (cp as *const K::C, c.rs),
+                                (true, false) => (std::ptr::null(), 0),
+                                (false, _) => (ct as *const K::C, nr_ld),
+                            };
+                            let (out, ld_out) = if last && direct {
+                                (cp, c.rs)
+                            } else {
+                                (ct, nr_ld)
+                            };
+                            // Rows of the output tile the kernel prefetches itself.
+                            let pf_rows = if K::PREFETCHES_C && last && direct {
+                                (kb / K::KU).min(mr)
+                            } else {
+                                0
+                            };
+                            if last && pf_rows < mr {
+                                // SAFETY: the tile's rows (from pf_rows < mr on) and columns are
+                                // inside C.
                                 unsafe {
-                                    let ctile = CTile {
-                                        inp,
-                                        ld_in,
-                                        out,
-                                        ld_out,
-                                    };
-                                    if a_direct {
-                                        let a_at = a.at(ic + ir, ks + pc);
-                                        kern.micro_in_place((pc, kb, kpad), a_at, bpanel, ctile)
-                                    } else {
-                                        kern.micro((pc, kb, kpad), apanel, bpanel, ctile)
-                                    }
+                                    let rest = c.at(ic + ir + pf_rows, jc + jr);
+                                    prefetch_tile(rest, c, (mr - pf_rows, nr))
                                 };
-                                if last && !direct {
-                                    // SAFETY: the mr × nr tile at cp is inside C; the buffer
-                                    // tile holds MR × NR f32.
-                                    unsafe {
-                                        let t = std::slice::from_raw_parts(ct, K::MR * K::NR);
-                                        write_tile::<K>(t, cp, (c.rs, c.cs), (mr, nr), add)
-                                    };
+                            }
+                            // SAFETY: the panels were packed above with kpad >= pc + kb
+                            // sums; a buffer tile is MR × NR f32 inside `cb`, a direct
+                            // one a full tile of C with row stride c.rs > 0; begin() ran.
+                            unsafe {
+                                let ctile = CTile {
+                                    inp,
+                                    ld_in,
+                                    out,
+                                    ld_out,
+                                    pf_rows,
+                                };
+                                if a_direct {
+                                    let a_at = a.at(ic + ir, ks + pc);
+                                    kern.micro_in_place((pc, kb, kpad), a_at, bpanel, ctile)
+                                } else {
+                                    kern.micro((pc, kb, kpad), apanel, bpanel, ctile)
+                                }
+                            };
+                            if last && !direct {
+                                // SAFETY: the mr × nr tile at cp is inside C; the buffer
+                                // tile holds MR × NR f32.
+                                unsafe {
+                                    let t = std::slice::from_raw_parts(ct, K::MR * K::NR);
+                                    write_tile::<K>(t, cp, (c.rs, c.cs), (mr, nr), add)
+                                };
+                            }
+                        };
+                        if bl.rows_outer {
+                            for ir in (0..mb).step_by(K::MR) {
+                                for jr in (0..nb).step_by(K::NR) {
+                                    step(ir, jr);
+                                }
+                            }
+                        } else {
+                            for jr in (0..nb).step_by(K::NR) {
+                                for ir in (0..mb).step_by(K::MR) {
+                                    step(ir, jr);
                                 }
                             }
                         }
