@@ -6,6 +6,7 @@
 //! limit `−0` is returned.
 
 use super::simd::{Lane, sel};
+use super::special::Look16;
 use super::{expo, special, trig};
 
 macro_rules! lanes {
@@ -21,8 +22,37 @@ macro_rules! lanes {
     )*};
 }
 
+/// Exact GELU; 16-lane chunks read the table by permutes.
+pub(crate) struct Gelu;
+impl Lane for Gelu {
+    #[inline(always)]
+    fn f<const F: bool>(x: f32) -> f32 {
+        special::gelu::<F>(x)
+    }
+    const CHUNKED: bool = true;
+    #[inline(always)]
+    unsafe fn f16<const F: bool, T: Look16>(x: &[f32; 16]) -> [f32; 16] {
+        // SAFETY: the caller's contract.
+        unsafe { special::gelu16::<F, T>(x) }
+    }
+}
+
+/// erf; 16-lane chunks read the table by permutes.
+pub(crate) struct Erf;
+impl Lane for Erf {
+    #[inline(always)]
+    fn f<const F: bool>(x: f32) -> f32 {
+        special::erf::<F>(x)
+    }
+    const CHUNKED: bool = true;
+    #[inline(always)]
+    unsafe fn f16<const F: bool, T: Look16>(x: &[f32; 16]) -> [f32; 16] {
+        // SAFETY: the caller's contract.
+        unsafe { special::erf16::<F, T>(x) }
+    }
+}
+
 lanes! {
-    Gelu = |x, F| special::gelu::<F>(x);
     GeluApprox = |x, F| special::gelu_tanh::<F>(x);
     Silu = |x, F| special::silu::<F>(x);
     Relu = |x, F| sel(x > 0.0 || x.is_nan(), x, 0.0);
@@ -42,7 +72,6 @@ lanes! {
     Sign = |x, F| sel(x > 0.0, 1.0, sel(x < 0.0, -1.0, sel(x.is_nan(), x, 0.0)));
     Softplus = |x, F| special::softplus::<F>(x);
     Elu = |x, F| sel(x > 0.0, x, expo::expm1::<F>(x));
-    Erf = |x, F| special::erf::<F>(x);
     HardSwish = |x, F| special::hard_swish(x);
     HardSigmoid = |x, F| special::hard_sigmoid(x);
     Mish = |x, F| special::mish::<F>(x);

@@ -128,6 +128,73 @@ fn erf_mid<const F: bool>(c: f32) -> f32 {
     table_poly::<F, 6>(&ERF_T, j, w)
 }
 
+/// A 16-lane table read: `look(row, j)[i] = row[bits(j[i]) & 15]` (a `vpermps` on
+/// AVX-512, two `vpermps` and a blend on AVX2; `math::simd` supplies them).
+pub(crate) trait Look16 {
+    /// `row[bits(j[i]) & 15]` for each lane `i`.
+    ///
+    /// # Safety
+    /// The CPU must have the instruction-set features the implementation is compiled for.
+    unsafe fn look(row: &[f32; 16], j: &[f32; 16]) -> [f32; 16];
+}
+
+/// [`table_poly`] on 16 lanes with the rows read by `L`: the same operations lane by lane.
+///
+/// # Safety
+/// As [`Look16::look`] of `L`.
+#[inline(always)]
+unsafe fn table_poly16<const F: bool, const N: usize, L: Look16>(
+    tab: &[[f32; 16]; N],
+    j: &[f32; 16],
+    t: &[f32; 16],
+) -> [f32; 16] {
+    // SAFETY: the caller's contract.
+    let mut p = unsafe { L::look(&tab[N - 1], j) };
+    for r in (0..N - 1).rev() {
+        // SAFETY: as above.
+        let c = unsafe { L::look(&tab[r], j) };
+        for i in 0..16 {
+            p[i] = mad::<F>(t[i], p[i], c[i]);
+        }
+    }
+    p
+}
+
+/// [`gelu`] of 16 lanes, the table read by permutes instead of 16 indexed loads (the
+/// same bits).
+///
+/// # Safety
+/// As [`Look16::look`] of `L`.
+#[inline(always)]
+pub(crate) unsafe fn gelu16<const F: bool, L: Look16>(x: &[f32; 16]) -> [f32; 16] {
+    let (mut j, mut t) = ([0f32; 16], [0f32; 16]);
+    for i in 0..16 {
+        let c = gelu_clamp(x[i]);
+        j[i] = c + SHIFTER;
+        t[i] = c - (j[i] - SHIFTER);
+    }
+    // SAFETY: the caller's contract.
+    let m = unsafe { table_poly16::<F, 8, L>(&GELU_M, &j, &t) };
+    std::array::from_fn(|i| gelu_with::<F>(x[i], m[i]))
+}
+
+/// [`erf`] of 16 lanes, the table read by permutes (the same bits).
+///
+/// # Safety
+/// As [`Look16::look`] of `L`.
+#[inline(always)]
+pub(crate) unsafe fn erf16<const F: bool, L: Look16>(x: &[f32; 16]) -> [f32; 16] {
+    let (mut j, mut w) = ([0f32; 16], [0f32; 16]);
+    for i in 0..16 {
+        let u = mad::<F>(erf_clamp(x[i]), 4.0, -3.5);
+        j[i] = u + SHIFTER;
+        w[i] = u - (j[i] - SHIFTER);
+    }
+    // SAFETY: the caller's contract.
+    let m = unsafe { table_poly16::<F, 6, L>(&ERF_T, &j, &w) };
+    std::array::from_fn(|i| erf_with::<F>(x[i], m[i]))
+}
+
 /// `|x|` clamped at GELU's and erf's limits: past `GELU_MAX` (c²/2 > 120) x·Φ(x) is −0 or
 /// x; past `ERF_MAX` erf rounds to ±1 (erfc 4.7 < 10⁻¹⁰), and `4c − 3.5` stays below 15.5
 /// (the last table interval).
@@ -138,10 +205,21 @@ pub(crate) const ERF_MAX: f32 = 4.7;
 /// polynomial of `min(|x|, 4.7)` ([`erf_mid`], positive) with the sign bit of `x` set in.
 #[inline(always)]
 pub(crate) fn erf<const F: bool>(x: f32) -> f32 {
+    erf_with::<F>(x, erf_mid::<F>(erf_clamp(x)))
+}
+
+/// `min(|x|, ERF_MAX)`, NaN kept.
+#[inline(always)]
+fn erf_clamp(x: f32) -> f32 {
     let a = x.abs();
-    let c = sel(a > ERF_MAX, ERF_MAX, a);
-    let large = f32::from_bits(erf_mid::<F>(c).to_bits() | (x.to_bits() & 0x8000_0000));
-    sel(a < ERF_SMALL, erf_small::<F>(x), large)
+    sel(a > ERF_MAX, ERF_MAX, a)
+}
+
+/// [`erf`] given `mid = erf_mid(erf_clamp(x))`.
+#[inline(always)]
+fn erf_with<const F: bool>(x: f32, mid: f32) -> f32 {
+    let large = f32::from_bits(mid.to_bits() | (x.to_bits() & 0x8000_0000));
+    sel(x.abs() < ERF_SMALL, erf_small::<F>(x), large)
 }
 
 /// GELU's scaling `2ⁿ` (`n ∈ [−174, 0]`) is applied as `2^(n+64)`, added to the exponent
@@ -156,6 +234,19 @@ pub(crate) const GELU_UNBIAS: f32 = f32::from_bits(((127 - GELU_BIAS) as u32) <<
 /// subnormal result is rounded once) and `x·(1 − v)` otherwise (v ≤ ½: no cancellation).
 #[inline(always)]
 pub(crate) fn gelu<const F: bool>(x: f32) -> f32 {
+    gelu_with::<F>(x, mills::<F>(gelu_clamp(x)))
+}
+
+/// `min(|x|, GELU_MAX)`, NaN kept.
+#[inline(always)]
+fn gelu_clamp(x: f32) -> f32 {
+    let a = x.abs();
+    sel(a > GELU_MAX, GELU_MAX, a)
+}
+
+/// [`gelu`] given `m = mills(gelu_clamp(x))`.
+#[inline(always)]
+fn gelu_with<const F: bool>(x: f32, m: f32) -> f32 {
     let a = x.abs();
     let big = a > GELU_MAX;
     let c = sel(big, GELU_MAX, a);
@@ -168,13 +259,15 @@ pub(crate) fn gelu<const F: bool>(x: f32) -> f32 {
     let p = f32::from_bits((p.to_bits() as i32).wrapping_add((n + GELU_BIAS) << 23) as u32);
     // v = 0 past the clamp
     let p = sel(big, 0.0, p);
-    let m = mills::<F>(c);
     let neg = x < 0.0;
     // p·(x·M) (≥ 2⁻¹¹⁶: positive x at the clamp) rounds as a normal number; the product
     // by 2⁻⁶⁴ is exact but where the result is subnormal
     let v = (p * (sel(neg, x, 1.0) * m)) * GELU_UNBIAS;
     let y = sel(neg, v, x * (1.0 - v));
-    sel(x == f32::NEG_INFINITY, -0.0, y)
+    let y = sel(x == f32::NEG_INFINITY, -0.0, y);
+    // NaN in: x quieted, as the JIT's x·(1 − v) gives it (the product's first operand);
+    // LLVM may commute the product, and then the NaN of 1 − v (positive) would come out.
+    sel(x.is_nan(), f32::from_bits(x.to_bits() | 0x0040_0000), y)
 }
 
 // 2·√(2/π) and 2·√(2/π)·0.044715 as hi + lo pairs.
