@@ -202,6 +202,9 @@ pub struct Routing {
     /// their outputs are too few to fill the device (`RLX_CUDA_SPLIT_MIN` for the other
     /// entry points; default 8192). `usize::MAX` never splits.
     pub split_min: usize,
+    /// Finish reduction and row-op trees with warp shuffles (the same results bit for
+    /// bit; default: on unless `RLX_CUDA_SHUFFLES=0`).
+    pub shuffles: bool,
 }
 
 impl Default for Routing {
@@ -210,6 +213,7 @@ impl Default for Routing {
             blas: true,
             fp8: true,
             split_min: exec::plan::SPLIT_MIN,
+            shuffles: exec::shuffles_from_env(),
         }
     }
 }
@@ -227,6 +231,7 @@ pub fn compile_routed(
         blas: r.blas && device::Gpu::has_blas(gpu.as_ref()),
         fp8: r.fp8 && device::Gpu::has_fp8(gpu.as_ref()),
         epilogue: r.blas && device::Gpu::has_blas_epilogue(gpu.as_ref()),
+        shuffles: r.shuffles,
     };
     load_on(gpu, program, tuning)
 }

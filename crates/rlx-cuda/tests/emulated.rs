@@ -231,3 +231,38 @@ fn huge_reductions_split_match_the_oracle_as_hip() {
     };
     common::split::huge_reductions_split_match_the_oracle(&t);
 }
+
+/// The emulator in the HIP dialect, as a target.
+fn hip_target() -> Option<Target> {
+    target().map(|_| Target {
+        gpu: std::sync::Arc::new(
+            rlx_cuda::emu::EmuGpu::new()
+                .unwrap()
+                .with_dialect(rlx_cuda::device::Dialect::Hip),
+        ),
+    })
+}
+
+#[test]
+fn shuffled_reductions_match_unshuffled_and_the_oracle() {
+    if let Some(t) = target() {
+        common::shuffle::shuffled_reductions_match_unshuffled_and_the_oracle(&t);
+    }
+}
+
+#[test]
+fn shuffled_reductions_match_unshuffled_and_the_oracle_as_hip() {
+    if let Some(t) = hip_target() {
+        common::shuffle::shuffled_reductions_match_unshuffled_and_the_oracle(&t);
+    }
+}
+
+#[test]
+fn shuffled_row_ops_match_unshuffled_and_the_oracle() {
+    if let Some(t) = target() {
+        common::shuffle::shuffled_row_ops_match_unshuffled_and_the_oracle(&t);
+    }
+    if let Some(t) = hip_target() {
+        common::shuffle::shuffled_row_ops_match_unshuffled_and_the_oracle(&t);
+    }
+}

@@ -49,8 +49,8 @@ pub mod hiprtc;
 mod rocblas;
 
 pub use gpu::HipGpu;
-use rlx_compile::loops::lower_kernel;
 pub use rlx_compile::loops::{Dialect, LoopKernel, render_c};
+use rlx_compile::loops::{LowerOptions, lower_kernel_with};
 use rlx_compile::{CompileOptions, Program};
 use rlx_cuda::emu::EmuGpu;
 use rlx_ir::Graph;
@@ -69,14 +69,19 @@ pub struct CompiledKernel {
 }
 
 /// Lower, render and compile every kernel of `p` for `arch` (e.g. `gfx90a`), each as a
-/// standalone loop-IR kernel.
+/// standalone loop-IR kernel, lowered as the device runs it (work-group trees finished
+/// with 32-wide `__shfl_xor` shuffles).
 ///
 /// Errors name the kernel: one the loop IR does not lower yet (attention, opaque ops,
 /// integer arithmetic), or one hiprtc rejects (with its log), or hiprtc missing.
 pub fn compile_program(p: &Program, arch: &str) -> Result<Vec<CompiledKernel>, String> {
     (0..p.kernels.len())
         .map(|k| {
-            let kernel = lower_kernel(p, k).map_err(|e| e.to_string())?;
+            let opts = LowerOptions {
+                shuffles: true,
+                ..LowerOptions::default()
+            };
+            let kernel = lower_kernel_with(p, k, opts).map_err(|e| e.to_string())?;
             let source = render_c(&kernel, Dialect::Hip);
             let code_object = hiprtc::compile(&source, &format!("{}.hip", kernel.name), arch)
                 .map_err(|e| format!("kernel {k} ({}): {e}", kernel.name))?;

@@ -247,6 +247,13 @@ fn work_group_reductions_compile_for_cdna2_and_rdna_targets() {
                 );
                 assert!(k.source.contains("__shared__"), "{}", k.source);
                 assert!(k.source.contains("__syncthreads();"), "{}", k.source);
+                // Every tree but a bool one finishes with 32-wide shuffles.
+                assert_eq!(
+                    k.source.contains("__shfl_xor("),
+                    dt != DType::Bool,
+                    "{}",
+                    k.source
+                );
                 let name = k.kernel.name.as_bytes();
                 assert!(
                     k.code_object.windows(name.len()).any(|w| w == name),

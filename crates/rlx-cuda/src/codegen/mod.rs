@@ -17,6 +17,9 @@
 //!   combining strided partials in a fixed shared-memory tree: bit-identical results);
 //! - row ops (softmax, log-softmax, layer/RMS norm): lowered to the loop IR (a thread
 //!   per short row, a block per long row with fixed shared-memory trees);
+//! - the trees of both finish in registers with warp shuffles below 32 threads
+//!   ([`CodegenOptions::shuffles`], on by default): the same results bit for bit, four
+//!   or five barriers fewer per tree;
 //! - attention: lowered to the loop IR (a block per group of queries, key/value tiles
 //!   staged in shared memory, an online softmax per query);
 //! - contraction: pack kernels (operands without a BLAS layout), the epilogue kernel run
@@ -112,6 +115,8 @@ pub(crate) struct KGen<'a> {
     pub(crate) load_fns: HashMap<usize, String>,
     /// The dialect of the loop-IR fragments rendered into this kernel.
     pub(crate) dialect: Dialect,
+    /// How kernels are lowered to the loop IR (shuffles).
+    pub(crate) lower: rlx_compile::loops::LowerOptions,
 }
 
 impl<'a> KGen<'a> {
@@ -121,6 +126,7 @@ impl<'a> KGen<'a> {
         kid: usize,
         fixed: Option<&'a [Vec<usize>]>,
         dialect: Dialect,
+        opts: CodegenOptions,
     ) -> Self {
         KGen {
             p,
@@ -133,6 +139,10 @@ impl<'a> KGen<'a> {
             entries: String::new(),
             load_fns: HashMap::new(),
             dialect,
+            lower: rlx_compile::loops::LowerOptions {
+                shuffles: opts.shuffles,
+                ..Default::default()
+            },
         }
     }
 
@@ -248,10 +258,37 @@ pub fn generate(p: &Program) -> Result<Generated, String> {
     generate_for(p, Dialect::Cuda)
 }
 
-/// Generate the source of `p` in `dialect` (CUDA for NVRTC, HIP for hiprtc).
+/// Generate the source of `p` in `dialect` (CUDA for NVRTC, HIP for hiprtc) with the
+/// default [`CodegenOptions`] (what the devices run).
 ///
 /// Errors name the kernel and what it needs that the generator cannot express.
 pub fn generate_for(p: &Program, dialect: Dialect) -> Result<Generated, String> {
+    generate_with(p, dialect, CodegenOptions::default())
+}
+
+/// Choices of the code generator that do not change results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodegenOptions {
+    /// Finish the work-group trees of reductions and row ops (softmax, norms) with warp
+    /// shuffles below 32 threads (`__shfl_xor_sync` in CUDA, `__shfl_xor` of width 32 in
+    /// HIP) instead of shared memory and barriers: the same results bit for bit
+    /// (`rlx_compile::loops::LowerOptions::shuffles`). On by default; the executor turns
+    /// it off under `RLX_CUDA_SHUFFLES=0`, for A/B runs.
+    pub shuffles: bool,
+}
+
+impl Default for CodegenOptions {
+    fn default() -> Self {
+        CodegenOptions { shuffles: true }
+    }
+}
+
+/// [`generate_for`] with explicit `opts`.
+pub fn generate_with(
+    p: &Program,
+    dialect: Dialect,
+    opts: CodegenOptions,
+) -> Result<Generated, String> {
     let fixed: Option<Vec<Vec<usize>>> = if p.is_dynamic() {
         None
     } else {
@@ -280,7 +317,7 @@ pub fn generate_for(p: &Program, dialect: Dialect) -> Result<Generated, String> 
     source.push_str("RLX_DEV I imin(I a, I b) { return a < b ? a : b; }\n");
     let mut kernels = Vec::with_capacity(p.kernels.len());
     for (kid, k) in p.kernels.iter().enumerate() {
-        let mut g = KGen::new(p, k, kid, fixed.as_deref(), dialect);
+        let mut g = KGen::new(p, k, kid, fixed.as_deref(), dialect, opts);
         let kind = match &k.kind {
             KernelKind::Elementwise { space, .. } => g.gen_ew(space),
             KernelKind::Reduce { .. } => g.gen_reduce().map(KCode::Reduce),

@@ -18,7 +18,9 @@
 
 use super::meta::{MSrc, Ptr};
 use super::{KGen, LoopHost};
-use rlx_compile::loops::{LoopKernel, lower_kernel, lower_split_reduction, render_c_loop};
+use rlx_compile::loops::{
+    LoopKernel, lower_kernel_with, lower_split_reduction_with, render_c_loop,
+};
 use rlx_compile::program::KernelKind;
 use rlx_ir::{DType, Dim, ReduceOp};
 
@@ -125,7 +127,7 @@ impl KGen<'_> {
         else {
             unreachable!()
         };
-        let lk = lower_kernel(self.p, self.kid).map_err(|e| e.to_string())?;
+        let lk = lower_kernel_with(self.p, self.kid, self.lower).map_err(|e| e.to_string())?;
         let host = self.split_host(&lk);
         let body = host.with(|e| render_c_loop(&lk, e));
         let entry = format!("k{}", self.kid);
@@ -151,8 +153,8 @@ impl KGen<'_> {
     /// The two kernels of the split form in `parts` parts, as entries `<entry>_part`
     /// and `<entry>_combine` sharing this kernel's parameter block.
     fn gen_split(&mut self, entry: &str, parts: u32) -> Result<SplitCode, String> {
-        let [part, combine] =
-            lower_split_reduction(self.p, self.kid, parts).map_err(|e| e.to_string())?;
+        let [part, combine] = lower_split_reduction_with(self.p, self.kid, parts, self.lower)
+            .map_err(|e| e.to_string())?;
         let scratch = self.p.buffers.len();
         let partial_bytes = part
             .bufs

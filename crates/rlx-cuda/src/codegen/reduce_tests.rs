@@ -197,15 +197,67 @@ fn static_split_forms_compile_with_nvrtc() {
         .count();
     // Every reduction but the two integer means carries a split form.
     assert_eq!(splits, 6 * 5 - 2);
+    // The unsplit and part kernels finish their trees with shuffles (the default).
+    assert!(gen_.source.contains("__shfl_xor_sync(0xffffffffu, "));
     let img = crate::nvrtc::compile(&gen_.source, 80, crate::nvrtc::Output::Ptx).unwrap();
     let ptx = img.ptx_text().expect("PTX text");
     for e in gen_.entry_names() {
         assert!(ptx.contains(&format!(".entry {e}(")), "entry {e} missing");
     }
+    assert!(ptx.contains("shfl.sync.bfly"), "no butterfly shuffle");
 }
 
-/// A reduction lowered with warp shuffles (`LowerOptions::shuffles`, not yet used by the
-/// code generator: the host emulator has no `__shfl_xor_sync`) compiles with NVRTC.
+/// Row ops over long and dynamic rows (a block per row) as the code generator emits
+/// them, shuffles on (the default) and off: both compile with NVRTC, only the first
+/// shuffles.
+#[test]
+fn shuffled_row_ops_compile_with_nvrtc() {
+    let mut g = Graph::new("rows_nvrtc");
+    let mut outs = Vec::new();
+    for (i, c) in [Dim::Static(1000), Dim::Dynamic(0)].into_iter().enumerate() {
+        let x = g.input(
+            format!("x{i}"),
+            Shape::from_dims(&[Dim::Static(4), c], DType::F32),
+        );
+        let w = g.input(format!("w{i}"), Shape::from_dims(&[c], DType::F32));
+        outs.push(g.add_op(Op::Softmax { axis: -1 }, vec![x]).unwrap());
+        let ln = Op::LayerNorm {
+            axis: -1,
+            eps: 1e-5,
+        };
+        outs.push(g.add_op(ln, vec![x, w, w]).unwrap());
+    }
+    g.set_outputs(outs);
+    let p = rlx_runtime::compile_program(&g, &compile_options()).unwrap();
+    let gen_ = |shuffles| {
+        let o = crate::codegen::CodegenOptions { shuffles };
+        crate::codegen::generate_with(&p, crate::device::Dialect::Cuda, o).unwrap()
+    };
+    let (on, off) = (gen_(true), gen_(false));
+    assert!(on.source.contains("__shfl_xor_sync(0xffffffffu, "));
+    assert!(!off.source.contains("__shfl_xor"));
+    assert!(
+        on.source.matches("__syncthreads").count() < off.source.matches("__syncthreads").count()
+    );
+    if !crate::loader::nvrtc_present() {
+        println!(
+            "skipping the NVRTC compile: NVRTC cannot be loaded ({})",
+            crate::loader::describe()
+        );
+        return;
+    }
+    for (gen_, shuffled) in [(on, true), (off, false)] {
+        let img = crate::nvrtc::compile(&gen_.source, 80, crate::nvrtc::Output::Ptx).unwrap();
+        let ptx = img.ptx_text().expect("PTX text");
+        for e in gen_.entry_names() {
+            assert!(ptx.contains(&format!(".entry {e}(")), "entry {e} missing");
+        }
+        assert_eq!(ptx.contains("shfl.sync.bfly"), shuffled);
+    }
+}
+
+/// A reduction lowered with warp shuffles (`LowerOptions::shuffles`) as a standalone
+/// loop-IR kernel compiles with NVRTC.
 #[test]
 fn shuffled_reduction_trees_compile_with_nvrtc() {
     if !crate::loader::nvrtc_present() {

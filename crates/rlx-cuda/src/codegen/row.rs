@@ -4,11 +4,12 @@
 //!
 //! Short static rows run one thread per row; long or dynamic rows one block per row of
 //! the lowering's size, whose threads take strided columns and combine each statistic
-//! (max, sums) in a fixed shared-memory tree, so results are bit-identical from run to
-//! run. The prologue is re-evaluated in each pass rather than stored.
+//! (max, sums) in a fixed shared-memory tree (finished with warp shuffles below 32
+//! threads, [`super::CodegenOptions::shuffles`]), so results are bit-identical from run
+//! to run. The prologue is re-evaluated in each pass rather than stored.
 
 use super::KGen;
-use rlx_compile::loops::{lower_kernel, render_c_loop};
+use rlx_compile::loops::{lower_kernel_with, render_c_loop};
 use rlx_compile::program::KernelKind;
 use rlx_ir::Dim;
 
@@ -31,7 +32,7 @@ impl KGen<'_> {
         if space.is_empty() {
             return Err(format!("{} of a scalar", op.name()));
         }
-        let lk = lower_kernel(self.p, self.kid).map_err(|e| e.to_string())?;
+        let lk = lower_kernel_with(self.p, self.kid, self.lower).map_err(|e| e.to_string())?;
         let host = self.loop_host(&lk, "v");
         let body = host.with(|e| render_c_loop(&lk, e));
         let entry = format!("k{}", self.kid);

@@ -85,11 +85,34 @@ impl Module for EmuModule {
                 sync as i32,
             )
         };
-        if r != 0 {
-            return Err(format!(
-                "emulator: some threads of {} finished while others waited at a barrier",
-                self.names[entry]
-            ));
+        let name = &self.names[entry];
+        match r {
+            0 => {}
+            1 => {
+                return Err(format!(
+                    "emulator: some threads of {name} finished while others waited at a barrier"
+                ));
+            }
+            2 => {
+                return Err(format!(
+                    "emulator: a warp shuffle of {name} cannot complete: threads of its warp \
+                     (segment) exited, wait at a barrier or at another shuffle, or the block of \
+                     {block:?} threads ends inside the warp"
+                ));
+            }
+            3 => {
+                return Err(format!(
+                    "emulator: {name} shuffles in a launch without cooperating threads \
+                     (launch it as a block kernel: sync = true)"
+                ));
+            }
+            4 => {
+                return Err(format!(
+                    "emulator: {name} shuffles with a partial warp mask (only 0xffffffff is \
+                     emulated)"
+                ));
+            }
+            r => return Err(format!("emulator: {name} failed with code {r}")),
         }
         Ok(())
     }
@@ -486,3 +509,7 @@ impl Gpu for EmuGpu {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "shuffle_tests.rs"]
+mod shuffle_tests;

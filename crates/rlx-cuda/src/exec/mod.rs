@@ -10,7 +10,7 @@ pub(crate) mod blas;
 pub(crate) mod host;
 pub(crate) mod plan;
 
-use crate::codegen::{Generated, generate_for};
+use crate::codegen::{CodegenOptions, Generated, generate_with};
 use crate::device::{Batching, DPtr, Dialect, GemmCall, Gpu, Module};
 use plan::{Plan, Step, Tuning, bind, binding_from_args, finish_ptrs};
 use rlx_compile::program::{BufKind, Program};
@@ -63,9 +63,9 @@ impl Drop for GpuExecutable {
     }
 }
 
-/// Tuning for `gpu`, with the environment overrides `RLX_CUDA_NO_BLAS=1` and
+/// Tuning for `gpu`, with the environment overrides `RLX_CUDA_NO_BLAS=1`,
 /// `RLX_CUDA_SPLIT_MIN=<n>` ([`Tuning::split_min`]; a value that is not a number is
-/// ignored).
+/// ignored) and `RLX_CUDA_SHUFFLES=0` ([`Tuning::shuffles`]).
 pub(crate) fn tuning_for(gpu: &dyn Gpu) -> Tuning {
     let no_blas = std::env::var("RLX_CUDA_NO_BLAS").is_ok_and(|v| v == "1");
     let split_min = std::env::var("RLX_CUDA_SPLIT_MIN")
@@ -78,7 +78,13 @@ pub(crate) fn tuning_for(gpu: &dyn Gpu) -> Tuning {
         blas: gpu.has_blas() && !no_blas,
         fp8: gpu.has_fp8() && !no_blas,
         epilogue: gpu.has_blas_epilogue() && !no_blas,
+        shuffles: shuffles_from_env(),
     }
+}
+
+/// Whether warp shuffles are on: unless `RLX_CUDA_SHUFFLES=0`.
+pub(crate) fn shuffles_from_env() -> bool {
+    !std::env::var("RLX_CUDA_SHUFFLES").is_ok_and(|v| v.trim() == "0")
 }
 
 impl GpuExecutable {
@@ -87,7 +93,10 @@ impl GpuExecutable {
         gpu: Arc<dyn Gpu>,
         tuning: Tuning,
     ) -> Result<GpuExecutable, String> {
-        let generated = generate_for(&program, gpu.dialect())?;
+        let opts = CodegenOptions {
+            shuffles: tuning.shuffles,
+        };
+        let generated = generate_with(&program, gpu.dialect(), opts)?;
         let names = generated.entry_names();
         let module = gpu.load(&generated.source, &names)?;
         let entries = names

@@ -40,6 +40,10 @@ pub(crate) struct Tuning {
     pub fp8: bool,
     /// Whether a GEMM may carry a fused bias/activation epilogue (cuBLASLt).
     pub epilogue: bool,
+    /// Whether reduction and row-op trees finish with warp shuffles
+    /// ([`crate::codegen::CodegenOptions::shuffles`]; `RLX_CUDA_SHUFFLES=0` turns them
+    /// off). The results are the same bit for bit either way.
+    pub shuffles: bool,
 }
 
 /// The default of [`Tuning::split_min`]: below it one block per output is about as fast
@@ -330,12 +334,15 @@ impl KernelBind<'_> {
             }
             KCode::Contract(c) => blas_plan(self, &c)?,
             KCode::Opaque(o) => {
-                if let Some(entry) = &o.entry {
+                // A scaled matmul the loop IR lowers still takes cuBLASLt's fp8 route
+                // where the device has one.
+                if fp8_plan(self, &o.op)? {
+                } else if let Some(entry) = &o.entry {
                     let n: usize = self.resolve(&o.threads)?.iter().product();
                     if n > 0 {
                         self.launch(entry, (blocks(n, self.t), 1, 1), 256, false)?;
                     }
-                } else if !fp8_plan(self, &o.op)? {
+                } else {
                     let h = HostOp::new(self.p, self.k, self.buf_dims, self.buf_off, self.binding)?;
                     self.steps.push(Step::Host(Box::new(h)));
                 }

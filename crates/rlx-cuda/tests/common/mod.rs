@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod shuffle;
 pub mod split;
 
 use rlx_ir::{Graph, TensorData};
