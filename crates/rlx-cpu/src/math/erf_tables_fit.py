@@ -1,3 +1,15 @@
+"""Development-time fit of the tables in erf_tables.rs (not run by the build).
+
+python3 erf_tables_fit.py gelu 7   # GELU_M: M(a) = Phi(-a) e^(a^2/2), a = k + t, |t| <= 1/2
+python3 erf_tables_fit.py erf 5    # ERF_T: erf(0.875 + k/4 + w/4), |w| <= 1/2
+
+Per interval: the coefficients from the constant term up, each rounded to f32 and the
+higher ones refitted to the remainder (least squares on Chebyshev points, Lawson
+reweighting toward minimax), weighted by 1/|M| (GELU: relative error) or uniformly
+(erf: absolute error, erf in [0.71, 1]). Prints the worst error of the f32-coefficient
+polynomials (exact evaluation) on stderr, in units of 2^-24 relative (GELU) or absolute
+(erf), and one Python list per power of t on stdout, the sixteen intervals in order.
+"""
 import math, struct, sys
 def f32(x): return struct.unpack('f', struct.pack('f', x))[0]
 def M(a): return 0.5*math.erfc(a/math.sqrt(2))*math.exp(a*a/2)
