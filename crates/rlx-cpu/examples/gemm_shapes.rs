@@ -14,6 +14,8 @@
 //! `RLX_GEMM_F32_PLAN=<12x32|8x48>,<kc>,<mc>,<nc>` runs the own kernel with another tile and
 //! blocks than the ones chosen from the CPU's caches (one per process: compare plans by
 //! alternating runs); `RLX_GEMM_F32_SHARE_B=0` makes its threads pack B each for itself.
+//! `paired` is the median over rounds of MKL's time over auto's in the same round (less
+//! sensitive to load that changes during the run than the ratio of the medians).
 //! `--cpu` times multi-thread rows by the process's CPU time (all threads' work, spinning
 //! included) instead of wall time: on a machine whose cores are busy with other work,
 //! wall time measures the scheduler.
@@ -182,7 +184,7 @@ fn main() {
         head += &format!(" {:>11}", p.name());
     }
     if mkl.is_some() {
-        head += &format!(" {:>11} {:>9}", "mkl", "auto/mkl");
+        head += &format!(" {:>11} {:>9} {:>6}", "mkl", "auto/mkl", "paired");
     }
     println!("f32 GEMM GFLOP/s, median/best of interleaved calls\n{head}");
     for &(name, m, k, n, lay) in CASES {
@@ -245,6 +247,14 @@ fn main() {
                 "{name:<11} {:>15} {threads:>3}",
                 format!("{m}×{k}×{n} {lay}")
             );
+            // auto against MKL round by round (adjacent calls see the same machine
+            // load), median over the rounds.
+            let paired = mkl.is_some().then(|| {
+                let (auto, mkl) = (&t[paths.len() - 1], &t[paths.len()]);
+                let mut r: Vec<f64> = auto.iter().zip(mkl).map(|(x, y)| y / x).collect();
+                r.sort_by(f64::total_cmp);
+                r[r.len() / 2]
+            });
             let mut med = Vec::new();
             for v in &mut t {
                 v.sort_by(f64::total_cmp);
@@ -253,6 +263,9 @@ fn main() {
             }
             if mkl.is_some() {
                 line += &format!(" {:>9.2}", med[paths.len() - 1] / med[paths.len()]);
+            }
+            if let Some(p) = paired {
+                line += &format!(" {p:>6.2}");
             }
             println!("{line}");
         }

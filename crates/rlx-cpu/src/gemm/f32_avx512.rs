@@ -17,7 +17,8 @@
 //! stream past it from L2. Packing (`pack.rs`) reads the sources in memory order where
 //! the layout allows and is vectorized for the layouts the graphs produce. Threads split
 //! C's rows (or its columns when it is wider than tall); threads splitting rows share one
-//! packing of B (`shared.rs`). The buffers are kept between calls, so a call allocates
+//! packing of B (`shared.rs`) and take the rows `MC` at a time from a counter, the calling
+//! thread without waiting for workers that have not started (`team.rs`). The buffers are kept between calls, so a call allocates
 //! only its few shared-packing flags once a thread has seen its sizes.
 //!
 //! Measured (2-vCPU Sapphire Rapids-class Xeon under KVM, 48 KiB L1d / 2 MiB L2, calls
@@ -42,6 +43,7 @@ mod micro;
 mod pack;
 mod plan;
 mod shared;
+mod team;
 
 use super::lowp_drive::{Dst, Src};
 use pack::{Strips, pack_a, pack_b};
@@ -70,8 +72,9 @@ pub(crate) fn takes_untransposed(n: usize) -> bool {
 
 /// `C (+)= A·B` for an `m × n` output over `k` sums, on up to `threads` threads of the
 /// current rayon pool: C's rows (or columns, when it is wider than tall) are split into
-/// one block per thread at multiples of the tile, and each block runs the blocked
-/// product on its own packing buffers.
+/// pieces at multiples of the tile (one per thread, or `MC` rows when the threads share
+/// B's packing), which the calling thread and the workers that join it claim one at a
+/// time; each piece runs the blocked product on its thread's packing buffers.
 ///
 /// # Safety
 /// [`available`] must be true; `a` must be readable over `m × k`, `b` over `k × n`, `c`
@@ -110,17 +113,23 @@ unsafe fn sgemm_on<const MR: usize, const NV: usize>(
 ) {
     let rows = m >= n;
     let (len, grain) = if rows { (m, MR) } else { (n, 16 * NV) };
-    let per = len.div_ceil(threads.max(1)).next_multiple_of(grain);
-    let parts = len.div_ceil(per);
+    let split = len.div_ceil(threads.max(1)).next_multiple_of(grain);
     let views = Views { a, b, c };
     // Threads splitting C's rows share one packing of B (`shared.rs`); the buffer is the
     // calling thread's, taken out of its slot for the call so that a product started on
-    // this thread while it waits for the others (rayon runs queued work then) gets its
-    // own.
+    // this thread while it waits for the others gets its own.
     let kc = balanced(k, plan.kc);
     let (nc, nr) = (plan.nc, 16 * NV);
-    let share =
-        parts > 1 && rows && shared::enabled() && SharedB::len(n, k, nc, nr) <= shared::MAX_SHARED;
+    let share = len > split
+        && rows
+        && shared::enabled()
+        && SharedB::len(n, k, nc, nr) <= shared::MAX_SHARED;
+    // With B shared, a piece of `MC` rows costs what the same rows cost inside a larger
+    // piece (one packing of A, B's strips read once per `MC` rows either way), so the
+    // pieces are that small and a thread that starts late takes fewer of them (`team.rs`).
+    // Unshared, every piece packs B (or, split by columns, A) again: one per thread.
+    let per = if share { split.min(plan.mc) } else { split };
+    let parts = len.div_ceil(per);
     let mut keep = Vec::new();
     let shared = share.then(|| {
         keep = SHARED_B
@@ -156,19 +165,9 @@ unsafe fn sgemm_on<const MR: usize, const NV: usize>(
             }
         }
     };
-    if parts <= 1 {
-        block(0);
-    } else {
-        // The calling thread computes block 0 itself and wakes workers only for the rest
-        // (a parallel iterator started outside the pool would wake two workers and put
-        // the caller to sleep until they finish).
-        rayon::in_place_scope(|s| {
-            for part in 1..parts {
-                s.spawn(move |_| block(part));
-            }
-            block(0);
-        });
-    }
+    // The calling thread takes pieces itself and never waits for a worker that has not
+    // started (`team.rs`).
+    team::run_pieces(parts, threads.max(1) - 1, &block);
     if share {
         let _ = SHARED_B.try_with(|v| *v.borrow_mut() = keep);
     }
