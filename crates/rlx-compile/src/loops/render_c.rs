@@ -82,6 +82,9 @@ impl Dialect {
 /// must then be declared). Include it once per translation unit.
 pub const C_PRELUDE: &str = r#"#ifdef RLX_EMU
 #define RLX_LOOP_DEV static inline
+#ifndef __align__
+#define __align__(n) __attribute__((aligned(n)))
+#endif
 // CUDA's unfused arithmetic on the host (built without FMA instructions, nothing fuses).
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
