@@ -30,7 +30,12 @@
 //! 2048³ 0.90×). MKL's own kernel on that CPU is also 8 × 48. Products under 2²⁴
 //! multiply-adds (attention-sized) go to faer under `Auto`: 0.85–0.97× MKL. Two-thread
 //! wall times on that machine measured its other tenants (0.3–12× MKL run to run); the
-//! shared packing of B is measured by CPU time in `shared.rs`.
+//! shared packing of B is measured by CPU time in `shared.rs`. By process CPU time on two
+//! threads (`--cpu`, 2026-12-03, the benchmark at raised priority) the own kernel ran
+//! 0.96–1.02× MKL at 1024³, 0.93–0.96× at 2048³ and 0.98–1.08× at W11's fc and fc2, the
+//! same as before pieces were claimed (`team.rs`): two threads cost no CPU time beyond
+//! one, and what they lose in wall time is the worker's late start, which `team.rs`
+//! takes off the caller's path.
 //!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
