@@ -33,9 +33,10 @@
 //! shared packing of B is measured by CPU time in `shared.rs`. By process CPU time on two
 //! threads (`--cpu`, 2026-12-03, the benchmark at raised priority) the own kernel ran
 //! 0.96–1.02× MKL at 1024³, 0.93–0.96× at 2048³ and 0.98–1.08× at W11's fc and fc2, the
-//! same as before pieces were claimed (`team.rs`): two threads cost no CPU time beyond
-//! one, and what they lose in wall time is the worker's late start, which `team.rs`
-//! takes off the caller's path.
+//! same as before pieces were claimed (`team.rs`) and as on one thread: two threads took
+//! about 3 % more CPU time than one at 1024³ (11.9 against 11.5 ms, timed per thread),
+//! and what they lose beyond that in wall time is the worker's late start, which
+//! `team.rs` takes off the caller's path.
 //!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
