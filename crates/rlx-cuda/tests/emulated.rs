@@ -136,6 +136,13 @@ fn scaled_fp8_matmul_matches_the_oracle() {
 }
 
 #[test]
+fn block_scaled_formats_run_on_the_device_bit_for_bit() {
+    if let Some(t) = target() {
+        cases::block_scaled_formats_run_on_the_device_bit_for_bit(&t);
+    }
+}
+
+#[test]
 fn lowered_opaque_ops_run_on_the_device() {
     if let Some(t) = target() {
         cases::lowered_opaque_ops_run_on_the_device(&t);

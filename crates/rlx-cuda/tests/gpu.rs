@@ -109,6 +109,7 @@ shared!(
     integer_division_by_zero_is_a_run_error,
     cross_entropy_with_labels_matches_the_oracle_and_rejects_bad_labels,
     scaled_fp8_matmul_matches_the_oracle,
+    block_scaled_formats_run_on_the_device_bit_for_bit,
     lowered_opaque_ops_run_on_the_device,
     work_group_reductions_match_the_oracle,
     generic_tiled_matmuls_match_the_oracle

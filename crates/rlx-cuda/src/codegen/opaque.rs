@@ -4,7 +4,8 @@
 //! op (FFT, solves, scans, …) runs on the host through the shared host fallback
 //! (`rlx_runtime::HostKernel`: the registered CPU backend, else the oracle), with its
 //! operands copied down and its result copied back (reported by `explain`).
-//! Scaled (fp8) matmuls go to cuBLASLt on GPUs with fp8 tensor cores, else the host.
+//! Scaled matmuls go to cuBLASLt on GPUs with fp8 tensor cores where the formats and
+//! shapes fit it, else run their lowering on the device (as the scaled quantization does).
 
 use super::KGen;
 use super::expr;
@@ -19,7 +20,8 @@ pub(crate) struct OpaqueCode {
     pub op: Op,
     pub entry: Option<String>,
     pub threads: Vec<Dim>,
-    /// For a scaled matmul with a bias: the kernel adding it after an fp8 cuBLASLt call.
+    /// For a scaled matmul with a bias: the kernel adding it after an fp8 cuBLASLt call
+    /// (`entry` is then the lowered kernel, bias included, for when cuBLASLt is not used).
     pub fp8_bias: Option<String>,
 }
 
@@ -45,11 +47,14 @@ impl KGen<'_> {
         }
         let name = format!("k{}", self.kid);
         let od = out.dims().to_vec();
-        let (body, threads) = match op {
+        // A scaled matmul with a bias also gets the kernel adding the bias after an fp8
+        // cuBLASLt call (the executor takes that route when the device has fp8 GEMMs and
+        // the operands fit it, else launches the lowered kernel, which adds the bias
+        // itself).
+        let fp8_bias = match op {
             Op::ScaledMatMul { has_bias: true, .. }
                 if od.len() == 2 && out_dt == DType::F32 && inputs.len() == 5 =>
             {
-                // Added after the fp8 GEMM has written the product into the output.
                 let lb = inputs[4];
                 let bname = format!("k{}_bias", self.kid);
                 let mut s = self.grid_loop(&od);
@@ -63,43 +68,41 @@ impl KGen<'_> {
                 ));
                 self.entries
                     .push_str(&format!("{} {{\n{s}}}\n", self.entry_header(&bname)));
-                host.fp8_bias = Some(bname);
-                return Ok(host);
+                Some(bname)
             }
-            // Lowered once to the loop IR (shared with the WGSL and HIP backends) and run
-            // as independent items: the rendered body is a grid-stride loop over the
-            // lowering's own item count, so launching one thread per output element (per
-            // line for cumsum) covers it whatever that count is. What the lowering refuses
-            // (mixed dtypes, FFT, solves, scaled formats) and work-group lowerings
-            // (attention, launched by its own kernel kind) run on the host.
-            _ => {
-                let Ok(lk) = lower_kernel(self.p, self.kid) else {
-                    return Ok(host);
-                };
-                if lk.group.is_some() {
-                    return Ok(host);
-                }
-                let threads = match op {
-                    Op::Cumsum { axis, .. } => {
-                        let ax = norm_axis("cumsum", *axis as i64, od.len())
-                            .map_err(|e| e.to_string())?;
-                        let mut lines = od.clone();
-                        lines.remove(ax);
-                        lines
-                    }
-                    _ => od.clone(),
-                };
-                let loop_host = self.loop_host(&lk, "v");
-                (loop_host.with(|e| render_c_loop(&lk, e)), threads)
-            }
+            _ => None,
         };
+        host.fp8_bias = fp8_bias.clone();
+        // Lowered once to the loop IR (shared with the WGSL and HIP backends) and run as
+        // independent items: the rendered body is a grid-stride loop over the lowering's
+        // own item count, so launching one thread per output element (per line for
+        // cumsum) covers it whatever that count is. What the lowering refuses (mixed
+        // dtypes, FFT, solves) and work-group lowerings (attention, launched by its own
+        // kernel kind) run on the host.
+        let Ok(lk) = lower_kernel(self.p, self.kid) else {
+            return Ok(host);
+        };
+        if lk.group.is_some() {
+            return Ok(host);
+        }
+        let threads = match op {
+            Op::Cumsum { axis, .. } => {
+                let ax = norm_axis("cumsum", *axis as i64, od.len()).map_err(|e| e.to_string())?;
+                let mut lines = od.clone();
+                lines.remove(ax);
+                lines
+            }
+            _ => od.clone(),
+        };
+        let loop_host = self.loop_host(&lk, "v");
+        let body = loop_host.with(|e| render_c_loop(&lk, e));
         self.entries
             .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&name)));
         Ok(OpaqueCode {
             op: op.clone(),
             entry: Some(name),
             threads,
-            fp8_bias: None,
+            fp8_bias,
         })
     }
 
