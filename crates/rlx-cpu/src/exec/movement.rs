@@ -118,6 +118,14 @@ pub(crate) fn gather_indices(
             "gather: indices must be integers, got {}",
             indices.dtype
         ));
+    } else if indices.dtype == DType::I32 {
+        // The usual embedding ids: read straight from the bytes (the generic decode goes
+        // through f64 per element).
+        indices
+            .bytes
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+            .collect()
     } else {
         indices.to_i64_vec()
     };
@@ -134,4 +142,55 @@ pub(crate) fn gather_indices(
         idx.push(r as usize);
     }
     Ok(idx)
+}
+
+/// Bytes of a gather's output per parallel chunk: a smaller gather runs on one thread
+/// (spreading it costs more than it saves), a larger one goes a chunk per task.
+const ROWS_CHUNK_BYTES: usize = 256 << 10;
+
+/// A gather's row copies: output row `(o, j)` (of `outer × idx.len()`) is table row
+/// `(o, idx[j])` (of `outer × n`), `row` bytes each, spread over the threads in chunks of
+/// about [`ROWS_CHUNK_BYTES`]. Each row is one `memcpy`, with no per-element index work;
+/// the output is written once (never cleared first).
+///
+/// # Safety
+/// `src` holds `outer · n` rows of `row` bytes, every `idx[j] < n`, `dst` holds
+/// `outer · idx.len()` rows, and the two do not overlap.
+pub(crate) unsafe fn copy_rows(
+    src: *const u8,
+    dst: *mut u8,
+    (outer, n): (usize, usize),
+    idx: &[usize],
+    row: usize,
+) {
+    use super::par::{SendPtr, chunks, par_for};
+    let total = outer * idx.len();
+    if total == 0 || row == 0 {
+        return;
+    }
+    // `RLX_GATHER_SPLIT=0`: one chunk (for A/B measurements in one process).
+    static SPLIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let split =
+        *SPLIT.get_or_init(|| std::env::var_os("RLX_GATHER_SPLIT").is_none_or(|v| v != "0"));
+    let per = if split {
+        (ROWS_CHUNK_BYTES / row).max(1)
+    } else {
+        total
+    };
+    let (s, d) = (SendPtr(src as *mut u8), SendPtr(dst));
+    let m = idx.len();
+    let run = |c: usize| -> Result<(), String> {
+        let (s, d) = (s.get() as *const u8, d.get());
+        for r in c * per..((c + 1) * per).min(total) {
+            let (o, j) = (r / m, r % m);
+            // SAFETY: `o < outer` and `idx[j] < n` (caller), so the source row lies in the
+            // table; `r < outer·m` rows of the output (caller); the buffers are distinct.
+            unsafe {
+                std::ptr::copy_nonoverlapping(s.add((o * n + idx[j]) * row), d.add(r * row), row)
+            };
+        }
+        Ok(())
+    };
+    // The copies cannot fail.
+    let _ = par_for(chunks(total, per), run);
 }

@@ -395,21 +395,11 @@ impl OpaquePlan {
         }
         let src = bases[t.buf] as *const u8;
         let dst = bases[self.out_buf];
-        for o in 0..outer {
-            for (j, &k) in idx.iter().enumerate() {
-                // SAFETY: the table buffer holds `outer·n` rows of `row` bytes from element
-                // `offset` on (a dense view of its dims), `k < n` (checked by
-                // gather_indices), and the output buffer holds `outer·len(idx)` rows
-                // (checked against its bound size above); the buffers are distinct.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        src.add(offset * w + (o * n + k) * row),
-                        dst.add((o * idx.len() + j) * row),
-                        row,
-                    );
-                }
-            }
-        }
+        // SAFETY: the table buffer holds `outer·n` rows of `row` bytes from element
+        // `offset` on (a dense view of its dims), every index is below `n` (checked by
+        // gather_indices), and the output buffer holds `outer·len(idx)` rows (checked
+        // against its bound size above); the buffers are distinct.
+        unsafe { super::movement::copy_rows(src.add(offset * w), dst, (outer, n), &idx, row) };
         Some(Ok(()))
     }
 }

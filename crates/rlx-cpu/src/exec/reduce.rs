@@ -503,9 +503,9 @@ impl ReducePlan {
                 }
                 let f0 = o * self.inner + i0;
                 let base = out.as_ptr() as *const u8;
-                // SAFETY: run_range calls the core only for tiles inside `f0..f0 + n`, so `flat
-                // - f0 < n`, the length of `out`.
                 let core = |flat: usize, _n: usize| {
+                    // SAFETY: run_range calls the core only for tiles inside `f0..f0 + n`, so
+                    // `flat - f0 < n`, the length of `out`.
                     TileValue::Vector(unsafe { base.add((flat - f0) * w) })
                 };
                 self.epilogue.run_range(bs.get(), f0, f0 + n, Some(&core))
@@ -629,9 +629,9 @@ impl ReducePlan {
                     if rows > 1 {
                         for j in 0..rows {
                             let row = match v {
-                                // SAFETY: row `j < rows` of the tile value's `rows·inner`
-                                // elements.
                                 TileValue::Vector(p) => {
+                                    // SAFETY: row `j < rows` of the tile value's `rows·inner`
+                                    // elements.
                                     TileValue::Vector(unsafe { p.add(j * inner * esize) })
                                 }
                                 scal => scal,
@@ -716,8 +716,8 @@ impl ReducePlan {
             let v = unsafe { self.prologue_value(bases, &t, s)? };
             for j in 0..rows {
                 let seg = match v {
-                    // SAFETY: row `j < rows` of the tile value's `rows·l` elements.
                     TileValue::Vector(p) => {
+                        // SAFETY: row `j < rows` of the tile value's `rows·l` elements.
                         TileValue::Vector(unsafe { p.add(j * l * self.in_ty.size()) })
                     }
                     scal => scal,
@@ -788,8 +788,9 @@ impl ReducePlan {
                     let v = unsafe { self.prologue_value(bs.get(), &t, s)? };
                     for j in 0..rows {
                         let row = match v {
-                            // SAFETY: row `j < rows` of the tile value's `rows·inner` elements.
                             TileValue::Vector(p) => {
+                                // SAFETY: row `j < rows` of the tile value's `rows·inner`
+                                // elements.
                                 TileValue::Vector(unsafe { p.add(j * inner * esize) })
                             }
                             scal => scal,

@@ -468,6 +468,80 @@ fn sum32(x: &[f32]) -> f64 {
     total
 }
 
+/// Lanes of a norm's row statistics: four 8-float vectors (two of AVX-512), so the
+/// additions of a row of 256 form chains of 8, not of 32 (one 8-lane accumulator made a
+/// LayerNorm row wait on 64 dependent additions for its two sums).
+const LANES: usize = 32;
+
+/// The 32 lanes added as a fixed tree (halves lane by lane), the same on every ISA.
+#[inline(always)]
+fn tree64(l: [f64; LANES]) -> f64 {
+    let mut h = [0f64; 16];
+    for k in 0..16 {
+        h[k] = l[k] + l[k + 16];
+    }
+    let mut q = [0f64; 8];
+    for k in 0..8 {
+        q[k] = h[k] + h[k + 8];
+    }
+    ((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7]))
+}
+
+/// Σ x: 32 f32 lanes per block of 1024 elements (32 terms a lane), each block's lanes
+/// widened and folded by [`tree64`], the remainder in f64 in order; summed again in f64
+/// when an f32 lane overflows (finite values near `f32::MAX`).
+#[inline(always)]
+fn sum_lanes(x: &[f32]) -> f64 {
+    let mut total = 0f64;
+    for blk in x.chunks(1024) {
+        let mut lanes = [0f32; LANES];
+        let mut it = blk.chunks_exact(LANES);
+        for c in &mut it {
+            // A fixed-size array: no bounds checks, the lanes stay in vector registers.
+            let c: &[f32; LANES] = c.try_into().expect("chunks of 32");
+            for k in 0..LANES {
+                lanes[k] += c[k];
+            }
+        }
+        // Through a black box: seen together with the tree, the loop's lanes were split
+        // into narrow registers (LLVM's SLP vectorizer).
+        let lanes = std::hint::black_box(lanes);
+        total += tree64(std::array::from_fn(|k| lanes[k] as f64));
+        for &v in it.remainder() {
+            total += v as f64;
+        }
+    }
+    if !total.is_finite() {
+        // Keeps a row of infinities or NaNs what it is; recovers an f32 lane's overflow.
+        return x.iter().map(|&v| v as f64).sum();
+    }
+    total
+}
+
+/// Σ (x − m)² with the differences and squares in f32, summed as [`sum_lanes`] sums. Not finite when a square overflows f32.
+#[inline(always)]
+fn dev_sq_lanes(x: &[f32], m: f32) -> f64 {
+    let mut total = 0f64;
+    for blk in x.chunks(1024) {
+        let mut lanes = [0f32; LANES];
+        let mut it = blk.chunks_exact(LANES);
+        for c in &mut it {
+            let c: &[f32; LANES] = c.try_into().expect("chunks of 32");
+            for k in 0..LANES {
+                let d = c[k] - m;
+                lanes[k] += d * d;
+            }
+        }
+        let lanes = std::hint::black_box(lanes);
+        total += tree64(std::array::from_fn(|k| lanes[k] as f64));
+        for &v in it.remainder() {
+            let d = v - m;
+            total += (d * d) as f64;
+        }
+    }
+    total
+}
+
 math::wide_fn! {
     baseline = row_f32_base;
     /// One row of `op` in f32 (compiled for the CPU's widest vectors).
@@ -507,31 +581,9 @@ math::wide_fn! {
                 let mean = if rms {
                     0.0
                 } else {
-                    (sum32(x) / n as f64) as f32
+                    (sum_lanes(x) / n as f64) as f32
                 };
-                let mut sq = 0f64;
-                for c in x.chunks(1024) {
-                    let mut lanes = [0f32; 8];
-                    let mut it = c.chunks_exact(8);
-                    for ch in &mut it {
-                        // A fixed-size array: the eight lanes compile to one vector.
-                        let ch: &[f32; 8] = ch.try_into().expect("chunks of 8");
-                        for k in 0..8 {
-                            let d = ch[k] - mean;
-                            lanes[k] += d * d;
-                        }
-                    }
-                    // Through a black box, as in `sum32`: the loop keeps one 8-lane vector.
-                    sq += std::hint::black_box(lanes)
-                        .iter()
-                        .map(|&v| v as f64)
-                        .sum::<f64>();
-                    sq += it
-                        .remainder()
-                        .iter()
-                        .map(|&v| ((v - mean) * (v - mean)) as f64)
-                        .sum::<f64>();
-                }
+                let mut sq = dev_sq_lanes(x, mean);
                 if !sq.is_finite() {
                     // Squares of elements beyond ≈ 1.8e19 overflow the f32 lanes: redo the
                     // sum in f64 (rare; a row holding ∞ or NaN stays ∞ or NaN).
@@ -593,6 +645,35 @@ fn row_f64(op: RowOp, x: &[f64], y: &mut [f64], gamma: Option<&[f64]>, beta: Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn norm_lane_sums_stay_within_f32_rounding_of_f64_sums_and_recover_overflow() {
+        for n in [1usize, 7, 31, 32, 33, 256, 1000, 1024, 1025, 3000] {
+            let x: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 9.0 + 40.0)
+                .collect();
+            let exact: f64 = x.iter().map(|&v| v as f64).sum();
+            let abs: f64 = x.iter().map(|&v| (v as f64).abs()).sum();
+            let s = sum_lanes(&x);
+            assert!((s - exact).abs() <= 1e-6 * abs, "n = {n}: {s} vs {exact}");
+            let m = (exact / n as f64) as f32;
+            let dev: f64 = x.iter().map(|&v| ((v - m) as f64).powi(2)).sum();
+            let d = dev_sq_lanes(&x, m);
+            assert!(
+                (d - dev).abs() <= 1e-6 * dev.max(1e-30),
+                "n = {n}: {d} vs {dev}"
+            );
+        }
+        // Finite values whose f32 lane sum overflows are summed again in f64.
+        let big = vec![3e38f32; 64];
+        assert_eq!(sum_lanes(&big), 64.0 * 3e38f32 as f64);
+        assert!(
+            !dev_sq_lanes(&big, 0.0).is_finite(),
+            "the caller's f64 retry"
+        );
+        assert!(sum_lanes(&[1.0, f32::NAN, 2.0]).is_nan());
+        assert_eq!(sum_lanes(&[1.0, f32::INFINITY]), f64::INFINITY);
+    }
 
     #[test]
     fn rows_compiled_wide_have_the_baseline_bits_at_every_length() {

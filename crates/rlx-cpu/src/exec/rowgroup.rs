@@ -19,6 +19,7 @@ use rlx_compile::fuse::rowgroup::{StageRole, stage_role};
 use rlx_compile::program::{Kernel, KernelKind, concrete};
 use rlx_ir::{IrError, IrResult, ReduceOp};
 
+mod lnbwd;
 mod rows;
 use rows::{RowProg, V, sum_value};
 
@@ -53,6 +54,8 @@ pub(crate) struct RowGroupPlan {
     stages: Vec<Stage>,
     /// Columns of each column reduction (the length of its partial sums).
     col_widths: Vec<usize>,
+    /// The stages are a LayerNorm backward's: fused passes per block ([`lnbwd`]).
+    ln: Option<lnbwd::LnBwd>,
 }
 
 impl RowGroupPlan {
@@ -142,11 +145,18 @@ impl RowGroupPlan {
                 }
             });
         }
+        // `RLX_LN_BWD=0` keeps the stage-by-stage path (A/B measurements in one process).
+        let ln = if std::env::var_os("RLX_LN_BWD").is_none_or(|v| v != "0") {
+            lnbwd::LnBwd::detect(&bound, stages)
+        } else {
+            None
+        };
         Ok(RowGroupPlan {
             rows,
             c,
             stages: bound,
             col_widths,
+            ln,
         })
     }
 
@@ -188,6 +198,23 @@ impl RowGroupPlan {
             let mut scratch = vec![0f32; scratch_len];
             let mut vals: Vec<V> = Vec::new();
             let mut rsum: Vec<f64> = Vec::with_capacity(r1 - r0);
+            if let Some(ln) = &self.ln {
+                // SAFETY: the group's bound buffers, rows of its space, and `scratch` holds
+                // the largest program's scratch_len (>= c) floats.
+                unsafe {
+                    ln.run_block(
+                        &self.stages,
+                        bases,
+                        (r0, r1),
+                        c,
+                        &mut sums,
+                        &mut scratch,
+                        &mut vals,
+                    )?
+                };
+                *parts[blk].lock().unwrap_or_else(|e| e.into_inner()) = sums;
+                return Ok(());
+            }
             for st in &self.stages {
                 // Row programs: `bases` are the buffers the group was bound to, every row
                 // `r0..r1` lies in its space, and a vector value holds `c` floats.

@@ -10,6 +10,7 @@
 
 mod ce_backward;
 mod copies;
+mod norm_gather;
 mod reduce_jit;
 mod row_group;
 
