@@ -98,7 +98,10 @@ pub(super) fn run_pieces(pieces: usize, helpers: usize, run: &(dyn Fn(usize) + S
         rayon::spawn(move || {
             let runner = runner;
             if team.state.fetch_add(1, Ordering::AcqRel) & CLOSED != 0 {
-                // The caller has finished: `run` may be gone, so it is not touched.
+                // The caller has finished: `run` may be gone, so it is not touched. The
+                // count is given back, as the caller may still be waiting for a worker
+                // that joined earlier.
+                team.state.fetch_sub(1, Ordering::Release);
                 return;
             }
             /// Leaves the team when the worker's pieces are done (or unwinding).
@@ -136,6 +139,30 @@ mod tests {
                     "{pieces} pieces, {helpers} helpers: {hits:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_worker_arriving_after_the_close_does_not_keep_the_caller_waiting() {
+        // More helpers than pool workers and pieces that take a little while: workers
+        // that join run pieces while the caller waits for them, and the jobs left over
+        // start after the team has closed, sometimes while the caller still waits for
+        // a worker that joined earlier. Such a late job must leave the count as it found
+        // it, or the caller waits forever.
+        let workers = rayon::current_num_threads();
+        for round in 0..2000 {
+            let hits: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+            run_pieces(4, workers + 2, &|p| {
+                let spin = (round * 7 + p * 13) % 50;
+                for _ in 0..spin * 20 {
+                    std::hint::spin_loop();
+                }
+                hits[p].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(
+                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                "{hits:?}"
+            );
         }
     }
 
