@@ -354,6 +354,31 @@ mod tests {
     }
 
     #[test]
+    fn multi_warp_tile_attention_renders_as_standalone_cuda_that_nvrtc_compiles() {
+        if !crate::loader::nvrtc_present() {
+            println!(
+                "skipping: NVRTC cannot be loaded ({}); set RLX_NVRTC_LIB",
+                crate::loader::describe()
+            );
+            return;
+        }
+        use rlx_compile::loops::{Dialect, LowerOptions, lower_kernel_with, render_c};
+        for dt in [DType::F16, DType::BF16] {
+            let p = program(dt, false, true, (2, 1), 40, 64);
+            let opts = LowerOptions {
+                tile_warps: 4,
+                ..LowerOptions::default()
+            };
+            let lk = lower_kernel_with(&p, 0, opts).unwrap();
+            assert_eq!(lk.group, Some(128), "{dt:?}: four warps");
+            let src = render_c(&lk, Dialect::Cuda);
+            let img = compile(&src, 80, Output::Ptx).unwrap_or_else(|e| panic!("{e}"));
+            let ptx = img.ptx_text().expect("PTX text");
+            assert!(ptx.contains("wmma.mma.sync.aligned"), "{dt:?}: no wmma");
+        }
+    }
+
+    #[test]
     fn tensor_core_attention_runs_on_the_emulator_within_the_tile_tolerance() {
         let emu = match crate::emulator() {
             Ok(e) => e,
