@@ -144,9 +144,11 @@ pub(crate) fn gather_indices(
     Ok(idx)
 }
 
-/// Bytes of a gather's output per parallel chunk: a smaller gather runs on one thread
-/// (spreading it costs more than it saves), a larger one goes a chunk per task.
-const ROWS_CHUNK_BYTES: usize = 256 << 10;
+/// Bytes of a gather's output per parallel chunk: a gather of up to this much runs on
+/// one thread. Splitting W11's 1 MiB embedding lookup over the two vCPUs of the Xeon of
+/// 2026-12-03 cost more than it saved (27-31 µs alone, 35-52 µs split, same binary,
+/// `RLX_GATHER_SPLIT=0/1` alternated): the task hand-off outweighs half a 1 MiB copy.
+const ROWS_CHUNK_BYTES: usize = 1 << 20;
 
 /// A gather's row copies: output row `(o, j)` (of `outer × idx.len()`) is table row
 /// `(o, idx[j])` (of `outer × n`), `row` bytes each, spread over the threads in chunks of
