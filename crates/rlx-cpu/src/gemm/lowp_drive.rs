@@ -139,7 +139,8 @@ impl<T> Dst<T> {
 /// Where a micro-kernel reads its starting C tile (null: start from zero) and writes its
 /// result; strides in elements. `pf_rows`: how many leading rows of `out` the kernel is to
 /// prefetch for writing while it computes (non-zero only for kernels with
-/// [`Kernel::PREFETCHES_C`], at most one row per `KU` sums of the call).
+/// [`Kernel::PREFETCHES_C`], at most one row per `KU` sums of the call). `b_streamed`: the
+/// call's B panel is read once per A panel (row panels outer), not kept for the next call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CTile<T = f32> {
     pub(crate) inp: *const T,
@@ -147,6 +148,7 @@ pub(crate) struct CTile<T = f32> {
     pub(crate) out: *mut T,
     pub(crate) ld_out: isize,
     pub(crate) pf_rows: usize,
+    pub(crate) b_streamed: bool,
 }
 
 /// An accumulator type: f32 (float products) or i32 (integer products, wrapping).
@@ -194,8 +196,10 @@ pub(crate) struct Blocking {
     pub(crate) nc: usize,
     /// Within a block, walk the `MR`-row panels of A in the outer loop and B's `NR`-column
     /// panels in the inner one (A's panel stays in L1 while B's block streams from L2),
-    /// instead of B's panels outside. Only the order in which C's tiles are computed
-    /// changes: each element's sum runs through the same steps either way.
+    /// instead of B's panels outside — for steps whose B block (`kc × nc` packed elements)
+    /// fits [`ROWS_OUTER_B_BYTES`]; larger steps keep B's panels outside (each is then
+    /// reused by every row panel while it is in cache). Only the order in which C's tiles
+    /// are computed changes: each element's sum runs through the same steps either way.
     pub(crate) rows_outer: bool,
 }
 
@@ -432,6 +436,9 @@ pub(crate) unsafe fn drive<K: Kernel>(
                     let tile =
                         |ir: usize, jr: usize| (ir / K::MR * tiles_n + jr / K::NR) * K::MR * K::NR;
                     let kc = if a_direct { bl.kc_in_place } else { bl.kc };
+                    let b_step_bytes =
+                        kc.min(kpad) * nb.next_multiple_of(K::NR) * size_of::<K::P>();
+                    let rows_outer = bl.rows_outer && b_step_bytes <= ROWS_OUTER_B_BYTES;
                     for pc in (0..kpad).step_by(kc) {
                         let kb = kc.min(kpad - pc);
                         let (first, last) = (pc == 0, pc + kb == kpad);
@@ -481,6 +488,7 @@ pub(crate) unsafe fn drive<K: Kernel>(
                                     out,
                                     ld_out,
                                     pf_rows,
+                                    b_streamed: rows_outer,
                                 };
                                 if a_direct {
                                     let a_at = a.at(ic + ir, ks + pc);
@@ -498,7 +506,7 @@ pub(crate) unsafe fn drive<K: Kernel>(
                                 };
                             }
                         };
-                        if bl.rows_outer {
+                        if rows_outer {
                             for ir in (0..mb).step_by(K::MR) {
                                 for jr in (0..nb).step_by(K::NR) {
                                     step(ir, jr);
@@ -518,6 +526,12 @@ pub(crate) unsafe fn drive<K: Kernel>(
         kern.end();
     });
 }
+
+/// Largest B block per sum step walked with row panels outer ([`Blocking::rows_outer`]):
+/// at 2048³ on one thread (AMX, A packed, 2048 sums × 512 columns = 2 MiB per step) rows
+/// outer ran 17% slower than column panels outer (B's block streamed from L3 once per row
+/// panel); at 1024³ (1 MiB) it was 5–10% faster.
+pub(crate) const ROWS_OUTER_B_BYTES: usize = 1 << 20;
 
 /// Largest packed A kept for all column blocks of B (bf16 A up to 1024 × 2048 per
 /// super-block of sums): at 1024³ on one thread (AMX) packing A once was 0–3% faster than
