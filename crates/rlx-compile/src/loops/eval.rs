@@ -265,12 +265,17 @@ impl Machine<'_> {
                 // Shuffles only: the items where `cond` holds run them, and must be
                 // whole leading segments (`local < 32`, say).
                 Stmt::If { cond, body } => {
-                    let m = self.leading(cond, lanes)?;
+                    let m = self.leading(cond, body, lanes)?;
                     if m > 0 {
                         self.group_block(body, &mut lanes[..m])?;
                     }
                 }
-                Stmt::ShuffleXor { var, value, mask } => self.shuffle(*var, value, *mask, lanes)?,
+                Stmt::ShuffleXor {
+                    var,
+                    value,
+                    mask,
+                    width,
+                } => self.shuffle(*var, value, *mask, *width, lanes)?,
                 Stmt::TileMma(t) => self.tile_mma(t, lanes)?,
                 _ => {
                     unreachable!("only barriers, shuffles, loops and conditionals run in lockstep")

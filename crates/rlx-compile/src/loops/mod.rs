@@ -49,8 +49,8 @@ pub use render_c::{
 };
 pub use render_wgsl::{
     WGSL_WORKGROUP, WgslEmbedding, WgslError, WgslHelpers, render_wgsl, render_wgsl_loop,
-    render_wgsl_statements, render_wgsl_value, wgsl_load, wgsl_needs_atomic, wgsl_store,
-    wgsl_workgroup_decls,
+    render_wgsl_statements, render_wgsl_subgroups, render_wgsl_value, wgsl_load, wgsl_needs_atomic,
+    wgsl_store, wgsl_uses_subgroups, wgsl_workgroup_decls,
 };
 
 use rlx_ir::DType;
@@ -362,12 +362,13 @@ pub enum Stmt {
     /// uniform across the group.
     Barrier,
     /// Overwrite the already defined variable `var` with the value `value` has in the
-    /// local item whose index is this item's XOR `mask` (`mask` < [`SHUFFLE_WIDTH`]): a
-    /// warp / wavefront shuffle within aligned segments of [`SHUFFLE_WIDTH`] local items,
-    /// with no shared memory and no barrier. Every item of a segment must reach it
-    /// together, and the items that reach it must be whole segments (CUDA's full-warp
-    /// mask); only in work-group kernels. The WGSL renderer refuses it (WGSL's subgroup
-    /// size is not fixed).
+    /// local item whose index is this item's XOR `mask` (`mask` < `width`): a warp /
+    /// wavefront / subgroup shuffle within aligned segments of `width` local items, with
+    /// no shared memory and no barrier. Every item of a segment must reach it together,
+    /// and the items that reach it must be whole segments (CUDA's full-warp mask); only
+    /// in work-group kernels. CUDA and HIP render width [`SHUFFLE_WIDTH`]; WGSL renders
+    /// it as `subgroupShuffleXor` only when told the adapter's subgroups have exactly
+    /// `width` items (see [`WgslEmbedding::subgroup_size`]).
     ShuffleXor {
         /// The variable (not a bool).
         var: Var,
@@ -375,6 +376,8 @@ pub enum Stmt {
         value: Ex,
         /// The lane mask.
         mask: u32,
+        /// The segment width (a power of two ≥ 2; see [`LowerOptions::shuffle_width`]).
+        width: u32,
     },
     /// A matrix-tile product on every warp of the group at once (tensor cores on CUDA):
     /// see [`TileMma`]. Like [`Stmt::Barrier`], every local item of the group reaches it

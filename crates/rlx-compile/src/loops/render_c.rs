@@ -555,9 +555,13 @@ impl<'a> Renderer<'a> {
                 Stmt::Barrier => {
                     let _ = writeln!(s, "{pad}{}", self.embed.dialect.barrier());
                 }
-                Stmt::ShuffleXor { var, value, mask } => {
+                Stmt::ShuffleXor {
+                    var,
+                    value,
+                    mask,
+                    width: w,
+                } => {
                     let v = self.ex(value);
-                    let w = super::SHUFFLE_WIDTH;
                     let call = match self.embed.dialect {
                         // Whole warps reach it (see the statement's contract).
                         Dialect::Cuda => format!("__shfl_xor_sync(0xffffffffu, {v}, {mask}, {w})"),

@@ -65,6 +65,7 @@ impl Gen<'_> {
             dim: &dim,
             fail,
             var_prefix: prefix,
+            subgroup_size: None,
         };
         f(&embed, &mut self.helpers).map_err(|e| e.to_string())
     }

@@ -48,9 +48,9 @@ mod shuffle_tests;
 #[cfg(test)]
 mod split_tests;
 #[cfg(test)]
-mod tile_tests;
-#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tile_tests;
 mod window;
 #[cfg(test)]
 mod window_tests;
@@ -112,6 +112,13 @@ pub struct LowerOptions {
     /// [`SHUFFLE_WIDTH`]: crate::loops::SHUFFLE_WIDTH
     /// [`Stmt::ShuffleXor`]: crate::loops::Stmt::ShuffleXor
     pub shuffles: bool,
+    /// The segment width of the shuffles ([`Stmt::ShuffleXor`]'s `width`): 0 (the
+    /// default) for [`SHUFFLE_WIDTH`] (CUDA warps, HIP's explicit width); a WGSL backend
+    /// passes its adapter's fixed subgroup size. A power of two ≥ 2; others are refused.
+    ///
+    /// [`SHUFFLE_WIDTH`]: crate::loops::SHUFFLE_WIDTH
+    /// [`Stmt::ShuffleXor`]: crate::loops::Stmt::ShuffleXor
+    pub shuffle_width: u32,
     /// `n` ≥ 1: lower f16/bf16 attention (no mask or causal, no softcap, head widths
     /// multiples of 16) through [`Stmt::TileMma`] tile products (tensor cores on CUDA
     /// sm_80+) in work-groups of up to `n` warps (1: the 32 items of the scalar
@@ -124,6 +131,22 @@ pub struct LowerOptions {
     pub tile_warps: u32,
 }
 
+impl LowerOptions {
+    /// The shuffle width these options ask for ([`SHUFFLE_WIDTH`] for 0), or a refusal
+    /// naming kernel `k` of `p` when it is not a power of two ≥ 2.
+    ///
+    /// [`SHUFFLE_WIDTH`]: crate::loops::SHUFFLE_WIDTH
+    fn checked_width(&self, p: &Program, k: usize) -> Result<u32, LowerError> {
+        match self.shuffle_width {
+            0 => Ok(crate::loops::SHUFFLE_WIDTH),
+            w if w >= 2 && w.is_power_of_two() => Ok(w),
+            w => Err(Cx::new(p, k).fail(format!(
+                "shuffle width {w} (LowerOptions::shuffle_width must be 0 or a power of two >= 2)"
+            ))),
+        }
+    }
+}
+
 /// Lower kernel `k` of `p` with `opts`.
 pub fn lower_kernel_with(
     p: &Program,
@@ -132,6 +155,7 @@ pub fn lower_kernel_with(
 ) -> Result<LoopKernel, LowerError> {
     let mut cx = Cx::new(p, k);
     cx.shuffles = opts.shuffles;
+    cx.shuffle_width = opts.checked_width(p, k)?;
     cx.tile_warps = opts.tile_warps;
     let items = cx.kind()?;
     Ok(cx.into_kernel("", items))
@@ -194,6 +218,7 @@ pub fn lower_split_reduction_with(
     };
     let mut first = Cx::new(p, k);
     first.shuffles = opts.shuffles;
+    first.shuffle_width = opts.checked_width(p, k)?;
     let items = first.reduce(&r, Some(parts))?;
     let first = first.into_kernel("_part", items);
     let mut second = Cx::new(p, k);
@@ -291,6 +316,8 @@ struct Cx<'a> {
     shared: Vec<SharedArray>,
     /// See [`LowerOptions::shuffles`].
     shuffles: bool,
+    /// See [`LowerOptions::shuffle_width`] (0 resolved to the default).
+    shuffle_width: u32,
     /// See [`LowerOptions::tile_warps`].
     tile_warps: u32,
 }
@@ -308,6 +335,7 @@ impl<'a> Cx<'a> {
             group: None,
             shared: Vec::new(),
             shuffles: false,
+            shuffle_width: crate::loops::SHUFFLE_WIDTH,
             tile_warps: 0,
         }
     }

@@ -28,7 +28,7 @@ use super::expr::{Env, ieee_max, round};
 use super::kinds::Reduction;
 use super::{Cx, LowerError};
 use crate::loops::build::{add, bin, div, float, int, mul, rem, select, un};
-use crate::loops::{Access, Bin, Ex, Fault, Lit, SHUFFLE_WIDTH, SharedArray, Stmt, Ty, Un, Var};
+use crate::loops::{Access, Bin, Ex, Fault, Lit, SharedArray, Stmt, Ty, Un, Var};
 use rlx_ir::{DType, Dim, ReduceOp};
 
 /// The largest work-group a reduction uses (WebGPU's baseline limit of invocations per
@@ -258,10 +258,11 @@ impl Cx<'_> {
         self.group = Some(lanes);
         // With shuffles, the levels below the shuffle width run in registers (item 0's
         // operands keep the tree's order: see `shuffle_levels`).
+        let width = self.shuffle_width;
         let shuffled = self.shuffles
-            && lanes >= SHUFFLE_WIDTH
+            && lanes >= width
             && accs.iter().all(|a| self.b.vars[a.0 as usize] != Ty::Bool);
-        let floor = if shuffled { SHUFFLE_WIDTH } else { 1 };
+        let floor = if shuffled { width } else { 1 };
         let arrays = accs.len();
         let sh = |arr: usize, i: Ex| Ex::Shared {
             arr,
@@ -361,7 +362,7 @@ impl Cx<'_> {
         // Without shuffles only item 0 finishes; with them the first segment shuffles
         // (whole segments, as the statement needs) and item 0 finishes inside.
         let who = if shuffled {
-            bin(Bin::Lt, Ex::Local, int(SHUFFLE_WIDTH as i64))
+            bin(Bin::Lt, Ex::Local, int(width as i64))
         } else {
             bin(Bin::Eq, Ex::Local, int(0))
         };
@@ -373,7 +374,7 @@ impl Cx<'_> {
         })
     }
 
-    /// The last levels of a work-group tree in registers: for `h = 16, 8, …, 1` every
+    /// The last levels of a work-group tree in registers: for `h = width / 2, …, 1` every
     /// item of the first segment combines its state (`states`, variables) with item
     /// `l ^ h`'s. Item 0's operands are the tree's — `s[l] ⊕ s[l + h]`, since every item
     /// its total depends on at level `h` is below `h` — so its total equals the
@@ -386,7 +387,8 @@ impl Cx<'_> {
                 _ => unreachable!("shuffled states are variables"),
             })
             .collect();
-        let mut h = SHUFFLE_WIDTH / 2;
+        let width = self.shuffle_width;
+        let mut h = width / 2;
         while h >= 1 {
             let theirs: Vec<Ex> = vars
                 .iter()
@@ -397,6 +399,7 @@ impl Cx<'_> {
                         var: y,
                         value: Ex::Var(x),
                         mask: h,
+                        width,
                     });
                     Ex::Var(y)
                 })
@@ -597,7 +600,7 @@ impl Cx<'_> {
     /// 1, `acc` itself). Barriers around the tree leave the array free for the next use.
     ///
     /// With shuffles ([`super::LowerOptions::shuffles`], `lanes` ≥ the width, no bools)
-    /// the levels below [`SHUFFLE_WIDTH`] run in the first segment's registers, item 0's
+    /// the levels below the shuffle width run in the first segment's registers, item 0's
     /// operands in the tree's order (see `shuffle_levels`), and item 0 hands the total to
     /// the others through `sh[0]`: the same value bit for bit, with four barriers fewer.
     pub(super) fn group_total(
@@ -610,8 +613,9 @@ impl Cx<'_> {
         if lanes == 1 {
             return Ex::Var(acc);
         }
-        let shuffled = self.shuffles && lanes >= SHUFFLE_WIDTH && ty != Ty::Bool;
-        let floor = if shuffled { SHUFFLE_WIDTH } else { 1 };
+        let width = self.shuffle_width;
+        let shuffled = self.shuffles && lanes >= width && ty != Ty::Bool;
+        let floor = if shuffled { width } else { 1 };
         let sh = |i: Ex| Ex::Shared {
             arr: 0,
             index: Box::new(i),
@@ -663,7 +667,7 @@ impl Cx<'_> {
                 var: x,
                 value: init,
             });
-            let mut h = SHUFFLE_WIDTH / 2;
+            let mut h = width / 2;
             while h >= 1 {
                 let y = inner.var(ty);
                 inner.push(Stmt::Let {
@@ -674,6 +678,7 @@ impl Cx<'_> {
                     var: y,
                     value: Ex::Var(x),
                     mask: h,
+                    width,
                 });
                 // Item 0's operands: its own state, then item `h`'s (the tree's order).
                 inner.push(Stmt::Assign {
@@ -692,7 +697,7 @@ impl Cx<'_> {
             });
             self.b.vars = inner.vars;
             self.b.push(Stmt::If {
-                cond: bin(Bin::Lt, Ex::Local, int(SHUFFLE_WIDTH as i64)),
+                cond: bin(Bin::Lt, Ex::Local, int(width as i64)),
                 body: inner.body,
             });
             self.b.push(Stmt::Barrier);

@@ -1,7 +1,9 @@
 //! Work-group reduction trees finished with warp shuffles ([`LowerOptions::shuffles`]):
 //! the interpreter runs the shuffled and the shared-memory lowering of the same kernel
 //! over values whose sums depend on the order, and they agree bit for bit; the shuffled
-//! kernel has fewer barriers, renders as CUDA/HIP shuffles and is refused by WGSL.
+//! kernel has fewer barriers, renders as CUDA/HIP shuffles, and as WGSL subgroup
+//! shuffles only for a device whose fixed subgroup size is the lowering's width (8 and
+//! 16 here, as well as CUDA/HIP's 32).
 
 use crate::loops::eval::{self, HostBuf};
 use crate::loops::{
@@ -26,11 +28,23 @@ fn program(kind: ReduceOp, dims: &[Dim], axes: &[usize], dt: DType) -> Program {
 
 /// Kernel 0 of `p` (its only one) lowered with `shuffles`, run over `x`: the output.
 fn run(p: &Program, shuffles: bool, x: &HostBuf, binding: &DimBinding) -> (LoopKernel, HostBuf) {
+    run_width(p, shuffles, 0, x, binding)
+}
+
+/// [`run`] with shuffles of `width` lanes (0: the CUDA/HIP width).
+fn run_width(
+    p: &Program,
+    shuffles: bool,
+    width: u32,
+    x: &HostBuf,
+    binding: &DimBinding,
+) -> (LoopKernel, HostBuf) {
     let lk = loops::lower_kernel_with(
         p,
         0,
         LowerOptions {
             shuffles,
+            shuffle_width: width,
             ..Default::default()
         },
     )
@@ -129,20 +143,31 @@ fn shuffled_trees_equal_shared_memory_trees_bit_for_bit_with_fewer_barriers() {
         let x = values(n, dt.is_int(), i as u64 + 1);
         let b = DimBinding::new();
         let (plain, want) = run(&p, false, &x, &b);
-        let (shuf, got) = run(&p, true, &x, &b);
-        let what = format!("{} {dt:?} over {dims:?} axes {axes:?}", kind.name());
-        assert_eq!(bits(&got), bits(&want), "{what}");
-        assert_eq!(
-            shuffles(&shuf.body),
-            5 * plain.shared.len().max(1),
-            "{what}"
-        );
-        assert!(
-            barriers(&shuf.body) < barriers(&plain.body),
-            "{what}: {} barriers shuffled, {} not",
-            barriers(&shuf.body),
-            barriers(&plain.body)
-        );
+        // 0: the CUDA/HIP width (32); 8 and 16: WGSL subgroup sizes.
+        for width in [0u32, 8, 16] {
+            let (shuf, got) = run_width(&p, true, width, &x, &b);
+            let what = format!(
+                "{} {dt:?} over {dims:?} axes {axes:?}, width {width}",
+                kind.name()
+            );
+            assert_eq!(bits(&got), bits(&want), "{what}");
+            let levels = if width == 0 {
+                5
+            } else {
+                width.ilog2() as usize
+            };
+            assert_eq!(
+                shuffles(&shuf.body),
+                levels * plain.shared.len().max(1),
+                "{what}"
+            );
+            assert!(
+                barriers(&shuf.body) < barriers(&plain.body),
+                "{what}: {} barriers shuffled, {} not",
+                barriers(&shuf.body),
+                barriers(&plain.body)
+            );
+        }
     }
     // A dynamic extent (256 lanes) over several lengths, the empty one included.
     let p = program(ReduceOp::Sum, &[Dim::Dynamic(0), s(2)], &[0], DType::F32);
@@ -150,11 +175,13 @@ fn shuffled_trees_equal_shared_memory_trees_bit_for_bit_with_fewer_barriers() {
         let mut b = DimBinding::new();
         b.set(0, len);
         let x = values(len * 2, false, len as u64 + 7);
-        assert_eq!(
-            bits(&run(&p, true, &x, &b).1),
-            bits(&run(&p, false, &x, &b).1),
-            "{len}"
-        );
+        for width in [0u32, 8, 16] {
+            assert_eq!(
+                bits(&run_width(&p, true, width, &x, &b).1),
+                bits(&run(&p, false, &x, &b).1),
+                "{len} width {width}"
+            );
+        }
     }
 }
 
@@ -207,8 +234,14 @@ fn shuffles_render_as_warp_intrinsics_and_wgsl_refuses_them() {
     }
 }
 
-/// A work-group of 64 items where items `0..active` shuffle their index with mask 1.
+/// A work-group of 64 items where items `0..active` shuffle their index with mask 1 in
+/// segments of 32.
 fn shuffle_kernel(active: i64, group: bool) -> LoopKernel {
+    shuffle_kernel_width(active, group, 1, 32)
+}
+
+/// [`shuffle_kernel`] with `mask` in segments of `width`.
+fn shuffle_kernel_width(active: i64, group: bool, mask: u32, width: u32) -> LoopKernel {
     let mut b = loops::Builder::default();
     let me = if group { Ex::Local } else { Ex::Item };
     let v = b.var(Ty::Index);
@@ -219,7 +252,8 @@ fn shuffle_kernel(active: i64, group: bool) -> LoopKernel {
     let body = vec![Stmt::ShuffleXor {
         var: v,
         value: Ex::Var(v),
-        mask: 1,
+        mask,
+        width,
     }];
     b.push(Stmt::If {
         cond: Ex::Bin(
@@ -264,6 +298,113 @@ fn the_interpreter_shuffles_whole_leading_segments_and_refuses_others() {
     }
 }
 
+#[test]
+fn narrow_shuffles_exchange_within_their_own_segments_and_odd_widths_are_refused() {
+    // Width 8, mask 4: items 0..24 (three whole segments) swap halves of each segment.
+    let mut out = [HostBuf::zeros(DType::I64, 64)];
+    eval::run(
+        &shuffle_kernel_width(24, true, 4, 8),
+        &mut out,
+        &DimBinding::new(),
+    )
+    .unwrap();
+    let HostBuf::Int(v) = &out[0] else { panic!() };
+    let want: Vec<i64> = (0..64).map(|l| if l < 24 { l ^ 4 } else { l }).collect();
+    assert_eq!(v, &want);
+    // 20 items are not whole segments of 8; a mask of 8 leaves a segment of 8; width 3
+    // is no power of two.
+    for (active, mask, width, says) in [
+        (20, 1, 8, "segments of 8"),
+        (16, 8, 8, "below 8"),
+        (6, 1, 3, "powers of two"),
+    ] {
+        let mut out = [HostBuf::zeros(DType::I64, 64)];
+        let k = shuffle_kernel_width(active, true, mask, width);
+        let e = eval::run(&k, &mut out, &DimBinding::new());
+        assert!(
+            e.as_ref().is_err_and(|e| e.contains(says)),
+            "{active} {mask} {width}: {e:?}"
+        );
+    }
+    // The lowering refuses widths that are not powers of two >= 2, by name.
+    let p = program(
+        ReduceOp::Sum,
+        &[Dim::Static(3), Dim::Static(500)],
+        &[1],
+        DType::F32,
+    );
+    for width in [1u32, 3, 24] {
+        let opts = LowerOptions {
+            shuffles: true,
+            shuffle_width: width,
+            ..Default::default()
+        };
+        let e = loops::lower_kernel_with(&p, 0, opts).expect_err("an odd width");
+        assert!(
+            e.to_string().contains(&format!("shuffle width {width}")),
+            "{e}"
+        );
+        let e = loops::lower_split_reduction_with(&p, 0, 4, opts).expect_err("an odd width");
+        assert!(e.to_string().contains("shuffle_width"), "{e}");
+    }
+}
+
+#[test]
+fn subgroup_width_shuffles_render_as_wgsl_subgroup_shuffles_that_naga_validates() {
+    let p = program(
+        ReduceOp::Sum,
+        &[Dim::Static(3), Dim::Static(500)],
+        &[1],
+        DType::F32,
+    );
+    let lower = |width| {
+        loops::lower_kernel_with(
+            &p,
+            0,
+            LowerOptions {
+                shuffles: true,
+                shuffle_width: width,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    let lk = lower(8);
+    let src = loops::render_wgsl_subgroups(&lk, Some(8)).unwrap();
+    assert_eq!(src.matches("subgroupShuffleXor(").count(), 3, "{src}");
+    assert!(src.contains(", 4u);") && src.contains(", 1u);"), "{src}");
+    let module = naga::front::wgsl::parse_str(&src)
+        .unwrap_or_else(|e| panic!("{}\n{src}", e.emit_to_string(&src)));
+    use naga::valid::{
+        Capabilities, ShaderStages, SubgroupOperationSet, ValidationFlags, Validator,
+    };
+    Validator::new(ValidationFlags::all(), Capabilities::SUBGROUP)
+        .subgroup_stages(ShaderStages::COMPUTE)
+        .subgroup_operations(SubgroupOperationSet::SHUFFLE)
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+    // Without the capability naga refuses the module: the test above checks something.
+    assert!(
+        Validator::new(ValidationFlags::all(), Capabilities::empty())
+            .validate(&module)
+            .is_err()
+    );
+    // A subgroup size other than the width, or none, is refused by name; a kernel
+    // without shuffles needs no extension.
+    for (width, sub) in [(8, Some(16)), (8, None), (0, Some(8))] {
+        match loops::render_wgsl_subgroups(&lower(width), sub) {
+            Err(e @ WgslError::Shuffle { .. }) => {
+                assert!(e.to_string().contains("-lane shuffles"), "{e}")
+            }
+            other => panic!("{width} on {sub:?}: {other:?}"),
+        }
+    }
+    let plain = loops::lower_kernel(&p, 0).unwrap();
+    assert!(!loops::wgsl_uses_subgroups(&plain));
+    let src = loops::render_wgsl_subgroups(&plain, Some(8)).unwrap();
+    assert!(!src.contains("subgroup"), "{src}");
+}
+
 /// Row kernel `k` of `p` lowered with `shuffles`, run over `args` (by argument index):
 /// the lowered kernel and its output.
 fn run_row(
@@ -273,11 +414,24 @@ fn run_row(
     args: &[HostBuf],
     b: &DimBinding,
 ) -> (LoopKernel, HostBuf) {
+    run_row_width(p, k, shuffles, 0, args, b)
+}
+
+/// [`run_row`] with shuffles of `width` lanes (0: the CUDA/HIP width).
+fn run_row_width(
+    p: &Program,
+    k: usize,
+    shuffles: bool,
+    width: u32,
+    args: &[HostBuf],
+    b: &DimBinding,
+) -> (LoopKernel, HostBuf) {
     let lk = loops::lower_kernel_with(
         p,
         k,
         LowerOptions {
             shuffles,
+            shuffle_width: width,
             ..Default::default()
         },
     )
@@ -365,16 +519,23 @@ fn shuffled_row_op_totals_equal_shared_memory_trees_bit_for_bit_with_fewer_barri
                 .collect();
             let b: DimBinding = [(0, c)].into_iter().collect();
             let (plain, want) = run_row(&p, k, false, &args, &b);
-            let (shuf, got) = run_row(&p, k, true, &args, &b);
-            let what = format!("{o:?} over rows of {c} ({cd:?})");
-            assert_eq!(bits(&got), bits(&want), "{what}");
-            assert!(shuffles(&shuf.body) >= 5, "{what}");
-            assert!(
-                barriers(&shuf.body) < barriers(&plain.body),
-                "{what}: {} barriers shuffled, {} not",
-                barriers(&shuf.body),
-                barriers(&plain.body)
-            );
+            for width in [0u32, 8, 16] {
+                let (shuf, got) = run_row_width(&p, k, true, width, &args, &b);
+                let what = format!("{o:?} over rows of {c} ({cd:?}), width {width}");
+                assert_eq!(bits(&got), bits(&want), "{what}");
+                let levels = if width == 0 {
+                    5
+                } else {
+                    width.ilog2() as usize
+                };
+                assert!(shuffles(&shuf.body) >= levels, "{what}");
+                assert!(
+                    barriers(&shuf.body) < barriers(&plain.body),
+                    "{what}: {} barriers shuffled, {} not",
+                    barriers(&shuf.body),
+                    barriers(&plain.body)
+                );
+            }
         }
     }
 }

@@ -89,12 +89,16 @@ pub enum WgslError {
         /// The dtype stored.
         dtype: DType,
     },
-    /// The kernel exchanges values through warp shuffles ([`crate::loops::Stmt::ShuffleXor`]),
-    /// whose fixed 32-item segments WGSL's subgroups (of an adapter-chosen size) do not
-    /// promise.
+    /// The kernel exchanges values through shuffles ([`crate::loops::Stmt::ShuffleXor`])
+    /// in segments of `width` items, and the embedding does not promise subgroups of
+    /// exactly that size ([`WgslEmbedding::subgroup_size`]).
     Shuffle {
         /// The kernel's name.
         kernel: String,
+        /// The shuffle's segment width.
+        width: u32,
+        /// The adapter's fixed subgroup size the embedding promised, if any.
+        subgroup: Option<u32>,
     },
     /// The kernel multiplies f16/bf16 matrix tiles ([`crate::loops::Stmt::TileMma`]):
     /// bf16 has no WGSL type, and the tile statement is a CUDA/HIP lowering choice.
@@ -135,9 +139,18 @@ impl fmt::Display for WgslError {
                 f,
                 "WGSL rendering of loop kernel `{kernel}`: it multiplies f16/bf16 matrix tiles (Stmt::TileMma), which WGSL cannot express (no bf16 type, no fixed warps); lower the kernel without tile products for WGSL"
             ),
-            WgslError::Shuffle { kernel } => write!(
+            WgslError::Shuffle {
+                kernel,
+                width,
+                subgroup,
+            } => write!(
                 f,
-                "WGSL rendering of loop kernel `{kernel}`: it exchanges values through 32-lane warp shuffles, which WGSL subgroups (of the adapter's size) do not promise; lower the kernel without shuffles for WGSL"
+                "WGSL rendering of loop kernel `{kernel}`: it exchanges values through {width}-lane shuffles, and {}; lower the kernel without shuffles, or with LowerOptions::shuffle_width equal to the adapter's fixed subgroup size",
+                match subgroup {
+                    Some(n) => format!("the adapter's subgroups have {n} lanes"),
+                    None =>
+                        "no fixed subgroup size was given (WgslEmbedding::subgroup_size)".into(),
+                }
             ),
         }
     }
@@ -157,6 +170,26 @@ pub struct WgslEmbedding<'a> {
     pub fail: Option<&'a dyn Fn(Fault) -> String>,
     /// Prefix of the kernel's local variable names, distinct from the host code's names.
     pub var_prefix: &'a str,
+    /// `Some(n)`: the device has the `subgroups` extension and every subgroup of a
+    /// workgroup is `n` consecutive local invocations (`min == max` subgroup size), so
+    /// shuffles of width `n` render as `subgroupShuffleXor` (the device then needs
+    /// wgpu's `SUBGROUP` feature, see [`wgsl_uses_subgroups`]; naga 30 rejects the
+    /// standard `enable subgroups;` directive as not yet implemented and gates the
+    /// built-ins on its validator's `SUBGROUP` capability instead, so none is written).
+    /// `None`: shuffles are refused.
+    pub subgroup_size: Option<u32>,
+}
+
+/// Whether `k`'s shader calls subgroup built-ins (its device needs the subgroup feature).
+pub fn wgsl_uses_subgroups(k: &LoopKernel) -> bool {
+    fn any(body: &[Stmt]) -> bool {
+        body.iter().any(|s| match s {
+            Stmt::ShuffleXor { .. } => true,
+            Stmt::Loop { body, .. } | Stmt::If { body, .. } => any(body),
+            _ => false,
+        })
+    }
+    any(&k.body)
 }
 
 /// Whether a shader running `k` must declare its arena atomic (it stores elements
@@ -175,6 +208,16 @@ pub fn wgsl_needs_atomic(k: &LoopKernel) -> bool {
 /// workgroup of [`LoopKernel::group`] invocations per group, its shared arrays declared
 /// `var<workgroup>` (see [`wgsl_workgroup_decls`]).
 pub fn render_wgsl(k: &LoopKernel) -> Result<String, WgslError> {
+    render_wgsl_subgroups(k, None)
+}
+
+/// [`render_wgsl`] for a device whose subgroups all have `subgroup_size` lanes (see
+/// [`WgslEmbedding::subgroup_size`]): shuffles of that width render as
+/// `subgroupShuffleXor`.
+pub fn render_wgsl_subgroups(
+    k: &LoopKernel,
+    subgroup_size: Option<u32>,
+) -> Result<String, WgslError> {
     let mut helpers = WgslHelpers::new(wgsl_needs_atomic(k));
     let slot = |i: usize| format!("P.v[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]);
     let nb = k.bufs.len();
@@ -190,6 +233,7 @@ pub fn render_wgsl(k: &LoopKernel) -> Result<String, WgslError> {
             dim: &dim,
             fail: None,
             var_prefix: "v",
+            subgroup_size,
         },
         &mut helpers,
     )?;
@@ -359,7 +403,9 @@ impl<'a> Renderer<'a> {
         let mut assigned = vec![false; n];
         let mut counter_max = vec![None; n];
         walk(&k.body, &mut |s| match s {
-            Stmt::Assign { var, .. } => assigned[var.0 as usize] = true,
+            Stmt::Assign { var, .. } | Stmt::ShuffleXor { var, .. } => {
+                assigned[var.0 as usize] = true
+            }
             Stmt::Loop {
                 var,
                 end: Ex::Lit(Lit::Index(e)),
@@ -382,7 +428,9 @@ impl<'a> Renderer<'a> {
             let mut next = r.fits.clone();
             let mut next_shared = r.shared_fits.clone();
             walk(&k.body, &mut |s| match s {
-                Stmt::Let { var, value } | Stmt::Assign { var, value }
+                Stmt::Let { var, value }
+                | Stmt::Assign { var, value }
+                | Stmt::ShuffleXor { var, value, .. }
                     if k.vars[var.0 as usize] == Ty::I64 =>
                 {
                     next[var.0 as usize] &= r.fits32(value);
@@ -455,10 +503,28 @@ impl<'a> Renderer<'a> {
                 Stmt::Barrier => {
                     let _ = writeln!(s, "{pad}workgroupBarrier();");
                 }
-                Stmt::ShuffleXor { .. } => {
-                    return Err(WgslError::Shuffle {
-                        kernel: self.k.name.clone(),
-                    });
+                Stmt::ShuffleXor {
+                    var,
+                    value,
+                    mask,
+                    width,
+                } => {
+                    // Subgroups of exactly `width` consecutive invocations: the subgroup
+                    // lane is the local index mod `width`, so XOR on the lane is XOR on
+                    // the local index within the segment.
+                    if self.embed.subgroup_size != Some(*width) {
+                        return Err(WgslError::Shuffle {
+                            kernel: self.k.name.clone(),
+                            width: *width,
+                            subgroup: self.embed.subgroup_size,
+                        });
+                    }
+                    let v = self.ex(value)?;
+                    let _ = writeln!(
+                        s,
+                        "{pad}{} = subgroupShuffleXor({v}, {mask}u);",
+                        self.name(*var)
+                    );
                 }
                 Stmt::TileMma(_) => {
                     return Err(WgslError::TileProduct {

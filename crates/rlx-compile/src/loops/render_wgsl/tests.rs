@@ -366,6 +366,7 @@ fn i64_and_u32_kernels_and_faulting_kernels_are_refused_by_name() {
             dim: &dim,
             fail: Some(&fail),
             var_prefix: "v",
+            subgroup_size: None,
         },
         &mut h,
     )
