@@ -11,6 +11,11 @@ pub(crate) struct Gpu {
     pub(crate) queue: wgpu::Queue,
     pub(crate) info: wgpu::AdapterInfo,
     pub(crate) limits: wgpu::Limits,
+    /// The adapter's subgroup size when it is fixed (`subgroup_min_size ==
+    /// subgroup_max_size`, a power of two >= 2) and the device was opened with
+    /// `Features::SUBGROUP`; `None` otherwise or when `RLX_WGPU_SUBGROUPS=0`. Shuffles of
+    /// this width are exact segments of consecutive local invocations.
+    pub(crate) subgroup_size: Option<u32>,
     /// Binding 0: the arena (read-write storage); binding 1: kernel params (uniform,
     /// dynamic offset).
     pub(crate) layout: wgpu::BindGroupLayout,
@@ -26,10 +31,14 @@ pub(crate) struct Gpu {
 }
 
 impl Gpu {
-    /// `"llvmpipe (Vulkan, Cpu)"`.
+    /// `"llvmpipe (Vulkan, Cpu)"`, with `", subgroups of 8"` when reductions shuffle.
     pub(crate) fn describe(&self) -> String {
+        let sub = self
+            .subgroup_size
+            .map(|n| format!(", subgroups of {n}"))
+            .unwrap_or_default();
         format!(
-            "{} ({:?}, {:?})",
+            "{} ({:?}, {:?}{sub})",
             self.info.name, self.info.backend, self.info.device_type
         )
     }
@@ -108,6 +117,22 @@ fn rank(t: wgpu::DeviceType) -> u8 {
     }
 }
 
+/// The adapter's subgroup size if shuffles may rely on it: `Features::SUBGROUP`, one
+/// size (`subgroup_min_size == subgroup_max_size`, so every subgroup of a workgroup is
+/// that many consecutive invocations), a power of two >= 2, and not turned off by
+/// `RLX_WGPU_SUBGROUPS=0` (for A/B runs).
+fn fixed_subgroup(info: &wgpu::AdapterInfo, features: wgpu::Features) -> Option<u32> {
+    if std::env::var("RLX_WGPU_SUBGROUPS").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let n = info.subgroup_min_size;
+    (features.contains(wgpu::Features::SUBGROUP)
+        && n == info.subgroup_max_size
+        && n >= 2
+        && n.is_power_of_two())
+    .then_some(n)
+}
+
 fn open(device: Device) -> Result<Gpu, String> {
     let backends = backends_for(device).ok_or_else(|| format!("{device} is not a wgpu device"))?;
     if !wgpu::Instance::enabled_backend_features().intersects(backends) {
@@ -128,9 +153,15 @@ fn open(device: Device) -> Result<Gpu, String> {
     let info = adapter.get_info();
     // Ask for everything the adapter offers: large arenas need large bindings.
     let limits = adapter.limits();
+    let subgroup_size = fixed_subgroup(&info, adapter.features());
+    let required_features = if subgroup_size.is_some() {
+        wgpu::Features::SUBGROUP
+    } else {
+        wgpu::Features::empty()
+    };
     let (dev, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("rlx"),
-        required_features: wgpu::Features::empty(),
+        required_features,
         required_limits: limits.clone(),
         experimental_features: Default::default(),
         memory_hints: wgpu::MemoryHints::Performance,
@@ -172,6 +203,7 @@ fn open(device: Device) -> Result<Gpu, String> {
         queue,
         info,
         limits,
+        subgroup_size,
         layout,
         pipeline_layout,
         pipelines: Mutex::new(HashMap::new()),

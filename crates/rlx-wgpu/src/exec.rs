@@ -100,12 +100,24 @@ fn log_fallback(what: &str) {
 
 impl WgpuExecutable {
     pub(crate) fn new(gpu: Arc<Gpu>, program: Program) -> RuntimeResult<WgpuExecutable> {
+        let subgroup = gpu.subgroup_size;
+        WgpuExecutable::with_subgroups(gpu, program, subgroup)
+    }
+
+    /// [`WgpuExecutable::new`] with work-group trees finished by shuffles of `subgroup`
+    /// lanes (which must be the device's fixed subgroup size, `Gpu::subgroup_size`) or,
+    /// for `None`, in shared memory.
+    pub(crate) fn with_subgroups(
+        gpu: Arc<Gpu>,
+        program: Program,
+        subgroup: Option<u32>,
+    ) -> RuntimeResult<WgpuExecutable> {
         // Release the buffers of executables dropped since (see `Gpu::graveyard`).
         drop(std::mem::take(
             &mut *gpu.graveyard.lock().unwrap_or_else(|e| e.into_inner()),
         ));
         let consts_bytes = consts_bytes(&program);
-        let shaders = shaders(&program, consts_bytes)?;
+        let shaders = shaders(&program, consts_bytes, subgroup)?;
         let mut plans = Vec::with_capacity(program.kernels.len());
         for (i, (k, shader)) in program.kernels.iter().zip(shaders).enumerate() {
             let plan = match shader.and_then(|s| gpu.pipeline(&s.wgsl).map(|p| (s, p))) {
@@ -672,6 +684,7 @@ fn consts_bytes(program: &Program) -> u64 {
 pub(crate) fn shaders(
     program: &Program,
     consts_bytes: u64,
+    subgroup: Option<u32>,
 ) -> RuntimeResult<Vec<Result<wgsl::Shader, String>>> {
     let static_layout = if program.is_dynamic() {
         None
@@ -688,16 +701,20 @@ pub(crate) fn shaders(
                     binding: &DimBinding::new(),
                     bases: &bases,
                 };
-                wgsl::kernels::generate(program, k, Some(&env))
+                wgsl::kernels::generate(program, k, Some(&env), subgroup)
             }
-            None => wgsl::kernels::generate(program, k, None),
+            None => wgsl::kernels::generate(program, k, None, subgroup),
         })
         .collect())
 }
 
-/// The WGSL of every kernel of `program` (`Err`: why that kernel runs on the host).
-pub(crate) fn wgsl_sources(program: &Program) -> RuntimeResult<Vec<Result<String, String>>> {
-    Ok(shaders(program, consts_bytes(program))?
+/// The WGSL of every kernel of `program` (`Err`: why that kernel runs on the host), for
+/// a device with fixed subgroups of `subgroup` lanes or none.
+pub(crate) fn wgsl_sources(
+    program: &Program,
+    subgroup: Option<u32>,
+) -> RuntimeResult<Vec<Result<String, String>>> {
+    Ok(shaders(program, consts_bytes(program), subgroup)?
         .into_iter()
         .map(|s| s.map(|s| s.wgsl))
         .collect())

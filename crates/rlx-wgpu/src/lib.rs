@@ -115,12 +115,40 @@ impl Backend for WgpuBackend {
 
 /// The executable of `program` on `device`'s adapter.
 fn load_exec(device: Device, program: Program) -> RuntimeResult<exec::WgpuExecutable> {
-    let gpu = context::gpu(device).map_err(|e| {
+    let gpu = open_gpu(device)?;
+    exec::WgpuExecutable::new(gpu, program)
+}
+
+fn open_gpu(device: Device) -> RuntimeResult<Arc<context::Gpu>> {
+    context::gpu(device).map_err(|e| {
         RuntimeError::new(format!(
             "device {device} is not available: {e}; pick Device::Cpu or install a driver"
         ))
-    })?;
-    exec::WgpuExecutable::new(gpu, program)
+    })
+}
+
+/// The fixed subgroup size reductions and row ops on `device` finish their work-group
+/// trees with (`subgroupShuffleXor`), or `None`: the adapter has no `SUBGROUP` feature,
+/// its subgroup size is not fixed (`subgroup_min_size != subgroup_max_size`), there is
+/// no adapter, or `RLX_WGPU_SUBGROUPS=0` turned shuffles off when the device opened.
+pub fn subgroup_size(device: Device) -> Option<u32> {
+    context::gpu(device).ok().and_then(|g| g.subgroup_size)
+}
+
+/// [`compile_with_placement`] with subgroup shuffles on (`true`: where
+/// [`subgroup_size`] has a size) or off (`false`: shared-memory trees only), whatever
+/// the device's default: for comparing the two paths in one process.
+pub fn compile_with_subgroups(
+    device: Device,
+    graph: &Graph,
+    subgroups: bool,
+) -> RuntimeResult<(Arc<dyn Executable>, Vec<bool>)> {
+    let gpu = open_gpu(device)?;
+    let size = if subgroups { gpu.subgroup_size } else { None };
+    let program = compile_program(graph, &compile_options())?;
+    let exe = exec::WgpuExecutable::with_subgroups(gpu, program, size)?;
+    let placement = exe.placement();
+    Ok((Arc::new(exe), placement))
 }
 
 /// Compile `graph` for `device` and report, per kernel, whether it runs on the GPU
@@ -138,5 +166,15 @@ pub fn compile_with_placement(
 /// [`compile_options`]), without an adapter; `Err` says why a kernel runs on the host.
 /// For checking shaders offline (e.g. translating them to MSL with naga).
 pub fn generated_wgsl(graph: &Graph) -> RuntimeResult<Vec<Result<String, String>>> {
-    exec::wgsl_sources(&compile_program(graph, &compile_options())?)
+    generated_wgsl_with_subgroups(graph, None)
+}
+
+/// [`generated_wgsl`] for a device whose subgroups all have `subgroup` lanes (as
+/// [`subgroup_size`] reports): reductions and row ops then finish their work-group trees
+/// with `subgroupShuffleXor`. `None`: shared-memory trees, as [`generated_wgsl`].
+pub fn generated_wgsl_with_subgroups(
+    graph: &Graph,
+    subgroup: Option<u32>,
+) -> RuntimeResult<Vec<Result<String, String>>> {
+    exec::wgsl_sources(&compile_program(graph, &compile_options())?, subgroup)
 }

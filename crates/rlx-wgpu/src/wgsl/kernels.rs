@@ -12,15 +12,21 @@ use rlx_compile::program::Kernel;
 use rlx_compile::program::{KernelKind, Program};
 use rlx_ir::Op;
 
-/// Generate the shader for kernel `k`, or say why the GPU does not run it.
-pub(crate) fn generate(p: &Program, k: &Kernel, fixed: Option<&Env<'_>>) -> Result<Shader, String> {
+/// Generate the shader for kernel `k` (reductions and row ops finishing with shuffles of
+/// `subgroup` lanes when given), or say why the GPU does not run it.
+pub(crate) fn generate(
+    p: &Program,
+    k: &Kernel,
+    fixed: Option<&Env<'_>>,
+    subgroup: Option<u32>,
+) -> Result<Shader, String> {
     for s in &k.stores {
         cls(p.buffers[s.buf].shape.dtype())?;
     }
     for l in &k.loads {
         cls(p.buffers[l.buf].shape.dtype())?;
     }
-    let g = Gen::new(p, k, fixed);
+    let g = Gen::new(p, k, fixed, subgroup);
     match &k.kind {
         // Lowered to the loop IR and rendered whole (`lowered.rs`); what the renderer
         // refuses (f64, i64/u32, integer `/`, `%` and shifts that can raise) runs on the host.

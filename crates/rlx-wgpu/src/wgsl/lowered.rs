@@ -65,7 +65,7 @@ impl Gen<'_> {
             dim: &dim,
             fail,
             var_prefix: prefix,
-            subgroup_size: None,
+            subgroup_size: self.subgroup,
         };
         f(&embed, &mut self.helpers).map_err(|e| e.to_string())
     }
@@ -75,7 +75,14 @@ impl Gen<'_> {
     /// output), a row op (one invocation or workgroup per row), a contraction (one
     /// workgroup per output tile) or attention (one workgroup per block of queries).
     pub(crate) fn lowered(mut self) -> Result<Shader, String> {
-        let lk = loops::lower_kernel(self.p, self.kid()).map_err(|e| e.to_string())?;
+        // With fixed-size subgroups, work-group trees finish in registers through
+        // `subgroupShuffleXor` (item 0's result bit-identical to the shared tree's).
+        let opts = loops::LowerOptions {
+            shuffles: self.subgroup.is_some(),
+            shuffle_width: self.subgroup.unwrap_or(0),
+            ..Default::default()
+        };
+        let lk = loops::lower_kernel_with(self.p, self.kid(), opts).map_err(|e| e.to_string())?;
         let space = match &self.k.kind {
             KernelKind::Elementwise { space, .. } => space.clone(),
             KernelKind::Reduce { out_space, .. } => out_space.clone(),

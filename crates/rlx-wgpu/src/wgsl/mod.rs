@@ -113,11 +113,20 @@ pub(crate) struct Gen<'a> {
     pub(crate) atomic: bool,
     /// Extra module-scope declarations (workgroup arrays).
     pub(crate) decls: String,
+    /// The device's fixed subgroup size when reductions and row ops finish their trees
+    /// with subgroup shuffles (see `Gpu::subgroup_size`); `None`: shared memory only.
+    pub(crate) subgroup: Option<u32>,
 }
 
 impl<'a> Gen<'a> {
-    /// A builder for kernel `k`; `fixed` resolves slots of static programs.
-    pub(crate) fn new(p: &'a Program, k: &'a Kernel, fixed: Option<&'a Env<'a>>) -> Gen<'a> {
+    /// A builder for kernel `k`; `fixed` resolves slots of static programs; `subgroup`
+    /// see [`Gen::subgroup`].
+    pub(crate) fn new(
+        p: &'a Program,
+        k: &'a Kernel,
+        fixed: Option<&'a Env<'a>>,
+        subgroup: Option<u32>,
+    ) -> Gen<'a> {
         let atomic = k.stores.iter().any(|s| {
             let dt = p.buffers[s.buf].shape.dtype();
             dt.size_bytes() < 4
@@ -131,6 +140,7 @@ impl<'a> Gen<'a> {
             body: String::new(),
             atomic,
             decls: String::new(),
+            subgroup,
         }
     }
 

@@ -4,6 +4,7 @@
 //! fallback). Kernels that must fall back say so in `explain` and still match.
 
 mod products;
+mod subgroups;
 #[path = "../support/mod.rs"]
 mod support;
 
