@@ -183,13 +183,19 @@ pub(crate) unsafe fn copy_rows(
     let m = idx.len();
     let run = |c: usize| -> Result<(), String> {
         let (s, d) = (s.get() as *const u8, d.get());
-        for r in c * per..((c + 1) * per).min(total) {
-            let (o, j) = (r / m, r % m);
+        let (r0, r1) = (c * per, ((c + 1) * per).min(total));
+        // Output row `r` is `(o, j)`: divided once per chunk, then stepped.
+        let (mut o, mut j) = (r0 / m, r0 % m);
+        for r in r0..r1 {
             // SAFETY: `o < outer` and `idx[j] < n` (caller), so the source row lies in the
             // table; `r < outer·m` rows of the output (caller); the buffers are distinct.
             unsafe {
                 std::ptr::copy_nonoverlapping(s.add((o * n + idx[j]) * row), d.add(r * row), row)
             };
+            j += 1;
+            if j == m {
+                (o, j) = (o + 1, 0);
+            }
         }
         Ok(())
     };
