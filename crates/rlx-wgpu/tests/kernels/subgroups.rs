@@ -155,3 +155,51 @@ fn shaders_call_subgroup_shuffles_only_when_the_device_has_fixed_subgroups() {
         );
     }
 }
+
+/// On Metal (SIMD groups of 32) the subgroup shaders translate to MSL's
+/// `simd_shuffle_xor` with naga, as wgpu's Metal backend does.
+#[test]
+fn subgroup_shuffled_shaders_translate_to_msl_simd_shuffles() {
+    let mut g = Graph::new("subgroup_msl");
+    let s = Shape::new(&[3, 1000], DType::F32);
+    let x = g.input("x", s);
+    let r = g
+        .add_op(
+            Op::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![1],
+                keep_dim: false,
+            },
+            vec![x],
+        )
+        .unwrap();
+    let y = g.add_op(Op::Softmax { axis: -1 }, vec![x]).unwrap();
+    g.set_outputs(vec![r, y]);
+    let mut shuffled = 0;
+    for src in rlx_wgpu::generated_wgsl_with_subgroups(&g, Some(32)).unwrap() {
+        let wgsl = src.unwrap();
+        let module = naga::front::wgsl::parse_str(&wgsl).unwrap_or_else(|e| panic!("{e}\n{wgsl}"));
+        let info = naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{e:?}\n{wgsl}"));
+        let options = naga::back::msl::Options {
+            lang_version: (2, 4),
+            ..Default::default()
+        };
+        let (msl, _) = naga::back::msl::write_string(
+            &module,
+            &info,
+            &options,
+            &naga::back::msl::PipelineOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("MSL: {e:?}\n{wgsl}"));
+        if wgsl.contains("subgroupShuffleXor(") {
+            assert!(msl.contains("simd_shuffle_xor"), "{msl}");
+            shuffled += 1;
+        }
+    }
+    assert!(shuffled >= 2, "{shuffled} shuffled shaders");
+}
