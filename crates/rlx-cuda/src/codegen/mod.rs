@@ -381,7 +381,18 @@ impl KGen<'_> {
     /// The host bindings of lowered kernel `lk` in this kernel (registers its pointer and
     /// parameter slots).
     fn loop_host(&mut self, lk: &rlx_compile::loops::LoopKernel, prefix: &'static str) -> LoopHost {
-        let ptrs = lk.bufs.iter().map(|b| self.buf(b.buf)).collect();
+        self.loop_host_with(lk, prefix, |g, b| g.buf(b))
+    }
+
+    /// [`KGen::loop_host`] with each of `lk`'s buffers bound by `bind` (a backend-owned
+    /// slot such as a split reduction's scratch has no program buffer).
+    fn loop_host_with(
+        &mut self,
+        lk: &rlx_compile::loops::LoopKernel,
+        prefix: &'static str,
+        mut bind: impl FnMut(&mut Self, usize) -> String,
+    ) -> LoopHost {
+        let ptrs = lk.bufs.iter().map(|b| bind(self, b.buf)).collect();
         let errp = if lk.can_fail() {
             self.err_ptr()
         } else {

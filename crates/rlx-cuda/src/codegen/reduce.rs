@@ -16,7 +16,7 @@
 //! here from the program alone, so the split result does not depend on the device
 //! either — only on whether the launcher split (a different, equally fixed, order).
 
-use super::meta::{MSrc, Ptr};
+use super::meta::Ptr;
 use super::{KGen, LoopHost};
 use rlx_compile::loops::{
     LoopKernel, lower_kernel_with, lower_split_reduction_with, render_c_loop,
@@ -187,32 +187,10 @@ impl KGen<'_> {
     /// scratch slot (buffer `p.buffers.len()`) bound to [`SPLIT_SCRATCH`].
     fn split_host(&mut self, lk: &LoopKernel) -> LoopHost {
         let scratch = self.p.buffers.len();
-        let ptrs = lk
-            .bufs
-            .iter()
-            .map(|b| match b.buf {
-                s if s == scratch => self.ptr(Ptr::Scratch(SPLIT_SCRATCH)),
-                b => self.buf(b),
-            })
-            .collect();
-        let errp = if lk.can_fail() {
-            self.err_ptr()
-        } else {
-            String::new()
-        };
-        let dims = lk
-            .dims
-            .iter()
-            .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
-            .collect();
-        LoopHost {
-            ptrs,
-            errp,
-            code: ((self.kid as u64) + 1) << 8,
-            dims,
-            prefix: "v",
-            dialect: self.dialect,
-        }
+        self.loop_host_with(lk, "v", |g, b| match b {
+            s if s == scratch => g.ptr(Ptr::Scratch(SPLIT_SCRATCH)),
+            b => g.buf(b),
+        })
     }
 }
 

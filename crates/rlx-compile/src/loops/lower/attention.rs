@@ -372,24 +372,7 @@ impl Cx<'_> {
                 );
                 let core = cx.b.bind(ty, round(dtype, o));
                 let coords = at(&bi, &qi, &hh, int(j as i64), dv);
-                let flat = cx.ravel(&coords, out_space);
-                let flat = cx.b.bind(Ty::Index, flat);
-                match epilogue {
-                    Some(e) => cx.finish(e, out_space, flat, coords, core)?,
-                    None => {
-                        let st = cx.p.kernels[cx.k].stores[0];
-                        let slot = cx.slot(st.buf, crate::loops::Access::Write)?;
-                        let out_dt = cx.p.buffers[st.buf].shape.dtype();
-                        if out_dt != dtype {
-                            return Err(cx.fail(format!("attention into a {out_dt:?} buffer")));
-                        }
-                        cx.b.push(Stmt::Store {
-                            buf: slot,
-                            index: flat,
-                            value: core,
-                        });
-                    }
-                }
+                cx.attention_output(epilogue, out_space, dtype, coords, core)?;
             }
             Ok(())
         })?;
@@ -399,6 +382,35 @@ impl Cx<'_> {
         });
         let batch = self.dim(qd[0]);
         Ok(mul(mul(batch, int(h as i64)), nqb))
+    }
+
+    /// Store one attention output element `core` at `coords` of `out_space`, or run the
+    /// kernel's epilogue on it (shared by the scalar and the tensor-core lowerings).
+    pub(super) fn attention_output(
+        &mut self,
+        epilogue: Option<&Expr>,
+        out_space: &[Dim],
+        dtype: DType,
+        coords: Vec<Ex>,
+        core: Ex,
+    ) -> Result<(), LowerError> {
+        let flat = self.ravel(&coords, out_space);
+        let flat = self.b.bind(Ty::Index, flat);
+        if let Some(e) = epilogue {
+            return self.finish(e, out_space, flat, coords, core);
+        }
+        let st = self.p.kernels[self.k].stores[0];
+        let slot = self.slot(st.buf, crate::loops::Access::Write)?;
+        let out_dt = self.p.buffers[st.buf].shape.dtype();
+        if out_dt != dtype {
+            return Err(self.fail(format!("attention into a {out_dt:?} buffer")));
+        }
+        self.b.push(Stmt::Store {
+            buf: slot,
+            index: flat,
+            value: core,
+        });
+        Ok(())
     }
 }
 

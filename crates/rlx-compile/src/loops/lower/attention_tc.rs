@@ -354,24 +354,7 @@ impl Cx<'_> {
                 );
                 let core = cx.b.bind(ty, round(a.dtype, o));
                 let coords = at(&bi, &qi, &hh, int(j), dv);
-                let flat = cx.ravel(&coords, a.out_space);
-                let flat = cx.b.bind(Ty::Index, flat);
-                match a.epilogue {
-                    Some(e) => cx.finish(e, a.out_space, flat, coords, core)?,
-                    None => {
-                        let st = cx.p.kernels[cx.k].stores[0];
-                        let slot = cx.slot(st.buf, crate::loops::Access::Write)?;
-                        let out_dt = cx.p.buffers[st.buf].shape.dtype();
-                        if out_dt != a.dtype {
-                            return Err(cx.fail(format!("attention into a {out_dt:?} buffer")));
-                        }
-                        cx.b.push(Stmt::Store {
-                            buf: slot,
-                            index: flat,
-                            value: core,
-                        });
-                    }
-                }
+                cx.attention_output(a.epilogue, a.out_space, a.dtype, coords, core)?;
             }
             Ok(())
         })?;
