@@ -203,3 +203,21 @@ fn subgroup_shuffled_shaders_translate_to_msl_simd_shuffles() {
     }
     assert!(shuffled >= 2, "{shuffled} shuffled shaders");
 }
+
+#[test]
+fn subgroup_sizes_that_are_not_powers_of_two_are_refused_by_name() {
+    let (g, _) = reduce_graph(ReduceOp::Sum, 3, 1000, DType::F32);
+    for bad in [0u32, 1, 3, 12] {
+        let shaders = rlx_wgpu::generated_wgsl_with_subgroups(&g, Some(bad));
+        let errors: Vec<String> = match shaders {
+            Err(e) => vec![e.to_string()],
+            Ok(v) => v.into_iter().filter_map(|s| s.err()).collect(),
+        };
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("width") || e.contains("subgroup")),
+            "subgroup size {bad}: {errors:?}"
+        );
+    }
+}
