@@ -307,3 +307,85 @@ fn dynamic_hidden_layout_gradients_and_tangents_agree_for_every_mask_kind() {
         );
     }
 }
+
+/// `⟨r, attention(q, k, v)⟩` over `[2, S, 2, 3]` q/k/v (static dims, so reverse mode
+/// emits the fused `AttentionVjp`, which the oracle evaluates by its own definition).
+fn rank4_loss(mask: MaskKind, scale: Option<f32>, sq: usize, sk: usize) -> Graph {
+    let mut g = Graph::new("attention_rank4");
+    let t = |s: usize| Shape::from_dims(&[2, s, 2, 3].map(Dim::Static), DType::F64);
+    let q = g.input("q", t(sq));
+    let k = g.input("k", t(sk));
+    let v = g.input("v", t(sk));
+    let r = g.input("r", t(sq));
+    let a = Op::Attention {
+        num_heads: 2,
+        head_dim: 3,
+        v_head_dim: None,
+        mask_kind: mask,
+        score_scale: scale,
+        attn_logit_softcap: None,
+    };
+    let y = op(&mut g, a, vec![q, k, v]);
+    let yr = op(&mut g, Op::Binary(BinaryOp::Mul), vec![y, r]);
+    let loss = sum_all(&mut g, yr);
+    g.set_outputs(vec![loss]);
+    g
+}
+
+/// Forward and reverse mode differentiate attention from one definition: for causal
+/// and unmasked attention, with the default and a custom score scale, the tangent
+/// along a random direction `u` of (q, k, v) equals ⟨gradient, u⟩ to 1e-12 (relative)
+/// in f64, and both equal the central finite difference of the loss along `u`.
+#[test]
+fn attention_jvp_equals_the_gradient_contraction_and_finite_differences() {
+    for mask in [MaskKind::None, MaskKind::Causal] {
+        for scale in [None, Some(0.7)] {
+            for (sq, sk) in [(3, 3), (2, 4)] {
+                let g = rank4_loss(mask, scale, sq, sk);
+                let ids: Vec<NodeId> = (0..3).map(|i| NodeId(i as u32)).collect();
+                let feed = vec![
+                    ("q", rand(&[2, sq, 2, 3], 31)),
+                    ("k", rand(&[2, sk, 2, 3], 32)),
+                    ("v", rand(&[2, sk, 2, 3], 33)),
+                    ("r", rand(&[2, sq, 2, 3], 34)),
+                ];
+                let dirs: Vec<Vec<f64>> = (0..3)
+                    .map(|i| uniform(feed[i].1.numel(), 40 + i as u64, -1.0, 1.0))
+                    .collect();
+                let grads = run(&grad_graph(&g, &ids).unwrap(), &feed);
+                let contraction: f64 = grads
+                    .iter()
+                    .zip(&dirs)
+                    .flat_map(|(gr, d)| gr.to_f64_vec().into_iter().zip(d.clone()))
+                    .map(|(a, b)| a * b)
+                    .sum();
+                let mut jfeed = feed.clone();
+                let names: Vec<String> = (0..3).map(|i| tangent_name(feed[i].0)).collect();
+                for (i, name) in names.iter().enumerate() {
+                    jfeed.push((name, TensorData::from_f64(&feed[i].1.dims, &dirs[i])));
+                }
+                let tangent = run(&jvp_graph(&g, &ids).unwrap(), &jfeed)[1].to_f64_vec()[0];
+                let case = format!("{mask:?} scale {scale:?} sq {sq} sk {sk}");
+                assert!(
+                    (tangent - contraction).abs() <= 1e-12 * (1.0 + contraction.abs()),
+                    "{case}: jvp·u = {tangent} but ⟨grad, u⟩ = {contraction}"
+                );
+                let loss_at = |h: f64| {
+                    let mut f = feed.clone();
+                    for (i, d) in dirs.iter().enumerate() {
+                        let x: Vec<f64> = f[i].1.to_f64_vec();
+                        let moved: Vec<f64> = x.iter().zip(d).map(|(x, d)| x + h * d).collect();
+                        f[i].1 = TensorData::from_f64(&feed[i].1.dims, &moved);
+                    }
+                    run(&g, &f)[0].to_f64_vec()[0]
+                };
+                let h = 1e-5;
+                let fd = (loss_at(h) - loss_at(-h)) / (2.0 * h);
+                assert!(
+                    (tangent - fd).abs() <= 1e-8 * (1.0 + fd.abs()),
+                    "{case}: jvp·u = {tangent} but the finite difference is {fd}"
+                );
+            }
+        }
+    }
+}
