@@ -692,6 +692,14 @@ fn unary(op: Un, a: Value) -> Option<Value> {
             ),
             _ => return None,
         },
+        Un::F32Bits => match a {
+            Value::F32(x) => Value::I64(x.to_bits() as i32 as i64),
+            _ => return None,
+        },
+        Un::F32FromBits => match a {
+            Value::I64(x) => Value::F32(f32::from_bits(x as u32)),
+            _ => return None,
+        },
         Un::Wrap(dt) => match a {
             Value::I64(x) => Value::I64(match dt {
                 DType::I8 => x as i8 as i64,

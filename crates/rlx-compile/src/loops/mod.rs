@@ -162,6 +162,12 @@ pub enum Un {
         /// Saturation bound.
         max_normal: f32,
     },
+    /// The IEEE bits of an f32, as the i64 value of the signed 32-bit word (so it lies in
+    /// the i32 range): the integer spelling of the scaled ops reads f32 data by its bits,
+    /// where no rounding or flushing of subnormals can happen.
+    F32Bits,
+    /// The f32 whose IEEE bits are the low 32 bits of an i64 (inverse of [`Un::F32Bits`]).
+    F32FromBits,
 }
 
 /// A binary operation; both operands have the same type.
@@ -640,6 +646,8 @@ impl LoopKernel {
             Ex::Load { buf, .. } => Ty::of(self.bufs[*buf].dtype).expect("real dtype"),
             Ex::Un(Un::IsNan | Un::Not, _) => Ty::Bool,
             Ex::Un(Un::IntToF64 { .. }, _) => Ty::F64,
+            Ex::Un(Un::F32Bits, _) => Ty::I64,
+            Ex::Un(Un::F32FromBits, _) => Ty::F32,
             Ex::Un(_, a) => self.ty(a),
             Ex::Bin(op, a, _) => {
                 if op.is_predicate() {

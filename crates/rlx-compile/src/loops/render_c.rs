@@ -741,6 +741,8 @@ impl<'a> Renderer<'a> {
                     lit(Lit::F64(max_normal as f64))
                 )
             }
+            Un::F32Bits => format!("(long long)(int)rlx_bits_f32({x})"),
+            Un::F32FromBits => format!("rlx_f32_of((unsigned int){x})"),
             Un::Wrap(dt) => match dt {
                 DType::I8 => format!("(long long)(signed char){x}"),
                 DType::I16 => format!("(long long)(short){x}"),

@@ -20,9 +20,14 @@
 //! The loop IR has no bit casts, so the two bit-level steps are arithmetic on exact
 //! powers of two: `2^k` for an integer `k` in a known range is a product of selected
 //! `2^(2^b)` literals (one per bit of `k − lo`), and `⌊log₂ a⌋` clamped to a range
-//! `lo..lo + 2^bits` is a binary search comparing `a` with such products. Every value is
-//! f64, so the WGSL renderer refuses these kernels by name (no f64 in WGSL); CUDA and HIP
-//! render them as they are.
+//! `lo..lo + 2^bits` is a binary search comparing `a` with such products. That spelling
+//! is f64 throughout; it is kept for f64 data and for the matmul. The quantizers of f32,
+//! f16 and bf16 data (the usual case) are lowered instead by the integer spelling of
+//! `scaled_int.rs`: the same bits, computed on the f32 bit patterns with 32-bit integers,
+//! so every renderer runs them, WGSL (no f64) included. The matmul stays f64: the
+//! oracle's sum rounds each partial sum to 53 bits, which only an f64 (or a software
+//! f64 adder) reproduces, so the WGSL renderer refuses it by name and the wgpu backend
+//! runs it on the host.
 //!
 //! The per-tensor scale is one serial item over the whole tensor (a max is exact in any
 //! order, but one item keeps the kernel a plain item kernel every backend launches the
@@ -37,6 +42,13 @@ use rlx_ir::{Dim, Op, ScaleLayout, ScaledFormat, Shape};
 #[cfg(test)]
 #[path = "scaled_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "scaled_int_tests.rs"]
+mod int_tests;
+
+#[path = "scaled_int.rs"]
+mod int_spelling;
 
 /// Whether `op` is one of the scaled ops this module lowers.
 pub(super) fn lowers(op: &Op) -> bool {
@@ -92,7 +104,21 @@ impl Cx<'_> {
             Op::ScaledQuantScale {
                 format,
                 scale_layout,
+            } if int_spelling::applies(self.load_dtype(inputs[0])) => {
+                self.quant_scale_int(format, scale_layout, inputs[0], out)
+            }
+            Op::ScaledQuantScale {
+                format,
+                scale_layout,
             } => self.quant_scale(format, scale_layout, inputs[0], out),
+            Op::ScaledQuantize {
+                format,
+                scale_layout,
+            } if int_spelling::applies(self.load_dtype(inputs[0]))
+                && self.load_dtype(inputs[1]) == scale_layout.scale_dtype() =>
+            {
+                self.quantize_int(format, scale_layout, inputs[0], inputs[1], out)
+            }
             Op::ScaledQuantize {
                 format,
                 scale_layout,
@@ -105,6 +131,13 @@ impl Cx<'_> {
             } => self.scaled_matmul([lhs_format, rhs_format], scale_layout, inputs, has_bias),
             ref other => Err(self.fail(format!("an opaque {} kernel", other.name()))),
         }
+    }
+
+    /// The dtype of load `l`'s buffer.
+    fn load_dtype(&self, l: usize) -> rlx_ir::DType {
+        self.p.buffers[self.p.kernels[self.k].loads[l].buf]
+            .shape
+            .dtype()
     }
 
     /// The dims of load `l`'s view.

@@ -577,6 +577,8 @@ impl<'a> Renderer<'a> {
             Ex::Un(Un::Wrap(dt), _) => {
                 matches!(dt, DType::I8 | DType::I16 | DType::I32 | DType::U8)
             }
+            // The signed 32-bit word.
+            Ex::Un(Un::F32Bits, _) => true,
             Ex::Select(_, a, b) => self.fits32(a) && self.fits32(b),
             Ex::Shared { arr, .. } => self.shared_fits[*arr],
             // Bitwise ops of sign-extended 32-bit values stay sign-extended; `>>` only
@@ -730,6 +732,8 @@ impl<'a> Renderer<'a> {
                         _ => x,
                     }
                 }
+                // The low 32 bits are the word (a ring operation, no exact value needed).
+                Un::F32FromBits => format!("bitcast<f32>({})", self.ex(a)?),
                 Un::IntToF64 { prec } if prec <= 24 => {
                     self.h.need("int_round_");
                     format!(
@@ -773,7 +777,10 @@ impl<'a> Renderer<'a> {
             Un::Not => format!("(!{x})"),
             Un::RoundF16 | Un::RoundHalf(DType::F16) => call("rf16", "rf16"),
             Un::RoundBf16 | Un::RoundHalf(_) => call("rbf16", "rbf16"),
-            Un::Wrap(_) | Un::IntToF64 { .. } => unreachable!("integer operand"),
+            Un::F32Bits => format!("bitcast<i32>({x})"),
+            Un::Wrap(_) | Un::IntToF64 { .. } | Un::F32FromBits => {
+                unreachable!("integer operand")
+            }
             // On an f32 carrier every result is an f32 (see `round_fmt_`).
             Un::RoundFormat {
                 exp_bits,
