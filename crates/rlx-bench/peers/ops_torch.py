@@ -123,6 +123,15 @@ def norm_gelu(args):
     )
     y = F.layer_norm(x, (D,), gamma, beta, LN_EPS)
     emit("OPS_layer_norm", "torch_bwd", backward_of(y, [x, gamma, beta], randn(N, D)), args)
+    # rlx's rms_norm adds a bias like its layer_norm; torch's has none, so it is added here.
+    emit(
+        "OPS_rms_norm",
+        "torch_fwd",
+        lambda: F.rms_norm(xd, (D,), gd, LN_EPS) + bd,
+        args,
+    )
+    y = F.rms_norm(x, (D,), gamma, LN_EPS) + beta
+    emit("OPS_rms_norm", "torch_bwd", backward_of(y, [x, gamma, beta], randn(N, D)), args)
     u = (1.5 * torch.randn(N, 4 * D)).requires_grad_()
     ud = u.detach()
     emit("OPS_gelu_erf", "torch_fwd", lambda: F.gelu(ud), args)

@@ -346,6 +346,43 @@ fn norm_gelu(rows: &mut Vec<Row>, plan: Plan, c: &GptConfig) {
         None,
     );
 
+    // RMSNorm (Llama-style models' norm) at the same shape: its backward is a row group
+    // of its own (no mean, one statistic fewer than LayerNorm's).
+    let rms = |s: &mut GraphScope| {
+        let x = s.input("x", f32s(&[n, d]));
+        let g = s.input("gamma", f32s(&[d]));
+        let b = s.input("beta", f32s(&[d]));
+        x.rms_norm(&g, &b, gpt::LN_EPS)
+    };
+    let want = r::rms_norm(&x, d, &gamma, &beta);
+    bench(
+        rows,
+        plan,
+        "rms_norm",
+        "rlx_fwd",
+        &Func::new("rms", rms),
+        &ln_in,
+        Work::Bytes(b4(2 * n * d)),
+        "[1024,256] with gamma, beta",
+        Some(&|o: &[Vec<f32>]| rlx_bench::inputs::rel_err(&o[0], &want)),
+    );
+    let bwd = Func::new("rms_bwd", |s| {
+        let y = rms(s);
+        dot_cotangent(s, &y, "gy")
+    })
+    .grad(&["x", "gamma", "beta"]);
+    bench(
+        rows,
+        plan,
+        "rms_norm",
+        "rlx_bwd",
+        &bwd,
+        &bwd_in,
+        Work::Bytes(b4(3 * n * d + 2 * d)),
+        "dx, dgamma, dbeta",
+        None,
+    );
+
     let m = 4 * d;
     let u = rng.vec(n * m, 1.5);
     let gu = rng.vec(n * m, 1.0);

@@ -90,6 +90,18 @@ pub fn layer_norm(x: &[f32], d: usize, g: &[f32], b: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// `x / √(mean(x²) + eps) · g + b` per row of `d`, in f64.
+pub fn rms_norm(x: &[f32], d: usize, g: &[f32], b: &[f32]) -> Vec<f32> {
+    let eps = rlx_bench::gpt::LN_EPS as f64;
+    x.chunks(d)
+        .flat_map(|row| {
+            let ms = row.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / d as f64;
+            let r = 1.0 / (ms + eps).sqrt();
+            (0..d).map(move |j| (row[j] as f64 * r * g[j] as f64 + b[j] as f64) as f32)
+        })
+        .collect()
+}
+
 /// erf to ~1.2e-7 absolute (Numerical Recipes' erfc Chebyshev fit).
 fn erf(x: f64) -> f64 {
     let z = x.abs();
