@@ -30,6 +30,7 @@ pub mod op;
 mod scaled;
 mod shape;
 mod verify;
+mod window;
 
 pub use data::{TensorData, TensorView, human_bytes, try_alloc_zeroed};
 pub use dtype::DType;
@@ -45,3 +46,4 @@ pub use op::{
 };
 pub use scaled::{ScaleLayout, ScaledFormat};
 pub use shape::{Dim, DimBinding, MAX_TENSOR_BYTES, Shape, checked_bytes, checked_elements};
+pub use window::box_indices;

@@ -3,7 +3,7 @@
 //! max `pool2d_grad` (in its `grad_out`) with [`max_pool_pick`].
 
 use crate::build::Build;
-use rlx_ir::{CmpOp, Dim, IrResult, NodeId, Op, TensorData};
+use rlx_ir::{CmpOp, Dim, IrResult, NodeId, Op, TensorData, box_indices};
 
 /// Max pooling as primitives: pad with −∞, flatten the spatial axes, gather every
 /// window (`[N, C, P, K]` for P outputs of K taps), and keep the first maximal tap of
@@ -61,10 +61,9 @@ pub(crate) fn max_pool_pick<B: Build>(
     let flat = e.reshape_to(xp, &[dims[0], dims[1], Dim::Static(flat_in)])?;
     let (n_out, n_taps): (usize, usize) = (out.iter().product(), kernel.iter().product());
     let mut idx = Vec::with_capacity(n_out * n_taps);
-    for o in 0..n_out {
-        let oi = unravel(o, &out);
-        for k in 0..n_taps {
-            let ki = unravel(k, kernel);
+    let taps = box_indices(kernel);
+    for oi in box_indices(&out) {
+        for ki in &taps {
             let pos: Vec<usize> = (0..sr).map(|a| oi[a] * stride[a] + ki[a]).collect();
             idx.push(ravel(&pos, &sizes) as i64);
         }
@@ -95,15 +94,6 @@ pub(crate) fn max_pool_pick<B: Build>(
     let mut target = vec![dims[0], dims[1]];
     target.extend(out.iter().map(|&n| Dim::Static(n)));
     e.reshape_to(y, &target)
-}
-
-fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; dims.len()];
-    for a in (0..dims.len()).rev() {
-        idx[a] = flat % dims[a];
-        flat /= dims[a];
-    }
-    idx
 }
 
 fn ravel(idx: &[usize], dims: &[usize]) -> usize {

@@ -10,7 +10,8 @@
 //! ([`for_each_tap`]), so the gradients are the exact adjoints of the forward op by
 //! construction; likewise pool and pool-grad share [`for_each_window`].
 
-use crate::{IrError, IrResult, Op, ReduceOp, Shape, TensorData};
+use super::index::ravel;
+use crate::{IrError, IrResult, Op, ReduceOp, Shape, TensorData, box_indices};
 
 pub(super) fn eval(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<TensorData> {
     let dims = out
@@ -152,29 +153,6 @@ fn arity(op: &Op, inputs: &[&TensorData], n: usize) -> IrResult<()> {
     Ok(())
 }
 
-/// Every index of a row-major box of `dims`, in row-major order.
-fn box_indices(dims: &[usize]) -> Vec<Vec<usize>> {
-    let mut all = vec![vec![]];
-    for &n in dims {
-        all = all
-            .into_iter()
-            .flat_map(|prefix| {
-                (0..n).map(move |i| {
-                    let mut p = prefix.clone();
-                    p.push(i);
-                    p
-                })
-            })
-            .collect();
-    }
-    all
-}
-
-/// Row-major flat offset of `idx` within `dims`.
-fn flat(dims: &[usize], idx: &[usize]) -> usize {
-    dims.iter().zip(idx).fold(0, |acc, (&n, &i)| acc * n + i)
-}
-
 /// Input position read by output position `o` at kernel tap `k` on every spatial axis,
 /// or `None` when it falls in the padding.
 fn input_pos(
@@ -302,14 +280,14 @@ fn for_each_tap(g: &ConvGeom, mut f: impl FnMut(usize, usize, usize)) {
         for co in 0..g.c_out {
             let first_c = (co / cout_g) * cin_g;
             for o in &outs {
-                let yi = flat(&y_dims, &[&[n, co][..], o].concat());
+                let yi = ravel(&[&[n, co][..], o].concat(), &y_dims);
                 for ci in 0..cin_g {
                     for k in &taps {
                         let Some(pos) = input_pos(o, k, &g.stride, &g.pad, &g.dil, &g.in_sp) else {
                             continue;
                         };
-                        let xi = flat(&x_dims, &[&[n, first_c + ci][..], &pos].concat());
-                        let wi = flat(&w_dims, &[&[co, ci][..], k].concat());
+                        let xi = ravel(&[&[n, first_c + ci][..], &pos].concat(), &x_dims);
+                        let wi = ravel(&[&[co, ci][..], k].concat(), &w_dims);
                         f(xi, wi, yi);
                     }
                 }
@@ -419,10 +397,10 @@ fn for_each_window(g: &PoolGeom, mut f: impl FnMut(usize, &[usize])) {
                 window.clear();
                 for k in &taps {
                     if let Some(pos) = input_pos(o, k, &g.stride, &g.pad, &ones, &g.in_sp) {
-                        window.push(flat(&x_dims, &[&[n, c][..], &pos].concat()));
+                        window.push(ravel(&[&[n, c][..], &pos].concat(), &x_dims));
                     }
                 }
-                f(flat(&y_dims, &[&[n, c][..], o].concat()), &window);
+                f(ravel(&[&[n, c][..], o].concat(), &y_dims), &window);
             }
         }
     }

@@ -14,25 +14,7 @@ use super::expr::round;
 use super::{Cx, LowerError};
 use crate::loops::build::{add, bin, float, int, mul, mul_add, select, un};
 use crate::loops::{Access, Bin, Ex, Stmt, Ty, Un};
-use rlx_ir::{Dim, Op, ReduceOp, Shape};
-
-/// Every tap of a window of `k` (row-major).
-fn taps(k: &[usize]) -> Vec<Vec<usize>> {
-    let mut out = vec![vec![]];
-    for &n in k {
-        out = out
-            .into_iter()
-            .flat_map(|t| {
-                (0..n).map(move |i| {
-                    let mut t = t.clone();
-                    t.push(i);
-                    t
-                })
-            })
-            .collect();
-    }
-    out
-}
+use rlx_ir::{Dim, Op, ReduceOp, Shape, box_indices};
 
 impl Cx<'_> {
     /// The input coordinates output `o` reads at tap `k`, and the condition that they
@@ -148,7 +130,7 @@ impl Cx<'_> {
                 let first = self.b.bind(Ty::Index, first);
                 self.counted(int(cin_g as i64), |cx, ci| {
                     let xc = cx.b.bind(Ty::Index, add(first.clone(), ci.clone()));
-                    for k in taps(kernel_size) {
+                    for k in box_indices(kernel_size) {
                         let (pos, inside) = cx.tap_pos(o, &k, stride, padding, dilation, &xd[2..]);
                         let (body, ()) = cx.nested(|cx| {
                             let mut xi = vec![n.clone(), xc.clone()];
@@ -183,7 +165,7 @@ impl Cx<'_> {
                     }
                 };
                 let acc = self.accumulator(ty, float(ty, init));
-                for k in taps(kernel_size) {
+                for k in box_indices(kernel_size) {
                     let (pos, inside) = self.tap_pos(o, &k, stride, padding, &ones, &xd[2..]);
                     let (body, ()) = self.nested(|cx| {
                         let mut xi = vec![n.clone(), c.clone()];
