@@ -150,6 +150,13 @@ fn lowered_opaque_ops_run_on_the_device() {
 }
 
 #[test]
+fn f16_and_bf16_attention_takes_the_tensor_core_lowering() {
+    if let Some(t) = target() {
+        common::tensor_cores::f16_and_bf16_attention_takes_the_tensor_core_lowering(&t, true);
+    }
+}
+
+#[test]
 fn work_group_reductions_match_the_oracle() {
     if let Some(t) = target() {
         cases::work_group_reductions_match_the_oracle(&t);

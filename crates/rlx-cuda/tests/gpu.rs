@@ -115,6 +115,15 @@ shared!(
     generic_tiled_matmuls_match_the_oracle
 );
 
+/// On the GPU the `wmma` products sum in the hardware's order: the oracle's tolerance
+/// only, not the interpreter's bits.
+#[test]
+fn f16_and_bf16_attention_takes_the_tensor_core_lowering() {
+    if let Some(t) = target() {
+        common::tensor_cores::f16_and_bf16_attention_takes_the_tensor_core_lowering(&t, false);
+    }
+}
+
 /// Sizes that need many blocks: a split full reduction, long rows, a 384³ GEMM in f32
 /// and bf16, and causal attention with several key tiles per block.
 #[test]

@@ -3,6 +3,9 @@
 //! NVRTC library (no GPU): `RLX_NVRTC_LIB` may point at it, e.g. at the `lib` directory
 //! of the `nvidia-cuda-nvrtc-cu12` wheel. Skips, printing why, when it cannot be loaded.
 
+#[path = "common/attention_graph.rs"]
+mod attention_graph;
+
 use rlx_cuda::codegen::generate;
 use rlx_cuda::nvrtc::{Output, compile};
 use rlx_ir::{
@@ -548,10 +551,9 @@ fn elementwise_kernels_come_from_the_loop_ir() {
     }
 }
 
-/// Attention lowered to the loop IR (the kernel the WGSL and HIP backends run) renders
-/// to CUDA C that NVRTC compiles, for every mask kind, in f32/f16/bf16. This backend's
-/// own attention is still its hand-written flash kernel (key/value tiles in shared
-/// memory); the lowered one is the portable reference.
+/// Attention lowered to the loop IR renders, standalone, to CUDA C that NVRTC compiles
+/// for every mask kind in f32/f16/bf16 (the kernel the HIP and WGSL backends render too;
+/// this backend embeds the same lowering in its parameter-block convention).
 #[test]
 fn lowered_attention_renders_as_cuda_and_compiles() {
     use rlx_compile::loops::{Dialect, lower_kernel, render_c};
@@ -583,5 +585,75 @@ fn lowered_attention_renders_as_cuda_and_compiles() {
                 "{dt:?} {mask:?}"
             );
         }
+    }
+}
+
+/// f16/bf16 attention of a real program (an opaque `Op::Attention`: the fuser fuses only
+/// f32 attention) gets the tensor-core body beside the scalar one: NVRTC compiles it to
+/// `wmma.mma` tile products for sm_80 and sm_90 (and ptxas to an sm_90 CUBIN), while
+/// sm_75, without bf16 `wmma`, compiles the scalar body. Masks the tile lowering does not
+/// take (a sliding window) and head widths that are not multiples of 16 keep only the
+/// scalar body.
+#[test]
+fn f16_and_bf16_attention_programs_compile_to_wmma_for_sm80_and_sm90() {
+    if !nvrtc_ok() {
+        return;
+    }
+    for (dt, t, elem) in [
+        (DType::F16, "f16", "f32.f32"),
+        (DType::BF16, "bf16", "f32.bf16.bf16.f32"),
+    ] {
+        for (mask, d, tiled) in [
+            (MaskKind::Causal, 32, true),
+            (MaskKind::None, 64, true),
+            (MaskKind::Causal, 128, true),
+            (MaskKind::SlidingWindow(4), 32, false),
+            (MaskKind::Causal, 24, false),
+        ] {
+            let (g, _) = attention_graph::attention_graph(dt, mask, true, (2, 1), 19, d);
+            let p = rlx_compile::compile(&g, &rlx_cuda::compile_options()).unwrap();
+            let src = generate(&p).unwrap().source;
+            let name = format!("{dt:?} {mask:?} d={d}");
+            let call = format!("rlx_tile_mma_{t}_c((unsigned int)");
+            assert_eq!(src.contains(&call), tiled, "{name}: tile products");
+            for cc in [80, 90] {
+                let img = compile(&src, cc, Output::Ptx).unwrap_or_else(|e| panic!("{e}"));
+                let ptx = img.ptx_text().expect("PTX text");
+                let mma = format!("wmma.mma.sync.aligned.row.col.m16n16k16.{elem}");
+                assert_eq!(ptx.contains(&mma), tiled, "{name} sm_{cc}: {mma}");
+            }
+            if tiled {
+                compile(&src, 90, Output::Cubin).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let old = compile(&src, 75, Output::Ptx).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!old.ptx_text().unwrap().contains("wmma"), "{name} sm_75");
+            }
+        }
+    }
+}
+
+/// The tile lowering with four warps per work-group (the multi-warp form a standalone
+/// kernel may take) renders as CUDA that NVRTC compiles to `wmma` for a real f16/bf16
+/// attention program.
+#[test]
+fn multi_warp_tile_attention_renders_as_standalone_cuda_that_nvrtc_compiles() {
+    use rlx_compile::loops::{Dialect, LowerOptions, lower_kernel_with, render_c};
+    if !nvrtc_ok() {
+        return;
+    }
+    for dt in [DType::F16, DType::BF16] {
+        let (g, _) = attention_graph::attention_graph(dt, MaskKind::None, true, (2, 1), 40, 64);
+        let p = rlx_compile::compile(&g, &rlx_cuda::compile_options()).unwrap();
+        let opts = LowerOptions {
+            tile_warps: 4,
+            ..LowerOptions::default()
+        };
+        let lk = lower_kernel_with(&p, 0, opts).unwrap();
+        assert_eq!(lk.group, Some(128), "{dt:?}: four warps");
+        let src = render_c(&lk, Dialect::Cuda);
+        let img = compile(&src, 80, Output::Ptx).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            img.ptx_text().unwrap().contains("wmma.mma.sync.aligned"),
+            "{dt:?}: no wmma"
+        );
     }
 }

@@ -13,7 +13,6 @@
 //!   f32/f16/bf16, f64 for f64, wrapping i64 for integers) — and rendered by the shared C
 //!   renderer.
 
-use super::expr::{self, ctype};
 use super::{KGen, meta::Ptr};
 use rlx_compile::loops::{lower_kernel, matmul_tile, render_c_loop};
 use rlx_compile::program::{EOp, Expr, KernelKind, compute_class};
@@ -142,14 +141,10 @@ impl KGen<'_> {
                 "  const I n = {n};\n  for (I f = (I)blockIdx.x * blockDim.x + threadIdx.x; f < n; f += (I)gridDim.x * blockDim.x) {{\n"
             );
             let idx = self.unravel_stmts(&mut s, "    ", "f", dims, "x");
-            let off = self.load_fn(l);
-            let mut args = String::from("f");
-            for i in &idx {
-                args.push_str(", ");
-                args.push_str(i);
-            }
+            let (stmts, off) = self.load_at(l, dims, "f", &idx, false)?;
+            s.push_str(&stmts);
             s.push_str(&format!(
-                "    (({w}*){dst})[f] = ((const {w}*){src})[{off}(p, {args})];\n  }}\n"
+                "    (({w}*){dst})[f] = ((const {w}*){src})[{off}];\n  }}\n"
             ));
             self.entries
                 .push_str(&format!("{} {{\n{s}}}\n", self.entry_header(name)));
@@ -161,8 +156,12 @@ impl KGen<'_> {
         let n = self.numel(out_space);
         let mut s = format!(
             "  const I n = {n};\n  for (I f = (I)blockIdx.x * blockDim.x + threadIdx.x; f < n; f += (I)gridDim.x * blockDim.x) {{\n    {} core = ld_{}({prod}, f);\n",
-            ctype(dtype),
-            expr::dt_name(dtype)
+            match compute_class(dtype) {
+                Some(DType::F32) => "float",
+                Some(DType::F64) => "double",
+                _ => "i64",
+            },
+            dtype.name()
         );
         s.push_str(&self.epilogue("    ", epilogue, out_space, "f", "core", dtype)?);
         s.push_str("  }\n");

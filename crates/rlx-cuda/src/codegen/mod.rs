@@ -20,8 +20,9 @@
 //! - the trees of both finish in registers with warp shuffles below 32 threads
 //!   ([`CodegenOptions::shuffles`], on by default): the same results bit for bit, four
 //!   or five barriers fewer per tree;
-//! - attention: lowered to the loop IR (a block per group of queries, key/value tiles
-//!   staged in shared memory, an online softmax per query);
+//! - attention (fused f32, or an opaque f16/bf16/f64 `Op::Attention`): lowered to the
+//!   loop IR (a block per group of queries, key/value tiles staged in shared memory, an
+//!   online softmax per query), with a tensor-core body for f16/bf16 on sm_80+;
 //! - contraction: pack kernels (operands without a BLAS layout), the epilogue kernel run
 //!   over a cuBLAS product, and a generic fused kernel for other dtypes;
 //! - opaque: every op the loop IR lowers (concat, pad, cumsum, gather, scatter-add,
@@ -30,7 +31,6 @@
 
 pub(crate) mod attn;
 pub(crate) mod contract;
-pub(crate) mod expr;
 pub(crate) mod load;
 pub(crate) mod meta;
 pub(crate) mod opaque;
@@ -38,7 +38,7 @@ pub mod prelude;
 pub(crate) mod reduce;
 pub(crate) mod row;
 
-use meta::{MSrc, Ptr, lit};
+use meta::{Ptr, lit};
 pub use rlx_compile::loops::Dialect;
 use rlx_compile::program::{Kernel, KernelKind, Program, concrete};
 use rlx_ir::{DType, Dim, DimBinding};
@@ -50,7 +50,7 @@ pub(crate) struct KernelCode {
     /// Pointer slots of the parameter block.
     pub ptrs: Vec<Ptr>,
     /// Run-time integer slots of the parameter block.
-    pub meta: Vec<MSrc>,
+    pub meta: Vec<Dim>,
     /// Entry points and how to launch them.
     pub kind: KCode,
 }
@@ -107,12 +107,11 @@ pub(crate) struct KGen<'a> {
     /// Bound buffer dims of a static program (values become literals).
     pub(crate) fixed: Option<&'a [Vec<usize>]>,
     pub(crate) ptrs: Vec<Ptr>,
-    pub(crate) meta: Vec<MSrc>,
+    pub(crate) meta: Vec<Dim>,
     /// Device helper functions (after the parameter struct).
     pub(crate) funcs: String,
     /// Entry points.
     pub(crate) entries: String,
-    pub(crate) load_fns: HashMap<usize, String>,
     /// The dialect of the loop-IR fragments rendered into this kernel.
     pub(crate) dialect: Dialect,
     /// How kernels are lowered to the loop IR (shuffles).
@@ -137,7 +136,6 @@ impl<'a> KGen<'a> {
             meta: Vec::new(),
             funcs: String::new(),
             entries: String::new(),
-            load_fns: HashMap::new(),
             dialect,
             lower: rlx_compile::loops::LowerOptions {
                 shuffles: opts.shuffles,
@@ -168,17 +166,15 @@ impl<'a> KGen<'a> {
         format!("(u64*){}", self.ptr(Ptr::Err))
     }
 
-    /// A run-time integer: a literal for static programs, else a parameter slot.
-    pub(crate) fn m(&mut self, s: MSrc) -> String {
-        if let Some(bd) = self.fixed {
-            let v = meta::eval(self.p, self.k, bd, &DimBinding::new(), &s)
-                .expect("static values evaluate");
-            return lit(v);
+    /// A run-time dim: a literal for static programs, else a parameter slot.
+    pub(crate) fn m(&mut self, d: Dim) -> String {
+        if self.fixed.is_some() {
+            return lit(meta::eval(&DimBinding::new(), d).expect("static dims evaluate"));
         }
-        let i = match self.meta.iter().position(|q| *q == s) {
+        let i = match self.meta.iter().position(|&q| q == d) {
             Some(i) => i,
             None => {
-                self.meta.push(s);
+                self.meta.push(d);
                 self.meta.len() - 1
             }
         };
@@ -189,7 +185,7 @@ impl<'a> KGen<'a> {
     pub(crate) fn dim(&mut self, d: Dim) -> String {
         match d {
             Dim::Static(n) => lit(n as i64),
-            d => self.m(MSrc::Dim(d)),
+            d => self.m(d),
         }
     }
 
@@ -322,9 +318,12 @@ pub fn generate_with(
             KernelKind::Elementwise { space, .. } => g.gen_ew(space),
             KernelKind::Reduce { .. } => g.gen_reduce().map(KCode::Reduce),
             KernelKind::Row { .. } => g.gen_row().map(KCode::Row),
-            KernelKind::Attention { .. } => g.gen_attention().map(KCode::Attention),
+            KernelKind::Attention { .. } => rlx_compile::loops::lower_kernel(p, kid)
+                .map_err(|e| e.to_string())
+                .and_then(|lk| g.gen_attention(&lk))
+                .map(KCode::Attention),
             KernelKind::Contraction { .. } => g.gen_contract().map(KCode::Contract),
-            KernelKind::Opaque { op, .. } => g.gen_opaque(op).map(KCode::Opaque),
+            KernelKind::Opaque { op, .. } => g.gen_opaque(op),
             KernelKind::RowGroup { .. } => Err(
                 "row_group kernels are not lowered to CUDA (compile with row_groups off, as \
                  rlx_cuda::compile_options does)"
@@ -401,7 +400,7 @@ impl KGen<'_> {
         let dims = lk
             .dims
             .iter()
-            .map(|&s| (s, self.m(MSrc::Dim(Dim::Dynamic(s)))))
+            .map(|&s| (s, self.m(Dim::Dynamic(s))))
             .collect();
         LoopHost {
             ptrs,

@@ -1,14 +1,14 @@
 //! Ops the backend runs whole: every op the loop IR lowers (`rlx_compile::loops`: concat,
 //! pad, cumsum, gather, scatter-add, softmax cross-entropy with integer labels,
-//! convolutions and pooling, …) is rendered by the shared C renderer; every other opaque
+//! convolutions and pooling, …) is rendered by the shared C renderer, attention of every
+//! float dtype as an attention entry ([`super::attn`]); every other opaque
 //! op (FFT, solves, scans, …) runs on the host through the shared host fallback
 //! (`rlx_runtime::HostKernel`: the registered CPU backend, else the oracle), with its
 //! operands copied down and its result copied back (reported by `explain`).
 //! Scaled matmuls go to cuBLASLt on GPUs with fp8 tensor cores where the formats and
 //! shapes fit it, else run their lowering on the device (as the scaled quantization does).
 
-use super::KGen;
-use super::expr;
+use super::{KCode, KGen};
 use rlx_compile::loops::{lower_kernel, render_c_loop};
 use rlx_compile::program::KernelKind;
 use rlx_ir::{DType, Dim, Op, norm_axis};
@@ -26,7 +26,7 @@ pub(crate) struct OpaqueCode {
 }
 
 impl KGen<'_> {
-    pub(crate) fn gen_opaque(&mut self, op: &Op) -> Result<OpaqueCode, String> {
+    pub(crate) fn gen_opaque(&mut self, op: &Op) -> Result<KCode, String> {
         let kk = self.k;
         let KernelKind::Opaque { inputs, out, .. } = &kk.kind else {
             unreachable!()
@@ -43,7 +43,7 @@ impl KGen<'_> {
             fp8_bias: None,
         };
         if out_dt.is_complex() || in_dts.iter().any(|d| d.is_complex()) {
-            return Ok(host);
+            return Ok(KCode::Opaque(host));
         }
         let name = format!("k{}", self.kid);
         let od = out.dims().to_vec();
@@ -59,12 +59,10 @@ impl KGen<'_> {
                 let bname = format!("k{}_bias", self.kid);
                 let mut s = self.grid_loop(&od);
                 let o = self.unravel_stmts(&mut s, "    ", "f", &od, "o");
-                let j = vec![o[1].clone()];
-                let rd = self.read(lb, &o[1], &j);
+                let (stmts, bias) = self.load_at(lb, &od[1..], &o[1], &o[1..], true)?;
                 let ob = self.buf(self.k.stores[0].buf);
                 s.push_str(&format!(
-                    "    float v = ld_f32({ob}, f) + {};\n    st_f32({ob}, f, v);\n  }}\n",
-                    expr::cast(&rd, in_dts[4], DType::F32)
+                    "{stmts}    ((float*){ob})[f] = ((float*){ob})[f] + (float)({bias});\n  }}\n"
                 ));
                 self.entries
                     .push_str(&format!("{} {{\n{s}}}\n", self.entry_header(&bname)));
@@ -76,14 +74,18 @@ impl KGen<'_> {
         // Lowered once to the loop IR (shared with the WGSL and HIP backends) and run as
         // independent items: the rendered body is a grid-stride loop over the lowering's
         // own item count, so launching one thread per output element (per line for
-        // cumsum) covers it whatever that count is. What the lowering refuses (mixed
-        // dtypes, FFT, solves) and work-group lowerings (attention, launched by its own
-        // kernel kind) run on the host.
+        // cumsum) covers it whatever that count is. An opaque attention (f16/bf16/f64:
+        // the fuser fuses only f32 attention, which the CPU runs as a kernel of its own)
+        // is launched like a fused one, tensor-core body included. What the lowering
+        // refuses (mixed dtypes, heads over 256, FFT, solves) runs on the host.
         let Ok(lk) = lower_kernel(self.p, self.kid) else {
-            return Ok(host);
+            return Ok(KCode::Opaque(host));
         };
         if lk.group.is_some() {
-            return Ok(host);
+            return match op {
+                Op::Attention { .. } => self.gen_attention(&lk).map(KCode::Attention),
+                _ => Ok(KCode::Opaque(host)),
+            };
         }
         let threads = match op {
             Op::Cumsum { axis, .. } => {
@@ -98,12 +100,12 @@ impl KGen<'_> {
         let body = loop_host.with(|e| render_c_loop(&lk, e));
         self.entries
             .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&name)));
-        Ok(OpaqueCode {
+        Ok(KCode::Opaque(OpaqueCode {
             op: op.clone(),
             entry: Some(name),
             threads,
             fp8_bias,
-        })
+        }))
     }
 
     /// The opening of a grid-stride loop over `dims` (`f` is the flat index).

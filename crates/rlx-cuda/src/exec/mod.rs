@@ -10,7 +10,7 @@ pub(crate) mod blas;
 pub(crate) mod host;
 pub(crate) mod plan;
 
-use crate::codegen::{CodegenOptions, Generated, generate_with};
+use crate::codegen::{CodegenOptions, Generated, KCode, generate_with};
 use crate::device::{Batching, DPtr, Dialect, GemmCall, Gpu, Module};
 use plan::{Plan, Step, Tuning, bind, binding_from_args, finish_ptrs};
 use rlx_compile::program::{BufKind, Program};
@@ -397,7 +397,12 @@ impl Executable for GpuExecutable {
                 let route: Vec<String> = steps
                     .iter()
                     .map(|st| match st {
-                        Step::Launch(l) => names[l.entry].clone(),
+                        Step::Launch(l) => match &self.generated.kernels[kid].kind {
+                            KCode::Attention(a) if a.tensor_cores => {
+                                format!("{}[tensor cores: wmma on sm_80+]", names[l.entry])
+                            }
+                            _ => names[l.entry].clone(),
+                        },
                         Step::Gemm { call, .. } => {
                             let mut r = match (&call.epilogue, &call.batching) {
                                 (Some(e), _) => format!(

@@ -12,7 +12,7 @@ use crate::codegen::meta::{self, Ptr};
 use crate::codegen::{Generated, KCode, reduce};
 use crate::device::{Fp8Call, GemmCall};
 use rlx_compile::memplan;
-use rlx_compile::program::{BufKind, KernelKind, Program, concrete};
+use rlx_compile::program::{BufKind, Program, concrete};
 use rlx_ir::{DimBinding, ReduceOp};
 use std::collections::HashMap;
 
@@ -258,7 +258,7 @@ impl KernelBind<'_> {
         self.code
             .meta
             .iter()
-            .map(|s| meta::eval(self.p, self.k, self.buf_dims, self.binding, s))
+            .map(|&d| meta::eval(self.binding, d))
             .collect()
     }
 
@@ -315,9 +315,8 @@ impl KernelBind<'_> {
                 }
             }
             KCode::Attention(a) => {
-                let KernelKind::Attention { op, inputs, .. } = &self.k.kind else {
-                    unreachable!()
-                };
+                let (op, inputs) =
+                    crate::codegen::attn::parts(self.k).expect("an attention kernel");
                 let dims: Vec<Vec<usize>> = inputs
                     .iter()
                     .map(|&l| self.view_dims(l))

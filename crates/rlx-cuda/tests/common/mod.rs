@@ -4,9 +4,11 @@
 
 #![allow(dead_code)]
 
+pub mod attention_graph;
 pub mod cases;
 pub mod shuffle;
 pub mod split;
+pub mod tensor_cores;
 
 use rlx_ir::{Graph, TensorData};
 use rlx_runtime::{Executable, RuntimeResult};
