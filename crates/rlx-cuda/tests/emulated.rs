@@ -152,7 +152,13 @@ fn lowered_opaque_ops_run_on_the_device() {
 #[test]
 fn f16_and_bf16_attention_takes_the_tensor_core_lowering() {
     if let Some(t) = target() {
-        common::tensor_cores::f16_and_bf16_attention_takes_the_tensor_core_lowering(&t, true);
+        common::tensor_cores::f16_and_bf16_attention_takes_the_tensor_core_lowering(&t, true, true);
+    }
+    // HIP renders no tensor-core body: the same programs run the scalar lowering.
+    if let Some(t) = hip_target() {
+        common::tensor_cores::f16_and_bf16_attention_takes_the_tensor_core_lowering(
+            &t, false, false,
+        );
     }
 }
 

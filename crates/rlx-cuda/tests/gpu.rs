@@ -120,7 +120,9 @@ shared!(
 #[test]
 fn f16_and_bf16_attention_takes_the_tensor_core_lowering() {
     if let Some(t) = target() {
-        common::tensor_cores::f16_and_bf16_attention_takes_the_tensor_core_lowering(&t, false);
+        common::tensor_cores::f16_and_bf16_attention_takes_the_tensor_core_lowering(
+            &t, true, false,
+        );
     }
 }
 

@@ -53,11 +53,18 @@ fn cases() -> Vec<(DType, MaskKind, bool, (usize, usize), usize, usize, bool)> {
 }
 
 /// f16/bf16 attention compiled from real graphs runs on the device, through the
-/// tensor-core lowering where it applies (the plan names it), within [`tolerance`] of
-/// the oracle; with `bitwise` (the emulator, which runs the tile products in the loop
-/// IR's documented order) also bit for bit the loop IR interpreter of the tile lowering.
-pub fn f16_and_bf16_attention_takes_the_tensor_core_lowering(t: &Target, bitwise: bool) {
-    for (dt, mask, four, heads, s, d, tiled) in cases() {
+/// tensor-core lowering where it applies and the target has it (`tensor_cores`: the CUDA
+/// dialect; HIP runs the scalar lowering), the plan naming it, within [`tolerance`] of
+/// the oracle; with `bitwise` (the CUDA emulator, which runs the tile products in the
+/// loop IR's documented order) also bit for bit the loop IR interpreter of the tile
+/// lowering.
+pub fn f16_and_bf16_attention_takes_the_tensor_core_lowering(
+    t: &Target,
+    tensor_cores: bool,
+    bitwise: bool,
+) {
+    for (dt, mask, four, heads, s, d, eligible) in cases() {
+        let tiled = eligible && tensor_cores;
         let (g, args) = attention_graph(dt, mask, four, heads, s, d);
         let exe = t.compile(&g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
         let plan = exe.explain();
