@@ -26,9 +26,12 @@ pub fn tolerance(dt: DType, w: f64) -> f64 {
     2.0 * ulp * w.abs().max(0.25) + 3.0 * p * 2.0
 }
 
-/// The cases: (dtype, mask, four-axis layout, (heads, kv heads), length, head width).
-/// Tensor-core eligible first, then two the tile lowering leaves to the scalar one.
-fn cases() -> Vec<(DType, MaskKind, bool, (usize, usize), usize, usize, bool)> {
+/// One attention graph: dtype, mask, four-axis layout, (heads, kv heads), length, head
+/// width, and whether the tile lowering takes it.
+type Case = (DType, MaskKind, bool, (usize, usize), usize, usize, bool);
+
+/// Tensor-core eligible cases first, then two the tile lowering leaves to the scalar one.
+fn cases() -> Vec<Case> {
     let mut v = Vec::new();
     for dt in [DType::F16, DType::BF16] {
         for (mask, four, heads, s, d) in [
