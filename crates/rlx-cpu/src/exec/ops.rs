@@ -4,6 +4,7 @@
 
 use super::value::{Elem, TileValue, Ty, cast_bits, round_f32, sl, slm, wrap_int};
 use crate::math;
+use rlx_ir::interp::{activation_f64, activation_i64, binary_i64};
 use rlx_ir::{Activation, BinaryOp, CmpOp, DType, FloatFormat};
 
 /// `f` applied elementwise to one operand.
@@ -228,9 +229,10 @@ pub(crate) unsafe fn unary(
                     TileValue::Vector(out)
                 }
             },
-            // √ on its own loop vectorizes (the per-element match of `act_f64` does not).
+            // √ on its own loop vectorizes (the per-element match of the oracle's rule does
+            // not); every other activation is the oracle's f64 rule itself.
             Ty::F64 if matches!(a, Activation::Sqrt) => map1::<f64, f64>(x, out, n, f64::sqrt),
-            Ty::F64 => map1::<f64, f64>(x, out, n, |v| act_f64(a, v)),
+            Ty::F64 => map1::<f64, f64>(x, out, n, |v| activation_f64(a, v)),
             Ty::I64 => {
                 if !a.integer_closed() {
                     return Err(format!(
@@ -238,13 +240,8 @@ pub(crate) unsafe fn unary(
                         a.name()
                     ));
                 }
-                map1::<i64, i64>(x, out, n, |v| match a {
-                    Activation::Neg => v.wrapping_neg(),
-                    Activation::Abs => v.wrapping_abs(),
-                    Activation::Relu => v.max(0),
-                    Activation::Sign => v.signum(),
-                    _ => v,
-                })
+                // The oracle's integer rule; `a` is integer-closed, so it cannot fail.
+                map1::<i64, i64>(x, out, n, |v| activation_i64(a, v).unwrap_or(v))
             }
         };
         Ok(post(ty, dt, v, n))
@@ -296,7 +293,6 @@ pub(crate) unsafe fn binary(
                 _ => return Err(format!("{} needs integer (or bool) operands", b.name())),
             },
             Ty::I64 => {
-                let width = (dt.size_bytes() * 8) as i64;
                 match b {
                     Add => map2::<i64, i64>(x, y, out, n, i64::wrapping_add),
                     Sub => map2::<i64, i64>(x, y, out, n, i64::wrapping_sub),
@@ -308,40 +304,21 @@ pub(crate) unsafe fn binary(
                     BitAnd => map2::<i64, i64>(x, y, out, n, |a, b| a & b),
                     BitOr => map2::<i64, i64>(x, y, out, n, |a, b| a | b),
                     BitXor => map2::<i64, i64>(x, y, out, n, |a, b| a ^ b),
+                    // The oracle's integer rule (its errors included: a zero divisor, a
+                    // negative shift), element by element.
                     Div | Mod | Shl | Shr | Pow => {
-                        for i in 0..n.max(1) {
-                            let (p, q) = (at::<i64>(x, i), at::<i64>(y, i));
-                            if matches!(b, Div | Mod) && q == 0 {
-                                return Err(format!(
-                                    "integer division by zero ({p} {} 0); mask the zero divisors or cast to a float type",
-                                    if b == Div { "/" } else { "%" }
-                                ));
+                        let rule = |p, q| binary_i64(b, p, q, dt);
+                        match (x, y) {
+                            (TileValue::Scalar(p), TileValue::Scalar(q)) => {
+                                TileValue::Scalar(rule(p as i64, q as i64)? as u64)
                             }
-                            if matches!(b, Shl | Shr) && q < 0 {
-                                return Err(format!(
-                                    "negative shift amount {q}; shift amounts must be ≥ 0"
-                                ));
+                            _ => {
+                                for (i, o) in slm::<i64>(out, n).iter_mut().enumerate() {
+                                    *o = rule(at::<i64>(x, i), at::<i64>(y, i))?;
+                                }
+                                TileValue::Vector(out)
                             }
                         }
-                        map2::<i64, i64>(x, y, out, n, |a, q| match b {
-                            Div => a.wrapping_div(q),
-                            Mod => a.wrapping_rem(q),
-                            Shl => {
-                                if q >= width {
-                                    0
-                                } else {
-                                    a << q
-                                }
-                            }
-                            Shr => {
-                                if q >= width {
-                                    if a < 0 { -1 } else { 0 }
-                                } else {
-                                    a >> q
-                                }
-                            }
-                            _ => int_pow(a, q),
-                        })
                     }
                     Atan2 => return Err("atan2 needs float operands; cast first".into()),
                 }
@@ -349,32 +326,6 @@ pub(crate) unsafe fn binary(
         };
         Ok(post(ty, dt, v, n))
     }
-}
-
-/// `x^y` with wrap-around; negative exponents give the integer part of the result.
-fn int_pow(x: i64, y: i64) -> i64 {
-    if y < 0 {
-        return match x {
-            1 => 1,
-            -1 => {
-                if y % 2 == 0 {
-                    1
-                } else {
-                    -1
-                }
-            }
-            _ => 0,
-        };
-    }
-    let (mut base, mut e, mut acc) = (x, y as u64, 1i64);
-    while e > 0 {
-        if e & 1 == 1 {
-            acc = acc.wrapping_mul(base);
-        }
-        base = base.wrapping_mul(base);
-        e >>= 1;
-    }
-    acc
 }
 
 /// A value of compute type `from_ty` converted exactly to compute type `to` (only the
@@ -621,111 +572,5 @@ pub(crate) unsafe fn round_format(
             return r;
         }
         v
-    }
-}
-
-/// The activations in f64 (the oracle's formulas).
-pub(crate) fn act_f64(a: Activation, x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    let sigmoid = |x: f64| {
-        if x >= 0.0 {
-            1.0 / (1.0 + (-x).exp())
-        } else {
-            let e = x.exp();
-            e / (1.0 + e)
-        }
-    };
-    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
-    let hard_sigmoid = |x: f64| (x + 3.0).clamp(0.0, 6.0) / 6.0;
-    let neg_inf = x == f64::NEG_INFINITY;
-    match a {
-        Activation::Gelu => {
-            if neg_inf {
-                -0.0
-            } else {
-                x * 0.5 * libm::erfc(-x / std::f64::consts::SQRT_2)
-            }
-        }
-        Activation::GeluApprox => {
-            if neg_inf {
-                -0.0
-            } else {
-                let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
-                x * sigmoid(2.0 * u)
-            }
-        }
-        Activation::Silu => {
-            if neg_inf {
-                -0.0
-            } else {
-                x * sigmoid(x)
-            }
-        }
-        Activation::Relu => {
-            if x > 0.0 {
-                x
-            } else {
-                0.0
-            }
-        }
-        Activation::Sigmoid => sigmoid(x),
-        Activation::Tanh => x.tanh(),
-        Activation::Exp => x.exp(),
-        Activation::Log => x.ln(),
-        Activation::Sqrt => x.sqrt(),
-        Activation::Rsqrt => 1.0 / x.sqrt(),
-        Activation::Neg => -x,
-        Activation::Abs => x.abs(),
-        Activation::Sin => x.sin(),
-        Activation::Cos => x.cos(),
-        Activation::Tan => x.tan(),
-        Activation::Atan => x.atan(),
-        Activation::Recip => 1.0 / x,
-        Activation::Round => x.round_ties_even(),
-        Activation::Floor => x.floor(),
-        Activation::Ceil => x.ceil(),
-        Activation::Sign => {
-            if x > 0.0 {
-                1.0
-            } else if x < 0.0 {
-                -1.0
-            } else {
-                0.0
-            }
-        }
-        Activation::Softplus => softplus(x),
-        Activation::Elu => {
-            if x > 0.0 {
-                x
-            } else {
-                x.exp_m1()
-            }
-        }
-        Activation::Erf => libm::erf(x),
-        Activation::HardSwish => {
-            if neg_inf {
-                -0.0
-            } else {
-                x * hard_sigmoid(x)
-            }
-        }
-        Activation::HardSigmoid => hard_sigmoid(x),
-        Activation::Mish => {
-            if neg_inf {
-                -0.0
-            } else {
-                x * softplus(x).tanh()
-            }
-        }
-        Activation::Softsign => {
-            if x.is_infinite() {
-                x.signum()
-            } else {
-                x / (1.0 + x.abs())
-            }
-        }
-        Activation::LogSigmoid => x.min(0.0) - (-x.abs()).exp().ln_1p(),
     }
 }

@@ -65,7 +65,7 @@ fn activation(a: Activation, x: &TensorData) -> IrResult<TensorData> {
 ///
 /// Only the integer-closed activations are defined: `neg` and `abs` wrap
 /// (`abs(i8::MIN) = i8::MIN`), the roundings are the identity.
-pub(crate) fn activation_i64(a: Activation, x: i64) -> IrResult<i64> {
+pub fn activation_i64(a: Activation, x: i64) -> IrResult<i64> {
     Ok(match a {
         Activation::Neg => x.wrapping_neg(),
         Activation::Abs => x.wrapping_abs(),
@@ -86,7 +86,8 @@ pub(crate) fn activation_i64(a: Activation, x: i64) -> IrResult<i64> {
 /// A NaN input gives NaN for every activation (including `relu`, `sign` and
 /// the roundings). Where the textbook formula would produce `∞ · 0` at an
 /// infinite input, the limit is returned instead (e.g. `silu(−∞) = −0`).
-pub(crate) fn activation_f64(a: Activation, x: f64) -> f64 {
+#[inline]
+pub fn activation_f64(a: Activation, x: f64) -> f64 {
     if x.is_nan() {
         return x;
     }
@@ -378,7 +379,7 @@ fn ieee_max(x: f64, y: f64) -> f64 {
 
 /// A binary op on two integer values of dtype `dt` (already in `dt`'s range).
 /// The result is wrapped to `dt` by the caller. Errors are plain messages.
-pub(crate) fn binary_i64(b: BinaryOp, x: i64, y: i64, dt: DType) -> Result<i64, String> {
+pub fn binary_i64(b: BinaryOp, x: i64, y: i64, dt: DType) -> Result<i64, String> {
     let width = (dt.size_bytes() * 8) as i64;
     Ok(match b {
         BinaryOp::Add => x.wrapping_add(y),

@@ -17,6 +17,10 @@ mod scaled;
 
 use crate::{DimBinding, Graph, IrError, IrResult, Op, Shape, TensorData};
 
+/// The oracle's scalar rules, shared with backends that evaluate element by element
+/// (the CPU executor calls them instead of keeping copies).
+pub use elementwise::{activation_f64, activation_i64, binary_i64};
+
 /// Run `graph` with its inputs and params bound by name; returns one value per output.
 ///
 /// Dynamic dims are bound from the dims of the supplied data.
