@@ -26,7 +26,7 @@ use rlx_compile::loops::{
     ATTENTION_QUERIES, Dialect, LowerOptions, Stmt, lower_kernel_with, render_c_loop,
 };
 use rlx_compile::program::{Kernel, KernelKind};
-use rlx_ir::{Dim, MaskKind, Op};
+use rlx_ir::{Dim, Op};
 
 /// The entry point of an attention kernel and its launch geometry.
 #[derive(Debug, Clone)]
@@ -128,80 +128,5 @@ impl KGen<'_> {
         }
         let host = self.loop_host(&lk, "t");
         Ok(Some(host.with(|e| render_c_loop(&lk, e))))
-    }
-}
-
-/// The oracle's operand checks of attention, on bound view dims `[q, k, v, extra?]`.
-pub(crate) fn check(op: &Op, dims: &[Vec<usize>]) -> Result<(), String> {
-    let Op::Attention {
-        num_heads,
-        head_dim,
-        v_head_dim,
-        mask_kind,
-        attn_logit_softcap,
-        ..
-    } = op
-    else {
-        unreachable!()
-    };
-    let (h, d) = (*num_heads, *head_dim);
-    let dv = v_head_dim.unwrap_or(d);
-    let bsh = |t: &[usize], w: usize, what: &str| -> Result<(usize, usize, usize), String> {
-        match *t {
-            [b, s, hh, dd] if dd == w => Ok((b, s, hh)),
-            [b, s, hidden] if w > 0 && hidden % w == 0 => Ok((b, s, hidden / w)),
-            _ => Err(format!(
-                "attention: {what} has dims {t:?}; it must be [B, S, H, {w}] or [B, S, H·{w}]"
-            )),
-        }
-    };
-    let (b, sq, qh) = bsh(&dims[0], d, "q")?;
-    let (kb, sk, hk) = bsh(&dims[1], d, "k")?;
-    let (vb, vs, vh) = bsh(&dims[2], dv, "v")?;
-    if qh != h || hk != vh || hk == 0 || h % hk != 0 {
-        return Err(format!(
-            "attention: q has {qh} heads (num_heads {h}), k {hk} and v {vh}: q must have num_heads heads and k/v an equal head count dividing it"
-        ));
-    }
-    if kb != b
-        || vb != b
-        || vs != sk
-        || dims[0].len() != dims[1].len()
-        || dims[1].len() != dims[2].len()
-    {
-        return Err(format!(
-            "attention: q {:?}, k {:?}, v {:?} must share the layout and batch size, and k/v the sequence length",
-            dims[0], dims[1], dims[2]
-        ));
-    }
-    if let Some(c) = attn_logit_softcap
-        && !(c.is_finite() && *c > 0.0)
-    {
-        return Err(format!(
-            "attention: attn_logit_softcap must be finite and > 0, got {c}"
-        ));
-    }
-    match mask_kind {
-        MaskKind::Custom if dims[3] != [b, sk] => Err(format!(
-            "attention: custom mask must be [batch, key_len] = [{b}, {sk}], got {:?}",
-            dims[3]
-        )),
-        MaskKind::Bias => {
-            let full = [b, h, sq, sk];
-            let g = &dims[3];
-            let ok = g.len() <= 4
-                && g.iter()
-                    .rev()
-                    .zip(full.iter().rev())
-                    .all(|(&a, &f)| a == f || a == 1);
-            if ok {
-                Ok(())
-            } else {
-                Err(format!(
-                    "attention: bias must broadcast to [B, H, Sq, Sk] = {full:?}, got {g:?}"
-                ))
-            }
-        }
-        _ => Ok(()),
     }
 }

@@ -13,7 +13,7 @@ use crate::codegen::{Generated, KCode, reduce};
 use crate::device::{Fp8Call, GemmCall};
 use rlx_compile::memplan;
 use rlx_compile::program::{BufKind, Program, concrete};
-use rlx_ir::{DimBinding, ReduceOp};
+use rlx_ir::{DimBinding, ReduceOp, Shape, infer_shape};
 use std::collections::HashMap;
 
 /// Alignment of every arena region.
@@ -317,11 +317,17 @@ impl KernelBind<'_> {
             KCode::Attention(a) => {
                 let (op, inputs) =
                     crate::codegen::attn::parts(self.k).expect("an attention kernel");
-                let dims: Vec<Vec<usize>> = inputs
+                // The operands bound, checked by the op's shape inference (dynamic dims
+                // may be bound inconsistently): the oracle's errors before any launch.
+                let shapes: Vec<Shape> = inputs
                     .iter()
-                    .map(|&l| self.view_dims(l))
+                    .map(|&l| {
+                        let dt = self.p.buffers[self.k.loads[l].buf].shape.dtype();
+                        self.view_dims(l).map(|d| Shape::new(&d, dt))
+                    })
                     .collect::<Result<_, _>>()?;
-                crate::codegen::attn::check(op, &dims)?;
+                let shapes: Vec<&Shape> = shapes.iter().collect();
+                infer_shape(op, &shapes).map_err(|e| e.to_string())?;
                 let sq = a.sq.resolve(self.binding).unwrap_or(0);
                 let b = a.batch.resolve(self.binding).unwrap_or(0);
                 if sq > 0 && b > 0 {
