@@ -226,6 +226,9 @@ fn classify(g: &Graph, n: &rlx_ir::Node, args: &[(String, Shape)], keep_whole: &
         Op::LayerNorm { eps, .. } if keeps(&n.op) => Class::Row(RowOp::LayerNorm { eps: *eps }),
         Op::RmsNorm { eps, .. } if keeps(&n.op) => Class::Row(RowOp::RmsNorm { eps: *eps }),
         // The fused backward is a kernel of its own too (decompose lowered it otherwise).
+        // Only f32 fuses: other dtypes stay opaque ops, which the CPU runs through its own
+        // attention and rlx-cuda launches through the loop lowering (the tensor-core tile
+        // lowering for f16/bf16), without an epilogue.
         Op::Attention { .. } | Op::AttentionVjp { .. } if keeps(&n.op) && dt == DType::F32 => {
             Class::Attention
         }
