@@ -9,7 +9,7 @@
 //! - elementwise kernels with views as index maps, reductions with fused prologue and
 //!   epilogue (deterministic block trees, optional split with an ordered combine),
 //!   softmax / log-softmax / layer norm / RMS norm as row kernels, and a flash-style
-//!   fused attention kernel;
+//!   attention kernel (f16/bf16 through `wmma` tensor-core tile products on sm_80+);
 //! - matmuls on cuBLAS (f32, f64, f16 and bf16 on tensor cores) with cuBLASLt fusing
 //!   bias + ReLU/GELU epilogues, other epilogues as generated kernels; scaled fp8
 //!   matmuls on cuBLASLt where the GPU has fp8 tensor cores;
