@@ -26,6 +26,23 @@ fn norm_backward(
     rms: bool,
     view: impl Fn(&mut Graph, NodeId) -> NodeId,
 ) -> Graph {
+    let wrt: &[&str] = if rms {
+        &["x", "gamma"]
+    } else {
+        &["x", "gamma", "beta"]
+    };
+    norm_backward_for(x_shape, c, dt, rms, wrt, view)
+}
+
+/// [`norm_backward`] differentiated for the inputs named in `wrt`.
+fn norm_backward_for(
+    x_shape: Shape,
+    c: usize,
+    dt: DType,
+    rms: bool,
+    wrt: &[&str],
+    view: impl Fn(&mut Graph, NodeId) -> NodeId,
+) -> Graph {
     let mut g = Graph::new("norm_bwd");
     let x = g.input("x", x_shape);
     let gamma = g.input("gamma", Shape::new(&[c], dt));
@@ -44,11 +61,15 @@ fn norm_backward(
     let all: Vec<usize> = (0..ydims.len()).collect();
     let loss = reduce(&mut g, ReduceOp::Sum, all, false, p);
     g.set_outputs(vec![loss]);
-    let wrt = if rms {
-        vec![x, gamma]
-    } else {
-        vec![x, gamma, beta]
-    };
+    let wrt = wrt
+        .iter()
+        .map(|n| match *n {
+            "x" => x,
+            "gamma" => gamma,
+            "beta" => beta,
+            _ => panic!("no input {n}"),
+        })
+        .collect::<Vec<_>>();
     grad_graph(&g, &wrt).unwrap()
 }
 
@@ -218,134 +239,187 @@ fn transposed_and_dynamic_norm_inputs_match_the_oracle() {
     }
 }
 
-/// A LayerNorm backward's row group runs fused (`exec/rowgroup/lnbwd.rs`): it agrees with
-/// the stage-by-stage row programs (`RLX_LN_BWD=0`) to rounding, at rows of 1, 7, 256
-/// and 1000 elements and on a 3-D input.
+/// A LayerNorm or RMSNorm backward's row group runs fused (`exec/rowgroup/lnbwd.rs`;
+/// `explain()` names it, and with `RLX_LN_BWD=0` it does not): it agrees with the
+/// stage-by-stage row programs to rounding and with the oracle, at rows of 1, 7, 256 and
+/// 1000 elements and on a 3-D input, for every set of gradients asked (dx alone, with dγ,
+/// with dβ, or all three: the column sums the gradient drops are absent from the group).
 #[test]
-fn fused_layer_norm_backward_agrees_with_the_stage_by_stage_programs() {
+fn fused_norm_backwards_agree_with_the_stage_by_stage_programs() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    for dims in [
+    let all: &[&str] = &["x", "gamma", "beta"];
+    let mut cases: Vec<(&[usize], &[&str])> = [
         &[1024usize, 256][..],
         &[5, 1],
         &[3, 7],
         &[1, 256],
         &[7, 1000],
         &[2, 5, 17],
-    ] {
-        let c = *dims.last().unwrap();
-        let g = norm_backward(Shape::new(dims, DType::F32), c, DType::F32, false, |_, x| x);
-        let a = args(&g, dims, dims, DType::F32, 17);
-        let fused = run(&g, &a);
-        // SAFETY (set_var): the tests of this binary hold LOCK, and nothing else in
-        // the process reads or writes the environment meanwhile.
-        unsafe { std::env::set_var("RLX_LN_BWD", "0") };
-        let staged = run(&g, &a);
-        unsafe { std::env::remove_var("RLX_LN_BWD") };
-        assert_eq!(fused.len(), 3);
-        for (f, s) in fused.iter().zip(&staged) {
-            close(f, s, 1e-6);
+    ]
+    .into_iter()
+    .map(|d| (d, all))
+    .collect();
+    for wrt in [&["x"][..], &["x", "gamma"], &["x", "beta"]] {
+        cases.push((&[3, 7], wrt));
+        cases.push((&[2, 5, 17], wrt));
+    }
+    for rms in [false, true] {
+        let note = if rms {
+            "fused RMSNorm backward"
+        } else {
+            "fused LayerNorm backward"
+        };
+        for &(dims, wrt) in &cases {
+            let what = format!("{dims:?} rms={rms} wrt={wrt:?}");
+            let c = *dims.last().unwrap();
+            let g = norm_backward_for(
+                Shape::new(dims, DType::F32),
+                c,
+                DType::F32,
+                rms,
+                wrt,
+                |_, x| x,
+            );
+            let a = args(&g, dims, dims, DType::F32, 17);
+            let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+            // Rows of one element are no row group (each stage is its own kernel); with a
+            // single row the cost model stores x̂ (an eighth stage) and the group runs
+            // stage by stage.
+            let rows: usize = dims[..dims.len() - 1].iter().product();
+            let expect_fused = c > 1 && rows > 1;
+            assert_eq!(
+                exe.explain().contains(note),
+                expect_fused,
+                "{what}: not fused\n{}",
+                exe.explain()
+            );
+            let fused = run(&g, &a);
+            // SAFETY (set_var): the tests of this binary hold LOCK, and nothing else in
+            // the process reads or writes the environment meanwhile.
+            unsafe { std::env::set_var("RLX_LN_BWD", "0") };
+            let staged_exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+            let staged = run(&g, &a);
+            unsafe { std::env::remove_var("RLX_LN_BWD") };
+            assert!(
+                !staged_exe.explain().contains("fused"),
+                "{what}: RLX_LN_BWD=0"
+            );
+            assert_eq!(fused.len(), wrt.len(), "{what}");
+            for (f, s) in fused.iter().zip(&staged) {
+                close(f, s, 1e-6);
+            }
+            check_oracle(&g, &a, &fused, 1e-4, &what);
         }
-        check_oracle(&g, &a, &fused, 1e-4, &format!("fused {dims:?}"));
     }
 }
 
-/// The fused backward's dx, dγ, dβ against central differences of an f64 LayerNorm.
+/// The fused backward's dx, dγ, dβ against central differences of an f64 LayerNorm and
+/// RMSNorm.
 #[test]
-fn fused_layer_norm_backward_matches_finite_differences() {
+fn fused_norm_backwards_match_finite_differences() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let (r, c) = (3usize, 7usize);
-    let g = norm_backward(
-        Shape::new(&[r, c], DType::F32),
-        c,
-        DType::F32,
-        false,
-        |_, x| x,
-    );
-    let a = args(&g, &[r, c], &[r, c], DType::F32, 23);
-    let got = run(&g, &a);
-    let by_name = |n: &str| {
-        let i = g.input_names().iter().position(|m| *m == n).unwrap();
-        a[i].to_f64_vec()
-    };
-    let (x, gamma, beta, gy) = (
-        by_name("x"),
-        by_name("gamma"),
-        by_name("beta"),
-        by_name("gy"),
-    );
-    // loss = Σ LN(x; γ, β) ⊙ gy in f64.
-    let loss = |x: &[f64], gm: &[f64], bt: &[f64]| -> f64 {
-        let mut s = 0.0;
-        for i in 0..r {
-            let row = &x[i * c..(i + 1) * c];
-            let m = row.iter().sum::<f64>() / c as f64;
-            let v = row.iter().map(|&t| (t - m) * (t - m)).sum::<f64>() / c as f64;
-            let d = (v + 1e-5).sqrt();
-            for j in 0..c {
-                s += ((row[j] - m) / d * gm[j] + bt[j]) * gy[i * c + j];
-            }
-        }
-        s
-    };
-    let h = 1e-5;
-    let fd = |which: usize, k: usize| {
-        let (mut xp, mut gp, mut bp) = (x.clone(), gamma.clone(), beta.clone());
-        let (mut xm, mut gm, mut bm) = (x.clone(), gamma.clone(), beta.clone());
-        match which {
-            0 => (xp[k] += h, xm[k] -= h),
-            1 => (gp[k] += h, gm[k] -= h),
-            _ => (bp[k] += h, bm[k] -= h),
+    for rms in [false, true] {
+        let g = norm_backward_for(
+            Shape::new(&[r, c], DType::F32),
+            c,
+            DType::F32,
+            rms,
+            &["x", "gamma", "beta"],
+            |_, x| x,
+        );
+        let a = args(&g, &[r, c], &[r, c], DType::F32, 23);
+        let got = run(&g, &a);
+        let by_name = |n: &str| {
+            let i = g.input_names().iter().position(|m| *m == n).unwrap();
+            a[i].to_f64_vec()
         };
-        (loss(&xp, &gp, &bp) - loss(&xm, &gm, &bm)) / (2.0 * h)
-    };
-    // Outputs in the order of `wrt`: x, γ, β.
-    for (which, out) in got.iter().enumerate() {
-        let v = out.to_f64_vec();
-        for (k, &gv) in v.iter().enumerate() {
-            let want = fd(which, k);
-            assert!(
-                (gv - want).abs() <= 1e-4 * (1.0 + want.abs()),
-                "gradient {which} element {k}: {gv} vs finite difference {want}"
-            );
+        let (x, gamma, beta, gy) = (
+            by_name("x"),
+            by_name("gamma"),
+            by_name("beta"),
+            by_name("gy"),
+        );
+        // loss = Σ LN(x; γ, β) ⊙ gy in f64.
+        let loss = |x: &[f64], gm: &[f64], bt: &[f64]| -> f64 {
+            let mut s = 0.0;
+            for i in 0..r {
+                let row = &x[i * c..(i + 1) * c];
+                let m = if rms {
+                    0.0
+                } else {
+                    row.iter().sum::<f64>() / c as f64
+                };
+                let v = row.iter().map(|&t| (t - m) * (t - m)).sum::<f64>() / c as f64;
+                let d = (v + 1e-5).sqrt();
+                for j in 0..c {
+                    s += ((row[j] - m) / d * gm[j] + bt[j]) * gy[i * c + j];
+                }
+            }
+            s
+        };
+        let h = 1e-5;
+        let fd = |which: usize, k: usize| {
+            let (mut xp, mut gp, mut bp) = (x.clone(), gamma.clone(), beta.clone());
+            let (mut xm, mut gm, mut bm) = (x.clone(), gamma.clone(), beta.clone());
+            match which {
+                0 => (xp[k] += h, xm[k] -= h),
+                1 => (gp[k] += h, gm[k] -= h),
+                _ => (bp[k] += h, bm[k] -= h),
+            };
+            (loss(&xp, &gp, &bp) - loss(&xm, &gm, &bm)) / (2.0 * h)
+        };
+        // Outputs in the order of `wrt`: x, γ, β.
+        for (which, out) in got.iter().enumerate() {
+            let v = out.to_f64_vec();
+            for (k, &gv) in v.iter().enumerate() {
+                let want = fd(which, k);
+                assert!(
+                    (gv - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                    "gradient {which} element {k}: {gv} vs finite difference {want}"
+                );
+            }
         }
     }
 }
 
-/// NaN or ∞ in a row of x: that row's dx and every column of dγ go NaN as in the oracle,
+/// NaN or ∞ in a row of x (LayerNorm and RMSNorm): that row's dx and every column of dγ go NaN as in the oracle,
 /// the other rows' dx stay finite and close, dβ (Σ gy) is untouched.
 #[test]
-fn fused_layer_norm_backward_propagates_nan_and_infinity_like_the_oracle() {
+fn fused_norm_backwards_propagate_nan_and_infinity_like_the_oracle() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let (r, c) = (4usize, 256usize);
-    let g = norm_backward(
-        Shape::new(&[r, c], DType::F32),
-        c,
-        DType::F32,
-        false,
-        |_, x| x,
-    );
-    for bad in [f32::NAN, f32::INFINITY] {
-        let mut a = args(&g, &[r, c], &[r, c], DType::F32, 29);
-        let xi = g.input_names().iter().position(|m| *m == "x").unwrap();
-        let mut x = a[xi].to_f32_vec();
-        x[c + 5] = bad;
-        a[xi] = TensorData::from_f32(&[r, c], &x);
-        let got = run(&g, &a);
-        let want = rlx_testkit::oracle(&g, &a).unwrap();
-        for (k, (o, w)) in got.iter().zip(&want).enumerate() {
-            let (o, w) = (o.to_f64_vec(), w.to_f64_vec());
-            for (i, (p, q)) in o.iter().zip(&w).enumerate() {
-                assert_eq!(p.is_nan(), q.is_nan(), "{bad}: output {k} element {i}");
-                if q.is_finite() {
-                    assert!((p - q).abs() <= 1e-4 * (1.0 + q.abs()), "{bad}: {k}/{i}");
+    for rms in [false, true] {
+        let g = norm_backward(
+            Shape::new(&[r, c], DType::F32),
+            c,
+            DType::F32,
+            rms,
+            |_, x| x,
+        );
+        for bad in [f32::NAN, f32::INFINITY] {
+            let mut a = args(&g, &[r, c], &[r, c], DType::F32, 29);
+            let xi = g.input_names().iter().position(|m| *m == "x").unwrap();
+            let mut x = a[xi].to_f32_vec();
+            x[c + 5] = bad;
+            a[xi] = TensorData::from_f32(&[r, c], &x);
+            let got = run(&g, &a);
+            let want = rlx_testkit::oracle(&g, &a).unwrap();
+            for (k, (o, w)) in got.iter().zip(&want).enumerate() {
+                let (o, w) = (o.to_f64_vec(), w.to_f64_vec());
+                for (i, (p, q)) in o.iter().zip(&w).enumerate() {
+                    assert_eq!(p.is_nan(), q.is_nan(), "{bad}: output {k} element {i}");
+                    if q.is_finite() {
+                        assert!((p - q).abs() <= 1e-4 * (1.0 + q.abs()), "{bad}: {k}/{i}");
+                    }
                 }
             }
+            let dx = got[0].to_f64_vec();
+            assert!(
+                dx[c..2 * c].iter().all(|v| v.is_nan()),
+                "{bad}: row 1 of dx"
+            );
+            assert!(dx[..c].iter().all(|v| v.is_finite()), "{bad}: row 0 of dx");
         }
-        let dx = got[0].to_f64_vec();
-        assert!(
-            dx[c..2 * c].iter().all(|v| v.is_nan()),
-            "{bad}: row 1 of dx"
-        );
-        assert!(dx[..c].iter().all(|v| v.is_finite()), "{bad}: row 0 of dx");
     }
 }

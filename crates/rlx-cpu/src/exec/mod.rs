@@ -374,6 +374,7 @@ impl Executable for CpuExecutable {
                     let note = match bk {
                         BKernel::Ew(e) => Some(e.jit_note()),
                         BKernel::Contract(c) => c.jit_note().map(|n| format!("epilogue: {n}")),
+                        BKernel::RowGroup(g) => g.fused_note().map(str::to_string),
                         _ => None,
                     }?;
                     Some(format!("  kernel {k}: {note}\n"))
@@ -383,7 +384,7 @@ impl Executable for CpuExecutable {
                 if !s.ends_with('\n') {
                     s.push('\n');
                 }
-                s.push_str("elementwise kernels and matmul epilogues run as:\n");
+                s.push_str("elementwise kernels, matmul epilogues and row groups run as:\n");
                 s.extend(notes);
             }
         }

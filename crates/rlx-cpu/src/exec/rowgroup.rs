@@ -54,7 +54,7 @@ pub(crate) struct RowGroupPlan {
     stages: Vec<Stage>,
     /// Columns of each column reduction (the length of its partial sums).
     col_widths: Vec<usize>,
-    /// The stages are a LayerNorm backward's: fused passes per block ([`lnbwd`]).
+    /// The stages are a LayerNorm or RMSNorm backward's: fused passes per block ([`lnbwd`]).
     ln: Option<lnbwd::LnBwd>,
 }
 
@@ -145,7 +145,8 @@ impl RowGroupPlan {
                 }
             });
         }
-        // `RLX_LN_BWD=0` keeps the stage-by-stage path (A/B measurements in one process).
+        // `RLX_LN_BWD=0` keeps the stage-by-stage path for LayerNorm and RMSNorm backwards
+        // (A/B measurements in one process).
         let ln = if std::env::var_os("RLX_LN_BWD").is_none_or(|v| v != "0") {
             lnbwd::LnBwd::detect(&bound, stages)
         } else {
@@ -167,6 +168,12 @@ impl RowGroupPlan {
     fn block_rows(&self) -> usize {
         let elems = (self.rows * self.c / 16).clamp(MIN_BLOCK_ELEMS, MAX_BLOCK_ELEMS);
         (elems / self.c.max(1)).max(1)
+    }
+
+    /// How the group runs when that is not stage by stage (for `explain()`): a fused
+    /// LayerNorm or RMSNorm backward.
+    pub(crate) fn fused_note(&self) -> Option<&'static str> {
+        self.ln.as_ref().map(lnbwd::LnBwd::note)
     }
 
     pub(crate) fn run(&self, bases: &[*mut u8]) -> Result<(), String> {

@@ -1,4 +1,5 @@
-//! A LayerNorm backward's row group in four passes per row instead of a pass per stage.
+//! A LayerNorm (or RMSNorm) backward's row group in four (three) passes per row instead
+//! of a pass per stage.
 //!
 //! The autodiff of `y = x̂·γ + β` (`x̂ = (x − μ)·r`, `r = 1/√(σ² + ε)`, `h = gy·γ`) fuses
 //! into one row group of seven stages: `Σ gy` (dβ), `μ`, `r`, `Σ gy·x̂` (dγ), `mean h`,
@@ -7,6 +8,10 @@
 //! seven calls and six folds per row (a `[1024, 256]` backward ran at a quarter of the
 //! in-cache bandwidth). Here the sums are fused: Σx; Σ(x − μ)²; then one pass for
 //! `Σ h`, `Σ h·x̂` and both column sums; and `dx` by its own stage's program.
+//!
+//! An RMSNorm backward (`x̂ = x·r`, `r = 1/√(mean x² + ε)`) is the same group without μ
+//! and `mean h`: r, `Σ gy·x̂`, `mean h·x̂` and `dx = r·(h − x̂·mean h·x̂)`, three passes.
+//! A column sum the gradient does not ask for (no dβ, no dγ) is simply absent.
 //!
 //! Nothing is assumed about how the compiler spelled the stages: each stage's row
 //! program is *evaluated* at a few random points ([`RowProg::probe`]) and must equal the
@@ -23,29 +28,31 @@ use super::Stage;
 use super::rows::{RowProg, Src, row_sum};
 use crate::math;
 
-/// The stages a LayerNorm backward's row group was recognized in.
+/// A statistic: the load the later stages read it through, and the stage computing it.
+type Stat = (Src, usize);
+
+/// The stages a LayerNorm or RMSNorm backward's row group was recognized in.
 pub(super) struct LnBwd {
     x: Src,
     gy: Src,
     gamma: Src,
-    /// The per-row statistics as the later stages read them: μ, r, mean h, mean h·x̂.
-    mu: Src,
-    r: Src,
-    mh: Src,
-    mhx: Src,
-    /// Column partials: dβ's and dγ's index.
-    col_beta: usize,
-    col_gamma: usize,
-    /// The stages of μ, r, mean h, mean h·x̂ and dx.
-    stages: [usize; 5],
+    /// μ and mean h: a LayerNorm's; an RMSNorm backward has neither (no centring, and
+    /// its `dx` has no `mean h` term).
+    mu: Option<Stat>,
+    mh: Option<Stat>,
+    r: Stat,
+    mhx: Stat,
+    /// Column partials' indices: dβ's and dγ's, when the gradient asks for them.
+    col_beta: Option<usize>,
+    col_gamma: Option<usize>,
+    /// The stage computing dx.
+    dx_stage: usize,
 }
 
-/// The values a probe assigns: x, gy, γ, μ, r, mean h, mean h·x̂.
+/// The values a probe assigns: x, gy, γ, μ, r, mean h, mean h·x̂ (μ and mean h are 0
+/// for an RMSNorm).
 #[derive(Clone, Copy)]
 struct Point([f64; 7]);
-
-/// A stage's program, the node checked and the value it must have at a probe point.
-type Check<'a> = (&'a RowProg, u32, fn(&[f64; 7]) -> f64);
 
 /// Probe points: spread signs and magnitudes, none a special value.
 const POINTS: [[f64; 7]; 4] = [
@@ -55,17 +62,34 @@ const POINTS: [[f64; 7]; 4] = [
     [-0.35, -0.77, 1.61, -1.4, 0.91, -2.3, -0.59],
 ];
 
+/// What a stage must compute at a probe point (see [`Point`]).
+type Rule = fn(&[f64; 7]) -> f64;
+
+/// `x̂ = (x − μ)·r`.
+fn xhat(v: &[f64; 7]) -> f64 {
+    (v[0] - v[3]) * v[4]
+}
+/// dβ's column term and dγ's.
+const DBETA: Rule = |v| v[1];
+const DGAMMA: Rule = |v| v[1] * xhat(v);
+/// The row statistics' terms: μ's, r's (before its `rsqrt` epilogue), mean h's, mean h·x̂'s.
+const MU: Rule = |v| v[0];
+const R: Rule = |v| (v[0] - v[3]) * (v[0] - v[3]);
+const MH: Rule = |v| v[1] * v[2];
+const MHX: Rule = |v| v[1] * v[2] * xhat(v);
+/// `dx = r·(h − mean h − x̂·mean h·x̂)`.
+const DX: Rule = |v| v[4] * (v[1] * v[2] - v[5] - xhat(v) * v[6]);
+
 impl LnBwd {
-    /// The LayerNorm backward in `stages` (bound from `kernels`), if that is what they
-    /// compute: two column sums, four row statistics and one elementwise stage, in any
-    /// order (each is told apart by what it computes).
+    /// The LayerNorm or RMSNorm backward in `stages` (bound from `kernels`), if that is
+    /// what they compute: the row statistics (LayerNorm: μ, r, mean h, mean h·x̂;
+    /// RMSNorm: r, mean h·x̂) in any order, up to two column sums (dβ, dγ: whichever
+    /// the gradient asks for) and one elementwise stage (dx). Each stage is told apart by
+    /// what it computes, evaluated at the probe points.
     pub(super) fn detect(
         stages: &[Stage],
         kernels: &[rlx_compile::program::Kernel],
     ) -> Option<LnBwd> {
-        if stages.len() != 7 {
-            return None;
-        }
         let (mut rows, mut cols, mut ews) = (Vec::new(), Vec::new(), Vec::new());
         for (i, s) in stages.iter().enumerate() {
             match s {
@@ -75,19 +99,24 @@ impl LnBwd {
                 _ => return None,
             }
         }
-        let ([_, _, _, _], [_, _], [(dx_stage, p6)]) = (&rows[..], &cols[..], &ews[..]) else {
+        let [(dx_stage, pdx)] = ews[..] else {
             return None;
         };
-        let [(dx_node, _)] = p6.stores() else {
+        let [(dx_node, _)] = pdx.stores() else {
             return None;
         };
+        if cols.len() > 2 {
+            return None;
+        }
         // A stage's only store (a statistic's buffer).
         let out = |k: usize| match &kernels[k].stores[..] {
             [s] => Some(s.buf),
             _ => None,
         };
-        // A statistic's loads: a scalar per row of its buffer (the first reader's view).
-        let stat = |buf: usize| {
+        // A statistic's loads: a scalar per row of its buffer (the first reader's view),
+        // read one element per row, as written.
+        let stat = |k: usize| {
+            let buf = out(k)?;
             stages
                 .iter()
                 .filter_map(|s| match s {
@@ -98,99 +127,130 @@ impl LnBwd {
                 })
                 .flat_map(|p| p.srcs().iter().copied())
                 .find(|s| s.buf == buf && !s.vec)
+                .filter(|s| s.sr == 1 && s.off == 0)
+                .map(|s| (s, k))
         };
-        // dβ reads gy alone, μ reads x alone.
-        let single = |p: &RowProg| match p.srcs() {
-            [s] if s.vec => Some(*s),
-            _ => None,
-        };
-        // Row stages in the order μ, r, mean h, mean h·x̂; column sums dβ, dγ.
-        let dx = |v: &[f64; 7]| {
-            let xh = (v[0] - v[3]) * v[4];
-            v[4] * (v[1] * v[2] - v[5] - xh * v[6])
-        };
-        // The 24 orders of four stages, lexicographically.
-        let perms4: Vec<[usize; 4]> = (0..256)
-            .map(|i| [i / 64, i / 16 % 4, i / 4 % 4, i % 4])
+        // The row stages in role order: [μ, r, mean h, mean h·x̂] or [r, mean h·x̂].
+        let n = rows.len();
+        if n != 4 && n != 2 {
+            return None;
+        }
+        let orders: Vec<Vec<usize>> = (0..n.pow(n as u32))
+            .map(|i| (0..n).map(|d| i / n.pow(d as u32) % n).collect::<Vec<_>>())
             .filter(|p| {
-                let mut q = *p;
+                let mut q = p.clone();
                 q.sort_unstable();
-                q == [0, 1, 2, 3]
+                q.iter().enumerate().all(|(i, &k)| i == k)
             })
             .collect();
-        for perm in &perms4 {
-            let [
-                (imu, pmu, nmu),
-                (ir, pr, nr),
-                (imh, pmh, nmh),
-                (imhx, pmhx, nmhx),
-            ] = perm.map(|k| rows[k]);
-            for (cb, cg) in [(cols[0], cols[1]), (cols[1], cols[0])] {
-                let (Some(gy), Some(x)) = (single(cb.1), single(pmu)) else {
-                    continue;
-                };
-                // γ: the one vector load with no row stride in `mean h`.
-                let Some(gamma) = pmh.srcs().iter().find(|s| s.vec && s.sr == 0).copied() else {
-                    continue;
-                };
-                let stats = [imu, ir, imh, imhx].map(|k| out(k).and_then(stat));
-                let [Some(mu), Some(r), Some(mh), Some(mhx)] = stats else {
-                    continue;
-                };
-                let ln = LnBwd {
-                    x,
-                    gy,
-                    gamma,
-                    mu,
-                    r,
-                    mh,
-                    mhx,
-                    col_beta: cb.0,
-                    col_gamma: cg.0,
-                    stages: [imu, ir, imh, imhx, *dx_stage],
-                };
-                // Every statistic is read one element per row, as written; x, gy, γ differ.
-                if [mu, r, mh, mhx].iter().any(|s| s.sr != 1 || s.off != 0)
-                    || x == gy
-                    || x == gamma
-                    || gy == gamma
-                {
-                    continue;
+        for order in &orders {
+            let role: Vec<_> = order.iter().map(|&k| rows[k]).collect();
+            let (first, last) = (role[0], role[n - 1]);
+            // x: the first statistic's one load (μ's, or an RMSNorm's r).
+            let x = match first.1.srcs() {
+                [s] if s.vec => *s,
+                _ => continue,
+            };
+            // γ: the one vector load with no row stride in mean h·x̂; gy: its other
+            // vector load that is not x.
+            let vecs = || last.1.srcs().iter().filter(|s| s.vec);
+            let Some(gamma) = vecs().find(|s| s.sr == 0).copied() else {
+                continue;
+            };
+            let mut others = vecs().filter(|s| **s != x && **s != gamma);
+            let (Some(&gy), None) = (others.next(), others.next()) else {
+                continue;
+            };
+            let st: Vec<Option<Stat>> = role.iter().map(|r| stat(r.0)).collect();
+            if st.iter().any(Option::is_none) {
+                continue;
+            }
+            let st: Vec<Stat> = st.into_iter().flatten().collect();
+            let (mu, r, mh, mhx) = if n == 4 {
+                (Some(st[0]), st[1], Some(st[2]), st[3])
+            } else {
+                (None, st[0], None, st[1])
+            };
+            let ln = LnBwd {
+                x,
+                gy,
+                gamma,
+                mu,
+                mh,
+                r,
+                mhx,
+                col_beta: None,
+                col_gamma: None,
+                dx_stage,
+            };
+            let rules: &[Rule] = if n == 4 { &[MU, R, MH, MHX] } else { &[R, MHX] };
+            let computes = |p: &RowProg, node: u32, rule: Rule| {
+                let close = |got: f64, want: f64| (got - want).abs() <= 1e-9 * (1.0 + want.abs());
+                POINTS.iter().all(|pt| {
+                    let mut v = *pt;
+                    if n == 2 {
+                        (v[3], v[5]) = (0.0, 0.0);
+                    }
+                    let load = |s: &Src| ln.value(s, &Point(v));
+                    close(p.probe(node, &load), rule(&v))
+                })
+            };
+            let rows_ok = role
+                .iter()
+                .zip(rules)
+                .all(|(r, rule)| computes(r.1, r.2, *rule));
+            if !rows_ok || !computes(pdx, *dx_node, DX) {
+                continue;
+            }
+            // Each column sum is dβ's or dγ's, told apart by its terms.
+            let (mut col_beta, mut col_gamma, mut cols_ok) = (None, None, true);
+            for &(j, p, node) in &cols {
+                if col_beta.is_none() && computes(p, node, DBETA) {
+                    col_beta = Some(j);
+                } else if col_gamma.is_none() && computes(p, node, DGAMMA) {
+                    col_gamma = Some(j);
+                } else {
+                    cols_ok = false;
                 }
-                let checks: [Check<'_>; 6] = [
-                    (cb.1, cb.2, |v| v[1]),
-                    (pmu, nmu, |v| v[0]),
-                    (pr, nr, |v| (v[0] - v[3]) * (v[0] - v[3])),
-                    (cg.1, cg.2, |v| v[1] * (v[0] - v[3]) * v[4]),
-                    (pmh, nmh, |v| v[1] * v[2]),
-                    (pmhx, nmhx, |v| v[1] * v[2] * (v[0] - v[3]) * v[4]),
-                ];
-                let ok = |got: f64, want: f64| (got - want).abs() <= 1e-9 * (1.0 + want.abs());
-                let all = POINTS.iter().all(|pt| {
-                    let pt = Point(*pt);
-                    let load = |s: &Src| ln.value(s, &pt);
-                    checks
-                        .iter()
-                        .all(|(p, node, f)| ok(p.probe(*node, &load), f(&pt.0)))
-                        && ok(p6.probe(*dx_node, &load), dx(&pt.0))
+            }
+            if cols_ok {
+                return Some(LnBwd {
+                    col_beta,
+                    col_gamma,
+                    ..ln
                 });
-                if all {
-                    return Some(ln);
-                }
             }
         }
         None
     }
 
+    /// Which norm's backward this is, for `explain()`.
+    pub(super) fn note(&self) -> &'static str {
+        if self.mu.is_some() {
+            "fused LayerNorm backward (4 passes per row)"
+        } else {
+            "fused RMSNorm backward (3 passes per row)"
+        }
+    }
+
     /// A probe's value for load `s` (NaN for a load that is none of the known ones, so
-    /// that no check passes).
+    /// that no check passes; x, gy and γ must be three different loads).
     fn value(&self, s: &Src, p: &Point) -> f64 {
         let known = [
-            self.x, self.gy, self.gamma, self.mu, self.r, self.mh, self.mhx,
+            Some(self.x),
+            Some(self.gy),
+            Some(self.gamma),
+            self.mu.map(|m| m.0),
+            Some(self.r.0),
+            self.mh.map(|m| m.0),
+            Some(self.mhx.0),
         ];
+        if self.x == self.gy || self.x == self.gamma || self.gy == self.gamma {
+            return f64::NAN;
+        }
         known
             .iter()
-            .position(|k| k == s)
+            .position(|k| *k == Some(*s))
             .map_or(f64::NAN, |i| p.0[i])
     }
 
@@ -211,7 +271,6 @@ impl LnBwd {
         scratch: &mut [f32],
         vals: &mut Vec<super::rows::V>,
     ) -> Result<(), String> {
-        let [smu, sr, smh, smhx, sdx] = self.stages;
         let plan = |i: usize| -> &ReducePlan {
             match &stages[i] {
                 Stage::Row(r, _) => r,
@@ -230,33 +289,58 @@ impl LnBwd {
             }
         };
         let gamma = row(&self.gamma, r0);
-        let mut st: Vec<f64> = (r0..r1).map(|r| row_sum(row(&self.x, r))).collect();
-        plan(smu).finish_rows(bases, r0, r1, &st)?;
-        for (k, r) in (r0..r1).enumerate() {
-            st[k] = dev_sq(row(&self.x, r), row(&self.mu, r)[0]);
-        }
-        plan(sr).finish_rows(bases, r0, r1, &st)?;
-        let mut st2 = vec![0f64; r1 - r0];
-        let (lo, hi) = (
-            self.col_beta.min(self.col_gamma),
-            self.col_beta.max(self.col_gamma),
-        );
-        let (a, b) = sums.split_at_mut(hi);
-        let (cb, cg) = if self.col_beta < self.col_gamma {
-            (&mut a[lo], &mut b[0])
+        // μ (LayerNorm) or 0 (RMSNorm: `x − 0` is `x`, bit for bit).
+        let mut st = vec![0f64; r1 - r0];
+        if let Some((mu, smu)) = &self.mu {
+            for (k, r) in (r0..r1).enumerate() {
+                st[k] = row_sum(row(&self.x, r));
+            }
+            plan(*smu).finish_rows(bases, r0, r1, &st)?;
+            for (k, r) in (r0..r1).enumerate() {
+                st[k] = dev_sq(row(&self.x, r), row(mu, r)[0]);
+            }
         } else {
-            (&mut b[0], &mut a[lo])
+            for (k, r) in (r0..r1).enumerate() {
+                st[k] = dev_sq(row(&self.x, r), 0.0);
+            }
+        }
+        plan(self.r.1).finish_rows(bases, r0, r1, &st)?;
+        let mut st2 = vec![0f64; r1 - r0];
+        // A column sum the gradient does not ask for goes to a spare row.
+        let mut spare = [vec![], vec![]];
+        for (k, want) in [self.col_beta, self.col_gamma].iter().enumerate() {
+            if want.is_none() {
+                spare[k] = vec![0f64; c];
+            }
+        }
+        let [spare_b, spare_g] = &mut spare;
+        let (cb, cg) = match (self.col_beta, self.col_gamma) {
+            (Some(b), Some(g)) => {
+                let (lo, hi) = (b.min(g), b.max(g));
+                let (a, z) = sums.split_at_mut(hi);
+                if b < g {
+                    (&mut a[lo], &mut z[0])
+                } else {
+                    (&mut z[0], &mut a[lo])
+                }
+            }
+            (Some(b), None) => (&mut sums[b], spare_g),
+            (None, Some(g)) => (spare_b, &mut sums[g]),
+            (None, None) => (spare_b, spare_g),
         };
         for (k, r) in (r0..r1).enumerate() {
             let (x, gy) = (row(&self.x, r), row(&self.gy, r));
-            let (mu, rr) = (row(&self.mu, r)[0], row(&self.r, r)[0]);
+            let mu = self.mu.map_or(0.0, |(m, _)| row(&m, r)[0]);
+            let rr = row(&self.r.0, r)[0];
             let (h, hx) = h_sums(x, gy, gamma, (mu, rr), cg, cb);
             st[k] = h;
             st2[k] = hx;
         }
-        plan(smh).finish_rows(bases, r0, r1, &st)?;
-        plan(smhx).finish_rows(bases, r0, r1, &st2)?;
-        let Stage::Ew(_, _, Some((p, _))) = &stages[sdx] else {
+        if let Some((_, smh)) = self.mh {
+            plan(smh).finish_rows(bases, r0, r1, &st)?;
+        }
+        plan(self.mhx.1).finish_rows(bases, r0, r1, &st2)?;
+        let Stage::Ew(_, _, Some((p, _))) = &stages[self.dx_stage] else {
             unreachable!("detect checked the stage kinds")
         };
         for r in r0..r1 {
