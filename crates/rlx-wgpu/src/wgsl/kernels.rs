@@ -39,8 +39,11 @@ pub(crate) fn generate(
         | KernelKind::Row { .. }
         | KernelKind::Contraction { .. }
         | KernelKind::Attention { .. } => g.lowered(),
-        // Concat, pad, cumsum, attention, convolution and pooling are lowered (an
-        // invocation per output element); other opaque ops run on the host (gather,
+        // Concat, pad, cumsum, attention, convolution, pooling and the scaled ops are
+        // lowered (an invocation per output element; the scaled quantizers of f32 / f16 /
+        // bf16 data in 32-bit integers, bit for bit with the oracle; the scaled matmul's
+        // f64 fold is refused by the renderer and runs on the host, as does anything on
+        // f64 data); other opaque ops run on the host (gather,
         // scatter-add and cross-entropy lower too, but raise errors the WGSL kernels
         // have no channel for).
         KernelKind::Opaque { op, .. } => match op {
@@ -49,7 +52,10 @@ pub(crate) fn generate(
             | Op::Cumsum { .. }
             | Op::Attention { .. }
             | Op::Conv { .. }
-            | Op::Pool { .. } => g.lowered(),
+            | Op::Pool { .. }
+            | Op::ScaledQuantScale { .. }
+            | Op::ScaledQuantize { .. }
+            | Op::ScaledMatMul { .. } => g.lowered(),
             other => Err(format!(
                 "{} has no WGSL kernel yet; it runs whole on the CPU",
                 other.name()

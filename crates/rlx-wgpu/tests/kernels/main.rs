@@ -4,6 +4,7 @@
 //! fallback). Kernels that must fall back say so in `explain` and still match.
 
 mod products;
+mod scaled;
 mod subgroups;
 #[path = "../support/mod.rs"]
 mod support;
@@ -690,6 +691,8 @@ fn every_kind_graphs() -> Vec<Graph> {
         .unwrap();
     g.set_outputs(vec![s]);
     out.push(g);
+    // The scaled quantizers (integer code on f32 bit patterns).
+    out.extend(scaled::msl_graphs());
     out
 }
 

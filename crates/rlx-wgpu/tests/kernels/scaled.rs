@@ -1,0 +1,253 @@
+//! The scaled low-precision ops on the adapter: `scaled_quant_scale` and
+//! `scaled_quantize` of f32 / f16 / bf16 data run as WGSL (the loop IR's integer
+//! spelling) and give the oracle's bytes exactly for every format and scale layout, on
+//! data full of hard cases (ties between codes and their f32 neighbours, f32 subnormals,
+//! ±0, ±∞, NaN, absmax at powers of two, zero blocks). `scaled_matmul` folds in f64 as
+//! the oracle defines it, so it runs on the host, and says why.
+
+use super::support;
+use rlx_ir::{DType, Graph, NodeId, Op, ScaleLayout, ScaledFormat, Shape, TensorData};
+use rlx_runtime::Device;
+
+fn formats() -> Vec<ScaledFormat> {
+    let mut v = ScaledFormat::NAMED.to_vec();
+    v.push(ScaledFormat::custom(3, 0));
+    v.push(ScaledFormat::custom_with_bias(2, 2, 9));
+    v.push(ScaledFormat::custom_with_bias(3, 4, 100));
+    v
+}
+
+/// `k`-wide rows of hard values for `f`: each row a different mix of representable
+/// values, midpoints and their f32 neighbours, scaled by a power of two per row (so the
+/// block scales vary), with specials sprinkled in.
+fn hard_data(f: ScaledFormat, rows: usize, k: usize) -> Vec<f32> {
+    let vals = f.representable_values();
+    let mut pool: Vec<f32> = Vec::new();
+    for w in vals.windows(2) {
+        let (a, b) = (w[0] as f64, w[1] as f64);
+        for v in [a, (a + b) / 2.0] {
+            let x = v as f32;
+            pool.extend([x, x.next_up(), x.next_down(), -x]);
+        }
+    }
+    let specials = [
+        0.0,
+        -0.0,
+        f32::NAN,
+        f32::INFINITY,
+        -f32::INFINITY,
+        f32::from_bits(1),
+        f32::from_bits(0x7f_ffff),
+        f32::MAX,
+    ];
+    (0..rows * k)
+        .map(|i| {
+            let (r, j) = (i / k, i % k);
+            if (i * 7) % 41 == 0 {
+                return specials[(i / 41) % specials.len()];
+            }
+            let v = pool[(i * 13 + r) % pool.len()];
+            // Rows 0 mod 9 stay at scale 1; others move by up to 2^±60 (f32 subnormal
+            // data included); every fifth row is all zeros.
+            if r % 5 == 4 {
+                0.0
+            } else if r % 9 == 0 {
+                v
+            } else {
+                v * 2f32.powi(((r * 37 + j / 16) % 121) as i32 - 60)
+            }
+        })
+        .collect()
+}
+
+fn quant_graph(f: ScaledFormat, l: ScaleLayout, dt: DType, rows: usize, k: usize) -> Graph {
+    let mut g = Graph::new(format!("scaled_{f}_{l}_{dt}"));
+    let x = g.input("x", Shape::new(&[rows, k], dt));
+    let s = op(
+        &mut g,
+        Op::ScaledQuantScale {
+            format: f,
+            scale_layout: l,
+        },
+        vec![x],
+    );
+    let q = op(
+        &mut g,
+        Op::ScaledQuantize {
+            format: f,
+            scale_layout: l,
+        },
+        vec![x, s],
+    );
+    g.set_outputs(vec![s, q]);
+    g
+}
+
+fn op(g: &mut Graph, o: Op, ins: Vec<NodeId>) -> NodeId {
+    g.add_op(o, ins).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Run `g` on the adapter and return (results, per-kernel placement, explain).
+fn run_gpu(g: &Graph, args: &[TensorData]) -> (Vec<TensorData>, Vec<bool>, String) {
+    support::register_cpu();
+    let (exe, placement) = rlx_wgpu::compile_with_placement(Device::Gpu, g)
+        .unwrap_or_else(|e| panic!("compile failed: {e}\n{g}"));
+    let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+    let got = exe
+        .run(&views)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", g.name, exe.explain()));
+    (got, placement, exe.explain())
+}
+
+fn same_bytes(got: &TensorData, want: &TensorData, what: &str) {
+    assert_eq!((got.dtype, &got.dims), (want.dtype, &want.dims), "{what}");
+    if let Some(i) = (0..got.bytes.len()).find(|&i| got.bytes[i] != want.bytes[i]) {
+        panic!(
+            "{what}: byte {i} differs: got {} want {}",
+            got.bytes[i], want.bytes[i]
+        );
+    }
+}
+
+#[test]
+fn scaled_quant_scale_and_quantize_run_on_the_gpu_bit_for_bit_with_the_oracle() {
+    if !support::gpu_or_skip("scaled quantizers") {
+        return;
+    }
+    let layouts = [
+        ScaleLayout::PerTensor,
+        ScaleLayout::BlockMxE8M0 { block: 8 },
+        ScaleLayout::mx(),
+        ScaleLayout::Nvfp4 { group: 4 },
+        ScaleLayout::nvfp4(),
+    ];
+    let mut checked = 0;
+    for f in formats() {
+        for l in layouts {
+            for dt in [DType::F32, DType::F16, DType::BF16] {
+                let (rows, k) = (45, 32);
+                let v: Vec<f64> = hard_data(f, rows, k).iter().map(|&x| x as f64).collect();
+                let x = match dt {
+                    DType::F32 => TensorData::from_f32(
+                        &[rows, k],
+                        &v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                    ),
+                    _ => TensorData::from_f64_as(dt, &[rows, k], &v),
+                };
+                let g = quant_graph(f, l, dt, rows, k);
+                let args = [x];
+                let (got, placement, explain) = run_gpu(&g, &args);
+                assert!(
+                    placement.iter().all(|&p| p),
+                    "{}: a scaled kernel fell back to the host\n{explain}",
+                    g.name
+                );
+                let want = rlx_testkit::oracle(&g, &args).unwrap();
+                same_bytes(&got[0], &want[0], &format!("{}: scales", g.name));
+                same_bytes(&got[1], &want[1], &format!("{}: codes", g.name));
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, formats().len() * 5 * 3);
+}
+
+#[test]
+fn scaled_matmul_runs_on_the_host_because_its_f64_fold_has_no_wgsl_form() {
+    if !support::gpu_or_skip("scaled matmul") {
+        return;
+    }
+    let (m, n, k) = (3, 5, 32);
+    let f = ScaledFormat::F8E4M3;
+    let l = ScaleLayout::mx();
+    let mut g = Graph::new("scaled_matmul");
+    let a = g.input("a", Shape::new(&[m, k], DType::F32));
+    let b = g.input("b", Shape::new(&[n, k], DType::F32));
+    let mut qs = Vec::new();
+    for x in [a, b] {
+        let s = op(
+            &mut g,
+            Op::ScaledQuantScale {
+                format: f,
+                scale_layout: l,
+            },
+            vec![x],
+        );
+        let q = op(
+            &mut g,
+            Op::ScaledQuantize {
+                format: f,
+                scale_layout: l,
+            },
+            vec![x, s],
+        );
+        qs.push((q, s));
+    }
+    let y = op(
+        &mut g,
+        Op::ScaledMatMul {
+            lhs_format: f,
+            rhs_format: f,
+            scale_layout: l,
+            has_bias: false,
+        },
+        vec![qs[0].0, qs[1].0, qs[0].1, qs[1].1],
+    );
+    g.set_outputs(vec![y]);
+    let args = [
+        TensorData::from_f32(&[m, k], &hard_data(f, m, k)),
+        TensorData::from_f32(&[n, k], &hard_data(f, n + 2, k)[2 * k..]),
+    ];
+    let (got, placement, explain) = run_gpu(&g, &args);
+    let lines: Vec<&str> = explain.lines().collect();
+    let mm = lines
+        .iter()
+        .find(|l| l.contains("(opaque(scaled_matmul)):"))
+        .unwrap_or_else(|| panic!("no scaled_matmul kernel in\n{explain}"));
+    assert!(
+        mm.contains("CPU fallback (") && mm.contains("which WGSL does not have"),
+        "the matmul must run on the host for its f64 fold: {mm}\n{explain}"
+    );
+    assert_eq!(placement.iter().filter(|&&p| !p).count(), 1, "{explain}");
+    assert!(
+        support::unexpected_fallbacks(&explain).is_empty(),
+        "{explain}"
+    );
+    let want = rlx_testkit::oracle(&g, &args).unwrap();
+    let (gv, wv) = (got[0].to_f32_vec(), want[0].to_f32_vec());
+    for (i, (x, y)) in gv.iter().zip(&wv).enumerate() {
+        assert!(
+            (x.is_nan() && y.is_nan()) || x.to_bits() == y.to_bits(),
+            "element {i}: got {x:e} want {y:e}"
+        );
+    }
+}
+
+/// Graphs of the scaled quantizers for [`super::every_kind_graphs`] (the MSL check).
+pub fn msl_graphs() -> Vec<Graph> {
+    [
+        (ScaledFormat::F8E4M3, ScaleLayout::PerTensor),
+        (ScaledFormat::F8E5M2, ScaleLayout::mx()),
+        (ScaledFormat::F4E2M1, ScaleLayout::nvfp4()),
+        (ScaledFormat::custom(3, 0), ScaleLayout::mx()),
+    ]
+    .into_iter()
+    .map(|(f, l)| quant_graph(f, l, DType::F32, 2, 32))
+    .collect()
+}
+
+/// The MSL check skips kernels that have no WGSL; the scaled quantizers must have it
+/// (on any host, no adapter needed).
+#[test]
+fn scaled_quantizers_of_f32_data_always_generate_wgsl() {
+    for g in msl_graphs() {
+        let shaders = rlx_wgpu::generated_wgsl(&g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
+        assert_eq!(shaders.len(), 2, "{}", g.name);
+        for (i, s) in shaders.iter().enumerate() {
+            let wgsl = s
+                .as_ref()
+                .unwrap_or_else(|e| panic!("{} kernel {i} has no WGSL: {e}", g.name));
+            assert!(wgsl.contains("bitcast<i32>"), "{} kernel {i}", g.name);
+        }
+    }
+}
