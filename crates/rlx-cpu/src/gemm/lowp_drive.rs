@@ -190,6 +190,9 @@ pub(crate) struct Blocking {
     pub(crate) kc: usize,
     /// Sums per call when A is read in place (a multiple of `KU` dividing `KS`).
     pub(crate) kc_in_place: usize,
+    /// Sums per call over packed A when the super-block has at most [`SHORT_SUMS`] sums
+    /// (a multiple of `KU` dividing `KS`).
+    pub(crate) kc_short: usize,
     /// Rows of A per block (a multiple of `MR`).
     pub(crate) mc: usize,
     /// Columns of B per block (a multiple of `NR`).
@@ -226,6 +229,9 @@ pub(crate) trait Kernel: Sync {
     /// Sum length per micro-kernel call when A is read in place
     /// ([`Kernel::a_in_place`]; a multiple of `KU` dividing `KS`).
     const KC_IN_PLACE: usize = Self::KC;
+    /// Sum length per micro-kernel call over packed A when the super-block has at most
+    /// [`SHORT_SUMS`] sums (a multiple of `KU` dividing `KS`).
+    const KC_SHORT: usize = Self::KC;
     /// Sums per packed super-block (a multiple of `KC`).
     const KS: usize;
     /// Rows of A per packed block.
@@ -315,6 +321,7 @@ pub(crate) trait Kernel: Sync {
         Blocking {
             kc: Self::KC,
             kc_in_place: Self::KC_IN_PLACE,
+            kc_short: Self::KC_SHORT,
             mc: Self::MC,
             nc: Self::NC,
             rows_outer: false,
@@ -435,7 +442,11 @@ pub(crate) unsafe fn drive<K: Kernel>(
                     let a_base = if a_once { ic } else { 0 };
                     let tile =
                         |ir: usize, jr: usize| (ir / K::MR * tiles_n + jr / K::NR) * K::MR * K::NR;
-                    let kc = if a_direct { bl.kc_in_place } else { bl.kc };
+                    let kc = match (a_direct, kpad <= SHORT_SUMS) {
+                        (true, _) => bl.kc_in_place,
+                        (false, true) => bl.kc_short,
+                        (false, false) => bl.kc,
+                    };
                     let b_step_bytes =
                         kc.min(kpad) * nb.next_multiple_of(K::NR) * size_of::<K::P>();
                     let rows_outer = bl.rows_outer && b_step_bytes <= ROWS_OUTER_B_BYTES;
@@ -526,6 +537,9 @@ pub(crate) unsafe fn drive<K: Kernel>(
         kern.end();
     });
 }
+
+/// Longest super-block of sums that packed A runs in calls of [`Blocking::kc_short`].
+pub(crate) const SHORT_SUMS: usize = 1024;
 
 /// Largest B block per sum step walked with row panels outer ([`Blocking::rows_outer`]):
 /// at 2048³ on one thread (AMX, A packed, 2048 sums × 512 columns = 2 MiB per step) rows
