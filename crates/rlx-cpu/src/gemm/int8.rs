@@ -269,6 +269,8 @@ mod kernels {
         const KS: usize = 4096;
         const MC: usize = 128;
         const NC: usize = 512;
+        // C's rows prefetched for writing inside the tile loop (as the bf16 kernel does).
+        const PREFETCHES_C: bool = true;
 
         unsafe fn pack_a(&self, a: Src<i8>, mb: usize, kb: usize, kpad: usize, dst: &mut [i8]) {
             // SAFETY: forwarded contract; AVX-512 BW is present where this kernel runs.
