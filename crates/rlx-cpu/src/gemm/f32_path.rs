@@ -9,7 +9,10 @@
 //! operands' layout, never timed, so results are reproducible run to run.
 //! `RLX_GEMM_F32=faer`, `avx512` or `auto` forces a path for testing and benchmarking; an
 //! unknown or unavailable value is reported once and the default is used. [`sgemm_with`]
-//! takes the path per call, so paths can be compared in one process.
+//! takes the path per call, so paths can be compared in one process. On the own kernel's
+//! threads, `RLX_GEMM_F32_LINGER_US` (microseconds, default 1000, `0` off) is how long a
+//! worker that finished its share of a product waits, spinning and running pending rayon
+//! work, to be handed the next product instead of being woken from sleep.
 //!
 //! Exactness: the own kernel sums each element in blocks of at most `KC` sums (256, or
 //! twice the L1d in 48-column rows on Intel: 512 on Sapphire Rapids; split
