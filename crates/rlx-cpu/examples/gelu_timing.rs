@@ -3,7 +3,8 @@
 //! interleaved runs in ns per element; the slice rows and the `graph` rows (a one-op
 //! graph, JIT on and off) run 1 thread on 2¹⁶ elements, the `row` rows the OPS bench's
 //! [1024, 1024] GELU forward and its backward `g·GELU'(u)` (the reverse-mode graph) on 1
-//! and 2 threads, in ns per element of wall time. `ONLY=<substring>` picks cases,
+//! and 2 threads, in ns per element of wall time (`jit=true phi=0`: compiled with
+//! `RLX_GELU_PHI=0`, exact GELU without its Φ table). `ONLY=<substring>` picks cases,
 //! `REPS` sets the number of interleaved runs (41).
 
 use rlx_cpu::CpuBackend;
@@ -20,9 +21,28 @@ const ROW: usize = 1 << 20;
 type Case = (String, usize, usize, Box<dyn FnMut()>);
 
 /// Inputs spread over [−4, 4) (GELU's interesting range) by a low-discrepancy sequence.
+/// (Below −4 exact GELU takes its tail kernel: the `row` cases use [`normal`] inputs.)
 fn spread(n: usize, seed: f32) -> Vec<f32> {
     (0..n)
         .map(|i| ((i as f32 * 0.618_034 + seed).fract() - 0.5) * 8.0)
+        .collect()
+}
+
+/// `n` samples of N(0, σ²) (Box–Muller on a 64-bit LCG): the OPS bench's GELU input is
+/// N(0, 1.5²), of which 0.4 % lies below −4, where exact GELU runs its tail kernel.
+fn normal(n: usize, sigma: f32, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut unit = || {
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((s >> 40) as f64 + 0.5) / (1u64 << 24) as f64
+    };
+    (0..n)
+        .map(|_| {
+            let (a, b) = (unit(), unit());
+            ((-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()) as f32 * sigma
+        })
         .collect()
 }
 
@@ -84,18 +104,32 @@ fn main() {
         }
     }
     let (fwd, bwd) = gelu_graphs(ROW);
-    let u = TensorData::from_f32(&[ROW], &spread(ROW, 0.1));
-    let gy = TensorData::from_f32(&[ROW], &spread(ROW, 0.3));
+    let u = TensorData::from_f32(&[ROW], &normal(ROW, 1.5, 1));
+    let gy = TensorData::from_f32(&[ROW], &normal(ROW, 1.0, 2));
     for threads in [1, 2] {
-        for jit in [true, false] {
+        // The JIT with and without GELU's Φ table (RLX_GELU_PHI=0 at compile time: the
+        // tail kernel on every lane), and the interpreter.
+        for (jit, phi) in [(true, true), (true, false), (false, true)] {
+            if !phi {
+                // SAFETY: no other thread reads the environment while the example compiles.
+                unsafe { std::env::set_var("RLX_GELU_PHI", "0") };
+            }
             let (ef, eb) = (compile(&fwd, jit), compile(&bwd, jit));
+            // SAFETY: as above.
+            unsafe { std::env::remove_var("RLX_GELU_PHI") };
             let u1 = u.clone();
+            let jit = if phi {
+                format!("{jit}")
+            } else {
+                format!("{jit} phi=0")
+            };
+            let jit_on = !jit.starts_with("false");
             cases.push((
                 format!("row gelu fwd jit={jit} t={threads}"),
                 threads,
                 ROW,
                 Box::new(move || {
-                    rlx_cpu::set_jit(jit);
+                    rlx_cpu::set_jit(jit_on);
                     std::hint::black_box(ef.run(&[u1.view()]).unwrap());
                 }),
             ));
@@ -105,7 +139,7 @@ fn main() {
                 threads,
                 ROW,
                 Box::new(move || {
-                    rlx_cpu::set_jit(jit);
+                    rlx_cpu::set_jit(jit_on);
                     std::hint::black_box(eb.run(&[u2.view(), g2.view()]).unwrap());
                 }),
             ));

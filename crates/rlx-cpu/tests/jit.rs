@@ -393,8 +393,9 @@ fn explain_says_which_kernels_run_as_machine_code_and_why_others_do_not() {
 /// Inputs at every branch point of erf and exact GELU (the erf polynomial's 0.75, the
 /// ±16 clamp of the tail, the exponential's −120 clamp at √120 for erf and √240 for GELU,
 /// the earlier formulations' 0.5 and 10.5, the edges of the table intervals — erf's
-/// 1, 1.25, …, 4.75 and its 4.7 clamp, GELU's 0.5, 1.5, …, 15.5 and its 15.49 clamp —
-/// each with its neighbours), ±0, subnormals, huge values, ±∞, NaNs of both signs, and a
+/// 1, 1.25, …, 4.75 and its 4.7 clamp, GELU's 0.5, 1.5, …, 15.5 and its 15.49 clamp,
+/// the Φ table's edges 0.3125 + 0.625m, its −4 branch and 5.875 clamp — each with its
+/// neighbours), ±0, subnormals, huge values, ±∞, NaNs of both signs, and a
 /// dense sweep of [−20, 20].
 fn erf_values() -> Vec<f32> {
     let mut v = vec![
@@ -432,6 +433,10 @@ fn erf_values() -> Vec<f32> {
     .into_iter()
     .chain((4..=19).map(|k| k as f32 / 4.0))
     .chain((0..16).map(|k| k as f32 + 0.5))
+    // GELU's Φ table: its interval edges 0.625·(m + ½) (both signs below), the tail
+    // branch at −4, the clamp at 5.875 and the table's end 5.9375.
+    .chain((0..10).map(|m| 0.625 * (m as f32 + 0.5)))
+    .chain([4.0, 5.875, 5.9375])
     {
         for x in [
             b,

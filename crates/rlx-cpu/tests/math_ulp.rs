@@ -254,6 +254,24 @@ fn erf_and_exact_gelu_are_within_their_bounds_on_a_fine_sweep_of_the_tail() {
         x.extend([v, -v]);
     }
     x.extend((0..100_000).map(|i| -16.0 + i as f32 * 3e-5));
+    // GELU's Φ table: a dense grid over its range [−4.0625, 5.9375] and past the clamp
+    // at 5.875, and 64 neighbours of each interval edge 0.625·(m + ½), of the tail
+    // branch at −4 and of the clamp.
+    x.extend((0..400_000).map(|i| -4.2 + i as f32 * 2.6e-5));
+    let mut edges: Vec<f32> = (-7..10).map(|m| 0.625 * (m as f32 + 0.5)).collect();
+    edges.extend([-4.0, 5.875, 5.42]);
+    for e in edges {
+        for d in -32i32..32 {
+            x.push(f32::from_bits((e.to_bits() as i32 + d) as u32));
+        }
+    }
+    // GELU's table range on its own (printed: the tail kernel below −4 dominates the max).
+    let table: Vec<f32> = x.iter().copied().filter(|v| *v >= -4.0).collect();
+    let want = oracle(Activation::Gelu, &table);
+    for isa in ISAS.into_iter().filter(|i| i.is_available()) {
+        let s = measure(isa, Activation::Gelu, &table, &want);
+        println!("gelu {isa:?} from -4 on: {:.3} ulp at x = {:e}", s.max, s.at);
+    }
     for act in [Activation::Erf, Activation::Gelu] {
         let want = oracle(act, &x);
         for isa in ISAS.into_iter().filter(|i| i.is_available()) {

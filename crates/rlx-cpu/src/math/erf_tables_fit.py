@@ -2,16 +2,18 @@
 
 python3 erf_tables_fit.py gelu 7   # GELU_M: M(a) = Phi(-a) e^(a^2/2), a = k + t, |t| <= 1/2
 python3 erf_tables_fit.py erf 5    # ERF_T: erf(0.875 + k/4 + w/4), |w| <= 1/2
+python3 erf_tables_fit.py phi 7    # GELU_PHI: Phi(0.625 (k - 6) + t), |t| <= 0.3125
 
 Per interval: the coefficients from the constant term up, each rounded to f32 and the
 higher ones refitted to the remainder (least squares on Chebyshev points, Lawson
-reweighting toward minimax), weighted by 1/|M| (GELU: relative error) or uniformly
+reweighting toward minimax), weighted by 1/|M| or 1/Phi (GELU: relative error) or uniformly
 (erf: absolute error, erf in [0.71, 1]). Prints the worst error of the f32-coefficient
 polynomials (exact evaluation) on stderr, in units of 2^-24 relative (GELU) or absolute
 (erf), and one Python list per power of t on stdout, the sixteen intervals in order.
 """
 import math, struct, sys
 def f32(x): return struct.unpack('f', struct.pack('f', x))[0]
+def Phi(x): return 0.5*math.erfc(-x/math.sqrt(2))
 def M(a): return 0.5*math.erfc(a/math.sqrt(2))*math.exp(a*a/2)
 def solve(A, b):
     n=len(b); A=[r[:]+[b[i]] for i,r in enumerate(A)]
@@ -64,6 +66,13 @@ if kind=='gelu':
         lo=0.0 if k==0 else -0.5
         hi=0.5 if k<15 else 0.5
         c,e=fit(lambda t:M(k+t), lo, hi, d, lambda t,y: abs(y)*2**-24)
+        tab.append(c); worst=max(worst,e); print(k, 'err ulp(2^-24 rel)', e, file=sys.stderr)
+    print('worst', worst, file=sys.stderr)
+elif kind=='phi':
+    tab=[];worst=0
+    for k in range(16):
+        c0=0.625*(k-6)
+        c,e=fit(lambda t:Phi(c0+t), -0.3125, 0.3125, d, lambda t,y: abs(y)*2**-24)
         tab.append(c); worst=max(worst,e); print(k, 'err ulp(2^-24 rel)', e, file=sys.stderr)
     print('worst', worst, file=sys.stderr)
 else:

@@ -3,7 +3,7 @@
 //! exponential's argument is itself a rounded product (GELU), the argument is carried as an
 //! unevaluated sum `hi + lo` so its rounding does not grow into the result.
 
-use super::erf_tables::{ERF_T, GELU_M};
+use super::erf_tables::{ERF_T, GELU_M, GELU_PHI};
 use super::expo::{exp, exp_mant, exp_parts, expm1, log1p_unit};
 use super::simd::{clamp, mad, sel, two_prod, two_sum};
 
@@ -160,13 +160,40 @@ unsafe fn table_poly16<const F: bool, const N: usize, L: Look16>(
     p
 }
 
-/// [`gelu`] of 16 lanes, the table read by permutes instead of 16 indexed loads (the
-/// same bits).
+/// [`gelu`] of 16 lanes, the tables read by permutes instead of 16 indexed loads (the
+/// same bits): the Φ table for every lane, and only when a lane lies below [`GELU_LO`]
+/// (rare for activations) the tail kernel for all sixteen, blended in.
 ///
 /// # Safety
 /// As [`Look16::look`] of `L`.
 #[inline(always)]
 pub(crate) unsafe fn gelu16<const F: bool, L: Look16>(x: &[f32; 16]) -> [f32; 16] {
+    let (mut j, mut t) = ([0f32; 16], [0f32; 16]);
+    let mut low = false;
+    for i in 0..16 {
+        (j[i], t[i]) = phi_args::<F>(x[i]);
+        // `|=` over all lanes (no early exit): one compare and mask test
+        low |= x[i] < GELU_LO;
+    }
+    // SAFETY: the caller's contract.
+    let p = unsafe { table_poly16::<F, 8, L>(&GELU_PHI, &j, &t) };
+    let mut y: [f32; 16] = std::array::from_fn(|i| gelu_phi_with(x[i], p[i]));
+    if low {
+        // SAFETY: the caller's contract.
+        let z = unsafe { gelu_tail16::<F, L>(x) };
+        for i in 0..16 {
+            y[i] = sel(x[i] < GELU_LO, z[i], y[i]);
+        }
+    }
+    y
+}
+
+/// [`gelu_tail`] of 16 lanes, the table read by permutes (the same bits).
+///
+/// # Safety
+/// As [`Look16::look`] of `L`.
+#[inline(always)]
+unsafe fn gelu_tail16<const F: bool, L: Look16>(x: &[f32; 16]) -> [f32; 16] {
     let (mut j, mut t) = ([0f32; 16], [0f32; 16]);
     for i in 0..16 {
         let c = gelu_clamp(x[i]);
@@ -229,11 +256,54 @@ fn erf_with<const F: bool>(x: f32, mid: f32) -> f32 {
 pub(crate) const GELU_BIAS: i32 = 64;
 pub(crate) const GELU_UNBIAS: f32 = f32::from_bits(((127 - GELU_BIAS) as u32) << 23);
 
-/// Exact GELU `x·Φ(x)` (−0 at −∞): with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)`, `x·v` for
-/// negative x (the multiplier folded in before the last power-of-two scaling, so that a
-/// subnormal result is rounded once) and `x·(1 − v)` otherwise (v ≤ ½: no cancellation).
+/// Below this, exact GELU is [`gelu_tail`]; from here on `x·Φ(x)` with Φ read from
+/// [`GELU_PHI`] (whose first interval starts at −4.0625). Normal inputs rarely reach it
+/// (Φ(−4) = 3.2·10⁻⁵): a 16-lane chunk then branches over the tail kernel.
+pub(crate) const GELU_LO: f32 = -4.0;
+/// `x` is clamped here for the Φ table: Φ rounds to 1 in `f32` from 5.42 on, and 5.875
+/// lies inside the last interval (ending at 5.9375, where the index would wrap to 0).
+pub(crate) const GELU_HI: f32 = 5.875;
+/// The Φ table's interval is `round(1.6·c) + 6` (the low bits of `c·1.6 + (SHIFTER + 6)`,
+/// one FMA); its centre `0.625·(k − 6)` is subtracted exactly (`PHI_STEP`, five eighths).
+pub(crate) const PHI_SCALE: f32 = 1.6;
+pub(crate) const PHI_SHIFT: f32 = SHIFTER + 6.0;
+pub(crate) const PHI_STEP: f32 = -0.625;
+
+/// The Φ table's `(j, t)` of `x` (`c = min(x, GELU_HI)`, NaN kept): `j = c·1.6 + SHIFTER
+/// + 6` holds the interval in its low bits, `t = c − 0.625·(j − SHIFTER − 6)` is exact
+/// (a small integer times 5/8 taken from a float at most twice, or half, its size).
+#[inline(always)]
+fn phi_args<const F: bool>(x: f32) -> (f32, f32) {
+    let c = sel(x > GELU_HI, GELU_HI, x);
+    let j = mad::<F>(c, PHI_SCALE, PHI_SHIFT);
+    (j, mad::<F>(j - PHI_SHIFT, PHI_STEP, c))
+}
+
+/// `x·p` for `p = Φ(x)` from the table; NaN in gives `x` quieted, as the JIT's product
+/// with `x` first does (LLVM may commute a product, and then `p`'s NaN would come out).
+#[inline(always)]
+fn gelu_phi_with(x: f32, p: f32) -> f32 {
+    sel(x.is_nan(), f32::from_bits(x.to_bits() | 0x0040_0000), x * p)
+}
+
+/// Exact GELU `x·Φ(x)` (−0 at −∞): from `x ≥ −4` on `x` times the table polynomial of
+/// Φ ([`GELU_PHI`]: within 0.73 ulp relative, ≈ 1.2 ulp after the `f32` Horner steps,
+/// half an ulp more for the product), below it [`gelu_tail`]. One polynomial and one
+/// product where the tail kernel takes a double-float exponential, a polynomial of the
+/// Gaussian's tail factor and a cancellation-free `x·(1 − v)`.
 #[inline(always)]
 pub(crate) fn gelu<const F: bool>(x: f32) -> f32 {
+    let (j, t) = phi_args::<F>(x);
+    let y = gelu_phi_with(x, table_poly::<F, 8>(&GELU_PHI, j, t));
+    sel(x < GELU_LO, gelu_tail::<F>(x), y)
+}
+
+/// Exact GELU below [`GELU_LO`] (and correct everywhere): with `v = Φ(−|x|) =
+/// e^(−x²/2)·M(|x|)`, `x·v` for negative x (the multiplier folded in before the last
+/// power-of-two scaling, so that a subnormal result is rounded once) and `x·(1 − v)`
+/// otherwise (v ≤ ½: no cancellation).
+#[inline(always)]
+pub(crate) fn gelu_tail<const F: bool>(x: f32) -> f32 {
     gelu_with::<F>(x, mills::<F>(gelu_clamp(x)))
 }
 

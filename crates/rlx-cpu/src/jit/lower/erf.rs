@@ -3,18 +3,22 @@
 //! kernel on the FMA path (`F = true`, which both the AVX2+FMA and the AVX-512
 //! interpreter paths run), so the bits agree.
 //!
-//! Both evaluate a piecewise polynomial of sixteen intervals (`math::erf_tables`), each
+//! Both evaluate piecewise polynomials of sixteen intervals (`math::erf_tables`), each
 //! coefficient read with one `vpermps` from a 16-float table in the constant pool: erf's
-//! polynomial is erf itself on [0.75, 4.75], GELU's the smooth factor `M` of the Gaussian
-//! tail `Φ(−a) = e^(−a²/2)·M(a)`. Mask `k6` holds the lane choices.
+//! polynomial is erf itself on [0.75, 4.75], GELU's Φ itself on [−4.0625, 5.9375] and,
+//! for lanes below −4 (an out-of-line branch, rarely taken), the smooth factor `M` of the
+//! Gaussian tail `Φ(−a) = e^(−a²/2)·M(a)`. Mask `k6` holds the lane choices, `k7` GELU's
+//! tail lanes.
 
 use super::special::{exp_mant, load_const};
 use super::{Lower, R8, Temps};
-use crate::jit::x86::{Asm, Cmp, K6, Mem, Src, Zmm};
+use crate::jit::x86::{Asm, Cmp, JE, K6, K7, Mem, Src, Zmm};
 // The clamps of |x| for GELU and erf and the polynomial tables are `math::special`'s
 // own constants: the emitted code must compute its bits.
-use crate::math::erf_tables::{ERF_T, GELU_M};
-use crate::math::special::{ERF_MAX, GELU_BIAS, GELU_MAX, GELU_UNBIAS};
+use crate::math::erf_tables::{ERF_T, GELU_M, GELU_PHI};
+use crate::math::special::{
+    ERF_MAX, GELU_BIAS, GELU_HI, GELU_LO, GELU_MAX, GELU_UNBIAS, PHI_SCALE, PHI_SHIFT, PHI_STEP,
+};
 
 // Constants of `math::special::erf_small`: erf z = z·E(z²) on |z| < ERF_SMALL.
 const ERF_SMALL: f32 = 0.75;
@@ -54,6 +58,11 @@ pub(super) fn erf_consts() -> Vec<u32> {
         SHIFTER.to_bits(),
         4f32.to_bits(),
         (-3.5f32).to_bits(),
+        GELU_HI.to_bits(),
+        GELU_LO.to_bits(),
+        PHI_SCALE.to_bits(),
+        PHI_SHIFT.to_bits(),
+        PHI_STEP.to_bits(),
     ];
     v.extend(E.map(f32::to_bits));
     v
@@ -66,6 +75,7 @@ pub(super) fn erf_consts64() -> Vec<u64> {
     ERF_T
         .iter()
         .chain(&GELU_M)
+        .chain(&GELU_PHI)
         .flat_map(|row| {
             row.chunks(2)
                 .map(|p| u64::from(p[0].to_bits()) | u64::from(p[1].to_bits()) << 32)
@@ -133,10 +143,43 @@ impl Lower<'_> {
         a.vblendmps(d, K6, p, q);
     }
 
-    /// Exact GELU as `math::special::gelu`: with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)` (|x|
-    /// clamped at 15.49, v = 0 past it), `(p·2^(n+64)·(x·M))·2⁻⁶⁴` for negative x and
-    /// `x·(1 − v)` otherwise; −0 at −∞; into `d` (11 temps).
+    /// Exact GELU as `math::special::gelu`, into `d` (11 temps): `x·Φ(min(x, 5.875))`
+    /// with Φ the table polynomial of interval `round(1.6c) + 6`; where a lane lies below
+    /// −4 (k7), a branch (not taken for most vectors) runs [`Lower::gelu_tail`] on all 16
+    /// lanes and blends those lanes in.
     pub(super) fn gelu_erf(&self, a: &mut Asm, t: &mut Temps, d: Zmm, x: Zmm) {
+        if std::env::var_os("RLX_GELU_PHI").is_some_and(|v| v == "0") {
+            // Measurement switch, read at each compile (same-process A/B): the tail kernel
+            // on every lane, as before the Φ table. Its bits differ from the interpreter's
+            // (which has no switch) within the GELU bound.
+            let v = self.gelu_tail(a, t, x);
+            a.vmovaps(d, v);
+            return;
+        }
+        // Done with before the tail takes the same registers.
+        let [c, j, p, q] = t.peek::<4>();
+        // c = min(x, GELU_HI) (NaN: GELU_HI; the product with x below gives x's NaN)
+        a.vminps(c, x, self.cf(GELU_HI));
+        // j = c·1.6 + (SHIFTER + 6); t = c − 0.625·(j − SHIFTER − 6), exact (into c)
+        load_const(a, j, self.cf(PHI_SCALE));
+        a.vfmadd213ps(j, c, self.cf(PHI_SHIFT));
+        a.vsubps(q, j, self.cf(PHI_SHIFT));
+        a.vfmadd231ps(c, q, self.cf(PHI_STEP));
+        self.table_poly(a, (p, q), &GELU_PHI, j, c);
+        a.vmulps(d, x, p);
+        // Lanes below GELU_LO (k7; never NaN): the tail kernel, jumped over when none.
+        a.vcmpps(K7, x, self.cf(GELU_LO), Cmp::LtOq);
+        a.kortestw(K7, K7);
+        let skip = a.jump(Some(JE));
+        let v = self.gelu_tail(a, t, x);
+        a.vblendmps(d, K7, d, v);
+        a.patch(skip, a.code.len());
+    }
+
+    /// Exact GELU as `math::special::gelu_tail`: with `v = Φ(−|x|) = e^(−x²/2)·M(|x|)`
+    /// (|x| clamped at 15.49, v = 0 past it), `(p·2^(n+64)·(x·M))·2⁻⁶⁴` for negative x
+    /// and `x·(1 − v)` otherwise; −0 at −∞; returns the temp holding it (11 temps).
+    fn gelu_tail(&self, a: &mut Asm, t: &mut Temps, x: Zmm) -> Zmm {
         let [c, m, h, l, e1] = t.many::<5>();
         // c = min(|x|, max) (k6: clamped); h + l = c·(−c/2) exactly
         a.vandps(c, x, self.creg(ABS));
@@ -171,7 +214,8 @@ impl Lower<'_> {
         a.vmulps(h, x, h);
         a.vblendmps(h, K6, h, c);
         a.vcmpps(K6, x, self.cf(f32::NEG_INFINITY), Cmp::EqOq);
-        a.vblendmps(d, K6, h, self.creg(SIGN));
+        a.vblendmps(h, K6, h, self.creg(SIGN));
+        h
     }
 
     /// `math::special::erf_small(z)` into `d` (`w` scratch): `fma(z, E0_HI, z·fma(w,

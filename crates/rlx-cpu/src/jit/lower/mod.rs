@@ -686,6 +686,12 @@ impl Temps {
         std::array::from_fn(|_| self.get())
     }
 
+    /// The next `N` scratch registers without taking them: for code that is done with
+    /// them before the code that takes them runs (GELU's table path before its tail).
+    fn peek<const N: usize>(&self) -> [Zmm; N] {
+        std::array::from_fn(|i| self.regs[self.next + i])
+    }
+
     fn get(&mut self) -> Zmm {
         let r = self.regs[self.next];
         self.next += 1;

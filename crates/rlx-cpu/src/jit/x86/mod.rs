@@ -72,6 +72,8 @@ pub(crate) const K3: Kreg = Kreg::new(3);
 pub(crate) const K4: Kreg = Kreg::new(4);
 /// Scratch mask of the erf kernels.
 pub(crate) const K6: Kreg = Kreg::new(6);
+/// Exact GELU's lanes below its table (kept across its out-of-line tail kernel).
+pub(crate) const K7: Kreg = Kreg::new(7);
 
 /// The write mask of an EVEX instruction (its `{k}` / `{k}{z}` decoration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +147,7 @@ pub(crate) const VADDPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x58);
 pub(crate) const VMULPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x59);
 pub(crate) const VSUBPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x5C);
 pub(crate) const VDIVPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x5E);
+pub(crate) const VMINPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x5D);
 pub(crate) const VANDPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x54);
 pub(crate) const VORPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x56);
 pub(crate) const VXORPS: Opcode = Opcode::new(M0F, Pp::None, false, 0x57);
@@ -368,6 +371,10 @@ impl Asm {
     pub(crate) fn vdivps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
         self.op3(VDIVPS, dst, a, b)
     }
+    /// `dst = a < b ? a : b` lane-wise (`vminps`: `b` where either is NaN).
+    pub(crate) fn vminps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
+        self.op3(VMINPS, dst, a, b)
+    }
     pub(crate) fn vandps(&mut self, dst: Zmm, a: Zmm, b: impl Into<Src>) {
         self.op3(VANDPS, dst, a, b)
     }
@@ -556,6 +563,12 @@ impl Asm {
         self.bytes(&[0xC4, 0xE3, 0xF9, 0x30, 0xC0 | k.0 << 3 | src.0, imm]);
     }
 
+    /// Set ZF when `k | k2` has no bit set (`kortestw`, VEX-encoded): a branch on "no
+    /// lane of the mask" follows as `jump(Some(JE))`.
+    pub(crate) fn kortestw(&mut self, k: Kreg, k2: Kreg) {
+        self.bytes(&[0xC5, 0xF8, 0x98, 0xC0 | k.0 << 3 | k2.0]);
+    }
+
     /// Broadcast one float from memory to every lane.
     pub(crate) fn vbroadcastss(&mut self, dst: Zmm, m: Mem) {
         self.evex(VBROADCASTSS, dst, None, Rm::Mem(m), Mask::None);
@@ -662,6 +675,8 @@ impl Asm {
 
 /// Condition codes for [`Asm::jump`].
 pub(crate) const JAE: u8 = 0x3;
+/// Jump if ZF (equal; after [`Asm::kortestw`]: no lane set).
+pub(crate) const JE: u8 = 0x4;
 
 #[cfg(test)]
 mod tests;

@@ -305,6 +305,12 @@ fn encodings_disassemble_to_the_intended_instructions() {
         "vbroadcastsd zmm11,QWORD PTR [r8+0x8]",
     );
     add(&mut a, &|a| a.kshiftrw(k(4), k(1), 8), "kshiftrw k4,k1,0x8");
+    add(&mut a, &|a| a.kortestw(k(7), k(7)), "kortestw k7,k7");
+    add(
+        &mut a,
+        &|a| a.vminps(z(17), z(3), Src::Pool(0x24)),
+        "vminps zmm17,zmm3,DWORD BCST [r8+0x24]",
+    );
     add(
         &mut a,
         &|a| a.prefetcht0(RAX, R11, 2048),
