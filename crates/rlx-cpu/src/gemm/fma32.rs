@@ -168,8 +168,37 @@ unsafe fn pack_a<W: Widen, const MR: usize>(
             }
             continue;
         }
+        // A full panel of contiguous rows: 16 sums of its rows widened, transposed in
+        // registers and stored a sum (MR f32) at a time; element by element the scatter
+        // took ~10% of a 1024³ f16 product on one thread.
+        let mut p_done = 0;
+        if a.cs == 1 && h == MR {
+            let mut rows = [[0f32; 16]; 16];
+            while p_done + 16 <= kb {
+                for (r, row) in rows.iter_mut().take(MR).enumerate() {
+                    // SAFETY: sums p_done..+16 <= kb of row i0 + r < mb are contiguous
+                    // elements of the block; `row` holds 16 f32; AVX-512 F/BW present.
+                    unsafe { src.widen(a.at(i0 + r, p_done).ptr, 16, row.as_mut_ptr()) };
+                }
+                // SAFETY: `rows` holds 16 × 16 f32 (rows past MR unused: their lanes are
+                // masked off below); each store writes MR f32 of sum p_done + q < kb, inside
+                // the panel's kpad · MR.
+                unsafe {
+                    let mut v = [_mm512_setzero_ps(); 16];
+                    for (x, row) in v.iter_mut().zip(&rows) {
+                        *x = _mm512_loadu_ps(row.as_ptr());
+                    }
+                    super::f32_avx512::transpose16(&mut v);
+                    for (q, x) in v.iter().enumerate() {
+                        let o = out.as_mut_ptr().add((p_done + q) * MR);
+                        _mm512_mask_storeu_ps(o, mask16(MR), *x);
+                    }
+                }
+                p_done += 16;
+            }
+        }
         for r in 0..MR {
-            let mut p = 0;
+            let mut p = p_done;
             if r < h && a.cs == 1 {
                 // A contiguous row: widen 16 sums at a time, then scatter to the panel.
                 while p + 16 <= kb {
