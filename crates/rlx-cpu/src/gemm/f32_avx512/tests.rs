@@ -85,7 +85,8 @@ fn row_split_products_share_b_packing_and_give_the_same_bits_on_1_to_4_threads()
         return;
     }
     // M ≥ N, so two or more threads split C's rows and pack B together, in pieces of MC
-    // rows (up to 13 pieces, claimed in whatever order the threads arrive); small blocks give
+    // rows times one packed block of B (up to 13 row pieces × 6 blocks, claimed block by
+    // block, a piece waiting for its rows' previous block); small blocks give
     // several column and sum blocks (flags of blocks past the first, a padded last
     // column block, groups of 4 strips and a partial last group), and the transposed
     // operands take the other packing loops.
