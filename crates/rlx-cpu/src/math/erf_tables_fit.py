@@ -1,8 +1,9 @@
 """Development-time fit of the tables in erf_tables.rs (not run by the build).
 
 python3 erf_tables_fit.py gelu 7   # GELU_M: M(a) = Phi(-a) e^(a^2/2), a = k + t, |t| <= 1/2
-python3 erf_tables_fit.py erf 5    # ERF_T: erf(0.875 + k/4 + w/4), |w| <= 1/2
+python3 erf_tables_fit.py erf 5    # (retired ERF_T) erf(0.875 + k/4 + w/4), |w| <= 1/2
 python3 erf_tables_fit.py phi 7    # GELU_PHI: Phi(0.625 (k - 6) + t), |t| <= 0.3125
+python3 erf_tables_fit.py erfd 6   # ERF_D: erf(0.3125 k + t), |t| <= 0.15625 (k = 0: t >= 0, erf(0) = 0)
 
 Per interval: the coefficients from the constant term up, each rounded to f32 and the
 higher ones refitted to the remainder (least squares on Chebyshev points, Lawson
@@ -75,6 +76,38 @@ elif kind=='phi':
         c,e=fit(lambda t:Phi(c0+t), -0.3125, 0.3125, d, lambda t,y: abs(y)*2**-24)
         tab.append(c); worst=max(worst,e); print(k, 'err ulp(2^-24 rel)', e, file=sys.stderr)
     print('worst', worst, file=sys.stderr)
+elif kind=='erfd':
+    tab=[];worst=0
+    for k in range(16):
+        c0=0.3125*k
+        if k==0:
+            # odd: erf(t) = t*(E + c3 t^2 + c5 t^4), E = 2/sqrt(pi) as f32 hi + lo (the lo
+            # row, zero elsewhere), c3, c5 fitted to erf(t)/t - E in relative error
+            E=2/math.sqrt(math.pi); hi=f32(E); lo=f32(E-hi)
+            ts=[0.15625*(0.5-0.5*math.cos(math.pi*(i+0.5)/400)) for i in range(400)]
+            ys=[math.erf(t)/t-E for t in ts]; coef=[]
+            for r in range(2,d,2):
+                degs=list(range(r,d,2))
+                rem=[y-sum(c*t**j for j,c in zip(range(2,d,2),coef)) for t,y in zip(ts,ys)]
+                ws=[1.0]*400
+                for it in range(6):
+                    c=lsq(ts,rem,ws,degs)
+                    errs=[abs(sum(cc*t**j for cc,j in zip(c,degs))-rr) for t,rr in zip(ts,rem)]
+                    m=max(errs); ws=[w*math.sqrt(max(e/m,1e-3)) for w,e in zip(ws,errs)]
+                coef.append(f32(c[0]))
+            full=[0.0]*(d+1); full[1]=hi
+            for i,cc in enumerate(coef): full[2*i+3]=cc
+            e=0
+            for i in range(1,2001):
+                t=0.15625*i/2000; p=0.0
+                for cc in reversed(full[2:]): p=p*t+cc
+                p=(hi+lo)*t+p*t*t*t if False else t*(hi+lo+t*t*(full[3]+t*t*full[5]))
+                e=max(e,abs(p-math.erf(t))/(math.erf(t)*2**-24))
+            c=full; lo0=lo
+        else:
+            c,e=fit(lambda t:math.erf(c0+t), -0.15625, 0.15625, d, lambda t,y: abs(y)*2**-24)
+        tab.append(c); worst=max(worst,e); print(k,'err ulp(2^-24 rel)', e, file=sys.stderr)
+    print('worst', worst, file=sys.stderr)
 else:
     tab=[];worst=0
     for k in range(16):
@@ -84,3 +117,5 @@ else:
     print('worst', worst, file=sys.stderr)
 for j in range(d+1):
     print([repr(tab[k][j]) for k in range(16)])
+if kind=='erfd':
+    print([repr(lo0)]+['0.0']*15)  # the lo row: t's low coefficient, interval 0 only

@@ -3,7 +3,7 @@
 //! exponential's argument is itself a rounded product (GELU), the argument is carried as an
 //! unevaluated sum `hi + lo` so its rounding does not grow into the result.
 
-use super::erf_tables::{ERF_T, GELU_M, GELU_PHI};
+use super::erf_tables::{ERF_D, GELU_M, GELU_PHI};
 use super::expo::{exp, exp_mant, exp_parts, expm1, log1p_unit};
 use super::simd::{clamp, mad, sel, two_prod, two_sum};
 
@@ -67,27 +67,6 @@ pub(crate) fn mish<const F: bool>(x: f32) -> f32 {
     sel(x == f32::NEG_INFINITY, -0.0, v)
 }
 
-// erf z = z·E(z²) on |z| < ERF_SMALL (minimax in z², relative error 1.4·10⁻⁹).
-const ERF_SMALL: f32 = 0.75;
-const E0_HI: f32 = std::f32::consts::FRAC_2_SQRT_PI;
-const E0_LO: f32 = -5.863_538e-8;
-const E1: f32 = -0.376_126_2;
-const E2: f32 = 0.112_833_77;
-const E3: f32 = -0.026_834_624;
-const E4: f32 = 0.005_114_345_3;
-const E5: f32 = -0.000_674_951_24;
-
-#[inline(always)]
-fn erf_small<const F: bool>(z: f32) -> f32 {
-    let w = z * z;
-    let p = mad::<F>(w, E5, E4);
-    let p = mad::<F>(w, p, E3);
-    let p = mad::<F>(w, p, E2);
-    let p = mad::<F>(w, p, E1);
-    // E0 (≈ 2/√π) is split so that its rounding does not add half an ulp.
-    mad::<F>(z, E0_HI, z * mad::<F>(w, p, E0_LO))
-}
-
 /// 1.5·2²³: adding it rounds a float of magnitude < 2²² to an integer held in the low
 /// mantissa bits, whose low four bits are the 16-entry table index of [`table_poly`].
 const SHIFTER: f32 = 12_582_912.0;
@@ -117,16 +96,46 @@ fn mills<const F: bool>(c: f32) -> f32 {
     table_poly::<F, 8>(&GELU_M, j, t)
 }
 
-/// `erf c` for `c ∈ [0.75, 4.75]` ([`ERF_T`]: the interval `k = round(4c − 3.5)`, the
-/// variable `w = 4c − 3.5 − k`, both exact): within about 1 ulp (0.48 from the
-/// polynomial, half an ulp from the last rounding); no exponential, no division.
+/// `erf c` for `c ∈ [0, 4.7]` ([`ERF_D`]: the interval `k = round(3.2c)`, the variable
+/// `t = c − 0.3125k`, both exact as GELU's): within about 1 ulp (0.48 from the
+/// polynomials, half an ulp from the last rounding); no exponential, no division, no
+/// separate small-argument polynomial.
 #[inline(always)]
-fn erf_mid<const F: bool>(c: f32) -> f32 {
-    let u = mad::<F>(c, 4.0, -3.5);
-    let j = u + SHIFTER;
-    let w = u - (j - SHIFTER);
-    table_poly::<F, 6>(&ERF_T, j, w)
+fn erf_pos<const F: bool>(c: f32) -> f32 {
+    let (j, t) = erf_args::<F>(c);
+    let k = (j.to_bits() & 15) as usize;
+    erf_join::<F>(
+        table_poly::<F, 6>(erf_hi(), j, t),
+        ERF_D[1][k],
+        ERF_D[0][k],
+        t,
+    )
 }
+
+/// [`ERF_D`]'s rows of `t¹…t⁶`.
+#[inline(always)]
+fn erf_hi() -> &'static [[f32; 16]; 6] {
+    ERF_D[2..].try_into().expect("rows 2..8")
+}
+
+/// `t·p1 + (t·lo + c0)`: the last Horner step with `t`'s low coefficient folded in
+/// (`lo` and `c0` of the lane's interval; `lo = 0` but in the first interval).
+#[inline(always)]
+fn erf_join<const F: bool>(p1: f32, lo: f32, c0: f32, t: f32) -> f32 {
+    mad::<F>(t, p1, mad::<F>(t, lo, c0))
+}
+
+/// [`ERF_D`]'s `(j, t)` of `c ∈ [0, 4.7]` (or NaN): `j = c·3.2 + SHIFTER` holds the
+/// interval in its low bits, `t = c − 0.3125·(j − SHIFTER)`.
+#[inline(always)]
+fn erf_args<const F: bool>(c: f32) -> (f32, f32) {
+    let j = mad::<F>(c, ERF_SCALE, SHIFTER);
+    (j, mad::<F>(j - SHIFTER, ERF_STEP, c))
+}
+
+/// [`ERF_D`]'s interval is `round(3.2c)`, its centre `0.3125k` (five sixteenths).
+pub(crate) const ERF_SCALE: f32 = 3.2;
+pub(crate) const ERF_STEP: f32 = -0.3125;
 
 /// A 16-lane table read: `look(row, j)[i] = row[bits(j[i]) & 15]` (a `vpermps` on
 /// AVX-512, two `vpermps` and a blend on AVX2; `math::simd` supplies them).
@@ -211,28 +220,32 @@ unsafe fn gelu_tail16<const F: bool, L: Look16>(x: &[f32; 16]) -> [f32; 16] {
 /// As [`Look16::look`] of `L`.
 #[inline(always)]
 pub(crate) unsafe fn erf16<const F: bool, L: Look16>(x: &[f32; 16]) -> [f32; 16] {
-    let (mut j, mut w) = ([0f32; 16], [0f32; 16]);
+    let (mut j, mut t) = ([0f32; 16], [0f32; 16]);
     for i in 0..16 {
-        let u = mad::<F>(erf_clamp(x[i]), 4.0, -3.5);
-        j[i] = u + SHIFTER;
-        w[i] = u - (j[i] - SHIFTER);
+        (j[i], t[i]) = erf_args::<F>(erf_clamp(x[i]));
     }
     // SAFETY: the caller's contract.
-    let m = unsafe { table_poly16::<F, 6, L>(&ERF_T, &j, &w) };
-    std::array::from_fn(|i| erf_with::<F>(x[i], m[i]))
+    let (p1, lo, c0) = unsafe {
+        (
+            table_poly16::<F, 6, L>(erf_hi(), &j, &t),
+            L::look(&ERF_D[1], &j),
+            L::look(&ERF_D[0], &j),
+        )
+    };
+    std::array::from_fn(|i| erf_with(x[i], erf_join::<F>(p1[i], lo[i], c0[i], t[i])))
 }
 
 /// `|x|` clamped at GELU's and erf's limits: past `GELU_MAX` (c²/2 > 120) x·Φ(x) is −0 or
-/// x; past `ERF_MAX` erf rounds to ±1 (erfc 4.7 < 10⁻¹⁰), and `4c − 3.5` stays below 15.5
+/// x; past `ERF_MAX` erf rounds to ±1 (erfc 4.7 < 10⁻¹⁰), and `3.2c` stays below 15.5
 /// (the last table interval).
 pub(crate) const GELU_MAX: f32 = 15.49;
 pub(crate) const ERF_MAX: f32 = 4.7;
 
-/// `erf x`: the small-argument polynomial below 0.75 in magnitude; elsewhere the table
-/// polynomial of `min(|x|, 4.7)` ([`erf_mid`], positive) with the sign bit of `x` set in.
+/// `erf x`: the table polynomial of `min(|x|, 4.7)` ([`erf_pos`], non-negative) with the
+/// sign bit of `x` set in.
 #[inline(always)]
 pub(crate) fn erf<const F: bool>(x: f32) -> f32 {
-    erf_with::<F>(x, erf_mid::<F>(erf_clamp(x)))
+    erf_with(x, erf_pos::<F>(erf_clamp(x)))
 }
 
 /// `min(|x|, ERF_MAX)`, NaN kept.
@@ -242,11 +255,10 @@ fn erf_clamp(x: f32) -> f32 {
     sel(a > ERF_MAX, ERF_MAX, a)
 }
 
-/// [`erf`] given `mid = erf_mid(erf_clamp(x))`.
+/// [`erf`] given `p = erf_pos(erf_clamp(x))`.
 #[inline(always)]
-fn erf_with<const F: bool>(x: f32, mid: f32) -> f32 {
-    let large = f32::from_bits(mid.to_bits() | (x.to_bits() & 0x8000_0000));
-    sel(x.abs() < ERF_SMALL, erf_small::<F>(x), large)
+fn erf_with(x: f32, p: f32) -> f32 {
+    f32::from_bits(p.to_bits() | (x.to_bits() & 0x8000_0000))
 }
 
 /// GELU's scaling `2ⁿ` (`n ∈ [−174, 0]`) is applied as `2^(n+64)`, added to the exponent
@@ -269,8 +281,8 @@ pub(crate) const PHI_SCALE: f32 = 1.6;
 pub(crate) const PHI_SHIFT: f32 = SHIFTER + 6.0;
 pub(crate) const PHI_STEP: f32 = -0.625;
 
-/// The Φ table's `(j, t)` of `x` (`c = min(x, GELU_HI)`, NaN kept): `j = c·1.6 + SHIFTER
-/// + 6` holds the interval in its low bits, `t = c − 0.625·(j − SHIFTER − 6)` is exact
+/// The Φ table's `(j, t)` of `x` (`c = min(x, GELU_HI)`, NaN kept): `j = c·1.6 +
+/// (SHIFTER + 6)` holds the interval in its low bits, `t = c − 0.625·(j − SHIFTER − 6)` is exact
 /// (a small integer times 5/8 taken from a float at most twice, or half, its size).
 #[inline(always)]
 fn phi_args<const F: bool>(x: f32) -> (f32, f32) {

@@ -15,22 +15,11 @@ use super::{Lower, R8, Temps};
 use crate::jit::x86::{Asm, Cmp, JE, K6, K7, Mem, Src, Zmm};
 // The clamps of |x| for GELU and erf and the polynomial tables are `math::special`'s
 // own constants: the emitted code must compute its bits.
-use crate::math::erf_tables::{ERF_T, GELU_M, GELU_PHI};
+use crate::math::erf_tables::{ERF_D, GELU_M, GELU_PHI};
 use crate::math::special::{
-    ERF_MAX, GELU_BIAS, GELU_HI, GELU_LO, GELU_MAX, GELU_UNBIAS, PHI_SCALE, PHI_SHIFT, PHI_STEP,
+    ERF_MAX, ERF_SCALE, ERF_STEP, GELU_BIAS, GELU_HI, GELU_LO, GELU_MAX, GELU_UNBIAS, PHI_SCALE,
+    PHI_SHIFT, PHI_STEP,
 };
-
-// Constants of `math::special::erf_small`: erf z = z·E(z²) on |z| < ERF_SMALL.
-const ERF_SMALL: f32 = 0.75;
-const E0_HI: f32 = std::f32::consts::FRAC_2_SQRT_PI;
-const E0_LO: f32 = -5.863_538e-8;
-const E: [f32; 5] = [
-    -0.376_126_2,
-    0.112_833_77,
-    -0.026_834_624,
-    0.005_114_345_3,
-    -0.000_674_951_24,
-];
 
 /// `math::special`'s 1.5·2²³: `s + SHIFTER` holds `round(s)` in its low mantissa bits,
 /// the low four of which index the tables.
@@ -41,10 +30,9 @@ const ABS: u32 = 0x7FFF_FFFF;
 /// Every f32 constant erf and GELU read from the pool (besides
 /// [`super::special::exp_consts`]).
 pub(super) fn erf_consts() -> Vec<u32> {
-    let mut v = vec![
-        ERF_SMALL.to_bits(),
-        E0_HI.to_bits(),
-        E0_LO.to_bits(),
+    vec![
+        ERF_SCALE.to_bits(),
+        ERF_STEP.to_bits(),
         GELU_MAX.to_bits(),
         ERF_MAX.to_bits(),
         SIGN,
@@ -63,16 +51,14 @@ pub(super) fn erf_consts() -> Vec<u32> {
         PHI_SCALE.to_bits(),
         PHI_SHIFT.to_bits(),
         PHI_STEP.to_bits(),
-    ];
-    v.extend(E.map(f32::to_bits));
-    v
+    ]
 }
 
 /// The polynomial tables erf and GELU read, as 64-bit pool entries (two floats each):
-/// the prologue appends 64-bit constants in order, so each 16-float row lands as one
-/// contiguous run of the pool, which [`Lower::table`] finds and `vpermps` reads whole.
+/// the prologue pools each row's eight entries as one contiguous run of 16 floats,
+/// which [`Lower::table`] finds and `vpermps` reads whole.
 pub(super) fn erf_consts64() -> Vec<u64> {
-    ERF_T
+    ERF_D
         .iter()
         .chain(&GELU_M)
         .chain(&GELU_PHI)
@@ -118,29 +104,30 @@ impl Lower<'_> {
         }
     }
 
-    /// `erf x` as `math::special::erf`: the small-argument polynomial below 0.75 in
-    /// magnitude, elsewhere the table polynomial of `c = min(|x|, 4.7)` in the interval
-    /// `round(4c − 3.5)` with the sign of `x`; into `d` (5 temps).
+    /// `erf x` as `math::special::erf`: the table polynomial of `c = min(|x|, 4.7)` in
+    /// the interval `round(3.2c)` at `c − 0.3125·round(3.2c)`, with the sign of `x`;
+    /// into `d` (5 temps).
     pub(super) fn erf(&self, a: &mut Asm, t: &mut Temps, d: Zmm, x: Zmm) {
-        let [c, j, w, p, q] = t.many::<5>();
+        let [c, j, p, q, r] = t.many::<5>();
         // c = min(|x|, ERF_MAX), NaN kept
         a.vandps(c, x, self.creg(ABS));
         a.vcmpps(K6, c, self.cf(ERF_MAX), Cmp::GtOq);
         a.vblendmps(c, K6, c, self.cf(ERF_MAX));
-        // u = 4c − 3.5 (into w), j = u + SHIFTER, w = u − (j − SHIFTER)
-        load_const(a, w, self.cf(4.0));
-        a.vfmadd213ps(w, c, self.cf(-3.5));
-        a.vaddps(j, w, self.cf(SHIFTER));
+        // j = c·3.2 + SHIFTER; t = c − 0.3125·(j − SHIFTER), exact (into c)
+        load_const(a, j, self.cf(ERF_SCALE));
+        a.vfmadd213ps(j, c, self.cf(SHIFTER));
         a.vsubps(q, j, self.cf(SHIFTER));
-        a.vsubps(w, w, q);
-        self.table_poly(a, (p, q), &ERF_T, j, w);
-        // large = p | sign(x)  (p > 0)
+        a.vfmadd231ps(c, q, self.cf(ERF_STEP));
+        // p = t·p1 + (t·lo + c0), p1 the polynomial of rows t¹…t⁶
+        let hi: &[[f32; 16]; 6] = ERF_D[2..].try_into().expect("rows 2..8");
+        self.table_poly(a, (p, q), hi, j, c);
+        a.vpermps(q, j, self.table(&ERF_D[1]));
+        a.vpermps(r, j, self.table(&ERF_D[0]));
+        a.vfmadd213ps(q, c, r);
+        a.vfmadd213ps(p, c, q);
+        // p | sign(x)  (p ≥ 0)
         a.vandps(q, x, self.creg(SIGN));
-        a.vorps(p, p, q);
-        // |x| < 0.75 (false for NaN) → the polynomial in x²
-        a.vcmpps(K6, c, self.cf(ERF_SMALL), Cmp::LtOq);
-        self.erf_small(a, (q, j), x);
-        a.vblendmps(d, K6, p, q);
+        a.vorps(d, p, q);
     }
 
     /// Exact GELU as `math::special::gelu`, into `d` (11 temps): `x·Φ(min(x, 5.875))`
@@ -216,18 +203,5 @@ impl Lower<'_> {
         a.vcmpps(K6, x, self.cf(f32::NEG_INFINITY), Cmp::EqOq);
         a.vblendmps(h, K6, h, self.creg(SIGN));
         h
-    }
-
-    /// `math::special::erf_small(z)` into `d` (`w` scratch): `fma(z, E0_HI, z·fma(w,
-    /// E(w), E0_LO))`, `w = z²`, E by Horner from `fma(w, E5, E4)`; `d`, `w`, `z` distinct.
-    fn erf_small(&self, a: &mut Asm, (d, w): (Zmm, Zmm), z: Zmm) {
-        a.vmulps(w, z, z);
-        load_const(a, d, self.cf(E[4]));
-        for k in (0..4).rev() {
-            a.vfmadd213ps(d, w, self.cf(E[k]));
-        }
-        a.vfmadd213ps(d, w, self.cf(E0_LO));
-        a.vmulps(d, z, d);
-        a.vfmadd231ps(d, z, self.cf(E0_HI));
     }
 }

@@ -243,6 +243,15 @@ impl<'a> Lower<'a> {
             {
                 root[i] = root[ins.args[0] as usize];
             }
+            // A second load of the same load plan reads the same values: it shares the
+            // first one's register (GELU's reverse-mode chain loaded its input four times).
+            if let InstrOp::Load(l) = ins.op
+                && let Some(first) = prog.instrs[..i]
+                    .iter()
+                    .position(|e| e.op == InstrOp::Load(l) && e.dtype == ins.dtype)
+            {
+                root[i] = first;
+            }
         }
         let mut last_use: Vec<Option<usize>> = vec![None; n];
         for (i, ins) in prog.instrs.iter().enumerate() {
@@ -388,8 +397,17 @@ impl<'a> Lower<'a> {
         for b in pooled {
             self.pool(b);
         }
-        for b in pooled64 {
-            self.pool64(b);
+        // The 64-bit entries are table rows, eight to a row of 16 floats that `vpermps`
+        // reads whole: each row is pooled as one contiguous run (pair by pair, a pair
+        // already pooled elsewhere, such as two zeros, would split it).
+        for row in pooled64.chunks(8) {
+            let bits: Vec<u32> = row
+                .iter()
+                .flat_map(|&b| [b as u32, (b >> 32) as u32])
+                .collect();
+            if !self.consts.windows(bits.len()).any(|w| w == bits) {
+                self.consts.extend(bits);
+            }
         }
         Some(())
     }

@@ -14,7 +14,8 @@ use rlx_ir::{Activation, BinaryOp};
 pub(super) struct UnaryRule {
     /// Scratch registers its code borrows.
     pub temps: usize,
-    /// Pushes the 32-bit and 64-bit pool constants its code reads (through `creg`).
+    /// Pushes the 32-bit pool constants its code reads (through `creg`) and its 64-bit
+    /// entries: table rows of 16 floats, eight entries each, pooled contiguously.
     pub consts: fn(&mut Vec<u32>, &mut Vec<u64>),
     /// Emits `dst = act(x)` (16 f32 lanes).
     pub emit: fn(&Lower<'_>, &mut Asm, &mut Temps, Zmm, Zmm),
