@@ -163,6 +163,17 @@ fn f16_and_bf16_attention_takes_the_tensor_core_lowering() {
 }
 
 #[test]
+fn f16_and_bf16_attention_backward_runs_on_the_device() {
+    if let Some(t) = target() {
+        common::register_cpu();
+        common::attention_backward::f16_and_bf16_attention_backward_runs_on_the_device(&t, true);
+    }
+    if let Some(t) = hip_target() {
+        common::attention_backward::f16_and_bf16_attention_backward_runs_on_the_device(&t, false);
+    }
+}
+
+#[test]
 fn work_group_reductions_match_the_oracle() {
     if let Some(t) = target() {
         cases::work_group_reductions_match_the_oracle(&t);

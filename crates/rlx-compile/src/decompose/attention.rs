@@ -211,13 +211,41 @@ pub(crate) fn packed_len<B: Build>(bw: &B, x: NodeId) -> Option<usize> {
 }
 
 /// The primitive form of `AttentionVjp` over `inputs` (`q, k, v, (mask | bias), g`):
-/// the packed `[|dq| + |dk| + |dv|]` result and its three flat pieces.
+/// the packed `[|dq| + |dk| + |dv|]` result and its three flat pieces, in the operands'
+/// dtype.
 pub(crate) fn lower_vjp<B: Build>(
     bw: &mut B,
     op: &Op,
     inputs: &[NodeId],
 ) -> IrResult<(NodeId, [NodeId; 3])> {
+    lower_vjp_with(bw, op, inputs, false)
+}
+
+/// [`lower_vjp`], optionally computed in f32. With `widen`, q,
+/// k, v, a bias and g are cast to f32 first and the gradients cast back: every
+/// intermediate (probabilities, `dp`, the softmax Jacobian's row sums, `ds`) is then
+/// kept in f32 and each gradient is rounded to the operands' dtype once, as the oracle
+/// rounds its f64 result, instead of rounding `p`, `dp` and `ds` to f16/bf16 on the way
+/// (`ds = p ⊙ (dp − Σ dp⊙p)` cancels).
+pub(crate) fn lower_vjp_with<B: Build>(
+    bw: &mut B,
+    op: &Op,
+    inputs: &[NodeId],
+    widen: bool,
+) -> IrResult<(NodeId, [NodeId; 3])> {
     let a = attrs_of(op);
+    let dt = bw.dtype(inputs[0]);
+    let mut wide = inputs.to_vec();
+    if widen {
+        for (i, x) in wide.iter_mut().enumerate() {
+            // A custom mask keeps its dtype (it is compared, not computed with).
+            let is_mask = i == 3 && a.mask_kind == MaskKind::Custom;
+            if !is_mask && bw.dtype(*x) != DType::F32 {
+                *x = bw.cast(*x, DType::F32)?;
+            }
+        }
+    }
+    let inputs = &wide[..];
     let ops = operands(a, inputs);
     let g = inputs[inputs.len() - 1];
     let all = Want {
@@ -240,7 +268,10 @@ pub(crate) fn lower_vjp<B: Build>(
                 ),
             )
         })?;
-        let gx = gx.expect("every gradient was asked for");
+        let mut gx = gx.expect("every gradient was asked for");
+        if widen && dt != DType::F32 {
+            gx = bw.cast(gx, dt)?;
+        }
         parts[i] = bw.reshape_to(gx, &[Dim::Static(n)])?;
     }
     let packed = bw.op(Op::Concat { axis: 0 }, parts.to_vec())?;

@@ -10,6 +10,9 @@
 //! - `attention_vjp` (the fused attention backward) becomes the batched matmuls,
 //!   softmax and reductions of this module's `attention` lowering, unless the backend
 //!   keeps it whole for f32; the narrows that unpack its result read the pieces directly.
+//!   For f16/bf16 the lowering computes in the dtype itself, unless `keep_whole` holds
+//!   [`ATTENTION_VJP_IN_F32`] (the CUDA/HIP backend): then in f32, each gradient rounded
+//!   once (the CPU, which does not ask, keeps its bits).
 //!
 //! Everything else stays as it is (the backend runs it as an opaque kernel).
 
@@ -22,9 +25,16 @@ use rlx_ir::{
 };
 use std::collections::HashMap;
 
+/// A [`crate::CompileOptions::keep_whole`] entry (no op has this name) asking for f16 and
+/// bf16 `attention_vjp` to be lowered through f32: operands cast up, the f32 backward,
+/// gradients cast back (more accurate than the backward in the narrow dtype, at twice
+/// the bytes for its `[B, H, Sq, Sk]` intermediates).
+pub const ATTENTION_VJP_IN_F32: &str = "attention_vjp_in_f32";
+
 /// Lower the ops of `g` that the backend does not keep whole.
 pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
     let keeps = |op: &Op| keep_whole.iter().any(|k| *k == op.name());
+    let widen_vjp = keep_whole.iter().any(|k| k == ATTENTION_VJP_IN_F32);
     let mut rb = Rebuild::new(g);
     // Lowered `attention_vjp` results → their three `[B, n]` pieces.
     let mut pieces: HashMap<NodeId, [NodeId; 3]> = HashMap::new();
@@ -58,7 +68,8 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
             }
             Op::AttentionVjp { .. } if !(keeps(&node.op) && node.shape.dtype() == DType::F32) => {
                 let mut em = Emitter::new(&mut rb.g, "decompose");
-                let (packed, parts) = attention::lower_vjp(&mut em, &node.op, &ins)?;
+                let widen = widen_vjp && matches!(node.shape.dtype(), DType::F16 | DType::BF16);
+                let (packed, parts) = attention::lower_vjp_with(&mut em, &node.op, &ins, widen)?;
                 pieces.insert(packed, parts);
                 Some(packed)
             }
@@ -324,6 +335,67 @@ mod tests {
         );
         // Kept whole only for f32: this f64 graph is lowered even when kept.
         check(vjp(MaskKind::None, None), &[q, k, k, q], &["attention_vjp"]);
+    }
+
+    /// The worst error, in units of the f16 ulp at the oracle's value (at least at 1/64),
+    /// of `attention_vjp` over f16 operands lowered with `keep` against the oracle op.
+    fn f16_vjp_error(mask_kind: MaskKind, shapes: &[&[usize]], keep: &[&str]) -> (f64, bool) {
+        let op = Op::AttentionVjp {
+            num_heads: 2,
+            head_dim: 8,
+            v_head_dim: None,
+            mask_kind,
+            score_scale: None,
+            attn_logit_softcap: None,
+        };
+        let mut g = Graph::new("d");
+        let mut ins = vec![];
+        let mut data = vec![];
+        for (i, s) in shapes.iter().enumerate() {
+            let name = format!("x{i}");
+            ins.push(g.input(name.clone(), Shape::new(s, DType::F16)));
+            let n: usize = s.iter().product();
+            let v: Vec<f64> = (0..n)
+                .map(|k| ((k * 37 + i * 11) % 23) as f64 / 6.0 - 1.9)
+                .collect();
+            data.push((name, TensorData::from_f64_as(DType::F16, s, &v)));
+        }
+        let y = g.add_op(op, ins).unwrap();
+        g.set_outputs(vec![y]);
+        let keep: Vec<String> = keep.iter().map(|s| s.to_string()).collect();
+        let d = decompose(&g, &keep).unwrap();
+        let widened = d
+            .nodes()
+            .iter()
+            .any(|n| n.shape.dtype() == DType::F32 && matches!(n.op, Op::MatMul));
+        let named: Vec<(&str, TensorData)> =
+            data.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+        let want = interp::run(&g, &named).unwrap()[0].to_f64_vec();
+        let got = interp::run(&d, &named).unwrap()[0].to_f64_vec();
+        let ulp = |w: f64| w.abs().max(1.0 / 64.0) * 2f64.powi(-10);
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs() / ulp(*b))
+            .fold(0.0, f64::max);
+        (worst, widened)
+    }
+
+    #[test]
+    fn f16_attention_vjp_in_f32_rounds_each_gradient_once() {
+        let (q, k) = (&[2, 5, 16][..], &[2, 5, 8][..]);
+        for (mask, shapes) in [
+            (MaskKind::Causal, vec![q, k, k, q]),
+            (MaskKind::Bias, vec![q, k, k, &[2, 2, 5, 5][..], q]),
+        ] {
+            let (wide, w) = f16_vjp_error(mask, &shapes, &[ATTENTION_VJP_IN_F32]);
+            let (narrow, n) = f16_vjp_error(mask, &shapes, &[]);
+            assert!(w && !n, "{mask:?}: only the f32 entry widens the lowering");
+            // Rounded once from f32 work: within one ulp of the f64 oracle; the f16
+            // lowering rounds p, dp and ds on the way and lands further off.
+            assert!(wide <= 1.0, "{mask:?}: {wide} ulp in f32");
+            assert!(narrow > wide, "{mask:?}: f16 {narrow} ulp, f32 {wide} ulp");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod attention_backward;
 pub mod attention_graph;
 pub mod cases;
 pub mod shuffle;
