@@ -174,6 +174,14 @@ fn f16_and_bf16_attention_backward_runs_on_the_device() {
 }
 
 #[test]
+fn wide_attention_heads_run_on_the_device_up_to_1024() {
+    if let Some(t) = target() {
+        common::register_cpu();
+        common::attention_backward::wide_heads_run_on_the_device_up_to_1024(&t);
+    }
+}
+
+#[test]
 fn work_group_reductions_match_the_oracle() {
     if let Some(t) = target() {
         cases::work_group_reductions_match_the_oracle(&t);

@@ -657,3 +657,34 @@ fn multi_warp_tile_attention_renders_as_standalone_cuda_that_nvrtc_compiles() {
         );
     }
 }
+
+/// The f16/bf16 attention backward of real gradient programs (decompose's f32 lowering:
+/// casts, batched matmuls, the masked softmax, the Jacobian's row sums) and attention
+/// with heads wider than the loop IR's default 256 (the backend takes up to 1024: the
+/// scalar lowering with spilled rows, f16 opaque and f32 fused) compile for sm_80 and
+/// sm_90 with every entry point present.
+#[test]
+fn attention_backward_and_wide_head_programs_compile() {
+    if !nvrtc_ok() {
+        return;
+    }
+    for dt in [DType::F16, DType::BF16] {
+        for (mask, heads) in [
+            (MaskKind::Causal, (2, 1)),
+            (MaskKind::SlidingWindow(3), (2, 2)),
+        ] {
+            let (g, _) = attention_graph::backward_graph(dt, mask, heads, 19, 32);
+            let labels = compiles(&g);
+            assert!(
+                labels.iter().any(|l| l.contains("softmax")),
+                "{}: {labels:?}",
+                g.name
+            );
+        }
+    }
+    for (dt, d) in [(DType::F16, 320), (DType::F32, 512)] {
+        let (g, _) = attention_graph::attention_graph(dt, MaskKind::Causal, true, (2, 1), 9, d);
+        let labels = compiles(&g);
+        assert_eq!(labels.len(), 1, "{}: one attention kernel", g.name);
+    }
+}

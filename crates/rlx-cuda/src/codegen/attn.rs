@@ -10,7 +10,10 @@
 //!
 //! The fuser fuses only f32 attention (the CPU runs f16/bf16 attention as an opaque op
 //! through its own kernel); this backend launches an opaque `Op::Attention` through the
-//! same entry (no epilogue). What the lowering refuses (heads over 256) runs on the host.
+//! same entry (no epilogue). Heads up to [`MAX_HEAD`] wide are lowered (wider than the
+//! 256 the loop IR keeps by default: the query row and accumulators spill from registers
+//! to local memory, correct but slower); an opaque attention with wider heads runs on the
+//! host (`explain` names it), a fused (f32) one is refused at compile time.
 //!
 //! f16/bf16 attention that the tile lowering takes (unmasked or causal, no softcap,
 //! head widths multiples of 16) also carries a tensor-core body: the same entry, the same
@@ -27,6 +30,20 @@ use rlx_compile::loops::{
 };
 use rlx_compile::program::{Kernel, KernelKind};
 use rlx_ir::{Dim, Op};
+
+/// The widest heads this backend's attention entries take (the loop IR's
+/// `LowerOptions::max_head`): four times WGSL's 256, so the K/V tiles (at least one key of
+/// both heads) stay within 16 KiB of f32 shared memory.
+pub const MAX_HEAD: usize = 1024;
+
+/// The loop IR options of an attention entry (`tile_warps` 1: the tensor-core body).
+pub(crate) fn options(tile_warps: u32) -> LowerOptions {
+    LowerOptions {
+        tile_warps,
+        max_head: MAX_HEAD,
+        ..LowerOptions::default()
+    }
+}
 
 /// The entry point of an attention kernel and its launch geometry.
 #[derive(Debug, Clone)]
@@ -111,11 +128,7 @@ impl KGen<'_> {
         if self.dialect != Dialect::Cuda {
             return Ok(None);
         }
-        let opts = LowerOptions {
-            tile_warps: 1,
-            ..LowerOptions::default()
-        };
-        let lk = lower_kernel_with(self.p, self.kid, opts).map_err(|e| e.to_string())?;
+        let lk = lower_kernel_with(self.p, self.kid, options(1)).map_err(|e| e.to_string())?;
         fn tiled(body: &[Stmt]) -> bool {
             body.iter().any(|s| match s {
                 Stmt::TileMma(_) => true,

@@ -318,10 +318,12 @@ pub fn generate_with(
             KernelKind::Elementwise { space, .. } => g.gen_ew(space),
             KernelKind::Reduce { .. } => g.gen_reduce().map(KCode::Reduce),
             KernelKind::Row { .. } => g.gen_row().map(KCode::Row),
-            KernelKind::Attention { .. } => rlx_compile::loops::lower_kernel(p, kid)
-                .map_err(|e| e.to_string())
-                .and_then(|lk| g.gen_attention(&lk))
-                .map(KCode::Attention),
+            KernelKind::Attention { .. } => {
+                rlx_compile::loops::lower_kernel_with(p, kid, attn::options(0))
+                    .map_err(|e| e.to_string())
+                    .and_then(|lk| g.gen_attention(&lk))
+                    .map(KCode::Attention)
+            }
             KernelKind::Contraction { .. } => g.gen_contract().map(KCode::Contract),
             KernelKind::Opaque { op, .. } => g.gen_opaque(op),
             KernelKind::RowGroup { .. } => Err(

@@ -9,7 +9,7 @@
 //! shapes fit it, else run their lowering on the device (as the scaled quantization does).
 
 use super::{KCode, KGen};
-use rlx_compile::loops::{lower_kernel, render_c_loop};
+use rlx_compile::loops::{lower_kernel_with, render_c_loop};
 use rlx_compile::program::KernelKind;
 use rlx_ir::{DType, Dim, Op, norm_axis};
 
@@ -77,8 +77,8 @@ impl KGen<'_> {
         // cumsum) covers it whatever that count is. An opaque attention (f16/bf16/f64:
         // the fuser fuses only f32 attention, which the CPU runs as a kernel of its own)
         // is launched like a fused one, tensor-core body included. What the lowering
-        // refuses (mixed dtypes, heads over 256, FFT, solves) runs on the host.
-        let Ok(lk) = lower_kernel(self.p, self.kid) else {
+        // refuses (mixed dtypes, heads over `attn::MAX_HEAD`, FFT, solves) runs on the host.
+        let Ok(lk) = lower_kernel_with(self.p, self.kid, super::attn::options(0)) else {
             return Ok(KCode::Opaque(host));
         };
         if lk.group.is_some() {

@@ -5,11 +5,10 @@
 //! (`rlx_compile::decompose::ATTENTION_VJP_IN_F32`): every kernel on the device, each
 //! gradient rounded to the dtype once.
 
-use super::attention_graph::attention_graph;
+use super::attention_graph::{attention_graph, backward_graph};
 use super::cases::Target;
-use rlx_ir::{BinaryOp, DType, Graph, MaskKind, Op, ReduceOp, Shape, TensorData, interp};
+use rlx_ir::{DType, Graph, MaskKind, TensorData, interp};
 use rlx_runtime::{Backend, Device, Executable};
-use rlx_testkit::{Rng, op, random_data};
 use std::sync::Arc;
 
 /// The documented bound of the f32 lowering against the oracle (f64, rounded once): one
@@ -24,45 +23,6 @@ pub fn tolerance(dt: DType, w: f64, scale: f64) -> f64 {
         2f64.powi(-7)
     };
     ulp * w.abs() + 2f64.powi(-14) * scale
-}
-
-/// `sum(attention(q, k, v) · w)` differentiated for q, k and v: the gradient graph and
-/// its arguments (q, k, v, w; w the output's cotangent).
-pub fn backward_graph(
-    dt: DType,
-    mask: MaskKind,
-    heads: (usize, usize),
-    s: usize,
-    d: usize,
-) -> (Graph, Vec<TensorData>) {
-    let (mut g, mut args) = attention_graph(dt, mask, true, heads, s, d);
-    let a = g.outputs[0];
-    let shape = Shape::new(&[2, s, heads.0, d], dt);
-    let mut rng = Rng::new((s * 7 + d) as u64);
-    args.push(random_data(&mut rng, &shape));
-    let w = g.input("w", shape);
-    let aw = op(&mut g, Op::Binary(BinaryOp::Mul), vec![a, w]);
-    let all = Op::Reduce {
-        op: ReduceOp::Sum,
-        axes: vec![0, 1, 2, 3],
-        keep_dim: false,
-    };
-    let loss = op(&mut g, all, vec![aw]);
-    g.set_outputs(vec![loss]);
-    let wrt: Vec<_> = ["q", "k", "v"]
-        .iter()
-        .map(|n| g.input_id(n).unwrap())
-        .collect();
-    let mut gg = rlx_compile::autodiff::grad_graph(&g, &wrt).unwrap();
-    gg.name = format!("{}_grad", g.name);
-    assert!(
-        gg.nodes()
-            .iter()
-            .any(|n| matches!(n.op, Op::AttentionVjp { .. })),
-        "{}: reverse mode gives the fused attention backward",
-        gg.name
-    );
-    (gg, args)
 }
 
 /// The largest error of `exe` against the oracle over the gradients of `g`, relative to
@@ -127,6 +87,47 @@ pub fn f16_and_bf16_attention_backward_runs_on_the_device(t: &Target, cpu: bool)
             };
             println!("{}: {rel:.2} of the bound, abs {abs:.3e}{narrow}", g.name);
             assert!(rel <= 1.0, "{}: {rel} of the tolerance\n{plan}", g.name);
+        }
+    }
+}
+
+/// Attention forward with heads wider than the loop IR's default 256: up to
+/// `rlx_cuda`'s attention limit (1024) the scalar lowering runs on the device (f16
+/// opaque and f32 fused, which was refused before), within the scalar lowering's bound
+/// (f32 work rounded once: [`super::tensor_cores::tolerance`]); wider f16 heads run on
+/// the host, and the plan says so.
+pub fn wide_heads_run_on_the_device_up_to_1024(t: &Target) {
+    for (dt, d, host) in [
+        (DType::F16, 320, false),
+        (DType::F32, 320, false),
+        (DType::BF16, 1024, false),
+        (DType::F16, 1040, true),
+    ] {
+        let (g, args) = attention_graph(dt, MaskKind::Causal, true, (2, 1), 9, d);
+        let exe = t.compile(&g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
+        let plan = exe.explain();
+        assert_eq!(
+            plan.contains("host(attention)"),
+            host,
+            "{}: on the host expected {host}\n{plan}",
+            g.name
+        );
+        assert!(!plan.contains("[tensor cores"), "{}\n{plan}", g.name);
+        let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+        let got = exe.run(&views).unwrap()[0].to_f64_vec();
+        let named: Vec<(&str, TensorData)> =
+            ["q", "k", "v"].into_iter().zip(args.clone()).collect();
+        let want = interp::run(&g, &named).unwrap()[0].to_f64_vec();
+        for (i, (x, w)) in got.iter().zip(&want).enumerate() {
+            let tol = match dt {
+                DType::F32 => 1e-5 * (1.0 + w.abs()),
+                _ => super::tensor_cores::tolerance(dt, *w),
+            };
+            assert!(
+                (x - w).abs() <= tol,
+                "{}: element {i}: device {x}, oracle {w}",
+                g.name
+            );
         }
     }
 }

@@ -29,7 +29,8 @@ use crate::loops::{Bin, Ex, SharedArray, Stmt, Ty, Un, Var};
 use crate::program::Expr;
 use rlx_ir::{DType, Dim, MaskKind, Op};
 
-/// The widest value head the lowering keeps in variables (WGSL's attention kernel limit).
+/// The widest head the lowering keeps in variables by default (WGSL's attention kernel
+/// limit); a backend raises it with [`super::LowerOptions::max_head`].
 pub const MAX_HEAD: usize = 256;
 
 impl Cx<'_> {
@@ -57,9 +58,14 @@ impl Cx<'_> {
         };
         let (h, d) = (*num_heads, *head_dim);
         let dv = v_head_dim.unwrap_or(d);
-        if d == 0 || dv == 0 || d > MAX_HEAD || dv > MAX_HEAD {
+        let max = if self.max_head == 0 {
+            MAX_HEAD
+        } else {
+            self.max_head
+        };
+        if d == 0 || dv == 0 || d > max || dv > max {
             return Err(self.fail(format!(
-                "attention with heads of {d} and value heads of {dv} (the lowering keeps 1..={MAX_HEAD})"
+                "attention with heads of {d} and value heads of {dv} (the lowering keeps 1..={max})"
             )));
         }
         let ty = match Ty::of(dtype) {
@@ -103,7 +109,10 @@ impl Cx<'_> {
         }
         let sq = self.dim(qd[1]);
         let sk = self.dim(kd[1]);
+        // Wide heads take the scalar lowering only (the tiles' shared arrays are sized
+        // for heads up to MAX_HEAD).
         if self.tile_warps > 0
+            && d.max(dv) <= MAX_HEAD
             && super::attention_tc::eligible(dtype, d, dv)
             && matches!(mask_kind, MaskKind::None | MaskKind::Causal)
             && attn_logit_softcap.is_none()

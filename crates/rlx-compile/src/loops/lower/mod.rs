@@ -129,6 +129,11 @@ pub struct LowerOptions {
     ///
     /// [`Stmt::TileMma`]: crate::loops::Stmt::TileMma
     pub tile_warps: u32,
+    /// The widest query/key and value heads the scalar attention lowering takes (it keeps
+    /// a query row and the output accumulators in variables per item); 0 (the default)
+    /// for 256 (the lowering's `MAX_HEAD`, WGSL's limit). CUDA/HIP pass more: wider rows
+    /// spill to local memory, correct but slower. Heads over 256 never take tile products.
+    pub max_head: usize,
 }
 
 impl LowerOptions {
@@ -157,6 +162,7 @@ pub fn lower_kernel_with(
     cx.shuffles = opts.shuffles;
     cx.shuffle_width = opts.checked_width(p, k)?;
     cx.tile_warps = opts.tile_warps;
+    cx.max_head = opts.max_head;
     let items = cx.kind()?;
     Ok(cx.into_kernel("", items))
 }
@@ -320,6 +326,8 @@ struct Cx<'a> {
     shuffle_width: u32,
     /// See [`LowerOptions::tile_warps`].
     tile_warps: u32,
+    /// See [`LowerOptions::max_head`] (0: the default).
+    max_head: usize,
 }
 
 impl<'a> Cx<'a> {
@@ -337,6 +345,7 @@ impl<'a> Cx<'a> {
             shuffles: false,
             shuffle_width: crate::loops::SHUFFLE_WIDTH,
             tile_warps: 0,
+            max_head: 0,
         }
     }
 
