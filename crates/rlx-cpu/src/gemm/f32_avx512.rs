@@ -40,6 +40,15 @@
 //! and what they lose beyond that in wall time is the worker's late start, which
 //! `team.rs` takes off the caller's path.
 //!
+//! Two-thread wall time against torch 2.15's MKL (`OMP_NUM_THREADS=2`, its threads spin
+//! between calls), rlx-bench's W4 rows and the same shapes in torch alternated over four
+//! rounds, each process in its own autogroup at nice -20 while about five other agents
+//! built (2026-12-03, after the lingering worker of `team.rs` and the phase-major
+//! pieces): 1024³ 0.85–0.99× (median 0.94), 2048³ 0.93–1.02× (0.96); one thread
+//! 1.02–1.16× and 0.93–0.99×. With the lingering worker alone the same setting read
+//! 0.93× and 0.92× on two threads; without it, a sleeping worker's wake-up under load
+//! could leave a 1024³ product to the calling thread alone (13.2 ms against 7.1).
+//!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
 //! (the first block of an overwriting product) or added to it. The sequence does not
