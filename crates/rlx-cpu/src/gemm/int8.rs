@@ -193,7 +193,7 @@ pub(super) use kernels::pack_b_quads;
 /// The x86-64 kernels and the parallel driver call.
 #[cfg(target_arch = "x86_64")]
 mod kernels {
-    use super::super::lowp_drive::{CTile, Dst, Job, Kernel, Src};
+    use super::super::lowp_drive::{Blocking, CTile, Dst, Job, Kernel, Src};
     use super::{I8Path, MatMut, MatRef};
     use std::arch::x86_64::*;
 
@@ -298,7 +298,7 @@ mod kernels {
                 let (a1, b1) = (a0.add(16 * kpad), b0.add(16 * kpad));
                 super::super::amx::tile_product(
                     true,
-                    false,
+                    c.b_streamed,
                     kb / CHUNK,
                     [
                         a0 as *const u8,
@@ -314,6 +314,20 @@ mod kernels {
             }
         }
 
+        fn blocking(&self) -> Blocking {
+            // Row panels outer where a step's B block fits (as the bf16 kernel): a panel's
+            // 32 × 1024 A bytes stay in L1 for its calls while B's tiles stream from L2
+            // (loaded with the streaming hint, CTile::b_streamed).
+            Blocking {
+                kc: Self::KC,
+                kc_in_place: Self::KC_IN_PLACE,
+                kc_short: Self::KC_SHORT,
+                mc: Self::MC,
+                nc: Self::NC,
+                rows_outer: rows_outer_i8(),
+            }
+        }
+
         fn begin(&self) {
             // SAFETY: AmxI8 runs only where I8Path::Amx is available (tiles permitted).
             unsafe { super::super::amx::load_config() }
@@ -323,6 +337,13 @@ mod kernels {
             // SAFETY: as in begin.
             unsafe { super::super::amx::release() }
         }
+    }
+
+    /// Whether [`AmxI8`] walks row panels outer: `RLX_AMX_I8_ROWS=0|1`, a measurement
+    /// switch read once (default on).
+    fn rows_outer_i8() -> bool {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *ON.get_or_init(|| std::env::var("RLX_AMX_I8_ROWS").map_or(true, |v| v.trim() != "0"))
     }
 
     /// Pack rows `0..mb`, sums `0..kb` of `a` as `[16-row strip][64-sum chunk][16][64]` over
