@@ -179,6 +179,9 @@ fn wide_attention_heads_run_on_the_device_up_to_1024() {
         common::register_cpu();
         common::attention_backward::wide_heads_run_on_the_device_up_to_1024(&t);
     }
+    if let Some(t) = hip_target() {
+        common::attention_backward::wide_heads_run_on_the_device_up_to_1024(&t);
+    }
 }
 
 #[test]
