@@ -115,6 +115,11 @@ fn main() {
                 unsafe { std::env::set_var("RLX_GELU_PHI", "0") };
             }
             let (ef, eb) = (compile(&fwd, jit), compile(&bwd, jit));
+            // The machine code is compiled at a kernel's first run: run both once while
+            // the switch is set.
+            rlx_cpu::set_jit(jit);
+            ef.run(&[u.view()]).unwrap();
+            eb.run(&[u.view(), gy.view()]).unwrap();
             // SAFETY: as above.
             unsafe { std::env::remove_var("RLX_GELU_PHI") };
             let u1 = u.clone();

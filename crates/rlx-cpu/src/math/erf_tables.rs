@@ -312,36 +312,15 @@ pub(crate) const GELU_PHI: [[f32; 16]; 8] = [
 ];
 
 /// `erf c` on `c ∈ [0.3125k − 0.15625, 0.3125k + 0.15625]` (`k = 0..16`, so up to 4.84; the
-/// first interval from 0) as a degree-6 polynomial in `t = c − 0.3125k`. Rows: the
-/// constant term, then a low part of `t`'s coefficient (nonzero only in the first
-/// interval, whose polynomial is odd and starts `(2/√π)·t` with `2/√π` as an `f32` pair:
-/// tiny arguments keep their relative accuracy), then the coefficients of `t¹…t⁶`. Worst
-/// error of the polynomials with their `f32` coefficients: 0.48 ulp relative.
-pub(crate) const ERF_D: [[f32; 16]; 8] = [
+/// first interval from 0) as a degree-6 polynomial in `t = c − 0.3125k`:
+/// `ERF_C0 + t·(ERF_LO + ERF_D(t))`, with `ERF_D` rows the coefficients of `t¹…t⁶` (the
+/// first interval's polynomial is odd and starts `(2/√π)·t` with `2/√π` as an `f32` pair,
+/// high part in `ERF_D`, low part in [`ERF_LO`], zero elsewhere: tiny arguments keep their
+/// relative accuracy). Worst error of the polynomials with their `f32` coefficients: 0.48
+/// ulp relative.
+pub(crate) const ERF_D: [[f32; 16]; 6] = [
     [
-        0.0, 0.34146863, 0.6232409, 0.8151024, 0.92290014, 0.97287464, 0.99199003, 0.9980225,
-        0.999593, 0.9999303, 0.9999901, 0.9999988, 0.9999999, 1.0, 1.0, 1.0,
-    ],
-    [
-        -5.8635383e-08,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-    ],
-    [
-        1.1283792,
+        std::f32::consts::FRAC_2_SQRT_PI,
         1.0233954,
         0.76349956,
         0.46854457,
@@ -448,4 +427,30 @@ pub(crate) const ERF_D: [[f32; 16]; 8] = [
         -0.0011263913,
         -6.211123e-05,
     ],
+];
+
+/// The constant terms of [`ERF_D`]'s polynomials.
+pub(crate) const ERF_C0: [f32; 16] = [
+    0.0, 0.34146863, 0.6232409, 0.8151024, 0.92290014, 0.97287464, 0.99199003, 0.9980225, 0.999593,
+    0.9999303, 0.9999901, 0.9999988, 0.9999999, 1.0, 1.0, 1.0,
+];
+
+/// The low part of the first [`ERF_D`] interval's `t` coefficient (`2/√π − f32(2/√π)`).
+pub(crate) const ERF_LO: [f32; 16] = [
+    -5.8635383e-08,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0,
 ];

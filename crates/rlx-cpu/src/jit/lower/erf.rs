@@ -15,7 +15,7 @@ use super::{Lower, R8, Temps};
 use crate::jit::x86::{Asm, Cmp, JE, K6, K7, Mem, Src, Zmm};
 // The clamps of |x| for GELU and erf and the polynomial tables are `math::special`'s
 // own constants: the emitted code must compute its bits.
-use crate::math::erf_tables::{ERF_D, GELU_M, GELU_PHI};
+use crate::math::erf_tables::{ERF_C0, ERF_D, ERF_LO, GELU_M, GELU_PHI};
 use crate::math::special::{
     ERF_MAX, ERF_SCALE, ERF_STEP, GELU_BIAS, GELU_HI, GELU_LO, GELU_MAX, GELU_UNBIAS, PHI_SCALE,
     PHI_SHIFT, PHI_STEP,
@@ -60,6 +60,7 @@ pub(super) fn erf_consts() -> Vec<u32> {
 pub(super) fn erf_consts64() -> Vec<u64> {
     ERF_D
         .iter()
+        .chain([&ERF_C0, &ERF_LO])
         .chain(&GELU_M)
         .chain(&GELU_PHI)
         .flat_map(|row| {
@@ -119,10 +120,9 @@ impl Lower<'_> {
         a.vsubps(q, j, self.cf(SHIFTER));
         a.vfmadd231ps(c, q, self.cf(ERF_STEP));
         // p = t·p1 + (t·lo + c0), p1 the polynomial of rows t¹…t⁶
-        let hi: &[[f32; 16]; 6] = ERF_D[2..].try_into().expect("rows 2..8");
-        self.table_poly(a, (p, q), hi, j, c);
-        a.vpermps(q, j, self.table(&ERF_D[1]));
-        a.vpermps(r, j, self.table(&ERF_D[0]));
+        self.table_poly(a, (p, q), &ERF_D, j, c);
+        a.vpermps(q, j, self.table(&ERF_LO));
+        a.vpermps(r, j, self.table(&ERF_C0));
         a.vfmadd213ps(q, c, r);
         a.vfmadd213ps(p, c, q);
         // p | sign(x)  (p ≥ 0)
