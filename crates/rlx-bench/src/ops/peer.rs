@@ -49,7 +49,7 @@ pub(crate) fn parse_line(line: &str) -> Result<(String, String, Timing), String>
         repeats: get("repeats")? as usize,
         inner: get("inner")? as usize,
     };
-    if !(t.median_s > 0.0) {
+    if t.median_s.is_nan() || t.median_s <= 0.0 {
         return Err(format!("`{line}`: the median must be a positive time"));
     }
     Ok((workload.into(), system.into(), t))
