@@ -74,10 +74,19 @@ pub const DEVICES: [Device; 5] = [
     Device::WebGpu,
 ];
 
-/// The compile options the wgpu backend uses.
+/// The compile options the wgpu backend uses. The attention backward is not kept whole:
+/// `decompose` lowers it to batched matmuls, a softmax and reductions, which all run on
+/// the adapter; for f16/bf16 in f32 ([`rlx_compile::decompose::ATTENTION_VJP_IN_F32`]),
+/// each gradient rounded once (in the dtype itself, `p`, `dp` and `ds` would be rounded
+/// on the way, far outside the documented bound).
 pub fn compile_options() -> CompileOptions {
+    let in_f32 = rlx_compile::decompose::ATTENTION_VJP_IN_F32;
     CompileOptions {
-        keep_whole: KEPT_WHOLE.iter().map(|s| s.to_string()).collect(),
+        keep_whole: KEPT_WHOLE
+            .iter()
+            .chain([&in_f32])
+            .map(|s| s.to_string())
+            .collect(),
         ..Default::default()
     }
 }

@@ -3,6 +3,7 @@
 //! each test asserts the kernels it targets really ran on the GPU (not the host
 //! fallback). Kernels that must fall back say so in `explain` and still match.
 
+mod attention_backward;
 mod products;
 mod scaled;
 mod subgroups;
