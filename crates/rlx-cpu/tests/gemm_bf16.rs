@@ -17,7 +17,7 @@ use rlx_cpu::CpuBackend;
 use rlx_cpu::gemm::lowp::{
     HalfFloat, LowpPath, bf16, f16, gemm_half, gemm_half_rounded_with, gemm_half_with,
 };
-use rlx_cpu::gemm::{MatMut, MatRef};
+use rlx_cpu::gemm::{F32Path, MatMut, MatRef, sgemm_with};
 use rlx_ir::{Activation, BinaryOp, DType, Graph, Op, Shape, TensorData, interp};
 use rlx_runtime::{Backend, Device, arg_order};
 
@@ -200,6 +200,82 @@ fn every_path_gives_the_same_bits_on_1_2_and_3_threads() {
             }
         }
     }
+}
+
+/// The avx512f32 path widens A and B into the own f32 kernel's packing, so its sums are
+/// the f32 kernel's, in its order: the bits equal those of `sgemm` on the avx512 path over
+/// f32 copies of the operands, for every layout, overwrite or accumulate, and thread count
+/// (K past one block of sums, M and N past one block and with partial tiles).
+#[test]
+fn avx512f32_path_gives_the_bits_of_the_own_f32_kernel_on_widened_copies() {
+    fn check<T: HalfFloat + Elem>() {
+        if !LowpPath::Avx512F32.available::<T>() || !F32Path::Avx512.available() {
+            eprintln!("skipped: AVX-512 F/BW absent");
+            return;
+        }
+        if std::env::var("RLX_GEMM_WIDEN").is_ok_and(|v| v.trim() == "fma32") {
+            // The measurement switch puts the path back on fma32.rs's kernel, whose sums
+            // run in another order (this test then fails, as it should).
+            eprintln!("skipped: RLX_GEMM_WIDEN=fma32 selects the old kernel");
+            return;
+        }
+        let mut rng = Lcg(0xf16);
+        for (s, &(m, n, k)) in [
+            (37, 200, 600),
+            (200, 170, 300),
+            (13, 40, 3),
+            (300, 520, 1100),
+        ]
+        .iter()
+        .enumerate()
+        {
+            for v in 0..4 {
+                let (la, lb) = (LAYOUTS_4[(s + v) % 4], LAYOUTS_4[(s + 3 * v + 1) % 4]);
+                let a = Mat::<T>::random(&mut rng, m, k, la);
+                let b = Mat::<T>::random(&mut rng, k, n, lb);
+                let wide = |x: &Mat<T>| -> Vec<f32> {
+                    (0..x.r * x.c)
+                        .map(|e| x.get(e / x.c, e % x.c).to_f32_exact())
+                        .collect()
+                };
+                let (af, bf) = (wide(&a), wide(&b));
+                let accumulate = v % 2 == 1;
+                let threads = 1 + v / 2;
+                let init: Vec<f32> = (0..m * n).map(|_| rng.uniform() as f32).collect();
+                let mut half = init.clone();
+                let mut own = init.clone();
+                gemm_half_with(
+                    LowpPath::Avx512F32,
+                    a.view(),
+                    b.view(),
+                    MatMut::row_major(&mut half, m, n),
+                    accumulate,
+                    threads,
+                );
+                sgemm_with(
+                    F32Path::Avx512,
+                    1.0,
+                    MatRef::row_major(&af, m, k),
+                    MatRef::row_major(&bf, k, n),
+                    if accumulate { 1.0 } else { 0.0 },
+                    MatMut::row_major(&mut own, m, n),
+                    threads,
+                );
+                let diff = half
+                    .iter()
+                    .zip(&own)
+                    .position(|(x, y)| x.to_bits() != y.to_bits());
+                assert!(
+                    diff.is_none(),
+                    "{}: {m}x{k}·{k}x{n} (A {la:?}, B {lb:?}, accumulate {accumulate}, \
+                     {threads} threads): element {diff:?} differs from the f32 kernel's",
+                    T::NAME
+                );
+            }
+        }
+    }
+    check::<f16>();
+    check::<bf16>();
 }
 
 /// Spacing of `T` values at magnitude `x` (normal range).

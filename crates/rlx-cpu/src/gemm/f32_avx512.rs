@@ -1,6 +1,8 @@
 //! rlx's own f32 GEMM for AVX-512 CPUs: packing, FMA micro-kernels and the blocked
-//! driver, written for f32 alone (the half-precision paths keep `fma32.rs` and the shared
-//! driver of `lowp_drive.rs`, whose conversions and buffer tiles this path does not need).
+//! driver. bf16 / f16 products on `LowpPath::Avx512F32` run here too ([`sgemm_half`]):
+//! their operands are widened exactly while they are packed (`pack.rs`'s `Load`), and the
+//! rest is the f32 product's (the other half-precision paths keep the shared driver of
+//! `lowp_drive.rs`).
 //!
 //! Register tile ([`plan`] picks one per CPU): 8 × 48 on Intel (24 zmm accumulators; per
 //! sum three vectors of B, eight broadcasts of A, 24 FMAs) or 12 × 32 elsewhere (24
@@ -62,8 +64,8 @@ mod plan;
 mod shared;
 mod team;
 
-use super::lowp_drive::{Dst, Src};
-use pack::{Strips, pack_a, pack_b};
+use super::lowp_drive::{Dst, Half, Src};
+use pack::{F32, Load, Strips, pack_a, pack_b};
 use plan::{Plan, TileShape};
 use shared::SharedB;
 use std::arch::x86_64::*;
@@ -110,20 +112,52 @@ pub(crate) unsafe fn sgemm(
     // SAFETY: forwarded contract; each instantiation is the tile the plan names.
     unsafe {
         match plan.tile {
-            TileShape::M12N32 => sgemm_on::<12, 2>(plan, a, b, c, mnk, accumulate, threads),
-            TileShape::M8N48 => sgemm_on::<8, 3>(plan, a, b, c, mnk, accumulate, threads),
+            TileShape::M12N32 => sgemm_on::<_, 12, 2>(F32, plan, a, b, c, mnk, accumulate, threads),
+            TileShape::M8N48 => sgemm_on::<_, 8, 3>(F32, plan, a, b, c, mnk, accumulate, threads),
         }
     }
 }
 
-/// [`sgemm`] with an `MR × 16·NV` tile and the plan's blocks.
+/// [`sgemm`] over bf16 or f16 operands (`kind`'s bits), widened exactly to f32 while
+/// they are packed: the same blocking, threads, micro-kernels and summation order as an
+/// f32 product of the widened values, so the result has the bits [`sgemm`] gives for
+/// f32 copies of A and B. The half-precision paths of `lowp.rs` run here by default
+/// (`fma32.rs` has the kernel they ran before).
+///
+/// # Safety
+/// As [`sgemm`], for 16-bit elements.
+pub(crate) unsafe fn sgemm_half(
+    kind: Half,
+    a: Src<u16>,
+    b: Src<u16>,
+    c: Dst<f32>,
+    mnk: (usize, usize, usize),
+    accumulate: bool,
+    threads: usize,
+) {
+    let plan = plan::plan();
+    // SAFETY: forwarded contract; each instantiation is the tile the plan names.
+    unsafe {
+        match plan.tile {
+            TileShape::M12N32 => {
+                sgemm_on::<_, 12, 2>(kind, plan, a, b, c, mnk, accumulate, threads)
+            }
+            TileShape::M8N48 => sgemm_on::<_, 8, 3>(kind, plan, a, b, c, mnk, accumulate, threads),
+        }
+    }
+}
+
+/// [`sgemm`] with an `MR × 16·NV` tile and the plan's blocks, the sources read through
+/// `l`.
 ///
 /// # Safety
 /// As [`sgemm`]; `(MR, NV)` is `plan.tile`.
-unsafe fn sgemm_on<const MR: usize, const NV: usize>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
+    l: L,
     plan: Plan,
-    a: Src<f32>,
-    b: Src<f32>,
+    a: Src<L::E>,
+    b: Src<L::E>,
     c: Dst<f32>,
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
@@ -189,14 +223,14 @@ unsafe fn sgemm_on<const MR: usize, const NV: usize>(
                     ptr: c.at(lo, 0),
                     ..c
                 };
-                drive::<MR, NV>(plan, a, b, c, (hi - lo, n, k), accumulate, shared, only)
+                drive::<L, MR, NV>(l, plan, a, b, c, (hi - lo, n, k), accumulate, shared, only)
             } else {
                 let b = b.at(0, lo);
                 let c = Dst {
                     ptr: c.at(0, lo),
                     ..c
                 };
-                drive::<MR, NV>(plan, a, b, c, (m, hi - lo, k), accumulate, None, None)
+                drive::<L, MR, NV>(l, plan, a, b, c, (m, hi - lo, k), accumulate, None, None)
             }
         }
         phases.done(rp, phase);
@@ -260,16 +294,16 @@ impl Phases {
 
 /// One product's views, shared by the blocks of the parallel loop.
 #[derive(Clone, Copy)]
-struct Views {
-    a: Src<f32>,
-    b: Src<f32>,
+struct Views<E> {
+    a: Src<E>,
+    b: Src<E>,
     c: Dst<f32>,
 }
 
-impl Views {
+impl<E: Copy> Views<E> {
     /// The three views (a method call, so closures capture the `Sync` struct whole, not
     /// its raw-pointer fields).
-    fn get(&self) -> (Src<f32>, Src<f32>, Dst<f32>) {
+    fn get(&self) -> (Src<E>, Src<E>, Dst<f32>) {
         (self.a, self.b, self.c)
     }
 }
@@ -277,9 +311,9 @@ impl Views {
 // SAFETY: the views cross into the blocks of one blocking parallel loop: A and B are only
 // read, each block writes a disjoint range of C's rows or columns, and the views outlive
 // the loop (`sgemm`'s contract).
-unsafe impl Send for Views {}
+unsafe impl<E> Send for Views<E> {}
 // SAFETY: as for Send.
-unsafe impl Sync for Views {}
+unsafe impl<E> Sync for Views<E> {}
 
 thread_local! {
     /// Packed A and packed B of this thread, kept between calls (batched products run
@@ -312,10 +346,11 @@ fn aligned(v: &mut Vec<f32>, n: usize) -> *mut f32 {
 /// (the same `b`, `n`, `k` and plan); with `only`, the phases before it must have run.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn drive<const MR: usize, const NV: usize>(
+unsafe fn drive<L: Load, const MR: usize, const NV: usize>(
+    l: L,
     plan: Plan,
-    a: Src<f32>,
-    b: Src<f32>,
+    a: Src<L::E>,
+    b: Src<L::E>,
     c: Dst<f32>,
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
@@ -333,7 +368,7 @@ unsafe fn drive<const MR: usize, const NV: usize>(
         };
         // SAFETY: the buffers hold the largest packed blocks; the caller's contract
         // covers the views and the shared packing.
-        unsafe { blocks::<MR, NV>(plan, a, b, c, (m, n, k), accumulate, ap, packed, only) };
+        unsafe { blocks::<L, MR, NV>(l, plan, a, b, c, (m, n, k), accumulate, ap, packed, only) };
     };
     let done = BUFS.try_with(|bufs| run(&mut bufs.borrow_mut())).is_ok();
     if !done {
@@ -358,10 +393,11 @@ enum PackedB<'a> {
 /// 64-byte aligned.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn blocks<const MR: usize, const NV: usize>(
+unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
+    l: L,
     plan: Plan,
-    a: Src<f32>,
-    b: Src<f32>,
+    a: Src<L::E>,
+    b: Src<L::E>,
     c: Dst<f32>,
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
@@ -389,11 +425,11 @@ unsafe fn blocks<const MR: usize, const NV: usize>(
             let bp = unsafe {
                 match packed {
                     PackedB::Own(bp) => {
-                        pack_b::<NV>(b.at(pc, jc), kb, nb, bp);
+                        pack_b::<L, NV>(l, b.at(pc, jc), kb, nb, bp);
                         bp
                     }
                     PackedB::Shared(sh) => {
-                        sh.pack(b.at(pc, jc), (jc, pc), kb, nb);
+                        sh.pack(l, b.at(pc, jc), (jc, pc), kb, nb);
                         sh.block(jc, pc, kb)
                     }
                 }
@@ -401,7 +437,7 @@ unsafe fn blocks<const MR: usize, const NV: usize>(
             for ic in (0..m).step_by(plan.mc) {
                 let mb = plan.mc.min(m - ic);
                 // SAFETY: (ic, pc) and the mb × kb block are inside A; ap holds its panels.
-                unsafe { pack_a::<MR>(a.at(ic, pc), mb, kb, ap) };
+                unsafe { pack_a::<L, MR>(l, a.at(ic, pc), mb, kb, ap) };
                 let strips = Strips { nb, nr: nr_full };
                 for s in 0..strips.count() {
                     let (jr, nr, ldb) = strips.get(s);

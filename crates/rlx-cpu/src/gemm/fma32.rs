@@ -1,6 +1,13 @@
 //! The AVX-512 f32 FMA micro-kernel and its packing for bf16 / f16 products whose
-//! operands are widened to f32 while they are packed (native f32 products have their own
-//! kernel and driver in `f32_avx512.rs`).
+//! operands are widened to f32 while they are packed, on the shared low-precision driver
+//! (`lowp_drive.rs`). Since issue #17 the [`LowpPath::Avx512F32`] path runs on the own f32
+//! kernel instead (`f32_avx512::sgemm_half`: the operands widened straight into its packed
+//! layouts, then its blocking, threads and assembly micro-kernels); this kernel stays
+//! behind the measurement switch `RLX_GEMM_WIDEN=fma32`. Measured on the 2-vCPU Sapphire
+//! Rapids VM, f16 1024³, one thread: this kernel ~129 GFLOP/s, the f32 kernel's ~150–185
+//! (see `lowp.rs` for the numbers after the switch).
+//!
+//! [`LowpPath::Avx512F32`]: super::lowp::LowpPath::Avx512F32
 //!
 //! One kernel type, [`Fma32`], is generic over the operands' storage ([`Widen`]): half
 //! elements are converted exactly. The

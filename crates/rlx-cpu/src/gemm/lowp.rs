@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | [`LowpPath::Amx`] | bf16 | AMX-TILE + AMX-BF16, Linux | `tdpbf16ps` on 16×16 f32 tiles |
 //! | [`LowpPath::Avx512Bf16`] | bf16 | AVX512_BF16 | `vdpbf16ps` on zmm registers |
-//! | [`LowpPath::Avx512F32`] | bf16, f16 | AVX-512 F/BW | converted to f32 while packing, f32 FMA |
+//! | [`LowpPath::Avx512F32`] | bf16, f16 | AVX-512 F/BW | converted to f32 while packing, the own f32 kernel |
 //! | [`LowpPath::CastF32`] | bf16, f16 | nothing | both operands copied to f32, then [`sgemm`] |
 //!
 //! The default is the first available path of [`LowpPath::preference`]: the order above,
@@ -25,6 +25,15 @@
 //! `K · 2⁻²⁴ · Σ|aᵢ·bᵢ|` (the sum's order differs between paths). AMX and `vdpbf16ps`
 //! treat bf16 denormals (below 2⁻¹²⁶) as zero. Each path's result is deterministic and does
 //! not depend on the thread count.
+//!
+//! `Avx512F32` widens the operands exactly into the packed layouts of rlx's own f32 AVX-512
+//! kernel (`f32_avx512::sgemm_half`), which then runs as for an f32 product: its sums are
+//! that kernel's (blocks of `KC` sums, each a chain of fused multiply-adds from zero, added
+//! to C), so the result has the bits of [`super::sgemm_with`] on `F32Path::Avx512` over
+//! f32 copies of A and B (the cast path's bits whenever its `sgemm` picks that kernel).
+//! Until issue #17 it ran `fma32.rs`'s kernel on the shared low-precision driver, whose
+//! chains continue from the stored partial sum at each block; `RLX_GEMM_WIDEN=fma32` (read
+//! once per process) restores it, for A/B measurements.
 //!
 //! [`sgemm`]: super::sgemm
 
@@ -343,6 +352,15 @@ fn cast_path<T: HalfFloat>(
     );
 }
 
+/// Whether [`LowpPath::Avx512F32`] runs on `fma32.rs`'s kernel and the shared low-precision
+/// driver (`RLX_GEMM_WIDEN=fma32`, a measurement switch read once per process) instead of
+/// the own f32 kernel (`f32_avx512.rs`) with the operands widened into its packing.
+#[cfg(target_arch = "x86_64")]
+fn widen_on_fma32() -> bool {
+    static FMA32: OnceLock<bool> = OnceLock::new();
+    *FMA32.get_or_init(|| std::env::var("RLX_GEMM_WIDEN").is_ok_and(|v| v.trim() == "fma32"))
+}
+
 /// Multiply-adds per worker thread below which extra threads are not used.
 const PAR_MNK_PER_THREAD: usize = 1 << 21;
 
@@ -389,9 +407,18 @@ fn packed_path<T: HalfFloat>(
         match path {
             LowpPath::Amx => job.run(&super::amx::Amx::new().expect("AMX checked available")),
             LowpPath::Avx512Bf16 => job.run(&DpBf16::new().expect("AVX512_BF16 checked")),
-            LowpPath::Avx512F32 => {
+            LowpPath::Avx512F32 if widen_on_fma32() => {
                 job.run(&Fma32::<_, 12, 2>::new(kind::<T>()).expect("AVX-512 checked"))
             }
+            LowpPath::Avx512F32 => super::f32_avx512::sgemm_half(
+                kind::<T>(),
+                sa,
+                sb,
+                dst,
+                (m, n, k),
+                accumulate,
+                threads,
+            ),
             LowpPath::CastF32 => unreachable!("handled by the caller"),
         }
     }

@@ -12,10 +12,74 @@
 //! Where a panel has to gather rows (row-major A, transposed B), the next panel's lines
 //! are prefetched while the current one is transposed.
 
-use super::super::lowp_drive::Src;
+//!
+//! The packers are generic over how a source element becomes f32 ([`Load`]): f32 itself,
+//! or bf16 / f16 bits widened exactly while they are packed (the half-precision products
+//! of `lowp.rs` run on this kernel that way, see `f32_avx512::sgemm_half`). Both read the
+//! source in the same order; a widened load is one 32-byte load and one conversion per
+//! 16 elements.
+
+use super::super::lowp_drive::{Half, Src};
 use super::{mask16, transpose16};
 use std::arch::x86_64::*;
 use std::ops::Range;
+
+/// How the packers read source elements as f32.
+pub(crate) trait Load: Copy + Send + Sync {
+    /// The stored element type.
+    type E: Copy;
+    /// Elements `0..n` (`n <= 16`) at `p` as f32 lanes, zeros above `n`; lanes at or
+    /// above `n` are not read.
+    ///
+    /// # Safety
+    /// `p` readable for `n` elements; AVX-512 F present.
+    unsafe fn load(self, p: *const Self::E, n: usize) -> __m512;
+    /// The f32 value of one element (exact).
+    fn get(self, e: Self::E) -> f32;
+}
+
+/// f32 sources, read as they are.
+#[derive(Clone, Copy)]
+pub(crate) struct F32;
+
+impl Load for F32 {
+    type E = f32;
+    #[inline(always)]
+    unsafe fn load(self, p: *const f32, n: usize) -> __m512 {
+        // SAFETY: forwarded contract; masked lanes are not read.
+        unsafe { _mm512_maskz_loadu_ps(mask16(n), p) }
+    }
+    #[inline(always)]
+    fn get(self, e: f32) -> f32 {
+        e
+    }
+}
+
+impl Load for Half {
+    type E = u16;
+    #[inline(always)]
+    unsafe fn load(self, p: *const u16, n: usize) -> __m512 {
+        // SAFETY: forwarded contract: 16 elements are read only when n == 16; a shorter
+        // run is copied element by element into a zeroed buffer (the tails of a block).
+        unsafe {
+            let h = if n >= 16 {
+                _mm256_loadu_si256(p as *const __m256i)
+            } else {
+                let mut t = [0u16; 16];
+                std::ptr::copy_nonoverlapping(p, t.as_mut_ptr(), n);
+                _mm256_loadu_si256(t.as_ptr() as *const __m256i)
+            };
+            match self {
+                Half::F16 => _mm512_cvtph_ps(h),
+                Half::Bf16 => _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)),
+            }
+        }
+    }
+    #[inline(always)]
+    fn get(self, e: u16) -> f32 {
+        self.to_f32(e)
+    }
+}
 
 /// The strips of B a block of `nb` columns is packed into for tiles `nr` columns wide:
 /// full strips, then the rest. A rest of at most 16 columns after a 48-column strip is
@@ -63,10 +127,16 @@ impl Strips {
 /// The `kb × nb` block of `b` must be readable, `dst` writable for
 /// `nb.next_multiple_of(16·NV) · kb` f32 and 64-byte aligned; AVX-512 F present.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn pack_b<const NV: usize>(b: Src<f32>, kb: usize, nb: usize, dst: *mut f32) {
+pub(super) unsafe fn pack_b<L: Load, const NV: usize>(
+    l: L,
+    b: Src<L::E>,
+    kb: usize,
+    nb: usize,
+    dst: *mut f32,
+) {
     let strips = Strips { nb, nr: 16 * NV };
     // SAFETY: forwarded contract.
-    unsafe { pack_b_strips(b, kb, strips, 0..strips.count(), dst) }
+    unsafe { pack_b_strips(l, b, kb, strips, 0..strips.count(), dst) }
 }
 
 /// [`pack_b`] for the strips `range` of `strips` alone (each at its place in the block).
@@ -74,8 +144,9 @@ pub(super) unsafe fn pack_b<const NV: usize>(b: Src<f32>, kb: usize, nb: usize, 
 /// # Safety
 /// As [`pack_b`], with `strips.nr` the tile's width and `range` inside `0..strips.count()`.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn pack_b_strips(
-    b: Src<f32>,
+pub(super) unsafe fn pack_b_strips<L: Load>(
+    l: L,
+    b: Src<L::E>,
     kb: usize,
     strips: Strips,
     range: Range<usize>,
@@ -95,7 +166,7 @@ pub(super) unsafe fn pack_b_strips(
                     // of the block (masked lanes are not read); the store is sum p of
                     // strip s, inside the destination and 64-byte aligned.
                     unsafe {
-                        let v = _mm512_maskz_loadu_ps(mask16(n), row.add(j0 + 16 * g));
+                        let v = l.load(row.add(j0 + 16 * g), n);
                         _mm512_store_ps(dst.add(j0 * kb + p * nr + 16 * g), v);
                     }
                 }
@@ -126,7 +197,7 @@ pub(super) unsafe fn pack_b_strips(
                                 let ahead = b.at(p0 + 32, j0 + 16 * g + t).ptr;
                                 _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
                             }
-                            _mm512_maskz_loadu_ps(mask16(kn), b.at(p0, j0 + 16 * g + t).ptr)
+                            l.load(b.at(p0, j0 + 16 * g + t).ptr, kn)
                         };
                     }
                     transpose16(&mut r);
@@ -141,7 +212,9 @@ pub(super) unsafe fn pack_b_strips(
                 for j in 0..nr {
                     // SAFETY: (p, j0 + j) is inside the block when j < w; the store is
                     // inside the strip.
-                    unsafe { *out.add(p * nr + j) = if j < w { b.get(p, j0 + j) } else { 0.0 } };
+                    unsafe {
+                        *out.add(p * nr + j) = if j < w { l.get(b.get(p, j0 + j)) } else { 0.0 }
+                    };
                 }
             }
         }
@@ -155,7 +228,13 @@ pub(super) unsafe fn pack_b_strips(
 /// The `mb × kb` block of `a` must be readable, `dst` writable for
 /// `mb.next_multiple_of(MR) · kb` f32; AVX-512 F present.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn pack_a<const MR: usize>(a: Src<f32>, mb: usize, kb: usize, dst: *mut f32) {
+pub(super) unsafe fn pack_a<L: Load, const MR: usize>(
+    l: L,
+    a: Src<L::E>,
+    mb: usize,
+    kb: usize,
+    dst: *mut f32,
+) {
     // The lanes of one sum of a panel (MR <= 16).
     let mr_mask = mask16(MR);
     let panels = mb.div_ceil(MR);
@@ -176,7 +255,7 @@ pub(super) unsafe fn pack_a<const MR: usize>(a: Src<f32>, mb: usize, kb: usize, 
                     // the block (masked lanes not read); the MR stored lanes are sum p
                     // of the panel, inside the destination.
                     unsafe {
-                        let v = _mm512_maskz_loadu_ps(mask16(h), a.at(i0, p).ptr);
+                        let v = l.load(a.at(i0, p).ptr, h);
                         _mm512_mask_storeu_ps(dst.add(panel * MR * kb + p * MR), mr_mask, v);
                     }
                 }
@@ -199,7 +278,7 @@ pub(super) unsafe fn pack_a<const MR: usize>(a: Src<f32>, mb: usize, kb: usize, 
                 for (t, x) in r.iter_mut().enumerate().take(h) {
                     // SAFETY: sums p0 .. p0 + kn of row i0 + t < mb are contiguous
                     // elements of the block; masked lanes are not read.
-                    *x = unsafe { _mm512_maskz_loadu_ps(mask16(kn), a.at(i0 + t, p0).ptr) };
+                    *x = unsafe { l.load(a.at(i0 + t, p0).ptr, kn) };
                 }
                 for t in 0..next {
                     // SAFETY: (i0 + MR + t, p0) is an element of the block (t < next).
@@ -234,7 +313,9 @@ pub(super) unsafe fn pack_a<const MR: usize>(a: Src<f32>, mb: usize, kb: usize, 
                 for i in 0..MR {
                     // SAFETY: (i0 + i, p) is inside the block when i < h; the store is
                     // inside the panel.
-                    unsafe { *out.add(p * MR + i) = if i < h { a.get(i0 + i, p) } else { 0.0 } };
+                    unsafe {
+                        *out.add(p * MR + i) = if i < h { l.get(a.get(i0 + i, p)) } else { 0.0 }
+                    };
                 }
             }
         }

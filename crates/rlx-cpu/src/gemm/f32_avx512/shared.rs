@@ -21,7 +21,7 @@
 //! process; for comparing the two in benchmarks).
 
 use super::super::lowp_drive::Src;
-use super::pack::{Strips, pack_b_strips};
+use super::pack::{Load, Strips, pack_b_strips};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -123,7 +123,14 @@ impl SharedB {
     /// # Safety
     /// `b` must be readable over `kb × nb`; the block is one of the product's; AVX-512 F
     /// present.
-    pub(super) unsafe fn pack(&self, b: Src<f32>, (jc, pc): (usize, usize), kb: usize, nb: usize) {
+    pub(super) unsafe fn pack<L: Load>(
+        &self,
+        l: L,
+        b: Src<L::E>,
+        (jc, pc): (usize, usize),
+        kb: usize,
+        nb: usize,
+    ) {
         let strips = Strips { nb, nr: self.nr };
         let count = strips.count();
         for g in (0..count).step_by(GROUP) {
@@ -137,6 +144,7 @@ impl SharedB {
                 // in the buffer (caller, `block`).
                 unsafe {
                     pack_b_strips(
+                        l,
                         b,
                         kb,
                         strips,

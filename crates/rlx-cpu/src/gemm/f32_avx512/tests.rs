@@ -52,8 +52,12 @@ fn check_plan_on(
     // the test runs only where the kernel is available.
     unsafe {
         match plan.tile {
-            TileShape::M12N32 => sgemm_on::<12, 2>(plan, av, bv, dst, (m, n, k), add, threads),
-            TileShape::M8N48 => sgemm_on::<8, 3>(plan, av, bv, dst, (m, n, k), add, threads),
+            TileShape::M12N32 => {
+                sgemm_on::<_, 12, 2>(F32, plan, av, bv, dst, (m, n, k), add, threads)
+            }
+            TileShape::M8N48 => {
+                sgemm_on::<_, 8, 3>(F32, plan, av, bv, dst, (m, n, k), add, threads)
+            }
         }
     }
     for i in 0..m {
