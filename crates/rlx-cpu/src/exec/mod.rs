@@ -613,7 +613,7 @@ impl CpuExecutable {
                     });
                 }
                 let _stop = par::SetOnDrop(done);
-                run_kernels()
+                par::as_program(run_kernels)
             })
         } else {
             run_kernels()

@@ -167,7 +167,10 @@ thread_local! {
 /// at once if another worker lingers already.
 fn linger() {
     let window = linger_window();
+    // Inside a program run the other workers are kept warm between kernels already;
+    // lingering there would hold the run's end (see `exec::par::in_program`).
     if window.is_zero()
+        || crate::exec::par::in_program()
         || HOT
             .compare_exchange(IDLE, WAITING, Ordering::AcqRel, Ordering::Relaxed)
             .is_err()
