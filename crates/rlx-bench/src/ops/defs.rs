@@ -303,85 +303,60 @@ fn norm_gelu(rows: &mut Vec<Row>, plan: Plan, c: &GptConfig) {
     let gy = rng.vec(n * d, 1.0);
     let gamma: Vec<f32> = rng.vec(d, 0.1).iter().map(|v| 1.0 + v).collect();
     let beta = rng.vec(d, 0.1);
-    let ln = |s: &mut GraphScope| {
-        let x = s.input("x", f32s(&[n, d]));
-        let g = s.input("gamma", f32s(&[d]));
-        let b = s.input("beta", f32s(&[d]));
-        x.layer_norm(&g, &b, gpt::LN_EPS)
-    };
-    let want = r::layer_norm(&x, d, &gamma, &beta);
     let ln_in = [
         ("x", x.clone()),
         ("gamma", gamma.clone()),
         ("beta", beta.clone()),
     ];
-    bench(
-        rows,
-        plan,
-        "layer_norm",
-        "rlx_fwd",
-        &Func::new("ln", ln),
-        &ln_in,
-        Work::Bytes(b4(2 * n * d)),
-        "[1024,256] with gamma, beta",
-        Some(&|o: &[Vec<f32>]| rlx_bench::inputs::rel_err(&o[0], &want)),
-    );
-    let bwd = Func::new("ln_bwd", |s| {
-        let y = ln(s);
-        dot_cotangent(s, &y, "gy")
-    })
-    .grad(&["x", "gamma", "beta"]);
     let mut bwd_in = ln_in.to_vec();
     bwd_in.push(("gy", gy));
-    bench(
-        rows,
-        plan,
-        "layer_norm",
-        "rlx_bwd",
-        &bwd,
-        &bwd_in,
-        // x and dy read, dx written (dgamma, dbeta: 2·d, negligible)
-        Work::Bytes(b4(3 * n * d + 2 * d)),
-        "dx, dgamma, dbeta",
-        None,
-    );
-
-    // RMSNorm (Llama-style models' norm) at the same shape: its backward is a row group
-    // of its own (no mean, one statistic fewer than LayerNorm's).
-    let rms = |s: &mut GraphScope| {
-        let x = s.input("x", f32s(&[n, d]));
-        let g = s.input("gamma", f32s(&[d]));
-        let b = s.input("beta", f32s(&[d]));
-        x.rms_norm(&g, &b, gpt::LN_EPS)
-    };
-    let want = r::rms_norm(&x, d, &gamma, &beta);
-    bench(
-        rows,
-        plan,
-        "rms_norm",
-        "rlx_fwd",
-        &Func::new("rms", rms),
-        &ln_in,
-        Work::Bytes(b4(2 * n * d)),
-        "[1024,256] with gamma, beta",
-        Some(&|o: &[Vec<f32>]| rlx_bench::inputs::rel_err(&o[0], &want)),
-    );
-    let bwd = Func::new("rms_bwd", |s| {
-        let y = rms(s);
-        dot_cotangent(s, &y, "gy")
-    })
-    .grad(&["x", "gamma", "beta"]);
-    bench(
-        rows,
-        plan,
-        "rms_norm",
-        "rlx_bwd",
-        &bwd,
-        &bwd_in,
-        Work::Bytes(b4(3 * n * d + 2 * d)),
-        "dx, dgamma, dbeta",
-        None,
-    );
+    // LayerNorm, and RMSNorm (Llama-style models' norm) at the same shape: its backward
+    // is a row group of its own (no mean, one statistic fewer than LayerNorm's).
+    for rms in [false, true] {
+        let (op, want) = if rms {
+            ("rms_norm", r::rms_norm(&x, d, &gamma, &beta))
+        } else {
+            ("layer_norm", r::layer_norm(&x, d, &gamma, &beta))
+        };
+        let norm = move |s: &mut GraphScope| {
+            let x = s.input("x", f32s(&[n, d]));
+            let g = s.input("gamma", f32s(&[d]));
+            let b = s.input("beta", f32s(&[d]));
+            if rms {
+                x.rms_norm(&g, &b, gpt::LN_EPS)
+            } else {
+                x.layer_norm(&g, &b, gpt::LN_EPS)
+            }
+        };
+        bench(
+            rows,
+            plan,
+            op,
+            "rlx_fwd",
+            &Func::new(op, norm),
+            &ln_in,
+            Work::Bytes(b4(2 * n * d)),
+            "[1024,256] with gamma, beta",
+            Some(&|o: &[Vec<f32>]| rlx_bench::inputs::rel_err(&o[0], &want)),
+        );
+        let bwd = Func::new(format!("{op}_bwd"), |s| {
+            let y = norm(s);
+            dot_cotangent(s, &y, "gy")
+        })
+        .grad(&["x", "gamma", "beta"]);
+        bench(
+            rows,
+            plan,
+            op,
+            "rlx_bwd",
+            &bwd,
+            &bwd_in,
+            // x and dy read, dx written (dgamma, dbeta: 2·d, negligible)
+            Work::Bytes(b4(3 * n * d + 2 * d)),
+            "dx, dgamma, dbeta",
+            None,
+        );
+    }
 
     let m = 4 * d;
     let u = rng.vec(n * m, 1.5);
