@@ -21,9 +21,11 @@
 //! - concat, pad and cumsum, lowered once too: one thread per output element.
 //! - `scaled_quant_scale` and `scaled_quantize` of f32 / f16 / bf16 data (every fp8 /
 //!   fp6 / fp4 / custom format, per-tensor, MX E8M0 and NVFP4 scales): 32-bit integer
-//!   code on the f32 bit patterns, bit for bit with the oracle. `scaled_matmul` runs on
-//!   the host: the oracle sums in f64, rounding every partial sum to 53 bits, and WGSL
-//!   has no f64 to reproduce that.
+//!   code on the f32 bit patterns, bit for bit with the oracle. `scaled_matmul` with MX
+//!   or NVFP4 block scales too: its products are exact, and the oracle's f64 sum
+//!   (every partial sum rounded to 53 bits) is reproduced by a software f64 in 32-bit
+//!   integers. With a per-tensor scale the f64 products themselves round (up to 62-bit
+//!   exact products): that matmul runs on the host.
 //!
 //! Data lives in one arena buffer per run laid out by the program's memory plan (see
 //! `exec`); dynamic dims, strides and offsets are uniforms, so a new batch size never

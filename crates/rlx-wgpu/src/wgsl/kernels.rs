@@ -41,7 +41,8 @@ pub(crate) fn generate(
         | KernelKind::Attention { .. } => g.lowered(),
         // Concat, pad, cumsum, attention, convolution, pooling and the scaled ops are
         // lowered (an invocation per output element; the scaled quantizers of f32 / f16 /
-        // bf16 data in 32-bit integers, bit for bit with the oracle; the scaled matmul's
+        // bf16 data in 32-bit integers, bit for bit with the oracle, and so is the
+        // block-scaled matmul, through a software f64; the per-tensor scaled matmul's
         // f64 fold is refused by the renderer and runs on the host, as does anything on
         // f64 data); other opaque ops run on the host (gather,
         // scatter-add and cross-entropy lower too, but raise errors the WGSL kernels

@@ -2,8 +2,10 @@
 //! `scaled_quantize` of f32 / f16 / bf16 data run as WGSL (the loop IR's integer
 //! spelling) and give the oracle's bytes exactly for every format and scale layout, on
 //! data full of hard cases (ties between codes and their f32 neighbours, f32 subnormals,
-//! ±0, ±∞, NaN, absmax at powers of two, zero blocks). `scaled_matmul` folds in f64 as
-//! the oracle defines it, so it runs on the host, and says why.
+//! ±0, ±∞, NaN, absmax at powers of two, zero blocks). `scaled_matmul` with block
+//! scales (MX, NVFP4) runs as WGSL too (a software f64 in 32-bit integers) and gives
+//! the oracle's f32 bits (NaN as NaN); with a per-tensor scale its products round in f64,
+//! so it runs on the host, and says why.
 
 use super::support;
 use rlx_ir::{DType, Graph, NodeId, Op, ScaleLayout, ScaledFormat, Shape, TensorData};
@@ -152,9 +154,183 @@ fn scaled_quant_scale_and_quantize_run_on_the_gpu_bit_for_bit_with_the_oracle() 
     assert_eq!(checked, formats().len() * 5 * 3);
 }
 
+/// `y = a · bᵀ (+ an f32 bias)` over raw `[m, k]` / `[n, k]` codes of `fs` and their
+/// scales (`u8` codes for block layouts, an f32 per tensor).
+fn matmul_graph(fs: [ScaledFormat; 2], l: ScaleLayout, m: usize, n: usize, k: usize) -> Graph {
+    let sdims = |r: usize| match l.block() {
+        None => Shape::new(&[1], DType::F32),
+        Some(b) => Shape::new(&[r, k / b as usize], DType::U8),
+    };
+    let mut g = Graph::new(format!("scaled_matmul_{}_{}_{l}", fs[0], fs[1]).replace(' ', "_"));
+    let a = g.input("a", Shape::new(&[m, k], DType::U8));
+    let b = g.input("b", Shape::new(&[n, k], DType::U8));
+    let sa = g.input("sa", sdims(m));
+    let sb = g.input("sb", sdims(n));
+    let bias = g.input("bias", Shape::new(&[n], DType::F32));
+    let y = op(
+        &mut g,
+        Op::ScaledMatMul {
+            lhs_format: fs[0],
+            rhs_format: fs[1],
+            scale_layout: l,
+            has_bias: true,
+        },
+        vec![a, b, sa, sb, bias],
+    );
+    g.set_outputs(vec![y]);
+    g
+}
+
+/// Codes and scales for [`matmul_graph`]: random codes (every code, NaN and ∞ ones
+/// included, in half the rows; finite low codes in the rest), scale codes close together
+/// or spread over the whole range (the MX NaN code and zero / negative NVFP4 scales
+/// included), f32 biases of every kind.
+fn matmul_args(l: ScaleLayout, m: usize, n: usize, k: usize, seed: u64) -> Vec<TensorData> {
+    let mut x = seed;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut codes = |r: usize| -> TensorData {
+        let c: Vec<i64> = (0..r * k)
+            .map(|i| {
+                let c = (next() % 256) as i64;
+                if (i / k).is_multiple_of(2) { c & 0x3f } else { c }
+            })
+            .collect();
+        TensorData::from_i64_as(DType::U8, &[r, k], &c)
+    };
+    let (a, b) = (codes(m), codes(n));
+    let mut scales = |r: usize| -> TensorData {
+        match l {
+            ScaleLayout::PerTensor => TensorData::from_f32(&[1], &[0.375]),
+            _ => {
+                let per = k / l.block().unwrap() as usize;
+                let c: Vec<i64> = (0..r * per)
+                    .map(|i| {
+                        let x = next();
+                        match (l, i % 3) {
+                            (ScaleLayout::BlockMxE8M0 { .. }, 0) => (120 + x % 16) as i64,
+                            (ScaleLayout::BlockMxE8M0 { .. }, 1) => (40 + (x % 4) * 50) as i64,
+                            (_, 0 | 1) => (0x30 + x % 0x20) as i64,
+                            _ => (x % 256) as i64,
+                        }
+                    })
+                    .collect();
+                TensorData::from_i64_as(DType::U8, &[r, per], &c)
+            }
+        }
+    };
+    let (sa, sb) = (scales(m), scales(n));
+    let hard = [
+        0.0,
+        -0.0,
+        1.0e-45,
+        -1.1754942e-38,
+        0.375,
+        -3.0e5,
+        3.4028235e38,
+        f32::INFINITY,
+        f32::NAN,
+    ];
+    let bias: Vec<f32> = (0..n)
+        .map(|j| hard[(j + seed as usize) % hard.len()])
+        .collect();
+    vec![a, b, sa, sb, TensorData::from_f32(&[n], &bias)]
+}
+
+/// f32 outputs equal bit for bit, any NaN equal to any NaN.
+fn same_f32(got: &TensorData, want: &TensorData, what: &str) {
+    assert_eq!(got.dims, want.dims, "{what}");
+    let (g, w) = (got.to_f32_vec(), want.to_f32_vec());
+    for (i, (x, y)) in g.iter().zip(&w).enumerate() {
+        assert!(
+            (x.is_nan() && y.is_nan()) || x.to_bits() == y.to_bits(),
+            "{what}: element {i}: got {x:e} want {y:e}"
+        );
+    }
+}
+
 #[test]
-fn scaled_matmul_runs_on_the_host_because_its_f64_fold_has_no_wgsl_form() {
+fn block_scaled_matmul_runs_on_the_gpu_bit_for_bit_with_the_oracle() {
     if !support::gpu_or_skip("scaled matmul") {
+        return;
+    }
+    let layouts = [
+        ScaleLayout::BlockMxE8M0 { block: 8 },
+        ScaleLayout::mx(),
+        ScaleLayout::Nvfp4 { group: 4 },
+        ScaleLayout::nvfp4(),
+    ];
+    let fs = formats();
+    let mut checked = 0;
+    for (fi, &fa) in fs.iter().enumerate() {
+        let fb = fs[(fi + 1) % fs.len()];
+        for (li, l) in layouts.into_iter().enumerate() {
+            let (m, n, k) = (9, 7, 64);
+            let g = matmul_graph([fa, fb], l, m, n, k);
+            let args = matmul_args(l, m, n, k, (fi * 8 + li) as u64 + 1);
+            let (got, placement, explain) = run_gpu(&g, &args);
+            assert!(
+                placement.iter().all(|&p| p),
+                "{}: the scaled matmul fell back to the host\n{explain}",
+                g.name
+            );
+            let want = rlx_testkit::oracle(&g, &args).unwrap();
+            same_f32(&got[0], &want[0], &g.name);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, fs.len() * 4);
+}
+
+/// Every ordered sum `1 ± 2^a ± 2^b ± 2^c` (one term per MX block) with `a, b, c` at the
+/// f32 rounding bit, the f64 rounding bit and far below: the f64 partial sums round at
+/// and near ties, and the final f32 rounding sees the f64 value (double rounding), so
+/// the shader's 53-bit rounding shows in the f32 result.
+#[test]
+fn block_scaled_matmul_rounds_f64_ties_on_the_gpu_like_the_oracle() {
+    if !support::gpu_or_skip("scaled matmul ties") {
+        return;
+    }
+    let f = ScaledFormat::F8E4M3;
+    let l = ScaleLayout::BlockMxE8M0 { block: 2 };
+    let exps = [0i64, -23, -24, -25, -52, -53, -54, -55, -77];
+    let terms: Vec<(i64, bool)> = exps.iter().flat_map(|&e| [(e, false), (e, true)]).collect();
+    let (one, minus) = (f.encode(1.0) as i64, f.encode(-1.0) as i64);
+    let (mut a, mut sa) = (vec![], vec![]);
+    for &t1 in &terms {
+        for &t2 in &terms {
+            for &t3 in &terms {
+                for (e, neg) in [(0, false), t1, t2, t3] {
+                    a.extend([if neg { minus } else { one }, 0]);
+                    sa.push(127 + e);
+                }
+            }
+        }
+    }
+    let (n, k) = (1, 8);
+    let m = a.len() / k;
+    let g = matmul_graph([f, f], l, m, n, k);
+    let u8s = |d: &[usize], v: &[i64]| TensorData::from_i64_as(DType::U8, d, v);
+    let args = [
+        u8s(&[m, k], &a),
+        u8s(&[n, k], &[one; 8]),
+        u8s(&[m, k / 2], &sa),
+        u8s(&[n, k / 2], &[127; 4]),
+        TensorData::from_f32(&[n], &[0.0]),
+    ];
+    let (got, placement, explain) = run_gpu(&g, &args);
+    assert!(placement.iter().all(|&p| p), "{explain}");
+    let want = rlx_testkit::oracle(&g, &args).unwrap();
+    same_f32(&got[0], &want[0], &g.name);
+}
+
+#[test]
+fn quantized_mx_matmul_pipeline_runs_wholly_on_the_gpu() {
+    if !support::gpu_or_skip("scaled matmul pipeline") {
         return;
     }
     let (m, n, k) = (3, 5, 32);
@@ -199,31 +375,40 @@ fn scaled_matmul_runs_on_the_host_because_its_f64_fold_has_no_wgsl_form() {
         TensorData::from_f32(&[n, k], &hard_data(f, n + 2, k)[2 * k..]),
     ];
     let (got, placement, explain) = run_gpu(&g, &args);
-    let lines: Vec<&str> = explain.lines().collect();
-    let mm = lines
-        .iter()
+    assert!(placement.iter().all(|&p| p), "{explain}");
+    let want = rlx_testkit::oracle(&g, &args).unwrap();
+    same_f32(&got[0], &want[0], &g.name);
+}
+
+#[test]
+fn per_tensor_scaled_matmul_runs_on_the_host_because_its_f64_products_round() {
+    if !support::gpu_or_skip("per-tensor scaled matmul") {
+        return;
+    }
+    let (m, n, k) = (3, 5, 9);
+    let f = ScaledFormat::F8E4M3;
+    let g = matmul_graph([f, f], ScaleLayout::PerTensor, m, n, k);
+    let args = matmul_args(ScaleLayout::PerTensor, m, n, k, 3);
+    let (got, placement, explain) = run_gpu(&g, &args);
+    let mm = explain
+        .lines()
         .find(|l| l.contains("(opaque(scaled_matmul)):"))
         .unwrap_or_else(|| panic!("no scaled_matmul kernel in\n{explain}"));
     assert!(
         mm.contains("CPU fallback (") && mm.contains("which WGSL does not have"),
-        "the matmul must run on the host for its f64 fold: {mm}\n{explain}"
+        "a per-tensor matmul runs on the host for its f64 fold: {mm}\n{explain}"
     );
-    assert_eq!(placement.iter().filter(|&&p| !p).count(), 1, "{explain}");
+    assert_eq!(placement, [false], "{explain}");
     assert!(
         support::unexpected_fallbacks(&explain).is_empty(),
         "{explain}"
     );
     let want = rlx_testkit::oracle(&g, &args).unwrap();
-    let (gv, wv) = (got[0].to_f32_vec(), want[0].to_f32_vec());
-    for (i, (x, y)) in gv.iter().zip(&wv).enumerate() {
-        assert!(
-            (x.is_nan() && y.is_nan()) || x.to_bits() == y.to_bits(),
-            "element {i}: got {x:e} want {y:e}"
-        );
-    }
+    same_f32(&got[0], &want[0], &g.name);
 }
 
-/// Graphs of the scaled quantizers for [`super::every_kind_graphs`] (the MSL check).
+/// Graphs of the scaled quantizers and block-scaled matmuls for
+/// [`super::every_kind_graphs`] (the MSL check).
 pub fn msl_graphs() -> Vec<Graph> {
     [
         (ScaledFormat::F8E4M3, ScaleLayout::PerTensor),
@@ -233,16 +418,27 @@ pub fn msl_graphs() -> Vec<Graph> {
     ]
     .into_iter()
     .map(|(f, l)| quant_graph(f, l, DType::F32, 2, 32))
+    .chain([
+        matmul_graph(
+            [ScaledFormat::F8E5M2, ScaledFormat::F8E4M3],
+            ScaleLayout::mx(),
+            2,
+            3,
+            64,
+        ),
+        matmul_graph([ScaledFormat::F4E2M1; 2], ScaleLayout::nvfp4(), 2, 3, 32),
+    ])
     .collect()
 }
 
-/// The MSL check skips kernels that have no WGSL; the scaled quantizers must have it
-/// (on any host, no adapter needed).
+/// The MSL check skips kernels that have no WGSL; the scaled quantizers and the
+/// block-scaled matmul must have it (on any host, no adapter needed).
 #[test]
-fn scaled_quantizers_of_f32_data_always_generate_wgsl() {
+fn scaled_quantizers_and_block_scaled_matmuls_always_generate_wgsl() {
     for g in msl_graphs() {
         let shaders = rlx_wgpu::generated_wgsl(&g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
-        assert_eq!(shaders.len(), 2, "{}", g.name);
+        let quantizer = !g.name.starts_with("scaled_matmul");
+        assert_eq!(shaders.len(), if quantizer { 2 } else { 1 }, "{}", g.name);
         for (i, s) in shaders.iter().enumerate() {
             let wgsl = s
                 .as_ref()

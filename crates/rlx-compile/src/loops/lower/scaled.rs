@@ -24,10 +24,12 @@
 //! is f64 throughout; it is kept for f64 data and for the matmul. The quantizers of f32,
 //! f16 and bf16 data (the usual case) are lowered instead by the integer spelling of
 //! `scaled_int.rs`: the same bits, computed on the f32 bit patterns with 32-bit integers,
-//! so every renderer runs them, WGSL (no f64) included. The matmul stays f64: the
-//! oracle's sum rounds each partial sum to 53 bits, which only an f64 (or a software
-//! f64 adder) reproduces, so the WGSL renderer refuses it by name and the wgpu backend
-//! runs it on the host.
+//! so every renderer runs them, WGSL (no f64) included. The matmul with MX or NVFP4
+//! block scales (exact products) is lowered by `scaled_f64soft.rs`: the oracle's f64
+//! sum, each partial sum rounded to 53 bits, reproduced by a software f64 in 32-bit
+//! integers, on every backend. With a per-tensor scale (f64 products of up to 62 bits
+//! that round) the matmul stays f64: the WGSL renderer refuses it by name and the wgpu
+//! backend runs it on the host.
 //!
 //! The per-tensor scale is one serial item over the whole tensor (a max is exact in any
 //! order, but one item keeps the kernel a plain item kernel every backend launches the
@@ -49,6 +51,13 @@ mod int_tests;
 
 #[path = "scaled_int.rs"]
 mod int_spelling;
+
+#[path = "scaled_f64soft.rs"]
+mod soft_f64;
+
+#[cfg(test)]
+#[path = "scaled_f64soft_tests.rs"]
+mod soft_tests;
 
 /// Whether `op` is one of the scaled ops this module lowers.
 pub(super) fn lowers(op: &Op) -> bool {
@@ -477,6 +486,13 @@ impl Cx<'_> {
             return Err(self.fail(format!(
                 "a scaled matmul of codes {ld:?} and {rd:?} (needs [m, k] and [n, k])"
             )));
+        }
+        let bias = has_bias.then(|| self.load_dtype(inputs[4]));
+        if soft_f64::applies(layout, bias) {
+            let dims = (self.dim(rd[0]), self.dim(ld[1]));
+            self.scaled_matmul_soft(formats, layout, inputs, has_bias, dims)?;
+            let (m, n) = (self.dim(ld[0]), self.dim(rd[0]));
+            return Ok(mul(m, n));
         }
         let n = self.dim(rd[0]);
         let i = self.b.bind(Ty::Index, div(Ex::Item, n.clone()));

@@ -73,22 +73,37 @@ pub(super) fn run(g: &Graph, inputs: &[(&str, TensorData)]) -> (Vec<TensorData>,
             let src = render_c(&lk, d);
             assert!(src.contains(&lk.name), "{label}");
         }
-        // The matmul folds in f64, and f64 data has no WGSL type: WGSL refuses those by
-        // name. The quantizers of f32 / f16 / bf16 data are integer code: valid WGSL.
+        // The per-tensor matmul folds in f64, and f64 data has no WGSL type: WGSL refuses
+        // those by name. The quantizers of f32 / f16 / bf16 data and the block-scaled
+        // matmul (a software f64 in i32) are integer code: valid WGSL.
         let f64_data = lk.bufs.iter().any(|b| b.dtype == DType::F64);
+        let f64_fold = label.contains("scaled_matmul") && per_tensor_matmul(g);
         match render_wgsl(&lk) {
             Err(WgslError::F64 { kernel, .. } | WgslError::WideInteger { kernel, .. })
-                if f64_data || label.contains("scaled_matmul") =>
+                if f64_data || f64_fold =>
             {
                 assert_eq!(kernel, lk.name)
             }
-            Ok(src) if !f64_data && !label.contains("scaled_matmul") => validate_wgsl(&src, &label),
+            Ok(src) if !f64_data && !f64_fold => validate_wgsl(&src, &label),
             other => panic!("{label} (f64 data: {f64_data}): unexpected WGSL result {other:?}"),
         }
     }
     let got = run_loops(&p, inputs, &DimBinding::default()).unwrap_or_else(|e| panic!("{e}"));
     let want = interp::run(g, inputs).unwrap();
     (got, want)
+}
+
+/// Whether `g` holds a scaled matmul with a per-tensor scale (lowered in f64).
+fn per_tensor_matmul(g: &Graph) -> bool {
+    g.nodes().iter().any(|n| {
+        matches!(
+            n.op,
+            Op::ScaledMatMul {
+                scale_layout: ScaleLayout::PerTensor,
+                ..
+            }
+        )
+    })
 }
 
 /// Parse and validate `src` as naga does for wgpu.
@@ -118,7 +133,7 @@ pub(super) fn same_bytes(got: &TensorData, want: &TensorData, what: &str) {
 }
 
 /// f32 outputs equal bit for bit, any NaN equal to any NaN.
-fn same_f32(got: &TensorData, want: &TensorData, what: &str) {
+pub(super) fn same_f32(got: &TensorData, want: &TensorData, what: &str) {
     assert_eq!(got.dims, want.dims, "{what}");
     let (g, w) = (got.to_f32_vec(), want.to_f32_vec());
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
