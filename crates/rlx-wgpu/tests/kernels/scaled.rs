@@ -197,7 +197,11 @@ fn matmul_args(l: ScaleLayout, m: usize, n: usize, k: usize, seed: u64) -> Vec<T
         let c: Vec<i64> = (0..r * k)
             .map(|i| {
                 let c = (next() % 256) as i64;
-                if (i / k).is_multiple_of(2) { c & 0x3f } else { c }
+                if (i / k).is_multiple_of(2) {
+                    c & 0x3f
+                } else {
+                    c
+                }
             })
             .collect();
         TensorData::from_i64_as(DType::U8, &[r, k], &c)
