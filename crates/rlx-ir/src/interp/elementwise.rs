@@ -578,4 +578,36 @@ mod tests {
         assert_eq!(int_pow(5, -1), 0);
         assert_eq!(int_pow(0, 0), 1);
     }
+
+    #[test]
+    fn public_integer_rules_refuse_invalid_operands_with_errors_that_say_why() {
+        // Division and remainder by zero, negative shifts: errors naming the problem.
+        for b in [BinaryOp::Div, BinaryOp::Mod] {
+            let e = binary_i64(b, 7, 0, DType::I32).unwrap_err();
+            assert!(e.contains("division by zero"), "{e}");
+        }
+        for b in [BinaryOp::Shl, BinaryOp::Shr] {
+            let e = binary_i64(b, 7, -1, DType::I32).unwrap_err();
+            assert!(e.contains("negative shift amount -1"), "{e}");
+        }
+        // Edge operands that are valid: wrapping, shifts past the width.
+        assert_eq!(
+            binary_i64(BinaryOp::Div, i64::MIN, -1, DType::I64),
+            Ok(i64::MIN)
+        );
+        assert_eq!(binary_i64(BinaryOp::Mod, -7, 2, DType::I32), Ok(-1));
+        assert_eq!(binary_i64(BinaryOp::Shl, 1, 32, DType::I32), Ok(0));
+        assert_eq!(binary_i64(BinaryOp::Shr, -8, 40, DType::I32), Ok(-1));
+        // Float-only activations on integers: an error naming the activation.
+        let e = activation_i64(Activation::Exp, 3).unwrap_err().to_string();
+        assert!(
+            e.contains("exp") && e.contains("cast to a float type"),
+            "{e}"
+        );
+        assert_eq!(activation_i64(Activation::Neg, i64::MIN).unwrap(), i64::MIN);
+        assert_eq!(activation_i64(Activation::Relu, -4).unwrap(), 0);
+        // The f64 rule: NaN stays NaN, limits at infinities.
+        assert!(activation_f64(Activation::Relu, f64::NAN).is_nan());
+        assert_eq!(activation_f64(Activation::Relu, f64::NEG_INFINITY), 0.0);
+    }
 }
