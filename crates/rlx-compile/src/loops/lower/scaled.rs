@@ -433,6 +433,19 @@ impl Cx<'_> {
         s: usize,
         coords: &[Ex],
     ) -> Result<Ex, LowerError> {
+        let v = self.scale_code_at(layout, s, coords)?;
+        Ok(self.decode_scale(layout, v))
+    }
+
+    /// The raw scale operand (scales load `s`) that applies to the element at `coords`:
+    /// the one per-tensor scale, or the scale of the block holding the last coordinate.
+    /// Shared by the f64 and the integer lowerings.
+    pub(super) fn scale_code_at(
+        &mut self,
+        layout: ScaleLayout,
+        s: usize,
+        coords: &[Ex],
+    ) -> Result<Ex, LowerError> {
         let at = match layout.block() {
             None => vec![int(0)],
             Some(b) => {
@@ -442,8 +455,7 @@ impl Cx<'_> {
                 at
             }
         };
-        let v = self.operand_at(s, &at)?;
-        Ok(self.decode_scale(layout, v))
+        self.operand_at(s, &at)
     }
 
     fn quantize(

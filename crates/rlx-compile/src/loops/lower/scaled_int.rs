@@ -352,19 +352,7 @@ impl Cx<'_> {
         s: usize,
         coords: &[Ex],
     ) -> Result<(Ex, Ex, Exact), LowerError> {
-        let at = match layout.block() {
-            None => vec![int(0)],
-            Some(b) => {
-                let mut at = coords.to_vec();
-                let last = at.len() - 1;
-                at[last] = self.b.bind(
-                    Ty::Index,
-                    crate::loops::build::div(at[last].clone(), int(b as i64)),
-                );
-                at
-            }
-        };
-        let v = self.operand_at(s, &at)?;
+        let v = self.scale_code_at(layout, s, coords)?;
         Ok(match layout {
             ScaleLayout::PerTensor => {
                 let p = self.parts(v);
