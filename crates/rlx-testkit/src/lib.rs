@@ -14,6 +14,8 @@
 //! - [`check_sums_follow_loop_ir_order`], [`check_matmuls_follow_loop_ir_order`]: a
 //!   backend's f32 sums and matmul products against the loop IR's
 //!   fixed reduction order, bit for bit;
+//! - [`attention_grad_errors`], [`attention_grad_tolerance`]: an attention backward's
+//!   gradients against the oracle within the f32 lowering's documented bound;
 //! - [`op`], [`reduce`], [`quantize`], [`close`], [`seq`]: small helpers for
 //!   hand-written graphs.
 //!
@@ -22,12 +24,14 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod attention_grads;
 mod graphs;
 mod loop_order;
 mod nn_graphs;
 mod oracle;
 mod rng;
 
+pub use attention_grads::{attention_grad_errors, attention_grad_tolerance};
 pub use graphs::build_random_graph;
 pub use loop_order::{
     check_matmuls_follow_loop_ir_order, check_matmuls_follow_loop_ir_order_with,

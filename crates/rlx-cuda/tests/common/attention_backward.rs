@@ -9,58 +9,23 @@ use super::attention_graph::{attention_graph, backward_graph};
 use super::cases::Target;
 use rlx_ir::{DType, Graph, MaskKind, TensorData, interp};
 use rlx_runtime::{Backend, Device, Executable};
+use rlx_testkit::attention_grad_errors;
 use std::sync::Arc;
 
-/// The documented bound of the f32 lowering against the oracle (f64, rounded once): one
-/// unit in the last place of the dtype at the oracle's value (the final rounding, half
-/// an ulp, plus the f32 work's error pushing a value across a rounding boundary) plus
-/// 2⁻¹⁴ of the gradient's largest magnitude (f32 sums of up to Sk products whose terms
-/// cancel in `ds = p ⊙ (dp − Σ dp⊙p)`).
-pub fn tolerance(dt: DType, w: f64, scale: f64) -> f64 {
-    let ulp = if dt == DType::F16 {
-        2f64.powi(-10)
-    } else {
-        2f64.powi(-7)
-    };
-    ulp * w.abs() + 2f64.powi(-14) * scale
-}
-
 /// The largest error of `exe` against the oracle over the gradients of `g`, relative to
-/// [`tolerance`] (≤ 1 passes), and the largest absolute error.
+/// the documented bound ([`rlx_testkit::attention_grad_tolerance`]; ≤ 1 passes), and the largest
+/// absolute error.
 fn errors(g: &Graph, args: &[TensorData], exe: &Arc<dyn Executable>) -> (f64, f64) {
     let views: Vec<_> = args.iter().map(|a| a.view()).collect();
     let got = exe
         .run(&views)
         .unwrap_or_else(|e| panic!("{}: {e}", g.name));
-    let named: Vec<(&str, TensorData)> = ["q", "k", "v", "w"]
-        .into_iter()
-        .zip(args.iter().cloned())
-        .collect();
-    let want = interp::run(g, &named).unwrap();
-    assert_eq!(got.len(), 3, "{}: three gradients", g.name);
-    let (mut rel, mut abs) = (0.0f64, 0.0f64);
-    for (x, w) in got.iter().zip(&want) {
-        let dt = w.dtype;
-        let (x, w) = (x.to_f64_vec(), w.to_f64_vec());
-        assert_eq!(x.len(), w.len(), "{}", g.name);
-        let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        assert!(
-            scale > 0.1,
-            "{}: a gradient of all zeros proves nothing",
-            g.name
-        );
-        for (a, b) in x.iter().zip(&w) {
-            assert!(a.is_finite(), "{}: a non-finite gradient", g.name);
-            rel = rel.max((a - b).abs() / tolerance(dt, *b, scale));
-            abs = abs.max((a - b).abs());
-        }
-    }
-    (rel, abs)
+    attention_grad_errors(g, args, &got)
 }
 
 /// f16/bf16 causal (and grouped-query, sliding-window) attention backward compiled from
 /// real gradient graphs runs on the device (the plan names no host step) and matches the
-/// oracle within [`tolerance`]; the same graphs with the backward in the dtype itself
+/// oracle within [`rlx_testkit::attention_grad_tolerance`]; the same graphs with the backward in the dtype itself
 /// (the CPU's lowering, when `cpu` is given) are reported for comparison.
 pub fn f16_and_bf16_attention_backward_runs_on_the_device(t: &Target, cpu: bool) {
     for dt in [DType::F16, DType::BF16] {

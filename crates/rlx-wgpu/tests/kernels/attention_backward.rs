@@ -6,23 +6,9 @@
 //! every kernel on the adapter, each gradient rounded to the dtype once.
 
 use super::support;
-use rlx_ir::{BinaryOp, DType, Graph, MaskKind, Op, ReduceOp, Shape, TensorData, interp};
+use rlx_ir::{BinaryOp, DType, Graph, MaskKind, Op, ReduceOp, Shape, TensorData};
 use rlx_runtime::{Device, Executable};
-use rlx_testkit::{Rng, op, random_data};
-
-/// The documented bound of the f32 lowering against the oracle (f64, rounded once): one
-/// unit in the last place of the dtype at the oracle's value (the final rounding, half
-/// an ulp, plus the f32 work's error pushing a value across a rounding boundary) plus
-/// 2⁻¹⁴ of the gradient's largest magnitude (f32 sums of up to Sk products whose terms
-/// cancel in `ds = p ⊙ (dp − Σ dp⊙p)`). The bound rlx-cuda's emulated test uses.
-fn tolerance(dt: DType, w: f64, scale: f64) -> f64 {
-    let ulp = if dt == DType::F16 {
-        2f64.powi(-10)
-    } else {
-        2f64.powi(-7)
-    };
-    ulp * w.abs() + 2f64.powi(-14) * scale
-}
+use rlx_testkit::{Rng, attention_grad_errors, op, random_data};
 
 /// `sum(attention(q, k, v) · w)` over `[2, s, h, d]` operands (`hk` kv heads) of `dt`,
 /// differentiated for q, k and v: the gradient graph and its arguments (q, k, v, w; w
@@ -73,43 +59,20 @@ fn backward_graph(
 }
 
 /// The largest error of `exe` against the oracle over the three gradients of `g`,
-/// relative to [`tolerance`] (≤ 1 passes), and the largest absolute error.
+/// relative to the documented bound ([`rlx_testkit::attention_grad_tolerance`]; ≤ 1 passes), and the
+/// largest absolute error.
 fn errors(g: &Graph, args: &[TensorData], exe: &dyn Executable) -> (f64, f64) {
     let views: Vec<_> = args.iter().map(|a| a.view()).collect();
     let got = exe
         .run(&views)
         .unwrap_or_else(|e| panic!("{}: {e}", g.name));
-    let named: Vec<(&str, TensorData)> = ["q", "k", "v", "w"]
-        .into_iter()
-        .zip(args.iter().cloned())
-        .collect();
-    let want = interp::run(g, &named).unwrap();
-    assert_eq!(got.len(), 3, "{}: three gradients", g.name);
-    let (mut rel, mut abs) = (0.0f64, 0.0f64);
-    for (x, w) in got.iter().zip(&want) {
-        let dt = w.dtype;
-        assert_eq!(x.dtype, dt, "{}: a gradient's dtype", g.name);
-        let (x, w) = (x.to_f64_vec(), w.to_f64_vec());
-        assert_eq!(x.len(), w.len(), "{}", g.name);
-        let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        assert!(
-            scale > 0.1,
-            "{}: a gradient of all zeros proves nothing",
-            g.name
-        );
-        for (a, b) in x.iter().zip(&w) {
-            assert!(a.is_finite(), "{}: a non-finite gradient", g.name);
-            rel = rel.max((a - b).abs() / tolerance(dt, *b, scale));
-            abs = abs.max((a - b).abs());
-        }
-    }
-    (rel, abs)
+    attention_grad_errors(g, args, &got)
 }
 
 /// f16/bf16 causal (and grouped-query, sliding-window) attention backward compiled from
 /// real gradient graphs runs on the adapter (no kernel on the host but grouped-query
 /// attention's head copies) and matches the
-/// oracle within [`tolerance`]; the CPU backend's lowering in the dtype itself is
+/// oracle within [`rlx_testkit::attention_grad_tolerance`]; the CPU backend's lowering in the dtype itself is
 /// printed for comparison.
 #[test]
 fn f16_and_bf16_attention_backward_runs_on_the_gpu_in_f32() {
