@@ -31,9 +31,9 @@
 //! that kernel's (blocks of `KC` sums, each a chain of fused multiply-adds from zero, added
 //! to C), so the result has the bits of [`super::sgemm_with`] on `F32Path::Avx512` over
 //! f32 copies of A and B (the cast path's bits whenever its `sgemm` picks that kernel).
-//! Until issue #17 it ran `fma32.rs`'s kernel on the shared low-precision driver, whose
-//! chains continue from the stored partial sum at each block; `RLX_GEMM_WIDEN=fma32` (read
-//! once per process) restores it, for A/B measurements. Measured on the 2-vCPU Sapphire
+//! Until issue #17 it ran a kernel of its own (12 × 32 FMA tile on the shared
+//! low-precision driver, chains continued from the stored partial sum at each block),
+//! removed once the own f32 kernel measured faster at every size. Measured on the 2-vCPU Sapphire
 //! Rapids VM (2026-12-03, `gemm_lowp --only=avx512f32`, best of each run, medians of four
 //! runs alternated with the old kernel and with torch 2.15, each in its own autogroup at
 //! nice -20): f16 1024³ 175 → 188 GFLOP/s on one thread and 362 → 369 on two, 2048³
@@ -360,15 +360,6 @@ fn cast_path<T: HalfFloat>(
     );
 }
 
-/// Whether [`LowpPath::Avx512F32`] runs on `fma32.rs`'s kernel and the shared low-precision
-/// driver (`RLX_GEMM_WIDEN=fma32`, a measurement switch read once per process) instead of
-/// the own f32 kernel (`f32_avx512.rs`) with the operands widened into its packing.
-#[cfg(target_arch = "x86_64")]
-fn widen_on_fma32() -> bool {
-    static FMA32: OnceLock<bool> = OnceLock::new();
-    *FMA32.get_or_init(|| std::env::var("RLX_GEMM_WIDEN").is_ok_and(|v| v.trim() == "fma32"))
-}
-
 /// Multiply-adds per worker thread below which extra threads are not used.
 const PAR_MNK_PER_THREAD: usize = 1 << 21;
 
@@ -382,7 +373,6 @@ fn packed_path<T: HalfFloat>(
     threads: usize,
 ) {
     use super::bf16_avx512::DpBf16;
-    use super::fma32::Fma32;
     use super::lowp_drive::{Dst, Src};
     let (m, n, k) = (c.rows, c.cols, a.cols);
     let src = |v: &MatRef<'_, T>| Src {
@@ -415,9 +405,6 @@ fn packed_path<T: HalfFloat>(
         match path {
             LowpPath::Amx => job.run(&super::amx::Amx::new().expect("AMX checked available")),
             LowpPath::Avx512Bf16 => job.run(&DpBf16::new().expect("AVX512_BF16 checked")),
-            LowpPath::Avx512F32 if widen_on_fma32() => {
-                job.run(&Fma32::<_, 12, 2>::new(kind::<T>()).expect("AVX-512 checked"))
-            }
             LowpPath::Avx512F32 => super::f32_avx512::sgemm_half(
                 kind::<T>(),
                 sa,

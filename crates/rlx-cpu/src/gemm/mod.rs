@@ -23,8 +23,6 @@ mod bf16_avx512;
 #[cfg(target_arch = "x86_64")]
 mod f32_avx512;
 mod f32_path;
-#[cfg(target_arch = "x86_64")]
-mod fma32;
 pub mod int8;
 #[cfg(target_arch = "x86_64")]
 mod int8_vnni;
