@@ -189,8 +189,7 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     // columns, A) again: one per thread, all phases in one piece.
     let per = if share { split.min(plan.mc) } else { split };
     let rows_parts = len.div_ceil(per);
-    let phased = share && exp() & 8 == 0;
-    let phases = if phased {
+    let phases = if share {
         Phases::new(rows_parts, n.div_ceil(nc), k.div_ceil(kc))
     } else {
         Phases::new(rows_parts, 1, 1)
@@ -213,7 +212,7 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
         let lo = rp * per;
         let hi = (lo + per).min(len);
         // The (jc, pc) block this piece runs (every block when there is one phase).
-        let only = phased.then(|| phases.block(phase, nc, kc));
+        let only = share.then(|| phases.block(phase, nc, kc));
         phases.wait(rp, phase);
         // SAFETY: rows (or columns) lo..hi of C, with A's rows (or B's columns), lie
         // inside the views (caller); the blocks are disjoint in C; the CPU has AVX-512 F.
@@ -325,53 +324,14 @@ thread_local! {
     static SHARED_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Measurement switches (temporary): `RLX_GEMM_F32_EXP` bits.
-fn exp() -> u32 {
-    static E: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *E.get_or_init(|| {
-        std::env::var("RLX_GEMM_F32_EXP")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    })
-}
-
-/// B prefetch distance in bytes of the 8 × 48 loop (temporary): `RLX_GEMM_F32_PFB`.
-fn pfb() -> usize {
-    static E: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *E.get_or_init(|| {
-        std::env::var("RLX_GEMM_F32_PFB")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    })
-}
-
-/// 2 MiB, the size of a transparent huge page.
-const HUGE: usize = 2 << 20;
-
 /// A 64-byte aligned run of `n` f32 inside `v` (grown to fit, never shrunk).
 fn aligned(v: &mut Vec<f32>, n: usize) -> *mut f32 {
-    let huge = exp() & 4 != 0 && n * size_of::<f32>() >= HUGE / 2;
-    let pad = if huge { HUGE / size_of::<f32>() } else { 16 };
-    let align = if huge { HUGE } else { 64 };
-    if v.len() < n + pad {
-        *v = vec![0.0; n + pad];
-        if huge {
-            let p = v.as_mut_ptr() as usize;
-            let start = p.next_multiple_of(HUGE);
-            let end = (p + v.len() * size_of::<f32>()) / HUGE * HUGE;
-            if end > start {
-                // SAFETY: advice on pages of `v`'s own allocation.
-                unsafe {
-                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE)
-                };
-            }
-        }
+    if v.len() < n + 16 {
+        *v = vec![0.0; n + 16];
     }
     let p = v.as_mut_ptr();
-    let skip = ((p as usize).next_multiple_of(align) - p as usize) / size_of::<f32>();
-    // SAFETY: `skip < pad` and `v` holds `n + pad` f32, so the run fits.
+    let skip = ((p as usize).next_multiple_of(64) - p as usize) / size_of::<f32>();
+    // SAFETY: `skip < 16` and `v` holds `n + 16` f32, so the run fits.
     unsafe { p.add(skip) }
 }
 
@@ -486,31 +446,8 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
                     }
                     // SAFETY: the strip of columns jr.. of the packed block (kb·ldb f32).
                     let bpanel = unsafe { bp.add(jr * kb) };
-                    // The next strip (or, after the last, the block's first, which the next
-                    // row block reads first), asked into L2 a slice per A panel.
-                    let (next, next_len) = if exp() & 1 == 0 {
-                        (0, 0)
-                    } else if s + 1 < strips.count() {
-                        let (j2, _, l2) = strips.get(s + 1);
-                        let ready = match packed {
-                            PackedB::Shared(sh) => sh.is_packed((jc, pc), s + 1),
-                            PackedB::Own(_) => true,
-                        };
-                        (j2 * kb, if ready { kb * l2 } else { 0 })
-                    } else {
-                        (0, kb * strips.get(0).2)
-                    };
-                    let lines = (next_len * size_of::<f32>()).div_ceil(64);
-                    let per_panel = lines.div_ceil(mb.div_ceil(MR));
                     for ir in (0..mb).step_by(MR) {
                         let mr = MR.min(mb - ir);
-                        let first = ir / MR * per_panel;
-                        for line in first..(first + per_panel).min(lines) {
-                            // SAFETY: a prefetch never faults.
-                            unsafe {
-                                _mm_prefetch::<_MM_HINT_T1>(bp.add(next + 16 * line) as *const i8)
-                            };
-                        }
                         // SAFETY: panel ir / MR of the packed block; (ic + ir, jc + jr) is
                         // an element of C.
                         let (apanel, cp) = unsafe { (ap.add(ir * kb), c.at(ic + ir, jc + jr)) };
@@ -684,12 +621,7 @@ unsafe fn tile<const MR: usize, const NVE: usize>(
         } else if MR == 8 && NVE == 2 {
             micro::sums_8x32(kc, a, b, ldb, &mut *(accp as *mut [[__m512; 2]; 8]));
         } else if MR == 8 && NVE == 3 && ldb == 48 {
-            let pfb = pfb();
-            if pfb > 0 {
-                micro::sums_8x48_pfb(kc, a, b, pfb, &mut *(accp as *mut [[__m512; 3]; 8]));
-            } else {
-                micro::sums_8x48(kc, a, b, &mut *(accp as *mut [[__m512; 3]; 8]));
-            }
+            micro::sums_8x48(kc, a, b, &mut *(accp as *mut [[__m512; 3]; 8]));
         } else {
             micro::sums_edge::<MR, NVE>(kc, a, b, ldb, &mut acc);
         }
