@@ -41,8 +41,8 @@ pub use guard::DimGuards;
 pub use hash::{FastBuildHasher, FastHashMap, FastHasher};
 pub use infer::{infer_shape, norm_axis};
 pub use op::{
-    Activation, AttentionAttrs, BinaryOp, CmpOp, FftAlgo, FftNorm, MaskKind, Op, ReduceOp,
-    RopeStyle, SynthKind,
+    Activation, AttentionAttrs, BinaryOp, CmpOp, ConvAttrs, FftAlgo, FftNorm, MaskKind, Op,
+    ReduceOp, RopeStyle, SynthKind,
 };
 pub use scaled::{ScaleLayout, ScaledFormat};
 pub use shape::{Dim, DimBinding, MAX_TENSOR_BYTES, Shape, checked_bytes, checked_elements};

@@ -597,7 +597,106 @@ impl AttentionAttrs {
     }
 }
 
+/// The window attributes a convolution and its two gradient ops share, borrowed from the
+/// op ([`Op::conv_attrs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConvAttrs<'a> {
+    /// Kernel extent per spatial axis.
+    pub kernel_size: &'a [usize],
+    /// Step between output positions per spatial axis.
+    pub stride: &'a [usize],
+    /// Zero padding on both sides per spatial axis.
+    pub padding: &'a [usize],
+    /// Spacing of kernel taps per spatial axis.
+    pub dilation: &'a [usize],
+    /// Channel groups.
+    pub groups: usize,
+}
+
+impl ConvAttrs<'_> {
+    /// The convolution [`Op::Conv`] with these attributes.
+    pub fn conv(self) -> Op {
+        Op::Conv {
+            kernel_size: self.kernel_size.to_vec(),
+            stride: self.stride.to_vec(),
+            padding: self.padding.to_vec(),
+            dilation: self.dilation.to_vec(),
+            groups: self.groups,
+        }
+    }
+
+    /// The input gradient [`Op::ConvGradInput`] of the convolution with these attributes.
+    pub fn grad_input(self) -> Op {
+        Op::ConvGradInput {
+            kernel_size: self.kernel_size.to_vec(),
+            stride: self.stride.to_vec(),
+            padding: self.padding.to_vec(),
+            dilation: self.dilation.to_vec(),
+            groups: self.groups,
+        }
+    }
+
+    /// The weight gradient [`Op::ConvGradWeight`] of the convolution with these attributes.
+    pub fn grad_weight(self) -> Op {
+        Op::ConvGradWeight {
+            kernel_size: self.kernel_size.to_vec(),
+            stride: self.stride.to_vec(),
+            padding: self.padding.to_vec(),
+            dilation: self.dilation.to_vec(),
+            groups: self.groups,
+        }
+    }
+}
+
 impl Op {
+    /// The window attributes of an [`Op::Conv`], [`Op::ConvGradInput`] or
+    /// [`Op::ConvGradWeight`]; `None` for every other op.
+    ///
+    /// ```
+    /// use rlx_ir::Op;
+    /// let op = Op::Conv {
+    ///     kernel_size: vec![3, 3],
+    ///     stride: vec![1, 1],
+    ///     padding: vec![1, 1],
+    ///     dilation: vec![1, 1],
+    ///     groups: 2,
+    /// };
+    /// assert_eq!(op.conv_attrs().unwrap().groups, 2);
+    /// assert!(Op::MatMul.conv_attrs().is_none());
+    /// ```
+    pub fn conv_attrs(&self) -> Option<ConvAttrs<'_>> {
+        match self {
+            Op::Conv {
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                groups,
+            }
+            | Op::ConvGradInput {
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                groups,
+            }
+            | Op::ConvGradWeight {
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                groups,
+            } => Some(ConvAttrs {
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                groups: *groups,
+            }),
+            _ => None,
+        }
+    }
+
     /// The attributes of an [`Op::Attention`] or [`Op::AttentionVjp`]; `None` for every
     /// other op.
     pub fn attention_attrs(&self) -> Option<AttentionAttrs> {

@@ -8,21 +8,15 @@ use rlx_ir::{Dim, FftNorm, IrError, IrResult, Node, NodeId, Op, ReduceOp};
 
 pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<()> {
     match &node.op {
-        Op::Conv {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => {
+        Op::Conv { .. } => {
             let (x, w) = (node.inputs[0], node.inputs[1]);
-            let geo = (kernel_size, stride, padding, dilation, *groups);
+            let geo = node.op.conv_attrs().expect("a convolution op");
             if rb.wants(node, 0) {
-                let gx = rb.op(grad_input(geo), vec![x, w, g])?;
+                let gx = rb.op(geo.grad_input(), vec![x, w, g])?;
                 rb.give(x, gx)?;
             }
             if rb.wants(node, 1) {
-                let gw = rb.op(grad_weight(geo), vec![x, w, g])?;
+                let gw = rb.op(geo.grad_weight(), vec![x, w, g])?;
                 rb.give(w, gw)?;
             }
             if node.inputs.len() == 3 && rb.wants(node, 2) {
@@ -36,42 +30,30 @@ pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
         }
         // dx = conv_grad_input(x, w, gy) is bilinear in (w, gy):
         // <u, dx> = <gy, conv(u, w)>, so ∂/∂gy = conv(u, w), ∂/∂w = conv_grad_weight(u, w, gy).
-        Op::ConvGradInput {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => {
+        Op::ConvGradInput { .. } => {
             let (w, gy) = (node.inputs[1], node.inputs[2]);
-            let geo = (kernel_size, stride, padding, dilation, *groups);
+            let geo = node.op.conv_attrs().expect("a convolution op");
             if rb.wants(node, 2) {
-                let ggy = rb.op(conv(geo), vec![g, w])?;
+                let ggy = rb.op(geo.conv(), vec![g, w])?;
                 rb.give(gy, ggy)?;
             }
             if rb.wants(node, 1) {
-                let gw = rb.op(grad_weight(geo), vec![g, w, gy])?;
+                let gw = rb.op(geo.grad_weight(), vec![g, w, gy])?;
                 rb.give(w, gw)?;
             }
             Ok(())
         }
         // dw = conv_grad_weight(x, w, gy): <u, dw> = <gy, conv(x, u)>, so
         // ∂/∂gy = conv(x, u), ∂/∂x = conv_grad_input(x, u, gy).
-        Op::ConvGradWeight {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => {
+        Op::ConvGradWeight { .. } => {
             let (x, gy) = (node.inputs[0], node.inputs[2]);
-            let geo = (kernel_size, stride, padding, dilation, *groups);
+            let geo = node.op.conv_attrs().expect("a convolution op");
             if rb.wants(node, 2) {
-                let ggy = rb.op(conv(geo), vec![x, g])?;
+                let ggy = rb.op(geo.conv(), vec![x, g])?;
                 rb.give(gy, ggy)?;
             }
             if rb.wants(node, 0) {
-                let gx = rb.op(grad_input(geo), vec![x, g, gy])?;
+                let gx = rb.op(geo.grad_input(), vec![x, g, gy])?;
                 rb.give(x, gx)?;
             }
             Ok(())
@@ -146,44 +128,6 @@ pub(super) fn vjp(rb: &mut ReverseBuilder, node: &Node, g: NodeId) -> IrResult<(
             Ok(())
         }
         other => unreachable!("conv::vjp got {}", other.name()),
-    }
-}
-
-type Geo<'a> = (
-    &'a Vec<usize>,
-    &'a Vec<usize>,
-    &'a Vec<usize>,
-    &'a Vec<usize>,
-    usize,
-);
-
-fn conv(geo: Geo) -> Op {
-    Op::Conv {
-        kernel_size: geo.0.clone(),
-        stride: geo.1.clone(),
-        padding: geo.2.clone(),
-        dilation: geo.3.clone(),
-        groups: geo.4,
-    }
-}
-
-fn grad_input(geo: Geo) -> Op {
-    Op::ConvGradInput {
-        kernel_size: geo.0.clone(),
-        stride: geo.1.clone(),
-        padding: geo.2.clone(),
-        dilation: geo.3.clone(),
-        groups: geo.4,
-    }
-}
-
-fn grad_weight(geo: Geo) -> Op {
-    Op::ConvGradWeight {
-        kernel_size: geo.0.clone(),
-        stride: geo.1.clone(),
-        padding: geo.2.clone(),
-        dilation: geo.3.clone(),
-        groups: geo.4,
     }
 }
 

@@ -83,30 +83,6 @@ fn merge_leading(bt: &mut Batcher, w: NodeId) -> IrResult<NodeId> {
 /// grad_out `[N, B·C_out, o…]`, with `B·groups` groups — example `b` is the block
 /// of groups `b·groups … (b+1)·groups − 1`.
 fn grouped(bt: &mut Batcher, node: &Node, ins: &[BVal]) -> IrResult<BVal> {
-    let (kernel_size, stride, padding, dilation, groups) = match &node.op {
-        Op::Conv {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        }
-        | Op::ConvGradInput {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        }
-        | Op::ConvGradWeight {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => (kernel_size, stride, padding, dilation, *groups),
-        other => unreachable!("grouped got {}", other.name()),
-    };
     let x = bt.batch(ins[0])?;
     let Some(x) = into_channels(bt, x)? else {
         return unroll(bt, &node.op, ins);
@@ -128,36 +104,14 @@ fn grouped(bt: &mut Batcher, node: &Node, ins: &[BVal]) -> IrResult<BVal> {
             }
         }
     }
-    let (kernel_size, stride, padding, dilation) = (
-        kernel_size.clone(),
-        stride.clone(),
-        padding.clone(),
-        dilation.clone(),
-    );
-    let groups = groups * bt.size;
-    let op = match &node.op {
-        Op::Conv { .. } => Op::Conv {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        },
-        Op::ConvGradInput { .. } => Op::ConvGradInput {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        },
-        _ => Op::ConvGradWeight {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        },
-    };
+    // The same op with B times the groups.
+    let mut op = node.op.clone();
+    match &mut op {
+        Op::Conv { groups, .. }
+        | Op::ConvGradInput { groups, .. }
+        | Op::ConvGradWeight { groups, .. } => *groups *= bt.size,
+        other => unreachable!("grouped got {}", other.name()),
+    }
     let y = bt.e.op(op, args)?;
     if matches!(node.op, Op::ConvGradWeight { .. }) {
         // [B·C_out, C/g, k…] → [B, C_out, C/g, k…].

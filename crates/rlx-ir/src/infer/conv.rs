@@ -2,17 +2,11 @@
 
 use super::{arity, err, require_float, require_real, require_same_dtype};
 use crate::op::ReduceOp;
-use crate::{Dim, IrResult, Op, Shape};
+use crate::{ConvAttrs, Dim, IrResult, Op, Shape};
 
 pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
     match op {
-        Op::Conv {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => {
+        Op::Conv { .. } => {
             if inputs.len() != 2 && inputs.len() != 3 {
                 let got: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
                 return Err(err(
@@ -24,13 +18,7 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
                     ),
                 ));
             }
-            let geo = Geometry {
-                kernel_size,
-                stride,
-                padding,
-                dilation,
-                groups: *groups,
-            };
+            let geo = op.conv_attrs().expect("a convolution op");
             let out = conv_shape(name, inputs[0], inputs[1], &geo)?;
             if let Some(b) = inputs.get(2) {
                 if b.rank() != 1 || b.dim(0) != inputs[1].dim(0) {
@@ -47,28 +35,9 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
             }
             Ok(out)
         }
-        Op::ConvGradInput {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        }
-        | Op::ConvGradWeight {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => {
+        Op::ConvGradInput { .. } | Op::ConvGradWeight { .. } => {
             arity(name, inputs, 3, "x, w, grad_out")?;
-            let geo = Geometry {
-                kernel_size,
-                stride,
-                padding,
-                dilation,
-                groups: *groups,
-            };
+            let geo = op.conv_attrs().expect("a convolution op");
             let out = conv_shape(name, inputs[0], inputs[1], &geo)?;
             let g = inputs[2];
             if out.dims() != g.dims() {
@@ -121,16 +90,8 @@ pub(super) fn infer(name: &str, op: &Op, inputs: &[&Shape]) -> IrResult<Shape> {
     }
 }
 
-struct Geometry<'a> {
-    kernel_size: &'a [usize],
-    stride: &'a [usize],
-    padding: &'a [usize],
-    dilation: &'a [usize],
-    groups: usize,
-}
-
 /// `x: [N, C, s…]`, `w: [C_out, C/groups, k…]` → `[N, C_out, (s + 2p − d(k−1) − 1)/stride + 1 …]`.
-fn conv_shape(name: &str, x: &Shape, w: &Shape, g: &Geometry) -> IrResult<Shape> {
+fn conv_shape(name: &str, x: &Shape, w: &Shape, g: &ConvAttrs) -> IrResult<Shape> {
     let sr = g.kernel_size.len();
     if sr == 0 || g.stride.len() != sr || g.padding.len() != sr || g.dilation.len() != sr {
         return Err(err(

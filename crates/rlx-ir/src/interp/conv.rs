@@ -11,20 +11,14 @@
 //! construction; likewise pool and pool-grad share [`for_each_window`].
 
 use super::index::ravel;
-use crate::{IrError, IrResult, Op, ReduceOp, Shape, TensorData, box_indices};
+use crate::{ConvAttrs, IrError, IrResult, Op, ReduceOp, Shape, TensorData, box_indices};
 
 pub(super) fn eval(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<TensorData> {
     let dims = out
         .static_dims()
         .ok_or_else(|| err(op, format!("result type {out} is not concrete")))?;
     let vals = match op {
-        Op::Conv {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => {
+        Op::Conv { .. } => {
             if inputs.len() != 2 && inputs.len() != 3 {
                 return Err(err(
                     op,
@@ -34,38 +28,13 @@ pub(super) fn eval(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<Ten
                     ),
                 ));
             }
-            let p = ConvParams {
-                kernel_size,
-                stride,
-                padding,
-                dilation,
-                groups: *groups,
-            };
+            let p = op.conv_attrs().expect("a convolution op");
             let g = conv_geometry(op, &inputs[0].dims, &inputs[1].dims, &p)?;
             conv_forward(op, &g, inputs)?
         }
-        Op::ConvGradInput {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        }
-        | Op::ConvGradWeight {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => {
+        Op::ConvGradInput { .. } | Op::ConvGradWeight { .. } => {
             arity(op, inputs, 3)?;
-            let p = ConvParams {
-                kernel_size,
-                stride,
-                padding,
-                dilation,
-                groups: *groups,
-            };
+            let p = op.conv_attrs().expect("a convolution op");
             let g = conv_geometry(op, &inputs[0].dims, &inputs[1].dims, &p)?;
             let gy = inputs[2];
             if gy.dims != g.out_dims() {
@@ -177,14 +146,6 @@ fn out_size(n: usize, k: usize, s: usize, p: usize, d: usize) -> Option<usize> {
     (n + 2 * p >= span && s > 0 && k > 0).then(|| (n + 2 * p - span) / s + 1)
 }
 
-struct ConvParams<'a> {
-    kernel_size: &'a [usize],
-    stride: &'a [usize],
-    padding: &'a [usize],
-    dilation: &'a [usize],
-    groups: usize,
-}
-
 /// Concrete sizes of one convolution.
 struct ConvGeom {
     n: usize,
@@ -207,7 +168,7 @@ impl ConvGeom {
     }
 }
 
-fn conv_geometry(op: &Op, x: &[usize], w: &[usize], p: &ConvParams<'_>) -> IrResult<ConvGeom> {
+fn conv_geometry(op: &Op, x: &[usize], w: &[usize], p: &ConvAttrs<'_>) -> IrResult<ConvGeom> {
     let sr = p.kernel_size.len();
     let fits = sr >= 1
         && p.stride.len() == sr

@@ -131,27 +131,9 @@ pub(crate) fn hash_op(op: &Op, h: &mut KeyHasher) {
         Op::Cumsum { axis, exclusive } => (axis, exclusive).hash(h),
         Op::ArgMax { axis, keep_dim } | Op::ArgMin { axis, keep_dim } => (axis, keep_dim).hash(h),
         Op::Softmax { axis } | Op::LogSoftmax { axis } => axis.hash(h),
-        Op::Conv {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
+        Op::Conv { .. } | Op::ConvGradInput { .. } | Op::ConvGradWeight { .. } => {
+            op.conv_attrs().hash(h)
         }
-        | Op::ConvGradInput {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        }
-        | Op::ConvGradWeight {
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-        } => (kernel_size, stride, padding, dilation, groups).hash(h),
         Op::Pool {
             kind,
             kernel_size,
