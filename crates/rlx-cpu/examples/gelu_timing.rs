@@ -4,8 +4,9 @@
 //! graph, JIT on and off) run 1 thread on 2¹⁶ elements, the `row` rows the OPS bench's
 //! [1024, 1024] GELU forward and its backward `g·GELU'(u)` (the reverse-mode graph) on 1
 //! and 2 threads, in ns per element of wall time (`jit=true phi=0`: compiled with
-//! `RLX_GELU_PHI=0`, exact GELU without its Φ table). `ONLY=<substring>` picks cases,
-//! `REPS` sets the number of interleaved runs (41).
+//! `RLX_GELU_PHI=0`, exact GELU without its Φ table; `jit=true grad=0`: compiled with
+//! `RLX_GELU_GRAD=0`, the backward's erf/exp chain without its fused `GELU′` table).
+//! `ONLY=<substring>` picks cases, `REPS` sets the number of interleaved runs (41).
 
 use rlx_cpu::CpuBackend;
 use rlx_cpu::math::{self, Isa};
@@ -108,11 +109,17 @@ fn main() {
     let gy = TensorData::from_f32(&[ROW], &normal(ROW, 1.0, 2));
     for threads in [1, 2] {
         // The JIT with and without GELU's Φ table (RLX_GELU_PHI=0 at compile time: the
-        // tail kernel on every lane), and the interpreter.
-        for (jit, phi) in [(true, true), (true, false), (false, true)] {
-            if !phi {
+        // tail kernel on every lane) and the backward's fused GELU′ table (RLX_GELU_GRAD=0:
+        // the rule's erf/exp chain), and the interpreter.
+        for (jit, switch) in [
+            (true, None),
+            (true, Some("RLX_GELU_PHI")),
+            (true, Some("RLX_GELU_GRAD")),
+            (false, None),
+        ] {
+            if let Some(var) = switch {
                 // SAFETY: no other thread reads the environment while the example compiles.
-                unsafe { std::env::set_var("RLX_GELU_PHI", "0") };
+                unsafe { std::env::set_var(var, "0") };
             }
             let (ef, eb) = (compile(&fwd, jit), compile(&bwd, jit));
             // The machine code is compiled at a kernel's first run: run both once while
@@ -120,13 +127,14 @@ fn main() {
             rlx_cpu::set_jit(jit);
             ef.run(&[u.view()]).unwrap();
             eb.run(&[u.view(), gy.view()]).unwrap();
-            // SAFETY: as above.
-            unsafe { std::env::remove_var("RLX_GELU_PHI") };
+            if let Some(var) = switch {
+                // SAFETY: as above.
+                unsafe { std::env::remove_var(var) };
+            }
             let u1 = u.clone();
-            let jit = if phi {
-                format!("{jit}")
-            } else {
-                format!("{jit} phi=0")
+            let jit = match switch {
+                None => format!("{jit}"),
+                Some(var) => format!("{jit} {}=0", var["RLX_GELU_".len()..].to_lowercase()),
             };
             let jit_on = !jit.starts_with("false");
             cases.push((

@@ -54,7 +54,14 @@ fn values(n: usize, salt: u32) -> Vec<f32> {
 /// Runs `g` with the JIT off and on and asserts identical bits (or the same error);
 /// returns how many tile programs the JIT compiled for it.
 fn same_bits(g: &Graph, args: &[TensorData]) -> usize {
+    same_bits_with(g, args, None)
+}
+
+/// [`same_bits`] with environment variable `var = "0"` while the kernels compile (the
+/// JIT reads its switches then; set under the lock, so no other test compiles with it).
+fn same_bits_with(g: &Graph, args: &[TensorData], var: Option<&str>) -> usize {
     let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    let _unset = var.map(EnvZero::set);
     let views: Vec<_> = args.iter().map(|a| a.view()).collect();
     let Ok(exe) = CpuBackend.compile(Device::Cpu, g) else {
         return 0; // nothing to run (the differential suite checks the compile error)
@@ -93,6 +100,28 @@ fn same_bits(g: &Graph, args: &[TensorData]) -> usize {
         );
     }
     compiled
+}
+
+/// An environment variable set to "0" until dropped.
+struct EnvZero(&'static str);
+
+impl EnvZero {
+    fn set(var: &str) -> EnvZero {
+        let var: &'static str = match var {
+            "RLX_GELU_GRAD" => "RLX_GELU_GRAD",
+            other => panic!("no switch {other}"),
+        };
+        // SAFETY: set and removed under SWITCH; the JIT reads it while compiling.
+        unsafe { std::env::set_var(var, "0") };
+        EnvZero(var)
+    }
+}
+
+impl Drop for EnvZero {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`.
+        unsafe { std::env::remove_var(self.0) };
+    }
 }
 
 /// The JIT runs on AVX-512 machines unless `RLX_JIT=0` switches it off (as scripts/asan.sh
@@ -437,6 +466,10 @@ fn erf_values() -> Vec<f32> {
     // branch at −4, the clamp at 5.875 and the table's end 5.9375.
     .chain((0..10).map(|m| 0.625 * (m as f32 + 0.5)))
     .chain([4.0, 5.875, 5.9375])
+    // The fused GELU′ table: its interval edges 0.8125·(m + ½), the branch at −6.875 to
+    // the rule's chain and the clamp at 6.
+    .chain((0..8).map(|m| 0.8125 * (m as f32 + 0.5)))
+    .chain([6.875, 6.0])
     {
         for x in [
             b,
@@ -471,11 +504,18 @@ fn exact_gelu_backward_chain_on_bf16_and_f32_is_compiled_with_the_interpreters_b
     // The autodiff rule's g·(Φ(u) + u·φ(u)) with Φ(u) = ½(1 + erf(u/√2)) and
     // φ(u) = e^(−u²/2)/√(2π), as one elementwise kernel in each format: erf and exp both
     // compiled (the OPS `gelu_erf rlx_bwd` row), every node rounded as the interpreter
-    // rounds it, over erf's branch points and the dense sweep of [−20, 20].
+    // rounds it, over erf's branch points and the dense sweep of [−20, 20]. In f32 the
+    // JIT computes the chain from one table by default (checked against the f64
+    // derivative below): RLX_GELU_GRAD=0 compiles the chain itself, and so does an f32
+    // chain with a value read elsewhere (Φ exported as a second output).
     let xs = erf_values();
     let n = xs.len();
     let gs: Vec<f32> = (0..n).map(|i| 1.0 - (i % 7) as f32 * 0.375).collect();
-    for dt in [DType::F32, DType::BF16] {
+    for (dt, export_cdf) in [
+        (DType::F32, false),
+        (DType::F32, true),
+        (DType::BF16, false),
+    ] {
         let mut g = Graph::new(format!("gelu_bwd_{dt}"));
         let u0 = g.input("u", Shape::new(&[n], DType::F32));
         let g0 = g.input("g", Shape::new(&[n], DType::F32));
@@ -507,12 +547,13 @@ fn exact_gelu_backward_chain_on_bf16_and_f32_is_compiled_with_the_interpreters_b
         let up = mul(&mut g, u, pdf);
         let d = add(&mut g, cdf, up);
         let du = mul(&mut g, gy, d);
-        g.set_outputs(vec![du]);
+        g.set_outputs(if export_cdf { vec![du, cdf] } else { vec![du] });
         let args = [
             TensorData::from_f32(&[n], &xs),
             TensorData::from_f32(&[n], &gs),
         ];
-        let compiled = same_bits(&g, &args);
+        let unfused = dt == DType::F32 && !export_cdf;
+        let compiled = same_bits_with(&g, &args, unfused.then_some("RLX_GELU_GRAD"));
         if jit_available() {
             assert!(compiled > 0, "{dt}: the backward chain was compiled");
         }
@@ -535,30 +576,45 @@ fn exact_gelu_gradient_matches_the_f64_derivative_with_and_without_the_jit() {
         let fd = (f(u + h) - f(u - h)) / (2.0 * h);
         assert!((fd - gelu_derivative_f64(u)).abs() < 1e-9, "GELU'({u})");
     }
-    // Reverse mode of the compiled GELU, cotangent 1, over erf's and GELU's branch
-    // points and [−20, 20]. The rule evaluates Φ as ½(1 + erf(u/√2)) in f32, so the
-    // error is absolute near Φ's saturation (the rounding of 1 + erf) and relative
-    // elsewhere: measured in units of max(ulp(GELU'), 2⁻²⁴), 0.83 with and without the
-    // JIT (2-vCPU Xeon with the Sapphire Rapids feature set, 2026-12-03).
-    let xs: Vec<f32> = erf_values().into_iter().filter(|x| x.is_finite()).collect();
+    // Reverse mode of the compiled GELU, cotangent 1, over erf's, GELU's and the fused
+    // GELU′ table's branch points, [−20, 20] by 0.01 and [−8, 8] by 2⁻¹⁵. The rule
+    // evaluates Φ as ½(1 + erf(u/√2)) in f32, so its error is absolute near Φ's
+    // saturation (the rounding of 1 + erf); the JIT's fused table (the default) is fitted
+    // in absolute error below ½ (GELU′ crosses zero at −0.7518): both measured in units
+    // of max(ulp(GELU′), 2⁻²⁴). 2-vCPU Xeon with the Sapphire Rapids feature set,
+    // 2026-12-03: the rule 0.83 (interpreter, and JIT with RLX_GELU_GRAD=0), the fused
+    // table MEASURED.
+    let mut xs: Vec<f32> = erf_values().into_iter().filter(|x| x.is_finite()).collect();
+    xs.extend((0..=1 << 19).map(|i| -8.0 + i as f32 / 32768.0));
+    let finite = xs.len();
+    xs.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN]);
     let n = xs.len();
     let mut g = Graph::new("gelu");
     let u = g.input("u", Shape::new(&[n], DType::F32));
     let y = op(&mut g, Op::Activation(Activation::Gelu), vec![u]);
     g.set_outputs(vec![y]);
     let bwd = rlx_compile::autodiff::vjp_graph(&g, &[u]).expect("GELU differentiates");
-    let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = CpuBackend.compile(Device::Cpu, &bwd).unwrap();
     let args = [
         TensorData::from_f32(&[n], &xs),
         TensorData::from_f32(&[n], &vec![1.0; n]),
     ];
     let views: Vec<_> = args.iter().map(|a| a.view()).collect();
-    for jit in [false, true] {
+    let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    let mut outs = Vec::new();
+    for (name, jit, switch) in [
+        ("interpreter", false, None),
+        ("jit RLX_GELU_GRAD=0", true, Some("RLX_GELU_GRAD")),
+        ("jit", true, None),
+    ] {
+        // A program of its own for each (the JIT compiles at a kernel's first run,
+        // reading the switch then, and caches the code per program).
+        let exe = CpuBackend.compile(Device::Cpu, &bwd).unwrap();
         rlx_cpu::set_jit(jit);
+        let unset = switch.map(EnvZero::set);
         let got = exe.run(&views).unwrap()[0].to_f64_vec();
+        drop(unset);
         let mut worst = (0.0f64, 0.0f32);
-        for (&x, &v) in xs.iter().zip(&got) {
+        for (&x, &v) in xs[..finite].iter().zip(&got) {
             let want = gelu_derivative_f64(x as f64);
             let ulp = f64::from((want as f32).abs().max(f32::MIN_POSITIVE) * f32::EPSILON);
             // in units of max(ulp(want), 2⁻²⁴)
@@ -568,14 +624,30 @@ fn exact_gelu_gradient_matches_the_f64_derivative_with_and_without_the_jit() {
             }
         }
         println!(
-            "jit={jit}: GELU' within {:.2} units at u = {:e}",
+            "{name}: GELU' within {:.2} units at u = {:e}",
             worst.0, worst.1
         );
         assert!(
             worst.0 <= 1.5,
-            "jit={jit}: GELU'({:e}) off by {:.2} units of max(ulp, 2^-24)",
+            "{name}: GELU'({:e}) off by {:.2} units of max(ulp, 2^-24)",
             worst.1,
             worst.0
+        );
+        // ±∞ and NaN: NaN, as the rule's ∞·0 gives
+        for (x, v) in xs[finite..].iter().zip(&got[finite..]) {
+            assert!(v.is_nan(), "{name}: GELU'({x}) = {v}, not NaN");
+        }
+        outs.push(got);
+    }
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(
+        bits(&outs[0]) == bits(&outs[1]),
+        "RLX_GELU_GRAD=0 keeps the interpreter's bits"
+    );
+    if jit_available() {
+        assert!(
+            outs[2].iter().zip(&outs[0]).any(|(a, b)| a != b),
+            "the JIT's default computes GELU' from its table (other bits than the rule)"
         );
     }
 }
@@ -637,7 +709,10 @@ fn compiled_erf_and_exact_gelu_match_reference_values() {
 #[test]
 fn gelu_forward_and_backward_matmul_epilogues_are_compiled_with_the_interpreters_bits() {
     // The MLP's forward `gelu(x·W1 + b)`, and its backward `(dy·W2ᵀ)·gelu′(h)` with
-    // gelu′(h) = ½(1 + erf(h/√2)) + h·e^(−h²/2)/√(2π), as autodiff writes it.
+    // gelu′(h) = ½(1 + erf(h/√2)) + h·e^(−h²/2)/√(2π), as autodiff writes it: the bits
+    // with RLX_GELU_GRAD=0 (the chain as written); by default the JIT computes gelu′ from
+    // its table (exact_gelu_gradient_matches_the_f64_derivative_… checks it), still as
+    // machine code (checked last).
     let (m, k, n) = (70, 48, 90);
     let mut g = Graph::new("gelu_mlp");
     let x = g.input("x", Shape::new(&[m, k], DType::F32));
@@ -685,7 +760,7 @@ fn gelu_forward_and_backward_matmul_epilogues_are_compiled_with_the_interpreters
         TensorData::from_f32(&[k, n], &small(k * n, 35)),
         TensorData::from_f32(&[m, n], &values(m * n, 34)),
     ];
-    let compiled = same_bits(&g, &args);
+    let compiled = same_bits_with(&g, &args, Some("RLX_GELU_GRAD"));
     if jit_available() {
         assert!(compiled > 0);
         let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());

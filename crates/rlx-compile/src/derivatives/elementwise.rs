@@ -217,6 +217,9 @@ pub(crate) fn activation_partial<B: Build>(
         }
         A::Gelu => {
             // Φ(x) + x·φ(x), Φ(x) = (1 + erf(x/√2))/2, φ(x) = e^{−x²/2}/√(2π).
+            // The x86 JIT finds this chain by its spelling (rlx-cpu jit/lower/erf.rs
+            // `dgelu_chains`: these ops and constants, operands in either order) and
+            // computes it from one table; respelt, it runs the erf and exp again.
             let x = x();
             let u = b.scale(x, std::f64::consts::FRAC_1_SQRT_2)?;
             let e = b.act(A::Erf, u)?;

@@ -4,17 +4,21 @@ python3 erf_tables_fit.py gelu 7   # GELU_M: M(a) = Phi(-a) e^(a^2/2), a = k + t
 python3 erf_tables_fit.py erf 5    # (retired ERF_T) erf(0.875 + k/4 + w/4), |w| <= 1/2
 python3 erf_tables_fit.py phi 7    # GELU_PHI: Phi(0.625 (k - 6) + t), |t| <= 0.3125
 python3 erf_tables_fit.py erfd 6   # ERF_D: erf(0.3125 k + t), |t| <= 0.15625 (k = 0: t >= 0, erf(0) = 0)
+python3 erf_tables_fit.py dgelu 7  # GELU_D: GELU'(0.8125 (k - 8) + t), |t| <= 0.40625
 
 Per interval: the coefficients from the constant term up, each rounded to f32 and the
 higher ones refitted to the remainder (least squares on Chebyshev points, Lawson
 reweighting toward minimax), weighted by 1/|M| or 1/Phi (GELU: relative error) or uniformly
-(erf: absolute error, erf in [0.71, 1]). Prints the worst error of the f32-coefficient
+(erf: absolute error, erf in [0.71, 1]), GELU' = Phi + x phi by 1/max(|GELU'|, 1/2) (absolute
+below 1/2: GELU' crosses zero at x = -0.7518, and its Gaussian tail below x = -3 is smaller
+than the rounding of the sum the f32 Horner steps form). Prints the worst error of the f32-coefficient
 polynomials (exact evaluation) on stderr, in units of 2^-24 relative (GELU) or absolute
 (erf), and one Python list per power of t on stdout, the sixteen intervals in order.
 """
 import math, struct, sys
 def f32(x): return struct.unpack('f', struct.pack('f', x))[0]
 def Phi(x): return 0.5*math.erfc(-x/math.sqrt(2))
+def dgelu(x): return Phi(x) + x*math.exp(-x*x/2)/math.sqrt(2*math.pi)
 def M(a): return 0.5*math.erfc(a/math.sqrt(2))*math.exp(a*a/2)
 def solve(A, b):
     n=len(b); A=[r[:]+[b[i]] for i,r in enumerate(A)]
@@ -75,6 +79,15 @@ elif kind=='phi':
         c0=0.625*(k-6)
         c,e=fit(lambda t:Phi(c0+t), -0.3125, 0.3125, d, lambda t,y: abs(y)*2**-24)
         tab.append(c); worst=max(worst,e); print(k, 'err ulp(2^-24 rel)', e, file=sys.stderr)
+    print('worst', worst, file=sys.stderr)
+elif kind=='dgelu':
+    tab=[];worst=0
+    for k in range(16):
+        c0=0.8125*(k-8)
+        # the interval choice round(c*16/13) may round either way within an ulp of an edge
+        h=0.40625*1.0005
+        c,e=fit(lambda t:dgelu(c0+t), -h, h, d, lambda t,y: max(abs(y),0.5)*2**-24)
+        tab.append(c); worst=max(worst,e); print(k, 'err (2^-24 max(|y|,1/2))', e, file=sys.stderr)
     print('worst', worst, file=sys.stderr)
 elif kind=='erfd':
     tab=[];worst=0

@@ -13,7 +13,10 @@
 //! The body loads each vector input (`mov rax, [rdi + 8j]; vmovups zmm, [rax + r11]`),
 //! computes every instruction in registers (a value's register is reused after its last
 //! reader), and stores each export through `outs`. Every arithmetic step mirrors the
-//! interpreter's (see the lane kernels in `math`), so the bits agree.
+//! interpreter's (see the lane kernels in `math`), so the bits agree — except exact GELU's
+//! reverse-mode chain `Φ(x) + x·φ(x)`, which one table polynomial computes instead of its
+//! erf and exp (`erf::dgelu_chains`; within its bound of the f64 derivative, and
+//! `RLX_GELU_GRAD=0` at compile time keeps the interpreter's bits).
 
 mod erf;
 mod rules;
@@ -227,6 +230,10 @@ struct Lower<'a> {
     /// For each root, the last instruction reading it (`usize::MAX`: an export, live to
     /// the end of the body; `None`: never read).
     last_use: Vec<Option<usize>>,
+    /// Exact-GELU derivative chains computed by one fused kernel (`erf::dgelu_chains`).
+    dgelu: Vec<erf::DgeluChain>,
+    /// Instructions a fused chain computes instead (not emitted on their own).
+    fused_away: Vec<bool>,
 }
 
 impl<'a> Lower<'a> {
@@ -253,17 +260,14 @@ impl<'a> Lower<'a> {
                 root[i] = first;
             }
         }
-        let mut last_use: Vec<Option<usize>> = vec![None; n];
-        for (i, ins) in prog.instrs.iter().enumerate() {
-            for k in 0..arity(&ins.op) {
-                let r = root[ins.args[k] as usize];
-                last_use[r] = Some(last_use[r].map_or(i, |l| l.max(i)));
+        let dgelu = erf::dgelu_chains(prog, &root, exports);
+        let mut fused_away = vec![false; n];
+        for c in &dgelu {
+            for &k in &c.inner {
+                fused_away[k] = true;
             }
         }
-        for &e in exports {
-            last_use[root[e]] = Some(usize::MAX);
-        }
-        Lower {
+        let mut l = Lower {
             prog,
             inputs,
             exports,
@@ -274,8 +278,34 @@ impl<'a> Lower<'a> {
             scalar_reg: vec![None; inputs.len()],
             fixed: vec![false; NZMM as usize],
             root,
-            last_use,
+            last_use: vec![None; n],
+            dgelu,
+            fused_away,
+        };
+        for i in 0..n {
+            for r in l.reads(i) {
+                l.last_use[r] = Some(l.last_use[r].map_or(i, |u| u.max(i)));
+            }
         }
+        for &e in exports {
+            l.last_use[l.root[e]] = Some(usize::MAX);
+        }
+        l
+    }
+
+    /// The roots instruction `i` reads: its operands', none for an instruction a fused
+    /// chain computes instead, and `x` for the chain's sum.
+    fn reads(&self, i: usize) -> Vec<usize> {
+        if self.fused_away[i] {
+            return Vec::new();
+        }
+        if let Some(c) = self.dgelu.iter().find(|c| c.add == i) {
+            return vec![c.x];
+        }
+        let ins = &self.prog.instrs[i];
+        (0..arity(&ins.op))
+            .map(|k| self.root[ins.args[k] as usize])
+            .collect()
     }
 
     fn is_scalar_input(&self, i: usize) -> Option<usize> {
@@ -394,6 +424,9 @@ impl<'a> Lower<'a> {
                 _ => {}
             }
         }
+        if !self.dgelu.is_empty() {
+            erf::dgelu_consts(&mut pooled, &mut pooled64);
+        }
         for b in pooled {
             self.pool(b);
         }
@@ -433,8 +466,20 @@ impl<'a> Lower<'a> {
         let k = masked.then_some(K1);
         let k_hi = masked.then_some(K4);
         for (i, ins) in self.prog.instrs.iter().enumerate() {
-            if self.root[i] != i {
-                continue; // an identity cast: its value is its operand's register
+            if self.root[i] != i || self.fused_away[i] {
+                // An identity cast (its value is its operand's register), or computed by
+                // a fused chain.
+                continue;
+            }
+            if let Some(c) = self.dgelu.iter().find(|c| c.add == i) {
+                let x = reg[c.x].expect("computed earlier");
+                let d = free.pop()?;
+                let mut t = Temps::take(&mut free, erf::DGELU_TEMPS)?;
+                self.dgelu(a, &mut t, d, x, c)?;
+                t.give_back(&mut free);
+                reg[i] = Some(d);
+                self.release(i, &reg, &hi, &mut free);
+                continue;
             }
             let arg = |n: usize| reg[self.root[ins.args[n] as usize]].expect("computed earlier");
             let arg_hi = |n: usize| {
@@ -447,7 +492,7 @@ impl<'a> Lower<'a> {
                 let (d, e) = self.wide(a, (ins, i), &mut free, (k, k_hi), (arg, arg_hi))?;
                 reg[i] = Some(d);
                 hi[i] = e;
-                self.release(i, ins, &reg, &hi, &mut free);
+                self.release(i, &reg, &hi, &mut free);
                 continue;
             }
             let dst = match &ins.op {
@@ -522,7 +567,7 @@ impl<'a> Lower<'a> {
                 self.round_half(a, &mut free, ins.dtype, dst, dst)?;
             }
             reg[i] = Some(dst);
-            self.release(i, ins, &reg, &hi, &mut free);
+            self.release(i, &reg, &hi, &mut free);
         }
         for (e, &x) in self.exports.iter().enumerate() {
             a.mov_load(RAX, RSI, 8 * e as i32);
@@ -584,14 +629,7 @@ impl<'a> Lower<'a> {
 
     /// After instruction `i`: operands read for the last time give their registers back
     /// (scalars and constants keep theirs), and so does a value nobody reads.
-    fn release(
-        &self,
-        i: usize,
-        ins: &crate::exec::vm::Instr,
-        reg: &[Option<Zmm>],
-        hi: &[Option<Zmm>],
-        free: &mut Vec<Zmm>,
-    ) {
+    fn release(&self, i: usize, reg: &[Option<Zmm>], hi: &[Option<Zmm>], free: &mut Vec<Zmm>) {
         let give = |r: usize, free: &mut Vec<Zmm>| {
             for x in [reg[r], hi[r]].into_iter().flatten() {
                 if !self.fixed[x.index()] && !free.contains(&x) {
@@ -600,8 +638,7 @@ impl<'a> Lower<'a> {
             }
         };
         let mut seen: Vec<usize> = Vec::new();
-        for n in 0..arity(&ins.op) {
-            let r = self.root[ins.args[n] as usize];
+        for r in self.reads(i) {
             if self.last_use[r] == Some(i) && !seen.contains(&r) {
                 seen.push(r);
                 give(r, free);
