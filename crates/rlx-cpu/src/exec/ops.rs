@@ -496,7 +496,7 @@ pub(crate) unsafe fn cast(
             (Ty::I64, Ty::F32, _) if to == DType::F32 => map1::<i64, f32>(x, out, n, |v| v as f32),
             (Ty::I64, Ty::F64, _) => map1::<i64, f64>(x, out, n, |v| v as f64),
             (Ty::F32, Ty::I64, _) => {
-                map1::<f32, i64>(x, out, n, |v| super::value::float_to_int(to, v as f64))
+                map1::<f32, i64>(x, out, n, |v| rlx_ir::interp::float_to_int(v as f64, to))
             }
             (_, _, TileValue::Scalar(b)) => TileValue::Scalar(cast_bits(from, to, b)),
             (_, _, TileValue::Vector(p)) => {

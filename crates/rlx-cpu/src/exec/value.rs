@@ -106,18 +106,11 @@ pub(crate) unsafe fn slm<'a, T>(p: *mut u8, n: usize) -> &'a mut [T] {
     unsafe { std::slice::from_raw_parts_mut(p as *mut T, n) }
 }
 
-/// Wrap an `i64` to the range of the integer dtype `dt` (bool: 0/1 from non-zero).
+/// Wrap an `i64` to the range of the integer dtype `dt` (bool: 0/1 from non-zero): the
+/// oracle's int → int cast ([`rlx_ir::interp::wrap_int`]).
 #[inline(always)]
 pub(crate) fn wrap_int(dt: DType, v: i64) -> i64 {
-    match dt {
-        DType::I8 => v as i8 as i64,
-        DType::U8 => v as u8 as i64,
-        DType::I16 => v as i16 as i64,
-        DType::I32 => v as i32 as i64,
-        DType::U32 => v as u32 as i64,
-        DType::Bool => (v != 0) as i64,
-        _ => v,
-    }
+    rlx_ir::interp::wrap_int(v, dt)
 }
 
 /// Round an f32 compute value to the precision of `dt` (f16/bf16; identity for f32).
@@ -361,89 +354,34 @@ pub(crate) unsafe fn write_bits(dt: DType, p: *mut u8, i: usize, v: u64) {
     }
 }
 
-/// The f64 that rounds (once, in the target's own rounding) to the value nearest to
-/// the integer `v` in float dtype `to`: integers beyond 2⁵³ are first rounded to the
-/// target's precision in integer arithmetic, so no double rounding happens.
-pub(crate) fn int_to_float_f64(v: i64, to: DType) -> f64 {
-    let precision = match to {
-        DType::F32 => 24,
-        DType::BF16 => 8,
-        DType::F16 => 11,
-        _ => 53,
-    };
-    let mag = v.unsigned_abs();
-    let bits = 64 - mag.leading_zeros();
-    if bits <= 53 || bits <= precision {
-        return v as f64;
-    }
-    let shift = bits - precision;
-    let mut q = mag >> shift;
-    let rem = mag & ((1u64 << shift) - 1);
-    let half = 1u64 << (shift - 1);
-    if rem > half || (rem == half && q % 2 == 1) {
-        q += 1;
-    }
-    let r = q as f64 * 2f64.powi(shift as i32);
-    if v < 0 { -r } else { r }
-}
-
-/// Convert compute bits of dtype `from` to compute bits of dtype `to` (oracle `Cast`).
+/// Convert compute bits of dtype `from` to compute bits of dtype `to`: the oracle's
+/// `Cast`, through its element rules (`rlx_ir::interp::{round_float, float_to_int,
+/// int_for_float, wrap_int}`). f32 → f32-class keeps [`round_f32`] (the same rounding
+/// from an exact f32, without the f64 detour).
 #[inline]
 pub(crate) fn cast_bits(from: DType, to: DType, v: u64) -> u64 {
+    use rlx_ir::interp::{float_to_int, int_for_float, round_float};
     let fty = Ty::of(from).expect("real");
     let tty = Ty::of(to).expect("real");
+    let float = |x: f64| match tty {
+        Ty::F32 => (round_float(x, to) as f32).to_bits() as u64,
+        _ => round_float(x, to).to_bits(),
+    };
     match (fty, tty) {
         (Ty::F32, Ty::F32) => round_f32(to, f32::from_bits(v as u32)).to_bits() as u64,
         (Ty::F32, Ty::F64) => (f32::from_bits(v as u32) as f64).to_bits(),
-        (Ty::F64, Ty::F32) => {
-            let x = f64::from_bits(v);
-            let r = match to {
-                DType::F16 => f16::from_f64(x).to_f32(),
-                DType::BF16 => bf16::from_f64(x).to_f32(),
-                _ => x as f32,
-            };
-            r.to_bits() as u64
-        }
-        (Ty::F64, Ty::F64) => v,
-        (Ty::F32 | Ty::F64, Ty::I64) => {
-            let x = if fty == Ty::F32 {
-                f32::from_bits(v as u32) as f64
-            } else {
-                f64::from_bits(v)
-            };
-            float_to_int(to, x) as u64
-        }
-        (Ty::I64, Ty::F32) => {
-            let i = v as i64;
-            let r = match to {
-                DType::F32 => i as f32,
-                DType::F16 => f16::from_f64(int_to_float_f64(i, to)).to_f32(),
-                _ => bf16::from_f64(int_to_float_f64(i, to)).to_f32(),
-            };
-            r.to_bits() as u64
-        }
-        (Ty::I64, Ty::F64) => ((v as i64) as f64).to_bits(),
+        (Ty::F64, Ty::F32 | Ty::F64) => float(f64::from_bits(v)),
+        (Ty::F32, Ty::I64) => float_to_int(f32::from_bits(v as u32) as f64, to) as u64,
+        (Ty::F64, Ty::I64) => float_to_int(f64::from_bits(v), to) as u64,
+        (Ty::I64, Ty::F32 | Ty::F64) => float(int_for_float(v as i64, to)),
         (Ty::I64, Ty::I64) => wrap_int(to, v as i64) as u64,
-    }
-}
-
-/// Float → integer dtype: truncation toward zero, saturating, NaN → 0; bool is `x != 0`.
-#[inline(always)]
-pub(crate) fn float_to_int(to: DType, x: f64) -> i64 {
-    match to {
-        DType::I8 => x as i8 as i64,
-        DType::U8 => x as u8 as i64,
-        DType::I16 => x as i16 as i64,
-        DType::I32 => x as i32 as i64,
-        DType::U32 => x as u32 as i64,
-        DType::Bool => (x != 0.0) as i64,
-        _ => x as i64,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rlx_ir::TensorData;
 
     #[test]
     fn casts_follow_the_oracle_rules() {
@@ -459,6 +397,139 @@ mod tests {
         );
         let h = f32::from_bits(cast_bits(DType::F32, DType::F16, f(1.0 + 1.0 / 4096.0)) as u32);
         assert_eq!(h, 1.0);
+    }
+
+    /// Every real source value of `dt` worth casting: zeros of both signs, halves and ties,
+    /// the integer dtypes' range edges and one past them, f16/bf16/f32 overflow and
+    /// underflow, ±inf, NaN, and i64 values beyond 2⁵³ (where an f64 detour rounds twice).
+    fn cast_sources(dt: DType) -> TensorData {
+        let p = |e: i32| 2f64.powi(e);
+        let f: Vec<f64> = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            -0.5,
+            1.5,
+            2.5,
+            -2.5,
+            0.999,
+            -0.999,
+            127.0,
+            127.9,
+            128.0,
+            -128.0,
+            -128.9,
+            -129.0,
+            255.0,
+            255.9,
+            256.0,
+            32767.0,
+            32768.0,
+            -32769.0,
+            65504.0,
+            65519.0,
+            65520.0,
+            p(31) - 1.0,
+            p(31),
+            -p(31) - 1.0,
+            p(32),
+            p(32) - 0.5,
+            p(53) + 2.0,
+            p(63),
+            -p(63),
+            p(64),
+            1e10,
+            -1e10,
+            3.4e38,
+            3.5e38,
+            -3.5e38,
+            1e300,
+            1e-8,
+            6e-8,
+            1e-40,
+            -1e-45,
+            1.0 + p(-8),
+            1.0 + p(-9),
+            1.0 + p(-9) + p(-30),
+            1.0 + p(-11),
+            1.0 + p(-24),
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+        ];
+        if dt.is_float() {
+            return TensorData::from_f64_as(dt, &[f.len()], &f);
+        }
+        let mut i: Vec<i64> = f
+            .iter()
+            .filter(|x| x.is_finite())
+            .map(|&x| x as i64)
+            .collect();
+        let big: i64 = (1 << 60) + (1 << 36) + 1;
+        i.extend([
+            i64::MAX,
+            i64::MIN,
+            big,
+            -big,
+            (1 << 53) + 1,
+            (1 << 24) + 1,
+            (1 << 24) + 3,
+            2049,
+            2051,
+            257,
+            -1,
+        ]);
+        if dt == DType::Bool {
+            let b: Vec<bool> = i.iter().map(|&v| v & 1 == 1).collect();
+            return TensorData::from_bool(&[b.len()], &b);
+        }
+        TensorData::from_i64_as(dt, &[i.len()], &i)
+    }
+
+    #[test]
+    fn scalar_casts_give_the_oracle_bits_for_every_real_dtype_pair() {
+        let real: Vec<DType> = DType::ALL.into_iter().filter(|d| !d.is_complex()).collect();
+        for &from in &real {
+            let x = cast_sources(from);
+            let n = x.dims[0];
+            let w = from.size_bytes();
+            // An 8-aligned copy of the source elements.
+            let mut src = vec![0u64; n];
+            // SAFETY: `src` holds n·8 ≥ n·w bytes; x.bytes holds n·w bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(x.bytes.as_ptr(), src.as_mut_ptr() as *mut u8, n * w)
+            };
+            for &to in &real {
+                let want = rlx_ir::interp::eval_op(
+                    &rlx_ir::Op::Cast { to },
+                    &[&x],
+                    &rlx_ir::Shape::new(&[n], to),
+                )
+                .unwrap();
+                let mut out = vec![0u64; n];
+                for i in 0..n {
+                    // SAFETY: both buffers hold n elements of their dtype, 8-aligned.
+                    unsafe {
+                        let b = read_bits(from, src.as_ptr() as *const u8, i);
+                        write_bits(to, out.as_mut_ptr() as *mut u8, i, cast_bits(from, to, b));
+                    }
+                }
+                let tw = to.size_bytes();
+                // SAFETY: `out` holds n·8 ≥ n·tw bytes.
+                let got = unsafe { std::slice::from_raw_parts(out.as_ptr() as *const u8, n * tw) };
+                for i in 0..n {
+                    assert_eq!(
+                        &got[i * tw..(i + 1) * tw],
+                        &want.bytes[i * tw..(i + 1) * tw],
+                        "cast {from} -> {to} of element {i} ({:?})",
+                        &x.bytes[i * w..(i + 1) * w]
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@
 
 use super::index::{broadcast_map, take};
 use crate::{Activation, BinaryOp, CmpOp, DType, IrError, IrResult, Op, Shape, TensorData};
+use half::{bf16, f16};
 
 pub(super) fn eval(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<TensorData> {
     let dims = out
@@ -212,10 +213,11 @@ fn gelu_approx(x: f64) -> f64 {
 
 /// Convert `x` to dtype `to`, element by element.
 ///
-/// - float → int truncates toward zero and saturates, NaN → 0;
-/// - int → int wraps (two's complement);
+/// - float → int truncates toward zero and saturates, NaN → 0 ([`float_to_int`]);
+/// - int → int wraps (two's complement, [`wrap_int`]);
 /// - int → float rounds the exact integer to nearest even (also for `i64`
-///   values beyond 2⁵³, which a detour through `f64` would round twice);
+///   values beyond 2⁵³, which a detour through `f64` would round twice: [`int_for_float`]);
+/// - float → float rounds to nearest even ([`round_float`]);
 /// - anything → bool is `v != 0` (NaN is true); bool → number is 0/1;
 /// - real → complex has a zero imaginary part; complex → real keeps the real
 ///   part (NumPy's rule); complex → bool is `re != 0 || im != 0`.
@@ -238,37 +240,98 @@ pub(crate) fn cast(x: &TensorData, to: DType) -> TensorData {
             return TensorData::from_bool(dims, &b);
         }
         let re: Vec<f64> = pairs.chunks_exact(2).map(|p| p[0]).collect();
-        return TensorData::from_f64_as(to, dims, &re);
+        return cast_f64s(&re, to, dims);
     }
-    let as_pairs = |v: Vec<f64>| -> Vec<f64> { v.into_iter().flat_map(|r| [r, 0.0]).collect() };
     if from.is_float() {
-        let v = x.to_f64_vec();
-        return if to.is_complex() {
-            TensorData::from_f64_as(to, dims, &as_pairs(v))
-        } else {
-            TensorData::from_f64_as(to, dims, &v)
-        };
+        return cast_f64s(&x.to_f64_vec(), to, dims);
     }
     // Integer or bool source: exact i64 values.
     let v = x.to_i64_vec();
     if to.is_int() || to == DType::Bool {
-        return TensorData::from_i64_as(to, dims, &v);
+        let w: Vec<i64> = v.iter().map(|&i| wrap_int(i, to)).collect();
+        return TensorData::from_i64_as(to, dims, &w);
     }
     let f: Vec<f64> = v.iter().map(|&i| int_for_float(i, to)).collect();
+    cast_f64s(&f, to, dims)
+}
+
+/// Real values `v` (exact f64s) cast to `to` by the element rules below; the encoders
+/// only store the already-converted values.
+fn cast_f64s(v: &[f64], to: DType, dims: &[usize]) -> TensorData {
     if to.is_complex() {
-        TensorData::from_f64_as(to, dims, &as_pairs(f))
+        let real = if to == DType::C64 {
+            DType::F32
+        } else {
+            DType::F64
+        };
+        let pairs: Vec<f64> = v
+            .iter()
+            .flat_map(|&r| [round_float(r, real), 0.0])
+            .collect();
+        TensorData::from_f64_as(to, dims, &pairs)
+    } else if to.is_float() {
+        let r: Vec<f64> = v.iter().map(|&x| round_float(x, to)).collect();
+        TensorData::from_f64_as(to, dims, &r)
     } else {
-        TensorData::from_f64_as(to, dims, &f)
+        let r: Vec<i64> = v.iter().map(|&x| float_to_int(x, to)).collect();
+        TensorData::from_i64_as(to, dims, &r)
     }
 }
 
-/// An `f64` that rounds (in [`TensorData::from_f64_as`]) to the value nearest
-/// to the integer `v` in the float dtype `to`.
+/// The oracle's cast of one float value to the integer dtype (or bool) `to`: truncation
+/// toward zero, saturating at the dtype's range, NaN → 0; bool is `x != 0` (NaN is true).
+/// Backends call this for their scalar casts (the CPU executor's `cast_bits`).
+#[inline]
+pub fn float_to_int(x: f64, to: DType) -> i64 {
+    match to {
+        DType::I8 => x as i8 as i64,
+        DType::U8 => x as u8 as i64,
+        DType::I16 => x as i16 as i64,
+        DType::I32 => x as i32 as i64,
+        DType::U32 => x as u32 as i64,
+        DType::Bool => (x != 0.0) as i64,
+        _ => x as i64,
+    }
+}
+
+/// The oracle's cast of one integer (or bool as 0/1) to the integer dtype (or bool)
+/// `to`: two's-complement wrapping; bool is `v != 0`. Float and complex `to` leave `v`
+/// unchanged (use [`int_for_float`]).
+#[inline]
+pub fn wrap_int(v: i64, to: DType) -> i64 {
+    match to {
+        DType::I8 => v as i8 as i64,
+        DType::U8 => v as u8 as i64,
+        DType::I16 => v as i16 as i64,
+        DType::I32 => v as i32 as i64,
+        DType::U32 => v as u32 as i64,
+        DType::Bool => (v != 0) as i64,
+        _ => v,
+    }
+}
+
+/// The oracle's cast of one float value to the float dtype `to` (f32, f16, bf16, f64):
+/// rounded to nearest even, overflow to ±∞, NaN stays NaN; the result is exact in `to`.
+/// f16/bf16 round from the f64 through `half`'s `from_f64`, as the data encoders do
+/// (its bf16 rounding ignores the f64's low 32 bits, so an f64 just above a bf16 tie
+/// rounds down; f32-class values and integers from [`int_for_float`] have no such bits).
+#[inline]
+pub fn round_float(x: f64, to: DType) -> f64 {
+    match to {
+        DType::F32 | DType::C64 => x as f32 as f64,
+        DType::F16 => f16::from_f64(x).to_f64(),
+        DType::BF16 => bf16::from_f64(x).to_f64(),
+        _ => x,
+    }
+}
+
+/// An `f64` that rounds (in [`round_float`]) to the value nearest to the integer `v` in
+/// the float dtype `to`: the first step of the oracle's int → float cast.
 ///
 /// Integers up to 2⁵³ are exact in `f64`, so they round once, correctly. Larger
 /// ones are first rounded to the target's precision here, in integer
 /// arithmetic, which leaves a value that `f64` and the target hold exactly.
-pub(crate) fn int_for_float(v: i64, to: DType) -> f64 {
+pub fn int_for_float(v: i64, to: DType) -> f64 {
     let precision = match to {
         DType::F32 | DType::C64 => 24,
         DType::BF16 => 8,

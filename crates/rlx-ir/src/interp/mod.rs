@@ -19,7 +19,9 @@ use crate::{DimBinding, Graph, IrError, IrResult, Op, Shape, TensorData};
 
 /// The oracle's scalar rules, shared with backends that evaluate element by element
 /// (the CPU executor calls them instead of keeping copies).
-pub use elementwise::{activation_f64, activation_i64, binary_i64};
+pub use elementwise::{
+    activation_f64, activation_i64, binary_i64, float_to_int, int_for_float, round_float, wrap_int,
+};
 
 /// Run `graph` with its inputs and params bound by name; returns one value per output.
 ///
