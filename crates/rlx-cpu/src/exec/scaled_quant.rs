@@ -2,11 +2,14 @@
 //! `rlx_ir::interp::scaled`, reproduced bit for bit): block scales from the finite
 //! absmax of each block, and codes from a threshold table instead of the oracle's
 //! per-element bit arithmetic, in parallel over rows; the hot loops run 16 lanes wide on
-//! AVX-512 CPUs ([`simd`]).
+//! AVX-512 CPUs ([`simd`], and [`blocks`] for whole runs of MX blocks). Both ops read
+//! their operand where it lies and write their result into a given buffer
+//! ([`quant_scale_into`], [`quantize_into`]), so the executor need not copy either.
 
+mod blocks;
 mod simd;
 
-use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};
+use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData, TensorView};
 
 use rayon::prelude::*;
 
@@ -21,13 +24,22 @@ pub(super) enum Vals<'a> {
 
 impl<'a> Vals<'a> {
     /// `None` for non-float dtypes (the oracle then reports the error).
-    pub(super) fn of(x: &'a TensorData) -> Option<Vals<'a>> {
+    pub(super) fn of(x: TensorView<'a>) -> Option<Vals<'a>> {
         match x.dtype {
-            DType::F32 => Some(Vals::F32(&x.bytes)),
+            DType::F32 => Some(Vals::F32(x.bytes)),
             // f16/bf16/f64 → f64 is exact; the oracle reads them the same way.
-            d if d.is_float() => Some(Vals::F64(x.to_f64_vec())),
+            d if d.is_float() => Some(Vals::F64(owned(x).to_f64_vec())),
             _ => None,
         }
+    }
+}
+
+/// An owned copy of a view (for the rare paths that decode a whole tensor to f64).
+fn owned(x: TensorView<'_>) -> TensorData {
+    TensorData {
+        dtype: x.dtype,
+        dims: x.dims.to_vec(),
+        bytes: x.bytes.to_vec(),
     }
 }
 
@@ -74,12 +86,12 @@ fn exponent_of(a: f64) -> i32 {
     ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023
 }
 
-/// The E8M0 code of the MX scale of a block with largest magnitude `absmax`.
-fn mx_scale_code(format: ScaledFormat, absmax: f64) -> u8 {
+/// The E8M0 code of the MX scale of a block with largest magnitude `absmax`, for a
+/// format whose largest finite value has binary exponent `emax_elem`.
+fn mx_scale_code(emax_elem: i32, absmax: f64) -> u8 {
     if absmax < 1e-300 {
         return 0;
     }
-    let emax_elem = exponent_of(format.max_finite() as f64);
     (exponent_of(absmax) - emax_elem + 127).clamp(0, 254) as u8
 }
 
@@ -99,38 +111,68 @@ pub(super) fn quant_scale(
     layout: ScaleLayout,
     x: &TensorData,
 ) -> Option<Vec<u8>> {
-    let vals = Vals::of(x)?;
-    let n = x.numel();
+    let len = match layout.block() {
+        None => 4,
+        Some(b) => x.numel() / (b as usize).max(1),
+    };
+    let mut out = vec![0u8; len];
+    quant_scale_into(format, layout, x.view(), &mut out)?;
+    Some(out)
+}
+
+/// `ScaledQuantScale` of `x` (any float dtype) into `out` (one f32 for a per-tensor
+/// scale, else one u8 code per block); `None`, having written nothing, when the operands
+/// do not fit (the oracle then runs and reports the problem).
+pub(super) fn quant_scale_into(
+    format: ScaledFormat,
+    layout: ScaleLayout,
+    x: TensorView<'_>,
+    out: &mut [u8],
+) -> Option<()> {
+    let n: usize = x.dims.iter().product();
     let max = format.max_finite() as f64;
     let Some(block) = layout.block() else {
+        if out.len() != 4 {
+            return None;
+        }
+        let vals = Vals::of(x)?;
         let s = (absmax(&vals, 0, n) / max) as f32;
         let s = if s == 0.0 { 1.0 } else { s };
-        return Some(s.to_le_bytes().to_vec());
+        out.copy_from_slice(&s.to_le_bytes());
+        return Some(());
     };
     let block = block as usize;
-    if block == 0 || !n.is_multiple_of(block) {
+    if block == 0 || !n.is_multiple_of(block) || out.len() != n / block {
         return None;
     }
-    let mut codes = vec![0u8; n / block];
+    let vals = Vals::of(x)?;
     let per_chunk = ROWS_PER_CHUNK * 16;
     // NVFP4's group scales are E4M3 codes: the precomputed encoder (the same codes) rather
     // than the format's general `encode_f64`, which re-derives its constants per call.
     let e4m3 = Encoder::new(ScaledFormat::F8E4M3);
-    codes
-        .par_chunks_mut(per_chunk)
+    let emax_elem = exponent_of(max);
+    let code_of = |a: f64| match layout {
+        ScaleLayout::Nvfp4 { .. } => e4m3.encode(a / max),
+        _ => mx_scale_code(emax_elem, a),
+    };
+    out.par_chunks_mut(per_chunk)
         .enumerate()
         .for_each(|(c, out)| {
             clean_upper();
+            let b0 = c * per_chunk;
+            if let Vals::F32(bytes) = &vals {
+                let src = &bytes[4 * b0 * block..4 * (b0 + out.len()) * block];
+                let each = |j: usize, bits: u32| out[j] = code_of(f32::from_bits(bits) as f64);
+                if blocks::absmax_blocks(src, block, each) {
+                    return;
+                }
+            }
             for (j, code) in out.iter_mut().enumerate() {
-                let b = c * per_chunk + j;
-                let a = absmax(&vals, b * block, (b + 1) * block);
-                *code = match layout {
-                    ScaleLayout::Nvfp4 { .. } => e4m3.encode(a / max),
-                    _ => mx_scale_code(format, a),
-                };
+                let b = b0 + j;
+                *code = code_of(absmax(&vals, b * block, (b + 1) * block));
             }
         });
-    Some(codes)
+    Some(())
 }
 
 /// Round-to-nearest-even encoding of one format with its constants precomputed: the
@@ -211,6 +253,26 @@ impl Encoder {
         self.m >= 1 && self.emin - self.m - 1 > -126
     }
 
+    /// The constants of [`Encoder::encode_f32_pow2`] (shared with its AVX-512 form in
+    /// [`blocks`], so both read one derivation).
+    pub(super) fn pow2_consts(&self) -> Pow2Consts {
+        let m = self.m as u32;
+        let shift = 23 - m;
+        Pow2Consts {
+            shift,
+            half: (1u32 << (shift - 1)) - 1,
+            // f32 exponent field k + 127 → the format's k + bias.
+            rebias: ((127 - self.bias) as u32) << m,
+            min_normal: f32::from_bits(((self.emin + 127) as u32) << 23),
+            // a·2^(m − emin) for the subnormal range; (t + 2²³) − 2²³ rounds t to even.
+            sub_scale: f32::from_bits(((self.m - self.emin + 127) as u32) << 23),
+            max: self.max as f32,
+            max_code: self.max_code,
+            sign_bit: self.sign_bit,
+            fnuz: self.fnuz,
+        }
+    }
+
     /// Codes of the f32 values `src` (little-endian bytes) divided by a power-of-two
     /// scale, given as its inverse `inv` (an f32 power of two): the same codes as
     /// [`Encoder::encode`] of the exact f64 quotients, computed on f32 bits without
@@ -218,41 +280,47 @@ impl Encoder {
     /// below 2⁻¹²⁶, where every such format encodes 0 anyway (see `has_f32_path`).
     #[inline(always)]
     pub(super) fn encode_f32_pow2(&self, src: &[u8], inv: f32, out: &mut [u8]) {
-        let m = self.m as u32;
-        let shift = 23 - m;
-        let half = (1u32 << (shift - 1)) - 1;
-        // f32 exponent field k + 127 → the format's k + bias.
-        let rebias = ((127 - self.bias) as u32) << m;
-        let min_normal = f32::from_bits(((self.emin + 127) as u32) << 23);
-        // a·2^(m − emin) for the subnormal range; (t + 2²³) − 2²³ rounds t to even.
-        let sub_scale = f32::from_bits(((self.m - self.emin + 127) as u32) << 23);
-        let max = self.max as f32;
-        let (max_code, sign_bit) = (self.max_code, self.sign_bit);
-        let fnuz = self.fnuz;
+        let k = self.pow2_consts();
         for (o, c) in out.iter_mut().zip(src.chunks_exact(4)) {
             let y = f32::from_le_bytes(c.try_into().unwrap()) * inv;
             let bits = y.to_bits();
             let abits = bits & 0x7fff_ffff;
             let a = f32::from_bits(abits);
-            let rounded = abits.wrapping_add(half + ((abits >> shift) & 1)) >> shift;
-            let normal = rounded.wrapping_sub(rebias).min(max_code);
+            let rounded = abits.wrapping_add(k.half + ((abits >> k.shift) & 1)) >> k.shift;
+            let normal = rounded.wrapping_sub(k.rebias).min(k.max_code);
             // t < 2^m ≤ 2^22: adding 2²³ rounds it to an integer (ties to even) that
             // sits in the low mantissa bits.
-            let t = a * sub_scale;
+            let t = a * k.sub_scale;
             let sub = (t + 8_388_608.0).to_bits().wrapping_sub(0x4b00_0000);
-            let mag = if a >= max {
-                max_code
-            } else if a >= min_normal {
+            let mag = if a >= k.max {
+                k.max_code
+            } else if a >= k.min_normal {
                 normal
             } else {
                 sub
             };
             let nan = abits > 0x7f80_0000;
-            let neg = bits >> 31 == 1 && !(fnuz && mag == 0);
-            let code = mag | if neg { sign_bit } else { 0 };
+            let neg = bits >> 31 == 1 && !(k.fnuz && mag == 0);
+            let code = mag | if neg { k.sign_bit } else { 0 };
             *o = if nan { 0 } else { code as u8 };
         }
     }
+}
+
+/// The constants of the branch-free f32 encoder ([`Encoder::pow2_consts`]): a value `a`
+/// (an f32 magnitude) encodes to `max_code` from `max` up, to its f32 bits rounded to
+/// `23 − shift` mantissa bits and rebiased from `min_normal` up, and below that to the
+/// integer nearest `a · sub_scale` (a subnormal code).
+pub(super) struct Pow2Consts {
+    pub(super) shift: u32,
+    pub(super) half: u32,
+    pub(super) rebias: u32,
+    pub(super) min_normal: f32,
+    pub(super) sub_scale: f32,
+    pub(super) max: f32,
+    pub(super) max_code: u32,
+    pub(super) sign_bit: u32,
+    pub(super) fnuz: bool,
 }
 
 /// `ScaledQuantize` of `x` with `scales` into result bytes (u8 codes shaped like `x`).
@@ -262,101 +330,139 @@ pub(super) fn quantize(
     x: &TensorData,
     scales: &TensorData,
 ) -> Option<Vec<u8>> {
-    let vals = Vals::of(x)?;
-    let n = x.numel();
+    let mut out = vec![0u8; x.numel()];
+    quantize_into(format, layout, x.view(), scales.view(), &mut out)?;
+    Some(out)
+}
+
+/// `ScaledQuantize` of `x` with `scales` into `out` (u8 codes shaped like `x`); `None`,
+/// having written nothing, when the operands do not fit (the oracle then reports it).
+pub(super) fn quantize_into(
+    format: ScaledFormat,
+    layout: ScaleLayout,
+    x: TensorView<'_>,
+    scales: TensorView<'_>,
+    out: &mut [u8],
+) -> Option<()> {
+    let n: usize = x.dims.iter().product();
     let k = x.dims.last().copied().unwrap_or(1).max(1);
-    let raw = scales.to_f64_vec();
-    // NVFP4's scales are E4M3 codes (`decode_scale` reads `code as u8`): decoded through a
-    // table of all 256, as decoding each with the format's general routine cost more than
-    // encoding its 16 elements.
-    let e4m3_table: Option<[f64; 256]> = matches!(layout, ScaleLayout::Nvfp4 { .. })
-        .then(|| std::array::from_fn(|c| decode_scale(layout, c as f64)));
-    let s: Vec<f64> = raw
-        .iter()
-        .map(|&c| match &e4m3_table {
-            Some(t) => t[c as u8 as usize],
-            None => decode_scale(layout, c),
-        })
-        .collect();
     let (block, per_row) = match layout.block() {
         Some(b) if b > 0 && k % b as usize == 0 => (b as usize, k / b as usize),
         Some(_) => return None,
         None => (k, 1),
     };
     let blocked = layout.block().is_some();
-    if s.len() != if blocked { n / k * per_row } else { 1 } {
+    let n_scales: usize = scales.dims.iter().product();
+    if out.len() != n || n_scales != if blocked { n / k * per_row } else { 1 } {
         return None;
     }
+    let vals = Vals::of(x)?;
+    // u8 scale codes (MX E8M0, NVFP4 E4M3) are decoded through a table of all 256: an
+    // `exp2` (MX) or the format's general decoder (NVFP4) per block cost more than
+    // encoding the block's elements.
+    let table: Option<[f64; 256]> = (blocked && scales.dtype == DType::U8)
+        .then(|| std::array::from_fn(|c| decode_scale(layout, c as f64)));
+    let raw: Vec<f64> = match table {
+        Some(_) => Vec::new(),
+        None => owned(scales).to_f64_vec(),
+    };
+    // Code (as the byte the NVFP4 boundary table is indexed by) and scale of block `sb`.
+    let scale_of = |sb: usize| -> (u8, f64) {
+        match &table {
+            Some(t) => {
+                let c = scales.bytes[sb];
+                (c, t[c as usize])
+            }
+            None => (raw[sb] as u8, decode_scale(layout, raw[sb])),
+        }
+    };
+    // MX codes and f32 values: whole runs of blocks on AVX-512 (`blocks`).
+    let mx_codes = (matches!(layout, ScaleLayout::BlockMxE8M0 { .. }) && table.is_some())
+        .then_some(scales.bytes);
     let enc = Encoder::new(format);
     // fp4 codes under scales that are not powers of two (NVFP4): by comparison with the
     // block's rounding boundaries, 16 lanes at a time, instead of an f64 division each.
     let thresholds = simd::Thresholds::new(format, &enc);
     // With E4M3 scales, every block's boundaries are one of 256: computed once each.
-    let bounds_by_code: Option<Vec<_>> = thresholds
-        .as_ref()
-        .zip(e4m3_table)
-        .map(|(th, t)| t.iter().map(|&sc| th.scaled(sc)).collect());
-    let mut codes = vec![0u8; n];
-    codes
-        .par_chunks_mut(ROWS_PER_CHUNK * k)
+    let bounds_by_code: Option<Vec<_>> = match (&thresholds, layout, &table) {
+        (Some(th), ScaleLayout::Nvfp4 { .. }, Some(t)) => {
+            Some(t.iter().map(|&sc| th.scaled(sc)).collect())
+        }
+        _ => None,
+    };
+    // One block (`block` elements from `first`, scale `sb`), element by element or by
+    // the 16-lane loops.
+    let encode_block = |sb: usize, first: usize, blk: &mut [u8]| {
+        let (code, sc) = scale_of(sb);
+        if sc == 0.0 || !sc.is_finite() {
+            blk.fill(0);
+            return;
+        }
+        // x/s rounded once in f64, as the oracle forms it; for a power-of-two
+        // scale (every MX scale) that is the exact product with 1/s.
+        let pow2 = sc.is_normal() && sc.to_bits() & ((1 << 52) - 1) == 0;
+        let inv = 1.0 / sc;
+        let q = |v: f64| {
+            enc.encode(if pow2 && inv.is_normal() {
+                v * inv
+            } else {
+                v / sc
+            })
+        };
+        let fast_pow2 = pow2 && enc.has_f32_path() && (inv as f32).is_normal();
+        let bounds = match (&vals, &thresholds, &bounds_by_code) {
+            (Vals::F32(_), Some(th), Some(by_code)) if !fast_pow2 => {
+                by_code[code as usize].map(|t| (th, t))
+            }
+            (Vals::F32(_), Some(th), None) if !fast_pow2 => th.scaled(sc).map(|t| (th, t)),
+            _ => None,
+        };
+        match &vals {
+            Vals::F32(b) if fast_pow2 => {
+                let src = &b[4 * first..4 * (first + blk.len())];
+                simd::encode_pow2(&enc, src, inv as f32, blk);
+            }
+            Vals::F32(b) if bounds.is_some() => {
+                let (th, t) = bounds.as_ref().expect("checked by the guard");
+                let src = &b[4 * first..4 * (first + blk.len())];
+                th.encode(t, src, blk);
+            }
+            Vals::F32(b) => {
+                let src = b[4 * first..4 * (first + blk.len())].chunks_exact(4);
+                for (code, v) in blk.iter_mut().zip(src) {
+                    *code = q(f32::from_le_bytes(v.try_into().unwrap()) as f64);
+                }
+            }
+            Vals::F64(v) => {
+                for (code, &v) in blk.iter_mut().zip(&v[first..]) {
+                    *code = q(v);
+                }
+            }
+        }
+    };
+    out.par_chunks_mut(ROWS_PER_CHUNK * k)
         .enumerate()
         .for_each(|(c, out)| {
             clean_upper();
             let base = c * ROWS_PER_CHUNK * k;
-            for (j, blk) in out.chunks_mut(block).enumerate() {
-                let first = base + j * block;
-                // `block` divides the row length `k`, so blocks are numbered in storage
-                // order: this one is `first / block` (the row's scales are consecutive).
-                let sb = if blocked { base / block + j } else { 0 };
-                let sc = s[sb];
-                if sc == 0.0 || !sc.is_finite() {
-                    blk.fill(0);
-                    continue;
-                }
-                // x/s rounded once in f64, as the oracle forms it; for a power-of-two
-                // scale (every MX scale) that is the exact product with 1/s.
-                let pow2 = sc.is_normal() && sc.to_bits() & ((1 << 52) - 1) == 0;
-                let inv = 1.0 / sc;
-                let q = |v: f64| {
-                    enc.encode(if pow2 && inv.is_normal() {
-                        v * inv
-                    } else {
-                        v / sc
-                    })
-                };
-                let fast_pow2 = pow2 && enc.has_f32_path() && (inv as f32).is_normal();
-                let bounds = match (&vals, &thresholds, &bounds_by_code) {
-                    (Vals::F32(_), Some(th), Some(by_code)) if !fast_pow2 => {
-                        by_code[raw[sb] as u8 as usize].map(|t| (th, t))
-                    }
-                    (Vals::F32(_), Some(th), None) if !fast_pow2 => th.scaled(sc).map(|t| (th, t)),
-                    _ => None,
-                };
-                match &vals {
-                    Vals::F32(b) if fast_pow2 => {
-                        let src = &b[4 * first..4 * (first + blk.len())];
-                        simd::encode_pow2(&enc, src, inv as f32, blk);
-                    }
-                    Vals::F32(b) if bounds.is_some() => {
-                        let (th, t) = bounds.as_ref().expect("checked by the guard");
-                        let src = &b[4 * first..4 * (first + blk.len())];
-                        th.encode(t, src, blk);
-                    }
-                    Vals::F32(b) => {
-                        let src = b[4 * first..4 * (first + blk.len())].chunks_exact(4);
-                        for (code, v) in blk.iter_mut().zip(src) {
-                            *code = q(f32::from_le_bytes(v.try_into().unwrap()) as f64);
-                        }
-                    }
-                    Vals::F64(v) => {
-                        for (code, &v) in blk.iter_mut().zip(&v[first..]) {
-                            *code = q(v);
-                        }
-                    }
+            // `block` divides the row length `k`, so blocks are numbered in storage
+            // order: block `j` of this chunk is `base / block + j` (a row's scales are
+            // consecutive).
+            let sb0 = if blocked { base / block } else { 0 };
+            if let (Some(codes), Vals::F32(b)) = (mx_codes, &vals) {
+                let src = &b[4 * base..4 * (base + out.len())];
+                let codes = &codes[sb0..sb0 + out.len() / block];
+                let other = |j: usize, blk: &mut [u8]| encode_block(sb0 + j, base + j * block, blk);
+                if blocks::encode_mx_blocks(&enc, src, codes, block, out, other) {
+                    return;
                 }
             }
+            for (j, blk) in out.chunks_mut(block).enumerate() {
+                let sb = if blocked { sb0 + j } else { 0 };
+                encode_block(sb, base + j * block, blk);
+            }
         });
-    Some(codes)
+    Some(())
 }
 
 #[cfg(test)]
