@@ -35,13 +35,15 @@
 //! (plus the final rounding), and the result is bit-identical to the oracle whenever
 //! the partial sums are representable (e.g. small integers times powers of two).
 
-use super::scaled_quant::{clean_upper, decode_scale, quant_scale, quantize};
+use super::scaled_quant::{
+    clean_upper, decode_scale, quant_scale, quant_scale_into, quantize, quantize_into,
+};
 use crate::gemm::lowp::{LowpPath, bf16, gemm_half_with};
 use crate::gemm::{MatMut, MatRef};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Par};
 use rayon::prelude::*;
-use rlx_ir::{DType, Op, ScaleLayout, ScaledFormat, TensorData};
+use rlx_ir::{DType, Op, ScaleLayout, ScaledFormat, TensorData, TensorView};
 use std::cell::RefCell;
 
 /// K columns decoded per panel.
@@ -78,16 +80,91 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
             if out_dims != [ins[0].dims[0], ins[1].dims[0]] {
                 return None;
             }
+            let (m, n) = (ins[0].dims[0], ins[1].dims[0]);
+            // The product is computed in the output bytes themselves where they are
+            // aligned for f32 (a separate f32 result and its byte copy cost ~10% of a
+            // 1024² product).
+            let mut bytes = vec![0u8; m * n * 4];
+            let v: Vec<TensorView<'_>> = ins.iter().map(|t| t.view()).collect();
+            let formats = [*lhs_format, *rhs_format];
+            if cfg!(target_endian = "little")
+                && let Some(c) = as_f32_mut(&mut bytes)
+            {
+                scaled_matmul(
+                    formats,
+                    *scale_layout,
+                    [v[0], v[1]],
+                    [v[2], v[3]],
+                    v.get(4).copied(),
+                    c,
+                )?;
+                return Some(bytes);
+            }
+            let mut c = vec![0f32; m * n];
+            scaled_matmul(
+                formats,
+                *scale_layout,
+                [v[0], v[1]],
+                [v[2], v[3]],
+                v.get(4).copied(),
+                &mut c,
+            )?;
+            Some(f32_bytes(&c))
+        }
+        _ => None,
+    }
+}
+
+/// The scaled ops on operands read where they lie, the result written into `out` (the
+/// result's bytes, zeroed or not): the executor's path for dense operands, without the
+/// copies of [`eval`]. `None`, having written nothing, for every other op, for malformed
+/// operands, or when `out` is not the result's size (or, for the matmul, not aligned for
+/// f32): the caller then takes the materializing path.
+pub(crate) fn eval_into(
+    op: &Op,
+    ins: &[TensorView<'_>],
+    out_dims: &[usize],
+    out: &mut [u8],
+) -> Option<()> {
+    match op {
+        Op::ScaledQuantScale {
+            format,
+            scale_layout,
+        } if ins.len() == 1 => quant_scale_into(*format, *scale_layout, ins[0], out),
+        Op::ScaledQuantize {
+            format,
+            scale_layout,
+        } if ins.len() == 2 => quantize_into(*format, *scale_layout, ins[0], ins[1], out),
+        Op::ScaledMatMul {
+            lhs_format,
+            rhs_format,
+            scale_layout,
+            has_bias,
+        } if ins.len() == 4 + *has_bias as usize && cfg!(target_endian = "little") => {
+            let (m, n) = (ins[0].dims.first()?, ins[1].dims.first()?);
+            if out_dims != [*m, *n] || out.len() != m * n * 4 {
+                return None;
+            }
+            let c = as_f32_mut(out)?;
             scaled_matmul(
                 [*lhs_format, *rhs_format],
                 *scale_layout,
                 [ins[0], ins[1]],
                 [ins[2], ins[3]],
                 ins.get(4).copied(),
+                c,
             )
         }
         _ => None,
     }
+}
+
+/// `bytes` as f32s, when they are aligned for f32 (every bit pattern is a valid f32).
+fn as_f32_mut(bytes: &mut [u8]) -> Option<&mut [f32]> {
+    // SAFETY: every bit pattern is a valid f32; align_to_mut only hands out the aligned
+    // middle.
+    let (pre, mid, post) = unsafe { bytes.align_to_mut::<f32>() };
+    (pre.is_empty() && post.is_empty()).then_some(mid)
 }
 
 /// The little-endian bytes of `v` (a byte-wise `flat_map` collect of a 1024² result
@@ -124,8 +201,8 @@ impl<'a> Operand<'a> {
     fn new(
         format: ScaledFormat,
         layout: ScaleLayout,
-        q: &'a TensorData,
-        s: &TensorData,
+        q: TensorView<'a>,
+        s: TensorView<'_>,
     ) -> Option<Operand<'a>> {
         if q.dtype != DType::U8 || q.dims.len() != 2 {
             return None;
@@ -136,7 +213,11 @@ impl<'a> Operand<'a> {
             None => (None, k.max(1)),
             Some(b) => {
                 let b = b as usize;
-                if s.dtype != DType::U8 || b == 0 || k % b != 0 || s.numel() != rows * (k / b) {
+                if s.dtype != DType::U8
+                    || b == 0
+                    || k % b != 0
+                    || s.dims.iter().product::<usize>() != rows * (k / b)
+                {
                     return None;
                 }
                 // An E8M0 or E4M3 scale is exact in f32 (2^−127 is an f32 subnormal).
@@ -149,7 +230,7 @@ impl<'a> Operand<'a> {
             }
         };
         Some(Operand {
-            codes: &q.bytes,
+            codes: q.bytes,
             k,
             lut,
             codes_used: 1 << format.bit_width(),
@@ -295,10 +376,12 @@ impl<'a> Operand<'a> {
     }
 
     /// The per-tensor scale (f64), if the layout is per-tensor.
-    fn tensor_scale(s: &TensorData, layout: ScaleLayout) -> Option<f64> {
+    fn tensor_scale(s: TensorView<'_>, layout: ScaleLayout) -> Option<f64> {
         match layout {
-            ScaleLayout::PerTensor if s.numel() == 1 && s.dtype.is_float() => {
-                Some(s.to_f64_vec()[0])
+            ScaleLayout::PerTensor
+                if s.dims.iter().product::<usize>() == 1 && s.dtype.is_float() =>
+            {
+                Some(to_f64_vec(s)[0])
             }
             ScaleLayout::PerTensor => None,
             _ => Some(1.0),
@@ -326,38 +409,45 @@ impl CPtr {
 fn scaled_matmul(
     formats: [ScaledFormat; 2],
     layout: ScaleLayout,
-    q: [&TensorData; 2],
-    s: [&TensorData; 2],
-    bias: Option<&TensorData>,
-) -> Option<Vec<u8>> {
+    q: [TensorView<'_>; 2],
+    s: [TensorView<'_>; 2],
+    bias: Option<TensorView<'_>>,
+    c: &mut [f32],
+) -> Option<()> {
     let a = Operand::new(formats[0], layout, q[0], s[0])?;
     let b = Operand::new(formats[1], layout, q[1], s[1])?;
     let (m, n, k) = (q[0].dims[0], q[1].dims[0], a.k);
-    if b.k != k {
+    if b.k != k || c.len() != m * n {
         return None;
     }
     let sa = Operand::tensor_scale(s[0], layout)?;
     let sb = Operand::tensor_scale(s[1], layout)?;
     let bias = match bias {
-        Some(t) if t.dtype.is_float() && t.dims == [n] => Some(t.to_f64_vec()),
+        Some(t) if t.dtype.is_float() && t.dims == [n] => Some(to_f64_vec(t)),
         Some(_) => return None,
         None => None,
     };
-    // The product is computed in the output bytes themselves where they are aligned for
-    // f32 (a separate f32 result and its byte copy cost ~10% of a 1024² product).
-    let mut bytes = vec![0u8; m * n * 4];
-    // SAFETY: every bit pattern is a valid f32; align_to_mut only hands out the aligned middle.
-    let (pre, mid, _) = unsafe { bytes.align_to_mut::<f32>() };
-    if cfg!(target_endian = "little") && pre.is_empty() && mid.len() == m * n {
-        fill(&a, &b, (m, n, k), sa * sb, bias.as_deref(), mid);
-        return Some(bytes);
+    // The caller's buffer may hold anything: the products overwrite C on their first K
+    // panel, so only an empty K leaves it to be zeroed here.
+    if k == 0 {
+        c.fill(0.0);
     }
-    let mut c = vec![0f32; m * n];
-    fill(&a, &b, (m, n, k), sa * sb, bias.as_deref(), &mut c);
-    Some(f32_bytes(&c))
+    fill(&a, &b, (m, n, k), sa * sb, bias.as_deref(), c);
+    Some(())
 }
 
-/// `c = sab · A·Bᵀ (+ bias)` for `c` zeroed `[m, n]`.
+/// The values of a view as f64 (for the small per-tensor scale and the bias).
+fn to_f64_vec(t: TensorView<'_>) -> Vec<f64> {
+    TensorData {
+        dtype: t.dtype,
+        dims: t.dims.to_vec(),
+        bytes: t.bytes.to_vec(),
+    }
+    .to_f64_vec()
+}
+
+/// `c = sab · A·Bᵀ (+ bias)` for `c` `[m, n]` (overwritten; zeroed by the caller when
+/// `k = 0`).
 fn fill(
     a: &Operand<'_>,
     b: &Operand<'_>,
