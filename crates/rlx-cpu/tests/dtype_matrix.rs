@@ -20,6 +20,7 @@ mod dtype_matrix {
     pub mod cases;
     pub mod reduce_rows;
     pub mod rng;
+    pub mod specials;
     pub mod views;
 }
 

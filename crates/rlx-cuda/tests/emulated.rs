@@ -87,6 +87,13 @@ fn target() -> Option<Target> {
 }
 
 #[test]
+fn argmax_and_argmin_run_as_device_reductions() {
+    if let Some(t) = target() {
+        cases::argmax_and_argmin_run_as_device_reductions(&t);
+    }
+}
+
+#[test]
 fn matmul_operand_layouts_map_onto_blas_calls() {
     if let Some(t) = target() {
         cases::matmul_operand_layouts_map_onto_blas_calls(&t);

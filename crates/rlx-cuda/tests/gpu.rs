@@ -102,6 +102,7 @@ macro_rules! shared {
 }
 
 shared!(
+    argmax_and_argmin_run_as_device_reductions,
     matmul_operand_layouts_map_onto_blas_calls,
     linear_layers_use_fused_blas_epilogues,
     integer_matmul_uses_the_generic_kernel,

@@ -4,7 +4,7 @@ use super::{Class, Plan};
 use crate::program::{
     BufId, BufKind, Buffer, EOp, Expr, Kernel, KernelKind, Load, Scalar, Store, ViewStep,
 };
-use rlx_ir::{DType, Dim, IrResult, NodeId, Op, TensorData};
+use rlx_ir::{DType, Dim, IrResult, NodeId, Op, ReduceOp, TensorData};
 use std::collections::HashMap;
 
 /// Per-kernel state: its loads and the nodes fused into it.
@@ -406,17 +406,23 @@ impl<'p, 'g> Emitter<'p, 'g> {
         kc.fused.push(c);
         let dt = node.shape.dtype();
         match (&self.plan.class[c.index()], &node.op) {
-            (Class::Reduce, Op::Reduce { op, axes, keep_dim }) => {
+            (Class::Reduce, op) => {
+                let (rop, arg, mut axes, keep_dim) = match op {
+                    Op::Reduce { op, axes, keep_dim } => (*op, false, axes.clone(), *keep_dim),
+                    Op::ArgMax { axis, keep_dim } => (ReduceOp::Max, true, vec![*axis], *keep_dim),
+                    Op::ArgMin { axis, keep_dim } => (ReduceOp::Min, true, vec![*axis], *keep_dim),
+                    other => unreachable!("{} is not a reduction", other.name()),
+                };
                 let mut pe = ECtx::default();
                 let input = self.emit(node.inputs[0], vec![], kc, &mut pe, false);
-                let mut axes = axes.clone();
                 axes.sort_unstable();
                 axes.dedup();
                 KernelKind::Reduce {
-                    op: *op,
+                    op: rop,
+                    arg,
                     in_space: self.dims(node.inputs[0]).to_vec(),
                     axes,
-                    keep_dim: *keep_dim,
+                    keep_dim,
                     prologue: pe.expr,
                     input,
                     out_space: node.shape.dims().to_vec(),

@@ -211,6 +211,9 @@ fn classify(g: &Graph, n: &rlx_ir::Node, args: &[(String, Shape)], keep_whole: &
         {
             Class::Reduce
         }
+        // Real inputs only (shape inference rejects bool and complex); the result has the
+        // input's dtype.
+        Op::ArgMax { .. } | Op::ArgMin { .. } if dt.is_float() || dt.is_int() => Class::Reduce,
         Op::MatMul if !dt.is_complex() => Class::Contract,
         Op::Softmax { axis } | Op::LogSoftmax { axis }
             if keeps(&n.op)

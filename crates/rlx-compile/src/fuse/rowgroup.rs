@@ -77,8 +77,10 @@ pub fn stage_role(k: &Kernel, space: &[Dim]) -> Option<StageRole> {
         return None;
     }
     match &k.kind {
+        // Argmax/argmin keep their own kernels (the row programs fold values only).
         KernelKind::Reduce {
             op,
+            arg: false,
             in_space,
             axes,
             prologue,

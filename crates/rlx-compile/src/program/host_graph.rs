@@ -13,7 +13,9 @@
 
 use super::{BufId, BufKind, EOp, Expr, Kernel, KernelKind, Load, Program, RowOp, Scalar};
 use crate::program::ViewStep;
-use rlx_ir::{DType, DimBinding, Graph, IrError, IrResult, NodeId, Op, Shape, TensorData};
+use rlx_ir::{
+    DType, DimBinding, Graph, IrError, IrResult, NodeId, Op, ReduceOp, Shape, TensorData,
+};
 use std::collections::HashMap;
 
 /// A kernel as a graph, with the buffers its inputs and outputs stand for.
@@ -303,6 +305,7 @@ impl Builder<'_> {
             }
             KernelKind::Reduce {
                 op,
+                arg,
                 in_space,
                 axes,
                 keep_dim,
@@ -315,10 +318,26 @@ impl Builder<'_> {
                 let ind = self.bind(in_space, "the reduced space")?;
                 let outd = self.bind(out_space, "the result space")?;
                 let pv = self.expr(prologue, &ind, &k.loads, None)?;
-                let rop = Op::Reduce {
-                    op: *op,
-                    axes: axes.clone(),
-                    keep_dim: *keep_dim,
+                let rop = match (arg, op, axes.as_slice()) {
+                    (false, ..) => Op::Reduce {
+                        op: *op,
+                        axes: axes.clone(),
+                        keep_dim: *keep_dim,
+                    },
+                    (true, ReduceOp::Max, &[axis]) => Op::ArgMax {
+                        axis,
+                        keep_dim: *keep_dim,
+                    },
+                    (true, _, &[axis]) => Op::ArgMin {
+                        axis,
+                        keep_dim: *keep_dim,
+                    },
+                    (true, ..) => {
+                        return Err(IrError::new(
+                            "host_kernel",
+                            format!("an arg reduction over axes {axes:?} (it needs exactly one)"),
+                        ));
+                    }
                 };
                 let r = self.op(rop, vec![pv[*input as usize]])?;
                 self.epilogue(k, r, &outd, *dtype, epilogue)

@@ -188,6 +188,11 @@ pub enum KernelKind {
     Reduce {
         /// Sum, mean, max, min or prod.
         op: ReduceOp,
+        /// `ArgMax` (op `Max`) / `ArgMin` (op `Min`): the result is the position along
+        /// the one reduced axis of the first extremum (a NaN counts as the extremum, so
+        /// the first NaN wins), encoded in `dtype` (the input's) as the oracle's
+        /// `from_i64_as` does, instead of the extremum itself.
+        arg: bool,
         /// Dims of the reduced tensor.
         in_space: Vec<Dim>,
         /// Reduced axes (sorted, non-empty).
@@ -291,7 +296,8 @@ impl Kernel {
     pub fn label(&self) -> String {
         match &self.kind {
             KernelKind::Elementwise { .. } => "elementwise".into(),
-            KernelKind::Reduce { op, .. } => format!("reduce_{}", op.name()),
+            KernelKind::Reduce { op, arg: false, .. } => format!("reduce_{}", op.name()),
+            KernelKind::Reduce { op, arg: true, .. } => format!("reduce_arg{}", op.name()),
             KernelKind::Row { op, .. } => op.name().into(),
             KernelKind::Contraction { .. } => "matmul".into(),
             KernelKind::Attention { op, .. } => op.name(),

@@ -4,7 +4,8 @@
 //! epilogue over the result. Partial sums combine in a fixed order, so results are
 //! bit-identical from run to run whatever the thread count: each output folds its
 //! elements in order within a block of the reduced axes, and the blocks (cut by sizes
-//! alone) combine in block order.
+//! alone) combine in block order. Argmax/argmin fold the best value with its position
+//! (the oracle's first extremum, a NaN winning) and store the position in the dtype.
 
 use super::bind::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
@@ -25,11 +26,26 @@ enum Acc {
     F(f64),
     I(i64),
     W(i128),
+    /// Argmax/argmin of floats: the best value, its position among the `seen` elements
+    /// folded so far.
+    ArgF {
+        v: f64,
+        at: u64,
+        seen: u64,
+    },
+    /// Argmax/argmin of integers.
+    ArgI {
+        v: i64,
+        at: u64,
+        seen: u64,
+    },
 }
 
 /// A bound reduction.
 pub(crate) struct ReducePlan {
     op: ReduceOp,
+    /// Argmax (op `Max`) / argmin (op `Min`): the position of the extremum.
+    arg: bool,
     prologue: TileProg,
     input: u32,
     in_ty: Ty,
@@ -57,8 +73,18 @@ pub(crate) struct ReducePlan {
     shared: std::sync::Arc<crate::jit::JitCache>,
 }
 
-fn init(op: ReduceOp, ty: Ty) -> Acc {
+fn init(op: ReduceOp, arg: bool, ty: Ty) -> Acc {
     match (op, ty) {
+        _ if arg && ty == Ty::I64 => Acc::ArgI {
+            v: 0,
+            at: 0,
+            seen: 0,
+        },
+        _ if arg => Acc::ArgF {
+            v: 0.0,
+            at: 0,
+            seen: 0,
+        },
         (ReduceOp::Prod, Ty::I64) => Acc::I(1),
         (ReduceOp::Mean, Ty::I64) => Acc::W(0),
         (_, Ty::I64) => Acc::I(0),
@@ -102,7 +128,29 @@ fn fold1(op: ReduceOp, ty: Ty, a: &mut Acc, bits: u64, first: bool) {
             }
         }
         Acc::W(acc) => *acc += bits as i64 as i128,
+        Acc::ArgF { v, at, seen } => {
+            let x = fv();
+            if *seen == 0 || arg_beats(op, x, *v) {
+                (*v, *at) = (x, *seen);
+            }
+            *seen += 1;
+        }
+        Acc::ArgI { v, at, seen } => {
+            let x = bits as i64;
+            if *seen == 0 || (op == ReduceOp::Max && x > *v) || (op == ReduceOp::Min && x < *v) {
+                (*v, *at) = (x, *seen);
+            }
+            *seen += 1;
+        }
     }
+}
+
+/// Whether float `x` replaces the best `best` of an argmax (op `Max`) / argmin: the
+/// oracle's rule (a NaN beats any number and nothing beats a NaN; ties keep the first).
+#[inline(always)]
+fn arg_beats(op: ReduceOp, x: f64, best: f64) -> bool {
+    !best.is_nan()
+        && (x.is_nan() || (op == ReduceOp::Max && x > best) || (op == ReduceOp::Min && x < best))
 }
 
 /// Combine partial `b` (of a later block) into `a`.
@@ -125,6 +173,34 @@ fn combine(op: ReduceOp, a: &mut Acc, b: Acc) {
             _ => *x = (*x).min(y),
         },
         (Acc::W(x), Acc::W(y)) => *x += y,
+        // `b` folded the `seen` elements after `a`'s: its positions shift by a's count.
+        (
+            Acc::ArgF { v, at, seen },
+            Acc::ArgF {
+                v: bv,
+                at: bat,
+                seen: bseen,
+            },
+        ) => {
+            if bseen > 0 && (*seen == 0 || arg_beats(op, bv, *v)) {
+                (*v, *at) = (bv, *seen + bat);
+            }
+            *seen += bseen;
+        }
+        (
+            Acc::ArgI { v, at, seen },
+            Acc::ArgI {
+                v: bv,
+                at: bat,
+                seen: bseen,
+            },
+        ) => {
+            let beats = (op == ReduceOp::Max && bv > *v) || (op == ReduceOp::Min && bv < *v);
+            if bseen > 0 && (*seen == 0 || beats) {
+                (*v, *at) = (bv, *seen + bat);
+            }
+            *seen += bseen;
+        }
         _ => unreachable!("partials of one reduction share a kind"),
     }
 }
@@ -183,6 +259,8 @@ fn finish(op: ReduceOp, a: Acc, l: usize, dt: DType) -> u64 {
         }
         Acc::I(v) => wrap_int(dt, v) as u64,
         Acc::W(v) => wrap_int(dt, (v / l as i128) as i64) as u64,
+        // The position, encoded in the result dtype as the oracle's `from_i64_as` does.
+        Acc::ArgF { at, .. } | Acc::ArgI { at, .. } => cast_bits(DType::I64, dt, at),
     }
 }
 
@@ -196,6 +274,7 @@ impl ReducePlan {
         } = cx;
         let KernelKind::Reduce {
             op,
+            arg,
             in_space,
             axes,
             prologue,
@@ -267,6 +346,7 @@ impl ReducePlan {
             .any(|i| !matches!(i.op, InstrOp::Load(_) | InstrOp::Const(_)));
         Ok(ReducePlan {
             op: *op,
+            arg: *arg,
             prologue,
             computes,
             jit: std::sync::OnceLock::new(),
@@ -401,6 +481,12 @@ impl ReducePlan {
         if nout == 0 {
             return Ok(());
         }
+        if self.l == 0 && self.arg {
+            return Err(format!(
+                "arg{} of an empty axis: there is no extremum; narrow or pad the axis to at least one element",
+                self.op.name()
+            ));
+        }
         if self.l == 0 && matches!(self.op, ReduceOp::Max | ReduceOp::Min) {
             return Err(format!(
                 "reduce_{} of an empty axis: max/min have no identity element; slice or pad the input so every group is non-empty",
@@ -445,7 +531,7 @@ impl ReducePlan {
                 let (o, ic) = (c / ni, c % ni);
                 let (i0, i1) = (ic * per_i, ((ic + 1) * per_i).min(self.inner));
                 let n = i1 - i0;
-                let mut accs = vec![init(self.op, self.in_ty); n];
+                let mut accs = vec![init(self.op, self.arg, self.in_ty); n];
                 let mut sums = vec![0f64; if lanes { n } else { 0 }];
                 with_scratch(|s| -> Result<(), String> {
                     let r = self.dims.len();
@@ -540,7 +626,7 @@ impl ReducePlan {
                 return self.fold_short_rows(bases, s, o0, o1, &mut out);
             }
             for o in o0..o1 {
-                let mut a = init(self.op, self.in_ty);
+                let mut a = init(self.op, self.arg, self.in_ty);
                 let mut first = true;
                 self.fold_run(bases, s, o * self.l, self.l, &mut a, &mut first)?;
                 let bits = finish(self.op, a, self.l, self.out_dt);
@@ -722,7 +808,7 @@ impl ReducePlan {
                     }
                     scal => scal,
                 };
-                let mut a = init(self.op, self.in_ty);
+                let mut a = init(self.op, self.arg, self.in_ty);
                 // SAFETY: `seg` holds the `l` elements of row `o + j` of `in_ty`.
                 unsafe { fold_tile(self.op, self.in_ty, &mut a, seg, l, true) };
                 let bits = finish(self.op, a, l, self.out_dt);
@@ -850,7 +936,7 @@ impl ReducePlan {
         par_for(self.o * nb, |c| {
             let (o, k) = (c / nb, c % nb);
             let (l0, l1) = (k * blk, ((k + 1) * blk).min(self.l));
-            let mut a = init(self.op, self.in_ty);
+            let mut a = init(self.op, self.arg, self.in_ty);
             let mut first = true;
             with_scratch(|s| {
                 self.fold_run(bs.get(), s, o * self.l + l0, l1 - l0, &mut a, &mut first)

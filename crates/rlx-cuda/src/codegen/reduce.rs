@@ -117,6 +117,7 @@ impl KGen<'_> {
     pub(crate) fn gen_reduce(&mut self) -> Result<ReduceCode, String> {
         let KernelKind::Reduce {
             op,
+            arg,
             in_space,
             axes,
             prologue,
@@ -135,7 +136,8 @@ impl KGen<'_> {
             .push_str(&format!("{} {{\n{body}}}\n", self.entry_header(&entry)));
         let in_dt = prologue.nodes[*input as usize].dtype;
         let reduced: Vec<Dim> = axes.iter().map(|&a| in_space[a]).collect();
-        let split = match split_parts(*op, in_dt, out_space, &reduced) {
+        // Argmax/argmin carry two accumulators per part: never split.
+        let split = match split_parts(*op, in_dt, out_space, &reduced).filter(|_| !arg) {
             Some(parts) => Some(self.gen_split(&entry, parts)?),
             None => None,
         };

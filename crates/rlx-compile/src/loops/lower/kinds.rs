@@ -25,6 +25,7 @@ impl Cx<'_> {
             }
             KernelKind::Reduce {
                 op,
+                arg,
                 in_space,
                 axes,
                 keep_dim,
@@ -36,6 +37,7 @@ impl Cx<'_> {
             } => {
                 let r = Reduction {
                     op: *op,
+                    arg: *arg,
                     in_space,
                     axes,
                     keep_dim: *keep_dim,
@@ -326,6 +328,8 @@ impl Cx<'_> {
 /// The fields of a `Reduce` kernel.
 pub(in crate::loops::lower) struct Reduction<'a> {
     pub op: ReduceOp,
+    /// Argmax/argmin: the position of the first extremum (see `KernelKind::Reduce`).
+    pub arg: bool,
     pub in_space: &'a [Dim],
     pub axes: &'a [usize],
     pub keep_dim: bool,

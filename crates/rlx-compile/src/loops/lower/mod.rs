@@ -24,6 +24,8 @@
 //! What is not lowered yet (the other opaque ops, row groups, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
 
+#[cfg(test)]
+mod arg_tests;
 mod attention;
 mod attention_tc;
 #[cfg(test)]
@@ -178,7 +180,7 @@ pub fn lower_kernel_with(
 /// The scratch buffer is the slot whose [`KernelBuf::buf`] is `p.buffers.len()` (one
 /// past the program's buffers; written by the first kernel, read by the second) of
 /// `outputs · parts` elements of that slot's dtype: the backend allocates it. Integer
-/// means (two accumulators) are not split.
+/// means and argmax/argmin (two accumulators) are not split.
 pub fn lower_split_reduction(
     p: &Program,
     k: usize,
@@ -196,6 +198,7 @@ pub fn lower_split_reduction_with(
 ) -> Result<[LoopKernel; 2], LowerError> {
     let crate::program::KernelKind::Reduce {
         op,
+        arg,
         in_space,
         axes,
         keep_dim,
@@ -213,6 +216,7 @@ pub fn lower_split_reduction_with(
     }
     let r = kinds::Reduction {
         op: *op,
+        arg: *arg,
         in_space,
         axes,
         keep_dim: *keep_dim,

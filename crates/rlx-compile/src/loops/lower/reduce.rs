@@ -21,8 +21,15 @@
 //! does not depend on the order either. Float sums and products do: against the oracle's
 //! f64 fold they agree to rounding, and bit for bit where every partial is exact.
 //!
-//! Max, min and integer means of an empty axis raise [`Fault::EmptyReduction`] (the
-//! oracle's error); an empty sum is 0, an empty product 1, an empty float mean NaN.
+//! Argmax/argmin fold a (value, position) pair per item: the identity value at the
+//! position `count` (no element yet), and a state takes the other's pair when that
+//! value is better (a NaN beats any number, nothing beats a NaN) or equal (both NaN,
+//! or `−0 = +0`) at a lower position, so every tree shape gives the oracle's first
+//! extremum. The position becomes the result in the kernel's dtype.
+//!
+//! Max, min, argmax, argmin and integer means of an empty axis raise
+//! [`Fault::EmptyReduction`] (the oracle's error); an empty sum is 0, an empty product
+//! 1, an empty float mean NaN.
 
 use super::expr::{Env, ieee_max, round};
 use super::kinds::Reduction;
@@ -167,13 +174,16 @@ impl Cx<'_> {
         if split.is_some() && r.op == ReduceOp::Mean && ty == Ty::I64 {
             return Err(self.fail("a split integer mean (two accumulators)".into()));
         }
+        if split.is_some() && r.arg {
+            return Err(self.fail("a split argmax/argmin (two accumulators)".into()));
+        }
         if needs_element && !statically_nonempty && split.is_none() {
             self.b.push(Stmt::If {
                 cond: bin(Bin::Eq, count.clone(), int(0)),
                 body: vec![Stmt::Fail(Fault::EmptyReduction)],
             });
         }
-        let fold = Fold::new(self, r.op, ty, &count);
+        let fold = Fold::new(self, r, ty, &count);
         let accs: Vec<Var> = fold
             .init(in_dt)
             .into_iter()
@@ -217,7 +227,7 @@ impl Cx<'_> {
             } else {
                 j
             };
-            let red = cx.unravel(pos, &red_dims);
+            let red = cx.unravel(pos.clone(), &red_dims);
             // Coordinates in the reduced tensor: kept axes from the output's, reduced axes
             // from the position's.
             let mut kept = 0;
@@ -244,7 +254,8 @@ impl Cx<'_> {
             };
             let v = cx.expr(r.prologue, &mut env)?[r.input as usize].clone();
             let cur: Vec<Ex> = accs.iter().map(|&a| Ex::Var(a)).collect();
-            let next = fold.merge(cx, cur, vec![v]);
+            let elem = if r.arg { vec![v, pos] } else { vec![v] };
+            let next = fold.merge(cx, cur, elem);
             for (&a, e) in accs.iter().zip(next) {
                 cx.assign(a, e);
             }
@@ -443,6 +454,9 @@ impl Cx<'_> {
     ) -> Result<Ex, LowerError> {
         let in_dt = r.prologue.nodes[r.input as usize].dtype;
         let ty = self.reduce_ty(r, in_dt)?;
+        if r.arg {
+            return Err(self.fail("a split argmax/argmin (two accumulators)".into()));
+        }
         let red_dims: Vec<Dim> = r.axes.iter().map(|&a| r.in_space[a]).collect();
         let count = self.numel(&red_dims);
         if matches!(r.op, ReduceOp::Max | ReduceOp::Min)
@@ -493,19 +507,23 @@ impl Cx<'_> {
     }
 }
 
-/// How one reduction folds: a single accumulator, or for an integer mean a quotient and
+/// How one reduction folds: a single accumulator; for an integer mean a quotient and
 /// a remainder by the count `n` (`Σ v = n·q + r`, `|r| < n` kept after every step, so
-/// nothing overflows and the mean is exact).
+/// nothing overflows and the mean is exact); for argmax/argmin a value and its position.
 struct Fold {
     op: ReduceOp,
     ty: Ty,
     /// The count as an i64, never zero (an empty axis has raised already), for integer
     /// means.
     n: Option<Ex>,
+    /// For argmax/argmin: the count, the position of "no element yet".
+    arg: Option<Ex>,
 }
 
 impl Fold {
-    fn new(cx: &mut Cx<'_>, op: ReduceOp, ty: Ty, count: &Ex) -> Fold {
+    fn new(cx: &mut Cx<'_>, r: &Reduction<'_>, ty: Ty, count: &Ex) -> Fold {
+        let op = r.op;
+        let arg = r.arg.then(|| count.clone());
         let n = (op == ReduceOp::Mean && ty == Ty::I64).then(|| {
             let safe = match count {
                 Ex::Lit(Lit::Index(n)) if *n > 0 => count.clone(),
@@ -513,11 +531,17 @@ impl Fold {
             };
             cx.b.bind(Ty::I64, Ex::Convert(Ty::I64, Box::new(safe)))
         });
-        Fold { op, ty, n }
+        Fold { op, ty, n, arg }
     }
 
     /// The accumulators' types and initial values.
     fn init(&self, dt: DType) -> Vec<(Ty, Ex)> {
+        if let Some(none) = &self.arg {
+            return vec![
+                (self.ty, identity(self.op, self.ty, dt)),
+                (Ty::Index, none.clone()),
+            ];
+        }
         match self.n {
             Some(_) => vec![(Ty::I64, Ex::Lit(Lit::I64(0))); 2],
             None => vec![(self.ty, identity(self.op, self.ty, dt))],
@@ -525,8 +549,11 @@ impl Fold {
     }
 
     /// `a ⊕ b` of two states; `b` may be a single value (one element, remainder 0 for
-    /// integer means).
+    /// integer means; an element and its position for argmax/argmin).
     fn merge(&self, cx: &mut Cx<'_>, a: Vec<Ex>, b: Vec<Ex>) -> Vec<Ex> {
+        if self.arg.is_some() {
+            return self.merge_arg(cx, a, b);
+        }
         let Some(n) = &self.n else {
             let (a, b) = (a.into_iter().next(), b.into_iter().next());
             return vec![combine(self.op, self.ty, a.unwrap(), b.unwrap())];
@@ -547,8 +574,49 @@ impl Fold {
         vec![q, bin(Bin::Rem, r, n.clone())]
     }
 
-    /// The reduced value of a final state (integer means: `q` truncated toward zero).
+    /// Argmax/argmin: `b`'s (value, position) when its value is better than `a`'s (a
+    /// NaN beats a number, nothing beats a NaN) or the same (both NaN, or equal, `−0 =
+    /// +0`) at a lower position, else `a`'s. Associative and commutative, so every tree
+    /// gives the first extremum.
+    fn merge_arg(&self, cx: &mut Cx<'_>, a: Vec<Ex>, b: Vec<Ex>) -> Vec<Ex> {
+        let ty = self.ty;
+        let av = cx.b.bind(ty, a[0].clone());
+        let ai = cx.b.bind(Ty::Index, a[1].clone());
+        let bv = cx.b.bind(ty, b[0].clone());
+        let bi = cx.b.bind(Ty::Index, b[1].clone());
+        let beats = if self.op == ReduceOp::Max {
+            bin(Bin::Lt, av.clone(), bv.clone())
+        } else {
+            bin(Bin::Lt, bv.clone(), av.clone())
+        };
+        let (better, same) = if ty == Ty::I64 {
+            (beats, bin(Bin::Eq, av.clone(), bv.clone()))
+        } else {
+            let (an, bn) = (un(Un::IsNan, av.clone()), un(Un::IsNan, bv.clone()));
+            (
+                bin(
+                    Bin::And,
+                    un(Un::Not, an.clone()),
+                    bin(Bin::Or, bn.clone(), beats),
+                ),
+                bin(
+                    Bin::Or,
+                    bin(Bin::Eq, av.clone(), bv.clone()),
+                    bin(Bin::And, an, bn),
+                ),
+            )
+        };
+        let earlier = bin(Bin::And, same, bin(Bin::Lt, bi.clone(), ai.clone()));
+        let take = cx.b.bind(Ty::Bool, bin(Bin::Or, better, earlier));
+        vec![select(take.clone(), bv, av), select(take, bi, ai)]
+    }
+
+    /// The reduced value of a final state (integer means: `q` truncated toward zero;
+    /// argmax/argmin: the position, in the compute type).
     fn result(&self, s: Vec<Ex>) -> Ex {
+        if self.arg.is_some() {
+            return Ex::Convert(self.ty, Box::new(s[1].clone()));
+        }
         if self.n.is_none() {
             return s.into_iter().next().unwrap();
         }
