@@ -57,6 +57,8 @@ const NT_NARROW: usize = 128;
 
 thread_local! {
     static A_PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The bf16 panels of [`accumulate_bf16`], kept between calls on the calling thread.
+    static BF16_PANELS: RefCell<Vec<bf16>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `Some(result bytes)` for the scaled ops this module handles; `None` for every other
@@ -499,10 +501,39 @@ fn accumulate_bf16(
     (m, n, k): (usize, usize, usize),
     c: &mut [f32],
 ) {
-    let threads = rayon::current_num_threads();
     let kcap = KC_BF16.min(k);
-    let mut ap = vec![bf16::ZERO; MC_BF16.min(m) * kcap];
-    let mut bp = vec![bf16::ZERO; NC.min(n) * kcap];
+    let (alen, blen) = (MC_BF16.min(m) * kcap, NC.min(n) * kcap);
+    // The panels are reused from call to call (a fresh 2 MiB zeroed Vec per panel cost
+    // its page faults on every call) and start on a cache line: the bf16 GEMM then reads
+    // A's tiles in place rather than packing them (it needs line-aligned rows). A thread
+    // that re-enters here (work stolen while it waits) takes fresh panels.
+    let mut run = |buf: &mut Vec<bf16>| {
+        let need = alen + blen + 32;
+        if buf.len() < need {
+            *buf = vec![bf16::ZERO; need];
+        }
+        let off = buf.as_ptr().align_offset(64).min(32);
+        let (ap, bp) = buf[off..off + alen + blen].split_at_mut(alen);
+        accumulate_bf16_in(path, a, b, (m, n, k), c, ap, bp);
+    };
+    BF16_PANELS.with(|p| match p.try_borrow_mut() {
+        Ok(mut buf) => run(&mut buf),
+        Err(_) => run(&mut Vec::new()),
+    });
+}
+
+/// [`accumulate_bf16`] with its panels `ap` (`MC_BF16.min(m) · KC_BF16.min(k)`) and `bp`
+/// (`NC.min(n) · KC_BF16.min(k)`), whose contents it overwrites before reading.
+fn accumulate_bf16_in(
+    path: LowpPath,
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    (m, n, k): (usize, usize, usize),
+    c: &mut [f32],
+    ap: &mut [bf16],
+    bp: &mut [bf16],
+) {
+    let threads = rayon::current_num_threads();
     for n0 in (0..n).step_by(NC) {
         let nb = NC.min(n - n0);
         for m0 in (0..m).step_by(MC_BF16) {
