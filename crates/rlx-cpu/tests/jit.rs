@@ -653,6 +653,80 @@ fn exact_gelu_gradient_matches_the_f64_derivative_with_and_without_the_jit() {
 }
 
 #[test]
+fn gelu_derivative_chain_with_swapped_operands_is_fused_within_the_bound() {
+    // Every product and sum of the chain with its operands the other way round, on a
+    // vector u: fused (other bits than RLX_GELU_GRAD=0's) and within the fused table's
+    // bound of the f64 derivative; and (second output) on a one-element s broadcast
+    // against u, which must come out right whichever way it is compiled.
+    let xs: Vec<f32> = (0..3001).map(|i| -7.5 + i as f32 * 0.005).collect();
+    let n = xs.len();
+    let mut g = Graph::new("gelu_grad_swapped");
+    let u = g.input("u", Shape::new(&[n], DType::F32));
+    let s0 = g.input("s", Shape::new(&[1], DType::F32));
+    let chain = |g: &mut Graph, x| {
+        let mul = |g: &mut Graph, a, b| op(g, Op::Binary(BinaryOp::Mul), vec![a, b]);
+        let add = |g: &mut Graph, a, b| op(g, Op::Binary(BinaryOp::Add), vec![a, b]);
+        let k = scalar(g, std::f32::consts::FRAC_1_SQRT_2);
+        let us = mul(g, k, x);
+        let e = op(g, Op::Activation(Activation::Erf), vec![us]);
+        let one = scalar(g, 1.0);
+        let e1 = add(g, one, e);
+        let half = scalar(g, 0.5);
+        let cdf = mul(g, half, e1);
+        let uu = mul(g, x, x);
+        let mhalf = scalar(g, -0.5);
+        let hh = mul(g, mhalf, uu);
+        let ex = op(g, Op::Activation(Activation::Exp), vec![hh]);
+        let c = scalar(g, (1.0 / (2.0 * std::f64::consts::PI).sqrt()) as f32);
+        let pdf = mul(g, c, ex);
+        let up = mul(g, pdf, x);
+        add(g, up, cdf)
+    };
+    let du = chain(&mut g, u);
+    let ds = chain(&mut g, s0);
+    let ds_u = op(&mut g, Op::Binary(BinaryOp::Add), vec![ds, u]);
+    g.set_outputs(vec![du, ds_u]);
+    let sval = -0.3f32;
+    let args = [
+        TensorData::from_f32(&[n], &xs),
+        TensorData::from_f32(&[1], &[sval]),
+    ];
+    let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+    let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+    rlx_cpu::set_jit(true);
+    let mut outs = Vec::new();
+    for switch in [None, Some("RLX_GELU_GRAD")] {
+        let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+        let unset = switch.map(EnvZero::set);
+        outs.push(exe.run(&views).unwrap());
+        drop(unset);
+    }
+    let unit = |want: f64| {
+        let ulp = f64::from((want as f32).abs() * f32::EPSILON);
+        ulp.max(2f64.powi(-24))
+    };
+    let fused = outs[0][0].to_f64_vec();
+    for (&x, &v) in xs.iter().zip(&fused) {
+        let want = gelu_derivative_f64(f64::from(x));
+        let e = (v - want).abs() / unit(want);
+        assert!(e <= 1.5, "GELU'({x:e}) = {v:e}, off by {e:.2} units");
+    }
+    // The scalar chain plus u: GELU'(s) + u (rounded once more).
+    let want = gelu_derivative_f64(f64::from(sval));
+    let got = outs[0][1].to_f64_vec()[0] - f64::from(xs[0]);
+    assert!(
+        (got - want).abs() <= 4.0 * unit(7.5),
+        "GELU'({sval}) = {got:e}"
+    );
+    if jit_available() {
+        assert!(
+            fused != outs[1][0].to_f64_vec(),
+            "the vector chain was fused (its bits differ from the chain's)"
+        );
+    }
+}
+
+#[test]
 fn compiled_erf_and_exact_gelu_match_reference_values() {
     // erf and Φ from tables (f64), to a few ulp; −0 of GELU at −∞; NaN through.
     let cases: [(Activation, f32, f64); 10] = [
