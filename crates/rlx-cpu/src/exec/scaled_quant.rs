@@ -162,9 +162,23 @@ pub(super) fn quant_scale_into(
             let b0 = c * per_chunk;
             if let Vals::F32(bytes) = &vals {
                 let src = &bytes[4 * b0 * block..4 * (b0 + out.len()) * block];
-                let each = |j: usize, bits: u32| out[j] = code_of(f32::from_bits(bits) as f64);
-                if blocks::absmax_blocks(src, block, each) {
-                    return;
+                if matches!(layout, ScaleLayout::Nvfp4 { .. }) {
+                    // The absmaxes first, then their E4M3 codes 8 lanes at a time.
+                    let mut bits = [0u32; ROWS_PER_CHUNK * 16];
+                    let bits = &mut bits[..out.len()];
+                    if blocks::absmax_blocks(src, block, |j, b| bits[j] = b) {
+                        if !blocks::encode_quotients(&e4m3, bits, max, out) {
+                            for (o, &b) in out.iter_mut().zip(&*bits) {
+                                *o = code_of(f32::from_bits(b) as f64);
+                            }
+                        }
+                        return;
+                    }
+                } else {
+                    let each = |j: usize, b: u32| out[j] = code_of(f32::from_bits(b) as f64);
+                    if blocks::absmax_blocks(src, block, each) {
+                        return;
+                    }
                 }
             }
             for (j, code) in out.iter_mut().enumerate() {
@@ -449,6 +463,15 @@ pub(super) fn quantize_into(
             // order: block `j` of this chunk is `base / block + j` (a row's scales are
             // consecutive).
             let sb0 = if blocked { base / block } else { 0 };
+            // NVFP4 codes: whole runs of groups under their codes' boundaries.
+            if let (Some(th), Some(by_code), Vals::F32(b)) = (&thresholds, &bounds_by_code, &vals) {
+                let src = &b[4 * base..4 * (base + out.len())];
+                let codes = &scales.bytes[sb0..sb0 + out.len() / block];
+                let other = |j: usize, blk: &mut [u8]| encode_block(sb0 + j, base + j * block, blk);
+                if th.encode_blocks(by_code, codes, src, block, out, other) {
+                    return;
+                }
+            }
             if let (Some(codes), Vals::F32(b)) = (mx_codes, &vals) {
                 let src = &b[4 * base..4 * (base + out.len())];
                 let codes = &codes[sb0..sb0 + out.len() / block];

@@ -158,6 +158,80 @@ unsafe fn encode_mx_blocks_avx512(
     }
 }
 
+/// `out[j] = enc.encode(f32::from_bits(bits[j]) as f64 / max)` for block absmaxes `bits`
+/// (finite magnitudes, as [`absmax_blocks`] gives them) and a positive finite `max`:
+/// NVFP4's E4M3 group scales, 8 at a time in f64 lanes (the scalar encoder per block cost
+/// more than finding the block's absmax). `false`, having written nothing, without
+/// AVX-512 or for a format without mantissa bits (whose tie rule differs).
+pub(super) fn encode_quotients(enc: &Encoder, bits: &[u32], max: f64, out: &mut [u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() && enc.m >= 1 && max > 0.0 && max.is_finite() {
+        assert_eq!(bits.len(), out.len(), "encode_quotients: length mismatch");
+        // SAFETY: AVX-512 F/BW detected just above; the lengths agree (asserted).
+        unsafe { encode_quotients_avx512(enc, bits, max, out) };
+        return true;
+    }
+    let _ = (enc, bits, max, out);
+    false
+}
+
+/// [`encode_quotients`] on AVX-512: [`Encoder::encode`]'s steps on 8 f64 lanes (the
+/// quotients are non-negative, so no sign; the tail through the scalar encoder).
+///
+/// # Safety
+/// AVX-512 F and BW; `bits.len() == out.len()`; `enc.m ≥ 1`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn encode_quotients_avx512(enc: &Encoder, bits: &[u32], max: f64, out: &mut [u8]) {
+    use std::arch::x86_64::*;
+    let maxv = _mm512_set1_pd(max);
+    let sat = _mm512_set1_pd(enc.max);
+    let tiny = _mm512_set1_pd(1e-60);
+    let round = _mm512_set1_pd(super::ROUND);
+    let emin = _mm512_set1_epi64(enc.emin as i64);
+    let m_bias = _mm512_set1_epi64((enc.m + 1023) as i64);
+    let one = _mm512_set1_epi64(1);
+    let bias = _mm512_set1_epi64(enc.bias as i64);
+    let m_shift = _mm512_set1_epi64(enc.m as i64);
+    let implicit = _mm512_set1_epi64(1 << enc.m);
+    let carry = _mm512_set1_epi64(1 << (enc.m + 1));
+    let max_code = _mm512_set1_epi64(enc.max_code as i64);
+    let e1023 = _mm512_set1_epi64(1023);
+    let n8 = bits.len() / 8 * 8;
+    for (o, b) in out[..n8].chunks_exact_mut(8).zip(bits.chunks_exact(8)) {
+        // SAFETY: `b` holds 8 u32s.
+        let a = unsafe { _mm256_loadu_si256(b.as_ptr().cast()) };
+        let q = _mm512_div_pd(_mm512_cvtps_pd(_mm256_castsi256_ps(a)), maxv);
+        let qb = _mm512_castpd_si512(q);
+        // Unbiased exponent (q ≥ 0: no sign bit), at least emin.
+        let e = _mm512_sub_epi64(_mm512_srli_epi64::<52>(qb), e1023);
+        let mut k = _mm512_max_epi64(e, emin);
+        // q · 2^(m − k), exact; rounded to an integer (ties to even) by ±2⁵².
+        let pw = _mm512_slli_epi64::<52>(_mm512_sub_epi64(m_bias, k));
+        let scaled = _mm512_mul_pd(q, _mm512_castsi512_pd(pw));
+        let mut r = _mm512_sub_epi64(
+            _mm512_castpd_si512(_mm512_add_pd(scaled, round)),
+            _mm512_castpd_si512(round),
+        );
+        let over = _mm512_cmpeq_epi64_mask(r, carry);
+        k = _mm512_mask_add_epi64(k, over, k, one);
+        r = _mm512_mask_mov_epi64(r, over, implicit);
+        let normal = _mm512_or_si512(
+            _mm512_sllv_epi64(_mm512_add_epi64(k, bias), m_shift),
+            _mm512_sub_epi64(r, implicit),
+        );
+        let sub = _mm512_cmplt_epi64_mask(r, implicit);
+        let code = _mm512_min_epi64(_mm512_mask_mov_epi64(normal, sub, r), max_code);
+        let code = _mm512_mask_mov_epi64(code, _mm512_cmp_pd_mask::<_CMP_GE_OQ>(q, sat), max_code);
+        let code = _mm512_maskz_mov_epi64(!_mm512_cmp_pd_mask::<_CMP_LT_OQ>(q, tiny), code);
+        // SAFETY: `o` holds 8 bytes.
+        unsafe { _mm_storel_epi64(o.as_mut_ptr().cast(), _mm512_cvtepi64_epi8(code)) };
+    }
+    for (o, &b) in out[n8..].iter_mut().zip(&bits[n8..]) {
+        *o = enc.encode(f32::from_bits(b) as f64 / max);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +345,41 @@ mod tests {
                 }
             }
             assert_eq!(others.len(), 4, "{f}: codes 254 and 255, twice");
+        }
+    }
+
+    #[test]
+    fn e4m3_quotient_encoder_equals_the_scalar_encoder_for_every_f32_binade() {
+        let enc = Encoder::new(ScaledFormat::F8E4M3);
+        // Every E4M3 value and midpoint times 6 (ties of a / 6), their f32 neighbours, and
+        // random finite magnitudes over all binades (subnormal f32 included).
+        let f = ScaledFormat::F8E4M3;
+        let mut xs: Vec<f32> = vec![0.0, 1e-45, f32::MIN_POSITIVE, f32::MAX, 2688.0, 3000.0];
+        for c in 0..0x7eu8 {
+            let (lo, hi) = (f.decode(c) as f64, f.decode(c + 1) as f64);
+            for v in [lo * 6.0, (lo + hi) / 2.0 * 6.0] {
+                let v = v as f32;
+                xs.extend([v, v.next_up(), v.next_down().max(0.0)]);
+            }
+        }
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            xs.push(f32::from_bits((s >> 33) as u32 % 0x7f80_0000));
+        }
+        let bits: Vec<u32> = xs.iter().map(|v| v.to_bits()).collect();
+        for max in [6.0, 448.0, 0.75] {
+            let mut got = vec![0xaau8; bits.len()];
+            if !encode_quotients(&enc, &bits, max, &mut got) {
+                println!("skipped: this CPU lacks AVX-512 F/BW");
+                return;
+            }
+            for (x, g) in xs.iter().zip(&got) {
+                let want = f.encode_f64(*x as f64 / max);
+                assert_eq!(*g, want, "{x:e} / {max}");
+            }
         }
     }
 

@@ -196,6 +196,103 @@ impl Thresholds {
         }
     }
 
+    /// Codes of consecutive blocks, each under its own boundaries: block `j` of the f32
+    /// values (little-endian bytes) of `src` under `by_code[codes[j]]` into `out`'s block
+    /// `j`; a block whose code has no boundaries (`None`) goes to `other(j, out_block)`.
+    /// One call per parallel task, as a call per 16-element NVFP4 group cost more than
+    /// its compares. `false`, having written nothing, without AVX-512 or when `block` is
+    /// not a positive multiple of 16.
+    pub(super) fn encode_blocks(
+        &self,
+        by_code: &[Option<[f32; MAX_STEPS]>],
+        codes: &[u8],
+        src: &[u8],
+        block: usize,
+        out: &mut [u8],
+        other: impl FnMut(usize, &mut [u8]),
+    ) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if avx512() && block > 0 && block.is_multiple_of(16) {
+            assert!(
+                src.len() == 4 * out.len()
+                    && out.len() == codes.len() * block
+                    && by_code.len() == 256,
+                "Thresholds::encode_blocks: {} value bytes, {} codes, {} scales and {} boundary sets do not fit blocks of {block}",
+                src.len(),
+                out.len(),
+                codes.len(),
+                by_code.len()
+            );
+            // SAFETY: AVX-512 F/BW detected just above; the lengths agree (asserted).
+            unsafe { self.encode_blocks_avx512(by_code, codes, src, block, out, other) };
+            return true;
+        }
+        let _ = (by_code, codes, src, out, other);
+        false
+    }
+
+    /// [`Thresholds::encode_blocks`] on AVX-512 (the lanes of [`Thresholds::encode`]).
+    ///
+    /// # Safety
+    /// AVX-512 F and BW; `block` a positive multiple of 16; `src.len() == 4 · out.len()`,
+    /// `out.len() == codes.len() · block`, `by_code.len() == 256`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn encode_blocks_avx512(
+        &self,
+        by_code: &[Option<[f32; MAX_STEPS]>],
+        codes: &[u8],
+        src: &[u8],
+        block: usize,
+        out: &mut [u8],
+        mut other: impl FnMut(usize, &mut [u8]),
+    ) {
+        use std::arch::x86_64::*;
+        let one = _mm512_set1_epi32(1);
+        let sign = _mm512_set1_epi32(self.sign_bit as i32);
+        let inf = _mm512_set1_epi32(0x7f80_0000);
+        let abs = _mm512_set1_epi32(0x7fff_ffff);
+        let zero = _mm512_setzero_si512();
+        let blocks = out
+            .chunks_exact_mut(block)
+            .zip(src.chunks_exact(4 * block))
+            .zip(codes);
+        for (j, ((o, s), &c)) in blocks.enumerate() {
+            let Some(t) = &by_code[c as usize] else {
+                other(j, o);
+                continue;
+            };
+            let mut bounds = [_mm512_setzero_ps(); MAX_STEPS];
+            for (b, &v) in bounds.iter_mut().zip(&t[..self.steps]) {
+                *b = _mm512_set1_ps(v);
+            }
+            for (o, v) in o.chunks_exact_mut(16).zip(s.chunks_exact(64)) {
+                // SAFETY: `v` holds 16 f32 lanes.
+                let bits = unsafe { _mm512_loadu_si512(v.as_ptr().cast()) };
+                let abits = _mm512_and_si512(bits, abs);
+                let a = _mm512_castsi512_ps(abits);
+                let mut mag = zero;
+                for (i, &b) in bounds[..self.steps].iter().enumerate() {
+                    let past = if i % 2 == 0 {
+                        _mm512_cmp_ps_mask::<_CMP_GT_OQ>(a, b)
+                    } else {
+                        _mm512_cmp_ps_mask::<_CMP_GE_OQ>(a, b)
+                    };
+                    mag = _mm512_mask_add_epi32(mag, past, mag, one);
+                }
+                let mut neg = _mm512_cmplt_epi32_mask(bits, zero);
+                if self.fnuz {
+                    neg &= _mm512_test_epi32_mask(mag, mag);
+                }
+                let code = _mm512_mask_or_epi32(mag, neg, mag, sign);
+                let nan = _mm512_cmpgt_epi32_mask(abits, inf);
+                let code = _mm512_maskz_mov_epi32(!nan, code);
+                // SAFETY: `o` holds 16 bytes.
+                unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(code)) };
+            }
+        }
+    }
+
     /// [`Thresholds::encode`] 16 values at a time (the tail under a mask).
     ///
     /// # Safety
