@@ -51,6 +51,21 @@
 //! 0.93× and 0.92× on two threads; without it, a sleeping worker's wake-up under load
 //! could leave a 1024³ product to the calling thread alone (13.2 ms against 7.1).
 //!
+//! Later the same day (one thread by CPU time, MKL in the same process, two processes
+//! while about five agents built, load ~10): 1024³ 0.98–0.99×, 2048³ 1.00–1.01×, 512³
+//! 1.00–1.03×, W5 1.02–1.03×, W6 0.98–1.03×, W11 0.93–1.08× (dXfc2 the lowest). MKL's
+//! two-thread calls in that process got one CPU under that load (medians 110–180
+//! GFLOP/s, bests 320–390), so two-thread changes were compared against this kernel
+//! only. A trace of 1024³ on two threads showed both threads inside pieces for 98–99 %
+//! of the wall time (12.2–12.4 ms of piece time per 6.15–6.2 ms call): what two threads
+//! lack against MKL is speed per thread, not idle time. Tried there and not kept, each
+//! within the noise (±2–3 %) or slower, same binary with run-time switches, medians of
+//! 6–10 alternated runs: prefetching B's strip into L1 768 or 1536 bytes ahead inside
+//! the 8 × 48 loop; prefetching the next strip into L2 a slice per A panel; packed
+//! buffers on 2 MiB pages (`madvise(MADV_HUGEPAGE)`, 2 MiB aligned); splitting C by
+//! columns on two threads (each thread packs all of A and its half of B: 1024³ equal,
+//! 2048³ −1.5 %, W5 −8 %); `MC` 128 and 512 at two threads (−5 %).
+//!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
 //! (the first block of an overwriting product) or added to it. The sequence does not
@@ -81,13 +96,15 @@ pub(crate) fn available() -> bool {
 
 /// Whether [`super::F32Path::Auto`] should give an `n`-column product whose A rows are
 /// contiguous to this kernel rather than faer: on CPUs that run the 8 × 48 tile (Intel),
-/// when the narrower last strip of a block (its tile runs at about two thirds of the
-/// full one's speed) is under an eighth of the columns. Measured on Sapphire Rapids:
-/// 1.02–1.09× faer at 512–2048 columns, 0.94–0.96× at 256 (`examples/gemm_shapes.rs`).
+/// from 256 columns or at a multiple of the tile's 48. Measured on Sapphire Rapids
+/// (`examples/gemm_shapes.rs`, 2026-12-03): 1.02–1.09× faer at 512–2048 columns; at 256
+/// columns (the last strips run the 8 × 32 loop) two threads ran 256³ 1.12× faer's
+/// speed and W11's 256-column products (proj, fc2, dXqkv, dXhead) 1.05–1.08×, one thread
+/// 0.98–1.03× (256³ equal). An earlier kernel, before the 8 × 32 loop, read 0.94–0.96×
+/// at 256 columns.
 pub(crate) fn takes_untransposed(n: usize) -> bool {
     let plan = plan::plan();
-    let nr = plan.tile.nr();
-    plan.tile == TileShape::M8N48 && (n.is_multiple_of(nr) || n >= 8 * nr)
+    plan.tile == TileShape::M8N48 && (n.is_multiple_of(plan.tile.nr()) || n >= 256)
 }
 
 /// `C (+)= A·B` for an `m × n` output over `k` sums, on up to `threads` threads of the
@@ -187,7 +204,11 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     // piece of a later phase waits for its rows' previous phase (`Phases`), which the
     // thread that claimed it is running. Unshared, every piece packs B (or, split by
     // columns, A) again: one per thread, all phases in one piece.
-    let per = if share { split.min(plan.mc) } else { split };
+    let per = if share {
+        piece_len(split, plan.mc, grain)
+    } else {
+        split
+    };
     let rows_parts = len.div_ceil(per);
     let phases = if share {
         Phases::new(rows_parts, n.div_ceil(nc), k.div_ceil(kc))
@@ -241,6 +262,17 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     if share {
         let _ = SHARED_B.try_with(|v| *v.borrow_mut() = keep);
     }
+}
+
+/// Rows per piece of a row-split product that shares B's packing, for `split` rows per
+/// thread: the fewest pieces of at most `mc` rows per thread's share, of nearly equal
+/// size in whole tiles of `grain` rows (`mc` is a multiple of `grain`). Pieces of exactly
+/// `mc` rows left a short last piece: 784 rows on two threads ran 256 + 256 + 256 + 16,
+/// one thread 512 rows and the other 272, while these pieces are 200 + 200 + 200 + 184
+/// (W6's weight gradient 784 × 256 × 512 on two threads, Sapphire Rapids VM: 250 → 322
+/// GFLOP/s, medians of 5 alternated runs). At 1024 and 2048 rows the pieces stay `mc`.
+fn piece_len(split: usize, mc: usize, grain: usize) -> usize {
+    split.div_ceil(split.div_ceil(mc)).next_multiple_of(grain)
 }
 
 /// The phase each row piece of a product has reached: pieces are claimed phase by phase

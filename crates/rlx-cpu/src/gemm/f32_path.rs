@@ -40,9 +40,9 @@ pub enum F32Path {
     /// of at least 2²⁴ multiply-adds that read A transposed (A's columns contiguous: the
     /// weight gradients `Xᵀ·dY`, 1.4–2× faer at W11's shapes) and, on CPUs that run its
     /// 8 × 48 tile (Intel), those with A's rows contiguous and a multiple of 48 or at
-    /// least 384 columns (1.02–1.09× faer on Sapphire Rapids) — and faer for the rest
-    /// (0.94–0.96× at 256 columns, where the last strip is narrow; 0.75–0.9 on small
-    /// products; `examples/gemm_shapes.rs`).
+    /// least 256 columns (1.02–1.09× faer on Sapphire Rapids from 512 columns; at 256,
+    /// 1.05–1.12× on two threads and 0.98–1.03× on one) — and faer for the rest (0.75–0.9
+    /// on small products; `examples/gemm_shapes.rs`).
     Auto,
 }
 

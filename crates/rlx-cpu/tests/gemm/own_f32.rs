@@ -269,7 +269,7 @@ fn own_and_faer_paths_agree_within_the_dot_product_bound() {
 fn auto_path_takes_the_own_kernel_exactly_for_large_transposed_a_or_wide_products_on_intel() {
     // Auto's rule: at least 2²⁴ multiply-adds with A read transposed (its columns
     // contiguous) → the own kernel; on Intel (the 8 × 48 tile) also A's rows contiguous
-    // with a multiple of 48 or at least 384 columns; a smaller product or any other layout
+    // with a multiple of 48 or at least 256 columns; a smaller product or any other layout
     // → faer. Checked by comparing bits with the two forced paths at a K where their
     // summation orders differ.
     let Some(own) = own_path() else { return };
@@ -288,6 +288,8 @@ fn auto_path_takes_the_own_kernel_exactly_for_large_transposed_a_or_wide_product
         (64, 128, Layout::RowMajor, false),
         (32, 480, Layout::RowMajor, intel),
         (24, 400, Layout::RowMajor, intel),
+        (32, 256, Layout::RowMajor, intel),
+        (64, 250, Layout::RowMajor, false),
         (8, 50, Layout::RowMajor, false),
     ] {
         if overridden && la == Layout::RowMajor {
