@@ -6,6 +6,10 @@
 //! per op either way); transcendental activations within a few f32 ulps (the oracle
 //! evaluates in f64), with NaN, ±∞ and the sign of zero exactly as the oracle gives them.
 
+/// Argmax/argmin lowered as reductions (every tree shape, with and without shuffles).
+#[path = "loops/arg.rs"]
+mod arg;
+
 use rlx_compile::loops::eval::HostBuf;
 use rlx_compile::loops::{self, Dialect, LowerError};
 use rlx_compile::program::{BufKind, Program};

@@ -2,9 +2,9 @@
 //! three compute types. Results round (f16/bf16) or wrap (narrow integers) to the
 //! node's dtype, as the oracle stores every node.
 
-use super::value::{Elem, TileValue, Ty, cast_bits, round_f32, sl, slm, wrap_int};
+use super::value::{Elem, TileValue, Ty, cast_bits, round_f32, sl, slm};
 use crate::math;
-use rlx_ir::interp::{activation_f64, activation_i64, binary_i64};
+use rlx_ir::interp::{activation_f64, activation_i64, binary_i64, wrap_int};
 use rlx_ir::{Activation, BinaryOp, CmpOp, DType, FloatFormat};
 
 /// `f` applied elementwise to one operand.
@@ -109,10 +109,10 @@ unsafe fn post(ty: Ty, dt: DType, v: TileValue, n: usize) -> TileValue {
                 }
             },
             (Ty::I64, _) if !matches!(dt, DType::I64) => match v {
-                TileValue::Scalar(b) => TileValue::Scalar(wrap_int(dt, b as i64) as u64),
+                TileValue::Scalar(b) => TileValue::Scalar(wrap_int(b as i64, dt) as u64),
                 TileValue::Vector(p) => {
                     for x in slm::<i64>(p as *mut u8, n) {
-                        *x = wrap_int(dt, *x);
+                        *x = wrap_int(*x, dt);
                     }
                     v
                 }

@@ -11,9 +11,10 @@ use super::bind::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse, permute};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
-use super::value::{TileValue, Ty, cast_bits, wrap_int};
+use super::value::{TileValue, Ty, cast_bits};
 use super::vm::{InstrOp, Scratch, TILE, TileEnv, TileProg, fetch_inputs, run_tile, run_tile_jit};
 use rlx_compile::program::{Kernel, KernelKind};
+use rlx_ir::interp::wrap_int;
 use rlx_ir::{DType, IrError, IrResult, ReduceOp};
 
 /// Operand bytes from which tiles prefetch the next tile of their contiguous loads
@@ -257,8 +258,8 @@ fn finish(op: ReduceOp, a: Acc, l: usize, dt: DType) -> u64 {
             };
             cast_bits(DType::F64, dt, v.to_bits())
         }
-        Acc::I(v) => wrap_int(dt, v) as u64,
-        Acc::W(v) => wrap_int(dt, (v / l as i128) as i64) as u64,
+        Acc::I(v) => wrap_int(v, dt) as u64,
+        Acc::W(v) => wrap_int((v / l as i128) as i64, dt) as u64,
         // The position, encoded in the result dtype as the oracle's `from_i64_as` does.
         Acc::ArgF { at, .. } | Acc::ArgI { at, .. } => cast_bits(DType::I64, dt, at),
     }

@@ -24,8 +24,6 @@
 //! What is not lowered yet (the other opaque ops, row groups, a few casts) is a
 //! [`LowerError::Unsupported`] naming the kernel and the construct, never a guess.
 
-#[cfg(test)]
-mod arg_tests;
 mod attention;
 mod attention_tc;
 #[cfg(test)]

@@ -3,10 +3,10 @@
 //! signed zeros and infinities, and every index equals the oracle's (the first
 //! extremum, the first NaN winning); the kernels render as C and, for f32, as WGSL.
 
-use crate::loops::eval::{self, HostBuf};
-use crate::loops::{self, Dialect, LowerOptions};
-use crate::program::{BufKind, KernelKind, Program};
-use crate::{CompileOptions, compile};
+use rlx_compile::loops::eval::{self, HostBuf};
+use rlx_compile::loops::{self, Dialect, LowerOptions};
+use rlx_compile::program::{BufKind, KernelKind, Program};
+use rlx_compile::{CompileOptions, compile};
 use rlx_ir::{DType, Dim, DimBinding, Graph, Op, Shape, TensorData, interp};
 
 fn graph(max: bool, dims: &[Dim], axis: usize, keep_dim: bool, dt: DType) -> Graph {
