@@ -11,6 +11,12 @@
 //!
 //! `cargo run --release -p rlx-cpu --example gemm_shapes -- [--mkl /path/libtorch_cpu.so] [--only W11] [--threads 2]`
 //! (set `OMP_WAIT_POLICY=PASSIVE` so MKL's idle OpenMP threads do not spin between its calls).
+//! Two-thread MKL rows need both CPUs free: the own kernel's worker lingers up to 1 ms
+//! after each of its products (`RLX_GEMM_F32_LINGER_US=0` turns that off), and on the
+//! 2-vCPU Sapphire Rapids VM under load ~10 (2026-12-03) MKL's two-thread calls here
+//! still mostly ran on one CPU (1024³ medians 110–180 GFLOP/s, bests 320–390), so
+//! compare two-thread rows there against torch in its own process
+//! (`crates/rlx-bench/peers/w4_torch.py`).
 //! `RLX_GEMM_F32_PLAN=<12x32|8x48>,<kc>,<mc>,<nc>` runs the own kernel with another tile and
 //! blocks than the ones chosen from the CPU's caches (one per process: compare plans by
 //! alternating runs); `RLX_GEMM_F32_SHARE_B=0` makes its threads pack B each for itself.
