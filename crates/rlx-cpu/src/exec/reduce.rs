@@ -27,16 +27,10 @@ enum Acc {
     F(f64),
     I(i64),
     W(i128),
-    /// Argmax/argmin of floats: the best value, its position among the `seen` elements
-    /// folded so far.
-    ArgF {
-        v: f64,
-        at: u64,
-        seen: u64,
-    },
-    /// Argmax/argmin of integers.
-    ArgI {
-        v: i64,
+    /// Argmax/argmin: the best element (compute bits) and its position among the `seen`
+    /// elements folded so far.
+    Arg {
+        best: u64,
         at: u64,
         seen: u64,
     },
@@ -76,13 +70,8 @@ pub(crate) struct ReducePlan {
 
 fn init(op: ReduceOp, arg: bool, ty: Ty) -> Acc {
     match (op, ty) {
-        _ if arg && ty == Ty::I64 => Acc::ArgI {
-            v: 0,
-            at: 0,
-            seen: 0,
-        },
-        _ if arg => Acc::ArgF {
-            v: 0.0,
+        _ if arg => Acc::Arg {
+            best: 0,
             at: 0,
             seen: 0,
         },
@@ -129,33 +118,35 @@ fn fold1(op: ReduceOp, ty: Ty, a: &mut Acc, bits: u64, first: bool) {
             }
         }
         Acc::W(acc) => *acc += bits as i64 as i128,
-        Acc::ArgF { v, at, seen } => {
-            let x = fv();
-            if *seen == 0 || arg_beats(op, x, *v) {
-                (*v, *at) = (x, *seen);
-            }
-            *seen += 1;
-        }
-        Acc::ArgI { v, at, seen } => {
-            let x = bits as i64;
-            if *seen == 0 || (op == ReduceOp::Max && x > *v) || (op == ReduceOp::Min && x < *v) {
-                (*v, *at) = (x, *seen);
+        Acc::Arg { best, at, seen } => {
+            if *seen == 0 || arg_beats(op, ty, bits, *best) {
+                (*best, *at) = (bits, *seen);
             }
             *seen += 1;
         }
     }
 }
 
-/// Whether float `x` replaces the best `best` of an argmax (op `Max`) / argmin: the
-/// oracle's rule (a NaN beats any number and nothing beats a NaN; ties keep the first).
+/// Whether element `x` replaces `best` (compute bits of `ty`) of an argmax (op `Max`) /
+/// argmin: the oracle's rule (a NaN beats any number and nothing beats a NaN; ties keep
+/// the first).
 #[inline(always)]
-fn arg_beats(op: ReduceOp, x: f64, best: f64) -> bool {
-    !best.is_nan()
-        && (x.is_nan() || (op == ReduceOp::Max && x > best) || (op == ReduceOp::Min && x < best))
+fn arg_beats(op: ReduceOp, ty: Ty, x: u64, best: u64) -> bool {
+    let max = op == ReduceOp::Max;
+    if ty == Ty::I64 {
+        let (x, b) = (x as i64, best as i64);
+        return (max && x > b) || (!max && x < b);
+    }
+    let f = |b: u64| match ty {
+        Ty::F32 => f32::from_bits(b as u32) as f64,
+        _ => f64::from_bits(b),
+    };
+    let (x, b) = (f(x), f(best));
+    !b.is_nan() && (x.is_nan() || (max && x > b) || (!max && x < b))
 }
 
-/// Combine partial `b` (of a later block) into `a`.
-fn combine(op: ReduceOp, a: &mut Acc, b: Acc) {
+/// Combine partial `b` (of a later block) into `a` (elements of compute type `ty`).
+fn combine(op: ReduceOp, ty: Ty, a: &mut Acc, b: Acc) {
     match (a, b) {
         (Acc::F(x), Acc::F(y)) => match op {
             ReduceOp::Sum | ReduceOp::Mean => *x += y,
@@ -174,33 +165,19 @@ fn combine(op: ReduceOp, a: &mut Acc, b: Acc) {
             _ => *x = (*x).min(y),
         },
         (Acc::W(x), Acc::W(y)) => *x += y,
-        // `b` folded the `seen` elements after `a`'s: its positions shift by a's count.
+        // `b` folded the `n` elements after `a`'s: its positions shift by a's count.
         (
-            Acc::ArgF { v, at, seen },
-            Acc::ArgF {
-                v: bv,
-                at: bat,
-                seen: bseen,
+            Acc::Arg { best, at, seen },
+            Acc::Arg {
+                best: x,
+                at: i,
+                seen: n,
             },
         ) => {
-            if bseen > 0 && (*seen == 0 || arg_beats(op, bv, *v)) {
-                (*v, *at) = (bv, *seen + bat);
+            if n > 0 && (*seen == 0 || arg_beats(op, ty, x, *best)) {
+                (*best, *at) = (x, *seen + i);
             }
-            *seen += bseen;
-        }
-        (
-            Acc::ArgI { v, at, seen },
-            Acc::ArgI {
-                v: bv,
-                at: bat,
-                seen: bseen,
-            },
-        ) => {
-            let beats = (op == ReduceOp::Max && bv > *v) || (op == ReduceOp::Min && bv < *v);
-            if bseen > 0 && (*seen == 0 || beats) {
-                (*v, *at) = (bv, *seen + bat);
-            }
-            *seen += bseen;
+            *seen += n;
         }
         _ => unreachable!("partials of one reduction share a kind"),
     }
@@ -261,7 +238,7 @@ fn finish(op: ReduceOp, a: Acc, l: usize, dt: DType) -> u64 {
         Acc::I(v) => wrap_int(v, dt) as u64,
         Acc::W(v) => wrap_int((v / l as i128) as i64, dt) as u64,
         // The position, encoded in the result dtype as the oracle's `from_i64_as` does.
-        Acc::ArgF { at, .. } | Acc::ArgI { at, .. } => cast_bits(DType::I64, dt, at),
+        Acc::Arg { at, .. } => cast_bits(DType::I64, dt, at),
     }
 }
 
@@ -952,6 +929,7 @@ impl ReducePlan {
             for k in 1..nb {
                 combine(
                     self.op,
+                    self.in_ty,
                     &mut a,
                     parts[o * nb + k].lock().unwrap().take().unwrap(),
                 );
