@@ -224,21 +224,30 @@ impl Thresholds {
                 by_code.len()
             );
             // SAFETY: AVX-512 F/BW detected just above; the lengths agree (asserted).
-            unsafe { self.encode_blocks_avx512(by_code, codes, src, block, out, other) };
+            unsafe {
+                // fp4 (7 boundaries) with its compare loop unrolled; other widths general.
+                match self.steps {
+                    7 => self.encode_blocks_avx512::<7>(by_code, codes, src, block, out, other),
+                    _ => self
+                        .encode_blocks_avx512::<MAX_STEPS>(by_code, codes, src, block, out, other),
+                }
+            };
             return true;
         }
         let _ = (by_code, codes, src, out, other);
         false
     }
 
-    /// [`Thresholds::encode_blocks`] on AVX-512 (the lanes of [`Thresholds::encode`]).
+    /// [`Thresholds::encode_blocks`] on AVX-512 (the lanes of [`Thresholds::encode`]),
+    /// for `self.steps` boundaries (`STEPS` its exact count, or [`MAX_STEPS`] for any).
     ///
     /// # Safety
     /// AVX-512 F and BW; `block` a positive multiple of 16; `src.len() == 4 · out.len()`,
-    /// `out.len() == codes.len() · block`, `by_code.len() == 256`.
+    /// `out.len() == codes.len() · block`, `by_code.len() == 256`; `self.steps == STEPS`
+    /// unless `STEPS` is [`MAX_STEPS`].
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn encode_blocks_avx512(
+    unsafe fn encode_blocks_avx512<const STEPS: usize>(
         &self,
         by_code: &[Option<[f32; MAX_STEPS]>],
         codes: &[u8],
@@ -262,8 +271,14 @@ impl Thresholds {
                 other(j, o);
                 continue;
             };
-            let mut bounds = [_mm512_setzero_ps(); MAX_STEPS];
-            for (b, &v) in bounds.iter_mut().zip(&t[..self.steps]) {
+            // A constant for the specialised widths, so the compare loop unrolls.
+            let steps = if STEPS == MAX_STEPS {
+                self.steps
+            } else {
+                STEPS
+            };
+            let mut bounds = [_mm512_setzero_ps(); STEPS];
+            for (b, &v) in bounds.iter_mut().zip(&t[..steps]) {
                 *b = _mm512_set1_ps(v);
             }
             for (o, v) in o.chunks_exact_mut(16).zip(s.chunks_exact(64)) {
@@ -272,7 +287,7 @@ impl Thresholds {
                 let abits = _mm512_and_si512(bits, abs);
                 let a = _mm512_castsi512_ps(abits);
                 let mut mag = zero;
-                for (i, &b) in bounds[..self.steps].iter().enumerate() {
+                for (i, &b) in bounds[..steps].iter().enumerate() {
                     let past = if i % 2 == 0 {
                         _mm512_cmp_ps_mask::<_CMP_GT_OQ>(a, b)
                     } else {
