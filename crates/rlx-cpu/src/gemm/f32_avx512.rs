@@ -64,7 +64,11 @@
 //! the 8 × 48 loop; prefetching the next strip into L2 a slice per A panel; packed
 //! buffers on 2 MiB pages (`madvise(MADV_HUGEPAGE)`, 2 MiB aligned); splitting C by
 //! columns on two threads (each thread packs all of A and its half of B: 1024³ equal,
-//! 2048³ −1.5 %, W5 −8 %); `MC` 128 and 512 at two threads (−5 %).
+//! 2048³ −1.5 %, W5 −8 %); `MC` 128 and 512 at two threads (−5 %). Kept: row pieces
+//! of nearly equal size ([`piece_len`]) and `Auto` giving this kernel 256-column
+//! products ([`takes_untransposed`]); whole steps on two threads, rlx-bench against the
+//! binary before them, 8 alternated rounds in the same conditions: W11 (4 blocks) 108.1 →
+//! 104.9 ms, W6's training step 4.26 → 4.20 ms (medians).
 //!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
@@ -623,12 +627,12 @@ unsafe fn micro<const MR: usize, const NV: usize>(
     }
 }
 
-/// The sums and the C update of [`micro`] for the first `NVE` vectors of each sum: an
+/// The sums and the C update of [`micro()`] for the first `NVE` vectors of each sum: an
 /// assembly loop for the full 12 × 32 and 8 × 48 tiles and for 8 × 32, the compiled loop
 /// otherwise.
 ///
 /// # Safety
-/// As [`micro`], with `cols <= 16·NVE <= ldb`.
+/// As [`micro()`], with `cols <= 16·NVE <= ldb`.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx512f")]
