@@ -3,11 +3,13 @@
 //! Native paths read their operands where they lie: `concat` and `pad` are strided
 //! copies from each operand's view straight into the output (see [`super::copy`]),
 //! `scatter_add` copies its base in and adds the update rows (see [`super::scatter`]),
-//! `softmax_cross_entropy_with_logits` reads f32 logit rows in place, and a gather from a
-//! dense table copies only the selected rows, and `rope` rotates dense rows in place
-//! (see [`super::rope`]). Every other op runs on materialized
-//! operands — natively for f32 convolution (im2col + GEMM) and the scaled formats, else
-//! through the oracle's `eval_op` (correct, slow) — writing the result once.
+//! `softmax_cross_entropy_with_logits` reads f32 logit rows in place, a gather from a
+//! dense table copies only the selected rows, `rope` rotates dense rows in place
+//! (see [`super::rope`]), and the scaled low-precision ops read dense operands in place
+//! and write their result straight into the output (see [`super::scaled`]). Every other
+//! op runs on materialized operands — natively for f32 convolution (im2col + GEMM) and
+//! strided scaled operands, else through the oracle's `eval_op` (correct, slow) —
+//! writing the result once.
 
 use super::bind::plan_load;
 use super::copy::{Copies, FineView, Job, Src, dense_strides, fine_view};
