@@ -327,7 +327,7 @@ impl LnBwd {
         for r in r0..r1 {
             let x = row(&self.x, r);
             let k = if ln { kern::shift(x) } else { 0.0 };
-            one.push(kern::stats(x, row(&self.gy, r), gamma, k, db));
+            one.push(kern::stats(x, row(&self.gy, r), gamma, k, ln, db));
             shifts.push(k);
         }
         let exact: Vec<bool> = one

@@ -132,24 +132,36 @@ pub(super) fn shift(x: &[f32]) -> f32 {
 
 math::wide_fn! {
     baseline = stats_base;
-    /// One row's first-pass sums `[Σ d, Σ d², Σ h, Σ h·d]` with `d = x − k`, `h = gy·γ`
-    /// (each term in f32 but `d²`, exact in f64, so that the variance and r come out as
-    /// the f64 oracle's but for near-ties), in 32 lanes per block of 1024 (f32 lanes
-    /// folded by [`fold`], f64 ones by [`tree_f64`]), the remainder in f64 in order;
-    /// adds `gy` into `dbeta` (f64, one addition per column, so the column sums keep
-    /// their row order) unless `dbeta` is empty.
-    pub(super) fn stats(x: &[f32], gy: &[f32], gamma: &[f32], k: f32, dbeta: &mut [f64]) -> [f64; 4] {
-        if dbeta.is_empty() {
-            stats_in::<false>(x, gy, gamma, k, dbeta)
-        } else {
-            stats_in::<true>(x, gy, gamma, k, dbeta)
+    /// One row's first-pass sums `[Σ d, Σ d², Σ h, Σ h·d]` with `d = x − k`, `h = gy·γ`,
+    /// each term in f32, in 32 lanes per block of 1024 (f32 lanes folded by [`fold`]),
+    /// the remainder in f64 in order; adds `gy` into `dbeta` (f64, one addition per
+    /// column, so the column sums keep their row order) unless `dbeta` is empty.
+    ///
+    /// A LayerNorm's (`ln`) `d²` are summed exactly in f64 lanes ([`tree_f64`]), so that
+    /// its shifted variance and r come out as the f64 oracle's but for near-ties. An
+    /// RMSNorm's sums are `[0, Σ x², 0, Σ h·x]` (`k = 0`; no mean, no `Σ h`), `Σ x²` in
+    /// f32 lanes (all terms positive: nothing cancels), bit for bit [`dev_sq`]`(x, 0)`.
+    pub(super) fn stats(
+        x: &[f32],
+        gy: &[f32],
+        gamma: &[f32],
+        k: f32,
+        ln: bool,
+        dbeta: &mut [f64],
+    ) -> [f64; 4] {
+        match (ln, dbeta.is_empty()) {
+            (true, true) => stats_in::<true, false>(x, gy, gamma, k, dbeta),
+            (true, false) => stats_in::<true, true>(x, gy, gamma, k, dbeta),
+            (false, true) => stats_in::<false, false>(x, gy, gamma, k, dbeta),
+            (false, false) => stats_in::<false, true>(x, gy, gamma, k, dbeta),
         }
     }
 }
 
-/// [`stats`]' loop, with or without the column sum (a constant: two loops, no branch).
+/// [`stats`]' loop for a LayerNorm or RMSNorm row, with or without the column sum
+/// (constants: four loops, no branch).
 #[inline(always)]
-fn stats_in<const DB: bool>(
+fn stats_in<const LN: bool, const DB: bool>(
     x: &[f32],
     gy: &[f32],
     gamma: &[f32],
@@ -163,7 +175,7 @@ fn stats_in<const DB: bool>(
     let mut b0 = 0;
     while b0 < n {
         let b1 = (b0 + BLK).min(n);
-        // Σd, Σh, Σh·d lanes in f32; Σd² in f64.
+        // f32 lanes: LayerNorm Σd, Σh, Σh·d (Σd² in f64 lanes); RMSNorm Σx², -, Σh·x.
         let mut acc = [[0f32; L]; 3];
         let mut acc2 = [0f64; L];
         let full = b0 + (b1 - b0) / L * L;
@@ -175,9 +187,13 @@ fn stats_in<const DB: bool>(
             for q in 0..L {
                 let d = xs[q] - k;
                 let h = gs[q] * ms[q];
-                acc[0][q] += d;
-                acc2[q] += d as f64 * d as f64;
-                acc[1][q] += h;
+                if LN {
+                    acc[0][q] += d;
+                    acc2[q] += d as f64 * d as f64;
+                    acc[1][q] += h;
+                } else {
+                    acc[0][q] += d * d;
+                }
                 acc[2][q] += h * d;
             }
             if DB {
@@ -190,18 +206,29 @@ fn stats_in<const DB: bool>(
         }
         // Through a black box: the loop keeps whole vectors (LLVM's SLP vectorizer split
         // them when it saw the tree).
-        let (lanes, lanes2) = std::hint::black_box((acc, acc2));
-        let f = fold(&lanes);
-        t[0] += f[0];
-        t[1] += tree_f64(&lanes2);
-        t[2] += f[1];
-        t[3] += f[2];
+        if LN {
+            let (lanes, lanes2) = std::hint::black_box((acc, acc2));
+            let f = fold(&lanes);
+            t[0] += f[0];
+            t[1] += tree_f64(&lanes2);
+            t[2] += f[1];
+            t[3] += f[2];
+        } else {
+            let lanes = std::hint::black_box([acc[0], acc[2]]);
+            let f = fold(&lanes);
+            t[1] += f[0];
+            t[3] += f[1];
+        }
         for j in full..b1 {
             let d = x[j] - k;
             let h = gy[j] * gamma[j];
-            t[0] += d as f64;
-            t[1] += d as f64 * d as f64;
-            t[2] += h as f64;
+            if LN {
+                t[0] += d as f64;
+                t[1] += d as f64 * d as f64;
+                t[2] += h as f64;
+            } else {
+                t[1] += (d * d) as f64;
+            }
             t[3] += (h * d) as f64;
             if DB {
                 db[j] += gy[j] as f64;
@@ -399,16 +426,24 @@ mod tests {
             );
             let k = shift(&x);
             let (mut db, mut db2) = (vec![-0.25f64; n], vec![-0.25f64; n]);
-            let s = stats(&x, &gy, &g, k, &mut db);
+            let s = stats(&x, &gy, &g, k, true, &mut db);
             let bits = |s: [f64; 4]| s.map(f64::to_bits);
-            assert_eq!(
-                bits(s),
-                bits(stats_base(&x, &gy, &g, k, &mut db2)),
-                "n = {n}"
-            );
+            let s2 = stats_base(&x, &gy, &g, k, true, &mut db2);
+            assert_eq!(bits(s), bits(s2), "n = {n}");
             assert_eq!(db, db2);
             // Without the column sum: the same row sums.
-            assert_eq!(bits(s), bits(stats(&x, &gy, &g, k, &mut [])), "n = {n}");
+            let s3 = stats(&x, &gy, &g, k, true, &mut []);
+            assert_eq!(bits(s), bits(s3), "n = {n}");
+            // An RMSNorm row: Σx² as dev_sq(x, 0) (bit for bit), Σh·x as a LayerNorm
+            // row's Σh·d with k = 0; the same column terms.
+            let mut db3 = vec![-0.25f64; n];
+            let rs = stats(&x, &gy, &g, 0.0, false, &mut db3);
+            let ls = stats_base(&x, &gy, &g, 0.0, true, &mut []);
+            let rs2 = stats_base(&x, &gy, &g, 0.0, false, &mut []);
+            assert_eq!(bits(rs), bits(rs2), "n = {n}");
+            assert_eq!(rs[1].to_bits(), dev_sq(&x, 0.0).to_bits(), "n = {n}");
+            assert_eq!((rs[0], rs[2], rs[3].to_bits()), (0.0, 0.0, ls[3].to_bits()));
+            assert_eq!(db3, db, "n = {n}");
             let (mut want, mut abs) = ([0f64; 4], [0f64; 4]);
             for j in 0..n {
                 let d = x[j] - k;
@@ -524,7 +559,7 @@ mod tests {
     fn overflowing_or_infinite_rows_give_non_finite_one_pass_sums_and_exact_fallbacks() {
         // ∞ in a row: the one-pass sums are not finite (the row falls back), as the f64 sums.
         let x = [1.0f32, f32::INFINITY, 2.0];
-        let s = stats(&x, &[1.0; 3], &[1.0; 3], shift(&x), &mut []);
+        let s = stats(&x, &[1.0; 3], &[1.0; 3], shift(&x), true, &mut []);
         assert!(!s.iter().all(|v| v.is_finite()));
         let (h, hx) = h_sums(&x, &[1.0; 3], &[1.0; 3], 0.0, 1.0);
         assert!(h.is_finite() && !hx.is_finite());
@@ -532,8 +567,10 @@ mod tests {
         // Squares past f32's range: Σd² (in f64) holds, Σh·d overflows (the row falls
         // back); dev_sq finishes in f64.
         let big = [3e19f32, -3e19, 1e19];
-        let s = stats(&big, &[1e30; 3], &[1.0; 3], 0.0, &mut []);
+        let s = stats(&big, &[1e30; 3], &[1.0; 3], 0.0, true, &mut []);
         assert!(s[1].is_finite() && !s[3].is_finite());
+        // An RMSNorm row's Σx² in f32 lanes overflows: the row falls back to dev_sq.
+        assert!(!stats(&big, &[1.0; 3], &[1.0; 3], 0.0, false, &mut [])[1].is_finite());
         let want: f64 = big.iter().map(|&v| (v as f64).powi(2)).sum();
         assert!((dev_sq(&big, 0.0) - want).abs() <= 1e-6 * want);
     }
