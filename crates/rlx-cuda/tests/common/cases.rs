@@ -585,7 +585,7 @@ pub fn argmax_and_argmin_run_as_device_reductions(t: &Target) {
                     })
                     .collect();
                 let xv = TensorData::from_f64_as(dt, &dims, &v);
-                check(&g, &[xv.clone()], &|g| t.compile(g));
+                check(&g, std::slice::from_ref(&xv), &|g| t.compile(g));
                 let want = rlx_ir::interp::run(&g, &[("x", xv.clone())]).unwrap();
                 let got = t.compile(&g).unwrap().run(&[xv.view()]).unwrap();
                 assert_eq!(
