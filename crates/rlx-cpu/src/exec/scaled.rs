@@ -347,6 +347,22 @@ impl<'a> Operand<'a> {
                 // SAFETY: AVX-512 F/BW checked when the table was built; runs of 32 never
                 // cross a scale block (block and k0 are multiples of 32).
                 p = unsafe { decode_lut256_bf16(t, src, |q| srow[(k0 + q) / self.block], out) };
+            } else if self.lut_in_registers
+                && self.block.is_multiple_of(16)
+                && k0.is_multiple_of(16)
+            {
+                // The whole row in one call (NVFP4's 16-element groups cost a call each
+                // otherwise). SAFETY: AVX-512 F/BW and ≤ 64 codes checked at construction;
+                // runs of 16 never cross a scale block (block and k0 are multiples of 16).
+                p = unsafe {
+                    decode_lut64_bf16(
+                        &self.lut,
+                        self.codes_used,
+                        |q| srow[(k0 + q) / self.block],
+                        src,
+                        out,
+                    )
+                };
             }
             while p < kb {
                 let kk = k0 + p;
@@ -367,7 +383,7 @@ impl<'a> Operand<'a> {
         if self.lut_in_registers {
             // SAFETY: AVX-512 F/BW and ≤ 64 codes checked at construction; lut[c] depends
             // only on c % codes_used, which the vector lookup applies.
-            done = unsafe { decode_lut64_bf16(&self.lut, self.codes_used, sc, src, out) };
+            done = unsafe { decode_lut64_bf16(&self.lut, self.codes_used, |_| sc, src, out) };
         } else if let Some(t) = &self.lut_bf16 {
             // SAFETY: AVX-512 F/BW checked when the table was built.
             done = unsafe { decode_lut256_bf16(t, src, |_| sc, out) };
@@ -651,7 +667,8 @@ fn lut_registers_available() -> bool {
 /// 64 codes (`codes`, a power of two): each group of 16 codes is widened to 32-bit indices,
 /// reduced modulo `codes`, looked up in the table held in registers (`vpermi2ps` over 32
 /// entries, twice with a blend for 64), scaled, and truncated to bf16. Returns how many
-/// elements it wrote.
+/// elements it wrote. `scale(i)` is the scale of the 16 elements from `i` on (called
+/// once per 16).
 ///
 /// # Safety
 /// AVX-512 F and BW present; `lut[c]` must depend only on `c % codes`.
@@ -660,7 +677,7 @@ fn lut_registers_available() -> bool {
 unsafe fn decode_lut64_bf16(
     lut: &[f32; 256],
     codes: usize,
-    sc: f32,
+    scale: impl Fn(usize) -> f32,
     src: &[u8],
     out: &mut [bf16],
 ) -> usize {
@@ -676,9 +693,10 @@ unsafe fn decode_lut64_bf16(
             _mm512_loadu_ps(lut.as_ptr().add(48)),
         ]
     };
-    let (mask, scale) = (_mm512_set1_epi32(codes as i32 - 1), _mm512_set1_ps(sc));
+    let mask = _mm512_set1_epi32(codes as i32 - 1);
     let high = _mm512_set1_epi32(32);
     for i in (0..n).step_by(16) {
+        let scale = _mm512_set1_ps(scale(i));
         // SAFETY: elements i .. i + 16 <= n of `src` and `out` (unaligned accesses).
         unsafe {
             let c = _mm512_cvtepu8_epi32(_mm_loadu_si128(src.as_ptr().add(i) as *const __m128i));
