@@ -4,12 +4,12 @@
 
 use super::contract::ContractPlan;
 use super::ew::EwPlan;
-use super::loads::LoadPlan;
+use super::loads::BindCtx;
 use super::opaque::OpaquePlan;
 use super::reduce::ReducePlan;
 use super::row::RowPlan;
-use rlx_compile::program::{KernelKind, Load, Program, Strided, concrete, view::gather_map};
-use rlx_compile::{memplan, program::bind_load};
+use rlx_compile::memplan;
+use rlx_compile::program::{KernelKind, Program, concrete};
 use rlx_ir::{DimBinding, IrError, IrResult};
 
 /// One kernel, bound.
@@ -30,66 +30,6 @@ pub(crate) struct Bound {
     pub(crate) offsets: Vec<usize>,
     pub(crate) arena: usize,
     pub(crate) kernels: Vec<BKernel>,
-}
-
-/// Strided form of `l` over `dims` (the space the load is evaluated in).
-pub(crate) fn strided_of(
-    p: &Program,
-    l: &Load,
-    buf_dims: &[usize],
-    b: &DimBinding,
-) -> Option<Strided> {
-    let _ = p;
-    bind_load(buf_dims, &l.steps, b)
-}
-
-/// A plan for load `l` evaluated over exactly `dims` (uncollapsed).
-pub(crate) fn plan_load(
-    p: &Program,
-    bound_dims: &[Vec<usize>],
-    l: &Load,
-    dims: &[usize],
-    b: &DimBinding,
-) -> IrResult<LoadPlan> {
-    let bd = &bound_dims[l.buf];
-    let dt = p.buffers[l.buf].shape.dtype();
-    match strided_of(p, l, bd, b) {
-        Some(s) => {
-            if s.dims != dims {
-                return Err(IrError::new(
-                    "cpu",
-                    format!(
-                        "internal: load of buffer {} has dims {:?}, expected {dims:?}",
-                        l.buf, s.dims
-                    ),
-                ));
-            }
-            Ok(LoadPlan::strided(l.buf, dt, &s.dims, s.strides, s.offset))
-        }
-        None => {
-            let t = gather_map(bd, &l.steps, b)
-                .ok_or_else(|| {
-                    IrError::new(
-                        "cpu",
-                        format!(
-                            "cannot build the index table of a view of {dims:?}: a dynamic dim is unbound, or the table ({} entries) does not fit in memory",
-                            dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
-                        ),
-                    )
-                })?;
-            Ok(LoadPlan::table(l.buf, dt, dims.len(), t))
-        }
-    }
-}
-
-/// What every kernel plan is bound against: the program, its buffers' concrete dims under
-/// the binding, the binding of its dynamic dims, and the program's machine-code cache.
-#[derive(Clone, Copy)]
-pub(crate) struct BindCtx<'a> {
-    pub(crate) program: &'a Program,
-    pub(crate) buffer_dims: &'a [Vec<usize>],
-    pub(crate) binding: &'a DimBinding,
-    pub(crate) jit: &'a std::sync::Arc<crate::jit::JitCache>,
 }
 
 /// Bind `p` under `binding`; the kernels' machine code comes from (and goes to) `jit`,

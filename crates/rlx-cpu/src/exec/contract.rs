@@ -3,8 +3,8 @@
 //! output buffer, then the fused epilogue (bias, activation, residual) applied in
 //! place over the result in parallel tiles.
 
-use super::bind::BindCtx;
-use super::bind::plan_load;
+use super::loads::BindCtx;
+use super::loads::plan_load;
 use super::ew::{EwPlan, ew_chunk};
 use super::loads::LoadPlan;
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into};

@@ -2,7 +2,9 @@
 //! that strides cannot express; and fetching one tile of a load.
 
 use super::value::{TileValue, Ty, read_bits};
+use rlx_compile::program::{Load, Program, bind_load, view::gather_map};
 use rlx_ir::DType;
+use rlx_ir::{DimBinding, IrError, IrResult};
 use std::sync::Arc;
 
 /// A load bound to an iteration space of concrete dims.
@@ -362,4 +364,53 @@ pub(crate) fn permute(p: &LoadPlan, dims: &[usize], perm: &[usize]) -> LoadPlan 
             LoadPlan::table(p.buf, p.dtype, dims.len(), out)
         }
     }
+}
+
+/// A plan for load `l` evaluated over exactly `dims` (uncollapsed).
+pub(crate) fn plan_load(
+    p: &Program,
+    bound_dims: &[Vec<usize>],
+    l: &Load,
+    dims: &[usize],
+    b: &DimBinding,
+) -> IrResult<LoadPlan> {
+    let bd = &bound_dims[l.buf];
+    let dt = p.buffers[l.buf].shape.dtype();
+    match bind_load(bd, &l.steps, b) {
+        Some(s) => {
+            if s.dims != dims {
+                return Err(IrError::new(
+                    "cpu",
+                    format!(
+                        "internal: load of buffer {} has dims {:?}, expected {dims:?}",
+                        l.buf, s.dims
+                    ),
+                ));
+            }
+            Ok(LoadPlan::strided(l.buf, dt, &s.dims, s.strides, s.offset))
+        }
+        None => {
+            let t = gather_map(bd, &l.steps, b)
+                .ok_or_else(|| {
+                    IrError::new(
+                        "cpu",
+                        format!(
+                            "cannot build the index table of a view of {dims:?}: a dynamic dim is unbound, or the table ({} entries) does not fit in memory",
+                            dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
+                        ),
+                    )
+                })?;
+            Ok(LoadPlan::table(l.buf, dt, dims.len(), t))
+        }
+    }
+}
+
+/// What every kernel plan is bound against (built by `bind.rs`, read by the kernels' plans): the program, its buffers' concrete dims under
+/// the binding, the binding of its dynamic dims, and the program's machine-code cache.
+#[derive(Clone, Copy)]
+pub(crate) struct BindCtx<'a> {
+    pub(crate) program: &'a Program,
+    pub(crate) buffer_dims: &'a [Vec<usize>],
+    pub(crate) binding: &'a DimBinding,
+    pub(crate) jit: &'a std::sync::Arc<crate::jit::JitCache>,
 }

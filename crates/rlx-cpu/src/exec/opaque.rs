@@ -11,7 +11,7 @@
 //! strided scaled operands, else through the oracle's `eval_op` (correct, slow) —
 //! writing the result once.
 
-use super::bind::plan_load;
+use super::loads::plan_load;
 use super::copy::{Copies, FineView, Job, Src, dense_strides, fine_view};
 use super::loads::LoadPlan;
 use super::par::unravel_into;
@@ -158,8 +158,8 @@ fn pad_copies(
 }
 
 impl OpaquePlan {
-    pub(crate) fn new(cx: super::bind::BindCtx<'_>, k: &Kernel) -> IrResult<OpaquePlan> {
-        let super::bind::BindCtx {
+    pub(crate) fn new(cx: super::loads::BindCtx<'_>, k: &Kernel) -> IrResult<OpaquePlan> {
+        let super::loads::BindCtx {
             program: p,
             buffer_dims: bd,
             binding: b,

@@ -7,7 +7,7 @@
 //! alone) combine in block order. Argmax/argmin fold the best value with its position
 //! (the oracle's first extremum, a NaN winning) and store the position in the dtype.
 
-use super::bind::BindCtx;
+use super::loads::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse, permute};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};

@@ -3,7 +3,7 @@
 //! passes over it, the result is written once (straight into the output when there
 //! is no epilogue). Rows are spread over the cores.
 
-use super::bind::BindCtx;
+use super::loads::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into, with_scratch};
@@ -83,8 +83,8 @@ impl RowPlan {
         };
         let params = match params {
             Some((g, bb)) => Some((
-                super::bind::plan_load(p, bd, &k.loads[*g], &[c], b)?,
-                super::bind::plan_load(p, bd, &k.loads[*bb], &[c], b)?,
+                super::loads::plan_load(p, bd, &k.loads[*g], &[c], b)?,
+                super::loads::plan_load(p, bd, &k.loads[*bb], &[c], b)?,
             )),
             None => None,
         };

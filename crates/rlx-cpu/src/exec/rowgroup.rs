@@ -10,7 +10,7 @@
 //! block order, then its epilogue runs. So results are bit-identical from run to run
 //! whatever the thread count.
 
-use super::bind::BindCtx;
+use super::loads::BindCtx;
 use super::ew::EwPlan;
 use super::par::{Bases, chunks, par_for};
 use super::reduce::{ReducePlan, add_row};

@@ -97,8 +97,8 @@ pub(crate) struct AttnPlan {
 
 impl AttnPlan {
     /// The plan, or `None` when the operands need the general (oracle) path.
-    pub(crate) fn new(cx: super::bind::BindCtx<'_>, k: &Kernel) -> IrResult<Option<AttnPlan>> {
-        let super::bind::BindCtx {
+    pub(crate) fn new(cx: super::loads::BindCtx<'_>, k: &Kernel) -> IrResult<Option<AttnPlan>> {
+        let super::loads::BindCtx {
             program: p,
             buffer_dims: bd,
             binding: bnd,
@@ -135,7 +135,7 @@ impl AttnPlan {
         for &i in inputs {
             let l = &k.loads[i];
             let dims = view_dims(&bd[l.buf], &l.steps, bnd);
-            plans.push((super::bind::plan_load(p, bd, l, &dims, bnd)?, dims));
+            plans.push((super::loads::plan_load(p, bd, l, &dims, bnd)?, dims));
         }
         let (qd, kd, vd) = (&plans[0].1, &plans[1].1, &plans[2].1);
         let heads = |dims: &Vec<usize>, w: usize| {

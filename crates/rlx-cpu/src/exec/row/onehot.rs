@@ -87,7 +87,7 @@ impl OneHot {
         let plan = |i: u32| -> IrResult<Option<LoadPlan>> {
             match node(i).op {
                 EOp::Load(l) => {
-                    super::super::bind::plan_load(p, bd, &k.loads[l], dims, b).map(Some)
+                    super::super::loads::plan_load(p, bd, &k.loads[l], dims, b).map(Some)
                 }
                 _ => Ok(None),
             }
