@@ -9,7 +9,7 @@
 //! - Codes and scales from the native quantizers equal the oracle's exactly.
 
 use rlx_cpu::CpuBackend;
-use rlx_ir::{DType, Graph, Op, ScaleLayout, ScaledFormat, Shape, TensorData, interp};
+use rlx_ir::{DType, Graph, NodeId, Op, ScaleLayout, ScaledFormat, Shape, TensorData, interp};
 use rlx_runtime::{Backend, Device};
 
 struct Rng(u64);
@@ -44,29 +44,8 @@ fn graph(
     let mut g = Graph::new("scaled");
     let x = g.input("x", Shape::new(&[m, k], DType::F32));
     let w = g.input("w", Shape::new(&[n, k], DType::F32));
-    let quant = |g: &mut Graph, t, format| {
-        let s = g
-            .add_op(
-                Op::ScaledQuantScale {
-                    format,
-                    scale_layout: layout,
-                },
-                vec![t],
-            )
-            .unwrap();
-        let q = g
-            .add_op(
-                Op::ScaledQuantize {
-                    format,
-                    scale_layout: layout,
-                },
-                vec![t, s],
-            )
-            .unwrap();
-        (q, s)
-    };
-    let (lq, ls) = quant(&mut g, x, fmts[0]);
-    let (rq, rs) = quant(&mut g, w, fmts[1]);
+    let (lq, ls) = quantized(&mut g, x, fmts[0], layout);
+    let (rq, rs) = quantized(&mut g, w, fmts[1], layout);
     let mut ins = vec![lq, rq, ls, rs];
     if bias {
         ins.push(g.input("b", Shape::new(&[n], DType::F32)));
@@ -84,6 +63,34 @@ fn graph(
         .unwrap();
     g.set_outputs(vec![y, lq, rq, ls, rs]);
     g
+}
+
+/// `(codes, scales)` of `t` quantized to `format` with `layout` (two graph nodes).
+fn quantized(
+    g: &mut Graph,
+    t: NodeId,
+    format: ScaledFormat,
+    layout: ScaleLayout,
+) -> (NodeId, NodeId) {
+    let s = g
+        .add_op(
+            Op::ScaledQuantScale {
+                format,
+                scale_layout: layout,
+            },
+            vec![t],
+        )
+        .unwrap();
+    let q = g
+        .add_op(
+            Op::ScaledQuantize {
+                format,
+                scale_layout: layout,
+            },
+            vec![t, s],
+        )
+        .unwrap();
+    (q, s)
 }
 
 fn both(g: &Graph, args: &[(&str, TensorData)]) -> (Vec<TensorData>, Vec<TensorData>) {
@@ -349,24 +356,7 @@ fn quantizers_match_the_oracle_on_f16_bf16_f64_inputs_and_special_values() {
                 let x = TensorData::from_f64_as(dt, &[rows, k], &v);
                 let mut g = Graph::new("q");
                 let xi = g.input("x", x.shape());
-                let s = g
-                    .add_op(
-                        Op::ScaledQuantScale {
-                            format: f,
-                            scale_layout: layout,
-                        },
-                        vec![xi],
-                    )
-                    .unwrap();
-                let q = g
-                    .add_op(
-                        Op::ScaledQuantize {
-                            format: f,
-                            scale_layout: layout,
-                        },
-                        vec![xi, s],
-                    )
-                    .unwrap();
+                let (q, s) = quantized(&mut g, xi, f, layout);
                 g.set_outputs(vec![s, q]);
                 let (got, want) = both(&g, &[("x", x)]);
                 assert_eq!(got, want, "{dt} {f} {layout}");
@@ -430,24 +420,7 @@ fn strided_operands_of_the_scaled_ops_give_the_oracle_bit_for_bit() {
             .unwrap();
         let mut outs = Vec::new();
         for t in [xv, wv] {
-            let s = g
-                .add_op(
-                    Op::ScaledQuantScale {
-                        format: f,
-                        scale_layout: layout,
-                    },
-                    vec![t],
-                )
-                .unwrap();
-            let q = g
-                .add_op(
-                    Op::ScaledQuantize {
-                        format: f,
-                        scale_layout: layout,
-                    },
-                    vec![t, s],
-                )
-                .unwrap();
+            let (q, s) = quantized(&mut g, t, f, layout);
             outs.extend([q, s]);
         }
         let y = g
