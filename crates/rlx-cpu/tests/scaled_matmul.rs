@@ -390,7 +390,7 @@ fn empty_and_degenerate_shapes_match_the_oracle() {
 /// path; the results must still be the oracle's bits.
 #[test]
 fn strided_operands_of_the_scaled_ops_give_the_oracle_bit_for_bit() {
-    let mut rng = Rng(0x5eed_0f_5ca1ed);
+    let mut rng = Rng(0x5eed_0f5c_a1ed);
     let (m, n, k, pad) = (5, 7, 64, 32);
     for layout in LAYOUTS {
         let f = ScaledFormat::F8E4M3;
