@@ -10,8 +10,8 @@
 //! block order, then its epilogue runs. So results are bit-identical from run to run
 //! whatever the thread count.
 
-use super::loads::BindCtx;
 use super::ew::EwPlan;
+use super::loads::BindCtx;
 use super::par::{Bases, chunks, par_for};
 use super::reduce::{ReducePlan, add_row};
 use super::value::{TileValue, Ty};
@@ -202,26 +202,16 @@ impl RowGroupPlan {
             let bases = bs.get();
             let (r0, r1) = (blk * per, ((blk + 1) * per).min(self.rows));
             let mut sums: Vec<Vec<f64>> = self.col_widths.iter().map(|&w| vec![0f64; w]).collect();
-            let mut scratch = vec![0f32; scratch_len];
-            let mut vals: Vec<V> = Vec::new();
-            let mut rsum: Vec<f64> = Vec::with_capacity(r1 - r0);
             if let Some(ln) = &self.ln {
-                // SAFETY: the group's bound buffers, rows of its space, and `scratch` holds
-                // the largest program's scratch_len (>= c) floats.
-                unsafe {
-                    ln.run_block(
-                        &self.stages,
-                        bases,
-                        (r0, r1),
-                        c,
-                        &mut sums,
-                        &mut scratch,
-                        &mut vals,
-                    )?
-                };
+                // SAFETY: the group's bound buffers and rows of its space.
+                unsafe { ln.run_block(&self.stages, bases, (r0, r1), c, &mut sums)? };
                 *parts[blk].lock().unwrap_or_else(|e| e.into_inner()) = sums;
                 return Ok(());
             }
+            // The stage-by-stage path's buffers (the fused backward above needs none).
+            let mut scratch = vec![0f32; scratch_len];
+            let mut vals: Vec<V> = Vec::new();
+            let mut rsum: Vec<f64> = Vec::with_capacity(r1 - r0);
             for st in &self.stages {
                 // Row programs: `bases` are the buffers the group was bound to, every row
                 // `r0..r1` lies in its space, and a vector value holds `c` floats.

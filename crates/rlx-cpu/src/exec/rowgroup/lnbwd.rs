@@ -272,11 +272,8 @@ impl LnBwd {
     /// instead (Σx, then Σ(x − μ)², then Σh, Σh·x̂), as the stage-by-stage programs do.
     /// Column sums the gradient does not ask for are skipped.
     ///
-    /// (`_scratch` and `_vals`, the stage-by-stage path's, are not used.)
-    ///
     /// # Safety
     /// `bases` are the group's bound buffers, `r0..r1` rows of its `c`-long rows.
-    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn run_block(
         &self,
         stages: &[Stage],
@@ -284,8 +281,6 @@ impl LnBwd {
         (r0, r1): (usize, usize),
         c: usize,
         sums: &mut [Vec<f64>],
-        _scratch: &mut [f32],
-        _vals: &mut Vec<super::rows::V>,
     ) -> Result<(), String> {
         let plan = |i: usize| -> &ReducePlan {
             match &stages[i] {
