@@ -3,10 +3,10 @@
 //! output buffer, then the fused epilogue (bias, activation, residual) applied in
 //! place over the result in parallel tiles.
 
-use super::loads::BindCtx;
-use super::loads::plan_load;
 use super::ew::{EwPlan, ew_chunk};
+use super::loads::BindCtx;
 use super::loads::LoadPlan;
+use super::loads::plan_load;
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into};
 use super::value::{TileValue, Ty, cast_bits, read_bits};
 use crate::gemm::int8::gemm_i8;

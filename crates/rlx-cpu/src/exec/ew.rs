@@ -2,9 +2,9 @@
 //! space (row segments when rows are long, flat runs across rows otherwise), with
 //! chunks of tiles spread over the cores.
 
+use super::copy::{Axis, Copies, Job, Src};
 use super::loads::BindCtx;
 use super::loads::plan_load;
-use super::copy::{Axis, Copies, Job, Src};
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{TileValue, Ty, read_bits, write_bits};

@@ -11,9 +11,9 @@
 //! strided scaled operands, else through the oracle's `eval_op` (correct, slow) —
 //! writing the result once.
 
-use super::loads::plan_load;
 use super::copy::{Copies, FineView, Job, Src, dense_strides, fine_view};
 use super::loads::LoadPlan;
+use super::loads::plan_load;
 use super::par::unravel_into;
 use rlx_compile::program::{Kernel, KernelKind, ViewStep};
 use rlx_ir::{DType, DimBinding, IrResult, Op, Shape, TensorData, interp};

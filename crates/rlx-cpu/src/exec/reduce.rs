@@ -7,8 +7,8 @@
 //! alone) combine in block order. Argmax/argmin fold the best value with its position
 //! (the oracle's first extremum, a NaN winning) and store the position in the dtype.
 
-use super::loads::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
+use super::loads::BindCtx;
 use super::loads::{LoadPlan, TilePos, collapse, permute};
 use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
 use super::value::{TileValue, Ty, cast_bits};

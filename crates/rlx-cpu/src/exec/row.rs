@@ -3,8 +3,8 @@
 //! passes over it, the result is written once (straight into the output when there
 //! is no epilogue). Rows are spread over the cores.
 
-use super::loads::BindCtx;
 use super::ew::{EwPlan, elem, plan_used};
+use super::loads::BindCtx;
 use super::loads::{LoadPlan, TilePos, collapse};
 use super::par::{Bases, SendPtr, chunks, par_for, unravel_into, with_scratch};
 use super::value::{TileValue, Ty, read_bits};

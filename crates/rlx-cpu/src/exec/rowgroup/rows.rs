@@ -15,8 +15,8 @@
 //! fused multiply-adds), so results stay within the oracle's tolerances; a row's sum
 //! does not depend on the block or thread that computes it.
 
-use super::super::loads::{BindCtx, plan_load};
 use super::super::loads::LoadPlan;
+use super::super::loads::{BindCtx, plan_load};
 use super::super::vm::{InstrOp, TileProg};
 use crate::math;
 use rlx_compile::program::{EOp, Expr, Kernel, Scalar};
