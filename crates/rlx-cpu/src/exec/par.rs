@@ -56,14 +56,33 @@ pub(crate) fn as_program<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// How long a kept-warm worker spins with nothing to run before it returns to rayon
+/// (and sleeps like any idle worker until the next kernel's chunks wake it).
+const KEEP_WARM_IDLE: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// Run pending pool work (this program's kernel chunks) until `done`, spinning while
 /// there is none: a worker kept this way picks up each kernel's chunks at once.
+///
+/// It also returns after [`KEEP_WARM_IDLE`] without work. rayon may start this job on
+/// a worker nested inside a wait of another job, such as a chunk of the program's first
+/// kernel that the worker stole before it took its keep-warm job; then the program
+/// cannot end (and set `done`) until this returns and the chunk below it finishes. A
+/// `done`-only loop hung the W4 benchmark that way (2026-12-03: one worker spinning
+/// here on top of a stolen `quant_scale_into` chunk, the program's thread asleep in
+/// the chunk's join).
 pub(crate) fn keep_warm(done: &AtomicBool) {
     as_program(|| {
+        let mut idle_since: Option<std::time::Instant> = None;
         while !done.load(Ordering::Acquire) {
             match rayon::yield_now() {
-                Some(rayon::Yield::Executed) => {}
-                _ => std::hint::spin_loop(),
+                Some(rayon::Yield::Executed) => idle_since = None,
+                _ => {
+                    let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() >= KEEP_WARM_IDLE {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                }
             }
         }
     })
@@ -157,5 +176,28 @@ mod tests {
         let done = AtomicBool::new(true);
         keep_warm(&done);
         assert!(!in_program());
+    }
+
+    /// A kept-warm worker with nothing to run gives its thread back even though the
+    /// program has not ended: the frame below it may be one the program waits for (a
+    /// stolen chunk of its kernel), and spinning until `done` would then never end.
+    #[test]
+    fn a_kept_warm_worker_returns_when_idle_even_before_the_program_is_done() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap();
+            let done = AtomicBool::new(false);
+            // A join whose second half keeps warm on top of the first's frame: the
+            // shape of the hang (the first half only ends once keep_warm returns).
+            pool.install(|| rayon::join(|| keep_warm(&done), || keep_warm(&done)));
+            tx.send(in_program()).unwrap();
+        });
+        let marked = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("keep_warm spun for 30 s with no work and `done` never set");
+        assert!(!marked, "the program mark outlived keep_warm");
     }
 }
