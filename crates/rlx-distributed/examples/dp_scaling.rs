@@ -65,6 +65,9 @@ fn time(steps: usize, mut step: impl FnMut()) -> (f64, f64) {
     (median(&mut ms), min)
 }
 
+/// Named f32 inputs of a model, as `Func::run` takes them.
+type NamedInputs = Vec<(String, Vec<f32>)>;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let workload = args.get(1).map_or("w6", String::as_str).to_string();
@@ -75,45 +78,45 @@ fn main() {
     let (rank, size) = (comm.rank(), comm.size());
     let threads = std::env::var("RLX_NUM_THREADS").unwrap_or_else(|_| "default".into());
     // (model for this rank's shard, whole-batch model, inputs of the shard, whole inputs)
-    let (local, whole, shard, all): (Func, Func, Vec<(String, Vec<f32>)>, Vec<(String, Vec<f32>)>) =
-        match workload.as_str() {
-            "w6" => {
-                let global = W6_BATCH;
-                let r = shard_range(global, rank, size);
-                let (x, y) = mlp_inputs(global, 2);
-                let shard = vec![
-                    ("x".into(), x[r.start * MLP[0]..r.end * MLP[0]].to_vec()),
-                    ("y".into(), y[r.clone()].to_vec()),
-                ];
-                (
-                    w6(r.len()),
-                    w6(global),
-                    shard,
-                    vec![("x".into(), x), ("y".into(), y)],
-                )
-            }
-            "w11" => {
-                let c = GptConfig::w11(4);
-                let r = shard_range(c.batch, rank, size);
-                let local_c = GptConfig {
-                    batch: r.len(),
-                    ..c
-                };
-                let (idx, tgt) = TokenStream::new(&c, 3).next_batch();
-                let t = c.seq;
-                let shard = vec![
-                    ("idx".into(), idx[r.start * t..r.end * t].to_vec()),
-                    ("tgt".into(), tgt[r.start * t..r.end * t].to_vec()),
-                ];
-                (
-                    gpt::model(&local_c, 1),
-                    gpt::model(&c, 1),
-                    shard,
-                    vec![("idx".into(), idx), ("tgt".into(), tgt)],
-                )
-            }
-            other => panic!("unknown workload {other}; use w6 or w11"),
-        };
+    let (local, whole, shard, all): (Func, Func, NamedInputs, NamedInputs) = match workload.as_str()
+    {
+        "w6" => {
+            let global = W6_BATCH;
+            let r = shard_range(global, rank, size);
+            let (x, y) = mlp_inputs(global, 2);
+            let shard = vec![
+                ("x".into(), x[r.start * MLP[0]..r.end * MLP[0]].to_vec()),
+                ("y".into(), y[r.clone()].to_vec()),
+            ];
+            (
+                w6(r.len()),
+                w6(global),
+                shard,
+                vec![("x".into(), x), ("y".into(), y)],
+            )
+        }
+        "w11" => {
+            let c = GptConfig::w11(4);
+            let r = shard_range(c.batch, rank, size);
+            let local_c = GptConfig {
+                batch: r.len(),
+                ..c
+            };
+            let (idx, tgt) = TokenStream::new(&c, 3).next_batch();
+            let t = c.seq;
+            let shard = vec![
+                ("idx".into(), idx[r.start * t..r.end * t].to_vec()),
+                ("tgt".into(), tgt[r.start * t..r.end * t].to_vec()),
+            ];
+            (
+                gpt::model(&local_c, 1),
+                gpt::model(&c, 1),
+                shard,
+                vec![("idx".into(), idx), ("tgt".into(), tgt)],
+            )
+        }
+        other => panic!("unknown workload {other}; use w6 or w11"),
+    };
     let new_opt = || -> Box<dyn Optimizer> {
         if workload == "w6" {
             Box::new(AdamW::new(1e-3).with_f32_math(true))
