@@ -280,7 +280,8 @@ fn cast_f64s(v: &[f64], to: DType, dims: &[usize]) -> TensorData {
 
 /// The oracle's cast of one float value to the integer dtype (or bool) `to`: truncation
 /// toward zero, saturating at the dtype's range, NaN → 0; bool is `x != 0` (NaN is true).
-/// Backends call this for their scalar casts (the CPU executor's `cast_bits`).
+/// Backends call this for their scalar casts (the CPU executor's `cast_bits`). Any other
+/// `to` (i64, or a float dtype, which is not an integer cast) saturates to i64.
 #[inline]
 pub fn float_to_int(x: f64, to: DType) -> i64 {
     match to {
@@ -315,6 +316,7 @@ pub fn wrap_int(v: i64, to: DType) -> i64 {
 /// f16/bf16 round from the f64 through `half`'s `from_f64`, as the data encoders do
 /// (its bf16 rounding ignores the f64's low 32 bits, so an f64 just above a bf16 tie
 /// rounds down; f32-class values and integers from [`int_for_float`] have no such bits).
+/// f64, complex-f64 and non-float `to` leave `x` unchanged.
 #[inline]
 pub fn round_float(x: f64, to: DType) -> f64 {
     match to {

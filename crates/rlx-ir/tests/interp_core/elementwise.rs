@@ -318,6 +318,59 @@ fn cast_float_to_int_truncates_saturates_and_maps_nan_to_zero() {
     );
 }
 
+/// The per-element cast rules rlx-ir exports for backends, called directly: their edges
+/// (saturation, NaN, wrapping, rounding of integers past 2⁵³ and past a float's
+/// precision) and dtypes outside their domain, which leave the value as documented
+/// instead of inventing a cast.
+#[test]
+fn public_cast_rules_hold_at_their_edges_and_outside_their_dtypes() {
+    use rlx_ir::interp::{float_to_int, int_for_float, round_float, wrap_int};
+    assert_eq!(float_to_int(f64::NAN, DType::I32), 0);
+    assert_eq!(float_to_int(1e10, DType::I32), i32::MAX as i64);
+    assert_eq!(float_to_int(-1.5, DType::U8), 0);
+    assert_eq!(float_to_int(-0.5, DType::I8), 0);
+    assert_eq!(float_to_int(f64::NAN, DType::Bool), 1);
+    assert_eq!(float_to_int(0.0, DType::Bool), 0);
+    // Outside the integer dtypes: truncated and saturated to i64.
+    assert_eq!(float_to_int(2.9, DType::F32), 2);
+    assert_eq!(float_to_int(f64::INFINITY, DType::F64), i64::MAX);
+
+    assert_eq!(wrap_int(300, DType::U8), 44);
+    assert_eq!(wrap_int(-1, DType::U32), u32::MAX as i64);
+    assert_eq!(wrap_int(-129, DType::I8), 127);
+    assert_eq!(wrap_int(2, DType::Bool), 1);
+    // Float and complex targets: the value is left for int_for_float.
+    assert_eq!(wrap_int(-7, DType::F32), -7);
+    assert_eq!(wrap_int(i64::MIN, DType::C64), i64::MIN);
+
+    assert_eq!(round_float(0.1, DType::F32), 0.1f32 as f64);
+    assert_eq!(round_float(65520.0, DType::F16), f64::INFINITY);
+    assert!(round_float(f64::NAN, DType::BF16).is_nan());
+    // f64 and non-float targets: unchanged.
+    assert_eq!(round_float(0.1, DType::F64), 0.1);
+    assert_eq!(round_float(2.5, DType::I32), 2.5);
+
+    // int → float is round_float(int_for_float(v)): one rounding to nearest even.
+    let to_float = |v: i64, to: DType| round_float(int_for_float(v, to), to);
+    assert_eq!(to_float((1 << 24) + 1, DType::F32), 16_777_216.0);
+    assert_eq!(to_float((1 << 24) + 3, DType::F32), 16_777_220.0);
+    assert_eq!(to_float(-((1 << 24) + 3), DType::F32), -16_777_220.0);
+    assert_eq!(to_float(2049, DType::F16), 2048.0);
+    assert_eq!(to_float(2051, DType::F16), 2052.0);
+    // Past 2⁵³ int_for_float itself rounds (f64 cannot hold the integer).
+    assert_eq!(int_for_float((1 << 53) + 1, DType::F64), 2f64.powi(53));
+    assert_eq!(
+        int_for_float((1 << 53) + 3, DType::F64),
+        2f64.powi(53) + 4.0
+    );
+    assert_eq!(int_for_float(i64::MAX, DType::BF16), 2f64.powi(63));
+    // Non-float targets round like f64.
+    assert_eq!(
+        int_for_float((1 << 53) + 3, DType::I32),
+        int_for_float((1 << 53) + 3, DType::F64)
+    );
+}
+
 #[test]
 fn cast_int_to_int_wraps() {
     let x = ints(DType::I32, &[4], &[200, -1, 256, -129]);
