@@ -6,6 +6,7 @@
 //! expands when several axes are dynamic.
 
 use super::flow;
+use super::flow::carries_gradient;
 use crate::build::Build;
 use crate::build::dims_str;
 use rlx_ir::{
@@ -13,12 +14,6 @@ use rlx_ir::{
     TensorData,
 };
 use std::collections::HashMap;
-
-/// Whether values of `dt` carry gradients: real floats. (Complex values cannot be
-/// accumulated by element-wise ops; differentiate the real block layout of `fft`.)
-pub(crate) fn carries_gradient(dt: DType) -> bool {
-    dt.is_float()
-}
 
 /// The state of one reverse sweep over a graph.
 pub(crate) struct ReverseBuilder<'g> {

@@ -4,8 +4,13 @@
 //! "no gradient reaches `x`" diagnosis walks the same edges, so the error always
 //! names the op that actually stopped the gradient.
 
-use super::builder::carries_gradient;
-use rlx_ir::{Activation, Graph, MaskKind, Node, Op, ReduceOp};
+use rlx_ir::{Activation, DType, Graph, MaskKind, Node, Op, ReduceOp};
+
+/// Whether values of `dt` carry gradients: real floats. (Complex values cannot be
+/// accumulated by element-wise ops; differentiate the real block layout of `fft`.)
+pub(crate) fn carries_gradient(dt: DType) -> bool {
+    dt.is_float()
+}
 
 /// `None` when a gradient flows from `node` into its operand slot `i`; otherwise
 /// the reason, as a clause naming the op (`"argmax is not differentiable (its

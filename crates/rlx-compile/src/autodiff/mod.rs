@@ -67,7 +67,8 @@ mod reduce;
 mod scan;
 
 use crate::build::{Build, Family, ancestors, between, check_ids, family};
-use builder::{ReverseBuilder, carries_gradient};
+use builder::ReverseBuilder;
+use flow::carries_gradient;
 use rlx_ir::{Graph, IrError, IrResult, Node, NodeId, Op, TensorData};
 
 /// Append the vector-Jacobian product of `outputs` (seeded with `cotangents`, one per
