@@ -5,9 +5,11 @@
 use super::copy::{Axis, Copies, Job, Src};
 use super::loads::BindCtx;
 use super::loads::plan_load;
+use super::loads::unravel_into;
 use super::loads::{LoadPlan, TilePos, collapse};
-use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
+use super::par::{Bases, chunks, par_for};
 use super::value::{TileValue, Ty, read_bits, write_bits};
+use super::vm::with_scratch;
 use super::vm::{
     InstrOp, Scratch, TILE, TileEnv, TileInputs, TileProg, fetch_inputs_into, run_tile,
     run_tile_jit,

@@ -7,6 +7,16 @@ use rlx_ir::DType;
 use rlx_ir::{DimBinding, IrError, IrResult};
 use std::sync::Arc;
 
+/// Multi-index of flat offset `flat` in `dims` into `idx`.
+pub(crate) fn unravel_into(mut flat: usize, dims: &[usize], idx: &mut [usize]) {
+    for i in (0..dims.len()).rev() {
+        if dims[i] > 0 {
+            idx[i] = flat % dims[i];
+            flat /= dims[i];
+        }
+    }
+}
+
 /// A load bound to an iteration space of concrete dims.
 #[derive(Debug, Clone)]
 pub(crate) struct LoadPlan {
@@ -354,7 +364,7 @@ pub(crate) fn permute(p: &LoadPlan, dims: &[usize], perm: &[usize]) -> LoadPlan 
             let mut pidx = vec![0usize; dims.len()];
             let mut idx = vec![0usize; dims.len()];
             for f in 0..n {
-                super::par::unravel_into(f, &pdims, &mut pidx);
+                unravel_into(f, &pdims, &mut pidx);
                 for (j, &a) in perm.iter().enumerate() {
                     idx[a] = pidx[j];
                 }

@@ -14,7 +14,7 @@
 use super::copy::{Copies, FineView, Job, Src, dense_strides, fine_view};
 use super::loads::LoadPlan;
 use super::loads::plan_load;
-use super::par::unravel_into;
+use super::loads::unravel_into;
 use rlx_compile::program::{Kernel, KernelKind, ViewStep};
 use rlx_ir::{DType, DimBinding, IrResult, Op, Shape, TensorData, interp};
 

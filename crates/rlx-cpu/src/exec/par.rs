@@ -1,19 +1,9 @@
 //! Work splitting: fixed, size-determined chunks (so results never depend on the
-//! thread count or timing) spread over the rayon pool, and per-thread tile scratch.
+//! thread count or timing) spread over the rayon pool.
 
-use super::vm::Scratch;
 use rayon::prelude::*;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
-}
-
-/// Run `f` with this thread's tile scratch.
-pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
-    SCRATCH.with(|s| f(&mut s.borrow_mut()))
-}
 
 /// Run `f(i)` for every chunk `i < n`, in parallel when there is more than one; the
 /// first error (by chunk order among the failing ones seen) is returned.
@@ -142,16 +132,6 @@ impl<'a> Bases<'a> {
     /// The pointers (a method, so closures capture the whole `Sync` wrapper).
     pub(crate) fn get(self) -> &'a [*mut u8] {
         self.0
-    }
-}
-
-/// Multi-index of flat offset `flat` in `dims` into `idx`.
-pub(crate) fn unravel_into(mut flat: usize, dims: &[usize], idx: &mut [usize]) {
-    for i in (0..dims.len()).rev() {
-        if dims[i] > 0 {
-            idx[i] = flat % dims[i];
-            flat /= dims[i];
-        }
     }
 }
 

@@ -9,9 +9,11 @@
 
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::BindCtx;
+use super::loads::unravel_into;
 use super::loads::{LoadPlan, TilePos, collapse, permute};
-use super::par::{Bases, chunks, par_for, unravel_into, with_scratch};
+use super::par::{Bases, chunks, par_for};
 use super::value::{TileValue, Ty, cast_bits};
+use super::vm::with_scratch;
 use super::vm::{InstrOp, Scratch, TILE, TileEnv, TileProg, fetch_inputs, run_tile, run_tile_jit};
 use rlx_compile::program::{Kernel, KernelKind};
 use rlx_ir::interp::wrap_int;

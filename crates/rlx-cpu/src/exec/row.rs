@@ -5,9 +5,11 @@
 
 use super::ew::{EwPlan, elem, plan_used};
 use super::loads::BindCtx;
+use super::loads::unravel_into;
 use super::loads::{LoadPlan, TilePos, collapse};
-use super::par::{Bases, SendPtr, chunks, par_for, unravel_into, with_scratch};
+use super::par::{Bases, SendPtr, chunks, par_for};
 use super::value::{TileValue, Ty, read_bits};
+use super::vm::with_scratch;
 use super::vm::{TILE, TileEnv, TileProg, run_tile};
 use crate::math;
 use rlx_compile::program::{Kernel, KernelKind, RowOp};

@@ -9,6 +9,16 @@ use super::value::{TileValue, Ty};
 use rlx_compile::program::{EOp, Expr, Scalar};
 use rlx_ir::{DType, FloatFormat};
 
+thread_local! {
+    /// This thread's tile scratch, reused by every kernel chunk it runs.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::new());
+}
+
+/// Run `f` with this thread's tile scratch.
+pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| f(&mut s.borrow_mut()))
+}
+
 /// Elements per tile.
 pub(crate) const TILE: usize = 1024;
 
