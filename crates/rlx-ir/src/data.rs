@@ -370,8 +370,8 @@ pub(crate) fn encode_f64(dtype: DType, v: f64, out: &mut Vec<u8>) {
     match dtype {
         DType::F32 | DType::C64 => out.extend_from_slice(&(v as f32).to_le_bytes()),
         DType::F64 | DType::C128 => out.extend_from_slice(&v.to_le_bytes()),
-        DType::F16 => out.extend_from_slice(&f16::from_f64(v).to_le_bytes()),
-        DType::BF16 => out.extend_from_slice(&bf16::from_f64(v).to_le_bytes()),
+        DType::F16 => out.extend_from_slice(&crate::f16_from_f64(v).to_le_bytes()),
+        DType::BF16 => out.extend_from_slice(&crate::bf16_from_f64(v).to_le_bytes()),
         DType::I8 => out.push((v as i8) as u8),
         DType::U8 => out.push(v as u8),
         DType::I16 => out.extend_from_slice(&(v as i16).to_le_bytes()),

@@ -26,6 +26,7 @@ mod guard;
 mod hash;
 mod infer;
 pub mod interp;
+mod narrow;
 pub mod op;
 mod scaled;
 mod shape;
@@ -40,6 +41,7 @@ pub use graph::{Graph, Node, NodeId, NodeOrigin};
 pub use guard::DimGuards;
 pub use hash::{FastBuildHasher, FastHashMap, FastHasher};
 pub use infer::{infer_shape, norm_axis};
+pub use narrow::{bf16_from_f64, f16_from_f64};
 pub use op::{
     Activation, AttentionAttrs, BinaryOp, CmpOp, ConvAttrs, FftAlgo, FftNorm, MaskKind, Op,
     ReduceOp, RopeStyle, SynthKind,

@@ -596,8 +596,8 @@ fn widen(v: f64, dt: DType) -> Value {
 /// A compute value stored into a buffer of `dt` (already rounded by the kernel).
 fn narrow(v: Value, dt: DType) -> f64 {
     match dt {
-        DType::F16 => half::f16::from_f64(v.as_f64()).to_f64(),
-        DType::BF16 => half::bf16::from_f64(v.as_f64()).to_f64(),
+        DType::F16 => rlx_ir::f16_from_f64(v.as_f64()).to_f64(),
+        DType::BF16 => rlx_ir::bf16_from_f64(v.as_f64()).to_f64(),
         _ => v.as_f64(),
     }
 }
@@ -669,8 +669,8 @@ fn unary(op: Un, a: Value) -> Option<Value> {
             _ => return None,
         },
         Un::RoundHalf(dt) => match a {
-            Value::F64(x) if dt == DType::F16 => Value::F64(half::f16::from_f64(x).to_f64()),
-            Value::F64(x) => Value::F64(half::bf16::from_f64(x).to_f64()),
+            Value::F64(x) if dt == DType::F16 => Value::F64(rlx_ir::f16_from_f64(x).to_f64()),
+            Value::F64(x) => Value::F64(rlx_ir::bf16_from_f64(x).to_f64()),
             _ => return None,
         },
         Un::IntToF64 { prec } => match a {

@@ -70,10 +70,10 @@ impl Elem {
                 Elem::F64 => (p as *mut f64).add(i).write_unaligned(v),
                 Elem::F16 => (p as *mut u16)
                     .add(i)
-                    .write_unaligned(f16::from_f64(v).to_bits()),
+                    .write_unaligned(rlx_ir::f16_from_f64(v).to_bits()),
                 Elem::Bf16 => (p as *mut u16)
                     .add(i)
-                    .write_unaligned(bf16::from_f64(v).to_bits()),
+                    .write_unaligned(rlx_ir::bf16_from_f64(v).to_bits()),
             }
         }
     }
@@ -307,16 +307,15 @@ mod simd {
         }
     }
 
-    /// `half`'s f64 → bf16 rule (the oracle's): the high word of the f64 is rounded to
-    /// nearest with ties to even, its low 32 mantissa bits ignored. `None` when a lane is
-    /// not a normal bf16 after rebiasing (then the scalar conversion decides); f64 zeros
-    /// and subnormals give signed zero as there.
+    /// The oracle's f64 → bf16 rule ([`rlx_ir::bf16_from_f64`]): the f64, its exponent
+    /// rebiased, rounded once at bit 45 to nearest with ties to even (every lower bit
+    /// counts). `None` when a lane is not a normal bf16 after rebiasing (then the scalar
+    /// conversion decides); f64 zeros and subnormals give signed zero as there.
     #[target_feature(enable = "avx512f")]
     fn bf16_bits(v: __m512d) -> Option<__m128i> {
-        let hi = _mm512_srli_epi64::<32>(_mm512_castpd_si512(v));
-        let sign = _mm512_srli_epi64::<16>(_mm512_and_si512(hi, _mm512_set1_epi64(0x8000_0000)));
-        let exp = _mm512_and_si512(_mm512_srli_epi64::<20>(hi), _mm512_set1_epi64(0x7ff));
-        let man = _mm512_and_si512(hi, _mm512_set1_epi64(0xf_ffff));
+        let bits = _mm512_castpd_si512(v);
+        let sign = _mm512_and_si512(_mm512_srli_epi64::<48>(bits), _mm512_set1_epi64(0x8000));
+        let exp = _mm512_and_si512(_mm512_srli_epi64::<52>(bits), _mm512_set1_epi64(0x7ff));
         // Rebiased exponent in 1..=254 (f64 exponent 897..=1150): a normal bf16.
         let normal = _mm512_cmpge_epu64_mask(exp, _mm512_set1_epi64(897))
             & _mm512_cmple_epu64_mask(exp, _mm512_set1_epi64(1150));
@@ -324,15 +323,18 @@ mod simd {
         if normal | zero != 0xff {
             return None;
         }
-        let rebiased = _mm512_slli_epi64::<7>(_mm512_sub_epi64(exp, _mm512_set1_epi64(896)));
-        let bits = _mm512_or_si512(
-            _mm512_or_si512(sign, rebiased),
-            _mm512_srli_epi64::<13>(man),
+        // |v| with bf16's exponent in the f64's exponent field: bits 45.. are the bf16.
+        let mag = _mm512_sub_epi64(
+            _mm512_and_si512(bits, _mm512_set1_epi64(i64::MAX)),
+            _mm512_set1_epi64(896 << 52),
         );
-        // Round up when the round bit is set and the kept lsb or a lower bit is too.
-        let round = _mm512_test_epi64_mask(man, _mm512_set1_epi64(0x1000))
-            & _mm512_test_epi64_mask(man, _mm512_set1_epi64(0x2fff));
-        let bits = _mm512_mask_add_epi64(bits, round, bits, _mm512_set1_epi64(1));
+        // Adding 2^44 − 1 plus the kept lsb carries into bit 45 exactly when the 45 bits
+        // below are above half, or half with an odd lsb; a carry out of the mantissa
+        // lands in the exponent (254 + 1 is ∞, the correct overflow).
+        let lsb = _mm512_and_si512(_mm512_srli_epi64::<45>(mag), _mm512_set1_epi64(1));
+        let bias = _mm512_add_epi64(_mm512_set1_epi64((1 << 44) - 1), lsb);
+        let rounded = _mm512_srli_epi64::<45>(_mm512_add_epi64(mag, bias));
+        let bits = _mm512_or_si512(sign, rounded);
         let bits = _mm512_mask_mov_epi64(bits, zero, sign);
         Some(_mm512_cvtepi64_epi16(bits))
     }
@@ -370,6 +372,78 @@ mod simd {
                 _mm256_storeu_ps((out as *mut f32).add(l.b), _mm512_cvtpd_ps(rb));
             }
             true
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Eight lanes through `bf16_bits`, or `None` when it leaves them to the scalar
+        /// rule.
+        fn vector(v: [f64; 8]) -> Option<[u16; 8]> {
+            // SAFETY: only called after checking AVX-512 F; the loads and stores are of
+            // local arrays of the right sizes.
+            unsafe {
+                let h = bf16_bits(_mm512_loadu_pd(v.as_ptr()))?;
+                let mut out = [0u16; 8];
+                _mm_storeu_si128(out.as_mut_ptr() as *mut __m128i, h);
+                Some(out)
+            }
+        }
+
+        #[test]
+        fn vector_bf16_rounding_is_the_oracles_at_ties_carries_and_overflow() {
+            if !std::arch::is_x86_feature_detected!("avx512f") {
+                println!("skipped: no AVX-512 F");
+                return;
+            }
+            let p = |e: i32| 2f64.powi(e);
+            let mut vals = vec![
+                1.0 + p(-8),          // tie: to even (down)
+                1.0 + p(-8) + p(-40), // above the tie by a low-word bit: up
+                1.0 + p(-8) + p(-52), // by the last f64 bit: up
+                1.0 + p(-8) - p(-52), // just below: down
+                1.0 + 3.0 * p(-8),    // tie: to even (up)
+                -(1.0 + 3.0 * p(-8) - p(-45)),
+                2.0 - p(-9),                    // carries into the next binade
+                (2.0 - p(-8)) * p(127),         // the overflow tie: +inf
+                (2.0 - p(-8)) * p(127) - p(75), // one f64 ulp below: the largest finite
+                p(-126),                        // the smallest normal bf16
+                0.0,
+                -0.0,
+                -5e-324, // f64 subnormal: signed zero
+            ];
+            // Random values, and each moved onto its bf16 tie and one f64 ulp off it.
+            let mut s = 0x9e37_79b9_7f4a_7c15u64;
+            for _ in 0..3000 {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let v = f64::from_bits((s & 0x800f_ffff_ffff_ffff) | ((1023 - 60 + s % 120) << 52));
+                let tie = f64::from_bits(v.to_bits() >> 45 << 45 | 1 << 44);
+                vals.extend([
+                    v,
+                    tie,
+                    f64::from_bits(tie.to_bits() + 1),
+                    f64::from_bits(tie.to_bits() - 1),
+                ]);
+            }
+            while !vals.len().is_multiple_of(8) {
+                vals.push(1.0);
+            }
+            for lanes in vals.chunks_exact(8) {
+                let v: [f64; 8] = lanes.try_into().unwrap();
+                let got = vector(v).expect("all lanes normal or zero");
+                for (x, g) in v.iter().zip(got) {
+                    let want = rlx_ir::bf16_from_f64(*x).to_bits();
+                    assert_eq!(g, want, "{x:e} ({:#x})", x.to_bits());
+                }
+            }
+            // Lanes outside bf16's normal range go to the scalar rule.
+            assert!(vector([1.0, 1.0, 1.0, p(-127), 1.0, 1.0, 1.0, 1.0]).is_none());
+            assert!(vector([f64::NAN, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]).is_none());
+            assert!(vector([p(128), 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]).is_none());
         }
     }
 }

@@ -171,7 +171,7 @@ impl Half for f16 {
         self.to_f64()
     }
     fn from64(v: f64) -> Self {
-        f16::from_f64(v)
+        rlx_ir::f16_from_f64(v)
     }
 }
 impl Half for bf16 {
@@ -179,7 +179,7 @@ impl Half for bf16 {
         self.to_f64()
     }
     fn from64(v: f64) -> Self {
-        bf16::from_f64(v)
+        rlx_ir::bf16_from_f64(v)
     }
 }
 

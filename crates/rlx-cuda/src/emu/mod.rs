@@ -309,8 +309,8 @@ unsafe fn wr(dt: DType, p: u64, i: usize, v: f64) {
         match dt {
             DType::F32 => *(p as *mut f32).add(i) = v as f32,
             DType::F64 => *(p as *mut f64).add(i) = v,
-            DType::F16 => *(p as *mut u16).add(i) = half::f16::from_f64(v).to_bits(),
-            DType::BF16 => *(p as *mut u16).add(i) = half::bf16::from_f64(v).to_bits(),
+            DType::F16 => *(p as *mut u16).add(i) = rlx_ir::f16_from_f64(v).to_bits(),
+            DType::BF16 => *(p as *mut u16).add(i) = rlx_ir::bf16_from_f64(v).to_bits(),
             _ => unreachable!("BLAS dtypes only"),
         }
     }

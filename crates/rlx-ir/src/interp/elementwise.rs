@@ -16,7 +16,6 @@
 
 use super::index::{broadcast_map, take};
 use crate::{Activation, BinaryOp, CmpOp, DType, IrError, IrResult, Op, Shape, TensorData};
-use half::{bf16, f16};
 
 pub(super) fn eval(op: &Op, inputs: &[&TensorData], out: &Shape) -> IrResult<TensorData> {
     let dims = out
@@ -313,16 +312,15 @@ pub fn wrap_int(v: i64, to: DType) -> i64 {
 
 /// The oracle's cast of one float value to the float dtype `to` (f32, f16, bf16, f64):
 /// rounded to nearest even, overflow to ±∞, NaN stays NaN; the result is exact in `to`.
-/// f16/bf16 round from the f64 through `half`'s `from_f64`, as the data encoders do
-/// (its bf16 rounding ignores the f64's low 32 bits, so an f64 just above a bf16 tie
-/// rounds down; f32-class values and integers from [`int_for_float`] have no such bits).
+/// f16/bf16 round once from the whole f64 ([`crate::f16_from_f64`],
+/// [`crate::bf16_from_f64`]), as the data encoders do.
 /// f64, complex-f64 and non-float `to` leave `x` unchanged.
 #[inline]
 pub fn round_float(x: f64, to: DType) -> f64 {
     match to {
         DType::F32 | DType::C64 => x as f32 as f64,
-        DType::F16 => f16::from_f64(x).to_f64(),
-        DType::BF16 => bf16::from_f64(x).to_f64(),
+        DType::F16 => crate::f16_from_f64(x).to_f64(),
+        DType::BF16 => crate::bf16_from_f64(x).to_f64(),
         _ => x,
     }
 }

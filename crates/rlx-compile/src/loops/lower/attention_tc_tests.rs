@@ -25,7 +25,7 @@ fn values(dt: DType, dims: &[usize], seed: u64) -> TensorData {
             if i % 11 == 3 {
                 return -0.0;
             }
-            // An f32 value first: from_f64_as rounds f64s to bf16 imperfectly.
+            // An f32 value first: every dtype then holds a rounding of the same f32.
             (((s >> 11) % 30_001) as f32 / 10_000.0 - 1.5) as f64
         })
         .collect();

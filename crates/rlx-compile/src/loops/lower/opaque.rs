@@ -21,8 +21,8 @@ use rlx_ir::{DType, Dim, Op, Shape};
 fn fill(value: f64, dt: DType) -> Option<Ex> {
     Some(Ex::Lit(match dt {
         DType::F32 => Lit::F32(value as f32),
-        DType::F16 => Lit::F32(half::f16::from_f64(value).to_f32()),
-        DType::BF16 => Lit::F32(half::bf16::from_f64(value).to_f32()),
+        DType::F16 => Lit::F32(rlx_ir::f16_from_f64(value).to_f32()),
+        DType::BF16 => Lit::F32(rlx_ir::bf16_from_f64(value).to_f32()),
         DType::F64 => Lit::F64(value),
         DType::I8 => Lit::I64(value as i8 as i64),
         DType::I16 => Lit::I64(value as i16 as i64),
