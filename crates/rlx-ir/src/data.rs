@@ -1,5 +1,6 @@
 //! Host-side tensor data: a dtype, concrete dims, and little-endian bytes.
 
+use crate::interp::{float_to_int, int_for_float, round_float, wrap_int};
 use crate::{DType, IrError, IrResult, Shape};
 use half::{bf16, f16};
 
@@ -159,31 +160,25 @@ impl TensorData {
         }
     }
 
-    /// Encode integer values into any dtype: integer dtypes wrap (two's complement),
-    /// floats convert, bool is `v != 0`.
+    /// Encode integer values into any dtype as the oracle's cast does: integer dtypes
+    /// wrap (two's complement, [`wrap_int`]), bool is `v != 0`, floats (and the real
+    /// part of complex values) are the integer rounded once to nearest even
+    /// ([`int_for_float`]).
     #[track_caller]
     pub fn from_i64_as(dtype: DType, dims: &[usize], values: &[i64]) -> TensorData {
-        if !dtype.is_int() {
-            let f: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+        if dtype.is_float() || dtype.is_complex() {
+            let f = values.iter().map(|&v| int_for_float(v, dtype));
             return if dtype.is_complex() {
-                let pairs: Vec<f64> = f.iter().flat_map(|&v| [v, 0.0]).collect();
+                let pairs: Vec<f64> = f.flat_map(|v| [v, 0.0]).collect();
                 TensorData::from_f64_as(dtype, dims, &pairs)
             } else {
-                TensorData::from_f64_as(dtype, dims, &f)
+                TensorData::from_f64_as(dtype, dims, &f.collect::<Vec<f64>>())
             };
         }
         check_len(dims, values.len());
         let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
         for &v in values {
-            match dtype {
-                DType::I8 => bytes.push(v as i8 as u8),
-                DType::U8 => bytes.push(v as u8),
-                DType::I16 => bytes.extend_from_slice(&(v as i16).to_le_bytes()),
-                DType::I32 => bytes.extend_from_slice(&(v as i32).to_le_bytes()),
-                DType::U32 => bytes.extend_from_slice(&(v as u32).to_le_bytes()),
-                DType::I64 => bytes.extend_from_slice(&v.to_le_bytes()),
-                _ => unreachable!(),
-            }
+            push_int(dtype, wrap_int(v, dtype), &mut bytes);
         }
         TensorData {
             dtype,
@@ -365,21 +360,25 @@ fn check_len(dims: &[usize], len: usize) {
     );
 }
 
-/// Append `v` encoded as one element (or one complex half) of `dtype`.
+/// Append `v` encoded as one element (or one complex half) of `dtype`, converted by the
+/// oracle's cast rules ([`round_float`], the one-rounding f16/bf16 conversions,
+/// [`float_to_int`]).
 pub(crate) fn encode_f64(dtype: DType, v: f64, out: &mut Vec<u8>) {
     match dtype {
-        DType::F32 | DType::C64 => out.extend_from_slice(&(v as f32).to_le_bytes()),
+        DType::F32 | DType::C64 => {
+            out.extend_from_slice(&(round_float(v, DType::F32) as f32).to_le_bytes())
+        }
         DType::F64 | DType::C128 => out.extend_from_slice(&v.to_le_bytes()),
         DType::F16 => out.extend_from_slice(&crate::f16_from_f64(v).to_le_bytes()),
         DType::BF16 => out.extend_from_slice(&crate::bf16_from_f64(v).to_le_bytes()),
-        DType::I8 => out.push((v as i8) as u8),
-        DType::U8 => out.push(v as u8),
-        DType::I16 => out.extend_from_slice(&(v as i16).to_le_bytes()),
-        DType::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
-        DType::U32 => out.extend_from_slice(&(v as u32).to_le_bytes()),
-        DType::I64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
-        DType::Bool => out.push((v != 0.0) as u8),
+        _ => push_int(dtype, float_to_int(v, dtype), out),
     }
+}
+
+/// Append `v`, already in the range of the integer dtype (or bool) `dtype`, in its width:
+/// the low bytes of an in-range i64 are its two's-complement encoding in any width.
+fn push_int(dtype: DType, v: i64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&v.to_le_bytes()[..dtype.size_bytes()]);
 }
 
 /// Decode one element (or one complex half) of `dtype` from `c`.
@@ -466,6 +465,101 @@ mod tests {
     fn integers_wrap_when_encoded_from_i64() {
         let t = TensorData::from_i64_as(DType::U8, &[2], &[256 + 7, -1]);
         assert_eq!(t.to_i64_vec(), vec![7, 255]);
+    }
+
+    #[test]
+    fn floats_encode_into_every_integer_width_truncated_and_saturated() {
+        let vals = [0.0, -1.5, 300.7, -40000.0, 5e9, -5e9, f64::NAN, 1e30];
+        let cases: [(DType, [i64; 8]); 7] = [
+            (DType::I8, [0, -1, 127, -128, 127, -128, 0, 127]),
+            (DType::U8, [0, 0, 255, 0, 255, 0, 0, 255]),
+            (DType::I16, [0, -1, 300, -32768, 32767, -32768, 0, 32767]),
+            (
+                DType::I32,
+                [
+                    0,
+                    -1,
+                    300,
+                    -40000,
+                    i32::MAX as i64,
+                    i32::MIN as i64,
+                    0,
+                    i32::MAX as i64,
+                ],
+            ),
+            (
+                DType::U32,
+                [0, 0, 300, 0, u32::MAX as i64, 0, 0, u32::MAX as i64],
+            ),
+            (
+                DType::I64,
+                [
+                    0,
+                    -1,
+                    300,
+                    -40000,
+                    5_000_000_000,
+                    -5_000_000_000,
+                    0,
+                    i64::MAX,
+                ],
+            ),
+            // Bool is `v != 0`: NaN is true.
+            (DType::Bool, [0, 1, 1, 1, 1, 1, 1, 1]),
+        ];
+        for (d, want) in cases {
+            let t = TensorData::from_f64_as(d, &[8], &vals);
+            assert_eq!(t.bytes.len(), 8 * d.size_bytes(), "{d}");
+            assert_eq!(t.to_i64_vec(), want, "{d}");
+        }
+    }
+
+    #[test]
+    fn integers_encode_into_every_width_wrapped_and_bool_is_nonzero() {
+        let vals = [70_000, -70_000, -1, (1 << 40) + 5, 0];
+        let cases: [(DType, [i64; 5]); 5] = [
+            (DType::I8, [112, -112, -1, 5, 0]),
+            (DType::I16, [4464, -4464, -1, 5, 0]),
+            (DType::I32, [70_000, -70_000, -1, 5, 0]),
+            (
+                DType::U32,
+                [70_000, (1 << 32) - 70_000, u32::MAX as i64, 5, 0],
+            ),
+            (DType::Bool, [1, 1, 1, 1, 0]),
+        ];
+        for (d, want) in cases {
+            let t = TensorData::from_i64_as(d, &[5], &vals);
+            assert_eq!(t.bytes.len(), 5 * d.size_bytes(), "{d}");
+            assert_eq!(t.to_i64_vec(), want, "{d}");
+        }
+    }
+
+    #[test]
+    fn large_integers_encode_into_floats_with_one_rounding_like_the_cast() {
+        // Each lies just above a tie of the target's precision by 1. Past 2^53, going
+        // through an f64 first loses the 1 (2^60's f64 ulp is 2^8), leaving the tie,
+        // which rounds to even: one ulp low.
+        let p = |e: i32| 2f64.powi(e);
+        let cases = [
+            (DType::F32, (1i64 << 60) + (1 << 36) + 1, p(60) + p(37)),
+            (DType::BF16, (1i64 << 60) + (1 << 52) + 1, p(60) + p(53)),
+            (DType::F16, -(1i64 << 14) - (1 << 3) - 1, -(p(14) + p(4))),
+            (DType::C64, (1i64 << 60) + (1 << 36) + 1, p(60) + p(37)),
+        ];
+        for (d, v, want) in cases {
+            let t = TensorData::from_i64_as(d, &[1], &[v]);
+            assert_eq!(t.to_f64_vec()[0], want, "{d} from {v}");
+            let mut g = crate::Graph::new("cast");
+            let x = g.input("x", Shape::new(&[1], DType::I64));
+            let c = g.add_op(crate::Op::Cast { to: d }, vec![x]).unwrap();
+            g.set_outputs(vec![c]);
+            let cast = crate::interp::run(&g, &[("x", TensorData::from_i64(&[1], &[v]))]);
+            assert_eq!(
+                t,
+                cast.unwrap()[0],
+                "{d}: the encoder and Op::Cast differ for {v}"
+            );
+        }
     }
 
     #[test]
