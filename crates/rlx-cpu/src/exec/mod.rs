@@ -266,6 +266,25 @@ impl CpuExecutable {
     }
 }
 
+/// What one run reads: its arguments, whether f32 results come back as `Vec<f32>`
+/// (`f32_host`), and the storage of its donated arguments (their views carry no bytes).
+#[derive(Clone, Copy)]
+struct RunInputs<'r, 'a> {
+    args: &'r [TensorView<'a>],
+    f32_host: bool,
+    donated: &'r [DonatedBuf],
+}
+
+/// Where one run's results go: `stores` holds, per output buffer written over a
+/// donation, the donated vector (moved into the results on success); `out` receives the
+/// results; the first result's dims reuse `spare`'s vector when it holds one (see
+/// [`spare_dims`]).
+struct RunResults<'r> {
+    stores: &'r mut Vec<(usize, Vec<f32>)>,
+    out: &'r mut Vec<HostOutput>,
+    spare: &'r mut Option<Vec<usize>>,
+}
+
 /// A donated argument's storage during a run.
 struct DonatedBuf {
     arg: usize,
@@ -468,34 +487,43 @@ impl CpuExecutable {
         {
             return Ok(());
         }
+        let inputs = RunInputs {
+            args,
+            f32_host,
+            donated,
+        };
+        let results = RunResults {
+            stores,
+            out,
+            spare: &mut spare,
+        };
         // With a thread count set, the whole run happens in that pool, so every
         // parallel loop of every kernel is forked on its workers (a loop started
         // outside it would go to rayon's global pool).
         if let Some(pool) = crate::threads::run_pool()
             && pool.current_thread_index().is_none()
         {
-            return pool
-                .install(|| self.run_here(args, f32_host, donated, stores, true, out, &mut spare));
+            return pool.install(|| self.run_here(inputs, true, results));
         }
         let top = rayon::current_thread_index().is_none();
-        self.run_here(args, f32_host, donated, stores, top, out, &mut spare)
+        self.run_here(inputs, top, results)
     }
 
     /// [`CpuExecutable::run_with_donated`] on the current thread; `top`: this run
     /// started the pool's work itself (it did not come from inside a parallel loop),
-    /// so it may keep the other workers warm between its kernels. The first result's
-    /// dims go into `spare` when it holds a vector (see [`spare_dims`]).
-    #[allow(clippy::too_many_arguments)]
+    /// so it may keep the other workers warm between its kernels.
     fn run_here(
         &self,
-        args: &[TensorView<'_>],
-        f32_host: bool,
-        donated: &[DonatedBuf],
-        stores: &mut Vec<(usize, Vec<f32>)>,
+        inputs: RunInputs<'_, '_>,
         top: bool,
-        out: &mut Vec<HostOutput>,
-        spare: &mut Option<Vec<usize>>,
+        results: RunResults<'_>,
     ) -> RuntimeResult<()> {
+        let RunInputs {
+            args,
+            f32_host,
+            donated,
+        } = inputs;
+        let RunResults { stores, out, spare } = results;
         let p = &self.program;
         self.check_args(args, donated)?;
         let bound = self.bound_for(args)?;

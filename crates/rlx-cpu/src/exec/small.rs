@@ -136,6 +136,27 @@ mod tests {
         CpuExecutable::new(program).unwrap()
     }
 
+    /// A run of `e` through the general path (`run_here` as a run of its own, nothing
+    /// donated), results into `out`.
+    fn run_general(
+        e: &CpuExecutable,
+        args: &[rlx_ir::TensorView<'_>],
+        f32_host: bool,
+        out: &mut Vec<HostOutput>,
+    ) -> rlx_runtime::RuntimeResult<()> {
+        let inputs = super::super::RunInputs {
+            args,
+            f32_host,
+            donated: &[],
+        };
+        let results = super::super::RunResults {
+            stores: &mut Vec::new(),
+            out,
+            spare: &mut None,
+        };
+        e.run_here(inputs, true, results)
+    }
+
     fn op(g: &mut Graph, op: Op, inputs: Vec<NodeId>) -> NodeId {
         g.add_op(op, inputs).unwrap()
     }
@@ -164,16 +185,7 @@ mod tests {
                 e.run_with_donated(&views, f32_host, &[], &mut Vec::new(), &mut direct)
                     .unwrap();
                 let mut general = Vec::new();
-                e.run_here(
-                    &views,
-                    f32_host,
-                    &[],
-                    &mut Vec::new(),
-                    true,
-                    &mut general,
-                    &mut None,
-                )
-                .unwrap();
+                run_general(&e, &views, f32_host, &mut general).unwrap();
                 assert_eq!(parts(direct), parts(general), "graph `{}`", g.name);
             }
         }
@@ -281,16 +293,7 @@ mod tests {
             let mut out = vec![HostOutput::F32(vec![1.0], vec![1])];
             let got = e.run_host_into(&bad, &mut out).unwrap_err().to_string();
             let mut general = Vec::new();
-            let want = e
-                .run_here(
-                    &bad,
-                    true,
-                    &[],
-                    &mut Vec::new(),
-                    true,
-                    &mut general,
-                    &mut None,
-                )
+            let want = run_general(&e, &bad, true, &mut general)
                 .unwrap_err()
                 .to_string();
             assert_eq!(got, want);

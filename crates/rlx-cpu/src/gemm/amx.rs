@@ -160,39 +160,94 @@ impl ATiles {
     pub(crate) const PACKED: ATiles = ATiles { ld: 64, step: 1024 };
 }
 
+/// Which product [`tile_product`] computes, and how it loads B.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TileOp {
+    /// int8 pairs summed into i32 (`tdpbssd`) instead of bf16 pairs into f32
+    /// (`tdpbf16ps`).
+    pub(crate) int8: bool,
+    /// B's tiles loaded with the streaming hint (`tileloaddt1`).
+    pub(crate) stream_b: bool,
+}
+
+/// The A and B tiles one [`tile_product`] sums over: `chunks` (at least 1) products of
+/// the panel's two 16-row strips of A (`a`, laid out as `a_tiles` says) with its two
+/// 16-column strips of B (`b`, each tile 1 KiB with 64-byte rows and the next chunk
+/// 1 KiB further).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TileOperands {
+    pub(crate) a: [*const u8; 2],
+    pub(crate) b: [*const u8; 2],
+    pub(crate) a_tiles: ATiles,
+    pub(crate) chunks: usize,
+}
+
+/// The 32 × 32 C block (f32 or i32, four tiles) of one [`tile_product`]: the sum starts
+/// from `cin` (or from zero when it is null) and is stored to `cout`, row strides in
+/// bytes. The first `prefetch_rows` rows of `cout` are prefetched for writing during the
+/// sum.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TileC {
+    pub(crate) cin: *const u8,
+    pub(crate) ld_in: isize,
+    pub(crate) cout: *mut u8,
+    pub(crate) ld_out: isize,
+    pub(crate) prefetch_rows: usize,
+}
+
+impl TileC {
+    /// The driver's C tile of 4-byte accumulators (f32 or i32), its strides in bytes.
+    #[inline(always)]
+    pub(crate) fn of<T>(c: &CTile<T>) -> TileC {
+        const {
+            assert!(
+                size_of::<T>() == 4,
+                "tile products accumulate 4-byte values"
+            )
+        };
+        TileC {
+            cin: c.inp as *const u8,
+            ld_in: c.ld_in * 4,
+            cout: c.out as *mut u8,
+            ld_out: c.ld_out * 4,
+            prefetch_rows: c.pf_rows,
+        }
+    }
+}
+
 /// The 2 × 2-tile product shared by the bf16 (`tdpbf16ps`) and int8 (`tdpbssd`) kernels:
-/// C (32 × 32 f32 or i32, four tiles) starts from `cin` (or zero when it is null), gains
-/// `chunks` products of A tiles (`a[0]`, `a[1]`: the panel's two 16-row strips, laid out
-/// as `a_tiles` says) and B tiles (`a[2]`, `a[3]`: its two 16-column strips, each tile
-/// 1 KiB with 64-byte rows and the next chunk 1 KiB further), and is stored to `cout`.
-/// Row strides in bytes. With `stream_b`, B's tiles are loaded with the streaming hint
-/// (`tileloaddt1`). With `prefetch_rows > 0`, the first `prefetch_rows` (at most `chunks`)
-/// rows of `cout` are prefetched for writing (PREFETCHW of the row's first, second and last
-/// byte's lines), one row per chunk: spread over the sum loop the prefetches overlap the
-/// tile products, while 96 of them in a burst before the call stalled on the line fill
-/// buffers (10% of a 1024³ product on one thread).
+/// C (32 × 32 f32 or i32, four tiles) starts from `c.cin` (or zero when it is null),
+/// gains the `tiles.chunks` products of `tiles`' A and B strips, and is stored to
+/// `c.cout`. With `op.stream_b`, B's tiles are loaded with the streaming hint
+/// (`tileloaddt1`). With `c.prefetch_rows > 0`, the first `prefetch_rows` (at most
+/// `chunks`) rows of `cout` are prefetched for writing (PREFETCHW of the row's first,
+/// second and last byte's lines), one row per chunk: spread over the sum loop the
+/// prefetches overlap the tile products, while 96 of them in a burst before the call
+/// stalled on the line fill buffers (10% of a 1024³ product on one thread).
 ///
 /// # Safety
 /// This thread's tile configuration must be loaded ([`Kernel::begin`] of an AMX kernel);
-/// `chunks >= 1`; the four panels must hold `chunks` tiles each from their pointers;
-/// `cin` (unless null) must be readable and `cout` writable as 32 rows of 128 bytes with
-/// their (positive) row strides; `prefetch_rows <= 32`. The tile registers are used only
-/// inside this call.
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn tile_product(
-    int8: bool,
-    stream_b: bool,
-    chunks: usize,
-    [a0, a1, b0, b1]: [*const u8; 4],
-    a_tiles: ATiles,
-    (cin, ld_in): (*const u8, isize),
-    (cout, ld_out): (*mut u8, isize),
-    prefetch_rows: usize,
-) {
+/// `tiles.chunks >= 1`; the four strips must hold `chunks` tiles each from their
+/// pointers; `c.cin` (unless null) must be readable and `c.cout` writable as 32 rows of
+/// 128 bytes with their (positive) row strides; `c.prefetch_rows <= 32`. The tile
+/// registers are used only inside this call.
+pub(crate) unsafe fn tile_product(op: TileOp, tiles: TileOperands, c: TileC) {
+    let TileOp { int8, stream_b } = op;
+    let TileOperands {
+        a: [a0, a1],
+        b: [b0, b1],
+        a_tiles,
+        chunks,
+    } = tiles;
     // C's pointers and strides are read from memory at the start and the end of the asm
     // block, so the sum loop has registers for the prefetch walk.
-    let io: [usize; 4] = [cin as usize, ld_in as usize, cout as usize, ld_out as usize];
-    let pf_rows = prefetch_rows.min(chunks).min(32);
+    let io: [usize; 4] = [
+        c.cin as usize,
+        c.ld_in as usize,
+        c.cout as usize,
+        c.ld_out as usize,
+    ];
+    let pf_rows = c.prefetch_rows.min(chunks).min(32);
     macro_rules! product {
         ($dot:literal, $load_b:literal) => {
             std::arch::asm!(
@@ -546,19 +601,17 @@ impl Kernel for Amx {
         // strip from these starting points; C tiles as the caller guarantees.
         unsafe {
             tile_product(
-                false,
-                self.stream_b && c.b_streamed,
-                chunks,
-                [
-                    a as *const u8,
-                    a1 as *const u8,
-                    b as *const u8,
-                    b1 as *const u8,
-                ],
-                ATiles::PACKED,
-                (c.inp as *const u8, c.ld_in * 4),
-                (c.out as *mut u8, c.ld_out * 4),
-                c.pf_rows,
+                TileOp {
+                    int8: false,
+                    stream_b: self.stream_b && c.b_streamed,
+                },
+                TileOperands {
+                    a: [a as *const u8, a1 as *const u8],
+                    b: [b as *const u8, b1 as *const u8],
+                    a_tiles: ATiles::PACKED,
+                    chunks,
+                },
+                TileC::of(&c),
             )
         }
     }
@@ -600,22 +653,20 @@ impl Kernel for Amx {
         // rest as in `micro`.
         unsafe {
             tile_product(
-                false,
-                self.stream_b && c.b_streamed,
-                kb / CHUNK,
-                [
-                    a0 as *const u8,
-                    a1 as *const u8,
-                    b0 as *const u8,
-                    b1 as *const u8,
-                ],
-                ATiles {
-                    ld: a.rs * 2,
-                    step: 64,
+                TileOp {
+                    int8: false,
+                    stream_b: self.stream_b && c.b_streamed,
                 },
-                (c.inp as *const u8, c.ld_in * 4),
-                (c.out as *mut u8, c.ld_out * 4),
-                c.pf_rows,
+                TileOperands {
+                    a: [a0 as *const u8, a1 as *const u8],
+                    b: [b0 as *const u8, b1 as *const u8],
+                    a_tiles: ATiles {
+                        ld: a.rs * 2,
+                        step: 64,
+                    },
+                    chunks: kb / CHUNK,
+                },
+                TileC::of(&c),
             )
         }
     }
@@ -773,7 +824,6 @@ mod tests {
     /// `C (+)= A·B` through the driver with one AMX kernel variant; A is `m × k` (row-major
     /// or, with `ta`, the transpose of a `k × m` row-major store), B `k × n` row-major, C
     /// `m × n` with row stride `ldc` starting `c_at` elements into `c`.
-    #[allow(clippy::too_many_arguments)]
     fn run_variant(
         kern: &Amx,
         (av, ta): (&[bf16], bool),

@@ -296,20 +296,19 @@ mod kernels {
             unsafe {
                 let (a0, b0) = (a.add(k0 * 16), b.add(k0 * 16));
                 let (a1, b1) = (a0.add(16 * kpad), b0.add(16 * kpad));
-                super::super::amx::tile_product(
-                    true,
-                    c.b_streamed,
-                    kb / CHUNK,
-                    [
-                        a0 as *const u8,
-                        a1 as *const u8,
-                        b0 as *const u8,
-                        b1 as *const u8,
-                    ],
-                    super::super::amx::ATiles::PACKED,
-                    (c.inp as *const u8, c.ld_in * 4),
-                    (c.out as *mut u8, c.ld_out * 4),
-                    c.pf_rows,
+                use super::super::amx::{ATiles, TileC, TileOp, TileOperands, tile_product};
+                tile_product(
+                    TileOp {
+                        int8: true,
+                        stream_b: c.b_streamed,
+                    },
+                    TileOperands {
+                        a: [a0 as *const u8, a1 as *const u8],
+                        b: [b0 as *const u8, b1 as *const u8],
+                        a_tiles: ATiles::PACKED,
+                        chunks: kb / CHUNK,
+                    },
+                    TileC::of(&c),
                 )
             }
         }

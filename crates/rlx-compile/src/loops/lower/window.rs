@@ -16,19 +16,22 @@ use crate::loops::build::{add, bin, float, int, mul, mul_add, select, un};
 use crate::loops::{Access, Bin, Ex, Stmt, Ty, Un};
 use rlx_ir::{Dim, Op, ReduceOp, Shape, box_indices};
 
+/// Where a window's taps fall in its input, per spatial axis: outputs start `stride`
+/// apart, taps lie `dil` apart, and the input is preceded by `pad` positions that read
+/// nothing.
+#[derive(Clone, Copy)]
+struct Taps<'w> {
+    stride: &'w [usize],
+    pad: &'w [usize],
+    dil: &'w [usize],
+}
+
 impl Cx<'_> {
-    /// The input coordinates output `o` reads at tap `k`, and the condition that they
-    /// lie inside the input (not in the padding).
-    #[allow(clippy::too_many_arguments)]
-    fn tap_pos(
-        &mut self,
-        o: &[Ex],
-        k: &[usize],
-        stride: &[usize],
-        pad: &[usize],
-        dil: &[usize],
-        size: &[Dim],
-    ) -> (Vec<Ex>, Ex) {
+    /// The input coordinates output `o` reads at tap `k` of a window placed as `taps`
+    /// says over an input of spatial dims `size`, and the condition that they lie inside
+    /// the input (not in the padding).
+    fn tap_pos(&mut self, o: &[Ex], k: &[usize], taps: Taps<'_>, size: &[Dim]) -> (Vec<Ex>, Ex) {
+        let Taps { stride, pad, dil } = taps;
         let mut pos = Vec::with_capacity(o.len());
         let mut inside = Ex::Lit(crate::loops::Lit::Bool(true));
         for a in 0..o.len() {
@@ -128,10 +131,15 @@ impl Cx<'_> {
                     int(cin_g as i64),
                 );
                 let first = self.b.bind(Ty::Index, first);
+                let taps = Taps {
+                    stride,
+                    pad: padding,
+                    dil: dilation,
+                };
                 self.counted(int(cin_g as i64), |cx, ci| {
                     let xc = cx.b.bind(Ty::Index, add(first.clone(), ci.clone()));
                     for k in box_indices(kernel_size) {
-                        let (pos, inside) = cx.tap_pos(o, &k, stride, padding, dilation, &xd[2..]);
+                        let (pos, inside) = cx.tap_pos(o, &k, taps, &xd[2..]);
                         let (body, ()) = cx.nested(|cx| {
                             let mut xi = vec![n.clone(), xc.clone()];
                             xi.extend(pos);
@@ -165,8 +173,13 @@ impl Cx<'_> {
                     }
                 };
                 let acc = self.accumulator(ty, float(ty, init));
+                let taps = Taps {
+                    stride,
+                    pad: padding,
+                    dil: &ones,
+                };
                 for k in box_indices(kernel_size) {
-                    let (pos, inside) = self.tap_pos(o, &k, stride, padding, &ones, &xd[2..]);
+                    let (pos, inside) = self.tap_pos(o, &k, taps, &xd[2..]);
                     let (body, ()) = self.nested(|cx| {
                         let mut xi = vec![n.clone(), c.clone()];
                         xi.extend(pos);
