@@ -112,25 +112,44 @@ fn the_reference_agrees_with_rusts_f64_to_f32_cast() {
     }
 }
 
+/// A 16-bit format under test: its conversion, the exponents to sample, its fields.
+struct Format {
+    name: &'static str,
+    convert: fn(f64) -> u16,
+    exps: (i32, i32),
+    exp_bits: u32,
+    man_bits: u32,
+}
+
 #[test]
 fn bf16_and_f16_round_once_from_the_whole_f64_on_random_ties_and_neighbours() {
-    for x in samples(-140, 130, 7) {
-        let got = bf16_from_f64(x).to_bits();
-        assert_eq!(
-            got as u32,
-            reference(x, 8, 7),
-            "bf16 of {x:e} ({:#x})",
-            x.to_bits()
-        );
-    }
-    for x in samples(-27, 17, 10) {
-        let got = f16_from_f64(x).to_bits();
-        assert_eq!(
-            got as u32,
-            reference(x, 5, 10),
-            "f16 of {x:e} ({:#x})",
-            x.to_bits()
-        );
+    let formats = [
+        Format {
+            name: "bf16",
+            convert: |x| bf16_from_f64(x).to_bits(),
+            exps: (-140, 130),
+            exp_bits: 8,
+            man_bits: 7,
+        },
+        Format {
+            name: "f16",
+            convert: |x| f16_from_f64(x).to_bits(),
+            exps: (-27, 17),
+            exp_bits: 5,
+            man_bits: 10,
+        },
+    ];
+    for f in formats {
+        for x in samples(f.exps.0, f.exps.1, f.man_bits) {
+            let want = reference(x, f.exp_bits, f.man_bits);
+            let name = f.name;
+            assert_eq!(
+                (f.convert)(x) as u32,
+                want,
+                "{name} of {x:e} ({:#x})",
+                x.to_bits()
+            );
+        }
     }
 }
 

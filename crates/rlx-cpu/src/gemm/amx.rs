@@ -379,6 +379,35 @@ impl Amx {
             }
         })
     }
+
+    /// [`tile_product`] of the bf16 strips `a` and `b` (`chunks` tiles each, A laid out as
+    /// `a_tiles` says) into `c`, B's tiles streamed when this kernel allows it and the
+    /// driver's loop order reads each of them once ([`CTile::b_streamed`]).
+    ///
+    /// # Safety
+    /// As [`tile_product`].
+    #[inline(always)]
+    unsafe fn bf16_product(
+        &self,
+        a: [*const u16; 2],
+        b: [*const u16; 2],
+        a_tiles: ATiles,
+        chunks: usize,
+        c: &CTile,
+    ) {
+        let op = TileOp {
+            int8: false,
+            stream_b: self.stream_b && c.b_streamed,
+        };
+        let tiles = TileOperands {
+            a: [a[0] as *const u8, a[1] as *const u8],
+            b: [b[0] as *const u8, b[1] as *const u8],
+            a_tiles,
+            chunks,
+        };
+        // SAFETY: forwarded contract.
+        unsafe { tile_product(op, tiles, TileC::of(c)) }
+    }
 }
 
 /// The blocking of [`Amx`]: the measured defaults, or `RLX_AMX_BLOCKING` (a measurement
@@ -599,21 +628,7 @@ impl Kernel for Amx {
         };
         // SAFETY: forwarded contract (see tile_product): the panels hold `chunks` tiles per
         // strip from these starting points; C tiles as the caller guarantees.
-        unsafe {
-            tile_product(
-                TileOp {
-                    int8: false,
-                    stream_b: self.stream_b && c.b_streamed,
-                },
-                TileOperands {
-                    a: [a as *const u8, a1 as *const u8],
-                    b: [b as *const u8, b1 as *const u8],
-                    a_tiles: ATiles::PACKED,
-                    chunks,
-                },
-                TileC::of(&c),
-            )
-        }
+        unsafe { self.bf16_product([a, a1], [b, b1], ATiles::PACKED, chunks, &c) }
     }
 
     fn blocking(&self) -> Blocking {
@@ -652,22 +667,11 @@ impl Kernel for Amx {
         // tiles of 16 rows `rs` elements apart, the next chunk 32 elements further; the
         // rest as in `micro`.
         unsafe {
-            tile_product(
-                TileOp {
-                    int8: false,
-                    stream_b: self.stream_b && c.b_streamed,
-                },
-                TileOperands {
-                    a: [a0 as *const u8, a1 as *const u8],
-                    b: [b0 as *const u8, b1 as *const u8],
-                    a_tiles: ATiles {
-                        ld: a.rs * 2,
-                        step: 64,
-                    },
-                    chunks: kb / CHUNK,
-                },
-                TileC::of(&c),
-            )
+            let a_tiles = ATiles {
+                ld: a.rs * 2,
+                step: 64,
+            };
+            self.bf16_product([a0, a1], [b0, b1], a_tiles, kb / CHUNK, &c)
         }
     }
 
