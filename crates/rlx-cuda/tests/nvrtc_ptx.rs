@@ -3,9 +3,6 @@
 //! NVRTC library (no GPU): `RLX_NVRTC_LIB` may point at it, e.g. at the `lib` directory
 //! of the `nvidia-cuda-nvrtc-cu12` wheel. Skips, printing why, when it cannot be loaded.
 
-#[path = "common/attention_graph.rs"]
-mod attention_graph;
-
 use rlx_cuda::codegen::generate;
 use rlx_cuda::nvrtc::{Output, compile};
 use rlx_ir::{
@@ -610,7 +607,7 @@ fn f16_and_bf16_attention_programs_compile_to_wmma_for_sm80_and_sm90() {
             (MaskKind::SlidingWindow(4), 32, false),
             (MaskKind::Causal, 24, false),
         ] {
-            let (g, _) = attention_graph::attention_graph(dt, mask, true, (2, 1), 19, d);
+            let (g, _) = rlx_testkit::attention_case(dt, mask, true, (2, 1), 19, d);
             let p = rlx_compile::compile(&g, &rlx_cuda::compile_options()).unwrap();
             let src = generate(&p).unwrap().source;
             let name = format!("{dt:?} {mask:?} d={d}");
@@ -641,7 +638,7 @@ fn multi_warp_tile_attention_renders_as_standalone_cuda_that_nvrtc_compiles() {
         return;
     }
     for dt in [DType::F16, DType::BF16] {
-        let (g, _) = attention_graph::attention_graph(dt, MaskKind::None, true, (2, 1), 40, 64);
+        let (g, _) = rlx_testkit::attention_case(dt, MaskKind::None, true, (2, 1), 40, 64);
         let p = rlx_compile::compile(&g, &rlx_cuda::compile_options()).unwrap();
         let opts = LowerOptions {
             tile_warps: 4,
@@ -673,7 +670,7 @@ fn attention_backward_and_wide_head_programs_compile() {
             (MaskKind::Causal, (2, 1)),
             (MaskKind::SlidingWindow(3), (2, 2)),
         ] {
-            let (g, _) = attention_graph::backward_graph(dt, mask, heads, 19, 32);
+            let (g, _) = rlx_testkit::attention_backward_case(dt, mask, heads, 19, 32);
             let labels = compiles(&g);
             assert!(
                 labels.iter().any(|l| l.contains("softmax")),
@@ -683,7 +680,7 @@ fn attention_backward_and_wide_head_programs_compile() {
         }
     }
     for (dt, d) in [(DType::F16, 320), (DType::F32, 512)] {
-        let (g, _) = attention_graph::attention_graph(dt, MaskKind::Causal, true, (2, 1), 9, d);
+        let (g, _) = rlx_testkit::attention_case(dt, MaskKind::Causal, true, (2, 1), 9, d);
         let labels = compiles(&g);
         assert_eq!(labels.len(), 1, "{}: one attention kernel", g.name);
     }

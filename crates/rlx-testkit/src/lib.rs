@@ -16,6 +16,8 @@
 //!   fixed reduction order, bit for bit;
 //! - [`attention_grad_errors`], [`attention_grad_tolerance`]: an attention backward's
 //!   gradients against the oracle within the f32 lowering's documented bound;
+//! - [`argmax_cases`], [`attention_case`], [`attention_backward_case`] (with
+//!   [`ATTENTION_BACKWARD_CASES`]), [`ScaledTieCase`]: case tables several suites run;
 //! - [`op`], [`reduce`], [`quantize`], [`close`], [`seq`]: small helpers for
 //!   hand-written graphs.
 //!
@@ -25,6 +27,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod attention_grads;
+mod cases;
 mod graphs;
 mod loop_order;
 mod nn_graphs;
@@ -32,6 +35,10 @@ mod oracle;
 mod rng;
 
 pub use attention_grads::{attention_grad_errors, attention_grad_tolerance};
+pub use cases::{
+    ATTENTION_BACKWARD_CASES, ArgCase, ScaledTieCase, argmax_cases, attention_backward_case,
+    attention_case,
+};
 pub use graphs::build_random_graph;
 pub use loop_order::{
     check_matmuls_follow_loop_ir_order, check_matmuls_follow_loop_ir_order_with,

@@ -108,3 +108,64 @@ fn graph_tolerance_is_that_of_the_least_precise_float_node() {
     assert_eq!(graph_tolerance(&g), tolerance(DType::BF16));
     assert_eq!(tolerance(DType::I32), 0.0);
 }
+
+#[test]
+fn argmax_cases_cover_both_ops_every_shape_and_hold_ties_and_specials() {
+    let cases = argmax_cases(&[DType::F32, DType::I32], 5);
+    assert_eq!(cases.len(), 2 * 5 * 2);
+    for c in &cases {
+        c.graph.verify().unwrap();
+        let v = c.x.to_f64_vec();
+        let count = |x: f64| v.iter().filter(|&&y| y.to_bits() == x.to_bits()).count();
+        // Ties: with more elements than the pool's 7 values, some value repeats.
+        if v.len() > 7 {
+            assert!(v.iter().any(|&x| count(x) > 1), "{}", c.graph.name);
+        }
+        if c.x.dtype.is_float() && v.len() > 100 {
+            assert!(v.iter().any(|x| x.is_nan()), "{}", c.graph.name);
+            assert!(count(-0.0) > 0 && count(f64::NEG_INFINITY) > 0);
+        }
+    }
+    let argmin = cases
+        .iter()
+        .filter(|c| c.graph.name.starts_with("argmin"))
+        .count();
+    assert_eq!(argmin, cases.len() / 2);
+}
+
+#[test]
+fn scaled_tie_case_rows_known_by_hand_are_the_oracles() {
+    let c = ScaledTieCase::new();
+    assert_eq!(
+        c.m,
+        18 * 18 * 18,
+        "one row per ordered choice of three terms"
+    );
+    let mut g = Graph::new("ties");
+    let dims = [
+        vec![c.m, c.k],
+        vec![c.n, c.k],
+        vec![c.m, c.k / 2],
+        vec![c.n, c.k / 2],
+    ];
+    let mut ins: Vec<_> = ["a", "b", "sa", "sb"]
+        .iter()
+        .zip(&dims)
+        .map(|(name, d)| g.input(*name, Shape::new(d, DType::U8)))
+        .collect();
+    ins.push(g.input("bias", Shape::new(&[c.n], DType::F32)));
+    let mm = Op::ScaledMatMul {
+        lhs_format: c.format,
+        rhs_format: c.format,
+        scale_layout: c.layout,
+        has_bias: true,
+    };
+    let y = op(&mut g, mm, ins);
+    g.set_outputs(vec![y]);
+    let want = oracle(&g, &c.args()).unwrap()[0].to_f32_vec();
+    for (row, value) in c.known_rows() {
+        assert_eq!(want[row], value, "row {row}");
+    }
+    // The first row is 1 + 1 + 1 + 1 (every term 2^0, positive).
+    assert_eq!(want[c.row([(0, false); 3])], 4.0);
+}

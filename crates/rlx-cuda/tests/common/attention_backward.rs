@@ -5,11 +5,12 @@
 //! (`rlx_compile::decompose::ATTENTION_VJP_IN_F32`): every kernel on the device, each
 //! gradient rounded to the dtype once.
 
-use super::attention_graph::{attention_graph, backward_graph};
 use super::cases::Target;
 use rlx_ir::{DType, Graph, MaskKind, TensorData, interp};
 use rlx_runtime::{Backend, Device, Executable};
-use rlx_testkit::attention_grad_errors;
+use rlx_testkit::{
+    ATTENTION_BACKWARD_CASES, attention_backward_case, attention_case, attention_grad_errors,
+};
 use std::sync::Arc;
 
 /// The largest error of `exe` against the oracle over the gradients of `g`, relative to
@@ -29,12 +30,8 @@ fn errors(g: &Graph, args: &[TensorData], exe: &Arc<dyn Executable>) -> (f64, f6
 /// (the CPU's lowering, when `cpu` is given) are reported for comparison.
 pub fn f16_and_bf16_attention_backward_runs_on_the_device(t: &Target, cpu: bool) {
     for dt in [DType::F16, DType::BF16] {
-        for (mask, heads, s, d) in [
-            (MaskKind::Causal, (2, 1), 21, 32),
-            (MaskKind::Causal, (2, 2), 40, 64),
-            (MaskKind::SlidingWindow(5), (2, 1), 17, 16),
-        ] {
-            let (g, args) = backward_graph(dt, mask, heads, s, d);
+        for (mask, heads, s, d) in ATTENTION_BACKWARD_CASES {
+            let (g, args) = attention_backward_case(dt, mask, heads, s, d);
             let exe = t.compile(&g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
             let plan = exe.explain();
             assert!(
@@ -68,7 +65,7 @@ pub fn wide_heads_run_on_the_device_up_to_1024(t: &Target) {
         (DType::BF16, 1024, false),
         (DType::F16, 1040, true),
     ] {
-        let (g, args) = attention_graph(dt, MaskKind::Causal, true, (2, 1), 9, d);
+        let (g, args) = attention_case(dt, MaskKind::Causal, true, (2, 1), 9, d);
         let exe = t.compile(&g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
         let plan = exe.explain();
         assert_eq!(

@@ -10,7 +10,7 @@ use rlx_ir::{
     Shape, TensorData,
 };
 use rlx_runtime::{Executable, RuntimeResult};
-use rlx_testkit::{Rng, op, quantize, random_data, reduce};
+use rlx_testkit::{ArgCase, Rng, op, quantize, random_data, reduce};
 use std::sync::Arc;
 
 /// Where the cases run.
@@ -549,50 +549,11 @@ pub fn generic_tiled_matmuls_match_the_oracle(t: &Target) {
 /// with warp shuffles) over tie-heavy data with NaN, ±0 and ±∞: the oracle's first
 /// extremum, for float, half and integer inputs, kept and dropped axes.
 pub fn argmax_and_argmin_run_as_device_reductions(t: &Target) {
-    let mut rng = Rng::new(23);
-    let pool = [
-        0.0,
-        -0.0,
-        2.5,
-        -1.0,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::NAN,
-    ];
-    for dt in [DType::F32, DType::F16, DType::F64, DType::I32, DType::U8] {
-        for (dims, axis) in [
-            (vec![6, 9], 1),
-            (vec![9, 6], 0),
-            (vec![3, 1], 1),
-            (vec![4, 2000], 1),
-            (vec![700, 3], 0),
-        ] {
-            for (max, keep_dim) in [(true, false), (false, true)] {
-                let mut g = Graph::new("arg");
-                let x = g.input("x", Shape::new(&dims, dt));
-                let o = if max {
-                    Op::ArgMax { axis, keep_dim }
-                } else {
-                    Op::ArgMin { axis, keep_dim }
-                };
-                let r = op(&mut g, o, vec![x]);
-                g.set_outputs(vec![r]);
-                let n: usize = dims.iter().product();
-                let v: Vec<f64> = (0..n)
-                    .map(|_| {
-                        let k = rng.below(pool.len());
-                        if dt.is_int() { k as f64 - 3.0 } else { pool[k] }
-                    })
-                    .collect();
-                let xv = TensorData::from_f64_as(dt, &dims, &v);
-                check(&g, std::slice::from_ref(&xv), &|g| t.compile(g));
-                let want = rlx_ir::interp::run(&g, &[("x", xv.clone())]).unwrap();
-                let got = t.compile(&g).unwrap().run(&[xv.view()]).unwrap();
-                assert_eq!(
-                    got[0].bytes, want[0].bytes,
-                    "{dt} {dims:?} axis {axis} max {max}"
-                );
-            }
-        }
+    let dtypes = [DType::F32, DType::F16, DType::F64, DType::I32, DType::U8];
+    for ArgCase { graph: g, x } in rlx_testkit::argmax_cases(&dtypes, 23) {
+        check(&g, std::slice::from_ref(&x), &|g| t.compile(g));
+        let want = rlx_ir::interp::run(&g, &[("x", x.clone())]).unwrap();
+        let got = t.compile(&g).unwrap().run(&[x.view()]).unwrap();
+        assert_eq!(got[0].bytes, want[0].bytes, "{}", g.name);
     }
 }

@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 pub mod attention_backward;
-pub mod attention_graph;
 pub mod cases;
 pub mod shuffle;
 pub mod split;

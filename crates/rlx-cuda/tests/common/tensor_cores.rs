@@ -5,7 +5,6 @@
 //! where it applies — unmasked or causal, no softcap, head widths multiples of 16 — and
 //! the scalar lowering on the device otherwise. Never on the host.
 
-use super::attention_graph::attention_graph;
 use super::cases::Target;
 use super::check;
 use rlx_compile::loops::eval::{self, HostBuf};
@@ -68,7 +67,7 @@ pub fn f16_and_bf16_attention_takes_the_tensor_core_lowering(
 ) {
     for (dt, mask, four, heads, s, d, eligible) in cases() {
         let tiled = eligible && tensor_cores;
-        let (g, args) = attention_graph(dt, mask, four, heads, s, d);
+        let (g, args) = rlx_testkit::attention_case(dt, mask, four, heads, s, d);
         let exe = t.compile(&g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
         let plan = exe.explain();
         assert!(
@@ -120,7 +119,8 @@ pub fn f16_and_bf16_attention_takes_the_tensor_core_lowering(
         }
     }
     // Through the shared oracle comparison too (its own dtype tolerances).
-    let (g, args) = attention_graph(DType::BF16, MaskKind::Causal, true, (2, 1), 16, 16);
+    let (g, args) =
+        rlx_testkit::attention_case(DType::BF16, MaskKind::Causal, true, (2, 1), 16, 16);
     check(&g, &args, &|g| t.compile(g));
 }
 

@@ -6,57 +6,9 @@
 //! every kernel on the adapter, each gradient rounded to the dtype once.
 
 use super::support;
-use rlx_ir::{BinaryOp, DType, Graph, MaskKind, Op, ReduceOp, Shape, TensorData};
+use rlx_ir::{DType, Graph, TensorData};
 use rlx_runtime::{Device, Executable};
-use rlx_testkit::{Rng, attention_grad_errors, op, random_data};
-
-/// `sum(attention(q, k, v) · w)` over `[2, s, h, d]` operands (`hk` kv heads) of `dt`,
-/// differentiated for q, k and v: the gradient graph and its arguments (q, k, v, w; w
-/// the output's cotangent), all random in ±2.
-fn backward_graph(
-    dt: DType,
-    mask: MaskKind,
-    (h, hk): (usize, usize),
-    s: usize,
-    d: usize,
-) -> (Graph, Vec<TensorData>) {
-    let mut g = Graph::new(format!("attn_{dt}_{mask:?}_{s}_{d}").replace(['(', ')'], "_"));
-    let mut rng = Rng::new((s * 131 + d) as u64);
-    let mut ins = Vec::new();
-    let mut args = Vec::new();
-    for (name, heads) in [("q", h), ("k", hk), ("v", hk), ("w", h)] {
-        let shape = Shape::new(&[2, s, heads, d], dt);
-        args.push(random_data(&mut rng, &shape));
-        ins.push(g.input(name, shape));
-    }
-    let attention = Op::Attention {
-        num_heads: h,
-        head_dim: d,
-        v_head_dim: None,
-        mask_kind: mask,
-        score_scale: None,
-        attn_logit_softcap: None,
-    };
-    let a = op(&mut g, attention, ins[..3].to_vec());
-    let aw = op(&mut g, Op::Binary(BinaryOp::Mul), vec![a, ins[3]]);
-    let all = Op::Reduce {
-        op: ReduceOp::Sum,
-        axes: vec![0, 1, 2, 3],
-        keep_dim: false,
-    };
-    let loss = op(&mut g, all, vec![aw]);
-    g.set_outputs(vec![loss]);
-    let mut gg = rlx_compile::autodiff::grad_graph(&g, &ins[..3]).unwrap();
-    gg.name = format!("{}_grad", g.name);
-    assert!(
-        gg.nodes()
-            .iter()
-            .any(|n| matches!(n.op, Op::AttentionVjp { .. })),
-        "{}: reverse mode gives the fused attention backward",
-        gg.name
-    );
-    (gg, args)
-}
+use rlx_testkit::{ATTENTION_BACKWARD_CASES, attention_backward_case, attention_grad_errors};
 
 /// The largest error of `exe` against the oracle over the three gradients of `g`,
 /// relative to the documented bound ([`rlx_testkit::attention_grad_tolerance`]; ≤ 1 passes), and the
@@ -81,12 +33,8 @@ fn f16_and_bf16_attention_backward_runs_on_the_gpu_in_f32() {
     }
     support::register_cpu();
     for dt in [DType::F16, DType::BF16] {
-        for (mask, heads, s, d) in [
-            (MaskKind::Causal, (2, 1), 21, 32),
-            (MaskKind::Causal, (2, 2), 40, 64),
-            (MaskKind::SlidingWindow(5), (2, 1), 17, 16),
-        ] {
-            let (g, args) = backward_graph(dt, mask, heads, s, d);
+        for (mask, heads, s, d) in ATTENTION_BACKWARD_CASES {
+            let (g, args) = attention_backward_case(dt, mask, heads, s, d);
             let (exe, placement) = rlx_wgpu::compile_with_placement(Device::Gpu, &g)
                 .unwrap_or_else(|e| panic!("{}: {e}", g.name));
             let plan = exe.explain();

@@ -472,47 +472,14 @@ fn argmax_and_argmin_run_as_gpu_reductions_with_the_oracles_first_extremum() {
     }
     // Tie-heavy values with NaN, ±0 and ±∞; short rows (a thread per output), long
     // rows and columns (a workgroup tree), length-1 axes, kept and dropped axes.
-    let pool = [
-        0.0,
-        -0.0,
-        2.5,
-        -1.0,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::NAN,
-    ];
-    let mut seed = 0x2545_f491u64;
-    for dt in [DType::F32, DType::F16, DType::I32] {
-        for (dims, axis) in [
-            (vec![6, 9], 1),
-            (vec![9, 6], 0),
-            (vec![3, 1], 1),
-            (vec![4, 2000], 1),
-            (vec![700, 3], 0),
-        ] {
-            for (max, keep_dim) in [(true, false), (false, true)] {
-                let mut b = B::new("arg");
-                let x = b.input(&dims, dt);
-                let n: usize = dims.iter().product();
-                let v: Vec<f64> = (0..n)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        let k = (seed % pool.len() as u64) as usize;
-                        if dt.is_int() { k as f64 - 3.0 } else { pool[k] }
-                    })
-                    .collect();
-                b.args[0] = TensorData::from_f64_as(dt, &dims, &v);
-                let o = if max {
-                    Op::ArgMax { axis, keep_dim }
-                } else {
-                    Op::ArgMin { axis, keep_dim }
-                };
-                let r = b.op(o, vec![x]);
-                b.all_on_gpu(vec![r]);
-            }
-        }
+    let dtypes = [DType::F32, DType::F16, DType::I32];
+    for case in rlx_testkit::argmax_cases(&dtypes, 0x2545_f491) {
+        let outs = case.graph.outputs.clone();
+        let b = B {
+            g: case.graph,
+            args: vec![case.x],
+        };
+        b.all_on_gpu(outs);
     }
 }
 

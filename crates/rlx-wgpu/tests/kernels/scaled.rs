@@ -290,46 +290,27 @@ fn block_scaled_matmul_runs_on_the_gpu_bit_for_bit_with_the_oracle() {
     assert_eq!(checked, fs.len() * 4);
 }
 
-/// Every ordered sum `1 ± 2^a ± 2^b ± 2^c` (one term per MX block) with `a, b, c` at the
-/// f32 rounding bit, the f64 rounding bit and far below: the f64 partial sums round at
-/// and near ties, and the final f32 rounding sees the f64 value (double rounding), so
-/// the shader's 53-bit rounding shows in the f32 result.
+/// The shared f64 tie cases ([`rlx_testkit::ScaledTieCase`]: every ordered sum
+/// `1 ± 2^a ± 2^b ± 2^c`, one term per MX block, with `a, b, c` at the f32 rounding bit,
+/// the f64 rounding bit and far below): the f64 partial sums round at and near ties, and
+/// the final f32 rounding sees the f64 value (double rounding), so the shader's 53-bit
+/// rounding shows in the f32 result.
 #[test]
 fn block_scaled_matmul_rounds_f64_ties_on_the_gpu_like_the_oracle() {
     if !support::gpu_or_skip("scaled matmul ties") {
         return;
     }
-    let f = ScaledFormat::F8E4M3;
-    let l = ScaleLayout::BlockMxE8M0 { block: 2 };
-    let exps = [0i64, -23, -24, -25, -52, -53, -54, -55, -77];
-    let terms: Vec<(i64, bool)> = exps.iter().flat_map(|&e| [(e, false), (e, true)]).collect();
-    let (one, minus) = (f.encode(1.0) as i64, f.encode(-1.0) as i64);
-    let (mut a, mut sa) = (vec![], vec![]);
-    for &t1 in &terms {
-        for &t2 in &terms {
-            for &t3 in &terms {
-                for (e, neg) in [(0, false), t1, t2, t3] {
-                    a.extend([if neg { minus } else { one }, 0]);
-                    sa.push(127 + e);
-                }
-            }
-        }
-    }
-    let (n, k) = (1, 8);
-    let m = a.len() / k;
-    let g = matmul_graph([f, f], l, m, n, k);
-    let u8s = |d: &[usize], v: &[i64]| TensorData::from_i64_as(DType::U8, d, v);
-    let args = [
-        u8s(&[m, k], &a),
-        u8s(&[n, k], &[one; 8]),
-        u8s(&[m, k / 2], &sa),
-        u8s(&[n, k / 2], &[127; 4]),
-        TensorData::from_f32(&[n], &[0.0]),
-    ];
+    let c = rlx_testkit::ScaledTieCase::new();
+    let g = matmul_graph([c.format; 2], c.layout, c.m, c.n, c.k);
+    let args = c.args();
     let (got, placement, explain) = run_gpu(&g, &args);
     assert!(placement.iter().all(|&p| p), "{explain}");
     let want = rlx_testkit::oracle(&g, &args).unwrap();
     same_f32(&got[0], &want[0], &g.name);
+    let got = got[0].to_f32_vec();
+    for (row, value) in c.known_rows() {
+        assert_eq!(got[row], value, "{}: row {row}", g.name);
+    }
 }
 
 #[test]

@@ -171,54 +171,24 @@ fn block_scaled_matmul_matches_the_oracle_through_rounding_cancellation_and_f32_
     );
 }
 
-/// Every ordered sum `1 ± 2^a ± 2^b ± 2^c` with `a, b, c` around the f32 rounding bit
-/// (`−23..−25`), the f64 rounding bit (`−52..−55`) and far below (`−77`): the f64 partial
-/// sums round at ties (to even, both ways), just off ties, and across binades, and the
-/// final f32 rounding sees the f64 value (double rounding), so a wrong f64 rounding
-/// changes the f32 result. One term per MX block (2^e as the block's scale, the other
-/// element of each block zero).
+/// The shared f64 tie cases ([`rlx_testkit::ScaledTieCase`]: every ordered sum
+/// `1 ± 2^a ± 2^b ± 2^c` with `a, b, c` around the f32 rounding bit, the f64 rounding bit
+/// and far below, one term per MX block): the f64 partial sums round at ties (to even,
+/// both ways), just off ties, and across binades, and the final f32 rounding sees the
+/// f64 value (double rounding), so a wrong f64 rounding changes the f32 result. The
+/// rows known by hand check the oracle itself.
 #[test]
 fn block_scaled_sums_round_ties_at_53_bits_like_the_oracle() {
-    let f = ScaledFormat::F8E4M3;
-    let l = ScaleLayout::BlockMxE8M0 { block: 2 };
-    let exps = [0i64, -23, -24, -25, -52, -53, -54, -55, -77];
-    let terms: Vec<(i64, bool)> = exps.iter().flat_map(|&e| [(e, false), (e, true)]).collect();
-    let (one, minus) = (f.encode(1.0) as i64, f.encode(-1.0) as i64);
-    let k = 8;
-    let mut a = vec![];
-    let mut sa = vec![];
-    for &t1 in &terms {
-        for &t2 in &terms {
-            for &t3 in &terms {
-                for (e, neg) in [(0, false), t1, t2, t3] {
-                    a.extend([if neg { minus } else { one }, 0]);
-                    sa.push(127 + e);
-                }
-            }
-        }
-    }
-    let m = a.len() / k;
-    let n = 1;
-    let g = graph([f, f], l, m, n, k);
-    let inputs = [
-        ("a", u8s(&[m, k], &a)),
-        ("b", u8s(&[n, k], &[one; 8])),
-        ("sa", u8s(&[m, k / 2], &sa)),
-        ("sb", u8s(&[n, k / 2], &[127; 4])),
-        ("bias", TensorData::from_f32(&[n], &[0.0])),
-    ];
+    let c = rlx_testkit::ScaledTieCase::new();
+    let g = graph([c.format; 2], c.layout, c.m, c.n, c.k);
+    let inputs: Vec<(&str, TensorData)> = ["a", "b", "sa", "sb", "bias"]
+        .into_iter()
+        .zip(c.args())
+        .collect();
     let (got, want) = run(&g, &inputs);
     same_f32(&got[0], &want[0], "1 ± 2^a ± 2^b ± 2^c");
-    // The f64 fold shows: 1 + 2^−24 + 2^−53 is an f64 tie rounded to even (down), then
-    // an f32 tie rounded to even: 1; summed exactly it would round up to 1 + 2^−23.
-    let row = |t: [(i64, bool); 3]| {
-        let at = |x: (i64, bool)| terms.iter().position(|&y| y == x).unwrap();
-        (at(t[0]) * terms.len() + at(t[1])) * terms.len() + at(t[2])
-    };
     let w = want[0].to_f32_vec();
-    assert_eq!(w[row([(-24, false), (-53, false), (-77, false)])], 1.0);
-    assert_eq!(
-        w[row([(-24, false), (-52, false), (-53, false)])],
-        1.0 + 2f32.powi(-23)
-    );
+    for (row, value) in c.known_rows() {
+        assert_eq!(w[row], value, "oracle row {row}");
+    }
 }
