@@ -1,6 +1,7 @@
 //! Case tables that several backends' suites run: argmax/argmin over tie-heavy data,
 //! the f16/bf16 attention graphs (forward and backward) of the tensor-core and
-//! attention-backward tests, and the block-scaled matmul sums that round at f64 ties.
+//! attention-backward tests, and the block-scaled matmul graph and its sums that round
+//! at f64 ties.
 //! Each suite keeps how it compiles and runs a case; the data and graphs are built here
 //! once, so the backends are checked on the same cases.
 
@@ -157,6 +158,44 @@ pub fn attention_backward_case(
         gg.name
     );
     (gg, args)
+}
+
+/// `y = a · bᵀ (+ bias)` over raw `[m, k]` / `[n, k]` u8 codes of `fs` (inputs `a`, `b`)
+/// with their scales `sa`, `sb` as layout `l` holds them (u8 codes `[rows, k / block]`
+/// for block layouts, one f32 per tensor otherwise), plus a `[n]` input `bias` of dtype
+/// `bias` when one is given. The graph's name says the formats and the layout.
+pub fn scaled_matmul_graph(
+    fs: [ScaledFormat; 2],
+    l: ScaleLayout,
+    (m, n, k): (usize, usize, usize),
+    bias: Option<DType>,
+) -> Graph {
+    let sdims = |r: usize| match l.block() {
+        None => Shape::new(&[1], DType::F32),
+        Some(b) => Shape::new(&[r, k / b as usize], DType::U8),
+    };
+    let mut g = Graph::new(format!("scaled_matmul_{}_{}_{l}", fs[0], fs[1]).replace(' ', "_"));
+    let mut ins = vec![
+        g.input("a", Shape::new(&[m, k], DType::U8)),
+        g.input("b", Shape::new(&[n, k], DType::U8)),
+        g.input("sa", sdims(m)),
+        g.input("sb", sdims(n)),
+    ];
+    if let Some(dt) = bias {
+        ins.push(g.input("bias", Shape::new(&[n], dt)));
+    }
+    let y = op(
+        &mut g,
+        Op::ScaledMatMul {
+            lhs_format: fs[0],
+            rhs_format: fs[1],
+            scale_layout: l,
+            has_bias: bias.is_some(),
+        },
+        ins,
+    );
+    g.set_outputs(vec![y]);
+    g
 }
 
 /// Block-scaled matmul data whose f64 sums round at ties: row `r` of `a · bᵀ` is the

@@ -17,7 +17,8 @@
 //! - [`attention_grad_errors`], [`attention_grad_tolerance`]: an attention backward's
 //!   gradients against the oracle within the f32 lowering's documented bound;
 //! - [`argmax_cases`], [`attention_case`], [`attention_backward_case`] (with
-//!   [`ATTENTION_BACKWARD_CASES`]), [`ScaledTieCase`]: case tables several suites run;
+//!   [`ATTENTION_BACKWARD_CASES`]), [`scaled_matmul_graph`], [`ScaledTieCase`]: graphs
+//!   and case tables several suites run;
 //! - [`op`], [`reduce`], [`quantize`], [`close`], [`seq`]: small helpers for
 //!   hand-written graphs.
 //!
@@ -37,7 +38,7 @@ mod rng;
 pub use attention_grads::{attention_grad_errors, attention_grad_tolerance};
 pub use cases::{
     ATTENTION_BACKWARD_CASES, ArgCase, ScaledTieCase, argmax_cases, attention_backward_case,
-    attention_case,
+    attention_case, scaled_matmul_graph,
 };
 pub use graphs::build_random_graph;
 pub use loop_order::{

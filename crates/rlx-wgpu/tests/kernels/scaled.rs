@@ -65,22 +65,7 @@ fn hard_data(f: ScaledFormat, rows: usize, k: usize) -> Vec<f32> {
 fn quant_graph(f: ScaledFormat, l: ScaleLayout, dt: DType, rows: usize, k: usize) -> Graph {
     let mut g = Graph::new(format!("scaled_{f}_{l}_{dt}"));
     let x = g.input("x", Shape::new(&[rows, k], dt));
-    let s = op(
-        &mut g,
-        Op::ScaledQuantScale {
-            format: f,
-            scale_layout: l,
-        },
-        vec![x],
-    );
-    let q = op(
-        &mut g,
-        Op::ScaledQuantize {
-            format: f,
-            scale_layout: l,
-        },
-        vec![x, s],
-    );
+    let (q, s) = rlx_testkit::quantize(&mut g, x, f, l);
     g.set_outputs(vec![s, q]);
     g
 }
@@ -157,28 +142,7 @@ fn scaled_quant_scale_and_quantize_run_on_the_gpu_bit_for_bit_with_the_oracle() 
 /// `y = a · bᵀ (+ an f32 bias)` over raw `[m, k]` / `[n, k]` codes of `fs` and their
 /// scales (`u8` codes for block layouts, an f32 per tensor).
 fn matmul_graph(fs: [ScaledFormat; 2], l: ScaleLayout, m: usize, n: usize, k: usize) -> Graph {
-    let sdims = |r: usize| match l.block() {
-        None => Shape::new(&[1], DType::F32),
-        Some(b) => Shape::new(&[r, k / b as usize], DType::U8),
-    };
-    let mut g = Graph::new(format!("scaled_matmul_{}_{}_{l}", fs[0], fs[1]).replace(' ', "_"));
-    let a = g.input("a", Shape::new(&[m, k], DType::U8));
-    let b = g.input("b", Shape::new(&[n, k], DType::U8));
-    let sa = g.input("sa", sdims(m));
-    let sb = g.input("sb", sdims(n));
-    let bias = g.input("bias", Shape::new(&[n], DType::F32));
-    let y = op(
-        &mut g,
-        Op::ScaledMatMul {
-            lhs_format: fs[0],
-            rhs_format: fs[1],
-            scale_layout: l,
-            has_bias: true,
-        },
-        vec![a, b, sa, sb, bias],
-    );
-    g.set_outputs(vec![y]);
-    g
+    rlx_testkit::scaled_matmul_graph(fs, l, (m, n, k), Some(DType::F32))
 }
 
 /// Codes and scales for [`matmul_graph`]: random codes (every code, NaN and ∞ ones
@@ -326,23 +290,7 @@ fn quantized_mx_matmul_pipeline_runs_wholly_on_the_gpu() {
     let b = g.input("b", Shape::new(&[n, k], DType::F32));
     let mut qs = Vec::new();
     for x in [a, b] {
-        let s = op(
-            &mut g,
-            Op::ScaledQuantScale {
-                format: f,
-                scale_layout: l,
-            },
-            vec![x],
-        );
-        let q = op(
-            &mut g,
-            Op::ScaledQuantize {
-                format: f,
-                scale_layout: l,
-            },
-            vec![x, s],
-        );
-        qs.push((q, s));
+        qs.push(rlx_testkit::quantize(&mut g, x, f, l));
     }
     let y = op(
         &mut g,

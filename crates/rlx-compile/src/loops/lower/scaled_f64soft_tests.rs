@@ -6,8 +6,8 @@
 //! (signed zeros), overflow of the f32 result to ±∞, NaN and infinite codes and scales,
 //! and f32 biases of every kind. Each kernel also renders as valid WGSL (`run`).
 
-use super::tests::{formats, op, run, same_f32};
-use rlx_ir::{DType, Graph, Op, ScaleLayout, ScaledFormat, Shape, TensorData};
+use super::tests::{formats, run, same_f32};
+use rlx_ir::{DType, Graph, ScaleLayout, ScaledFormat, TensorData};
 
 struct Rng(u64);
 
@@ -23,25 +23,7 @@ impl Rng {
 /// `y = a · bᵀ (+ bias)` over `[m, k]` / `[n, k]` codes of `fs` with block layout `l`
 /// and an f32 bias.
 fn graph(fs: [ScaledFormat; 2], l: ScaleLayout, m: usize, n: usize, k: usize) -> Graph {
-    let per = k / l.block().unwrap() as usize;
-    let mut g = Graph::new("smm_soft");
-    let a = g.input("a", Shape::new(&[m, k], DType::U8));
-    let b = g.input("b", Shape::new(&[n, k], DType::U8));
-    let sa = g.input("sa", Shape::new(&[m, per], DType::U8));
-    let sb = g.input("sb", Shape::new(&[n, per], DType::U8));
-    let bias = g.input("bias", Shape::new(&[n], DType::F32));
-    let y = op(
-        &mut g,
-        Op::ScaledMatMul {
-            lhs_format: fs[0],
-            rhs_format: fs[1],
-            scale_layout: l,
-            has_bias: true,
-        },
-        vec![a, b, sa, sb, bias],
-    );
-    g.set_outputs(vec![y]);
-    g
+    rlx_testkit::scaled_matmul_graph(fs, l, (m, n, k), Some(DType::F32))
 }
 
 fn u8s(dims: &[usize], v: &[i64]) -> TensorData {

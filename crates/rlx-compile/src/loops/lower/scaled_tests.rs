@@ -145,22 +145,7 @@ pub(super) fn same_f32(got: &TensorData, want: &TensorData, what: &str) {
 pub(super) fn quant_graph(dt: DType, dims: &[usize], f: ScaledFormat, l: ScaleLayout) -> Graph {
     let mut g = Graph::new("q");
     let x = g.input("x", Shape::new(dims, dt));
-    let s = op(
-        &mut g,
-        Op::ScaledQuantScale {
-            format: f,
-            scale_layout: l,
-        },
-        vec![x],
-    );
-    let q = op(
-        &mut g,
-        Op::ScaledQuantize {
-            format: f,
-            scale_layout: l,
-        },
-        vec![x, s],
-    );
+    let (q, s) = rlx_testkit::quantize(&mut g, x, f, l);
     g.set_outputs(vec![s, q]);
     g
 }
