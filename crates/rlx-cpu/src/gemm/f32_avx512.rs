@@ -9,8 +9,9 @@
 //! accumulators; two vectors of B, twelve elements of A each broadcast from memory inside
 //! its two FMAs). The sum loops are inline assembly (`micro.rs`), including the 8 × 32
 //! loop of the narrower last strips on the 8 × 48 plan (two in 22 strips at 1024
-//! columns). The C tile's lines are prefetched into L2 before the sums; the last strip of
-//! a block, when narrower than the tile, runs only the vectors it stores.
+//! columns). The C tile's lines are prefetched into L2 before the sums, and the next B
+//! strip inside the sum loops of a strip's first panels ([`prefetch_slice`]); the last
+//! strip of a block, when narrower than the tile, runs only the vectors it stores.
 //!
 //! Blocking (per thread; sizes from the detected L1d / L2, see `plan.rs`): for each
 //! `NC`-column block of B and each `KC`-sum block, B's `KC × NC` block is packed into
@@ -69,6 +70,31 @@
 //! products ([`takes_untransposed`]); whole steps on two threads, rlx-bench against the
 //! binary before them, 8 alternated rounds in the same conditions: W11 (4 blocks) 108.1 →
 //! 104.9 ms, W6's training step 4.26 → 4.20 ms (medians).
+//!
+//! In the evening (same VM and MKL, the benchmark at raised priority, load 2–4) two
+//! threads still ran each at less than one thread's speed (2048³: 176 → about 160
+//! GFLOP/s a thread, MKL unchanged). Each piece's parts timed with `rdtsc` put the loss
+//! on the first A panel of every B strip: the strip (96 KiB at `KC` 512) comes from L3
+//! — with B's packing shared, half the strips out of the other core's packing — while
+//! the other panels find it in L2. Those first panels took 2.1× a panel's time on one
+//! thread and 3.1× on two (3 % and 6 % of the product per thread); with the strip kept
+//! in L2 (a diagnostic reading strip 0 for all) two threads ran 7–13 % faster. Now the
+//! panels after the first ask for the next strip into L2, a line per two sums inside
+//! the sum loop ([`prefetch_slice`]). Same binary with the prefetch switched per call,
+//! the two variants taking turns at running first: 2048³ +3 % on one thread and +3–5 %
+//! on two, 1024³ +2–3 %, W11's fc +4–6 % and fc2 +2–6 % on two, nothing measurably
+//! slower. Against MKL, 8 processes (two threads) and 6 (one) alternated with the
+//! binary before, median paired ratios over the rounds where MKL got both CPUs: two
+//! threads 2048³ 0.95 → 1.01×, 1024³ 0.96 → 0.98×, W11 fc 0.92 → 1.02×, dXfc2 0.97 →
+//! 1.00×, the other W5/W6/W11 products 0.98–1.19× as before; one thread 2048³ 0.99 →
+//! 1.02×, 1024³ 0.99 → 1.00×, the rest within ±1 %. Tried there and not kept (same
+//! in-process A/B): B's shared packing claimed by bands of 32 sums over all strips, so
+//! that the packers read whole rows of a row-major B (30 % fewer packing cycles at
+//! 2048³ on two threads, wall time ±1 %); that packing with streaming stores (±0);
+//! every other A block walking the strips last to first, to find the previous block's
+//! last strips in L2 (−2 % on one thread); the next-strip prefetch as a burst of 48
+//! lines before each panel (−2.5 % on one thread, ±2 % on two); `MC` 384, 512 and 1024
+//! at two threads (−2 to −3 %, ±1 %); B packed per thread (±2 %).
 //!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
@@ -475,18 +501,30 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
                 // SAFETY: (ic, pc) and the mb × kb block are inside A; ap holds its panels.
                 unsafe { pack_a::<L, MR>(l, a.at(ic, pc), mb, kb, ap) };
                 let strips = Strips { nb, nr: nr_full };
-                for s in 0..strips.count() {
+                let (count, panels) = (strips.count(), mb.div_ceil(MR));
+                for s in 0..count {
                     let (jr, nr, ldb) = strips.get(s);
                     if let PackedB::Shared(sh) = packed {
                         sh.wait((jc, pc), s);
                     }
                     // SAFETY: the strip of columns jr.. of the packed block (kb·ldb f32).
                     let bpanel = unsafe { bp.add(jr * kb) };
+                    // The next strip of the block (packed: its flag was waited for or
+                    // it is this thread's), asked into L2 while this one runs.
+                    let ahead = (s + 1 < count).then(|| {
+                        let (jr, _, ldb) = strips.get(s + 1);
+                        // SAFETY: strip s + 1 of the packed block, kb·ldb f32.
+                        (unsafe { bp.add(jr * kb) } as *const f32, kb * ldb)
+                    });
                     for ir in (0..mb).step_by(MR) {
                         let mr = MR.min(mb - ir);
                         // SAFETY: panel ir / MR of the packed block; (ic + ir, jc + jr) is
                         // an element of C.
                         let (apanel, cp) = unsafe { (ap.add(ir * kb), c.at(ic + ir, jc + jr)) };
+                        let next = ahead
+                            .and_then(|strip| prefetch_slice(ir / MR, panels, strip, kb))
+                            .unwrap_or(apanel);
+                        let apanel = (apanel as *const f32, next);
                         if direct_layout {
                             // SAFETY: rows 0..mr, columns 0..nr of the tile are elements
                             // of C, with unit column stride and row stride c.rs > 0; the
@@ -523,6 +561,32 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
             }
         }
     }
+}
+
+/// Where panel `q` of a strip's `panels` asks for the next strip (`(start, f32)`) into
+/// L2, for `kb` sums: panels 1, 2, … each take the next [`micro::next_lines`] lines, one
+/// per two sums inside the sum loop, until the strip is covered (at 512 sums, a
+/// 48-column strip's 1536 lines in six panels); `None` for the others. Panel 0 is left
+/// out unless the strip has too few panels: it reads its own strip from L3, which every
+/// later panel finds in L2. Without this the first panel of each strip ran at half the
+/// others' speed on one thread and a third on two (timed by `rdtsc` on the Sapphire
+/// Rapids VM: 3 % of a 2048³ product on one thread, 6 % per thread on two, where half
+/// the strips come out of the other core's packing). The same prefetches as a burst of
+/// 48 lines before each panel's sums measured 2.5 % slower than none on one thread
+/// (they probably hold the fill buffers that the sums' own loads need).
+fn prefetch_slice(
+    q: usize,
+    panels: usize,
+    (start, len): (*const f32, usize),
+    kb: usize,
+) -> Option<*const f32> {
+    let per = micro::next_lines(kb);
+    if per == 0 {
+        return None;
+    }
+    let calls = (len / 16).div_ceil(per);
+    let q0 = usize::from(panels > calls);
+    (q >= q0 && q < q0 + calls).then(|| start.wrapping_add((q - q0) * per * 16))
 }
 
 /// The sums per block for `k` sums in blocks of at most `kc`: the fewest blocks, of
@@ -581,7 +645,9 @@ pub(crate) fn transpose16(r: &mut [__m512; 16]) {
 /// `rows <= MR` rows and `cols <= 16·NV` columns lie inside C: added to C when `add` (C
 /// is not read otherwise, so a NaN in an overwritten C does not leak). C's rows are `ldc`
 /// elements apart, its columns contiguous. B's sums are `ldb` f32 apart. A strip narrower
-/// than the tile runs only the vectors it stores.
+/// than the tile runs only the vectors it stores. The 8 × 48 and 8 × 32 loops ask for
+/// [`micro::next_lines`] lines from `next` on into L2 (see [`prefetch_slice`]); pass `a`
+/// when there is nothing to fetch.
 ///
 /// # Safety
 /// `a` holds `kc · MR` and `b` (64-byte aligned) `kc · ldb` packed f32, `ldb` a multiple
@@ -592,7 +658,7 @@ pub(crate) fn transpose16(r: &mut [__m512; 16]) {
 #[target_feature(enable = "avx512f")]
 unsafe fn micro<const MR: usize, const NV: usize>(
     kc: usize,
-    a: *const f32,
+    (a, next): (*const f32, *const f32),
     (b, ldb): (*const f32, usize),
     c: *mut f32,
     ldc: isize,
@@ -618,10 +684,10 @@ unsafe fn micro<const MR: usize, const NV: usize>(
     unsafe {
         match nv {
             _ if nv == NV && ldb == 16 * NV => {
-                tile::<MR, NV>(kc, a, b, ldb, c, ldc, add, (rows, cols))
+                tile::<MR, NV>(kc, (a, next), b, ldb, c, ldc, add, (rows, cols))
             }
-            1 => tile::<MR, 1>(kc, a, b, ldb, c, ldc, add, (rows, cols)),
-            2 => tile::<MR, 2>(kc, a, b, ldb, c, ldc, add, (rows, cols)),
+            1 => tile::<MR, 1>(kc, (a, next), b, ldb, c, ldc, add, (rows, cols)),
+            2 => tile::<MR, 2>(kc, (a, next), b, ldb, c, ldc, add, (rows, cols)),
             _ => unreachable!("a strip of {cols} columns in a tile of {ldb}"),
         }
     }
@@ -638,7 +704,7 @@ unsafe fn micro<const MR: usize, const NV: usize>(
 #[target_feature(enable = "avx512f")]
 unsafe fn tile<const MR: usize, const NVE: usize>(
     kc: usize,
-    a: *const f32,
+    (a, next): (*const f32, *const f32),
     b: *const f32,
     ldb: usize,
     c: *mut f32,
@@ -655,9 +721,9 @@ unsafe fn tile<const MR: usize, const NVE: usize>(
         if MR == 12 && NVE == 2 && ldb == 32 {
             micro::sums_12x32(kc, a, b, &mut *(accp as *mut [[__m512; 2]; 12]));
         } else if MR == 8 && NVE == 2 {
-            micro::sums_8x32(kc, a, b, ldb, &mut *(accp as *mut [[__m512; 2]; 8]));
+            micro::sums_8x32(kc, a, b, ldb, &mut *(accp as *mut [[__m512; 2]; 8]), next);
         } else if MR == 8 && NVE == 3 && ldb == 48 {
-            micro::sums_8x48(kc, a, b, &mut *(accp as *mut [[__m512; 3]; 8]));
+            micro::sums_8x48(kc, a, b, &mut *(accp as *mut [[__m512; 3]; 8]), next);
         } else {
             micro::sums_edge::<MR, NVE>(kc, a, b, ldb, &mut acc);
         }

@@ -119,6 +119,12 @@ macro_rules! sum_8x48 {
 /// Bytes ahead of the current sum at which the 8 × 48 loop prefetches A's panel (16 sums).
 const A_PREFETCH: usize = 512;
 
+/// Lines of `next` the 8 × 48 and 8 × 32 loops ask for, into L2, for `kc` sums: one
+/// per two sums (one per iteration of the loops, none for an odd last sum).
+pub(super) fn next_lines(kc: usize) -> usize {
+    kc / 2
+}
+
 /// `acc[r][v] += A[p][r] · B[p][16v..16v + 16]` for the `kc >= 1` sums of an 8-row A
 /// panel and a 48-column B strip. Each sum is three vector loads of B, eight broadcasts of
 /// A (a broadcast from memory is a load, no shuffle) and 24 FMAs: 11 loads where the
@@ -126,9 +132,13 @@ const A_PREFETCH: usize = 512;
 /// Intel cores (236 GFLOP/s on one Sapphire Rapids core with both panels in L1, the
 /// 12 × 32 loop 196–216).
 ///
+/// Each iteration also asks for one line at `next` into L2, `next` advancing a line per
+/// iteration ([`next_lines`]): the caller points it at the B strip that follows, so that
+/// strip is in L2 when its first panel runs, or at `a` (lines being read anyway).
+///
 /// # Safety
 /// `a` must hold `kc · 8` f32 and `b` (64-byte aligned) `kc · 48`; `kc >= 1`; AVX-512 F
-/// present.
+/// present. `next` is only prefetched (any address).
 #[inline]
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn sums_8x48(
@@ -136,6 +146,7 @@ pub(super) unsafe fn sums_8x48(
     a: *const f32,
     b: *const f32,
     acc: &mut [[__m512; 3]; 8],
+    next: *const f32,
 ) {
     debug_assert!(kc >= 1);
     // SAFETY: the loop reads kc·32 bytes of A's panel and kc·192 (aligned) of B's strip,
@@ -152,6 +163,8 @@ pub(super) unsafe fn sums_8x48(
             sum_8x48!(0, 64, 128; 0, 4, 8, 12, 16, 20, 24, 28),
             sum_8x48!(192, 256, 320; 32, 36, 40, 44, 48, 52, 56, 60),
             "prefetcht0 byte ptr [{ap} + {pf}]",
+            "prefetcht1 byte ptr [{nx}]",
+            "add {nx}, 64",
             "add {ap}, 64",
             "add {bp}, 384",
             "dec {n2}",
@@ -163,6 +176,7 @@ pub(super) unsafe fn sums_8x48(
             "4:",
             pf = const A_PREFETCH,
             n2 = out(reg) _,
+            nx = inout(reg) next => _,
             ap = inout(reg) a => _,
             bp = inout(reg) b => _,
             k = in(reg) kc,
@@ -228,9 +242,11 @@ macro_rules! sum_8x32 {
 /// busy; the compiled loop it replaced ran these strips at about two thirds of the full
 /// tile's rate.
 ///
+/// `next` is prefetched into L2 as in [`sums_8x48`].
+///
 /// # Safety
 /// `a` must hold `kc · 8` f32 and `b` (64-byte aligned, `ldb` a multiple of 16 and at
-/// least 32) `kc · ldb`; `kc >= 1`; AVX-512 F present.
+/// least 32) `kc · ldb`; `kc >= 1`; AVX-512 F present. `next` is only prefetched.
 #[inline]
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn sums_8x32(
@@ -239,6 +255,7 @@ pub(super) unsafe fn sums_8x32(
     b: *const f32,
     ldb: usize,
     acc: &mut [[__m512; 2]; 8],
+    next: *const f32,
 ) {
     debug_assert!(kc >= 1 && ldb >= 32 && ldb.is_multiple_of(16));
     // SAFETY: the loop reads kc·32 bytes of A's panel and the first 128 (aligned) bytes
@@ -256,6 +273,8 @@ pub(super) unsafe fn sums_8x32(
             "add {bp}, {ldb}",
             sum_8x32!(0, 64; 32, 36, 40, 44, 48, 52, 56, 60),
             "prefetcht0 byte ptr [{ap} + {pf}]",
+            "prefetcht1 byte ptr [{nx}]",
+            "add {nx}, 64",
             "add {ap}, 64",
             "add {bp}, {ldb}",
             "dec {n2}",
@@ -267,6 +286,7 @@ pub(super) unsafe fn sums_8x32(
             "4:",
             pf = const A_PREFETCH,
             n2 = out(reg) _,
+            nx = inout(reg) next => _,
             ap = inout(reg) a => _,
             bp = inout(reg) b => _,
             ldb = in(reg) ldb * size_of::<f32>(),
