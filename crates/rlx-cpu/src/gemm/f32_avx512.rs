@@ -156,11 +156,12 @@ pub(crate) unsafe fn sgemm(
     threads: usize,
 ) {
     let plan = plan::plan();
+    let job = Job::new(a, b, c, mnk, accumulate);
     // SAFETY: forwarded contract; each instantiation is the tile the plan names.
     unsafe {
         match plan.tile {
-            TileShape::M12N32 => sgemm_on::<_, 12, 2>(F32, plan, a, b, c, mnk, accumulate, threads),
-            TileShape::M8N48 => sgemm_on::<_, 8, 3>(F32, plan, a, b, c, mnk, accumulate, threads),
+            TileShape::M12N32 => sgemm_on::<_, 12, 2>(F32, plan, job, threads),
+            TileShape::M8N48 => sgemm_on::<_, 8, 3>(F32, plan, job, threads),
         }
     }
 }
@@ -183,37 +184,31 @@ pub(crate) unsafe fn sgemm_half(
     threads: usize,
 ) {
     let plan = plan::plan();
+    let job = Job::new(a, b, c, mnk, accumulate);
     // SAFETY: forwarded contract; each instantiation is the tile the plan names.
     unsafe {
         match plan.tile {
-            TileShape::M12N32 => {
-                sgemm_on::<_, 12, 2>(kind, plan, a, b, c, mnk, accumulate, threads)
-            }
-            TileShape::M8N48 => sgemm_on::<_, 8, 3>(kind, plan, a, b, c, mnk, accumulate, threads),
+            TileShape::M12N32 => sgemm_on::<_, 12, 2>(kind, plan, job, threads),
+            TileShape::M8N48 => sgemm_on::<_, 8, 3>(kind, plan, job, threads),
         }
     }
 }
 
-/// [`sgemm`] with an `MR × 16·NV` tile and the plan's blocks, the sources read through
-/// `l`.
+/// [`sgemm`] of `job` with an `MR × 16·NV` tile and the plan's blocks, the sources read
+/// through `l`.
 ///
 /// # Safety
-/// As [`sgemm`]; `(MR, NV)` is `plan.tile`.
-#[allow(clippy::too_many_arguments)]
+/// As [`sgemm`] for `job`'s views and sizes; `(MR, NV)` is `plan.tile`.
 unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     l: L,
     plan: Plan,
-    a: Src<L::E>,
-    b: Src<L::E>,
-    c: Dst<f32>,
-    (m, n, k): (usize, usize, usize),
-    accumulate: bool,
+    job: Job<L::E>,
     threads: usize,
 ) {
+    let Job { m, n, k, .. } = job;
     let rows = m >= n;
     let (len, grain) = if rows { (m, MR) } else { (n, 16 * NV) };
     let split = len.div_ceil(threads.max(1)).next_multiple_of(grain);
-    let views = Views { a, b, c };
     // Threads splitting C's rows share one packing of B (`shared.rs`); the buffer is the
     // calling thread's, taken out of its slot for the call so that a product started on
     // this thread while it waits for the others gets its own.
@@ -258,7 +253,6 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     });
     let shared = shared.as_ref();
     let block = |part: usize| {
-        let (a, b, c) = views.get();
         let (phase, rp) = (part / rows_parts, part % rows_parts);
         let lo = rp * per;
         let hi = (lo + per).min(len);
@@ -269,19 +263,9 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
         // inside the views (caller); the blocks are disjoint in C; the CPU has AVX-512 F.
         unsafe {
             if rows {
-                let a = a.at(lo, 0);
-                let c = Dst {
-                    ptr: c.at(lo, 0),
-                    ..c
-                };
-                drive::<L, MR, NV>(l, plan, a, b, c, (hi - lo, n, k), accumulate, shared, only)
+                drive::<L, MR, NV>(l, plan, job.rows(lo, hi), shared, only)
             } else {
-                let b = b.at(0, lo);
-                let c = Dst {
-                    ptr: c.at(0, lo),
-                    ..c
-                };
-                drive::<L, MR, NV>(l, plan, a, b, c, (m, hi - lo, k), accumulate, None, None)
+                drive::<L, MR, NV>(l, plan, job.cols(lo, hi), None, None)
             }
         }
         phases.done(rp, phase);
@@ -354,28 +338,86 @@ impl Phases {
     }
 }
 
-/// One product's views, shared by the blocks of the parallel loop.
+/// One product, or the rows or columns of it that a piece runs: the views of A, B and
+/// C, the sizes (`m × n` outputs over `k` sums) and whether the sums add to C. Shared by
+/// the pieces of the parallel loop, which take their parts of it through methods (so
+/// closures capture the `Sync` struct whole, not its raw-pointer fields).
 #[derive(Clone, Copy)]
-struct Views<E> {
+struct Job<E> {
     a: Src<E>,
     b: Src<E>,
     c: Dst<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+    accumulate: bool,
 }
 
-impl<E: Copy> Views<E> {
-    /// The three views (a method call, so closures capture the `Sync` struct whole, not
-    /// its raw-pointer fields).
-    fn get(&self) -> (Src<E>, Src<E>, Dst<f32>) {
-        (self.a, self.b, self.c)
+impl<E: Copy> Job<E> {
+    /// The product `C (+)= A·B` of `m × n` outputs over `k` sums.
+    fn new(
+        a: Src<E>,
+        b: Src<E>,
+        c: Dst<f32>,
+        (m, n, k): (usize, usize, usize),
+        accumulate: bool,
+    ) -> Job<E> {
+        Job {
+            a,
+            b,
+            c,
+            m,
+            n,
+            k,
+            accumulate,
+        }
+    }
+
+    /// Rows `lo..hi` of the product (those of A and C).
+    ///
+    /// # Safety
+    /// `lo < hi <= m`.
+    unsafe fn rows(&self, lo: usize, hi: usize) -> Job<E> {
+        // SAFETY: row lo of A and of C lies inside the views (caller).
+        unsafe {
+            Job {
+                a: self.a.at(lo, 0),
+                c: Dst {
+                    ptr: self.c.at(lo, 0),
+                    ..self.c
+                },
+                m: hi - lo,
+                ..*self
+            }
+        }
+    }
+
+    /// Columns `lo..hi` of the product (those of B and C).
+    ///
+    /// # Safety
+    /// `lo < hi <= n`.
+    unsafe fn cols(&self, lo: usize, hi: usize) -> Job<E> {
+        // SAFETY: column lo of B and of C lies inside the views (caller).
+        unsafe {
+            Job {
+                b: self.b.at(0, lo),
+                c: Dst {
+                    ptr: self.c.at(0, lo),
+                    ..self.c
+                },
+                n: hi - lo,
+                ..*self
+            }
+        }
     }
 }
 
-// SAFETY: the views cross into the blocks of one blocking parallel loop: A and B are only
-// read, each block writes a disjoint range of C's rows or columns, and the views outlive
+// SAFETY: a job crosses into the pieces of one blocking parallel loop: A and B are only
+// read, each piece writes a disjoint range of C's rows or columns, and the views outlive
 // the loop (`sgemm`'s contract).
-unsafe impl<E> Send for Views<E> {}
+unsafe impl<E> Send for Job<E> {}
 // SAFETY: as for Send.
-unsafe impl<E> Sync for Views<E> {}
+unsafe impl<E> Sync for Job<E> {}
 
 thread_local! {
     /// Packed A and packed B of this thread, kept between calls (batched products run
@@ -404,21 +446,17 @@ fn aligned(v: &mut Vec<f32>, n: usize) -> *mut f32 {
 /// an overwriting product.
 ///
 /// # Safety
-/// As [`sgemm_on`] for this block; `shared` must be the packing of this product's B
-/// (the same `b`, `n`, `k` and plan); with `only`, the phases before it must have run.
-#[allow(clippy::too_many_arguments)]
+/// As [`sgemm_on`] for `job`; `shared` must be the packing of this product's B (the
+/// same `b`, `n`, `k` and plan); with `only`, the phases before it must have run.
 #[target_feature(enable = "avx512f")]
 unsafe fn drive<L: Load, const MR: usize, const NV: usize>(
     l: L,
     plan: Plan,
-    a: Src<L::E>,
-    b: Src<L::E>,
-    c: Dst<f32>,
-    (m, n, k): (usize, usize, usize),
-    accumulate: bool,
+    job: Job<L::E>,
     shared: Option<&SharedB>,
     only: Option<(usize, usize)>,
 ) {
+    let Job { m, n, k, .. } = job;
     let run = |(va, vb): &mut (Vec<f32>, Vec<f32>)| {
         let ap = aligned(va, plan.mc.min(m).next_multiple_of(MR) * plan.kc.min(k));
         let packed = match shared {
@@ -430,7 +468,7 @@ unsafe fn drive<L: Load, const MR: usize, const NV: usize>(
         };
         // SAFETY: the buffers hold the largest packed blocks; the caller's contract
         // covers the views and the shared packing.
-        unsafe { blocks::<L, MR, NV>(l, plan, a, b, c, (m, n, k), accumulate, ap, packed, only) };
+        unsafe { blocks::<L, MR, NV>(l, plan, job, ap, packed, only) };
     };
     let done = BUFS.try_with(|bufs| run(&mut bufs.borrow_mut())).is_ok();
     if !done {
@@ -453,20 +491,24 @@ enum PackedB<'a> {
 /// # Safety
 /// As [`drive`]; `ap` must hold `MC·KC` f32 (or the product's smaller block sizes),
 /// 64-byte aligned.
-#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
     l: L,
     plan: Plan,
-    a: Src<L::E>,
-    b: Src<L::E>,
-    c: Dst<f32>,
-    (m, n, k): (usize, usize, usize),
-    accumulate: bool,
+    job: Job<L::E>,
     ap: *mut f32,
     packed: PackedB,
     only: Option<(usize, usize)>,
 ) {
+    let Job {
+        a,
+        b,
+        c,
+        m,
+        n,
+        k,
+        accumulate,
+    } = job;
     let nr_full = 16 * NV;
     let kc = balanced(k, plan.kc);
     // A tile of a C with contiguous, ascending rows is read and written in place (only its
@@ -530,7 +572,14 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
                             // of C, with unit column stride and row stride c.rs > 0; the
                             // panels hold kb sums.
                             unsafe {
-                                micro::<MR, NV>(kb, apanel, (bpanel, ldb), cp, c.rs, add, (mr, nr))
+                                let out = CTile {
+                                    ptr: cp,
+                                    ldc: c.rs,
+                                    add,
+                                    rows: mr,
+                                    cols: nr,
+                                };
+                                micro::<MR, NV>(kb, apanel, (bpanel, ldb), out)
                             };
                             continue;
                         }
@@ -538,15 +587,14 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
                         // 64-byte aligned; then the mr × nr corner is merged into C, whose
                         // elements (ic + ir + i, jc + jr + j) exist for i < mr, j < nr.
                         unsafe {
-                            micro::<MR, NV>(
-                                kb,
-                                apanel,
-                                (bpanel, ldb),
-                                tp,
-                                nr_full as isize,
-                                false,
-                                (MR, nr),
-                            );
+                            let out = CTile {
+                                ptr: tp,
+                                ldc: nr_full as isize,
+                                add: false,
+                                rows: MR,
+                                cols: nr,
+                            };
+                            micro::<MR, NV>(kb, apanel, (bpanel, ldb), out);
                             for i in 0..mr {
                                 let row = cp.offset(i as isize * c.rs);
                                 for j in 0..nr {
@@ -641,30 +689,44 @@ pub(crate) fn transpose16(r: &mut [__m512; 16]) {
     }
 }
 
+/// The part of C one micro-kernel call writes: `rows × cols` elements from `ptr`, rows
+/// `ldc` elements apart and columns contiguous, added to (`add`) or written over.
+#[derive(Clone, Copy)]
+struct CTile {
+    ptr: *mut f32,
+    ldc: isize,
+    add: bool,
+    rows: usize,
+    cols: usize,
+}
+
 /// `C[rows × cols] (+)= A panel · B strip` over `kc` sums for an `MR × 16·NV` tile whose
-/// `rows <= MR` rows and `cols <= 16·NV` columns lie inside C: added to C when `add` (C
-/// is not read otherwise, so a NaN in an overwritten C does not leak). C's rows are `ldc`
-/// elements apart, its columns contiguous. B's sums are `ldb` f32 apart. A strip narrower
-/// than the tile runs only the vectors it stores. The 8 × 48 and 8 × 32 loops ask for
-/// [`micro::next_lines`] lines from `next` on into L2 (see [`prefetch_slice`]); pass `a`
-/// when there is nothing to fetch.
+/// `rows <= MR` rows and `cols <= 16·NV` columns lie inside C (`out`): added to C when
+/// `out.add` (C is not read otherwise, so a NaN in an overwritten C does not leak). B's
+/// sums are `ldb` f32 apart. A strip narrower than the tile runs only the vectors it
+/// stores. The 8 × 48 and 8 × 32 loops ask for [`micro::next_lines`] lines from `next`
+/// on into L2 (see [`prefetch_slice`]); pass `a` when there is nothing to fetch.
 ///
 /// # Safety
 /// `a` holds `kc · MR` and `b` (64-byte aligned) `kc · ldb` packed f32, `ldb` a multiple
-/// of 16 with `cols <= ldb <= 16·NV`; `c` addresses a
-/// writable (and, with `add`, readable) `rows × cols` tile; `1 <= rows <= MR`,
-/// `1 <= cols <= 16·NV`; AVX-512 F present.
+/// of 16 with `cols <= ldb <= 16·NV`; `out` addresses a writable (and, with `add`,
+/// readable) `rows × cols` tile; `1 <= rows <= MR`, `1 <= cols <= 16·NV`; AVX-512 F
+/// present.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn micro<const MR: usize, const NV: usize>(
     kc: usize,
     (a, next): (*const f32, *const f32),
     (b, ldb): (*const f32, usize),
-    c: *mut f32,
-    ldc: isize,
-    add: bool,
-    (rows, cols): (usize, usize),
+    out: CTile,
 ) {
+    let CTile {
+        ptr: c,
+        ldc,
+        rows,
+        cols,
+        ..
+    } = out;
     // Ask for the C tile's lines before the sums, into L2 only. Measured on two threads at
     // W11's shapes (12 × 32 tile): 8–10 % faster than the same prefetches into L1 spread
     // over the last sums (the lines, a row of C apart, compete for a few L1 sets and fill
@@ -683,11 +745,9 @@ unsafe fn micro<const MR: usize, const NV: usize>(
     // SAFETY: forwarded contract; `nv <= NV` vectors of each sum are read.
     unsafe {
         match nv {
-            _ if nv == NV && ldb == 16 * NV => {
-                tile::<MR, NV>(kc, (a, next), b, ldb, c, ldc, add, (rows, cols))
-            }
-            1 => tile::<MR, 1>(kc, (a, next), b, ldb, c, ldc, add, (rows, cols)),
-            2 => tile::<MR, 2>(kc, (a, next), b, ldb, c, ldc, add, (rows, cols)),
+            _ if nv == NV && ldb == 16 * NV => tile::<MR, NV>(kc, (a, next), (b, ldb), out),
+            1 => tile::<MR, 1>(kc, (a, next), (b, ldb), out),
+            2 => tile::<MR, 2>(kc, (a, next), (b, ldb), out),
             _ => unreachable!("a strip of {cols} columns in a tile of {ldb}"),
         }
     }
@@ -698,20 +758,22 @@ unsafe fn micro<const MR: usize, const NV: usize>(
 /// otherwise.
 ///
 /// # Safety
-/// As [`micro()`], with `cols <= 16·NVE <= ldb`.
-#[allow(clippy::too_many_arguments)]
+/// As [`micro()`], with `out.cols <= 16·NVE <= ldb`.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn tile<const MR: usize, const NVE: usize>(
     kc: usize,
     (a, next): (*const f32, *const f32),
-    b: *const f32,
-    ldb: usize,
-    c: *mut f32,
-    ldc: isize,
-    add: bool,
-    (rows, cols): (usize, usize),
+    (b, ldb): (*const f32, usize),
+    out: CTile,
 ) {
+    let CTile {
+        ptr: c,
+        ldc,
+        add,
+        rows,
+        cols,
+    } = out;
     let mut acc = [[_mm512_setzero_ps(); NVE]; MR];
     let accp = acc.as_mut_ptr() as *mut __m512;
     // SAFETY: the panels hold kc >= 1 sums of MR and ldb f32 (caller: k > 0); the casts

@@ -48,16 +48,13 @@ fn check_plan_on(
         cs: 1,
     };
     let (av, bv) = (src(&a, ars, acs), src(&b, brs, bcs));
+    let job = Job::new(av, bv, dst, (m, n, k), add);
     // SAFETY: the views cover the three buffers exactly; C is distinct from A and B;
     // the test runs only where the kernel is available.
     unsafe {
         match plan.tile {
-            TileShape::M12N32 => {
-                sgemm_on::<_, 12, 2>(F32, plan, av, bv, dst, (m, n, k), add, threads)
-            }
-            TileShape::M8N48 => {
-                sgemm_on::<_, 8, 3>(F32, plan, av, bv, dst, (m, n, k), add, threads)
-            }
+            TileShape::M12N32 => sgemm_on::<_, 12, 2>(F32, plan, job, threads),
+            TileShape::M8N48 => sgemm_on::<_, 8, 3>(F32, plan, job, threads),
         }
     }
     for i in 0..m {
