@@ -83,11 +83,12 @@
 //! the sum loop ([`prefetch_slice`]). Same binary with the prefetch switched per call,
 //! the two variants taking turns at running first: 2048³ +3 % on one thread and +3–5 %
 //! on two, 1024³ +2–3 %, W11's fc +4–6 % and fc2 +2–6 % on two, nothing measurably
-//! slower. Against MKL, 8 processes (two threads) and 6 (one) alternated with the
+//! slower. Against MKL, 16 processes on two threads and 11 on one, alternated with the
 //! binary before, median paired ratios over the rounds where MKL got both CPUs: two
-//! threads 2048³ 0.95 → 1.01×, 1024³ 0.96 → 0.98×, W11 fc 0.92 → 1.02×, dXfc2 0.97 →
-//! 1.00×, the other W5/W6/W11 products 0.98–1.19× as before; one thread 2048³ 0.99 →
-//! 1.02×, 1024³ 0.99 → 1.00×, the rest within ±1 %. Tried there and not kept (same
+//! threads 2048³ 0.95 → 1.02×, 1024³ 0.98 → 0.99×, W11 fc 0.94 → 0.98×, fc2 0.99 →
+//! 1.02×, dXfc2 0.97 → 1.00×, the other W5/W6/W11 products 1.02–1.19× (−1 to +4 %); one
+//! thread 2048³ 1.00 → 1.02×, 1024³ 0.99 → 1.01×, W11 fc 0.97 → 0.99×, the rest within
+//! ±2 % (W11's products 0.97–1.07×). Tried there and not kept (same
 //! in-process A/B): B's shared packing claimed by bands of 32 sums over all strips, so
 //! that the packers read whole rows of a row-major B (30 % fewer packing cycles at
 //! 2048³ on two threads, wall time ±1 %); that packing with streaming stores (±0);
