@@ -2,10 +2,11 @@
 
 use super::Cx;
 use super::expr::{Env, ieee_max, round};
+use super::reduce::{Reduction, row_lanes};
 use crate::loops::build::{add, bin, float, mul, un};
 use crate::loops::{Access, Bin, Ex, Stmt, Ty, Un};
 use crate::program::{Expr, KernelKind, RowOp};
-use rlx_ir::{DType, Dim, ReduceOp};
+use rlx_ir::{DType, Dim};
 
 impl Cx<'_> {
     /// Lower the kernel's body; returns the number of work items.
@@ -198,7 +199,7 @@ impl Cx<'_> {
         let in_dt = prologue.nodes[input as usize].dtype;
         let ty = self.float_ty(in_dt, op.name())?;
         let r = space.len();
-        let lanes = super::reduce::row_lanes(space[r - 1]);
+        let lanes = row_lanes(space[r - 1]);
         let row = if lanes > 1 { Ex::Group } else { Ex::Item };
         if lanes > 1 {
             self.group = Some(lanes);
@@ -323,21 +324,6 @@ impl Cx<'_> {
             index: Box::new(index),
         })
     }
-}
-
-/// The fields of a `Reduce` kernel.
-pub(in crate::loops::lower) struct Reduction<'a> {
-    pub op: ReduceOp,
-    /// Argmax/argmin: the position of the first extremum (see `KernelKind::Reduce`).
-    pub arg: bool,
-    pub in_space: &'a [Dim],
-    pub axes: &'a [usize],
-    pub keep_dim: bool,
-    pub prologue: &'a Expr,
-    pub input: u32,
-    pub out_space: &'a [Dim],
-    pub dtype: DType,
-    pub epilogue: &'a Expr,
 }
 
 /// The fields of a `Row` kernel.

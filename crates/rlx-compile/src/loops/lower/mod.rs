@@ -212,7 +212,7 @@ pub fn lower_split_reduction_with(
     if parts == 0 {
         return Err(Cx::new(p, k).fail("a split reduction of 0 parts".into()));
     }
-    let r = kinds::Reduction {
+    let r = reduce::Reduction {
         op: *op,
         arg: *arg,
         in_space,

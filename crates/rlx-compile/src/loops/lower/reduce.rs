@@ -32,10 +32,10 @@
 //! 1, an empty float mean NaN.
 
 use super::expr::{Env, ieee_max, round};
-use super::kinds::Reduction;
 use super::{Cx, LowerError};
 use crate::loops::build::{add, bin, div, float, int, mul, rem, select, un};
 use crate::loops::{Access, Bin, Ex, Fault, Lit, SharedArray, Stmt, Ty, Un, Var};
+use crate::program::Expr;
 use rlx_ir::{DType, Dim, ReduceOp};
 
 /// The largest work-group a reduction uses (WebGPU's baseline limit of invocations per
@@ -54,6 +54,21 @@ fn static_numel(dims: &[Dim]) -> Option<usize> {
             Dim::Dynamic(_) => None,
         })
         .product()
+}
+
+/// The fields of a `Reduce` kernel.
+pub(in crate::loops::lower) struct Reduction<'a> {
+    pub op: ReduceOp,
+    /// Argmax/argmin: the position of the first extremum (see `KernelKind::Reduce`).
+    pub arg: bool,
+    pub in_space: &'a [Dim],
+    pub axes: &'a [usize],
+    pub keep_dim: bool,
+    pub prologue: &'a Expr,
+    pub input: u32,
+    pub out_space: &'a [Dim],
+    pub dtype: DType,
+    pub epilogue: &'a Expr,
 }
 
 /// Items per output: 1 (a serial fold per item) or a work-group size.
