@@ -5,8 +5,7 @@
 //! activation; `relu(−0) = sign(±0) = +0`; where `x·g(x)` would be `∞·0` at `x = −∞` the
 //! limit `−0` is returned.
 
-use super::simd::{Lane, sel};
-use super::special::Look16;
+use super::simd::{Lane, Look16, sel};
 use super::{expo, special, trig};
 
 macro_rules! lanes {

@@ -11,8 +11,6 @@
 //! (two roundings) and error-free splitting, because a software `fma` would be far slower.
 //! Each path is deterministic; the two paths may differ in the last bit.
 
-use super::special::Look16;
-
 /// `a·b + c`: fused when the target has FMA (`F`), unfused otherwise.
 #[inline(always)]
 pub(crate) fn mad<const F: bool>(a: f32, b: f32, c: f32) -> f32 {
@@ -94,6 +92,16 @@ pub(crate) trait Lane {
     unsafe fn f16<const F: bool, T: Look16>(x: &[f32; 16]) -> [f32; 16] {
         std::array::from_fn(|i| Self::f::<F>(x[i]))
     }
+}
+
+/// A 16-lane table read: `look(row, j)[i] = row[bits(j[i]) & 15]` (a `vpermps` on
+/// AVX-512, two `vpermps` and a blend on AVX2: `Look512` and `Look256` below).
+pub(crate) trait Look16 {
+    /// `row[bits(j[i]) & 15]` for each lane `i`.
+    ///
+    /// # Safety
+    /// The CPU must have the instruction-set features the implementation is compiled for.
+    unsafe fn look(row: &[f32; 16], j: &[f32; 16]) -> [f32; 16];
 }
 
 /// [`Look16`] by one `vpermps` of 16 lanes.

@@ -5,7 +5,7 @@
 
 use super::erf_tables::{ERF_C0, ERF_D, ERF_LO, GELU_M, GELU_PHI};
 use super::expo::{exp, exp_mant, exp_parts, expm1, log1p_unit};
-use super::simd::{clamp, mad, sel, two_prod, two_sum};
+use super::simd::{Look16, clamp, mad, sel, two_prod, two_sum};
 
 /// `tanh x = expm1(2|x|) / (expm1(2|x|) + 2)` with the sign of `x`.
 #[inline(always)]
@@ -125,16 +125,6 @@ fn erf_args<const F: bool>(c: f32) -> (f32, f32) {
 /// [`ERF_D`]'s interval is `round(3.2c)`, its centre `0.3125k` (five sixteenths).
 pub(crate) const ERF_SCALE: f32 = 3.2;
 pub(crate) const ERF_STEP: f32 = -0.3125;
-
-/// A 16-lane table read: `look(row, j)[i] = row[bits(j[i]) & 15]` (a `vpermps` on
-/// AVX-512, two `vpermps` and a blend on AVX2; `math::simd` supplies them).
-pub(crate) trait Look16 {
-    /// `row[bits(j[i]) & 15]` for each lane `i`.
-    ///
-    /// # Safety
-    /// The CPU must have the instruction-set features the implementation is compiled for.
-    unsafe fn look(row: &[f32; 16], j: &[f32; 16]) -> [f32; 16];
-}
 
 /// [`table_poly`] on 16 lanes with the rows read by `L`: the same operations lane by lane.
 ///
