@@ -22,13 +22,16 @@
 //! row's maximum NaN and so the whole row NaN.
 
 use super::gemm::{self, AVX2, AVX512, PORTABLE};
-use super::narrow::NARROW;
 use super::{AttnPlan, BK, BQ};
 use crate::math;
 use rlx_ir::{Activation, MaskKind};
 use std::cell::RefCell;
 
 pub(super) const NEG_INF: f32 = f32::NEG_INFINITY;
+
+/// Items of at most this many queries take the narrow path (`narrow.rs`); `by_lanes!`
+/// below picks it.
+pub(super) const NARROW: usize = 4;
 
 thread_local! {
     /// Per-thread scratch (packed Q, packed Kᵀ, the score block and the accumulators),

@@ -8,12 +8,10 @@ use super::{AttnPlan, BK};
 use crate::math;
 use rlx_ir::{Activation, MaskKind};
 
-/// Items of at most this many queries take the narrow path.
-pub(super) const NARROW: usize = 4;
-
 impl AttnPlan {
-    /// Item `it` (at most [`NARROW`] queries), inlined into a function compiled for the
-    /// caller's instruction set: the same online softmax as the wide kernel, per query.
+    /// Item `it` (at most [`NARROW`](super::block::NARROW) queries), inlined into a
+    /// function compiled for the caller's instruction set: the same online softmax as the
+    /// wide kernel, per query.
     /// # Safety
     /// As [`AttnPlan::body`](super::block): `bases` the plan's bound buffers, `out` the
     /// `B·Sq·H·Dv` f32 output whose rows of this item no other thread writes, `it` an
