@@ -579,7 +579,7 @@ impl ReducePlan {
         }
     }
 
-    /// For a row group's stage ([`super::rowgroup`]): whether to prefetch the next tile
+    /// For a row group's stage (`exec::rowgroup`): whether to prefetch the next tile
     /// (a group's stages read rows another stage has just brought into cache: never).
     pub(crate) fn set_prefetch(&mut self, on: bool) {
         self.prefetch = on;
@@ -624,7 +624,7 @@ impl ReducePlan {
 
     /// Output rows `o0..o1` of a last-axis reduction from their f64 `sums` (one per row,
     /// as [`Self::run_rows_range`] folds them), then the epilogue over them: for a row
-    /// group whose stage folded the rows itself ([`super::rowgroup`]'s row programs).
+    /// group whose stage folded the rows itself (the row programs of `exec::rowgroup`).
     pub(crate) fn finish_rows(
         &self,
         bases: &[*mut u8],

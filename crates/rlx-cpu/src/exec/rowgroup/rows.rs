@@ -234,8 +234,8 @@ impl RowProg {
     }
 
     /// Node `node` of the expression evaluated on one element in f64, with each load's
-    /// value `load(src)` (a probe: [`super::lnbwd`] checks what a stage computes by
-    /// evaluating it at a few points).
+    /// value `load(src)` (a probe: the LayerNorm-backward detector, `lnbwd.rs`, checks
+    /// what a stage computes by evaluating it at a few points).
     pub(super) fn probe(&self, node: u32, load: &dyn Fn(&Src) -> f64) -> f64 {
         let mut v = Vec::with_capacity(self.ins.len());
         for ins in &self.ins {
