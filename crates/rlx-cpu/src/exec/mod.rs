@@ -12,6 +12,7 @@ mod loads;
 mod movement;
 mod nn_ops;
 mod opaque;
+mod operand;
 mod ops;
 mod order;
 pub(crate) mod par;

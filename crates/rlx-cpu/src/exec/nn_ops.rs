@@ -12,7 +12,7 @@
 //! pass: three passes of loads and stores around the `exp` ran at 0.37 of the bandwidth
 //! bound for `[1024, 512]`.)
 
-use super::opaque::{Operand, gather, gather_into};
+use super::operand::{Operand, gather, gather_into};
 use super::par::{SendPtr, par_for};
 use crate::math;
 use rlx_ir::{DType, Op, TensorData};

@@ -7,7 +7,7 @@
 //! 128 × 768 prefill, 24 of them per Llama-100M prompt). Rows (one position of one head)
 //! are independent and spread over the pool.
 
-use super::opaque::Operand;
+use super::operand::Operand;
 use super::par::{SendPtr, chunks, par_for};
 use half::{bf16, f16};
 use rlx_ir::{DType, RopeStyle};

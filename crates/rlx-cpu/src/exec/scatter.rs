@@ -10,7 +10,7 @@
 //! step (the operands materialized, every element converted to f64 and back).
 
 use super::copy::Copies;
-use super::opaque::{Operand, gather, gather_into};
+use super::operand::{Operand, gather, gather_into};
 use super::par::{SendPtr, par_for};
 use half::{bf16, f16};
 use rlx_ir::DType;
