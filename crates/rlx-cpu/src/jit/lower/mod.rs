@@ -15,9 +15,10 @@
 //! reader), and stores each export through `outs`. Every arithmetic step mirrors the
 //! interpreter's (see the lane kernels in `math`), so the bits agree — except exact GELU's
 //! reverse-mode chain `Φ(x) + x·φ(x)`, which one table polynomial computes instead of its
-//! erf and exp (`erf::dgelu_chains`; within its bound of the f64 derivative, and
+//! erf and exp (`dgelu::dgelu_chains`; within its bound of the f64 derivative, and
 //! `RLX_GELU_GRAD=0` at compile time keeps the interpreter's bits).
 
+mod dgelu;
 mod erf;
 mod rules;
 mod special;
@@ -230,8 +231,8 @@ struct Lower<'a> {
     /// For each root, the last instruction reading it (`usize::MAX`: an export, live to
     /// the end of the body; `None`: never read).
     last_use: Vec<Option<usize>>,
-    /// Exact-GELU derivative chains computed by one fused kernel (`erf::dgelu_chains`).
-    dgelu: Vec<erf::DgeluChain>,
+    /// Exact-GELU derivative chains computed by one fused kernel (`dgelu::dgelu_chains`).
+    dgelu: Vec<dgelu::DgeluChain>,
     /// Instructions a fused chain computes instead (not emitted on their own).
     fused_away: Vec<bool>,
 }
@@ -260,7 +261,7 @@ impl<'a> Lower<'a> {
                 root[i] = first;
             }
         }
-        let dgelu = erf::dgelu_chains(prog, &root, exports);
+        let dgelu = dgelu::dgelu_chains(prog, &root, exports);
         let mut fused_away = vec![false; n];
         for c in &dgelu {
             for &k in &c.inner {
@@ -425,7 +426,7 @@ impl<'a> Lower<'a> {
             }
         }
         if !self.dgelu.is_empty() {
-            erf::dgelu_consts(&mut pooled, &mut pooled64);
+            dgelu::dgelu_consts(&mut pooled, &mut pooled64);
         }
         for b in pooled {
             self.pool(b);
@@ -474,7 +475,7 @@ impl<'a> Lower<'a> {
             if let Some(c) = self.dgelu.iter().find(|c| c.add == i) {
                 let x = reg[c.x].expect("computed earlier");
                 let d = free.pop()?;
-                let mut t = Temps::take(&mut free, erf::DGELU_TEMPS)?;
+                let mut t = Temps::take(&mut free, dgelu::DGELU_TEMPS)?;
                 self.dgelu(a, &mut t, d, x, c)?;
                 t.give_back(&mut free);
                 reg[i] = Some(d);
