@@ -11,13 +11,15 @@
 //! loop of the narrower last strips on the 8 × 48 plan (two in 22 strips at 1024
 //! columns). The C tile's lines are prefetched into L2 before the sums, and the next B
 //! strip inside the sum loops of a strip's first panels ([`prefetch_slice`]); the last
-//! strip of a block, when narrower than the tile, runs only the vectors it stores.
+//! strip of a block, when narrower than the tile, runs only the vectors it stores. On the
+//! 8 × 48 plan a row-major f32 A is not packed: the loops read its eight rows in place
+//! ([`IN_PLACE_LDA`]).
 //!
 //! Blocking (per thread; sizes from the detected L1d / L2, see `plan.rs`): for each
 //! `NC`-column block of B and each `KC`-sum block, B's `KC × NC` block is packed into
 //! strips of the tile's width; for each `MC`-row block of A, A's `MC × KC` block is packed
-//! into panels of the tile's height; then for each B strip the A panels of the block
-//! stream past it from L2. Packing (`pack.rs`) reads the sources in memory order where
+//! into panels of the tile's height (or read in place, see above); then for each B strip
+//! the A panels of the block stream past it from L2. Packing (`pack.rs`) reads the sources in memory order where
 //! the layout allows and is vectorized for the layouts the graphs produce. Threads split
 //! C's rows (or its columns when it is wider than tall); threads splitting rows share one
 //! packing of B (`shared.rs`) and take pieces of `MC` rows times one packed block of B from
@@ -96,6 +98,23 @@
 //! last strips in L2 (−2 % on one thread); the next-strip prefetch as a burst of 48
 //! lines before each panel (−2.5 % on one thread, ±2 % on two); `MC` 384, 512 and 1024
 //! at two threads (−2 to −3 %, ±1 %); B packed per thread (±2 %).
+//!
+//! Then (same VM, 2026-12-03 evening) a row-major A is read in place on the 8 × 48 plan
+//! ([`IN_PLACE_LDA`]): the switch per call in one process, three rounds each, gained
+//! 2–9 % on every NN/NT product with rows at most 4 KiB apart on one thread (W11's proj,
+//! fc2, dXqkv, dXhead 5–9 %, fc and dXfc2 0–1.5 %, 1024³ ±1 %) and 1–10 % on two. Against
+//! MKL in the same process, five rounds alternated with the binary before, one thread
+//! (median paired ratios, before → after): 256³ 1.00 → 1.04, 512³ 1.04 → 1.07, W5/W6's
+//! NN products 1.00–1.02 → 1.02–1.05, W11 proj 0.98 → 1.06, fc 0.99 → 1.02, fc2 1.00 →
+//! 1.04, head 0.97 → 1.04, dXqkv 1.00 → 1.03, dXfc2 0.97 → 1.01, dXhead 1.01 → 1.07;
+//! 1024³ 1.02 → 1.00 and 2048³ 1.03 → 1.01 (2048³ does not take the new path: the
+//! spread between processes), the TN products unchanged but W11 dWqkv 1.05 → 1.00
+//! (same code path; between-process spread). MKL's two-thread calls got one CPU in
+//! half of those processes, so two threads were compared in-process only. Tried there
+//! and not kept (same in-process switch): at k = 256 (one sum block) `MC` scaled up so
+//! that A's block keeps the bytes of a 512-sum block (512 rows: fc −1 to +0 %, dXfc2
+//! −3 to −5 %) or twice that (−2 to −7 %); asking for strip 0 of the block into L2
+//! during the last strip, for the next `MC` rows (W11 ±2 %).
 //!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
@@ -515,6 +534,7 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
     // A tile of a C with contiguous, ascending rows is read and written in place (only its
     // rows and columns inside C); other layouts go through a tile on the stack.
     let direct_layout = c.cs == 1 && c.rs > 0;
+    let rows_a = L::IN_PLACE && a.cs == 1 && a.rs > 0 && a.rs <= IN_PLACE_LDA && (MR, NV) == (8, 3);
     let mut tile = StackTile([0.0; STACK_TILE]);
     let tp = tile.0.as_mut_ptr();
     for jc in (0..n).step_by(plan.nc) {
@@ -541,10 +561,16 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
             };
             for ic in (0..m).step_by(plan.mc) {
                 let mb = plan.mc.min(m - ic);
-                // SAFETY: (ic, pc) and the mb × kb block are inside A; ap holds its panels.
-                unsafe { pack_a::<L, MR>(l, a.at(ic, pc), mb, kb, ap) };
                 let strips = Strips { nb, nr: nr_full };
                 let (count, panels) = (strips.count(), mb.div_ceil(MR));
+                // A's rows are read where they are stored when every panel is full and
+                // every strip runs an assembly loop (see `IN_PLACE_LDA`).
+                let in_place = rows_a && mb.is_multiple_of(MR) && strips.get(count - 1).1 > 16;
+                if !in_place {
+                    // SAFETY: (ic, pc) and the mb × kb block are inside A; ap holds its
+                    // panels.
+                    unsafe { pack_a::<L, MR>(l, a.at(ic, pc), mb, kb, ap) };
+                }
                 for s in 0..count {
                     let (jr, nr, ldb) = strips.get(s);
                     if let PackedB::Shared(sh) = packed {
@@ -564,10 +590,20 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
                         // SAFETY: panel ir / MR of the packed block; (ic + ir, jc + jr) is
                         // an element of C.
                         let (apanel, cp) = unsafe { (ap.add(ir * kb), c.at(ic + ir, jc + jr)) };
+                        let (apanel, lda) = if in_place {
+                            // SAFETY: (ic + ir, pc) is an element of A; IN_PLACE loads
+                            // store f32, so A's elements are the panel's values.
+                            (
+                                unsafe { a.at(ic + ir, pc) }.ptr as *const f32,
+                                a.rs as usize,
+                            )
+                        } else {
+                            (apanel as *const f32, 0)
+                        };
                         let next = ahead
                             .and_then(|strip| prefetch_slice(ir / MR, panels, strip, kb))
                             .unwrap_or(apanel);
-                        let apanel = (apanel as *const f32, next);
+                        let apanel = (apanel, lda, next);
                         if direct_layout {
                             // SAFETY: rows 0..mr, columns 0..nr of the tile are elements
                             // of C, with unit column stride and row stride c.rs > 0; the
@@ -645,6 +681,17 @@ fn balanced(k: usize, kc: usize) -> usize {
     k.div_ceil(k.div_ceil(kc)).max(1)
 }
 
+/// The largest row stride (f32) at which the 8 × 48 plan reads an f32 A's rows where they
+/// are stored instead of packing them into panels. A row-major A's rows already hold a
+/// panel's sums in order (the packed loop's bits, the same FMAs in the same order), and
+/// its packing cost what the sum loops gain from a contiguous panel: measured on the
+/// Sapphire Rapids VM (one thread, the two variants switched per call in one process,
+/// three rounds): 256³ +6 %, 512³ +4 %, W5/W6's products +1–5 %, W11's proj, fc2, dXqkv
+/// and dXhead +5–9 %, fc and dXfc2 ±1 %, 1024³ ±1 %. Rows 8 KiB apart (2048³) ran 2–4 %
+/// slower: the eight rows' lines fall into the same L1 sets (and A's block crowds a few
+/// L2 sets), so wider strides keep packing.
+const IN_PLACE_LDA: isize = 1024;
+
 /// f32 in the largest register tile (12 × 32 and 8 × 48 both hold 384).
 const STACK_TILE: usize = 384;
 
@@ -706,18 +753,21 @@ struct CTile {
 /// `out.add` (C is not read otherwise, so a NaN in an overwritten C does not leak). B's
 /// sums are `ldb` f32 apart. A strip narrower than the tile runs only the vectors it
 /// stores. The 8 × 48 and 8 × 32 loops ask for [`micro::next_lines`] lines from `next`
-/// on into L2 (see [`prefetch_slice`]); pass `a` when there is nothing to fetch.
+/// on into L2 (see [`prefetch_slice`]); pass `a` when there is nothing to fetch. With
+/// `lda > 0`, `a` is A's first row of the tile in place (rows `lda` f32 apart, see
+/// [`IN_PLACE_LDA`]), else a packed panel.
 ///
 /// # Safety
-/// `a` holds `kc · MR` and `b` (64-byte aligned) `kc · ldb` packed f32, `ldb` a multiple
-/// of 16 with `cols <= ldb <= 16·NV`; `out` addresses a writable (and, with `add`,
+/// `a` holds `kc · MR` packed f32 (`lda == 0`) or, only for `MR == 8` and `cols > 16`,
+/// `MR` rows of `kc` f32 `lda` apart; `b` (64-byte aligned) `kc · ldb` packed f32, `ldb`
+/// a multiple of 16 with `cols <= ldb <= 16·NV`; `out` addresses a writable (and, with `add`,
 /// readable) `rows × cols` tile; `1 <= rows <= MR`, `1 <= cols <= 16·NV`; AVX-512 F
 /// present.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn micro<const MR: usize, const NV: usize>(
     kc: usize,
-    (a, next): (*const f32, *const f32),
+    (a, lda, next): (*const f32, usize, *const f32),
     (b, ldb): (*const f32, usize),
     out: CTile,
 ) {
@@ -746,17 +796,17 @@ unsafe fn micro<const MR: usize, const NV: usize>(
     // SAFETY: forwarded contract; `nv <= NV` vectors of each sum are read.
     unsafe {
         match nv {
-            _ if nv == NV && ldb == 16 * NV => tile::<MR, NV>(kc, (a, next), (b, ldb), out),
-            1 => tile::<MR, 1>(kc, (a, next), (b, ldb), out),
-            2 => tile::<MR, 2>(kc, (a, next), (b, ldb), out),
+            _ if nv == NV && ldb == 16 * NV => tile::<MR, NV>(kc, (a, lda, next), (b, ldb), out),
+            1 => tile::<MR, 1>(kc, (a, lda, next), (b, ldb), out),
+            2 => tile::<MR, 2>(kc, (a, lda, next), (b, ldb), out),
             _ => unreachable!("a strip of {cols} columns in a tile of {ldb}"),
         }
     }
 }
 
 /// The sums and the C update of [`micro()`] for the first `NVE` vectors of each sum: an
-/// assembly loop for the full 12 × 32 and 8 × 48 tiles and for 8 × 32, the compiled loop
-/// otherwise.
+/// assembly loop for the full 12 × 32 and 8 × 48 tiles and for 8 × 32 (the 8-row loops
+/// with A packed or in place), the compiled loop otherwise.
 ///
 /// # Safety
 /// As [`micro()`], with `out.cols <= 16·NVE <= ldb`.
@@ -764,7 +814,7 @@ unsafe fn micro<const MR: usize, const NV: usize>(
 #[target_feature(enable = "avx512f")]
 unsafe fn tile<const MR: usize, const NVE: usize>(
     kc: usize,
-    (a, next): (*const f32, *const f32),
+    (a, lda, next): (*const f32, usize, *const f32),
     (b, ldb): (*const f32, usize),
     out: CTile,
 ) {
@@ -783,11 +833,17 @@ unsafe fn tile<const MR: usize, const NVE: usize>(
     unsafe {
         if MR == 12 && NVE == 2 && ldb == 32 {
             micro::sums_12x32(kc, a, b, &mut *(accp as *mut [[__m512; 2]; 12]));
+        } else if MR == 8 && NVE == 2 && lda > 0 {
+            let acc = &mut *(accp as *mut [[__m512; 2]; 8]);
+            micro::sums_8x32_rows(kc, (a, lda), (b, ldb), acc, next);
         } else if MR == 8 && NVE == 2 {
             micro::sums_8x32(kc, a, b, ldb, &mut *(accp as *mut [[__m512; 2]; 8]), next);
+        } else if MR == 8 && NVE == 3 && ldb == 48 && lda > 0 {
+            micro::sums_8x48_rows(kc, (a, lda), b, &mut *(accp as *mut [[__m512; 3]; 8]), next);
         } else if MR == 8 && NVE == 3 && ldb == 48 {
             micro::sums_8x48(kc, a, b, &mut *(accp as *mut [[__m512; 3]; 8]), next);
         } else {
+            debug_assert_eq!(lda, 0, "A read in place on a {MR} x {NVE} tile");
             micro::sums_edge::<MR, NVE>(kc, a, b, ldb, &mut acc);
         }
     }

@@ -214,6 +214,289 @@ pub(super) unsafe fn sums_8x48(
     }
 }
 
+/// One sum of the 8 × 48 tile reading A from its rows in place: as [`sum_8x48`], row `r`'s
+/// value broadcast from `[{a0|a3|a6} + {l}·s + off]` (rows 0–2 from `{a0}`, 3–5 from
+/// `{a3}`, 6–7 from `{a6}`, three rows apart).
+macro_rules! sum_8x48_rows {
+    ($b0:literal, $b1:literal, $b2:literal; $off:literal) => {
+        concat!(
+            "vmovaps {b0}, zmmword ptr [{bp} + ",
+            $b0,
+            "]\n",
+            "vmovaps {b1}, zmmword ptr [{bp} + ",
+            $b1,
+            "]\n",
+            "vmovaps {b2}, zmmword ptr [{bp} + ",
+            $b2,
+            "]\n",
+            "vbroadcastss {t0}, dword ptr [{a0} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c00}, {t0}, {b0}\n",
+            "vfmadd231ps {c01}, {t0}, {b1}\n",
+            "vfmadd231ps {c02}, {t0}, {b2}\n",
+            "vbroadcastss {t1}, dword ptr [{a0} + {l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c10}, {t1}, {b0}\n",
+            "vfmadd231ps {c11}, {t1}, {b1}\n",
+            "vfmadd231ps {c12}, {t1}, {b2}\n",
+            "vbroadcastss {t0}, dword ptr [{a0} + 2*{l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c20}, {t0}, {b0}\n",
+            "vfmadd231ps {c21}, {t0}, {b1}\n",
+            "vfmadd231ps {c22}, {t0}, {b2}\n",
+            "vbroadcastss {t1}, dword ptr [{a3} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c30}, {t1}, {b0}\n",
+            "vfmadd231ps {c31}, {t1}, {b1}\n",
+            "vfmadd231ps {c32}, {t1}, {b2}\n",
+            "vbroadcastss {t0}, dword ptr [{a3} + {l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c40}, {t0}, {b0}\n",
+            "vfmadd231ps {c41}, {t0}, {b1}\n",
+            "vfmadd231ps {c42}, {t0}, {b2}\n",
+            "vbroadcastss {t1}, dword ptr [{a3} + 2*{l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c50}, {t1}, {b0}\n",
+            "vfmadd231ps {c51}, {t1}, {b1}\n",
+            "vfmadd231ps {c52}, {t1}, {b2}\n",
+            "vbroadcastss {t0}, dword ptr [{a6} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c60}, {t0}, {b0}\n",
+            "vfmadd231ps {c61}, {t0}, {b1}\n",
+            "vfmadd231ps {c62}, {t0}, {b2}\n",
+            "vbroadcastss {t1}, dword ptr [{a6} + {l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c70}, {t1}, {b0}\n",
+            "vfmadd231ps {c71}, {t1}, {b1}\n",
+            "vfmadd231ps {c72}, {t1}, {b2}\n",
+        )
+    };
+}
+
+/// [`sums_8x48`] with A's eight rows read where they are stored, `lda` f32 apart, each
+/// sum the next element of every row (a row-major A needs no packing: its rows are the
+/// panel's sums in order, so the bits are those of the packed loop). There is no
+/// prefetch of A: the hardware prefetchers follow the eight rows (a line of each per 16
+/// sums); `next` is asked into L2 as in [`sums_8x48`].
+///
+/// # Safety
+/// `a` must be readable for rows `0..8` of `kc` f32 each, `lda` f32 apart; `b` (64-byte
+/// aligned) holds `kc · 48`; `kc >= 1`; AVX-512 F present. `next` is only prefetched.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn sums_8x48_rows(
+    kc: usize,
+    (a, lda): (*const f32, usize),
+    b: *const f32,
+    acc: &mut [[__m512; 3]; 8],
+    next: *const f32,
+) {
+    debug_assert!(kc >= 1);
+    // SAFETY: the loop reads kc f32 of each of A's eight rows and kc·192 (aligned) bytes
+    // of B's strip, inside the operands (caller); it writes only the listed registers.
+    unsafe {
+        std::arch::asm!(
+            "mov {n2}, {k}",
+            "shr {n2}, 1",
+            "jz 3f",
+            "2:",
+            sum_8x48_rows!(0, 64, 128; 0),
+            sum_8x48_rows!(192, 256, 320; 4),
+            "prefetcht1 byte ptr [{nx}]",
+            "add {nx}, 64",
+            "add {a0}, 8",
+            "add {a3}, 8",
+            "add {a6}, 8",
+            "add {bp}, 384",
+            "dec {n2}",
+            "jnz 2b",
+            "3:",
+            "test {k}, 1",
+            "jz 4f",
+            sum_8x48_rows!(0, 64, 128; 0),
+            "4:",
+            n2 = out(reg) _,
+            nx = inout(reg) next => _,
+            a0 = inout(reg) a => _,
+            a3 = inout(reg) a.wrapping_add(3 * lda) => _,
+            a6 = inout(reg) a.wrapping_add(6 * lda) => _,
+            l = in(reg) lda * size_of::<f32>(),
+            bp = inout(reg) b => _,
+            k = in(reg) kc,
+            b0 = out(zmm_reg) _,
+            b1 = out(zmm_reg) _,
+            b2 = out(zmm_reg) _,
+            t0 = out(zmm_reg) _,
+            t1 = out(zmm_reg) _,
+            c00 = inout(zmm_reg) acc[0][0],
+            c01 = inout(zmm_reg) acc[0][1],
+            c02 = inout(zmm_reg) acc[0][2],
+            c10 = inout(zmm_reg) acc[1][0],
+            c11 = inout(zmm_reg) acc[1][1],
+            c12 = inout(zmm_reg) acc[1][2],
+            c20 = inout(zmm_reg) acc[2][0],
+            c21 = inout(zmm_reg) acc[2][1],
+            c22 = inout(zmm_reg) acc[2][2],
+            c30 = inout(zmm_reg) acc[3][0],
+            c31 = inout(zmm_reg) acc[3][1],
+            c32 = inout(zmm_reg) acc[3][2],
+            c40 = inout(zmm_reg) acc[4][0],
+            c41 = inout(zmm_reg) acc[4][1],
+            c42 = inout(zmm_reg) acc[4][2],
+            c50 = inout(zmm_reg) acc[5][0],
+            c51 = inout(zmm_reg) acc[5][1],
+            c52 = inout(zmm_reg) acc[5][2],
+            c60 = inout(zmm_reg) acc[6][0],
+            c61 = inout(zmm_reg) acc[6][1],
+            c62 = inout(zmm_reg) acc[6][2],
+            c70 = inout(zmm_reg) acc[7][0],
+            c71 = inout(zmm_reg) acc[7][1],
+            c72 = inout(zmm_reg) acc[7][2],
+            options(nostack, readonly),
+        );
+    }
+}
+
+/// One sum of the 8 × 32 tile reading A from its rows in place: as [`sum_8x32`], row `r`'s
+/// value broadcast from `[{a0|a3|a6} + {l}·s + off]` (rows 0–2 from `{a0}`, 3–5 from
+/// `{a3}`, 6–7 from `{a6}`, three rows apart).
+macro_rules! sum_8x32_rows {
+    ($b0:literal, $b1:literal; $off:literal) => {
+        concat!(
+            "vmovaps {b0}, zmmword ptr [{bp} + ",
+            $b0,
+            "]\n",
+            "vmovaps {b1}, zmmword ptr [{bp} + ",
+            $b1,
+            "]\n",
+            "vbroadcastss {t0}, dword ptr [{a0} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c00}, {t0}, {b0}\n",
+            "vfmadd231ps {c01}, {t0}, {b1}\n",
+            "vbroadcastss {t1}, dword ptr [{a0} + {l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c10}, {t1}, {b0}\n",
+            "vfmadd231ps {c11}, {t1}, {b1}\n",
+            "vbroadcastss {t0}, dword ptr [{a0} + 2*{l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c20}, {t0}, {b0}\n",
+            "vfmadd231ps {c21}, {t0}, {b1}\n",
+            "vbroadcastss {t1}, dword ptr [{a3} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c30}, {t1}, {b0}\n",
+            "vfmadd231ps {c31}, {t1}, {b1}\n",
+            "vbroadcastss {t0}, dword ptr [{a3} + {l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c40}, {t0}, {b0}\n",
+            "vfmadd231ps {c41}, {t0}, {b1}\n",
+            "vbroadcastss {t1}, dword ptr [{a3} + 2*{l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c50}, {t1}, {b0}\n",
+            "vfmadd231ps {c51}, {t1}, {b1}\n",
+            "vbroadcastss {t0}, dword ptr [{a6} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c60}, {t0}, {b0}\n",
+            "vfmadd231ps {c61}, {t0}, {b1}\n",
+            "vbroadcastss {t1}, dword ptr [{a6} + {l} + ",
+            $off,
+            "]\n",
+            "vfmadd231ps {c70}, {t1}, {b0}\n",
+            "vfmadd231ps {c71}, {t1}, {b1}\n",
+        )
+    };
+}
+
+/// [`sums_8x32`] with A's eight rows read where they are stored, `lda` f32 apart, each
+/// sum the next element of every row (a row-major A needs no packing: its rows are the
+/// panel's sums in order, so the bits are those of the packed loop).
+///
+/// # Safety
+/// `a` must be readable for rows `0..8` of `kc` f32 each, `lda` f32 apart; `b` (64-byte
+/// aligned) holds `kc · ldb`, `ldb >= 32` a multiple of 16; `kc >= 1`; AVX-512 F
+/// present. `next` is only prefetched.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn sums_8x32_rows(
+    kc: usize,
+    (a, lda): (*const f32, usize),
+    (b, ldb): (*const f32, usize),
+    acc: &mut [[__m512; 2]; 8],
+    next: *const f32,
+) {
+    debug_assert!(kc >= 1 && ldb >= 32 && ldb.is_multiple_of(16));
+    // SAFETY: the loop reads kc f32 of each of A's eight rows and the first 128 (aligned) bytes
+    // of each of B's kc sums, inside the operands (caller); it writes only the listed registers.
+    unsafe {
+        std::arch::asm!(
+            "mov {n2}, {k}",
+            "shr {n2}, 1",
+            "jz 3f",
+            "2:",
+            sum_8x32_rows!(0, 64; 0),
+            "add {bp}, {ldb}",
+            sum_8x32_rows!(0, 64; 4),
+            "prefetcht1 byte ptr [{nx}]",
+            "add {nx}, 64",
+            "add {a0}, 8",
+            "add {a3}, 8",
+            "add {a6}, 8",
+            "add {bp}, {ldb}",
+            "dec {n2}",
+            "jnz 2b",
+            "3:",
+            "test {k}, 1",
+            "jz 4f",
+            sum_8x32_rows!(0, 64; 0),
+            "4:",
+            n2 = out(reg) _,
+            nx = inout(reg) next => _,
+            a0 = inout(reg) a => _,
+            a3 = inout(reg) a.wrapping_add(3 * lda) => _,
+            a6 = inout(reg) a.wrapping_add(6 * lda) => _,
+            l = in(reg) lda * size_of::<f32>(),
+            bp = inout(reg) b => _,
+            ldb = in(reg) ldb * size_of::<f32>(),
+            k = in(reg) kc,
+            b0 = out(zmm_reg) _,
+            b1 = out(zmm_reg) _,
+            t0 = out(zmm_reg) _,
+            t1 = out(zmm_reg) _,
+            c00 = inout(zmm_reg) acc[0][0],
+            c01 = inout(zmm_reg) acc[0][1],
+            c10 = inout(zmm_reg) acc[1][0],
+            c11 = inout(zmm_reg) acc[1][1],
+            c20 = inout(zmm_reg) acc[2][0],
+            c21 = inout(zmm_reg) acc[2][1],
+            c30 = inout(zmm_reg) acc[3][0],
+            c31 = inout(zmm_reg) acc[3][1],
+            c40 = inout(zmm_reg) acc[4][0],
+            c41 = inout(zmm_reg) acc[4][1],
+            c50 = inout(zmm_reg) acc[5][0],
+            c51 = inout(zmm_reg) acc[5][1],
+            c60 = inout(zmm_reg) acc[6][0],
+            c61 = inout(zmm_reg) acc[6][1],
+            c70 = inout(zmm_reg) acc[7][0],
+            c71 = inout(zmm_reg) acc[7][1],
+            options(nostack, readonly),
+        );
+    }
+}
+
 /// One sum of the 8 × 32 tile as assembly text, as [`sum_8x48`] with two vectors of B.
 macro_rules! sum_8x32 {
     (@rows $b0:literal, $b1:literal; $($row:literal $t:literal $a:literal),*) => {

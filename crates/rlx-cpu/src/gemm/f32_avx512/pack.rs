@@ -28,6 +28,9 @@ use std::ops::Range;
 pub(crate) trait Load: Copy + Send + Sync {
     /// The stored element type.
     type E: Copy;
+    /// Whether the stored elements are the f32 values themselves (the micro-kernels may
+    /// then read A's rows where they are stored).
+    const IN_PLACE: bool = false;
     /// Elements `0..n` (`n <= 16`) at `p` as f32 lanes, zeros above `n`; lanes at or
     /// above `n` are not read.
     ///
@@ -44,6 +47,7 @@ pub(crate) struct F32;
 
 impl Load for F32 {
     type E = f32;
+    const IN_PLACE: bool = true;
     #[inline(always)]
     unsafe fn load(self, p: *const f32, n: usize) -> __m512 {
         // SAFETY: forwarded contract; masked lanes are not read.

@@ -254,3 +254,95 @@ fn row_pieces_are_nearly_equal_whole_tiles_of_at_most_mc_rows() {
         }
     }
 }
+
+/// `C (+)= A·B` on the 8 × 48 plan with A's rows `lda` f32 apart (NaN between the rows,
+/// so a read past a row's `k` elements shows), A, B and the first C from fixed seeds.
+fn product_with_row_stride(plan: Plan, (m, k, n): (usize, usize, usize), lda: usize) -> Vec<f32> {
+    let mut seed = 11u32;
+    let mut rnd = || {
+        seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+    };
+    let mut a = vec![f32::NAN; m * lda];
+    for i in 0..m {
+        for p in 0..k {
+            a[i * lda + p] = rnd();
+        }
+    }
+    let b: Vec<f32> = (0..k * n).map(|_| rnd()).collect();
+    let mut c: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+    let job = Job::new(
+        Src {
+            ptr: a.as_ptr(),
+            rs: lda as isize,
+            cs: 1,
+        },
+        Src {
+            ptr: b.as_ptr(),
+            rs: n as isize,
+            cs: 1,
+        },
+        Dst {
+            ptr: c.as_mut_ptr(),
+            rs: n as isize,
+            cs: 1,
+        },
+        (m, n, k),
+        true,
+    );
+    // SAFETY: the views cover the buffers; C is distinct from A and B; the caller checked
+    // that the kernel is available.
+    unsafe { sgemm_on::<_, 8, 3>(F32, plan, job, 1) };
+    c
+}
+
+#[test]
+fn a_rows_read_in_place_give_the_bits_of_packed_panels() {
+    if !available() {
+        eprintln!("skipped: this CPU has no AVX-512 F/BW");
+        return;
+    }
+    // The same A through a row stride the kernel reads in place (k, and IN_PLACE_LDA) and
+    // one it packs (past IN_PLACE_LDA): the same sums in the same order, so the same bits.
+    // The shapes cover full blocks, odd sums (37), the 8 × 32 last strips (1024 and 256
+    // columns), a last block with a partial panel (61 rows: that block packed, the
+    // others in place) and a last strip of 16 columns (packed).
+    let plans = [
+        Plan {
+            tile: TileShape::M8N48,
+            kc: 512,
+            mc: 256,
+            nc: 8160,
+        },
+        Plan {
+            tile: TileShape::M8N48,
+            kc: 37,
+            mc: 24,
+            nc: 240,
+        },
+    ];
+    let shapes = [
+        (64, 600, 1024),
+        (40, 37, 256),
+        (61, 100, 96),
+        (16, 50, 64),
+        (24, 75, 16),
+    ];
+    let lim = IN_PLACE_LDA as usize;
+    for plan in plans {
+        for &(m, k, n) in &shapes {
+            let packed = product_with_row_stride(plan, (m, k, n), lim + 16);
+            for lda in [k, lim] {
+                let in_place = product_with_row_stride(plan, (m, k, n), lda);
+                let same = packed
+                    .iter()
+                    .zip(&in_place)
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(
+                    same,
+                    "{plan:?} {m}x{k}x{n}: A read in place (lda {lda}) differs from packed"
+                );
+            }
+        }
+    }
+}
