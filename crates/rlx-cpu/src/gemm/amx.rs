@@ -48,6 +48,31 @@
 //! C element's tile accumulates its 32-sum chunks in order from k = 0 (partial sums are
 //! stored and reloaded exactly between calls), so the loop order, the sums per call and
 //! the load hints change no bit of the result.
+//!
+//! Tried without gain (issue #17, 2026-12-03, 1024³ bf16 on one thread of the 2-vCPU
+//! Sapphire Rapids-class VM; variants alternated in one process, best of 3 per round,
+//! medians of 7–11 rounds; the default read 1090–1270 GFLOP/s as the load changed):
+//! - where the time goes: packing B 180–195 µs of a ~1.7 ms product (skipping it, for
+//!   timing only: +11%; it is bound by reading B's source, and grouping 4–32 row pairs per
+//!   walk or packing each panel just before its first use, 1105 against 1197, lost);
+//!   packing A 120–130 µs, which reading it in place saves. A tile-loop microbenchmark (an
+//!   A panel of 16 chunks in L1, B's 1 MiB streamed from L2 with the T1 hint) ran
+//!   2150–2250 GFLOP/s with C stored to a contiguous buffer and 1700–1850 storing into a
+//!   1024-column f32 C (PREFETCHW, PREFETCHT1 or no prefetch alike); a 32-chunk A panel
+//!   (64 KiB, past L1) ~1430.
+//! - PREFETCHT0 of the next chunk's B tiles (32 lines, 1 or 2 chunks ahead): 1081/1093
+//!   against 1092 with A in place; 880 against 1064 with A packed (it evicts A's panel).
+//!   Of in-place A's next chunk (32 rows): 1024/980 against 1085.
+//! - Per chunk, loading A0 and B0 before the first product and B1 before the second
+//!   (instead of both B tiles, then A0): 1047/1084 against 1061/1085.
+//! - C: the final tiles through a 4 KiB scratch and copied (plain stores 1107, streaming
+//!   1138, against 1218); a row panel's tiles written after the panel from the block
+//!   buffer (plain 1041, streaming 1171, against 1234); no in-loop PREFETCHW 1083–1142
+//!   against 1085–1123. C rows 4160 bytes apart instead of 4096 (not a choice we have, to
+//!   size the 4 KiB-aliasing cost) gained 1–6%.
+//! - Blocking: packed A at 128/256/512/1024 sums per call 886/971/1101/1022 against 1130;
+//!   column panels outer with 256–1024 sums 853–1015 against 1159; `nc` 256 1185, 1024
+//!   1100 against 1266 at 512; `mc` 64/256 1278/1282 (no change).
 
 use super::lowp_drive::{Blocking, CTile, Kernel, Src};
 use std::sync::OnceLock;
