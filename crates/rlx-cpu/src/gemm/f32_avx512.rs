@@ -19,8 +19,9 @@
 //! `NC`-column block of B and each `KC`-sum block, B's `KC × NC` block is packed into
 //! strips of the tile's width; for each `MC`-row block of A, A's `MC × KC` block is packed
 //! into panels of the tile's height (or read in place, see above); then for each B strip
-//! the A panels of the block stream past it from L2. Packing (`pack.rs`) reads the sources in memory order where
-//! the layout allows and is vectorized for the layouts the graphs produce. Threads split
+//! the A panels of the block stream past it from L2. Packing (`pack.rs`) reads the
+//! sources in memory order where the layout allows and is vectorized for the layouts the
+//! graphs produce. Threads split
 //! C's rows (or its columns when it is wider than tall); threads splitting rows share one
 //! packing of B (`shared.rs`) and take pieces of `MC` rows times one packed block of B from
 //! a counter, block after block (so the block in use stays in the cache), the calling
@@ -107,10 +108,14 @@
 //! (median paired ratios, before → after): 256³ 1.00 → 1.04, 512³ 1.04 → 1.07, W5/W6's
 //! NN products 1.00–1.02 → 1.02–1.05, W11 proj 0.98 → 1.06, fc 0.99 → 1.02, fc2 1.00 →
 //! 1.04, head 0.97 → 1.04, dXqkv 1.00 → 1.03, dXfc2 0.97 → 1.01, dXhead 1.01 → 1.07;
-//! 1024³ 1.02 → 1.00 and 2048³ 1.03 → 1.01 (2048³ does not take the new path: the
-//! spread between processes), the TN products unchanged but W11 dWqkv 1.05 → 1.00
-//! (same code path; between-process spread). MKL's two-thread calls got one CPU in
-//! half of those processes, so two threads were compared in-process only. Tried there
+//! 1024³ 1.02 → 1.00 and 2048³ 1.03 → 1.01, the TN products unchanged but W11 dWqkv
+//! 1.05 → 1.00. 2048³ and dWqkv pack A: they lost to the in-place branches in the same
+//! code (alternated with a build of the commit before, both orders, four rounds: −1.5 %
+//! and −4 %), and with a separate instantiation for products that never read A in
+//! place ([`blocks`]' `ROWS`) −1 % and −1.5 % (within the spread), the other rows the
+//! same (fc +3 %, fc2 +6 %, proj, head, dXqkv, dXhead +6–7 %); the ratios above are of
+//! the build before that split. MKL's two-thread calls got one CPU in half of those
+//! processes, so two threads were compared in-process only. Tried there
 //! and not kept (same in-process switch): at k = 256 (one sum block) `MC` scaled up so
 //! that A's block keeps the bytes of a 512-sum block (512 rows: fc −1 to +0 %, dXfc2
 //! −3 to −5 %) or twice that (−2 to −7 %); asking for strip 0 of the block into L2
@@ -488,7 +493,16 @@ unsafe fn drive<L: Load, const MR: usize, const NV: usize>(
         };
         // SAFETY: the buffers hold the largest packed blocks; the caller's contract
         // covers the views and the shared packing.
-        unsafe { blocks::<L, MR, NV>(l, plan, job, ap, packed, only) };
+        unsafe {
+            // Products whose A is never read in place run an instantiation without the
+            // in-place loops: with them, 2048³ and W11's dWqkv (packed A) ran 1.5–4 %
+            // slower on one thread (Sapphire Rapids VM, alternated binaries).
+            if in_place_rows::<L, MR, NV>(job.a) {
+                blocks::<L, MR, NV, true>(l, plan, job, ap, packed, only)
+            } else {
+                blocks::<L, MR, NV, false>(l, plan, job, ap, packed, only)
+            }
+        };
     };
     let done = BUFS.try_with(|bufs| run(&mut bufs.borrow_mut())).is_ok();
     if !done {
@@ -506,13 +520,14 @@ enum PackedB<'a> {
     Shared(&'a SharedB),
 }
 
-/// The loops of [`drive`] over packed blocks in `ap` / `packed`.
+/// The loops of [`drive`] over packed blocks in `ap` / `packed`; with `ROWS` (A's rows
+/// pass [`in_place_rows`]) the blocks of full panels read A in place instead of `ap`.
 ///
 /// # Safety
 /// As [`drive`]; `ap` must hold `MC·KC` f32 (or the product's smaller block sizes),
 /// 64-byte aligned.
 #[target_feature(enable = "avx512f")]
-unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
+unsafe fn blocks<L: Load, const MR: usize, const NV: usize, const ROWS: bool>(
     l: L,
     plan: Plan,
     job: Job<L::E>,
@@ -534,7 +549,6 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
     // A tile of a C with contiguous, ascending rows is read and written in place (only its
     // rows and columns inside C); other layouts go through a tile on the stack.
     let direct_layout = c.cs == 1 && c.rs > 0;
-    let rows_a = L::IN_PLACE && a.cs == 1 && a.rs > 0 && a.rs <= IN_PLACE_LDA && (MR, NV) == (8, 3);
     let mut tile = StackTile([0.0; STACK_TILE]);
     let tp = tile.0.as_mut_ptr();
     for jc in (0..n).step_by(plan.nc) {
@@ -565,7 +579,7 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
                 let (count, panels) = (strips.count(), mb.div_ceil(MR));
                 // A's rows are read where they are stored when every panel is full and
                 // every strip runs an assembly loop (see `IN_PLACE_LDA`).
-                let in_place = rows_a && mb.is_multiple_of(MR) && strips.get(count - 1).1 > 16;
+                let in_place = ROWS && mb.is_multiple_of(MR) && strips.get(count - 1).1 > 16;
                 if !in_place {
                     // SAFETY: (ic, pc) and the mb × kb block are inside A; ap holds its
                     // panels.
@@ -616,7 +630,7 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
                                     rows: mr,
                                     cols: nr,
                                 };
-                                micro::<MR, NV>(kb, apanel, (bpanel, ldb), out)
+                                micro::<MR, NV, ROWS>(kb, apanel, (bpanel, ldb), out)
                             };
                             continue;
                         }
@@ -631,7 +645,7 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize>(
                                 rows: MR,
                                 cols: nr,
                             };
-                            micro::<MR, NV>(kb, apanel, (bpanel, ldb), out);
+                            micro::<MR, NV, ROWS>(kb, apanel, (bpanel, ldb), out);
                             for i in 0..mr {
                                 let row = cp.offset(i as isize * c.rs);
                                 for j in 0..nr {
@@ -679,6 +693,12 @@ fn prefetch_slice(
 /// short block would pay the C tile's reads and writes for a third of the work).
 fn balanced(k: usize, kc: usize) -> usize {
     k.div_ceil(k.div_ceil(kc)).max(1)
+}
+
+/// Whether [`blocks`] may read the rows of `a` in place (see [`IN_PLACE_LDA`]): f32 rows
+/// with unit column stride, at most `IN_PLACE_LDA` apart, on the 8 × 48 tile.
+fn in_place_rows<L: Load, const MR: usize, const NV: usize>(a: Src<L::E>) -> bool {
+    L::IN_PLACE && a.cs == 1 && a.rs > 0 && a.rs <= IN_PLACE_LDA && (MR, NV) == (8, 3)
 }
 
 /// The largest row stride (f32) at which the 8 × 48 plan reads an f32 A's rows where they
@@ -765,7 +785,7 @@ struct CTile {
 /// present.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn micro<const MR: usize, const NV: usize>(
+unsafe fn micro<const MR: usize, const NV: usize, const ROWS: bool>(
     kc: usize,
     (a, lda, next): (*const f32, usize, *const f32),
     (b, ldb): (*const f32, usize),
@@ -796,9 +816,11 @@ unsafe fn micro<const MR: usize, const NV: usize>(
     // SAFETY: forwarded contract; `nv <= NV` vectors of each sum are read.
     unsafe {
         match nv {
-            _ if nv == NV && ldb == 16 * NV => tile::<MR, NV>(kc, (a, lda, next), (b, ldb), out),
-            1 => tile::<MR, 1>(kc, (a, lda, next), (b, ldb), out),
-            2 => tile::<MR, 2>(kc, (a, lda, next), (b, ldb), out),
+            _ if nv == NV && ldb == 16 * NV => {
+                tile::<MR, NV, ROWS>(kc, (a, lda, next), (b, ldb), out)
+            }
+            1 => tile::<MR, 1, ROWS>(kc, (a, lda, next), (b, ldb), out),
+            2 => tile::<MR, 2, ROWS>(kc, (a, lda, next), (b, ldb), out),
             _ => unreachable!("a strip of {cols} columns in a tile of {ldb}"),
         }
     }
@@ -812,7 +834,7 @@ unsafe fn micro<const MR: usize, const NV: usize>(
 /// As [`micro()`], with `out.cols <= 16·NVE <= ldb`.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile<const MR: usize, const NVE: usize>(
+unsafe fn tile<const MR: usize, const NVE: usize, const ROWS: bool>(
     kc: usize,
     (a, lda, next): (*const f32, usize, *const f32),
     (b, ldb): (*const f32, usize),
@@ -833,12 +855,12 @@ unsafe fn tile<const MR: usize, const NVE: usize>(
     unsafe {
         if MR == 12 && NVE == 2 && ldb == 32 {
             micro::sums_12x32(kc, a, b, &mut *(accp as *mut [[__m512; 2]; 12]));
-        } else if MR == 8 && NVE == 2 && lda > 0 {
+        } else if MR == 8 && NVE == 2 && ROWS && lda > 0 {
             let acc = &mut *(accp as *mut [[__m512; 2]; 8]);
             micro::sums_8x32_rows(kc, (a, lda), (b, ldb), acc, next);
         } else if MR == 8 && NVE == 2 {
             micro::sums_8x32(kc, a, b, ldb, &mut *(accp as *mut [[__m512; 2]; 8]), next);
-        } else if MR == 8 && NVE == 3 && ldb == 48 && lda > 0 {
+        } else if MR == 8 && NVE == 3 && ldb == 48 && ROWS && lda > 0 {
             micro::sums_8x48_rows(kc, (a, lda), b, &mut *(accp as *mut [[__m512; 3]; 8]), next);
         } else if MR == 8 && NVE == 3 && ldb == 48 {
             micro::sums_8x48(kc, a, b, &mut *(accp as *mut [[__m512; 3]; 8]), next);

@@ -215,7 +215,7 @@ pub(super) unsafe fn sums_8x48(
 }
 
 /// One sum of the 8 × 48 tile reading A from its rows in place: as [`sum_8x48`], row `r`'s
-/// value broadcast from `[{a0|a3|a6} + {l}·s + off]` (rows 0–2 from `{a0}`, 3–5 from
+/// value broadcast from `[{a0|a3|a6} + {l}·(r mod 3) + off]` (rows 0–2 from `{a0}`, 3–5 from
 /// `{a3}`, 6–7 from `{a6}`, three rows apart).
 macro_rules! sum_8x48_rows {
     ($b0:literal, $b1:literal, $b2:literal; $off:literal) => {
@@ -365,8 +365,8 @@ pub(super) unsafe fn sums_8x48_rows(
     }
 }
 
-/// One sum of the 8 × 32 tile reading A from its rows in place: as [`sum_8x32`], row `r`'s
-/// value broadcast from `[{a0|a3|a6} + {l}·s + off]` (rows 0–2 from `{a0}`, 3–5 from
+/// One sum of the 8 × 32 tile reading A from its rows in place: as `sum_8x32!`, row `r`'s
+/// value broadcast from `[{a0|a3|a6} + {l}·(r mod 3) + off]` (rows 0–2 from `{a0}`, 3–5 from
 /// `{a3}`, 6–7 from `{a6}`, three rows apart).
 macro_rules! sum_8x32_rows {
     ($b0:literal, $b1:literal; $off:literal) => {
