@@ -789,18 +789,7 @@ fn dense_f32(p: &LoadPlan, dims: &[usize], bases: &[*mut u8]) -> Vec<f32> {
         Ty::I64 => bits as i64 as f32,
     };
     for f in 0..n {
-        let off = match &p.table {
-            Some(t) => t[f],
-            None => {
-                unravel_into(f, dims, &mut idx);
-                (p.offset as isize
-                    + idx
-                        .iter()
-                        .zip(&p.strides)
-                        .map(|(&i, &s)| i as isize * s)
-                        .sum::<isize>()) as usize
-            }
-        };
+        let off = p.element_offset(f, dims, &mut idx);
         // SAFETY: `off` is a table entry or `offset + Σ idx·stride` of the bound plan for an
         // index inside `dims`: an element of the operand's buffer.
         out.push(to_f32(unsafe { read_bits(p.dtype, bases[p.buf], off) }));

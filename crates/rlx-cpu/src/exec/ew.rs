@@ -809,18 +809,7 @@ impl EwPlan {
             let (c0, c1) = (c * CHUNK, ((c + 1) * CHUNK).min(self.numel));
             let mut idx = vec![0usize; self.dims.len()];
             for f in c0..c1 {
-                let off = match &p.table {
-                    Some(t) => t[f],
-                    None => {
-                        unravel_into(f, &self.dims, &mut idx);
-                        let o: isize = idx
-                            .iter()
-                            .zip(&p.strides)
-                            .map(|(&i, &st)| i as isize * st)
-                            .sum();
-                        (p.offset as isize + o) as usize
-                    }
-                };
+                let off = p.element_offset(f, &self.dims, &mut idx);
                 // SAFETY: `off` comes from the bound plan (a table entry or offset + Σ
                 // idx·stride for an index inside the space), an in-bounds element of the
                 // source; `f < numel` is an element of the output. The two are different

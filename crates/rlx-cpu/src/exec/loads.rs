@@ -37,6 +37,24 @@ pub(crate) struct LoadPlan {
 }
 
 impl LoadPlan {
+    /// The buffer element this plan reads for flat index `f` of a space of `dims`: the
+    /// table's entry, else `offset + Σ idx·stride` (`idx`: scratch of `dims.len()`).
+    #[inline]
+    pub(crate) fn element_offset(&self, f: usize, dims: &[usize], idx: &mut [usize]) -> usize {
+        match &self.table {
+            Some(t) => t[f],
+            None => {
+                unravel_into(f, dims, idx);
+                let o: isize = idx
+                    .iter()
+                    .zip(&self.strides)
+                    .map(|(&i, &s)| i as isize * s)
+                    .sum();
+                (self.offset as isize + o) as usize
+            }
+        }
+    }
+
     /// A strided plan over `dims` (already collapsed by the caller if it wishes).
     pub(crate) fn strided(
         buf: usize,

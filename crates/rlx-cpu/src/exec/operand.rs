@@ -3,7 +3,7 @@
 //! copy of them into dense memory.
 
 use super::copy::{Copies, FineView};
-use super::loads::{LoadPlan, unravel_into};
+use super::loads::LoadPlan;
 use rlx_ir::{DType, TensorData};
 
 /// How an operand's elements are found.
@@ -64,18 +64,7 @@ pub(crate) unsafe fn gather_into(o: &Operand, bases: &[*mut u8], dst: *mut u8) {
             let src = bases[p.buf] as *const u8;
             let mut idx = vec![0usize; o.dims.len()];
             for f in 0..n {
-                let off = match &p.table {
-                    Some(t) => t[f],
-                    None => {
-                        unravel_into(f, &o.dims, &mut idx);
-                        (p.offset as isize
-                            + idx
-                                .iter()
-                                .zip(&p.strides)
-                                .map(|(&i, &s)| i as isize * s)
-                                .sum::<isize>()) as usize
-                    }
-                };
+                let off = p.element_offset(f, &o.dims, &mut idx);
                 // SAFETY: `off` is a table entry or `offset + Σ idx·stride` of the bound plan
                 // for an index inside `dims`: an element of the source buffer; `f < n` is an
                 // element of `dst` (caller).
