@@ -10,6 +10,7 @@
 //! The C tile is 16 × 16 (16 zmm accumulators, one B vector, each row's pair broadcast
 //! from memory inside its multiply-add).
 
+use super::avx512::{avx512bw, transpose16};
 use super::lowp_drive::{CTile, Kernel, Src};
 use std::arch::x86_64::*;
 
@@ -17,11 +18,6 @@ use std::arch::x86_64::*;
 const MR: usize = A_PANEL;
 /// Columns of C per micro-kernel call (one 16-lane vector).
 const NR: usize = 16;
-
-/// Whether the CPU has AVX-512 F and BW (every kernel here needs them).
-pub(crate) fn avx512bw() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")
-}
 
 /// Whether the CPU has `vdpbf16ps` (AVX512_BF16) besides AVX-512 F/BW.
 pub fn avx512bf16_available() -> bool {
@@ -110,7 +106,7 @@ pub(crate) unsafe fn pack_b_pairs<const W: usize>(
                             _mm512_loadu_ps(b.at(2 * p, j0 + 16 * g + t).ptr as *const f32)
                         };
                     }
-                    super::f32_avx512::transpose16(&mut r);
+                    transpose16(&mut r);
                     for (q, x) in r.iter().enumerate() {
                         let out = strip[((p + q) * W + 16 * g) * 2..].as_mut_ptr() as *mut f32;
                         // SAFETY: pair p + q < kp2 of the strip has W · 2 u16 from column 16g.
@@ -209,7 +205,7 @@ pub(crate) unsafe fn pack_a_words<E: Copy + Default, const PER: usize>(
                     // contiguous (64 bytes).
                     *x = unsafe { _mm512_loadu_ps(a.at(p0 + t, PER * q).ptr as *const f32) };
                 }
-                super::f32_avx512::transpose16(&mut v);
+                transpose16(&mut v);
                 for (t, x) in v.iter().enumerate() {
                     // SAFETY: word q + t < words_per_row: 16 words at panel + (q + t)·16.
                     unsafe { _mm512_storeu_ps(panel.add((q + t) * A_PANEL) as *mut f32, *x) };

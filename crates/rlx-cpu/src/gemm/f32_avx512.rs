@@ -135,12 +135,12 @@ mod plan;
 mod shared;
 mod team;
 
+use super::avx512::avx512bw;
 use super::lowp_drive::{Dst, Half, Src};
 use kernel::{CTile, micro};
 use pack::{F32, Load, Strips, pack_a, pack_b};
 use plan::{Plan, TileShape};
 use shared::SharedB;
-use std::arch::x86_64::*;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -148,7 +148,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// other AVX-512 path of this module family needs it and no CPU has one without the
 /// other).
 pub(crate) fn available() -> bool {
-    super::bf16_avx512::avx512bw()
+    avx512bw()
 }
 
 /// Whether [`super::F32Path::Auto`] should give an `n`-column product whose A rows are
@@ -725,38 +725,6 @@ struct StackTile([f32; STACK_TILE]);
 #[inline(always)]
 fn mask16(n: usize) -> u16 {
     if n >= 16 { u16::MAX } else { (1u16 << n) - 1 }
-}
-
-/// Transpose the 16 × 16 f32 matrix whose rows are `r` in place (three rounds of
-/// shuffles: pairs within 128-bit lanes, quadruples, then lanes).
-#[inline(always)]
-pub(crate) fn transpose16(r: &mut [__m512; 16]) {
-    // SAFETY: register-only shuffles; callers run with AVX-512 F enabled.
-    unsafe {
-        let mut t = [_mm512_setzero_ps(); 16];
-        for i in 0..8 {
-            t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-            t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-        }
-        let mut u = [_mm512_setzero_ps(); 16];
-        for g in 0..4 {
-            u[4 * g] = _mm512_shuffle_ps::<0x44>(t[4 * g], t[4 * g + 2]);
-            u[4 * g + 1] = _mm512_shuffle_ps::<0xEE>(t[4 * g], t[4 * g + 2]);
-            u[4 * g + 2] = _mm512_shuffle_ps::<0x44>(t[4 * g + 1], t[4 * g + 3]);
-            u[4 * g + 3] = _mm512_shuffle_ps::<0xEE>(t[4 * g + 1], t[4 * g + 3]);
-        }
-        // u[4g + c], 128-bit lane L, holds rows 4g..4g+4 of column 4L + c.
-        for c in 0..4 {
-            let x0 = _mm512_shuffle_f32x4::<0x88>(u[c], u[4 + c]);
-            let x1 = _mm512_shuffle_f32x4::<0x88>(u[8 + c], u[12 + c]);
-            let y0 = _mm512_shuffle_f32x4::<0xDD>(u[c], u[4 + c]);
-            let y1 = _mm512_shuffle_f32x4::<0xDD>(u[8 + c], u[12 + c]);
-            r[c] = _mm512_shuffle_f32x4::<0x88>(x0, x1);
-            r[8 + c] = _mm512_shuffle_f32x4::<0xDD>(x0, x1);
-            r[4 + c] = _mm512_shuffle_f32x4::<0x88>(y0, y1);
-            r[12 + c] = _mm512_shuffle_f32x4::<0xDD>(y0, y1);
-        }
-    }
 }
 
 #[cfg(test)]

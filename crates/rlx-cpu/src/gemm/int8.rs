@@ -64,9 +64,9 @@ impl I8Path {
         #[cfg(target_arch = "x86_64")]
         {
             match self {
-                I8Path::Amx => super::amx::int8_available() && super::bf16_avx512::avx512bw(),
+                I8Path::Amx => super::amx::int8_available() && super::avx512::avx512bw(),
                 I8Path::Avx512Vnni => super::int8_vnni::available(),
-                I8Path::Avx512 => super::bf16_avx512::avx512bw(),
+                I8Path::Avx512 => super::avx512::avx512bw(),
                 I8Path::Portable => true,
             }
         }

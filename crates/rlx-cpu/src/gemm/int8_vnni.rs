@@ -28,7 +28,7 @@ const NR: usize = 16;
 
 /// Whether the CPU has `vpdpbusd` on 512-bit vectors (AVX512_VNNI) besides AVX-512 F/BW.
 pub(super) fn available() -> bool {
-    super::bf16_avx512::avx512bw() && is_x86_feature_detected!("avx512vnni")
+    super::avx512::avx512bw() && is_x86_feature_detected!("avx512vnni")
 }
 
 /// The `vpdpbusd` kernel (used only where [`available`]).

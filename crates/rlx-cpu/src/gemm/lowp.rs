@@ -95,7 +95,7 @@ impl LowpPath {
             match self {
                 LowpPath::Amx => bf && super::amx::available(),
                 LowpPath::Avx512Bf16 => bf && super::bf16_avx512::avx512bf16_available(),
-                LowpPath::Avx512F32 => super::bf16_avx512::avx512bw(),
+                LowpPath::Avx512F32 => super::avx512::avx512bw(),
                 LowpPath::CastF32 => true,
             }
         }

@@ -19,6 +19,8 @@
 #[cfg(target_arch = "x86_64")]
 mod amx;
 #[cfg(target_arch = "x86_64")]
+mod avx512;
+#[cfg(target_arch = "x86_64")]
 mod bf16_avx512;
 #[cfg(target_arch = "x86_64")]
 mod f32_avx512;

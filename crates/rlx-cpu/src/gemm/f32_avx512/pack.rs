@@ -19,8 +19,9 @@
 //! source in the same order; a widened load is one 32-byte load and one conversion per
 //! 16 elements.
 
+use super::super::avx512::transpose16;
 use super::super::lowp_drive::{Half, Src};
-use super::{mask16, transpose16};
+use super::mask16;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
