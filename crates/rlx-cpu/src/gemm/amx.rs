@@ -1,6 +1,6 @@
 //! bf16 GEMM on Intel AMX tiles (`tdpbf16ps`: a 16×16 f32 tile += a 16×32 bf16 tile times
 //! a 32×16 bf16 tile, 16 384 flops per instruction), and the tile loop the int8 kernel
-//! ([`super::int8`], `tdpbssd`: i32 += 16×64 i8 · 64×16 i8) shares.
+//! (`int8.rs`, `tdpbssd`: i32 += 16×64 i8 · 64×16 i8) shares.
 //!
 //! - **Availability** is decided at run time, once: CPUID leaf 7 must report AMX-TILE
 //!   (EDX bit 24) and AMX-BF16 (EDX bit 22) or AMX-INT8 (bit 25), the OS must enable the tile state in XCR0

@@ -18,6 +18,7 @@
 //! `torch._int_mm` (torch 2.15) in the same run: 347–377 GOP/s against torch's 406–426
 //! (0.81–0.93×; the `vpmaddwd` kernel: 0.31–0.35×); `vpdpbusd` peaks at ~420 there.
 
+use super::int8_pack::pack_b_quads;
 use super::lowp_drive::{CTile, Kernel, Src};
 use std::arch::x86_64::*;
 
@@ -59,7 +60,7 @@ impl Kernel for DpBusd {
         // B in the AMX kernel's quad layout (strips of 16 columns), each byte biased
         // (`b ^ 0x80` = `b + 128` unsigned) as it is stored.
         // SAFETY: forwarded contract; AVX-512 BW is present where this kernel runs.
-        unsafe { super::int8::pack_b_quads(b, (kb, nb), kpad, (NR, 0x80), dst) }
+        unsafe { pack_b_quads(b, (kb, nb), kpad, (NR, 0x80), dst) }
     }
 
     unsafe fn micro(

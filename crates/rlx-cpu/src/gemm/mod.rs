@@ -27,6 +27,8 @@ mod f32_avx512;
 mod f32_path;
 pub mod int8;
 #[cfg(target_arch = "x86_64")]
+mod int8_pack;
+#[cfg(target_arch = "x86_64")]
 mod int8_vnni;
 pub mod lowp;
 #[cfg(target_arch = "x86_64")]
