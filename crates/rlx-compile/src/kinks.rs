@@ -1,8 +1,8 @@
 //! The derivative conventions at non-differentiable points ("kinks"), written down
 //! once and built by the same code in both modes.
 //!
-//! Reverse mode ([`crate::autodiff`]) and forward mode ([`crate::jvp`]) build their
-//! derivatives from the same rules (`crate::derivatives`), and every region test
+//! Reverse mode (`autodiff`) and forward mode (`jvp`) build their derivatives from the
+//! same rules (`derivatives`), and every region test
 //! and piecewise slope below is the one those rules call, so the two modes cannot
 //! pick different branches at a boundary (before the rules were shared, HardSigmoid
 //! took slope 1/6 at ±3 in reverse mode and 0 in forward mode). The tests in

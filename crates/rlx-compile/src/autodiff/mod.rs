@@ -13,7 +13,7 @@
 //! second-order derivatives, and the compiler fuses and memory-plans it like any other.
 //!
 //! Conventions worth knowing:
-//! - The derivative rules shared with forward mode ([`crate::jvp`]) live in
+//! - The derivative rules shared with forward mode (`jvp`) live in
 //!   `crate::derivatives`: element-wise partials, softmax/norm Jacobians, reduction
 //!   partials. This module applies them to cotangents and holds the transpose rules
 //!   of the linear ops (whose forward-mode rule is the op itself).

@@ -1,6 +1,6 @@
 //! The derivative rules both modes share, written once and generic over [`Build`].
 //!
-//! Reverse mode ([`crate::autodiff`]) and forward mode ([`crate::jvp`]) differ only in
+//! Reverse mode (`autodiff`) and forward mode (`jvp`) differ only in
 //! the seed they push through a rule: a cotangent flowing back from the output, or
 //! tangents flowing forward from the operands. Where an op's Jacobian has a shape that
 //! both directions can use directly, the rule lives here and each mode applies it:
@@ -22,7 +22,7 @@
 //! - [`reduce`]: the non-linear reductions (`max`/`min`: split evenly over ties;
 //!   `prod`: prefix × suffix partials), whose partials both modes build here.
 //!
-//! - attention: one primitive form in `crate::decompose::attention` (scores →
+//! - attention: one primitive form in `decompose::attention` (scores →
 //!   probabilities → output, from one head-major forward pass). Forward mode
 //!   differentiates its value through those primitives; reverse mode builds its
 //!   backward pass on the same forward pass (with [`nn::softmax_jacobian`]) when the
