@@ -18,11 +18,12 @@
 //! optimizer update (new moments, then the new param from them) becomes one pass over
 //! its inputs, and the core producing the gradient can absorb the whole group.
 
-mod cost;
 mod emit;
 pub mod rowgroup;
 
-pub use cost::{MAX_COUNTED_READERS, OP_BYTES, ShareCost, SharedValue, Sharing};
+pub use crate::program::sharing::{
+    MAX_COUNTED_READERS, MAX_RECOMPUTE_DEPTH, OP_BYTES, ShareCost, SharedValue, Sharing,
+};
 
 use crate::CompileOptions;
 use crate::program::{BufId, BufKind, Buffer, Program, RowOp};
@@ -37,14 +38,6 @@ use rlx_ir::{
 /// compilers); with it, such a chain is a row of kernels of at most this depth, each
 /// reading the previous one's result. Chains shorter than this are untouched.
 pub const MAX_FUSED_DEPTH: usize = 4096;
-
-/// The longest chain of inlined elementwise ops that a value computed by several
-/// kernels may drag along. Cheap values read by several kernels are recomputed in
-/// each of them, together with every inlined op they depend on; when that chain is
-/// longer than this, the value is stored once instead (otherwise a long chain read
-/// all along by other kernels — a forward pass read by its backward pass, split by
-/// [`MAX_FUSED_DEPTH`] — would be recomputed in each of them: quadratic work).
-pub const MAX_RECOMPUTE_DEPTH: usize = 64;
 
 /// How a node is executed.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,15 +4,17 @@
 //! computation touches (arguments, small baked constants, arena temporaries, outputs),
 //! lists the kernels in execution order, and carries the static part of the memory
 //! plan. Shapes may hold dynamic dims: a backend binds them per call
-//! ([`view::bind_load`], [`crate::memplan::plan_offsets`]) without recompiling.
+//! ([`view::bind_load`], `memplan::plan_offsets`) without recompiling.
 
 pub mod host_graph;
+pub(crate) mod sharing;
 pub mod view;
 
 use rlx_ir::{
     Activation, BinaryOp, CmpOp, DType, Dim, DimBinding, IrError, IrResult, NodeId, Op, ReduceOp,
     Shape,
 };
+use sharing::SharedValue;
 pub use view::{Strided, ViewStep, bind_load, chain_dims};
 
 /// Index of a buffer in [`Program::buffers`].
@@ -256,7 +258,7 @@ pub enum KernelKind {
     },
     /// Kernels that all work row by row over one `[R.., C]` space (row and column
     /// reductions, elementwise kernels over the space or its rows), run together a block
-    /// of rows at a time so the operands are read once (see [`crate::fuse::rowgroup`]).
+    /// of rows at a time so the operands are read once (see `fuse::rowgroup`).
     /// The stages run in order; the outer kernel's loads and stores list theirs.
     RowGroup {
         /// The `[R.., C]` space.
@@ -354,8 +356,8 @@ pub struct Program {
     /// before any kernel runs.
     pub guards: rlx_ir::DimGuards,
     /// Fusion's decision about every elementwise value that several kernels read:
-    /// recomputed in each or stored once, and why (see [`crate::fuse::ShareCost`]).
-    pub sharing: Vec<crate::fuse::SharedValue>,
+    /// recomputed in each or stored once, and why (see [`ShareCost`](sharing::ShareCost)).
+    pub sharing: Vec<SharedValue>,
 }
 
 impl Program {

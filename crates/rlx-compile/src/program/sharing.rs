@@ -25,6 +25,11 @@
 //! LayerNorm, residual add and backward kernel re-adds, so the step's cost grows with
 //! the square of depth. Under the rule each `x_l` is stored once (its two or three
 //! frontier buffers read by three or more kernels) and read back.
+//!
+//! Fusion applies the rule; the decisions are part of the [`Program`](super::Program)
+//! it builds ([`Program::sharing`](super::Program::sharing)), so these types live with
+//! the program, which depends on no pass, and `fuse` re-exports them (their public
+//! paths are `rlx_compile::fuse::ShareCost` and so on).
 
 use rlx_ir::NodeId;
 
@@ -33,6 +38,14 @@ use rlx_ir::NodeId;
 /// bandwidth of this project's machines costs about 4 to 8 times as long, so an op is
 /// worth about a quarter of a loaded f32 byte-wise (4 bytes / 16).
 pub const OP_BYTES: f64 = 0.25;
+
+/// The longest chain of inlined elementwise ops that a value computed by several
+/// kernels may drag along. Cheap values read by several kernels are recomputed in
+/// each of them, together with every inlined op they depend on; when that chain is
+/// longer than this, the value is stored once instead (otherwise a long chain read
+/// all along by other kernels — a forward pass read by its backward pass, split by
+/// `fuse::MAX_FUSED_DEPTH` — would be recomputed in each of them: quadratic work).
+pub const MAX_RECOMPUTE_DEPTH: usize = 64;
 
 /// The readers counted exactly; more are reported as "more than this".
 pub const MAX_COUNTED_READERS: usize = 8;
@@ -95,7 +108,7 @@ pub enum Sharing {
     /// Stored once: reading it back is cheaper than recomputing it (the cost rule).
     StoredByCost(ShareCost),
     /// Stored once: the chain of inlined ops it drags along passed
-    /// [`MAX_RECOMPUTE_DEPTH`](super::MAX_RECOMPUTE_DEPTH).
+    /// [`MAX_RECOMPUTE_DEPTH`].
     StoredDeepChain {
         /// Kernels that read it.
         readers: usize,
@@ -157,7 +170,7 @@ impl std::fmt::Display for SharedValue {
                 f,
                 " read by {}: stored, its inlined chain passes {} ops",
                 readers(*r),
-                super::MAX_RECOMPUTE_DEPTH
+                MAX_RECOMPUTE_DEPTH
             ),
             Sharing::StoredExpensive { readers: r } => write!(
                 f,
