@@ -19,6 +19,7 @@
 //! its inputs, and the core producing the gradient can absorb the whole group.
 
 mod emit;
+mod opaque_ops;
 pub mod rowgroup;
 
 pub use crate::program::sharing::{
