@@ -48,14 +48,18 @@ use rlx_ir::Graph;
 use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult, compile_program};
 use std::sync::Arc;
 
-/// High-level ops the CPU executes whole (the compiler does not decompose them).
-pub const KEPT_WHOLE: [&str; 6] = [
+/// High-level ops the CPU executes whole (the compiler does not decompose them), and
+/// one request: [`rlx_compile::decompose::ATTENTION_IN_F32`] runs f16/bf16 `attention`
+/// through f32, since the fused attention kernel takes f32 operands only (without it the
+/// op would run in the oracle interpreter, element by element in f64).
+pub const KEPT_WHOLE: [&str; 7] = [
     "softmax",
     "log_softmax",
     "layer_norm",
     "rms_norm",
     "attention",
     "attention_vjp",
+    rlx_compile::decompose::ATTENTION_IN_F32,
 ];
 
 /// The compile options the CPU backend uses. `RLX_CPU_ATTENTION_VJP=decomposed` leaves

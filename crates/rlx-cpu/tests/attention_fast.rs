@@ -1,10 +1,13 @@
 //! The blocked attention kernel against the oracle on chosen shapes: sequence lengths
 //! around the block sizes, head dims that are not multiples of the vector width,
 //! grouped-query heads, `dv ≠ d`, both layouts, every mask kind, softcap, epilogues,
-//! rows that see no key, and NaN/∞ inputs. Plus run-to-run determinism and a timing
-//! probe for the W7 shape (`--ignored`, release build).
+//! rows that see no key, and NaN/∞ inputs; bf16/f16 attention run through f32 (`lowp`).
+//! Plus run-to-run determinism and a timing probe for the W7 shape (`--ignored`, release
+//! build).
 
 mod common;
+#[path = "attention_fast/lowp.rs"]
+mod lowp;
 #[path = "attention_fast/vjp.rs"]
 mod vjp;
 

@@ -13,6 +13,9 @@
 //!   For f16/bf16 the lowering computes in the dtype itself, unless `keep_whole` holds
 //!   [`ATTENTION_VJP_IN_F32`] (the CUDA/HIP backend): then in f32, each gradient rounded
 //!   once (the CPU, which does not ask, keeps its bits).
+//! - `attention` (the forward op) is never lowered; for f16/bf16 it is rewritten
+//!   through f32 when `keep_whole` holds [`ATTENTION_IN_F32`] (the CPU, whose fused
+//!   attention kernel takes f32 only).
 //!
 //! Everything else stays as it is (the backend runs it as an opaque kernel).
 
@@ -21,7 +24,8 @@ pub(crate) mod attention;
 use crate::jvp::emit::Emitter;
 use crate::rebuild::Rebuild;
 use rlx_ir::{
-    Activation, BinaryOp, DType, Graph, IrResult, NodeId, Op, ReduceOp, TensorData, norm_axis,
+    Activation, BinaryOp, DType, Graph, IrResult, MaskKind, NodeId, Op, ReduceOp, TensorData,
+    norm_axis,
 };
 use std::collections::HashMap;
 
@@ -31,10 +35,27 @@ use std::collections::HashMap;
 /// the bytes for its `[B, H, Sq, Sk]` intermediates).
 pub const ATTENTION_VJP_IN_F32: &str = "attention_vjp_in_f32";
 
+/// A [`crate::CompileOptions::keep_whole`] entry (no op has this name) asking for f16 and
+/// bf16 `attention` (the forward op) to run in f32: q, k, v and an additive bias of
+/// f16/bf16 are cast to f32 (exact), the same `attention` computes in f32, and its result
+/// is cast back to the dtype, rounded once. Against the oracle (f64 work, one rounding)
+/// that differs by at most one ulp of the dtype, in the elements whose f32 result lands
+/// next to a rounding boundary; only an element that is the small remainder of
+/// cancelling `p·v` terms may be further off in its own ulps (f32's absolute error, a
+/// few f32 ulps of the row's scale, can exceed the dtype's ulp at a tiny value). A custom
+/// mask stays as it is (it only selects keys, read as `≥ 0.5` in any real dtype); f64
+/// attention stays as it is (no lossless f32 form).
+///
+/// Gradients are unaffected: reverse mode (`autodiff::grad_graph`) and forward mode run
+/// on the graph as traced, before `compile` decomposes it, so the backward of a bf16
+/// attention is its `attention_vjp` in bf16 (see [`ATTENTION_VJP_IN_F32`] for that).
+pub const ATTENTION_IN_F32: &str = "attention_in_f32";
+
 /// Lower the ops of `g` that the backend does not keep whole.
 pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
     let keeps = |op: &Op| keep_whole.iter().any(|k| *k == op.name());
     let widen_vjp = keep_whole.iter().any(|k| k == ATTENTION_VJP_IN_F32);
+    let widen_attention = keep_whole.iter().any(|k| k == ATTENTION_IN_F32);
     let mut rb = Rebuild::new(g);
     // Lowered `attention_vjp` results → their three `[B, n]` pieces.
     let mut pieces: HashMap<NodeId, [NodeId; 3]> = HashMap::new();
@@ -73,6 +94,16 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
                 pieces.insert(packed, parts);
                 Some(packed)
             }
+            Op::Attention { .. }
+                if widen_attention && matches!(node.shape.dtype(), DType::F16 | DType::BF16) =>
+            {
+                Some(attention_in_f32(
+                    &mut rb.g,
+                    &node.op,
+                    &ins,
+                    node.shape.dtype(),
+                )?)
+            }
             Op::Narrow {
                 axis: 0,
                 start,
@@ -99,6 +130,26 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
         rb.set(node.id, id);
     }
     Ok(rb.finish())
+}
+
+/// `attention` over f16/bf16 operands as `cast(attention(cast q, cast k, cast v[, extra]))`
+/// in f32 ([`ATTENTION_IN_F32`]): a bias of f16/bf16 widens too, a custom mask does not.
+fn attention_in_f32(g: &mut Graph, op: &Op, ins: &[NodeId], out: DType) -> IrResult<NodeId> {
+    let custom = matches!(
+        op.attention_attrs().map(|a| a.mask_kind),
+        Some(MaskKind::Custom)
+    );
+    let mut wide = Vec::with_capacity(ins.len());
+    for (i, &x) in ins.iter().enumerate() {
+        let narrow = matches!(g.shape(x).dtype(), DType::F16 | DType::BF16);
+        wide.push(if narrow && !(custom && i == 3) {
+            g.add_op(Op::Cast { to: DType::F32 }, vec![x])?
+        } else {
+            x
+        });
+    }
+    let y = g.add_op(op.clone(), wide)?;
+    g.add_op(Op::Cast { to: out }, vec![y])
 }
 
 /// The piece of a lowered `attention_vjp` that a narrow of `start..start + len` reads
@@ -396,6 +447,118 @@ mod tests {
             assert!(wide <= 1.0, "{mask:?}: {wide} ulp in f32");
             assert!(narrow > wide, "{mask:?}: f16 {narrow} ulp, f32 {wide} ulp");
         }
+    }
+
+    /// `attention` of `dt` over q, k, v (and a mask or bias of `extra`), decomposed with
+    /// [`ATTENTION_IN_F32`]: the rewritten graph, and its worst error against the oracle op
+    /// in ulps of `dt` (at the oracle's value).
+    fn attention_in_f32_error(dt: DType, mask_kind: MaskKind, extra: DType) -> (Graph, f64) {
+        let op = Op::Attention {
+            num_heads: 4,
+            head_dim: 6,
+            v_head_dim: None,
+            mask_kind,
+            score_scale: None,
+            attn_logit_softcap: Some(3.0),
+        };
+        let shapes: Vec<(&[usize], DType)> = vec![
+            (&[2, 5, 4, 6], dt),
+            (&[2, 7, 2, 6], dt),
+            (&[2, 7, 2, 6], dt),
+            (
+                if mask_kind == MaskKind::Custom {
+                    &[2, 7]
+                } else {
+                    &[4, 5, 7]
+                },
+                extra,
+            ),
+        ];
+        let n_in = if mask_kind == MaskKind::Causal { 3 } else { 4 };
+        let mut g = Graph::new("d");
+        let mut ins = vec![];
+        let mut data = vec![];
+        for (i, &(s, t)) in shapes[..n_in].iter().enumerate() {
+            let name = format!("x{i}");
+            ins.push(g.input(name.clone(), Shape::new(s, t)));
+            let n: usize = s.iter().product();
+            let v: Vec<f64> = (0..n)
+                .map(|k| ((k * 37 + i * 11) % 23) as f64 / 6.0 - 1.9)
+                .collect();
+            data.push((name, TensorData::from_f64_as(t, s, &v)));
+        }
+        let y = g.add_op(op, ins).unwrap();
+        g.set_outputs(vec![y]);
+        let d = decompose(&g, &[ATTENTION_IN_F32.to_string()]).unwrap();
+        let named: Vec<(&str, TensorData)> =
+            data.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+        let want = interp::run(&g, &named).unwrap()[0].clone();
+        let got = interp::run(&d, &named).unwrap()[0].clone();
+        assert_eq!(got.dtype, dt, "{d}");
+        let bits = if dt == DType::BF16 { 7 } else { 10 };
+        let ulp = |w: f64| w.abs().max(1.0 / 64.0) * 2f64.powi(-bits);
+        let worst = (got.to_f64_vec().iter())
+            .zip(&want.to_f64_vec())
+            .map(|(a, b)| (a - b).abs() / ulp(*b))
+            .fold(0.0, f64::max);
+        (d, worst)
+    }
+
+    #[test]
+    fn half_attention_in_f32_casts_q_k_v_and_a_bias_and_rounds_once() {
+        for dt in [DType::BF16, DType::F16] {
+            for (mask, extra) in [
+                (MaskKind::Causal, dt),
+                (MaskKind::Bias, dt),
+                (MaskKind::Bias, DType::F32),
+                (MaskKind::Custom, DType::BF16),
+            ] {
+                let (d, worst) = attention_in_f32_error(dt, mask, extra);
+                assert!(worst <= 1.0, "{dt:?} {mask:?}: {worst} ulp\n{d}");
+                let attn: Vec<_> = (d.nodes().iter())
+                    .filter(|n| matches!(n.op, Op::Attention { .. }))
+                    .collect();
+                assert_eq!(attn.len(), 1, "{d}");
+                assert_eq!(attn[0].shape.dtype(), DType::F32, "{d}");
+                let ins: Vec<DType> = (attn[0].inputs.iter())
+                    .map(|&i| d.shape(i).dtype())
+                    .collect();
+                // A custom mask only selects keys: it keeps its dtype.
+                let mut want = vec![DType::F32; 3];
+                match mask {
+                    MaskKind::Custom => want.push(extra),
+                    MaskKind::Bias => want.push(DType::F32),
+                    _ => {}
+                }
+                assert_eq!(ins, want, "{dt:?} {mask:?}\n{d}");
+                let casts = (d.nodes().iter())
+                    .filter(|n| matches!(n.op, Op::Cast { .. }))
+                    .count();
+                let widened = 3 + usize::from(mask == MaskKind::Bias && extra == dt);
+                assert_eq!(casts, widened + 1, "{dt:?} {mask:?}\n{d}");
+            }
+        }
+        // f64 has no lossless f32 form; without the entry nothing changes.
+        let (d, worst) = attention_in_f32_error(DType::F64, MaskKind::Causal, DType::F64);
+        assert!(worst == 0.0 && d.nodes().iter().all(|n| !matches!(n.op, Op::Cast { .. })));
+        let mut g = Graph::new("d");
+        let x = g.input("x", Shape::new(&[1, 3, 2, 4], DType::BF16));
+        let op = Op::Attention {
+            num_heads: 2,
+            head_dim: 4,
+            v_head_dim: None,
+            mask_kind: MaskKind::Causal,
+            score_scale: None,
+            attn_logit_softcap: None,
+        };
+        let y = g.add_op(op, vec![x, x, x]).unwrap();
+        g.set_outputs(vec![y]);
+        let kept = decompose(&g, &["attention".to_string()]).unwrap();
+        assert!(
+            kept.nodes()
+                .iter()
+                .all(|n| !matches!(n.op, Op::Cast { .. }))
+        );
     }
 
     #[test]

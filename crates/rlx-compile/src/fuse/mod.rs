@@ -223,9 +223,11 @@ fn classify(g: &Graph, n: &rlx_ir::Node, args: &[(String, Shape)], keep_whole: &
         Op::LayerNorm { eps, .. } if keeps(&n.op) => Class::Row(RowOp::LayerNorm { eps: *eps }),
         Op::RmsNorm { eps, .. } if keeps(&n.op) => Class::Row(RowOp::RmsNorm { eps: *eps }),
         // The fused backward is a kernel of its own too (decompose lowered it otherwise).
-        // Only f32 fuses: other dtypes stay opaque ops, which the CPU runs through its own
-        // attention and rlx-cuda launches through the loop lowering (the tensor-core tile
-        // lowering for f16/bf16), without an epilogue.
+        // Only f32 fuses: other dtypes stay opaque ops, without an epilogue. rlx-cuda
+        // launches those through its loop lowering (the tensor-core tile lowering for
+        // f16/bf16); the CPU's attention kernel takes f32 only, so the CPU asks decompose
+        // for f16/bf16 attention in f32 (`ATTENTION_IN_F32`: casts around an f32 op that
+        // lands here) and runs what stays opaque (f64) in the oracle interpreter.
         Op::Attention { .. } | Op::AttentionVjp { .. } if keeps(&n.op) && dt == DType::F32 => {
             Class::Attention
         }

@@ -6,9 +6,10 @@
 //! it. This table lists the ops that end there after the default pipeline
 //! (`simplify → decompose → simplify → fuse`) with the CPU backend's options
 //! (`rlx_cpu::compile_options()`: `keep_whole` = softmax, log_softmax, layer_norm,
-//! rms_norm, attention, attention_vjp). The unit test below compiles one small graph
-//! per `Op` variant (and per condition) and checks that exactly these ops come out as
-//! opaque kernels, so the table cannot drift from the code silently.
+//! rms_norm, attention, attention_vjp, and the request `attention_in_f32`). The unit
+//! test below compiles one small graph per `Op` variant (and per condition) and checks
+//! that exactly these ops come out as opaque kernels, so the table cannot drift from
+//! the code silently.
 //!
 //! "Oracle" in the last column means the CPU has no kernel of its own: `exec/opaque.rs`
 //! materializes the operands and calls `rlx_ir::interp::eval_op` (correct, element by
@@ -42,7 +43,7 @@
 //!
 //! | op | when | why | CPU kernel |
 //! |---|---|---|---|
-//! | `attention` | dtype not f32 (f16, bf16, f64); on a backend that does not keep `attention` whole, every dtype | Only f32 attention becomes a fused `Attention` kernel (`classify`), and `decompose` has no lowering of the forward op. | oracle: `opaque.rs` has no attention path (the fused kernel in `attention/` takes f32 only), although the comment in `classify` says the CPU runs it through its own attention |
+//! | `attention` | dtype f64; f16/bf16 too on a backend that does not ask for `attention_in_f32`; every dtype on a backend that does not keep `attention` whole | Only f32 attention becomes a fused `Attention` kernel (`classify`), and `decompose` has no lowering of the forward op. f16/bf16 attention becomes casts to f32 around an f32 `attention` (`decompose::ATTENTION_IN_F32`, which the CPU asks for; exact operands, one rounding of the result), so it runs the fused kernel; f64 has no lossless f32 form. | oracle: `opaque.rs` has no attention path (the fused kernel in `attention/` takes f32 only) |
 //! | `cast` | from or to a complex dtype (c64, c128) | Fused kernels have no complex arithmetic (`ew_supported`). | oracle |
 //! | `eq`, `ne` | complex operands (ordered comparisons reject complex) | As for `cast`. | oracle |
 //! | `where` | complex branches | As for `cast`. | oracle |
@@ -95,7 +96,7 @@ pub(crate) const OPAQUE_OPS: &[&str] = &[
 /// under a condition on their dtypes, with that condition.
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) const OPAQUE_IF: &[(&str, &str)] = &[
-    ("attention", "dtype other than f32"),
+    ("attention", "dtype f64 (f16/bf16 run in f32)"),
     ("cast", "from or to a complex dtype"),
     ("eq", "complex operands"),
     ("ne", "complex operands"),
@@ -124,6 +125,7 @@ mod tests {
                 "rms_norm",
                 "attention",
                 "attention_vjp",
+                "attention_in_f32",
             ]
             .map(String::from)
             .to_vec(),
@@ -384,6 +386,17 @@ mod tests {
                 qkv(DType::BF16, 4),
                 LoweredLeaving(&["concat"]),
             ),
+            // Through f32 (`attention_in_f32`): casts up, the fused kernel, one rounding.
+            s(
+                fwd(2, 2, MaskKind::Causal),
+                qkv(DType::F16, 3),
+                Kernels(&["attention", "elementwise"]),
+            ),
+            s(
+                fwd(2, 2, MaskKind::Causal),
+                qkv(DType::BF16, 3),
+                Kernels(&["attention", "elementwise"]),
+            ),
             // Opaque.
             s(Op::DenseSolve, vec![f(&[3, 3]), f(&[3, 2])], Opaque),
             s(
@@ -543,9 +556,7 @@ mod tests {
             };
             v.push(s(grad, vec![f(&[1, 2, 4, 4]), f(&[1, 2, 2, 2])], Opaque));
         }
-        for dt in [DType::F16, DType::BF16, DType::F64] {
-            v.push(s(fwd(2, 2, MaskKind::Causal), qkv(dt, 3), Opaque));
-        }
+        v.push(s(fwd(2, 2, MaskKind::Causal), qkv(DType::F64, 3), Opaque));
         v
     }
 
