@@ -77,7 +77,7 @@
 //! In the evening (same VM and MKL, the benchmark at raised priority, load 2–4) two
 //! threads still ran each at less than one thread's speed (2048³: 176 → about 160
 //! GFLOP/s a thread, MKL unchanged). Each piece's parts timed with `rdtsc` put the loss
-//! on the first A panel of every B strip: the strip (96 KiB at `KC` 512) comes from L3
+//! on the first A panel of every B strip: the strip (96 KiB at `KC` 512, then the block size) comes from L3
 //! — with B's packing shared, half the strips out of the other core's packing — while
 //! the other panels find it in L2. Those first panels took 2.1× a panel's time on one
 //! thread and 3.1× on two (3 % and 6 % of the product per thread); with the strip kept
@@ -120,6 +120,15 @@
 //! that A's block keeps the bytes of a 512-sum block (512 rows: fc −1 to +0 %, dXfc2
 //! −3 to −5 %) or twice that (−2 to −7 %); asking for strip 0 of the block into L2
 //! during the last strip, for the next `MC` rows (W11 ±2 %).
+//!
+//! Then (same VM, 2026-12-03, night) the sum blocks grew from 512 to 1024 on the 48 KiB
+//! L1d (`plan.rs`: A's 8-row panel, not B's strip, is what stays in L1), which halves
+//! the passes over C of every product with k > 512: in-process against MKL, medians of
+//! four alternated rounds in two separate runs, one thread 1024³ 1.00 → 1.04–1.05×,
+//! 2048³ 1.02 → 1.04×, W11 fc2 and dXqkv +4–5 %, W5/W6 +3 %, the TN products with
+//! k = 1024 −1.5 to −3.5 %; two threads 1024³ 0.975 → 1.00–1.015×, 2048³ 0.98–0.995 →
+//! 0.985–1.005×, fc2 +4 %. Tried there: `MC` raised back to at most 256 rows for
+//! products whose sums fit a shorter block (the A block's bytes kept): within noise.
 //!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C

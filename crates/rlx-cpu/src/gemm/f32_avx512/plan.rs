@@ -7,9 +7,9 @@
 //!   vector loads of B, 8 broadcasts of A and 24 FMAs — 11 loads where the 12 × 32
 //!   tile needs 26, since each broadcast feeds three FMAs. With both panels in L1 it ran
 //!   at 236 GFLOP/s on one Sapphire Rapids core where the 12 × 32 tile ran 196–216
-//!   (MKL's own f32 kernel on that core uses the same 8 × 48 shape). `KC` sums make B's
-//!   `KC × 48` strip twice the L1d (streamed from L2 past A's panels), `MC` rows make
-//!   A's `MC × KC` block a quarter of the L2.
+//!   (MKL's own f32 kernel on that core uses the same 8 × 48 shape). `KC` sums make A's
+//!   8-row panel two thirds of the L1d (B's `KC × 48` strip streams from L2 past it),
+//!   `MC` rows make A's `MC × KC` block a quarter of the L2.
 //! - **AMD and others**: the 12 × 32 tile with the blocks it was measured with
 //!   (`KC` 256, `MC` 192, `NC` 2048), unchanged, since Zen 4/5 split each 512-bit FMA
 //!   into two 256-bit halves and were not re-measured.
@@ -125,20 +125,24 @@ pub(crate) fn plan_for(vendor: Vendor, caches: Option<Caches>) -> Plan {
     match (vendor, caches) {
         (Vendor::Intel, Some(c)) => {
             let tile = TileShape::M8N48;
-            let strip = tile.nr() * size_of::<f32>();
-            // B's strip is twice the L1d: it streams from L2 past each A panel (the L1
-            // prefetcher keeps up with its 192 bytes a sum), and the longer sum blocks
-            // read and write C half as often as a strip the size of the L1d. Measured on
-            // Sapphire Rapids (48 KiB, one thread, interleaved with MKL after B's
-            // packing was reordered): KC 512 ran 1024³ at 1.00× MKL where 256 ran 0.91×,
-            // 2048³ 0.95× against 0.93×, W11's k = 768 and 1024 products within noise
-            // or better; 128 lost 3–5 % at 2048³. (Before the packing change, KC 256
-            // had measured 3–5 % faster than 192 at W11's k = 256.)
-            let kc = (2 * c.l1d / strip / 16 * 16).clamp(64, 512);
+            // A's 8-row panel (8 · KC f32) fills two thirds of the L1d and stays there
+            // while B's strip (4 × the L1d) streams from L2 past it (the L1 prefetcher
+            // keeps up with its 192 bytes a sum); the longer the sum blocks, the fewer
+            // times C is read and written. Measured on Sapphire Rapids (48 KiB L1d, 2 MiB
+            // L2), MKL in the same process: KC 512 ran 1024³ at 1.00× MKL where 256 ran
+            // 0.91× and 128 lost 3–5 % at 2048³ (one thread); then (2026-12-03, medians
+            // of four alternated rounds, twice) KC 1024 against 512: one thread 1024³
+            // 1.00 → 1.04–1.05×, 2048³ 1.02 → 1.04×, W11's fc2 1.06 → 1.10×, dXqkv 1.05 →
+            // 1.10×, W5/W6's k = 784 products +3–4 %, the TN weight gradients with k =
+            // 1024 −1.5 to −3.5 % (dWhead 1.07–1.08 → 1.05×, dWfc2 1.035 → 1.015×); two
+            // threads 1024³ 0.975 → 1.00–1.015×, 2048³ 0.98–0.995 → 0.985–1.005×, fc2
+            // +4–5 %, the k = 256 products (one block either way) within noise.
+            let kc = (2 * c.l1d / 3 / (tile.mr() * size_of::<f32>()) / 16 * 16).clamp(64, 1024);
             // A's block takes a quarter of the L2: the rest holds the B strips passing
             // through and the C lines prefetched into L2. Measured (2 MiB L2, KC 512):
             // 256 rows within noise of 128 at 1024³, up to 5 % faster on W11's k = 256
-            // products.
+            // products; with KC 1024 (128 rows) a cap of 256 rows for products whose sum
+            // blocks are shorter measured within noise of none.
             let mc = (c.l2 / 4 / (kc * size_of::<f32>()) / tile.mr() * tile.mr()).clamp(96, 4096);
             Plan {
                 tile,
@@ -212,13 +216,13 @@ mod tests {
             l1d: 48 << 10,
             l2: 2 << 20,
         };
-        // 2 · 48 KiB / (48 · 4 B) = 512 sums; 512 KiB / (512 · 4 B) = 256 rows.
+        // 2/3 · 48 KiB / (8 · 4 B) = 1024 sums; 512 KiB / (1024 · 4 B) = 128 rows.
         assert_eq!(
             plan_for(Vendor::Intel, Some(spr)),
             Plan {
                 tile: TileShape::M8N48,
-                kc: 512,
-                mc: 256,
+                kc: 1024,
+                mc: 128,
                 nc: 8160
             }
         );
@@ -226,9 +230,9 @@ mod tests {
             l1d: 32 << 10,
             l2: 1 << 20,
         };
-        // 64 KiB / 192 B = 341 → 336 sums; 256 KiB / 1344 B = 195 → 192 rows.
+        // 2/3 · 32 KiB / 32 B = 682 → 672 sums; 256 KiB / 2688 B = 97 → 96 rows.
         let p = plan_for(Vendor::Intel, Some(skx));
-        assert_eq!((p.kc, p.mc), (336, 192));
+        assert_eq!((p.kc, p.mc), (672, 96));
         let old = Plan {
             tile: TileShape::M12N32,
             kc: 256,
