@@ -49,10 +49,13 @@ use rlx_runtime::{Backend, Device, Executable, RuntimeError, RuntimeResult, comp
 use std::sync::Arc;
 
 /// High-level ops the CPU executes whole (the compiler does not decompose them), and
-/// one request: [`rlx_compile::decompose::ATTENTION_IN_F32`] runs f16/bf16 `attention`
+/// two requests: [`rlx_compile::decompose::ATTENTION_IN_F32`] runs f16/bf16 `attention`
 /// through f32, since the fused attention kernel takes f32 operands only (without it the
-/// op would run in the oracle interpreter, element by element in f64).
-pub const KEPT_WHOLE: [&str; 7] = [
+/// op would run in the oracle interpreter, element by element in f64), and
+/// [`rlx_compile::decompose::ATTENTION_VJP_WHOLE_IN_F32`] runs f16/bf16 `attention_vjp`
+/// in the fused f32 backward kernel between casts (without it the op would be lowered to
+/// matmuls, a softmax and reductions in the dtype, each step rounded).
+pub const KEPT_WHOLE: [&str; 8] = [
     "softmax",
     "log_softmax",
     "layer_norm",
@@ -60,6 +63,7 @@ pub const KEPT_WHOLE: [&str; 7] = [
     "attention",
     "attention_vjp",
     rlx_compile::decompose::ATTENTION_IN_F32,
+    rlx_compile::decompose::ATTENTION_VJP_WHOLE_IN_F32,
 ];
 
 /// The compile options the CPU backend uses. `RLX_CPU_ATTENTION_VJP=decomposed` leaves

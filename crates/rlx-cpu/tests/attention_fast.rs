@@ -1,13 +1,16 @@
 //! The blocked attention kernel against the oracle on chosen shapes: sequence lengths
 //! around the block sizes, head dims that are not multiples of the vector width,
 //! grouped-query heads, `dv ≠ d`, both layouts, every mask kind, softcap, epilogues,
-//! rows that see no key, and NaN/∞ inputs; bf16/f16 attention run through f32 (`lowp`).
+//! rows that see no key, and NaN/∞ inputs; bf16/f16 attention and its gradients run
+//! through f32 (`lowp`, `lowp_vjp`).
 //! Plus run-to-run determinism and a timing probe for the W7 shape (`--ignored`, release
 //! build).
 
 mod common;
 #[path = "attention_fast/lowp.rs"]
 mod lowp;
+#[path = "attention_fast/lowp_vjp.rs"]
+mod lowp_vjp;
 #[path = "attention_fast/vjp.rs"]
 mod vjp;
 

@@ -12,7 +12,9 @@
 //!   keeps it whole for f32; the narrows that unpack its result read the pieces directly.
 //!   For f16/bf16 the lowering computes in the dtype itself, unless `keep_whole` holds
 //!   [`ATTENTION_VJP_IN_F32`] (the CUDA/HIP backend): then in f32, each gradient rounded
-//!   once (the CPU, which does not ask, keeps its bits).
+//!   once. A backend that keeps `attention_vjp` whole for f32 and holds
+//!   [`ATTENTION_VJP_WHOLE_IN_F32`] (the CPU) gets f16/bf16 `attention_vjp` as casts
+//!   around the kept f32 op instead: no lowering, the packed result rounded once.
 //! - `attention` (the forward op) is never lowered; for f16/bf16 it is rewritten
 //!   through f32 when `keep_whole` holds [`ATTENTION_IN_F32`] (the CPU, whose fused
 //!   attention kernel takes f32 only).
@@ -51,11 +53,31 @@ pub const ATTENTION_VJP_IN_F32: &str = "attention_vjp_in_f32";
 /// attention is its `attention_vjp` in bf16 (see [`ATTENTION_VJP_IN_F32`] for that).
 pub const ATTENTION_IN_F32: &str = "attention_in_f32";
 
+/// A [`crate::CompileOptions::keep_whole`] entry (no op has this name) for a backend that
+/// keeps `attention_vjp` whole in f32 only (the CPU's fused backward kernel takes f32
+/// operands): f16 and bf16 `attention_vjp` becomes casts of q, k, v, the cotangent and
+/// an additive bias of f16/bf16 to f32 (exact), the same `attention_vjp` in f32, and one
+/// cast of its packed result (dq, dk, dv one after the other) back to the dtype, so each
+/// gradient element is rounded once, as the oracle (f64 work) rounds it. A custom mask
+/// keeps its dtype (it only selects keys); the narrows that unpack the result read the
+/// cast packed vector, as they read the op's own.
+///
+/// It takes effect only where `attention_vjp` itself is in `keep_whole` (otherwise the
+/// f32 op would be lowered anyway: [`ATTENTION_VJP_IN_F32`] asks for that lowering in
+/// f32); without either entry f16/bf16 `attention_vjp` is lowered in the dtype itself,
+/// rounding every intermediate matmul, softmax and reduction. A separate entry from
+/// [`ATTENTION_VJP_IN_F32`] so that the backends lowering the op (CUDA, wgpu) are
+/// unaffected, and a backend that stops keeping the op whole (the CPU's
+/// `RLX_CPU_ATTENTION_VJP=decomposed`) gets the dtype's lowering as before.
+pub const ATTENTION_VJP_WHOLE_IN_F32: &str = "attention_vjp_whole_in_f32";
+
 /// Lower the ops of `g` that the backend does not keep whole.
 pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
     let keeps = |op: &Op| keep_whole.iter().any(|k| *k == op.name());
     let widen_vjp = keep_whole.iter().any(|k| k == ATTENTION_VJP_IN_F32);
     let widen_attention = keep_whole.iter().any(|k| k == ATTENTION_IN_F32);
+    let vjp_whole_in_f32 = keep_whole.iter().any(|k| k == ATTENTION_VJP_WHOLE_IN_F32);
+    let half = |dt: DType| matches!(dt, DType::F16 | DType::BF16);
     let mut rb = Rebuild::new(g);
     // Lowered `attention_vjp` results → their three `[B, n]` pieces.
     let mut pieces: HashMap<NodeId, [NodeId; 3]> = HashMap::new();
@@ -87,15 +109,8 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
             Op::SoftmaxCrossEntropy if !keeps(&node.op) => {
                 Some(cross_entropy(&mut rb.g, ins[0], ins[1])?)
             }
-            Op::AttentionVjp { .. } if !(keeps(&node.op) && node.shape.dtype() == DType::F32) => {
-                let mut em = Emitter::new(&mut rb.g, "decompose");
-                let widen = widen_vjp && matches!(node.shape.dtype(), DType::F16 | DType::BF16);
-                let (packed, parts) = attention::lower_vjp_with(&mut em, &node.op, &ins, widen)?;
-                pieces.insert(packed, parts);
-                Some(packed)
-            }
-            Op::Attention { .. }
-                if widen_attention && matches!(node.shape.dtype(), DType::F16 | DType::BF16) =>
+            Op::AttentionVjp { .. }
+                if vjp_whole_in_f32 && keeps(&node.op) && half(node.shape.dtype()) =>
             {
                 Some(attention_in_f32(
                     &mut rb.g,
@@ -104,6 +119,16 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
                     node.shape.dtype(),
                 )?)
             }
+            Op::AttentionVjp { .. } if !(keeps(&node.op) && node.shape.dtype() == DType::F32) => {
+                let mut em = Emitter::new(&mut rb.g, "decompose");
+                let widen = widen_vjp && half(node.shape.dtype());
+                let (packed, parts) = attention::lower_vjp_with(&mut em, &node.op, &ins, widen)?;
+                pieces.insert(packed, parts);
+                Some(packed)
+            }
+            Op::Attention { .. } if widen_attention && half(node.shape.dtype()) => Some(
+                attention_in_f32(&mut rb.g, &node.op, &ins, node.shape.dtype())?,
+            ),
             Op::Narrow {
                 axis: 0,
                 start,
@@ -134,6 +159,9 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
 
 /// `attention` over f16/bf16 operands as `cast(attention(cast q, cast k, cast v[, extra]))`
 /// in f32 ([`ATTENTION_IN_F32`]): a bias of f16/bf16 widens too, a custom mask does not.
+/// The same for `attention_vjp` ([`ATTENTION_VJP_WHOLE_IN_F32`]), whose cotangent comes
+/// last and widens (the mask or bias is operand 3 in both ops); the one cast back
+/// rounds its packed result.
 fn attention_in_f32(g: &mut Graph, op: &Op, ins: &[NodeId], out: DType) -> IrResult<NodeId> {
     let custom = matches!(
         op.attention_attrs().map(|a| a.mask_kind),
@@ -559,6 +587,85 @@ mod tests {
                 .iter()
                 .all(|n| !matches!(n.op, Op::Cast { .. }))
         );
+    }
+
+    /// bf16/f16 `attention_vjp` under [`ATTENTION_VJP_WHOLE_IN_F32`] becomes one f32 op
+    /// between casts, and the narrow that unpacks dk still reads it (within one ulp of
+    /// the oracle op); without `attention_vjp` kept whole the entry changes nothing.
+    #[test]
+    fn half_attention_vjp_kept_whole_runs_in_f32_and_its_narrows_still_unpack_it() {
+        let whole = ["attention_vjp", ATTENTION_VJP_WHOLE_IN_F32].map(String::from);
+        for dt in [DType::BF16, DType::F16] {
+            for mask in [MaskKind::Causal, MaskKind::Bias, MaskKind::Custom] {
+                let mut g = Graph::new("d");
+                let mut dims: Vec<(&str, Vec<usize>)> = vec![
+                    ("q", vec![2, 5, 4, 6]),
+                    ("k", vec![2, 7, 2, 6]),
+                    ("v", vec![2, 7, 2, 6]),
+                ];
+                match mask {
+                    MaskKind::Custom => dims.push(("m", vec![2, 7])),
+                    MaskKind::Bias => dims.push(("m", vec![4, 5, 7])),
+                    _ => {}
+                }
+                dims.push(("g", vec![2, 5, 4, 6]));
+                let mut ins = vec![];
+                let mut data = vec![];
+                for (i, (name, s)) in dims.iter().enumerate() {
+                    ins.push(g.input(*name, Shape::new(s, dt)));
+                    let n: usize = s.iter().product();
+                    let v: Vec<f64> = (0..n)
+                        .map(|k| ((k * 37 + i * 11) % 23) as f64 / 6.0 - 1.9)
+                        .collect();
+                    data.push((*name, TensorData::from_f64_as(dt, s, &v)));
+                }
+                let op = Op::AttentionVjp {
+                    num_heads: 4,
+                    head_dim: 6,
+                    v_head_dim: None,
+                    mask_kind: mask,
+                    score_scale: None,
+                    attn_logit_softcap: Some(3.0),
+                };
+                let packed = g.add_op(op, ins).unwrap();
+                let narrow = Op::Narrow {
+                    axis: 0,
+                    start: 240,
+                    len: 168,
+                };
+                let dk = g.add_op(narrow, vec![packed]).unwrap();
+                g.set_outputs(vec![packed, dk]);
+                let d = decompose(&g, &whole).unwrap();
+                let vjp: Vec<_> = (d.nodes().iter())
+                    .filter(|n| matches!(n.op, Op::AttentionVjp { .. }))
+                    .collect();
+                assert_eq!(vjp.len(), 1, "{d}");
+                assert_eq!(vjp[0].shape.dtype(), DType::F32, "{d}");
+                let got: Vec<DType> = (vjp[0].inputs.iter())
+                    .map(|&i| d.shape(i).dtype())
+                    .collect();
+                let mut want = vec![DType::F32; dims.len()];
+                if mask == MaskKind::Custom {
+                    want[3] = dt;
+                }
+                assert_eq!(got, want, "{dt:?} {mask:?}\n{d}");
+                let oracle = interp::run(&g, &data).unwrap();
+                let ours = interp::run(&d, &data).unwrap();
+                let bits = if dt == DType::BF16 { 7 } else { 10 };
+                for (a, b) in ours.iter().zip(&oracle) {
+                    assert_eq!((a.dtype, &a.dims), (b.dtype, &b.dims), "{d}");
+                    for (x, y) in a.to_f64_vec().iter().zip(b.to_f64_vec()) {
+                        let ulp = y.abs().max(1.0 / 64.0) * 2f64.powi(-bits);
+                        assert!((x - y).abs() <= ulp, "{dt:?} {mask:?}: {x} vs {y}");
+                    }
+                }
+                // Not kept whole: the entry changes nothing (the op is lowered in `dt`).
+                let lowered = decompose(&g, &[]).unwrap();
+                let also = decompose(&g, &[ATTENTION_VJP_WHOLE_IN_F32.to_string()]).unwrap();
+                assert_eq!(lowered.to_string(), also.to_string());
+                assert!(!(lowered.nodes().iter()).any(|n| n.shape.dtype() == DType::F32));
+            }
+        }
     }
 
     #[test]

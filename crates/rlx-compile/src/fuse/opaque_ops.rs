@@ -6,10 +6,10 @@
 //! it. This table lists the ops that end there after the default pipeline
 //! (`simplify → decompose → simplify → fuse`) with the CPU backend's options
 //! (`rlx_cpu::compile_options()`: `keep_whole` = softmax, log_softmax, layer_norm,
-//! rms_norm, attention, attention_vjp, and the request `attention_in_f32`). The unit
-//! test below compiles one small graph per `Op` variant (and per condition) and checks
-//! that exactly these ops come out as opaque kernels, so the table cannot drift from
-//! the code silently.
+//! rms_norm, attention, attention_vjp, and the requests `attention_in_f32` and
+//! `attention_vjp_whole_in_f32`). The unit test below compiles one small graph per `Op`
+//! variant (and per condition) and checks that exactly these ops come out as opaque
+//! kernels, so the table cannot drift from the code silently.
 //!
 //! "Oracle" in the last column means the CPU has no kernel of its own: `exec/opaque.rs`
 //! materializes the operands and calls `rlx_ir::interp::eval_op` (correct, element by
@@ -52,9 +52,11 @@
 //!
 //! - `decompose` always lowers `linear` (`FusedMatMulBiasAct`), `cross_entropy` (the CPU
 //!   does not keep it), `softmax`/`log_softmax` over an axis other than the last, and
-//!   `attention_vjp` for dtypes other than f32. That lowering packs dq, dk, dv with a
-//!   `concat` (opaque, unless narrows read the pieces) and copies grouped-query heads
-//!   with a `gather` (opaque).
+//!   `attention_vjp` of f64 (f16/bf16 `attention_vjp` becomes casts around the fused f32
+//!   backward: `decompose::ATTENTION_VJP_WHOLE_IN_F32`, which the CPU asks for; on a
+//!   backend without that request, f16/bf16 are lowered too). That lowering packs dq,
+//!   dk, dv with a `concat` (opaque, unless narrows read the pieces) and copies
+//!   grouped-query heads with a `gather` (opaque).
 //! - `simplify` removes a reduction over no axes (the identity), the one case in which
 //!   `classify` would send a real-dtype `Reduce` to `Opaque`.
 //! - Shape inference rejects the other dtype cases `classify` leaves opaque: activations
@@ -126,6 +128,7 @@ mod tests {
                 "attention",
                 "attention_vjp",
                 "attention_in_f32",
+                "attention_vjp_whole_in_f32",
             ]
             .map(String::from)
             .to_vec(),
@@ -383,8 +386,20 @@ mod tests {
             ),
             s(
                 vjp(2, 2, MaskKind::Causal),
-                qkv(DType::BF16, 4),
+                qkv(DType::F64, 4),
                 LoweredLeaving(&["concat"]),
+            ),
+            // Through f32 (`attention_vjp_whole_in_f32`): casts up, the fused backward,
+            // one rounding of the packed gradients.
+            s(
+                vjp(2, 2, MaskKind::Causal),
+                qkv(DType::BF16, 4),
+                Kernels(&["attention_vjp", "elementwise"]),
+            ),
+            s(
+                vjp(2, 2, MaskKind::Causal),
+                qkv(DType::F16, 4),
+                Kernels(&["attention_vjp", "elementwise"]),
             ),
             // Through f32 (`attention_in_f32`): casts up, the fused kernel, one rounding.
             s(

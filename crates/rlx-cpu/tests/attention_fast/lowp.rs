@@ -87,12 +87,12 @@ fn ulp_at(dt: DType, x: f64) -> f64 {
 
 /// How far the compiled result is from the oracle's, in ulps of the dtype.
 #[derive(Default)]
-struct Tally {
-    elements: usize,
+pub(super) struct Tally {
+    pub(super) elements: usize,
     /// Elements one ulp off.
-    one_ulp: usize,
+    pub(super) one_ulp: usize,
     /// Elements below the cancellation floor that differ at all.
-    small_differ: usize,
+    pub(super) small_differ: usize,
 }
 
 /// Compares element by element; NaN must meet NaN. An element of at least 2⁻⁸ of the
@@ -101,7 +101,7 @@ struct Tally {
 /// error of a few f32 ulps of the row's scale there, which can exceed the dtype's ulp at
 /// the tiny value, so it is held to one ulp at the floor (2⁻⁸ of the largest magnitude)
 /// instead.
-fn compare(got: &TensorData, want: &TensorData, what: &str) -> Tally {
+pub(super) fn compare(got: &TensorData, want: &TensorData, what: &str) -> Tally {
     assert_eq!((got.dtype, &got.dims), (want.dtype, &want.dims), "{what}");
     let dt = got.dtype;
     let half = |t: &TensorData| -> Vec<u16> {
