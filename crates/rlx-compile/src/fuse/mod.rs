@@ -226,8 +226,10 @@ fn classify(g: &Graph, n: &rlx_ir::Node, args: &[(String, Shape)], keep_whole: &
         // Only f32 fuses: other dtypes stay opaque ops, without an epilogue. rlx-cuda
         // launches those through its loop lowering (the tensor-core tile lowering for
         // f16/bf16); the CPU's attention kernel takes f32 only, so the CPU asks decompose
-        // for f16/bf16 attention in f32 (`ATTENTION_IN_F32`: casts around an f32 op that
-        // lands here) and runs what stays opaque (f64) in the oracle interpreter.
+        // for f16/bf16 attention and its backward in f32 (`ATTENTION_IN_F32`,
+        // `ATTENTION_VJP_WHOLE_IN_F32`: casts around an f32 op that lands here) and runs
+        // what stays opaque (f64 attention) in the oracle interpreter; an f64
+        // `attention_vjp` is lowered by decompose.
         Op::Attention { .. } | Op::AttentionVjp { .. } if keeps(&n.op) && dt == DType::F32 => {
             Class::Attention
         }
