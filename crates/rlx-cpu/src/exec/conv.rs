@@ -2,107 +2,213 @@
 //! dilation) for f32 as im2col + GEMM: per image and group, the receptive fields are
 //! unrolled into a column matrix (zeros where the window hangs over the padding) and
 //! multiplied by the group's weights with the strided GEMM.
+//!
+//! [`Geom`] (the geometry checks, the tap walk, im2col) is shared with the two
+//! gradients in `conv_grad.rs`.
 
 use crate::gemm::{MatMut, MatRef, sgemm};
-use rlx_ir::{DType, Op, TensorData};
+use rlx_ir::{ConvAttrs, DType, Op, TensorData};
+
+/// Concrete sizes of one convolution, accepted exactly where the oracle accepts them.
+pub(super) struct Geom {
+    pub(super) n: usize,
+    pub(super) c_in: usize,
+    pub(super) c_out: usize,
+    pub(super) groups: usize,
+    pub(super) in_sp: Vec<usize>,
+    pub(super) k: Vec<usize>,
+    pub(super) out_sp: Vec<usize>,
+    stride: Vec<usize>,
+    pad: Vec<usize>,
+    dil: Vec<usize>,
+}
+
+impl Geom {
+    /// The geometry of a convolution of `x` dims by `w` dims, or `None` where the
+    /// oracle reports an error (it then runs and names the problem).
+    pub(super) fn new(p: &ConvAttrs<'_>, x: &[usize], w: &[usize]) -> Option<Geom> {
+        let sr = p.kernel_size.len();
+        let fits = sr >= 1
+            && p.stride.len() == sr
+            && p.padding.len() == sr
+            && p.dilation.len() == sr
+            && x.len() == sr + 2
+            && w.len() == sr + 2
+            && w[2..] == *p.kernel_size
+            && p.groups > 0
+            && !p.stride.contains(&0)
+            && !p.dilation.contains(&0)
+            && !p.kernel_size.contains(&0)
+            && x[1].is_multiple_of(p.groups)
+            && w[0].is_multiple_of(p.groups)
+            && w[1] * p.groups == x[1];
+        if !fits {
+            return None;
+        }
+        let mut out_sp = Vec::with_capacity(sr);
+        for a in 0..sr {
+            let span = p.dilation[a] * (p.kernel_size[a] - 1) + 1;
+            let padded = x[2 + a] + 2 * p.padding[a];
+            if padded < span {
+                return None;
+            }
+            out_sp.push((padded - span) / p.stride[a] + 1);
+        }
+        Some(Geom {
+            n: x[0],
+            c_in: x[1],
+            c_out: w[0],
+            groups: p.groups,
+            in_sp: x[2..].to_vec(),
+            k: p.kernel_size.to_vec(),
+            out_sp,
+            stride: p.stride.to_vec(),
+            pad: p.padding.to_vec(),
+            dil: p.dilation.to_vec(),
+        })
+    }
+
+    /// `[N, C_out, out…]`.
+    pub(super) fn out_dims(&self) -> Vec<usize> {
+        [self.n, self.c_out]
+            .iter()
+            .chain(&self.out_sp)
+            .copied()
+            .collect()
+    }
+
+    /// Input channels per group.
+    pub(super) fn cig(&self) -> usize {
+        self.c_in / self.groups
+    }
+
+    /// Output channels per group.
+    pub(super) fn cog(&self) -> usize {
+        self.c_out / self.groups
+    }
+
+    /// Taps of one kernel window.
+    pub(super) fn kprod(&self) -> usize {
+        self.k.iter().product()
+    }
+
+    /// Output positions of one image and channel.
+    pub(super) fn osz(&self) -> usize {
+        self.out_sp.iter().product()
+    }
+
+    /// Input positions of one image and channel.
+    pub(super) fn isz(&self) -> usize {
+        self.in_sp.iter().product()
+    }
+
+    /// Rows of a group's column matrix (`C_in/groups · taps`).
+    pub(super) fn rows(&self) -> usize {
+        self.cig() * self.kprod()
+    }
+
+    /// Calls `f(o, Some(i))` for every output position `o` (row-major) whose window
+    /// reads input position `i` (row-major in one channel plane) at the flat kernel
+    /// tap `tap`, and `f(o, None)` where that tap falls in the padding.
+    pub(super) fn walk_tap(&self, tap: usize, mut f: impl FnMut(usize, Option<usize>)) {
+        let sr = self.k.len();
+        let mut kidx = vec![0usize; sr];
+        unravel(tap, &self.k, &mut kidx);
+        // Per axis, the input coordinate of each output coordinate (usize::MAX: padding).
+        let pos: Vec<Vec<usize>> = (0..sr)
+            .map(|a| {
+                (0..self.out_sp[a])
+                    .map(|o| {
+                        let p = (o * self.stride[a] + kidx[a] * self.dil[a]) as isize
+                            - self.pad[a] as isize;
+                        if p < 0 || p as usize >= self.in_sp[a] {
+                            usize::MAX
+                        } else {
+                            p as usize
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let last = sr - 1;
+        let inner = self.out_sp[last];
+        let outer: usize = self.out_sp[..last].iter().product();
+        let mut oidx = vec![0usize; last];
+        for ob in 0..outer {
+            unravel(ob, &self.out_sp[..last], &mut oidx);
+            let mut off = 0usize;
+            let mut inside = true;
+            for a in 0..last {
+                let p = pos[a][oidx[a]];
+                if p == usize::MAX {
+                    inside = false;
+                    break;
+                }
+                off = off * self.in_sp[a] + p;
+            }
+            let base = off * self.in_sp[last];
+            for (j, &p) in pos[last].iter().enumerate() {
+                f(
+                    ob * inner + j,
+                    (inside && p != usize::MAX).then(|| base + p),
+                );
+            }
+        }
+    }
+
+    /// im2col of one image and group: `planes` holds the group's `C_in/groups` input
+    /// planes; row `(ci, tap)` of `cols` (`rows() × osz()`) receives, per output
+    /// position, the input value that tap reads (zero in the padding).
+    pub(super) fn im2col(&self, planes: &[f32], cols: &mut [f32]) {
+        let (isz, osz, kprod) = (self.isz(), self.osz(), self.kprod());
+        for ci in 0..self.cig() {
+            let plane = &planes[ci * isz..][..isz];
+            for k in 0..kprod {
+                let row = &mut cols[(ci * kprod + k) * osz..][..osz];
+                self.walk_tap(k, |o, i| row[o] = i.map_or(0.0, |i| plane[i]));
+            }
+        }
+    }
+}
+
+/// Threads for an `m × n × k` product: the pool's for large ones, else one (the GEMM's
+/// result is the same for every thread count).
+pub(super) fn gemm_threads(m: usize, n: usize, k: usize) -> usize {
+    if m * n * k > 1 << 18 {
+        rayon::current_num_threads()
+    } else {
+        1
+    }
+}
 
 /// `Some(result bytes)` for an f32 convolution this kernel handles, else `None` (the
 /// oracle then runs it and reports any malformed geometry).
 pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<Vec<u8>> {
-    let Op::Conv {
-        kernel_size,
-        stride,
-        padding,
-        dilation,
-        groups,
-    } = op
-    else {
-        return None;
-    };
-    if ins.iter().any(|t| t.dtype != DType::F32) || !(ins.len() == 2 || ins.len() == 3) {
+    if !matches!(op, Op::Conv { .. })
+        || ins.iter().any(|t| t.dtype != DType::F32)
+        || !(ins.len() == 2 || ins.len() == 3)
+    {
         return None;
     }
     let (x, w) = (ins[0], ins[1]);
-    let sr = kernel_size.len();
-    let g = *groups;
-    if sr == 0
-        || x.dims.len() != sr + 2
-        || w.dims.len() != sr + 2
-        || out_dims.len() != sr + 2
-        || g == 0
-    {
+    let geo = Geom::new(&op.conv_attrs()?, &x.dims, &w.dims)?;
+    if geo.out_dims() != out_dims {
         return None;
     }
-    if stride.len() != sr || padding.len() != sr || dilation.len() != sr {
-        return None;
-    }
-    let (n, c_in, c_out) = (x.dims[0], x.dims[1], w.dims[0]);
-    if c_in % g != 0
-        || c_out % g != 0
-        || w.dims[1] != c_in / g
-        || out_dims[0] != n
-        || out_dims[1] != c_out
-    {
-        return None;
-    }
-    if w.dims[2..] != kernel_size[..] {
-        return None;
-    }
-    let in_sp = &x.dims[2..];
-    let out_sp = &out_dims[2..];
-    for s in 0..sr {
-        let span = dilation[s] * (kernel_size[s].max(1) - 1) + 1;
-        let padded = in_sp[s] + 2 * padding[s];
-        let expect = if padded >= span && stride[s] > 0 {
-            (padded - span) / stride[s] + 1
-        } else {
-            0
-        };
-        if expect != out_sp[s] {
-            return None;
-        }
-    }
+    let (n, c_in, c_out, g) = (geo.n, geo.c_in, geo.c_out, geo.groups);
     if let Some(b) = ins.get(2)
         && b.dims != [c_out]
     {
         return None;
     }
-    let (cig, cog) = (c_in / g, c_out / g);
-    let kprod: usize = kernel_size.iter().product();
-    let osz: usize = out_sp.iter().product();
-    let isz: usize = in_sp.iter().product();
+    let (cig, cog, osz, isz, rows) = (geo.cig(), geo.cog(), geo.osz(), geo.isz(), geo.rows());
     let xs = f32s(x);
     let ws = f32s(w);
     let mut y = vec![0f32; n * c_out * osz];
-    let rows = cig * kprod;
     let mut cols = vec![0f32; rows * osz];
-    let mut kidx = vec![0usize; sr];
-    let mut oidx = vec![0usize; sr];
     for ni in 0..n {
         for gi in 0..g {
-            // im2col: row (ci, k) holds, per output position, the input value it reads.
-            for ci in 0..cig {
-                let plane = &xs[((ni * c_in) + gi * cig + ci) * isz..][..isz];
-                for k in 0..kprod {
-                    unravel(k, kernel_size, &mut kidx);
-                    let row = &mut cols[(ci * kprod + k) * osz..][..osz];
-                    for (o, slot) in row.iter_mut().enumerate() {
-                        unravel(o, out_sp, &mut oidx);
-                        let mut off = 0usize;
-                        let mut inside = true;
-                        for s in 0..sr {
-                            let p = (oidx[s] * stride[s] + kidx[s] * dilation[s]) as isize
-                                - padding[s] as isize;
-                            if p < 0 || p as usize >= in_sp[s] {
-                                inside = false;
-                                break;
-                            }
-                            off = off * in_sp[s] + p as usize;
-                        }
-                        *slot = if inside { plane[off] } else { 0.0 };
-                    }
-                }
-            }
+            geo.im2col(&xs[(ni * c_in + gi * cig) * isz..][..cig * isz], &mut cols);
             let a = MatRef {
                 data: ws,
                 rows: cog,
@@ -111,14 +217,7 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
                 col_stride: 1,
                 offset: gi * cog * rows,
             };
-            let b = MatRef {
-                data: &cols,
-                rows,
-                cols: osz,
-                row_stride: osz as isize,
-                col_stride: 1,
-                offset: 0,
-            };
+            let b = MatRef::row_major(&cols, rows, osz);
             let out = MatMut {
                 data: &mut y,
                 rows: cog,
@@ -127,12 +226,7 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
                 col_stride: 1,
                 offset: (ni * c_out + gi * cog) * osz,
             };
-            let threads = if cog * osz * rows > 1 << 18 {
-                rayon::current_num_threads()
-            } else {
-                1
-            };
-            sgemm(1.0, a, b, 0.0, out, threads);
+            sgemm(1.0, a, b, 0.0, out, gemm_threads(cog, osz, rows));
         }
     }
     if let Some(b) = ins.get(2) {
@@ -144,7 +238,12 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
     Some(y.iter().flat_map(|v| v.to_le_bytes()).collect())
 }
 
-fn f32s(t: &TensorData) -> &[f32] {
+/// The f32 elements of an operand, read in place.
+pub(super) fn f32s(t: &TensorData) -> &[f32] {
+    // An empty Vec<u8>'s pointer is dangling with alignment 1.
+    if t.bytes.is_empty() {
+        return &[];
+    }
     // TensorData bytes come from `gather` (a fresh Vec<u8>); read them as f32 when aligned.
     assert!(
         (t.bytes.as_ptr() as usize).is_multiple_of(4),
@@ -156,7 +255,8 @@ fn f32s(t: &TensorData) -> &[f32] {
     unsafe { std::slice::from_raw_parts(t.bytes.as_ptr() as *const f32, t.bytes.len() / 4) }
 }
 
-fn unravel(mut flat: usize, dims: &[usize], idx: &mut [usize]) {
+/// Row-major coordinates of the flat index `flat` in `dims`.
+pub(super) fn unravel(mut flat: usize, dims: &[usize], idx: &mut [usize]) {
     for i in (0..dims.len()).rev() {
         if dims[i] > 0 {
             idx[i] = flat % dims[i];

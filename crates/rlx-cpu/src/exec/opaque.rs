@@ -355,6 +355,8 @@ impl OpaquePlan {
         let bytes = match super::movement::eval(&self.op, &refs, &dims) {
             Some(r) => r?,
             None => match super::conv::eval(&self.op, &refs, &dims)
+                .or_else(|| super::conv_grad::eval(&self.op, &refs, &dims))
+                .or_else(|| super::pool::eval(&self.op, &refs, &dims))
                 .or_else(|| super::scaled::eval(&self.op, &refs, &dims))
                 .map(Ok)
                 .or_else(|| super::nn_ops::eval(&self.op, &refs, &dims))

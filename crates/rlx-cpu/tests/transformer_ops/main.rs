@@ -1,6 +1,7 @@
 //! The native paths behind W11's per-op rows (`rlx-bench --workloads OPS`), each checked
 //! against the oracle and, where it promises the interpreter's bits, against a graph the
 //! fast path does not recognize (so the generic tile code computes it):
+//! - `conv_pool`: the f32 convolution-gradient and pooling kernels against the oracle;
 //! - `copies`: elementwise kernels that only copy through a strided view (`narrow`,
 //!   `transpose`: the q/k/v split), moved row by row;
 //! - `ce_backward`: a softmax cross-entropy's backward epilogue `(p − onehot(label))·s`
@@ -9,6 +10,7 @@
 //! - `row_group`: a norm's or softmax's backward as one row-group kernel.
 
 mod ce_backward;
+mod conv_pool;
 mod copies;
 mod norm_gather;
 mod reduce_jit;

@@ -1,0 +1,132 @@
+//! The two convolution gradients (`Op::ConvGradInput`, `Op::ConvGradWeight`) for f32,
+//! over exactly the geometry of [`super::conv::Geom`] (any number of spatial axes,
+//! stride, padding, dilation, groups), as GEMMs around the forward's im2col:
+//!
+//! - input gradient, per image and group: `cols = W_gᵀ · dY_g`, then col2im adds each
+//!   column entry into the input position its tap read (padding taps dropped), rows in
+//!   (channel, tap) order and positions ascending — a fixed order, so the result does
+//!   not depend on the thread count (nor does the GEMM's);
+//! - weight gradient, per group: `dW_g = Σ_images dY_g · im2col(x)ᵀ`, the images
+//!   accumulated in order by the GEMM's `beta = 1`.
+//!
+//! Both sum in f32 (the oracle sums in f64): the error is that of a GEMM with
+//! `C_out/groups` (input) or `images · out positions` (weight) terms per element.
+
+use super::conv::{Geom, f32s, gemm_threads};
+use crate::gemm::{MatMut, MatRef, sgemm};
+use rlx_ir::{DType, Op, TensorData};
+
+/// `Some(result bytes)` for an f32 convolution gradient this kernel handles, else `None`
+/// (the oracle then runs it and reports any malformed geometry).
+pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<Vec<u8>> {
+    let input = match op {
+        Op::ConvGradInput { .. } => true,
+        Op::ConvGradWeight { .. } => false,
+        _ => return None,
+    };
+    if ins.len() != 3 || ins.iter().any(|t| t.dtype != DType::F32) {
+        return None;
+    }
+    let (x, w, gy) = (ins[0], ins[1], ins[2]);
+    let geo = Geom::new(&op.conv_attrs()?, &x.dims, &w.dims)?;
+    let want = if input { &x.dims } else { &w.dims };
+    if gy.dims != geo.out_dims() || out_dims != &want[..] {
+        return None;
+    }
+    if geo.rows() == 0 || geo.cog() == 0 {
+        // No product terms: the gradient is zero (and the GEMM views would be degenerate).
+        let n: usize = out_dims.iter().product();
+        return Some(vec![0u8; n * 4]);
+    }
+    let out = if input {
+        grad_input(&geo, f32s(w), f32s(gy))
+    } else {
+        grad_weight(&geo, f32s(x), f32s(gy))
+    };
+    Some(out.iter().flat_map(|v| v.to_le_bytes()).collect())
+}
+
+/// `dx = col2im(Wᵀ · dY)` per image and group.
+fn grad_input(geo: &Geom, ws: &[f32], gy: &[f32]) -> Vec<f32> {
+    let (cig, cog, osz, isz, rows, kprod) = (
+        geo.cig(),
+        geo.cog(),
+        geo.osz(),
+        geo.isz(),
+        geo.rows(),
+        geo.kprod(),
+    );
+    let mut dx = vec![0f32; geo.n * geo.c_in * isz];
+    let mut cols = vec![0f32; rows * osz];
+    for ni in 0..geo.n {
+        for gi in 0..geo.groups {
+            // W_g is [cog, rows] row-major; its transpose is read with swapped strides.
+            let a = MatRef {
+                data: ws,
+                rows,
+                cols: cog,
+                row_stride: 1,
+                col_stride: rows as isize,
+                offset: gi * cog * rows,
+            };
+            let b = MatRef {
+                data: gy,
+                rows: cog,
+                cols: osz,
+                row_stride: osz as isize,
+                col_stride: 1,
+                offset: (ni * geo.c_out + gi * cog) * osz,
+            };
+            let c = MatMut::row_major(&mut cols, rows, osz);
+            sgemm(1.0, a, b, 0.0, c, gemm_threads(rows, osz, cog));
+            // col2im: scatter-add each row back into the input plane its channel reads.
+            for ci in 0..cig {
+                let plane = &mut dx[(ni * geo.c_in + gi * cig + ci) * isz..][..isz];
+                for k in 0..kprod {
+                    let row = &cols[(ci * kprod + k) * osz..][..osz];
+                    geo.walk_tap(k, |o, i| {
+                        if let Some(i) = i {
+                            plane[i] += row[o];
+                        }
+                    });
+                }
+            }
+        }
+    }
+    dx
+}
+
+/// `dW_g = Σ_images dY_g · im2col(x)ᵀ` per group.
+fn grad_weight(geo: &Geom, xs: &[f32], gy: &[f32]) -> Vec<f32> {
+    let (cig, cog, osz, isz, rows) = (geo.cig(), geo.cog(), geo.osz(), geo.isz(), geo.rows());
+    let mut dw = vec![0f32; geo.c_out * rows];
+    let mut cols = vec![0f32; rows * osz];
+    for ni in 0..geo.n {
+        for gi in 0..geo.groups {
+            geo.im2col(
+                &xs[(ni * geo.c_in + gi * cig) * isz..][..cig * isz],
+                &mut cols,
+            );
+            let a = MatRef {
+                data: gy,
+                rows: cog,
+                cols: osz,
+                row_stride: osz as isize,
+                col_stride: 1,
+                offset: (ni * geo.c_out + gi * cog) * osz,
+            };
+            let b = MatRef::row_major(&cols, rows, osz).t();
+            let c = MatMut {
+                data: &mut dw,
+                rows: cog,
+                cols: rows,
+                row_stride: rows as isize,
+                col_stride: 1,
+                offset: gi * cog * rows,
+            };
+            let beta = if ni == 0 { 0.0 } else { 1.0 };
+            sgemm(1.0, a, b, beta, c, gemm_threads(cog, rows, osz));
+        }
+    }
+    dw
+}

@@ -1,0 +1,209 @@
+//! Pooling (`Op::Pool`: max, mean, sum) and its gradient (`Op::PoolGrad`) for f32, any
+//! number of spatial axes, with the oracle's semantics and bits:
+//!
+//! - geometry: output size `⌊(size + 2·pad − kernel) / stride⌋ + 1` (no ceil mode),
+//!   `pad ≤ kernel/2`, so every window holds at least one input element unless a
+//!   spatial axis is empty (then max gives -inf, mean and sum an empty sum);
+//! - padded taps are left out of a window; mean divides by the full window size (the
+//!   padding counts as zeros);
+//! - max picks the first maximal element in row-major window order, a NaN counting as
+//!   larger than every number (so the first NaN of a window wins and propagates);
+//! - sums run in f64 in row-major window order, like the oracle's, and round to f32 once;
+//!   the gradients accumulate each input element's terms in f64 in output order (the
+//!   mean's term being `g / window_size`) and round once.
+//!
+//! So the results equal the oracle's bit for bit. Channel planes are independent (a
+//! window never leaves its plane), so they run in parallel without changing any sum.
+
+use super::conv::{f32s, unravel};
+use rayon::prelude::*;
+use rlx_ir::{DType, Op, ReduceOp, TensorData};
+
+/// Concrete sizes of one pooling, accepted exactly where the oracle accepts them.
+struct PoolGeom {
+    planes: usize,
+    in_sp: Vec<usize>,
+    k: Vec<usize>,
+    out_sp: Vec<usize>,
+    stride: Vec<usize>,
+    pad: Vec<usize>,
+}
+
+impl PoolGeom {
+    fn new(x: &[usize], k: &[usize], stride: &[usize], pad: &[usize]) -> Option<PoolGeom> {
+        let sr = k.len();
+        if sr == 0 || stride.len() != sr || pad.len() != sr || x.len() != sr + 2 {
+            return None;
+        }
+        let mut out_sp = Vec::with_capacity(sr);
+        for a in 0..sr {
+            let padded = x[2 + a] + 2 * pad[a];
+            if k[a] == 0 || stride[a] == 0 || pad[a] * 2 > k[a] || padded < k[a] {
+                return None;
+            }
+            out_sp.push((padded - k[a]) / stride[a] + 1);
+        }
+        Some(PoolGeom {
+            planes: x[0] * x[1],
+            in_sp: x[2..].to_vec(),
+            k: k.to_vec(),
+            out_sp,
+            stride: stride.to_vec(),
+            pad: pad.to_vec(),
+        })
+    }
+
+    fn isz(&self) -> usize {
+        self.in_sp.iter().product()
+    }
+
+    fn osz(&self) -> usize {
+        self.out_sp.iter().product()
+    }
+
+    /// Calls `f(o, window)` for every output position `o` of one plane (row-major),
+    /// `window` listing the in-plane offsets of the input elements it covers in
+    /// row-major window order (padded taps left out, so never empty).
+    fn for_each_window(&self, mut f: impl FnMut(usize, &[usize])) {
+        let sr = self.k.len();
+        let mut oidx = vec![0usize; sr];
+        let (mut lo, mut hi) = (vec![0usize; sr], vec![0usize; sr]);
+        let mut at = vec![0usize; sr];
+        let mut window = Vec::with_capacity(self.k.iter().product());
+        for o in 0..self.osz() {
+            unravel(o, &self.out_sp, &mut oidx);
+            // With a dilation of 1 the covered input positions of an axis are one range.
+            for a in 0..sr {
+                let start = (oidx[a] * self.stride[a]) as isize - self.pad[a] as isize;
+                let end = start + self.k[a] as isize;
+                lo[a] = start.max(0) as usize;
+                hi[a] = (end.min(self.in_sp[a] as isize)).max(lo[a] as isize) as usize;
+            }
+            window.clear();
+            if (0..sr).all(|a| lo[a] < hi[a]) {
+                at.copy_from_slice(&lo);
+                'odometer: loop {
+                    let off = at.iter().zip(&self.in_sp).fold(0, |o, (&p, &n)| o * n + p);
+                    window.push(off);
+                    for a in (0..sr).rev() {
+                        at[a] += 1;
+                        if at[a] < hi[a] {
+                            continue 'odometer;
+                        }
+                        at[a] = lo[a];
+                    }
+                    break;
+                }
+            }
+            f(o, &window);
+        }
+    }
+}
+
+/// The oracle's max rule: the first maximal element in window order, a NaN counting as
+/// larger than every number.
+fn argmax(x: &[f32], window: &[usize]) -> usize {
+    let mut best = window[0];
+    for &i in &window[1..] {
+        if !x[best].is_nan() && (x[i].is_nan() || x[i] > x[best]) {
+            best = i;
+        }
+    }
+    best
+}
+
+/// `Some(result bytes)` for an f32 pool or pool gradient this kernel handles, else
+/// `None` (the oracle then runs it and reports any malformed geometry or kind).
+pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<Vec<u8>> {
+    let (kind, k, stride, pad, grad) = match op {
+        Op::Pool {
+            kind,
+            kernel_size,
+            stride,
+            padding,
+        } => (*kind, kernel_size, stride, padding, false),
+        Op::PoolGrad {
+            kind,
+            kernel_size,
+            stride,
+            padding,
+        } => (*kind, kernel_size, stride, padding, true),
+        _ => return None,
+    };
+    if !matches!(kind, ReduceOp::Max | ReduceOp::Mean | ReduceOp::Sum)
+        || ins.len() != 1 + grad as usize
+        || ins.iter().any(|t| t.dtype != DType::F32)
+    {
+        return None;
+    }
+    let x = ins[0];
+    let geo = PoolGeom::new(&x.dims, k, stride, pad)?;
+    let mut y_dims = x.dims[..2].to_vec();
+    y_dims.extend_from_slice(&geo.out_sp);
+    let out = if grad {
+        if ins[1].dims != y_dims || out_dims != x.dims {
+            return None;
+        }
+        backward(&geo, kind, f32s(x), f32s(ins[1]))
+    } else {
+        if out_dims != y_dims {
+            return None;
+        }
+        forward(&geo, kind, f32s(x))
+    };
+    Some(out.iter().flat_map(|v| v.to_le_bytes()).collect())
+}
+
+/// The oracle's rounding of an f64 result to f32 (through f64 and back, so a NaN's
+/// payload changes exactly as there).
+fn round(v: f64) -> f32 {
+    v as f32 as f64 as f32
+}
+
+fn forward(geo: &PoolGeom, kind: ReduceOp, xs: &[f32]) -> Vec<f32> {
+    let (isz, osz) = (geo.isz(), geo.osz());
+    let size = geo.k.iter().product::<usize>() as f64;
+    let mut y = vec![0f32; geo.planes * osz];
+    if osz == 0 {
+        return y;
+    }
+    y.par_chunks_mut(osz).enumerate().for_each(|(p, yp)| {
+        let xp = &xs[p * isz..][..isz];
+        geo.for_each_window(|o, w| {
+            yp[o] = match kind {
+                // A window over padding only (an empty spatial axis) is the oracle's -inf.
+                ReduceOp::Max if w.is_empty() => f32::NEG_INFINITY,
+                ReduceOp::Max => round(xp[argmax(xp, w)] as f64),
+                ReduceOp::Mean => round(w.iter().map(|&i| xp[i] as f64).sum::<f64>() / size),
+                _ => round(w.iter().map(|&i| xp[i] as f64).sum::<f64>()),
+            };
+        });
+    });
+    y
+}
+
+fn backward(geo: &PoolGeom, kind: ReduceOp, xs: &[f32], gy: &[f32]) -> Vec<f32> {
+    let (isz, osz) = (geo.isz(), geo.osz());
+    let size = geo.k.iter().product::<usize>() as f64;
+    let mut dx = vec![0f32; geo.planes * isz];
+    if isz == 0 {
+        return dx;
+    }
+    dx.par_chunks_mut(isz).enumerate().for_each(|(p, dxp)| {
+        let xp = &xs[p * isz..][..isz];
+        let gp = &gy[p * osz..][..osz];
+        let mut acc = vec![0f64; isz];
+        geo.for_each_window(|o, w| {
+            let g = gp[o] as f64;
+            match kind {
+                ReduceOp::Max => acc[argmax(xp, w)] += g,
+                ReduceOp::Mean => w.iter().for_each(|&i| acc[i] += g / size),
+                _ => w.iter().for_each(|&i| acc[i] += g),
+            }
+        });
+        for (d, a) in dxp.iter_mut().zip(&acc) {
+            *d = round(*a);
+        }
+    });
+    dx
+}
