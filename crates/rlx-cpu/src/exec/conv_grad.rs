@@ -7,13 +7,15 @@
 //!   (channel, tap) order and positions ascending — a fixed order, so the result does
 //!   not depend on the thread count (nor does the GEMM's);
 //! - weight gradient, per group: `dW_g = Σ_images dY_g · im2col(x)ᵀ`, the images
-//!   accumulated in order by the GEMM's `beta = 1`.
+//!   accumulated in order by the GEMM's `beta = 1` within at most eight fixed image
+//!   ranges, whose partial sums are then added in order (the ranges run in parallel).
 //!
 //! Both sum in f32 (the oracle sums in f64): the error is that of a GEMM with
 //! `C_out/groups` (input) or `images · out positions` (weight) terms per element.
 
 use super::conv::{Geom, f32s, gemm_threads};
 use crate::gemm::{MatMut, MatRef, sgemm};
+use rayon::prelude::*;
 use rlx_ir::{DType, Op, TensorData};
 
 /// `Some(result bytes)` for an f32 convolution gradient this kernel handles, else `None`
@@ -46,8 +48,44 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
     Some(out.iter().flat_map(|v| v.to_le_bytes()).collect())
 }
 
-/// `dx = col2im(Wᵀ · dY)` per image and group.
+/// `dx = col2im(Wᵀ · dY)` per image and group. Images are independent (each writes
+/// only its own slab of `dx`): with at least as many images as threads they run in
+/// parallel with a one-thread GEMM each, else one after another with the GEMM's threads;
+/// the GEMM's result does not depend on its thread count, so neither does `dx`.
 fn grad_input(geo: &Geom, ws: &[f32], gy: &[f32]) -> Vec<f32> {
+    let (osz, isz, rows, cog) = (geo.osz(), geo.isz(), geo.rows(), geo.cog());
+    let slab = geo.c_in * isz;
+    let mut dx = vec![0f32; geo.n * slab];
+    if slab == 0 {
+        return dx;
+    }
+    let threads = rayon::current_num_threads();
+    if geo.n >= threads && threads > 1 {
+        dx.par_chunks_mut(slab).enumerate().for_each_init(
+            || vec![0f32; rows * osz],
+            |cols, (ni, dxi)| image_grad_input(geo, ws, gy, ni, dxi, cols, 1),
+        );
+    } else {
+        let mut cols = vec![0f32; rows * osz];
+        let t = gemm_threads(rows, osz, cog);
+        for (ni, dxi) in dx.chunks_mut(slab).enumerate() {
+            image_grad_input(geo, ws, gy, ni, dxi, &mut cols, t);
+        }
+    }
+    dx
+}
+
+/// One image's input gradient into its slab `dxi` (`C_in` planes), `cols` a
+/// `rows() × osz()` scratch.
+fn image_grad_input(
+    geo: &Geom,
+    ws: &[f32],
+    gy: &[f32],
+    ni: usize,
+    dxi: &mut [f32],
+    cols: &mut [f32],
+    threads: usize,
+) {
     let (cig, cog, osz, isz, rows, kprod) = (
         geo.cig(),
         geo.cog(),
@@ -56,57 +94,94 @@ fn grad_input(geo: &Geom, ws: &[f32], gy: &[f32]) -> Vec<f32> {
         geo.rows(),
         geo.kprod(),
     );
-    let mut dx = vec![0f32; geo.n * geo.c_in * isz];
-    let mut cols = vec![0f32; rows * osz];
-    for ni in 0..geo.n {
-        for gi in 0..geo.groups {
-            // W_g is [cog, rows] row-major; its transpose is read with swapped strides.
-            let a = MatRef {
-                data: ws,
-                rows,
-                cols: cog,
-                row_stride: 1,
-                col_stride: rows as isize,
-                offset: gi * cog * rows,
-            };
-            let b = MatRef {
-                data: gy,
-                rows: cog,
-                cols: osz,
-                row_stride: osz as isize,
-                col_stride: 1,
-                offset: (ni * geo.c_out + gi * cog) * osz,
-            };
-            let c = MatMut::row_major(&mut cols, rows, osz);
-            sgemm(1.0, a, b, 0.0, c, gemm_threads(rows, osz, cog));
-            // col2im: scatter-add each row back into the input plane its channel reads.
-            for ci in 0..cig {
-                let plane = &mut dx[(ni * geo.c_in + gi * cig + ci) * isz..][..isz];
-                for k in 0..kprod {
-                    let row = &cols[(ci * kprod + k) * osz..][..osz];
-                    geo.walk_tap(k, |o, i| {
-                        if let Some(i) = i {
-                            plane[i] += row[o];
-                        }
-                    });
-                }
+    for gi in 0..geo.groups {
+        // W_g is [cog, rows] row-major; its transpose is read with swapped strides.
+        let a = MatRef {
+            data: ws,
+            rows,
+            cols: cog,
+            row_stride: 1,
+            col_stride: rows as isize,
+            offset: gi * cog * rows,
+        };
+        let b = MatRef {
+            data: gy,
+            rows: cog,
+            cols: osz,
+            row_stride: osz as isize,
+            col_stride: 1,
+            offset: (ni * geo.c_out + gi * cog) * osz,
+        };
+        let c = MatMut::row_major(cols, rows, osz);
+        sgemm(1.0, a, b, 0.0, c, threads);
+        // col2im: scatter-add each row back into the input plane its channel reads.
+        for ci in 0..cig {
+            let plane = &mut dxi[(gi * cig + ci) * isz..][..isz];
+            for k in 0..kprod {
+                let row = &cols[(ci * kprod + k) * osz..][..osz];
+                geo.walk_tap(k, |o, i| {
+                    if let Some(i) = i {
+                        plane[i] += row[o];
+                    }
+                });
             }
         }
     }
-    dx
 }
 
-/// `dW_g = Σ_images dY_g · im2col(x)ᵀ` per group.
+/// Image ranges of the weight gradient summed separately (then added in order): a
+/// fixed count, so the result is the same for every thread count.
+const WEIGHT_PARTS: usize = 8;
+
+/// `dW_g = Σ_images dY_g · im2col(x)ᵀ` per group. The images are cut into at most
+/// [`WEIGHT_PARTS`] consecutive ranges; each range accumulates its images in order
+/// (GEMM `beta = 1`) into a partial sum, the ranges run in parallel (one-thread GEMMs)
+/// when there are several threads, and the partial sums are added in range order.
 fn grad_weight(geo: &Geom, xs: &[f32], gy: &[f32]) -> Vec<f32> {
+    let (osz, rows, cog) = (geo.osz(), geo.rows(), geo.cog());
+    let size = geo.c_out * rows;
+    let parts = geo.n.clamp(1, WEIGHT_PARTS);
+    let range = |p: usize| p * geo.n / parts..(p + 1) * geo.n / parts;
+    let mut partial = vec![0f32; parts * size];
+    let threads = rayon::current_num_threads();
+    if parts > 1 && threads > 1 {
+        partial.par_chunks_mut(size).enumerate().for_each_init(
+            || vec![0f32; rows * osz],
+            |cols, (p, dw)| images_grad_weight(geo, xs, gy, range(p), dw, cols, 1),
+        );
+    } else {
+        let mut cols = vec![0f32; rows * osz];
+        let t = gemm_threads(cog, rows, osz);
+        for (p, dw) in partial.chunks_mut(size).enumerate() {
+            images_grad_weight(geo, xs, gy, range(p), dw, &mut cols, t);
+        }
+    }
+    let (dw, rest) = partial.split_at_mut(size);
+    for part in rest.chunks(size) {
+        for (d, v) in dw.iter_mut().zip(part) {
+            *d += v;
+        }
+    }
+    partial.truncate(size);
+    partial
+}
+
+/// The weight gradient of the images `images` into `dw` (`C_out × rows()`, overwritten
+/// by the first image), `cols` a `rows() × osz()` scratch.
+fn images_grad_weight(
+    geo: &Geom,
+    xs: &[f32],
+    gy: &[f32],
+    images: std::ops::Range<usize>,
+    dw: &mut [f32],
+    cols: &mut [f32],
+    threads: usize,
+) {
     let (cig, cog, osz, isz, rows) = (geo.cig(), geo.cog(), geo.osz(), geo.isz(), geo.rows());
-    let mut dw = vec![0f32; geo.c_out * rows];
-    let mut cols = vec![0f32; rows * osz];
-    for ni in 0..geo.n {
+    let first = images.start;
+    for ni in images {
         for gi in 0..geo.groups {
-            geo.im2col(
-                &xs[(ni * geo.c_in + gi * cig) * isz..][..cig * isz],
-                &mut cols,
-            );
+            geo.im2col(&xs[(ni * geo.c_in + gi * cig) * isz..][..cig * isz], cols);
             let a = MatRef {
                 data: gy,
                 rows: cog,
@@ -115,18 +190,17 @@ fn grad_weight(geo: &Geom, xs: &[f32], gy: &[f32]) -> Vec<f32> {
                 col_stride: 1,
                 offset: (ni * geo.c_out + gi * cog) * osz,
             };
-            let b = MatRef::row_major(&cols, rows, osz).t();
+            let b = MatRef::row_major(cols, rows, osz).t();
             let c = MatMut {
-                data: &mut dw,
+                data: &mut *dw,
                 rows: cog,
                 cols: rows,
                 row_stride: rows as isize,
                 col_stride: 1,
                 offset: gi * cog * rows,
             };
-            let beta = if ni == 0 { 0.0 } else { 1.0 };
-            sgemm(1.0, a, b, beta, c, gemm_threads(cog, rows, osz));
+            let beta = if ni == first { 0.0 } else { 1.0 };
+            sgemm(1.0, a, b, beta, c, threads);
         }
     }
-    dw
 }

@@ -401,3 +401,60 @@ fn pooling_over_an_empty_spatial_axis_matches_the_oracle() {
         pool_bits_match("empty axis", &c, kind, &x, &mut rng);
     }
 }
+
+#[test]
+fn conv_gradients_and_pooling_have_the_same_bits_for_one_two_and_three_threads() {
+    // Several images take the parallel paths (images of the input gradient, image
+    // ranges of the weight gradient) when the pool has threads; pooling is included
+    // so that a future parallel plane loop is held to the same rule.
+    let mut rng = Rng::new(77);
+    let (xd, wd, yd) = ([5, 4, 9, 7], [6, 2, 3, 3], [5, 6, 5, 7]);
+    let mut g = Graph::new("threads");
+    let x = g.input("x", Shape::new(&xd, DType::F32));
+    let w = g.input("w", Shape::new(&wd, DType::F32));
+    let gy = g.input("gy", Shape::new(&yd, DType::F32));
+    let attrs = (vec![3, 3], vec![2, 1], vec![1, 1], vec![1, 1], 2);
+    let gi = Op::ConvGradInput {
+        kernel_size: attrs.0.clone(),
+        stride: attrs.1.clone(),
+        padding: attrs.2.clone(),
+        dilation: attrs.3.clone(),
+        groups: attrs.4,
+    };
+    let gw = Op::ConvGradWeight {
+        kernel_size: attrs.0,
+        stride: attrs.1,
+        padding: attrs.2,
+        dilation: attrs.3,
+        groups: attrs.4,
+    };
+    let pool = Op::Pool {
+        kind: ReduceOp::Mean,
+        kernel_size: vec![3, 2],
+        stride: vec![2, 2],
+        padding: vec![1, 1],
+    };
+    let dx = op(&mut g, gi, vec![x, w, gy]);
+    let dw = op(&mut g, gw, vec![x, w, gy]);
+    let p = op(&mut g, pool, vec![x]);
+    g.set_outputs(vec![dx, dw, p]);
+    let args = vec![
+        f32_data(&mut rng, &xd),
+        f32_data(&mut rng, &wd),
+        f32_data(&mut rng, &yd),
+    ];
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| run(&g, &args))
+    };
+    let one = on(1);
+    for threads in [2, 3] {
+        let many = on(threads);
+        for (k, (a, b)) in one.iter().zip(&many).enumerate() {
+            assert_eq!(bits(a), bits(b), "output {k}: 1 vs {threads} threads");
+        }
+    }
+}
