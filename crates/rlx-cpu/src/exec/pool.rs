@@ -16,11 +16,14 @@
 //! window never leaves its plane) and run one after another: rayon over the planes
 //! (same bits) measured 3x slower with two threads than this loop on the shared
 //! 2-vCPU VM of 2026-12-03 (LeNet 2x2 max pool, 64x32x28x28: 30 vs 10 ms, three
-//! interleaved rounds), though faster with one pool thread; not kept until measured
-//! on a quiet machine.
+//! interleaved rounds, before the window table), though faster with one pool thread;
+//! not kept until measured on a quiet machine.
 
 use super::conv::{f32s, unravel};
 use rlx_ir::{DType, Op, ReduceOp, TensorData};
+
+/// Most window offsets [`PoolGeom::table`] precomputes (16 MiB).
+const TABLE_MAX: usize = 1 << 21;
 
 /// Concrete sizes of one pooling, accepted exactly where the oracle accepts them.
 struct PoolGeom {
@@ -101,6 +104,38 @@ impl PoolGeom {
             f(o, &window);
         }
     }
+
+    /// The windows of one plane as a table (`starts[o]..starts[o + 1]` of `offs`), when
+    /// it holds at most [`TABLE_MAX`] offsets: every plane has the same windows, so the
+    /// walk is done once per op instead of once per plane.
+    fn table(&self) -> Option<(Vec<usize>, Vec<usize>)> {
+        if self.osz().checked_mul(self.k.iter().product())? > TABLE_MAX {
+            return None;
+        }
+        let mut starts = vec![0];
+        let mut offs = Vec::new();
+        self.for_each_window(|_, w| {
+            offs.extend_from_slice(w);
+            starts.push(offs.len());
+        });
+        Some((starts, offs))
+    }
+
+    /// [`Self::for_each_window`], read from `table` when there is one.
+    fn each_window(
+        &self,
+        table: Option<&(Vec<usize>, Vec<usize>)>,
+        mut f: impl FnMut(usize, &[usize]),
+    ) {
+        match table {
+            Some((starts, offs)) => {
+                for (o, se) in starts.windows(2).enumerate() {
+                    f(o, &offs[se[0]..se[1]]);
+                }
+            }
+            None => self.for_each_window(f),
+        }
+    }
 }
 
 /// The oracle's max rule: the first maximal element in window order, a NaN counting as
@@ -170,9 +205,10 @@ fn forward(geo: &PoolGeom, kind: ReduceOp, xs: &[f32]) -> Vec<f32> {
     if osz == 0 {
         return y;
     }
+    let table = geo.table();
     y.chunks_mut(osz).enumerate().for_each(|(p, yp)| {
         let xp = &xs[p * isz..][..isz];
-        geo.for_each_window(|o, w| {
+        geo.each_window(table.as_ref(), |o, w| {
             yp[o] = match kind {
                 // A window over padding only (an empty spatial axis) is the oracle's -inf.
                 ReduceOp::Max if w.is_empty() => f32::NEG_INFINITY,
@@ -192,11 +228,12 @@ fn backward(geo: &PoolGeom, kind: ReduceOp, xs: &[f32], gy: &[f32]) -> Vec<f32> 
     if isz == 0 {
         return dx;
     }
+    let table = geo.table();
     dx.chunks_mut(isz).enumerate().for_each(|(p, dxp)| {
         let xp = &xs[p * isz..][..isz];
         let gp = &gy[p * osz..][..osz];
         let mut acc = vec![0f64; isz];
-        geo.for_each_window(|o, w| {
+        geo.each_window(table.as_ref(), |o, w| {
             let g = gp[o] as f64;
             match kind {
                 ReduceOp::Max => acc[argmax(xp, w)] += g,
