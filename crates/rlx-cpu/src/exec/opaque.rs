@@ -7,9 +7,10 @@
 //! dense table copies only the selected rows, `rope` rotates dense rows in place
 //! (see [`super::rope`]), and the scaled low-precision ops read dense operands in place
 //! and write their result straight into the output (see [`super::scaled`]). Every other
-//! op runs on materialized operands — natively for f32 convolution (im2col + GEMM) and
-//! strided scaled operands, else through the oracle's `eval_op` (correct, slow) —
-//! writing the result once.
+//! op runs on materialized operands — natively for f32 convolution and its two
+//! gradients (im2col + GEMM, [`super::conv`], [`super::conv_grad`]), f32 pooling and its
+//! gradient ([`super::pool`]) and strided scaled operands, else through the oracle's
+//! `eval_op` (correct, slow) — writing the result once.
 
 use super::copy::{Copies, FineView, Job, Src, dense_strides, fine_view};
 use super::loads::plan_load;
