@@ -7,74 +7,25 @@
 //! gradients in `conv_grad.rs`.
 
 use crate::gemm::{MatMut, MatRef, sgemm};
-use rlx_ir::{ConvAttrs, DType, Op, TensorData};
+use rlx_ir::interp::{ConvGeom, conv_geometry};
+use rlx_ir::{DType, Op, TensorData};
 
-/// Concrete sizes of one convolution, accepted exactly where the oracle accepts them.
-pub(super) struct Geom {
-    pub(super) n: usize,
-    pub(super) c_in: usize,
-    pub(super) c_out: usize,
-    pub(super) groups: usize,
-    pub(super) in_sp: Vec<usize>,
-    pub(super) k: Vec<usize>,
-    pub(super) out_sp: Vec<usize>,
-    stride: Vec<usize>,
-    pad: Vec<usize>,
-    dil: Vec<usize>,
+/// Concrete sizes of one convolution: the oracle's [`ConvGeom`] (so the kernels accept
+/// exactly the geometry the oracle accepts), with the index walks the kernels share.
+pub(super) struct Geom(ConvGeom);
+
+impl std::ops::Deref for Geom {
+    type Target = ConvGeom;
+    fn deref(&self) -> &ConvGeom {
+        &self.0
+    }
 }
 
 impl Geom {
-    /// The geometry of a convolution of `x` dims by `w` dims, or `None` where the
+    /// The geometry of convolution `op` of `x` dims by `w` dims, or `None` where the
     /// oracle reports an error (it then runs and names the problem).
-    pub(super) fn new(p: &ConvAttrs<'_>, x: &[usize], w: &[usize]) -> Option<Geom> {
-        let sr = p.kernel_size.len();
-        let fits = sr >= 1
-            && p.stride.len() == sr
-            && p.padding.len() == sr
-            && p.dilation.len() == sr
-            && x.len() == sr + 2
-            && w.len() == sr + 2
-            && w[2..] == *p.kernel_size
-            && p.groups > 0
-            && !p.stride.contains(&0)
-            && !p.dilation.contains(&0)
-            && !p.kernel_size.contains(&0)
-            && x[1].is_multiple_of(p.groups)
-            && w[0].is_multiple_of(p.groups)
-            && w[1] * p.groups == x[1];
-        if !fits {
-            return None;
-        }
-        let mut out_sp = Vec::with_capacity(sr);
-        for a in 0..sr {
-            let span = p.dilation[a] * (p.kernel_size[a] - 1) + 1;
-            let padded = x[2 + a] + 2 * p.padding[a];
-            if padded < span {
-                return None;
-            }
-            out_sp.push((padded - span) / p.stride[a] + 1);
-        }
-        Some(Geom {
-            n: x[0],
-            c_in: x[1],
-            c_out: w[0],
-            groups: p.groups,
-            in_sp: x[2..].to_vec(),
-            k: p.kernel_size.to_vec(),
-            out_sp,
-            stride: p.stride.to_vec(),
-            pad: p.padding.to_vec(),
-            dil: p.dilation.to_vec(),
-        })
-    }
-
-    /// `[N, C_out, out…]`.
-    pub(super) fn out_dims(&self) -> Vec<usize> {
-        [self.n, self.c_out]
-            .iter()
-            .chain(&self.out_sp)
-            .copied()
-            .collect()
+    pub(super) fn new(op: &Op, x: &[usize], w: &[usize]) -> Option<Geom> {
+        conv_geometry(op, x, w, &op.conv_attrs()?).ok().map(Geom)
     }
 
     /// Input channels per group.
@@ -191,7 +142,7 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
         return None;
     }
     let (x, w) = (ins[0], ins[1]);
-    let geo = Geom::new(&op.conv_attrs()?, &x.dims, &w.dims)?;
+    let geo = Geom::new(op, &x.dims, &w.dims)?;
     if geo.out_dims() != out_dims {
         return None;
     }

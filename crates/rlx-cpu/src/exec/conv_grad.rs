@@ -30,7 +30,7 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
         return None;
     }
     let (x, w, gy) = (ins[0], ins[1], ins[2]);
-    let geo = Geom::new(&op.conv_attrs()?, &x.dims, &w.dims)?;
+    let geo = Geom::new(op, &x.dims, &w.dims)?;
     let want = if input { &x.dims } else { &w.dims };
     if gy.dims != geo.out_dims() || out_dims != &want[..] {
         return None;

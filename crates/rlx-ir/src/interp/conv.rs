@@ -146,29 +146,47 @@ fn out_size(n: usize, k: usize, s: usize, p: usize, d: usize) -> Option<usize> {
     (n + 2 * p >= span && s > 0 && k > 0).then(|| (n + 2 * p - span) / s + 1)
 }
 
-/// Concrete sizes of one convolution.
-struct ConvGeom {
-    n: usize,
-    c_in: usize,
-    c_out: usize,
-    groups: usize,
-    in_sp: Vec<usize>,
-    k: Vec<usize>,
-    out_sp: Vec<usize>,
-    stride: Vec<usize>,
-    pad: Vec<usize>,
-    dil: Vec<usize>,
+/// Concrete sizes of one convolution (`Op::Conv` and its two gradients), as the oracle
+/// checks them ([`conv_geometry`]). Backends with their own convolution kernels take
+/// the geometry from here, so they accept exactly what the oracle accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConvGeom {
+    /// Images.
+    pub n: usize,
+    /// Input channels.
+    pub c_in: usize,
+    /// Output channels.
+    pub c_out: usize,
+    /// Channel groups (both channel counts are multiples of it).
+    pub groups: usize,
+    /// Input extent of each spatial axis.
+    pub in_sp: Vec<usize>,
+    /// Kernel extent of each spatial axis.
+    pub k: Vec<usize>,
+    /// Output extent of each spatial axis.
+    pub out_sp: Vec<usize>,
+    /// Stride of each spatial axis (≥ 1).
+    pub stride: Vec<usize>,
+    /// Zero padding on both sides of each spatial axis.
+    pub pad: Vec<usize>,
+    /// Dilation of each spatial axis (≥ 1).
+    pub dil: Vec<usize>,
 }
 
 impl ConvGeom {
-    fn out_dims(&self) -> Vec<usize> {
+    /// `[N, C_out, out…]`.
+    pub fn out_dims(&self) -> Vec<usize> {
         let mut d = vec![self.n, self.c_out];
         d.extend_from_slice(&self.out_sp);
         d
     }
 }
 
-fn conv_geometry(op: &Op, x: &[usize], w: &[usize], p: &ConvAttrs<'_>) -> IrResult<ConvGeom> {
+/// The geometry of convolution `op` (attributes `p`) of an input of dims `x` by weights of
+/// dims `w`, or the error that names what does not fit: x must be `[N, C, spatial…]`,
+/// w `[C_out, C/groups, kernel…]` with one stride/padding/dilation entry per spatial axis
+/// (stride and dilation ≥ 1) and every padded spatial axis at least the dilated kernel.
+pub fn conv_geometry(op: &Op, x: &[usize], w: &[usize], p: &ConvAttrs<'_>) -> IrResult<ConvGeom> {
     let sr = p.kernel_size.len();
     let fits = sr >= 1
         && p.stride.len() == sr
