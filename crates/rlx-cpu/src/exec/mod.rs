@@ -7,6 +7,7 @@ mod contract;
 mod conv;
 mod conv_grad;
 mod copy;
+mod cumsum;
 mod ew;
 mod gemv;
 mod loads;

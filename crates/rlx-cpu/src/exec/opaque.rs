@@ -358,6 +358,7 @@ impl OpaquePlan {
             None => match super::conv::eval(&self.op, &refs, &dims)
                 .or_else(|| super::conv_grad::eval(&self.op, &refs, &dims))
                 .or_else(|| super::pool::eval(&self.op, &refs, &dims))
+                .or_else(|| super::cumsum::eval(&self.op, &refs, &dims))
                 .or_else(|| super::scaled::eval(&self.op, &refs, &dims))
                 .map(Ok)
                 .or_else(|| super::nn_ops::eval(&self.op, &refs, &dims))

@@ -2,6 +2,7 @@
 //! against the oracle and, where it promises the interpreter's bits, against a graph the
 //! fast path does not recognize (so the generic tile code computes it):
 //! - `conv_pool`: the f32 convolution-gradient and pooling kernels against the oracle;
+//! - `cumsum`: the running-sum kernel against the oracle's bytes;
 //! - `copies`: elementwise kernels that only copy through a strided view (`narrow`,
 //!   `transpose`: the q/k/v split), moved row by row;
 //! - `ce_backward`: a softmax cross-entropy's backward epilogue `(p − onehot(label))·s`
@@ -12,6 +13,7 @@
 mod ce_backward;
 mod conv_pool;
 mod copies;
+mod cumsum;
 mod norm_gather;
 mod reduce_jit;
 mod row_group;
