@@ -11,13 +11,23 @@ use rlx_ir::interp::{ConvGeom, conv_geometry};
 use rlx_ir::{DType, Op, TensorData};
 
 /// Concrete sizes of one convolution: the oracle's [`ConvGeom`] (so the kernels accept
-/// exactly the geometry the oracle accepts), with the index walks the kernels share.
-pub(super) struct Geom(ConvGeom);
+/// exactly the geometry the oracle accepts), with the tap table the kernels share.
+pub(super) struct Geom {
+    geom: ConvGeom,
+    /// Row `tap` (`osz()` entries): the in-plane input position each output position
+    /// reads at that kernel tap, [`PADDING`] where the tap falls in the padding. Every
+    /// image, group and channel reads the same positions, so im2col and col2im look
+    /// them up instead of walking the window per plane.
+    taps: Vec<usize>,
+}
+
+/// A [`Geom::tap_row`] entry whose tap lies in the zero padding.
+pub(super) const PADDING: usize = usize::MAX;
 
 impl std::ops::Deref for Geom {
     type Target = ConvGeom;
     fn deref(&self) -> &ConvGeom {
-        &self.0
+        &self.geom
     }
 }
 
@@ -25,7 +35,18 @@ impl Geom {
     /// The geometry of convolution `op` of `x` dims by `w` dims, or `None` where the
     /// oracle reports an error (it then runs and names the problem).
     pub(super) fn new(op: &Op, x: &[usize], w: &[usize]) -> Option<Geom> {
-        conv_geometry(op, x, w, &op.conv_attrs()?).ok().map(Geom)
+        let geom = conv_geometry(op, x, w, &op.conv_attrs()?).ok()?;
+        let mut taps = Vec::new();
+        for tap in 0..geom.k.iter().product() {
+            push_tap_row(&geom, tap, &mut taps);
+        }
+        Some(Geom { geom, taps })
+    }
+
+    /// The input position each output position reads at kernel tap `tap` (row-major in
+    /// one channel plane), [`PADDING`] in the padding.
+    pub(super) fn tap_row(&self, tap: usize) -> &[usize] {
+        &self.taps[tap * self.osz()..][..self.osz()]
     }
 
     /// Input channels per group.
@@ -58,55 +79,6 @@ impl Geom {
         self.cig() * self.kprod()
     }
 
-    /// Calls `f(o, Some(i))` for every output position `o` (row-major) whose window
-    /// reads input position `i` (row-major in one channel plane) at the flat kernel
-    /// tap `tap`, and `f(o, None)` where that tap falls in the padding.
-    pub(super) fn walk_tap(&self, tap: usize, mut f: impl FnMut(usize, Option<usize>)) {
-        let sr = self.k.len();
-        let mut kidx = vec![0usize; sr];
-        unravel(tap, &self.k, &mut kidx);
-        // Per axis, the input coordinate of each output coordinate (usize::MAX: padding).
-        let pos: Vec<Vec<usize>> = (0..sr)
-            .map(|a| {
-                (0..self.out_sp[a])
-                    .map(|o| {
-                        let p = (o * self.stride[a] + kidx[a] * self.dil[a]) as isize
-                            - self.pad[a] as isize;
-                        if p < 0 || p as usize >= self.in_sp[a] {
-                            usize::MAX
-                        } else {
-                            p as usize
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        let last = sr - 1;
-        let inner = self.out_sp[last];
-        let outer: usize = self.out_sp[..last].iter().product();
-        let mut oidx = vec![0usize; last];
-        for ob in 0..outer {
-            unravel(ob, &self.out_sp[..last], &mut oidx);
-            let mut off = 0usize;
-            let mut inside = true;
-            for a in 0..last {
-                let p = pos[a][oidx[a]];
-                if p == usize::MAX {
-                    inside = false;
-                    break;
-                }
-                off = off * self.in_sp[a] + p;
-            }
-            let base = off * self.in_sp[last];
-            for (j, &p) in pos[last].iter().enumerate() {
-                f(
-                    ob * inner + j,
-                    (inside && p != usize::MAX).then(|| base + p),
-                );
-            }
-        }
-    }
-
     /// im2col of one image and group: `planes` holds the group's `C_in/groups` input
     /// planes; row `(ci, tap)` of `cols` (`rows() × osz()`) receives, per output
     /// position, the input value that tap reads (zero in the padding).
@@ -116,9 +88,59 @@ impl Geom {
             let plane = &planes[ci * isz..][..isz];
             for k in 0..kprod {
                 let row = &mut cols[(ci * kprod + k) * osz..][..osz];
-                self.walk_tap(k, |o, i| row[o] = i.map_or(0.0, |i| plane[i]));
+                for (r, &i) in row.iter_mut().zip(self.tap_row(k)) {
+                    *r = if i == PADDING { 0.0 } else { plane[i] };
+                }
             }
         }
+    }
+}
+
+/// Appends to `row`, for every output position in row-major order, the input position
+/// (row-major in one channel plane) its window reads at the flat kernel tap `tap`, or
+/// [`PADDING`] where that tap falls in the padding.
+fn push_tap_row(g: &ConvGeom, tap: usize, row: &mut Vec<usize>) {
+    let sr = g.k.len();
+    let mut kidx = vec![0usize; sr];
+    unravel(tap, &g.k, &mut kidx);
+    // Per axis, the input coordinate of each output coordinate (PADDING: in the padding).
+    let pos: Vec<Vec<usize>> = (0..sr)
+        .map(|a| {
+            (0..g.out_sp[a])
+                .map(|o| {
+                    let p = (o * g.stride[a] + kidx[a] * g.dil[a]) as isize - g.pad[a] as isize;
+                    if p < 0 || p as usize >= g.in_sp[a] {
+                        PADDING
+                    } else {
+                        p as usize
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let last = sr - 1;
+    let outer: usize = g.out_sp[..last].iter().product();
+    let mut oidx = vec![0usize; last];
+    for ob in 0..outer {
+        unravel(ob, &g.out_sp[..last], &mut oidx);
+        let mut off = 0usize;
+        let mut inside = true;
+        for a in 0..last {
+            let p = pos[a][oidx[a]];
+            if p == PADDING {
+                inside = false;
+                break;
+            }
+            off = off * g.in_sp[a] + p;
+        }
+        let base = off * g.in_sp[last];
+        row.extend(pos[last].iter().map(|&p| {
+            if inside && p != PADDING {
+                base + p
+            } else {
+                PADDING
+            }
+        }));
     }
 }
 

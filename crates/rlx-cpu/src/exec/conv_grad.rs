@@ -13,7 +13,7 @@
 //! Both sum in f32 (the oracle sums in f64): the error is that of a GEMM with
 //! `C_out/groups` (input) or `images · out positions` (weight) terms per element.
 
-use super::conv::{Geom, f32s, gemm_threads};
+use super::conv::{Geom, PADDING, f32s, gemm_threads};
 use crate::gemm::{MatMut, MatRef, sgemm};
 use rayon::prelude::*;
 use rlx_ir::{DType, Op, TensorData};
@@ -119,11 +119,11 @@ fn image_grad_input(
             let plane = &mut dxi[(gi * cig + ci) * isz..][..isz];
             for k in 0..kprod {
                 let row = &cols[(ci * kprod + k) * osz..][..osz];
-                geo.walk_tap(k, |o, i| {
-                    if let Some(i) = i {
-                        plane[i] += row[o];
+                for (&v, &i) in row.iter().zip(geo.tap_row(k)) {
+                    if i != PADDING {
+                        plane[i] += v;
                     }
-                });
+                }
             }
         }
     }

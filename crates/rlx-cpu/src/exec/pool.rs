@@ -20,43 +20,33 @@
 //! not kept until measured on a quiet machine.
 
 use super::conv::{f32s, unravel};
+use rlx_ir::interp::pool_geometry;
 use rlx_ir::{DType, Op, ReduceOp, TensorData};
 
 /// Most window offsets [`PoolGeom::table`] precomputes (16 MiB).
 const TABLE_MAX: usize = 1 << 21;
 
-/// Concrete sizes of one pooling, accepted exactly where the oracle accepts them.
-struct PoolGeom {
-    planes: usize,
-    in_sp: Vec<usize>,
-    k: Vec<usize>,
-    out_sp: Vec<usize>,
-    stride: Vec<usize>,
-    pad: Vec<usize>,
+/// Concrete sizes of one pooling: the oracle's [`Geom`](rlx_ir::interp::PoolGeom), so
+/// the kernels accept exactly the geometry the oracle accepts.
+struct PoolGeom(rlx_ir::interp::PoolGeom);
+
+impl std::ops::Deref for PoolGeom {
+    type Target = rlx_ir::interp::PoolGeom;
+    fn deref(&self) -> &rlx_ir::interp::PoolGeom {
+        &self.0
+    }
 }
 
 impl PoolGeom {
-    fn new(x: &[usize], k: &[usize], stride: &[usize], pad: &[usize]) -> Option<PoolGeom> {
-        let sr = k.len();
-        if sr == 0 || stride.len() != sr || pad.len() != sr || x.len() != sr + 2 {
-            return None;
-        }
-        let mut out_sp = Vec::with_capacity(sr);
-        for a in 0..sr {
-            let padded = x[2 + a] + 2 * pad[a];
-            if k[a] == 0 || stride[a] == 0 || pad[a] * 2 > k[a] || padded < k[a] {
-                return None;
-            }
-            out_sp.push((padded - k[a]) / stride[a] + 1);
-        }
-        Some(PoolGeom {
-            planes: x[0] * x[1],
-            in_sp: x[2..].to_vec(),
-            k: k.to_vec(),
-            out_sp,
-            stride: stride.to_vec(),
-            pad: pad.to_vec(),
-        })
+    /// The geometry of pooling `op` over `x` dims, or `None` where the oracle reports an
+    /// error (it then runs and names the problem).
+    fn new(op: &Op, x: &[usize], k: &[usize], stride: &[usize], pad: &[usize]) -> Option<PoolGeom> {
+        pool_geometry(op, x, k, stride, pad).ok().map(PoolGeom)
+    }
+
+    /// Channel planes (images × channels).
+    fn planes(&self) -> usize {
+        self.n * self.c
     }
 
     fn isz(&self) -> usize {
@@ -175,7 +165,7 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
         return None;
     }
     let x = ins[0];
-    let geo = PoolGeom::new(&x.dims, k, stride, pad)?;
+    let geo = PoolGeom::new(op, &x.dims, k, stride, pad)?;
     let mut y_dims = x.dims[..2].to_vec();
     y_dims.extend_from_slice(&geo.out_sp);
     let out = if grad {
@@ -201,7 +191,7 @@ fn round(v: f64) -> f32 {
 fn forward(geo: &PoolGeom, kind: ReduceOp, xs: &[f32]) -> Vec<f32> {
     let (isz, osz) = (geo.isz(), geo.osz());
     let size = geo.k.iter().product::<usize>() as f64;
-    let mut y = vec![0f32; geo.planes * osz];
+    let mut y = vec![0f32; geo.planes() * osz];
     if osz == 0 {
         return y;
     }
@@ -224,7 +214,7 @@ fn forward(geo: &PoolGeom, kind: ReduceOp, xs: &[f32]) -> Vec<f32> {
 fn backward(geo: &PoolGeom, kind: ReduceOp, xs: &[f32], gy: &[f32]) -> Vec<f32> {
     let (isz, osz) = (geo.isz(), geo.osz());
     let size = geo.k.iter().product::<usize>() as f64;
-    let mut dx = vec![0f32; geo.planes * isz];
+    let mut dx = vec![0f32; geo.planes() * isz];
     if isz == 0 {
         return dx;
     }

@@ -296,19 +296,30 @@ fn conv_forward(op: &Op, g: &ConvGeom, inputs: &[&TensorData]) -> IrResult<Vec<f
     Ok(y)
 }
 
-/// Concrete sizes of one pooling.
-struct PoolGeom {
-    n: usize,
-    c: usize,
-    in_sp: Vec<usize>,
-    k: Vec<usize>,
-    out_sp: Vec<usize>,
-    stride: Vec<usize>,
-    pad: Vec<usize>,
+/// Concrete sizes of one pooling (`Op::Pool`, `Op::PoolGrad`), as the oracle checks them
+/// ([`pool_geometry`]). Backends with their own pooling kernels take the geometry from
+/// here, so they accept exactly what the oracle accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolGeom {
+    /// Images.
+    pub n: usize,
+    /// Channels.
+    pub c: usize,
+    /// Input extent of each spatial axis.
+    pub in_sp: Vec<usize>,
+    /// Window extent of each spatial axis.
+    pub k: Vec<usize>,
+    /// Output extent of each spatial axis.
+    pub out_sp: Vec<usize>,
+    /// Stride of each spatial axis (≥ 1).
+    pub stride: Vec<usize>,
+    /// Padding on both sides of each spatial axis (at most half the window).
+    pub pad: Vec<usize>,
 }
 
 impl PoolGeom {
-    fn out_dims(&self) -> Vec<usize> {
+    /// `[N, C, out…]`.
+    pub fn out_dims(&self) -> Vec<usize> {
         let mut d = vec![self.n, self.c];
         d.extend_from_slice(&self.out_sp);
         d
@@ -319,7 +330,11 @@ impl PoolGeom {
     }
 }
 
-fn pool_geometry(
+/// The geometry of pooling `op` over an input of dims `x`, or the error that names what
+/// does not fit: x must be `[N, C, spatial…]` with one kernel_size/stride/padding entry
+/// per spatial axis, kernel and stride ≥ 1, padding ≤ kernel/2 and every padded spatial
+/// axis at least the window.
+pub fn pool_geometry(
     op: &Op,
     x: &[usize],
     kernel_size: &[usize],

@@ -6,7 +6,7 @@
 //! wrap-around on store. Every backend is tested against it.
 
 mod conv;
-pub use conv::{ConvGeom, conv_geometry};
+pub use conv::{ConvGeom, PoolGeom, conv_geometry, pool_geometry};
 mod elementwise;
 mod fft;
 mod index;
