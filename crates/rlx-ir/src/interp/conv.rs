@@ -477,3 +477,84 @@ fn pool_backward(
     }
     Ok(dx)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conv(stride: usize, groups: usize) -> Op {
+        Op::Conv {
+            kernel_size: vec![3, 3],
+            stride: vec![stride, stride],
+            padding: vec![1, 1],
+            dilation: vec![1, 1],
+            groups,
+        }
+    }
+
+    fn conv_err(op: &Op, x: &[usize], w: &[usize]) -> String {
+        let p = op.conv_attrs().expect("a conv op");
+        conv_geometry(op, x, w, &p)
+            .expect_err("an invalid geometry")
+            .to_string()
+    }
+
+    #[test]
+    fn conv_geometry_gives_the_output_size_and_rejects_what_does_not_fit() {
+        let op = conv(2, 2);
+        let p = op.conv_attrs().unwrap();
+        let g = conv_geometry(&op, &[3, 4, 9, 8], &[6, 2, 3, 3], &p).unwrap();
+        // (9 + 2 - 3) / 2 + 1 = 5, (8 + 2 - 3) / 2 + 1 = 4.
+        assert_eq!(g.out_dims(), vec![3, 6, 5, 4]);
+        // Channels not divisible by the groups, w's channel count, a wrong rank.
+        for (x, w) in [
+            (&[3, 5, 9, 8][..], &[6, 2, 3, 3][..]),
+            (&[3, 4, 9, 8], &[6, 4, 3, 3]),
+            (&[3, 4, 9], &[6, 2, 3, 3]),
+            (&[3, 4, 9, 8], &[6, 2, 3, 2]),
+        ] {
+            assert!(
+                conv_err(&op, x, w).contains("divisible by groups"),
+                "{x:?} {w:?}"
+            );
+        }
+        // Zero stride, zero groups.
+        assert!(conv_err(&conv(0, 1), &[1, 1, 5, 5], &[1, 1, 3, 3]).contains("stride"));
+        assert!(conv_err(&conv(1, 0), &[1, 1, 5, 5], &[1, 1, 3, 3]).contains("groups"));
+        // A spatial axis smaller than the kernel even with its padding.
+        let small = conv_err(&conv(1, 1), &[1, 1, 5, 0], &[1, 1, 3, 3]);
+        assert!(small.contains("spatial axis 1"), "{small}");
+    }
+
+    #[test]
+    fn pool_geometry_gives_the_output_size_and_rejects_what_does_not_fit() {
+        let op = Op::Pool {
+            kind: ReduceOp::Max,
+            kernel_size: vec![2, 3],
+            stride: vec![2, 1],
+            padding: vec![1, 1],
+        };
+        let g = pool_geometry(&op, &[2, 3, 7, 5], &[2, 3], &[2, 1], &[1, 1]).unwrap();
+        // (7 + 2 - 2) / 2 + 1 = 4, (5 + 2 - 3) / 1 + 1 = 5.
+        assert_eq!(g.out_dims(), vec![2, 3, 4, 5]);
+        let bad = |x: &[usize], k: &[usize], s: &[usize], p: &[usize]| {
+            pool_geometry(&op, x, k, s, p)
+                .expect_err("an invalid geometry")
+                .to_string()
+        };
+        // One entry per spatial axis, at least one spatial axis.
+        assert!(bad(&[2, 3, 7], &[2, 3], &[2, 1], &[1, 1]).contains("spatial"));
+        assert!(bad(&[2, 3], &[], &[], &[]).contains("at least one spatial axis"));
+        // Padding over half the window, zero stride, a window larger than the axis.
+        for (k, s, p) in [
+            ([2, 3], [2, 1], [2, 1]),
+            ([2, 3], [0, 1], [1, 1]),
+            ([9, 3], [1, 1], [0, 0]),
+        ] {
+            assert!(
+                bad(&[2, 3, 7, 5], &k, &s, &p).contains("gives no valid window"),
+                "{k:?} {s:?} {p:?}"
+            );
+        }
+    }
+}
