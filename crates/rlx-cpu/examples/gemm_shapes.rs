@@ -19,9 +19,16 @@
 //! (`crates/rlx-bench/peers/w4_torch.py`).
 //! `RLX_GEMM_F32_PLAN=<12x32|8x48>,<kc>,<mc>,<nc>` runs the own kernel with another tile and
 //! blocks than the ones chosen from the CPU's caches (one per process: compare plans by
-//! alternating runs); `RLX_GEMM_F32_SHARE_B=0` makes its threads pack B each for itself.
+//! alternating runs); `RLX_GEMM_F32_SHARE_B=1` makes its threads share one packing of B.
 //! `paired` is the median over rounds of MKL's time over auto's in the same round (less
 //! sensitive to load that changes during the run than the ratio of the medians).
+//! `--batch N` runs each library N calls in a row per round instead of interleaving
+//! single calls, after a pause of 30 ms, and takes the batch's median after its first
+//! call: each library then runs with its worker threads awake, as in a loop of products
+//! (leave `OMP_WAIT_POLICY` and `RLX_GEMM_F32_LINGER_US` unset so both keep their
+//! threads spinning between calls, as they do by default), and the pause lets the
+//! other's threads fall asleep before a batch starts. Interleaved single calls with both
+//! libraries' threads sleeping between calls measure each call's wake-up as well.
 //! `--cpu` times multi-thread rows by the process's CPU time (all threads' work, spinning
 //! included) instead of wall time: on a machine whose cores are busy with other work,
 //! wall time measures the scheduler.
@@ -176,6 +183,7 @@ fn main() {
     };
     let only = arg("--only");
     let cpu = args.iter().any(|a| a == "--cpu");
+    let batch: usize = arg("--batch").map_or(0, |b| b.parse().expect("--batch N"));
     let mkl = arg("--mkl").map(|p| load_mkl(p));
     let thread_counts: Vec<usize> = match arg("--threads") {
         Some(t) => vec![t.parse().expect("--threads N")],
@@ -227,25 +235,44 @@ fn main() {
                 // SAFETY: MKL's documented thread-count call.
                 unsafe { set(threads as i32) };
             }
-            for rep in 0..reps + 2 {
-                for (i, slot) in t.iter_mut().enumerate() {
-                    let (s, c0, p0) = (Instant::now(), thread_cpu_s(), process_cpu_s());
-                    match paths.get(i) {
-                        Some(&p) => {
-                            let cv = MatMut::row_major(&mut c, m, n);
-                            sgemm_with(p, 1.0, av, bv, 0.0, cv, threads)
-                        }
-                        None => mkl_call(mkl.expect("mkl").0, lay, m, k, n, &a, &b, &mut c),
+            let call = |i: usize, c: &mut [f32]| {
+                let (s, c0, p0) = (Instant::now(), thread_cpu_s(), process_cpu_s());
+                match paths.get(i) {
+                    Some(&p) => {
+                        let cv = MatMut::row_major(c, m, n);
+                        sgemm_with(p, 1.0, av, bv, 0.0, cv, threads)
                     }
-                    // The first two rounds warm the packing buffers and pages.
-                    if rep >= 2 {
-                        slot.push(if threads == 1 {
-                            thread_cpu_s() - c0
-                        } else if cpu {
-                            process_cpu_s() - p0
-                        } else {
-                            s.elapsed().as_secs_f64()
-                        });
+                    None => mkl_call(mkl.expect("mkl").0, lay, m, k, n, &a, &b, c),
+                }
+                if threads == 1 {
+                    thread_cpu_s() - c0
+                } else if cpu {
+                    process_cpu_s() - p0
+                } else {
+                    s.elapsed().as_secs_f64()
+                }
+            };
+            if batch > 0 {
+                // Each round gives every library `batch` calls in a row after a pause
+                // that outlasts the other's spinning threads; the round's value is the
+                // median of the batch after its first call (which wakes the threads).
+                for _ in 0..reps.div_ceil(batch).max(5) {
+                    for (i, slot) in t.iter_mut().enumerate() {
+                        std::thread::sleep(std::time::Duration::from_millis(30));
+                        let mut v: Vec<f64> = (0..=batch).map(|_| call(i, &mut c)).collect();
+                        v.remove(0);
+                        v.sort_by(f64::total_cmp);
+                        slot.push(v[v.len() / 2]);
+                    }
+                }
+            } else {
+                for rep in 0..reps + 2 {
+                    for (i, slot) in t.iter_mut().enumerate() {
+                        let dt = call(i, &mut c);
+                        // The first two rounds warm the packing buffers and pages.
+                        if rep >= 2 {
+                            slot.push(dt);
+                        }
                     }
                 }
             }

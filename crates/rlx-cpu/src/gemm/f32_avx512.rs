@@ -22,12 +22,24 @@
 //! the A panels of the block stream past it from L2. Packing (`pack.rs`) reads the
 //! sources in memory order where the layout allows and is vectorized for the layouts the
 //! graphs produce. Threads split
-//! C's rows (or its columns when it is wider than tall); threads splitting rows share one
-//! packing of B (`shared.rs`) and take pieces of `MC` rows times one packed block of B from
-//! a counter, block after block (so the block in use stays in the cache), the calling
-//! thread without waiting for workers that have not started (`team.rs`). The buffers are
-//! kept between calls, so a call allocates only its few shared-packing and phase flags
-//! once a thread has seen its sizes.
+//! C's rows (or its columns when it is wider than tall) into pieces of nearly equal size
+//! ([`Pieces`]), one per thread, each packing its own B (or, split by columns, reading
+//! or packing all of A); the calling thread takes pieces without waiting for workers
+//! that have not started (`team.rs`). With `RLX_GEMM_F32_SHARE_B=1` threads splitting
+//! rows share one packing of B instead (`shared.rs`, off by default: reading the other
+//! core's half cost more than packing it) and take pieces of `MC` rows times one packed
+//! block of B from a counter, block after block. The buffers are kept between calls, so
+//! a call allocates only its phase flags (and, sharing, its packing flags) once a thread
+//! has seen its sizes.
+//!
+//! Measured 2026-12-04 (same VM, MKL in the same process with both libraries' threads
+//! awake between calls: `gemm_shapes --batch 10`, two threads): with B's packing shared
+//! and column pieces rounded up to the 48-column tile, 256³ ran 0.87× MKL, W6's three
+//! column-split products 0.94–0.98× and W11's products 0.96–1.14×. The column rounding
+//! had cut W6's 512 columns 288 + 224, so one thread ran 27 % longer (`rdtsc` per
+//! piece: 935 k against 737 k cycles, and the slow piece followed the columns, not the
+//! thread); cut 256 + 256, W6 l1 / l2 / dX2 ran 1.06 / 1.02 / 1.03×. Packing B per
+//! thread then took 256³ to 1.02× (see `shared.rs`).
 //!
 //! Measured (2-vCPU Sapphire Rapids-class Xeon under KVM, 48 KiB L1d / 2 MiB L2, calls
 //! interleaved in one process with MKL 2024.2's `SGEMM` from torch's build,
@@ -145,7 +157,7 @@ mod shared;
 mod team;
 
 use super::avx512::avx512bw;
-use super::lowp_drive::{Dst, Half, Src};
+use super::lowp_drive::{Dst, Half, Pieces, Src};
 use kernel::{CTile, micro};
 use pack::{F32, Load, Strips, pack_a, pack_b};
 use plan::{Plan, TileShape};
@@ -175,9 +187,10 @@ pub(crate) fn takes_untransposed(n: usize) -> bool {
 
 /// `C (+)= A·B` for an `m × n` output over `k` sums, on up to `threads` threads of the
 /// current rayon pool: C's rows (or columns, when it is wider than tall) are split into
-/// pieces at multiples of the tile (one per thread, or `MC` rows when the threads share
-/// B's packing), which the calling thread and the workers that join it claim one at a
-/// time; each piece runs the blocked product on its thread's packing buffers.
+/// pieces of nearly equal size ([`Pieces`]: one per thread, or at most `MC` rows when the
+/// threads share B's packing), which the calling thread and the workers that join it
+/// claim one at a time; each piece runs the blocked product on its thread's packing
+/// buffers.
 ///
 /// # Safety
 /// [`available`] must be true; `a` must be readable over `m × k`, `b` over `k × n`, `c`
@@ -243,10 +256,14 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
 ) {
     let Job { m, n, k, .. } = job;
     let rows = m >= n;
-    let (len, grain) = if rows { (m, MR) } else { (n, 16 * NV) };
+    // Column pieces are cut at whole vectors, not whole tiles: rounding each thread's
+    // share up to the 48-column tile split W6's 512 columns 288 + 224, and the wider
+    // piece held the product's end (its thread ran 27 % longer than the other's; the
+    // strips of any width run the assembly loops, see `Strips`).
+    let (len, grain) = if rows { (m, MR) } else { (n, 16) };
     let split = len.div_ceil(threads.max(1)).next_multiple_of(grain);
-    // Threads splitting C's rows share one packing of B (`shared.rs`); the buffer is the
-    // calling thread's, taken out of its slot for the call so that a product started on
+    // Threads splitting C's rows may share one packing of B (`shared.rs`, opt-in); the
+    // buffer is the calling thread's, taken out of its slot for the call so that a product started on
     // this thread while it waits for the others gets its own.
     let kc = balanced(k, plan.kc);
     let (nc, nr) = (plan.nc, 16 * NV);
@@ -265,18 +282,13 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     // piece of a later phase waits for its rows' previous phase (`Phases`), which the
     // thread that claimed it is running. Unshared, every piece packs B (or, split by
     // columns, A) again: one per thread, all phases in one piece.
-    let per = if share {
-        piece_len(split, plan.mc, grain)
-    } else {
-        split
-    };
-    let rows_parts = len.div_ceil(per);
+    let pieces = Pieces::new(len, grain, threads, share.then_some(plan.mc));
     let phases = if share {
-        Phases::new(rows_parts, n.div_ceil(nc), k.div_ceil(kc))
+        Phases::new(pieces.count, n.div_ceil(nc), k.div_ceil(kc))
     } else {
-        Phases::new(rows_parts, 1, 1)
+        Phases::new(pieces.count, 1, 1)
     };
-    let parts = rows_parts * phases.count;
+    let parts = pieces.count * phases.count;
     let mut keep = Vec::new();
     let shared = share.then(|| {
         keep = SHARED_B
@@ -289,9 +301,8 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     });
     let shared = shared.as_ref();
     let block = |part: usize| {
-        let (phase, rp) = (part / rows_parts, part % rows_parts);
-        let lo = rp * per;
-        let hi = (lo + per).min(len);
+        let (phase, rp) = (part / pieces.count, part % pieces.count);
+        let (lo, hi) = pieces.range(rp);
         // The (jc, pc) block this piece runs (every block when there is one phase).
         let only = share.then(|| phases.block(phase, nc, kc));
         phases.wait(rp, phase);
@@ -312,17 +323,6 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     if share {
         let _ = SHARED_B.try_with(|v| *v.borrow_mut() = keep);
     }
-}
-
-/// Rows per piece of a row-split product that shares B's packing, for `split` rows per
-/// thread: the fewest pieces of at most `mc` rows per thread's share, of nearly equal
-/// size in whole tiles of `grain` rows (`mc` is a multiple of `grain`). Pieces of exactly
-/// `mc` rows left a short last piece: 784 rows on two threads ran 256 + 256 + 256 + 16,
-/// one thread 512 rows and the other 272, while these pieces are 200 + 200 + 200 + 184
-/// (W6's weight gradient 784 × 256 × 512 on two threads, Sapphire Rapids VM: 250 → 322
-/// GFLOP/s, medians of 5 alternated runs). At 1024 and 2048 rows the pieces stay `mc`.
-fn piece_len(split: usize, mc: usize, grain: usize) -> usize {
-    split.div_ceil(split.div_ceil(mc)).next_multiple_of(grain)
 }
 
 /// The phase each row piece of a product has reached: pieces are claimed phase by phase

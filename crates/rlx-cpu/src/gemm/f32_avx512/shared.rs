@@ -13,12 +13,23 @@
 //! a thread that has not started, and a thread that starts late finds B packed.
 //!
 //! The packed bytes are those of [`super::pack::pack_b`] for the same block, so which
-//! thread packed a strip changes no result. Measured on the 2-vCPU Sapphire Rapids
-//! machine by the process's CPU time per product on two threads (`gemm_shapes --cpu`,
-//! spinning included; wall time there measured the other tenants): 5–9 % less CPU time
-//! at 512³–1024³ and W11's fc, head, qkv and dXfc2, 2 % at 2048³, none where C is split
-//! by columns. `RLX_GEMM_F32_SHARE_B=0` packs per thread instead (read once per
-//! process; for comparing the two in benchmarks).
+//! thread packed a strip changes no result.
+//!
+//! **Off by default** (`RLX_GEMM_F32_SHARE_B=1` turns it on, read once per process).
+//! Sharing trades half of each thread's packing for reading the other half of B from
+//! the other core's cache, and on the 2-vCPU Sapphire Rapids VM (2026-12-04) that read
+//! cost more than the packing it saves: timed per thread with `rdtsc` at 256 × 512 ×
+//! 512, a shared packing took 35–70 k cycles per thread where packing all of B took
+//! 130 k, but the multiplications that followed ran 113 k cycles longer (about 0.9
+//! cycles per f32 of B read across, against 0.5 to pack it). Against MKL in the same
+//! process with both libraries' threads awake (`gemm_shapes --batch 10`, medians of three
+//! rounds, two threads), packing per thread ran 256³ 0.88 → 1.02×, W6's weight gradient
+//! 0.94 → 0.99×, W11's head 0.97 → 1.06×, proj 0.99 → 1.03×, dXqkv 1.03 → 1.09×, the
+//! other row-split products the same or up to 3 % faster; with the threads asleep
+//! between calls (interleaved single calls) the two were within 1 %. Earlier (2026-12-03)
+//! sharing had measured 5–9 % less CPU time than per-thread packing at 512³–1024³ and
+//! W11's fc, head, qkv and dXfc2 (`gemm_shapes --cpu`, spinning included), the counter
+//! this module was kept for; the wall times above are what a loop of products sees.
 
 use super::super::lowp_drive::Src;
 use super::pack::{Load, Strips, pack_b_strips};
@@ -33,11 +44,22 @@ const GROUP: usize = 4;
 /// the shared buffer holds all of B's blocks at once (64 MiB here).
 pub(super) const MAX_SHARED: usize = 1 << 24;
 
-/// Whether row-split products share B's packing (unless `RLX_GEMM_F32_SHARE_B=0`).
+/// Whether row-split products share B's packing: only with `RLX_GEMM_F32_SHARE_B=1`
+/// (see the module docs), or while a test asks for it ([`FORCE`]).
 pub(super) fn enabled() -> bool {
+    #[cfg(test)]
+    if FORCE.load(std::sync::atomic::Ordering::Relaxed) {
+        return true;
+    }
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("RLX_GEMM_F32_SHARE_B").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| std::env::var("RLX_GEMM_F32_SHARE_B").is_ok_and(|v| v.trim() == "1"))
 }
+
+/// Makes [`enabled`] true for the rest of the test process. Other tests running
+/// meanwhile may then share B too, which changes none of their results: which thread
+/// packed a strip changes no bit.
+#[cfg(test)]
+pub(super) static FORCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The packed B of one product and the flags of its strip groups.
 pub(super) struct SharedB {
