@@ -321,3 +321,36 @@ fn a_rows_read_in_place_give_the_bits_of_packed_panels() {
         }
     }
 }
+
+#[test]
+fn square_products_with_b_transposed_split_columns_and_give_the_same_bits_on_1_to_3_threads() {
+    if !available() {
+        eprintln!("skipped: this CPU has no AVX-512 F/BW");
+        return;
+    }
+    // m == n with A read in place and B transposed: the threads split C's columns (each
+    // transposes its half of B); with B in rows they split the rows. Both must give the
+    // one-thread bits, within the f64 bound `check_plan_on` asserts.
+    let plan = Plan {
+        tile: TileShape::M8N48,
+        kc: 64,
+        mc: 32,
+        nc: 8160,
+    };
+    for &(m, k) in &[(96, 40), (200, 130), (48, 7)] {
+        for b_t in [true, false] {
+            for add in [false, true] {
+                let one = check_plan_on(plan, (m, k, m), false, b_t, add, 1);
+                for threads in 2..=3 {
+                    let many = check_plan_on(plan, (m, k, m), false, b_t, add, threads);
+                    assert!(
+                        one.iter()
+                            .zip(&many)
+                            .all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "{m}x{k}x{m} b_t={b_t} add={add}: {threads} threads differ from 1"
+                    );
+                }
+            }
+        }
+    }
+}
