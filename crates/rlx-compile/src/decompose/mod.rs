@@ -77,7 +77,6 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
     let widen_vjp = keep_whole.iter().any(|k| k == ATTENTION_VJP_IN_F32);
     let widen_attention = keep_whole.iter().any(|k| k == ATTENTION_IN_F32);
     let vjp_whole_in_f32 = keep_whole.iter().any(|k| k == ATTENTION_VJP_WHOLE_IN_F32);
-    let half = |dt: DType| matches!(dt, DType::F16 | DType::BF16);
     let mut rb = Rebuild::new(g);
     // Lowered `attention_vjp` results → their three `[B, n]` pieces.
     let mut pieces: HashMap<NodeId, [NodeId; 3]> = HashMap::new();
@@ -110,7 +109,7 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
                 Some(cross_entropy(&mut rb.g, ins[0], ins[1])?)
             }
             Op::AttentionVjp { .. }
-                if vjp_whole_in_f32 && keeps(&node.op) && half(node.shape.dtype()) =>
+                if vjp_whole_in_f32 && keeps(&node.op) && is_half(node.shape.dtype()) =>
             {
                 Some(attention_in_f32(
                     &mut rb.g,
@@ -121,12 +120,12 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
             }
             Op::AttentionVjp { .. } if !(keeps(&node.op) && node.shape.dtype() == DType::F32) => {
                 let mut em = Emitter::new(&mut rb.g, "decompose");
-                let widen = widen_vjp && half(node.shape.dtype());
+                let widen = widen_vjp && is_half(node.shape.dtype());
                 let (packed, parts) = attention::lower_vjp_with(&mut em, &node.op, &ins, widen)?;
                 pieces.insert(packed, parts);
                 Some(packed)
             }
-            Op::Attention { .. } if widen_attention && half(node.shape.dtype()) => Some(
+            Op::Attention { .. } if widen_attention && is_half(node.shape.dtype()) => Some(
                 attention_in_f32(&mut rb.g, &node.op, &ins, node.shape.dtype())?,
             ),
             Op::Narrow {
@@ -157,6 +156,11 @@ pub fn decompose(g: &Graph, keep_whole: &[String]) -> IrResult<Graph> {
     Ok(rb.finish())
 }
 
+/// Whether `dt` is one of the 16-bit floats the attention rewrites widen.
+fn is_half(dt: DType) -> bool {
+    matches!(dt, DType::F16 | DType::BF16)
+}
+
 /// `attention` over f16/bf16 operands as `cast(attention(cast q, cast k, cast v[, extra]))`
 /// in f32 ([`ATTENTION_IN_F32`]): a bias of f16/bf16 widens too, a custom mask does not.
 /// The same for `attention_vjp` ([`ATTENTION_VJP_WHOLE_IN_F32`]), whose cotangent comes
@@ -169,8 +173,7 @@ fn attention_in_f32(g: &mut Graph, op: &Op, ins: &[NodeId], out: DType) -> IrRes
     );
     let mut wide = Vec::with_capacity(ins.len());
     for (i, &x) in ins.iter().enumerate() {
-        let narrow = matches!(g.shape(x).dtype(), DType::F16 | DType::BF16);
-        wide.push(if narrow && !(custom && i == 3) {
+        wide.push(if is_half(g.shape(x).dtype()) && !(custom && i == 3) {
             g.add_op(Op::Cast { to: DType::F32 }, vec![x])?
         } else {
             x
@@ -477,6 +480,22 @@ mod tests {
         }
     }
 
+    /// Operand `i`'s test values: a fixed pattern in [-1.9, 1.9] of `dt`.
+    fn pattern(dt: DType, dims: &[usize], i: usize) -> TensorData {
+        let n: usize = dims.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|k| ((k * 37 + i * 11) % 23) as f64 / 6.0 - 1.9)
+            .collect();
+        TensorData::from_f64_as(dt, dims, &v)
+    }
+
+    /// One ulp of bf16 (f16 otherwise) at `w`, taken at no less than 1/64 (values that
+    /// cancel to near zero are held to the ulp at that floor).
+    fn half_ulp(dt: DType, w: f64) -> f64 {
+        let bits = if dt == DType::BF16 { 7 } else { 10 };
+        w.abs().max(1.0 / 64.0) * 2f64.powi(-bits)
+    }
+
     /// `attention` of `dt` over q, k, v (and a mask or bias of `extra`), decomposed with
     /// [`ATTENTION_IN_F32`]: the rewritten graph, and its worst error against the oracle op
     /// in ulps of `dt` (at the oracle's value).
@@ -509,11 +528,7 @@ mod tests {
         for (i, &(s, t)) in shapes[..n_in].iter().enumerate() {
             let name = format!("x{i}");
             ins.push(g.input(name.clone(), Shape::new(s, t)));
-            let n: usize = s.iter().product();
-            let v: Vec<f64> = (0..n)
-                .map(|k| ((k * 37 + i * 11) % 23) as f64 / 6.0 - 1.9)
-                .collect();
-            data.push((name, TensorData::from_f64_as(t, s, &v)));
+            data.push((name, pattern(t, s, i)));
         }
         let y = g.add_op(op, ins).unwrap();
         g.set_outputs(vec![y]);
@@ -523,11 +538,9 @@ mod tests {
         let want = interp::run(&g, &named).unwrap()[0].clone();
         let got = interp::run(&d, &named).unwrap()[0].clone();
         assert_eq!(got.dtype, dt, "{d}");
-        let bits = if dt == DType::BF16 { 7 } else { 10 };
-        let ulp = |w: f64| w.abs().max(1.0 / 64.0) * 2f64.powi(-bits);
         let worst = (got.to_f64_vec().iter())
             .zip(&want.to_f64_vec())
-            .map(|(a, b)| (a - b).abs() / ulp(*b))
+            .map(|(a, b)| (a - b).abs() / half_ulp(dt, *b))
             .fold(0.0, f64::max);
         (d, worst)
     }
@@ -613,11 +626,7 @@ mod tests {
                 let mut data = vec![];
                 for (i, (name, s)) in dims.iter().enumerate() {
                     ins.push(g.input(*name, Shape::new(s, dt)));
-                    let n: usize = s.iter().product();
-                    let v: Vec<f64> = (0..n)
-                        .map(|k| ((k * 37 + i * 11) % 23) as f64 / 6.0 - 1.9)
-                        .collect();
-                    data.push((*name, TensorData::from_f64_as(dt, s, &v)));
+                    data.push((*name, pattern(dt, s, i)));
                 }
                 let op = Op::AttentionVjp {
                     num_heads: 4,
@@ -651,11 +660,10 @@ mod tests {
                 assert_eq!(got, want, "{dt:?} {mask:?}\n{d}");
                 let oracle = interp::run(&g, &data).unwrap();
                 let ours = interp::run(&d, &data).unwrap();
-                let bits = if dt == DType::BF16 { 7 } else { 10 };
                 for (a, b) in ours.iter().zip(&oracle) {
                     assert_eq!((a.dtype, &a.dims), (b.dtype, &b.dims), "{d}");
                     for (x, y) in a.to_f64_vec().iter().zip(b.to_f64_vec()) {
-                        let ulp = y.abs().max(1.0 / 64.0) * 2f64.powi(-bits);
+                        let ulp = half_ulp(dt, y);
                         assert!((x - y).abs() <= ulp, "{dt:?} {mask:?}: {x} vs {y}");
                     }
                 }

@@ -52,6 +52,20 @@ pub(crate) fn eval(op: &Op, ins: &[&TensorData], out_dims: &[usize]) -> Option<V
 /// only its own slab of `dx`): with at least as many images as threads they run in
 /// parallel with a one-thread GEMM each, else one after another with the GEMM's threads;
 /// the GEMM's result does not depend on its thread count, so neither does `dx`.
+/// Group `gi` of image `ni`'s output gradient: its `[c_out / groups, output positions]`
+/// rows of `gy`.
+fn gy_block<'a>(geo: &Geom, gy: &'a [f32], ni: usize, gi: usize) -> MatRef<'a, f32> {
+    let (cog, osz) = (geo.cog(), geo.osz());
+    MatRef {
+        data: gy,
+        rows: cog,
+        cols: osz,
+        row_stride: osz as isize,
+        col_stride: 1,
+        offset: (ni * geo.c_out + gi * cog) * osz,
+    }
+}
+
 fn grad_input(geo: &Geom, ws: &[f32], gy: &[f32]) -> Vec<f32> {
     let (osz, isz, rows, cog) = (geo.osz(), geo.isz(), geo.rows(), geo.cog());
     let slab = geo.c_in * isz;
@@ -104,14 +118,7 @@ fn image_grad_input(
             col_stride: rows as isize,
             offset: gi * cog * rows,
         };
-        let b = MatRef {
-            data: gy,
-            rows: cog,
-            cols: osz,
-            row_stride: osz as isize,
-            col_stride: 1,
-            offset: (ni * geo.c_out + gi * cog) * osz,
-        };
+        let b = gy_block(geo, gy, ni, gi);
         let c = MatMut::row_major(cols, rows, osz);
         sgemm(1.0, a, b, 0.0, c, threads);
         // col2im: scatter-add each row back into the input plane its channel reads.
@@ -182,14 +189,7 @@ fn images_grad_weight(
     for ni in images {
         for gi in 0..geo.groups {
             geo.im2col(&xs[(ni * geo.c_in + gi * cig) * isz..][..cig * isz], cols);
-            let a = MatRef {
-                data: gy,
-                rows: cog,
-                cols: osz,
-                row_stride: osz as isize,
-                col_stride: 1,
-                offset: (ni * geo.c_out + gi * cog) * osz,
-            };
+            let a = gy_block(geo, gy, ni, gi);
             let b = MatRef::row_major(cols, rows, osz).t();
             let c = MatMut {
                 data: &mut *dw,

@@ -258,7 +258,8 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     // A square product goes to the split that packs less twice: splitting rows has every
     // thread pack all of B, splitting columns all of A. With A read in place and B
     // packed by transposing it (its costliest layout), each thread then transposes only
-    // its half of B: W11's dXfc2 (1024 × 256 × 1024, B transposed) on two threads,
+    // its half of B: W11's dXfc2 (1024 × 256 × 1024, B transposed) on two threads of the
+    // 2-vCPU Sapphire Rapids VM,
     // against MKL in the same process with threads awake, six alternated rounds,
     // 0.94–0.98× (median 0.96) split by rows and 0.98–1.00× (0.985) by columns. Square
     // products with B in rows measured alike either way (256³–2048³, W11's fc).
@@ -266,7 +267,8 @@ unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
     let rows = m > n || (m == n && !(transposing_b && in_place_rows::<L, MR, NV>(job.a)));
     // Column pieces are cut at whole vectors, not whole tiles: rounding each thread's
     // share up to the 48-column tile split W6's 512 columns 288 + 224, and the wider
-    // piece held the product's end (its thread ran 27 % longer than the other's; the
+    // piece held the product's end (on the 2-vCPU Sapphire Rapids VM its thread ran 27 %
+    // longer than the other's, timed with `rdtsc`: 935 k against 737 k cycles; the
     // strips of any width run the assembly loops, see `Strips`).
     let (len, grain) = if rows { (m, MR) } else { (n, 16) };
     let split = len.div_ceil(threads.max(1)).next_multiple_of(grain);

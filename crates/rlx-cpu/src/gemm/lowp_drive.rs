@@ -639,9 +639,9 @@ impl Pieces {
     /// One piece per thread, or with `most`, each thread's share cut into the fewest
     /// pieces of at most `most` (a multiple of `grain`). Pieces of exactly `most` rows
     /// left a short last piece: 784 rows on two threads ran 256 + 256 + 256 + 16 (W6's
-    /// weight gradient on the f32 kernel: nearly equal pieces took it from 250 to 322
-    /// GFLOP/s), and pieces
-    /// sized per thread's share rounded up to a tile left the last piece short by up to
+    /// weight gradient on the f32 kernel, two threads of the 2-vCPU Sapphire Rapids VM,
+    /// medians of 5 runs alternated with the build before: nearly equal pieces took it
+    /// from 250 to 322 GFLOP/s), and pieces sized per thread's share rounded up to a tile left the last piece short by up to
     /// a tile per piece (784 rows in MC 128: seven pieces of 104 rows and one of 56, one
     /// thread 416 rows and the other 368). Whole tiles are dealt out over all pieces
     /// instead.

@@ -9,25 +9,26 @@ use super::common::random_data;
 use rlx_compile::decompose::ATTENTION_IN_F32;
 use rlx_compile::program::KernelKind;
 use rlx_cpu::{compile_options, compile_with};
-use rlx_ir::{DType, Graph, MaskKind, Op, Shape, TensorData};
+use rlx_ir::{DType, Graph, MaskKind, NodeId, Op, Shape, TensorData};
 
-/// One attention problem over `dt` operands (`[B, S, H, D]` layout).
+/// One attention problem over `dt` operands (`[B, S, H, D]` layout); the gradient tests
+/// (`lowp_vjp.rs`) use it too.
 #[derive(Clone, Copy, Debug)]
-struct Lowp {
-    dt: DType,
-    b: usize,
-    s: usize,
-    h: usize,
-    hk: usize,
-    d: usize,
-    mask: MaskKind,
+pub(super) struct Lowp {
+    pub(super) dt: DType,
+    pub(super) b: usize,
+    pub(super) s: usize,
+    pub(super) h: usize,
+    pub(super) hk: usize,
+    pub(super) d: usize,
+    pub(super) mask: MaskKind,
     /// The dtype of the custom mask or bias operand.
-    extra: DType,
-    softcap: Option<f32>,
+    pub(super) extra: DType,
+    pub(super) softcap: Option<f32>,
 }
 
 impl Lowp {
-    fn new(dt: DType, h: usize, hk: usize, d: usize, mask: MaskKind) -> Lowp {
+    pub(super) fn new(dt: DType, h: usize, hk: usize, d: usize, mask: MaskKind) -> Lowp {
         Lowp {
             dt,
             b: 2,
@@ -40,34 +41,65 @@ impl Lowp {
             softcap: None,
         }
     }
+
+    /// The problem's `attention` op, or with `vjp` its `attention_vjp`.
+    pub(super) fn op(&self, vjp: bool) -> Op {
+        let (num_heads, head_dim, mask_kind) = (self.h, self.d, self.mask);
+        let (score_scale, attn_logit_softcap, v_head_dim) = (None, self.softcap, None);
+        if vjp {
+            Op::AttentionVjp {
+                num_heads,
+                head_dim,
+                v_head_dim,
+                mask_kind,
+                score_scale,
+                attn_logit_softcap,
+            }
+        } else {
+            Op::Attention {
+                num_heads,
+                head_dim,
+                v_head_dim,
+                mask_kind,
+                score_scale,
+                attn_logit_softcap,
+            }
+        }
+    }
+
+    /// Inputs q, k, v (and the mask or bias its mask kind takes) of the problem in `g`,
+    /// with random data pushed to `args`.
+    pub(super) fn inputs(
+        &self,
+        g: &mut Graph,
+        rng: &mut Rng,
+        args: &mut Vec<TensorData>,
+    ) -> Vec<NodeId> {
+        let c = self;
+        let mut input = |g: &mut Graph, name: &str, dims: &[usize], dt: DType| {
+            let s = Shape::new(dims, dt);
+            args.push(random_data(rng, &s));
+            g.input(name, s)
+        };
+        let mut ins = vec![
+            input(g, "q", &[c.b, c.s, c.h, c.d], c.dt),
+            input(g, "k", &[c.b, c.s, c.hk, c.d], c.dt),
+            input(g, "v", &[c.b, c.s, c.hk, c.d], c.dt),
+        ];
+        match c.mask {
+            MaskKind::Custom => ins.push(input(g, "mask", &[c.b, c.s], c.extra)),
+            MaskKind::Bias => ins.push(input(g, "bias", &[c.h, c.s, c.s], c.extra)),
+            _ => {}
+        }
+        ins
+    }
 }
 
 fn build(c: Lowp, rng: &mut Rng) -> (Graph, Vec<TensorData>) {
     let mut g = Graph::new("attention_lowp");
     let mut args = Vec::new();
-    let mut input = |g: &mut Graph, name: &str, dims: &[usize], dt: DType| {
-        let s = Shape::new(dims, dt);
-        args.push(random_data(rng, &s));
-        g.input(name, s)
-    };
-    let q = input(&mut g, "q", &[c.b, c.s, c.h, c.d], c.dt);
-    let k = input(&mut g, "k", &[c.b, c.s, c.hk, c.d], c.dt);
-    let v = input(&mut g, "v", &[c.b, c.s, c.hk, c.d], c.dt);
-    let mut ins = vec![q, k, v];
-    match c.mask {
-        MaskKind::Custom => ins.push(input(&mut g, "mask", &[c.b, c.s], c.extra)),
-        MaskKind::Bias => ins.push(input(&mut g, "bias", &[c.h, c.s, c.s], c.extra)),
-        _ => {}
-    }
-    let op = Op::Attention {
-        num_heads: c.h,
-        head_dim: c.d,
-        v_head_dim: None,
-        mask_kind: c.mask,
-        score_scale: None,
-        attn_logit_softcap: c.softcap,
-    };
-    let a = g.add_op(op, ins).unwrap();
+    let ins = c.inputs(&mut g, rng, &mut args);
+    let a = g.add_op(c.op(false), ins).unwrap();
     g.set_outputs(vec![a]);
     (g, args)
 }
@@ -93,6 +125,14 @@ pub(super) struct Tally {
     pub(super) one_ulp: usize,
     /// Elements below the cancellation floor that differ at all.
     pub(super) small_differ: usize,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, t: Tally) {
+        self.elements += t.elements;
+        self.one_ulp += t.one_ulp;
+        self.small_differ += t.small_differ;
+    }
 }
 
 /// Compares element by element; NaN must meet NaN. An element of at least 2⁻⁸ of the
@@ -194,10 +234,7 @@ fn bf16_and_f16_attention_is_within_one_ulp_of_the_oracle_for_every_mask_and_sha
         ];
         let mut sum = Tally::default();
         for (i, c) in cases.into_iter().enumerate() {
-            let t = check_ulp(c, 40 + i as u64);
-            sum.elements += t.elements;
-            sum.one_ulp += t.one_ulp;
-            sum.small_differ += t.small_differ;
+            sum += check_ulp(c, 40 + i as u64);
         }
         assert!(
             sum.one_ulp * 100 < sum.elements,

@@ -6,7 +6,7 @@
 //! rounded; the tests measure both against the oracle.
 
 use super::common::{Rng, random_data};
-use super::lowp::{Tally, compare};
+use super::lowp::{Lowp, Tally, compare};
 use rlx_compile::autodiff::grad_graph;
 use rlx_compile::decompose::ATTENTION_VJP_WHOLE_IN_F32;
 use rlx_compile::program::KernelKind;
@@ -14,83 +14,19 @@ use rlx_compile::{CompileOptions, compile};
 use rlx_cpu::{compile_options, compile_with};
 use rlx_ir::{BinaryOp, DType, Graph, MaskKind, NodeId, Op, ReduceOp, Shape, TensorData};
 
-/// One attention problem over `dt` operands (`[B, S, H, D]` layout).
-#[derive(Clone, Copy, Debug)]
-struct Grad {
-    dt: DType,
-    b: usize,
-    s: usize,
-    h: usize,
-    hk: usize,
-    d: usize,
-    mask: MaskKind,
-    softcap: Option<f32>,
-}
-
-impl Grad {
-    fn new(dt: DType, h: usize, hk: usize, d: usize, mask: MaskKind) -> Grad {
-        Grad {
-            dt,
-            b: 2,
-            s: 70,
-            h,
-            hk,
-            d,
-            mask,
-            softcap: None,
-        }
-    }
-
-    fn op(&self, vjp: bool) -> Op {
-        let (num_heads, head_dim, mask_kind) = (self.h, self.d, self.mask);
-        let (score_scale, attn_logit_softcap, v_head_dim) = (None, self.softcap, None);
-        if vjp {
-            Op::AttentionVjp {
-                num_heads,
-                head_dim,
-                v_head_dim,
-                mask_kind,
-                score_scale,
-                attn_logit_softcap,
-            }
-        } else {
-            Op::Attention {
-                num_heads,
-                head_dim,
-                v_head_dim,
-                mask_kind,
-                score_scale,
-                attn_logit_softcap,
-            }
-        }
-    }
-}
-
-/// Inputs q, k, v (+ mask or bias) and the output weights `w` of `c` in `g`, with random
-/// data (all in `c.dt`) pushed to `args`.
-fn operands(c: Grad, g: &mut Graph, rng: &mut Rng, args: &mut Vec<TensorData>) -> Vec<NodeId> {
-    let mut input = |g: &mut Graph, name: &str, dims: &[usize]| {
-        let s = Shape::new(dims, c.dt);
-        args.push(random_data(rng, &s));
-        g.input(name, s)
-    };
-    let mut ins = vec![
-        input(g, "q", &[c.b, c.s, c.h, c.d]),
-        input(g, "k", &[c.b, c.s, c.hk, c.d]),
-        input(g, "v", &[c.b, c.s, c.hk, c.d]),
-    ];
-    match c.mask {
-        MaskKind::Custom => ins.push(input(g, "mask", &[c.b, c.s])),
-        MaskKind::Bias => ins.push(input(g, "bias", &[c.h, c.s, c.s])),
-        _ => {}
-    }
-    ins.push(input(g, "w", &[c.b, c.s, c.h, c.d]));
+/// The problem's inputs (`Lowp::inputs`) and then the output weights `w` of `c`, all in
+/// `c.dt`, with random data pushed to `args`.
+fn operands(c: Lowp, g: &mut Graph, rng: &mut Rng, args: &mut Vec<TensorData>) -> Vec<NodeId> {
+    let mut ins = c.inputs(g, rng, args);
+    let s = Shape::new(&[c.b, c.s, c.h, c.d], c.dt);
+    args.push(random_data(rng, &s));
+    ins.push(g.input("w", s));
     ins
 }
 
 /// The gradient graph of `loss = Σ w ⊙ attention(q, k, v)` over q, k, v (its outputs are
 /// dq, dk, dv, narrowed out of one `attention_vjp` in `c.dt`), and its inputs.
-fn grad_of_attention(c: Grad, seed: u64) -> (Graph, Vec<TensorData>) {
+fn grad_of_attention(c: Lowp, seed: u64) -> (Graph, Vec<TensorData>) {
     let mut rng = Rng::new(seed);
     let mut g = Graph::new("attention_grad_lowp");
     let mut args = Vec::new();
@@ -133,7 +69,7 @@ fn scaled_error(got: &TensorData, want: &TensorData) -> f64 {
 fn bf16_and_f16_attention_gradients_are_within_one_ulp_of_the_oracle_and_beat_the_lowering() {
     let mut report = Vec::new();
     for dt in [DType::BF16, DType::F16] {
-        let new = |h, hk, d, mask| Grad::new(dt, h, hk, d, mask);
+        let new = |h, hk, d, mask| Lowp::new(dt, h, hk, d, mask);
         // Grouped-query heads, head dims that are not multiples of 16 (20, 12, 7, 24).
         let cases = [
             new(4, 2, 20, MaskKind::Causal),
@@ -142,11 +78,11 @@ fn bf16_and_f16_attention_gradients_are_within_one_ulp_of_the_oracle_and_beat_th
             new(4, 2, 16, MaskKind::Bias),
             new(4, 2, 20, MaskKind::Custom),
             new(2, 1, 24, MaskKind::Custom),
-            Grad {
+            Lowp {
                 softcap: Some(5.0),
                 ..new(4, 2, 20, MaskKind::Causal)
             },
-            Grad {
+            Lowp {
                 s: 130,
                 ..new(8, 8, 32, MaskKind::Causal)
             },
@@ -160,10 +96,7 @@ fn bf16_and_f16_attention_gradients_are_within_one_ulp_of_the_oracle_and_beat_th
             let old = run(&g, &args, &lowered_in_dtype());
             assert_eq!((got.len(), old.len(), want.len()), (3, 3, 3), "{c:?}");
             for (j, name) in ["dq", "dk", "dv"].iter().enumerate() {
-                let t = compare(&got[j], &want[j], &format!("{name} of {c:?}"));
-                sum.elements += t.elements;
-                sum.one_ulp += t.one_ulp;
-                sum.small_differ += t.small_differ;
+                sum += compare(&got[j], &want[j], &format!("{name} of {c:?}"));
                 let (e_new, e_old) = (
                     scaled_error(&got[j], &want[j]),
                     scaled_error(&old[j], &want[j]),
@@ -206,7 +139,7 @@ fn half_attention_gradients_compile_to_one_f32_backward_kernel_and_no_half_matmu
     };
     for dt in [DType::BF16, DType::F16] {
         for mask in [MaskKind::Causal, MaskKind::Bias, MaskKind::Custom] {
-            let (g, _) = grad_of_attention(Grad::new(dt, 4, 2, 20, mask), 1);
+            let (g, _) = grad_of_attention(Lowp::new(dt, 4, 2, 20, mask), 1);
             let p = compile(&g, &compile_options()).unwrap();
             let fused: Vec<(String, DType)> = (p.kernels.iter())
                 .filter_map(|k| match &k.kind {
@@ -237,10 +170,10 @@ fn half_attention_gradients_compile_to_one_f32_backward_kernel_and_no_half_matmu
 #[test]
 #[ignore]
 fn time_bf16_attention_vjp_lowered_against_f32() {
-    let c = Grad {
+    let c = Lowp {
         b: 4,
         s: 256,
-        ..Grad::new(DType::BF16, 8, 8, 32, MaskKind::Causal)
+        ..Lowp::new(DType::BF16, 8, 8, 32, MaskKind::Causal)
     };
     let mut rng = Rng::new(1);
     let mut g = Graph::new("attention_vjp_bf16");
