@@ -44,26 +44,17 @@ impl Lowp {
 
     /// The problem's `attention` op, or with `vjp` its `attention_vjp`.
     pub(super) fn op(&self, vjp: bool) -> Op {
-        let (num_heads, head_dim, mask_kind) = (self.h, self.d, self.mask);
-        let (score_scale, attn_logit_softcap, v_head_dim) = (None, self.softcap, None);
-        if vjp {
-            Op::AttentionVjp {
-                num_heads,
-                head_dim,
-                v_head_dim,
-                mask_kind,
-                score_scale,
-                attn_logit_softcap,
-            }
-        } else {
-            Op::Attention {
-                num_heads,
-                head_dim,
-                v_head_dim,
-                mask_kind,
-                score_scale,
-                attn_logit_softcap,
-            }
+        let op = Op::Attention {
+            num_heads: self.h,
+            head_dim: self.d,
+            v_head_dim: None,
+            mask_kind: self.mask,
+            score_scale: None,
+            attn_logit_softcap: self.softcap,
+        };
+        match op.attention_attrs() {
+            Some(attrs) if vjp => attrs.vjp_op(),
+            _ => op,
         }
     }
 
