@@ -142,6 +142,25 @@
 //! 0.985–1.005×, fc2 +4 %. Tried there: `MC` raised back to at most 256 rows for
 //! products whose sums fit a shorter block (the A block's bytes kept): within noise.
 //!
+//! W11's weight gradient dWqkv (256 × 1024 × 768, A transposed) stays the slowest
+//! product against MKL: 0.96–0.98× on one thread, 0.95–0.97× on two, where MKL's two
+//! threads each run at its one-thread speed (2026-12-04, same VM, threads awake). Timed
+//! with `rdtsc` on one thread, B's packing takes 11 % of it (0.72 cycles an f32: the 3 MiB
+//! packed block passes L2) and A's 3.5 %; split by columns on two threads, each thread
+//! packs all of A (7 % of its time). Tried then and not kept (run-time switches in one
+//! binary, MKL in the same process, two rounds on one and two threads):
+//! - B packed strip by strip (alone or four at a time) just before the first `MC` rows
+//!   use it, so the strip is still in L2: 0–2 % slower on one thread, 1–4 % on two
+//!   (a strip's source is 192 bytes of each of `kc` rows, which the prefetchers do not
+//!   follow as they follow whole rows).
+//! - A transposed A read in place, its sums `cs` apart (each sum's eight rows are
+//!   contiguous, as in a packed panel): dWqkv (1 KiB apart) 13 % slower, dWhead (2 KiB)
+//!   35 %, dWfc2 (4 KiB) 42 %: the sums' lines fall into a few L1 sets and every
+//!   fourth sum, or every one, is a new page.
+//! - Prefetching the next 16 or 32 sums of a transposed A while packing it: ±2 %.
+//! - `KC` 512, `MC` 256, or `NC` 384 (B's block inside L2, A packed twice): 0.92–1.00×
+//!   against 0.96–0.97× for the plan's blocks, no variant ahead on both thread counts.
+//!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
 //! (the first block of an overwriting product) or added to it. The sequence does not
