@@ -73,6 +73,13 @@
 //! - Blocking: packed A at 128/256/512/1024 sums per call 886/971/1101/1022 against 1130;
 //!   column panels outer with 256–1024 sums 853–1015 against 1159; `nc` 256 1185, 1024
 //!   1100 against 1266 at 512; `mc` 64/256 1278/1282 (no change).
+//! - Packing the next block of B's columns a pair of rows at a time between the current
+//!   block's calls, into a second buffer, so that the core's loads and shuffles run while
+//!   the tile unit works (2026-12-04, same VM, four alternated rounds of rlx-bench's W4):
+//!   one thread 1113–1216 against 1243–1299 without it, two threads 1836–2019 against
+//!   2125–2247; with `nc` 256 (both blocks in 1 MiB) 1098–1141 against 1187–1206. The
+//!   tile loads are what this loop waits on, and the packing's reads and writes compete
+//!   with them for L2.
 
 use super::lowp_drive::{Blocking, CTile, Kernel, Src};
 use std::sync::OnceLock;
