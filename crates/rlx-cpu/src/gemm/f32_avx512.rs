@@ -81,7 +81,7 @@
 //! buffers on 2 MiB pages (`madvise(MADV_HUGEPAGE)`, 2 MiB aligned); splitting C by
 //! columns on two threads (each thread packs all of A and its half of B: 1024³ equal,
 //! 2048³ −1.5 %, W5 −8 %); `MC` 128 and 512 at two threads (−5 %). Kept: row pieces
-//! of nearly equal size ([`piece_len`]) and `Auto` giving this kernel 256-column
+//! of nearly equal size ([`Pieces`]) and `Auto` giving this kernel 256-column
 //! products ([`takes_untransposed`]); whole steps on two threads, rlx-bench against the
 //! binary before them, 8 alternated rounds in the same conditions: W11 (4 blocks) 108.1 →
 //! 104.9 ms, W6's training step 4.26 → 4.20 ms (medians).

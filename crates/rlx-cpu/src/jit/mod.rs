@@ -1,5 +1,5 @@
 //! Register-level evaluation of f32 elementwise tile programs: on x86-64 CPUs with
-//! AVX-512, a [`TileProg`] whose instructions are all f32 loads, constants and the
+//! AVX-512, a [`TileProg`](crate::exec::vm::TileProg) whose instructions are all f32 loads, constants and the
 //! arithmetic below is compiled to machine code that evaluates the whole expression 16
 //! lanes at a time in vector registers — one pass over the tile instead of one pass per
 //! instruction through the L1 scratch.

@@ -45,7 +45,7 @@ const GROUP: usize = 4;
 pub(super) const MAX_SHARED: usize = 1 << 24;
 
 /// Whether row-split products share B's packing: only with `RLX_GEMM_F32_SHARE_B=1`
-/// (see the module docs), or while a test asks for it ([`FORCE`]).
+/// (see the module docs), or while a test asks for it (`FORCE`).
 pub(super) fn enabled() -> bool {
     #[cfg(test)]
     if FORCE.load(std::sync::atomic::Ordering::Relaxed) {
