@@ -176,7 +176,8 @@ mod shared;
 mod team;
 
 use super::avx512::avx512bw;
-use super::lowp_drive::{Dst, Half, Pieces, Src};
+use super::lowp_drive::{Dst, Half, Src};
+use super::pieces::Pieces;
 use kernel::{CTile, micro};
 use pack::{F32, Load, Strips, pack_a, pack_b};
 use plan::{Plan, TileShape};

@@ -34,6 +34,8 @@ pub mod lowp;
 #[cfg(target_arch = "x86_64")]
 mod lowp_drive;
 mod narrow;
+#[cfg(target_arch = "x86_64")]
+mod pieces;
 
 use crate::exec::par::SendPtr;
 use f32_path::OwnGemm;
