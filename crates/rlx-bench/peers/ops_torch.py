@@ -7,7 +7,7 @@ calls to last >= 50 ms, the median per-call time) and printed as one line
     OPSPEER <workload> <system> median_s=<s> min_s=<s> max_s=<s> repeats=<n> inner=<n>
 
 with the workload of the matching rlx row and the system `torch_<suffix>` for the rlx
-row `rlx_<suffix>`: rlx-bench (`--ops-python`) credits the torch row with the same bytes
+row `rlx_<suffix>`: rlx-bench (`--torch`) credits the torch row with the same bytes
 or flops as its rlx row, so both print as a fraction of the same machine bound.
 
 Backward rows time only the backward: the forward graph is built once and

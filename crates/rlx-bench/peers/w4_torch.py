@@ -1,6 +1,9 @@
-"""PyTorch's rates for rlx-bench's W4 rows, on 1 and 2 threads, medians of many calls.
+"""PyTorch's rates for rlx-bench's W4 rows, on 1 and N threads, medians of many calls.
 
-    python w4_torch.py              # W4 rows: matmul 1024/2048 f32, 1024 bf16 / f16 / int8
+    python w4_torch.py                      # GFLOP/s lines, 1 and 2 threads
+    python w4_torch.py --rows --threads 2   # W4PEER lines, read by `rlx-bench --torch`
+
+The products: matmul 1024/2048 in f32, 1024 in bf16 / f16, and int8 (i32 out) at 1024.
 
 (The f32 shape table against MKL is `cargo run --release -p rlx-cpu --example gemm_shapes
 -- --mkl <libtorch_cpu.so>`, which calls MKL in the same process, interleaved with rlx.)
@@ -9,21 +12,29 @@ torch's f32 matmul is MKL (or oneDNN) on x86; bf16 goes through oneDNN (AMX wher
 int8 through torch._int_mm (oneDNN VNNI / AMX-INT8) where the build has it.
 """
 
+import argparse
 import time
 
 import torch
 
-def median_rate(fn, flops, budget=1.5e10):
+
+def times(fn, flops, budget=1.5e10, warm_s=0.3):
+    """Seconds per call, sorted: warm-up calls for at least `warm_s` seconds (and two),
+    then about `budget` flops of calls (9 to 201). Two warm-up calls alone left the
+    process's first product (f32 on one thread) at up to 2.5x its time (2 of 6 runs on
+    the 2-vCPU Sapphire Rapids VM)."""
     reps = max(9, min(201, int(budget / flops)))
-    for _ in range(2):
+    start, warm = time.perf_counter(), 0
+    while warm < 2 or time.perf_counter() - start < warm_s:
         fn()
+        warm += 1
     ts = []
     for _ in range(reps):
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
     ts.sort()
-    return flops / ts[len(ts) // 2] / 1e9
+    return ts
 
 
 def operands(m, k, n, lay, batch, dtype=torch.float32):
@@ -39,27 +50,45 @@ def operands(m, k, n, lay, batch, dtype=torch.float32):
     return a, b
 
 
-def w4_rows():
-    print(f"torch {torch.__version__}, W4 rows, GFLOP/s, median")
-    for th in (1, 2):
+def w4_rows(thread_counts, rows):
+    """One line per product: `W4PEER <workload> torch_<dtype>_<threads>t median_s=… …`
+    with `rows`, else `<workload> torch_<dtype> <threads>t <GFLOP/s>`."""
+    tag = "# " if rows else ""
+    print(f"{tag}torch {torch.__version__}, W4 rows, median of many calls")
+
+    def report(n, name, th, ts, extra=""):
+        flops = 2.0 * n**3
+        med = ts[len(ts) // 2]
+        if rows:
+            print(
+                f"W4PEER W4_matmul_{n} torch_{name}_{th}t median_s={med:.9f} "
+                f"min_s={ts[0]:.9f} max_s={ts[-1]:.9f} repeats={len(ts)} inner=1"
+            )
+        else:
+            print(f"W4_matmul_{n} torch_{name} {th}t {flops / med / 1e9:.1f}{extra}")
+
+    for th in thread_counts:
         torch.set_num_threads(th)
         for n in (1024, 2048):
             a, b = operands(n, n, n, "NN", 1)
-            r = median_rate(lambda: torch.matmul(a, b), 2.0 * n**3)
-            print(f"W4_matmul_{n} torch_f32 {th}t {r:.1f}")
+            report(n, "f32", th, times(lambda: torch.matmul(a, b), 2.0 * n**3))
         n = 1024
         for name, dt in (("bf16", torch.bfloat16), ("f16", torch.float16)):
             a, b = operands(n, n, n, "NN", 1, dt)
-            r = median_rate(lambda: torch.matmul(a, b), 2.0 * n**3)
-            print(f"W4_matmul_{n} torch_{name} {th}t {r:.1f}")
+            report(n, name, th, times(lambda: torch.matmul(a, b), 2.0 * n**3))
         ai = torch.randint(-128, 128, (n, n), dtype=torch.int8)
         bi = torch.randint(-128, 128, (n, n), dtype=torch.int8)
         try:
-            r = median_rate(lambda: torch._int_mm(ai, bi), 2.0 * n**3)
-            print(f"W4_matmul_{n} torch_int8 {th}t {r:.1f} (torch._int_mm, i32 out)")
+            ts = times(lambda: torch._int_mm(ai, bi), 2.0 * n**3)
+            report(n, "int8", th, ts, " (torch._int_mm, i32 out)")
         except RuntimeError as e:
-            print(f"W4_matmul_{n} torch_int8 {th}t unavailable: {e}")
+            print(f"{tag}W4_matmul_{n} torch_int8 {th}t unavailable: {e}")
 
 
 if __name__ == "__main__":
-    w4_rows()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", action="store_true", help="print W4PEER lines for rlx-bench")
+    p.add_argument("--threads", type=int, default=2, help="the all-threads count (default 2)")
+    args = p.parse_args()
+    counts = sorted({1, max(1, args.threads)})
+    w4_rows(counts, args.rows)

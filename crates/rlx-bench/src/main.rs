@@ -4,20 +4,25 @@
 //! machine's bounds. See `crates/rlx-bench/README.md`.
 //!
 //! ```text
-//! cargo run --release -p rlx-bench -- [--workloads W1,W4] [--repeats 7] [--warmup 2] [--json] [--no-ndarray] [--no-probes] [--kernels]
+//! cargo run --release -p rlx-bench -- [--workloads W1,W4] [--repeats 7] [--warmup 2] [--json] [--no-ndarray] [--no-probes] [--kernels] [--torch PYTHON]
 //! ```
+//!
+//! With `--torch`, a Python with torch times PyTorch on W4's products and on the OPS rows
+//! in the same run, and its rows print beside rlx's (`peer.rs`).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod kernels;
 mod nd;
 mod ops;
+mod peer;
 mod probes;
 mod report;
 mod rlx;
 mod timing;
 mod w11;
 mod w12;
+mod w4_peer;
 
 use ndarray::{Array1, Array2};
 use report::{Bounds, Row};
@@ -43,8 +48,9 @@ struct Args {
     w11_flat: bool,
     /// W12: `--w12-*` options as (flag, value) pairs, interpreted by [`w12::rows`].
     w12_args: Vec<(String, String)>,
-    /// OPS: the Python (with torch) that runs `peers/ops_torch.py` in this run.
-    ops_python: Option<String>,
+    /// A Python with torch that runs the peer scripts for W4 and OPS in this run
+    /// (`peers/w4_torch.py`, `peers/ops_torch.py`), whose rows go beside rlx's.
+    torch_python: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -62,7 +68,7 @@ fn parse_args() -> Args {
         w11_layers: vec![2, 4, 8],
         w11_flat: false,
         w12_args: Vec::new(),
-        ops_python: None,
+        torch_python: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -97,7 +103,8 @@ fn parse_args() -> Args {
                 );
             }
             "--w11-flat" => a.w11_flat = true,
-            "--ops-python" => a.ops_python = Some(value("--ops-python")),
+            // `--ops-python` is the flag's first name, from when only OPS had a peer.
+            "--torch" | "--ops-python" => a.torch_python = Some(value("--torch")),
             "--w11-layers" => {
                 a.w11_layers = value("--w11-layers")
                     .split(',')
@@ -106,7 +113,7 @@ fn parse_args() -> Args {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels] [--w11-steps 60] [--w11-layers 2,4,8] [--w11-flat] [--ops-python PYTHON] [--w12-…]"
+                    "usage: rlx-bench [--workloads W1,W4,...] [--repeats N] [--warmup N] [--json] [--no-ndarray] [--no-probes] [--kernels] [--w11-steps 60] [--w11-layers 2,4,8] [--w11-flat] [--torch PYTHON] [--w12-…]"
                 );
                 std::process::exit(0);
             }
@@ -254,6 +261,8 @@ fn main() {
                 .check(check),
         );
     }
+    // Lines printed after the table: peers' failures and hints, W11's depth fit, …
+    let mut after = Vec::new();
     if w("W4") {
         for n in MM_SIZES {
             let id = format!("W4_matmul_{n}");
@@ -303,6 +312,13 @@ fn main() {
                 rows.extend(w4_lowp(plan, n, &a, &b, &reference, f32_s));
                 rows.extend(w4_lowp_kernels(plan, n, &a, &b, &reference, threads));
             }
+        }
+        match args.torch_python.as_deref() {
+            Some(py) => after.extend(w4_peer::add_rows(&mut rows, py, threads)),
+            None => after.push(
+                "W4 peer: add --torch PATH/TO/python (with torch) for PyTorch's rows in this run"
+                    .into(),
+            ),
         }
     }
     let ps = inputs::mlp_params(5);
@@ -460,15 +476,19 @@ fn main() {
         }
         w10_rlx(&mut rows, plan, &x, &reference, bytes);
     }
-    let mut after = Vec::new();
     if w("W11") {
-        after = w11::rows(&mut rows, args.w11_steps, &args.w11_layers, args.w11_flat);
+        after.extend(w11::rows(
+            &mut rows,
+            args.w11_steps,
+            &args.w11_layers,
+            args.w11_flat,
+        ));
     }
     if w("W12") {
         after.extend(w12::rows(&mut rows, plan, &args.w12_args));
     }
     if w("OPS") {
-        after.extend(ops::rows(&mut rows, plan, args.ops_python.as_deref()));
+        after.extend(ops::rows(&mut rows, plan, args.torch_python.as_deref()));
     }
     report::print_table(&rows, &bounds);
     for line in after {

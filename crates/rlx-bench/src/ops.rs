@@ -19,7 +19,7 @@ mod reference;
 use crate::report::Row;
 use crate::timing::Plan;
 
-/// Every OPS row; with `peer_python` (`--ops-python`), PyTorch's timings of the same ops
+/// Every OPS row; with `peer_python` (`--torch`), PyTorch's timings of the same ops
 /// (`peers/ops_torch.py`) after each rlx row. Returns lines to print after the table.
 #[cfg(all(feature = "train", feature = "transforms"))]
 pub fn rows(rows: &mut Vec<Row>, plan: Plan, peer_python: Option<&str>) -> Vec<String> {
@@ -27,7 +27,7 @@ pub fn rows(rows: &mut Vec<Row>, plan: Plan, peer_python: Option<&str>) -> Vec<S
     match peer_python {
         Some(py) => peer::add_rows(rows, plan, py),
         None => vec![
-            "OPS peer: add --ops-python PATH/TO/python (with torch) for PyTorch's rows in this run"
+            "OPS peer: add --torch PATH/TO/python (with torch) for PyTorch's rows in this run"
                 .into(),
         ],
     }

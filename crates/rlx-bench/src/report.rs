@@ -99,9 +99,26 @@ impl Row {
     pub fn system(&self) -> &str {
         &self.system
     }
+    /// The median time per call, in seconds.
+    pub fn median_s(&self) -> f64 {
+        self.t.median_s
+    }
+    /// The rate in GFLOP/s, when the row counts flops.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn flop_rate(&self) -> Option<f64> {
+        self.rate_gflops()
+    }
+    /// The free-text note.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn note_text(&self) -> &str {
+        &self.note
+    }
+    /// Replace the free-text note.
+    pub fn set_note(&mut self, n: &str) {
+        self.note = n.into();
+    }
     /// A peer's row for the same work: `system`'s timing `t`, credited with this row's
     /// bytes, flops and bound (so both print as fractions of the same machine limit).
-    #[cfg_attr(not(all(feature = "train", feature = "transforms")), allow(dead_code))]
     pub fn peer_of(&self, system: &str, t: Timing) -> Row {
         Row {
             system: system.into(),

@@ -4,18 +4,12 @@
 //! one rate per timed run.
 
 use super::{Measured, Opts};
-use std::path::Path;
 use std::process::Command;
 
 /// The PyTorch peer script, relative to the repository root.
 const TORCH_SCRIPT: &str = "crates/rlx-bench/peers/w12_torch.py";
 /// The candle peer crate, relative to the repository root.
 const CANDLE_CRATE: &str = "bench-peers/candle-w12";
-
-fn repo_root() -> &'static Path {
-    // crates/rlx-bench → the workspace root.
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
 
 fn peer_args(o: &Opts, dtype: &str, repeats: usize) -> Vec<String> {
     vec![
@@ -75,20 +69,10 @@ fn run_peer(mut cmd: Command, system: &str, dtype: &str) -> Result<Measured, Str
     let threads = rayon::current_num_threads().to_string();
     cmd.env("OMP_NUM_THREADS", &threads)
         .env("RAYON_NUM_THREADS", &threads);
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = err.lines().rev().take(5).collect();
-        return Err(format!(
-            "{cmd:?} failed ({}): {}",
-            out.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        ));
+    match crate::peer::output(cmd) {
+        (stdout, None) => parse_line(&stdout, system, dtype),
+        (_, Some(failed)) => Err(failed),
     }
-    parse_line(&stdout, system, dtype)
 }
 
 /// Runs the peers whose paths were given (`--w12-python`, `--w12-candle`) for one dtype.
@@ -100,7 +84,7 @@ pub(crate) fn run(
     let mut res = Vec::new();
     if let Some(py) = &o.python {
         let mut c = Command::new(py);
-        c.arg(repo_root().join(TORCH_SCRIPT))
+        c.arg(crate::peer::script(TORCH_SCRIPT))
             .args(peer_args(o, dtype, repeats));
         res.push(("torch", run_peer(c, "torch", dtype)));
     }
