@@ -88,7 +88,8 @@ pub(crate) fn run_script(label: &str, cmd: Command) -> (String, Vec<String>) {
 
 /// Insert the peer's row `system` of `workload` after the rlx row `rlx` of the same
 /// workload (and after any peer rows already placed behind it), credited with that row's
-/// bytes or flops; returns the new row's index. An error names the missing rlx row.
+/// bytes or flops and noting rlx's rate over the peer's; returns the new row's index. An
+/// error names the missing rlx row.
 pub(crate) fn place(
     rows: &mut Vec<Row>,
     (workload, rlx): (&str, &str),
@@ -106,9 +107,34 @@ pub(crate) fn place(
     {
         pos += 1;
     }
-    let row = rows[at].peer_of(system, t);
+    let ratio = t.median_s / rows[at].median_s();
+    let mut row = rows[at].peer_of(system, t);
+    row.set_note(&format!("{rlx} runs {ratio:.2}× this rate"));
     rows.insert(pos, row);
     Ok(pos)
+}
+
+/// Places every `<tag>` line of a peer script's `stdout` after the rlx row `rlx_for`
+/// names for its system ([`place`]); returns a message, starting with `label`, for each
+/// line that could not be read or placed.
+pub(crate) fn place_lines(
+    rows: &mut Vec<Row>,
+    stdout: &str,
+    (tag, label): (&str, &str),
+    rlx_for: impl Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    let prefix = format!("{tag} ");
+    for line in stdout.lines().filter(|l| l.starts_with(&prefix)) {
+        let placed = parse_line(tag, line).and_then(|(workload, system, t)| {
+            let rlx = rlx_for(&system).ok_or_else(|| format!("unexpected system `{system}`"))?;
+            place(rows, (&workload, &rlx), &system, t)
+        });
+        if let Err(e) = placed {
+            errors.push(format!("{label}: {e}"));
+        }
+    }
+    errors
 }
 
 #[cfg(test)]
@@ -180,6 +206,10 @@ mod tests {
             ["rlx_cpu::sgemm_1t", "torch_f32_1t", "torch_x_1t", "rlx"]
         );
         assert_eq!(rows[1].flop_rate(), Some(100.0));
+        assert_eq!(
+            rows[1].note_text(),
+            "rlx_cpu::sgemm_1t runs 2.00× this rate"
+        );
         let missing = place(&mut rows, (w, "rlx_cpu::sgemm_9t"), "torch_f32_9t", t(0.02));
         assert!(
             missing

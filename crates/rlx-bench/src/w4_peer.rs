@@ -43,30 +43,10 @@ pub(crate) fn add_rows(rows: &mut Vec<Row>, python: &str, threads: usize) -> Vec
     after
 }
 
-/// Places every `W4PEER` line of `stdout` after its rlx row, with rlx's rate over
-/// torch's in the note; returns the lines that could not be placed, as messages.
+/// Places every `W4PEER` line of `stdout` after its rlx row (rlx's rate over torch's in
+/// the note); returns the lines that could not be placed, as messages.
 fn add_lines(rows: &mut Vec<Row>, stdout: &str) -> Vec<String> {
-    let mut after = Vec::new();
-    for line in stdout.lines().filter(|l| l.starts_with("W4PEER ")) {
-        let placed = peer::parse_line("W4PEER", line).and_then(|(workload, system, t)| {
-            let rlx =
-                rlx_system_for(&system).ok_or_else(|| format!("unexpected system `{system}`"))?;
-            let torch_s = t.median_s;
-            let at = peer::place(rows, (&workload, &rlx), &system, t)?;
-            let rlx_s = rows
-                .iter()
-                .find(|r| r.workload() == workload && r.system() == rlx)
-                .map(|r| r.median_s())
-                .unwrap_or(f64::NAN);
-            let note = format!("{rlx} runs {:.2}× this rate", torch_s / rlx_s);
-            rows[at].set_note(&note);
-            Ok(())
-        });
-        if let Err(e) = placed {
-            after.push(format!("W4 peer: {e}"));
-        }
-    }
-    after
+    peer::place_lines(rows, stdout, ("W4PEER", "W4 peer"), rlx_system_for)
 }
 
 #[cfg(test)]

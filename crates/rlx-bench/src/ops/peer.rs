@@ -51,16 +51,12 @@ pub(crate) fn add_rows(rows: &mut Vec<Row>, plan: Plan, python: &str) -> Vec<Str
         cmd.args(["--only", &only]);
     }
     let (stdout, mut after) = peer::run_script("OPS peer", cmd);
-    for line in stdout.lines().filter(|l| l.starts_with("OPSPEER ")) {
-        let placed = peer::parse_line("OPSPEER", line).and_then(|(workload, system, t)| {
-            let rlx =
-                rlx_system_for(&system).ok_or_else(|| format!("unexpected system `{system}`"))?;
-            peer::place(rows, (&workload, &rlx), &system, t)
-        });
-        if let Err(e) = placed {
-            after.push(format!("OPS peer: {e}"));
-        }
-    }
+    after.extend(peer::place_lines(
+        rows,
+        &stdout,
+        ("OPSPEER", "OPS peer"),
+        rlx_system_for,
+    ));
     after
 }
 
