@@ -5,11 +5,13 @@ under `torch.autocast("cpu", dtype=torch.bfloat16)`: f32 master weights and opti
 matmuls (and, unlike rlx's W11-bf16 row, attention) in bf16, LayerNorm / softmax /
 cross-entropy in f32 as autocast's op lists say. 2 threads, eager (and `--compile`).
 
-    python w11_torch_bf16.py [--steps 60] [--compile] [--f32]
+    python w11_torch_bf16.py [--steps 60] [--compile] [--f32] [--threads 2] [--rows]
 
 Prints one JSON line like transformer.py: peer, workload, median_s (over the steps after
 the first 10), first_s, loss_first, loss_last. `--f32` runs the same script without
-autocast, for a same-run ratio.
+autocast, for a same-run ratio. With `--rows` (how `rlx-bench --torch` runs it) the line
+is `W11PEER W11_gpt_train_step torch_<bf16|f32> median_s=… min_s=… max_s=… repeats=…
+inner=1`, and the losses go on a `# ` line.
 """
 import argparse
 import json
@@ -67,8 +69,10 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--f32", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rows", action="store_true")
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(max(1, args.threads))
     torch.manual_seed(0)
     model = GPT()
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -93,6 +97,14 @@ def main():
         losses.append(loss.item())
         times.append(time.perf_counter() - t0)
     peer = ("torch_compile" if args.compile else "torch") + ("_f32" if args.f32 else "_bf16_autocast")
+    if args.rows:
+        timed = sorted(times[10:] or times)
+        system = ("torch_compile" if args.compile else "torch") + ("_f32" if args.f32 else "_bf16")
+        print(f"# {peer}: loss {losses[0]:.4f} -> {losses[-1]:.4f} in {args.steps} steps, "
+              f"first step {times[0]:.2f} s")
+        print(f"W11PEER W11_gpt_train_step {system} median_s={float(np.median(timed)):.9f} "
+              f"min_s={timed[0]:.9f} max_s={timed[-1]:.9f} repeats={len(timed)} inner=1")
+        return
     print(json.dumps({
         "peer": peer, "workload": "W11_gpt_train_step",
         "median_s": float(np.median(times[10:])), "first_s": times[0],

@@ -7,8 +7,9 @@
 //! cargo run --release -p rlx-bench -- [--workloads W1,W4] [--repeats 7] [--warmup 2] [--json] [--no-ndarray] [--no-probes] [--kernels] [--torch PYTHON]
 //! ```
 //!
-//! With `--torch`, a Python with torch times PyTorch on W4's products and on the OPS rows
-//! in the same run, and its rows print beside rlx's (`peer.rs`).
+//! With `--torch`, a Python with torch times PyTorch on W4's products, W11's training step
+//! (f32 and bf16 autocast) and the OPS rows in the same run, and its rows print beside
+//! rlx's (`peer.rs`).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -21,6 +22,7 @@ mod report;
 mod rlx;
 mod timing;
 mod w11;
+mod w11_peer;
 mod w12;
 mod w4_peer;
 
@@ -48,8 +50,9 @@ struct Args {
     w11_flat: bool,
     /// W12: `--w12-*` options as (flag, value) pairs, interpreted by [`w12::rows`].
     w12_args: Vec<(String, String)>,
-    /// A Python with torch that runs the peer scripts for W4 and OPS in this run
-    /// (`peers/w4_torch.py`, `peers/ops_torch.py`), whose rows go beside rlx's.
+    /// A Python with torch that runs the peer scripts for W4, W11 and OPS in this run
+    /// (`peers/w4_torch.py`, `peers/w11_torch_bf16.py`, `peers/ops_torch.py`), whose
+    /// rows go beside rlx's.
     torch_python: Option<String>,
 }
 
@@ -483,6 +486,9 @@ fn main() {
             &args.w11_layers,
             args.w11_flat,
         ));
+        if let Some(py) = args.torch_python.as_deref() {
+            after.extend(w11_peer::add_rows(&mut rows, py, args.w11_steps, threads));
+        }
     }
     if w("W12") {
         after.extend(w12::rows(&mut rows, plan, &args.w12_args));
