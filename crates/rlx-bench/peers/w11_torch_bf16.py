@@ -96,10 +96,10 @@ def main():
         opt.step()
         losses.append(loss.item())
         times.append(time.perf_counter() - t0)
-    peer = ("torch_compile" if args.compile else "torch") + ("_f32" if args.f32 else "_bf16_autocast")
+    system = ("torch_compile" if args.compile else "torch") + ("_f32" if args.f32 else "_bf16")
+    peer = system if args.f32 else system + "_autocast"
     if args.rows:
         timed = sorted(times[10:] or times)
-        system = ("torch_compile" if args.compile else "torch") + ("_f32" if args.f32 else "_bf16")
         print(f"# {peer}: loss {losses[0]:.4f} -> {losses[-1]:.4f} in {args.steps} steps, "
               f"first step {times[0]:.2f} s")
         print(f"W11PEER W11_gpt_train_step {system} median_s={float(np.median(timed)):.9f} "

@@ -3,8 +3,9 @@
 //! `<TAG> <workload> torch_<suffix> median_s=… min_s=… max_s=… repeats=… inner=…`;
 //! [`run_script`] runs it, [`parse_line`] reads each line and [`place`] puts the row right
 //! after the rlx row it mirrors, credited with that row's bytes or flops, so the table
-//! shows both rates side by side. The W4 and OPS peers (`w4_peer.rs`, `ops/peer.rs`)
-//! differ only in their scripts and in which rlx row each torch row mirrors.
+//! shows both rates side by side; [`add_rows`] does all three. The W4, W11 and OPS peers
+//! (`w4_peer.rs`, `w11_peer.rs`, `ops/peer.rs`) differ only in their scripts and in
+//! which rlx row each torch row mirrors.
 
 use crate::report::Row;
 use crate::timing::Timing;
@@ -107,9 +108,13 @@ pub(crate) fn place(
     {
         pos += 1;
     }
-    let ratio = t.median_s / rows[at].median_s();
+    // No ratio against an rlx row without a time (one that did not run).
+    let rlx_s = rows[at].median_s();
+    let ratio = (rlx_s > 0.0).then(|| t.median_s / rlx_s);
     let mut row = rows[at].peer_of(system, t);
-    row.set_note(&format!("{rlx} runs {ratio:.2}× this rate"));
+    if let Some(ratio) = ratio {
+        row.set_note(&format!("{rlx} runs {ratio:.2}× this rate"));
+    }
     rows.insert(pos, row);
     Ok(pos)
 }
@@ -135,6 +140,19 @@ pub(crate) fn place_lines(
         }
     }
     errors
+}
+
+/// Runs a peer script ([`run_script`]) and places its `<tag>` lines ([`place_lines`]);
+/// returns every line for after the table, each starting with `label`.
+pub(crate) fn add_rows(
+    rows: &mut Vec<Row>,
+    cmd: Command,
+    (tag, label): (&str, &str),
+    rlx_for: impl Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let (stdout, mut after) = run_script(label, cmd);
+    after.extend(place_lines(rows, &stdout, (tag, label), rlx_for));
+    after
 }
 
 #[cfg(test)]
@@ -210,6 +228,9 @@ mod tests {
             rows[1].note_text(),
             "rlx_cpu::sgemm_1t runs 2.00× this rate"
         );
+        let mut untimed = vec![Row::new(w, "rlx", Timing::zero()).flops(2e9)];
+        place(&mut untimed, (w, "rlx"), "torch_f32_2t", t(0.02)).unwrap();
+        assert_eq!(untimed[1].note_text(), "", "no ratio against a zero time");
         let missing = place(&mut rows, (w, "rlx_cpu::sgemm_9t"), "torch_f32_9t", t(0.02));
         assert!(
             missing

@@ -37,11 +37,9 @@ pub(crate) fn add_rows(
             .args(["--threads", &threads.to_string()])
             .args(precision)
             .env("OMP_NUM_THREADS", threads.to_string());
-        let (stdout, messages) = peer::run_script("W11 peer", cmd);
-        after.extend(messages);
-        after.extend(peer::place_lines(
+        after.extend(peer::add_rows(
             rows,
-            &stdout,
+            cmd,
             ("W11PEER", "W11 peer"),
             rlx_system_for,
         ));

@@ -38,15 +38,7 @@ pub(crate) fn add_rows(rows: &mut Vec<Row>, python: &str, threads: usize) -> Vec
         .arg("--rows")
         .args(["--threads", &threads.to_string()])
         .env("OMP_NUM_THREADS", threads.to_string());
-    let (stdout, mut after) = peer::run_script("W4 peer", cmd);
-    after.extend(add_lines(rows, &stdout));
-    after
-}
-
-/// Places every `W4PEER` line of `stdout` after its rlx row (rlx's rate over torch's in
-/// the note); returns the lines that could not be placed, as messages.
-fn add_lines(rows: &mut Vec<Row>, stdout: &str) -> Vec<String> {
-    peer::place_lines(rows, stdout, ("W4PEER", "W4 peer"), rlx_system_for)
+    peer::add_rows(rows, cmd, ("W4PEER", "W4 peer"), rlx_system_for)
 }
 
 #[cfg(test)]
@@ -95,7 +87,7 @@ mod tests {
             W4PEER W4_matmul_1024 torch_int8_1t median_s=0.0015 min_s=0.0014 max_s=0.002 repeats=9 inner=1\n\
             W4PEER W4_matmul_1024 torch_bf16_1t median_s=0.002 min_s=0.002 max_s=0.002 repeats=9 inner=1\n\
             W4PEER W4_matmul_1024 torch_f32_1t median_s=oops min_s=1 max_s=1 repeats=1 inner=1\n";
-        let after = add_lines(&mut rows, out);
+        let after = peer::place_lines(&mut rows, out, ("W4PEER", "W4 peer"), rlx_system_for);
         let systems: Vec<&str> = rows.iter().map(|r| r.system()).collect();
         assert_eq!(
             systems,

@@ -50,14 +50,7 @@ pub(crate) fn add_rows(rows: &mut Vec<Row>, plan: Plan, python: &str) -> Vec<Str
     if let Ok(only) = std::env::var("RLX_OPS_ONLY") {
         cmd.args(["--only", &only]);
     }
-    let (stdout, mut after) = peer::run_script("OPS peer", cmd);
-    after.extend(peer::place_lines(
-        rows,
-        &stdout,
-        ("OPSPEER", "OPS peer"),
-        rlx_system_for,
-    ));
-    after
+    peer::add_rows(rows, cmd, ("OPSPEER", "OPS peer"), rlx_system_for)
 }
 
 #[cfg(test)]
