@@ -209,9 +209,11 @@ pub(crate) struct Blocking {
 
 /// One micro-kernel and its packing formats.
 ///
-/// Packed A holds `MR`-row panels, each `MR · kpad` elements contiguous; packed B holds
-/// `NR`-column panels, each `NR · kpad` contiguous, where `kpad` is the block's sum length
-/// rounded up to `KU`. The layout inside a panel is the kernel's own.
+/// Packed A holds `MR`-row panels, each `MR · kpad` elements contiguous and followed by
+/// [`Kernel::A_TRAILER`] elements of the kernel's own (panels [`Kernel::a_panel_len`]
+/// apart); packed B holds `NR`-column panels, each `NR · kpad` contiguous, where `kpad`
+/// is the block's sum length rounded up to `KU`. The layout inside a panel is the
+/// kernel's own.
 pub(crate) trait Kernel: Sync {
     /// Source element type (bf16/f16 bits as u16, or i8).
     type E: Copy;
@@ -243,9 +245,18 @@ pub(crate) trait Kernel: Sync {
     /// [`CTile::pf_rows`] asks (one row per `KU` sums, spread over its sum loop); the driver
     /// then prefetches only the rows the call's sums do not cover.
     const PREFETCHES_C: bool = false;
+    /// Packed elements after each A panel's `MR · kpad` that [`Kernel::pack_a`] fills with
+    /// what the kernel derives from the panel once rather than in every call (the VNNI
+    /// kernel: its rows' sums, the share of B's bias to subtract).
+    const A_TRAILER: usize = 0;
+
+    /// Packed elements from one A panel to the next for blocks of `kpad` sums.
+    fn a_panel_len(kpad: usize) -> usize {
+        Self::MR * kpad + Self::A_TRAILER
+    }
 
     /// Pack rows `0..mb`, sums `0..kb` of `a` (already offset to the block's corner)
-    /// into `dst` (`mb.next_multiple_of(MR) · kpad` elements).
+    /// into `dst` (`mb.div_ceil(MR)` panels of [`Kernel::a_panel_len`] elements).
     ///
     /// # Safety
     /// The `mb × kb` block of `a` must be readable.
@@ -278,7 +289,8 @@ pub(crate) trait Kernel: Sync {
     /// (positive), their columns contiguous.
     ///
     /// # Safety
-    /// The panels must hold `MR · kpad` and `NR · kpad` packed elements with
+    /// The panels must hold `MR · kpad` (and the A panel's trailer) and `NR · kpad`
+    /// packed elements with
     /// `k0 + kb <= kpad`; `c.inp` (if not null) must address a readable and `c.out` a
     /// writable `MR × NR` f32 tile with their row strides; [`Kernel::begin`] must have run
     /// on this thread since the last [`Kernel::end`].
@@ -405,13 +417,14 @@ pub(crate) unsafe fn drive<K: Kernel>(
     // than once per column block) when the packed copy is small enough to keep.
     let a_once = n <= bl.nc
         || m <= bl.mc
-        || m.next_multiple_of(K::MR) * kpad_max * size_of::<K::P>() <= A_ONCE_BYTES;
+        || m.div_ceil(K::MR) * K::a_panel_len(kpad_max) * size_of::<K::P>() <= A_ONCE_BYTES;
     let a_rows = if a_once {
         m.next_multiple_of(K::MR)
     } else {
         mc_max
     };
-    let lens = (a_rows * kpad_max, nc_max * kpad_max, mc_max * nc_max);
+    let a_len = a_rows / K::MR * K::a_panel_len(kpad_max);
+    let lens = (a_len, nc_max * kpad_max, mc_max * nc_max);
     with_buffers::<K::P, K::C, ()>(lens, |ap, bp, cb| {
         kern.begin();
         let direct_layout = c.cs == 1 && c.rs > 0;
@@ -456,7 +469,8 @@ pub(crate) unsafe fn drive<K: Kernel>(
                         let (first, last) = (pc == 0, pc + kb == kpad);
                         let mut step = |ir: usize, jr: usize| {
                             let bpanel = bp[jr * kpad..].as_ptr();
-                            let apanel = ap[(a_base + ir) * kpad..].as_ptr();
+                            let apanel =
+                                ap[(a_base + ir) / K::MR * K::a_panel_len(kpad)..].as_ptr();
                             let (mr, nr) = (K::MR.min(mb - ir), K::NR.min(nb - jr));
                             // SAFETY: (ic + ir, jc + jr) is an element of C.
                             let cp = unsafe { c.at(ic + ir, jc + jr) };
