@@ -20,8 +20,16 @@
 //! AMD EPYC (Zen 4), 1 thread, 256³–2048³, the first version of this kernel ran 347–377
 //! GOP/s against torch's 406–426 (0.81–0.93×; the `vpmaddwd` kernel: 0.31–0.35×);
 //! `vpdpbusd` peaks at ~420 there. On a 2-vCPU Emerald Rapids without AMX (2026-12-04),
-//! where `vpdpbusd` issues two per cycle (737 GOP/s per core measured), see
-//! [`sums_16x16`] and [`DpBusd`]'s blocking for what changed and by how much.
+//! where `vpdpbusd` issues two per cycle (737 GOP/s per core measured), the loop in
+//! assembly ([`sums_16x16`]), the row sums moved to the packing, one call per tile with row
+//! panels outer and B packed along its rows took 1024³ on one thread from 495 to 669
+//! GOP/s (2048³ 447 → 650, 256³ 480 → 572). Against `torch._int_mm` (oneDNN), best of
+//! three or four alternated runs each: one thread 664 / 603 / 569 against 693 / 658 / 629
+//! at 1024³ / 2048³ / 256³ (0.90–0.96×), two threads 1320 / 1292 / 1027 against
+//! 1377 / 1326 / 1086 (0.95–0.97×). What is left: packing (5% of a 1024³ product on one
+//! thread, 10% at 256³; each thread packs all of B) and the tile — 16 × 16 with A's
+//! quads broadcast from memory reached 707 GOP/s with both panels in L1, 12 × 32 and
+//! 8 × 48 tiles with register broadcasts 727–730.
 
 use super::int8_pack::pack_b_quads;
 use super::lowp_drive::{Blocking, CTile, Kernel, Src};
