@@ -173,7 +173,7 @@ mod micro;
 mod pack;
 mod plan;
 mod shared;
-mod team;
+use super::team;
 
 use super::avx512::avx512bw;
 use super::lowp_drive::{Dst, Half, Src};

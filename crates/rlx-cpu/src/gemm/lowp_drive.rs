@@ -586,7 +586,8 @@ unsafe impl<E, C> Sync for Job<E, C> {}
 
 impl<E: Copy, C> Job<E, C> {
     /// Split C into blocks of rows (or columns, when wider than tall) of nearly equal
-    /// whole tiles ([`Pieces`]), one per thread, and drive each.
+    /// whole tiles ([`Pieces`]), one per thread, and drive each on whichever thread of
+    /// the team claims it.
     ///
     /// # Safety
     /// As [`drive`] for the whole product.
@@ -628,12 +629,9 @@ impl<E: Copy, C> Job<E, C> {
                 }
             }
         };
-        if parts <= 1 {
-            block(0);
-        } else {
-            use rayon::prelude::*;
-            (0..parts).into_par_iter().for_each(block);
-        }
+        // Pieces claimed by whichever thread is free (`team.rs`): the caller starts at
+        // once and takes the other half too if the worker wakes late, as on a shared VM.
+        super::team::run_pieces(parts, self.threads.max(1) - 1, &block);
     }
 }
 

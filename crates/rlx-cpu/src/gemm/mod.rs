@@ -36,6 +36,8 @@ mod lowp_drive;
 mod narrow;
 #[cfg(target_arch = "x86_64")]
 mod pieces;
+#[cfg(target_arch = "x86_64")]
+mod team;
 
 use crate::exec::par::SendPtr;
 use f32_path::OwnGemm;
