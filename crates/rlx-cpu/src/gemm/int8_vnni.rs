@@ -159,8 +159,8 @@ unsafe fn store_bias(quads: &[i8], trailer: &mut [i8]) {
 /// 128, 16 i32), each row's bias is subtracted too.
 ///
 /// # Safety
-/// As [`Kernel::micro`]; `bias`, when given, addresses 16 readable i32; AVX-512 F/BW and
-/// AVX512_VNNI present.
+/// As [`Kernel::micro`]; `bias`, when given, addresses 16 readable i32 (any alignment: a
+/// test packs into a byte `Vec`); AVX-512 F/BW and AVX512_VNNI present.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn micro(kq: usize, a: *const i32, b: *const i8, bias: Option<*const i32>, c: CTile<i32>) {
     let mut acc = [_mm512_setzero_si512(); MR];
@@ -175,7 +175,7 @@ unsafe fn micro(kq: usize, a: *const i32, b: *const i8, bias: Option<*const i32>
         }
         if let Some(bias) = bias {
             for (r, row) in acc.iter_mut().enumerate() {
-                *row = _mm512_sub_epi32(*row, _mm512_set1_epi32(*bias.add(r)));
+                *row = _mm512_sub_epi32(*row, _mm512_set1_epi32(bias.add(r).read_unaligned()));
             }
         }
         if kq > 0 {
