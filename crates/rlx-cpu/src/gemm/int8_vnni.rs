@@ -29,7 +29,14 @@
 //! 1377 / 1326 / 1086 (0.95–0.97×). What is left: packing (5% of a 1024³ product on one
 //! thread, 10% at 256³; each thread packs all of B) and the tile — 16 × 16 with A's
 //! quads broadcast from memory reached 707 GOP/s with both panels in L1, 12 × 32 and
-//! 8 × 48 tiles with register broadcasts 727–730.
+//! 8 × 48 tiles with register broadcasts 727–730 (in a later, faster phase of the machine
+//! all three ran 730–763 with B streamed from L2: within noise of each other).
+//!
+//! Tried and not kept (same machine, one thread): prefetching B's strip 512–1024 bytes
+//! ahead inside the loop (+0–1%, within noise); the driver asking for the next tile's rows
+//! of C one call ahead (−3 to −10% at 256³–2048³ and 1024 × 4096 × 1024: C's rows, 4 KiB
+//! apart, share L1 sets with the A panel); no C prefetch at all (within noise from 1024³
+//! up, −12% at 256³).
 
 use super::int8_pack::pack_b_quads;
 use super::lowp_drive::{Blocking, CTile, Kernel, Src};
