@@ -37,10 +37,10 @@ pub enum F32Path {
     /// CPUs).
     Avx512,
     /// On AVX-512 F/BW CPUs, the own kernel where it measured faster than faer — products
-    /// of at least 2²⁴ multiply-adds that read A transposed (A's columns contiguous: the
-    /// weight gradients `Xᵀ·dY`, 1.4–2× faer at W11's shapes) and, on CPUs that run its
-    /// 8 × 48 tile (Intel), those with A's rows contiguous and a multiple of 48 or at
-    /// least 256 columns (1.02–1.09× faer on Sapphire Rapids from 512 columns; at 256,
+    /// that read A transposed (A's columns contiguous: the weight gradients `Xᵀ·dY`,
+    /// 1.4–2× faer at W11's shapes) of at least 2²² multiply-adds and, on CPUs that run its
+    /// 8 × 48 tile (Intel), those with A's rows contiguous, at least 2²⁴ multiply-adds and
+    /// a multiple of 48 or at least 256 columns (1.02–1.09× faer on Sapphire Rapids from 512 columns; at 256,
     /// 1.05–1.12× on two threads and 0.98–1.03× on one) — and faer for the rest (0.75–0.9
     /// on small products; `examples/gemm_shapes.rs`).
     Auto,
@@ -135,11 +135,21 @@ pub fn sgemm_with(
     super::sgemm_on(path, alpha, a, b, beta, c, threads);
 }
 
-/// Multiply-adds from which [`F32Path::Auto`] gives a transposed-A product to the own
-/// kernel: below, faer's small-matrix kernels win (own/faer 0.75–0.9 at 64³ and
-/// 128×128×32, 0.93 at 128×512×128, 1.0–1.05 at 256³ and 256×64×256;
-/// `examples/gemm_shapes.rs`).
+/// Multiply-adds from which [`F32Path::Auto`] gives a product that reads A's rows
+/// contiguously to the own kernel (with enough columns, `own_untransposed`).
 const AUTO_OWN_MIN_MNK: usize = 1 << 24;
+
+/// Multiply-adds from which [`F32Path::Auto`] gives a transposed-A product to the own
+/// kernel. Below, faer's small-matrix kernels win: on one Sapphire Rapids thread own/faer
+/// ran 0.75–0.9 at 64³ and 128×128×32 (TN), 0.93 at 128×512×128, 1.0–1.05 at 256³ and
+/// 256×64×256 (`examples/gemm_shapes.rs`; the threshold was 2²⁴ then). On two threads faer's split of a
+/// small product loses more than its kernels gain: on an Emerald Rapids (2 vCPUs,
+/// 2026-12-04, MKL in the same process) 256×64×256 and 128×512×128 ran at 84–104 GFLOP/s
+/// in faer against 163–192 in the own kernel (MKL 189–204); on one thread faer is 0–8%
+/// ahead there. The choice cannot depend on the thread count (results would then
+/// differ in their last bits between 1 and 2 threads), so the own kernel takes them
+/// whatever the count. 128×128×32 and 64³ (below 2²²) still run faster in faer.
+const AUTO_OWN_MIN_MNK_TRANSPOSED_A: usize = 1 << 22;
 
 /// Whether the own kernel takes an `n`-column product that reads A's rows contiguously
 /// under [`F32Path::Auto`] (see `f32_avx512::takes_untransposed`).
@@ -179,7 +189,14 @@ impl OwnGemm for f32 {
         let own = match path {
             F32Path::Faer => false,
             F32Path::Avx512 => true,
-            F32Path::Auto => m * n * k >= AUTO_OWN_MIN_MNK && (transposed_a || own_untransposed(n)),
+            F32Path::Auto => {
+                let min_mnk = if transposed_a {
+                    AUTO_OWN_MIN_MNK_TRANSPOSED_A
+                } else {
+                    AUTO_OWN_MIN_MNK
+                };
+                m * n * k >= min_mnk && (transposed_a || own_untransposed(n))
+            }
         };
         if !own || p.alpha != 1.0 {
             return false;

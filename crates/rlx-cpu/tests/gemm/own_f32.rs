@@ -267,10 +267,10 @@ fn own_and_faer_paths_agree_within_the_dot_product_bound() {
 
 #[test]
 fn auto_path_takes_the_own_kernel_exactly_for_large_transposed_a_or_wide_products_on_intel() {
-    // Auto's rule: at least 2²⁴ multiply-adds with A read transposed (its columns
+    // Auto's rule: at least 2²² multiply-adds with A read transposed (its columns
     // contiguous) → the own kernel; on Intel (the 8 × 48 tile) also A's rows contiguous
-    // with a multiple of 48 or at least 256 columns; a smaller product or any other layout
-    // → faer. Checked by comparing bits with the two forced paths at a K where their
+    // with at least 2²⁴ multiply-adds and a multiple of 48 or at least 256 columns; a
+    // smaller product or any other layout → faer. Checked by comparing bits with the two forced paths at a K where their
     // summation orders differ.
     let Some(own) = own_path() else { return };
     let intel = {
@@ -284,7 +284,9 @@ fn auto_path_takes_the_own_kernel_exactly_for_large_transposed_a_or_wide_product
     let k = 2100;
     for (m, n, la, want_own) in [
         (64, 128, Layout::ColMajor, true),
-        (40, 50, Layout::ColMajor, false),
+        // 4.2 M multiply-adds (just above 2²²) and 3.15 M (below).
+        (40, 50, Layout::ColMajor, true),
+        (30, 50, Layout::ColMajor, false),
         (64, 128, Layout::RowMajor, false),
         (32, 480, Layout::RowMajor, intel),
         (24, 400, Layout::RowMajor, intel),
