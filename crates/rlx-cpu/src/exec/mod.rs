@@ -24,6 +24,7 @@ mod rope;
 mod row;
 mod rowgroup;
 mod scaled;
+mod scaled_lut;
 mod scaled_quant;
 mod scatter;
 mod small;
