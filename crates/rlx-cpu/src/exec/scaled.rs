@@ -508,11 +508,7 @@ fn fill(
 /// is left to the f32 panels.
 fn bf16_gemm_path() -> Option<LowpPath> {
     let p = LowpPath::default_for::<bf16>();
-    matches!(
-        p,
-        LowpPath::Amx | LowpPath::Avx512Bf16 | LowpPath::Avx512F32
-    )
-    .then_some(p)
+    (p != LowpPath::CastF32).then_some(p)
 }
 
 /// Rows of `A` decoded per bf16 block (with [`KC_BF16`]: an 8 MiB panel at most).

@@ -38,11 +38,11 @@ pub enum F32Path {
     Avx512,
     /// On AVX-512 F/BW CPUs, the own kernel where it measured faster than faer — products
     /// that read A transposed (A's columns contiguous: the weight gradients `Xᵀ·dY`,
-    /// 1.4–2× faer at W11's shapes) of at least 2²² multiply-adds and, on CPUs that run its
-    /// 8 × 48 tile (Intel), those with A's rows contiguous, at least 2²⁴ multiply-adds and
-    /// a multiple of 48 or at least 256 columns (1.02–1.09× faer on Sapphire Rapids from 512 columns; at 256,
-    /// 1.05–1.12× on two threads and 0.98–1.03× on one) — and faer for the rest (0.75–0.9
-    /// on small products; `examples/gemm_shapes.rs`).
+    /// 1.4–2× faer at W11's shapes) of at least 2²² multiply-adds and, on CPUs that run
+    /// its 8 × 48 tile (Intel), those with A's rows contiguous, at least 2²⁴ multiply-adds
+    /// and a multiple of 48 or at least 256 columns (1.02–1.09× faer on Sapphire Rapids
+    /// from 512 columns; at 256, 1.05–1.12× on two threads and 0.98–1.03× on one) — and
+    /// faer for the rest (0.75–0.9 on small products; `examples/gemm_shapes.rs`).
     Auto,
 }
 
@@ -142,8 +142,8 @@ const AUTO_OWN_MIN_MNK: usize = 1 << 24;
 /// Multiply-adds from which [`F32Path::Auto`] gives a transposed-A product to the own
 /// kernel. Below, faer's small-matrix kernels win: on one Sapphire Rapids thread own/faer
 /// ran 0.75–0.9 at 64³ and 128×128×32 (TN), 0.93 at 128×512×128, 1.0–1.05 at 256³ and
-/// 256×64×256 (`examples/gemm_shapes.rs`; the threshold was 2²⁴ then). On two threads faer's split of a
-/// small product loses more than its kernels gain: on an Emerald Rapids (2 vCPUs,
+/// 256×64×256 (`examples/gemm_shapes.rs`; the threshold was 2²⁴ then). On two threads
+/// faer's split of a small product loses more than its kernels gain: on an Emerald Rapids (2 vCPUs,
 /// 2026-12-04, MKL in the same process) 256×64×256 and 128×512×128 ran at 84–104 GFLOP/s
 /// in faer against 163–192 in the own kernel (MKL 189–204); on one thread faer is 0–8%
 /// ahead there. The choice cannot depend on the thread count (results would then

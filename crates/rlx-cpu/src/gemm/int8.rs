@@ -191,7 +191,7 @@ fn portable(a: &MatRef<'_, i8>, b: &MatRef<'_, i8>, c: &mut MatMut<'_, i32>, acc
 #[cfg(target_arch = "x86_64")]
 mod kernels {
     use super::super::int8_pack::pack_b_quads;
-    use super::super::lowp_drive::{Blocking, CTile, Dst, Job, Kernel, Src};
+    use super::super::lowp_drive::{CTile, Dst, Job, Kernel, Src};
     use super::{I8Path, MatMut, MatRef};
     use std::arch::x86_64::*;
 
@@ -311,18 +311,11 @@ mod kernels {
             }
         }
 
-        fn blocking(&self) -> Blocking {
-            // Row panels outer where a step's B block fits (as the bf16 kernel): a panel's
-            // 32 × 1024 A bytes stay in L1 for its calls while B's tiles stream from L2
-            // (loaded with the streaming hint, CTile::b_streamed).
-            Blocking {
-                kc: Self::KC,
-                kc_in_place: Self::KC_IN_PLACE,
-                kc_short: Self::KC_SHORT,
-                mc: Self::MC,
-                nc: Self::NC,
-                rows_outer: rows_outer_i8(),
-            }
+        // Row panels outer where a step's B block fits (as the bf16 kernel): a panel's
+        // 32 × 1024 A bytes stay in L1 for its calls while B's tiles stream from L2
+        // (loaded with the streaming hint, CTile::b_streamed).
+        fn rows_outer(&self) -> bool {
+            rows_outer_i8()
         }
 
         fn begin(&self) {

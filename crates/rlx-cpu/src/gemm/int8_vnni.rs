@@ -39,7 +39,7 @@
 //! up, −12% at 256³).
 
 use super::int8_pack::pack_b_quads;
-use super::lowp_drive::{Blocking, CTile, Kernel, Src};
+use super::lowp_drive::{CTile, Kernel, Src};
 use std::arch::x86_64::*;
 
 /// Rows of C per micro-kernel call.
@@ -75,15 +75,8 @@ impl Kernel for DpBusd {
     // Row panels outer at 1024³ on one Emerald Rapids core: 619 GOP/s against 517 with
     // B's strips outer (A's panels then stream from L2 through the embedded broadcasts);
     // with KC = 512, 498–547 against 496.
-    fn blocking(&self) -> Blocking {
-        Blocking {
-            kc: Self::KC,
-            kc_in_place: Self::KC,
-            kc_short: Self::KC,
-            mc: Self::MC,
-            nc: Self::NC,
-            rows_outer: true,
-        }
+    fn rows_outer(&self) -> bool {
+        true
     }
 
     unsafe fn pack_a(&self, a: Src<i8>, mb: usize, kb: usize, kpad: usize, dst: &mut [i8]) {

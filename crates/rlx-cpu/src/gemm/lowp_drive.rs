@@ -290,8 +290,7 @@ pub(crate) trait Kernel: Sync {
     ///
     /// # Safety
     /// The panels must hold `MR · kpad` (and the A panel's trailer) and `NR · kpad`
-    /// packed elements with
-    /// `k0 + kb <= kpad`; `c.inp` (if not null) must address a readable and `c.out` a
+    /// packed elements with `k0 + kb <= kpad`; `c.inp` (if not null) must address a readable and `c.out` a
     /// writable `MR × NR` f32 tile with their row strides; [`Kernel::begin`] must have run
     /// on this thread since the last [`Kernel::end`].
     unsafe fn micro(
@@ -328,8 +327,15 @@ pub(crate) trait Kernel: Sync {
         unreachable!("micro_in_place called on a kernel whose a_in_place is always false")
     }
 
-    /// The blocking [`drive`] uses: the constants above unless a kernel chooses at run
-    /// time (the AMX kernel reads a measurement override, `RLX_AMX_BLOCKING`).
+    /// Whether [`Kernel::blocking`]'s default walks row panels outer
+    /// ([`Blocking::rows_outer`]).
+    fn rows_outer(&self) -> bool {
+        false
+    }
+
+    /// The blocking [`drive`] uses: the constants above and [`Kernel::rows_outer`] unless a
+    /// kernel chooses at run time (the AMX kernel reads a measurement override,
+    /// `RLX_AMX_BLOCKING`).
     fn blocking(&self) -> Blocking {
         Blocking {
             kc: Self::KC,
@@ -337,7 +343,7 @@ pub(crate) trait Kernel: Sync {
             kc_short: Self::KC_SHORT,
             mc: Self::MC,
             nc: Self::NC,
-            rows_outer: false,
+            rows_outer: self.rows_outer(),
         }
     }
 

@@ -26,8 +26,9 @@
 //! it the team through [`HOT`] without a rayon job, as OpenMP's spinning threads serve
 //! MKL. While it waits, the worker runs whatever rayon work is pending
 //! (`rayon::yield_now`), so parallel operations between two products keep both threads.
-//! `RLX_GEMM_F32_LINGER_US` sets how long it waits (microseconds, read once per
-//! process; default [`LINGER_US`], `0` turns lingering off).
+//! `RLX_GEMM_F32_LINGER_US` sets how long it waits for either driver's next product
+//! (microseconds, read once per process; default [`LINGER_US`], `0` turns lingering off;
+//! the name predates the low-precision driver's use).
 //!
 //! Which thread computes a piece changes no result: each piece is a fixed range of C's
 //! rows or columns whose sums run in the same order on any thread.
@@ -111,9 +112,8 @@ fn join(team: &Team, runner: Runner, pieces: usize) {
     team.work(pieces, unsafe { &*runner.0 });
 }
 
-/// How long a worker lingers for the next product by default, in microseconds: a
-/// product of 2²⁴ multiply-adds (the smallest `Auto` gives this kernel) takes about
-/// 80 µs on two Sapphire Rapids cores, so a millisecond covers the gaps between the
+/// How long a worker lingers for the next product by default, in microseconds: an f32
+/// product of 2²⁴ multiply-adds takes about 80 µs on two Sapphire Rapids cores, so a millisecond covers the gaps between the
 /// products of a step while costing at most that much spinning after the last one.
 pub(super) const LINGER_US: u64 = 1000;
 

@@ -270,8 +270,8 @@ fn auto_path_takes_the_own_kernel_exactly_for_large_transposed_a_or_wide_product
     // Auto's rule: at least 2²² multiply-adds with A read transposed (its columns
     // contiguous) → the own kernel; on Intel (the 8 × 48 tile) also A's rows contiguous
     // with at least 2²⁴ multiply-adds and a multiple of 48 or at least 256 columns; a
-    // smaller product or any other layout → faer. Checked by comparing bits with the two forced paths at a K where their
-    // summation orders differ.
+    // smaller product or any other layout → faer. Checked by comparing bits with the two
+    // forced paths at a K where their summation orders differ.
     let Some(own) = own_path() else { return };
     let intel = {
         let id = std::arch::x86_64::__cpuid(0);
