@@ -161,6 +161,19 @@
 //! - `KC` 512, `MC` 256, or `NC` 384 (B's block inside L2, A packed twice): 0.92–1.00×
 //!   against 0.96–0.97× for the plan's blocks, no variant ahead on both thread counts.
 //!
+//! On the 2-vCPU Emerald Rapids VM (2026-12-04, AMX hidden), two threads read 0.88–1.05×
+//! MKL's paired medians at the W shapes while the bests of both were equal (1024³ 302
+//! against 305 GFLOP/s, 2048³ 317 against 319); one thread's own CPU time moved between
+//! 115 and 160 GFLOP/s from run to run on either vCPU, so the machine sets the medians.
+//! Tried then and not kept (a run-time switch in one binary, the variants alternated
+//! twelve times per shape, eight shapes): the 8 × 48 in-place loop loading the next
+//! sum's three B vectors into a second set of registers between the rows, as MKL's
+//! kernel on that CPU does (all 32 zmm in use): bests ±1 % on one thread, medians and
+//! bests ±4 % on two. Row-split products cut into pieces of `MC` rows claimed by whichever
+//! thread is free, each thread packing B once and keeping it for its later pieces (so a
+//! thread slowed by the host takes fewer rows): medians 0.93–1.04× of one piece per
+//! thread, bests equal.
+//!
 //! Summation order: each C element is summed in blocks of `KC` sums starting at sum 0,
 //! each block one chain of fused multiply-adds in k order from zero, then written over C
 //! (the first block of an overwriting product) or added to it. The sequence does not
