@@ -25,7 +25,7 @@
 //! on both paths.
 
 use super::narrow::Narrow;
-use super::{MatMut, MatRef};
+use super::{GemmError, MatMut, MatRef};
 use std::sync::OnceLock;
 
 /// The kernel family of an f32 GEMM.
@@ -116,7 +116,9 @@ impl F32Path {
 }
 
 /// [`super::sgemm`] on a given path. Panics if the path is not available on this CPU
-/// (see [`F32Path::available`]), and as `sgemm` does on invalid views.
+/// (see [`F32Path::available`]), and as `sgemm` does on invalid views;
+/// [`try_sgemm_with`] returns those as a [`GemmError`] instead.
+#[track_caller]
 pub fn sgemm_with(
     path: F32Path,
     alpha: f32,
@@ -126,13 +128,29 @@ pub fn sgemm_with(
     c: MatMut<'_, f32>,
     threads: usize,
 ) {
-    assert!(
-        path.available(),
-        "sgemm_with: the {} path needs AVX-512 F/BW, which this CPU lacks; use \
-         F32Path::default_path() or check F32Path::available first",
-        path.name()
-    );
-    super::sgemm_on(path, alpha, a, b, beta, c, threads);
+    super::checks::or_panic(try_sgemm_with(path, alpha, a, b, beta, c, threads));
+}
+
+/// [`sgemm_with`] returning a [`GemmError`] (and writing nothing) where it would panic.
+pub fn try_sgemm_with(
+    path: F32Path,
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: MatRef<'_, f32>,
+    beta: f32,
+    c: MatMut<'_, f32>,
+    threads: usize,
+) -> Result<(), GemmError> {
+    if !path.available() {
+        return Err(GemmError::PathUnavailable {
+            op: "sgemm_with",
+            path: path.name(),
+            operands: "f32",
+            needs: "it needs AVX-512 F/BW",
+            fix: "use F32Path::default_path() or check F32Path::available first",
+        });
+    }
+    super::sgemm_on("sgemm_with", path, alpha, a, b, beta, c, threads)
 }
 
 /// Multiply-adds from which [`F32Path::Auto`] gives a product that reads A's rows

@@ -18,7 +18,8 @@
 //! `[16-column strip][sum quad][16 columns][4]` (one 1 KiB tile per 16 quads), so the
 //! shared AMX tile loop (`gemm/amx.rs`) runs unchanged with `tdpbssd`.
 
-use super::{MatMut, MatRef};
+use super::checks::{self, or_panic};
+use super::{GemmError, MatMut, MatRef};
 use std::sync::OnceLock;
 
 /// Which unit computes an int8 product.
@@ -109,7 +110,9 @@ impl I8Path {
 /// `threads` threads of the current rayon pool.
 ///
 /// Panics (naming the shapes or the view) if the shapes do not chain, a view reaches
-/// outside its slice, or C's strides make two elements share storage.
+/// outside its slice, or C's strides make two elements share storage; [`try_gemm_i8`]
+/// returns those as a [`GemmError`] instead.
+#[track_caller]
 pub fn gemm_i8(
     a: MatRef<'_, i8>,
     b: MatRef<'_, i8>,
@@ -117,10 +120,23 @@ pub fn gemm_i8(
     accumulate: bool,
     threads: usize,
 ) {
-    gemm_i8_with(I8Path::default_path(), a, b, c, accumulate, threads);
+    or_panic(try_gemm_i8(a, b, c, accumulate, threads));
 }
 
-/// [`gemm_i8`] on a given path. Panics if the path is not available here.
+/// [`gemm_i8`] returning a [`GemmError`] (and writing nothing) where it would panic.
+pub fn try_gemm_i8(
+    a: MatRef<'_, i8>,
+    b: MatRef<'_, i8>,
+    c: MatMut<'_, i32>,
+    accumulate: bool,
+    threads: usize,
+) -> Result<(), GemmError> {
+    try_gemm_i8_with(I8Path::default_path(), a, b, c, accumulate, threads)
+}
+
+/// [`gemm_i8`] on a given path. Panics if the path is not available here;
+/// [`try_gemm_i8_with`] returns the error instead.
+#[track_caller]
 pub fn gemm_i8_with(
     path: I8Path,
     a: MatRef<'_, i8>,
@@ -129,22 +145,38 @@ pub fn gemm_i8_with(
     accumulate: bool,
     threads: usize,
 ) {
+    or_panic(try_gemm_i8_with(path, a, b, c, accumulate, threads));
+}
+
+/// [`gemm_i8_with`] returning a [`GemmError`] (and writing nothing) where it would panic.
+pub fn try_gemm_i8_with(
+    path: I8Path,
+    a: MatRef<'_, i8>,
+    b: MatRef<'_, i8>,
+    c: MatMut<'_, i32>,
+    accumulate: bool,
+    threads: usize,
+) -> Result<(), GemmError> {
     let op = "gemm_i8";
-    assert!(
-        path.available(),
-        "{op}: the {} int8 path is not available on this CPU (amx needs AMX-INT8 and Linux, \
-         avx512vnni needs AVX512_VNNI, avx512 needs AVX-512 F/BW); use I8Path::default_path or check I8Path::available",
-        path.name()
-    );
-    super::check_views(op, &a, &b, &c);
+    if !path.available() {
+        return Err(GemmError::PathUnavailable {
+            op,
+            path: path.name(),
+            operands: "i8",
+            needs: "amx needs AMX-INT8 and Linux, avx512vnni needs AVX512_VNNI, avx512 needs \
+                    AVX-512 F/BW",
+            fix: "use I8Path::default_path or check I8Path::available first",
+        });
+    }
+    checks::views(op, &a, &b, &c)?;
     let (m, n, k) = (c.rows, c.cols, a.cols);
     if m == 0 || n == 0 {
-        return;
+        return Ok(());
     }
     let mut c = c;
     if k == 0 || path == I8Path::Portable {
         portable(&a, &b, &mut c, accumulate);
-        return;
+        return Ok(());
     }
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the views are in bounds (checked above), C's elements are pairwise distinct
@@ -152,8 +184,10 @@ pub fn gemm_i8_with(
     unsafe {
         kernels::run(path, &a, &b, &mut c, accumulate, threads)
     };
+    // Off x86-64 only the portable path is available, which returned above.
     #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("only the portable int8 path exists off x86-64 ({threads} threads)");
+    let _ = threads;
+    Ok(())
 }
 
 /// The portable path (and `k = 0`): both operands copied to dense i32 once, then for

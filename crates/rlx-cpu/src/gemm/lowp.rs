@@ -46,7 +46,8 @@
 //!
 //! [`sgemm`]: super::sgemm
 
-use super::{MatMut, MatRef, check_in_bounds, sgemm};
+use super::checks::{self, or_panic};
+use super::{GemmError, MatMut, MatRef, sgemm};
 use std::sync::OnceLock;
 
 pub use half::{bf16, f16};
@@ -240,7 +241,9 @@ fn kind<T: HalfFloat>() -> super::lowp_drive::Half {
 /// ([`LowpPath::default_for`]) and at most `threads` threads of the current rayon pool.
 ///
 /// Panics (naming the shapes or the view) if the shapes do not chain, a view reaches
-/// outside its slice, or C's strides make two elements share storage.
+/// outside its slice, or C's strides make two elements share storage; [`try_gemm_half`]
+/// returns those as a [`GemmError`] instead.
+#[track_caller]
 pub fn gemm_half<T: HalfFloat>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
@@ -248,11 +251,24 @@ pub fn gemm_half<T: HalfFloat>(
     accumulate: bool,
     threads: usize,
 ) {
-    gemm_half_with(LowpPath::default_for::<T>(), a, b, c, accumulate, threads);
+    or_panic(try_gemm_half(a, b, c, accumulate, threads));
+}
+
+/// [`gemm_half`] returning a [`GemmError`] (and writing nothing) where it would panic.
+pub fn try_gemm_half<T: HalfFloat>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, f32>,
+    accumulate: bool,
+    threads: usize,
+) -> Result<(), GemmError> {
+    let path = LowpPath::default_for::<T>();
+    try_gemm_half_with(path, a, b, c, accumulate, threads)
 }
 
 /// [`gemm_half`] on a given path. Panics if the path is not available for `T` here
-/// (see [`LowpPath::available`]).
+/// (see [`LowpPath::available`]); [`try_gemm_half_with`] returns the error instead.
+#[track_caller]
 pub fn gemm_half_with<T: HalfFloat>(
     path: LowpPath,
     a: MatRef<'_, T>,
@@ -261,26 +277,46 @@ pub fn gemm_half_with<T: HalfFloat>(
     accumulate: bool,
     threads: usize,
 ) {
+    or_panic(try_gemm_half_with(path, a, b, c, accumulate, threads));
+}
+
+/// The error of a path that cannot multiply `T` operands here.
+fn unavailable<T: HalfFloat>(op: &'static str, path: LowpPath) -> GemmError {
+    GemmError::PathUnavailable {
+        op,
+        path: path.name(),
+        operands: T::NAME,
+        needs: "AMX needs AMX-BF16 and Linux, avx512bf16 needs AVX512_BF16, avx512f32 needs \
+                AVX-512 F/BW",
+        fix: "use LowpPath::default_for or check LowpPath::available first",
+    }
+}
+
+/// [`gemm_half_with`] returning a [`GemmError`] (and writing nothing) where it would
+/// panic.
+pub fn try_gemm_half_with<T: HalfFloat>(
+    path: LowpPath,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, f32>,
+    accumulate: bool,
+    threads: usize,
+) -> Result<(), GemmError> {
     let op = "gemm_half";
-    assert!(
-        path.available::<T>(),
-        "{op}: the {} path cannot multiply {} operands on this CPU (AMX needs AMX-BF16 and Linux, \
-         avx512bf16 needs AVX512_BF16, avx512f32 needs AVX-512 F/BW); use LowpPath::default_for \
-         or check LowpPath::available first",
-        path.name(),
-        T::NAME
-    );
-    super::check_views(op, &a, &b, &c);
+    if !path.available::<T>() {
+        return Err(unavailable::<T>(op, path));
+    }
+    checks::views(op, &a, &b, &c)?;
     let (m, n, k) = (c.rows, c.cols, a.cols);
     if m == 0 || n == 0 {
-        return;
+        return Ok(());
     }
     if k == 0 {
         if !accumulate {
             let mut c = c;
             super::scale(&mut c, 0.0);
         }
-        return;
+        return Ok(());
     }
     match path {
         LowpPath::CastF32 => cast_path(a, b, c, accumulate, threads),
@@ -289,10 +325,13 @@ pub fn gemm_half_with<T: HalfFloat>(
         #[cfg(not(target_arch = "x86_64"))]
         _ => unreachable!("only the cast path is available off x86-64"),
     }
+    Ok(())
 }
 
 /// [`gemm_half_with`] writing `C = A·B` rounded once (to nearest, ties to even) from the
-/// f32 accumulator into a half-precision `C`.
+/// f32 accumulator into a half-precision `C`. Panics as [`gemm_half_with`] does;
+/// [`try_gemm_half_rounded_with`] returns the error instead.
+#[track_caller]
 pub fn gemm_half_rounded_with<T: HalfFloat>(
     path: LowpPath,
     a: MatRef<'_, T>,
@@ -300,30 +339,40 @@ pub fn gemm_half_rounded_with<T: HalfFloat>(
     c: MatMut<'_, T>,
     threads: usize,
 ) {
+    or_panic(try_gemm_half_rounded_with(path, a, b, c, threads));
+}
+
+/// [`gemm_half_rounded_with`] returning a [`GemmError`] (and writing nothing) where it
+/// would panic.
+pub fn try_gemm_half_rounded_with<T: HalfFloat>(
+    path: LowpPath,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, T>,
+    threads: usize,
+) -> Result<(), GemmError> {
+    let op = "gemm_half_rounded";
+    if !path.available::<T>() {
+        return Err(unavailable::<T>(op, path));
+    }
+    checks::views(op, &a, &b, &c)?;
     let (m, n) = (c.rows, c.cols);
-    check_in_bounds(
-        "gemm_half_rounded",
-        "C",
-        (m, n),
-        (c.row_stride, c.col_stride),
-        c.offset,
-        c.data.len(),
-    );
     let mut acc = vec![0f32; m * n];
-    gemm_half_with(
+    try_gemm_half_with(
         path,
         a,
         b,
         MatMut::row_major(&mut acc, m, n),
         false,
         threads,
-    );
+    )?;
     for i in 0..m {
         for j in 0..n {
             c.data[super::at(c.offset, c.row_stride, c.col_stride, i, j)] =
                 T::from_f32_rne(acc[i * n + j]);
         }
     }
+    Ok(())
 }
 
 /// The portable path: dense f32 copies of both operands and the f32 GEMM.

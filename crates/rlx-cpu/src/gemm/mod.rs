@@ -41,7 +41,9 @@ mod team;
 
 use crate::exec::par::SendPtr;
 use f32_path::OwnGemm;
-pub use f32_path::{F32Path, sgemm_with};
+mod checks;
+pub use checks::GemmError;
+pub use f32_path::{F32Path, sgemm_with, try_sgemm_with};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Par};
 
@@ -120,106 +122,13 @@ impl<'a, T> MatMut<'a, T> {
     }
 }
 
-/// `[lowest, highest]` storage index a view touches, or `None` if it is empty.
-fn extent(rows: usize, cols: usize, rs: isize, cs: isize, offset: usize) -> Option<(i128, i128)> {
-    if rows == 0 || cols == 0 {
-        return None;
-    }
-    let r = (rows as i128 - 1) * rs as i128;
-    let c = (cols as i128 - 1) * cs as i128;
-    let o = offset as i128;
-    Some((o + r.min(0) + c.min(0), o + r.max(0) + c.max(0)))
-}
-
-fn check_in_bounds(
-    op: &str,
-    which: &str,
-    dims: (usize, usize),
-    strides: (isize, isize),
-    offset: usize,
-    len: usize,
-) {
-    if let Some((lo, hi)) = extent(dims.0, dims.1, strides.0, strides.1, offset) {
-        assert!(
-            lo >= 0 && hi < len as i128,
-            "{op}: view {which} ({}x{}, strides ({}, {}), offset {offset}) reaches storage indices \
-             {lo}..={hi} but its slice has {len} elements; fix the offset/strides or pass a larger slice",
-            dims.0,
-            dims.1,
-            strides.0,
-            strides.1
-        );
-    }
-}
-
-/// Whether distinct elements of a `rows × cols` view with these strides have distinct indices.
-fn no_self_overlap(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
-    // Only axes longer than 1 matter; the one with the smaller stride must step by at least
-    // 1, the other past the whole extent of the first.
-    let (r, c) = (rs.unsigned_abs() as u128, cs.unsigned_abs() as u128);
-    match (rows > 1, cols > 1) {
-        (false, false) => true,
-        (true, false) => r >= 1,
-        (false, true) => c >= 1,
-        (true, true) if r <= c => r >= 1 && c >= rows as u128 * r,
-        (true, true) => c >= 1 && r >= cols as u128 * c,
-    }
-}
-
-/// The checks every GEMM entry point makes before touching memory, panicking with a
-/// message that names `op`: the shapes chain (A m×k, B k×n, C m×n), each view stays
-/// inside its slice, and C's strides give distinct elements distinct storage.
-fn check_views<A, B, C>(op: &str, a: &MatRef<'_, A>, b: &MatRef<'_, B>, c: &MatMut<'_, C>) {
-    assert!(
-        a.cols == b.rows && a.rows == c.rows && b.cols == c.cols,
-        "{op}: shapes do not chain: A is {}x{}, B is {}x{}, C is {}x{}; need A m×k, B k×n, C m×n",
-        a.rows,
-        a.cols,
-        b.rows,
-        b.cols,
-        c.rows,
-        c.cols
-    );
-    check_in_bounds(
-        op,
-        "A",
-        (a.rows, a.cols),
-        (a.row_stride, a.col_stride),
-        a.offset,
-        a.data.len(),
-    );
-    check_in_bounds(
-        op,
-        "B",
-        (b.rows, b.cols),
-        (b.row_stride, b.col_stride),
-        b.offset,
-        b.data.len(),
-    );
-    check_in_bounds(
-        op,
-        "C",
-        (c.rows, c.cols),
-        (c.row_stride, c.col_stride),
-        c.offset,
-        c.data.len(),
-    );
-    assert!(
-        no_self_overlap(c.rows, c.cols, c.row_stride, c.col_stride),
-        "{op}: output view C ({}x{}, strides ({}, {})) maps distinct elements to the same storage; \
-         give C non-overlapping strides (e.g. row-major: ({}, 1))",
-        c.rows,
-        c.cols,
-        c.row_stride,
-        c.col_stride,
-        c.cols
-    );
-}
-
 macro_rules! gemm_fn {
     ($name:ident, $t:ty) => {
-        /// The GEMM on `path` (the checks and semantics of the public entry points).
+        /// The GEMM on `path` (the checks and semantics of the public entry points;
+        /// `op` names the entry point in errors).
+        #[allow(clippy::too_many_arguments)]
         fn $name(
+            op: &'static str,
             path: F32Path,
             alpha: $t,
             a: MatRef<'_, $t>,
@@ -227,16 +136,16 @@ macro_rules! gemm_fn {
             beta: $t,
             mut c: MatMut<'_, $t>,
             threads: usize,
-        ) {
-            check_views(stringify!($name), &a, &b, &c);
+        ) -> Result<(), GemmError> {
+            checks::views(op, &a, &b, &c)?;
             let (m, n, k) = (c.rows, c.cols, a.cols);
             if m == 0 || n == 0 {
-                return;
+                return Ok(());
             }
             if k == 0 || alpha == 0.0 || beta != 1.0 && beta != 0.0 {
                 scale(&mut c, beta);
                 if k == 0 || alpha == 0.0 {
-                    return;
+                    return Ok(());
                 }
             }
             // SAFETY: the extent checks above keep every index of the three views inside
@@ -293,7 +202,7 @@ macro_rules! gemm_fn {
             // borrow, so it overlaps neither A nor B: try_narrow's contract.
             let handled = unsafe { <$t as narrow::NarrowGemm>::try_narrow(narrow, threads) };
             if handled {
-                return;
+                return Ok(());
             }
             // Below ~2 Mflop per thread, waking workers costs more than it saves
             // (measured: 128³ takes 18 µs on one thread, 30 µs on two).
@@ -301,11 +210,11 @@ macro_rules! gemm_fn {
             let threads = threads.min(useful);
             // SAFETY: as for try_narrow above.
             if unsafe { <$t as OwnGemm>::try_own(path, narrow, threads) } {
-                return;
+                return Ok(());
             }
             let Some(split) = Split::new(m, n, threads) else {
                 matmul(cm, accum, am, bm, alpha, Par::Seq);
-                return;
+                return Ok(());
             };
             // One single-threaded product per block of C's rows (or columns), side by
             // side: on W6's and W4's shapes 465–495 GFLOP/s on two cores, where
@@ -374,6 +283,7 @@ macro_rules! gemm_fn {
                 }
                 block(0);
             });
+            Ok(())
         }
     };
 }
@@ -445,7 +355,20 @@ gemm_fn!(dgemm_on, f64);
 /// this CPU.
 ///
 /// Panics (naming the shapes or the view) if the shapes do not chain, a view reaches
-/// outside its slice, or `C`'s strides make two elements share storage.
+/// outside its slice, or `C`'s strides make two elements share storage; [`try_sgemm`]
+/// returns those as a [`GemmError`] instead.
+///
+/// ```
+/// use rlx_cpu::gemm::{MatMut, MatRef, sgemm};
+///
+/// let a = [1f32, 2.0, 3.0, 4.0]; // [[1, 2], [3, 4]]
+/// let b = [5f32, 6.0, 7.0, 8.0]; // [[5, 6], [7, 8]]
+/// let mut c = [0f32; 4];
+/// let (am, bm) = (MatRef::row_major(&a, 2, 2), MatRef::row_major(&b, 2, 2));
+/// sgemm(1.0, am, bm, 0.0, MatMut::row_major(&mut c, 2, 2), 1);
+/// assert_eq!(c, [19.0, 22.0, 43.0, 50.0]);
+/// ```
+#[track_caller]
 pub fn sgemm(
     alpha: f32,
     a: MatRef<'_, f32>,
@@ -454,11 +377,25 @@ pub fn sgemm(
     c: MatMut<'_, f32>,
     threads: usize,
 ) {
-    sgemm_on(F32Path::default_path(), alpha, a, b, beta, c, threads);
+    checks::or_panic(try_sgemm(alpha, a, b, beta, c, threads));
+}
+
+/// [`sgemm`] returning a [`GemmError`] (and writing nothing) where it would panic.
+pub fn try_sgemm(
+    alpha: f32,
+    a: MatRef<'_, f32>,
+    b: MatRef<'_, f32>,
+    beta: f32,
+    c: MatMut<'_, f32>,
+    threads: usize,
+) -> Result<(), GemmError> {
+    let path = F32Path::default_path();
+    sgemm_on("sgemm", path, alpha, a, b, beta, c, threads)
 }
 
 /// `C = alpha·A·B + beta·C` in f64 (faer's kernels on every CPU); the views, threads and
-/// panics are those of [`sgemm`].
+/// panics are those of [`sgemm`] ([`try_dgemm`] returns the error instead).
+#[track_caller]
 pub fn dgemm(
     alpha: f64,
     a: MatRef<'_, f64>,
@@ -467,5 +404,17 @@ pub fn dgemm(
     c: MatMut<'_, f64>,
     threads: usize,
 ) {
-    dgemm_on(F32Path::Faer, alpha, a, b, beta, c, threads);
+    checks::or_panic(try_dgemm(alpha, a, b, beta, c, threads));
+}
+
+/// [`dgemm`] returning a [`GemmError`] (and writing nothing) where it would panic.
+pub fn try_dgemm(
+    alpha: f64,
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    beta: f64,
+    c: MatMut<'_, f64>,
+    threads: usize,
+) -> Result<(), GemmError> {
+    dgemm_on("dgemm", F32Path::Faer, alpha, a, b, beta, c, threads)
 }
