@@ -143,7 +143,7 @@ fn extent(rows: usize, cols: usize, rs: isize, cs: isize, offset: usize) -> Opti
 }
 
 /// Whether the `dims` view with these strides and offset stays inside a slice of `len`.
-pub(super) fn in_bounds(
+fn in_bounds(
     op: &'static str,
     view: &'static str,
     dims: (usize, usize),
@@ -184,16 +184,6 @@ fn no_self_overlap(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
     }
 }
 
-/// C `view` (any element type) in bounds of its slice, its elements pairwise distinct.
-pub(super) fn output<C>(op: &'static str, c: &MatMut<'_, C>) -> Result<(), GemmError> {
-    let (dims, strides) = ((c.rows, c.cols), (c.row_stride, c.col_stride));
-    in_bounds(op, "C", dims, strides, c.offset, c.data.len())?;
-    if !no_self_overlap(c.rows, c.cols, c.row_stride, c.col_stride) {
-        return Err(GemmError::OverlappingOutput { op, dims, strides });
-    }
-    Ok(())
-}
-
 /// The checks of every GEMM entry point (see the module docs), the first failure named.
 pub(super) fn views<A, B, C>(
     op: &'static str,
@@ -209,22 +199,20 @@ pub(super) fn views<A, B, C>(
             c: (c.rows, c.cols),
         });
     }
-    for (view, x) in [("A", a.as_parts()), ("B", b.as_parts())] {
-        in_bounds(op, view, x.0, x.1, x.2, x.3)?;
+    let (ad, ast) = ((a.rows, a.cols), (a.row_stride, a.col_stride));
+    let (bd, bst) = ((b.rows, b.cols), (b.row_stride, b.col_stride));
+    let (cd, cst) = ((c.rows, c.cols), (c.row_stride, c.col_stride));
+    in_bounds(op, "A", ad, ast, a.offset, a.data.len())?;
+    in_bounds(op, "B", bd, bst, b.offset, b.data.len())?;
+    in_bounds(op, "C", cd, cst, c.offset, c.data.len())?;
+    if !no_self_overlap(c.rows, c.cols, c.row_stride, c.col_stride) {
+        return Err(GemmError::OverlappingOutput {
+            op,
+            dims: cd,
+            strides: cst,
+        });
     }
-    output(op, c)
-}
-
-impl<T> MatRef<'_, T> {
-    /// Dimensions, strides, offset and slice length.
-    fn as_parts(&self) -> ((usize, usize), (isize, isize), usize, usize) {
-        (
-            (self.rows, self.cols),
-            (self.row_stride, self.col_stride),
-            self.offset,
-            self.data.len(),
-        )
-    }
+    Ok(())
 }
 
 /// Panics with the error's message (the panicking entry points' behaviour).

@@ -307,16 +307,30 @@ pub fn try_gemm_half_with<T: HalfFloat>(
         return Err(unavailable::<T>(op, path));
     }
     checks::views(op, &a, &b, &c)?;
+    run_half(path, a, b, c, accumulate, threads);
+    Ok(())
+}
+
+/// The product of [`try_gemm_half_with`] once its checks have passed (`path` available
+/// for `T`, the views chaining, in bounds, C's elements distinct).
+fn run_half<T: HalfFloat>(
+    path: LowpPath,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: MatMut<'_, f32>,
+    accumulate: bool,
+    threads: usize,
+) {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     if m == 0 || n == 0 {
-        return Ok(());
+        return;
     }
     if k == 0 {
         if !accumulate {
             let mut c = c;
             super::scale(&mut c, 0.0);
         }
-        return Ok(());
+        return;
     }
     match path {
         LowpPath::CastF32 => cast_path(a, b, c, accumulate, threads),
@@ -325,7 +339,6 @@ pub fn try_gemm_half_with<T: HalfFloat>(
         #[cfg(not(target_arch = "x86_64"))]
         _ => unreachable!("only the cast path is available off x86-64"),
     }
-    Ok(())
 }
 
 /// [`gemm_half_with`] writing `C = A·B` rounded once (to nearest, ties to even) from the
@@ -358,14 +371,9 @@ pub fn try_gemm_half_rounded_with<T: HalfFloat>(
     checks::views(op, &a, &b, &c)?;
     let (m, n) = (c.rows, c.cols);
     let mut acc = vec![0f32; m * n];
-    try_gemm_half_with(
-        path,
-        a,
-        b,
-        MatMut::row_major(&mut acc, m, n),
-        false,
-        threads,
-    )?;
+    // The checks above cover A, B and the dense accumulator's product.
+    let acc_view = MatMut::row_major(&mut acc, m, n);
+    run_half(path, a, b, acc_view, false, threads);
     for i in 0..m {
         for j in 0..n {
             c.data[super::at(c.offset, c.row_stride, c.col_stride, i, j)] =
