@@ -557,20 +557,14 @@ fn multiply(
     c: &mut [f32],
 ) {
     let blocks_per_chunk = (KC_BYTES / (4 * ga.quads)).max(1);
-    let panels_per_piece = MC / MR;
-    let row_pieces = ga.groups.div_ceil(panels_per_piece);
-    // Enough pieces for every thread to take two, of whole strips.
-    let want = 2 * rayon::current_num_threads().max(1);
-    let col_pieces = want.div_ceil(row_pieces).clamp(1, gb.groups);
-    let strips_per_piece = gb.groups.div_ceil(col_pieces);
-    let col_pieces = gb.groups.div_ceil(strips_per_piece);
+    let (row_pieces, col_pieces) = pieces(ga.groups, gb.groups, rayon::current_num_threads());
     let cp = CPtr(c.as_mut_ptr());
     (0..row_pieces * col_pieces)
         .into_par_iter()
         .for_each(|piece| {
             let (rp, sp) = (piece / col_pieces, piece % col_pieces);
-            let panels = rp * panels_per_piece..((rp + 1) * panels_per_piece).min(ga.groups);
-            let strips = sp * strips_per_piece..((sp + 1) * strips_per_piece).min(gb.groups);
+            let panels = rp * ga.groups / row_pieces..(rp + 1) * ga.groups / row_pieces;
+            let strips = sp * gb.groups / col_pieces..(sp + 1) * gb.groups / col_pieces;
             for b0 in (0..ga.blocks).step_by(blocks_per_chunk) {
                 let nb = blocks_per_chunk.min(ga.blocks - b0);
                 for s in strips.clone() {
@@ -596,6 +590,22 @@ fn multiply(
                 }
             }
         });
+}
+
+/// How many pieces of rows and of columns the threads take: panels of at most [`MC`]
+/// rows, and a count of pieces that is a multiple of `threads` where the panels and
+/// strips allow (each piece then gets an equal share, to within a panel or a strip).
+fn pieces(panels: usize, strips: usize, threads: usize) -> (usize, usize) {
+    let t = threads.max(1);
+    let rows = panels.div_ceil(MC / MR);
+    if rows >= t {
+        return (rows.next_multiple_of(t).min(panels), 1);
+    }
+    let mut cols = t.div_ceil(rows);
+    while !(rows * cols).is_multiple_of(t) && cols < strips {
+        cols += 1;
+    }
+    (rows, cols.min(strips))
 }
 
 /// One micro-kernel call's operands: a panel's and a strip's bytes and block data over
