@@ -314,45 +314,52 @@ fn pack_group(
     if valid < g.width || !vector {
         bytes.fill(flip);
     }
-    ROW.with(|row_buf| {
-        let mut row_buf = row_buf.borrow_mut();
+    let mut set = |r: usize, blk: usize, sum: i32| {
+        let m = blk * g.width + r;
+        start[m] = -128 * sum;
+        scale[m] = match (&op.scales, per_row) {
+            (Some(s), Some(pr)) => s[(r0 + r) * pr + blk] * codes.unit,
+            _ => codes.unit,
+        };
+    };
+    if !vector {
+        let mut sums = vec![0i32; g.blocks];
         for r in 0..valid {
-            let row = r0 + r;
-            let src = &op.codes[row * k..][..k];
-            let mut sums = std::mem::take(&mut row_buf.2);
-            sums.clear();
-            if vector {
-                // SAFETY: `vector_packing` checked the instructions and the table size.
-                unsafe { pack_row_vector(src, codes, g, r, flip, &mut row_buf, bytes) };
-                let quad_sums = &row_buf.1[..g.blocks * g.quads];
-                sums.extend(quad_sums.chunks(g.quads).map(|q| q.iter().sum::<i32>()));
-            } else {
-                sums.resize(g.blocks, 0);
-                pack_row_scalar(src, codes, g, block, r, flip, bytes, &mut sums);
-            }
+            sums.fill(0);
+            let src = &op.codes[(r0 + r) * k..][..k];
+            pack_row_scalar(src, codes, g, block, r, flip, bytes, &mut sums);
             for (blk, &sum) in sums.iter().enumerate() {
-                let m = blk * g.width + r;
-                start[m] = -128 * sum;
-                scale[m] = match (&op.scales, per_row) {
-                    (Some(s), Some(pr)) => s[row * pr + blk] * codes.unit,
-                    _ => codes.unit,
-                };
+                set(r, blk, sum);
             }
-            row_buf.2 = sums;
+        }
+        return;
+    }
+    ROWS.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        for r4 in (0..valid).step_by(4) {
+            let count = (valid - r4).min(4);
+            let rows: [&[u8]; 4] =
+                std::array::from_fn(|i| &op.codes[(r0 + r4 + i.min(count - 1)) * k..][..k]);
+            // SAFETY: `vector_packing` checked the instructions, the table size and the
+            // whole quads; the group's width is a multiple of 4 (MR, NR).
+            let stride =
+                unsafe { pack_rows_vector(rows, count, codes, g, r4, flip, &mut buf, bytes) };
+            for i in 0..count {
+                let quad_sums = &buf.1[i * stride / 4..][..g.blocks * g.quads];
+                for (blk, q) in quad_sums.chunks(g.quads).enumerate() {
+                    set(r4 + i, blk, q.iter().sum());
+                }
+            }
         }
     });
 }
 
 thread_local! {
-    /// One row's bytes (padded to whole quads) and quad sums (for [`pack_row_vector`]),
-    /// and its block sums.
-    static ROW: RefCell<RowBuf> = const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    /// Four rows' bytes (padded to whole vectors) and quad sums, for [`pack_rows_vector`].
+    static ROWS: RefCell<(Vec<u8>, Vec<i32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// A row's padded bytes, quad sums and block sums.
-type RowBuf = (Vec<u8>, Vec<i32>, Vec<i32>);
-
-/// Whether [`pack_row_vector`] packs `op`'s rows: AVX512_VBMI present (besides the
+/// Whether [`pack_rows_vector`] packs `op`'s rows: AVX512_VBMI present (besides the
 /// kernel's instructions), a table of at most 64 codes, and blocks of whole quads (so
 /// that a row's blocks lie back to back in the padded row).
 fn vector_packing(op: &Operand<'_>, block: usize) -> bool {
@@ -398,71 +405,119 @@ fn pack_row_scalar(
     }
 }
 
-/// Row `r` of a group from its codes `src`: the codes looked up 64 at a time in the
-/// table held in a register (`vpermb`), with the quads' sums from `vpdpbusd` against
-/// ones, into `buf` (bytes padded to the group's quads, and quad sums), then each quad
-/// stored at its place in the group.
+/// Rows `r4..r4 + count` of a group (`count ≤ 4`; `rows` holds their codes, then
+/// repeats the last) in two steps: each row's codes looked up 64 at a time in the table
+/// held in a register (`vpermb`), with the quads' sums from `vpdpbusd` against ones,
+/// into `buf` (rows `stride` bytes apart, the rows past `count` as padding); then the
+/// four rows' quads interleaved 16 at a time (`vpunpck` of dwords and qwords) and stored
+/// 16 bytes (a quad of the four rows) at a time. Returns `stride`.
 ///
 /// # Safety
 /// AVX-512 F/BW, AVX512_VNNI and AVX512_VBMI present; `codes.bytes[c]` depends only on
-/// `c % 64`; the group's blocks are whole quads.
+/// `c % 64`; the group's blocks are whole quads; `g.width` and `r4` multiples of 4.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
-unsafe fn pack_row_vector(
-    src: &[u8],
+#[allow(clippy::too_many_arguments)]
+unsafe fn pack_rows_vector(
+    rows: [&[u8]; 4],
+    count: usize,
     codes: &IntCodes,
     g: Geometry,
-    r: usize,
+    r4: usize,
     flip: u8,
-    buf: &mut RowBuf,
+    buf: &mut (Vec<u8>, Vec<i32>),
     bytes: &mut [u8],
-) {
+) -> usize {
     use std::arch::x86_64::*;
+    assert!(g.width.is_multiple_of(4) && r4.is_multiple_of(4) && r4 + 4 <= g.width);
     let quads = g.blocks * g.quads;
-    let padded = quads * 4;
-    let (row, sums, _) = buf;
-    resize(row, padded.next_multiple_of(64));
-    resize(sums, padded.next_multiple_of(64) / 4);
+    let stride = (quads * 4).next_multiple_of(64);
+    assert!(bytes.len() >= quads * g.width * 4);
+    let (rbuf, sums) = buf;
+    resize(rbuf, 4 * stride);
+    resize(sums, stride);
     let mut table = [0u8; 64];
     for (t, &b) in table.iter_mut().zip(&codes.bytes) {
         *t = b as u8;
     }
-    // SAFETY: 64 bytes each; the row buffer holds whole vectors past `padded`.
+    // SAFETY: loads stay inside each row's codes (masked) and the 64-byte table; stores
+    // inside the buffers (4 rows of `stride` bytes, `stride` quad sums) and, below,
+    // inside the group's bytes (asserted).
     unsafe {
         let table = _mm512_loadu_si512(table.as_ptr() as *const __m512i);
         let ones = _mm512_set1_epi8(1);
         let flip = _mm512_set1_epi8(flip as i8);
-        for i in (0..padded).step_by(64) {
-            let take = src.len().saturating_sub(i).min(64);
-            let mask: __mmask64 = if take == 64 { !0 } else { (1u64 << take) - 1 };
-            let c = _mm512_maskz_loadu_epi8(mask, src.as_ptr().add(i.min(src.len())) as *const i8);
-            // Codes past the row's end read as 0 here and are zeroed after the lookup.
-            let v = _mm512_maskz_mov_epi8(mask, _mm512_permutexvar_epi8(c, table));
-            let q = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, v);
-            _mm512_storeu_si512(sums.as_mut_ptr().add(i / 4) as *mut __m512i, q);
-            _mm512_storeu_si512(
-                row.as_mut_ptr().add(i) as *mut __m512i,
-                _mm512_xor_si512(v, flip),
-            );
+        for (i, src) in rows.iter().enumerate() {
+            for at in (0..stride).step_by(64) {
+                let take = if i < count {
+                    src.len().saturating_sub(at).min(64)
+                } else {
+                    0
+                };
+                let mask: __mmask64 = if take == 64 { !0 } else { (1u64 << take) - 1 };
+                let c =
+                    _mm512_maskz_loadu_epi8(mask, src.as_ptr().add(at.min(src.len())) as *const i8);
+                // Codes past the row's end (and padding rows) read as 0 here and are
+                // zeroed after the lookup.
+                let v = _mm512_maskz_mov_epi8(mask, _mm512_permutexvar_epi8(c, table));
+                let q = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, v);
+                _mm512_storeu_si512(
+                    sums.as_mut_ptr().add((i * stride + at) / 4) as *mut __m512i,
+                    q,
+                );
+                _mm512_storeu_si512(
+                    rbuf.as_mut_ptr().add(i * stride + at) as *mut __m512i,
+                    _mm512_xor_si512(v, flip),
+                );
+            }
+        }
+        let mut quartet = [0u8; 256];
+        for c in (0..quads).step_by(16) {
+            let row = |i: usize| {
+                _mm512_loadu_si512(rbuf.as_ptr().add(i * stride + 4 * c) as *const __m512i)
+            };
+            let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+            // Per 128-bit lane L: t0 = (row 0, row 1) of quads 4L, 4L+1; t1 of 4L+2, 4L+3.
+            let t0 = _mm512_unpacklo_epi32(r0, r1);
+            let t1 = _mm512_unpackhi_epi32(r0, r1);
+            let t2 = _mm512_unpacklo_epi32(r2, r3);
+            let t3 = _mm512_unpackhi_epi32(r2, r3);
+            // u_j's lane L: quad 4L + j of the four rows.
+            let u = [
+                _mm512_unpacklo_epi64(t0, t2),
+                _mm512_unpackhi_epi64(t0, t2),
+                _mm512_unpacklo_epi64(t1, t3),
+                _mm512_unpackhi_epi64(t1, t3),
+            ];
+            for (j, v) in u.iter().enumerate() {
+                _mm512_storeu_si512(quartet.as_mut_ptr().add(64 * j) as *mut __m512i, *v);
+            }
+            for lane in 0..4 {
+                for (j, _) in u.iter().enumerate() {
+                    let quad = c + 4 * lane + j;
+                    if quad < quads {
+                        let at = (quad * g.width + r4) * 4;
+                        bytes[at..at + 16].copy_from_slice(&quartet[64 * j + 16 * lane..][..16]);
+                    }
+                }
+            }
         }
     }
-    for (q, quad) in row[..padded].chunks_exact(4).enumerate() {
-        let at = (q * g.width + r) * 4;
-        bytes[at..at + 4].copy_from_slice(quad);
-    }
+    stride
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
-unsafe fn pack_row_vector(
-    _: &[u8],
+unsafe fn pack_rows_vector(
+    _: [&[u8]; 4],
+    _: usize,
     _: &IntCodes,
     _: Geometry,
     _: usize,
     _: u8,
-    _: &mut RowBuf,
+    _: &mut (Vec<u8>, Vec<i32>),
     _: &mut [u8],
-) {
+) -> usize {
     unreachable!("vector packing is chosen only on x86_64");
 }
 
