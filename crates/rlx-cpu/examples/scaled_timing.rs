@@ -3,8 +3,9 @@
 //! and the f32 matmul it replaces (best of 15 runs each: the least disturbed on a
 //! shared machine).
 //!
-//! `cargo run --release -p rlx-cpu --example scaled_timing -- [n] [format] [layout]`
-//! (defaults: 1024, f8e4m3, mx).
+//! `cargo run --release -p rlx-cpu --example scaled_timing -- [n] [format] [layout] [--rows m]`
+//! (defaults: 1024, f8e4m3, mx; `--rows` times the matmul from codes with only the first
+//! `m` rows of the left operand, e.g. `--rows 1` for a quantized model's decoding step).
 
 use rlx_cpu::CpuBackend;
 use rlx_ir::{DType, Graph, Op, ScaleLayout, ScaledFormat, Shape, TensorData};
@@ -53,14 +54,19 @@ fn quant_graph(n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> Graph {
     g
 }
 
+/// `rows × cols` values in [-3, 3), the same pattern for every shape.
+fn x_rows(rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols)
+        .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0)
+        .collect()
+}
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let n: usize = a.get(1).map_or(1024, |s| s.parse().unwrap());
     let fmt: ScaledFormat = a.get(2).map_or("f8e4m3", |s| s.as_str()).parse().unwrap();
     let layout: ScaleLayout = a.get(3).map_or("mx", |s| s.as_str()).parse().unwrap();
-    let x: Vec<f32> = (0..n * n)
-        .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 3.0)
-        .collect();
+    let x = x_rows(n, n);
     let xd = TensorData::from_f32(&[n, n], &x);
 
     // Quantization of one operand.
@@ -71,6 +77,57 @@ fn main() {
     let views = [xd.view()];
     let out = exe.run(&views).unwrap();
     let (codes, scales) = (out[0].clone(), out[1].clone());
+
+    let rows = a
+        .iter()
+        .position(|s| s == "--rows")
+        .map(|i| a[i + 1].parse::<usize>().unwrap());
+    if let Some(m) = rows {
+        let head = |t: &TensorData| {
+            let row = t.bytes.len() / n;
+            let mut dims = t.dims.clone();
+            dims[0] = m;
+            TensorData {
+                dtype: t.dtype,
+                dims,
+                bytes: t.bytes[..m * row].to_vec(),
+            }
+        };
+        let mut g = Graph::new("smm_rows");
+        let (lq_m, ls_m) = (head(&codes), head(&scales));
+        let lq = g.input("lq", lq_m.shape());
+        let rq = g.input("rq", codes.shape());
+        let ls = g.input("ls", ls_m.shape());
+        let rs = g.input("rs", scales.shape());
+        let y = g
+            .add_op(
+                Op::ScaledMatMul {
+                    lhs_format: fmt,
+                    rhs_format: fmt,
+                    scale_layout: layout,
+                    has_bias: false,
+                },
+                vec![lq, rq, ls, rs],
+            )
+            .unwrap();
+        g.set_outputs(vec![y]);
+        let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+        let t = best_ms(&exe, &[lq_m, codes.clone(), ls_m, scales.clone()]);
+        // The f32 product of the same shape.
+        let mut g = Graph::new("mm_rows");
+        let x = g.input("a", Shape::new(&[m, n], DType::F32));
+        let w = g.input("b", Shape::new(&[n, n], DType::F32));
+        let y = g.add_op(Op::MatMul, vec![x, w]).unwrap();
+        g.set_outputs(vec![y]);
+        let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
+        let xm = TensorData::from_f32(&[m, n], &x_rows(m, n));
+        let tf = best_ms(&exe, &[xm, xd.clone()]);
+        println!(
+            "{m} × {n} × {n}, {fmt} {layout}: scaled matmul from codes {t:.3} ms, f32 matmul {tf:.3} ms ({:.2}× its time)",
+            t / tf
+        );
+        return;
+    }
 
     // The matmul from codes.
     let mut g = Graph::new("smm");
@@ -91,8 +148,10 @@ fn main() {
         .unwrap();
     g.set_outputs(vec![y]);
     let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
-    let tm = best_ms(&exe, &[codes.clone(), codes, scales.clone(), scales]);
-
+    let tm = best_ms(
+        &exe,
+        &[codes.clone(), codes.clone(), scales.clone(), scales.clone()],
+    );
     // The whole path in one graph (as `Tensor::scaled_matmul` builds it).
     let mut g = Graph::new("full");
     let xs = [

@@ -183,18 +183,20 @@ struct ScaleRange {
     bits: u32,
 }
 
-/// The range of `op`'s block scales times `unit` (just `unit` for per-tensor scales);
-/// `None` if one is not finite or a nonzero one is not a normal f32. One pass over the
-/// scales' bits (for a positive float the integer order is the numeric order).
+/// The range of `op`'s block scales ([`super::Scales::possible`]) times `unit` (just
+/// `unit` for per-tensor scales); `None` if one is not finite or a nonzero one is not a
+/// normal f32. (For a positive float the integer order of the bits is the numeric order.)
 fn scale_range(op: &Operand<'_>, unit: f32) -> Option<ScaleRange> {
-    let one = [1.0f32];
-    let scales = op.scales.as_deref().unwrap_or(&one);
     let (mut lo, mut hi, mut mantissas) = (u32::MAX, 0u32, 0u32);
-    for &s in scales {
+    let mut take = |s: f32| {
         let m = s.to_bits() & 0x7fff_ffff;
         lo = lo.min(if m == 0 { u32::MAX } else { m });
         hi = hi.max(m);
         mantissas |= m;
+    };
+    match &op.scales {
+        None => take(1.0),
+        Some(s) => s.possible().iter().for_each(|&v| take(v)),
     }
     if hi >= f32::INFINITY.to_bits() {
         return None;
@@ -318,7 +320,7 @@ fn pack_group(
         let m = blk * g.width + r;
         start[m] = -128 * sum;
         scale[m] = match (&op.scales, per_row) {
-            (Some(s), Some(pr)) => s[(r0 + r) * pr + blk] * codes.unit,
+            (Some(s), Some(pr)) => s.get((r0 + r) * pr + blk) * codes.unit,
             _ => codes.unit,
         };
     };

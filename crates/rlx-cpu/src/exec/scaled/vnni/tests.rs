@@ -69,7 +69,7 @@ fn model(a: &Operand<'_>, b: &Operand<'_>, m: usize, n: usize, k: usize) -> Vec<
     let scale = |op: &Operand<'_>, row: usize, blk: usize, unit: f32| {
         op.scales
             .as_ref()
-            .map_or(1.0, |s| s[row * (k / op.block) + blk])
+            .map_or(1.0, |s| s.get(row * (k / op.block) + blk))
             * unit
     };
     let mut c = vec![0f32; m * n];
@@ -98,7 +98,7 @@ fn exact(a: &Operand<'_>, b: &Operand<'_>, i: usize, j: usize, k: usize) -> (f64
         let s = op
             .scales
             .as_ref()
-            .map_or(1.0, |s| s[row * (k / op.block) + p / op.block]);
+            .map_or(1.0, |s| s.get(row * (k / op.block) + p / op.block));
         op.lut[op.codes[row * k + p] as usize] as f64 * s as f64
     };
     (0..k).fold((0.0, 0.0), |(s, abs), p| {
@@ -260,7 +260,7 @@ fn operand<'a>(
     f: ScaledFormat,
     layout: ScaleLayout,
     q: &'a TensorData,
-    s: &TensorData,
+    s: &'a TensorData,
 ) -> Operand<'a> {
     Operand::new(f, layout, q.view(), s.view()).unwrap()
 }

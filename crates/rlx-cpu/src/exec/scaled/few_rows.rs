@@ -1,0 +1,343 @@
+//! The scaled matmul for a few rows of A — a quantized model's decoding step (one token,
+//! or a handful) — reading B's codes where they lie.
+//!
+//! The packed paths (`vnni.rs`, the bf16 panels) pack or decode all of B into panels
+//! before they multiply: with one row of A that is two passes over B for one use of
+//! each element, and 1 × 4096 × 4096 from codes took 2.4× (fp4 on the integer unit) to
+//! 8.3× (fp8 through bf16 panels) the f32 product's time. Here A's few rows are decoded
+//! once (to bf16, exactly, then widened to f32); then each row of B is decoded into a
+//! buffer that stays in L1 (the register-table decoders of `scaled_lut.rs`) and widened,
+//! and every row of A takes its dot product with it: B's codes — a quarter of f32's
+//! bytes, or an eighth for fp4 — are read once.
+//!
+//! The element values are those of the other paths (exact in bf16: the same check), and
+//! every product is exact in f32: each dot product is one chain of fused multiply-adds
+//! per lane of 16 in k order, then the lanes summed in a fixed order, within the bound of
+//! `scaled.rs` and independent of the thread count and of `m`'s neighbours' values.
+
+use super::{Operand, Scales};
+use crate::gemm::lowp::bf16;
+use rayon::prelude::*;
+
+/// Rows of A up to which this path runs (where it measured faster than the packed
+/// paths, see `scaled.rs`).
+pub(super) const FEW_ROWS: usize = 8;
+
+/// Rows of B per task.
+const ROWS_PER_TASK: usize = 16;
+
+/// How B's codes become f32 values in registers, 32 at a time.
+enum Lookup {
+    /// At most 32 codes (fp4): one `vpermt2ps` per 16 codes over a table in two zmm.
+    Ps32([f32; 32]),
+    /// At most 64 codes (fp6): two, merged on the index's bit 5.
+    Ps64([f32; 64]),
+    /// 256 codes exact in bf16 (fp8): four `vpermt2w` per 32 codes over a table of bf16
+    /// bits in eight zmm, merged on bits 6 and 7, then widened.
+    Bf16(Box<[u16; 256]>),
+}
+
+impl Lookup {
+    /// The lookup for `op`'s table (its entries depend only on `c % codes_used`).
+    fn of(op: &Operand<'_>) -> Option<Lookup> {
+        if op.codes_used <= 32 {
+            Some(Lookup::Ps32(std::array::from_fn(|c| op.lut[c])))
+        } else if op.codes_used <= 64 {
+            Some(Lookup::Ps64(std::array::from_fn(|c| op.lut[c])))
+        } else {
+            op.lut_bf16.clone().map(Lookup::Bf16)
+        }
+    }
+}
+
+/// `C = A·Bᵀ` (overwriting `c`) if this path takes the product: `m ≤ FEW_ROWS`, AVX-512
+/// F/BW, both operands decode exactly to bf16, B's table has a register lookup, and its
+/// scale blocks are whole runs of 32 sums or 16 (per-tensor, MX, NVFP4). `false` (having
+/// written nothing) leaves it to the other paths.
+pub(super) fn multiply(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    (m, n, k): (usize, usize, usize),
+    c: &mut [f32],
+) -> bool {
+    if m == 0 || m > FEW_ROWS || !available() || !a.bf16_exact() || !b.bf16_exact() {
+        return false;
+    }
+    let block_ok = b.scales.is_none() || b.block.is_multiple_of(32) || b.block == 16;
+    let Some(lookup) = Lookup::of(b).filter(|_| block_ok) else {
+        return false;
+    };
+    assert!(c.len() == m * n && a.k == k && b.k == k);
+    let mut a_half = vec![bf16::ZERO; m * k];
+    a.decode_bf16(0, m, 0, k, &mut a_half);
+    let mut a32 = vec![0f32; m * k];
+    widen(&a_half, &mut a32);
+    let a32 = &a32;
+    let lookup = &lookup;
+    let cp = CPtr(c.as_mut_ptr());
+    (0..n.div_ceil(ROWS_PER_TASK))
+        .into_par_iter()
+        .for_each(|t| {
+            let mut out = [0f32; FEW_ROWS];
+            for j in t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(n) {
+                let codes = &b.codes[j * k..][..k];
+                let row = BRow {
+                    codes,
+                    scales: b.scales.as_ref(),
+                    base: j * (k / b.block),
+                    block: b.block,
+                };
+                // SAFETY: AVX-512 F/BW/VL checked (`available`); `a32` holds m rows of k.
+                unsafe { row_dots(lookup, &row, a32, m, &mut out) };
+                for (i, &v) in out.iter().enumerate().take(m) {
+                    // SAFETY: (i, j) lies inside the m × n C; each task writes only its own
+                    // columns j.
+                    unsafe { *cp.get().add(i * n + j) = v };
+                }
+            }
+        });
+    true
+}
+
+/// One row of B: its codes and, unless per-tensor, its block scales.
+struct BRow<'r> {
+    codes: &'r [u8],
+    scales: Option<&'r Scales<'r>>,
+    /// The index of the row's first block scale.
+    base: usize,
+    block: usize,
+}
+
+impl BRow<'_> {
+    /// The scale of sums `p .. p + 16` (a block holds whole runs of 16), without a
+    /// division where the block is a power of two (MX: 32, NVFP4: 16).
+    #[inline(always)]
+    fn scale(&self, p: usize) -> f32 {
+        self.scales.map_or(1.0, |s| {
+            let blk = if self.block.is_power_of_two() {
+                p >> self.block.trailing_zeros()
+            } else {
+                p / self.block
+            };
+            s.get(self.base + blk)
+        })
+    }
+}
+
+/// `out[i] = Σ_p a32[i·k + p] · B[p]` for `i < m` (`k` = the row's length), per
+/// [`row_dots_m`].
+///
+/// # Safety
+/// AVX-512 F, BW and VL present; `a32` holds `m ≤ FEW_ROWS` rows of `k`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn row_dots(
+    lookup: &Lookup,
+    row: &BRow<'_>,
+    a32: &[f32],
+    m: usize,
+    out: &mut [f32; FEW_ROWS],
+) {
+    // SAFETY: forwarded.
+    unsafe {
+        match m {
+            1 => row_dots_m::<1>(lookup, row, a32, out),
+            2 => row_dots_m::<2>(lookup, row, a32, out),
+            3 => row_dots_m::<3>(lookup, row, a32, out),
+            4 => row_dots_m::<4>(lookup, row, a32, out),
+            5 => row_dots_m::<5>(lookup, row, a32, out),
+            6 => row_dots_m::<6>(lookup, row, a32, out),
+            7 => row_dots_m::<7>(lookup, row, a32, out),
+            _ => row_dots_m::<8>(lookup, row, a32, out),
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn row_dots(_: &Lookup, _: &BRow<'_>, _: &[f32], _: usize, _: &mut [f32; FEW_ROWS]) {
+    unreachable!("the few-rows path runs only where AVX-512 is present");
+}
+
+/// [`row_dots`] for `M` rows: per run of 32 sums, B's codes looked up and scaled in two
+/// vectors of 16, then one fused multiply-add into each row's two accumulators (so each
+/// lane is one chain over the sums `p ≡ lane (mod 32)`); the lanes are summed by
+/// [`fold_lanes`]'s order.
+///
+/// # Safety
+/// As [`row_dots`], with `m = M`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn row_dots_m<const M: usize>(
+    lookup: &Lookup,
+    row: &BRow<'_>,
+    a32: &[f32],
+    out: &mut [f32; FEW_ROWS],
+) {
+    use std::arch::x86_64::*;
+    let k = row.codes.len();
+    assert!(a32.len() >= M * k && M <= FEW_ROWS);
+    let mut acc = [[_mm512_setzero_ps(); 2]; M];
+    // SAFETY: the tables are read whole from their arrays; codes and A's rows are read
+    // masked to `k` (asserted lengths).
+    unsafe {
+        let tables: [__m512i; 8] =
+            match lookup {
+                Lookup::Ps32(t) => std::array::from_fn(|q| {
+                    _mm512_loadu_si512(t.as_ptr().add(16 * (q % 2)) as *const __m512i)
+                }),
+                Lookup::Ps64(t) => std::array::from_fn(|q| {
+                    _mm512_loadu_si512(t.as_ptr().add(16 * (q % 4)) as *const __m512i)
+                }),
+                Lookup::Bf16(t) => std::array::from_fn(|q| {
+                    _mm512_loadu_si512(t.as_ptr().add(32 * q) as *const __m512i)
+                }),
+            };
+        let ps = |q: usize| _mm512_castsi512_ps(tables[q]);
+        let bit5 = _mm512_set1_epi32(32);
+        let (bit6, bit7) = (_mm512_set1_epi16(0x40), _mm512_set1_epi16(0x80));
+        let mut p = 0;
+        while p < k {
+            let take = (k - p).min(32);
+            let mask = if take == 32 {
+                u32::MAX
+            } else {
+                (1u32 << take) - 1
+            };
+            let (m0, m1) = (mask as u16, (mask >> 16) as u16);
+            let c = _mm256_maskz_loadu_epi8(mask, row.codes.as_ptr().add(p) as *const i8);
+            let half = |h: __m128i| -> __m512 {
+                let idx = _mm512_cvtepu8_epi32(h);
+                match lookup {
+                    Lookup::Ps32(_) => _mm512_permutex2var_ps(ps(0), idx, ps(1)),
+                    _ => {
+                        let lo = _mm512_permutex2var_ps(ps(0), idx, ps(1));
+                        let hi = _mm512_permutex2var_ps(ps(2), idx, ps(3));
+                        _mm512_mask_mov_ps(lo, _mm512_test_epi32_mask(idx, bit5), hi)
+                    }
+                }
+            };
+            let (v0, v1) = match lookup {
+                Lookup::Bf16(_) => {
+                    let c16 = _mm512_cvtepu8_epi16(c);
+                    let q0 = _mm512_permutex2var_epi16(tables[0], c16, tables[1]);
+                    let q1 = _mm512_permutex2var_epi16(tables[2], c16, tables[3]);
+                    let q2 = _mm512_permutex2var_epi16(tables[4], c16, tables[5]);
+                    let q3 = _mm512_permutex2var_epi16(tables[6], c16, tables[7]);
+                    let m6 = _mm512_test_epi16_mask(c16, bit6);
+                    let m7 = _mm512_test_epi16_mask(c16, bit7);
+                    let lo = _mm512_mask_mov_epi16(q0, m6, q1);
+                    let hi = _mm512_mask_mov_epi16(q2, m6, q3);
+                    let v = _mm512_mask_mov_epi16(lo, m7, hi);
+                    let wide = |h: __m256i| {
+                        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+                    };
+                    (
+                        wide(_mm512_castsi512_si256(v)),
+                        wide(_mm512_extracti64x4_epi64::<1>(v)),
+                    )
+                }
+                _ => (
+                    half(_mm256_castsi256_si128(c)),
+                    half(_mm256_extracti128_si256::<1>(c)),
+                ),
+            };
+            // Lanes past k are zeroed (a table entry may be NaN).
+            let v0 = _mm512_maskz_mul_ps(m0, v0, _mm512_set1_ps(row.scale(p)));
+            let v1 = if m1 == 0 {
+                _mm512_setzero_ps()
+            } else {
+                _mm512_maskz_mul_ps(m1, v1, _mm512_set1_ps(row.scale(p + 16)))
+            };
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let a = a32.as_ptr().add(i * k + p);
+                acc[0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, a), v0, acc[0]);
+                acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, a.add(16)), v1, acc[1]);
+            }
+            p += 32;
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            let mut lanes = [0f32; 32];
+            _mm512_storeu_ps(lanes.as_mut_ptr(), acc[0]);
+            _mm512_storeu_ps(lanes.as_mut_ptr().add(16), acc[1]);
+            out[i] = fold_lanes(&lanes);
+        }
+    }
+}
+
+/// Whether this CPU runs the path (AVX-512 F, BW and VL).
+fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::lut_registers_available() && is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// A raw pointer to C shared by the tasks (each writes its own columns).
+#[derive(Clone, Copy)]
+struct CPtr(*mut f32);
+// SAFETY: tasks write disjoint columns of C, whose `&mut [f32]` outlives the parallel
+// loop of `multiply`.
+unsafe impl Send for CPtr {}
+// SAFETY: as for Send.
+unsafe impl Sync for CPtr {}
+
+impl CPtr {
+    /// The pointer (a method, so that closures capture the `Send` wrapper, not its field).
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// `out[i] = f32(src[i])` (exact: a bf16 is the high half of an f32).
+fn widen(src: &[bf16], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        // SAFETY: AVX-512 F/BW checked.
+        unsafe { widen_avx512(src, out) };
+        return;
+    }
+    for (o, h) in out.iter_mut().zip(src) {
+        *o = h.to_f32();
+    }
+}
+
+/// [`widen`], 16 at a time.
+///
+/// # Safety
+/// AVX-512 F and BW present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn widen_avx512(src: &[bf16], out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let n = src.len().min(out.len());
+    for i in (0..n).step_by(16) {
+        let take = (n - i).min(16);
+        let mask: __mmask16 = if take == 16 { !0 } else { (1 << take) - 1 };
+        // SAFETY: masked to elements i .. i + take <= n of both slices.
+        unsafe {
+            let h = _mm256_maskz_loadu_epi16(mask, src.as_ptr().add(i) as *const i16);
+            let f = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), mask, _mm512_castsi512_ps(f));
+        }
+    }
+}
+
+/// The fixed order in which a row's 32 lane sums (lane `l` summing the products of
+/// sums `p ≡ l (mod 32)`) are added: lane `l` with lane `l + 16`, then the 16 pairwise.
+fn fold_lanes(lanes: &[f32; 32]) -> f32 {
+    let mut v: [f32; 16] = std::array::from_fn(|l| lanes[l] + lanes[16 + l]);
+    let mut w = 16;
+    while w > 1 {
+        w /= 2;
+        for l in 0..w {
+            v[l] += v[l + w];
+        }
+    }
+    v[0]
+}
+
+#[cfg(test)]
+mod tests;

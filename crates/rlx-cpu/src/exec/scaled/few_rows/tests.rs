@@ -1,0 +1,220 @@
+//! The few-rows path against a scalar model of its arithmetic (bit for bit) and the exact
+//! sum (within the f32 bound), for every table size, layout and K tail; and its
+//! refusals.
+
+use super::super::Operand;
+use super::*;
+use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Random codes of every byte value except the formats' NaN codes (fp8 tables hold
+/// NaNs; the oracle's NaN propagation is checked by the graph tests).
+fn codes(rng: &mut Rng, f: ScaledFormat, rows: usize, k: usize) -> TensorData {
+    let bytes = (0..rows * k)
+        .map(|_| {
+            loop {
+                let c = rng.below(256) as u8;
+                if f.decode(c).is_finite() {
+                    break c;
+                }
+            }
+        })
+        .collect();
+    TensorData {
+        dtype: DType::U8,
+        dims: vec![rows, k],
+        bytes,
+    }
+}
+
+fn scales(rng: &mut Rng, layout: ScaleLayout, rows: usize, k: usize) -> TensorData {
+    match layout.block() {
+        None => TensorData::from_f32(&[1], &[1.0]),
+        Some(b) => {
+            let count = rows * (k / b as usize);
+            let bytes = (0..count)
+                .map(|_| match layout {
+                    ScaleLayout::Nvfp4 { .. } => ((5 + rng.below(6)) << 3 | rng.below(8)) as u8,
+                    _ => (124 + rng.below(7)) as u8,
+                })
+                .collect();
+            TensorData {
+                dtype: DType::U8,
+                dims: vec![count],
+                bytes,
+            }
+        }
+    }
+}
+
+/// The path's arithmetic one element at a time: lane `p mod 32` chains of fused
+/// multiply-adds of the decoded values, folded in [`fold_lanes`]'s order.
+fn model(a: &Operand<'_>, b: &Operand<'_>, m: usize, n: usize, k: usize) -> Vec<f32> {
+    let (mut av, mut bv) = (vec![0f32; m * k], vec![0f32; n * k]);
+    a.decode(0, m, 0, k, &mut av);
+    b.decode(0, n, 0, k, &mut bv);
+    let mut c = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut lanes = [0f32; 32];
+            for p in 0..k {
+                lanes[p % 32] = av[i * k + p].mul_add(bv[j * k + p], lanes[p % 32]);
+            }
+            c[i * n + j] = fold_lanes(&lanes);
+        }
+    }
+    c
+}
+
+#[test]
+fn few_rows_equal_the_scalar_model_bit_for_bit_and_stay_within_the_f32_bound() {
+    if !available() {
+        eprintln!("skipped: this CPU lacks AVX-512 F/BW");
+        return;
+    }
+    let mut rng = Rng(11);
+    let formats = [
+        ScaledFormat::F4E2M1,
+        ScaledFormat::F6E2M3,
+        ScaledFormat::F6E3M2,
+        ScaledFormat::F8E4M3,
+        ScaledFormat::F8E5M2,
+    ];
+    let layouts = [
+        ScaleLayout::mx(),
+        ScaleLayout::nvfp4(),
+        ScaleLayout::PerTensor,
+    ];
+    for f in formats {
+        for layout in layouts {
+            for (m, n, k) in [
+                (1, 1, 32),
+                (3, 17, 96),
+                (8, 40, 64),
+                (2, 5, 160),
+                (5, 3, 48),
+            ] {
+                // Per-tensor scales allow any K: a tail of 6 sums after the runs of 32.
+                // MX blocks need K a multiple of 32 (NVFP4's of 16 allow K = 48).
+                let k = match layout.block() {
+                    None => k + 6,
+                    Some(b) => (k as usize).next_multiple_of(b as usize),
+                };
+                let (qa, qb) = (codes(&mut rng, f, m, k), codes(&mut rng, f, n, k));
+                let (sa, sb) = (
+                    scales(&mut rng, layout, m, k),
+                    scales(&mut rng, layout, n, k),
+                );
+                let a = Operand::new(f, layout, qa.view(), sa.view()).unwrap();
+                let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
+                let mut c = vec![f32::NAN; m * n];
+                assert!(multiply(&a, &b, (m, n, k), &mut c), "{f} {layout}: refused");
+                let want = model(&a, &b, m, n, k);
+                let (mut av, mut bv) = (vec![0f32; m * k], vec![0f32; n * k]);
+                a.decode(0, m, 0, k, &mut av);
+                b.decode(0, n, 0, k, &mut bv);
+                for i in 0..m {
+                    for j in 0..n {
+                        let got = c[i * n + j];
+                        assert_eq!(
+                            got.to_bits(),
+                            want[i * n + j].to_bits(),
+                            "{f} {layout} {m}×{n}×{k} at ({i}, {j})"
+                        );
+                        let (exact, abs) = (0..k).fold((0f64, 0f64), |(s, t), p| {
+                            let x = av[i * k + p] as f64 * bv[j * k + p] as f64;
+                            (s + x, t + x.abs())
+                        });
+                        let bound = (k as f64 + 2.0) * 2f64.powi(-24) * abs;
+                        assert!(
+                            (got as f64 - exact).abs() <= bound,
+                            "{f} {layout} {m}×{n}×{k} at ({i}, {j}): {got} vs {exact}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn few_rows_do_not_depend_on_the_thread_count() {
+    if !available() {
+        eprintln!("skipped: this CPU lacks AVX-512 F/BW");
+        return;
+    }
+    let mut rng = Rng(2);
+    let (f, layout, m, n, k) = (ScaledFormat::F8E4M3, ScaleLayout::mx(), 4, 300, 256);
+    let (qa, qb) = (codes(&mut rng, f, m, k), codes(&mut rng, f, n, k));
+    let (sa, sb) = (
+        scales(&mut rng, layout, m, k),
+        scales(&mut rng, layout, n, k),
+    );
+    let a = Operand::new(f, layout, qa.view(), sa.view()).unwrap();
+    let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut c = vec![0f32; m * n];
+        assert!(pool.install(|| multiply(&a, &b, (m, n, k), &mut c)));
+        c
+    };
+    let one = run(1);
+    let two = run(2);
+    assert!(
+        one.iter()
+            .zip(&two)
+            .all(|(x, y)| x.to_bits() == y.to_bits())
+    );
+}
+
+#[test]
+fn few_rows_refuse_many_rows_odd_blocks_and_inexact_decodes() {
+    let mut rng = Rng(4);
+    let f = ScaledFormat::F8E4M3;
+    let k = 48;
+    let mx = ScaleLayout::mx();
+    let (qa, qb) = (codes(&mut rng, f, 9, 96), codes(&mut rng, f, 4, 96));
+    let (sa, sb) = (scales(&mut rng, mx, 9, 96), scales(&mut rng, mx, 4, 96));
+    let a = Operand::new(f, mx, qa.view(), sa.view()).unwrap();
+    let b = Operand::new(f, mx, qb.view(), sb.view()).unwrap();
+    let mut c = vec![0f32; 9 * 4];
+    assert!(!multiply(&a, &b, (9, 4, 96), &mut c), "9 rows taken");
+    // Blocks of 12 sums are not whole runs of 16.
+    let odd = ScaleLayout::BlockMxE8M0 { block: 12 };
+    let (qa, qb) = (codes(&mut rng, f, 2, k), codes(&mut rng, f, 3, k));
+    let (sa, sb) = (scales(&mut rng, odd, 2, k), scales(&mut rng, odd, 3, k));
+    let a = Operand::new(f, odd, qa.view(), sa.view()).unwrap();
+    let b = Operand::new(f, odd, qb.view(), sb.view()).unwrap();
+    let mut c = vec![0f32; 6];
+    assert!(!multiply(&a, &b, (2, 3, k), &mut c), "blocks of 12 taken");
+    // A block scale of 2⁻¹²⁷ makes fp8 elements subnormal: not exact in bf16.
+    let k = 64;
+    let tiny = TensorData {
+        dtype: DType::U8,
+        dims: vec![3 * k / 32],
+        bytes: vec![0; 3 * k / 32],
+    };
+    let (qa, qb) = (codes(&mut rng, f, 2, k), codes(&mut rng, f, 3, k));
+    let sa = scales(&mut rng, mx, 2, k);
+    let a = Operand::new(f, mx, qa.view(), sa.view()).unwrap();
+    let b = Operand::new(f, mx, qb.view(), tiny.view()).unwrap();
+    assert!(
+        !multiply(&a, &b, (2, 3, k), &mut c),
+        "subnormal decodes taken"
+    );
+    assert!(c.iter().all(|&v| v == 0.0), "a refusal wrote C");
+}
