@@ -15,7 +15,7 @@
 //! per lane of 16 in k order, then the lanes summed in a fixed order, within the bound of
 //! `scaled.rs` and independent of the thread count and of `m`'s neighbours' values.
 
-use super::{Operand, Scales};
+use super::Operand;
 use crate::gemm::lowp::bf16;
 use rayon::prelude::*;
 
@@ -79,13 +79,18 @@ pub(super) fn multiply(
         .into_par_iter()
         .for_each(|t| {
             let mut out = [0f32; FEW_ROWS];
+            let mut scale16 = vec![1f32; k.div_ceil(16)];
             for j in t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(n) {
-                let codes = &b.codes[j * k..][..k];
+                if let Some(s) = &b.scales {
+                    // Blocks are whole runs of 16 (checked above).
+                    let base = j * (k / b.block);
+                    for (blk, runs) in scale16.chunks_mut(b.block / 16).enumerate() {
+                        runs.fill(s.get(base + blk));
+                    }
+                }
                 let row = BRow {
-                    codes,
-                    scales: b.scales.as_ref(),
-                    base: j * (k / b.block),
-                    block: b.block,
+                    codes: &b.codes[j * k..][..k],
+                    scale16: &scale16,
                 };
                 // SAFETY: AVX-512 F/BW/VL checked (`available`); `a32` holds m rows of k.
                 unsafe { row_dots(lookup, &row, a32, m, &mut out) };
@@ -99,29 +104,10 @@ pub(super) fn multiply(
     true
 }
 
-/// One row of B: its codes and, unless per-tensor, its block scales.
+/// One row of B: its codes and the scale of each run of 16 of them.
 struct BRow<'r> {
     codes: &'r [u8],
-    scales: Option<&'r Scales<'r>>,
-    /// The index of the row's first block scale.
-    base: usize,
-    block: usize,
-}
-
-impl BRow<'_> {
-    /// The scale of sums `p .. p + 16` (a block holds whole runs of 16), without a
-    /// division where the block is a power of two (MX: 32, NVFP4: 16).
-    #[inline(always)]
-    fn scale(&self, p: usize) -> f32 {
-        self.scales.map_or(1.0, |s| {
-            let blk = if self.block.is_power_of_two() {
-                p >> self.block.trailing_zeros()
-            } else {
-                p / self.block
-            };
-            s.get(self.base + blk)
-        })
-    }
+    scale16: &'r [f32],
 }
 
 /// `out[i] = Σ_p a32[i·k + p] · B[p]` for `i < m` (`k` = the row's length), per
@@ -139,15 +125,43 @@ unsafe fn row_dots(
 ) {
     // SAFETY: forwarded.
     unsafe {
+        match lookup {
+            Lookup::Ps32(_) => row_dots_t::<PS32>(lookup, row, a32, m, out),
+            Lookup::Ps64(_) => row_dots_t::<PS64>(lookup, row, a32, m, out),
+            Lookup::Bf16(_) => row_dots_t::<BF16>(lookup, row, a32, m, out),
+        }
+    }
+}
+
+/// [`Lookup`]'s kinds as the const parameter of [`row_dots_m`] (the kind is then fixed
+/// in the loop, not matched per run of codes).
+const PS32: u8 = 0;
+const PS64: u8 = 1;
+const BF16: u8 = 2;
+
+/// [`row_dots`] for the lookup kind `T`.
+///
+/// # Safety
+/// As [`row_dots`]; `lookup` is of kind `T`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn row_dots_t<const T: u8>(
+    lookup: &Lookup,
+    row: &BRow<'_>,
+    a32: &[f32],
+    m: usize,
+    out: &mut [f32; FEW_ROWS],
+) {
+    // SAFETY: forwarded.
+    unsafe {
         match m {
-            1 => row_dots_m::<1>(lookup, row, a32, out),
-            2 => row_dots_m::<2>(lookup, row, a32, out),
-            3 => row_dots_m::<3>(lookup, row, a32, out),
-            4 => row_dots_m::<4>(lookup, row, a32, out),
-            5 => row_dots_m::<5>(lookup, row, a32, out),
-            6 => row_dots_m::<6>(lookup, row, a32, out),
-            7 => row_dots_m::<7>(lookup, row, a32, out),
-            _ => row_dots_m::<8>(lookup, row, a32, out),
+            1 => row_dots_m::<1, T>(lookup, row, a32, out),
+            2 => row_dots_m::<2, T>(lookup, row, a32, out),
+            3 => row_dots_m::<3, T>(lookup, row, a32, out),
+            4 => row_dots_m::<4, T>(lookup, row, a32, out),
+            5 => row_dots_m::<5, T>(lookup, row, a32, out),
+            6 => row_dots_m::<6, T>(lookup, row, a32, out),
+            7 => row_dots_m::<7, T>(lookup, row, a32, out),
+            _ => row_dots_m::<8, T>(lookup, row, a32, out),
         }
     }
 }
@@ -157,7 +171,7 @@ unsafe fn row_dots(_: &Lookup, _: &BRow<'_>, _: &[f32], _: usize, _: &mut [f32; 
     unreachable!("the few-rows path runs only where AVX-512 is present");
 }
 
-/// [`row_dots`] for `M` rows: per run of 32 sums, B's codes looked up and scaled in two
+/// [`row_dots`] for `M` rows and the lookup kind `T`: per run of 32 sums, B's codes looked up and scaled in two
 /// vectors of 16, then one fused multiply-add into each row's two accumulators (so each
 /// lane is one chain over the sums `p ≡ lane (mod 32)`); the lanes are summed by
 /// [`fold_lanes`]'s order.
@@ -166,7 +180,7 @@ unsafe fn row_dots(_: &Lookup, _: &BRow<'_>, _: &[f32], _: usize, _: &mut [f32; 
 /// As [`row_dots`], with `m = M`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-unsafe fn row_dots_m<const M: usize>(
+unsafe fn row_dots_m<const M: usize, const T: u8>(
     lookup: &Lookup,
     row: &BRow<'_>,
     a32: &[f32],
@@ -174,7 +188,7 @@ unsafe fn row_dots_m<const M: usize>(
 ) {
     use std::arch::x86_64::*;
     let k = row.codes.len();
-    assert!(a32.len() >= M * k && M <= FEW_ROWS);
+    assert!(a32.len() >= M * k && M <= FEW_ROWS && row.scale16.len() >= k.div_ceil(16));
     let mut acc = [[_mm512_setzero_ps(); 2]; M];
     // SAFETY: the tables are read whole from their arrays; codes and A's rows are read
     // masked to `k` (asserted lengths).
@@ -206,8 +220,8 @@ unsafe fn row_dots_m<const M: usize>(
             let c = _mm256_maskz_loadu_epi8(mask, row.codes.as_ptr().add(p) as *const i8);
             let half = |h: __m128i| -> __m512 {
                 let idx = _mm512_cvtepu8_epi32(h);
-                match lookup {
-                    Lookup::Ps32(_) => _mm512_permutex2var_ps(ps(0), idx, ps(1)),
+                match T {
+                    PS32 => _mm512_permutex2var_ps(ps(0), idx, ps(1)),
                     _ => {
                         let lo = _mm512_permutex2var_ps(ps(0), idx, ps(1));
                         let hi = _mm512_permutex2var_ps(ps(2), idx, ps(3));
@@ -215,8 +229,8 @@ unsafe fn row_dots_m<const M: usize>(
                     }
                 }
             };
-            let (v0, v1) = match lookup {
-                Lookup::Bf16(_) => {
+            let (v0, v1) = match T {
+                BF16 => {
                     let c16 = _mm512_cvtepu8_epi16(c);
                     let q0 = _mm512_permutex2var_epi16(tables[0], c16, tables[1]);
                     let q1 = _mm512_permutex2var_epi16(tables[2], c16, tables[3]);
@@ -241,11 +255,12 @@ unsafe fn row_dots_m<const M: usize>(
                 ),
             };
             // Lanes past k are zeroed (a table entry may be NaN).
-            let v0 = _mm512_maskz_mul_ps(m0, v0, _mm512_set1_ps(row.scale(p)));
+            let q = p / 16;
+            let v0 = _mm512_maskz_mul_ps(m0, v0, _mm512_set1_ps(*row.scale16.get_unchecked(q)));
             let v1 = if m1 == 0 {
                 _mm512_setzero_ps()
             } else {
-                _mm512_maskz_mul_ps(m1, v1, _mm512_set1_ps(row.scale(p + 16)))
+                _mm512_maskz_mul_ps(m1, v1, _mm512_set1_ps(*row.scale16.get_unchecked(q + 1)))
             };
             for (i, acc) in acc.iter_mut().enumerate() {
                 let a = a32.as_ptr().add(i * k + p);

@@ -99,7 +99,7 @@ fn few_rows_equal_the_scalar_model_bit_for_bit_and_stay_within_the_f32_bound() {
     for f in formats {
         for layout in layouts {
             for (m, n, k) in [
-                (1, 1, 32),
+                (1usize, 1usize, 32usize),
                 (3, 17, 96),
                 (8, 40, 64),
                 (2, 5, 160),
@@ -109,7 +109,7 @@ fn few_rows_equal_the_scalar_model_bit_for_bit_and_stay_within_the_f32_bound() {
                 // MX blocks need K a multiple of 32 (NVFP4's of 16 allow K = 48).
                 let k = match layout.block() {
                     None => k + 6,
-                    Some(b) => (k as usize).next_multiple_of(b as usize),
+                    Some(b) => k.next_multiple_of(b as usize),
                 };
                 let (qa, qb) = (codes(&mut rng, f, m, k), codes(&mut rng, f, n, k));
                 let (sa, sb) = (
