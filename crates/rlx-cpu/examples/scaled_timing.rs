@@ -111,20 +111,40 @@ fn main() {
             )
             .unwrap();
         g.set_outputs(vec![y]);
-        let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
-        let t = best_ms(&exe, &[lq_m, codes.clone(), ls_m, scales.clone()]);
+        let scaled = CpuBackend.compile(Device::Cpu, &g).unwrap();
+        let scaled_args = [lq_m, codes.clone(), ls_m, scales.clone()];
         // The f32 product of the same shape.
         let mut g = Graph::new("mm_rows");
         let x = g.input("a", Shape::new(&[m, n], DType::F32));
         let w = g.input("b", Shape::new(&[n, n], DType::F32));
         let y = g.add_op(Op::MatMul, vec![x, w]).unwrap();
         g.set_outputs(vec![y]);
-        let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
-        let xm = TensorData::from_f32(&[m, n], &x_rows(m, n));
-        let tf = best_ms(&exe, &[xm, xd.clone()]);
+        let f32_mm = CpuBackend.compile(Device::Cpu, &g).unwrap();
+        let f32_args = [TensorData::from_f32(&[m, n], &x_rows(m, n)), xd.clone()];
+        // Alternated one call each per round, so that both see the same machine; the
+        // median of the rounds' ratios is the least sensitive to load that changes.
+        let once = |exe: &Arc<dyn Executable>, args: &[TensorData]| {
+            let views: Vec<_> = args.iter().map(|a| a.view()).collect();
+            let s = Instant::now();
+            exe.run(&views).unwrap();
+            s.elapsed().as_secs_f64() * 1e3
+        };
+        once(&scaled, &scaled_args);
+        once(&f32_mm, &f32_args);
+        let mut rounds: Vec<(f64, f64)> = (0..31)
+            .map(|_| (once(&scaled, &scaled_args), once(&f32_mm, &f32_args)))
+            .collect();
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let mut ratios: Vec<f64> = rounds.iter().map(|(a, b)| a / b).collect();
+        let (mut ts, mut tf): (Vec<f64>, Vec<f64>) = rounds.drain(..).unzip();
         println!(
-            "{m} × {n} × {n}, {fmt} {layout}: scaled matmul from codes {t:.3} ms, f32 matmul {tf:.3} ms ({:.2}× its time)",
-            t / tf
+            "{m} × {n} × {n}, {fmt} {layout}: scaled matmul from codes {:.3} ms, f32 matmul {:.3} ms (medians of 31 alternated rounds; paired ratio {:.2}× its time)",
+            median(&mut ts),
+            median(&mut tf),
+            median(&mut ratios)
         );
         return;
     }

@@ -26,6 +26,9 @@ pub(super) const FEW_ROWS: usize = 8;
 /// Rows of B per task.
 const ROWS_PER_TASK: usize = 16;
 
+/// Bytes of B's codes ahead of the current run that each run prefetches.
+const PREFETCH_AHEAD: usize = 1024;
+
 /// How B's codes become f32 values in registers, 32 at a time.
 enum Lookup {
     /// At most 32 codes (fp4): one `vpermt2ps` per 16 codes over a table in two zmm.
@@ -35,6 +38,10 @@ enum Lookup {
     /// 256 codes exact in bf16 (fp8): four `vpermt2w` per 32 codes over a table of bf16
     /// bits in eight zmm, merged on bits 6 and 7, then widened.
     Bf16(Box<[u16; 256]>),
+    /// 256 codes of a minifloat decoded by bit arithmetic ([`Arith`]: four instructions
+    /// per 16 codes, where `Bf16`'s permutes cost about three times as much); runs of
+    /// 32 holding one of the codes it does not cover are looked up as `Bf16`'s.
+    Arith(Arith, Box<[u16; 256]>),
 }
 
 impl Lookup {
@@ -45,9 +52,86 @@ impl Lookup {
         } else if op.codes_used <= 64 {
             Some(Lookup::Ps64(std::array::from_fn(|c| op.lut[c])))
         } else {
-            op.lut_bf16.clone().map(Lookup::Bf16)
+            let table = op.lut_bf16.clone()?;
+            Some(match arith_of(&op.lut) {
+                Some(arith) if scales_take_factor(op, arith.factor) => Lookup::Arith(arith, table),
+                _ => Lookup::Bf16(table),
+            })
         }
     }
+
+    /// What the scale of each run of codes is multiplied by (the arithmetic's factor).
+    fn factor(&self) -> f32 {
+        match self {
+            Lookup::Arith(arith, _) => arith.factor,
+            _ => 1.0,
+        }
+    }
+}
+
+/// A minifloat's decoding by bit arithmetic: the code sign-extended to 32 bits, shifted
+/// left by `shift` and masked with `keep` (the sign lands on bit 31, the other seven bits
+/// on f32's exponent and mantissa fields) is an f32 that times `factor` (a power of two)
+/// is the code's value, for every code but those with `code & special.0 == special.1`
+/// (NaN, infinities).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Arith {
+    shift: u32,
+    keep: u32,
+    factor: f32,
+    special: (u8, u8),
+}
+
+impl Arith {
+    /// The f32 the bit arithmetic makes of `c` (before the factor).
+    fn raw(self, c: u8) -> f32 {
+        f32::from_bits(((c as i8 as i32 as u32) << self.shift) & self.keep)
+    }
+}
+
+/// The [`Arith`] that decodes `lut` (an fp8 format's table), found by trying each
+/// mantissa width and checking all 256 codes; `None` if none matches every code outside
+/// one `(mask, value)` class.
+fn arith_of(lut: &[f32; 256]) -> Option<Arith> {
+    (1..=5u32).find_map(|mantissa| {
+        let shift = 23 - mantissa;
+        let mut arith = Arith {
+            shift,
+            keep: 0x8000_0000 | (0x7f << shift),
+            factor: 1.0,
+            special: (0, 1),
+        };
+        // The code of exponent field 1 and mantissa 0 is 2⁻¹²⁶ before the factor.
+        let probe = 1u8 << mantissa;
+        let factor = lut[probe as usize] / arith.raw(probe);
+        if !(factor.is_normal() && factor > 0.0 && factor.to_bits() & 0x7f_ffff == 0) {
+            return None;
+        }
+        arith.factor = factor;
+        let wrong: Vec<u8> = (0..=255u8)
+            .filter(|&c| (arith.raw(c) * factor).to_bits() != lut[c as usize].to_bits())
+            .collect();
+        if let Some(&first) = wrong.first() {
+            let varying = wrong.iter().fold(0u8, |v, &w| v | (w ^ first));
+            let mask = !varying;
+            arith.special = (mask, first & mask);
+            let class = (0..=255u8).filter(|&c| c & mask == first & mask).count();
+            if class != wrong.len() {
+                return None;
+            }
+        }
+        Some(arith)
+    })
+}
+
+/// Whether every block scale `op` may take ([`super::Scales::possible`]), times `factor`,
+/// is a normal f32 (the scale and the factor are then one multiplier, exactly).
+fn scales_take_factor(op: &Operand<'_>, factor: f32) -> bool {
+    let one = [1.0f32];
+    let scales = op.scales.as_ref().map_or(&one[..], |s| s.possible());
+    scales
+        .iter()
+        .all(|&s| s == 0.0 || (s * factor).is_normal() && (s.abs() >= f32::MIN_POSITIVE))
 }
 
 /// `C = A·Bᵀ` (overwriting `c`) if this path takes the product: `m ≤ FEW_ROWS`, AVX-512
@@ -75,18 +159,24 @@ pub(super) fn multiply(
     let a32 = &a32;
     let lookup = &lookup;
     let cp = CPtr(c.as_mut_ptr());
+    // The block scales' table times the lookup's factor (exact: `Lookup::of`).
+    let table: [f32; 256] = match &b.scales {
+        Some(s) => std::array::from_fn(|c| s.table[c] * lookup.factor()),
+        None => [0.0; 256],
+    };
+    let table = &table;
     (0..n.div_ceil(ROWS_PER_TASK))
         .into_par_iter()
         .for_each(|t| {
             let mut out = [0f32; FEW_ROWS];
-            let mut scale16 = vec![1f32; k.div_ceil(16)];
+            let factor = lookup.factor();
+            let mut scale16 = vec![factor; k.div_ceil(16)];
             for j in t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(n) {
                 if let Some(s) = &b.scales {
                     // Blocks are whole runs of 16 (checked above).
-                    let base = j * (k / b.block);
-                    for (blk, runs) in scale16.chunks_mut(b.block / 16).enumerate() {
-                        runs.fill(s.get(base + blk));
-                    }
+                    let (runs, blocks) = (b.block / 16, k / b.block);
+                    let codes = &s.codes[j * blocks..][..blocks];
+                    fill_scales(&mut scale16, codes, table, runs);
                 }
                 let row = BRow {
                     codes: &b.codes[j * k..][..k],
@@ -104,7 +194,33 @@ pub(super) fn multiply(
     true
 }
 
-/// One row of B: its codes and the scale of each run of 16 of them.
+/// `scale16[q]`, the scale of run `q` of 16 codes: `table[codes[q / runs]]` (a tight
+/// loop for MX's blocks of 32 and NVFP4's of 16: the generic one cost more than the row's
+/// dot product).
+fn fill_scales(scale16: &mut [f32], codes: &[u8], table: &[f32; 256], runs: usize) {
+    match runs {
+        1 => {
+            for (d, &c) in scale16.iter_mut().zip(codes) {
+                *d = table[c as usize];
+            }
+        }
+        2 => {
+            for (d, &c) in scale16.chunks_exact_mut(2).zip(codes) {
+                let v = table[c as usize];
+                d[0] = v;
+                d[1] = v;
+            }
+        }
+        _ => {
+            for (d, &c) in scale16.chunks_mut(runs).zip(codes) {
+                d.fill(table[c as usize]);
+            }
+        }
+    }
+}
+
+/// One row of B: its codes and the scale of each run of 16 of them, times the lookup's
+/// factor.
 struct BRow<'r> {
     codes: &'r [u8],
     scale16: &'r [f32],
@@ -129,6 +245,7 @@ unsafe fn row_dots(
             Lookup::Ps32(_) => row_dots_t::<PS32>(lookup, row, a32, m, out),
             Lookup::Ps64(_) => row_dots_t::<PS64>(lookup, row, a32, m, out),
             Lookup::Bf16(_) => row_dots_t::<BF16>(lookup, row, a32, m, out),
+            Lookup::Arith(..) => row_dots_t::<ARITH>(lookup, row, a32, m, out),
         }
     }
 }
@@ -138,6 +255,7 @@ unsafe fn row_dots(
 const PS32: u8 = 0;
 const PS64: u8 = 1;
 const BF16: u8 = 2;
+const ARITH: u8 = 3;
 
 /// [`row_dots`] for the lookup kind `T`.
 ///
@@ -204,20 +322,39 @@ unsafe fn row_dots_m<const M: usize, const T: u8>(
                 Lookup::Bf16(t) => std::array::from_fn(|q| {
                     _mm512_loadu_si512(t.as_ptr().add(32 * q) as *const __m512i)
                 }),
+                // The table is read from memory by the rare runs that need it.
+                Lookup::Arith(..) => [_mm512_setzero_si512(); 8],
             };
+        let (arith, fallback) = match lookup {
+            Lookup::Arith(a, t) => (*a, Some(&**t)),
+            _ => (
+                Arith {
+                    shift: 0,
+                    keep: 0,
+                    factor: 1.0,
+                    special: (0, 1),
+                },
+                None,
+            ),
+        };
+        let shift = _mm512_set1_epi32(arith.shift as i32);
+        let keep = _mm512_set1_epi32(arith.keep as i32);
+        let (special_mask, special_value) = (
+            _mm256_set1_epi8(arith.special.0 as i8),
+            _mm256_set1_epi8(arith.special.1 as i8),
+        );
         let ps = |q: usize| _mm512_castsi512_ps(tables[q]);
         let bit5 = _mm512_set1_epi32(32);
         let (bit6, bit7) = (_mm512_set1_epi16(0x40), _mm512_set1_epi16(0x80));
-        let mut p = 0;
-        while p < k {
-            let take = (k - p).min(32);
-            let mask = if take == 32 {
-                u32::MAX
-            } else {
-                (1u32 << take) - 1
-            };
+        // One run of 32 codes from `p`, `mask` their lanes below k: the whole runs pass
+        // a constant mask, so that their loads and products compile unmasked.
+        let mut run = |p: usize, mask: u32| {
             let (m0, m1) = (mask as u16, (mask >> 16) as u16);
-            let c = _mm256_maskz_loadu_epi8(mask, row.codes.as_ptr().add(p) as *const i8);
+            let at = row.codes.as_ptr().add(p);
+            // B's codes stream from L3 or memory, used once: asked for a few lines ahead
+            // (the addresses past the row are the next row's; a prefetch never faults).
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH_AHEAD) as *const i8);
+            let c = _mm256_maskz_loadu_epi8(mask, at as *const i8);
             let half = |h: __m128i| -> __m512 {
                 let idx = _mm512_cvtepu8_epi32(h);
                 match T {
@@ -229,25 +366,63 @@ unsafe fn row_dots_m<const M: usize, const T: u8>(
                     }
                 }
             };
+            let bf16_lookup = |t: &[__m512i; 8]| {
+                let c16 = _mm512_cvtepu8_epi16(c);
+                let q0 = _mm512_permutex2var_epi16(t[0], c16, t[1]);
+                let q1 = _mm512_permutex2var_epi16(t[2], c16, t[3]);
+                let q2 = _mm512_permutex2var_epi16(t[4], c16, t[5]);
+                let q3 = _mm512_permutex2var_epi16(t[6], c16, t[7]);
+                let m6 = _mm512_test_epi16_mask(c16, bit6);
+                let m7 = _mm512_test_epi16_mask(c16, bit7);
+                let lo = _mm512_mask_mov_epi16(q0, m6, q1);
+                let hi = _mm512_mask_mov_epi16(q2, m6, q3);
+                let v = _mm512_mask_mov_epi16(lo, m7, hi);
+                let wide = |h: __m256i| {
+                    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+                };
+                (
+                    wide(_mm512_castsi512_si256(v)),
+                    wide(_mm512_extracti64x4_epi64::<1>(v)),
+                )
+            };
             let (v0, v1) = match T {
-                BF16 => {
-                    let c16 = _mm512_cvtepu8_epi16(c);
-                    let q0 = _mm512_permutex2var_epi16(tables[0], c16, tables[1]);
-                    let q1 = _mm512_permutex2var_epi16(tables[2], c16, tables[3]);
-                    let q2 = _mm512_permutex2var_epi16(tables[4], c16, tables[5]);
-                    let q3 = _mm512_permutex2var_epi16(tables[6], c16, tables[7]);
-                    let m6 = _mm512_test_epi16_mask(c16, bit6);
-                    let m7 = _mm512_test_epi16_mask(c16, bit7);
-                    let lo = _mm512_mask_mov_epi16(q0, m6, q1);
-                    let hi = _mm512_mask_mov_epi16(q2, m6, q3);
-                    let v = _mm512_mask_mov_epi16(lo, m7, hi);
-                    let wide = |h: __m256i| {
-                        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
-                    };
-                    (
-                        wide(_mm512_castsi512_si256(v)),
-                        wide(_mm512_extracti64x4_epi64::<1>(v)),
-                    )
+                BF16 => bf16_lookup(&tables),
+                ARITH => {
+                    let specials = _mm256_mask_cmpeq_epi8_mask(
+                        mask,
+                        _mm256_and_si256(c, special_mask),
+                        special_value,
+                    );
+                    if specials == 0 {
+                        let bits = |h: __m128i| {
+                            let x = _mm512_sllv_epi32(_mm512_cvtepi8_epi32(h), shift);
+                            _mm512_castsi512_ps(_mm512_and_si512(x, keep))
+                        };
+                        // Each half sign-extended straight from memory (masked lanes
+                        // are past k and zeroed below, whatever they hold).
+                        let (h0, h1) = if mask == u32::MAX {
+                            (
+                                _mm_loadu_si128(at as *const __m128i),
+                                _mm_loadu_si128(at.add(16) as *const __m128i),
+                            )
+                        } else {
+                            (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c))
+                        };
+                        // The factor is in the run's scale (`scale16`).
+                        (bits(h0), bits(h1))
+                    } else {
+                        let t = fallback.expect("an Arith lookup has its table");
+                        let tables: [__m512i; 8] = std::array::from_fn(|q| {
+                            _mm512_loadu_si512(t.as_ptr().add(32 * q) as *const __m512i)
+                        });
+                        // The table holds values, not raw bits: the factor comes off
+                        // here. (Inexact only where it underflows, and then immaterial:
+                        // a NaN or infinite code makes the whole dot product NaN or
+                        // infinite.)
+                        let (w0, w1) = bf16_lookup(&tables);
+                        let inv = _mm512_set1_ps(1.0 / arith.factor);
+                        (_mm512_mul_ps(w0, inv), _mm512_mul_ps(w1, inv))
+                    }
                 }
                 _ => (
                     half(_mm256_castsi256_si128(c)),
@@ -256,18 +431,25 @@ unsafe fn row_dots_m<const M: usize, const T: u8>(
             };
             // Lanes past k are zeroed (a table entry may be NaN).
             let q = p / 16;
-            let v0 = _mm512_maskz_mul_ps(m0, v0, _mm512_set1_ps(*row.scale16.get_unchecked(q)));
+            let scale = |q: usize| _mm512_set1_ps(*row.scale16.get_unchecked(q));
+            let v0 = _mm512_maskz_mul_ps(m0, v0, scale(q));
             let v1 = if m1 == 0 {
                 _mm512_setzero_ps()
             } else {
-                _mm512_maskz_mul_ps(m1, v1, _mm512_set1_ps(*row.scale16.get_unchecked(q + 1)))
+                _mm512_maskz_mul_ps(m1, v1, scale(q + 1))
             };
             for (i, acc) in acc.iter_mut().enumerate() {
                 let a = a32.as_ptr().add(i * k + p);
                 acc[0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, a), v0, acc[0]);
                 acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, a.add(16)), v1, acc[1]);
             }
-            p += 32;
+        };
+        let whole = k / 32 * 32;
+        for p in (0..whole).step_by(32) {
+            run(p, u32::MAX);
+        }
+        if whole < k {
+            run(whole, (1u32 << (k - whole)) - 1);
         }
         for (i, acc) in acc.iter().enumerate() {
             let mut lanes = [0f32; 32];

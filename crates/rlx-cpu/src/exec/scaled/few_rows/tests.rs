@@ -218,3 +218,69 @@ fn few_rows_refuse_many_rows_odd_blocks_and_inexact_decodes() {
     );
     assert!(c.iter().all(|&v| v == 0.0), "a refusal wrote C");
 }
+
+#[test]
+fn fp8_tables_decode_by_bit_arithmetic_outside_their_special_codes() {
+    let table = |f: ScaledFormat| -> [f32; 256] { std::array::from_fn(|c| f.decode(c as u8)) };
+    for (f, shift, factor, special) in [
+        (ScaledFormat::F8E4M3, 20, 2f32.powi(120), (0x7f, 0x7f)),
+        (ScaledFormat::F8E5M2, 21, 2f32.powi(112), (0x7c, 0x7c)),
+        (ScaledFormat::F8E4M3Fnuz, 20, 2f32.powi(119), (0xff, 0x80)),
+        (ScaledFormat::F8E5M2Fnuz, 21, 2f32.powi(111), (0xff, 0x80)),
+    ] {
+        let lut = table(f);
+        let arith = arith_of(&lut).unwrap_or_else(|| panic!("{f}: no arithmetic decoding"));
+        assert_eq!(
+            (arith.shift, arith.factor, arith.special),
+            (shift, factor, special),
+            "{f}"
+        );
+        for c in 0..=255u8 {
+            let covered = c & special.0 != special.1;
+            let value = arith.raw(c) * arith.factor;
+            assert_eq!(
+                covered,
+                value.to_bits() == lut[c as usize].to_bits(),
+                "{f}: code {c:#04x} decodes to {value}, the table says {}",
+                lut[c as usize]
+            );
+        }
+    }
+}
+
+/// Runs of B's codes holding NaN or infinity codes take the table lookup; the result
+/// is the scalar model's (NaN where it is NaN), in every row.
+#[test]
+fn fp8_runs_with_special_codes_give_the_model_nan_for_nan() {
+    if !available() {
+        eprintln!("skipped: this CPU lacks AVX-512 F/BW/VL");
+        return;
+    }
+    let mut rng = Rng(8);
+    for f in [ScaledFormat::F8E4M3, ScaledFormat::F8E5M2] {
+        let (m, n, k) = (2, 6, 128);
+        let layout = ScaleLayout::mx();
+        let qa = codes(&mut rng, f, m, k);
+        let mut qb = codes(&mut rng, f, n, k);
+        // A NaN in row 1's second run, an infinity (e5m2) or a NaN in row 4's last.
+        qb.bytes[k + 40] = 0x7f;
+        qb.bytes[4 * k + 127] = 0xfc;
+        let (sa, sb) = (
+            scales(&mut rng, layout, m, k),
+            scales(&mut rng, layout, n, k),
+        );
+        let a = Operand::new(f, layout, qa.view(), sa.view()).unwrap();
+        let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
+        assert!(matches!(Lookup::of(&b), Some(Lookup::Arith(..))), "{f}");
+        let mut c = vec![0f32; m * n];
+        assert!(multiply(&a, &b, (m, n, k), &mut c));
+        let want = model(&a, &b, m, n, k);
+        for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "{f} at {idx}: {g} vs {w}"
+            );
+        }
+        assert!(c[1].is_nan() && c[n + 1].is_nan(), "{f}: the NaN row");
+    }
+}
