@@ -529,14 +529,17 @@ fn fill(
     if m > 0 && n > 0 && k > 0 {
         let bf16_path = bf16_gemm_path();
         // AMX's bf16 tiles outrun the integer unit; elsewhere byte-exact formats take it.
-        let int_plan = || {
-            (bf16_path != Some(LowpPath::Amx))
-                .then(|| vnni::plan(a, b))
-                .flatten()
+        let int_plan = (bf16_path != Some(LowpPath::Amx))
+            .then(|| vnni::plan(a, b))
+            .flatten();
+        let few_rows = if int_plan.is_some() || bf16_path == Some(LowpPath::Amx) {
+            few_rows::FEW_ROWS_BESIDE_A_UNIT
+        } else {
+            few_rows::FEW_ROWS
         };
-        if few_rows::multiply(a, b, (m, n, k), c) {
+        if few_rows::multiply(a, b, (m, n, k), c, few_rows) {
             // A decoding step's few rows: B's codes read once, where they lie.
-        } else if let Some(p) = int_plan() {
+        } else if let Some(p) = int_plan {
             vnni::accumulate(&p, a, b, (m, n, k), c);
         } else {
             match bf16_path {

@@ -19,15 +19,28 @@ use super::Operand;
 use crate::gemm::lowp::bf16;
 use rayon::prelude::*;
 
-/// Rows of A up to which this path runs (where it measured faster than the packed
-/// paths, see `scaled.rs`).
-pub(super) const FEW_ROWS: usize = 8;
+/// Rows of A up to which this path runs where the alternative is the bf16 panels on a
+/// CPU without a bf16 unit (fp8 without AMX): 32 rows from codes ran at 1.0× the f32
+/// product's time here against 1.3× for the panels, 64 rows at 2.7× against 1.2×.
+pub(super) const FEW_ROWS: usize = 32;
+
+/// Rows of A up to which this path runs where the integer unit (`vnni.rs`) or a bf16
+/// unit takes the product otherwise: 16 rows of fp4 ran at 0.5× the f32 time against
+/// 0.66× on the integer unit, 32 rows at 1.0× against 0.7×.
+pub(super) const FEW_ROWS_BESIDE_A_UNIT: usize = 16;
 
 /// Rows of B per task.
 const ROWS_PER_TASK: usize = 16;
 
-/// Bytes of B's codes ahead of the current run that each run prefetches.
-const PREFETCH_AHEAD: usize = 1024;
+/// Rows of A per pass over B (two accumulators each in registers).
+const GROUP: usize = 8;
+
+/// Sums per chunk of K: a group's chunk of A (8 rows × 2 KiB) stays in L1 while the
+/// task's rows of B pass it, each row's lane sums carried in memory between chunks.
+const KC: usize = 512;
+
+/// The 32 lane sums of each row of a group against one row of B.
+type Lanes = [[f32; 32]; GROUP];
 
 /// How B's codes become f32 values in registers, 32 at a time.
 enum Lookup {
@@ -134,7 +147,7 @@ fn scales_take_factor(op: &Operand<'_>, factor: f32) -> bool {
         .all(|&s| s == 0.0 || (s * factor).is_normal() && (s.abs() >= f32::MIN_POSITIVE))
 }
 
-/// `C = A·Bᵀ` (overwriting `c`) if this path takes the product: `m ≤ FEW_ROWS`, AVX-512
+/// `C = A·Bᵀ` (overwriting `c`) if this path takes the product: `m ≤ max_rows`, AVX-512
 /// F/BW, both operands decode exactly to bf16, B's table has a register lookup, and its
 /// scale blocks are whole runs of 32 sums or 16 (per-tensor, MX, NVFP4). `false` (having
 /// written nothing) leaves it to the other paths.
@@ -143,8 +156,9 @@ pub(super) fn multiply(
     b: &Operand<'_>,
     (m, n, k): (usize, usize, usize),
     c: &mut [f32],
+    max_rows: usize,
 ) -> bool {
-    if m == 0 || m > FEW_ROWS || !available() || !a.bf16_exact() || !b.bf16_exact() {
+    if m == 0 || m > max_rows || !available() || !a.bf16_exact() || !b.bf16_exact() {
         return false;
     }
     let block_ok = b.scales.is_none() || b.block.is_multiple_of(32) || b.block == 16;
@@ -165,29 +179,45 @@ pub(super) fn multiply(
         None => [0.0; 256],
     };
     let table = &table;
+    let runs16 = k.div_ceil(16);
     (0..n.div_ceil(ROWS_PER_TASK))
         .into_par_iter()
         .for_each(|t| {
-            let mut out = [0f32; FEW_ROWS];
-            let factor = lookup.factor();
-            let mut scale16 = vec![factor; k.div_ceil(16)];
-            for j in t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(n) {
-                if let Some(s) = &b.scales {
-                    // Blocks are whole runs of 16 (checked above).
-                    let (runs, blocks) = (b.block / 16, k / b.block);
-                    let codes = &s.codes[j * blocks..][..blocks];
-                    fill_scales(&mut scale16, codes, table, runs);
+            let rows = t * ROWS_PER_TASK..((t + 1) * ROWS_PER_TASK).min(n);
+            let mut scale16 = vec![lookup.factor(); rows.len() * runs16];
+            if let Some(s) = &b.scales {
+                // Blocks are whole runs of 16 (checked above).
+                let (runs, blocks) = (b.block / 16, k / b.block);
+                for (j, scales) in rows.clone().zip(scale16.chunks_mut(runs16)) {
+                    fill_scales(scales, &s.codes[j * blocks..][..blocks], table, runs);
                 }
-                let row = BRow {
-                    codes: &b.codes[j * k..][..k],
-                    scale16: &scale16,
-                };
-                // SAFETY: AVX-512 F/BW/VL checked (`available`); `a32` holds m rows of k.
-                unsafe { row_dots(lookup, &row, a32, m, &mut out) };
-                for (i, &v) in out.iter().enumerate().take(m) {
-                    // SAFETY: (i, j) lies inside the m × n C; each task writes only its own
-                    // columns j.
-                    unsafe { *cp.get().add(i * n + j) = v };
+            }
+            let mut lanes = vec![[[0f32; 32]; GROUP]; rows.len()];
+            for g in (0..m).step_by(GROUP) {
+                let rows_a = GROUP.min(m - g);
+                lanes.iter_mut().for_each(|l| *l = [[0.0; 32]; GROUP]);
+                for k0 in (0..k).step_by(KC) {
+                    let kc = KC.min(k - k0);
+                    for (jl, j) in rows.clone().enumerate() {
+                        let row = BRow {
+                            codes: &b.codes[j * k + k0..][..kc],
+                            scale16: &scale16[jl * runs16 + k0 / 16..],
+                            next_row: k,
+                        };
+                        // SAFETY: AVX-512 F/BW/VL checked (`available`); A's rows g.. lie
+                        // `k` apart in `a32`, each with `kc` sums from `k0`.
+                        unsafe {
+                            row_dots(lookup, &row, &a32[g * k + k0..], k, rows_a, &mut lanes[jl])
+                        };
+                    }
+                }
+                for (jl, j) in rows.clone().enumerate() {
+                    for (i, lane) in lanes[jl].iter().enumerate().take(rows_a) {
+                        let v = fold_lanes(lane);
+                        // SAFETY: (g + i, j) lies inside the m × n C; each task writes
+                        // only its own columns j.
+                        unsafe { *cp.get().add((g + i) * n + j) = v };
+                    }
                 }
             }
         });
@@ -219,33 +249,36 @@ fn fill_scales(scale16: &mut [f32], codes: &[u8], table: &[f32; 256], runs: usiz
     }
 }
 
-/// One row of B: its codes and the scale of each run of 16 of them, times the lookup's
-/// factor.
+/// A chunk of one row of B: its codes, the scale of each run of 16 of them (times the
+/// lookup's factor), and the distance to the same chunk of the next row (prefetched).
 struct BRow<'r> {
     codes: &'r [u8],
     scale16: &'r [f32],
+    next_row: usize,
 }
 
 /// `out[i] = Σ_p a32[i·k + p] · B[p]` for `i < m` (`k` = the row's length), per
 /// [`row_dots_m`].
 ///
 /// # Safety
-/// AVX-512 F, BW and VL present; `a32` holds `m ≤ FEW_ROWS` rows of `k`.
+/// AVX-512 F, BW and VL present; `a32` holds `m ≤ GROUP` rows `lda` apart, each with
+/// the row's length of sums.
 #[cfg(target_arch = "x86_64")]
 unsafe fn row_dots(
     lookup: &Lookup,
     row: &BRow<'_>,
     a32: &[f32],
+    lda: usize,
     m: usize,
-    out: &mut [f32; FEW_ROWS],
+    lanes: &mut Lanes,
 ) {
     // SAFETY: forwarded.
     unsafe {
         match lookup {
-            Lookup::Ps32(_) => row_dots_t::<PS32>(lookup, row, a32, m, out),
-            Lookup::Ps64(_) => row_dots_t::<PS64>(lookup, row, a32, m, out),
-            Lookup::Bf16(_) => row_dots_t::<BF16>(lookup, row, a32, m, out),
-            Lookup::Arith(..) => row_dots_t::<ARITH>(lookup, row, a32, m, out),
+            Lookup::Ps32(_) => row_dots_t::<PS32>(lookup, row, a32, lda, m, lanes),
+            Lookup::Ps64(_) => row_dots_t::<PS64>(lookup, row, a32, lda, m, lanes),
+            Lookup::Bf16(_) => row_dots_t::<BF16>(lookup, row, a32, lda, m, lanes),
+            Lookup::Arith(..) => row_dots_t::<ARITH>(lookup, row, a32, lda, m, lanes),
         }
     }
 }
@@ -266,26 +299,27 @@ unsafe fn row_dots_t<const T: u8>(
     lookup: &Lookup,
     row: &BRow<'_>,
     a32: &[f32],
+    lda: usize,
     m: usize,
-    out: &mut [f32; FEW_ROWS],
+    lanes: &mut Lanes,
 ) {
     // SAFETY: forwarded.
     unsafe {
         match m {
-            1 => row_dots_m::<1, T>(lookup, row, a32, out),
-            2 => row_dots_m::<2, T>(lookup, row, a32, out),
-            3 => row_dots_m::<3, T>(lookup, row, a32, out),
-            4 => row_dots_m::<4, T>(lookup, row, a32, out),
-            5 => row_dots_m::<5, T>(lookup, row, a32, out),
-            6 => row_dots_m::<6, T>(lookup, row, a32, out),
-            7 => row_dots_m::<7, T>(lookup, row, a32, out),
-            _ => row_dots_m::<8, T>(lookup, row, a32, out),
+            1 => row_dots_m::<1, T>(lookup, row, a32, lda, lanes),
+            2 => row_dots_m::<2, T>(lookup, row, a32, lda, lanes),
+            3 => row_dots_m::<3, T>(lookup, row, a32, lda, lanes),
+            4 => row_dots_m::<4, T>(lookup, row, a32, lda, lanes),
+            5 => row_dots_m::<5, T>(lookup, row, a32, lda, lanes),
+            6 => row_dots_m::<6, T>(lookup, row, a32, lda, lanes),
+            7 => row_dots_m::<7, T>(lookup, row, a32, lda, lanes),
+            _ => row_dots_m::<8, T>(lookup, row, a32, lda, lanes),
         }
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn row_dots(_: &Lookup, _: &BRow<'_>, _: &[f32], _: usize, _: &mut [f32; FEW_ROWS]) {
+unsafe fn row_dots(_: &Lookup, _: &BRow<'_>, _: &[f32], _: usize, _: usize, _: &mut Lanes) {
     unreachable!("the few-rows path runs only where AVX-512 is present");
 }
 
@@ -302,12 +336,21 @@ unsafe fn row_dots_m<const M: usize, const T: u8>(
     lookup: &Lookup,
     row: &BRow<'_>,
     a32: &[f32],
-    out: &mut [f32; FEW_ROWS],
+    lda: usize,
+    lanes: &mut Lanes,
 ) {
     use std::arch::x86_64::*;
     let k = row.codes.len();
-    assert!(a32.len() >= M * k && M <= FEW_ROWS && row.scale16.len() >= k.div_ceil(16));
-    let mut acc = [[_mm512_setzero_ps(); 2]; M];
+    assert!(M <= GROUP && a32.len() >= (M - 1) * lda + k && row.scale16.len() >= k.div_ceil(16));
+    let mut acc: [[__m512; 2]; M] = std::array::from_fn(|i| {
+        // SAFETY: 32 f32 per row of lanes.
+        unsafe {
+            [
+                _mm512_loadu_ps(lanes[i].as_ptr()),
+                _mm512_loadu_ps(lanes[i].as_ptr().add(16)),
+            ]
+        }
+    });
     // SAFETY: the tables are read whole from their arrays; codes and A's rows are read
     // masked to `k` (asserted lengths).
     unsafe {
@@ -347,115 +390,118 @@ unsafe fn row_dots_m<const M: usize, const T: u8>(
         let bit5 = _mm512_set1_epi32(32);
         let (bit6, bit7) = (_mm512_set1_epi16(0x40), _mm512_set1_epi16(0x80));
         // One run of 32 codes from `p`, `mask` their lanes below k: the whole runs pass
-        // a constant mask, so that their loads and products compile unmasked.
-        let mut run = |p: usize, mask: u32| {
-            let (m0, m1) = (mask as u16, (mask >> 16) as u16);
-            let at = row.codes.as_ptr().add(p);
-            // B's codes stream from L3 or memory, used once: asked for a few lines ahead
-            // (the addresses past the row are the next row's; a prefetch never faults).
-            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH_AHEAD) as *const i8);
-            let c = _mm256_maskz_loadu_epi8(mask, at as *const i8);
-            let half = |h: __m128i| -> __m512 {
-                let idx = _mm512_cvtepu8_epi32(h);
-                match T {
-                    PS32 => _mm512_permutex2var_ps(ps(0), idx, ps(1)),
-                    _ => {
-                        let lo = _mm512_permutex2var_ps(ps(0), idx, ps(1));
-                        let hi = _mm512_permutex2var_ps(ps(2), idx, ps(3));
-                        _mm512_mask_mov_ps(lo, _mm512_test_epi32_mask(idx, bit5), hi)
+        // a constant mask, so that their loads and products compile unmasked. (A macro:
+        // a closure called twice was not inlined at 8 rows, and passed the accumulators
+        // through memory on every run.)
+        macro_rules! run {
+            ($p:expr, $mask:expr) => {{
+                let (p, mask): (usize, u32) = ($p, $mask);
+                let (m0, m1) = (mask as u16, (mask >> 16) as u16);
+                let at = row.codes.as_ptr().add(p);
+                // B's codes stream from L3 or memory, used once: asked for a few lines ahead
+                // (the addresses past the row are the next row's; a prefetch never faults).
+                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(row.next_row) as *const i8);
+                let c = _mm256_maskz_loadu_epi8(mask, at as *const i8);
+                let half = |h: __m128i| -> __m512 {
+                    let idx = _mm512_cvtepu8_epi32(h);
+                    match T {
+                        PS32 => _mm512_permutex2var_ps(ps(0), idx, ps(1)),
+                        _ => {
+                            let lo = _mm512_permutex2var_ps(ps(0), idx, ps(1));
+                            let hi = _mm512_permutex2var_ps(ps(2), idx, ps(3));
+                            _mm512_mask_mov_ps(lo, _mm512_test_epi32_mask(idx, bit5), hi)
+                        }
                     }
-                }
-            };
-            let bf16_lookup = |t: &[__m512i; 8]| {
-                let c16 = _mm512_cvtepu8_epi16(c);
-                let q0 = _mm512_permutex2var_epi16(t[0], c16, t[1]);
-                let q1 = _mm512_permutex2var_epi16(t[2], c16, t[3]);
-                let q2 = _mm512_permutex2var_epi16(t[4], c16, t[5]);
-                let q3 = _mm512_permutex2var_epi16(t[6], c16, t[7]);
-                let m6 = _mm512_test_epi16_mask(c16, bit6);
-                let m7 = _mm512_test_epi16_mask(c16, bit7);
-                let lo = _mm512_mask_mov_epi16(q0, m6, q1);
-                let hi = _mm512_mask_mov_epi16(q2, m6, q3);
-                let v = _mm512_mask_mov_epi16(lo, m7, hi);
-                let wide = |h: __m256i| {
-                    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
                 };
-                (
-                    wide(_mm512_castsi512_si256(v)),
-                    wide(_mm512_extracti64x4_epi64::<1>(v)),
-                )
-            };
-            let (v0, v1) = match T {
-                BF16 => bf16_lookup(&tables),
-                ARITH => {
-                    let specials = _mm256_mask_cmpeq_epi8_mask(
-                        mask,
-                        _mm256_and_si256(c, special_mask),
-                        special_value,
-                    );
-                    if specials == 0 {
-                        let bits = |h: __m128i| {
-                            let x = _mm512_sllv_epi32(_mm512_cvtepi8_epi32(h), shift);
-                            _mm512_castsi512_ps(_mm512_and_si512(x, keep))
-                        };
-                        // Each half sign-extended straight from memory (masked lanes
-                        // are past k and zeroed below, whatever they hold).
-                        let (h0, h1) = if mask == u32::MAX {
-                            (
-                                _mm_loadu_si128(at as *const __m128i),
-                                _mm_loadu_si128(at.add(16) as *const __m128i),
-                            )
+                let bf16_lookup = |t: &[__m512i; 8]| {
+                    let c16 = _mm512_cvtepu8_epi16(c);
+                    let q0 = _mm512_permutex2var_epi16(t[0], c16, t[1]);
+                    let q1 = _mm512_permutex2var_epi16(t[2], c16, t[3]);
+                    let q2 = _mm512_permutex2var_epi16(t[4], c16, t[5]);
+                    let q3 = _mm512_permutex2var_epi16(t[6], c16, t[7]);
+                    let m6 = _mm512_test_epi16_mask(c16, bit6);
+                    let m7 = _mm512_test_epi16_mask(c16, bit7);
+                    let lo = _mm512_mask_mov_epi16(q0, m6, q1);
+                    let hi = _mm512_mask_mov_epi16(q2, m6, q3);
+                    let v = _mm512_mask_mov_epi16(lo, m7, hi);
+                    let wide = |h: __m256i| {
+                        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+                    };
+                    (
+                        wide(_mm512_castsi512_si256(v)),
+                        wide(_mm512_extracti64x4_epi64::<1>(v)),
+                    )
+                };
+                let (v0, v1) = match T {
+                    BF16 => bf16_lookup(&tables),
+                    ARITH => {
+                        let specials = _mm256_mask_cmpeq_epi8_mask(
+                            mask,
+                            _mm256_and_si256(c, special_mask),
+                            special_value,
+                        );
+                        if specials == 0 {
+                            let bits = |h: __m128i| {
+                                let x = _mm512_sllv_epi32(_mm512_cvtepi8_epi32(h), shift);
+                                _mm512_castsi512_ps(_mm512_and_si512(x, keep))
+                            };
+                            // Each half sign-extended straight from memory (masked lanes
+                            // are past k and zeroed below, whatever they hold).
+                            let (h0, h1) = if mask == u32::MAX {
+                                (
+                                    _mm_loadu_si128(at as *const __m128i),
+                                    _mm_loadu_si128(at.add(16) as *const __m128i),
+                                )
+                            } else {
+                                (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c))
+                            };
+                            // The factor is in the run's scale (`scale16`).
+                            (bits(h0), bits(h1))
                         } else {
-                            (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c))
-                        };
-                        // The factor is in the run's scale (`scale16`).
-                        (bits(h0), bits(h1))
-                    } else {
-                        let t = fallback.expect("an Arith lookup has its table");
-                        let tables: [__m512i; 8] = std::array::from_fn(|q| {
-                            _mm512_loadu_si512(t.as_ptr().add(32 * q) as *const __m512i)
-                        });
-                        // The table holds values, not raw bits: the factor comes off
-                        // here. (Inexact only where it underflows, and then immaterial:
-                        // a NaN or infinite code makes the whole dot product NaN or
-                        // infinite.)
-                        let (w0, w1) = bf16_lookup(&tables);
-                        let inv = _mm512_set1_ps(1.0 / arith.factor);
-                        (_mm512_mul_ps(w0, inv), _mm512_mul_ps(w1, inv))
+                            let t = fallback.expect("an Arith lookup has its table");
+                            let tables: [__m512i; 8] = std::array::from_fn(|q| {
+                                _mm512_loadu_si512(t.as_ptr().add(32 * q) as *const __m512i)
+                            });
+                            // The table holds values, not raw bits: the factor comes off
+                            // here. (Inexact only where it underflows, and then immaterial:
+                            // a NaN or infinite code makes the whole dot product NaN or
+                            // infinite.)
+                            let (w0, w1) = bf16_lookup(&tables);
+                            let inv = _mm512_set1_ps(1.0 / arith.factor);
+                            (_mm512_mul_ps(w0, inv), _mm512_mul_ps(w1, inv))
+                        }
                     }
+                    _ => (
+                        half(_mm256_castsi256_si128(c)),
+                        half(_mm256_extracti128_si256::<1>(c)),
+                    ),
+                };
+                // Lanes past k are zeroed (a table entry may be NaN).
+                let q = p / 16;
+                let scale = |q: usize| _mm512_set1_ps(*row.scale16.get_unchecked(q));
+                let v0 = _mm512_maskz_mul_ps(m0, v0, scale(q));
+                let v1 = if m1 == 0 {
+                    _mm512_setzero_ps()
+                } else {
+                    _mm512_maskz_mul_ps(m1, v1, scale(q + 1))
+                };
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let a = a32.as_ptr().add(i * lda + p);
+                    acc[0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, a), v0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, a.add(16)), v1, acc[1]);
                 }
-                _ => (
-                    half(_mm256_castsi256_si128(c)),
-                    half(_mm256_extracti128_si256::<1>(c)),
-                ),
-            };
-            // Lanes past k are zeroed (a table entry may be NaN).
-            let q = p / 16;
-            let scale = |q: usize| _mm512_set1_ps(*row.scale16.get_unchecked(q));
-            let v0 = _mm512_maskz_mul_ps(m0, v0, scale(q));
-            let v1 = if m1 == 0 {
-                _mm512_setzero_ps()
-            } else {
-                _mm512_maskz_mul_ps(m1, v1, scale(q + 1))
-            };
-            for (i, acc) in acc.iter_mut().enumerate() {
-                let a = a32.as_ptr().add(i * k + p);
-                acc[0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, a), v0, acc[0]);
-                acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, a.add(16)), v1, acc[1]);
-            }
-        };
+            }};
+        }
         let whole = k / 32 * 32;
         for p in (0..whole).step_by(32) {
-            run(p, u32::MAX);
+            run!(p, u32::MAX);
         }
         if whole < k {
-            run(whole, (1u32 << (k - whole)) - 1);
+            run!(whole, (1u32 << (k - whole)) - 1);
         }
         for (i, acc) in acc.iter().enumerate() {
-            let mut lanes = [0f32; 32];
-            _mm512_storeu_ps(lanes.as_mut_ptr(), acc[0]);
-            _mm512_storeu_ps(lanes.as_mut_ptr().add(16), acc[1]);
-            out[i] = fold_lanes(&lanes);
+            _mm512_storeu_ps(lanes[i].as_mut_ptr(), acc[0]);
+            _mm512_storeu_ps(lanes[i].as_mut_ptr().add(16), acc[1]);
         }
     }
 }

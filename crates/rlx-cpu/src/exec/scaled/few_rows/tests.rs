@@ -104,6 +104,8 @@ fn few_rows_equal_the_scalar_model_bit_for_bit_and_stay_within_the_f32_bound() {
                 (8, 40, 64),
                 (2, 5, 160),
                 (5, 3, 48),
+                // Three groups of rows (the last of 4) and three K chunks.
+                (20, 7, 1088),
             ] {
                 // Per-tensor scales allow any K: a tail of 6 sums after the runs of 32.
                 // MX blocks need K a multiple of 32 (NVFP4's of 16 allow K = 48).
@@ -119,7 +121,10 @@ fn few_rows_equal_the_scalar_model_bit_for_bit_and_stay_within_the_f32_bound() {
                 let a = Operand::new(f, layout, qa.view(), sa.view()).unwrap();
                 let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
                 let mut c = vec![f32::NAN; m * n];
-                assert!(multiply(&a, &b, (m, n, k), &mut c), "{f} {layout}: refused");
+                assert!(
+                    multiply(&a, &b, (m, n, k), &mut c, FEW_ROWS),
+                    "{f} {layout}: refused"
+                );
                 let want = model(&a, &b, m, n, k);
                 let (mut av, mut bv) = (vec![0f32; m * k], vec![0f32; n * k]);
                 a.decode(0, m, 0, k, &mut av);
@@ -169,7 +174,7 @@ fn few_rows_do_not_depend_on_the_thread_count() {
             .build()
             .unwrap();
         let mut c = vec![0f32; m * n];
-        assert!(pool.install(|| multiply(&a, &b, (m, n, k), &mut c)));
+        assert!(pool.install(|| multiply(&a, &b, (m, n, k), &mut c, FEW_ROWS)));
         c
     };
     let one = run(1);
@@ -192,7 +197,10 @@ fn few_rows_refuse_many_rows_odd_blocks_and_inexact_decodes() {
     let a = Operand::new(f, mx, qa.view(), sa.view()).unwrap();
     let b = Operand::new(f, mx, qb.view(), sb.view()).unwrap();
     let mut c = vec![0f32; 9 * 4];
-    assert!(!multiply(&a, &b, (9, 4, 96), &mut c), "9 rows taken");
+    assert!(
+        !multiply(&a, &b, (9, 4, 96), &mut c, 8),
+        "9 rows taken with a limit of 8"
+    );
     // Blocks of 12 sums are not whole runs of 16.
     let odd = ScaleLayout::BlockMxE8M0 { block: 12 };
     let (qa, qb) = (codes(&mut rng, f, 2, k), codes(&mut rng, f, 3, k));
@@ -200,7 +208,10 @@ fn few_rows_refuse_many_rows_odd_blocks_and_inexact_decodes() {
     let a = Operand::new(f, odd, qa.view(), sa.view()).unwrap();
     let b = Operand::new(f, odd, qb.view(), sb.view()).unwrap();
     let mut c = vec![0f32; 6];
-    assert!(!multiply(&a, &b, (2, 3, k), &mut c), "blocks of 12 taken");
+    assert!(
+        !multiply(&a, &b, (2, 3, k), &mut c, FEW_ROWS),
+        "blocks of 12 taken"
+    );
     // A block scale of 2⁻¹²⁷ makes fp8 elements subnormal: not exact in bf16.
     let k = 64;
     let tiny = TensorData {
@@ -213,7 +224,7 @@ fn few_rows_refuse_many_rows_odd_blocks_and_inexact_decodes() {
     let a = Operand::new(f, mx, qa.view(), sa.view()).unwrap();
     let b = Operand::new(f, mx, qb.view(), tiny.view()).unwrap();
     assert!(
-        !multiply(&a, &b, (2, 3, k), &mut c),
+        !multiply(&a, &b, (2, 3, k), &mut c, FEW_ROWS),
         "subnormal decodes taken"
     );
     assert!(c.iter().all(|&v| v == 0.0), "a refusal wrote C");
@@ -273,7 +284,7 @@ fn fp8_runs_with_special_codes_give_the_model_nan_for_nan() {
         let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
         assert!(matches!(Lookup::of(&b), Some(Lookup::Arith(..))), "{f}");
         let mut c = vec![0f32; m * n];
-        assert!(multiply(&a, &b, (m, n, k), &mut c));
+        assert!(multiply(&a, &b, (m, n, k), &mut c, FEW_ROWS));
         let want = model(&a, &b, m, n, k);
         for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
             assert!(
