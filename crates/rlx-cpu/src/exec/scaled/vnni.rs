@@ -251,7 +251,7 @@ impl Geometry {
 impl Packed {
     /// Pack rows `0..rows` of `op` in groups of `g.width` with the byte table `codes`;
     /// `biased` adds 128 to every byte (B), else the start sums are computed (A);
-    /// `vector` packs rows with [`pack_row_vector`] (where [`vector_packing`] holds).
+    /// `vector` packs rows with [`pack_rows_vector`] (where [`vector_packing`] holds).
     #[allow(clippy::too_many_arguments)]
     fn pack(
         &mut self,
