@@ -54,6 +54,25 @@ fn quant_graph(n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> Graph {
     g
 }
 
+/// The scaled matmul of `args` (`lq, rq, ls, rs`, shapes taken from them) alone.
+fn from_codes(args: &[TensorData; 4], fmt: ScaledFormat, layout: ScaleLayout) -> Graph {
+    let mut g = Graph::new("from_codes");
+    let ins = ["lq", "rq", "ls", "rs"]
+        .iter()
+        .zip(args)
+        .map(|(&name, t)| g.input(name, t.shape()))
+        .collect();
+    let op = Op::ScaledMatMul {
+        lhs_format: fmt,
+        rhs_format: fmt,
+        scale_layout: layout,
+        has_bias: false,
+    };
+    let y = g.add_op(op, ins).unwrap();
+    g.set_outputs(vec![y]);
+    g
+}
+
 /// `rows × cols` values in [-3, 3), the same pattern for every shape.
 fn x_rows(rows: usize, cols: usize) -> Vec<f32> {
     (0..rows * cols)
@@ -93,26 +112,10 @@ fn main() {
                 bytes: t.bytes[..m * row].to_vec(),
             }
         };
-        let mut g = Graph::new("smm_rows");
-        let (lq_m, ls_m) = (head(&codes), head(&scales));
-        let lq = g.input("lq", lq_m.shape());
-        let rq = g.input("rq", codes.shape());
-        let ls = g.input("ls", ls_m.shape());
-        let rs = g.input("rs", scales.shape());
-        let y = g
-            .add_op(
-                Op::ScaledMatMul {
-                    lhs_format: fmt,
-                    rhs_format: fmt,
-                    scale_layout: layout,
-                    has_bias: false,
-                },
-                vec![lq, rq, ls, rs],
-            )
+        let scaled_args = [head(&codes), codes.clone(), head(&scales), scales.clone()];
+        let scaled = CpuBackend
+            .compile(Device::Cpu, &from_codes(&scaled_args, fmt, layout))
             .unwrap();
-        g.set_outputs(vec![y]);
-        let scaled = CpuBackend.compile(Device::Cpu, &g).unwrap();
-        let scaled_args = [lq_m, codes.clone(), ls_m, scales.clone()];
         // The f32 product of the same shape.
         let mut g = Graph::new("mm_rows");
         let x = g.input("a", Shape::new(&[m, n], DType::F32));
@@ -150,28 +153,11 @@ fn main() {
     }
 
     // The matmul from codes.
-    let mut g = Graph::new("smm");
-    let lq = g.input("lq", codes.shape());
-    let rq = g.input("rq", codes.shape());
-    let ls = g.input("ls", scales.shape());
-    let rs = g.input("rs", scales.shape());
-    let y = g
-        .add_op(
-            Op::ScaledMatMul {
-                lhs_format: fmt,
-                rhs_format: fmt,
-                scale_layout: layout,
-                has_bias: false,
-            },
-            vec![lq, rq, ls, rs],
-        )
+    let args = [codes.clone(), codes.clone(), scales.clone(), scales.clone()];
+    let exe = CpuBackend
+        .compile(Device::Cpu, &from_codes(&args, fmt, layout))
         .unwrap();
-    g.set_outputs(vec![y]);
-    let exe = CpuBackend.compile(Device::Cpu, &g).unwrap();
-    let tm = best_ms(
-        &exe,
-        &[codes.clone(), codes.clone(), scales.clone(), scales.clone()],
-    );
+    let tm = best_ms(&exe, &args);
     // The whole path in one graph (as `Tensor::scaled_matmul` builds it).
     let mut g = Graph::new("full");
     let xs = [

@@ -64,6 +64,8 @@
 //! choose; each path is deterministic and independent of the thread count.
 
 mod few_rows;
+#[cfg(test)]
+mod test_data;
 mod vnni;
 
 use super::scaled_lut::lut_registers_available;
@@ -474,17 +476,19 @@ impl<'a> Operand<'a> {
     }
 }
 
-/// A raw pointer to `C` shared by the tasks (each writes a disjoint tile).
+/// A raw pointer to `C` shared by the tasks of a product's parallel loop (here and in
+/// `vnni.rs` and `few_rows.rs`), each of which writes its own elements.
 #[derive(Clone, Copy)]
 struct CPtr(*mut f32);
-// SAFETY: a CPtr is C's base in `accumulate`, whose `&mut [f32]` outlives the blocking
-// parallel loops; each task writes only its own tile of C (disjoint rows × columns),
+// SAFETY: a CPtr is C's base in a product, whose `&mut [f32]` outlives the blocking
+// parallel loop; each task writes only its own elements of C (a tile, or its columns),
 // so moving the pointer to another thread creates no overlapping access.
 unsafe impl Send for CPtr {}
-// SAFETY: as for Send: tasks sharing the pointer write disjoint tiles.
+// SAFETY: as for Send: tasks sharing the pointer write disjoint elements.
 unsafe impl Sync for CPtr {}
 
 impl CPtr {
+    /// The pointer (a method, so that closures capture the `Send` wrapper, not its field).
     fn get(self) -> *mut f32 {
         self.0
     }

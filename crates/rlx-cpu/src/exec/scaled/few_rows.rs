@@ -22,7 +22,7 @@
 //! time, fp4 MX 0.39–0.56×, NVFP4 0.46–0.50×; 4 rows 0.27–0.33×; 8 rows 0.34–0.44×; 16
 //! rows 0.44–0.52×; 32 rows of fp8 1.03× (see [`FEW_ROWS`] for the limits).
 
-use super::Operand;
+use super::{CPtr, Operand};
 use crate::gemm::lowp::bf16;
 use rayon::prelude::*;
 
@@ -522,22 +522,6 @@ fn available() -> bool {
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
-    }
-}
-
-/// A raw pointer to C shared by the tasks (each writes its own columns).
-#[derive(Clone, Copy)]
-struct CPtr(*mut f32);
-// SAFETY: tasks write disjoint columns of C, whose `&mut [f32]` outlives the parallel
-// loop of `multiply`.
-unsafe impl Send for CPtr {}
-// SAFETY: as for Send.
-unsafe impl Sync for CPtr {}
-
-impl CPtr {
-    /// The pointer (a method, so that closures capture the `Send` wrapper, not its field).
-    fn get(self) -> *mut f32 {
-        self.0
     }
 }
 

@@ -36,7 +36,7 @@
 //! Threads take pieces of rows × strips whose bounds depend only on the shapes, so the
 //! result does not depend on the thread count.
 
-use super::Operand;
+use super::{CPtr, Operand};
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -521,22 +521,6 @@ unsafe fn pack_rows_vector(
     _: &mut [u8],
 ) -> usize {
     unreachable!("vector packing is chosen only on x86_64");
-}
-
-/// A raw pointer to C shared by the pieces (each writes its own rows × columns).
-#[derive(Clone, Copy)]
-struct CPtr(*mut f32);
-// SAFETY: pieces write disjoint tiles of C, whose `&mut [f32]` outlives the parallel loop
-// of `accumulate`.
-unsafe impl Send for CPtr {}
-// SAFETY: as for Send.
-unsafe impl Sync for CPtr {}
-
-impl CPtr {
-    /// The pointer (a method, so that closures capture the `Send` wrapper, not its field).
-    fn get(self) -> *mut f32 {
-        self.0
-    }
 }
 
 /// `C = A·Bᵀ` (overwriting `c`, `[m, n]` row-major) by the plan `p`; `m, n, k > 0`.

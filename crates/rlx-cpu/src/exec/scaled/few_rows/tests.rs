@@ -3,60 +3,9 @@
 //! refusals.
 
 use super::super::Operand;
+use super::super::test_data::{Data, Rng, codes, scales};
 use super::*;
 use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
-/// Random codes of every byte value except the formats' NaN codes (fp8 tables hold
-/// NaNs; the oracle's NaN propagation is checked by the graph tests).
-fn codes(rng: &mut Rng, f: ScaledFormat, rows: usize, k: usize) -> TensorData {
-    let bytes = (0..rows * k)
-        .map(|_| {
-            loop {
-                let c = rng.below(256) as u8;
-                if f.decode(c).is_finite() {
-                    break c;
-                }
-            }
-        })
-        .collect();
-    TensorData {
-        dtype: DType::U8,
-        dims: vec![rows, k],
-        bytes,
-    }
-}
-
-fn scales(rng: &mut Rng, layout: ScaleLayout, rows: usize, k: usize) -> TensorData {
-    match layout.block() {
-        None => TensorData::from_f32(&[1], &[1.0]),
-        Some(b) => {
-            let count = rows * (k / b as usize);
-            let bytes = (0..count)
-                .map(|_| match layout {
-                    ScaleLayout::Nvfp4 { .. } => ((5 + rng.below(6)) << 3 | rng.below(8)) as u8,
-                    _ => (124 + rng.below(7)) as u8,
-                })
-                .collect();
-            TensorData {
-                dtype: DType::U8,
-                dims: vec![count],
-                bytes,
-            }
-        }
-    }
-}
 
 /// The path's arithmetic one element at a time: lane `p mod 32` chains of fused
 /// multiply-adds of the decoded values, folded in [`fold_lanes`]'s order.
@@ -113,13 +62,8 @@ fn few_rows_equal_the_scalar_model_bit_for_bit_and_stay_within_the_f32_bound() {
                     None => k + 6,
                     Some(b) => k.next_multiple_of(b as usize),
                 };
-                let (qa, qb) = (codes(&mut rng, f, m, k), codes(&mut rng, f, n, k));
-                let (sa, sb) = (
-                    scales(&mut rng, layout, m, k),
-                    scales(&mut rng, layout, n, k),
-                );
-                let a = Operand::new(f, layout, qa.view(), sa.view()).unwrap();
-                let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
+                let data = Data::random(&mut rng, f, layout, (m, n, k));
+                let (a, b) = data.operands();
                 let mut c = vec![f32::NAN; m * n];
                 assert!(
                     multiply(&a, &b, (m, n, k), &mut c, FEW_ROWS),
@@ -161,13 +105,8 @@ fn few_rows_do_not_depend_on_the_thread_count() {
     }
     let mut rng = Rng(2);
     let (f, layout, m, n, k) = (ScaledFormat::F8E4M3, ScaleLayout::mx(), 4, 300, 256);
-    let (qa, qb) = (codes(&mut rng, f, m, k), codes(&mut rng, f, n, k));
-    let (sa, sb) = (
-        scales(&mut rng, layout, m, k),
-        scales(&mut rng, layout, n, k),
-    );
-    let a = Operand::new(f, layout, qa.view(), sa.view()).unwrap();
-    let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
+    let data = Data::random(&mut rng, f, layout, (m, n, k));
+    let (a, b) = data.operands();
     let run = |threads: usize| {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)

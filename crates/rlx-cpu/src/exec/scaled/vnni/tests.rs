@@ -3,55 +3,9 @@
 //! panels, strips, quads and K chunks; and the plan's refusals.
 
 use super::super::Operand;
+use super::super::test_data::{Data, Rng, codes, operand, scales};
 use super::*;
 use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// Random codes `[rows, k]`, every byte value (the formats ignore the bits above their
-/// width, and so must the tables).
-fn codes(rng: &mut Rng, rows: usize, k: usize) -> TensorData {
-    TensorData {
-        dtype: DType::U8,
-        dims: vec![rows, k],
-        bytes: (0..rows * k).map(|_| rng.below(256) as u8).collect(),
-    }
-}
-
-/// Scales for `layout`: E8M0 codes of 2⁻⁶..2⁶ (MX), positive normal E4M3 codes (NVFP4),
-/// or one f32 (per tensor, factored out of the product).
-fn scales(rng: &mut Rng, layout: ScaleLayout, rows: usize, k: usize) -> TensorData {
-    match layout.block() {
-        None => TensorData::from_f32(&[1], &[0.75]),
-        Some(b) => {
-            let count = rows * (k / b as usize);
-            let bytes = (0..count)
-                .map(|_| match layout {
-                    ScaleLayout::Nvfp4 { .. } => ((4 + rng.below(8)) << 3 | rng.below(8)) as u8,
-                    _ => (121 + rng.below(13)) as u8,
-                })
-                .collect();
-            TensorData {
-                dtype: DType::U8,
-                dims: vec![count],
-                bytes,
-            }
-        }
-    }
-}
 
 /// The kernel's arithmetic, one element at a time: per block the exact integer sum,
 /// converted to f32 and added by one fused multiply-add with the product of the two
@@ -164,13 +118,8 @@ fn the_kernel_equals_the_scalar_model_bit_for_bit_with_either_packer() {
     }
     let mut rng = Rng(17);
     for (f, layout, m, n, k) in cases() {
-        let (qa, qb) = (codes(&mut rng, m, k), codes(&mut rng, n, k));
-        let (sa, sb) = (
-            scales(&mut rng, layout, m, k),
-            scales(&mut rng, layout, n, k),
-        );
-        let a = Operand::new(f, layout, qa.view(), sa.view()).unwrap();
-        let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
+        let data = Data::random(&mut rng, f, layout, (m, n, k));
+        let (a, b) = data.operands();
         let plan = plan_here(&a, &b).unwrap_or_else(|| panic!("{f} {layout}: no plan"));
         let want = model(&a, &b, m, n, k);
         for vector in [true, false] {
@@ -195,13 +144,8 @@ fn the_kernel_stays_within_one_rounding_per_block_of_the_exact_sum() {
     }
     let mut rng = Rng(5);
     for (f, layout, m, n, k) in cases() {
-        let (qa, qb) = (codes(&mut rng, m, k), codes(&mut rng, n, k));
-        let (sa, sb) = (
-            scales(&mut rng, layout, m, k),
-            scales(&mut rng, layout, n, k),
-        );
-        let a = Operand::new(f, layout, qa.view(), sa.view()).unwrap();
-        let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
+        let data = Data::random(&mut rng, f, layout, (m, n, k));
+        let (a, b) = data.operands();
         let plan = plan_here(&a, &b).unwrap();
         let mut c = vec![0f32; m * n];
         accumulate(&plan, &a, &b, (m, n, k), &mut c);
@@ -227,13 +171,8 @@ fn the_result_does_not_depend_on_the_thread_count() {
     }
     let mut rng = Rng(3);
     let (f, layout, m, n, k) = (ScaledFormat::F4E2M1, ScaleLayout::mx(), 1030, 150, 640);
-    let (qa, qb) = (codes(&mut rng, m, k), codes(&mut rng, n, k));
-    let (sa, sb) = (
-        scales(&mut rng, layout, m, k),
-        scales(&mut rng, layout, n, k),
-    );
-    let a = Operand::new(f, layout, qa.view(), sa.view()).unwrap();
-    let b = Operand::new(f, layout, qb.view(), sb.view()).unwrap();
+    let data = Data::random(&mut rng, f, layout, (m, n, k));
+    let (a, b) = data.operands();
     let plan = plan_here(&a, &b).unwrap();
     let run = |threads: usize| {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -256,23 +195,14 @@ fn the_result_does_not_depend_on_the_thread_count() {
     }
 }
 
-fn operand<'a>(
-    f: ScaledFormat,
-    layout: ScaleLayout,
-    q: &'a TensorData,
-    s: &'a TensorData,
-) -> Operand<'a> {
-    Operand::new(f, layout, q.view(), s.view()).unwrap()
-}
-
 #[test]
 fn the_plan_refuses_what_it_cannot_sum_exactly() {
     let mut rng = Rng(9);
     let (m, n, k) = (4, 4, 64);
-    let (qa, qb) = (codes(&mut rng, m, k), codes(&mut rng, n, k));
+    let fp4 = ScaledFormat::F4E2M1;
+    let (qa, qb) = (codes(&mut rng, fp4, m, k), codes(&mut rng, fp4, n, k));
     let mx = ScaleLayout::mx();
     let (sa, sb) = (scales(&mut rng, mx, m, k), scales(&mut rng, mx, n, k));
-    let fp4 = ScaledFormat::F4E2M1;
     assert!(plan_here(&operand(fp4, mx, &qa, &sa), &operand(fp4, mx, &qb, &sb)).is_some());
     // fp8 on either side has no byte table.
     let fp8 = ScaledFormat::F8E4M3;
