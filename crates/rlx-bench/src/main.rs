@@ -314,6 +314,7 @@ fn main() {
             if n == W4_LOWP {
                 rows.extend(w4_lowp(plan, n, &a, &b, &reference, f32_s));
                 rows.extend(w4_lowp_kernels(plan, n, &a, &b, &reference, threads));
+                rows.extend(w4_decode(plan));
             }
         }
         match args.torch_python.as_deref() {
@@ -681,6 +682,89 @@ fn w4_lowp_kernels(
                 .check(wrong as f64)
                 .note(&note),
         );
+    }
+    rows
+}
+
+/// Rows of A in W4's decoding-step products (one token, and a few).
+const W4_DECODE_ROWS: [usize; 2] = [1, 8];
+/// The weight's size in W4's decoding-step products.
+const W4_DECODE_N: usize = 4096;
+
+/// W4 as a quantized model's decoding step: `m` rows (`W4_DECODE_ROWS`) times an
+/// `n × n` weight (`W4_DECODE_N`), in f32 and as MX fp8, MX fp4 and NVFP4 scaled
+/// matmuls from codes quantized once; notes give the time ratio to the f32 row of the
+/// same `m` (rlx's own: torch has no CPU scaled matmul).
+fn w4_decode(plan: Plan) -> Vec<Row> {
+    use rlx_tensor::{HostData, ScaleLayout, ScaledFormat};
+    let n = W4_DECODE_N;
+    let id = format!("W4_decode_{n}");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut data = |len: usize| -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+            })
+            .collect()
+    };
+    let (a, w) = (data(n * n), data(n * n));
+    // The scaled rows multiply by the transposed operand's codes (K-last).
+    let mut wt = vec![0f32; n * n];
+    for p in 0..n {
+        for j in 0..n {
+            wt[j * n + p] = w[p * n + j];
+        }
+    }
+    let mut rows = Vec::new();
+    let mut baselines = Vec::new();
+    for m in W4_DECODE_ROWS {
+        let f = rlx::w4_rows(m, n);
+        let x = &a[..m * n];
+        let run = || f.run(&[("x", x), ("w", &w)]);
+        let reference = run()[0].clone();
+        let t = time(plan, run);
+        baselines.push((m, t.median_s, reference));
+        rows.push(
+            Row::new(&id, &format!("rlx_f32_rows{m}"), t)
+                .flops(2.0 * (m * n * n) as f64)
+                .note("f32 baseline of the decoding-step rows below"),
+        );
+    }
+    let formats = [
+        ("mxfp8", ScaledFormat::F8E4M3, ScaleLayout::mx()),
+        ("mxfp4", ScaledFormat::F4E2M1, ScaleLayout::mx()),
+        ("nvfp4", ScaledFormat::F4E2M1, ScaleLayout::nvfp4()),
+    ];
+    for (tag, fmt, layout) in formats {
+        let (quantize, _) = rlx::w4_scaled_parts(n, fmt, layout);
+        let q = quantize.run_host(&[("a", HostData::F32(&a)), ("bt", HostData::F32(&wt))]);
+        let per_row = q[2].bytes.len() / n;
+        for (m, f32_s, reference) in &baselines {
+            let m = *m;
+            let g = rlx::w4_scaled_rows(m, n, fmt, layout);
+            let ins = [
+                ("lq", HostData::U8(&q[0].bytes[..m * n])),
+                ("rq", HostData::U8(&q[1].bytes)),
+                ("ls", HostData::U8(&q[2].bytes[..m * per_row])),
+                ("rs", HostData::U8(&q[3].bytes)),
+            ];
+            let run = || g.run_host(&ins)[0].to_f32_vec();
+            let check = rel_err(&run(), reference);
+            let t = time(plan, run);
+            let note = format!(
+                "{m} row(s) of codes × a {n}² weight's codes ({tag}, quantized once), {:.2}x the f32 rows' time",
+                t.median_s / f32_s
+            );
+            rows.push(
+                Row::new(&id, &format!("rlx_scaled_{tag}_rows{m}"), t)
+                    .flops(2.0 * (m * n * n) as f64)
+                    .check(check)
+                    .note(&note),
+            );
+        }
     }
     rows
 }

@@ -118,6 +118,44 @@ pub fn w4_scaled_parts(n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> (Jit
     (quantize, Func::from_graph(g).jit())
 }
 
+/// `x [m, n] · w [n, n]` in f32: the baseline of [`w4_scaled_rows`].
+pub fn w4_rows(m: usize, n: usize) -> Jitted {
+    Func::new("w4_rows", |s| {
+        let x = s.input("x", f32s(&[m, n]));
+        let w = s.input("w", f32s(&[n, n]));
+        x.matmul(&w)
+    })
+    .jit()
+}
+
+/// [`w4_scaled_parts`]' matmul for `m` rows of the left operand's codes: `lq [m, n]` and
+/// its block scales against `rq [n, n]` and its scales — a quantized model's decoding
+/// step (one token, or a few) on an `n × n` weight. `layout` must have blocks.
+pub fn w4_scaled_rows(m: usize, n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> Jitted {
+    use rlx_ir::Op;
+    let block = layout
+        .block()
+        .expect("w4_scaled_rows needs a block layout (MX or NVFP4)");
+    let blocks = n / block as usize;
+    let u8s = |dims: &[usize]| Shape::new(dims, DType::U8);
+    let mut g = rlx_ir::Graph::new("w4_scaled_rows");
+    let ins = vec![
+        g.input("lq", u8s(&[m, n])),
+        g.input("rq", u8s(&[n, n])),
+        g.input("ls", u8s(&[m, blocks])),
+        g.input("rs", u8s(&[n, blocks])),
+    ];
+    let op = Op::ScaledMatMul {
+        lhs_format: fmt,
+        rhs_format: fmt,
+        scale_layout: layout,
+        has_bias: false,
+    };
+    let y = g.add_op(op, ins).expect("scaled matmul");
+    g.set_outputs(vec![y]);
+    Func::from_graph(g).jit()
+}
+
 /// The MLP body shared by W5, W6 and W9: params `w1, b1, w2, b2, w3, b3`.
 fn mlp_logits(s: &mut GraphScope, x: &Tensor) -> Tensor {
     let mut h = x.clone();
