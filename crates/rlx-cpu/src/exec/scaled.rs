@@ -44,9 +44,9 @@
 //! pack all of B for a handful of uses of each element; `scaled/few_rows.rs` instead
 //! reads B's codes where they lie, decodes them in registers and takes every row's dot
 //! product with them. 4096² weights from codes, 2 threads, Emerald Rapids, against the
-//! f32 product of the same shape (paired medians of alternated calls): 1 row fp8 0.60×
-//! and fp4 0.56× its time (the packed paths: 3.3× and 1.5×), 8 rows 0.34× and 0.44×, 32
-//! rows of fp8 1.0× (the bf16 panels: 1.3×).
+//! f32 product of the same shape (paired medians of alternated calls): 1 row fp8
+//! 0.48–0.78× and fp4 0.39–0.63× its time (the packed paths: 3.3× and 1.5×), 8 rows
+//! 0.29–0.50×, 32 rows of fp8 1.0× (the bf16 panels: 1.3×).
 //!
 //! # Accuracy against the oracle
 //!

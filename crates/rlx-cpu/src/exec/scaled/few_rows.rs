@@ -18,9 +18,10 @@
 //! representable, and independent of the thread count and of the other rows.
 //!
 //! Measured (Emerald Rapids, 2 threads, 4096² weights from codes, paired medians of 31
-//! calls alternated with the f32 product of the same shape): 1 row fp8 MX 0.48–0.60× its
-//! time, fp4 MX 0.39–0.56×, NVFP4 0.46–0.50×; 4 rows 0.27–0.33×; 8 rows 0.34–0.44×; 16
-//! rows 0.44–0.52×; 32 rows of fp8 1.03× (see [`FEW_ROWS`] for the limits).
+//! calls alternated with the f32 product of the same shape, over several runs on a noisy
+//! host): 1 row fp8 MX 0.48–0.78× its time, fp4 MX 0.39–0.63×, NVFP4 0.46–0.72×; 4 rows
+//! 0.26–0.37×; 8 rows 0.29–0.50×; 16 rows 0.44–0.69×; 32 rows of fp8 1.01–1.03× (see
+//! [`FEW_ROWS`] for the limits). rlx-bench's `W4_decode_4096` rows: 0.46–0.57×.
 
 use super::{CPtr, Operand};
 use crate::gemm::lowp::bf16;
