@@ -95,27 +95,7 @@ pub fn w4_scaled_parts(n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> (Jit
     let (rq, rs) = quant(&mut g, "bt");
     g.set_outputs(vec![lq, rq, ls, rs]);
     let quantize = Func::from_graph(g).jit();
-    let mut g = rlx_ir::Graph::new("w4_scaled_matmul");
-    let block = layout
-        .block()
-        .expect("w4_scaled_parts needs a block layout (MX or NVFP4)");
-    let blocks = n / block as usize;
-    let u8s = |dims: &[usize]| Shape::new(dims, DType::U8);
-    let ins = vec![
-        g.input("lq", u8s(&[n, n])),
-        g.input("rq", u8s(&[n, n])),
-        g.input("ls", u8s(&[n, blocks])),
-        g.input("rs", u8s(&[n, blocks])),
-    ];
-    let op = Op::ScaledMatMul {
-        lhs_format: fmt,
-        rhs_format: fmt,
-        scale_layout: layout,
-        has_bias: false,
-    };
-    let y = g.add_op(op, ins).expect("scaled matmul");
-    g.set_outputs(vec![y]);
-    (quantize, Func::from_graph(g).jit())
+    (quantize, w4_scaled_rows(n, n, fmt, layout))
 }
 
 /// `x [m, n] · w [n, n]` in f32: the baseline of [`w4_scaled_rows`].
