@@ -275,3 +275,16 @@ pub fn w10() -> Jitted {
     });
     f.grad(&["x"]).vmap(&["x"], W10.0).jit()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Per-tensor scales have no blocks to slice per row: the builder says so instead of
+    /// building a graph whose scale inputs have no shape.
+    #[test]
+    #[should_panic(expected = "w4_scaled_rows needs a block layout (MX or NVFP4)")]
+    fn scaled_rows_refuse_a_layout_without_blocks() {
+        let _ = w4_scaled_rows(1, 64, ScaledFormat::F8E4M3, ScaleLayout::PerTensor);
+    }
+}

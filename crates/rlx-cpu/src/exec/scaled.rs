@@ -223,6 +223,9 @@ struct Scales<'a> {
     /// The scale of each code (an E8M0 or E4M3 scale is exact in f32: 2^−127 is an f32
     /// subnormal).
     table: [f32; 256],
+    /// The smallest and largest code present (`None` for no scales), found once: the
+    /// checks of every path read [`Scales::possible`].
+    present: Option<(u8, u8)>,
 }
 
 impl Scales<'_> {
@@ -234,14 +237,13 @@ impl Scales<'_> {
 
     /// The scales the codes from the smallest present to the largest present decode to:
     /// a superset of the scales present (exactly them where the table is monotonic, as
-    /// E8M0's and positive E4M3's are), from two vectorized passes over the bytes where a
-    /// pass over each decoded scale cost ~0.5 ms at 4096².
+    /// E8M0's and positive E4M3's are). The range comes from two vectorized passes over the
+    /// bytes, once per operand (a pass over each decoded scale, per check, cost ~0.5 ms at
+    /// 4096²).
     fn possible(&self) -> &[f32] {
-        let lo = self.codes.iter().copied().min();
-        let hi = self.codes.iter().copied().max();
-        match (lo, hi) {
-            (Some(lo), Some(hi)) => &self.table[lo as usize..=hi as usize],
-            _ => &[],
+        match self.present {
+            Some((lo, hi)) => &self.table[lo as usize..=hi as usize],
+            None => &[],
         }
     }
 }
@@ -294,6 +296,12 @@ impl<'a> Operand<'a> {
                     Some(Scales {
                         codes: s.bytes,
                         table,
+                        present: s
+                            .bytes
+                            .iter()
+                            .copied()
+                            .min()
+                            .zip(s.bytes.iter().copied().max()),
                     }),
                     b,
                 )

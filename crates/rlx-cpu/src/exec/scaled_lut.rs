@@ -50,23 +50,13 @@ pub(super) unsafe fn decode_lut64_bf16(
         ]
     };
     let mask = _mm512_set1_epi32(codes as i32 - 1);
-    let high = _mm512_set1_epi32(32);
     for i in (0..n).step_by(16) {
         let scale = _mm512_set1_ps(scale(i));
         // SAFETY: elements i .. i + 16 <= n of `src` and `out` (unaligned accesses).
         unsafe {
             let c = _mm512_cvtepu8_epi32(_mm_loadu_si128(src.as_ptr().add(i) as *const __m128i));
             let idx = _mm512_and_si512(c, mask);
-            // vpermi2ps reads the low 5 index bits: entries 0..32, then 32..64 where bit 5
-            // is set.
-            let lo = _mm512_permutex2var_ps(t[0], idx, t[1]);
-            let v = if codes > 32 {
-                let hi = _mm512_permutex2var_ps(t[2], idx, t[3]);
-                let k = _mm512_test_epi32_mask(idx, high);
-                _mm512_mask_mov_ps(lo, k, hi)
-            } else {
-                lo
-            };
+            let v = lookup64_ps(&t, idx, codes);
             let bits = _mm512_srli_epi32::<16>(_mm512_castps_si512(_mm512_mul_ps(v, scale)));
             _mm256_storeu_si256(
                 out.as_mut_ptr().add(i) as *mut __m256i,
@@ -102,23 +92,11 @@ pub(super) unsafe fn decode_lut256_bf16(
     let t: [__m512i; 8] = std::array::from_fn(|q| unsafe {
         _mm512_loadu_si512(table.as_ptr().add(32 * q) as *const __m512i)
     });
-    let (bit6, bit7) = (_mm512_set1_epi16(0x40), _mm512_set1_epi16(0x80));
     for i in (0..n).step_by(32) {
         // SAFETY: elements i .. i + 32 <= n of `src` and `out` (unaligned accesses).
         unsafe {
-            let c = _mm512_cvtepu8_epi16(_mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i));
-            // vpermi2w reads the low 6 index bits: one lookup per quarter of the table.
-            let q0 = _mm512_permutex2var_epi16(t[0], c, t[1]);
-            let q1 = _mm512_permutex2var_epi16(t[2], c, t[3]);
-            let q2 = _mm512_permutex2var_epi16(t[4], c, t[5]);
-            let q3 = _mm512_permutex2var_epi16(t[6], c, t[7]);
-            let (m6, m7) = (
-                _mm512_test_epi16_mask(c, bit6),
-                _mm512_test_epi16_mask(c, bit7),
-            );
-            let lo = _mm512_mask_mov_epi16(q0, m6, q1);
-            let hi = _mm512_mask_mov_epi16(q2, m6, q3);
-            let v = _mm512_mask_mov_epi16(lo, m7, hi);
+            let c = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
+            let v = lookup256_bf16(&t, c);
             let sc = _mm512_set1_ps(scale(i));
             let half = |h: __m256i| {
                 let f = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
@@ -131,6 +109,51 @@ pub(super) unsafe fn decode_lut256_bf16(
         }
     }
     n
+}
+
+/// Codes `idx` (one per 32-bit lane) looked up in a table of at most 64 f32 entries held
+/// in `t` (`codes` ≤ 32: the first two registers only). `vpermi2ps` reads the low 5 index
+/// bits: entries 0..32, then 32..64 where bit 5 is set. (Callable where AVX-512 F and BW
+/// are enabled, as in the decoders.)
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) fn lookup64_ps(
+    t: &[std::arch::x86_64::__m512; 4],
+    idx: std::arch::x86_64::__m512i,
+    codes: usize,
+) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let lo = _mm512_permutex2var_ps(t[0], idx, t[1]);
+    if codes <= 32 {
+        return lo;
+    }
+    let hi = _mm512_permutex2var_ps(t[2], idx, t[3]);
+    _mm512_mask_mov_ps(lo, _mm512_test_epi32_mask(idx, _mm512_set1_epi32(32)), hi)
+}
+
+/// 32 codes `c` looked up in a 256-entry table of bf16 bits held in `t` (eight registers
+/// of 32): the codes widened to 16-bit lanes, `vpermi2w` over each quarter of the table
+/// (it reads the low 6 index bits), merged on index bits 6 and 7. Returns the 32 bf16
+/// bit patterns. (Callable where AVX-512 F and BW are enabled.)
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) fn lookup256_bf16(
+    t: &[std::arch::x86_64::__m512i; 8],
+    c: std::arch::x86_64::__m256i,
+) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    let c = _mm512_cvtepu8_epi16(c);
+    let q0 = _mm512_permutex2var_epi16(t[0], c, t[1]);
+    let q1 = _mm512_permutex2var_epi16(t[2], c, t[3]);
+    let q2 = _mm512_permutex2var_epi16(t[4], c, t[5]);
+    let q3 = _mm512_permutex2var_epi16(t[6], c, t[7]);
+    let m6 = _mm512_test_epi16_mask(c, _mm512_set1_epi16(0x40));
+    let m7 = _mm512_test_epi16_mask(c, _mm512_set1_epi16(0x80));
+    let lo = _mm512_mask_mov_epi16(q0, m6, q1);
+    let hi = _mm512_mask_mov_epi16(q2, m6, q3);
+    _mm512_mask_mov_epi16(lo, m7, hi)
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]

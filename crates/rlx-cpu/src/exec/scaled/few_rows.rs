@@ -24,6 +24,8 @@
 //! [`FEW_ROWS`] for the limits). rlx-bench's `W4_decode_4096` rows: 0.46–0.57×.
 
 use super::{CPtr, Operand};
+#[cfg(target_arch = "x86_64")]
+use crate::exec::scaled_lut::{lookup64_ps, lookup256_bf16};
 use crate::gemm::lowp::bf16;
 use rayon::prelude::*;
 
@@ -177,7 +179,15 @@ pub(super) fn multiply(
     let mut a_half = vec![bf16::ZERO; m * k];
     a.decode_bf16(0, m, 0, k, &mut a_half);
     let mut a32 = vec![0f32; m * k];
-    widen(&a_half, &mut a32);
+    // SAFETY: both hold m·k elements and do not overlap.
+    unsafe {
+        crate::exec::value::widen_halves(
+            rlx_ir::DType::BF16,
+            a_half.as_ptr() as *const u8,
+            a32.as_mut_ptr(),
+            m * k,
+        )
+    };
     let a32 = &a32;
     let lookup = &lookup;
     let cp = CPtr(c.as_mut_ptr());
@@ -394,9 +404,8 @@ unsafe fn row_dots_m<const M: usize, const T: u8>(
             _mm256_set1_epi8(arith.special.0 as i8),
             _mm256_set1_epi8(arith.special.1 as i8),
         );
-        let ps = |q: usize| _mm512_castsi512_ps(tables[q]);
-        let bit5 = _mm512_set1_epi32(32);
-        let (bit6, bit7) = (_mm512_set1_epi16(0x40), _mm512_set1_epi16(0x80));
+        let ps: [__m512; 4] = std::array::from_fn(|q| _mm512_castsi512_ps(tables[q]));
+        let codes = if T == PS32 { 32 } else { 64 };
         // One run of 32 codes from `p`, `mask` their lanes below k: the whole runs pass
         // a constant mask, so that their loads and products compile unmasked. (A macro:
         // a closure called twice was not inlined at 8 rows, and passed the accumulators
@@ -410,28 +419,9 @@ unsafe fn row_dots_m<const M: usize, const T: u8>(
                 // (the addresses past the row are the next row's; a prefetch never faults).
                 _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(row.next_row) as *const i8);
                 let c = _mm256_maskz_loadu_epi8(mask, at as *const i8);
-                let half = |h: __m128i| -> __m512 {
-                    let idx = _mm512_cvtepu8_epi32(h);
-                    match T {
-                        PS32 => _mm512_permutex2var_ps(ps(0), idx, ps(1)),
-                        _ => {
-                            let lo = _mm512_permutex2var_ps(ps(0), idx, ps(1));
-                            let hi = _mm512_permutex2var_ps(ps(2), idx, ps(3));
-                            _mm512_mask_mov_ps(lo, _mm512_test_epi32_mask(idx, bit5), hi)
-                        }
-                    }
-                };
+                let half = |h: __m128i| lookup64_ps(&ps, _mm512_cvtepu8_epi32(h), codes);
                 let bf16_lookup = |t: &[__m512i; 8]| {
-                    let c16 = _mm512_cvtepu8_epi16(c);
-                    let q0 = _mm512_permutex2var_epi16(t[0], c16, t[1]);
-                    let q1 = _mm512_permutex2var_epi16(t[2], c16, t[3]);
-                    let q2 = _mm512_permutex2var_epi16(t[4], c16, t[5]);
-                    let q3 = _mm512_permutex2var_epi16(t[6], c16, t[7]);
-                    let m6 = _mm512_test_epi16_mask(c16, bit6);
-                    let m7 = _mm512_test_epi16_mask(c16, bit7);
-                    let lo = _mm512_mask_mov_epi16(q0, m6, q1);
-                    let hi = _mm512_mask_mov_epi16(q2, m6, q3);
-                    let v = _mm512_mask_mov_epi16(lo, m7, hi);
+                    let v = lookup256_bf16(t, c);
                     let wide = |h: __m256i| {
                         _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
                     };
@@ -523,40 +513,6 @@ fn available() -> bool {
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
-    }
-}
-
-/// `out[i] = f32(src[i])` (exact: a bf16 is the high half of an f32).
-fn widen(src: &[bf16], out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if available() {
-        // SAFETY: AVX-512 F/BW checked.
-        unsafe { widen_avx512(src, out) };
-        return;
-    }
-    for (o, h) in out.iter_mut().zip(src) {
-        *o = h.to_f32();
-    }
-}
-
-/// [`widen`], 16 at a time.
-///
-/// # Safety
-/// AVX-512 F and BW present.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn widen_avx512(src: &[bf16], out: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let n = src.len().min(out.len());
-    for i in (0..n).step_by(16) {
-        let take = (n - i).min(16);
-        let mask: __mmask16 = if take == 16 { !0 } else { (1 << take) - 1 };
-        // SAFETY: masked to elements i .. i + take <= n of both slices.
-        unsafe {
-            let h = _mm256_maskz_loadu_epi16(mask, src.as_ptr().add(i) as *const i16);
-            let f = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
-            _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), mask, _mm512_castsi512_ps(f));
-        }
     }
 }
 
