@@ -63,6 +63,8 @@
 //! their blocking), so a product's last bits depend on which path its shape and the CPU
 //! choose; each path is deterministic and independent of the thread count.
 
+#[cfg(target_arch = "x86_64")]
+mod codes;
 mod few_rows;
 #[cfg(test)]
 mod test_data;
@@ -569,10 +571,15 @@ fn fill(
         } else if let Some(p) = int_plan {
             vnni::accumulate(&p, a, b, (m, n, k), c);
         } else {
+            let bf16_ok = a.bf16_exact() && b.bf16_exact() && a.tiny_products_ok(b);
             match bf16_path {
-                Some(path) if a.bf16_exact() && b.bf16_exact() && a.tiny_products_ok(b) => {
+                // A bf16 unit (AMX tiles, `vdpbf16ps`) takes what it can hold exactly.
+                Some(path) if path != LowpPath::Avx512F32 && bf16_ok => {
                     accumulate_bf16(path, a, b, (m, n, k), c)
                 }
+                // Else the own f32 kernel decodes the codes while it packs them.
+                _ if packed_codes(a, b, (m, n, k), c) => {}
+                Some(path) if bf16_ok => accumulate_bf16(path, a, b, (m, n, k), c),
                 _ => accumulate(a, b, m, n, k, c),
             }
         }
@@ -587,6 +594,25 @@ fn fill(
                 *v = bias.map_or(x, |b| x + b[j]) as f32;
             }
         });
+    }
+}
+
+/// `C = A·Bᵀ` on the own f32 kernel reading the codes (`scaled/codes.rs`), if it takes
+/// the product.
+fn packed_codes(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    mnk: (usize, usize, usize),
+    c: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        codes::multiply(a, b, mnk, c)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, b, mnk, c);
+        false
     }
 }
 

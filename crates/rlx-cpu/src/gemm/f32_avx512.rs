@@ -192,17 +192,18 @@ use super::avx512::avx512bw;
 use super::lowp_drive::{Dst, Half, Src};
 use super::pieces::Pieces;
 use kernel::{CTile, micro};
-use pack::{F32, Load, Strips, pack_a, pack_b};
+pub(crate) use pack::{F32, Load, Loads, Pair};
+use pack::{Strips, pack_a, pack_b};
 use plan::{Plan, TileShape};
 use shared::SharedB;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Whether this CPU can run the kernel (AVX-512 F; BW is asked for too because every
-/// other AVX-512 path of this module family needs it and no CPU has one without the
-/// other).
+/// Whether this CPU can run the kernel (AVX-512 F; BW and VL are asked for too: the
+/// packers' code decoders use them, every other AVX-512 path of this module family needs
+/// BW, and no CPU has F without both).
 pub(crate) fn available() -> bool {
-    avx512bw()
+    avx512bw() && is_x86_feature_detected!("avx512vl")
 }
 
 /// Whether [`super::F32Path::Auto`] should give an `n`-column product whose A rows are
@@ -237,15 +238,8 @@ pub(crate) unsafe fn sgemm(
     accumulate: bool,
     threads: usize,
 ) {
-    let plan = plan::plan();
-    let job = Job::new(a, b, c, mnk, accumulate);
-    // SAFETY: forwarded contract; each instantiation is the tile the plan names.
-    unsafe {
-        match plan.tile {
-            TileShape::M12N32 => sgemm_on::<_, 12, 2>(F32, plan, job, threads),
-            TileShape::M8N48 => sgemm_on::<_, 8, 3>(F32, plan, job, threads),
-        }
-    }
+    // SAFETY: forwarded contract.
+    unsafe { sgemm_decoding(F32, a, b, c, mnk, accumulate, threads) }
 }
 
 /// [`sgemm`] over bf16 or f16 operands (`kind`'s bits), widened exactly to f32 while
@@ -265,13 +259,35 @@ pub(crate) unsafe fn sgemm_half(
     accumulate: bool,
     threads: usize,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { sgemm_decoding(kind, a, b, c, mnk, accumulate, threads) }
+}
+
+/// [`sgemm`] over operands stored in any form `l` decodes exactly to f32 while the
+/// packers read it (A's elements through `l.a()`, B's through `l.b()`): f32 itself, bf16
+/// / f16 ([`sgemm_half`]) or the scaled matmul's codes (`exec/scaled/codes.rs`). Only
+/// an f32 A is ever read in place.
+///
+/// # Safety
+/// As [`sgemm`] for `l`'s element type; where a reader needs the position of what it
+/// reads (the codes' block scales), each view must have a unit stride and `k > 1`, so
+/// that every packed run lies along one stored row of its operand (see [`Load::load`]).
+pub(crate) unsafe fn sgemm_decoding<L: Loads>(
+    l: L,
+    a: Src<L::E>,
+    b: Src<L::E>,
+    c: Dst<f32>,
+    mnk: (usize, usize, usize),
+    accumulate: bool,
+    threads: usize,
+) {
     let plan = plan::plan();
     let job = Job::new(a, b, c, mnk, accumulate);
     // SAFETY: forwarded contract; each instantiation is the tile the plan names.
     unsafe {
         match plan.tile {
-            TileShape::M12N32 => sgemm_on::<_, 12, 2>(kind, plan, job, threads),
-            TileShape::M8N48 => sgemm_on::<_, 8, 3>(kind, plan, job, threads),
+            TileShape::M12N32 => sgemm_on::<_, 12, 2>(l, plan, job, threads),
+            TileShape::M8N48 => sgemm_on::<_, 8, 3>(l, plan, job, threads),
         }
     }
 }
@@ -281,7 +297,7 @@ pub(crate) unsafe fn sgemm_half(
 ///
 /// # Safety
 /// As [`sgemm`] for `job`'s views and sizes; `(MR, NV)` is `plan.tile`.
-unsafe fn sgemm_on<L: Load, const MR: usize, const NV: usize>(
+unsafe fn sgemm_on<L: Loads, const MR: usize, const NV: usize>(
     l: L,
     plan: Plan,
     job: Job<L::E>,
@@ -528,7 +544,7 @@ fn aligned(v: &mut Vec<f32>, n: usize) -> *mut f32 {
 /// As [`sgemm_on`] for `job`; `shared` must be the packing of this product's B (the
 /// same `b`, `n`, `k` and plan); with `only`, the phases before it must have run.
 #[target_feature(enable = "avx512f")]
-unsafe fn drive<L: Load, const MR: usize, const NV: usize>(
+unsafe fn drive<L: Loads, const MR: usize, const NV: usize>(
     l: L,
     plan: Plan,
     job: Job<L::E>,
@@ -581,7 +597,7 @@ enum PackedB<'a> {
 /// As [`drive`]; `ap` must hold `MC·KC` f32 (or the product's smaller block sizes),
 /// 64-byte aligned.
 #[target_feature(enable = "avx512f")]
-unsafe fn blocks<L: Load, const MR: usize, const NV: usize, const ROWS: bool>(
+unsafe fn blocks<L: Loads, const MR: usize, const NV: usize, const ROWS: bool>(
     l: L,
     plan: Plan,
     job: Job<L::E>,
@@ -618,11 +634,11 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize, const ROWS: bool>(
             let bp = unsafe {
                 match packed {
                     PackedB::Own(bp) => {
-                        pack_b::<L, NV>(l, b.at(pc, jc), kb, nb, bp);
+                        pack_b::<L::B, NV>(l.b(), b.at(pc, jc), kb, nb, bp);
                         bp
                     }
                     PackedB::Shared(sh) => {
-                        sh.pack(l, b.at(pc, jc), (jc, pc), kb, nb);
+                        sh.pack(l.b(), b.at(pc, jc), (jc, pc), kb, nb);
                         sh.block(jc, pc, kb)
                     }
                 }
@@ -637,7 +653,7 @@ unsafe fn blocks<L: Load, const MR: usize, const NV: usize, const ROWS: bool>(
                 if !in_place {
                     // SAFETY: (ic, pc) and the mb × kb block are inside A; ap holds its
                     // panels.
-                    unsafe { pack_a::<L, MR>(l, a.at(ic, pc), mb, kb, ap) };
+                    unsafe { pack_a::<L::A, MR>(l.a(), a.at(ic, pc), mb, kb, ap) };
                 }
                 for s in 0..count {
                     let (jr, nr, ldb) = strips.get(s);
@@ -751,8 +767,8 @@ fn balanced(k: usize, kc: usize) -> usize {
 
 /// Whether [`blocks`] may read the rows of `a` in place (see [`IN_PLACE_LDA`]): f32 rows
 /// with unit column stride, at most `IN_PLACE_LDA` apart, on the 8 × 48 tile.
-fn in_place_rows<L: Load, const MR: usize, const NV: usize>(a: Src<L::E>) -> bool {
-    L::IN_PLACE && a.cs == 1 && a.rs > 0 && a.rs <= IN_PLACE_LDA && (MR, NV) == (8, 3)
+fn in_place_rows<L: Loads, const MR: usize, const NV: usize>(a: Src<L::E>) -> bool {
+    <L::A as Load>::IN_PLACE && a.cs == 1 && a.rs > 0 && a.rs <= IN_PLACE_LDA && (MR, NV) == (8, 3)
 }
 
 /// The largest row stride (f32) at which the 8 × 48 plan reads an f32 A's rows where they

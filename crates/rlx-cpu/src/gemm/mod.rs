@@ -39,6 +39,17 @@ mod pieces;
 #[cfg(target_arch = "x86_64")]
 mod team;
 
+/// The own f32 kernel over operands its packers decode (the scaled matmul's codes,
+/// `exec/scaled/codes.rs`): the reader trait, the pair of readers, the entry and its
+/// views.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod decoding {
+    #[cfg(test)]
+    pub(crate) use super::f32_avx512::F32;
+    pub(crate) use super::f32_avx512::{Load, Pair, available, sgemm_decoding};
+    pub(crate) use super::lowp_drive::{Dst, Src};
+}
+
 use crate::exec::par::SendPtr;
 use f32_path::OwnGemm;
 mod checks;

@@ -98,11 +98,11 @@ impl Lookup {
 /// is the code's value, for every code but those with `code & special.0 == special.1`
 /// (NaN, infinities).
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Arith {
-    shift: u32,
-    keep: u32,
-    factor: f32,
-    special: (u8, u8),
+pub(super) struct Arith {
+    pub(super) shift: u32,
+    pub(super) keep: u32,
+    pub(super) factor: f32,
+    pub(super) special: (u8, u8),
 }
 
 impl Arith {
@@ -115,7 +115,7 @@ impl Arith {
 /// The [`Arith`] that decodes `lut` (an fp8 format's table), found by trying each
 /// mantissa width and checking all 256 codes; `None` if none matches every code outside
 /// one `(mask, value)` class.
-fn arith_of(lut: &[f32; 256]) -> Option<Arith> {
+pub(super) fn arith_of(lut: &[f32; 256]) -> Option<Arith> {
     (1..=5u32).find_map(|mantissa| {
         let shift = 23 - mantissa;
         let mut arith = Arith {
@@ -149,7 +149,7 @@ fn arith_of(lut: &[f32; 256]) -> Option<Arith> {
 
 /// Whether every block scale `op` may take ([`super::Scales::possible`]), times `factor`,
 /// is a normal f32 (the scale and the factor are then one multiplier, exactly).
-fn scales_take_factor(op: &Operand<'_>, factor: f32) -> bool {
+pub(super) fn scales_take_factor(op: &Operand<'_>, factor: f32) -> bool {
     let one = [1.0f32];
     let scales = op.scales.as_ref().map_or(&one[..], |s| s.possible());
     scales

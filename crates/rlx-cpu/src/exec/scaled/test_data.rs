@@ -1,5 +1,5 @@
 //! Random operands for the scaled matmul's unit tests (`vnni/tests.rs`,
-//! `few_rows/tests.rs`).
+//! `few_rows/tests.rs`, `codes/tests.rs`).
 
 use super::Operand;
 use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};

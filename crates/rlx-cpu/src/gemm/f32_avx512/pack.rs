@@ -36,10 +36,85 @@ pub(crate) trait Load: Copy + Send + Sync {
     /// above `n` are not read.
     ///
     /// # Safety
-    /// `p` readable for `n` elements; AVX-512 F present.
+    /// `p` readable for `n` elements; AVX-512 F, BW and VL present (the packers enable
+    /// them). The packers call it on runs of an operand's unit-stride dimension only.
     unsafe fn load(self, p: *const Self::E, n: usize) -> __m512;
-    /// The f32 value of one element (exact).
+    /// The f32 value of one element (exact); the packers call it only on views with no
+    /// unit stride.
     fn get(self, e: Self::E) -> f32;
+    /// Sums `0..16` of the 16 runs at `p`, `p + stride`, … `p + 15·stride` (a transposed
+    /// B's 16 columns), transposed: vector `q` holds sum `q` of every run — what 16
+    /// [`Load::load`]s and a 16 × 16 transpose give — where this reader has a cheaper way
+    /// to it; `None` (the default) leaves the packer to load and transpose.
+    ///
+    /// # Safety
+    /// Each run readable for 16 elements along one stored row; AVX-512 F, BW and VL
+    /// present.
+    #[inline(always)]
+    unsafe fn load_transposed16(self, p: *const Self::E, stride: isize) -> Option<[__m512; 16]> {
+        let _ = (p, stride);
+        None
+    }
+    /// Sums `0..16` of the 8 runs at `p`, `p + stride`, … `p + 7·stride` (an 8-row panel
+    /// of a row-major A) as 8 vectors, vector `i` holding sum `2i` of the 8 runs then sum
+    /// `2i + 1` (what 8 [`Load::load`]s and `transpose8x16` give) where this reader has a
+    /// cheaper way to it; `None` (the default) leaves the packer to load and transpose.
+    ///
+    /// # Safety
+    /// As [`Load::load_transposed16`], for 8 runs.
+    #[inline(always)]
+    unsafe fn load_panel8x16(self, p: *const Self::E, stride: isize) -> Option<[__m512; 8]> {
+        let _ = (p, stride);
+        None
+    }
+}
+
+/// How the packers read A's elements and B's: one [`Load`] for both (f32, bf16, f16), or a
+/// [`Pair`] where the operands decode differently (the scaled matmul's codes, each with
+/// its own table and block scales, `exec/scaled/codes.rs`).
+pub(crate) trait Loads: Copy + Send + Sync {
+    /// The stored element type of both operands.
+    type E: Copy;
+    /// A's reader.
+    type A: Load<E = Self::E>;
+    /// B's reader.
+    type B: Load<E = Self::E>;
+    /// A's reader.
+    fn a(self) -> Self::A;
+    /// B's reader.
+    fn b(self) -> Self::B;
+}
+
+impl<L: Load> Loads for L {
+    type E = L::E;
+    type A = L;
+    type B = L;
+    #[inline(always)]
+    fn a(self) -> L {
+        self
+    }
+    #[inline(always)]
+    fn b(self) -> L {
+        self
+    }
+}
+
+/// A's reader and B's.
+#[derive(Clone, Copy)]
+pub(crate) struct Pair<LA, LB>(pub(crate) LA, pub(crate) LB);
+
+impl<LA: Load, LB: Load<E = LA::E>> Loads for Pair<LA, LB> {
+    type E = LA::E;
+    type A = LA;
+    type B = LB;
+    #[inline(always)]
+    fn a(self) -> LA {
+        self.0
+    }
+    #[inline(always)]
+    fn b(self) -> LB {
+        self.1
+    }
 }
 
 /// f32 sources, read as they are.
@@ -130,8 +205,9 @@ impl Strips {
 ///
 /// # Safety
 /// The `kb × nb` block of `b` must be readable, `dst` writable for
-/// `nb.next_multiple_of(16·NV) · kb` f32 and 64-byte aligned; AVX-512 F present.
-#[target_feature(enable = "avx512f")]
+/// `nb.next_multiple_of(16·NV) · kb` f32 and 64-byte aligned; AVX-512 F, BW and VL
+/// present (BW and VL for the code decoders' byte lookups).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn pack_b<L: Load, const NV: usize>(
     l: L,
     b: Src<L::E>,
@@ -148,7 +224,7 @@ pub(super) unsafe fn pack_b<L: Load, const NV: usize>(
 ///
 /// # Safety
 /// As [`pack_b`], with `strips.nr` the tile's width and `range` inside `0..strips.count()`.
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn pack_b_strips<L: Load>(
     l: L,
     b: Src<L::E>,
@@ -192,6 +268,18 @@ pub(super) unsafe fn pack_b_strips<L: Load>(
                 let kn = 16.min(kb - p0);
                 for g in 0..nr / 16 {
                     let n = w.saturating_sub(16 * g).min(16);
+                    if n == 16 && kn == 16 {
+                        // SAFETY: sums p0 .. p0 + 16 of columns j0 + 16g .. j0 + 16g + 16
+                        // < nb are elements of the block, each column's contiguous.
+                        let tile = unsafe { l.load_transposed16(b.at(p0, j0 + 16 * g).ptr, b.cs) };
+                        if let Some(r) = tile {
+                            for (q, x) in r.iter().enumerate() {
+                                // SAFETY: sum p0 + q < kb of the strip, 64-byte aligned.
+                                unsafe { _mm512_store_ps(out.add((p0 + q) * nr + 16 * g), *x) };
+                            }
+                            continue;
+                        }
+                    }
                     let mut r = [_mm512_setzero_ps(); 16];
                     for (t, x) in r.iter_mut().enumerate().take(n) {
                         // SAFETY: sums p0 .. p0 + kn of column j0 + 16g + t < nb are
@@ -231,8 +319,8 @@ pub(super) unsafe fn pack_b_strips<L: Load>(
 ///
 /// # Safety
 /// The `mb × kb` block of `a` must be readable, `dst` writable for
-/// `mb.next_multiple_of(MR) · kb` f32; AVX-512 F present.
-#[target_feature(enable = "avx512f")]
+/// `mb.next_multiple_of(MR) · kb` f32; AVX-512 F, BW and VL present.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn pack_a<L: Load, const MR: usize>(
     l: L,
     a: Src<L::E>,
@@ -309,6 +397,18 @@ pub(super) unsafe fn pack_a<L: Load, const MR: usize>(
             // Rows contiguous: MR rows × 16 sums are read as vectors and transposed.
             for p0 in (0..kb).step_by(16) {
                 let kn = 16.min(kb - p0);
+                if MR == 8 && h == 8 && kn == 16 {
+                    // SAFETY: sums p0 .. p0 + 16 of rows i0 .. i0 + 8 < mb are elements
+                    // of the block, each row's contiguous.
+                    let pairs = unsafe { l.load_panel8x16(a.at(i0, p0).ptr, a.rs) };
+                    if let Some(pairs) = pairs {
+                        for (pair, x) in pairs.iter().enumerate() {
+                            // SAFETY: sums p0 + 2·pair and the next (< kb) of the panel.
+                            unsafe { _mm512_storeu_ps(out.add((p0 + 2 * pair) * MR), *x) };
+                        }
+                        continue;
+                    }
+                }
                 let mut r = [_mm512_setzero_ps(); 16];
                 for (t, x) in r.iter_mut().enumerate().take(h) {
                     // SAFETY: sums p0 .. p0 + kn of row i0 + t < mb are contiguous

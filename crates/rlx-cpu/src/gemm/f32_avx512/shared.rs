@@ -143,8 +143,8 @@ impl SharedB {
     /// which is B at the block's corner) that no thread has claimed yet.
     ///
     /// # Safety
-    /// `b` must be readable over `kb × nb`; the block is one of the product's; AVX-512 F
-    /// present.
+    /// `b` must be readable over `kb × nb`; the block is one of the product's; AVX-512 F,
+    /// BW and VL present.
     pub(super) unsafe fn pack<L: Load>(
         &self,
         l: L,
