@@ -120,7 +120,8 @@ fn parse_filter(filter: &str) -> Result<EnvFilter, LogFilterError> {
 /// | `RLX_JIT_PREFETCH=<bytes>` | rlx-cpu | prefetch distance of the JIT's loops (default 2048; `0` turns prefetching off) |
 /// | `RLX_GEMM_BF16`, `RLX_GEMM_F16` = `amx` / `avx512bf16` / `avx512f32` / `f32` | rlx-cpu | the half-precision GEMM path (default: the fastest available) |
 /// | `RLX_GEMM_I8` = `amx` / `avx512vnni` / `avx512` / `portable` | rlx-cpu | the int8 GEMM path (default: the fastest available) |
-/// | `RLX_SCALED_INT=0` | rlx-cpu | keeps fp4 / fp6-E2M3 scaled matmuls off the integer dot-product unit (AVX512_VNNI), on the bf16 panels |
+/// | `RLX_SCALED_INT=0` | rlx-cpu | keeps fp4 / fp6-E2M3 scaled matmuls off the integer dot-product unit (AVX512_VNNI) |
+/// | `RLX_SCALED_PACKED_CODES=0` | rlx-cpu | scaled matmuls decode their operands into bf16 / f32 panels before the GEMM instead of inside the own f32 kernel's packers (for A/B runs) |
 /// | `RLX_ROW_PROGRAMS=0` | rlx-cpu | row groups (norm backwards) run stage by stage over tiles instead of as per-row programs (for A/B runs) |
 /// | `RLX_NO_MALLOC_TUNING` | rlx-cpu | leave glibc's malloc thresholds alone |
 /// | `RLX_CUDA_LIB_DIR=<dirs>` | rlx-cuda | directories searched first for the CUDA libraries (a path list) |

@@ -5,7 +5,8 @@
 //! # The matmul
 //!
 //! `out = A·Bᵀ (+ bias)` with `A = decode(lq)·ls` (`[m, k]`) and `B = decode(rq)·rs`
-//! (`[n, k]`). The operands are never materialized in f32: for every block of at most
+//! (`[n, k]`). On the portable path (no AVX-512) the operands are never materialized in
+//! f32 either: for every block of at most
 //! [`NC`] rows of `B` and every panel of [`KC`] columns of K, the `NC × KC` panel of `B`
 //! is decoded (code table × block scale) into an f32 scratch (≤ 1 MiB) shared by all
 //! threads, then tiles of [`MC`] rows of `A` are decoded panel by panel into a
@@ -13,20 +14,29 @@
 //! after the first panel. Tiles of `C` are spread over the cores; their sizes depend
 //! only on the shapes, so results do not depend on the thread count.
 //!
-//! # Through the bf16 GEMM
+//! # Through a bf16 unit
 //!
 //! Where every decoded element of both operands is a normal bf16 number or zero (checked
 //! once per product from the code table and the range of the block scales: MX and NVFP4
-//! elements have at most 6 significant bits, bf16 holds 8), the panels are decoded to
-//! bf16 instead — the same values — and multiplied by the bf16 GEMM with f32
-//! accumulation: the same error bound as below. That GEMM runs on the CPU's bf16 unit
-//! (AMX tiles or `vdpbf16ps`, see [`crate::gemm::lowp::LowpPath`]) or, on AVX-512 CPUs
-//! without a fast one (Intel without AMX), in rlx's own f32 kernel, which widens bf16
-//! while it packs: half the bytes of f32 panels to decode and write, and a faster kernel
-//! than the f32 panels' faer tiles (Emerald Rapids without AMX, 2 threads, MX fp8 1024³
-//! from codes: 11.2–12.1 → 9.2–9.8 ms, against 8.2–9.3 ms for the f32 matmul). Products
-//! with elements outside that range (tiny or huge block scales) keep the f32 path, so
-//! AMX's flushing of bf16 subnormals never changes a result.
+//! elements have at most 6 significant bits, bf16 holds 8) and the CPU has a bf16 unit
+//! (AMX tiles or `vdpbf16ps`, see [`crate::gemm::lowp::LowpPath`]), the panels are
+//! decoded to bf16 instead — the same values — and multiplied by the bf16 GEMM with f32
+//! accumulation: the same error bound as below. Products with elements outside that range
+//! (tiny or huge block scales) keep an f32 path, so AMX's flushing of bf16 subnormals
+//! never changes a result.
+//!
+//! # Codes read by the f32 kernel's packers
+//!
+//! Elsewhere on AVX-512 CPUs (Intel without AMX, or elements a bf16 unit cannot hold) the
+//! product is one call of rlx's own f32 kernel whose packers read the codes
+//! (`scaled/codes.rs`): each run of 16 codes is decoded in registers (fp8 by bit
+//! arithmetic, fp4 / fp6 by a table permute), times its block scale, into the packed
+//! panels; a transposed B's 16 × 16 tiles and A's 8 × 16 panels are transposed as bytes
+//! before they are decoded. No decoded copy of either operand exists. MX fp8 against the
+//! f32 matmul of the same shape (paired medians, Emerald Rapids without AMX, 2 threads),
+//! before (bf16 panels widened by the same kernel) → after: 64 × 1024 × 1024 1.29 →
+//! 1.01×, 256 rows 1.12 → 1.01×, 1024³ 1.06 → 1.02×, 2048³ 1.07 → 0.99×.
+//! `RLX_SCALED_PACKED_CODES=0` turns it off.
 //!
 //! # On the integer unit
 //!
@@ -40,13 +50,14 @@
 //! # Few rows
 //!
 //! Up to [`few_rows::FEW_ROWS`] rows of A (16 where the integer unit or AMX would take
-//! the product) — a quantized model's decoding step — the packed paths would decode or
-//! pack all of B for a handful of uses of each element; `scaled/few_rows.rs` instead
+//! the product, 8 where the packers would read the codes) — a quantized model's decoding
+//! step — the packed paths would decode or pack all of B for a handful of uses of each
+//! element; `scaled/few_rows.rs` instead
 //! reads B's codes where they lie, decodes them in registers and takes every row's dot
 //! product with them. 4096² weights from codes, 2 threads, Emerald Rapids, against the
 //! f32 product of the same shape (paired medians of alternated calls): 1 row fp8
 //! 0.48–0.78× and fp4 0.39–0.63× its time (the packed paths: 3.3× and 1.5×), 8 rows
-//! 0.29–0.50×, 32 rows of fp8 1.0× (the bf16 panels: 1.3×).
+//! 0.29–0.50×.
 //!
 //! # Accuracy against the oracle
 //!
@@ -561,8 +572,15 @@ fn fill(
         let int_plan = (bf16_path != Some(LowpPath::Amx))
             .then(|| vnni::plan(a, b))
             .flatten();
+        let bf16_ok = a.bf16_exact() && b.bf16_exact() && a.tiny_products_ok(b);
+        // A bf16 unit (AMX tiles, `vdpbf16ps`) takes what it can hold exactly; else the
+        // own f32 kernel decodes the codes while it packs them, where it runs.
+        let bf16_unit = bf16_path.filter(|&p| p != LowpPath::Avx512F32 && bf16_ok);
+        let packed = int_plan.is_none() && bf16_unit.is_none() && packed_codes_take(a, b, k);
         let few_rows = if int_plan.is_some() || bf16_path == Some(LowpPath::Amx) {
             few_rows::FEW_ROWS_BESIDE_A_UNIT
+        } else if packed {
+            few_rows::FEW_ROWS_BESIDE_PACKED_CODES
         } else {
             few_rows::FEW_ROWS
         };
@@ -570,15 +588,12 @@ fn fill(
             // A decoding step's few rows: B's codes read once, where they lie.
         } else if let Some(p) = int_plan {
             vnni::accumulate(&p, a, b, (m, n, k), c);
+        } else if let Some(path) = bf16_unit {
+            accumulate_bf16(path, a, b, (m, n, k), c)
+        } else if packed && packed_codes(a, b, (m, n, k), c) {
+            // The own f32 kernel read the codes.
         } else {
-            let bf16_ok = a.bf16_exact() && b.bf16_exact() && a.tiny_products_ok(b);
             match bf16_path {
-                // A bf16 unit (AMX tiles, `vdpbf16ps`) takes what it can hold exactly.
-                Some(path) if path != LowpPath::Avx512F32 && bf16_ok => {
-                    accumulate_bf16(path, a, b, (m, n, k), c)
-                }
-                // Else the own f32 kernel decodes the codes while it packs them.
-                _ if packed_codes(a, b, (m, n, k), c) => {}
                 Some(path) if bf16_ok => accumulate_bf16(path, a, b, (m, n, k), c),
                 _ => accumulate(a, b, m, n, k, c),
             }
@@ -597,8 +612,22 @@ fn fill(
     }
 }
 
-/// `C = A·Bᵀ` on the own f32 kernel reading the codes (`scaled/codes.rs`), if it takes
-/// the product.
+/// Whether the own f32 kernel reading the codes (`scaled/codes.rs`) takes a product of
+/// these operands over `k` sums.
+fn packed_codes_take(a: &Operand<'_>, b: &Operand<'_>, k: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        codes::takes(a, b, k)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, b, k);
+        false
+    }
+}
+
+/// `C = A·Bᵀ` on the own f32 kernel reading the codes, if it takes the product
+/// ([`packed_codes_take`]); `false` (having written nothing) leaves it to the others.
 fn packed_codes(
     a: &Operand<'_>,
     b: &Operand<'_>,

@@ -429,16 +429,22 @@ fn mask16(n: usize) -> __mmask16 {
     if n >= 16 { u16::MAX } else { (1u16 << n) - 1 }
 }
 
-/// `C = A·Bᵀ` (overwriting `c`, `[m, n]`) if this path takes the product: the own f32
-/// kernel runs here, `k > 1`, and both operands have a [`CodeReader`]. `false` (having
-/// written nothing) leaves it to the other paths.
+/// Whether this path takes a product of `a` and `b` over `k` sums: the own f32 kernel
+/// runs here, `k > 1`, and both operands have a [`CodeReader`].
+pub(super) fn takes(a: &Operand<'_>, b: &Operand<'_>, k: usize) -> bool {
+    let reads = |op: &Operand<'_>| CodeReader::of(op, &CodeReader::tables(op)).is_some();
+    enabled() && k > 1 && a.k == k && b.k == k && reads(a) && reads(b)
+}
+
+/// `C = A·Bᵀ` (overwriting `c`, `[m, n]`) if this path takes the product ([`takes`]);
+/// `false` (having written nothing) leaves it to the other paths.
 pub(super) fn multiply(
     a: &Operand<'_>,
     b: &Operand<'_>,
     (m, n, k): (usize, usize, usize),
     c: &mut [f32],
 ) -> bool {
-    if !enabled() || k < 2 || m == 0 || n == 0 || c.len() != m * n {
+    if !takes(a, b, k) || m == 0 || n == 0 || c.len() != m * n {
         return false;
     }
     let (ta, tb) = (CodeReader::tables(a), CodeReader::tables(b));

@@ -1,7 +1,7 @@
 //! The scaled matmul for a few rows of A — a quantized model's decoding step (one token,
 //! or a handful) — reading B's codes where they lie.
 //!
-//! The packed paths (`vnni.rs`, the bf16 panels) pack or decode all of B into panels
+//! The packed paths (`vnni.rs`, `codes.rs`, the bf16 panels) pack or decode all of B into panels
 //! before they multiply: with one row of A that is two passes over B for one use of
 //! each element, and 1 × 4096 × 4096 from codes took 1.5× (fp4 on the integer unit) to
 //! 3.3× (fp8 through bf16 panels) the f32 product's time. Here A's rows are decoded
@@ -29,10 +29,18 @@ use crate::exec::scaled_lut::{lookup64_ps, lookup256_bf16};
 use crate::gemm::lowp::bf16;
 use rayon::prelude::*;
 
-/// Rows of A up to which this path runs where the alternative is the bf16 panels on a
-/// CPU without a bf16 unit (fp8 without AMX): 32 rows from codes ran at 1.0× the f32
-/// product's time here against 1.3× for the panels, 64 rows at 2.7× against 1.2×.
+/// Rows of A up to which this path runs where the alternative is the bf16 panels (a
+/// `vdpbf16ps` unit): measured where those panels ran in the f32 kernel (fp8 on Intel
+/// without AMX, before `codes.rs`), 32 rows from codes took 1.0× the f32 product's time
+/// here against 1.3× for the panels, 64 rows 2.7× against 1.2×.
 pub(super) const FEW_ROWS: usize = 32;
+
+/// Rows of A up to which this path runs where the own f32 kernel would decode the codes
+/// while it packs them (`codes.rs`; fp8 on Intel without AMX). From codes against the f32
+/// product of the same shape, paired medians, Emerald Rapids, 2 threads, this path / the
+/// packed codes: 4096² 8 rows 0.45× / 0.96×, 12 rows 0.83× / 1.02×, 16 rows 0.85× / 0.84×;
+/// 1024² 8 rows 1.38× / 1.70×, 12 rows 1.36× / 1.31×, 16 rows 1.51× / 1.00×.
+pub(super) const FEW_ROWS_BESIDE_PACKED_CODES: usize = 8;
 
 /// Rows of A up to which this path runs where the integer unit (`vnni.rs`) or a bf16
 /// unit takes the product otherwise: 16 rows of fp4 ran at 0.5× the f32 time against

@@ -9,7 +9,7 @@
 //! block's sum is below 2²⁴), one multiply of the two operands' block scales (exact:
 //! E8M0 and E4M3 scales have at most 4 significant bits) and one fused multiply-add into
 //! the f32 accumulator, the only rounding per block. Formats with wider integers (fp6
-//! E3M2, fp8) take the bf16 panels of `scaled.rs`.
+//! E3M2, fp8) take the f32 kernel reading their codes (`codes.rs`).
 //!
 //! `vpdpbusd` multiplies unsigned bytes by signed ones: B's bytes are stored with 128
 //! added (`x ^ 0x80`), and each block's i32 sums start from `−128 · Σ a` over the block's
