@@ -823,7 +823,7 @@ fn w4_lowp(plan: Plan, n: usize, a: &[f32], b: &[f32], reference: &[f32], f32_s:
         let check = rel_err(&run()[0], reference);
         let t = time(plan, run);
         let note = format!(
-            "{name} (quantize both; fp4 on the integer dot-product unit with VNNI and no AMX, else panels decoded to bf16 for the bf16 GEMM where exact, else to f32), {:.2}x the f32 rlx time",
+            "{name} (quantize both; fp4 on the integer dot-product unit with VNNI and no AMX, on AMX or vdpbf16ps bf16 panels where exact, else codes decoded by the f32 kernel's packers (AVX-512) or f32 panels), {:.2}x the f32 rlx time",
             t.median_s / f32_s
         );
         rows.push(
