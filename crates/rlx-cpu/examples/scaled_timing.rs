@@ -112,7 +112,12 @@ fn main() {
                 bytes: t.bytes[..m * row].to_vec(),
             }
         };
-        let scaled_args = [head(&codes), codes.clone(), head(&scales), scales.clone()];
+        // Block scales are per row; a per-tensor scale serves any number of rows.
+        let lhs_scales = match layout.block() {
+            Some(_) => head(&scales),
+            None => scales.clone(),
+        };
+        let scaled_args = [head(&codes), codes.clone(), lhs_scales, scales.clone()];
         let scaled = CpuBackend
             .compile(Device::Cpu, &from_codes(&scaled_args, fmt, layout))
             .unwrap();
