@@ -261,6 +261,25 @@ impl CodeReader {
     }
 }
 
+/// The runs of 16 codes at `p + t·stride`, `t < 4·G`, four to a vector: 128-bit lane `L`
+/// of vector `g` is run `g + G·L`.
+///
+/// # Safety
+/// Each run readable for 16 bytes; AVX-512 F enabled.
+#[inline(always)]
+unsafe fn runs_in_lanes<const G: usize>(p: *const u8, stride: isize) -> [__m512i; G] {
+    // SAFETY: the 4·G runs are readable (caller); AVX-512 F (caller).
+    unsafe {
+        let run = |t: usize| _mm_loadu_si128(p.offset(t as isize * stride) as *const __m128i);
+        std::array::from_fn(|g| {
+            let v = _mm512_castsi128_si512(run(g));
+            let v = _mm512_inserti32x4::<1>(v, run(g + G));
+            let v = _mm512_inserti32x4::<2>(v, run(g + 2 * G));
+            _mm512_inserti32x4::<3>(v, run(g + 3 * G))
+        })
+    }
+}
+
 /// Codes laid out by sum, aligned for whole-vector stores.
 #[repr(align(64))]
 struct Bytes([u8; 256]);
@@ -326,14 +345,8 @@ impl Load for CodeReader {
         // operand (caller), so the first names the rows and the columns of all; AVX-512
         // F/BW/VL are enabled in the packers.
         unsafe {
-            let run = |t: usize| _mm_loadu_si128(p.offset(t as isize * stride) as *const __m128i);
             // z[g], 128-bit lane L: run g + 4L.
-            let z: [__m512i; 4] = std::array::from_fn(|g| {
-                let v = _mm512_castsi128_si512(run(g));
-                let v = _mm512_inserti32x4::<1>(v, run(g + 4));
-                let v = _mm512_inserti32x4::<2>(v, run(g + 8));
-                _mm512_inserti32x4::<3>(v, run(g + 12))
-            });
+            let z = runs_in_lanes::<4>(p, stride);
             if self.any_special(&z) {
                 return None;
             }
@@ -380,14 +393,8 @@ impl Load for CodeReader {
         }
         // SAFETY: as in `load_transposed16`, for 8 runs.
         unsafe {
-            let run = |t: usize| _mm_loadu_si128(p.offset(t as isize * stride) as *const __m128i);
             // z[g], 128-bit lane L: run 2L + g.
-            let z: [__m512i; 2] = std::array::from_fn(|g| {
-                let v = _mm512_castsi128_si512(run(g));
-                let v = _mm512_inserti32x4::<1>(v, run(g + 2));
-                let v = _mm512_inserti32x4::<2>(v, run(g + 4));
-                _mm512_inserti32x4::<3>(v, run(g + 6))
-            });
+            let z = runs_in_lanes::<2>(p, stride);
             if self.any_special(&z) {
                 return None;
             }

@@ -109,3 +109,56 @@ pub(super) fn operand<'a>(
 ) -> Operand<'a> {
     Operand::new(f, layout, q.view(), s.view()).expect("valid operand")
 }
+
+/// The exact `Σ a·b` of C's element `(i, j)` and `Σ |a·b|`, in f64 (the decoded values
+/// have few significant bits, their products fewer than 53).
+pub(super) fn exact_sum(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    i: usize,
+    j: usize,
+    k: usize,
+) -> (f64, f64) {
+    let value = |op: &Operand<'_>, row: usize, p: usize| {
+        let s = op
+            .scales
+            .as_ref()
+            .map_or(1.0, |s| s.get(row * (k / op.block) + p / op.block));
+        op.lut[op.codes[row * k + p] as usize] as f64 * s as f64
+    };
+    (0..k).fold((0.0, 0.0), |(s, abs), p| {
+        let x = value(a, i, p) * value(b, j, p);
+        (s + x, abs + x.abs())
+    })
+}
+
+/// Asserts that every element of `c` (`[m, n]`) is within the f32 accumulation bound of
+/// `scaled.rs`, `(k + 2)·2⁻²⁴·Σ|a·b|`, of the exact sum; `what` names the case.
+pub(super) fn assert_within_f32_bound(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    c: &[f32],
+    (m, n, k): (usize, usize, usize),
+    what: &str,
+) {
+    for i in 0..m {
+        for j in 0..n {
+            let (exact, abs) = exact_sum(a, b, i, j, k);
+            let got = c[i * n + j] as f64;
+            let bound = (k as f64 + 2.0) * 2f64.powi(-24) * abs;
+            assert!(
+                (got - exact).abs() <= bound,
+                "{what} {m}×{n}×{k} at ({i}, {j}): {got} vs {exact}"
+            );
+        }
+    }
+}
+
+/// `f` run on a rayon pool of `threads` threads.
+pub(super) fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool")
+        .install(f)
+}

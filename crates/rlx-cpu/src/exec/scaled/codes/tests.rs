@@ -3,7 +3,9 @@
 //! and sum block that splits a scale block; special codes; thread counts; refusals.
 
 use super::super::Operand;
-use super::super::test_data::{Data, Rng, codes, operand, scales};
+use super::super::test_data::{
+    Data, Rng, assert_within_f32_bound, codes, on_threads, operand, scales,
+};
 use super::*;
 use crate::gemm::decoding::F32;
 use rlx_ir::{ScaleLayout, ScaledFormat, TensorData};
@@ -93,28 +95,15 @@ fn packed_codes_equal_the_f32_kernel_on_decoded_operands_bit_for_bit() {
                 let mut c = vec![f32::NAN; m * n];
                 assert!(multiply(&a, &b, (m, n, k), &mut c), "{f} {layout}: refused");
                 let want = decoded_product(&a, &b, (m, n, k));
-                let (mut av, mut bv) = (vec![0f32; m * k], vec![0f32; n * k]);
-                a.decode(0, m, 0, k, &mut av);
-                b.decode(0, n, 0, k, &mut bv);
-                for i in 0..m {
-                    for j in 0..n {
-                        let got = c[i * n + j];
-                        assert!(
-                            same(got, want[i * n + j]),
-                            "{f} {layout} {m}×{n}×{k} at ({i}, {j}): {got} vs {}",
-                            want[i * n + j]
-                        );
-                        let (exact, abs) = (0..k).fold((0f64, 0f64), |(s, t), p| {
-                            let x = av[i * k + p] as f64 * bv[j * k + p] as f64;
-                            (s + x, t + x.abs())
-                        });
-                        let bound = (k as f64 + 2.0) * 2f64.powi(-24) * abs;
-                        assert!(
-                            (got as f64 - exact).abs() <= bound,
-                            "{f} {layout} {m}×{n}×{k} at ({i}, {j}): {got} vs {exact}"
-                        );
-                    }
+                for (e, (&got, &want)) in c.iter().zip(&want).enumerate() {
+                    assert!(
+                        same(got, want),
+                        "{f} {layout} {m}×{n}×{k} at ({}, {}): {got} vs {want}",
+                        e / n,
+                        e % n
+                    );
                 }
+                assert_within_f32_bound(&a, &b, &c, (m, n, k), &format!("{f} {layout}"));
             }
         }
     }
@@ -158,12 +147,8 @@ fn packed_codes_do_not_depend_on_the_thread_count() {
     let data = Data::random(&mut rng, f, layout, (m, n, k));
     let (a, b) = data.operands();
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
         let mut c = vec![0f32; m * n];
-        assert!(pool.install(|| multiply(&a, &b, (m, n, k), &mut c)));
+        assert!(on_threads(threads, || multiply(&a, &b, (m, n, k), &mut c)));
         c
     };
     let (one, two) = (run(1), run(2));

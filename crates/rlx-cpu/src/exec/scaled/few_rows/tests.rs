@@ -3,7 +3,7 @@
 //! refusals.
 
 use super::super::Operand;
-use super::super::test_data::{Data, Rng, codes, scales};
+use super::super::test_data::{Data, Rng, assert_within_f32_bound, codes, on_threads, scales};
 use super::*;
 use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};
 
@@ -70,28 +70,16 @@ fn few_rows_equal_the_scalar_model_bit_for_bit_and_stay_within_the_f32_bound() {
                     "{f} {layout}: refused"
                 );
                 let want = model(&a, &b, m, n, k);
-                let (mut av, mut bv) = (vec![0f32; m * k], vec![0f32; n * k]);
-                a.decode(0, m, 0, k, &mut av);
-                b.decode(0, n, 0, k, &mut bv);
-                for i in 0..m {
-                    for j in 0..n {
-                        let got = c[i * n + j];
-                        assert_eq!(
-                            got.to_bits(),
-                            want[i * n + j].to_bits(),
-                            "{f} {layout} {m}×{n}×{k} at ({i}, {j})"
-                        );
-                        let (exact, abs) = (0..k).fold((0f64, 0f64), |(s, t), p| {
-                            let x = av[i * k + p] as f64 * bv[j * k + p] as f64;
-                            (s + x, t + x.abs())
-                        });
-                        let bound = (k as f64 + 2.0) * 2f64.powi(-24) * abs;
-                        assert!(
-                            (got as f64 - exact).abs() <= bound,
-                            "{f} {layout} {m}×{n}×{k} at ({i}, {j}): {got} vs {exact}"
-                        );
-                    }
+                for (e, (got, want)) in c.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{f} {layout} {m}×{n}×{k} at ({}, {})",
+                        e / n,
+                        e % n
+                    );
                 }
+                assert_within_f32_bound(&a, &b, &c, (m, n, k), &format!("{f} {layout}"));
             }
         }
     }
@@ -108,12 +96,14 @@ fn few_rows_do_not_depend_on_the_thread_count() {
     let data = Data::random(&mut rng, f, layout, (m, n, k));
     let (a, b) = data.operands();
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
         let mut c = vec![0f32; m * n];
-        assert!(pool.install(|| multiply(&a, &b, (m, n, k), &mut c, FEW_ROWS)));
+        assert!(on_threads(threads, || multiply(
+            &a,
+            &b,
+            (m, n, k),
+            &mut c,
+            FEW_ROWS
+        )));
         c
     };
     let one = run(1);

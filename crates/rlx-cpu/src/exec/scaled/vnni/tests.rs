@@ -3,7 +3,7 @@
 //! panels, strips, quads and K chunks; and the plan's refusals.
 
 use super::super::Operand;
-use super::super::test_data::{Data, Rng, codes, operand, scales};
+use super::super::test_data::{Data, Rng, codes, exact_sum, on_threads, operand, scales};
 use super::*;
 use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};
 
@@ -44,21 +44,6 @@ fn model(a: &Operand<'_>, b: &Operand<'_>, m: usize, n: usize, k: usize) -> Vec<
         }
     }
     c
-}
-
-/// The exact `Σ a·b` of an element and `Σ |a·b|` (f64: the decoded values have few bits).
-fn exact(a: &Operand<'_>, b: &Operand<'_>, i: usize, j: usize, k: usize) -> (f64, f64) {
-    let value = |op: &Operand<'_>, row: usize, p: usize| {
-        let s = op
-            .scales
-            .as_ref()
-            .map_or(1.0, |s| s.get(row * (k / op.block) + p / op.block));
-        op.lut[op.codes[row * k + p] as usize] as f64 * s as f64
-    };
-    (0..k).fold((0.0, 0.0), |(s, abs), p| {
-        let x = value(a, i, p) * value(b, j, p);
-        (s + x, abs + x.abs())
-    })
 }
 
 fn skip_without_vnni(test: &str) -> bool {
@@ -152,7 +137,7 @@ fn the_kernel_stays_within_one_rounding_per_block_of_the_exact_sum() {
         let blocks = k.div_ceil(plan.block) as f64;
         for i in 0..m {
             for j in 0..n {
-                let (want, abs) = exact(&a, &b, i, j, k);
+                let (want, abs) = exact_sum(&a, &b, i, j, k);
                 let got = c[i * n + j] as f64;
                 let bound = blocks * 2f64.powi(-24) * abs + 1e-30;
                 assert!(
@@ -175,12 +160,8 @@ fn the_result_does_not_depend_on_the_thread_count() {
     let (a, b) = data.operands();
     let plan = plan_here(&a, &b).unwrap();
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
         let mut c = vec![0f32; m * n];
-        pool.install(|| accumulate(&plan, &a, &b, (m, n, k), &mut c));
+        on_threads(threads, || accumulate(&plan, &a, &b, (m, n, k), &mut c));
         c
     };
     let one = run(1);
