@@ -4,6 +4,24 @@
 use super::Operand;
 use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};
 
+/// Every format the kernels' tables serve: fp4, both fp6, both OCP fp8.
+pub(super) const FORMATS: [ScaledFormat; 5] = [
+    ScaledFormat::F4E2M1,
+    ScaledFormat::F6E2M3,
+    ScaledFormat::F6E3M2,
+    ScaledFormat::F8E4M3,
+    ScaledFormat::F8E5M2,
+];
+
+/// `k` made valid for `layout`: rounded up to whole scale blocks, or (per tensor, any K)
+/// `tail` more, so that the runs of codes end in a short one.
+pub(super) fn fit_k(layout: ScaleLayout, k: usize, tail: usize) -> usize {
+    match layout.block() {
+        None => k + tail,
+        Some(b) => k.next_multiple_of(b as usize),
+    }
+}
+
 /// A small deterministic generator (an LCG's high bits).
 pub(super) struct Rng(pub(super) u64);
 

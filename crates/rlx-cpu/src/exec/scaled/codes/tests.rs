@@ -4,7 +4,7 @@
 
 use super::super::Operand;
 use super::super::test_data::{
-    Data, Rng, assert_within_f32_bound, codes, on_threads, operand, scales,
+    Data, FORMATS, Rng, assert_within_f32_bound, codes, fit_k, on_threads, operand, scales,
 };
 use super::*;
 use crate::gemm::decoding::F32;
@@ -58,13 +58,6 @@ fn packed_codes_equal_the_f32_kernel_on_decoded_operands_bit_for_bit() {
         return;
     }
     let mut rng = Rng(7);
-    let formats = [
-        ScaledFormat::F4E2M1,
-        ScaledFormat::F6E2M3,
-        ScaledFormat::F6E3M2,
-        ScaledFormat::F8E4M3,
-        ScaledFormat::F8E5M2,
-    ];
     let layouts = [
         ScaleLayout::mx(),
         ScaleLayout::nvfp4(),
@@ -72,7 +65,7 @@ fn packed_codes_equal_the_f32_kernel_on_decoded_operands_bit_for_bit() {
         // Not a power of two: the scale's block found by division.
         ScaleLayout::BlockMxE8M0 { block: 48 },
     ];
-    for f in formats {
+    for f in FORMATS {
         for layout in layouts {
             for (m, n, k) in [
                 (1usize, 1usize, 96usize),
@@ -85,11 +78,7 @@ fn packed_codes_equal_the_f32_kernel_on_decoded_operands_bit_for_bit() {
                 // run of 16 codes meets two scales.
                 (24, 70, 1568),
             ] {
-                let k = match layout.block() {
-                    // Per-tensor: any K (odd, so the runs end in a short one).
-                    None => k + 3,
-                    Some(b) => k.next_multiple_of(b as usize),
-                };
+                let k = fit_k(layout, k, 3);
                 let data = Data::random(&mut rng, f, layout, (m, n, k));
                 let (a, b) = data.operands();
                 let mut c = vec![f32::NAN; m * n];

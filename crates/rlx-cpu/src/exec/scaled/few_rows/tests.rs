@@ -3,7 +3,9 @@
 //! refusals.
 
 use super::super::Operand;
-use super::super::test_data::{Data, Rng, assert_within_f32_bound, codes, on_threads, scales};
+use super::super::test_data::{
+    Data, FORMATS, Rng, assert_within_f32_bound, codes, fit_k, on_threads, scales,
+};
 use super::*;
 use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};
 
@@ -33,19 +35,12 @@ fn few_rows_equal_the_scalar_model_bit_for_bit_and_stay_within_the_f32_bound() {
         return;
     }
     let mut rng = Rng(11);
-    let formats = [
-        ScaledFormat::F4E2M1,
-        ScaledFormat::F6E2M3,
-        ScaledFormat::F6E3M2,
-        ScaledFormat::F8E4M3,
-        ScaledFormat::F8E5M2,
-    ];
     let layouts = [
         ScaleLayout::mx(),
         ScaleLayout::nvfp4(),
         ScaleLayout::PerTensor,
     ];
-    for f in formats {
+    for f in FORMATS {
         for layout in layouts {
             for (m, n, k) in [
                 (1usize, 1usize, 32usize),
@@ -56,12 +51,9 @@ fn few_rows_equal_the_scalar_model_bit_for_bit_and_stay_within_the_f32_bound() {
                 // Three groups of rows (the last of 4) and three K chunks.
                 (20, 7, 1088),
             ] {
-                // Per-tensor scales allow any K: a tail of 6 sums after the runs of 32.
-                // MX blocks need K a multiple of 32 (NVFP4's of 16 allow K = 48).
-                let k = match layout.block() {
-                    None => k + 6,
-                    Some(b) => k.next_multiple_of(b as usize),
-                };
+                // Per-tensor: a tail of 6 sums after the runs of 32; MX blocks need K a
+                // multiple of 32 (NVFP4's of 16 allow K = 48).
+                let k = fit_k(layout, k, 6);
                 let data = Data::random(&mut rng, f, layout, (m, n, k));
                 let (a, b) = data.operands();
                 let mut c = vec![f32::NAN; m * n];
