@@ -3,7 +3,9 @@
     python w4_torch.py                      # GFLOP/s lines, 1 and 2 threads
     python w4_torch.py --rows --threads 2   # W4PEER lines, read by `rlx-bench --torch`
 
-The products: matmul 1024/2048 in f32, 1024 in bf16 / f16, and int8 (i32 out) at 1024.
+The products: matmul 1024/2048 in f32, 1024 in bf16 / f16, and int8 (i32 out) at 1024;
+on the all-threads count also the decoding-step f32 products (1 and 8 rows times a
+4096² weight, both storage orders).
 
 (The f32 shape table against MKL is `cargo run --release -p rlx-cpu --example gemm_shapes
 -- --mkl <libtorch_cpu.so>`, which calls MKL in the same process, interleaved with rlx.)
@@ -76,6 +78,8 @@ def w4_rows(thread_counts, rows):
         for name, dt in (("bf16", torch.bfloat16), ("f16", torch.float16)):
             a, b = operands(n, n, n, "NN", 1, dt)
             report(n, name, th, times(lambda: torch.matmul(a, b), 2.0 * n**3))
+        if th == max(thread_counts):
+            decode_rows(rows)
         ai = torch.randint(-128, 128, (n, n), dtype=torch.int8)
         bi = torch.randint(-128, 128, (n, n), dtype=torch.int8)
         try:
@@ -83,6 +87,29 @@ def w4_rows(thread_counts, rows):
             report(n, "int8", th, ts, " (torch._int_mm, i32 out)")
         except RuntimeError as e:
             print(f"{tag}W4_matmul_{n} torch_int8 {th}t unavailable: {e}")
+
+
+def decode_rows(rows, n=4096):
+    """rlx-bench's W4_decode rows in f32: m rows times an n × n weight stored [in, out]
+    (`x @ w`) and [out, in] (`F.linear(x, w)`, nn.Linear's layout)."""
+    g = torch.Generator().manual_seed(2)
+    w = torch.rand((n, n), generator=g).sub_(0.5)
+    for m in (1, 8):
+        x = torch.rand((m, n), generator=g).sub_(0.5)
+        for suffix, fn in (
+            ("", lambda: torch.matmul(x, w)),
+            ("_wt", lambda: torch.nn.functional.linear(x, w)),
+        ):
+            ts = times(fn, 2.0 * m * n * n, budget=2e9)
+            med = ts[len(ts) // 2]
+            name = f"torch_f32_rows{m}{suffix}"
+            if rows:
+                print(
+                    f"W4PEER W4_decode_{n} {name} median_s={med:.9f} "
+                    f"min_s={ts[0]:.9f} max_s={ts[-1]:.9f} repeats={len(ts)} inner=1"
+                )
+            else:
+                print(f"W4_decode_{n} {name} {2.0 * m * n * n / med / 1e9:.1f}")
 
 
 if __name__ == "__main__":

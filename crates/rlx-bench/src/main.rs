@@ -726,12 +726,24 @@ fn w4_decode(plan: Plan) -> Vec<Row> {
         let run = || f.run(&[("x", x), ("w", &w)]);
         let reference = run()[0].clone();
         let t = time(plan, run);
-        baselines.push((m, t.median_s, reference));
+        let f32_s = t.median_s;
         rows.push(
             Row::new(&id, &format!("rlx_f32_rows{m}"), t)
                 .flops(2.0 * (m * n * n) as f64)
-                .note("f32 baseline of the decoding-step rows below"),
+                .note("f32 baseline of the decoding-step rows below (weight [in, out])"),
         );
+        // The same product with the weight stored [out, in] (nn.Linear's layout).
+        let f = rlx::w4_rows_t(m, n);
+        let run = || f.run(&[("x", x), ("w", &wt)]);
+        let check = rel_err(&run()[0], &reference);
+        let t = time(plan, run);
+        rows.push(
+            Row::new(&id, &format!("rlx_f32_rows{m}_wt"), t)
+                .flops(2.0 * (m * n * n) as f64)
+                .check(check)
+                .note("the f32 rows with the weight stored [out, in] (nn.Linear), x·wᵀ"),
+        );
+        baselines.push((m, f32_s, reference));
     }
     let formats = [
         ("mxfp8", ScaledFormat::F8E4M3, ScaleLayout::mx()),

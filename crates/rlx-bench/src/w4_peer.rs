@@ -3,7 +3,9 @@
 //! and `torch._int_mm` in int8 on 1 and all of rlx's threads, and prints one
 //! `W4PEER W4_matmul_<n> torch_<dtype>_<threads>t median_s=… …` line per product. Each
 //! becomes a row right after the rlx kernel row of the same dtype and thread count, with
-//! a note giving rlx's rate over torch's.
+//! a note giving rlx's rate over torch's. On all threads it also times the decoding-step
+//! products of `W4_decode_4096` in f32 (`torch_f32_rows<m>`, and `_wt` with the weight
+//! stored `[out, in]`), placed after rlx's rows of the same name.
 
 use crate::peer;
 use crate::report::Row;
@@ -17,6 +19,12 @@ const SCRIPT: &str = "crates/rlx-bench/peers/w4_torch.py";
 /// `torch_int8_<t>t` → `rlx_cpu::gemm_i8_<t>t`.
 pub(crate) fn rlx_system_for(peer_system: &str) -> Option<String> {
     let rest = peer_system.strip_prefix("torch_")?;
+    // The decoding-step rows: `torch_f32_rows<m>[_wt]` → `rlx_f32_rows<m>[_wt]`.
+    if let Some(shape) = rest.strip_prefix("f32_rows") {
+        let m = shape.strip_suffix("_wt").unwrap_or(shape);
+        return (!m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| format!("rlx_f32_rows{shape}"));
+    }
     let (dtype, threads) = rest.split_once('_')?;
     let count = threads.strip_suffix('t')?;
     if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
@@ -60,7 +68,15 @@ mod tests {
             Some("rlx_cpu::gemm_half_f16_1t")
         );
         assert_eq!(map("torch_int8_2t").as_deref(), Some("rlx_cpu::gemm_i8_2t"));
+        assert_eq!(map("torch_f32_rows8").as_deref(), Some("rlx_f32_rows8"));
+        assert_eq!(
+            map("torch_f32_rows1_wt").as_deref(),
+            Some("rlx_f32_rows1_wt")
+        );
         for bad in [
+            "torch_f32_rows",
+            "torch_f32_rows_wt",
+            "torch_f32_rows1_x",
             "torch_fp8_1t",
             "torch_f32",
             "torch_f32_t",
