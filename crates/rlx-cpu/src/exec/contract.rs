@@ -206,10 +206,11 @@ impl ContractPlan {
         };
         let strided = self.a.table.is_none() && self.b.table.is_none();
         let halves = self.a.dtype == self.dtype && self.b.dtype == self.dtype;
-        // One output row (a decode step's linear layers): the matrix-vector kernels of
-        // exec/gemv.rs read B once in place; the GEMM would pack all of B for one row.
+        // One output row, or a few with B contiguous along N (a decode step's linear
+        // layers): the kernels of exec/gemv.rs read B once in place; the GEMM would pack
+        // all of B for a few uses of each element.
         let gemv_bf16 = halves && self.dtype == DType::BF16;
-        if self.m == 1 && strided && (native32 || gemv_bf16) && self.gemv_fits() {
+        if strided && (native32 || gemv_bf16) && self.gemv_fits() {
             let out = (gemv_bf16 && self.trivial).then(|| bases[self.out_buf] as *mut u16);
             self.gemv(bases, c_ptr as *mut f32, out);
             if out.is_some() || (self.trivial && target.is_some()) {

@@ -68,6 +68,8 @@ impl Widen for bf16 {
 const L: usize = 16;
 /// Rows of B (outputs) per pass over A in the AVX-512 dot kernel.
 const ROWS: usize = 8;
+/// Elements of a row of B between the lane block being summed and the one prefetched.
+const PREFETCH_AHEAD: usize = 512;
 /// Outputs per task: enough work per task (≥ 64 KiB of B at K = 768 in f32) to hide the
 /// pool's dispatch, small enough to balance two to a few dozen threads.
 const BLOCK: usize = 64;
@@ -76,16 +78,42 @@ const BLOCK: usize = 64;
 /// the task's slice of C, stay in L1 (8 KiB).
 const AXPY_COLS: usize = 2048;
 
-/// `c[j] = Σₖ a[0, k] · b[k, j]` for the `1 × K` view `a` and the `K × N` view `b`,
-/// accumulated in f32. One of `b`'s strides must be 1; `c` holds `N` values.
+/// Rows of A up to which a product with B contiguous along N runs here ([`takes`])
+/// rather than in the packing GEMM: each row of B is read once, in place, for all of
+/// them. m × 4096 × 4096 (2 threads, Emerald Rapids, medians of 41 calls), this path
+/// against the GEMM (which packs all of B): 2 rows 1.74–1.79 ms against 4.9, 4 rows
+/// 2.67–2.74 against 6.2, 8 rows 4.10–4.22 against 4.2–4.5, 16 rows 7.5–8.2 against
+/// 6.4 (torch/MKL: 2.44, 2.70, 2.98 ms at 2, 4, 8 rows).
+pub(crate) const FEW_ROWS: usize = 8;
+
+/// Whether [`gemv`] takes an `m`-row product over a B of strides `(rs, cs)` (along K,
+/// along N): one of them 1, and one row, or up to [`FEW_ROWS`] rows with B contiguous
+/// along N (the dot form keeps one row).
+pub(crate) fn takes(m: usize, (rs, cs): (isize, isize)) -> bool {
+    (rs == 1 || cs == 1) && (m == 1 || (m <= FEW_ROWS && cs == 1 && rs != 1))
+}
+
+/// `c[i, j] = Σₖ a[i, k] · b[k, j]` for the `M × K` view `a` and the `K × N` view `b`
+/// ([`takes`] must hold), accumulated in f32; `c` holds `M × N` values, row-major. One of
+/// `b`'s strides must be 1.
 pub(crate) fn gemv<T: Widen>(a: MatRef<'_, T>, b: MatRef<'_, T>, c: &mut [f32]) {
-    debug_assert_eq!(a.rows, 1);
+    debug_assert!(takes(a.rows, (b.row_stride, b.col_stride)));
     debug_assert_eq!(a.cols, b.rows);
-    debug_assert_eq!(c.len(), b.cols);
-    let (k, n) = (b.rows, b.cols);
-    // A is small (K values): widen it once into a dense f32 row.
-    let av: Vec<f32> = (0..k)
-        .map(|i| a.data[(a.offset as isize + i as isize * a.col_stride) as usize].widen())
+    let (m, k, n) = (a.rows, b.rows, b.cols);
+    assert_eq!(
+        c.len(),
+        m * n,
+        "gemv: C holds {} values for {m} × {n}",
+        c.len()
+    );
+    // A is small (M·K values): widen it once into dense f32 rows.
+    let av: Vec<f32> = (0..m)
+        .flat_map(|i| {
+            (0..k).map(move |p| {
+                let at = a.offset as isize + i as isize * a.row_stride + p as isize * a.col_stride;
+                a.data[at as usize].widen()
+            })
+        })
         .collect();
     if k == 0 {
         c.fill(0.0);
@@ -95,7 +123,7 @@ pub(crate) fn gemv<T: Widen>(a: MatRef<'_, T>, b: MatRef<'_, T>, c: &mut [f32]) 
     // B along N is read a row at a time, so a task's columns are one contiguous run per
     // row of B: wide runs keep the hardware prefetchers streaming (tasks of 64 columns
     // read 256 bytes from rows 16 KiB apart at N = 4096, and 1 × 4096 × 4096 took 1.8×
-    // MKL's time).
+    // MKL's time). The accumulators (the task's M rows of C) stay within L1.
     let width = if b.row_stride == 1 {
         BLOCK
     } else {
@@ -106,15 +134,33 @@ pub(crate) fn gemv<T: Widen>(a: MatRef<'_, T>, b: MatRef<'_, T>, c: &mut [f32]) 
     let tasks = n.div_ceil(width);
     let _ = par_for(tasks, |t| {
         let (j0, j1) = (t * width, ((t + 1) * width).min(n));
-        // SAFETY: task `t` writes only `c[j0..j1]`, disjoint from every other task's.
-        let out = unsafe { std::slice::from_raw_parts_mut(cp.get().add(j0), j1 - j0) };
+        let rows = Rows {
+            c: cp.get(),
+            ldc: n,
+            j0,
+            w: j1 - j0,
+        };
         if b.row_stride == 1 {
+            // SAFETY: task `t` writes only `c[j0..j1]` (one row), disjoint from every
+            // other task's.
+            let out = unsafe { std::slice::from_raw_parts_mut(cp.get().add(j0), j1 - j0) };
             dot_rows(&av, &b, j0, out);
         } else {
-            axpy_rows(&av, &b, j0, out);
+            // SAFETY: task `t` writes only columns j0..j1 of C's m rows, disjoint from
+            // every other task's; C holds m × n values.
+            unsafe { axpy_rows(&av, m, &b, rows) };
         }
         Ok(())
     });
+}
+
+/// Columns `j0 .. j0 + w` of C's rows, `ldc` apart from `c` (C's element (0, 0)).
+#[derive(Clone, Copy)]
+struct Rows {
+    c: *mut f32,
+    ldc: usize,
+    j0: usize,
+    w: usize,
 }
 
 /// The contiguous run of `len` elements of `b` starting at element `(row, col)`.
@@ -146,15 +192,6 @@ fn dot_rows_avx512<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut 
         let r: [&[T]; ROWS] =
             std::array::from_fn(|d| run_at(b, 0, j0 + (i + d).min(out.len() - 1), k));
         let rp = r.map(<[T]>::as_ptr);
-        // The next pass's rows (B's rows are where the weights stream from DRAM during
-        // decoding), requested a pass ahead; only addresses are formed, and a prefetch
-        // never faults.
-        let next: [*const T; ROWS] = std::array::from_fn(|d| {
-            let j = (j0 + (i + ROWS + d).min(out.len() - 1)) as isize;
-            b.data
-                .as_ptr()
-                .wrapping_offset(b.offset as isize + j * b.col_stride)
-        });
         // SAFETY: every load reads lanes p..p+16 ≤ full ≤ k of A or of a k-long row.
         let sums = unsafe {
             let mut acc = [_mm512_setzero_ps(); ROWS];
@@ -164,10 +201,14 @@ fn dot_rows_avx512<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut 
                 for (acc, rp) in acc.iter_mut().zip(&rp) {
                     *acc = _mm512_fmadd_ps(av, T::load16(rp.add(p)), *acc);
                 }
-                if i + ROWS < out.len() {
-                    for np in next {
-                        _mm_prefetch::<_MM_HINT_T0>(np.wrapping_add(p) as *const i8);
-                    }
+                // The pass's own rows 2 KiB ahead (the weights stream from L3 or DRAM
+                // during decoding). Asking for the next pass's rows at the same offset
+                // instead fetched 8 rows × K ahead — 128 KiB at K = 4096, more than L1
+                // holds: 1 × 4096 × 4096 (x·wᵀ, 2 threads, Emerald Rapids) ran 1.45–1.59
+                // ms that way, 1.24–1.27 ms this way, 1.20–1.40 with no prefetch. Only
+                // addresses are formed, and a prefetch never faults.
+                for r in rp {
+                    _mm_prefetch::<_MM_HINT_T0>(r.wrapping_add(p + PREFETCH_AHEAD) as *const i8);
                 }
                 p += L;
             }
@@ -229,79 +270,152 @@ fn dot4<T: Widen>(a: &[f32], rows: [&[T]; 4]) -> [f32; 4] {
     res
 }
 
-/// B contiguous along N: `out = Σₖ a[k] · b[k, j0 ..]`.
-fn axpy_rows<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut [f32]) {
+/// B contiguous along N: `C[i, j0 ..] = Σₖ a[i, k] · b[k, j0 ..]` for the `m` dense rows
+/// of `a`.
+///
+/// # Safety
+/// `rows` names `m` rows of `w` writable f32 that no other thread touches; `b` has
+/// columns `j0 .. j0 + w`.
+unsafe fn axpy_rows<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, rows: Rows) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512 F (checked above).
-        return unsafe { axpy_rows_avx512(a, b, j0, out) };
+        // SAFETY: the CPU has AVX-512 F (checked above); the caller's contract.
+        return unsafe { axpy_rows_avx512(a, m, b, rows) };
     }
-    axpy_rows_any(a, b, j0, out)
+    // SAFETY: the caller's contract.
+    unsafe { axpy_rows_any(a, m, b, rows) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-fn axpy_rows_avx512<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut [f32]) {
-    let w = out.len();
-    // `out` is the accumulator (it stays in L1); every output is one chain of fused
-    // multiply-adds in k order, whatever the task's width (the last n mod 16 columns by
-    // scalar fused multiply-adds), so the bits do not depend on the thread count.
-    out.fill(0.0);
-    let (full, op) = (w / L * L, out.as_mut_ptr());
-    let k = a.len();
-    let rows = |kk: usize| run_at(b, kk, j0, w).as_ptr();
-    let mut kk = 0;
-    // SAFETY: each row run holds w elements (checked by run_at's slicing); vectors read
-    // and write lanes p..p + 16 <= full <= w.
+unsafe fn axpy_rows_avx512<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, rows: Rows) {
+    if m == 1 {
+        // C's row is the accumulator (it stays in L1).
+        let out = Rows {
+            c: rows.c.wrapping_add(rows.j0),
+            ..rows
+        };
+        // SAFETY: the caller's contract (its row's columns j0 .. j0 + w).
+        return unsafe { axpy_into(a, 1, b, out) };
+    }
+    // Several rows accumulate in a buffer whose rows are a cache line more than the
+    // task's width apart: C's rows are N apart, 16 KiB at N = 4096, so the load of one
+    // row's accumulators fell on the page offset of the store to the row before it, and
+    // every load waited for that store (4K aliasing): 8 × 4096 × 4096 took 4.1–5.8 ms
+    // that way.
+    let Rows { c, ldc, j0, w } = rows;
+    let ld = w.next_multiple_of(L) + L;
+    ACCUMULATORS.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        if buf.len() < m * ld {
+            buf.resize(m * ld, 0.0);
+        }
+        let acc = Rows {
+            c: buf.as_mut_ptr(),
+            ldc: ld,
+            j0: 0,
+            w,
+        };
+        // SAFETY: the buffer holds m rows of `ld >= w` f32 of this thread's alone; then
+        // the caller's rows of C receive them.
+        unsafe {
+            axpy_into(a, m, b, Rows { j0, ..acc });
+            for i in 0..m {
+                std::ptr::copy_nonoverlapping(buf.as_ptr().add(i * ld), c.add(i * ldc + j0), w);
+            }
+        }
+    });
+}
+
+thread_local! {
+    /// [`axpy_rows_avx512`]'s accumulators for several rows, kept between calls.
+    static ACCUMULATORS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The sums of [`axpy_rows_avx512`] into `acc`'s rows: `acc.c + i·acc.ldc` holds row `i`'s
+/// `acc.w` outputs, which are B's columns `acc.j0 ..`.
+///
+/// # Safety
+/// `acc` names `m` rows of `w` writable f32 that no other thread touches; `b` has those
+/// columns; AVX-512 F and FMA present.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn axpy_into<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, acc: Rows) {
+    let Rows { c, ldc, j0, w } = acc;
+    // Every output is one chain of fused multiply-adds in k order, whatever the task's
+    // width (the last n mod 16 columns by scalar fused multiply-adds), so the bits do not
+    // depend on the thread count.
+    let k = a.len() / m;
+    let full = w / L * L;
+    let brow = |kk: usize| run_at(b, kk, j0, w).as_ptr();
+    // SAFETY: row i's run c + i·ldc .. + w is the caller's; each row run of B holds w
+    // elements (checked by run_at's slicing); vectors read and write lanes p..p + 16 <=
+    // full <= w.
     unsafe {
+        for i in 0..m {
+            std::ptr::write_bytes(c.add(i * ldc), 0, w);
+        }
+        let mut kk = 0;
         while kk + 4 <= k {
             // Four rows of B per pass over the accumulators.
-            let r = [rows(kk), rows(kk + 1), rows(kk + 2), rows(kk + 3)];
-            let s = [0, 1, 2, 3].map(|d| _mm512_set1_ps(a[kk + d]));
-            let mut p = 0;
-            while p < full {
-                let mut acc = _mm512_loadu_ps(op.add(p));
-                for d in 0..4 {
-                    acc = _mm512_fmadd_ps(s[d], T::load16(r[d].add(p)), acc);
+            let r = [brow(kk), brow(kk + 1), brow(kk + 2), brow(kk + 3)];
+            for i in 0..m {
+                let (ai, op) = (&a[i * k + kk..][..4], c.add(i * ldc));
+                let s = [0, 1, 2, 3].map(|d| _mm512_set1_ps(ai[d]));
+                let mut p = 0;
+                while p < full {
+                    let mut acc = _mm512_loadu_ps(op.add(p));
+                    for d in 0..4 {
+                        acc = _mm512_fmadd_ps(s[d], T::load16(r[d].add(p)), acc);
+                    }
+                    _mm512_storeu_ps(op.add(p), acc);
+                    p += L;
                 }
-                _mm512_storeu_ps(op.add(p), acc);
-                p += L;
-            }
-            for (d, &rd) in r.iter().enumerate() {
-                for j in full..w {
-                    *op.add(j) = a[kk + d].mul_add((*rd.add(j)).widen(), *op.add(j));
+                for (d, &rd) in r.iter().enumerate() {
+                    for j in full..w {
+                        *op.add(j) = ai[d].mul_add((*rd.add(j)).widen(), *op.add(j));
+                    }
                 }
             }
             kk += 4;
         }
-        for (kk, &s) in a.iter().enumerate().skip(kk) {
-            let r = rows(kk);
-            let sv = _mm512_set1_ps(s);
-            let mut p = 0;
-            while p < full {
-                let acc = _mm512_fmadd_ps(sv, T::load16(r.add(p)), _mm512_loadu_ps(op.add(p)));
-                _mm512_storeu_ps(op.add(p), acc);
-                p += L;
-            }
-            for j in full..w {
-                *op.add(j) = s.mul_add((*r.add(j)).widen(), *op.add(j));
+        for kk in kk..k {
+            let r = brow(kk);
+            for i in 0..m {
+                let (s, op) = (a[i * k + kk], c.add(i * ldc));
+                let sv = _mm512_set1_ps(s);
+                let mut p = 0;
+                while p < full {
+                    let acc = _mm512_fmadd_ps(sv, T::load16(r.add(p)), _mm512_loadu_ps(op.add(p)));
+                    _mm512_storeu_ps(op.add(p), acc);
+                    p += L;
+                }
+                for j in full..w {
+                    *op.add(j) = s.mul_add((*r.add(j)).widen(), *op.add(j));
+                }
             }
         }
     }
 }
 
-#[inline(always)]
-fn axpy_rows_any<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut [f32]) {
-    let w = out.len();
-    let mut acc = [0f32; BLOCK];
-    let acc = &mut acc[..w];
-    for (kk, &s) in a.iter().enumerate() {
-        let row = run_at(b, kk, j0, w);
-        for (c, &x) in acc.iter_mut().zip(row) {
-            *c += s * x.widen();
+/// [`axpy_rows_avx512`] without vectors (and without fused multiply-adds).
+///
+/// # Safety
+/// As [`axpy_rows`].
+unsafe fn axpy_rows_any<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, rows: Rows) {
+    let Rows { c, ldc, j0, w } = rows;
+    let k = a.len() / m;
+    for i in 0..m {
+        // SAFETY: row i's run of w values is the caller's alone.
+        let out = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc + j0), w) };
+        out.fill(0.0);
+        for (kk, &s) in a[i * k..][..k].iter().enumerate() {
+            let row = run_at(b, kk, j0, w);
+            for (o, &x) in out.iter_mut().zip(row) {
+                *o += s * x.widen();
+            }
         }
     }
-    out.copy_from_slice(acc);
 }
 
 #[cfg(test)]
@@ -417,6 +531,66 @@ mod tests {
     }
 
     #[test]
+    fn a_few_rows_against_a_k_by_n_weight_match_f64_sums_on_any_thread_count() {
+        // Rows 2..=FEW_ROWS against B along N: strided A, ragged K (passes of four and a
+        // rest), N with a tail and columns split into tasks by the thread count.
+        for (m, k, n) in [
+            (2, 5, 17),
+            (3, 39, 4100),
+            (8, 64, 300),
+            (FEW_ROWS, 13, 1030),
+        ] {
+            let w = values(n * k, 11);
+            let av = values(2 * m * k, 12);
+            let a = MatRef {
+                data: &av[..],
+                rows: m,
+                cols: k,
+                row_stride: 2 * k as isize,
+                col_stride: 2,
+                offset: 0,
+            };
+            let b = MatRef::row_major(&w[..], k, n);
+            assert!(takes(m, (b.row_stride, b.col_stride)));
+            let run = |threads: usize| {
+                let mut c = vec![f32::NAN; m * n];
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap()
+                    .install(|| gemv(a, b, &mut c));
+                c
+            };
+            let one = run(1);
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|p| av[i * 2 * k + 2 * p] as f64 * w[p * n + j] as f64)
+                        .sum();
+                    let got = one[i * n + j] as f64;
+                    assert!(
+                        (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                        "{m}×{k}×{n} at ({i}, {j}): {got} vs {want}"
+                    );
+                }
+            }
+            for threads in [2, 3] {
+                let other = run(threads);
+                assert!(
+                    one.iter()
+                        .zip(&other)
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{m}×{k}×{n}: {threads} threads changed the bits"
+                );
+            }
+        }
+        // The dot form (B along K) and more rows than FEW_ROWS stay with the GEMM.
+        assert!(!takes(2, (1, 64)));
+        assert!(!takes(FEW_ROWS + 1, (64, 1)));
+        assert!(takes(1, (1, 64)) && !takes(1, (2, 64)));
+    }
+
+    #[test]
     fn bf16_operands_widen_exactly_and_accumulate_in_f32() {
         let (k, n) = (100, 67);
         let w: Vec<bf16> = values(n * k, 5).into_iter().map(bf16::from_f32).collect();
@@ -469,7 +643,14 @@ mod tests {
                 if dot {
                     dot_rows_any(&av, &b, j0, &mut got[j0..j1]);
                 } else {
-                    axpy_rows_any(&av, &b, j0, &mut got[j0..j1]);
+                    let rows = Rows {
+                        c: got.as_mut_ptr(),
+                        ldc: n,
+                        j0,
+                        w: j1 - j0,
+                    };
+                    // SAFETY: columns j0..j1 of the one row of `got`.
+                    unsafe { axpy_rows_any(&av, 1, &b, rows) };
                 }
             }
             for (g, w) in got.iter().zip(&want) {

@@ -52,16 +52,18 @@ impl ContractPlan {
         });
     }
 
-    /// Whether B's view is one the matrix-vector kernels read in place.
+    /// Whether the matrix-vector kernels take this product in place
+    /// ([`crate::exec::gemv::takes`]: one row of A, or a few with B contiguous along N).
     pub(super) fn gemv_fits(&self) -> bool {
         let rb = self.b.strides.len();
-        self.b.strides[rb - 2] == 1 || self.b.strides[rb - 1] == 1
+        let (rs, cs) = (self.b.strides[rb - 2], self.b.strides[rb - 1]);
+        crate::exec::gemv::takes(self.m, (rs, cs))
     }
 
-    /// `M = 1` through [`crate::exec::gemv::gemv`] (f32 or bf16 operands, f32 accumulation) into
-    /// `c` (`nb·n` f32); bf16 products are rounded once to the dtype, into `out` (the
-    /// output's 16-bit storage) when given, else in place for the epilogue — as
-    /// [`Self::lowp_gemm`] does.
+    /// A product [`Self::gemv_fits`] takes, through [`crate::exec::gemv::gemv`] (f32 or
+    /// bf16 operands, f32 accumulation) into `c` (`nb·m·n` f32); bf16 products are rounded
+    /// once to the dtype, into `out` (the output's 16-bit storage) when given, else in
+    /// place for the epilogue — as [`Self::lowp_gemm`] does.
     pub(super) fn gemv(&self, bases: &[*mut u8], c: *mut f32, out: Option<*mut u16>) {
         let n = self.n;
         let (pc, out, dtype) = (SendPtr(c), out.map(SendPtr), self.dtype);
@@ -74,13 +76,14 @@ impl ContractPlan {
             am: MatRef<'_, T>,
             bm: MatRef<'_, T>,
         ) {
-            // SAFETY: C holds `nb·n` f32 and the output (if given) `nb·n` 16-bit elements;
-            // batch `bi`'s `n` of each are written by this call only, and neither overlaps
-            // an operand (the caller's contract, as for the GEMM paths).
+            let mn = am.rows * n;
+            // SAFETY: C holds `nb·m·n` f32 and the output (if given) `nb·m·n` 16-bit
+            // elements; batch `bi`'s `m·n` of each are written by this call only, and
+            // neither overlaps an operand (the caller's contract, as for the GEMM paths).
             let (cs, os) = unsafe {
                 (
-                    std::slice::from_raw_parts_mut(pc.get().add(bi * n), n),
-                    out.map(|o| std::slice::from_raw_parts_mut(o.get().add(bi * n), n)),
+                    std::slice::from_raw_parts_mut(pc.get().add(bi * mn), mn),
+                    out.map(|o| std::slice::from_raw_parts_mut(o.get().add(bi * mn), mn)),
                 )
             };
             crate::exec::gemv::gemv(am, bm, cs);
