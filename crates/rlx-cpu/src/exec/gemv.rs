@@ -1,5 +1,6 @@
 //! Matrix–vector products: contractions with one output row (`M = 1`), the shape of every
-//! linear layer when a language model decodes one token.
+//! linear layer when a language model decodes one token — or a few rows ([`takes`]: a
+//! few tokens, a small batch).
 //!
 //! The blocked GEMM packs its B operand into panels before multiplying; with one row of A
 //! each packed element is used once, so packing doubles the memory traffic of a kernel
@@ -7,9 +8,12 @@
 //! token). These kernels read B once, in place, in its storage order:
 //!
 //! - B contiguous along K (a `[N, K]` weight used as `x · Wᵀ`, PyTorch's `nn.Linear`):
-//!   one dot product per output, four outputs per pass over A;
+//!   one dot product per output, eight outputs per pass over a single row of A, or blocks
+//!   of four outputs by four rows;
 //! - B contiguous along N (a `[K, N]` weight, GPT-2's `Conv1D`): the rows of B scaled by
-//!   A's elements and summed into a block of outputs kept in registers.
+//!   A's elements and summed, four rows of B per pass, into accumulators that stay in L1
+//!   (C's row, or a buffer for several rows), over tasks of up to 2048 columns so that
+//!   each row of B is read as one long run.
 //!
 //! Outputs are split across threads in blocks. f32 operands accumulate in f32; bf16
 //! operands are widened to f32 as they are read and accumulate in f32, like the
@@ -84,13 +88,27 @@ const AXPY_COLS: usize = 2048;
 /// against the GEMM (which packs all of B): 2 rows 1.74–1.79 ms against 4.9, 4 rows
 /// 2.67–2.74 against 6.2, 8 rows 4.10–4.22 against 4.2–4.5, 16 rows 7.5–8.2 against
 /// 6.4 (torch/MKL: 2.44, 2.70, 2.98 ms at 2, 4, 8 rows).
-pub(crate) const FEW_ROWS: usize = 8;
+pub(crate) const FEW_ROWS_AXPY: usize = 8;
+
+/// Rows of A up to which a product with B contiguous along K (a weight stored `[N, K]`,
+/// `nn.Linear`'s layout) runs here: same shapes, 2 rows 1.40–1.42 ms against 4.8–5.1 in
+/// the GEMM, 4 rows 1.55–1.59 against 4.8, 8 rows 2.77 against 4.8 (torch: 3.64), 12
+/// rows 3.9 against 6.3–6.6, 16 rows 5.1–5.6 against 6.0–6.6, 24 rows 7.7–8.3 against
+/// 6.7–7.3.
+pub(crate) const FEW_ROWS_DOT: usize = 16;
 
 /// Whether [`gemv`] takes an `m`-row product over a B of strides `(rs, cs)` (along K,
-/// along N): one of them 1, and one row, or up to [`FEW_ROWS`] rows with B contiguous
-/// along N (the dot form keeps one row).
+/// along N): up to [`FEW_ROWS_DOT`] rows with B contiguous along K, up to
+/// [`FEW_ROWS_AXPY`] with B contiguous along N.
 pub(crate) fn takes(m: usize, (rs, cs): (isize, isize)) -> bool {
-    (rs == 1 || cs == 1) && (m == 1 || (m <= FEW_ROWS && cs == 1 && rs != 1))
+    let most = if rs == 1 {
+        FEW_ROWS_DOT
+    } else if cs == 1 {
+        FEW_ROWS_AXPY
+    } else {
+        0
+    };
+    (1..=most).contains(&m)
 }
 
 /// `c[i, j] = Σₖ a[i, k] · b[k, j]` for the `M × K` view `a` and the `K × N` view `b`
@@ -140,11 +158,15 @@ pub(crate) fn gemv<T: Widen>(a: MatRef<'_, T>, b: MatRef<'_, T>, c: &mut [f32]) 
             j0,
             w: j1 - j0,
         };
-        if b.row_stride == 1 {
+        if b.row_stride == 1 && m == 1 {
             // SAFETY: task `t` writes only `c[j0..j1]` (one row), disjoint from every
             // other task's.
             let out = unsafe { std::slice::from_raw_parts_mut(cp.get().add(j0), j1 - j0) };
             dot_rows(&av, &b, j0, out);
+        } else if b.row_stride == 1 {
+            // SAFETY: task `t` writes only columns j0..j1 of C's m rows, disjoint from
+            // every other task's; C holds m × n values.
+            unsafe { dot_rows_few(&av, m, &b, rows) };
         } else {
             // SAFETY: task `t` writes only columns j0..j1 of C's m rows, disjoint from
             // every other task's; C holds m × n values.
@@ -223,6 +245,83 @@ fn dot_rows_avx512<T: Widen>(a: &[f32], b: &MatRef<'_, T>, j0: usize, out: &mut 
             out[i + d] = sums[d] + tail;
         }
         i += ROWS;
+    }
+}
+
+/// B contiguous along K, several rows of A: `C[i, j0 + o] = a[i] · b[:, j0 + o]` for the
+/// `m` dense rows of `a`. Each output is computed as [`dot_rows`] computes a one-row
+/// product's (16 lane chains of fused multiply-adds in k order, reduced, plus the tail),
+/// so a row's results do not depend on the rows beside it.
+///
+/// # Safety
+/// As [`axpy_rows`].
+unsafe fn dot_rows_few<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, rows: Rows) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512 F (checked above); the caller's contract.
+        return unsafe { dot_rows_few_avx512(a, m, b, rows) };
+    }
+    let Rows { c, ldc, j0, w } = rows;
+    let k = a.len() / m;
+    for i in 0..m {
+        // SAFETY: row i's columns j0..j0 + w are the caller's alone.
+        let out = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc + j0), w) };
+        dot_rows_any(&a[i * k..][..k], b, j0, out);
+    }
+}
+
+/// Rows of A and outputs per block of [`dot_rows_few_avx512`] (16 accumulators).
+const FEW_DOT: usize = 4;
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn dot_rows_few_avx512<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, rows: Rows) {
+    let Rows { c, ldc, j0, w } = rows;
+    let k = a.len() / m;
+    let full = k / L * L;
+    let mut o = 0;
+    while o < w {
+        // FEW_DOT outputs (rows of the stored weight), the last block repeating its last.
+        let wr: [&[T]; FEW_DOT] = std::array::from_fn(|d| run_at(b, 0, j0 + (o + d).min(w - 1), k));
+        let wp = wr.map(<[T]>::as_ptr);
+        // Row groups inner: the block's rows of B are read from memory once, then from L2.
+        for i0 in (0..m).step_by(FEW_DOT) {
+            let ar: [*const f32; FEW_DOT] =
+                std::array::from_fn(|r| a[(i0 + r).min(m - 1) * k..].as_ptr());
+            // SAFETY: every load reads lanes p..p + 16 <= full <= k of a k-long row of A
+            // or of B; prefetches form addresses only.
+            let sums = unsafe {
+                let mut acc = [[_mm512_setzero_ps(); FEW_DOT]; FEW_DOT];
+                let mut p = 0;
+                while p < full {
+                    let wv: [__m512; FEW_DOT] = std::array::from_fn(|d| T::load16(wp[d].add(p)));
+                    if i0 == 0 {
+                        for r in wp {
+                            _mm_prefetch::<_MM_HINT_T0>(
+                                r.wrapping_add(p + PREFETCH_AHEAD) as *const i8
+                            );
+                        }
+                    }
+                    for (accr, &arow) in acc.iter_mut().zip(&ar) {
+                        let av = _mm512_loadu_ps(arow.add(p));
+                        for (acc, &wv) in accr.iter_mut().zip(&wv) {
+                            *acc = _mm512_fmadd_ps(av, wv, *acc);
+                        }
+                    }
+                    p += L;
+                }
+                acc.map(|accr| accr.map(|v| _mm512_reduce_add_ps(v)))
+            };
+            for (r, sums) in sums.iter().enumerate().take(m - i0) {
+                let arow = &a[(i0 + r) * k..][..k];
+                for (d, &sum) in sums.iter().enumerate().take(w - o) {
+                    let tail: f32 = (full..k).map(|q| arow[q] * wr[d][q].widen()).sum();
+                    // SAFETY: row i0 + r < m, column j0 + o + d < j0 + w: the caller's.
+                    unsafe { *c.add((i0 + r) * ldc + j0 + o + d) = sum + tail };
+                }
+            }
+        }
+        o += FEW_DOT;
     }
 }
 
@@ -532,13 +631,13 @@ mod tests {
 
     #[test]
     fn a_few_rows_against_a_k_by_n_weight_match_f64_sums_on_any_thread_count() {
-        // Rows 2..=FEW_ROWS against B along N: strided A, ragged K (passes of four and a
+        // Rows 2..=FEW_ROWS_AXPY against B along N: strided A, ragged K (passes of four and a
         // rest), N with a tail and columns split into tasks by the thread count.
         for (m, k, n) in [
             (2, 5, 17),
             (3, 39, 4100),
             (8, 64, 300),
-            (FEW_ROWS, 13, 1030),
+            (FEW_ROWS_AXPY, 13, 1030),
         ] {
             let w = values(n * k, 11);
             let av = values(2 * m * k, 12);
@@ -584,10 +683,49 @@ mod tests {
                 );
             }
         }
-        // The dot form (B along K) and more rows than FEW_ROWS stay with the GEMM.
-        assert!(!takes(2, (1, 64)));
-        assert!(!takes(FEW_ROWS + 1, (64, 1)));
-        assert!(takes(1, (1, 64)) && !takes(1, (2, 64)));
+        // More rows than the limits, or B without a unit stride, stay with the GEMM.
+        assert!(!takes(FEW_ROWS_AXPY + 1, (64, 1)) && !takes(FEW_ROWS_DOT + 1, (1, 64)));
+        assert!(takes(FEW_ROWS_DOT, (1, 64)));
+        assert!(takes(1, (1, 64)) && !takes(1, (2, 64)) && !takes(0, (1, 64)));
+    }
+
+    #[test]
+    fn a_few_rows_against_an_n_by_k_weight_equal_their_one_row_products_bit_for_bit() {
+        // B read as the transpose of a [N, K] weight (nn.Linear): blocks of four rows and
+        // four outputs, the last of each partial; K with a tail of 5.
+        for (m, k, n) in [(2, 37, 9), (5, 69, 70), (FEW_ROWS_DOT, 133, 131)] {
+            let w = values(n * k, 13);
+            let av = values(m * k, 14);
+            let b = MatRef {
+                data: &w[..],
+                rows: k,
+                cols: n,
+                row_stride: 1,
+                col_stride: k as isize,
+                offset: 0,
+            };
+            let mut c = vec![f32::NAN; m * n];
+            gemv(MatRef::row_major(&av[..], m, k), b, &mut c);
+            for i in 0..m {
+                let mut row = vec![f32::NAN; n];
+                gemv(MatRef::row_major(&av[i * k..][..k], 1, k), b, &mut row);
+                assert!(
+                    row.iter()
+                        .zip(&c[i * n..][..n])
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{m}×{k}×{n}: row {i} differs from its one-row product"
+                );
+                for (j, &got) in row.iter().enumerate() {
+                    let want: f64 = (0..k)
+                        .map(|p| av[i * k + p] as f64 * w[j * k + p] as f64)
+                        .sum();
+                    assert!(
+                        (got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                        "{m}×{k}×{n} at ({i}, {j}): {got} vs {want}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -607,6 +745,24 @@ mod tests {
         };
         check(a, bt, 1e-5);
         check(a, MatRef::row_major(&w[..], k, n), 1e-5);
+        // Three rows at once, both layouts: each row as its own one-row product.
+        let a3: Vec<bf16> = values(3 * k, 15).into_iter().map(bf16::from_f32).collect();
+        for b in [bt, MatRef::row_major(&w[..], k, n)] {
+            let mut c = vec![f32::NAN; 3 * n];
+            gemv(MatRef::row_major(&a3[..], 3, k), b, &mut c);
+            for i in 0..3 {
+                let row = MatRef::row_major(&a3[i * k..][..k], 1, k);
+                let mut one = vec![f32::NAN; n];
+                gemv(row, b, &mut one);
+                check(row, b, 1e-5);
+                for (x, y) in one.iter().zip(&c[i * n..][..n]) {
+                    assert!(
+                        (x - y).abs() <= 1e-5 * (1.0 + x.abs()),
+                        "row {i}: {x} vs {y}"
+                    );
+                }
+            }
+        }
         // 1.5 · 2 widened exactly: bf16 holds both.
         let one = [bf16::from_f32(1.5)];
         let two = [bf16::from_f32(2.0)];
