@@ -85,10 +85,10 @@ const AXPY_COLS: usize = 2048;
 /// Rows of A up to which a product with B contiguous along N runs here ([`takes`])
 /// rather than in the packing GEMM: each row of B is read once, in place, for all of
 /// them. m × 4096 × 4096 (2 threads, Emerald Rapids, medians of 41 calls), this path
-/// against the GEMM (which packs all of B): 2 rows 1.74–1.79 ms against 4.9, 4 rows
-/// 2.67–2.74 against 6.2, 8 rows 4.10–4.22 against 4.2–4.5, 16 rows 7.5–8.2 against
-/// 6.4 (torch/MKL: 2.44, 2.70, 2.98 ms at 2, 4, 8 rows).
-pub(crate) const FEW_ROWS_AXPY: usize = 8;
+/// against the GEMM (which packs all of B): 2 rows 1.38–1.64 ms against 4.9, 4 rows 2.09
+/// against 6.2, 8 rows 2.7–3.1 against 4.2–4.5, 12 rows 3.7 against 4.8–5.1, 16 rows
+/// 5.1–6.0 against 4.8–4.9 (torch/MKL: 2.44, 2.70, 2.98–3.58 ms at 2, 4, 8 rows).
+pub(crate) const FEW_ROWS_AXPY: usize = 12;
 
 /// Rows of A up to which a product with B contiguous along K (a weight stored `[N, K]`,
 /// `nn.Linear`'s layout) runs here: same shapes, 2 rows 1.40–1.42 ms against 4.8–5.1 in
@@ -456,20 +456,26 @@ unsafe fn axpy_into<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, acc: Rows)
         }
         let mut kk = 0;
         while kk + 4 <= k {
-            // Four rows of B per pass over the accumulators.
+            // Four rows of B per pass over the accumulators: each vector of them is
+            // loaded once and multiplied into every row's (A's elements broadcast from
+            // memory), so the B rows stream past and only the accumulators stay in L1.
             let r = [brow(kk), brow(kk + 1), brow(kk + 2), brow(kk + 3)];
+            let ap = a.as_ptr().add(kk);
+            let mut p = 0;
+            while p < full {
+                let bv: [__m512; 4] = std::array::from_fn(|d| T::load16(r[d].add(p)));
+                for i in 0..m {
+                    let (ai, op) = (ap.add(i * k), c.add(i * ldc + p));
+                    let mut acc = _mm512_loadu_ps(op);
+                    for (d, &bv) in bv.iter().enumerate() {
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(*ai.add(d)), bv, acc);
+                    }
+                    _mm512_storeu_ps(op, acc);
+                }
+                p += L;
+            }
             for i in 0..m {
                 let (ai, op) = (&a[i * k + kk..][..4], c.add(i * ldc));
-                let s = [0, 1, 2, 3].map(|d| _mm512_set1_ps(ai[d]));
-                let mut p = 0;
-                while p < full {
-                    let mut acc = _mm512_loadu_ps(op.add(p));
-                    for d in 0..4 {
-                        acc = _mm512_fmadd_ps(s[d], T::load16(r[d].add(p)), acc);
-                    }
-                    _mm512_storeu_ps(op.add(p), acc);
-                    p += L;
-                }
                 for (d, &rd) in r.iter().enumerate() {
                     for j in full..w {
                         *op.add(j) = ai[d].mul_add((*rd.add(j)).widen(), *op.add(j));
