@@ -452,6 +452,26 @@ fn batched_products_with_a_shared_weight_match_the_oracle_whether_or_not_they_fo
             vec![k, 70],
         ),
         (vec![6, 50, k], None, vec![6, k, 70]),
+        // A few rows per batch: f32 and bf16 take the matrix-vector kernels (B read in
+        // place) batch by batch, through the same views.
+        (vec![3, 4, 5, k], None, vec![k, 70]),
+        (
+            vec![4, 3, 7, k],
+            Some(Op::Transpose {
+                perm: vec![1, 0, 2, 3],
+            }),
+            vec![k, 70],
+        ),
+        (
+            vec![6, 50, k],
+            Some(Op::Narrow {
+                axis: 1,
+                start: 3,
+                len: 9,
+            }),
+            vec![k, 70],
+        ),
+        (vec![6, 9, k], None, vec![6, k, 70]),
     ];
     for (dt, scale, tol) in [
         (DType::F32, 1.0, 1e-5),

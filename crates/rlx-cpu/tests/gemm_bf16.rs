@@ -563,6 +563,12 @@ fn graph_half_matmuls_match_the_oracle() {
         graph_case(dt, &[2, 31, 40], &[2, 50, 40], true, true);
         graph_case(dt, &[64, 100], &[100, 48], false, true);
         graph_case(dt, &[130, 600], &[70, 600], true, true);
+        // A few rows per batch (the matrix-vector kernels of exec/gemv.rs read B in
+        // place): shared and batched weights, both layouts, with and without epilogue.
+        graph_case(dt, &[3, 5, 45], &[45, 33], false, false);
+        graph_case(dt, &[2, 7, 70], &[33, 70], true, false);
+        graph_case(dt, &[4, 12, 64], &[4, 64, 24], false, true);
+        graph_case(dt, &[2, 16, 40], &[2, 50, 40], true, true);
     }
 }
 
