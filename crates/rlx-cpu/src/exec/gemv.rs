@@ -11,8 +11,8 @@
 //!   one dot product per output, eight outputs per pass over a single row of A, or blocks
 //!   of four outputs by four rows;
 //! - B contiguous along N (a `[K, N]` weight, GPT-2's `Conv1D`): the rows of B scaled by
-//!   A's elements and summed, four rows of B per pass, into accumulators that stay in L1
-//!   (C's row, or a buffer for several rows), over tasks of up to 2048 columns so that
+//!   A's elements and summed, four rows of B per pass, into accumulators that stay in
+//!   cache (C's row, or a buffer for several rows), over tasks of up to 2048 columns so that
 //!   each row of B is read as one long run.
 //!
 //! Outputs are split across threads in blocks. f32 operands accumulate in f32; bf16
@@ -78,8 +78,9 @@ const PREFETCH_AHEAD: usize = 512;
 /// pool's dispatch, small enough to balance two to a few dozen threads.
 const BLOCK: usize = 64;
 
-/// Columns per task at most in the axpy form (B contiguous along N): its accumulators,
-/// the task's slice of C, stay in L1 (8 KiB).
+/// Columns per task at most in the axpy form (B contiguous along N): one row's
+/// accumulators (8 KiB) stay in L1; up to [`FEW_ROWS_AXPY`] rows' (96 KiB) stay in L2,
+/// each touched once per pass of four rows of B.
 const AXPY_COLS: usize = 2048;
 
 /// Rows of A up to which a product with B contiguous along N runs here ([`takes`])
@@ -141,7 +142,7 @@ pub(crate) fn gemv<T: Widen>(a: MatRef<'_, T>, b: MatRef<'_, T>, c: &mut [f32]) 
     // B along N is read a row at a time, so a task's columns are one contiguous run per
     // row of B: wide runs keep the hardware prefetchers streaming (tasks of 64 columns
     // read 256 bytes from rows 16 KiB apart at N = 4096, and 1 × 4096 × 4096 took 1.8×
-    // MKL's time). The accumulators (the task's M rows of C) stay within L1.
+    // MKL's time).
     let width = if b.row_stride == 1 {
         BLOCK
     } else {
@@ -398,10 +399,11 @@ unsafe fn axpy_rows_avx512<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, row
         return unsafe { axpy_into(a, 1, b, out) };
     }
     // Several rows accumulate in a buffer whose rows are a cache line more than the
-    // task's width apart: C's rows are N apart, 16 KiB at N = 4096, so the load of one
-    // row's accumulators fell on the page offset of the store to the row before it, and
-    // every load waited for that store (4K aliasing): 8 × 4096 × 4096 took 4.1–5.8 ms
-    // that way.
+    // task's width apart: C's rows are N apart, 16 KiB at N = 4096, so each row's load
+    // would fall on the page offset of the store to the row before it, which the CPU
+    // may take for a dependency (4K aliasing). (Measured with the loop order before the
+    // current one, 16 rows: 7.5–8.2 ms in C's rows, 7.5 ms in the buffer; within noise
+    // at 8 rows.)
     let Rows { c, ldc, j0, w } = rows;
     let ld = w.next_multiple_of(L) + L;
     ACCUMULATORS.with(|buf| {
@@ -458,7 +460,8 @@ unsafe fn axpy_into<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, acc: Rows)
         while kk + 4 <= k {
             // Four rows of B per pass over the accumulators: each vector of them is
             // loaded once and multiplied into every row's (A's elements broadcast from
-            // memory), so the B rows stream past and only the accumulators stay in L1.
+            // memory), so the B rows stream past once and only the accumulators stay in
+            // cache.
             let r = [brow(kk), brow(kk + 1), brow(kk + 2), brow(kk + 3)];
             let ap = a.as_ptr().add(kk);
             let mut p = 0;
