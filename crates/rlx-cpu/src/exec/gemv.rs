@@ -402,8 +402,8 @@ unsafe fn axpy_rows_avx512<T: Widen>(a: &[f32], m: usize, b: &MatRef<'_, T>, row
     // task's width apart: C's rows are N apart, 16 KiB at N = 4096, so each row's load
     // would fall on the page offset of the store to the row before it, which the CPU
     // may take for a dependency (4K aliasing). (Measured with the loop order before the
-    // current one, 16 rows: 7.5–8.2 ms in C's rows, 7.5 ms in the buffer; within noise
-    // at 8 rows.)
+    // current one, tasks equally wide, 16 rows: 8.7–8.8 ms in C's rows, 7.5–8.2 ms in
+    // the buffer; within noise at 8 rows.)
     let Rows { c, ldc, j0, w } = rows;
     let ld = w.next_multiple_of(L) + L;
     ACCUMULATORS.with(|buf| {
