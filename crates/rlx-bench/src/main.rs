@@ -711,17 +711,13 @@ fn w4_decode(plan: Plan) -> Vec<Row> {
             .collect()
     };
     let (a, w) = (data(n * n), data(n * n));
-    // The scaled rows multiply by the transposed operand's codes (K-last).
-    let mut wt = vec![0f32; n * n];
-    for p in 0..n {
-        for j in 0..n {
-            wt[j * n + p] = w[p * n + j];
-        }
-    }
+    // The scaled rows multiply by the transposed operand's codes (K-last), and the
+    // `_wt` rows by the transposed weight.
+    let wt = transposed_square(&w, n);
     let mut rows = Vec::new();
     let mut baselines = Vec::new();
     for m in W4_DECODE_ROWS {
-        let f = rlx::w4_rows(m, n);
+        let f = rlx::w4_rows(m, n, false);
         let x = &a[..m * n];
         let run = || f.run(&[("x", x), ("w", &w)]);
         let reference = run()[0].clone();
@@ -733,7 +729,7 @@ fn w4_decode(plan: Plan) -> Vec<Row> {
                 .note("f32 baseline of the decoding-step rows below (weight [in, out])"),
         );
         // The same product with the weight stored [out, in] (nn.Linear's layout).
-        let f = rlx::w4_rows_t(m, n);
+        let f = rlx::w4_rows(m, n, true);
         let run = || f.run(&[("x", x), ("w", &wt)]);
         let check = rel_err(&run()[0], &reference);
         let t = time(plan, run);
@@ -781,6 +777,17 @@ fn w4_decode(plan: Plan) -> Vec<Row> {
     rows
 }
 
+/// The `n × n` row-major matrix `b` transposed.
+fn transposed_square(b: &[f32], n: usize) -> Vec<f32> {
+    let mut t = vec![0f32; n * n];
+    for p in 0..n {
+        for j in 0..n {
+            t[j * n + p] = b[p * n + j];
+        }
+    }
+    t
+}
+
 /// W4 at `n = W4_LOWP` in low precision: a bf16 matmul (bf16 operands and result,
 /// f32 accumulation) and scaled matmuls — MX fp8 (e4m3), MX fp4 (e2m1), both with
 /// 32-element E8M0 blocks, and NVFP4 (e2m1, 16-element E4M3 groups) — that quantize both
@@ -802,12 +809,7 @@ fn w4_lowp(plan: Plan, n: usize, a: &[f32], b: &[f32], reference: &[f32], f32_s:
             .note(&note),
     );
     // scaled_matmul is TN (both operands K-last): feed bᵀ so the product is a·b.
-    let mut bt = vec![0f32; n * n];
-    for p in 0..n {
-        for j in 0..n {
-            bt[j * n + p] = b[p * n + j];
-        }
-    }
+    let bt = transposed_square(b, n);
     use rlx_tensor::{ScaleLayout, ScaledFormat};
     let formats = [
         (

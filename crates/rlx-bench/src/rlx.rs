@@ -98,23 +98,14 @@ pub fn w4_scaled_parts(n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> (Jit
     (quantize, w4_scaled_rows(n, n, fmt, layout))
 }
 
-/// `x [m, n] · wᵀ` for `w [n, n]` stored as PyTorch's `nn.Linear` keeps its weight
-/// (`[out, in]`, contiguous along the sums), in f32.
-pub fn w4_rows_t(m: usize, n: usize) -> Jitted {
-    Func::new("w4_rows_t", |s| {
-        let x = s.input("x", f32s(&[m, n]));
-        let w = s.input("w", f32s(&[n, n]));
-        x.matmul_t(&w)
-    })
-    .jit()
-}
-
-/// `x [m, n] · w [n, n]` in f32: the baseline of [`w4_scaled_rows`].
-pub fn w4_rows(m: usize, n: usize) -> Jitted {
+/// `x [m, n] · w` in f32 for an `n × n` weight: the baseline of [`w4_scaled_rows`]. With
+/// `out_in`, `w` is stored `[out, in]` as PyTorch's `nn.Linear` keeps it (contiguous
+/// along the sums) and the product is `x · wᵀ`.
+pub fn w4_rows(m: usize, n: usize, out_in: bool) -> Jitted {
     Func::new("w4_rows", |s| {
         let x = s.input("x", f32s(&[m, n]));
         let w = s.input("w", f32s(&[n, n]));
-        x.matmul(&w)
+        if out_in { x.matmul_t(&w) } else { x.matmul(&w) }
     })
     .jit()
 }

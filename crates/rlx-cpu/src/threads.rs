@@ -150,3 +150,14 @@ pub fn num_threads() -> usize {
         None => global_threads(),
     }
 }
+
+/// `f` run on a rayon pool of `threads` threads (tests that check results do not depend
+/// on the thread count).
+#[cfg(test)]
+pub(crate) fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool")
+        .install(f)
+}

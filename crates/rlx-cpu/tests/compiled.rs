@@ -432,47 +432,38 @@ fn batched_products_with_a_shared_weight_match_the_oracle_whether_or_not_they_fo
     // f16 (one rounding of an f32 sum vs the oracle's f64 sum: a format ulp) and i8
     // (exact, wrapping), with products large enough to run on every thread.
     let k = 40;
-    let cases: Vec<(Vec<usize>, Option<Op>, Vec<usize>)> = vec![
-        (vec![3, 4, 33, k], None, vec![k, 70]),
-        (vec![5, 1, 33, k], None, vec![1, k, 70]),
-        (
-            vec![4, 3, 33, k],
-            Some(Op::Transpose {
-                perm: vec![1, 0, 2, 3],
-            }),
-            vec![k, 70],
-        ),
-        (
-            vec![6, 50, k],
-            Some(Op::Narrow {
-                axis: 1,
-                start: 3,
-                len: 41,
-            }),
-            vec![k, 70],
-        ),
-        (vec![6, 50, k], None, vec![6, k, 70]),
-        // A few rows per batch: f32 and bf16 take the matrix-vector kernels (B read in
-        // place) batch by batch, through the same views.
-        (vec![3, 4, 5, k], None, vec![k, 70]),
-        (
-            vec![4, 3, 7, k],
-            Some(Op::Transpose {
-                perm: vec![1, 0, 2, 3],
-            }),
-            vec![k, 70],
-        ),
-        (
-            vec![6, 50, k],
-            Some(Op::Narrow {
-                axis: 1,
-                start: 3,
-                len: 9,
-            }),
-            vec![k, 70],
-        ),
-        (vec![6, 9, k], None, vec![6, k, 70]),
-    ];
+    // For `m` rows per batch: a shared weight over contiguous rows, a transposed batch
+    // order (`m` rows each), rows narrowed to `narrow` inside each batch, a weight per
+    // batch (`own` rows each). With 33 rows the products run in the GEMM (folded or per
+    // batch); with a few (at most 12) f32 and bf16 take the matrix-vector kernels (B
+    // read in place) batch by batch, through the same views.
+    let with_rows =
+        |m: usize, narrow: usize, own: usize| -> Vec<(Vec<usize>, Option<Op>, Vec<usize>)> {
+            vec![
+                (vec![3, 4, m, k], None, vec![k, 70]),
+                (
+                    vec![4, 3, m, k],
+                    Some(Op::Transpose {
+                        perm: vec![1, 0, 2, 3],
+                    }),
+                    vec![k, 70],
+                ),
+                (
+                    vec![6, 50, k],
+                    Some(Op::Narrow {
+                        axis: 1,
+                        start: 3,
+                        len: narrow,
+                    }),
+                    vec![k, 70],
+                ),
+                (vec![6, own, k], None, vec![6, k, 70]),
+            ]
+        };
+    let mut cases = with_rows(33, 41, 50);
+    cases.push((vec![5, 1, 33, k], None, vec![1, k, 70]));
+    cases.extend(with_rows(1, 1, 1));
+    cases.extend(with_rows(5, 9, 9));
     for (dt, scale, tol) in [
         (DType::F32, 1.0, 1e-5),
         (DType::F64, 1.0, 1e-5),

@@ -645,11 +645,7 @@ mod tests {
             assert!(takes(m, (b.row_stride, b.col_stride)));
             let run = |threads: usize| {
                 let mut c = vec![f32::NAN; m * n];
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap()
-                    .install(|| gemv(a, b, &mut c));
+                crate::threads::on_threads(threads, || gemv(a, b, &mut c));
                 c
             };
             let one = run(1);
@@ -781,6 +777,41 @@ mod tests {
                 }
             }
             for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (*g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{g} vs {w}"
+                );
+            }
+        }
+        // Three rows at once through the portable axpy kernel: each row as its own
+        // one-row product (same loop, same order of sums).
+        let (m, a3) = (3, values(3 * k, 9));
+        let mut got = vec![f32::NAN; m * n];
+        let rows = Rows {
+            c: got.as_mut_ptr(),
+            ldc: n,
+            j0: 0,
+            w: n,
+        };
+        // SAFETY: all m rows of `got`, n columns each.
+        unsafe { axpy_rows_any(&a3, m, &bn, rows) };
+        for i in 0..m {
+            let mut one = vec![f32::NAN; n];
+            let row = Rows {
+                c: one.as_mut_ptr(),
+                ldc: n,
+                j0: 0,
+                w: n,
+            };
+            // SAFETY: the one row of `one`.
+            unsafe { axpy_rows_any(&a3[i * k..][..k], 1, &bn, row) };
+            assert!(
+                one.iter()
+                    .zip(&got[i * n..][..n])
+                    .all(|(x, y)| x.to_bits() == y.to_bits())
+            );
+            let want = reference(&MatRef::row_major(&a3[i * k..][..k], 1, k), &bn);
+            for (g, w) in one.iter().zip(&want) {
                 assert!(
                     (*g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
                     "{g} vs {w}"

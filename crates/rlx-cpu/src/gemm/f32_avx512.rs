@@ -791,7 +791,7 @@ struct StackTile([f32; STACK_TILE]);
 
 /// The mask of the low `n <= 16` lanes.
 #[inline(always)]
-fn mask16(n: usize) -> u16 {
+pub(crate) fn mask16(n: usize) -> u16 {
     if n >= 16 { u16::MAX } else { (1u16 << n) - 1 }
 }
 

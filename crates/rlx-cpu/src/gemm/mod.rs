@@ -46,7 +46,7 @@ mod team;
 pub(crate) mod decoding {
     #[cfg(test)]
     pub(crate) use super::f32_avx512::F32;
-    pub(crate) use super::f32_avx512::{Load, Pair, available, sgemm_decoding};
+    pub(crate) use super::f32_avx512::{Load, Pair, available, mask16, sgemm_decoding};
     pub(crate) use super::lowp_drive::{Dst, Src};
 }
 

@@ -13,7 +13,7 @@
 use super::Operand;
 use super::few_rows::{Arith, arith_of, scales_take_factor};
 use crate::exec::scaled_lut::{lookup64_ps, lookup256_bf16};
-use crate::gemm::decoding::{Dst, Load, Pair, Src, available, sgemm_decoding};
+use crate::gemm::decoding::{Dst, Load, Pair, Src, available, mask16, sgemm_decoding};
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
@@ -72,9 +72,11 @@ impl Divider {
     }
 }
 
-/// What [`CodeReader`] reads besides the operand: the block scales' table (times the
-/// arithmetic decoding's factor), owned by [`multiply`] for the product.
+/// What [`CodeReader`] reads besides the operand, found once per product and owned by
+/// [`multiply`]: the fp8 bit arithmetic, if it serves, and the block scales' table
+/// times its factor.
 struct ReaderTables {
+    arith: Option<Arith>,
     scales: [f32; 256],
 }
 
@@ -108,10 +110,23 @@ unsafe impl Send for CodeReader {}
 unsafe impl Sync for CodeReader {}
 
 impl CodeReader {
-    /// The tables [`CodeReader::of`] reads for `op`.
+    /// Whether `op`'s codes have a reader: a table with a register lookup, and scale
+    /// blocks of at least 16 sums (or none).
+    fn reads(op: &Operand<'_>) -> bool {
+        (op.lut_in_registers || op.lut_bf16.is_some()) && (op.block >= 16 || op.scales.is_none())
+    }
+
+    /// The tables [`CodeReader::of`] reads for `op`: the bit arithmetic for its fp8
+    /// table where the factor folds into every scale, and the scales times that factor.
     fn tables(op: &Operand<'_>) -> ReaderTables {
-        let factor = Self::arith(op).map_or(1.0, |a| a.factor);
+        let arith = op
+            .lut_bf16
+            .as_ref()
+            .and_then(|_| arith_of(&op.lut))
+            .filter(|a| scales_take_factor(op, a.factor));
+        let factor = arith.map_or(1.0, |a| a.factor);
         ReaderTables {
+            arith,
             scales: match &op.scales {
                 Some(s) => std::array::from_fn(|c| s.table[c] * factor),
                 None => [0.0; 256],
@@ -119,38 +134,40 @@ impl CodeReader {
         }
     }
 
-    /// The bit arithmetic for `op`'s fp8 table, where its factor folds into every scale.
-    fn arith(op: &Operand<'_>) -> Option<Arith> {
-        op.lut_bf16.as_ref()?;
-        arith_of(&op.lut).filter(|a| scales_take_factor(op, a.factor))
-    }
-
-    /// The reader of `op`'s codes, if its table has a register lookup and its scale
-    /// blocks hold at least 16 sums; `tables` is [`CodeReader::tables`] of `op`.
-    fn of(op: &Operand<'_>, tables: &ReaderTables) -> Option<CodeReader> {
-        let arith = Self::arith(op);
-        let table = if op.lut_in_registers {
-            Table::Ps(&op.lut, op.codes_used)
-        } else {
-            let bf16: *const [u16; 256] = &**op.lut_bf16.as_ref()?;
-            match arith {
-                Some(a) => Table::Arith(a, bf16),
-                None => Table::Bf16(bf16),
-            }
+    /// The reader of `op`'s codes ([`CodeReader::reads`] must hold); `tables` is
+    /// [`CodeReader::tables`] of `op`.
+    fn of(op: &Operand<'_>, tables: &ReaderTables) -> CodeReader {
+        debug_assert!(Self::reads(op));
+        let table = match (&op.lut_bf16, tables.arith) {
+            _ if op.lut_in_registers => Table::Ps(&op.lut, op.codes_used),
+            (Some(bf16), Some(a)) => Table::Arith(a, &**bf16),
+            (Some(bf16), None) => Table::Bf16(&**bf16),
+            (None, _) => unreachable!("CodeReader::reads checked the table"),
         };
-        let scales = op
-            .scales
-            .as_ref()
-            .map(|s| (s.codes.as_ptr(), &tables.scales as *const _));
-        (op.block >= 16 || scales.is_none()).then_some(CodeReader {
+        CodeReader {
             base: op.codes.as_ptr(),
             k: Divider::new(op.k.max(1)),
             table,
-            scales,
-            one: arith.map_or(1.0, |a| a.factor),
+            scales: op
+                .scales
+                .as_ref()
+                .map(|s| (s.codes.as_ptr(), &tables.scales as *const _)),
+            one: tables.arith.map_or(1.0, |a| a.factor),
             block: Divider::new(op.block.max(1)),
             per_row: op.k / op.block.max(1),
-        })
+        }
+    }
+
+    /// The scale block of sum `col` and `col`'s place in it (a shift and a mask where
+    /// the block is a power of two: MX, NVFP4).
+    #[inline(always)]
+    fn block_of(self, col: usize) -> (usize, usize) {
+        let d = self.block.d;
+        if d.is_power_of_two() {
+            (col >> d.trailing_zeros(), col & (d - 1))
+        } else {
+            self.block.div_rem(col)
+        }
     }
 
     /// The scales of the `n <= 16` elements from `(row, col)` on, one per lane.
@@ -163,12 +180,7 @@ impl CodeReader {
             // SAFETY: AVX-512 F enabled (caller).
             return unsafe { _mm512_set1_ps(self.one) };
         };
-        let (first, within) = if self.block.d.is_power_of_two() {
-            let shift = self.block.d.trailing_zeros();
-            (col >> shift, col & (self.block.d - 1))
-        } else {
-            self.block.div_rem(col)
-        };
+        let (first, within) = self.block_of(col);
         let row_scales = row * self.per_row;
         // SAFETY: blocks `first` and (when the run reaches it) `first + 1` of this row
         // hold codes of the run, so their scales exist (caller).
@@ -183,9 +195,7 @@ impl CodeReader {
             _mm512_mask_mov_ps(lanes, !mask16(next), _mm512_set1_ps(scale(first + 1)))
         }
     }
-}
 
-impl CodeReader {
     /// Whether a code in `z` is one of [`Table::Arith`]'s special codes (never for the
     /// other tables).
     ///
@@ -247,7 +257,7 @@ impl CodeReader {
                 let one = _mm512_set1_ps(self.one);
                 return (one, one, 16);
             };
-            let (first, within) = self.block.div_rem(col);
+            let (first, within) = self.block_of(col);
             let next = self.block.d - within;
             let lanes = |b: usize| {
                 let v: [f32; 16] = std::array::from_fn(|t| {
@@ -430,17 +440,10 @@ impl Load for CodeReader {
     }
 }
 
-/// The mask of the low `n <= 16` lanes.
-#[inline(always)]
-fn mask16(n: usize) -> __mmask16 {
-    if n >= 16 { u16::MAX } else { (1u16 << n) - 1 }
-}
-
 /// Whether this path takes a product of `a` and `b` over `k` sums: the own f32 kernel
-/// runs here, `k > 1`, and both operands have a [`CodeReader`].
+/// runs here, `k > 1`, and both operands have a reader ([`CodeReader::reads`]).
 pub(super) fn takes(a: &Operand<'_>, b: &Operand<'_>, k: usize) -> bool {
-    let reads = |op: &Operand<'_>| CodeReader::of(op, &CodeReader::tables(op)).is_some();
-    enabled() && k > 1 && a.k == k && b.k == k && reads(a) && reads(b)
+    enabled() && k > 1 && a.k == k && b.k == k && CodeReader::reads(a) && CodeReader::reads(b)
 }
 
 /// `C = A·Bᵀ` (overwriting `c`, `[m, n]`) if this path takes the product ([`takes`]);
@@ -451,16 +454,17 @@ pub(super) fn multiply(
     (m, n, k): (usize, usize, usize),
     c: &mut [f32],
 ) -> bool {
-    if !takes(a, b, k) || m == 0 || n == 0 || c.len() != m * n {
+    if !takes(a, b, k)
+        || m == 0
+        || n == 0
+        || c.len() != m * n
+        || a.codes.len() < m * k
+        || b.codes.len() < n * k
+    {
         return false;
     }
     let (ta, tb) = (CodeReader::tables(a), CodeReader::tables(b));
-    let (Some(ra), Some(rb)) = (CodeReader::of(a, &ta), CodeReader::of(b, &tb)) else {
-        return false;
-    };
-    if a.codes.len() < m * k || b.codes.len() < n * k {
-        return false;
-    }
+    let (ra, rb) = (CodeReader::of(a, &ta), CodeReader::of(b, &tb));
     // A `[m, k]` in rows; B's `[n, k]` codes read as the `k × n` matrix Bᵀ (unit stride
     // down its columns). Both unit strides lie along K, the runs the readers decode.
     let av = Src {

@@ -2,6 +2,7 @@
 //! `few_rows/tests.rs`, `codes/tests.rs`).
 
 use super::Operand;
+pub(super) use crate::threads::on_threads;
 use rlx_ir::{DType, ScaleLayout, ScaledFormat, TensorData};
 
 /// Every format the kernels' tables serve: fp4, both fp6, both OCP fp8.
@@ -170,13 +171,4 @@ pub(super) fn assert_within_f32_bound(
             );
         }
     }
-}
-
-/// `f` run on a rayon pool of `threads` threads.
-pub(super) fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("a thread pool")
-        .install(f)
 }
