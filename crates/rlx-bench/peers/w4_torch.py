@@ -4,7 +4,7 @@
     python w4_torch.py --rows --threads 2   # W4PEER lines, read by `rlx-bench --torch`
 
 The products: matmul 1024/2048 in f32, 1024 in bf16 / f16, and int8 (i32 out) at 1024;
-on the all-threads count also the decoding-step f32 products (1 and 8 rows times a
+on the all-threads count also the decoding-step f32 and bf16 products (1 and 8 rows times a
 4096² weight, both storage orders).
 
 (The f32 shape table against MKL is `cargo run --release -p rlx-cpu --example gemm_shapes
@@ -90,26 +90,28 @@ def w4_rows(thread_counts, rows):
 
 
 def decode_rows(rows, n=4096):
-    """rlx-bench's W4_decode rows in f32: m rows times an n × n weight stored [in, out]
-    (`x @ w`) and [out, in] (`F.linear(x, w)`, nn.Linear's layout)."""
+    """rlx-bench's W4_decode rows in f32 and bf16: m rows times an n × n weight stored
+    [in, out] (`x @ w`) and [out, in] (`F.linear(x, w)`, nn.Linear's layout)."""
     g = torch.Generator().manual_seed(2)
-    w = torch.rand((n, n), generator=g).sub_(0.5)
-    for m in (1, 8):
-        x = torch.rand((m, n), generator=g).sub_(0.5)
-        for suffix, fn in (
-            ("", lambda: torch.matmul(x, w)),
-            ("_wt", lambda: torch.nn.functional.linear(x, w)),
-        ):
-            ts = times(fn, 2.0 * m * n * n, budget=2e9)
-            med = ts[len(ts) // 2]
-            name = f"torch_f32_rows{m}{suffix}"
-            if rows:
-                print(
-                    f"W4PEER W4_decode_{n} {name} median_s={med:.9f} "
-                    f"min_s={ts[0]:.9f} max_s={ts[-1]:.9f} repeats={len(ts)} inner=1"
-                )
-            else:
-                print(f"W4_decode_{n} {name} {2.0 * m * n * n / med / 1e9:.1f}")
+    w32 = torch.rand((n, n), generator=g).sub_(0.5)
+    for dtype, tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        w = w32.to(dtype)
+        for m in (1, 8):
+            x = torch.rand((m, n), generator=g).sub_(0.5).to(dtype)
+            for suffix, fn in (
+                ("", lambda: torch.matmul(x, w)),
+                ("_wt", lambda: torch.nn.functional.linear(x, w)),
+            ):
+                ts = times(fn, 2.0 * m * n * n, budget=2e9)
+                med = ts[len(ts) // 2]
+                name = f"torch_{tag}_rows{m}{suffix}"
+                if rows:
+                    print(
+                        f"W4PEER W4_decode_{n} {name} median_s={med:.9f} "
+                        f"min_s={ts[0]:.9f} max_s={ts[-1]:.9f} repeats={len(ts)} inner=1"
+                    )
+                else:
+                    print(f"W4_decode_{n} {name} {2.0 * m * n * n / med / 1e9:.1f}")
 
 
 if __name__ == "__main__":

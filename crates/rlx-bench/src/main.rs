@@ -691,10 +691,11 @@ const W4_DECODE_ROWS: [usize; 2] = [1, 8];
 /// The weight's size in W4's decoding-step products.
 const W4_DECODE_N: usize = 4096;
 
-/// W4 as a quantized model's decoding step: `m` rows (`W4_DECODE_ROWS`) times an
-/// `n × n` weight (`W4_DECODE_N`), in f32 and as MX fp8, MX fp4 and NVFP4 scaled
-/// matmuls from codes quantized once; notes give the time ratio to the f32 row of the
-/// same `m` (rlx's own: torch has no CPU scaled matmul).
+/// W4 as a model's decoding step: `m` rows (`W4_DECODE_ROWS`) times an `n × n` weight
+/// (`W4_DECODE_N`), in f32 and bf16 (activations, weight and result; f32 accumulation)
+/// with the weight in both layouts, and as MX fp8, MX fp4 and NVFP4 scaled matmuls from
+/// codes quantized once; notes give the time ratio to the f32 row of the same `m`
+/// (rlx's own: torch has no CPU scaled matmul).
 fn w4_decode(plan: Plan) -> Vec<Row> {
     use rlx_tensor::{HostData, ScaleLayout, ScaledFormat};
     let n = W4_DECODE_N;
@@ -717,7 +718,7 @@ fn w4_decode(plan: Plan) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut baselines = Vec::new();
     for m in W4_DECODE_ROWS {
-        let f = rlx::w4_rows(m, n, false);
+        let f = rlx::w4_rows(m, n, false, rlx_tensor::DType::F32);
         let x = &a[..m * n];
         let run = || f.run(&[("x", x), ("w", &w)]);
         let reference = run()[0].clone();
@@ -729,7 +730,7 @@ fn w4_decode(plan: Plan) -> Vec<Row> {
                 .note("f32 baseline of the decoding-step rows below (weight [in, out])"),
         );
         // The same product with the weight stored [out, in] (nn.Linear's layout).
-        let f = rlx::w4_rows(m, n, true);
+        let f = rlx::w4_rows(m, n, true, rlx_tensor::DType::F32);
         let run = || f.run(&[("x", x), ("w", &wt)]);
         let check = rel_err(&run()[0], &reference);
         let t = time(plan, run);
@@ -739,6 +740,13 @@ fn w4_decode(plan: Plan) -> Vec<Row> {
                 .check(check)
                 .note("the f32 rows with the weight stored [out, in] (nn.Linear), x·wᵀ"),
         );
+        rows.extend(w4_decode_bf16(
+            plan,
+            &id,
+            m,
+            (x, &w, &wt),
+            (&reference, f32_s),
+        ));
         baselines.push((m, f32_s, reference));
     }
     let formats = [
@@ -773,6 +781,49 @@ fn w4_decode(plan: Plan) -> Vec<Row> {
                     .note(&note),
             );
         }
+    }
+    rows
+}
+
+/// W4_decode's bf16 rows for `m` rows of `x` against `w` stored `[in, out]` and its
+/// transpose `wt` (both rounded to bf16 once, outside the timing): the product read back
+/// as f32 against the f32 rows' `reference`, the time against theirs (`f32_s`).
+fn w4_decode_bf16(
+    plan: Plan,
+    id: &str,
+    m: usize,
+    (x, w, wt): (&[f32], &[f32], &[f32]),
+    (reference, f32_s): (&[f32], f64),
+) -> Vec<Row> {
+    use rlx_tensor::HostData;
+    let n = W4_DECODE_N;
+    let to_bf16 = |v: &[f32]| {
+        v.iter()
+            .map(|&e| half::bf16::from_f32(e))
+            .collect::<Vec<_>>()
+    };
+    let xb = to_bf16(x);
+    let mut rows = Vec::new();
+    for (out_in, weight, suffix, layout) in [
+        (false, w, "", "x·w, w [in, out]"),
+        (true, wt, "_wt", "x·wᵀ, w [out, in] (nn.Linear)"),
+    ] {
+        let wb = to_bf16(weight);
+        let f = rlx::w4_rows(m, n, out_in, rlx_tensor::DType::BF16);
+        let ins = [("x", HostData::from(&xb)), ("w", HostData::from(&wb))];
+        let run = || f.run_host(&ins);
+        let check = rel_err(&run()[0].to_f32_vec(), reference);
+        let t = time(plan, run);
+        let note = format!(
+            "{layout}, bf16 in and out (f32 accumulation), {:.2}x the f32 rows' time",
+            t.median_s / f32_s
+        );
+        rows.push(
+            Row::new(id, &format!("rlx_bf16_rows{m}{suffix}"), t)
+                .flops(2.0 * (m * n * n) as f64)
+                .check(check)
+                .note(&note),
+        );
     }
     rows
 }

@@ -98,13 +98,14 @@ pub fn w4_scaled_parts(n: usize, fmt: ScaledFormat, layout: ScaleLayout) -> (Jit
     (quantize, w4_scaled_rows(n, n, fmt, layout))
 }
 
-/// `x [m, n] · w` in f32 for an `n × n` weight: the baseline of [`w4_scaled_rows`]. With
-/// `out_in`, `w` is stored `[out, in]` as PyTorch's `nn.Linear` keeps it (contiguous
-/// along the sums) and the product is `x · wᵀ`.
-pub fn w4_rows(m: usize, n: usize, out_in: bool) -> Jitted {
+/// `x [m, n] · w` in `dtype` (f32, or bf16 in and out with f32 accumulation) for an
+/// `n × n` weight: in f32 the baseline of [`w4_scaled_rows`]. With `out_in`, `w` is
+/// stored `[out, in]` as PyTorch's `nn.Linear` keeps it (contiguous along the sums) and
+/// the product is `x · wᵀ`.
+pub fn w4_rows(m: usize, n: usize, out_in: bool, dtype: DType) -> Jitted {
     Func::new("w4_rows", |s| {
-        let x = s.input("x", f32s(&[m, n]));
-        let w = s.input("w", f32s(&[n, n]));
+        let x = s.input("x", Shape::new(&[m, n], dtype));
+        let w = s.input("w", Shape::new(&[n, n], dtype));
         if out_in { x.matmul_t(&w) } else { x.matmul(&w) }
     })
     .jit()

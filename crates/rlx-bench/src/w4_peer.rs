@@ -4,8 +4,9 @@
 //! `W4PEER W4_matmul_<n> torch_<dtype>_<threads>t median_s=… …` line per product. Each
 //! becomes a row right after the rlx kernel row of the same dtype and thread count, with
 //! a note giving rlx's rate over torch's. On all threads it also times the decoding-step
-//! products of `W4_decode_4096` in f32 (`torch_f32_rows<m>`, and `_wt` with the weight
-//! stored `[out, in]`), placed after rlx's rows of the same name.
+//! products of `W4_decode_4096` in f32 and bf16 (`torch_f32_rows<m>`,
+//! `torch_bf16_rows<m>`, and `_wt` with the weight stored `[out, in]`), placed after
+//! rlx's rows of the same name.
 
 use crate::peer;
 use crate::report::Row;
@@ -19,11 +20,16 @@ const SCRIPT: &str = "crates/rlx-bench/peers/w4_torch.py";
 /// `torch_int8_<t>t` → `rlx_cpu::gemm_i8_<t>t`.
 pub(crate) fn rlx_system_for(peer_system: &str) -> Option<String> {
     let rest = peer_system.strip_prefix("torch_")?;
-    // The decoding-step rows: `torch_f32_rows<m>[_wt]` → `rlx_f32_rows<m>[_wt]`.
-    if let Some(shape) = rest.strip_prefix("f32_rows") {
-        let m = shape.strip_suffix("_wt").unwrap_or(shape);
-        return (!m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| format!("rlx_f32_rows{shape}"));
+    // The decoding-step rows: `torch_<f32|bf16>_rows<m>[_wt]` → `rlx_<dtype>_rows<m>[_wt]`.
+    for dtype in ["f32", "bf16"] {
+        if let Some(shape) = rest
+            .strip_prefix(dtype)
+            .and_then(|r| r.strip_prefix("_rows"))
+        {
+            let m = shape.strip_suffix("_wt").unwrap_or(shape);
+            return (!m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| format!("rlx_{dtype}_rows{shape}"));
+        }
     }
     let (dtype, threads) = rest.split_once('_')?;
     let count = threads.strip_suffix('t')?;
@@ -73,10 +79,17 @@ mod tests {
             map("torch_f32_rows1_wt").as_deref(),
             Some("rlx_f32_rows1_wt")
         );
+        assert_eq!(map("torch_bf16_rows8").as_deref(), Some("rlx_bf16_rows8"));
+        assert_eq!(
+            map("torch_bf16_rows1_wt").as_deref(),
+            Some("rlx_bf16_rows1_wt")
+        );
         for bad in [
             "torch_f32_rows",
             "torch_f32_rows_wt",
             "torch_f32_rows1_x",
+            "torch_bf16_rows",
+            "torch_bf16_rows8_x",
             "torch_fp8_1t",
             "torch_f32",
             "torch_f32_t",
