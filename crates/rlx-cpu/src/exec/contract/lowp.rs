@@ -31,6 +31,14 @@ impl ContractPlan {
         unsafe { self.per_batch::<T>(bases, true, batch) };
         // The rounding pass runs on every thread after the products (per batch, it ran on
         // one thread: 1 M elements of one product were a fifth of a 1024³ bf16 matmul).
+        // Tried instead and not kept (2-vCPU Emerald Rapids, 2026-12-04, bf16 graphs
+        // `[8, m/8, k] · [k, n]` timed against the same f32 graph in one process, medians
+        // of 27 alternated rounds, builds alternated): each tile's rows rounded right after
+        // the f32 kernel stored them (a callback per tile, so C is read from L1, not L3):
+        // 1024 × 1024 × 256 1.13 → 1.08× the f32 graph's time, 1024 × 256 × 1024 1.13 →
+        // 1.10×, but 2048 × 32 × 2048 1.48 → 1.66× (rows of 48 elements, 4 KiB apart, into
+        // the 16-bit output), and W11's bf16 step within its noise (±3 %). What the bf16
+        // graph still pays over the f32 one there is mostly C's f32 scratch itself.
         let total = self.batch.iter().product::<usize>() * mn;
         let per = ew_chunk(total, 1);
         let _ = par_for(chunks(total, per), |ch| {
