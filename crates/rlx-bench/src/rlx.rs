@@ -290,4 +290,38 @@ mod tests {
     fn scaled_rows_refuse_a_layout_without_blocks() {
         let _ = w4_scaled_rows(1, 64, ScaledFormat::F8E4M3, ScaleLayout::PerTensor);
     }
+
+    /// The decoding-step rows multiply as written in both weight layouts, in f32 and in
+    /// bf16 (small integers: every product and sum is exact in both), and a dtype matmul
+    /// does not take is refused by name when the row is built.
+    #[test]
+    fn decode_rows_multiply_in_both_layouts_and_dtypes() {
+        use rlx_tensor::HostData;
+        let (m, n) = (2, 16);
+        let x: Vec<f32> = (0..m * n).map(|i| (i % 5) as f32 - 2.0).collect();
+        let w: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 - 3.0).collect();
+        let wt: Vec<f32> = (0..n * n).map(|e| w[(e % n) * n + e / n]).collect();
+        let want: Vec<f32> = (0..m * n)
+            .map(|e| (0..n).map(|p| x[e / n * n + p] * w[p * n + e % n]).sum())
+            .collect();
+        let bf = |v: &[f32]| {
+            v.iter()
+                .map(|&e| half::bf16::from_f32(e))
+                .collect::<Vec<_>>()
+        };
+        for (out_in, weight) in [(false, &w), (true, &wt)] {
+            let f32_rows = w4_rows(m, n, out_in, DType::F32).run(&[("x", &x), ("w", weight)]);
+            assert_eq!(f32_rows[0], want, "f32, out_in = {out_in}");
+            let (xb, wb) = (bf(&x), bf(weight));
+            let bf16_rows = w4_rows(m, n, out_in, DType::BF16)
+                .run_host(&[("x", HostData::from(&xb)), ("w", HostData::from(&wb))]);
+            assert_eq!(bf16_rows[0].to_f32_vec(), want, "bf16, out_in = {out_in}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "matmul: the operands must be a real number type")]
+    fn decode_rows_refuse_a_bool_dtype() {
+        let _ = w4_rows(1, 16, false, DType::Bool);
+    }
 }

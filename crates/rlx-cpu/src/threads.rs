@@ -161,3 +161,10 @@ pub(crate) fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) 
         .expect("a thread pool")
         .install(f)
 }
+
+/// Whether two results hold the same bits element for element (tests that a thread
+/// count, a loop order or a layout changes no bit).
+#[cfg(test)]
+pub(crate) fn same_bits(x: &[f32], y: &[f32]) -> bool {
+    x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits())
+}

@@ -664,9 +664,7 @@ mod tests {
             for threads in [2, 3] {
                 let other = run(threads);
                 assert!(
-                    one.iter()
-                        .zip(&other)
-                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                    crate::threads::same_bits(&one, &other),
                     "{m}×{k}×{n}: {threads} threads changed the bits"
                 );
             }
@@ -691,9 +689,7 @@ mod tests {
                 let mut row = vec![f32::NAN; n];
                 gemv(MatRef::row_major(&av[i * k..][..k], 1, k), b, &mut row);
                 assert!(
-                    row.iter()
-                        .zip(&c[i * n..][..n])
-                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                    crate::threads::same_bits(&row, &c[i * n..][..n]),
                     "{m}×{k}×{n}: row {i} differs from its one-row product"
                 );
                 for (j, &got) in row.iter().enumerate() {
@@ -805,11 +801,7 @@ mod tests {
             };
             // SAFETY: the one row of `one`.
             unsafe { axpy_rows_any(&a3[i * k..][..k], 1, &bn, row) };
-            assert!(
-                one.iter()
-                    .zip(&got[i * n..][..n])
-                    .all(|(x, y)| x.to_bits() == y.to_bits())
-            );
+            assert!(crate::threads::same_bits(&one, &got[i * n..][..n]));
             let want = reference(&MatRef::row_major(&a3[i * k..][..k], 1, k), &bn);
             for (g, w) in one.iter().zip(&want) {
                 assert!(

@@ -121,10 +121,7 @@ fn row_split_products_share_b_packing_and_give_the_same_bits_on_1_to_4_threads()
                 let one = check_plan_on(plan, shape, a_t, b_t, add, 1);
                 for threads in 2..=4 {
                     let many = check_plan_on(plan, shape, a_t, b_t, add, threads);
-                    let same = one
-                        .iter()
-                        .zip(&many)
-                        .all(|(x, y)| x.to_bits() == y.to_bits());
+                    let same = crate::threads::same_bits(&one, &many);
                     assert!(
                         same,
                         "{plan:?} {shape:?} a_t={a_t} b_t={b_t}: {threads} threads differ from 1"
@@ -309,10 +306,7 @@ fn a_rows_read_in_place_give_the_bits_of_packed_panels() {
             let packed = product_with_row_stride(plan, (m, k, n), lim + 16);
             for lda in [k, lim] {
                 let in_place = product_with_row_stride(plan, (m, k, n), lda);
-                let same = packed
-                    .iter()
-                    .zip(&in_place)
-                    .all(|(x, y)| x.to_bits() == y.to_bits());
+                let same = crate::threads::same_bits(&packed, &in_place);
                 assert!(
                     same,
                     "{plan:?} {m}x{k}x{n}: A read in place (lda {lda}) differs from packed"
@@ -344,9 +338,7 @@ fn square_products_with_b_transposed_split_columns_and_give_the_same_bits_on_1_t
                 for threads in 2..=3 {
                     let many = check_plan_on(plan, (m, k, m), false, b_t, add, threads);
                     assert!(
-                        one.iter()
-                            .zip(&many)
-                            .all(|(x, y)| x.to_bits() == y.to_bits()),
+                        crate::threads::same_bits(&one, &many),
                         "{m}x{k}x{m} b_t={b_t} add={add}: {threads} threads differ from 1"
                     );
                 }

@@ -51,10 +51,25 @@ fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || x.is_nan() && y.is_nan()
 }
 
+/// Whether this path runs here; says why not when it does not.
+fn runs_here() -> bool {
+    let on = enabled();
+    if !on {
+        eprintln!("skipped: this CPU lacks AVX-512 F/BW/VL (or RLX_SCALED_PACKED_CODES=0)");
+    }
+    on
+}
+
+/// Whether `c` is the f32 kernel's product of the decoded operands, bit for bit (any
+/// NaN for a NaN).
+fn equals_decoded(a: &Operand<'_>, b: &Operand<'_>, mnk: (usize, usize, usize), c: &[f32]) -> bool {
+    let want = decoded_product(a, b, mnk);
+    c.len() == want.len() && c.iter().zip(&want).all(|(&x, &y)| same(x, y))
+}
+
 #[test]
 fn packed_codes_equal_the_f32_kernel_on_decoded_operands_bit_for_bit() {
-    if !enabled() {
-        eprintln!("skipped: this CPU lacks AVX-512 F/BW/VL (or RLX_SCALED_PACKED_CODES=0)");
+    if !runs_here() {
         return;
     }
     let mut rng = Rng(7);
@@ -100,8 +115,7 @@ fn packed_codes_equal_the_f32_kernel_on_decoded_operands_bit_for_bit() {
 
 #[test]
 fn packed_codes_mix_formats_and_carry_nan_and_infinity_codes() {
-    if !enabled() {
-        eprintln!("skipped: this CPU lacks AVX-512 F/BW/VL (or RLX_SCALED_PACKED_CODES=0)");
+    if !runs_here() {
         return;
     }
     let mut rng = Rng(3);
@@ -116,8 +130,7 @@ fn packed_codes_mix_formats_and_carry_nan_and_infinity_codes() {
     let b = operand(ScaledFormat::F4E2M1, mx, &qb, &sb);
     let mut c = vec![0f32; m * n];
     assert!(multiply(&a, &b, (m, n, k), &mut c));
-    let want = decoded_product(&a, &b, (m, n, k));
-    assert!(c.iter().zip(&want).all(|(&x, &y)| same(x, y)));
+    assert!(equals_decoded(&a, &b, (m, n, k), &c));
     assert!((0..n).all(|j| c[3 * n + j].is_nan()), "a NaN code vanished");
     assert!(
         (0..n).any(|j| c[n + j].is_infinite()),
@@ -127,8 +140,7 @@ fn packed_codes_mix_formats_and_carry_nan_and_infinity_codes() {
 
 #[test]
 fn packed_codes_do_not_depend_on_the_thread_count() {
-    if !enabled() {
-        eprintln!("skipped: this CPU lacks AVX-512 F/BW/VL (or RLX_SCALED_PACKED_CODES=0)");
+    if !runs_here() {
         return;
     }
     let mut rng = Rng(5);
@@ -169,8 +181,7 @@ fn packed_codes_refuse_one_sum_and_blocks_under_sixteen_without_writing() {
 
 #[test]
 fn packed_codes_carry_special_codes_of_a_transposed_b_through_its_tiles() {
-    if !enabled() {
-        eprintln!("skipped: this CPU lacks AVX-512 F/BW/VL (or RLX_SCALED_PACKED_CODES=0)");
+    if !runs_here() {
         return;
     }
     let mut rng = Rng(12);
@@ -186,11 +197,7 @@ fn packed_codes_carry_special_codes_of_a_transposed_b_through_its_tiles() {
         let b = operand(ScaledFormat::F8E4M3, mx, &qb, &sb);
         let mut c = vec![0f32; m * n];
         assert!(multiply(&a, &b, (m, n, k), &mut c));
-        let want = decoded_product(&a, &b, (m, n, k));
-        assert!(
-            c.iter().zip(&want).all(|(&x, &y)| same(x, y)),
-            "nan = {nan}"
-        );
+        assert!(equals_decoded(&a, &b, (m, n, k), &c), "nan = {nan}");
         assert_eq!((0..m).all(|i| c[i * n + 20].is_nan()), nan);
     }
 }

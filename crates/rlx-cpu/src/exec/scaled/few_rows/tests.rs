@@ -100,11 +100,7 @@ fn few_rows_do_not_depend_on_the_thread_count() {
     };
     let one = run(1);
     let two = run(2);
-    assert!(
-        one.iter()
-            .zip(&two)
-            .all(|(x, y)| x.to_bits() == y.to_bits())
-    );
+    assert!(crate::threads::same_bits(&one, &two));
 }
 
 #[test]

@@ -168,9 +168,7 @@ fn the_result_does_not_depend_on_the_thread_count() {
     for threads in [2, 3] {
         let other = run(threads);
         assert!(
-            one.iter()
-                .zip(&other)
-                .all(|(x, y)| x.to_bits() == y.to_bits()),
+            crate::threads::same_bits(&one, &other),
             "{threads} threads changed the bits"
         );
     }
